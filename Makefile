@@ -1,0 +1,30 @@
+# Front door: `make demo` (set up + main job) and `make test` (set up + whole suite).
+# Only Python 3.10+ is needed; everything else is installed into .venv from the project's files.
+PYTHON ?= python3
+VENV   ?= .venv
+PY      = $(VENV)/bin/python
+STAMP   = $(VENV)/.installed
+
+.PHONY: demo test bench setup clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	# The CPU build of torch; an unpinned torch would pull a multi-GB CUDA build.
+	$(PY) -m pip install --quiet "torch==2.13.0"
+	$(PY) -m pip install --quiet -e ".[test,gguf]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/multispin generate --devices 4 --draft-len 4 --mode mixed --max-new-tokens 24
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info

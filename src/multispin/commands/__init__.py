@@ -1,0 +1,1 @@
+"""CLI verbs, one module each; each registers itself on multispin.cli.app."""

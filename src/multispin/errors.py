@@ -1,0 +1,41 @@
+"""One exception type per family of failure; user mistakes carry a one-line message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class MultispinError(Exception):
+    """Base of every error multispin raises on purpose."""
+
+
+class ConfigError(MultispinError, ValueError):
+    """A user-supplied value is out of range or inconsistent (names the field and what is allowed)."""
+
+
+class VocabularyMismatchError(ConfigError):
+    """Draft and target models do not share a vocabulary."""
+
+
+class ModelError(MultispinError):
+    """A model cannot be found, fetched or loaded."""
+
+
+class ProtocolError(MultispinError):
+    """A message or a step of the round protocol is invalid."""
+
+
+def config_error_from_validation(exc: Any, prefix: str = "") -> ConfigError:
+    """Turn a pydantic ValidationError into a one-line ConfigError naming the field(s).
+
+    Example: ``temperature: Input should be greater than or equal to 0 (got -1.0)``.
+    """
+    parts = []
+    for err in exc.errors():
+        field = ".".join(str(p) for p in err.get("loc", ())) or "value"
+        if prefix:
+            field = f"{prefix}.{field}"
+        got = err.get("input")
+        got_txt = "" if err.get("type") == "missing" else f" (got {got!r})"
+        parts.append(f"{field}: {err.get('msg', 'invalid')}{got_txt}")
+    return ConfigError("; ".join(parts))

@@ -1,0 +1,1 @@
+"""One module per figure or study: run(config) -> table; plot(table) -> png."""

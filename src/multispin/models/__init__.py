@@ -1,0 +1,1 @@
+"""Language-model backends: the draft/target protocol, Hugging Face, tiny test models, registry."""

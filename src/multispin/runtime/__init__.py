@@ -1,0 +1,1 @@
+"""The running system: round loop, server, devices, protocol, link emulation, clocks."""

@@ -1,0 +1,126 @@
+"""Batched verification of a ragged batch: K devices, each with its own draft length (0 allowed),
+in one call.
+
+Layout (as in vLLM's rejection sampler): the drafts of all devices are flattened along one token
+axis with cumulative counts `cu[k] .. cu[k+1]`; device k owns γ_k + 1 target rows
+`cu[k] + k .. cu[k+1] + k + 1` (p_1..p_{γ_k+1}, the last for the bonus token). The server only
+needs the scalars q_i(x_i) for the acceptance test; the full q_j moves only after a rejection.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from multispin.errors import ConfigError, ProtocolError
+from multispin.spec.sampling import sample_categorical
+
+DEFAULT_GAMMA_MAX = 20
+
+
+@dataclass(frozen=True)
+class RaggedDrafts:
+    """All devices' drafts of one round, flattened along one token axis."""
+
+    draft_lens: np.ndarray  # (K,) int, γ_k
+    token_ids: np.ndarray  # (Σγ,) int, x_i
+    draft_probs: np.ndarray  # (Σγ,) float, q_i(x_i) > 0
+
+    @classmethod
+    def from_lists(cls, tokens: list[list[int]], probs: list[list[float]]) -> "RaggedDrafts":
+        lens = np.array([len(t) for t in tokens], dtype=np.int64)
+        flat_t = np.array([x for t in tokens for x in t], dtype=np.int64)
+        flat_q = np.array([x for q in probs for x in q], dtype=np.float64)
+        return cls(lens, flat_t, flat_q)
+
+    @property
+    def num_devices(self) -> int:
+        return int(self.draft_lens.shape[0])
+
+    @property
+    def cu(self) -> np.ndarray:
+        """Cumulative draft counts, shape (K+1,), cu[0] = 0."""
+        return np.concatenate([[0], np.cumsum(self.draft_lens)]).astype(np.int64)
+
+    @property
+    def target_row_start(self) -> np.ndarray:
+        """First target row of each device, shape (K+1,): device k owns rows [s[k], s[k+1])."""
+        return self.cu + np.arange(self.num_devices + 1)
+
+    def validate(self, vocab_size: int, gamma_max: int = DEFAULT_GAMMA_MAX) -> None:
+        lens = self.draft_lens
+        if lens.ndim != 1 or (lens.size and (lens.min() < 0 or lens.max() > gamma_max)):
+            bad = lens[(lens < 0) | (lens > gamma_max)] if lens.ndim == 1 else lens
+            raise ConfigError(f"draft_len: must be in 0..{gamma_max} (got {bad.tolist()})")
+        n = int(lens.sum())
+        if self.token_ids.shape != (n,) or self.draft_probs.shape != (n,):
+            raise ProtocolError(
+                f"drafts: need {n} token ids and {n} draft probabilities "
+                f"(got {self.token_ids.shape[0]} and {self.draft_probs.shape[0]})"
+            )
+        if n and (self.token_ids.min() < 0 or self.token_ids.max() >= vocab_size):
+            raise ProtocolError(f"draft token id: must be in 0..{vocab_size - 1}")
+        if n and not np.all((self.draft_probs > 0) & (self.draft_probs <= 1.0 + 1e-6)):
+            raise ProtocolError("draft probability q_i(x_i): must be in (0, 1] (a drafted token has q > 0)")
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    """Per-device verdicts of one round."""
+
+    num_accepted: np.ndarray  # (K,) accepted draft tokens
+    rejected: np.ndarray  # (K,) bool: device k joins the rejected set R
+    bonus_token: np.ndarray  # (K,) bonus id from p_{γ+1}; -1 where rejected
+    rejection_row: np.ndarray  # (K,) target row p_j of the first rejection; -1 where accepted
+
+    @property
+    def rejection_position(self) -> np.ndarray:
+        """0-based index j of the first rejected draft token; -1 where all were accepted."""
+        return np.where(self.rejected, self.num_accepted, -1)
+
+    @property
+    def rejected_devices(self) -> np.ndarray:
+        return np.flatnonzero(self.rejected)
+
+
+def verify(
+    drafts: RaggedDrafts,
+    target_probs: np.ndarray,
+    accept_uniforms: np.ndarray,
+    bonus_uniforms: np.ndarray,
+    gamma_max: int = DEFAULT_GAMMA_MAX,
+) -> VerifyResult:
+    """Speculative acceptance test for every device at once.
+
+    Accept x_i while r_i <= min(1, p_i(x_i) / q_i(x_i)), written r_i * q_i <= p_i(x_i) to avoid
+    a division. Devices with every draft accepted (γ_k = 0 included) get a bonus token sampled
+    from p_{γ_k+1} with their bonus uniform; the others are left for the correction step.
+    """
+    k_dev = drafts.num_devices
+    vocab = target_probs.shape[-1]
+    drafts.validate(vocab, gamma_max)
+    n = int(drafts.draft_lens.sum())
+    if target_probs.shape[0] != n + k_dev:
+        raise ProtocolError(f"target_probs: need Σγ + K = {n + k_dev} rows (got {target_probs.shape[0]})")
+    if accept_uniforms.shape != (n,) or bonus_uniforms.shape != (k_dev,):
+        raise ValueError(f"uniforms: need {n} acceptance and {k_dev} bonus uniforms")
+
+    device_of = np.repeat(np.arange(k_dev), drafts.draft_lens)
+    pos_in_draft = np.arange(n) - drafts.cu[device_of]
+    target_row = pos_in_draft + drafts.target_row_start[device_of]
+    p_at_x = target_probs[target_row, drafts.token_ids].astype(np.float64)
+    accepted = accept_uniforms * drafts.draft_probs <= p_at_x
+
+    num_accepted = drafts.draft_lens.copy()
+    rej = ~accepted
+    np.minimum.at(num_accepted, device_of[rej], pos_in_draft[rej])
+    rejected = num_accepted < drafts.draft_lens
+
+    last_row = drafts.target_row_start[:-1] + num_accepted  # p_{j} on rejection, p_{γ+1} otherwise
+    bonus = np.full(k_dev, -1, dtype=np.int64)
+    ok = ~rejected
+    if ok.any():
+        bonus[ok] = sample_categorical(target_probs[last_row[ok]], bonus_uniforms[ok])
+    rejection_row = np.where(rejected, last_row, -1)
+    return VerifyResult(num_accepted, rejected, bonus, rejection_row)

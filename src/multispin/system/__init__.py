@@ -1,0 +1,1 @@
+"""The world: scenario configuration, channel, compute and acceptance profiles."""
