@@ -1,0 +1,75 @@
+"""What the engine needs from language models.
+
+A *pair* is one target model and one or more draft models sharing a tokenizer. The engine never
+touches model internals: it calls `SequenceLM` (one sequence with its own KV cache, used by a
+device for drafting) and `BatchedLM` (many sequences, one KV cache each, scored in one batched
+forward pass, used by the server for verification). Backends implement both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence
+
+import numpy as np
+
+
+class Tokenizer(Protocol):
+    def encode(self, text: str) -> list[int]: ...
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+
+class SequenceLM(Protocol):
+    """One sequence and its KV cache (a device's draft model)."""
+
+    vocab_size: int  # logit width after alignment to the shared vocabulary
+
+    @property
+    def length(self) -> int:
+        """Tokens currently held in the KV cache."""
+
+    def reset(self) -> None:
+        """Forget the sequence (empty cache)."""
+
+    def extend(self, token_ids: Sequence[int]) -> np.ndarray:
+        """Append tokens to the cache; return float32 logits (len(token_ids), vocab_size), row i
+        predicting the token after token_ids[i]."""
+
+    def rollback(self, length: int) -> None:
+        """Truncate the cache to its first `length` tokens (no-op if already that short)."""
+
+
+class BatchedLM(Protocol):
+    """Many sequences, one KV cache each, scored together (the server's target model)."""
+
+    vocab_size: int
+
+    def open(self, seq_id: int) -> None: ...
+
+    def close(self, seq_id: int) -> None: ...
+
+    def length(self, seq_id: int) -> int: ...
+
+    def extend_many(self, new_tokens: dict[int, Sequence[int]]) -> dict[int, np.ndarray]:
+        """Append tokens to several sequences in ONE forward pass; return each sequence's logits
+        (len(new_tokens[seq]), vocab_size)."""
+
+    def rollback(self, seq_id: int, length: int) -> None: ...
+
+
+@dataclass
+class LoadedPair:
+    """A resolved draft/target pair, ready for the engine."""
+
+    name: str
+    tokenizer: Any  # Tokenizer
+    target: Any  # torch.nn.Module (Hugging Face causal LM)
+    drafts: dict[str, Any]  # draft name (e.g. "q4g64") -> torch.nn.Module
+    vocab_size: int  # shared valid token ids; logits are cut to this width
+    eos_token_ids: tuple[int, ...] = ()
+    use_chat_template: bool = False
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def default_draft(self) -> str:
+        return next(iter(self.drafts))

@@ -1,0 +1,150 @@
+"""Hugging Face transformers backend: any causal LM as a `SequenceLM` (device drafting) or a
+`BatchedLM` (server verification of many devices in one forward pass).
+
+The batched target keeps one KV cache per device. Each round it stacks the devices' caches
+(left-padded to a common length), appends every device's new tokens (right-padded), runs ONE
+forward pass with an attention mask and explicit positions, and slices each device's cache back
+out. Rollback is a per-device truncation, so rejected draft positions never linger.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+from transformers import DynamicCache
+
+from multispin.errors import ProtocolError
+from multispin.spec.warp import align_logits
+
+KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer (keys, values), each (B, H, L, D)
+
+
+def _cache_layers(cache: DynamicCache) -> KV:
+    if hasattr(cache, "layers"):  # transformers >= 4.56
+        return [(layer.keys, layer.values) for layer in cache.layers]
+    return list(zip(cache.key_cache, cache.value_cache))  # older releases
+
+
+def _to_numpy_logits(logits: torch.Tensor, vocab_size: int) -> np.ndarray:
+    return align_logits(logits, vocab_size).to(torch.float32).numpy()
+
+
+class HFSequenceLM:
+    """One sequence with its own KV cache (a device's draft model)."""
+
+    def __init__(self, model: torch.nn.Module, vocab_size: int):
+        self.model = model
+        self.vocab_size = vocab_size
+        self._device = next(model.parameters()).device
+        self.reset()
+
+    @property
+    def length(self) -> int:
+        return self._length
+
+    def reset(self) -> None:
+        self._cache = DynamicCache()
+        self._length = 0
+
+    @torch.inference_mode()
+    def extend(self, token_ids: Sequence[int]) -> np.ndarray:
+        if len(token_ids) == 0:
+            raise ProtocolError("extend: need at least one token")
+        ids = torch.tensor([list(token_ids)], dtype=torch.long, device=self._device)
+        out = self.model(input_ids=ids, past_key_values=self._cache, use_cache=True)
+        self._cache = out.past_key_values
+        self._length += len(token_ids)
+        return _to_numpy_logits(out.logits[0], self.vocab_size)
+
+    def rollback(self, length: int) -> None:
+        if length < self._length:
+            self._cache.crop(length)
+            self._length = length
+
+
+class HFBatchedLM:
+    """Many sequences, one KV cache each; `extend_many` scores them in one forward pass."""
+
+    def __init__(self, model: torch.nn.Module, vocab_size: int, pad_token_id: int = 0):
+        self.model = model
+        self.vocab_size = vocab_size
+        self.pad_token_id = pad_token_id
+        self._device = next(model.parameters()).device
+        self._kv: dict[int, KV | None] = {}
+        self._len: dict[int, int] = {}
+
+    def open(self, seq_id: int) -> None:
+        self._kv[seq_id] = None
+        self._len[seq_id] = 0
+
+    def close(self, seq_id: int) -> None:
+        self._kv.pop(seq_id, None)
+        self._len.pop(seq_id, None)
+
+    def length(self, seq_id: int) -> int:
+        return self._len[seq_id]
+
+    def rollback(self, seq_id: int, length: int) -> None:
+        if length < self._len[seq_id]:
+            kv = self._kv[seq_id]
+            self._kv[seq_id] = [(k[:, :, :length], v[:, :, :length]) for k, v in kv] if length else None
+            self._len[seq_id] = length
+
+    @torch.inference_mode()
+    def extend_many(self, new_tokens: dict[int, Sequence[int]]) -> dict[int, np.ndarray]:
+        seq_ids = [s for s, toks in new_tokens.items() if len(toks) > 0]
+        if not seq_ids:
+            return {}
+        past = [self._len[s] for s in seq_ids]
+        new = [len(new_tokens[s]) for s in seq_ids]
+        batch, max_past, max_new = len(seq_ids), max(past), max(new)
+
+        input_ids = torch.full((batch, max_new), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((batch, max_past + max_new), dtype=torch.long)
+        positions = torch.zeros((batch, max_new), dtype=torch.long)
+        for b, s in enumerate(seq_ids):
+            input_ids[b, : new[b]] = torch.tensor(list(new_tokens[s]), dtype=torch.long)
+            mask[b, max_past - past[b] : max_past + new[b]] = 1
+            # Padded query slots get in-range positions; their outputs are discarded.
+            positions[b] = past[b] + torch.arange(max_new)
+
+        cache = DynamicCache()
+        if max_past:
+            cache = DynamicCache(self._stack_past(seq_ids, past, max_past))
+        out = self.model(
+            input_ids=input_ids.to(self._device), attention_mask=mask.to(self._device),
+            position_ids=positions.to(self._device), past_key_values=cache, use_cache=True,
+        )
+        layers = _cache_layers(out.past_key_values)
+        result = {}
+        for b, s in enumerate(seq_ids):
+            lo, hi = max_past - past[b], max_past + new[b]
+            self._kv[s] = [(k[b : b + 1, :, lo:hi], v[b : b + 1, :, lo:hi]) for k, v in layers]
+            self._len[s] = past[b] + new[b]
+            result[s] = _to_numpy_logits(out.logits[b, : new[b]], self.vocab_size)
+        return result
+
+    def _stack_past(self, seq_ids: list[int], past: list[int], max_past: int) -> KV:
+        """Left-pad every sequence's cache to max_past and stack along the batch axis."""
+        per_layer = []
+        n_layers = len(next(kv for kv in (self._kv[s] for s in seq_ids) if kv is not None))
+        for layer in range(n_layers):
+            keys, values = [], []
+            for s, length in zip(seq_ids, past):
+                kv = self._kv[s]
+                if kv is None:
+                    ref_k, ref_v = next(self._kv[t][layer] for t in seq_ids if self._kv[t] is not None)
+                    k = ref_k.new_zeros(ref_k.shape[:2] + (max_past,) + ref_k.shape[3:])
+                    v = ref_v.new_zeros(ref_v.shape[:2] + (max_past,) + ref_v.shape[3:])
+                else:
+                    k, v = kv[layer]
+                    if length < max_past:
+                        pad = max_past - length
+                        k = torch.nn.functional.pad(k, (0, 0, pad, 0))
+                        v = torch.nn.functional.pad(v, (0, 0, pad, 0))
+                keys.append(k)
+                values.append(v)
+            per_layer.append((torch.cat(keys, dim=0), torch.cat(values, dim=0)))
+        return per_layer

@@ -1,0 +1,79 @@
+"""Tiny random-init draft/target pair for tests: no download, builds in milliseconds.
+
+The target is a 2-layer Qwen2 with a sharpened output head (random init alone gives nearly
+uniform distributions, on which every draft is accepted). Each draft is the target with seeded
+Gaussian noise added to its weights, so acceptance is neither 0 nor 1 and differs per draft.
+Weights are float64 so batched (padded) and single-sequence passes agree to ~1e-12 and greedy
+comparisons never flip on rounding.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+
+import torch
+
+from multispin.models.base import LoadedPair
+
+TINY_VOCAB = 256
+TINY_EOS = 2
+# draft name -> relative weight-noise level; larger noise, lower acceptance
+TINY_DRAFTS = {"close": 0.06, "mid": 0.2, "far": 0.5}
+
+
+class TinyTokenizer:
+    """Bytes as token ids (vocab 256): encode/decode round-trip any ASCII text."""
+
+    vocab_size = TINY_VOCAB
+    eos_token_id = TINY_EOS
+
+    def encode(self, text: str) -> list[int]:
+        return list(text.encode("utf-8"))
+
+    def decode(self, ids, skip_special_tokens: bool = True) -> str:
+        return bytes(int(i) for i in ids if not (skip_special_tokens and int(i) == TINY_EOS)).decode(
+            "utf-8", errors="replace")
+
+    def __len__(self) -> int:
+        return TINY_VOCAB
+
+
+def _build_target(seed: int) -> torch.nn.Module:
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(
+        vocab_size=TINY_VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
+        tie_word_embeddings=False, eos_token_id=TINY_EOS, bos_token_id=1, pad_token_id=0,
+    )
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(config).to(torch.float64)
+    with torch.no_grad():
+        # Sharpen the output distribution: logit std of a few nats, like a trained LM.
+        model.lm_head.weight.mul_(30.0)
+    return model.eval()
+
+
+def perturbed_copy(model: torch.nn.Module, noise: float, seed: int) -> torch.nn.Module:
+    """A copy with each weight tensor w replaced by w + noise * std(w) * N(0, 1) (seeded)."""
+    draft = copy.deepcopy(model)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for param in draft.parameters():
+            if param.numel() > 1:
+                scale = noise * float(param.std())
+                param.add_(torch.randn(param.shape, generator=gen, dtype=param.dtype) * scale)
+    return draft.eval()
+
+
+@functools.lru_cache(maxsize=4)
+def load_tiny_pair(seed: int = 0) -> LoadedPair:
+    target = _build_target(seed)
+    drafts = {name: perturbed_copy(target, noise, seed + i + 1)
+              for i, (name, noise) in enumerate(TINY_DRAFTS.items())}
+    return LoadedPair(
+        name="tiny", tokenizer=TinyTokenizer(), target=target, drafts=drafts,
+        vocab_size=TINY_VOCAB, eos_token_ids=(TINY_EOS,), use_chat_template=False,
+        notes={"kind": "random-init Qwen2, 2 layers, float64; drafts are weight-perturbed copies"},
+    )

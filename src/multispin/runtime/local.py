@@ -1,0 +1,186 @@
+"""In-process Multi-SPIN round loop: K devices and one server in one process, no transport.
+
+Per round: the draft-length policy fixes γ_k (proactive), devices draft, the server verifies the
+ragged batch in one forward pass, the mode policy picks UL or DL for each rejected device
+(reactive), the correction is sampled where the mode says, and every device appends its tokens.
+The policies are objects apart from the loop (as in HF assisted generation): the loop never
+knows how γ or the modes were chosen.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Literal, Protocol, Sequence
+
+import numpy as np
+
+from multispin.errors import ConfigError
+from multispin.runtime.roles import Draft, DraftDevice, VerifierServer, clip_new_tokens
+from multispin.spec.stats import AcceptanceStats
+
+Mode = Literal["ul", "dl"]
+
+
+class DraftLengthPolicy(Protocol):
+    def __call__(self, round_idx: int, active: Sequence[int]) -> dict[int, int]: ...
+
+
+class ModePolicy(Protocol):
+    def __call__(self, round_idx: int, rejected: Sequence[int]) -> dict[int, Mode]: ...
+
+
+@dataclass
+class FixedDraftLengths:
+    """The same γ for every device (or one per device)."""
+
+    draft_lens: dict[int, int]
+
+    def __call__(self, round_idx: int, active: Sequence[int]) -> dict[int, int]:
+        return {d: self.draft_lens[d] for d in active}
+
+
+@dataclass
+class FixedMode:
+    mode: Mode
+
+    def __call__(self, round_idx: int, rejected: Sequence[int]) -> dict[int, Mode]:
+        return {d: self.mode for d in rejected}
+
+
+@dataclass
+class RandomMode:
+    """Each rejected device independently UL or DL with probability 1/2 (seeded per round)."""
+
+    seed: int
+
+    def __call__(self, round_idx: int, rejected: Sequence[int]) -> dict[int, Mode]:
+        rng = np.random.default_rng([self.seed, round_idx, 7])
+        return {d: ("ul" if rng.random() < 0.5 else "dl") for d in rejected}
+
+
+@dataclass
+class RoundRecord:
+    """What one device did in one round."""
+
+    round: int
+    draft_len: int
+    num_accepted: int
+    rejection_position: int | None
+    mode: Mode | None
+    tokens_gained: int
+    payload_bits: int  # the one vocabulary-wide distribution moved (0 if none)
+    uplink_bits: int  # everything the device sent (drafts, q̂_j or correction id)
+    downlink_bits: int  # everything the server sent (bonus/rejection, p_j or correction id)
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class DeviceResult:
+    device_id: int
+    draft_name: str
+    prompt: str
+    tokens: list[int]
+    text: str
+    rounds: list[RoundRecord] = field(default_factory=list)
+    stats: AcceptanceStats = field(default_factory=AcceptanceStats)
+
+    def to_dict(self) -> dict:
+        return {
+            "device_id": self.device_id,
+            "draft": self.draft_name,
+            "prompt": self.prompt,
+            "tokens": self.tokens,
+            "text": self.text,
+            "num_rounds": len(self.rounds),
+            "accepted_counts": [r.num_accepted for r in self.rounds],
+            "draft_lens": [r.draft_len for r in self.rounds],
+            "rejection_positions": [r.rejection_position for r in self.rounds],
+            "modes": [r.mode for r in self.rounds],
+            "payload_bits": [r.payload_bits for r in self.rounds],
+            "uplink_bits": sum(r.uplink_bits for r in self.rounds),
+            "downlink_bits": sum(r.downlink_bits for r in self.rounds),
+            "acceptance": self.stats.to_dict(),
+        }
+
+
+def signalling_bits(vocab_size: int, gamma_max: int) -> tuple[int, int, int]:
+    """(bits per token id, bits per uploaded q scalar, bits of a rejection position)."""
+    return math.ceil(math.log2(vocab_size)), 16, math.ceil(math.log2(gamma_max + 1))
+
+
+def run_rounds(
+    server: VerifierServer,
+    devices: dict[int, DraftDevice],
+    draft_lengths: DraftLengthPolicy,
+    modes: ModePolicy,
+    max_new_tokens: int,
+    eos_ids: Sequence[int],
+    max_rounds: int | None = None,
+    on_round: Callable[[int, dict[int, RoundRecord]], None] | None = None,
+) -> dict[int, list[RoundRecord]]:
+    """Run rounds until every device has max_new_tokens or emitted EOS; return each device's log."""
+    if max_new_tokens < 1:
+        raise ConfigError(f"max_new_tokens: must be >= 1 (got {max_new_tokens})")
+    vocab = next(iter(devices.values())).lm.vocab_size
+    id_bits, q_bits, pos_bits = signalling_bits(vocab, server.gamma_max)
+    logs: dict[int, list[RoundRecord]] = {d: [] for d in devices}
+    for d, dev in devices.items():
+        server.open(d, dev.tokens)
+
+    def finished(d: int) -> bool:
+        gen = devices[d].generated
+        return len(gen) >= max_new_tokens or (bool(gen) and gen[-1] in eos_ids)
+
+    round_idx = 0
+    while True:
+        active = [d for d in devices if not finished(d)]
+        if not active or (max_rounds is not None and round_idx >= max_rounds):
+            break
+        planned = draft_lengths(round_idx, active)
+        gammas = {}
+        for d in active:
+            budget = max_new_tokens - len(devices[d].generated)
+            gammas[d] = max(0, min(int(planned[d]), budget - 1))  # γ + 1 tokens fit the budget
+        drafts: dict[int, Draft] = {d: devices[d].draft(gammas[d], round_idx) for d in active}
+        verdicts = server.verify(drafts, round_idx)
+        rejected = [d for d in active if verdicts[d].rejected]
+        chosen = modes(round_idx, rejected)
+
+        records = {}
+        for d in active:
+            v, dev, gamma = verdicts[d], devices[d], gammas[d]
+            up = gamma * (id_bits + q_bits)
+            mode: Mode | None = None
+            payload = 0
+            if v.rejected:
+                mode = chosen[d]
+                if mode == "ul":
+                    q_payload = dev.upload_q(v.num_accepted)
+                    final = server.correct_remotely(d, q_payload, round_idx)
+                    payload = server.ul_codec.bits(vocab)
+                    up, down = up + payload, pos_bits + id_bits
+                else:
+                    p_payload = server.send_p(d)
+                    final = dev.correct_locally(v.num_accepted, p_payload, round_idx)
+                    payload = server.dl_codec.bits(vocab)
+                    up, down = up + id_bits, pos_bits + payload
+            else:
+                final = v.bonus_token
+                down = id_bits
+            budget = max_new_tokens - len(dev.generated)
+            kept = clip_new_tokens(v.accepted_tokens + [final], eos_ids, budget)
+            dev.commit(v.num_accepted, kept)
+            server.commit(d, kept)
+            records[d] = RoundRecord(
+                round=round_idx, draft_len=gamma, num_accepted=v.num_accepted,
+                rejection_position=v.num_accepted if v.rejected else None, mode=mode,
+                tokens_gained=len(kept), payload_bits=payload, uplink_bits=up, downlink_bits=down,
+            )
+            logs[d].append(records[d])
+        if on_round is not None:
+            on_round(round_idx, records)
+        round_idx += 1
+    return logs

@@ -1,0 +1,182 @@
+"""The two roles of one Multi-SPIN round, without any transport: a device (drafts, uploads q̂_j
+or corrects locally) and the edge server (verifies all devices in one batch, corrects in UL mode
+or sends p_j down). The in-process loop calls them directly; the networked testbed wraps the
+same objects in messages, so both run the identical token math.
+
+Randomness is derived from (seed, device, round, purpose) with counter-based seeding, so a
+device's tokens do not depend on which other devices share its batch, and the correction uniform
+is the same whether the server (UL) or the device (DL) draws the correction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from multispin.errors import ProtocolError
+from multispin.models.base import BatchedLM, SequenceLM
+from multispin.spec.codecs import Codec
+from multispin.spec.residual import sample_residual
+from multispin.spec.sampling import sample_categorical
+from multispin.spec.verify import DEFAULT_GAMMA_MAX, RaggedDrafts, verify
+from multispin.spec.warp import SamplingParams, warp
+
+_DRAFT, _ACCEPT, _CORRECT = 1, 2, 3
+
+
+def round_rng(seed: int, device_id: int, round_idx: int, purpose: int) -> np.random.Generator:
+    return np.random.default_rng([seed, device_id, round_idx, purpose])
+
+
+def correction_uniform(seed: int, device_id: int, round_idx: int) -> float:
+    """The uniform that draws device `device_id`'s correction token in round `round_idx`."""
+    return float(round_rng(seed, device_id, round_idx, _CORRECT).random())
+
+
+def clip_new_tokens(tokens: Sequence[int], eos_ids: Sequence[int], budget: int) -> list[int]:
+    """Tokens a device keeps from one round: at most `budget`, and nothing after an EOS."""
+    kept: list[int] = []
+    for tok in tokens[:budget]:
+        kept.append(int(tok))
+        if tok in eos_ids:
+            break
+    return kept
+
+
+@dataclass(frozen=True)
+class Draft:
+    tokens: list[int]
+    q_at_tokens: list[float]  # q̂_i(x_i), the scalars the server's acceptance test needs
+
+
+class DraftDevice:
+    """Device side: draft from the decoded q̂ (so lossy UL codecs stay exact), keep the encoded
+    rows until the verdict, then roll the draft cache back to the accepted length."""
+
+    def __init__(self, device_id: int, lm: SequenceLM, sampling: SamplingParams, ul_codec: Codec,
+                 dl_codec: Codec, seed: int, prompt_ids: Sequence[int]):
+        if len(prompt_ids) == 0:
+            raise ProtocolError(f"device {device_id}: prompt must hold at least one token")
+        self.device_id = device_id
+        self.lm = lm
+        self.sampling = sampling
+        self.ul_codec = ul_codec
+        self.dl_codec = dl_codec
+        self.seed = seed
+        self.tokens: list[int] = [int(t) for t in prompt_ids]  # prompt + generated
+        self.num_prompt = len(self.tokens)
+        self._q_payloads: list[bytes] = []
+        self._q_hat: list[np.ndarray] = []
+        lm.reset()
+
+    @property
+    def generated(self) -> list[int]:
+        return self.tokens[self.num_prompt :]
+
+    def draft(self, gamma: int, round_idx: int) -> Draft:
+        self._q_payloads, self._q_hat = [], []
+        if gamma == 0:
+            return Draft([], [])
+        rng = round_rng(self.seed, self.device_id, round_idx, _DRAFT)
+        logits = self.lm.extend(self.tokens[self.lm.length :])[-1]
+        tokens, q_at = [], []
+        for i in range(gamma):
+            payload = self.ul_codec.encode(warp(logits, self.sampling))
+            q_hat = self.ul_codec.decode(payload, self.lm.vocab_size)
+            tok = int(sample_categorical(q_hat, rng.random()))
+            self._q_payloads.append(payload)
+            self._q_hat.append(q_hat)
+            tokens.append(tok)
+            q_at.append(float(q_hat[tok]))
+            if i + 1 < gamma:
+                logits = self.lm.extend([tok])[0]
+        return Draft(tokens, q_at)
+
+    def upload_q(self, position: int) -> bytes:
+        """UL mode: the encoded q̂_j of the first rejected position."""
+        return self._q_payloads[position]
+
+    def correct_locally(self, position: int, p_payload: bytes, round_idx: int) -> int:
+        """DL mode: sample the correction from norm(max(0, p̂_j - q̂_j)) on the device."""
+        p_hat = self.dl_codec.decode(p_payload, self.lm.vocab_size)
+        u = correction_uniform(self.seed, self.device_id, round_idx)
+        return sample_residual(p_hat, self._q_hat[position], u)
+
+    def commit(self, num_accepted: int, new_tokens: Sequence[int]) -> None:
+        """Keep the verdict's tokens; drop rejected drafts from the KV cache."""
+        self.lm.rollback(len(self.tokens) + num_accepted)
+        self.tokens.extend(int(t) for t in new_tokens)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    num_accepted: int
+    accepted_tokens: list[int]
+    bonus_token: int | None  # set when every draft token was accepted
+    rejected: bool
+
+
+class VerifierServer:
+    """Server side: one batched target pass for all devices, acceptance tests, bonus tokens,
+    and the p_j rows it holds for the correction step."""
+
+    def __init__(self, lm: BatchedLM, sampling: SamplingParams, ul_codec: Codec, dl_codec: Codec,
+                 seed: int, gamma_max: int = DEFAULT_GAMMA_MAX):
+        self.lm = lm
+        self.sampling = sampling
+        self.ul_codec = ul_codec
+        self.dl_codec = dl_codec
+        self.seed = seed
+        self.gamma_max = gamma_max
+        self.records: dict[int, list[int]] = {}  # the server's record of each device's tokens
+        self._pending_p: dict[int, np.ndarray] = {}
+
+    def open(self, device_id: int, prompt_ids: Sequence[int]) -> None:
+        self.records[device_id] = [int(t) for t in prompt_ids]
+        self.lm.open(device_id)
+
+    def close(self, device_id: int) -> None:
+        self.records.pop(device_id, None)
+        self.lm.close(device_id)
+
+    def verify(self, drafts: dict[int, Draft], round_idx: int) -> dict[int, Verdict]:
+        ids = list(drafts)
+        new = {d: self.records[d][self.lm.length(d) :] + drafts[d].tokens for d in ids}
+        logits = self.lm.extend_many(new)
+        ragged = RaggedDrafts.from_lists([drafts[d].tokens for d in ids],
+                                         [drafts[d].q_at_tokens for d in ids])
+        rows = [logits[d][-(len(drafts[d].tokens) + 1) :] for d in ids]
+        target_probs = warp(np.concatenate(rows, axis=0), self.sampling)
+        accept_u, bonus_u = [], []
+        for d in ids:
+            u = round_rng(self.seed, d, round_idx, _ACCEPT).random(len(drafts[d].tokens) + 1)
+            accept_u.append(u[:-1])
+            bonus_u.append(u[-1])
+        result = verify(ragged, target_probs, np.concatenate(accept_u), np.array(bonus_u),
+                        gamma_max=self.gamma_max)
+        verdicts = {}
+        self._pending_p = {}
+        for i, d in enumerate(ids):
+            n_acc = int(result.num_accepted[i])
+            self.lm.rollback(d, len(self.records[d]) + n_acc)
+            rejected = bool(result.rejected[i])
+            if rejected:
+                self._pending_p[d] = target_probs[result.rejection_row[i]]
+            verdicts[d] = Verdict(n_acc, drafts[d].tokens[:n_acc],
+                                  None if rejected else int(result.bonus_token[i]), rejected)
+        return verdicts
+
+    def correct_remotely(self, device_id: int, q_payload: bytes, round_idx: int) -> int:
+        """UL mode: sample the correction from norm(max(0, p_j - q̂_j)) at the server."""
+        p = self._pending_p.pop(device_id)
+        q_hat = self.ul_codec.decode(q_payload, self.lm.vocab_size)
+        return sample_residual(p, q_hat, correction_uniform(self.seed, device_id, round_idx))
+
+    def send_p(self, device_id: int) -> bytes:
+        """DL mode: the encoded p_j for the device to correct with."""
+        return self.dl_codec.encode(self._pending_p.pop(device_id))
+
+    def commit(self, device_id: int, new_tokens: Sequence[int]) -> None:
+        self.records[device_id].extend(int(t) for t in new_tokens)
