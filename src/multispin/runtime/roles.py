@@ -69,6 +69,7 @@ class DraftDevice:
         self.num_prompt = len(self.tokens)
         self._q_payloads: list[bytes] = []
         self._q_hat: list[np.ndarray] = []
+        self.last_draft: list[int] = []
         lm.reset()
 
     @property
@@ -76,7 +77,7 @@ class DraftDevice:
         return self.tokens[self.num_prompt :]
 
     def draft(self, gamma: int, round_idx: int) -> Draft:
-        self._q_payloads, self._q_hat = [], []
+        self._q_payloads, self._q_hat, self.last_draft = [], [], []
         if gamma == 0:
             return Draft([], [])
         rng = round_rng(self.seed, self.device_id, round_idx, _DRAFT)
@@ -92,6 +93,7 @@ class DraftDevice:
             q_at.append(float(q_hat[tok]))
             if i + 1 < gamma:
                 logits = self.lm.extend([tok])[0]
+        self.last_draft = tokens
         return Draft(tokens, q_at)
 
     def upload_q(self, position: int) -> bytes:

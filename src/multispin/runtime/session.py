@@ -1,0 +1,148 @@
+"""`generate`: K devices and one server in one process, real models, real tokens.
+
+Builds the devices (each with its own draft model and prompt) and the server from a validated
+`GenerateConfig`, runs the round loop and returns every device's tokens, text and round log.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from multispin.errors import ConfigError, config_error_from_validation
+from multispin.models.base import LoadedPair
+from multispin.models.hf import HFBatchedLM, HFSequenceLM
+from multispin.runtime.local import (
+    DeviceResult, FixedDraftLengths, FixedMode, RandomMode, RoundRecord, run_rounds,
+)
+from multispin.runtime.roles import DraftDevice, VerifierServer
+from multispin.spec.codecs import make_codec
+from multispin.spec.stats import AcceptanceStats
+from multispin.spec.verify import DEFAULT_GAMMA_MAX
+from multispin.spec.warp import SamplingParams
+
+DEFAULT_PAIR = "tiny"
+
+
+class GenerateConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    pair: str = DEFAULT_PAIR
+    devices: int = Field(4, ge=1, le=256)
+    draft_len: int = Field(4, ge=0, le=DEFAULT_GAMMA_MAX)
+    mode: Literal["ul", "dl", "mixed"] = "mixed"
+    temperature: float = Field(1.0, ge=0.0)
+    top_k: int = Field(0, ge=0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    seed: int = 0
+    max_new_tokens: int = Field(32, ge=1, le=8192)
+    ul_codec: str = "dense-fp32"
+    dl_codec: str = "dense-fp32"
+    drafts: list[str] | None = None  # draft model per device, cycled; default: all of the pair's
+    prompts: list[str] | None = None  # cycled over devices; default: built-in prompts
+
+    @classmethod
+    def make(cls, **kwargs) -> "GenerateConfig":
+        try:
+            return cls(**kwargs)
+        except ValidationError as exc:
+            raise config_error_from_validation(exc) from None
+
+    @property
+    def sampling(self) -> SamplingParams:
+        return SamplingParams.make(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p)
+
+
+@dataclass
+class GenerationResult:
+    config: GenerateConfig
+    devices: list[DeviceResult]
+    wall_s: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def num_rounds(self) -> int:
+        return max((len(d.rounds) for d in self.devices), default=0)
+
+    def to_dict(self) -> dict:
+        return {
+            "config": self.config.model_dump(),
+            "wall_s": self.wall_s,
+            "num_rounds": self.num_rounds,
+            "notes": self.notes,
+            "devices": [d.to_dict() for d in self.devices],
+        }
+
+
+def resolve_pair(name: str) -> LoadedPair:
+    if name == "tiny":
+        from multispin.models.tiny import load_tiny_pair
+
+        return load_tiny_pair()
+    from multispin.models.registry import resolve_pair as resolve_registered
+
+    return resolve_registered(name)
+
+
+def default_prompts(n: int, seed: int) -> list[str]:
+    from multispin.models.prompts import load_prompts
+
+    return load_prompts("chat", n, seed, source="builtin")
+
+
+def encode_prompt(pair: LoadedPair, text: str) -> list[int]:
+    tok = pair.tokenizer
+    if pair.use_chat_template and getattr(tok, "chat_template", None):
+        ids = tok.apply_chat_template([{"role": "user", "content": text}],
+                                      add_generation_prompt=True, tokenize=True)
+        return list(ids["input_ids"] if isinstance(ids, dict) else ids)
+    return list(tok.encode(text))
+
+
+def generate(config: GenerateConfig, pair: LoadedPair | None = None,
+             on_round: Callable[[int, dict[int, RoundRecord]], None] | None = None) -> GenerationResult:
+    """Run Multi-SPIN rounds for `config.devices` devices until each is done."""
+    pair = pair or resolve_pair(config.pair)
+    sampling = config.sampling
+    ul_codec, dl_codec = make_codec(config.ul_codec), make_codec(config.dl_codec)
+    notes = []
+    for mode, codec in (("ul", ul_codec), ("dl", dl_codec)):
+        verdict = codec.exactness(mode, sampling, pair.vocab_size)
+        if config.mode in (mode, "mixed") and not verdict.exact:
+            notes.append(f"{mode.upper()} codec {codec.name} is not exact here: {verdict.reason}")
+
+    draft_names = config.drafts or list(pair.drafts)
+    unknown = [d for d in draft_names if d not in pair.drafts]
+    if unknown:
+        raise ConfigError(f"drafts: unknown draft {unknown[0]!r} for pair {pair.name} "
+                          f"(allowed: {', '.join(pair.drafts)})")
+    texts = config.prompts or default_prompts(config.devices, config.seed)
+    pad_id = getattr(pair.tokenizer, "pad_token_id", None) or 0
+    server = VerifierServer(HFBatchedLM(pair.target, pair.vocab_size, pad_id), sampling,
+                            ul_codec, dl_codec, config.seed)
+    devices, results = {}, []
+    for k in range(config.devices):
+        draft_name = draft_names[k % len(draft_names)]
+        prompt = texts[k % len(texts)]
+        lm = HFSequenceLM(pair.drafts[draft_name], pair.vocab_size)
+        devices[k] = DraftDevice(k, lm, sampling, ul_codec, dl_codec, config.seed,
+                                 encode_prompt(pair, prompt))
+        results.append(DeviceResult(k, draft_name, prompt, [], ""))
+
+    modes = RandomMode(config.seed) if config.mode == "mixed" else FixedMode(config.mode)
+    started = time.perf_counter()
+    logs = run_rounds(server, devices, FixedDraftLengths({k: config.draft_len for k in devices}),
+                      modes, config.max_new_tokens, pair.eos_token_ids, on_round=on_round)
+    wall = time.perf_counter() - started
+    for res in results:
+        dev = devices[res.device_id]
+        res.tokens = dev.generated
+        res.text = pair.tokenizer.decode(dev.generated, skip_special_tokens=True)
+        res.rounds = logs[res.device_id]
+        res.stats = AcceptanceStats()
+        for r in res.rounds:
+            res.stats.record(r.draft_len, r.num_accepted)
+    return GenerationResult(config, results, wall, notes)

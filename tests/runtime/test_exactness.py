@@ -1,0 +1,135 @@
+"""The engine's output law is exactly the target's: chi-square tests on the 1st, 2nd and 3rd
+emitted tokens of many independent devices, run through the real round loop (devices, batched
+server, UL/DL correction, codecs) on synthetic Markov models whose law is known exactly.
+
+Negative controls plug a known bug into the same loop and must fail the same test.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import multispin.runtime.roles as roles
+from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_tables
+from multispin.runtime.local import FixedDraftLengths, FixedMode, run_rounds
+from multispin.spec.codecs import make_codec
+from multispin.spec.residual import residual_distribution
+from multispin.spec.sampling import sample_categorical
+from multispin.spec.warp import SamplingParams, warp
+
+VOCAB = 8
+PROMPT = [0]
+N_DEVICES = 3000
+N_POSITIONS = 3
+P_PASS = 1e-4  # a correct engine fails a single test with this probability
+TARGET, DRAFT = make_tables(VOCAB, seed=3, scale=1.5, draft_noise=1.2)
+
+
+def exact_marginals(sampling: SamplingParams) -> np.ndarray:
+    """Law of emitted tokens 1..N_POSITIONS under the target alone, by enumeration."""
+    marg = np.zeros((N_POSITIONS, VOCAB))
+    for seq in itertools.product(range(VOCAB), repeat=N_POSITIONS):
+        prob, prefix = 1.0, list(PROMPT)
+        for tok in seq:
+            prob *= float(warp(TARGET.next_logits(prefix), sampling)[tok])
+            prefix.append(tok)
+        for i, tok in enumerate(seq):
+            marg[i, tok] += prob
+    return marg
+
+
+def run_engine(mode: str, gamma: int, sampling: SamplingParams, ul: str = "dense-fp32",
+               dl: str = "dense-fp32", seed: int = 11) -> np.ndarray:
+    ul_codec, dl_codec = make_codec(ul), make_codec(dl)
+    server = roles.VerifierServer(MarkovBatchedLM(TARGET), sampling, ul_codec, dl_codec, seed)
+    devices = {k: roles.DraftDevice(k, MarkovSequenceLM(DRAFT), sampling, ul_codec, dl_codec, seed,
+                                    PROMPT) for k in range(N_DEVICES)}
+    run_rounds(server, devices, FixedDraftLengths({k: gamma for k in devices}), FixedMode(mode),
+               max_new_tokens=max(N_POSITIONS, gamma + 1), eos_ids=())
+    return np.array([devices[k].generated[:N_POSITIONS] for k in devices])
+
+
+def min_p_value(tokens: np.ndarray, marginals: np.ndarray) -> float:
+    """Smallest chi-square p-value over positions (cells with expected count < 5 merged)."""
+    worst = 1.0
+    for pos in range(N_POSITIONS):
+        observed = np.bincount(tokens[:, pos], minlength=VOCAB).astype(float)
+        expected = marginals[pos] / marginals[pos].sum() * len(tokens)
+        if np.any((expected == 0) & (observed > 0)):
+            return 0.0
+        big = expected >= 5
+        obs = np.append(observed[big], observed[~big].sum())
+        exp = np.append(expected[big], expected[~big].sum())
+        keep = exp > 0
+        worst = min(worst, stats.chisquare(obs[keep], exp[keep]).pvalue)
+    return worst
+
+
+T1 = SamplingParams()
+MARG_T1 = exact_marginals(T1)
+
+
+@pytest.mark.parametrize("gamma", [1, 3, 7])
+@pytest.mark.parametrize("mode", ["ul", "dl"])
+def test_output_law_is_target_law(mode, gamma):
+    assert min_p_value(run_engine(mode, gamma, T1), MARG_T1) > P_PASS
+
+
+@pytest.mark.parametrize("ul", ["dense-fp16", "dense-bf16", "sparse:v_eff=4,q=16", "lattice:l=16"])
+def test_lossy_uplink_codecs_stay_exact(ul):
+    codec = make_codec(ul)
+    assert codec.exactness("ul", T1, VOCAB).exact
+    assert min_p_value(run_engine("ul", 3, T1, ul=ul), MARG_T1) > P_PASS
+
+
+def test_sparse_downlink_exact_when_top_k_fits():
+    sampling = SamplingParams(top_k=4)
+    dl = "sparse:v_eff=4,q=32"
+    assert make_codec(dl).exactness("dl", sampling, VOCAB).exact
+    assert min_p_value(run_engine("dl", 3, sampling, dl=dl), exact_marginals(sampling)) > P_PASS
+
+
+@pytest.mark.parametrize("sampling", [SamplingParams(temperature=0.7, top_p=0.9),
+                                      SamplingParams(temperature=1.3, top_k=5)])
+def test_warped_sampling_policies(sampling):
+    assert min_p_value(run_engine("ul", 3, sampling), exact_marginals(sampling)) > P_PASS
+
+
+# ---- negative controls: the same test must catch each known bug ----
+
+def test_control_always_accept_fails(monkeypatch):
+    real = roles.verify
+    monkeypatch.setattr(roles, "verify", lambda d, t, a, b, **kw: real(d, t, np.zeros_like(a), b, **kw))
+    assert min_p_value(run_engine("ul", 3, T1), MARG_T1) < 1e-6
+
+
+def test_control_residual_equals_p_fails(monkeypatch):
+    monkeypatch.setattr(roles, "sample_residual", lambda p, q, u: int(sample_categorical(p, u)))
+    assert min_p_value(run_engine("dl", 3, T1), MARG_T1) < 1e-6
+
+
+def test_control_residual_from_scalar_q_fails(monkeypatch):
+    """Prototypes that upload only q(x_j) build the residual from a one-point q."""
+    codec = make_codec("dense-fp32")
+
+    def scalar_only(self, position):
+        row = np.zeros(VOCAB, dtype=np.float32)
+        x = self.last_draft[position]
+        row[x] = self._q_hat[position][x]
+        row[(x + 1) % VOCAB] = 1.0 - row[x]  # the rest of the mass, placed arbitrarily
+        return codec.encode(row)
+
+    monkeypatch.setattr(roles.DraftDevice, "upload_q", scalar_only)
+    assert min_p_value(run_engine("ul", 3, T1), MARG_T1) < 1e-6
+
+
+def test_residual_matches_enumeration():
+    p = warp(TARGET.next_logits(PROMPT), T1)
+    q = warp(DRAFT.next_logits(PROMPT), T1)
+    accept = np.minimum(p, q)
+    law = accept + (1 - accept.sum()) * residual_distribution(p, q)
+    np.testing.assert_allclose(law, p, atol=1e-6)
