@@ -1,0 +1,115 @@
+"""Engine math versus the model forward pass it accompanies, one round, side by side.
+
+Setting (issue 2): K = 20 devices, γ = 8, V = 151,665 (Qwen2.5 valid ids). Per round the server
+warps K·(γ+1) target rows, runs the ragged acceptance test, samples bonus tokens, and corrects
+the rejected devices (residual + decoding the moved distribution). The forward pass it rides on
+is a Qwen2.5-0.5B-shaped transformer (random weights: the cost does not depend on their values)
+scoring the same K·(γ+1) tokens against a 128-token KV cache per device.
+
+Run: .venv/bin/python benchmarks/bench_engine.py [--no-model]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+import torch
+
+from multispin.spec.codecs import make_codec
+from multispin.spec.residual import sample_residual
+from multispin.spec.sampling import sample_categorical
+from multispin.spec.verify import RaggedDrafts, verify
+from multispin.spec.warp import SamplingParams, warp
+
+K, GAMMA, VOCAB, PAST = 20, 8, 151_665, 128
+
+
+def median_ms(fn, repeats: int = 5) -> float:
+    fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return 1000 * statistics.median(times)
+
+
+def engine_round(rng: np.random.Generator):
+    """Build one round's inputs and return closures for each engine step."""
+    logits = torch.from_numpy((rng.standard_normal((K * (GAMMA + 1), VOCAB)) * 3).astype(np.float32))
+    sampling = SamplingParams(temperature=1.0)
+    probs = warp(logits, sampling)
+    q_rows = warp(logits + torch.randn(logits.shape, generator=torch.Generator().manual_seed(1)), sampling)
+    tokens, q_at = [], []
+    for k in range(K):
+        rows = q_rows[k * (GAMMA + 1): k * (GAMMA + 1) + GAMMA]
+        toks = [int(sample_categorical(r, u)) for r, u in zip(rows, rng.random(GAMMA))]
+        tokens.append(toks)
+        q_at.append([float(r[t]) for r, t in zip(rows, toks)])
+    drafts = RaggedDrafts.from_lists(tokens, q_at)
+    acc_u, bonus_u = rng.random(K * GAMMA), rng.random(K)
+    result = verify(drafts, probs, acc_u, bonus_u)
+    rejected = result.rejected_devices
+    ul_codec, dl_codec = make_codec("sparse:v_eff=1024,q=16"), make_codec("dense-fp32")
+    q_payloads = {k: ul_codec.encode(q_rows[k * (GAMMA + 1) + result.num_accepted[k]]) for k in rejected}
+
+    def correct():
+        for i, k in enumerate(rejected):
+            p = probs[result.rejection_row[k]]
+            if i % 2 == 0:  # UL: server decodes q̂_j and samples
+                q_hat = ul_codec.decode(q_payloads[k], VOCAB)
+            else:  # DL: server encodes p_j, device decodes and samples
+                p = dl_codec.decode(dl_codec.encode(p), VOCAB)
+                q_hat = q_rows[k * (GAMMA + 1) + result.num_accepted[k]]
+            sample_residual(p, q_hat, 0.5)
+
+    steps = {
+        "warp target rows": lambda: warp(logits, sampling),
+        "ragged verify + bonus": lambda: verify(drafts, probs, acc_u, bonus_u),
+        f"correction ({len(rejected)} rejected, half UL/half DL)": correct,
+    }
+    return steps, len(rejected)
+
+
+def model_forward_ms() -> float:
+    from transformers import Qwen2Config, Qwen2ForCausalLM, DynamicCache
+
+    config = Qwen2Config(vocab_size=151_936, hidden_size=896, intermediate_size=4864,
+                         num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
+                         tie_word_embeddings=True)
+    model = Qwen2ForCausalLM(config).eval()
+    head_dim = config.hidden_size // config.num_attention_heads
+
+    def forward():
+        past = [(torch.zeros(K, 2, PAST, head_dim), torch.zeros(K, 2, PAST, head_dim))
+                for _ in range(config.num_hidden_layers)]
+        ids = torch.randint(0, VOCAB, (K, GAMMA + 1))
+        with torch.inference_mode():
+            model(input_ids=ids, past_key_values=DynamicCache(past), use_cache=True)
+
+    return median_ms(forward, repeats=3)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--no-model", action="store_true", help="skip the 0.5B forward pass")
+    args = parser.parse_args()
+    steps, n_rej = engine_round(np.random.default_rng(0))
+    print(f"K={K}, γ={GAMMA}, V={VOCAB:,}, torch threads={torch.get_num_threads()}")
+    total = 0.0
+    for name, fn in steps.items():
+        ms = median_ms(fn)
+        total += ms
+        print(f"  {name:<48} {ms:9.1f} ms")
+    print(f"  {'engine total (server side)':<48} {total:9.1f} ms")
+    if not args.no_model:
+        fwd = model_forward_ms()
+        print(f"  {'target forward, Qwen2.5-0.5B shape':<48} {fwd:9.1f} ms")
+        print(f"  engine / forward = {total / fwd:.3f}")
+
+
+if __name__ == "__main__":
+    main()
