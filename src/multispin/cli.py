@@ -20,7 +20,7 @@ app = typer.Typer(
 )
 
 # Verbs live in their own modules and register themselves on `app` when imported.
-from multispin.commands import generate  # noqa: E402,F401
+from multispin.commands import generate, measure  # noqa: E402,F401
 
 
 def main() -> None:

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from multispin.errors import ConfigError, config_error_from_validation
 from multispin.models.base import LoadedPair
 from multispin.models.hf import HFBatchedLM, HFSequenceLM
+from multispin.models.registry import resolve_pair
 from multispin.runtime.local import (
     DeviceResult, FixedDraftLengths, FixedMode, RandomMode, RoundRecord, run_rounds,
 )
@@ -77,16 +78,6 @@ class GenerationResult:
         }
 
 
-def resolve_pair(name: str) -> LoadedPair:
-    if name == "tiny":
-        from multispin.models.tiny import load_tiny_pair
-
-        return load_tiny_pair()
-    from multispin.models.registry import resolve_pair as resolve_registered
-
-    return resolve_registered(name)
-
-
 def default_prompts(n: int, seed: int) -> list[str]:
     from multispin.models.prompts import load_prompts
 
@@ -105,7 +96,7 @@ def encode_prompt(pair: LoadedPair, text: str) -> list[int]:
 def generate(config: GenerateConfig, pair: LoadedPair | None = None,
              on_round: Callable[[int, dict[int, RoundRecord]], None] | None = None) -> GenerationResult:
     """Run Multi-SPIN rounds for `config.devices` devices until each is done."""
-    pair = pair or resolve_pair(config.pair)
+    pair = pair or resolve_pair(config.pair, drafts=config.drafts)
     sampling = config.sampling
     ul_codec, dl_codec = make_codec(config.ul_codec), make_codec(config.dl_codec)
     notes = []
