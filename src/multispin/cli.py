@@ -20,7 +20,8 @@ app = typer.Typer(
 )
 
 # Verbs live in their own modules and register themselves on `app` when imported.
-from multispin.commands import generate, measure  # noqa: E402,F401
+from multispin.commands import generate, measure, profile  # noqa: E402,F401
+from multispin.commands import serve, device  # noqa: E402,F401
 
 
 def main() -> None:
