@@ -1,0 +1,598 @@
+"""Messages of the networked Multi-SPIN round protocol (SYSTEM_MODEL §1 and §4), their msgpack
+wire form, and the size limits every receiver enforces before it trusts a byte.
+
+One round, server S and device D (ZeroMQ ROUTER at S, one DEALER per device):
+
+    D → S  HELLO      device id, prompt ids, resume?          (once per connection)
+    S → D  CHALLENGE  32-byte nonce
+    D → S  AUTH       HMAC-SHA256(secret, nonce ‖ device id)
+    S → D  WELCOME    session parameters + the server's record of D's tokens (resume state)
+    ------------------------------------------------------------------ every round r
+    S → D  PLAN       r, γ_D
+    D → S  DRAFT      r, γ token ids, γ scalars q̂_i(x_i) (float64, packed)
+    S → D  VERDICT    r, accepted count, bonus token | rejected + mode
+      UL:  D → S  Q_PAYLOAD   codec bytes of q̂_j     S → D  CORRECTION  token id
+      DL:  S → D  P_PAYLOAD   codec bytes of p_j      D → S  CORRECTION  token id
+    S → D  COMMIT     r, tokens appended, length and sha256 digest of D's tokens so far
+    ------------------------------------------------------------------
+    S → D  BYE        done / shutdown (+ digest);  D → S  BYE (its own digest)
+    either ERROR      code + one-line reason (the sender then forgets the session)
+
+Wire form: one ZeroMQ frame per message holding one msgpack map ``{"t": TYPE, field: value}``.
+Token ids are msgpack ints / int arrays; distributions and q scalars are msgpack ``bin``; no
+text or float arrays. A Q_PAYLOAD/P_PAYLOAD carries exactly ``codec.num_bytes(V)`` payload
+bytes, so what crosses the wire is what the optimiser plans with (plus a few envelope bytes).
+
+Limits (``Limits``): each message type has a byte limit derived from V, γ_max, the codecs' sizes
+and the prompt/context caps; ``decode_message`` refuses anything over it before unpacking, then
+checks every field's type and range and raises ``ProtocolError`` with a one-line reason that
+names the message type and field (e.g. ``DRAFT.tokens: 21 ids, more than γ_max = 20``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, fields
+from typing import Any, Callable, ClassVar, Iterable, Sequence
+
+import msgpack
+import numpy as np
+
+from multispin.errors import ProtocolError
+from multispin.runtime.auth import MAC_BYTES, NONCE_BYTES
+from multispin.spec.verify import DEFAULT_GAMMA_MAX
+
+PROTOCOL_VERSION = 1
+DIGEST_BYTES = 32
+MAX_ROUND = 2**31 - 1
+MAX_DEVICE_ID = 2**31 - 1
+MAX_SEED = 2**63 - 1
+MAX_U32 = 2**32 - 1
+MAX_REASON_CHARS = 200
+MAX_NAME_CHARS = 64
+MAX_EOS_IDS = 16
+Q_SCALAR_BYTES = 8  # q̂_i(x_i) travels as little-endian float64: the server tests exactly what the device drew with
+
+# msgpack sizes used by the limits: an int field is at most 9 bytes, a token id (V < 2^32) at
+# most 5, an array/bin/str header at most 5; ENVELOPE covers the type tag and the field names.
+_INT_BYTES = 9
+_TOKEN_BYTES = 5
+_HEADER_BYTES = 5
+ENVELOPE_BYTES = 160
+
+ERROR_CODES = ("auth", "refused", "protocol", "timeout", "replaced", "shutdown", "internal")
+MODES = ("ul", "dl")
+
+
+def token_digest(tokens: Iterable[int]) -> bytes:
+    """sha256 of the token ids as little-endian uint32: the fingerprint both ends compare."""
+    arr = np.asarray(list(tokens), dtype=np.int64)
+    if arr.size and (arr.min() < 0 or arr.max() > MAX_U32):
+        raise ProtocolError("tokens: ids must lie in [0, 2^32)")
+    return hashlib.sha256(arr.astype("<u4").tobytes()).digest()
+
+
+class TokenDigest:
+    """Running `token_digest`: O(new tokens) per update, same bytes as hashing the whole list."""
+
+    def __init__(self, tokens: Iterable[int] = ()):
+        self._h = hashlib.sha256()
+        self.length = 0
+        self.update(tokens)
+
+    def update(self, tokens: Iterable[int]) -> None:
+        arr = np.asarray(list(tokens), dtype=np.int64)
+        if arr.size and (arr.min() < 0 or arr.max() > MAX_U32):
+            raise ProtocolError("tokens: ids must lie in [0, 2^32)")
+        self._h.update(arr.astype("<u4").tobytes())
+        self.length += int(arr.size)
+
+    def digest(self) -> bytes:
+        return self._h.copy().digest()
+
+
+def _one_line(text: object, limit: int = MAX_REASON_CHARS) -> str:
+    s = " ".join(str(text).split())
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, (bytes, bytearray)):
+        return f"{len(value)} bytes"
+    if isinstance(value, (list, tuple)):
+        return f"array of {len(value)}"
+    if isinstance(value, dict):
+        return "map"
+    return _one_line(repr(value), 40)
+
+
+# --------------------------------------------------------------------------------------------
+# Limits
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a receiver accepts: vocabulary, γ_max, payload sizes and token-count caps."""
+
+    vocab_size: int
+    gamma_max: int = DEFAULT_GAMMA_MAX
+    ul_payload_bytes: int = 0  # codec.num_bytes(V) of the UL codec (0 = not known yet)
+    dl_payload_bytes: int = 0
+    max_prompt_tokens: int = 4096
+    max_new_tokens: int = 8192
+
+    def __post_init__(self) -> None:
+        for name, lo, hi in (("vocab_size", 1, MAX_U32), ("gamma_max", 0, 4096),
+                             ("ul_payload_bytes", 0, 1 << 30), ("dl_payload_bytes", 0, 1 << 30),
+                             ("max_prompt_tokens", 1, 1 << 24), ("max_new_tokens", 1, 1 << 24)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise ProtocolError(f"limits.{name}: must be an integer in [{lo}, {hi}] (got {v!r})")
+
+    @classmethod
+    def for_session(cls, vocab_size: int, gamma_max: int, ul_codec, dl_codec,
+                    max_prompt_tokens: int = 4096, max_new_tokens: int = 8192) -> "Limits":
+        """Limits of one session; codecs are `Codec` objects (their num_bytes(V) sets the payloads)."""
+        return cls(vocab_size=vocab_size, gamma_max=gamma_max,
+                   ul_payload_bytes=ul_codec.num_bytes(vocab_size),
+                   dl_payload_bytes=dl_codec.num_bytes(vocab_size),
+                   max_prompt_tokens=max_prompt_tokens, max_new_tokens=max_new_tokens)
+
+    @property
+    def max_context_tokens(self) -> int:
+        return self.max_prompt_tokens + self.max_new_tokens
+
+    def _ids(self, n: int) -> int:
+        return _HEADER_BYTES + _TOKEN_BYTES * n
+
+    def max_bytes(self, type_name: str) -> int:
+        """Largest encoded size in bytes a message of this type may have."""
+        env, i, h = ENVELOPE_BYTES, _INT_BYTES, _HEADER_BYTES
+        name = h + 4 * MAX_NAME_CHARS  # utf-8: at most 4 bytes a char
+        reason = h + 4 * MAX_REASON_CHARS
+        g = self.gamma_max
+        table = {
+            "HELLO": env + 3 * i + name + self._ids(self.max_prompt_tokens),
+            "CHALLENGE": env + h + NONCE_BYTES,
+            "AUTH": env + i + h + MAC_BYTES,
+            "WELCOME": 2 * env + 12 * i + 3 * name + self._ids(MAX_EOS_IDS)
+            + self._ids(self.max_context_tokens),
+            "PLAN": env + 2 * i,
+            "DRAFT": env + 2 * i + self._ids(g) + h + Q_SCALAR_BYTES * g,
+            "VERDICT": env + 4 * i + h,
+            "Q_PAYLOAD": env + i + h + self.ul_payload_bytes,
+            "P_PAYLOAD": env + i + h + self.dl_payload_bytes,
+            "CORRECTION": env + 3 * i,
+            "COMMIT": env + 2 * i + self._ids(g + 1) + h + DIGEST_BYTES,
+            "BYE": env + i + reason + h + DIGEST_BYTES,
+            "ERROR": env + h + 16 + reason,
+        }
+        try:
+            return table[type_name]
+        except KeyError:
+            raise ProtocolError(f"message.t: unknown message type {type_name!r}") from None
+
+    @property
+    def max_message_bytes(self) -> int:
+        return max(self.max_bytes(t) for t in MESSAGE_TYPES)
+
+    def table(self) -> dict[str, int]:
+        return {t: self.max_bytes(t) for t in MESSAGE_TYPES}
+
+
+# --------------------------------------------------------------------------------------------
+# Field checks: each returns the normalised value or raises ProtocolError naming the field
+# --------------------------------------------------------------------------------------------
+
+Check = Callable[[str, Any, Limits], Any]
+
+
+def _int(lo: int | Callable[[Limits], int], hi: int | Callable[[Limits], int]) -> Check:
+    def check(where: str, v: Any, lim: Limits) -> int:
+        lo_v = lo(lim) if callable(lo) else lo
+        hi_v = hi(lim) if callable(hi) else hi
+        if type(v) is not int:
+            raise ProtocolError(f"{where}: expected an integer in [{lo_v}, {hi_v}] (got {type(v).__name__})")
+        if not lo_v <= v <= hi_v:
+            raise ProtocolError(f"{where}: {v} is outside [{lo_v}, {hi_v}]")
+        return v
+    return check
+
+
+def _token(where: str, v: Any, lim: Limits) -> int:
+    return _int(0, lim.vocab_size - 1)(where, v, lim)
+
+
+def _bool(where: str, v: Any, lim: Limits) -> bool:
+    if type(v) is not bool:
+        raise ProtocolError(f"{where}: expected true/false (got {type(v).__name__})")
+    return v
+
+
+def _float(lo: float, hi: float, lo_open: bool = False) -> Check:
+    def check(where: str, v: Any, lim: Limits) -> float:
+        if type(v) is int:
+            v = float(v)
+        if type(v) is not float:
+            raise ProtocolError(f"{where}: expected a number (got {type(v).__name__})")
+        if not math.isfinite(v) or v < lo or v > hi or (lo_open and v == lo):
+            lo_b = "(" if lo_open else "["
+            raise ProtocolError(f"{where}: {v!r} is outside {lo_b}{lo}, {hi}]")
+        return v
+    return check
+
+
+def _str(max_chars: int, choices: Sequence[str] | None = None) -> Check:
+    def check(where: str, v: Any, lim: Limits) -> str:
+        if type(v) is not str:
+            raise ProtocolError(f"{where}: expected a string (got {type(v).__name__})")
+        if len(v) > max_chars:
+            raise ProtocolError(f"{where}: {len(v)} characters, more than {max_chars}")
+        if choices is not None and v not in choices:
+            raise ProtocolError(f"{where}: {_show(v)} is not one of {', '.join(choices)}")
+        return v
+    return check
+
+
+def _bin(exact: int | Callable[[Limits], int], what: str = "bytes") -> Check:
+    def check(where: str, v: Any, lim: Limits) -> bytes:
+        n = exact(lim) if callable(exact) else exact
+        if type(v) is not bytes:
+            raise ProtocolError(f"{where}: expected binary data (got {type(v).__name__})")
+        if len(v) != n:
+            raise ProtocolError(f"{where}: {len(v)} bytes, {what} needs exactly {n}")
+        return v
+    return check
+
+
+def _ids(lo: int, hi: Callable[[Limits], int], what: str) -> Check:
+    def check(where: str, v: Any, lim: Limits) -> tuple[int, ...]:
+        hi_v = hi(lim)
+        if type(v) is not list:
+            raise ProtocolError(f"{where}: expected an array of token ids (got {type(v).__name__})")
+        if len(v) < lo:
+            raise ProtocolError(f"{where}: {len(v)} ids, need at least {lo}")
+        if len(v) > hi_v:
+            raise ProtocolError(f"{where}: {len(v)} ids, more than {what} = {hi_v}")
+        top = lim.vocab_size - 1
+        for i, t in enumerate(v):
+            if type(t) is not int or not 0 <= t <= top:
+                raise ProtocolError(f"{where}[{i}]: {_show(t)} is not a token id in [0, {top}]")
+        return tuple(v)
+    return check
+
+
+def _opt(inner: Check) -> Check:
+    def check(where: str, v: Any, lim: Limits) -> Any:
+        return None if v is None else inner(where, v, lim)
+    check.optional = True  # type: ignore[attr-defined]
+    return check
+
+
+_ROUND = _int(0, MAX_ROUND)
+_DEVICE = _int(0, MAX_DEVICE_ID)
+_COUNT = _int(0, MAX_U32)
+_SECONDS = _float(0.0, 1e6)
+_DIGEST = _bin(DIGEST_BYTES, "a sha256 digest")
+
+
+# --------------------------------------------------------------------------------------------
+# Messages
+# --------------------------------------------------------------------------------------------
+
+
+class Message:
+    """Base of every message. Subclasses are frozen dataclasses with a wire TYPE and one check
+    per field (``SPEC``); ``validate`` adds the checks that involve several fields."""
+
+    TYPE: ClassVar[str]
+    SPEC: ClassVar[dict[str, Check]]
+
+    def validate(self, lim: Limits) -> None:  # cross-field checks
+        return None
+
+    def to_wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"t": self.TYPE}
+        for f in fields(self):  # type: ignore[arg-type]
+            v = getattr(self, f.name)
+            out[f.name] = list(v) if isinstance(v, tuple) else v
+        return out
+
+
+@dataclass(frozen=True)
+class HelloMsg(Message):
+    TYPE: ClassVar[str] = "HELLO"
+    device_id: int
+    prompt: tuple[int, ...]
+    resume: bool = True  # continue the server's record of this device if it holds one
+    draft: str = ""  # the device's draft model name (for logs)
+    version: int = PROTOCOL_VERSION
+    SPEC: ClassVar[dict[str, Check]] = {
+        "device_id": _DEVICE,
+        "prompt": _ids(1, lambda lim: lim.max_prompt_tokens, "max_prompt_tokens"),
+        "resume": _bool, "draft": _str(MAX_NAME_CHARS), "version": _int(0, 65535),
+    }
+
+
+@dataclass(frozen=True)
+class ChallengeMsg(Message):
+    TYPE: ClassVar[str] = "CHALLENGE"
+    nonce: bytes
+    SPEC: ClassVar[dict[str, Check]] = {"nonce": _bin(NONCE_BYTES, "a nonce")}
+
+
+@dataclass(frozen=True)
+class AuthMsg(Message):
+    TYPE: ClassVar[str] = "AUTH"
+    device_id: int
+    mac: bytes
+    SPEC: ClassVar[dict[str, Check]] = {"device_id": _DEVICE, "mac": _bin(MAC_BYTES, "an HMAC-SHA256")}
+
+
+@dataclass(frozen=True)
+class WelcomeMsg(Message):
+    TYPE: ClassVar[str] = "WELCOME"
+    device_id: int
+    pair: str
+    vocab_size: int
+    gamma_max: int
+    seed: int
+    temperature: float
+    top_k: int
+    top_p: float
+    ul_codec: str
+    dl_codec: str
+    max_new_tokens: int
+    max_prompt_tokens: int
+    eos_ids: tuple[int, ...]
+    tokens: tuple[int, ...]  # the server's record: prompt + every committed token
+    num_prompt: int
+    next_round: int
+    resumed: bool
+    SPEC: ClassVar[dict[str, Check]] = {
+        "device_id": _DEVICE, "pair": _str(MAX_NAME_CHARS),
+        "vocab_size": _int(1, MAX_U32), "gamma_max": _int(0, 4096),
+        "seed": _int(0, MAX_SEED), "temperature": _float(0.0, 1e6), "top_k": _COUNT,
+        "top_p": _float(0.0, 1.0, lo_open=True), "ul_codec": _str(MAX_NAME_CHARS),
+        "dl_codec": _str(MAX_NAME_CHARS), "max_new_tokens": _int(1, 1 << 24),
+        "max_prompt_tokens": _int(1, 1 << 24),
+        "eos_ids": _ids(0, lambda lim: MAX_EOS_IDS, "MAX_EOS_IDS"),
+        "tokens": _ids(1, lambda lim: lim.max_context_tokens, "max_context_tokens"),
+        "num_prompt": _int(1, MAX_U32), "next_round": _ROUND, "resumed": _bool,
+    }
+
+    def validate(self, lim: Limits) -> None:
+        if self.vocab_size != lim.vocab_size:
+            raise ProtocolError(f"WELCOME.vocab_size: server has {self.vocab_size}, this device "
+                                f"{lim.vocab_size}")
+        if self.num_prompt > len(self.tokens):
+            raise ProtocolError(f"WELCOME.num_prompt: {self.num_prompt} exceeds the "
+                                f"{len(self.tokens)} tokens sent")
+
+
+@dataclass(frozen=True)
+class PlanMsg(Message):
+    TYPE: ClassVar[str] = "PLAN"
+    round: int
+    gamma: int
+    SPEC: ClassVar[dict[str, Check]] = {"round": _ROUND, "gamma": _int(0, lambda lim: lim.gamma_max)}
+
+
+@dataclass(frozen=True)
+class DraftMsg(Message):
+    TYPE: ClassVar[str] = "DRAFT"
+    round: int
+    tokens: tuple[int, ...]
+    q: bytes  # q̂_i(x_i), little-endian float64, one per token
+    compute_s: float | None = None  # the device's drafting time (testbed measurement)
+    SPEC: ClassVar[dict[str, Check]] = {
+        "round": _ROUND, "tokens": _ids(0, lambda lim: lim.gamma_max, "γ_max"),
+        "q": lambda where, v, lim: _check_q(where, v), "compute_s": _opt(_SECONDS),
+    }
+
+    @classmethod
+    def make(cls, round_idx: int, tokens: Sequence[int], q_at_tokens: Sequence[float],
+             compute_s: float | None = None) -> "DraftMsg":
+        return cls(round_idx, tuple(int(t) for t in tokens),
+                   np.asarray(q_at_tokens, dtype="<f8").tobytes(), compute_s)
+
+    @property
+    def q_values(self) -> list[float]:
+        return [float(x) for x in np.frombuffer(self.q, dtype="<f8")]
+
+    def validate(self, lim: Limits) -> None:
+        if len(self.q) != Q_SCALAR_BYTES * len(self.tokens):
+            raise ProtocolError(f"DRAFT.q: {len(self.q)} bytes for {len(self.tokens)} tokens "
+                                f"(need {Q_SCALAR_BYTES} per token)")
+        q = np.frombuffer(self.q, dtype="<f8")
+        if q.size and not (np.all(np.isfinite(q)) and np.all(q > 0) and np.all(q <= 1)):
+            raise ProtocolError("DRAFT.q: every q̂(x_i) must be a finite probability in (0, 1]")
+
+
+def _check_q(where: str, v: Any) -> bytes:
+    if type(v) is not bytes:
+        raise ProtocolError(f"{where}: expected binary float64 scalars (got {type(v).__name__})")
+    return v
+
+
+@dataclass(frozen=True)
+class VerdictMsg(Message):
+    TYPE: ClassVar[str] = "VERDICT"
+    round: int
+    num_accepted: int
+    rejected: bool
+    bonus: int | None = None  # set iff every draft token was accepted
+    mode: str | None = None  # "ul" or "dl", set iff rejected
+    SPEC: ClassVar[dict[str, Check]] = {
+        "round": _ROUND, "num_accepted": _int(0, lambda lim: lim.gamma_max), "rejected": _bool,
+        "bonus": _opt(_token), "mode": _opt(_str(2, MODES)),
+    }
+
+    def validate(self, lim: Limits) -> None:
+        if self.rejected and (self.bonus is not None or self.mode is None):
+            raise ProtocolError("VERDICT.mode: a rejected verdict carries a mode and no bonus token")
+        if not self.rejected and (self.bonus is None or self.mode is not None):
+            raise ProtocolError("VERDICT.bonus: an accepted verdict carries a bonus token and no mode")
+
+
+@dataclass(frozen=True)
+class QPayloadMsg(Message):
+    TYPE: ClassVar[str] = "Q_PAYLOAD"
+    round: int
+    payload: bytes  # UL codec bytes of q̂_j, exactly codec.num_bytes(V)
+    SPEC: ClassVar[dict[str, Check]] = {
+        "round": _ROUND, "payload": _bin(lambda lim: lim.ul_payload_bytes, "the UL codec"),
+    }
+
+
+@dataclass(frozen=True)
+class PPayloadMsg(Message):
+    TYPE: ClassVar[str] = "P_PAYLOAD"
+    round: int
+    payload: bytes  # DL codec bytes of p_j, exactly codec.num_bytes(V)
+    SPEC: ClassVar[dict[str, Check]] = {
+        "round": _ROUND, "payload": _bin(lambda lim: lim.dl_payload_bytes, "the DL codec"),
+    }
+
+
+@dataclass(frozen=True)
+class CorrectionMsg(Message):
+    TYPE: ClassVar[str] = "CORRECTION"
+    round: int
+    token: int
+    compute_s: float | None = None  # DL: the device's residual sampling time
+    SPEC: ClassVar[dict[str, Check]] = {"round": _ROUND, "token": _token,
+                                        "compute_s": _opt(_SECONDS)}
+
+
+@dataclass(frozen=True)
+class CommitMsg(Message):
+    TYPE: ClassVar[str] = "COMMIT"
+    round: int
+    tokens: tuple[int, ...]  # appended this round (accepted drafts + bonus/correction, clipped)
+    length: int  # the device's token count after appending (prompt included)
+    digest: bytes  # token_digest of those tokens
+    SPEC: ClassVar[dict[str, Check]] = {
+        "round": _ROUND, "tokens": _ids(1, lambda lim: lim.gamma_max + 1, "γ_max + 1"),
+        "length": _int(1, lambda lim: lim.max_context_tokens), "digest": _DIGEST,
+    }
+
+
+@dataclass(frozen=True)
+class ByeMsg(Message):
+    TYPE: ClassVar[str] = "BYE"
+    reason: str
+    length: int | None = None
+    digest: bytes | None = None
+    SPEC: ClassVar[dict[str, Check]] = {
+        "reason": _str(MAX_REASON_CHARS), "length": _opt(_COUNT), "digest": _opt(_DIGEST),
+    }
+
+    @classmethod
+    def make(cls, reason: str, tokens: Sequence[int] | None = None) -> "ByeMsg":
+        if tokens is None:
+            return cls(_one_line(reason))
+        return cls(_one_line(reason), len(tokens), token_digest(tokens))
+
+
+@dataclass(frozen=True)
+class ErrorMsg(Message):
+    TYPE: ClassVar[str] = "ERROR"
+    code: str
+    reason: str
+    SPEC: ClassVar[dict[str, Check]] = {"code": _str(16, ERROR_CODES), "reason": _str(MAX_REASON_CHARS)}
+
+    @classmethod
+    def make(cls, code: str, reason: object) -> "ErrorMsg":
+        return cls(code, _one_line(reason))
+
+
+MESSAGE_CLASSES: dict[str, type[Message]] = {
+    cls.TYPE: cls for cls in (HelloMsg, ChallengeMsg, AuthMsg, WelcomeMsg, PlanMsg, DraftMsg,
+                              VerdictMsg, QPayloadMsg, PPayloadMsg, CorrectionMsg, CommitMsg,
+                              ByeMsg, ErrorMsg)
+}
+MESSAGE_TYPES: tuple[str, ...] = tuple(MESSAGE_CLASSES)
+
+
+# --------------------------------------------------------------------------------------------
+# Encode / decode
+# --------------------------------------------------------------------------------------------
+
+
+def _no_ext(code: int, data: bytes) -> Any:
+    raise ProtocolError(f"message: msgpack extension type {code} is not allowed")
+
+
+def _build(cls: type[Message], obj: dict, lim: Limits) -> Message:
+    t = cls.TYPE
+    for key in obj:
+        if key != "t" and key not in cls.SPEC:
+            raise ProtocolError(f"{t}.{_one_line(key, 40)}: unknown field")
+    kwargs = {}
+    for f in fields(cls):  # type: ignore[arg-type]
+        check = cls.SPEC[f.name]
+        if f.name not in obj:
+            if getattr(check, "optional", False):
+                continue
+            raise ProtocolError(f"{t}.{f.name}: missing")
+        kwargs[f.name] = check(f"{t}.{f.name}", obj[f.name], lim)
+    msg = cls(**kwargs)
+    msg.validate(lim)
+    return msg
+
+
+def decode_message(raw: bytes, limits: Limits, allowed: Iterable[str] | None = None) -> Message:
+    """Bytes from the wire -> a validated message; ProtocolError (one line) on any violation."""
+    if not isinstance(raw, (bytes, bytearray, memoryview)):
+        raise ProtocolError(f"message: expected bytes (got {type(raw).__name__})")
+    n = len(raw)
+    allowed = tuple(allowed) if allowed is not None else None
+    biggest = max(limits.max_bytes(t) for t in (allowed or MESSAGE_TYPES))
+    if n > biggest:
+        raise ProtocolError(f"message: {n} bytes exceeds the largest allowed message ({biggest} bytes)")
+    try:
+        obj = msgpack.unpackb(bytes(raw), raw=False, strict_map_key=True, ext_hook=_no_ext)
+    except ProtocolError:
+        raise
+    except Exception as exc:  # msgpack raises several types (ExtraData, ValueError, UnicodeError...)
+        detail = _one_line(exc, 80)
+        raise ProtocolError(f"message: malformed msgpack ({type(exc).__name__}"
+                            f"{': ' + detail if detail else ''})") from None
+    if not isinstance(obj, dict):
+        raise ProtocolError(f"message: expected a msgpack map (got {type(obj).__name__})")
+    t = obj.get("t")
+    if type(t) is not str:
+        raise ProtocolError(f"message.t: missing or not a string (got {_show(t)})")
+    cls = MESSAGE_CLASSES.get(t)
+    if cls is None:
+        raise ProtocolError(f"message.t: unknown message type {_one_line(t, 40)!r}")
+    limit = limits.max_bytes(t)
+    if n > limit:
+        raise ProtocolError(f"{t}: message of {n} bytes exceeds its limit of {limit} bytes")
+    if allowed is not None:
+        if t not in allowed:
+            raise ProtocolError(f"{t}: not allowed here (expected {' or '.join(allowed)})")
+    return _build(cls, obj, limits)
+
+
+def encode_message(msg: Message, limits: Limits | None = None) -> bytes:
+    """A message -> one msgpack frame. With `limits`, the sender checks what it sends exactly as
+    the receiver will (a bug on our side then fails here, not on the far end)."""
+    raw = msgpack.packb(msg.to_wire(), use_bin_type=True)
+    if limits is not None:
+        limit = limits.max_bytes(msg.TYPE)
+        if len(raw) > limit:
+            raise ProtocolError(f"{msg.TYPE}: message of {len(raw)} bytes exceeds its limit of {limit} bytes")
+        _build(type(msg), msg.to_wire(), limits)
+    return raw
+
+
+__all__ = [
+    "AuthMsg", "ByeMsg", "ChallengeMsg", "CommitMsg", "CorrectionMsg", "DraftMsg", "ErrorMsg",
+    "HelloMsg", "Limits", "Message", "MESSAGE_CLASSES", "MESSAGE_TYPES", "PPayloadMsg",
+    "PlanMsg", "PROTOCOL_VERSION", "QPayloadMsg", "TokenDigest", "VerdictMsg", "WelcomeMsg", "decode_message",
+    "encode_message", "token_digest",
+]
