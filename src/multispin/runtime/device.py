@@ -1,0 +1,364 @@
+"""One device of the networked testbed: its draft model, its prompt, a DEALER socket to the edge
+server, UL or DL correction as the server says, and reconnect-with-resume.
+
+The token math is `roles.DraftDevice`, exactly as in the in-process loop: the device drafts γ
+tokens from its (codec-decoded) q̂, uploads ids and q̂(x_i), and on a rejection either uploads
+q̂_j (UL) or samples the correction from p_j locally (DL). The server's COMMIT is the truth: the
+device appends what the server committed and checks its running digest against the server's.
+After a dropped connection it reconnects, authenticates again and rebuilds its draft state from
+the record in WELCOME, so nothing is lost or duplicated.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Sequence
+
+import zmq
+
+from multispin.errors import ConfigError, MultispinError, ProtocolError
+from multispin.models.base import LoadedPair, SequenceLM
+from multispin.runtime import protocol as P
+from multispin.runtime.auth import compute_mac, resolve_secret
+from multispin.runtime.roles import DraftDevice
+from multispin.spec.codecs import make_codec
+from multispin.spec.warp import SamplingParams
+
+log = logging.getLogger("multispin.device")
+
+_IN_SESSION = ("PLAN", "VERDICT", "P_PAYLOAD", "CORRECTION", "COMMIT", "BYE", "ERROR")
+_FATAL_CODES = ("auth", "refused")
+
+
+class _Reconnect(Exception):
+    """The session ended; reconnect and resume from the server's record."""
+
+
+class _Fatal(MultispinError):
+    """The server turned this device away; do not retry."""
+
+
+@dataclass
+class DeviceOutcome:
+    device_id: int
+    tokens: list[int]  # prompt + generated, as the device holds them at the end
+    num_prompt: int
+    digest: str
+    finished: bool  # the server said done
+    reason: str  # the server's BYE reason, or why the device gave up
+    sessions: int  # authenticated connections
+    rounds: int  # rounds this device drafted in
+    server_digest: str | None  # from the server's BYE
+    crashed: bool = False  # a fault injection ended it
+
+    @property
+    def generated(self) -> list[int]:
+        return self.tokens[self.num_prompt :]
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["generated"] = self.generated
+        return out
+
+
+@dataclass
+class _Fault:
+    kind: str  # crash | vanish | stall
+    round: int
+    seconds: float = 0.0
+
+    @classmethod
+    def parse(cls, spec: str | None) -> "_Fault | None":
+        """'crash:R' (exit the process on PLAN of round R), 'vanish:R' (close the socket and
+        stop, for thread devices), 'stall:R:S' (sleep S seconds on PLAN of round R)."""
+        if not spec:
+            return None
+        parts = spec.split(":")
+        try:
+            if parts[0] in ("crash", "vanish") and len(parts) == 2:
+                return cls(parts[0], int(parts[1]))
+            if parts[0] == "stall" and len(parts) == 3:
+                return cls("stall", int(parts[1]), float(parts[2]))
+        except ValueError:
+            pass
+        raise ConfigError(f"fault: expected crash:ROUND, vanish:ROUND or stall:ROUND:SECONDS (got {spec!r})")
+
+
+class DeviceClient:
+    """Runs one device until the server says BYE. `run()` blocks; `stop()` (any thread) makes it
+    leave at the next message boundary."""
+
+    def __init__(self, server: str, device_id: int, secret: str | bytes | None, lm: SequenceLM,
+                 prompt_ids: Sequence[int], *, pair_name: str = "", draft_name: str = "",
+                 resume: bool = True, reconnects: int = 5, server_timeout_s: float = 120.0,
+                 handshake_timeout_s: float = 30.0, max_context_tokens: int = 1 << 16,
+                 fault: str | None = None, on_event: Callable[[dict], None] | None = None):
+        if not isinstance(device_id, int) or not 0 <= device_id <= P.MAX_DEVICE_ID:
+            raise ConfigError(f"device_id: must be an integer in [0, {P.MAX_DEVICE_ID}] (got {device_id!r})")
+        if len(prompt_ids) == 0:
+            raise ConfigError("prompt: must hold at least one token")
+        self.server = server
+        self.device_id = device_id
+        self._secret = resolve_secret(secret)
+        self.lm = lm
+        self.prompt_ids = tuple(int(t) for t in prompt_ids)
+        self.pair_name = pair_name
+        self.draft_name = draft_name[: P.MAX_NAME_CHARS]
+        self.resume = resume
+        self.reconnects = reconnects
+        self.server_timeout_s = server_timeout_s
+        self.handshake_timeout_s = handshake_timeout_s
+        self.fault = _Fault.parse(fault)
+        self.on_event = on_event
+        self._handshake_limits = P.Limits(vocab_size=lm.vocab_size, max_prompt_tokens=len(self.prompt_ids),
+                                          max_new_tokens=max(1, max_context_tokens - len(self.prompt_ids)))
+        self._stop = threading.Event()
+        self._ctx: zmq.Context | None = None
+        self.device: DraftDevice | None = None
+        self.sessions = 0
+        self.rounds = 0
+        self._num_prompt = len(self.prompt_ids)
+        self._server_digest: bytes | None = None
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _event(self, event: str, **fields: Any) -> None:
+        if self.on_event is not None:
+            self.on_event({"event": event, "device": self.device_id, **fields})
+
+    def _outcome(self, finished: bool, reason: str, crashed: bool = False) -> DeviceOutcome:
+        tokens = list(self.device.tokens) if self.device is not None else list(self.prompt_ids)
+        return DeviceOutcome(self.device_id, tokens, self._num_prompt, P.token_digest(tokens).hex(),
+                             finished, reason, self.sessions, self.rounds,
+                             self._server_digest.hex() if self._server_digest else None, crashed)
+
+    def run(self) -> DeviceOutcome:
+        self._ctx = zmq.Context()
+        failures = 0
+        try:
+            while True:
+                if self._stop.is_set():
+                    return self._outcome(False, "stopped")
+                try:
+                    return self._session(resume=self.resume or self.sessions > 0)
+                except _Vanish:
+                    return self._outcome(False, "vanished", crashed=True)
+                except _Reconnect as exc:
+                    failures += 1
+                    self._event("reconnect", reason=str(exc), attempt=failures)
+                    log.info("device %d: %s; reconnecting (%d/%d)", self.device_id, exc, failures,
+                             self.reconnects)
+                    if failures > self.reconnects:
+                        raise ProtocolError(f"device {self.device_id}: gave up after {self.reconnects} "
+                                            f"reconnects ({exc})") from None
+                    time.sleep(min(2.0, 0.1 * 2 ** (failures - 1)))
+        finally:
+            self._ctx.term()
+
+    # ------------------------------------------------------------------ one connection
+
+    def _session(self, resume: bool) -> DeviceOutcome:
+        assert self._ctx is not None
+        sock = self._ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 2000)
+        sock.setsockopt(zmq.MAXMSGSIZE, 4 * self._handshake_limits.max_message_bytes + 65536)
+        sock.connect(self.server)
+        try:
+            return self._converse(sock, resume)
+        finally:
+            sock.close()
+
+    def _send(self, sock: zmq.Socket, msg: P.Message, limits: P.Limits) -> None:
+        sock.send(P.encode_message(msg, limits))
+
+    def _recv(self, sock: zmq.Socket, limits: P.Limits, allowed: Sequence[str],
+              timeout_s: float) -> P.Message:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self._stop.is_set():
+                raise _Reconnect("stop requested")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise _Reconnect(f"server silent for {timeout_s:g} s")
+            if sock.poll(int(min(left, 0.2) * 1000) + 1, zmq.POLLIN):
+                frames = sock.recv_multipart()
+                if len(frames) != 1:
+                    raise ProtocolError(f"message: expected one frame (got {len(frames)})")
+                msg = P.decode_message(frames[0], limits, allowed=allowed)
+                if isinstance(msg, P.ErrorMsg):
+                    if msg.code in _FATAL_CODES:
+                        raise _Fatal(f"device {self.device_id}: server refused ({msg.code}): {msg.reason}")
+                    raise _Reconnect(f"server ended the session ({msg.code}): {msg.reason}")
+                return msg
+
+    def _converse(self, sock: zmq.Socket, resume: bool) -> DeviceOutcome:
+        try:
+            return self._converse_inner(sock, resume)
+        except ProtocolError as exc:
+            # Our view and the server's disagree: say so, then resume from the server's record.
+            try:
+                sock.send(P.encode_message(P.ErrorMsg.make("protocol", exc)), zmq.NOBLOCK)
+            except zmq.ZMQError:
+                pass
+            raise _Reconnect(str(exc)) from None
+
+    def _converse_inner(self, sock: zmq.Socket, resume: bool) -> DeviceOutcome:
+        hs = self._handshake_limits
+        self._send(sock, P.HelloMsg(self.device_id, self.prompt_ids, resume, self.draft_name), hs)
+        ch = self._recv(sock, hs, ("CHALLENGE", "ERROR"), self.handshake_timeout_s)
+        assert isinstance(ch, P.ChallengeMsg)
+        self._send(sock, P.AuthMsg(self.device_id, compute_mac(self._secret, ch.nonce, self.device_id)), hs)
+        welcome = self._recv(sock, hs, ("WELCOME", "ERROR"), self.handshake_timeout_s)
+        assert isinstance(welcome, P.WelcomeMsg)
+        limits = self._start(welcome)
+        dev = self.device
+        assert dev is not None
+        digest = P.TokenDigest(dev.tokens)
+        self.sessions += 1
+        self._event("welcome", resumed=welcome.resumed, tokens=len(dev.tokens))
+
+        state = "idle"  # idle -> drafted -> (wait_p | wait_correction) -> wait_commit -> idle
+        round_idx, verdict, correction = -1, None, None
+        while True:
+            msg = self._recv(sock, limits, _IN_SESSION, self.server_timeout_s)
+            if isinstance(msg, P.ByeMsg):
+                self._server_digest = msg.digest
+                self._send(sock, P.ByeMsg.make("ack", dev.tokens), limits)
+                self._event("bye", reason=msg.reason, match=msg.digest == digest.digest())
+                return self._outcome(msg.reason == "done", msg.reason)
+            if isinstance(msg, P.PlanMsg):
+                if state != "idle":
+                    raise ProtocolError(f"PLAN: unexpected in state {state}")
+                self._fault_hook(sock, msg.round)
+                round_idx, verdict, correction = msg.round, None, None
+                t0 = time.perf_counter()
+                draft = dev.draft(msg.gamma, msg.round)
+                compute = time.perf_counter() - t0
+                self._send(sock, P.DraftMsg.make(msg.round, draft.tokens, draft.q_at_tokens, compute), limits)
+                self.rounds += 1
+                state = "drafted"
+                continue
+            if getattr(msg, "round", None) != round_idx:
+                raise ProtocolError(f"{msg.TYPE}.round: {getattr(msg, 'round', None)} but this "
+                                    f"device is in round {round_idx}")
+            if isinstance(msg, P.VerdictMsg):
+                if state != "drafted":
+                    raise ProtocolError(f"VERDICT: unexpected in state {state}")
+                if msg.num_accepted > len(dev.last_draft):
+                    raise ProtocolError(f"VERDICT.num_accepted: {msg.num_accepted} > drafted "
+                                        f"{len(dev.last_draft)}")
+                if msg.rejected and msg.num_accepted >= len(dev.last_draft):
+                    raise ProtocolError("VERDICT.rejected: no drafted token left to reject")
+                verdict = msg
+                if not msg.rejected:
+                    state = "wait_commit"
+                elif msg.mode == "ul":
+                    self._send(sock, P.QPayloadMsg(round_idx, dev.upload_q(msg.num_accepted)), limits)
+                    state = "wait_correction"
+                else:
+                    state = "wait_p"
+            elif isinstance(msg, P.PPayloadMsg):
+                if state != "wait_p":
+                    raise ProtocolError(f"P_PAYLOAD: unexpected in state {state}")
+                t0 = time.perf_counter()
+                correction = int(dev.correct_locally(verdict.num_accepted, msg.payload, round_idx))
+                compute = time.perf_counter() - t0
+                self._send(sock, P.CorrectionMsg(round_idx, correction, compute), limits)
+                state = "wait_commit"
+            elif isinstance(msg, P.CorrectionMsg):
+                if state != "wait_correction":
+                    raise ProtocolError(f"CORRECTION: unexpected in state {state}")
+                correction = msg.token
+                state = "wait_commit"
+            elif isinstance(msg, P.CommitMsg):
+                if state != "wait_commit":
+                    raise ProtocolError(f"COMMIT: unexpected in state {state}")
+                self._apply_commit(msg, verdict, correction, digest)
+                state = "idle"
+
+    def _apply_commit(self, msg: P.CommitMsg, verdict: P.VerdictMsg | None,
+                      correction: int | None, digest: P.TokenDigest) -> None:
+        dev = self.device
+        assert dev is not None and verdict is not None
+        n_acc = verdict.num_accepted
+        expected = dev.last_draft[:n_acc] + [verdict.bonus if not verdict.rejected else correction]
+        got = list(msg.tokens)
+        if got != expected[: len(got)]:
+            raise ProtocolError(f"COMMIT.tokens: {got} do not extend this round's draft/verdict {expected}")
+        dev.commit(n_acc, got)
+        digest.update(got)
+        if msg.length != len(dev.tokens) or msg.digest != digest.digest():
+            raise ProtocolError(f"COMMIT.digest: the server's record ({msg.length} tokens) differs "
+                                f"from this device's ({len(dev.tokens)} tokens)")
+
+    def _start(self, w: P.WelcomeMsg) -> P.Limits:
+        """Rebuild the draft state from the server's record (fresh start and resume alike)."""
+        if w.device_id != self.device_id:
+            raise _Fatal(f"WELCOME.device_id: {w.device_id}, this is device {self.device_id}")
+        if self.pair_name and w.pair != self.pair_name[: P.MAX_NAME_CHARS]:
+            raise _Fatal(f"WELCOME.pair: server runs {w.pair!r}, this device {self.pair_name!r}")
+        if tuple(w.tokens[: w.num_prompt]) != self.prompt_ids:
+            raise _Fatal("WELCOME.tokens: the server's record does not start with this device's prompt")
+        try:
+            sampling = SamplingParams.make(temperature=w.temperature, top_k=w.top_k, top_p=w.top_p)
+            ul, dl = make_codec(w.ul_codec), make_codec(w.dl_codec)
+        except ConfigError as exc:
+            raise _Fatal(f"WELCOME: {exc}") from None
+        dev = DraftDevice(self.device_id, self.lm, sampling, ul, dl, w.seed, list(w.tokens))
+        dev.num_prompt = w.num_prompt  # the record holds prompt + committed tokens
+        self.device = dev
+        self._num_prompt = w.num_prompt
+        return P.Limits.for_session(w.vocab_size, w.gamma_max, ul, dl, w.max_prompt_tokens,
+                                    w.max_new_tokens)
+
+    def _fault_hook(self, sock: zmq.Socket, round_idx: int) -> None:
+        f = self.fault
+        if f is None or round_idx < f.round:
+            return
+        self.fault = None  # once
+        self._event("fault", kind=f.kind, round=round_idx)
+        if f.kind == "crash":
+            os._exit(17)
+        if f.kind == "vanish":
+            sock.close(linger=0)
+            raise _Vanish()
+        time.sleep(f.seconds)
+
+
+class _Vanish(Exception):
+    pass
+
+
+def build_device_client(server: str, device_id: int, secret: str | bytes | None,
+                        pair: str | LoadedPair, draft: str | None, prompt: str, *,
+                        resume: bool = True, reconnects: int = 5, server_timeout_s: float = 120.0,
+                        fault: str | None = None, on_event: Callable[[dict], None] | None = None
+                        ) -> "DeviceClient":
+    """A device for a named (or loaded) pair: its draft model and its tokenised prompt."""
+    from multispin.models.hf import HFSequenceLM
+    from multispin.runtime.session import encode_prompt, resolve_pair
+
+    loaded = pair if isinstance(pair, LoadedPair) else resolve_pair(pair)
+    name = draft or loaded.default_draft
+    if name not in loaded.drafts:
+        raise ConfigError(f"draft: unknown draft {name!r} for pair {loaded.name} "
+                          f"(allowed: {', '.join(loaded.drafts)})")
+    lm = HFSequenceLM(loaded.drafts[name], loaded.vocab_size)
+    ids = encode_prompt(loaded, prompt)
+    return DeviceClient(server, device_id, secret, lm, ids, pair_name=loaded.name,
+                        draft_name=name, resume=resume, reconnects=reconnects,
+                        server_timeout_s=server_timeout_s, fault=fault, on_event=on_event)
+
+
+def run_device(server: str, device_id: int, secret: str | bytes | None, pair: str | LoadedPair,
+               draft: str | None, prompt: str, **options: Any) -> DeviceOutcome:
+    """Build a device and run it until the server says BYE."""
+    return build_device_client(server, device_id, secret, pair, draft, prompt, **options).run()
+
+
+__all__ = ["DeviceClient", "DeviceOutcome", "build_device_client", "run_device"]
