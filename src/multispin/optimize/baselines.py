@@ -1,0 +1,78 @@
+"""Baselines of SYSTEM_MODEL.md §5.3, each on the same SAA uniforms as the optimised policy.
+
+- Mode baselines: all-UL, all-DL, random (each rejected device picks UL or DL with probability
+  1/2 from pre-drawn coins; DL powers optimal for the chosen modes), each with its own draft
+  lengths optimised by the same draft-length policy.
+- Draft-length baselines (optimal reactive modes): the best uniform γ, computation-only control,
+  and the paper's pure two-phase greedy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from multispin.errors import ConfigError
+from multispin.optimize.draft_lengths import (
+    DraftPlan,
+    best_uniform,
+    computation_only,
+    exhaustive_oracle,
+    paper_greedy,
+    two_phase_greedy,
+)
+from multispin.optimize.goodput import SAAObjective
+from multispin.system.instance import Instance
+
+DRAFT_POLICIES = ("greedy", "greedy_paper", "best_uniform", "computation_only", "oracle")
+MODE_BASELINES = ("all_ul", "all_dl", "random")
+
+
+def optimise_draft_lengths(obj: SAAObjective, policy: str = "greedy") -> DraftPlan:
+    """Draft lengths by name: ``greedy`` (shipped), ``greedy_paper``, ``best_uniform``,
+    ``computation_only`` or ``oracle`` (exhaustive, small K)."""
+    if policy == "greedy":
+        return two_phase_greedy(obj)
+    if policy == "greedy_paper":
+        return paper_greedy(obj)
+    if policy == "best_uniform":
+        return best_uniform(obj)
+    if policy == "computation_only":
+        return computation_only(obj)
+    if policy == "oracle":
+        return exhaustive_oracle(obj)
+    raise ConfigError(f"policy: unknown value {policy!r} (allowed: {', '.join(DRAFT_POLICIES)})")
+
+
+def mode_baselines(
+    inst: Instance,
+    uniforms: np.ndarray,
+    mode_uniforms: np.ndarray,
+    policy: str = "greedy",
+    split: str = "equal",
+) -> dict[str, DraftPlan]:
+    """all_ul, all_dl and random modes, each with draft lengths optimised for it by ``policy``."""
+    out = {}
+    for modes in MODE_BASELINES:
+        obj = SAAObjective(inst, uniforms, modes=modes, split=split,
+                           mode_uniforms=mode_uniforms if modes == "random" else None)
+        out[modes] = optimise_draft_lengths(obj, policy)
+    return out
+
+
+def draft_baselines(obj: SAAObjective) -> dict[str, DraftPlan]:
+    """best_uniform, computation_only and the paper's greedy on the objective's samples."""
+    return {"best_uniform": best_uniform(obj), "computation_only": computation_only(obj),
+            "greedy_paper": paper_greedy(obj)}
+
+
+def all_baselines(
+    inst: Instance,
+    uniforms: np.ndarray,
+    mode_uniforms: np.ndarray,
+    policy: str = "greedy",
+    split: str = "equal",
+) -> dict[str, DraftPlan]:
+    """Every baseline of §5.3 (mode baselines with their own γ, then draft-length baselines)."""
+    out = mode_baselines(inst, uniforms, mode_uniforms, policy, split)
+    out.update(draft_baselines(SAAObjective(inst, uniforms, "optimal", split)))
+    return out

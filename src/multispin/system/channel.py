@@ -1,0 +1,160 @@
+"""Device drop, block fading and the per-round :class:`~multispin.system.instance.Instance`.
+
+Randomness is keyed by (seed, stream, index): every draw is a pure function of the scenario seed,
+so the optimiser, the simulator and the running system see the same world. Streams:
+
+- ``drop``: distances from the drop rule (once per scenario);
+- ``tasks``: each device's task (uniform over the task table, once);
+- ``draft``: each device's draft latency, profile × U[1, jitter_max] (once);
+- ``fading``: |ζ|² with ζ ~ CN(0, 1) per device and link, redrawn every round (block fading);
+- ``saa`` / ``modes``: uniforms of the optimiser (SAA outcomes, random-mode baseline) per round.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from multispin.system.instance import ComputeParams, Instance, RadioParams
+from multispin.system.radio import path_loss_linear
+from multispin.system.scenario import DropRule, Scenario
+
+STREAMS = {"drop": 1, "tasks": 2, "draft": 3, "fading": 4, "saa": 5, "modes": 6, "montecarlo": 7}
+
+
+def stream(seed: int, name: str, index: int = 0) -> np.random.Generator:
+    """The generator of one named random stream (see module doc) for round ``index``."""
+    return np.random.default_rng([int(seed), STREAMS[name], int(index)])
+
+
+def draw_distances_m(rng: np.random.Generator, count: int, drop: DropRule) -> np.ndarray:
+    """Distances of ``count`` devices: uniform in [min, max] m, or uniform over the annulus area."""
+    lo, hi = drop.min_distance_m, drop.max_distance_m
+    if drop.kind == "uniform_area":
+        return np.sqrt(rng.uniform(lo * lo, hi * hi, size=count))
+    return rng.uniform(lo, hi, size=count)
+
+
+def draw_fading(rng: np.random.Generator, size, kind: str = "rayleigh") -> np.ndarray:
+    """Small-scale power gain |ζ|², ζ ~ CN(0, 1) (exponential with mean 1), or 1 without fading."""
+    if kind == "none":
+        return np.ones(size)
+    return rng.exponential(1.0, size=size)
+
+
+@dataclass(frozen=True)
+class DeviceDrop:
+    """What stays fixed for a scenario: distance, task, acceptance and draft latency per device."""
+
+    distance_m: np.ndarray
+    task: list[str]
+    alpha: np.ndarray
+    draft_latency_s: np.ndarray
+    acceptance_assumed: bool
+
+
+def drop_devices(scenario: Scenario) -> DeviceDrop:
+    """Draw (or take from the scenario's explicit lists) every device's static properties."""
+    dev = scenario.devices
+    k = dev.count
+    if dev.distances_m is not None:
+        dist = np.asarray(dev.distances_m, dtype=float)
+    else:
+        dist = draw_distances_m(stream(scenario.seed, "drop"), k, dev.drop)
+    table = scenario.tasks.acceptance
+    names = sorted(table)
+    if dev.tasks is not None:
+        tasks = list(dev.tasks)
+    else:
+        tasks = [names[i] for i in stream(scenario.seed, "tasks").integers(0, len(names), size=k)]
+    if dev.acceptance is not None:
+        alpha = np.asarray(dev.acceptance, dtype=float)
+        assumed = False
+    else:
+        alpha = np.array([table[t] for t in tasks])
+        assumed = scenario.tasks.assumed
+    if dev.draft_latencies_s_per_token is not None:
+        tdft = np.asarray(dev.draft_latencies_s_per_token, dtype=float)
+    else:
+        jitter = stream(scenario.seed, "draft").uniform(1.0, dev.draft_latency_jitter_max, size=k)
+        tdft = dev.draft_latency_s_per_token * jitter
+    return DeviceDrop(dist, tasks, alpha, tdft, assumed)
+
+
+@dataclass(frozen=True)
+class ChannelState:
+    """Power gains of one round (path loss × fading) per device and link."""
+
+    gain_ul: np.ndarray
+    gain_dl: np.ndarray
+    path_loss: np.ndarray
+
+
+class ChannelGenerator:
+    """Block-fading channel of a scenario: fixed distances, fading redrawn every round.
+
+    ``draw(r)`` is a pure function of (seed, r). With reciprocity the DL gain equals the UL gain;
+    without it the DL fading is an independent draw (same path loss).
+    """
+
+    def __init__(self, scenario: Scenario, distance_m: np.ndarray | None = None):
+        self.scenario = scenario
+        if distance_m is None:
+            distance_m = drop_devices(scenario).distance_m
+        self.distance_m = np.asarray(distance_m, dtype=float)
+        r = scenario.radio
+        self.path_loss = path_loss_linear(self.distance_m, r.path_loss_db_at_1m, r.path_loss_exponent)
+
+    def draw(self, round_index: int = 0) -> ChannelState:
+        r = self.scenario.radio
+        rng = stream(self.scenario.seed, "fading", round_index)
+        k = self.distance_m.size
+        f_ul = draw_fading(rng, k, r.fading)
+        f_dl = f_ul if r.reciprocity else draw_fading(rng, k, r.fading)
+        return ChannelState(self.path_loss * f_ul, self.path_loss * f_dl, self.path_loss)
+
+
+class World:
+    """A scenario with its device drop and channel generator; ``instance(r)`` is round r's arrays."""
+
+    def __init__(self, scenario: Scenario):
+        self.scenario = scenario
+        self.drop = drop_devices(scenario)
+        self.channel = ChannelGenerator(scenario, self.drop.distance_m)
+
+    def radio_params(self) -> RadioParams:
+        r = self.scenario.radio
+        return RadioParams(bandwidth_hz=r.bandwidth_hz, p_ul_w=r.p_ul_w, p_dl_w=r.p_dl_watts,
+                           noise_psd_w_per_hz=self.scenario.noise_psd_w_per_hz)
+
+    def compute_params(self) -> ComputeParams:
+        c = self.scenario.compute
+        return ComputeParams(c.t_ver0_s, c.t_ver1_s, c.t_ver_tok_s)
+
+    def instance(self, round_index: int = 0, channel: ChannelState | None = None) -> Instance:
+        ch = channel if channel is not None else self.channel.draw(round_index)
+        sc = self.scenario
+        return Instance(
+            gain_ul=ch.gain_ul, gain_dl=ch.gain_dl, alpha=self.drop.alpha,
+            draft_latency_s=self.drop.draft_latency_s,
+            payload_bits=np.full(sc.devices.count, float(sc.payload.payload_bits)),
+            radio=self.radio_params(), compute=self.compute_params(), gamma_max=sc.optimizer.gamma_max,
+            draft_upload_bits_per_token=float(sc.payload.draft_upload_bits_per_token),
+            distance_m=self.drop.distance_m,
+        )
+
+    def saa_uniforms(self, round_index: int = 0, n_saa: int | None = None) -> np.ndarray:
+        """The SAA uniforms u (N_SAA, K) of round ``round_index`` (common random numbers)."""
+        n = n_saa or self.scenario.optimizer.n_saa
+        return stream(self.scenario.seed, "saa", round_index).random((n, self.scenario.devices.count))
+
+    def mode_uniforms(self, round_index: int = 0, n_saa: int | None = None) -> np.ndarray:
+        """Uniforms of the random-mode baseline (N_SAA, K), drawn once like the SAA uniforms."""
+        n = n_saa or self.scenario.optimizer.n_saa
+        return stream(self.scenario.seed, "modes", round_index).random((n, self.scenario.devices.count))
+
+
+def build_instance(scenario: Scenario, round_index: int = 0) -> Instance:
+    """Round ``round_index``'s :class:`Instance` of a scenario (shortcut for ``World(s).instance(r)``)."""
+    return World(scenario).instance(round_index)

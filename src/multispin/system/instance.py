@@ -1,0 +1,179 @@
+"""One round's world as arrays: what the optimiser, the simulator and the running system consume.
+
+An :class:`Instance` is built from a validated scenario (:func:`multispin.system.build_instance`)
+or directly by the runtime from its current channel and acceptance estimates. It holds no
+randomness: everything random (fading, tasks) was drawn before it was built.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from multispin.errors import ConfigError
+from multispin.system.radio import rate_bps
+
+
+def _check(cond: bool, field_name: str, allowed: str, got) -> None:
+    if not cond:
+        raise ConfigError(f"{field_name}: must be in {allowed} (got {got})")
+
+
+@dataclass(frozen=True)
+class RadioParams:
+    """Radio resources of one round.
+
+    ``p_ul_w`` is each device's maximum UL power (scalar or one per device), ``p_dl_w`` the
+    server's DL power budget shared by the DL-mode devices, ``noise_psd_w_per_hz`` the effective
+    noise PSD N0 (noise figure included), ``bandwidth_hz`` the total OFDMA bandwidth B.
+    """
+
+    bandwidth_hz: float
+    p_ul_w: float | np.ndarray
+    p_dl_w: float
+    noise_psd_w_per_hz: float
+
+    def __post_init__(self) -> None:
+        _check(np.isfinite(self.bandwidth_hz) and self.bandwidth_hz > 0, "bandwidth_hz", "(0, inf) Hz",
+               self.bandwidth_hz)
+        p_ul = np.asarray(self.p_ul_w, dtype=float)
+        _check(bool(np.all(np.isfinite(p_ul)) and np.all(p_ul > 0)), "p_ul_w", "(0, inf) W", self.p_ul_w)
+        _check(np.isfinite(self.p_dl_w) and self.p_dl_w >= 0, "p_dl_w", "[0, inf) W", self.p_dl_w)
+        _check(np.isfinite(self.noise_psd_w_per_hz) and self.noise_psd_w_per_hz > 0, "noise_psd_w_per_hz",
+               "(0, inf) W/Hz", self.noise_psd_w_per_hz)
+
+
+@dataclass(frozen=True)
+class ComputeParams:
+    """Server verification profile: ``T_ver = t_ver0_s + K·t_ver1_s + t_ver_tok_s·Σ(γ_k+1)``."""
+
+    t_ver0_s: float
+    t_ver1_s: float
+    t_ver_tok_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("t_ver0_s", "t_ver1_s", "t_ver_tok_s"):
+            v = getattr(self, name)
+            _check(np.isfinite(v) and v >= 0, name, "[0, inf) s", v)
+
+
+def _readonly(a, dtype=float) -> np.ndarray:
+    out = np.array(a, dtype=dtype, copy=True)
+    out.setflags(write=False)
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class Instance:
+    """K devices, one round: channel gains, acceptance, draft latency, payload, radio, compute.
+
+    - ``gain_ul`` / ``gain_dl`` (K,): power gains h_k (path loss × fading) of each link;
+    - ``alpha``: per-token acceptance rate, shape (K,) (i.i.d. model of §3) or (K, gamma_max) with
+      the conditional acceptance rate of each draft position (measured profiles);
+    - ``draft_latency_s`` (K,): per-token draft latency T_k^dft;
+    - ``payload_bits`` (K,): size S_k of the one distribution a rejected device moves;
+    - ``draft_upload_bits_per_token``: UL bits per drafted token (id + q_i(x_i)); 0 reproduces
+      the paper, which neglects the upload. When > 0 every device uploads at P^ul on an equal
+      share B/K right after drafting, which adds ``bits / rate`` per drafted token to its
+      compute-phase time (:attr:`token_latency_s`).
+    """
+
+    gain_ul: np.ndarray
+    gain_dl: np.ndarray
+    alpha: np.ndarray
+    draft_latency_s: np.ndarray
+    payload_bits: np.ndarray
+    radio: RadioParams
+    compute: ComputeParams
+    gamma_max: int = 20
+    draft_upload_bits_per_token: float = 0.0
+    distance_m: np.ndarray | None = None
+    survival: np.ndarray = field(init=False, repr=False)
+    expected_tokens: np.ndarray = field(init=False, repr=False)
+    token_latency_s: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        gu = _readonly(self.gain_ul)
+        k = gu.shape[0] if gu.ndim == 1 else -1
+        _check(gu.ndim == 1 and k >= 1, "gain_ul", "a non-empty 1-D array", gu.shape)
+        gd = _readonly(self.gain_dl)
+        _check(gd.shape == (k,), "gain_dl", f"shape ({k},)", gd.shape)
+        for name, arr in (("gain_ul", gu), ("gain_dl", gd)):
+            _check(bool(np.all(np.isfinite(arr)) and np.all(arr > 0)), name, "(0, inf)", arr.min())
+        set_(self, "gain_ul", gu)
+        set_(self, "gain_dl", gd)
+        _check(isinstance(self.gamma_max, (int, np.integer)) and 0 <= self.gamma_max <= 256, "gamma_max",
+               "[0, 256]", self.gamma_max)
+        set_(self, "gamma_max", int(self.gamma_max))
+        a = _readonly(self.alpha)
+        _check(a.shape in ((k,), (k, self.gamma_max)), "alpha", f"shape ({k},) or ({k}, {self.gamma_max})",
+               a.shape)
+        _check(bool(np.all((a >= 0) & (a <= 1))), "alpha", "[0, 1]", a.min() if a.size else a)
+        set_(self, "alpha", a)
+        t = _readonly(np.broadcast_to(np.asarray(self.draft_latency_s, dtype=float), (k,)))
+        _check(bool(np.all(np.isfinite(t)) and np.all(t >= 0)), "draft_latency_s", "[0, inf) s", t.min())
+        set_(self, "draft_latency_s", t)
+        s = _readonly(np.broadcast_to(np.asarray(self.payload_bits, dtype=float), (k,)))
+        _check(bool(np.all(np.isfinite(s)) and np.all(s > 0)), "payload_bits", "(0, inf) bits", s.min())
+        set_(self, "payload_bits", s)
+        p_ul = np.asarray(self.radio.p_ul_w, dtype=float)
+        _check(p_ul.ndim == 0 or p_ul.shape == (k,), "p_ul_w", f"a scalar or shape ({k},)", p_ul.shape)
+        _check(self.draft_upload_bits_per_token >= 0, "draft_upload_bits_per_token", "[0, inf) bits",
+               self.draft_upload_bits_per_token)
+        if self.distance_m is not None:
+            set_(self, "distance_m", _readonly(self.distance_m))
+
+        # P(first g draft tokens all accepted), g = 0..gamma_max, and E[N_k | γ_k = g].
+        g = self.gamma_max
+        per_pos = np.broadcast_to(a[:, None], (k, g)) if a.ndim == 1 else a
+        surv = np.ones((k, g + 1))
+        if g:
+            surv[:, 1:] = np.cumprod(per_pos, axis=1)
+        set_(self, "survival", _readonly(surv))
+        set_(self, "expected_tokens", _readonly(np.cumsum(surv, axis=1)))
+        if self.draft_upload_bits_per_token > 0:
+            r = rate_bps(self.radio.bandwidth_hz / k, self.radio.p_ul_w, gu, self.radio.noise_psd_w_per_hz)
+            t = t + self.draft_upload_bits_per_token / r
+        set_(self, "token_latency_s", _readonly(t))
+
+    @property
+    def num_devices(self) -> int:
+        return int(self.gain_ul.shape[0])
+
+    @property
+    def p_ul_w(self) -> np.ndarray:
+        """Maximum UL power per device, shape (K,)."""
+        return np.broadcast_to(np.asarray(self.radio.p_ul_w, dtype=float), (self.num_devices,))
+
+    @property
+    def uniform_payload(self) -> bool:
+        """True when every device moves the same number of bits (closed-form DL power split)."""
+        return bool(np.all(self.payload_bits == self.payload_bits[0]))
+
+    def replace(self, **changes) -> "Instance":
+        """A copy with some fields changed (``radio=…``, ``alpha=…``, ``gain_ul=…``)."""
+        return dataclasses.replace(self, **changes)
+
+    def with_radio(self, **changes) -> "Instance":
+        """A copy with some radio parameters changed (e.g. ``p_dl_w=…``)."""
+        return self.replace(radio=dataclasses.replace(self.radio, **changes))
+
+    def with_compute(self, **changes) -> "Instance":
+        """A copy with some compute parameters changed (e.g. ``t_ver_tok_s=…``)."""
+        return self.replace(compute=dataclasses.replace(self.compute, **changes))
+
+    def subset(self, devices) -> "Instance":
+        """The instance restricted to some devices (indices or a boolean mask)."""
+        idx = np.arange(self.num_devices)[np.asarray(devices)]
+        p_ul = np.asarray(self.radio.p_ul_w, dtype=float)
+        radio = self.radio if p_ul.ndim == 0 else dataclasses.replace(self.radio, p_ul_w=p_ul[idx])
+        return Instance(
+            gain_ul=self.gain_ul[idx], gain_dl=self.gain_dl[idx], alpha=self.alpha[idx],
+            draft_latency_s=self.draft_latency_s[idx], payload_bits=self.payload_bits[idx], radio=radio,
+            compute=self.compute, gamma_max=self.gamma_max,
+            draft_upload_bits_per_token=self.draft_upload_bits_per_token,
+            distance_m=None if self.distance_m is None else self.distance_m[idx],
+        )

@@ -1,0 +1,502 @@
+"""One validated scenario: devices, tasks and acceptance, radio, compute profile, payload, optimiser.
+
+Load it from a preset (:func:`get_preset`), a dict (:func:`scenario_from_dict`), a YAML or TOML
+file (:func:`load_scenario`), optionally overriding fields with dotted names
+(:meth:`Scenario.override`) and replacing the assumed acceptance table with a measured profile
+(:func:`load_acceptance_profile`, :meth:`Scenario.with_acceptance_profile`).
+
+Every numeric field carries its unit in its name and an allowed range; a bad value raises one
+:class:`~multispin.errors.ConfigError` whose one-line message names the field and the range.
+A file (or dict) may start from a preset with ``preset: paper-qwen`` and override any field.
+
+Presets (SYSTEM_MODEL.md §2, §6): ``paper-qwen`` (Qwen2.5-0.5B → 14B) and ``paper-r1``
+(DeepSeek-R1-Distill-Qwen-1.5B → 32B). The paper reports per-task acceptance rates only as a
+range (about 0.82–0.95 over HumanEval, GSM8K, MT-Bench, IFEval); the per-task values of the
+presets are **assumed** (``tasks.assumed: true``) and should be replaced by a measured profile.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Any, Literal, Optional, Union, get_args, get_origin
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
+
+from multispin.errors import ConfigError, config_error_from_validation
+from multispin.system.payload import distribution_bits, draft_upload_bits_per_token, token_id_bits
+from multispin.system.radio import dbm_to_w
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "inf"
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _range(lo=None, hi=None, *, lo_open: bool = False, hi_open: bool = False, unit: str = ""):
+    """An AfterValidator that keeps a value in an interval and says the interval when it does not."""
+    text = (("(" if lo_open or lo is None else "[") + ("-inf" if lo is None else _fmt(lo)) + ", "
+            + _fmt(hi) + (")" if hi_open or hi is None else "]") + (f" {unit}" if unit else ""))
+
+    def check(v):
+        ok = not (isinstance(v, float) and not math.isfinite(v))
+        if ok and lo is not None:
+            ok = v > lo if lo_open else v >= lo
+        if ok and hi is not None:
+            ok = v < hi if hi_open else v <= hi
+        if not ok:
+            raise PydanticCustomError("out_of_range", "must be in {allowed}", {"allowed": text})
+        return v
+
+    check.allowed = text  # type: ignore[attr-defined]
+    return AfterValidator(check)
+
+
+Alpha = Annotated[float, _range(0, 1, lo_open=True, hi_open=True)]
+PositiveMeters = Annotated[float, _range(0, None, lo_open=True, unit="m")]
+PositiveSeconds = Annotated[float, _range(0, None, lo_open=True, unit="s")]
+Seconds = Annotated[float, _range(0, None, unit="s")]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DropRule(_Model):
+    """Where devices are dropped: distance from the server uniform in [min, max] (the paper), or
+    uniform over the annulus area."""
+
+    kind: Literal["uniform_distance", "uniform_area"] = "uniform_distance"
+    min_distance_m: PositiveMeters = 100.0
+    max_distance_m: PositiveMeters = 500.0
+
+    @model_validator(mode="after")
+    def _order(self):
+        if self.max_distance_m < self.min_distance_m:
+            raise PydanticCustomError("out_of_range", "max_distance_m must be ≥ min_distance_m (got {a} < {b})",
+                                      {"a": self.max_distance_m, "b": self.min_distance_m})
+        return self
+
+
+class TaskTable(_Model):
+    """Per-task acceptance rate α (per token). ``assumed`` marks values that were not measured."""
+
+    acceptance: dict[str, Alpha]
+    assumed: bool = False
+    source: str = ""
+
+    @model_validator(mode="after")
+    def _nonempty(self):
+        if not self.acceptance:
+            raise PydanticCustomError("empty", "acceptance: at least one task is needed", {})
+        return self
+
+
+class DevicesConfig(_Model):
+    """The K devices. Explicit per-device lists override the random draws from the seed."""
+
+    count: Annotated[int, _range(1, 100_000)]
+    drop: DropRule = DropRule()
+    distances_m: Optional[list[PositiveMeters]] = None
+    tasks: Optional[list[str]] = None
+    acceptance: Optional[list[Alpha]] = None
+    draft_latency_s_per_token: PositiveSeconds
+    draft_latency_jitter_max: Annotated[float, _range(1, 10)] = 1.15
+    draft_latencies_s_per_token: Optional[list[Seconds]] = None
+
+
+class RadioConfig(_Model):
+    """OFDMA radio: bandwidth, powers, noise, path loss, fading, reciprocity, bandwidth split.
+
+    Give the DL budget either in dBm (``p_dl_dbm``) or in watts (``p_dl_w``, 0 allowed: no DL).
+    """
+
+    bandwidth_hz: Annotated[float, _range(0, 1e12, lo_open=True, unit="Hz")]
+    p_ul_dbm: Annotated[float, _range(-60, 60, unit="dBm")]
+    p_dl_dbm: Optional[Annotated[float, _range(-60, 70, unit="dBm")]] = None
+    p_dl_w: Optional[Annotated[float, _range(0, 1e4, unit="W")]] = None
+    noise_psd_dbm_per_hz: Annotated[float, _range(-230, -100, unit="dBm/Hz")] = -174.0
+    noise_figure_db: Annotated[float, _range(0, 40, unit="dB")] = 0.0
+    path_loss_db_at_1m: Annotated[float, _range(-200, 0, unit="dB")] = -30.0
+    path_loss_exponent: Annotated[float, _range(1, 8)] = 3.5
+    fading: Literal["rayleigh", "none"] = "rayleigh"
+    reciprocity: bool = True
+    bandwidth_split: Literal["equal", "optimized"] = "equal"
+
+    @model_validator(mode="after")
+    def _one_dl_budget(self):
+        if (self.p_dl_dbm is None) == (self.p_dl_w is None):
+            raise PydanticCustomError("dl_budget", "give exactly one of p_dl_dbm (dBm) and p_dl_w (W, ≥ 0)", {})
+        return self
+
+    @property
+    def p_ul_w(self) -> float:
+        return float(dbm_to_w(self.p_ul_dbm))
+
+    @property
+    def p_dl_watts(self) -> float:
+        return float(self.p_dl_w) if self.p_dl_w is not None else float(dbm_to_w(self.p_dl_dbm))
+
+    @property
+    def p_dl_dbm_value(self) -> float:
+        if self.p_dl_dbm is not None:
+            return float(self.p_dl_dbm)
+        return float("-inf") if self.p_dl_w == 0 else 10 * math.log10(self.p_dl_w) + 30
+
+
+class ComputeConfig(_Model):
+    """Server verification profile (T_ver^0, T_ver^1 per device, T_ver^tok per batch token)."""
+
+    t_ver0_s: Seconds
+    t_ver1_s: Seconds
+    t_ver_tok_s: Seconds = 0.0
+
+
+class PayloadConfig(_Model):
+    """Codec of the one distribution a rejected device moves, and whether signalling bits count."""
+
+    codec: Literal["sparse-topk", "dense-fp32", "dense-fp16", "lattice"] = "sparse-topk"
+    vocab_size: Annotated[int, _range(2, 100_000_000)] = 151_665
+    v_eff: Annotated[int, _range(1, 100_000_000)] = 1024
+    value_bits: Annotated[int, _range(1, 64)] = 16
+    lattice_resolution: Annotated[int, _range(1, 1_000_000)] = 1024
+    count_signalling_bits: bool = True
+
+    @property
+    def distribution_bits(self) -> int:
+        """S: bits of one encoded distribution."""
+        return distribution_bits(self.codec, self.vocab_size, self.v_eff, self.value_bits, self.lattice_resolution)
+
+    @property
+    def payload_bits(self) -> int:
+        """S_k the optimiser uses: S, plus the correction id's return trip when signalling counts."""
+        return self.distribution_bits + (token_id_bits(self.vocab_size) if self.count_signalling_bits else 0)
+
+    @property
+    def draft_upload_bits_per_token(self) -> int:
+        return draft_upload_bits_per_token(self.vocab_size) if self.count_signalling_bits else 0
+
+
+class OptimizerConfig(_Model):
+    """γ_max (tokens) and the SAA sample count N_SAA."""
+
+    gamma_max: Annotated[int, _range(0, 64)] = 20
+    n_saa: Annotated[int, _range(1, 1_000_000)] = 1000
+
+
+class Scenario(_Model):
+    """One configuration that feeds the optimiser, the simulator and the running system."""
+
+    name: str = "custom"
+    devices: DevicesConfig
+    tasks: TaskTable
+    radio: RadioConfig
+    compute: ComputeConfig
+    payload: PayloadConfig = PayloadConfig()
+    optimizer: OptimizerConfig = OptimizerConfig()
+    seed: Annotated[int, _range(0, 2**63 - 1)] = 0
+
+    @model_validator(mode="after")
+    def _per_device_lists(self):
+        k = self.devices.count
+        for name in ("distances_m", "tasks", "acceptance", "draft_latencies_s_per_token"):
+            v = getattr(self.devices, name)
+            if v is not None and len(v) != k:
+                raise PydanticCustomError("length", "devices.{f}: needs devices.count = {k} entries (got {n})",
+                                          {"f": name, "k": k, "n": len(v)})
+        if self.devices.distances_m is None and self.devices.drop.min_distance_m <= 0:
+            raise PydanticCustomError("range", "devices.drop.min_distance_m: must be > 0", {})
+        if self.devices.tasks is not None:
+            unknown = sorted(set(self.devices.tasks) - set(self.tasks.acceptance))
+            if unknown:
+                raise PydanticCustomError("task", "devices.tasks: unknown task(s) {u} (allowed: {a})",
+                                          {"u": ", ".join(unknown), "a": ", ".join(sorted(self.tasks.acceptance))})
+        if self.payload.codec == "sparse-topk" and self.payload.v_eff > self.payload.vocab_size:
+            raise PydanticCustomError("range", "payload.v_eff: must be in [1, vocab_size={v}] (got {e})",
+                                      {"v": self.payload.vocab_size, "e": self.payload.v_eff})
+        return self
+
+    # ------------------------------------------------------------------ derived values
+    @property
+    def noise_psd_w_per_hz(self) -> float:
+        return float(dbm_to_w(self.radio.noise_psd_dbm_per_hz + self.radio.noise_figure_db))
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    def override(self, changes: dict[str, Any]) -> "Scenario":
+        """A copy with fields set by dotted name, e.g. ``{"devices.count": 8, "radio.p_dl_dbm": 22}``.
+
+        Setting one of ``radio.p_dl_dbm`` / ``radio.p_dl_w`` clears the other; setting
+        ``devices.count`` drops per-device lists of the old length.
+        """
+        data = self.to_dict()
+        for dotted, value in changes.items():
+            parts = dotted.split(".")
+            node = data
+            for p in parts[:-1]:
+                if not isinstance(node.get(p), dict):
+                    raise ConfigError(f"{dotted}: unknown field")
+                node = node[p]
+            node[parts[-1]] = value
+            if dotted == "radio.p_dl_dbm":
+                data["radio"]["p_dl_w"] = None
+            elif dotted == "radio.p_dl_w":
+                data["radio"]["p_dl_dbm"] = None
+            elif dotted == "devices.count":
+                for name in ("distances_m", "tasks", "acceptance", "draft_latencies_s_per_token"):
+                    v = data["devices"].get(name)
+                    if v is not None and len(v) != value:
+                        data["devices"][name] = None
+        return _validate(data)
+
+    def with_acceptance_profile(self, profile) -> "Scenario":
+        """Replace the (assumed) task table with measured per-task acceptance rates.
+
+        ``profile``: a path to an acceptance-profile JSON (what ``multispin measure --out`` writes),
+        its parsed dict, or a list of either (one task per file is fine: the tasks are merged).
+        See :func:`parse_acceptance_profile`.
+        """
+        items = profile if isinstance(profile, (list, tuple)) else [profile]
+        if not items:
+            raise ConfigError("acceptance_profile: at least one profile is needed")
+        table: dict[str, float] = {}
+        sources = []
+        for item in items:
+            if isinstance(item, dict):
+                table.update(parse_acceptance_profile(item))
+                sources.append("measured")
+            else:
+                table.update(load_acceptance_profile(item))
+                sources.append(str(item))
+        data = self.to_dict()
+        data["tasks"] = {"acceptance": table, "assumed": False, "source": "measured: " + ", ".join(sources)}
+        return _validate(data)
+
+
+# ---------------------------------------------------------------------------- errors
+
+def _allowed_for(model: type[BaseModel], loc: tuple) -> Optional[str]:
+    cls: Any = model
+    info = None
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(cls, type) and issubclass(cls, BaseModel)) or part not in cls.model_fields:
+            return None
+        info = cls.model_fields[part]
+        ann = info.annotation
+        if get_origin(ann) is Union:
+            ann = next((a for a in get_args(ann) if a is not type(None)), ann)
+        cls = ann
+    if info is None:
+        return None
+    if isinstance(cls, type) and issubclass(cls, BaseModel):
+        return "a table of: " + ", ".join(cls.model_fields)
+    if get_origin(cls) is Literal:
+        return ", ".join(map(str, get_args(cls)))
+    for m in list(info.metadata) + [a for a in get_args(cls)[1:]]:
+        if isinstance(m, AfterValidator) and hasattr(m.func, "allowed"):
+            return m.func.allowed  # type: ignore[attr-defined]
+    return None
+
+
+class _WithRanges:
+    """Adds the allowed range to "Field required" errors before the one-line formatting."""
+
+    def __init__(self, exc: ValidationError):
+        self.exc = exc
+
+    def errors(self):
+        out = []
+        for e in self.exc.errors():
+            if e.get("type") == "missing":
+                allowed = _allowed_for(Scenario, tuple(e.get("loc", ())))
+                if allowed:
+                    e = {**e, "msg": f"Field required (allowed: {allowed})"}
+            out.append(e)
+        return out
+
+
+def _validate(data: dict[str, Any]) -> Scenario:
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise config_error_from_validation(_WithRanges(exc)) from None
+
+
+# ---------------------------------------------------------------------------- presets
+
+_PAPER_COMMON: dict[str, Any] = {
+    "radio": {
+        "bandwidth_hz": 10e6,
+        "p_ul_dbm": 10.0,
+        "p_dl_dbm": 10.0 + 10 * math.log10(4.0),  # P^dl / P^ul = 4 (the paper also uses 16)
+        "noise_psd_dbm_per_hz": -174.0,
+        "noise_figure_db": 0.0,
+        "path_loss_db_at_1m": -30.0,
+        "path_loss_exponent": 3.5,
+        "fading": "rayleigh",
+        "reciprocity": True,
+        "bandwidth_split": "equal",
+    },
+    "payload": {
+        "codec": "sparse-topk", "vocab_size": 151_665, "v_eff": 1024, "value_bits": 16,
+        # The paper neglects drafting uploads and correction ids; set true to count them.
+        "count_signalling_bits": False,
+    },
+    "optimizer": {"gamma_max": 20, "n_saa": 1000},
+    "seed": 0,
+}
+
+_ASSUMED_SOURCE = ("ASSUMED: the paper reports per-task acceptance only as the range 0.82-0.95 over "
+                   "HumanEval, GSM8K, MT-Bench and IFEval; these per-task values are placeholders inside "
+                   "that range. Replace them with a measured acceptance-profile JSON.")
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "paper-qwen": {
+        **copy.deepcopy(_PAPER_COMMON),
+        "name": "paper-qwen",
+        "devices": {
+            "count": 20,
+            "drop": {"kind": "uniform_distance", "min_distance_m": 100.0, "max_distance_m": 500.0},
+            "draft_latency_s_per_token": 0.0152,  # Qwen2.5-0.5B, 15.2 ms/token (× U[1, 1.15] per device)
+            "draft_latency_jitter_max": 1.15,
+        },
+        "tasks": {
+            "acceptance": {"humaneval": 0.93, "gsm8k": 0.90, "mt_bench": 0.84, "ifeval": 0.87},
+            "assumed": True,
+            "source": _ASSUMED_SOURCE,
+        },
+        "compute": {"t_ver0_s": 0.0428, "t_ver1_s": 0.0076, "t_ver_tok_s": 0.0},  # Qwen2.5-14B on A100
+    },
+    "paper-r1": {
+        **copy.deepcopy(_PAPER_COMMON),
+        "name": "paper-r1",
+        "devices": {
+            "count": 20,
+            "drop": {"kind": "uniform_distance", "min_distance_m": 100.0, "max_distance_m": 500.0},
+            "draft_latency_s_per_token": 0.0196,  # R1-Distill-Qwen-1.5B, 19.6 ms/token
+            "draft_latency_jitter_max": 1.15,
+        },
+        "tasks": {
+            "acceptance": {"humaneval": 0.91, "gsm8k": 0.94, "mt_bench": 0.82, "ifeval": 0.85},
+            "assumed": True,
+            "source": _ASSUMED_SOURCE,
+        },
+        "compute": {"t_ver0_s": 0.0693, "t_ver1_s": 0.0091, "t_ver_tok_s": 0.0},  # R1-Distill-Qwen-32B on A100
+    },
+}
+
+
+def preset_names() -> list[str]:
+    return sorted(PRESETS)
+
+
+def _unknown_preset(name: Any) -> ConfigError:
+    return ConfigError(f"preset: unknown preset {name!r} (allowed: {', '.join(preset_names())})")
+
+
+def _deep_merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    # one DL budget: an override in one unit replaces the preset's other unit
+    radio_over = over.get("radio") if isinstance(over.get("radio"), dict) else {}
+    if "radio" in out and isinstance(out["radio"], dict):
+        if "p_dl_w" in radio_over and "p_dl_dbm" not in radio_over:
+            out["radio"].pop("p_dl_dbm", None)
+        if "p_dl_dbm" in radio_over and "p_dl_w" not in radio_over:
+            out["radio"].pop("p_dl_w", None)
+    return out
+
+
+def get_preset(name: str) -> Scenario:
+    """A preset scenario by name (``paper-qwen``, ``paper-r1``)."""
+    if name not in PRESETS:
+        raise _unknown_preset(name)
+    return _validate(copy.deepcopy(PRESETS[name]))
+
+
+def scenario_from_dict(data: dict[str, Any]) -> Scenario:
+    """Validate a scenario dict; ``preset: NAME`` starts from that preset and overrides its fields."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"scenario: must be a table of fields (got {type(data).__name__})")
+    data = dict(data)
+    name = data.pop("preset", None)
+    if name is not None:
+        if name not in PRESETS:
+            raise _unknown_preset(name)
+        data = _deep_merge(PRESETS[name], data)
+    return _validate(data)
+
+
+def load_scenario(path: Union[str, Path]) -> Scenario:
+    """Load a scenario from a YAML (.yaml/.yml) or TOML (.toml) file (JSON also accepted)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config: no such file {str(p)!r}")
+    text = p.read_text()
+    suffix = p.suffix.lower()
+    try:
+        if suffix in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text) or {}
+        elif suffix == ".toml":
+            try:
+                import tomllib
+            except ModuleNotFoundError:  # Python 3.10
+                import tomli as tomllib  # type: ignore[no-redef]
+            data = tomllib.loads(text)
+        elif suffix == ".json":
+            data = json.loads(text)
+        else:
+            raise ConfigError(f"config: unknown file type {suffix!r} (allowed: .yaml, .yml, .toml, .json)")
+    except ConfigError:
+        raise
+    except Exception as exc:  # parse errors of yaml/toml/json
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"config: cannot parse {str(p)!r}: {first}") from None
+    return scenario_from_dict(data)
+
+
+# ---------------------------------------------------------------------------- acceptance profiles
+
+def parse_acceptance_profile(data: dict[str, Any]) -> dict[str, float]:
+    """Per-task α from an acceptance-profile dict.
+
+    Accepted shapes: ``{"tasks": {"gsm8k": 0.91, ...}}`` or, per task, a statistics object with
+    ``alpha`` or ``token_acceptance_rate`` (what ``multispin.spec.stats.AcceptanceStats.to_dict``
+    writes): ``{"tasks": {"gsm8k": {"token_acceptance_rate": 0.91, "num_drafts": 500, ...}}}``.
+    """
+    tasks = data.get("tasks") if isinstance(data, dict) else None
+    if not isinstance(tasks, dict) or not tasks:
+        raise ConfigError("acceptance_profile.tasks: must be a non-empty table task -> acceptance rate in (0, 1)")
+    out: dict[str, float] = {}
+    for task, v in tasks.items():
+        if isinstance(v, dict):
+            v = v.get("alpha", v.get("token_acceptance_rate"))
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 < float(v) < 1:
+            raise ConfigError(f"acceptance_profile.tasks.{task}: must be in (0, 1) (got {v!r})")
+        out[str(task)] = float(v)
+    return out
+
+
+def load_acceptance_profile(path: Union[str, Path]) -> dict[str, float]:
+    """Read a measured acceptance-profile JSON (see :func:`parse_acceptance_profile`)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"acceptance_profile: no such file {str(p)!r}")
+    try:
+        data = json.loads(p.read_text())
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"acceptance_profile: cannot parse {str(p)!r}: {exc}") from None
+    return parse_acceptance_profile(data)
