@@ -1,0 +1,225 @@
+"""The optimiser in the loop: per-round draft lengths (proactive) and modes/powers (reactive) for
+the running system, from the scenario's channel and online acceptance estimates.
+
+`ScenarioPlanner` is both policy objects the round loops accept (`draft_lengths(round, active)`
+and `modes(round, rejected)`, in-process and networked alike) and the bookkeeper of what each
+round cost on the scenario's clock:
+
+- every round the channel is redrawn (block fading, `World.channel.draw(round)`), the active
+  devices' Instance is built with the current acceptance estimates, and `optimize.plan` picks γ;
+- after verification `optimize.reactive` picks modes, powers and bandwidths for the rejected set;
+- `observe` records the round: T_comp from the γ actually drafted and the compute profile,
+  T_comm from the reactive decision (the airtime of each moved distribution), and updates each
+  device's acceptance estimate from its verdict.
+
+Policies: `adaptive` (optimal modes), `all-ul`, `all-dl`, `random` (fair coin per rejected
+device), each with draft lengths optimised for its own mode rule, as in the paper's baselines.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from multispin.errors import ConfigError
+from multispin.optimize.goodput import t_comp_s
+from multispin.optimize.plan import plan
+from multispin.optimize.reactive import reactive
+from multispin.runtime.local import Mode, RoundRecord
+from multispin.system.channel import World, stream
+from multispin.system.scenario import Scenario
+
+POLICIES = {"adaptive": "optimal", "all-ul": "all_ul", "all-dl": "all_dl", "random": "random"}
+ALPHA_FLOOR, ALPHA_CEIL = 0.02, 0.995
+
+
+class AcceptanceEstimator:
+    """Per-device acceptance rate from verdicts, starting from a prior.
+
+    Under the i.i.d. model every drafted position reached is a Bernoulli(α) trial: a round with
+    a accepted tokens and a rejection adds a successes and 1 failure; all γ accepted adds γ
+    successes. The prior counts as `prior_weight` trials at the profile's α.
+    """
+
+    def __init__(self, prior_alpha: np.ndarray, prior_weight: float = 8.0):
+        prior = np.clip(np.asarray(prior_alpha, dtype=float), ALPHA_FLOOR, ALPHA_CEIL)
+        self.successes = prior * prior_weight
+        self.trials = np.full(prior.shape, float(prior_weight))
+
+    def update(self, index: int, draft_len: int, num_accepted: int, rejected: bool) -> None:
+        if draft_len == 0:
+            return
+        self.successes[index] += num_accepted
+        self.trials[index] += num_accepted + (1 if rejected else 0)
+
+    @property
+    def alpha(self) -> np.ndarray:
+        return np.clip(self.successes / self.trials, ALPHA_FLOOR, ALPHA_CEIL)
+
+
+@dataclass
+class RoundCost:
+    """One round on the scenario's clock."""
+
+    round: int
+    draft_len: dict[int, int]
+    rejected: list[int]
+    modes: dict[int, str]
+    power_w: dict[int, float]
+    bandwidth_hz: dict[int, float]
+    comp_latency_s: float
+    comm_latency_s: float
+    tokens: int
+    planned_goodput_tokens_per_s: float
+    expected_tokens: float  # Σ E[N_k] of the plan (the optimiser's model, current estimates)
+    expected_latency_s: float  # T_comp + E[T_comm] of the plan
+
+    @property
+    def latency_s(self) -> float:
+        return self.comp_latency_s + self.comm_latency_s
+
+    def to_dict(self) -> dict:
+        return {**self.__dict__, "latency_s": self.latency_s}
+
+
+def model_predictions(planner: "ScenarioPlanner", mc_rounds: int, seed: int) -> dict[str, float]:
+    """What the analytic model and the Monte Carlo simulator predict for the rounds the planner
+    ran, at the draft lengths actually used and the scenario's (profile) acceptance rates: the
+    ratio Σ tokens / Σ time, comparable with the running system's `goodput_tokens_per_s`."""
+    from multispin.optimize.goodput import expected_tokens
+    from multispin.optimize.montecarlo import simulate_rounds
+    from multispin.optimize.reactive import t_comm_batch
+
+    modes = POLICIES[planner.policy]
+    rng = np.random.default_rng([seed, 41])
+    a_tok = a_time = mc_tok = mc_time = 0.0
+    for inst, gamma, index in planner.history:
+        profile = inst.replace(alpha=planner.world.drop.alpha[index])
+        u = rng.random((4000, profile.num_devices))
+        rej = u > profile.survival[np.arange(profile.num_devices), gamma]
+        mu = rng.random(u.shape) if modes == "random" else None
+        a_tok += float(expected_tokens(profile, gamma).sum())
+        a_time += float(t_comp_s(profile, gamma)) + float(
+            t_comm_batch(rej, profile, modes, planner.split, mu).mean())
+        mc = simulate_rounds(profile, gamma, mc_rounds, rng, modes=modes, split=planner.split)
+        mc_tok += mc.tokens / mc_rounds
+        mc_time += mc.time_s / mc_rounds
+    return {"analytic_tokens_per_s": a_tok / a_time if a_time else 0.0,
+            "montecarlo_tokens_per_s": mc_tok / mc_time if mc_time else 0.0}
+
+
+@dataclass
+class ScenarioPlanner:
+    scenario: Scenario
+    device_ids: Sequence[int]
+    policy: str = "adaptive"
+    split: str = "equal"
+    online: bool = True  # update acceptance estimates from verdicts
+    prior_alpha: np.ndarray | None = None  # default: the scenario's per-device α
+    n_saa: int | None = None
+    rounds: list[RoundCost] = field(default_factory=list)
+    # per round: (Instance of the active devices, γ drafted, their scenario indices)
+    history: list[tuple] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise ConfigError(f"policy: must be one of {', '.join(POLICIES)} (got {self.policy!r})")
+        self.device_ids = list(self.device_ids)
+        if len(self.device_ids) != self.scenario.devices.count:
+            raise ConfigError(f"devices: the scenario has {self.scenario.devices.count} devices, "
+                              f"the run has {len(self.device_ids)}")
+        self.world = World(self.scenario)
+        self._index = {d: i for i, d in enumerate(self.device_ids)}
+        prior = self.world.drop.alpha if self.prior_alpha is None else self.prior_alpha
+        self.estimator = AcceptanceEstimator(prior)
+        self._n_saa = self.n_saa or self.scenario.optimizer.n_saa
+        self._inst = None
+        self._active: list[int] = []
+        self._plan = None
+        self._decision = None
+
+    # -- policy objects -------------------------------------------------------------------
+
+    def draft_lengths(self, round_idx: int, active: Sequence[int]) -> dict[int, int]:
+        self._active = list(active)
+        idx = [self._index[d] for d in self._active]
+        full = self.world.instance(round_idx)
+        alpha = self.estimator.alpha if self.online else np.asarray(full.alpha)
+        self._inst = full.replace(alpha=alpha).subset(idx)
+        modes = POLICIES[self.policy]
+        u = stream(self.scenario.seed, "saa", round_idx).random((self._n_saa, len(idx)))
+        mode_u = stream(self.scenario.seed, "modes", round_idx).random(u.shape) if modes == "random" else None
+        self._plan = plan(self._inst, uniforms=u, modes=modes, split=self.split, mode_uniforms=mode_u)
+        return {d: int(g) for d, g in zip(self._active, self._plan.draft_len)}
+
+    def modes(self, round_idx: int, rejected: Sequence[int]) -> dict[int, Mode]:
+        pos = {d: i for i, d in enumerate(self._active)}
+        mask = np.zeros(len(self._active), dtype=bool)
+        mask[[pos[d] for d in rejected]] = True
+        mode_u = None
+        if POLICIES[self.policy] == "random":
+            mode_u = stream(self.scenario.seed, "modes", 10_000 + round_idx).random((1, mask.size))
+        self._decision = reactive(mask, self._inst, split=self.split, modes=POLICIES[self.policy],
+                                  mode_uniforms=mode_u)
+        names = self._decision.mode_names()
+        return {d: names[pos[d]] for d in rejected}  # type: ignore[misc]
+
+    # -- bookkeeping ----------------------------------------------------------------------
+
+    def observe(self, round_idx: int, records: dict[int, RoundRecord]) -> RoundCost:
+        """Charge the round to the scenario's clock and update the acceptance estimates."""
+        pos = {d: i for i, d in enumerate(self._active)}
+        gamma = np.zeros(len(self._active), dtype=int)
+        for d, r in records.items():
+            gamma[pos[d]] = r.draft_len
+            if self.online:
+                self.estimator.update(self._index[d], r.draft_len, r.num_accepted,
+                                      r.rejection_position is not None)
+        rejected = [d for d, r in records.items() if r.rejection_position is not None]
+        dec = self._decision
+        if dec is None or not rejected:
+            comm, modes, power, bw = 0.0, {}, {}, {}
+        else:
+            # Charge only devices that actually moved a distribution (a dropped device moved none).
+            moved = [d for d in rejected if records[d].mode is not None]
+            comm = max((float(dec.latency_s[pos[d]]) for d in moved), default=0.0)
+            modes = {d: records[d].mode for d in moved}
+            power = {d: float(dec.power_w[pos[d]]) for d in moved}
+            bw = {d: float(dec.bandwidth_hz[pos[d]]) for d in moved}
+        cost = RoundCost(
+            round=round_idx, draft_len={d: int(gamma[pos[d]]) for d in self._active}, rejected=rejected,
+            modes=modes, power_w=power, bandwidth_hz=bw,
+            comp_latency_s=float(t_comp_s(self._inst, gamma)), comm_latency_s=comm,
+            tokens=sum(r.tokens_gained for r in records.values()),
+            planned_goodput_tokens_per_s=float(self._plan.goodput_tokens_per_s),
+            expected_tokens=float(self._plan.goodput.expected_tokens),
+            expected_latency_s=float(self._plan.goodput.t_comp_s + self._plan.goodput.e_t_comm_s),
+        )
+        self.rounds.append(cost)
+        self.history.append((self._inst, gamma, [self._index[d] for d in self._active]))
+        self._decision = None
+        return cost
+
+    # -- summaries ------------------------------------------------------------------------
+
+    @property
+    def virtual_time_s(self) -> float:
+        return sum(r.latency_s for r in self.rounds)
+
+    @property
+    def goodput_tokens_per_s(self) -> float:
+        """Σ tokens / Σ (T_comp + T_comm) over the rounds so far (the paper's ratio of sums)."""
+        t = self.virtual_time_s
+        return sum(r.tokens for r in self.rounds) / t if t > 0 else 0.0
+
+    @property
+    def planned_goodput_tokens_per_s(self) -> float:
+        """Mean over rounds of the optimiser's own G(γ) for the plan it made."""
+        return float(np.mean([r.planned_goodput_tokens_per_s for r in self.rounds])) if self.rounds else 0.0
+
+    def dl_share(self) -> float:
+        """Fraction of corrections served in DL mode."""
+        modes = [m for r in self.rounds for m in r.modes.values()]
+        return modes.count("dl") / len(modes) if modes else 0.0
