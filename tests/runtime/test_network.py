@@ -306,9 +306,9 @@ def test_stalled_device_is_timed_out_and_resumes_from_the_server_record(pair, tm
     summary = run_local_testbed(
         pair, 3, max_new_tokens=20, draft_lengths=FixedDraftLengths(gammas), modes=RandomMode(4),
         secret=SECRET, log_path=tmp_path / "s.jsonl", seed=4, prompts=PROMPTS,
-        device_runner="thread", round_timeout_s=1.5, faults={1: "stall:2:3"}, timeout_s=300)
+        device_runner="thread", round_timeout_s=3.0, faults={1: "stall:2:6"}, timeout_s=300)
     rec = summary.server.devices[1]
-    assert rec.sessions == 2 and len(rec.drops) == 1 and "no DRAFT within 1.5 s in round 2" in rec.drops[0]
+    assert rec.sessions == 2 and len(rec.drops) == 1 and "no DRAFT within 3 s in round 2" in rec.drops[0]
     stalled_round = summary.server.events[2]
     assert list(stalled_round.dropped) == [1] and sorted(stalled_round.records) == [0, 2]
     assert_consistent(summary)
@@ -330,7 +330,7 @@ def test_crashed_device_process_is_timed_out_and_a_restart_resumes_it(pair, tmp_
 
     bed = LocalTestbed(pair, 3, max_new_tokens=20, draft_lengths=FixedDraftLengths(gammas),
                        modes=FixedMode("ul"), secret=SECRET, log_path=tmp_path / "s.jsonl", seed=6,
-                       prompts=PROMPTS, device_runner="fork", round_timeout_s=2.0,
+                       prompts=PROMPTS, device_runner="fork", round_timeout_s=3.0,
                        faults={2: "crash:3"}, on_event=on_event, idle_timeout_s=120)
     bed.start()
     assert dropped.wait(240), "the crashed device was never timed out"
@@ -341,7 +341,7 @@ def test_crashed_device_process_is_timed_out_and_a_restart_resumes_it(pair, tmp_
     bed.start_device(2, runner="thread")  # restart: same id, authenticates, resumes
     summary = bed.wait(300)
     rec = summary.server.devices[2]
-    assert rec.sessions == 2 and "no DRAFT within 2 s in round 3" in rec.drops[0]
+    assert rec.sessions == 2 and "no DRAFT within 3 s in round 3" in rec.drops[0]
     crash_round = summary.server.events[3]
     assert list(crash_round.dropped) == [2] and sorted(crash_round.records) == [0, 1]
     assert rec.finished and len(rec.generated) == 20

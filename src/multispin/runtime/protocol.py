@@ -130,6 +130,8 @@ class Limits:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
                 raise ProtocolError(f"limits.{name}: must be an integer in [{lo}, {hi}] (got {v!r})")
+        object.__setattr__(self, "_table", self._build_table())
+        object.__setattr__(self, "_max_of", {})
 
     @classmethod
     def for_session(cls, vocab_size: int, gamma_max: int, ul_codec, dl_codec,
@@ -149,6 +151,19 @@ class Limits:
 
     def max_bytes(self, type_name: str) -> int:
         """Largest encoded size in bytes a message of this type may have."""
+        try:
+            return self._table[type_name]  # type: ignore[attr-defined]
+        except KeyError:
+            raise ProtocolError(f"message.t: unknown message type {type_name!r}") from None
+
+    def max_bytes_of(self, types: tuple[str, ...] | None) -> int:
+        """Largest limit among `types` (all types if None): what a receiver unpacks at most."""
+        cache = self._max_of  # type: ignore[attr-defined]
+        if types not in cache:
+            cache[types] = max(self.max_bytes(t) for t in (types or MESSAGE_TYPES))
+        return cache[types]
+
+    def _build_table(self) -> dict[str, int]:
         env, i, h = ENVELOPE_BYTES, _INT_BYTES, _HEADER_BYTES
         name = h + 4 * MAX_NAME_CHARS  # utf-8: at most 4 bytes a char
         reason = h + 4 * MAX_REASON_CHARS
@@ -169,14 +184,11 @@ class Limits:
             "BYE": env + i + reason + h + DIGEST_BYTES,
             "ERROR": env + h + 16 + reason,
         }
-        try:
-            return table[type_name]
-        except KeyError:
-            raise ProtocolError(f"message.t: unknown message type {type_name!r}") from None
+        return table
 
     @property
     def max_message_bytes(self) -> int:
-        return max(self.max_bytes(t) for t in MESSAGE_TYPES)
+        return self.max_bytes_of(None)
 
     def table(self) -> dict[str, int]:
         return {t: self.max_bytes(t) for t in MESSAGE_TYPES}
@@ -295,9 +307,9 @@ class Message:
 
     def to_wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {"t": self.TYPE}
-        for f in fields(self):  # type: ignore[arg-type]
-            v = getattr(self, f.name)
-            out[f.name] = list(v) if isinstance(v, tuple) else v
+        for name in _FIELD_NAMES[type(self)]:
+            v = getattr(self, name)
+            out[name] = list(v) if isinstance(v, tuple) else v
         return out
 
 
@@ -515,6 +527,9 @@ MESSAGE_CLASSES: dict[str, type[Message]] = {
                               ByeMsg, ErrorMsg)
 }
 MESSAGE_TYPES: tuple[str, ...] = tuple(MESSAGE_CLASSES)
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {
+    cls: tuple(f.name for f in fields(cls)) for cls in MESSAGE_CLASSES.values()  # type: ignore[arg-type]
+}
 
 
 # --------------------------------------------------------------------------------------------
@@ -532,13 +547,13 @@ def _build(cls: type[Message], obj: dict, lim: Limits) -> Message:
         if key != "t" and key not in cls.SPEC:
             raise ProtocolError(f"{t}.{_one_line(key, 40)}: unknown field")
     kwargs = {}
-    for f in fields(cls):  # type: ignore[arg-type]
-        check = cls.SPEC[f.name]
-        if f.name not in obj:
+    for name in _FIELD_NAMES[cls]:
+        check = cls.SPEC[name]
+        if name not in obj:
             if getattr(check, "optional", False):
                 continue
-            raise ProtocolError(f"{t}.{f.name}: missing")
-        kwargs[f.name] = check(f"{t}.{f.name}", obj[f.name], lim)
+            raise ProtocolError(f"{t}.{name}: missing")
+        kwargs[name] = check(f"{t}.{name}", obj[name], lim)
     msg = cls(**kwargs)
     msg.validate(lim)
     return msg
@@ -550,7 +565,7 @@ def decode_message(raw: bytes, limits: Limits, allowed: Iterable[str] | None = N
         raise ProtocolError(f"message: expected bytes (got {type(raw).__name__})")
     n = len(raw)
     allowed = tuple(allowed) if allowed is not None else None
-    biggest = max(limits.max_bytes(t) for t in (allowed or MESSAGE_TYPES))
+    biggest = limits.max_bytes_of(allowed)
     if n > biggest:
         raise ProtocolError(f"message: {n} bytes exceeds the largest allowed message ({biggest} bytes)")
     try:

@@ -393,13 +393,23 @@ class EdgeServer:
                            vocab_size=self.vocab_size, config=self.config.model_dump(),
                            limits=self.limits.table(),
                            draft_length_policy=type(self.draft_lengths).__name__,
-                           mode_policy=type(self.modes).__name__)
+                           mode_policy=type(self.modes).__name__, exactness=self._exactness())
             self.ready.set()
             stop_reason = self._serve()
         finally:
             self.ready.set()
             summary = self._shutdown(stop_reason, time.perf_counter() - started)
         return summary
+
+    def _exactness(self) -> dict[str, str]:
+        """Whether each mode's codec keeps the output law exactly the target's (SYSTEM_MODEL §4)."""
+        out = {}
+        for mode, codec in (("ul", self.ul_codec), ("dl", self.dl_codec)):
+            verdict = codec.exactness(mode, self.sampling, self.vocab_size)
+            out[mode] = ("exact: " if verdict.exact else "NOT exact: ") + verdict.reason
+            if not verdict.exact:
+                log.warning("%s codec %s is not exact here: %s", mode.upper(), codec.name, verdict.reason)
+        return out
 
     # ---------------------------------------------------------------- main loop
 

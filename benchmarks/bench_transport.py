@@ -1,0 +1,138 @@
+"""Framework overhead of the networked testbed per round, next to the model compute it carries.
+
+Per round the server logs its wall time and the model compute on the round's critical path:
+the slowest device's drafting time (measured on the device, reported in DRAFT), the one batched
+verify, the server-side corrections and the slowest device-side (DL) correction. Overhead =
+round wall time - that compute: msgpack encoding/decoding and validation, ZeroMQ transport over
+127.0.0.1, the server's scheduling and bookkeeping (digests, logs), and the devices' wake-ups.
+
+Table 1: the tiny pair (2-layer Qwen2, float64, V = 256), γ = 4 for every device, mixed UL/DL,
+devices as forked processes (one DEALER socket and one draft KV cache each), K = 1, 8, 32.
+Table 2: the same protocol on synthetic Markov "models" (microseconds of compute), so the round
+wall time is almost all framework: its absolute cost per round.
+
+On a machine with fewer cores than devices the devices' drafting is time-sliced: a device's
+measured draft time then includes waiting for a core, which this benchmark counts as compute
+(as a device with its own chip would not wait). Read the K = 32 rows with that in mind.
+
+Run: .venv/bin/python benchmarks/bench_transport.py [--rounds 30] [--devices 1 8 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import statistics
+import threading
+import time
+
+import torch
+
+from multispin.models.base import LoadedPair
+from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_tables
+from multispin.models.tiny import load_tiny_pair
+from multispin.runtime.device import DeviceClient
+from multispin.runtime.local import RandomMode
+from multispin.runtime.server import (
+    EdgeServer, RoundEvent, ServerConfig, UniformDraftLength, free_port, run_local_testbed,
+)
+
+SECRET = "bench-transport-secret"
+GAMMA = 4
+WARMUP = 3
+
+
+def summarise(events: list[RoundEvent]) -> dict[str, float]:
+    ev = events[WARMUP:] or events
+    wall = [e.round_wall_s for e in ev]
+    compute = [e.model_compute_s for e in ev]
+    overhead = [w - c for w, c in zip(wall, compute)]
+    verify = [e.verify_s for e in ev]
+    draft = [max(e.draft_compute_s.values(), default=0.0) for e in ev]
+    up = [sum(e.wire_bytes_up.values()) for e in ev]
+    down = [sum(e.wire_bytes_down.values()) for e in ev]
+    mean = statistics.fmean
+    return {
+        "rounds": len(ev), "wall_ms": 1e3 * mean(wall), "draft_ms": 1e3 * mean(draft),
+        "verify_ms": 1e3 * mean(verify), "compute_ms": 1e3 * mean(compute),
+        "overhead_ms": 1e3 * mean(overhead), "overhead_p90_ms": 1e3 * sorted(overhead)[int(0.9 * (len(overhead) - 1))],
+        "ratio": sum(overhead) / max(sum(compute), 1e-12),
+        "kB_per_round": (mean(up) + mean(down)) / 1e3,
+    }
+
+
+def bench_tiny(k: int, rounds: int) -> dict[str, float]:
+    events: list[RoundEvent] = []
+    summary = run_local_testbed(
+        load_tiny_pair(), k, max_new_tokens=100_000, rounds=rounds + WARMUP,
+        draft_lengths=UniformDraftLength(GAMMA), modes=RandomMode(0), secret=SECRET,
+        device_runner="fork", threads=1, round_timeout_s=300, on_round=events.append,
+        server_options={"max_prompt_tokens": 4096}, timeout_s=1800)
+    assert summary.consistent, "device tokens differ from the server's records"
+    return summarise(events)
+
+
+def _markov_device(endpoint: str, k: int, draft_table) -> None:
+    torch.set_num_threads(1)
+    DeviceClient(endpoint, k, SECRET, MarkovSequenceLM(draft_table), [1, 2, 3 + k % 7]).run()
+    os._exit(0)
+
+
+def bench_markov(k: int, rounds: int, vocab: int = 64) -> dict[str, float]:
+    target, draft = make_tables(vocab, seed=0, scale=1.5, draft_noise=1.0)
+    pair = LoadedPair(name="markov", tokenizer=None, target=None, drafts={}, vocab_size=vocab)
+    port = free_port()
+    endpoint = f"tcp://127.0.0.1:{port}"
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_markov_device, args=(endpoint, d, draft), daemon=True) for d in range(k)]
+    for p in procs:  # fork before the server thread exists
+        p.start()
+    events: list[RoundEvent] = []
+    config = ServerConfig.make(port=port, expected_devices=k, rounds=rounds + WARMUP,
+                               max_new_tokens=100_000, seed=0, round_timeout_s=300)
+    server = EdgeServer(config, pair, SECRET, draft_lengths=UniformDraftLength(GAMMA),
+                        modes=RandomMode(0), on_round=events.append, target_lm=MarkovBatchedLM(target))
+    box = {}
+    th = threading.Thread(target=lambda: box.setdefault("s", server.run()))
+    th.start()
+    th.join()
+    for p in procs:
+        p.join(30)
+    assert all(r.digest_match for r in box["s"].devices.values())
+    return summarise(events)
+
+
+def table(title: str, rows: list[tuple[int, dict[str, float]]]) -> None:
+    print(f"\n{title}")
+    head = (f"{'K':>3} {'rounds':>6} {'wall ms':>9} {'draft ms':>9} {'verify ms':>9} "
+            f"{'compute ms':>10} {'overhead ms':>11} {'p90 ms':>7} {'overhead/compute':>16} {'kB/round':>8}")
+    print(head)
+    print("-" * len(head))
+    for k, r in rows:
+        print(f"{k:>3} {r['rounds']:>6} {r['wall_ms']:>9.2f} {r['draft_ms']:>9.2f} {r['verify_ms']:>9.2f} "
+              f"{r['compute_ms']:>10.2f} {r['overhead_ms']:>11.2f} {r['overhead_p90_ms']:>7.2f} "
+              f"{r['ratio']:>16.3f} {r['kB_per_round']:>8.1f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--devices", type=int, nargs="+", default=[1, 8, 32])
+    ap.add_argument("--no-markov", action="store_true")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    load_tiny_pair()  # build once, before forking
+    print(f"bench_transport: γ = {GAMMA}, mixed UL/DL, devices = forked processes, "
+          f"{os.cpu_count()} CPU cores, {args.rounds} rounds after {WARMUP} warm-up")
+    t0 = time.perf_counter()
+    table("tiny pair (2-layer Qwen2, V = 256): framework overhead vs model compute per round",
+          [(k, bench_tiny(k, args.rounds)) for k in args.devices])
+    if not args.no_markov:
+        table("synthetic Markov models (compute ~µs): the framework's own cost per round",
+              [(k, bench_markov(k, args.rounds)) for k in args.devices])
+    print(f"\n({time.perf_counter() - t0:.1f} s)")
+
+
+if __name__ == "__main__":
+    main()
