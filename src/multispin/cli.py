@@ -20,7 +20,7 @@ app = typer.Typer(
 )
 
 # Verbs live in their own modules and register themselves on `app` when imported.
-from multispin.commands import generate, measure, profile  # noqa: E402,F401
+from multispin.commands import generate, measure, profile, testbed  # noqa: E402,F401
 from multispin.commands import optimize  # noqa: E402,F401
 from multispin.commands import serve, device  # noqa: E402,F401
 
