@@ -12,7 +12,7 @@ def make_instance(gain_ul, gain_dl=None, *, bandwidth_hz=1.0, p_ul_w=1.0, p_dl_w
     g = np.asarray(gain_ul, dtype=float)
     return Instance(
         gain_ul=g, gain_dl=g if gain_dl is None else np.asarray(gain_dl, dtype=float),
-        alpha=np.broadcast_to(np.asarray(alpha, dtype=float), g.shape),
+        alpha=np.broadcast_to(np.asarray(alpha, dtype=float), g.shape) if np.ndim(alpha) == 0 else alpha,
         draft_latency_s=draft_latency_s, payload_bits=bits,
         radio=RadioParams(bandwidth_hz, p_ul_w, p_dl_w, noise), compute=ComputeParams(*t_ver), gamma_max=gamma_max,
     )

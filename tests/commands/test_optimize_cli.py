@@ -1,0 +1,75 @@
+"""`multispin optimize`: table and JSON output, config files, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from multispin import cli
+
+
+def _run(args):
+    return CliRunner().invoke(cli.app, args)
+
+
+def test_json_report_has_the_documented_fields():
+    res = _run(["optimize", "--preset", "paper-qwen", "--devices", "6", "--pdl-dbm", "16", "--seed", "0",
+                "--n-saa", "300", "--json"])
+    assert res.exit_code == 0, res.output
+    r = json.loads(res.stdout)
+    assert r["goodput_tokens_per_s"] > 0
+    assert set(r["baselines"]) == {"all_ul", "all_dl", "random", "best_uniform", "computation_only", "greedy_paper"}
+    assert all(r["goodput_tokens_per_s"] >= g * (1 - 1e-9) for g in r["baselines"].values())
+    assert len(r["devices"]) == 6
+    for d in r["devices"]:
+        for key in ("alpha", "draft_latency_s", "channel_gain", "draft_len", "distance_m", "rejection_prob",
+                    "ul_latency_s", "ul_share"):
+            assert key in d
+        assert 0 <= d["draft_len"] <= 20 and 0 < d["alpha"] < 1
+    assert r["bandwidth_hz"] == 10e6 and r["p_ul_dbm"] == 10.0 and r["p_dl_dbm"] == 16.0
+    assert r["noise_psd_dbm_per_hz"] == -174.0 and r["noise_figure_db"] == 0.0
+    assert r["payload_bits"] == 34_816 and r["n_saa"] == 300
+    assert (r["t_ver0_s"], r["t_ver1_s"]) == pytest.approx((0.0428, 0.0076))
+    assert r["acceptance_assumed"] is True
+    assert r["g_max_tokens_per_s"] >= r["goodput_tokens_per_s"]
+
+
+def test_table_output_and_config_file(tmp_path):
+    cfg = tmp_path / "s.yaml"
+    cfg.write_text("preset: paper-r1\ndevices:\n  count: 4\noptimizer:\n  n_saa: 200\n")
+    res = _run(["optimize", "--config", str(cfg), "--no-baselines"])
+    assert res.exit_code == 0, res.output
+    assert "paper-r1" in res.stdout and "G (tokens/s)" in res.stdout and "T_comp" in res.stdout
+    prof = tmp_path / "acc.json"
+    prof.write_text(json.dumps({"tasks": {"humaneval": 0.9, "gsm8k": 0.85, "mt_bench": 0.8, "ifeval": 0.83}}))
+    res = _run(["optimize", "--config", str(cfg), "--acceptance-profile", str(prof), "--json", "--no-baselines"])
+    r = json.loads(res.stdout)
+    assert r["acceptance_assumed"] is False and {d["alpha"] for d in r["devices"]} <= {0.9, 0.85, 0.8, 0.83}
+
+
+def test_optimized_split_from_the_command_line():
+    res = _run(["optimize", "--devices", "4", "--n-saa", "100", "--split", "optimized", "--json", "--no-baselines"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["bandwidth_split"] == "optimized"
+
+
+@pytest.mark.parametrize(
+    "args, start",
+    [
+        (["--preset", "paper-gpt"], "error: preset: unknown preset 'paper-gpt' (allowed: paper-qwen, paper-r1)"),
+        (["--devices", "0"], "error: devices.count: must be in [1, 100000] (got 0)"),
+        (["--pdl-dbm", "99"], "error: radio.p_dl_dbm: must be in [-60, 70] dBm (got 99.0)"),
+        (["--split", "half"], "error: radio.bandwidth_split: Input should be 'equal' or 'optimized'"),
+        (["--policy", "magic"], "error: policy: unknown value 'magic'"),
+    ],
+)
+def test_user_mistakes_are_one_line_and_exit_2(monkeypatch, capsys, args, start):
+    monkeypatch.setattr(sys, "argv", ["multispin", "optimize", *args])
+    with pytest.raises(SystemExit) as exc:
+        cli.main()
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith(start), err

@@ -1,0 +1,131 @@
+"""Draft lengths (§5.2): greedy vs the exhaustive oracle, uniform, computation-only; plan()."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from multispin.errors import ConfigError
+from multispin.optimize import plan
+from multispin.optimize.draft_lengths import (
+    best_uniform,
+    computation_only,
+    exhaustive_oracle,
+    max_g_max,
+    paper_greedy,
+    two_phase_greedy,
+)
+from multispin.optimize.goodput import SAAObjective, g_max
+from multispin.system import World, get_preset
+
+from _builders import make_instance, random_preset_instances
+
+
+def _gap(value, best):
+    return 1.0 - value / best
+
+
+@pytest.mark.slow
+def test_greedy_versus_the_exhaustive_oracle_on_small_k(capsys):
+    """K ∈ {2, 3} with γ_max = 20 and K = 4 with γ_max = 8 (every γ vector), drawn from the presets
+    with deep fades. Reports the gap distribution; the shipped greedy is never below the best
+    uniform γ, computation-only control or the paper's greedy."""
+    rng = np.random.default_rng(0)
+    gaps = {"greedy": [], "greedy_paper": [], "best_uniform": [], "computation_only": []}
+    paper_below_uniform = 0
+    for inst in random_preset_instances(40, seed=123, max_devices=4, deep_fade_prob=0.15):
+        k = inst.num_devices
+        if k < 2:
+            continue
+        if k == 4:
+            inst = inst.replace(gamma_max=8)
+        obj = SAAObjective(inst, rng.random((300, k)))
+        best = exhaustive_oracle(obj).goodput_tokens_per_s
+        g = two_phase_greedy(obj).goodput_tokens_per_s
+        p = paper_greedy(obj).goodput_tokens_per_s
+        u = best_uniform(obj).goodput_tokens_per_s
+        c = computation_only(obj).goodput_tokens_per_s
+        assert max(g, p, u, c) <= best * (1 + 1e-12)  # the oracle is the optimum of the same objective
+        assert g >= u * (1 - 1e-12) and g >= c * (1 - 1e-12) and g >= p * (1 - 1e-12)
+        paper_below_uniform += p < u * (1 - 1e-12)
+        for name, v in zip(gaps, (g, p, u, c)):
+            gaps[name].append(_gap(v, best))
+    n = len(gaps["greedy"])
+    assert n >= 25
+    with capsys.disabled():
+        print(f"\n[gap to the exhaustive oracle over {n} instances: median / mean / 90th pct / max / share at 0]")
+        for name, v in gaps.items():
+            v = np.asarray(v)
+            print(f"  {name:17s} {np.median(v):7.2%} {v.mean():7.2%} {np.percentile(v, 90):7.2%} {v.max():7.2%}"
+                  f" {np.mean(v < 1e-12):6.0%}")
+        print(f"  paper greedy below the best uniform γ in {paper_below_uniform}/{n} instances")
+    g = np.asarray(gaps["greedy"])
+    assert np.median(g) < 1e-9 and g.max() < 0.05
+    assert g.mean() <= np.mean(gaps["greedy_paper"]) and g.mean() < np.mean(gaps["best_uniform"])
+
+
+def test_exhaustive_oracle_is_exhaustive():
+    inst = make_instance([1e-3, 2e-4, 5e-5], bandwidth_hz=3.0, p_dl_w=1e-3, alpha=np.array([0.9, 0.8, 0.7]),
+                         gamma_max=4, t_ver=(0.01, 0.001), draft_latency_s=[0.01, 0.012, 0.009])
+    obj = SAAObjective(inst, np.random.default_rng(1).random((200, 3)))
+    best = max(itertools.product(range(5), repeat=3), key=lambda g: obj.value(np.array(g)))
+    orc = exhaustive_oracle(obj)
+    assert orc.goodput_tokens_per_s == pytest.approx(obj.value(np.array(best)), rel=1e-12)
+
+
+def test_max_g_max_is_exact():
+    rng = np.random.default_rng(2)
+    for t_tok in (0.0, 0.004):
+        inst = make_instance([1.0] * 3, alpha=rng.uniform(0.6, 0.95, 3), gamma_max=6,
+                             draft_latency_s=rng.uniform(0.01, 0.03, 3), t_ver=(0.04, 0.005, t_tok))
+        best = max(g_max(inst, np.array(g)) for g in itertools.product(range(7), repeat=3))
+        assert g_max(inst, max_g_max(inst)) == pytest.approx(best, rel=1e-12)
+
+
+def test_greedy_beats_uniform_on_the_preset_and_is_fast(qwen_world):
+    import time
+
+    inst = qwen_world.instance(0)
+    obj = SAAObjective(inst, qwen_world.saa_uniforms(0))
+    t0 = time.perf_counter()
+    gr = two_phase_greedy(obj)
+    elapsed = time.perf_counter() - t0
+    assert gr.goodput_tokens_per_s >= best_uniform(obj).goodput_tokens_per_s
+    assert gr.goodput_tokens_per_s >= paper_greedy(obj).goodput_tokens_per_s
+    assert elapsed < 10.0  # ~0.15 s unloaded; a generous bound for a busy CI box
+    assert gr.goodput_tokens_per_s == pytest.approx(obj.value(gr.draft_len))
+
+
+def test_lowering_moves_silence_a_deep_faded_device():
+    """A device whose every rejection costs a long transfer (a 20 dB fade) should not draft. The
+    paper's phase 1 raises everyone together, so it stops at γ = 1 for all; the ±1 local search
+    sets that device to 0 and the others to 8–9, about 2.4× the goodput."""
+    w = World(get_preset("paper-qwen").override({"devices.count": 10}))
+    inst = w.instance(0)
+    fade = np.ones(10)
+    fade[3] = 1e-2
+    inst = inst.replace(gain_ul=inst.gain_ul * fade, gain_dl=inst.gain_dl * fade)
+    obj = SAAObjective(inst, w.saa_uniforms(0))
+    gr, pp = two_phase_greedy(obj), paper_greedy(obj)
+    assert gr.draft_len[3] == 0 and np.delete(gr.draft_len, 3).min() >= 5
+    assert pp.draft_len.max() <= 1
+    assert gr.goodput_tokens_per_s > 1.5 * pp.goodput_tokens_per_s
+
+
+def test_plan_entry_point(qwen_world):
+    inst = qwen_world.instance(0)
+    p = plan(inst, rng=np.random.default_rng(0), n_saa=300)
+    assert p.draft_len.shape == (20,) and p.draft_len.dtype.kind == "i"
+    assert np.all((0 <= p.draft_len) & (p.draft_len <= 20))
+    again = plan(inst, rng=np.random.default_rng(0), n_saa=300)
+    assert np.array_equal(p.draft_len, again.draft_len)  # no hidden randomness
+    for policy in ("greedy_paper", "best_uniform", "computation_only"):
+        assert plan(inst, uniforms=qwen_world.saa_uniforms(0)[:200], policy=policy).draft_len.shape == (20,)
+    r = plan(inst, rng=np.random.default_rng(0), n_saa=200, modes="random")
+    assert r.modes == "random"
+    with pytest.raises(ConfigError, match="policy"):
+        plan(inst, rng=np.random.default_rng(0), policy="magic")
+    with pytest.raises(ConfigError, match="uniforms"):
+        plan(inst)
