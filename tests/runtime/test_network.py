@@ -352,6 +352,50 @@ def test_crashed_device_process_is_timed_out_and_a_restart_resumes_it(pair, tmp_
     assert rec.generated[:before] == ref[2][:before]
 
 
+def _greedy_reference(pair, prompt_ids, n):
+    import torch
+
+    ids = list(prompt_ids)
+    with torch.no_grad():
+        for _ in range(n):
+            logits = pair.target(torch.tensor([ids])).logits[0, -1, : pair.vocab_size]
+            ids.append(int(logits.to(torch.float32).argmax()))
+    return ids[len(prompt_ids):]
+
+
+def test_session_lost_after_verify_gains_nothing_and_resume_continues_exactly(pair, tmp_path):
+    """A device verified with 2 accepted tokens and then silent in the UL correction: timed out,
+    nothing committed, target cache rolled back; the resumed device then produces exactly the
+    target's greedy continuation (a stale cache or a half-committed round would break it)."""
+    prompt = encode_prompt(pair, PROMPTS[1])
+    greedy = _greedy_reference(pair, prompt, 12)
+    server, th, box, events, limits = _server(pair, tmp_path, expected=1, temperature=0.0,
+                                              mode="ul", round_timeout_s=2.0, idle_timeout_s=60)
+    ctx = zmq.Context()
+    try:
+        raw = RawClient(ctx, server.endpoint, limits)
+        raw.join(1, SECRET.encode(), prompt=prompt)
+        plan = raw.recv()
+        assert isinstance(plan, P.PlanMsg) and plan.gamma == 3
+        wrong = (greedy[2] + 1) % pair.vocab_size
+        raw.send(P.DraftMsg.make(plan.round, [greedy[0], greedy[1], wrong], [1.0, 1.0, 1.0]))
+        verdict = raw.recv()
+        assert isinstance(verdict, P.VerdictMsg)
+        assert verdict.rejected and verdict.num_accepted == 2 and verdict.mode == "ul"
+        err = raw.recv(10)  # stay silent: no Q_PAYLOAD
+        assert isinstance(err, P.ErrorMsg) and err.code == "timeout" and "no Q_PAYLOAD" in err.reason
+        assert server.records[1] == prompt  # nothing committed for the lost round
+        dev_th, dev_box = _thread_device(pair, server.endpoint, 1)
+        dev_th.join(120)
+        th.join(60)
+    finally:
+        ctx.destroy(linger=0)
+    outcome = dev_box["outcome"]
+    rec = box["summary"].devices[1]
+    assert rec.generated == greedy and outcome.generated == greedy
+    assert rec.sessions == 2 and rec.digest_match
+
+
 def test_sigterm_on_server_subprocess_drains_and_exits_cleanly(pair, tmp_path):
     port = free_port()
     logf, summf = tmp_path / "serve.jsonl", tmp_path / "summary.json"

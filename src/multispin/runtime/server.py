@@ -625,10 +625,13 @@ class EdgeServer:
                 break
             self._pump(min(_POLL_SLICE_S * 4, max(0.0, deadline - time.monotonic())))
 
-        # A device that did not commit gains nothing: its target cache goes back to the record.
+        # A device that did not commit gains nothing: its target cache goes back to what it held
+        # before this round. Between rounds the cache never holds the record's last token (the
+        # next verify feeds it, to get the row that scores the first draft token), so roll back
+        # to len(record) - 1, not len(record).
         for d in drafts:
             if d not in records:
-                self.verifier.lm.rollback(d, len(self.verifier.records[d]))
+                self.verifier.lm.rollback(d, max(0, len(self.verifier.records[d]) - 1))
         for d in active:
             c = conns[d]
             if d not in records and d not in dropped and not c.alive:
