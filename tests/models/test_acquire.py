@@ -242,3 +242,21 @@ def test_env_var_names_and_cache_root(monkeypatch, tmp_path):
     monkeypatch.setenv("MULTISPIN_CACHE", str(tmp_path))
     assert acquire.model_dir("smollm2-135m") == tmp_path / "models" / "smollm2-135m"
     assert set(acquire.available_models()) >= {"smollm2-135m", "qwen2.5-coder-0.5b"}
+
+
+def test_tidy_tokenizer_files_trims_unused_and_registers_control_tokens(tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = ["[UNK]", "hello", "world", "<|ctl|>", "<tool>", "[PAD5]", "[PAD6]"]
+    tk = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    tk.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="[UNK]").save_pretrained(tmp_path)
+    table = [("[UNK]", 2), ("hello", 1), ("world", 1), ("<|ctl|>", 3), ("<tool>", 4),
+             ("[PAD5]", 5), ("[PAD6]", 5)]
+    assert acquire.tidy_tokenizer_files(tmp_path, table) == 5
+    tok = PreTrainedTokenizerFast.from_pretrained(tmp_path)
+    assert len(tok) == 5
+    assert tok.encode("hello <|ctl|> world <tool>") == [1, 3, 2, 4]
+    assert tok.added_tokens_decoder[3].special and not tok.added_tokens_decoder[4].special
+    assert tok.decode([1, 3], skip_special_tokens=True) == "hello"

@@ -5,6 +5,7 @@ Everything but the `slow` test runs offline on tiny models saved to temporary di
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -230,3 +231,21 @@ def test_real_smollm2_pair_forward():
     assert resolve_pair("smollm2-135m") is pair
     assert time.perf_counter() - t1 < 0.1
     print(f"smollm2-135m pair loaded in {load_s:.1f} s; argmax agreement {agree:.2f}; {text!r}")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("MULTISPIN_TEST_QWEN") != "1",
+                    reason="optional 478 MB model: set MULTISPIN_TEST_QWEN=1 to run")
+def test_real_qwen_pair_vocabulary():
+    pair = resolve_pair("qwen2.5-coder-0.5b", drafts=["q4g128"])
+    assert pair.vocab_size == len(pair.tokenizer) == 151_665
+    assert pair.notes["logit_width"] == 151_936 and pair.use_chat_template
+    tok = pair.tokenizer
+    assert tok.convert_ids_to_tokens(151645) == "<|im_end|>" and 151645 in pair.eos_token_ids
+    assert tok.encode("<|fim_prefix|>def") == [151659, 750]
+    ids = torch.tensor([tok.encode("def add(a, b):\n    return")])
+    with torch.no_grad():
+        t = pair.target(ids).logits[0, :, : pair.vocab_size]
+        d = pair.drafts["q4g128"](ids).logits[0, :, : pair.vocab_size]
+    assert torch.isfinite(t).all() and torch.isfinite(d).all()
+    assert float((t.argmax(-1) == d.argmax(-1)).float().mean()) >= 0.6

@@ -65,7 +65,7 @@ from typing import Callable, Iterator
 from multispin.errors import ConfigError, ModelError
 
 MANIFEST_NAME = "multispin-manifest.json"
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2  # 2: tokenizer trimmed to its valid ids, control tokens registered
 _CHUNK = 1 << 20
 
 
@@ -390,52 +390,57 @@ def dtype_kwarg(dtype) -> dict:
     return {"dtype": dtype} if (major, minor) >= (4, 56) else {"torch_dtype": dtype}
 
 
+def _no_bar(iterable=None, *args, **kwargs):
+    return iterable
+
+
 @contextlib.contextmanager
 def quiet_transformers() -> Iterator[None]:
-    """Silence transformers' warnings and tqdm bars for the duration (restored afterwards)."""
+    """Silence transformers' warnings and progress bars for the duration (restored afterwards)."""
     from transformers.utils import logging as tlog
 
     verbosity = tlog.get_verbosity()
     bars = tlog.is_progress_bar_enabled()
-    tqdm_env = os.environ.get("TQDM_DISABLE")
     tlog.set_verbosity_error()
     tlog.disable_progress_bar()
-    os.environ["TQDM_DISABLE"] = "1"  # the GGUF de-quantiser uses tqdm directly
+    gguf_utils, gguf_bar = None, None
+    with contextlib.suppress(Exception):  # the GGUF de-quantiser calls tqdm directly
+        from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+        gguf_bar = gguf_utils.tqdm
+        gguf_utils.tqdm = _no_bar
     try:
         yield
     finally:
-        if tqdm_env is None:
-            os.environ.pop("TQDM_DISABLE", None)
-        else:
-            os.environ["TQDM_DISABLE"] = tqdm_env
+        if gguf_utils is not None and gguf_bar is not None:
+            gguf_utils.tqdm = gguf_bar
         tlog.set_verbosity(verbosity)
         if bars:
             tlog.enable_progress_bar()
 
 
-def _gguf_tokenizer_fields(gguf_path: Path) -> dict:
-    """Special-token metadata of a GGUF file (ids and add_bos/add_eos flags)."""
-    try:
-        import gguf
-    except ImportError:  # pragma: no cover - gguf is required to load the file anyway
-        return {}
+def _gguf_tokenizer_meta(gguf_path: Path) -> tuple[dict, list[tuple[str, int]]]:
+    """Special-token metadata of a GGUF file (ids, add_bos/add_eos flags, tokenizer model) and
+    its (token, type) table. Reads the file's header once (slow for big vocabularies)."""
+    import gguf
+
     reader = gguf.GGUFReader(str(gguf_path))
-    out: dict = {}
+    fields: dict = {}
     for key in ("bos_token_id", "eos_token_id", "padding_token_id", "unknown_token_id",
-                "add_bos_token", "add_eos_token"):
+                "add_bos_token", "add_eos_token", "model"):
         field = reader.fields.get(f"tokenizer.ggml.{key}")
-        if field is None:
-            continue
-        try:
-            out[key] = field.contents()
-        except Exception:  # pragma: no cover - older gguf versions
-            out[key] = field.parts[field.data[0]].tolist()[0]
-    out["model"] = None
-    field = reader.fields.get("tokenizer.ggml.model")
-    if field is not None:
-        with contextlib.suppress(Exception):
-            out["model"] = field.contents()
-    return out
+        if field is not None:
+            with contextlib.suppress(Exception):
+                fields[key] = field.contents()
+    toks = reader.fields.get("tokenizer.ggml.tokens")
+    types = reader.fields.get("tokenizer.ggml.token_type")
+    table: list[tuple[str, int]] = []
+    if toks is not None:
+        names = [bytes(toks.parts[i]).decode("utf-8", errors="replace") for i in toks.data]
+        kinds = ([int(types.parts[i][0]) for i in types.data] if types is not None
+                 else [1] * len(names))
+        table = list(zip(names, kinds))
+    return fields, table
 
 
 def _fix_tokenizer(tokenizer, fields: dict) -> None:
@@ -474,7 +479,8 @@ def convert_gguf(gguf_path: Path, out_dir: Path) -> dict[str, float]:
     folder, fname = str(gguf_path.parent), gguf_path.name
     with quiet_transformers():
         tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=fname)
-        _fix_tokenizer(tokenizer, _gguf_tokenizer_fields(gguf_path))
+        meta, table = _gguf_tokenizer_meta(gguf_path)
+        _fix_tokenizer(tokenizer, meta)
         gguf_model = AutoModelForCausalLM.from_pretrained(
             folder, gguf_file=fname, **dtype_kwarg(torch.float32)
         )
@@ -508,8 +514,60 @@ def convert_gguf(gguf_path: Path, out_dir: Path) -> dict[str, float]:
     out_dir.mkdir(parents=True)
     fresh.save_pretrained(out_dir, safe_serialization=True)
     tokenizer.save_pretrained(out_dir)
+    tidy_tokenizer_files(out_dir, table)
     timings["save_s"] = time.perf_counter() - t1
     return timings
+
+
+# GGUF token types (llama.cpp): 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte.
+_CONTROL, _USER_DEFINED, _UNUSED = 3, 4, 5
+
+
+def tidy_tokenizer_files(directory: Path, table: list[tuple[str, int]]) -> int:
+    """Make the saved tokenizer match the GGUF vocabulary's own account of itself.
+
+    * Trailing *unused* ids (llama.cpp pads Qwen2.5's 151,665 tokens to the 151,936 logit rows
+      with ``[PAD<id>]`` placeholders) are removed, so ``len(tokenizer)`` is the count of valid
+      ids; the model keeps its wider logits (the engine cuts them to ``len(tokenizer)``).
+    * Control and user-defined tokens (``<|fim_prefix|>``, ``<tool_call>``, ...) are registered
+      as added tokens (control ones special), as in the original tokenizers, so their text maps
+      to one id instead of being split into pieces.
+
+    Returns the number of valid ids. A no-op for tokenizers without a ``tokenizer.json``.
+    """
+    path = directory / "tokenizer.json"
+    if not table or not path.exists():
+        return len(table)
+    valid = len(table)
+    while valid and table[valid - 1][1] == _UNUSED:
+        valid -= 1
+    data = json.loads(path.read_text(encoding="utf-8"))
+    vocab = data.get("model", {}).get("vocab")
+    if isinstance(vocab, dict):
+        data["model"]["vocab"] = {t: i for t, i in vocab.items() if i < valid}
+    added = {int(a["id"]): a for a in data.get("added_tokens", [])}
+    extra = {}
+    for i, (tok, kind) in enumerate(table[:valid]):
+        if kind in (_CONTROL, _USER_DEFINED) and i not in added:
+            extra[i] = {"id": i, "content": tok, "single_word": False, "lstrip": False,
+                        "rstrip": False, "normalized": False, "special": kind == _CONTROL}
+    data["added_tokens"] = sorted([*added.values(), *extra.values()], key=lambda a: a["id"])
+    path.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
+
+    slow_vocab = directory / "vocab.json"
+    if slow_vocab.exists():
+        sv = json.loads(slow_vocab.read_text(encoding="utf-8"))
+        slow_vocab.write_text(json.dumps({t: i for t, i in sv.items() if i < valid},
+                                         ensure_ascii=False), encoding="utf-8")
+    cfg_path = directory / "tokenizer_config.json"
+    if cfg_path.exists() and extra:
+        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+        dec = cfg.setdefault("added_tokens_decoder", {})
+        for i, a in extra.items():
+            dec[str(i)] = {k: v for k, v in a.items() if k != "id"}
+        cfg["added_tokens_decoder"] = dict(sorted(dec.items(), key=lambda kv: int(kv[0])))
+        cfg_path.write_text(json.dumps(cfg, ensure_ascii=False, indent=2), encoding="utf-8")
+    return valid
 
 
 @contextlib.contextmanager
