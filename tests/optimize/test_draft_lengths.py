@@ -123,6 +123,14 @@ def test_plan_entry_point(qwen_world):
     assert np.array_equal(p.draft_len, again.draft_len)  # no hidden randomness
     for policy in ("greedy_paper", "best_uniform", "computation_only"):
         assert plan(inst, uniforms=qwen_world.saa_uniforms(0)[:200], policy=policy).draft_len.shape == (20,)
+    # warm start (re-planning every round): never below the warm start on the new round's samples
+    nxt = qwen_world.instance(1)
+    u1 = qwen_world.saa_uniforms(1)[:300]
+    warm = plan(nxt, uniforms=u1, warm_start=p.draft_len)
+    assert warm.policy == "greedy_warm"
+    assert warm.goodput_tokens_per_s >= SAAObjective(nxt, u1).value(p.draft_len)
+    with pytest.raises(ConfigError, match="warm start"):
+        plan(nxt, uniforms=u1, warm_start=np.zeros(3, dtype=int))
     r = plan(inst, rng=np.random.default_rng(0), n_saa=200, modes="random")
     assert r.modes == "random"
     with pytest.raises(ConfigError, match="policy"):

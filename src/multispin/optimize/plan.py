@@ -58,13 +58,16 @@ def plan(
     modes: str = "optimal",
     split: str = "equal",
     mode_uniforms: np.ndarray | None = None,
+    warm_start: np.ndarray | None = None,
 ) -> Plan:
     """Draft lengths γ per device that maximise the SAA goodput of this round's instance.
 
     ``uniforms`` (N_SAA, K) or ``rng`` (draws them); ``policy`` one of greedy (shipped),
     greedy_paper, best_uniform, computation_only, oracle; ``modes`` the reactive policy the plan
     assumes (optimal, all_ul, all_dl, random — random needs ``mode_uniforms`` or ``rng``);
-    ``split``: equal or optimized bandwidth split.
+    ``split``: equal or optimized bandwidth split. ``warm_start`` (K draft lengths, e.g. last
+    round's plan) replaces the policy by ±1 local search from that point: cheap enough to re-plan
+    every round, never worse than the warm start on this round's samples.
     """
     if policy not in DRAFT_POLICIES:
         raise ConfigError(f"policy: unknown value {policy!r} (allowed: {', '.join(DRAFT_POLICIES)})")
@@ -78,7 +81,12 @@ def plan(
             raise ConfigError("mode_uniforms: the random mode policy needs mode uniforms or rng")
         mode_uniforms = rng.random(u.shape)
     obj = SAAObjective(inst, u, modes, split, mode_uniforms if modes == "random" else None)
-    dp = optimise_draft_lengths(obj, policy)
+    if warm_start is not None:
+        from multispin.optimize.draft_lengths import two_phase_greedy
+
+        dp = two_phase_greedy(obj, start=np.asarray(warm_start))
+    else:
+        dp = optimise_draft_lengths(obj, policy)
     return Plan(dp.draft_len, dp.goodput, dp.policy, modes, split, expected_tokens(inst, dp.draft_len),
                 rejection_prob(inst, dp.draft_len))
 
