@@ -48,6 +48,13 @@ def test_table_output_and_config_file(tmp_path):
     res = _run(["optimize", "--config", str(cfg), "--acceptance-profile", str(prof), "--json", "--no-baselines"])
     r = json.loads(res.stdout)
     assert r["acceptance_assumed"] is False and {d["alpha"] for d in r["devices"]} <= {0.9, 0.85, 0.8, 0.83}
+    comp = tmp_path / "compute.json"
+    comp.write_text(json.dumps({"t_ver0_s": 0.02, "t_ver1_s": 0.003, "t_ver_tok_s": 0.0005,
+                                "draft_latency_s_per_token": {"d": 0.005}}))
+    res = _run(["optimize", "--config", str(cfg), "--compute-profile", str(comp), "--json", "--no-baselines"])
+    r = json.loads(res.stdout)
+    assert (r["t_ver0_s"], r["t_ver1_s"], r["t_ver_tok_s"]) == (0.02, 0.003, 0.0005)
+    assert all(0.005 <= d["draft_latency_s"] <= 0.005 * 1.15 for d in r["devices"])
 
 
 def test_optimized_split_from_the_command_line():

@@ -177,3 +177,19 @@ def test_acceptance_profile_json(tmp_path):
         parse_acceptance_profile({"tasks": {"chat": 1.5}})
     with pytest.raises(ConfigError, match="acceptance_profile.tasks"):
         parse_acceptance_profile({"alpha": 0.9})
+
+
+def test_compute_profile_json(tmp_path):
+    prof = {"pair": "x", "draft_latency_s_per_token": {"smollm2-135m": 0.004}, "t_ver0_s": 0.02,
+            "t_ver1_s": 0.003, "t_ver_tok_s": 0.0004, "r2": 0.99}
+    p = tmp_path / "compute.json"
+    p.write_text(json.dumps(prof))
+    sc = get_preset("paper-qwen").with_compute_profile(p)
+    assert (sc.compute.t_ver0_s, sc.compute.t_ver1_s, sc.compute.t_ver_tok_s) == (0.02, 0.003, 0.0004)
+    assert sc.devices.draft_latency_s_per_token == 0.004
+    two = dict(prof, draft_latency_s_per_token={"a": 0.004, "b": 0.006})
+    with pytest.raises(ConfigError, match="several drafts"):
+        get_preset("paper-qwen").with_compute_profile(two)
+    assert get_preset("paper-qwen").with_compute_profile(two, draft="b").devices.draft_latency_s_per_token == 0.006
+    with pytest.raises(ConfigError, match="compute.t_ver0_s"):
+        get_preset("paper-qwen").with_compute_profile({"t_ver0_s": -1.0, "t_ver1_s": 0.0})

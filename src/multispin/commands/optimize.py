@@ -38,6 +38,7 @@ def build_report(
     policy: str = "greedy",
     split: Optional[str] = None,
     acceptance_profile=None,
+    compute_profile: Optional[str] = None,
     baselines: bool = True,
 ) -> dict:
     """The report of ``multispin optimize`` as one JSON-ready dict (also used by the table view)."""
@@ -69,6 +70,8 @@ def build_report(
         scenario = scenario.override(changes)
     if acceptance_profile:
         scenario = scenario.with_acceptance_profile(acceptance_profile)
+    if compute_profile:
+        scenario = scenario.with_compute_profile(compute_profile)
     world = World(scenario)
     inst = world.instance(round_index)
     u = world.saa_uniforms(round_index)
@@ -192,13 +195,16 @@ def optimize(
     split: Optional[str] = typer.Option(None, help="bandwidth split: equal (paper) or optimized"),
     acceptance_profile: Optional[list[str]] = typer.Option(
         None, "--acceptance-profile", help="measured acceptance-profile JSON (repeat for several tasks)"),
+    compute_profile: Optional[str] = typer.Option(None, "--compute-profile",
+                                                  help="measured compute-profile JSON (multispin profile)"),
     no_baselines: bool = typer.Option(False, "--no-baselines", help="skip the baselines"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
 ) -> None:
     """Optimise one round: draft lengths per device, UL/DL modes and powers, against the baselines."""
     report = build_report(preset=preset, config=config, devices=devices, pdl_dbm=pdl_dbm, pul_dbm=pul_dbm,
                           seed=seed, round_index=round_index, n_saa=n_saa, policy=policy, split=split,
-                          acceptance_profile=acceptance_profile, baselines=not no_baselines)
+                          acceptance_profile=acceptance_profile, compute_profile=compute_profile,
+                          baselines=not no_baselines)
     if as_json:
         typer.echo(json.dumps(report))
     else:

@@ -278,6 +278,45 @@ class Scenario(_Model):
         return _validate(data)
 
 
+    def with_compute_profile(self, profile, draft: Optional[str] = None) -> "Scenario":
+        """Replace the compute profile with a measured one (what ``multispin profile`` writes).
+
+        Takes ``t_ver0_s``, ``t_ver1_s``, ``t_ver_tok_s`` and, when present,
+        ``draft_latency_s_per_token`` (a number, or a table draft name → s/token: the entry named
+        ``draft``, or the only entry).
+        """
+        if not isinstance(profile, dict):
+            p = Path(profile)
+            if not p.is_file():
+                raise ConfigError(f"compute_profile: no such file {str(p)!r}")
+            try:
+                profile = json.loads(p.read_text())
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"compute_profile: cannot parse {str(p)!r}: {exc}") from None
+        changes: dict[str, Any] = {}
+        for key in ("t_ver0_s", "t_ver1_s", "t_ver_tok_s"):
+            if key in profile:
+                changes[f"compute.{key}"] = profile[key]
+        if not changes:
+            raise ConfigError("compute_profile: needs t_ver0_s, t_ver1_s (and optionally t_ver_tok_s)")
+        d = profile.get("draft_latency_s_per_token")
+        if isinstance(d, dict):
+            if draft is not None:
+                if draft not in d:
+                    raise ConfigError(f"compute_profile.draft_latency_s_per_token: no draft {draft!r} "
+                                      f"(allowed: {', '.join(map(str, d))})")
+                d = d[draft]
+            elif len(d) == 1:
+                d = next(iter(d.values()))
+            else:
+                raise ConfigError("compute_profile.draft_latency_s_per_token: several drafts, name one "
+                                  f"(allowed: {', '.join(map(str, d))})")
+        if d is not None:
+            changes["devices.draft_latency_s_per_token"] = d
+            changes["devices.draft_latencies_s_per_token"] = None
+        return self.override(changes)
+
+
 # ---------------------------------------------------------------------------- errors
 
 def _allowed_for(model: type[BaseModel], loc: tuple) -> Optional[str]:
