@@ -41,8 +41,11 @@ def serve(
 
     SIGTERM (or Ctrl-C) finishes the current round, says BYE to every device, flushes the log
     and exits 0."""
+    from multispin.runtime.auth import resolve_secret
     from multispin.runtime.server import EdgeServer, ServerConfig, install_signal_handlers
     from multispin.runtime.session import resolve_pair
+
+    key = resolve_secret(secret)  # fail fast, before loading any model
 
     config = ServerConfig.make(
         host=host, port=port, expected_devices=devices, max_devices=max(max_devices, devices),
@@ -55,7 +58,7 @@ def serve(
         import torch
 
         torch.set_num_threads(threads)
-    server = EdgeServer(config, resolve_pair(pair), secret, log_path=log)
+    server = EdgeServer(config, resolve_pair(pair), key, log_path=log)
     install_signal_handlers(server)
     typer.echo(f"multispin serve: {pair} on {config.bind_endpoint}, waiting for {devices} device(s)",
                err=True)

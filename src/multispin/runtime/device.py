@@ -343,6 +343,7 @@ def build_device_client(server: str, device_id: int, secret: str | bytes | None,
     from multispin.models.hf import HFSequenceLM
     from multispin.runtime.session import encode_prompt, resolve_pair
 
+    secret = resolve_secret(secret)  # fail fast, before loading any model
     loaded = pair if isinstance(pair, LoadedPair) else resolve_pair(pair)
     name = draft or loaded.default_draft
     if name not in loaded.drafts:
