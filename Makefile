@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/multispin generate --devices 4 --draft-len 4 --mode mixed --max-new-tokens 24
+	$(VENV)/bin/multispin demo
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -16,7 +16,7 @@ def device(
     device_id: int = typer.Option(..., help="this device's id (unique per server)"),
     secret: Optional[str] = typer.Option(
         None, help="shared secret (default: $MULTISPIN_SECRET, which keeps it out of `ps`)"),
-    pair: str = typer.Option("tiny", help="model pair (the server's)"),
+    pair: str = typer.Option("smollm2-135m", help="model pair (the server's)"),
     draft: Optional[str] = typer.Option(None, help="draft model of this device (default: the pair's first)"),
     prompt: str = typer.Option(..., help="this device's prompt"),
     resume: bool = typer.Option(True, help="continue the server's record of this device if it holds one"),

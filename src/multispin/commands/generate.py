@@ -14,7 +14,7 @@ from multispin.cli import app
 
 @app.command()
 def generate(
-    pair: str = typer.Option("tiny", help="model pair: a registered name or DRAFT:TARGET"),
+    pair: str = typer.Option("smollm2-135m", help="model pair: a registered name or DRAFT:TARGET"),
     devices: int = typer.Option(4, help="number of devices K"),
     draft_len: int = typer.Option(4, help="draft length γ for every device (0 = target only)"),
     mode: str = typer.Option("mixed", help="correction mode of rejected devices: ul, dl or mixed"),

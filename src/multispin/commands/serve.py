@@ -12,7 +12,7 @@ from multispin.cli import app
 
 @app.command()
 def serve(
-    pair: str = typer.Option("tiny", help="model pair: a registered name or DRAFT:TARGET"),
+    pair: str = typer.Option("smollm2-135m", help="model pair: a registered name or DRAFT:TARGET"),
     host: str = typer.Option("127.0.0.1", help="address to bind (loopback by default)"),
     port: int = typer.Option(5555, help="TCP port (0 = any free port)"),
     secret: Optional[str] = typer.Option(

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from multispin.errors import ConfigError, config_error_from_validation
 from multispin.models.base import LoadedPair
 from multispin.models.hf import HFBatchedLM, HFSequenceLM
-from multispin.models.registry import resolve_pair
+from multispin.models.registry import DEFAULT_PAIR, resolve_pair
 from multispin.runtime.local import (
     DeviceResult, FixedDraftLengths, FixedMode, RandomMode, RoundRecord, run_rounds,
 )
@@ -24,8 +24,6 @@ from multispin.spec.codecs import make_codec
 from multispin.spec.stats import AcceptanceStats
 from multispin.spec.verify import DEFAULT_GAMMA_MAX
 from multispin.spec.warp import SamplingParams
-
-DEFAULT_PAIR = "tiny"
 
 
 class GenerateConfig(BaseModel):
