@@ -32,7 +32,6 @@ and a different draft set reuses the loaded target. ``clear_cache()`` forgets th
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import os
 import re
@@ -162,11 +161,9 @@ def _resolve_tiny(drafts: tuple[str, ...] | None, local_path: str | None) -> Loa
         from multispin.models.tiny import load_tiny_pair
     except ImportError as exc:  # pragma: no cover - tiny ships with the package
         raise ModelError(f"the tiny pair is unavailable: {exc}") from None
-    if drafts is None:
-        return load_tiny_pair()
-    if "drafts" in inspect.signature(load_tiny_pair).parameters:
-        return load_tiny_pair(drafts=list(drafts))
     pair = load_tiny_pair()
+    if drafts is None:
+        return pair
     unknown = [d for d in drafts if d not in pair.drafts]
     if unknown:
         raise ConfigError(

@@ -41,6 +41,16 @@ class FixedDraftLengths:
 
 
 @dataclass
+class UniformDraftLength:
+    """The same γ for every active device, whatever its id."""
+
+    gamma: int
+
+    def __call__(self, round_idx: int, active: Sequence[int]) -> dict[int, int]:
+        return {d: self.gamma for d in active}
+
+
+@dataclass
 class FixedMode:
     mode: Mode
 
@@ -57,6 +67,15 @@ class RandomMode:
     def __call__(self, round_idx: int, rejected: Sequence[int]) -> dict[int, Mode]:
         rng = np.random.default_rng([self.seed, round_idx, 7])
         return {d: ("ul" if rng.random() < 0.5 else "dl") for d in rejected}
+
+
+def mode_policy(mode: str, seed: int) -> ModePolicy:
+    """The policy behind `--mode`: ul, dl, or mixed (a fair coin per rejected device)."""
+    if mode == "mixed":
+        return RandomMode(seed)
+    if mode in ("ul", "dl"):
+        return FixedMode(mode)  # type: ignore[arg-type]
+    raise ConfigError(f"mode: must be ul, dl or mixed (got {mode!r})")
 
 
 @dataclass

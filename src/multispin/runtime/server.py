@@ -50,7 +50,7 @@ from multispin.models.base import BatchedLM, LoadedPair
 from multispin.runtime import protocol as P
 from multispin.runtime.auth import check_mac, new_nonce, resolve_secret
 from multispin.runtime.local import (
-    DraftLengthPolicy, FixedMode, ModePolicy, RandomMode, RoundRecord, signalling_bits,
+    DraftLengthPolicy, ModePolicy, RoundRecord, UniformDraftLength, mode_policy, signalling_bits,
 )
 from multispin.runtime.roles import Draft, VerifierServer, clip_new_tokens
 from multispin.spec.codecs import make_codec
@@ -111,24 +111,6 @@ class ServerConfig(BaseModel):
     @property
     def bind_endpoint(self) -> str:
         return f"tcp://{self.host}:{self.port if self.port else '*'}"
-
-
-@dataclass
-class UniformDraftLength:
-    """The same γ for every active device, whatever its id (the server's default policy)."""
-
-    gamma: int
-
-    def __call__(self, round_idx: int, active: Sequence[int]) -> dict[int, int]:
-        return {d: self.gamma for d in active}
-
-
-def default_mode_policy(mode: str, seed: int) -> ModePolicy:
-    if mode == "mixed":
-        return RandomMode(seed)
-    if mode in ("ul", "dl"):
-        return FixedMode(mode)  # type: ignore[arg-type]
-    raise ConfigError(f"mode: must be ul, dl or mixed (got {mode!r})")
 
 
 # --------------------------------------------------------------------------------------------
@@ -339,7 +321,7 @@ class EdgeServer:
                                            config.max_new_tokens)
         self.draft_lengths: DraftLengthPolicy = draft_lengths or UniformDraftLength(
             min(config.draft_len, config.gamma_max))
-        self.modes: ModePolicy = modes or default_mode_policy(config.mode, config.seed)
+        self.modes: ModePolicy = modes or mode_policy(config.mode, config.seed)
         self.on_round = on_round
         self.log = JsonlLog(log_path, on_event)
         self.ready = threading.Event()
@@ -1227,6 +1209,6 @@ def install_signal_handlers(server: EdgeServer) -> None:
 
 __all__ = [
     "DeviceRecord", "EdgeServer", "JsonlLog", "LocalTestbed", "RoundEvent", "ServerConfig",
-    "ServerSummary", "TestbedSummary", "UniformDraftLength", "default_mode_policy", "free_port",
+    "ServerSummary", "TestbedSummary", "free_port",
     "install_signal_handlers", "run_local_testbed",
 ]

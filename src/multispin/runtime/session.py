@@ -17,7 +17,7 @@ from multispin.models.base import LoadedPair
 from multispin.models.hf import HFBatchedLM, HFSequenceLM
 from multispin.models.registry import DEFAULT_PAIR, resolve_pair
 from multispin.runtime.local import (
-    DeviceResult, FixedDraftLengths, FixedMode, RandomMode, RoundRecord, run_rounds,
+    DeviceResult, RoundRecord, UniformDraftLength, mode_policy, run_rounds,
 )
 from multispin.runtime.roles import DraftDevice, VerifierServer
 from multispin.spec.codecs import make_codec
@@ -121,9 +121,9 @@ def generate(config: GenerateConfig, pair: LoadedPair | None = None,
                                  encode_prompt(pair, prompt))
         results.append(DeviceResult(k, draft_name, prompt, [], ""))
 
-    modes = RandomMode(config.seed) if config.mode == "mixed" else FixedMode(config.mode)
+    modes = mode_policy(config.mode, config.seed)
     started = time.perf_counter()
-    logs = run_rounds(server, devices, FixedDraftLengths({k: config.draft_len for k in devices}),
+    logs = run_rounds(server, devices, UniformDraftLength(config.draft_len),
                       modes, config.max_new_tokens, pair.eos_token_ids, on_round=on_round)
     wall = time.perf_counter() - started
     for res in results:
