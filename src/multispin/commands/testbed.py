@@ -35,9 +35,11 @@ def _progress() -> Progress:
 
 
 def _table(results, title: str) -> Table:
-    t = Table(title=title)
-    for col in ("policy", "goodput tok/s", "analytic tok/s", "Monte Carlo tok/s", "tokens", "rounds",
-                "DL share", "mean γ", "text = server record"):
+    t = Table(title=title, caption="G: tokens/s on the scenario clock; model / MC: what the analytic "
+                                   "model and the Monte Carlo simulator predict for the same rounds; "
+                                   "DL: share of corrections in DL mode; record: every device's text "
+                                   "equals the server's record")
+    for col in ("policy", "G", "model", "MC", "tokens", "rounds", "DL", "mean γ", "record"):
         t.add_column(col, justify="right")
     for r in results:
         s = r.summary
@@ -46,7 +48,7 @@ def _table(results, title: str) -> Table:
                   f"{s.get('analytic_tokens_per_s', float('nan')):.1f}",
                   f"{s.get('montecarlo_tokens_per_s', float('nan')):.1f}", str(s["tokens"]),
                   str(s["rounds"]), f"{s['dl_share']:.2f}", f"{mean_g:.1f}",
-                  "yes" if s["consistent"] and s["digests_match"] else "NO")
+                  "ok" if s["consistent"] and s["digests_match"] else "MISMATCH")
     return t
 
 
