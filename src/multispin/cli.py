@@ -23,6 +23,7 @@ app = typer.Typer(
 from multispin.commands import generate, measure, profile, testbed  # noqa: E402,F401
 from multispin.commands import optimize  # noqa: E402,F401
 from multispin.commands import serve, device  # noqa: E402,F401
+from multispin.commands import reproduce  # noqa: E402,F401
 
 
 def main() -> None:

@@ -1,0 +1,142 @@
+"""What every CSV column means (the report prints these tables), and CSV reading/writing."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+from typing import Any, Iterable
+
+PARAM_DOCS: dict[str, str] = {
+    "preset": "model pair (scenario preset): paper-qwen (Qwen2.5-0.5B → 14B) or paper-r1 (R1-Distill 1.5B → 32B)",
+    "pdl_ratio": "P^dl / P^ul (server DL power budget over the device's maximum UL power)",
+    "devices": "number of devices K",
+    "sweep": "which resource is swept on this row: bandwidth or radius",
+    "bandwidth_mhz": "total OFDMA bandwidth B (MHz)",
+    "radius_m": "cell radius: device distances uniform in [100 m, radius]",
+    "noise_figure_db": "receiver noise figure added to N0 = −174 dBm/Hz (dB)",
+    "p_ul_dbm": "device maximum UL power P^ul (dBm); P^dl = P^ul + 10·log10(pdl_ratio)",
+    "n_drops": "number of independent drops averaged on this row",
+}
+
+METRIC_DOCS: dict[str, str] = {
+    "goodput": "sum goodput G of the adaptive policy (shipped greedy draft lengths, optimal UL/DL modes), tokens/s",
+    "g_max": "free-communication bound G_max at the same draft lengths, tokens/s",
+    "g_ratio": "G / G_max of the adaptive policy (1 = communication costs nothing)",
+    "e_t_comm_ms": "expected communication latency E[T_comm] per round (ms)",
+    "t_comp_ms": "computation latency T_comp per round (ms)",
+    "tokens_per_round": "expected tokens per round Σ_k E[N_k]",
+    "gamma_mean": "mean draft length over all devices (γ = 0 included)",
+    "gamma_mean_drafting": "mean draft length over the devices that draft (γ > 0)",
+    "frac_no_draft": "fraction of devices with γ = 0 (the server generates their token)",
+    "rejected_mean": "expected number of rejected devices per round E|R|",
+    "dl_fraction": "fraction of rejected devices served in DL mode (E[#DL] / E[#rejected] over the SAA outcomes)",
+    "goodput_best_uniform": "G of the best uniform draft length (exhaustive 0..20), optimal modes, tokens/s",
+    "goodput_computation_only": "G of computation-only draft lengths (max G_max), optimal modes, tokens/s",
+    "goodput_greedy_paper": "G of the paper's pure two-phase greedy (from γ = 0, +1 moves), optimal modes, tokens/s",
+    "gamma_best_uniform": "the best uniform draft length",
+    "gamma_computation_only": "mean computation-only draft length",
+    "gamma_greedy_paper": "mean draft length of the paper's greedy",
+    "gain_vs_best_uniform_pct": "100·(G / G_best_uniform − 1), per drop then averaged (%)",
+    "gain_vs_computation_only_pct": "100·(G / G_computation_only − 1), per drop then averaged (%)",
+    "gain_vs_greedy_paper_pct": "100·(G / G_greedy_paper − 1), per drop then averaged (%)",
+    "goodput_all_ul": "G with every rejected device in UL mode (its own optimised draft lengths), tokens/s",
+    "goodput_all_dl": "G with every rejected device in DL mode (its own optimised draft lengths), tokens/s",
+    "goodput_random": "G with random modes (each rejected device UL or DL with probability 1/2), tokens/s",
+    "gamma_all_ul": "mean draft length of the all-UL baseline",
+    "gamma_all_dl": "mean draft length of the all-DL baseline",
+    "gamma_random": "mean draft length of the random-mode baseline",
+    "gain_vs_all_ul_pct": "100·(G / G_all_ul − 1), per drop then averaged (%)",
+    "gain_vs_all_dl_pct": "100·(G / G_all_dl − 1), per drop then averaged (%)",
+    "gain_vs_random_pct": "100·(G / G_random − 1), per drop then averaged (%)",
+    "goodput_best_known": "diagnostic: optimal modes evaluated at the best draft lengths any policy of this drop found, tokens/s",
+    "greedy_shortfall_pct": "diagnostic: 100·(goodput_best_known / G − 1): what the shipped greedy left on the table (%)",
+    "goodput_opt_split": "G with the bandwidth split optimised jointly with DL power (extension), at the adaptive draft lengths, tokens/s",
+    "gain_opt_split_pct": "100·(goodput_opt_split / G − 1) (%)",
+    "goodput_lattice": "G with the lattice codec (QSV, ℓ = 1024) instead of the sparse top-1024 payload, re-planned, tokens/s",
+    "gain_lattice_pct": "100·(goodput_lattice / G − 1) (%)",
+    "gamma_mean_lattice": "mean draft length of the lattice-codec plan",
+    "payload_bits_sparse": "bits of one distribution, sparse top-V_eff (the paper's payload)",
+    "payload_bits_lattice": "bits of one distribution, lattice codec",
+}
+
+SUFFIX_DOCS = {
+    "_lo": "lower end of the 95% confidence interval of the mean over drops (Student t)",
+    "_hi": "upper end of the 95% confidence interval",
+    "_n": "number of drops in which the metric is defined",
+}
+
+DROP_DOCS = {
+    "drop": "drop index within the point (0..n_drops−1)",
+    "drop_seed": "the scenario seed of this drop (derived from the base seed, study, point and drop index)",
+}
+
+
+def doc_for(column: str) -> str:
+    if column in PARAM_DOCS:
+        return PARAM_DOCS[column]
+    if column in METRIC_DOCS:
+        return METRIC_DOCS[column]
+    if column in DROP_DOCS:
+        return DROP_DOCS[column]
+    for suf, text in SUFFIX_DOCS.items():
+        if column.endswith(suf) and column[: -len(suf)] in METRIC_DOCS:
+            return f"{text} of {column[: -len(suf)]}"
+    return ""
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        if v.is_integer() and abs(v) < 1e15:
+            return repr(v)
+        return repr(v)
+    return str(v)
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]], columns: list[str]) -> None:
+    """Write rows (already sorted) with fixed columns; floats at full precision (repr)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(columns)
+        for r in rows:
+            w.writerow([_fmt(r.get(c, "")) for c in columns])
+
+
+def _parse(v: str) -> Any:
+    if v == "":
+        return None
+    if v in ("true", "false"):
+        return v == "true"
+    try:
+        return int(v)
+    except ValueError:
+        pass
+    try:
+        return float(v)
+    except ValueError:
+        return v
+
+
+def read_csv(path: Path) -> list[dict[str, Any]]:
+    with open(path, newline="") as f:
+        return [{k: _parse(v) for k, v in row.items()} for row in csv.DictReader(f)]
+
+
+def ordered_columns(params: Iterable[str], rows: list[dict[str, Any]]) -> list[str]:
+    """Parameter columns first (in the given order), then n_drops, then metrics with their CI columns."""
+    params = list(params)
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    metrics = sorted(k for k in keys if k in METRIC_DOCS)
+    cols = [p for p in params if any(p in r for r in rows)] + (["n_drops"] if any("n_drops" in r for r in rows) else [])
+    for m in metrics:
+        cols.append(m)
+        for suf in ("_lo", "_hi", "_n"):
+            if any(m + suf in r for r in rows):
+                cols.append(m + suf)
+    cols += [k for k in keys if k not in cols and k not in params]
+    return cols

@@ -1,0 +1,160 @@
+"""Run configuration, points, seeds and cache keys of ``multispin reproduce``.
+
+A *study* is one computation over a grid of *points*; every point is a scenario (a preset plus
+dotted overrides) and options, evaluated on ``drops`` independent drops. A drop redraws device
+positions, tasks, draft latencies, fading and the SAA samples: it is the scenario with its own
+seed, ``drop_seed(base_seed, study, point label, drop index)``. Figures are views of studies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from multispin.errors import ConfigError
+
+PRESET_CHOICES = ("paper-qwen", "paper-r1", "all")
+FULL_DROPS = 100
+QUICK_DROPS = 4
+QUICK_N_SAA = 200
+
+
+def db(ratio: float) -> float:
+    """10·log10(ratio)."""
+    return 10.0 * math.log10(ratio)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What one ``multispin reproduce`` run computes and where it writes."""
+
+    out: Path = Path("reproduce-out")
+    quick: bool = False
+    preset: str = "all"
+    seed: int = 0
+    workers: int = 1
+    drops: int | None = None  # per point; default FULL_DROPS / QUICK_DROPS
+    n_saa: int | None = None  # default: the scenario's (1000) in the full run, QUICK_N_SAA in --quick
+    noise_figure_db: float | None = None  # default: the preset's
+    figures: tuple[str, ...] | None = None  # subset of figure names (None: all)
+    use_cache: bool = True
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.preset not in PRESET_CHOICES:
+            raise ConfigError(f"preset: unknown value {self.preset!r} (allowed: {', '.join(PRESET_CHOICES)})")
+        if self.workers < 1:
+            raise ConfigError(f"workers: must be in [1, inf) (got {self.workers})")
+        if self.drops is not None and self.drops < 2:
+            raise ConfigError(f"drops: must be in [2, inf) (got {self.drops}); confidence bands need two drops")
+        if self.n_saa is not None and self.n_saa < 1:
+            raise ConfigError(f"n_saa: must be in [1, inf) (got {self.n_saa})")
+        if self.seed < 0:
+            raise ConfigError(f"seed: must be in [0, inf) (got {self.seed})")
+
+    @property
+    def presets(self) -> tuple[str, ...]:
+        """Model pairs of the per-pair figures."""
+        return ("paper-qwen", "paper-r1") if self.preset == "all" else (self.preset,)
+
+    @property
+    def main_preset(self) -> str:
+        """The pair of the single-pair figures (K sweep, resources, extensions, calibration)."""
+        return self.presets[0]
+
+    @property
+    def drops_per_point(self) -> int:
+        return self.drops if self.drops is not None else (QUICK_DROPS if self.quick else FULL_DROPS)
+
+    def n_saa_for(self, scenario_n_saa: int) -> int:
+        if self.n_saa is not None:
+            return self.n_saa
+        return QUICK_N_SAA if self.quick else scenario_n_saa
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"out": str(self.out), "quick": self.quick, "preset": self.preset, "seed": self.seed,
+                "workers": self.workers, "drops": self.drops_per_point, "n_saa": self.n_saa,
+                "noise_figure_db": self.noise_figure_db,
+                "figures": list(self.figures) if self.figures else None}
+
+
+def canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def digest(obj: Any) -> str:
+    return hashlib.sha256(canonical(obj).encode()).hexdigest()
+
+
+def drop_seed(base_seed: int, study: str, label: str, index: int) -> int:
+    """Seed of drop ``index`` of one point: a hash of (base seed, study, point label, index)."""
+    h = hashlib.sha256(f"{int(base_seed)}|{study}|{label}|{int(index)}".encode()).digest()
+    return int.from_bytes(h[:8], "big") & (2**63 - 1)
+
+
+@lru_cache(maxsize=1)
+def code_version() -> str:
+    """Hash of the sources a drop's numbers depend on (system/, optimize/, the study code).
+
+    Part of every cache key: a changed optimiser recomputes instead of reusing stale drops.
+    """
+    import multispin
+
+    root = Path(multispin.__file__).parent
+    files = sorted([*root.joinpath("system").glob("*.py"), *root.joinpath("optimize").glob("*.py"),
+                    root / "experiments" / "reproduce" / "studies.py"])
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.relative_to(root).as_posix().encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Point:
+    """One point of a study: a scenario (preset + overrides), options, and its labelled parameters.
+
+    ``params``: what the point is (goes into the CSV, e.g. ``{"preset": "paper-qwen", "pdl_ratio": 4}``);
+    ``overrides``: dotted scenario fields; ``options``: what the drop computes;
+    ``seed_params``: the parameters the drop seeds derive from (default: all of ``params``; the
+    calibration study leaves out the noise figure and P^ul so that every setting sees the same
+    drops: common random numbers).
+    """
+
+    study: str
+    params: dict[str, Any]
+    preset: str
+    overrides: dict[str, Any]
+    options: dict[str, Any] = field(default_factory=dict)
+    seed_params: tuple[str, ...] | None = None
+
+    @property
+    def label(self) -> str:
+        keys = self.seed_params if self.seed_params is not None else tuple(sorted(self.params))
+        return canonical({k: self.params[k] for k in keys})
+
+    @property
+    def id(self) -> str:
+        return canonical(self.params)
+
+    def scenario_dict(self) -> dict[str, Any]:
+        from multispin.system import get_preset
+
+        return get_preset(self.preset).override(self.overrides).to_dict() if self.overrides \
+            else get_preset(self.preset).to_dict()
+
+    def cache_key(self, base_seed: int, start: int, stop: int, scenario: dict[str, Any] | None = None) -> str:
+        sc = dict(scenario if scenario is not None else self.scenario_dict())
+        sc.pop("seed", None)
+        return digest({"study": self.study, "label": self.label, "scenario": sc, "options": self.options,
+                       "base_seed": base_seed, "drops": [start, stop], "code": code_version()})
+
+
+def default_workers() -> int:
+    return os.cpu_count() or 1

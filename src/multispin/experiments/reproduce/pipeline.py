@@ -1,0 +1,181 @@
+"""The whole reproduction: run the studies the chosen figures need, write CSVs, PNGs, claims, report.
+
+Layout of OUT:
+
+- ``<figure>.csv`` and ``<figure>.png`` per figure (the CSV is what the PNG plots: one row per
+  point, mean and 95% CI over drops of every metric);
+- ``drops/<study>.csv``: every drop's raw numbers;
+- ``fig7_calibration_settings.csv``: one row per calibration setting with the claims' status;
+- ``settings.csv``: the run's defaults (read by the defaults claim); ``claims.csv``: the checked claims;
+- ``report.md``; ``run.json`` (command, wall time, workers); ``cache/``: per-chunk results.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from multispin.experiments.reproduce import (
+    calibration,
+    fig_bound,
+    fig_draft_schemes,
+    fig_extensions,
+    fig_mode_split,
+    fig_resources,
+    fig_users,
+)
+from multispin.experiments.reproduce.columns import DROP_DOCS, PARAM_DOCS, ordered_columns, read_csv, write_csv
+from multispin.experiments.reproduce.config import RunConfig, code_version
+from multispin.experiments.reproduce.stats import summarise
+from multispin.experiments.reproduce.studies import POINTS, calibration_drops
+
+FIGURES: tuple[ModuleType, ...] = (fig_mode_split, fig_users, fig_draft_schemes, fig_resources, fig_extensions,
+                                   fig_bound, calibration)
+FIGURE_NAMES = tuple(m.NAME for m in FIGURES)
+STUDY_PARAMS = {
+    "pdl": ("preset", "pdl_ratio"),
+    "users": ("preset", "pdl_ratio", "devices"),
+    "resources": ("preset", "sweep", "bandwidth_mhz", "radius_m"),
+    "extensions": ("preset", "pdl_ratio"),
+    "calibration": ("preset", "noise_figure_db", "p_ul_dbm", "pdl_ratio"),
+}
+
+
+def figure_modules(names: tuple[str, ...] | None) -> list[ModuleType]:
+    from multispin.errors import ConfigError
+
+    if not names:
+        return list(FIGURES)
+    bad = [n for n in names if n not in FIGURE_NAMES and not any(n == m.NAME.split("_")[0] for m in FIGURES)]
+    if bad:
+        raise ConfigError(f"figures: unknown figure(s) {', '.join(bad)} (allowed: {', '.join(FIGURE_NAMES)})")
+    return [m for m in FIGURES if m.NAME in names or m.NAME.split("_")[0] in names]
+
+
+def chosen_noise_figure(cfg: RunConfig) -> float:
+    from multispin.system import get_preset
+
+    if cfg.noise_figure_db is not None:
+        return float(cfg.noise_figure_db)
+    return float(get_preset(cfg.main_preset).radio.noise_figure_db)
+
+
+def run_studies(cfg: RunConfig, studies: list[str]) -> dict[str, list[dict]]:
+    """Summaries per study (one dict per point); also writes ``drops/<study>.csv``."""
+    from multispin.experiments.reproduce.runner import run_points
+
+    jobs = []
+    points = {}
+    for s in studies:
+        pts = POINTS[s](cfg)
+        points[s] = pts
+        drops = calibration_drops(cfg) if s == "calibration" else cfg.drops_per_point
+        jobs += [(p, drops) for p in pts]
+    rows = run_points(jobs, cfg)
+    summaries: dict[str, list[dict]] = {}
+    out = Path(cfg.out)
+    for s in studies:
+        params = STUDY_PARAMS[s]
+        summaries[s] = [summarise(p.params, rows[(s, p.id)]) for p in points[s]]
+        raw = [{**p.params, **r} for p in points[s] for r in rows[(s, p.id)]]
+        cols = [c for c in params] + ["drop", "drop_seed"]
+        cols += sorted({k for r in raw for k in r} - set(cols))
+        write_csv(out / "drops" / f"{s}.csv", raw, cols)
+    return summaries
+
+
+def settings(cfg: RunConfig) -> dict[str, Any]:
+    """The run's defaults, as the defaults claim checks them (settings.csv)."""
+    from multispin.experiments.reproduce.studies import PDL_RATIOS_FULL, PDL_RATIOS_QUICK, USERS_RATIOS
+    from multispin.system import get_preset
+
+    sc = get_preset(cfg.main_preset)
+    acc = sc.tasks.acceptance
+    ratios = sorted(set(PDL_RATIOS_QUICK if cfg.quick else PDL_RATIOS_FULL) | set(USERS_RATIOS))
+    return {
+        "presets": " ".join(cfg.presets),
+        "devices": sc.devices.count,
+        "bandwidth_mhz": sc.radio.bandwidth_hz / 1e6,
+        "p_ul_dbm": sc.radio.p_ul_dbm,
+        "pdl_ratios": " ".join(str(r) for r in ratios),
+        "acceptance_min": min(acc.values()),
+        "acceptance_max": max(acc.values()),
+        "tasks": len(acc),
+        "acceptance_assumed": sc.tasks.assumed,
+        "n_saa": cfg.n_saa_for(sc.optimizer.n_saa),
+        "noise_figure_db": chosen_noise_figure(cfg),
+        "preset_noise_figure_db": sc.radio.noise_figure_db,
+        "drops_per_point": cfg.drops_per_point,
+        "calibration_drops_per_point": calibration_drops(cfg),
+        "calibration_n_saa": cfg.n_saa if cfg.n_saa is not None else 200,
+        "gamma_max": sc.optimizer.gamma_max,
+        "payload_bits": sc.payload.payload_bits,
+        "count_signalling_bits": sc.payload.count_signalling_bits,
+        "seed": cfg.seed,
+        "quick": cfg.quick,
+        "code_version": code_version(),
+    }
+
+
+def export_figures(cfg: RunConfig, modules: list[ModuleType]) -> dict[str, list[dict]]:
+    """Compute the studies of ``modules`` and write their CSVs (and settings.csv)."""
+    studies = list(dict.fromkeys(s for m in modules for s in m.STUDIES))
+    summaries = run_studies(cfg, studies)
+    out = Path(cfg.out)
+    for m in modules:
+        rows = m.table(summaries)
+        write_csv(out / f"{m.NAME}.csv", rows, ordered_columns(m.PARAMS, rows))
+        if m is calibration:
+            st = calibration.settings_table(rows)
+            write_csv(out / calibration.SETTINGS_CSV, st, list(calibration.SETTINGS_DOCS))
+    s = settings(cfg)
+    write_csv(out / "settings.csv", [{"key": k, "value": v} for k, v in s.items()], ["key", "value"])
+    return summaries
+
+
+def plot_figure(module: ModuleType, out: Path, chosen_nf: float | None = None) -> Path:
+    rows = read_csv(Path(out) / f"{module.NAME}.csv")
+    png = Path(out) / f"{module.NAME}.png"
+    if module is calibration:
+        module.plot(rows, png, chosen_nf)
+    else:
+        module.plot(rows, png)
+    return png
+
+
+@dataclass
+class ReproduceResult:
+    out: Path
+    wall_s: float
+    claims: list
+    report: Path
+
+
+def reproduce(cfg: RunConfig, command: str = "") -> ReproduceResult:
+    """Run everything, write every CSV and PNG, check the claims, write report.md."""
+    from multispin.experiments.reproduce.claims import check_dir
+    from multispin.experiments.reproduce.report import write_report
+
+    t0 = time.perf_counter()
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    modules = figure_modules(cfg.figures)
+    export_figures(cfg, modules)
+    nf = chosen_noise_figure(cfg)
+    for m in modules:
+        plot_figure(m, out, nf)
+    claims = check_dir(out)
+    write_csv(out / "claims.csv", [c.to_dict() for c in claims], ["id", "claim", "criterion", "measured", "status",
+                                                                   "source"])
+    wall = time.perf_counter() - t0
+    (out / "run.json").write_text(json.dumps({"command": command, "wall_s": round(wall, 1), "config": cfg.to_dict()},
+                                             indent=2))
+    report = write_report(out, cfg, modules, claims, wall, command)
+    return ReproduceResult(out, wall, claims, report)
+
+
+__all__ = ["FIGURES", "FIGURE_NAMES", "PARAM_DOCS", "DROP_DOCS", "reproduce", "export_figures", "plot_figure"]

@@ -1,0 +1,139 @@
+"""Run studies: drops in chunks on a process pool, a per-chunk cache, a progress bar.
+
+Work unit: one chunk of drops of one point. Its result is cached as
+``OUT/cache/<study>/<key>.json``, ``key`` a hash of the point's full scenario, its options, the
+base seed, the drop range and the code version (:func:`~.config.code_version`), so an interrupted
+run resumes where it stopped and a changed configuration or optimiser recomputes. Every drop's
+seed depends only on (base seed, study, point, drop index), and rows are sorted by drop, so the
+results do not depend on the number of workers or on the order in which chunks finish.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from multispin.experiments.reproduce.config import Point, RunConfig, drop_seed
+from multispin.experiments.reproduce.studies import cost_estimate, run_chunk
+
+CHUNK_DROPS = 10
+
+
+@dataclass
+class _Task:
+    point: Point
+    scenario: dict[str, Any]
+    start: int
+    stop: int
+    key: str
+    path: Path
+
+    def seeds(self, base_seed: int) -> list[tuple[int, int]]:
+        return [(i, drop_seed(base_seed, self.point.study, self.point.label, i)) for i in range(self.start, self.stop)]
+
+
+def _read_cache(path: Path, key: str) -> list[dict] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if data.get("key") != key or not isinstance(data.get("rows"), list):
+        return None
+    return data["rows"]
+
+
+def _timed_chunk(scenario: dict[str, Any], options: dict[str, Any], seeds: list[tuple[int, int]]):
+    """run_chunk and its CPU seconds (kept in the cache file only, never in a CSV)."""
+    t0 = time.process_time()
+    rows = run_chunk(scenario, options, seeds)
+    return rows, time.process_time() - t0
+
+
+def _write_cache(task: _Task, rows: list[dict], seconds: float) -> None:
+    task.path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = task.path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps({"key": task.key, "study": task.point.study, "point": task.point.params,
+                               "drops": [task.start, task.stop], "cpu_s": round(seconds, 3),
+                               "rows": rows}))
+    os.replace(tmp, task.path)
+
+
+def _pool_context():
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+def run_points(jobs: list[tuple[Point, int]], cfg: RunConfig) -> dict[tuple[str, str], list[dict]]:
+    """Every drop of every ``(point, drops)``; returns rows sorted by drop, keyed by (study, point id)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
+        TimeRemainingColumn
+
+    cache_dir = Path(cfg.out) / "cache"
+    tasks: list[_Task] = []
+    for point, drops in jobs:
+        scenario = point.scenario_dict()
+        for start in range(0, drops, CHUNK_DROPS):
+            stop = min(drops, start + CHUNK_DROPS)
+            key = point.cache_key(cfg.seed, start, stop, scenario)
+            tasks.append(_Task(point, scenario, start, stop, key, cache_dir / point.study / f"{key[:32]}.json"))
+    results: dict[int, list[dict]] = {}
+    todo: list[int] = []
+    for i, t in enumerate(tasks):
+        rows = _read_cache(t.path, t.key) if cfg.use_cache else None
+        if rows is not None and len(rows) == t.stop - t.start:
+            results[i] = rows
+        else:
+            todo.append(i)
+    todo.sort(key=lambda i: -cost_estimate(tasks[i].point))
+
+    studies = list(dict.fromkeys(p.study for p, _ in jobs))
+    console = Console(stderr=True, file=sys.stderr)
+    progress = Progress(TextColumn("{task.description:<12}"), BarColumn(), MofNCompleteColumn(), TextColumn("drops"),
+                        TimeElapsedColumn(), TimeRemainingColumn(), console=console,
+                        disable=not cfg.progress, transient=False)
+    bars = {}
+    with progress:
+        for s in studies:
+            total = sum(t.stop - t.start for t in tasks if t.point.study == s)
+            done = sum(len(r) for i, r in results.items() if tasks[i].point.study == s)
+            bars[s] = progress.add_task(s, total=total, completed=done)
+
+        def finish(i: int, res) -> None:
+            rows, seconds = res
+            results[i] = rows
+            if cfg.use_cache:
+                _write_cache(tasks[i], rows, seconds)
+            progress.advance(bars[tasks[i].point.study], len(rows))
+
+        if cfg.workers <= 1 or len(todo) <= 1:
+            for i in todo:
+                t = tasks[i]
+                finish(i, _timed_chunk(t.scenario, t.point.options, t.seeds(cfg.seed)))
+        else:
+            pool = ProcessPoolExecutor(max_workers=min(cfg.workers, len(todo)), mp_context=_pool_context())
+            try:
+                pending = {pool.submit(_timed_chunk, tasks[i].scenario, tasks[i].point.options,
+                                       tasks[i].seeds(cfg.seed)): i for i in todo}
+                while pending:
+                    done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                    for fut in done:
+                        finish(pending.pop(fut), fut.result())
+            except BaseException:
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+            pool.shutdown(wait=True)
+
+    out: dict[tuple[str, str], list[dict]] = {}
+    for i, t in enumerate(tasks):
+        out.setdefault((t.point.study, t.point.id), []).extend(results[i])
+    for rows in out.values():
+        rows.sort(key=lambda r: r["drop"])
+    return out

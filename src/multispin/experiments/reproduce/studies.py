@@ -1,0 +1,243 @@
+"""The computations behind the figures: one drop's numbers, and each study's grid of points.
+
+One drop = one :class:`~multispin.system.World` (the scenario with the drop's own seed: device
+positions, tasks, draft latencies, fading, SAA samples), its round-0 instance, and the optimiser's
+plan plus whatever baselines the point asks for (``options``), all on the same SAA samples. The
+optimiser is used as shipped (:func:`multispin.optimize.plan.plan`, the baselines of §5.3).
+
+Studies (each a list of :class:`~.config.Point`):
+
+- ``pdl``: P^dl/P^ul sweep per model pair: plan, mode split, draft-length baselines, G/G_max;
+- ``users``: K sweep at P^dl/P^ul = 4 and 16: plan against all-UL, all-DL and random;
+- ``resources``: total bandwidth sweep and cell-radius sweep: plan;
+- ``extensions``: optimised bandwidth split and lattice codec against the paper's setting;
+- ``calibration``: noise figure × P^dl/P^ul (and two P^ul checks), lighter: fewer drops, N_SAA 200.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from multispin.experiments.reproduce.config import Point, RunConfig, db
+
+PDL_RATIOS_FULL = (1, 2, 4, 8, 16, 32, 64)
+PDL_RATIOS_QUICK = (1, 4, 16, 64)
+USERS_K_FULL = (2, 5, 10, 15, 20, 30, 40, 50)
+USERS_K_QUICK = (2, 10, 25)
+USERS_RATIOS = (4, 16)
+BANDWIDTH_MHZ_FULL = (2.5, 5.0, 10.0, 20.0, 40.0)
+BANDWIDTH_MHZ_QUICK = (5.0, 20.0)
+RADIUS_M_FULL = (200.0, 300.0, 500.0, 750.0, 1000.0)
+RADIUS_M_QUICK = (300.0, 500.0, 800.0)
+EXT_RATIOS_FULL = (1, 4, 16, 64)
+EXT_RATIOS_QUICK = (4, 16)
+CAL_NF_FULL = (0.0, 10.0, 15.0, 18.0, 20.0, 22.0, 25.0, 30.0)
+CAL_NF_QUICK = (0.0, 20.0)
+CAL_MODE_RATIOS = (4, 16)  # calibration points that also run the mode baselines
+CAL_DROPS_FULL = 30
+CAL_N_SAA = 200
+
+STUDIES = ("pdl", "users", "resources", "extensions", "calibration")
+
+
+# ----------------------------------------------------------------------------- one drop
+
+
+def _nan_if_empty(num: float, den: float) -> float:
+    return float(num / den) if den > 0 else float("nan")
+
+
+def _pct(a: float, b: float) -> float:
+    return 100.0 * (a / b - 1.0) if b > 0 else float("nan")
+
+
+def run_drop(scenario: dict[str, Any], options: dict[str, Any]) -> dict[str, float]:
+    """Every number of one drop (a dict of floats); ``scenario`` carries the drop's seed."""
+    from multispin.optimize.baselines import draft_baselines, mode_baselines
+    from multispin.optimize.goodput import SAAObjective
+    from multispin.optimize.plan import device_stats, plan
+    from multispin.system import World, scenario_from_dict
+
+    sc = scenario_from_dict(scenario)
+    world = World(sc)
+    inst = world.instance(0)
+    u = world.saa_uniforms(0)
+    p = plan(inst, uniforms=u)
+    g = p.draft_len
+    gp = p.goodput
+    row: dict[str, float] = {
+        "goodput": gp.goodput_tokens_per_s,
+        "g_max": gp.g_max_tokens_per_s,
+        "g_ratio": gp.goodput_tokens_per_s / gp.g_max_tokens_per_s,
+        "e_t_comm_ms": 1e3 * gp.e_t_comm_s,
+        "t_comp_ms": 1e3 * gp.t_comp_s,
+        "tokens_per_round": gp.expected_tokens,
+        "gamma_mean": float(np.mean(g)),
+        "gamma_mean_drafting": float(np.mean(g[g > 0])) if np.any(g > 0) else float("nan"),
+        "frac_no_draft": float(np.mean(g == 0)),
+    }
+    if options.get("stats"):
+        st = device_stats(inst, g, u)
+        ul, dl = float(np.sum(st.ul_share)), float(np.sum(st.dl_share))
+        row["rejected_mean"] = ul + dl
+        row["dl_fraction"] = _nan_if_empty(dl, ul + dl)
+    obj = SAAObjective(inst, u, "optimal", "equal")
+    gammas = [g]
+    if options.get("drafts"):
+        for name, dp in draft_baselines(obj).items():
+            row[f"goodput_{name}"] = dp.goodput_tokens_per_s
+            row[f"gamma_{name}"] = float(np.mean(dp.draft_len))
+            row[f"gain_vs_{name}_pct"] = _pct(gp.goodput_tokens_per_s, dp.goodput_tokens_per_s)
+            gammas.append(dp.draft_len)
+    if options.get("modes"):
+        mu = world.mode_uniforms(0)
+        for name, dp in mode_baselines(inst, u, mu).items():
+            row[f"goodput_{name}"] = dp.goodput_tokens_per_s
+            row[f"gamma_{name}"] = float(np.mean(dp.draft_len))
+            row[f"gain_vs_{name}_pct"] = _pct(gp.goodput_tokens_per_s, dp.goodput_tokens_per_s)
+            gammas.append(dp.draft_len)
+    if len(gammas) > 1:
+        # Diagnostic of the draft-length search: optimal modes evaluated at every γ any policy found.
+        best = max(obj.value(x) for x in gammas)
+        row["goodput_best_known"] = best
+        row["greedy_shortfall_pct"] = _pct(best, gp.goodput_tokens_per_s)
+    if options.get("extensions"):
+        opt = SAAObjective(inst, u, "optimal", "optimized").value(g)
+        row["goodput_opt_split"] = opt
+        row["gain_opt_split_pct"] = _pct(opt, gp.goodput_tokens_per_s)
+        lat = World(sc.override({"payload.codec": "lattice"}))
+        pl = plan(lat.instance(0), uniforms=u)
+        row["goodput_lattice"] = pl.goodput_tokens_per_s
+        row["gain_lattice_pct"] = _pct(pl.goodput_tokens_per_s, gp.goodput_tokens_per_s)
+        row["gamma_mean_lattice"] = float(np.mean(pl.draft_len))
+        row["payload_bits_sparse"] = float(sc.payload.payload_bits)
+        row["payload_bits_lattice"] = float(lat.scenario.payload.payload_bits)
+    return {k: float(v) for k, v in row.items()}
+
+
+def run_chunk(scenario: dict[str, Any], options: dict[str, Any], seeds: list[tuple[int, int]]) -> list[dict]:
+    """Drops ``(index, seed)`` of one point (the unit of work of the process pool and of the cache)."""
+    out = []
+    for index, seed in seeds:
+        row = run_drop({**scenario, "seed": int(seed)}, options)
+        out.append({"drop": int(index), "drop_seed": int(seed), **row})
+    return out
+
+
+# ----------------------------------------------------------------------------- grids
+
+
+def _base_overrides(cfg: RunConfig, preset: str) -> dict[str, Any]:
+    from multispin.system import get_preset
+
+    sc = get_preset(preset)
+    ov: dict[str, Any] = {"optimizer.n_saa": cfg.n_saa_for(sc.optimizer.n_saa)}
+    if cfg.noise_figure_db is not None:
+        ov["radio.noise_figure_db"] = float(cfg.noise_figure_db)
+    return ov
+
+
+def _p_ul_dbm(preset: str) -> float:
+    from multispin.system import get_preset
+
+    return float(get_preset(preset).radio.p_ul_dbm)
+
+
+def _noise_figure(cfg: RunConfig, preset: str) -> float:
+    from multispin.system import get_preset
+
+    return float(cfg.noise_figure_db if cfg.noise_figure_db is not None else get_preset(preset).radio.noise_figure_db)
+
+
+def pdl_points(cfg: RunConfig) -> list[Point]:
+    out = []
+    for preset in cfg.presets:
+        pul = _p_ul_dbm(preset)
+        for ratio in (PDL_RATIOS_QUICK if cfg.quick else PDL_RATIOS_FULL):
+            ov = {**_base_overrides(cfg, preset), "radio.p_dl_dbm": pul + db(ratio)}
+            out.append(Point("pdl", {"preset": preset, "pdl_ratio": ratio}, preset, ov,
+                             {"stats": True, "drafts": True}))
+    return out
+
+
+def users_points(cfg: RunConfig) -> list[Point]:
+    preset = cfg.main_preset
+    pul = _p_ul_dbm(preset)
+    out = []
+    for ratio in USERS_RATIOS:
+        for k in (USERS_K_QUICK if cfg.quick else USERS_K_FULL):
+            ov = {**_base_overrides(cfg, preset), "radio.p_dl_dbm": pul + db(ratio), "devices.count": k}
+            out.append(Point("users", {"preset": preset, "pdl_ratio": ratio, "devices": k}, preset, ov,
+                             {"modes": True}))
+    return out
+
+
+def resources_points(cfg: RunConfig) -> list[Point]:
+    from multispin.system import get_preset
+
+    preset = cfg.main_preset
+    base = get_preset(preset)
+    b0, r0 = base.radio.bandwidth_hz / 1e6, base.devices.drop.max_distance_m
+    out = []
+    for b in (BANDWIDTH_MHZ_QUICK if cfg.quick else BANDWIDTH_MHZ_FULL):
+        ov = {**_base_overrides(cfg, preset), "radio.bandwidth_hz": b * 1e6}
+        out.append(Point("resources", {"preset": preset, "sweep": "bandwidth", "bandwidth_mhz": b,
+                                       "radius_m": r0}, preset, ov, {}))
+    for r in (RADIUS_M_QUICK if cfg.quick else RADIUS_M_FULL):
+        ov = {**_base_overrides(cfg, preset), "devices.drop.max_distance_m": r}
+        out.append(Point("resources", {"preset": preset, "sweep": "radius", "bandwidth_mhz": b0,
+                                       "radius_m": r}, preset, ov, {}))
+    return out
+
+
+def extensions_points(cfg: RunConfig) -> list[Point]:
+    preset = cfg.main_preset
+    pul = _p_ul_dbm(preset)
+    out = []
+    for ratio in (EXT_RATIOS_QUICK if cfg.quick else EXT_RATIOS_FULL):
+        ov = {**_base_overrides(cfg, preset), "radio.p_dl_dbm": pul + db(ratio)}
+        out.append(Point("extensions", {"preset": preset, "pdl_ratio": ratio}, preset, ov, {"extensions": True}))
+    return out
+
+
+def calibration_points(cfg: RunConfig) -> list[Point]:
+    """Noise figure × P^dl/P^ul on the main pair, plus P^ul = P^ul,preset + 10 dB with NF + 10 dB at the
+    mode-baseline ratios (the radio depends on P/N0 only, so those must equal the NF rows)."""
+    preset = cfg.main_preset
+    pul = _p_ul_dbm(preset)
+    n_saa = cfg.n_saa if cfg.n_saa is not None else CAL_N_SAA
+    chosen = _noise_figure(cfg, preset)
+    nfs = sorted(set(CAL_NF_QUICK if cfg.quick else CAL_NF_FULL) | {chosen})
+    out = []
+    settings = [(nf, pul) for nf in nfs] + [(chosen + 10.0, pul + 10.0)]
+    for nf, p_ul in settings:
+        for ratio in (PDL_RATIOS_QUICK if cfg.quick else PDL_RATIOS_FULL):
+            if p_ul != pul and ratio not in CAL_MODE_RATIOS:
+                continue
+            ov = {"optimizer.n_saa": n_saa, "radio.noise_figure_db": nf, "radio.p_ul_dbm": p_ul,
+                  "radio.p_dl_dbm": p_ul + db(ratio)}
+            opts = {"stats": True, "drafts": True, "modes": ratio in CAL_MODE_RATIOS}
+            out.append(Point("calibration", {"preset": preset, "noise_figure_db": nf, "p_ul_dbm": p_ul,
+                                             "pdl_ratio": ratio}, preset, ov, opts,
+                             seed_params=("pdl_ratio", "preset")))
+    return out
+
+
+def calibration_drops(cfg: RunConfig) -> int:
+    if cfg.drops is not None:
+        return cfg.drops
+    return cfg.drops_per_point if cfg.quick else CAL_DROPS_FULL
+
+
+POINTS = {"pdl": pdl_points, "users": users_points, "resources": resources_points,
+          "extensions": extensions_points, "calibration": calibration_points}
+
+
+def cost_estimate(point: Point) -> float:
+    """Relative cost of one drop (to start the expensive chunks first)."""
+    k = float(point.overrides.get("devices.count", 20))
+    n = float(point.overrides.get("optimizer.n_saa", 1000))
+    w = 1.0 + 2.0 * bool(point.options.get("modes")) + 1.5 * bool(point.options.get("extensions"))
+    return w * (k ** 1.6) * (n / 1000.0) ** 0.7
