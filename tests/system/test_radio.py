@@ -82,3 +82,19 @@ def test_instance_tables_and_validation():
         ComputeParams(0.04, -0.01)
     sub = _inst().subset([1])
     assert sub.num_devices == 1 and sub.alpha.tolist() == [0.8]
+
+
+@pytest.mark.parametrize("codec,spec,kw", [
+    ("sparse-topk", "sparse:v_eff=1024,q=16", dict(v_eff=1024, value_bits=16)),
+    ("sparse-topk", "sparse:v_eff=64,q=32", dict(v_eff=64, value_bits=32)),
+    ("dense-fp32", "dense-fp32", {}),
+    ("dense-fp16", "dense-fp16", {}),
+    ("lattice", "lattice:l=1000", dict(lattice_resolution=1000)),
+    ("lattice", "lattice:l=7", dict(lattice_resolution=7)),
+])
+@pytest.mark.parametrize("vocab", [49_152, 151_665])
+def test_optimiser_bit_counts_equal_the_codecs_own(codec, spec, kw, vocab):
+    """The optimiser plans with exactly the bits the engine's codecs put on the wire."""
+    from multispin.spec.codecs import make_codec
+
+    assert distribution_bits(codec, vocab, **kw) == make_codec(spec).bits(vocab)

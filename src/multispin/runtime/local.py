@@ -18,6 +18,7 @@ import numpy as np
 from multispin.errors import ConfigError
 from multispin.runtime.roles import Draft, DraftDevice, VerifierServer, clip_new_tokens
 from multispin.spec.stats import AcceptanceStats
+from multispin.system.payload import draft_upload_bits_per_token, token_id_bits
 
 Mode = Literal["ul", "dl"]
 
@@ -127,7 +128,8 @@ class DeviceResult:
 
 def signalling_bits(vocab_size: int, gamma_max: int) -> tuple[int, int, int]:
     """(bits per token id, bits per uploaded q scalar, bits of a rejection position)."""
-    return math.ceil(math.log2(vocab_size)), 16, math.ceil(math.log2(gamma_max + 1))
+    id_bits = token_id_bits(vocab_size)
+    return id_bits, draft_upload_bits_per_token(vocab_size) - id_bits, math.ceil(math.log2(gamma_max + 1))
 
 
 def run_rounds(

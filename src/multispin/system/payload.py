@@ -44,9 +44,8 @@ def distribution_bits(
     if codec == "lattice":
         if lattice_resolution < 1:
             raise ConfigError(f"payload.lattice_resolution: must be in [1, inf) (got {lattice_resolution})")
-        ell, v = lattice_resolution, vocab_size
-        log2_binom = (math.lgamma(ell + v) - math.lgamma(ell + 1) - math.lgamma(v)) / math.log(2.0)
-        return int(math.ceil(log2_binom - 1e-9))
+        # Exact integer arithmetic: the bits to index C(ℓ+V−1, V−1) count vectors (no float rounding).
+        return (math.comb(lattice_resolution + vocab_size - 1, lattice_resolution) - 1).bit_length()
     raise ConfigError(f"payload.codec: unknown codec {codec!r} (allowed: {', '.join(CODECS)})")
 
 
