@@ -90,7 +90,7 @@ def testbed(
 def demo(
     pair: str = typer.Option("smollm2-135m", help="model pair (the embedded default)"),
     devices: int = typer.Option(8, help="number of devices K"),
-    max_new_tokens: int = typer.Option(48, help="tokens per device"),
+    max_new_tokens: int = typer.Option(32, help="tokens per device"),
     preset: str = typer.Option("paper-qwen", help="compute/radio profile of the virtual clock"),
     pdl_dbm: Optional[float] = typer.Option(None, help="downlink power budget P^dl (dBm)"),
     seed: int = typer.Option(0, help="seed (same prompts and channel for every policy)"),
