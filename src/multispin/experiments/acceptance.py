@@ -13,39 +13,26 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 
-from multispin.errors import config_error_from_validation
 from multispin.models.base import BatchedLM, SequenceLM
 from multispin.runtime.local import FixedDraftLengths, FixedMode, run_rounds
 from multispin.runtime.roles import DraftDevice, VerifierServer
 from multispin.spec.codecs import make_codec
-from multispin.spec.warp import SamplingParams, warp
+from multispin.spec.warp import SamplingFields, SamplingParams, warp
 
 N_BOOTSTRAP = 1000
 
 
-class MeasureConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class MeasureConfig(SamplingFields):
     pair: str = "smollm2-135m"
     draft: str | None = None  # default: the pair's first draft
     task: str = Field("chat", pattern="^(chat|code)$")
     prompts: int = Field(50, ge=2, le=2000)
     draft_len: int = Field(8, ge=1, le=20)
     max_new_tokens: int = Field(64, ge=2, le=4096)
-    temperature: float = Field(1.0, ge=0.0)
-    top_k: int = Field(0, ge=0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
     seed: int = 0
     source: str = Field("auto", pattern="^(auto|builtin|sharegpt|humaneval)$")
-
-    @classmethod
-    def make(cls, **kwargs) -> "MeasureConfig":
-        try:
-            return cls(**kwargs)
-        except ValidationError as exc:
-            raise config_error_from_validation(exc) from None
 
 
 @dataclass
@@ -138,8 +125,7 @@ def measure(config: MeasureConfig, pair=None) -> dict:
     drafts = [config.draft] if config.draft else None
     pair = pair or resolve_pair(config.pair, drafts=drafts)
     draft_name = config.draft or pair.default_draft
-    sampling = SamplingParams.make(temperature=config.temperature, top_k=config.top_k,
-                                   top_p=config.top_p)
+    sampling = config.sampling
     texts = load_prompts(config.task, config.prompts, config.seed, source=config.source)
     prompts = [encode_prompt(pair, t) for t in texts]
     pad = getattr(pair.tokenizer, "pad_token_id", None) or 0

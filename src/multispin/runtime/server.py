@@ -43,9 +43,9 @@ from pathlib import Path
 from typing import Any, Callable, Literal, Sequence
 
 import zmq
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 
-from multispin.errors import ConfigError, ProtocolError, config_error_from_validation
+from multispin.errors import ConfigError, ProtocolError
 from multispin.models.base import BatchedLM, LoadedPair
 from multispin.runtime import protocol as P
 from multispin.runtime.auth import check_mac, new_nonce, resolve_secret
@@ -55,7 +55,7 @@ from multispin.runtime.local import (
 from multispin.runtime.roles import Draft, VerifierServer, clip_new_tokens
 from multispin.spec.codecs import make_codec
 from multispin.spec.verify import DEFAULT_GAMMA_MAX
-from multispin.spec.warp import SamplingParams
+from multispin.spec.warp import SamplingFields, SamplingParams
 
 log = logging.getLogger("multispin.server")
 
@@ -70,10 +70,8 @@ _POLL_SLICE_S = 0.05
 # --------------------------------------------------------------------------------------------
 
 
-class ServerConfig(BaseModel):
+class ServerConfig(SamplingFields):
     """Everything the server needs besides the model pair, the secret and the policies."""
-
-    model_config = ConfigDict(extra="forbid")
 
     host: str = "127.0.0.1"
     port: int = Field(5555, ge=0, le=65535, description="0 = any free port")
@@ -85,9 +83,6 @@ class ServerConfig(BaseModel):
     gamma_max: int = Field(DEFAULT_GAMMA_MAX, ge=0, le=256)
     draft_len: int = Field(4, ge=0, le=256, description="γ of the default (uniform) draft-length policy")
     mode: Literal["ul", "dl", "mixed"] = "mixed"  # the default mode policy
-    temperature: float = Field(1.0, ge=0.0)
-    top_k: int = Field(0, ge=0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
     seed: int = Field(0, ge=0, le=P.MAX_SEED)
     ul_codec: str = "dense-fp32"
     dl_codec: str = "dense-fp32"
@@ -96,17 +91,6 @@ class ServerConfig(BaseModel):
     handshake_timeout_s: float = Field(10.0, gt=0)
     idle_timeout_s: float = Field(60.0, gt=0, description="how long to wait for detached, unfinished devices")
     bye_timeout_s: float = Field(5.0, ge=0, description="how long to wait for devices' final BYE")
-
-    @classmethod
-    def make(cls, **kwargs: Any) -> "ServerConfig":
-        try:
-            return cls(**kwargs)
-        except ValidationError as exc:
-            raise config_error_from_validation(exc) from None
-
-    @property
-    def sampling(self) -> SamplingParams:
-        return SamplingParams.make(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p)
 
     @property
     def bind_endpoint(self) -> str:

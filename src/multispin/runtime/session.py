@@ -10,9 +10,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 
-from multispin.errors import ConfigError, config_error_from_validation
+from multispin.errors import ConfigError
 from multispin.models.base import LoadedPair
 from multispin.models.hf import HFBatchedLM, HFSequenceLM
 from multispin.models.registry import DEFAULT_PAIR, resolve_pair
@@ -23,36 +23,20 @@ from multispin.runtime.roles import DraftDevice, VerifierServer
 from multispin.spec.codecs import make_codec
 from multispin.spec.stats import AcceptanceStats
 from multispin.spec.verify import DEFAULT_GAMMA_MAX
-from multispin.spec.warp import SamplingParams
+from multispin.spec.warp import SamplingFields
 
 
-class GenerateConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class GenerateConfig(SamplingFields):
     pair: str = DEFAULT_PAIR
     devices: int = Field(4, ge=1, le=256)
     draft_len: int = Field(4, ge=0, le=DEFAULT_GAMMA_MAX)
     mode: Literal["ul", "dl", "mixed"] = "mixed"
-    temperature: float = Field(1.0, ge=0.0)
-    top_k: int = Field(0, ge=0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
     seed: int = 0
     max_new_tokens: int = Field(32, ge=1, le=8192)
     ul_codec: str = "dense-fp32"
     dl_codec: str = "dense-fp32"
     drafts: list[str] | None = None  # draft model per device, cycled; default: all of the pair's
     prompts: list[str] | None = None  # cycled over devices; default: built-in prompts
-
-    @classmethod
-    def make(cls, **kwargs) -> "GenerateConfig":
-        try:
-            return cls(**kwargs)
-        except ValidationError as exc:
-            raise config_error_from_validation(exc) from None
-
-    @property
-    def sampling(self) -> SamplingParams:
-        return SamplingParams.make(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p)
 
 
 @dataclass

@@ -21,16 +21,15 @@ from pathlib import Path
 from typing import Callable, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 
-from multispin.errors import config_error_from_validation
+from multispin.config import StrictConfig
 from multispin.runtime.planner import ScenarioPlanner, model_predictions
 
 Clock = Literal["virtual", "wall"]
 
 
-class TestbedConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class TestbedConfig(StrictConfig):
     __test__ = False  # not a pytest class
 
     pair: str = "smollm2-135m"
@@ -49,13 +48,6 @@ class TestbedConfig(BaseModel):
     round_timeout_s: float = Field(120.0, gt=0)
     n_saa: int = Field(300, ge=10, le=100_000)
     out: Path | None = None
-
-    @classmethod
-    def make(cls, **kwargs) -> "TestbedConfig":
-        try:
-            return cls(**kwargs)
-        except ValidationError as exc:
-            raise config_error_from_validation(exc) from None
 
 
 @dataclass

@@ -9,27 +9,28 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field
 
-from multispin.errors import ConfigError, VocabularyMismatchError, config_error_from_validation
+from multispin.config import StrictConfig
+from multispin.errors import ConfigError, VocabularyMismatchError
 
 
-class SamplingParams(BaseModel):
-    """Temperature 0 means greedy; top_k 0 means no top-k cut; top_p 1 means no nucleus cut."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class SamplingFields(StrictConfig):
+    """The sampling policy's fields, shared by every configuration that carries one."""
 
     temperature: float = Field(1.0, ge=0.0, description="softmax temperature; 0 = greedy")
     top_k: int = Field(0, ge=0, description="keep the k most likely tokens; 0 = off")
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus mass in (0, 1]; 1 = off")
 
-    @classmethod
-    def make(cls, **kwargs) -> "SamplingParams":
-        """Build and validate, raising a one-line ConfigError on a bad value."""
-        try:
-            return cls(**kwargs)
-        except ValidationError as exc:
-            raise config_error_from_validation(exc) from None
+    @property
+    def sampling(self) -> "SamplingParams":
+        return SamplingParams(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p)
+
+
+class SamplingParams(SamplingFields):
+    """Temperature 0 means greedy; top_k 0 means no top-k cut; top_p 1 means no nucleus cut."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     @property
     def greedy(self) -> bool:
