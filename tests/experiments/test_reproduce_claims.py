@@ -16,8 +16,8 @@ def _users(gain_ul: float, gain_dl: float = 5.0, gain_rand: float = 5.0):
             g_dl = gain_dl + (0.5 * k if ratio == 4 else 0.1 * k)
             rows.append({"preset": "paper-qwen", "pdl_ratio": ratio, "devices": k, "n_drops": 100,
                          "goodput": 300.0, "goodput_all_ul": 300.0 / (1 + g_ul / 100),
-                         "gain_vs_all_ul_pct": g_ul, "gain_vs_all_ul_pct_lo": g_ul - 1, "gain_vs_all_ul_pct_hi": g_ul + 1,
-                         "gain_vs_all_dl_pct": g_dl, "gain_vs_random_pct": gain_rand})
+                         "gom_vs_all_ul_pct": g_ul, "gom_vs_all_ul_pct_lo": g_ul - 1, "gom_vs_all_ul_pct_hi": g_ul + 1,
+                         "gom_vs_all_dl_pct": g_dl, "gom_vs_random_pct": gain_rand})
     return rows
 
 
@@ -40,7 +40,7 @@ def test_adaptive_winning_over_all_ul_passes():
 
 def test_a_single_losing_row_fails_the_claim():
     rows = _users(gain_ul=4.0)
-    rows[5]["gain_vs_all_ul_pct"] = -0.5
+    rows[5]["gom_vs_all_ul_pct"] = -0.5
     assert _by_id(claims.check_beats_baselines(rows))["1a"].status == FAIL
 
 
@@ -48,16 +48,16 @@ def test_all_dl_degrades_and_all_ul_capped():
     rows = _users(gain_ul=4.0)
     assert claims.check_all_dl_degrades(rows).status == PASS
     assert claims.check_all_ul_capped(rows).status == PASS
-    flat = [{**r, "gain_vs_all_dl_pct": 5.0 - 0.1 * r["devices"]} for r in rows]
+    flat = [{**r, "gom_vs_all_dl_pct": 5.0 - 0.1 * r["devices"]} for r in rows]
     assert claims.check_all_dl_degrades(flat).status == FAIL
-    same = [{**r, "gain_vs_all_ul_pct": 4.0} for r in rows]
+    same = [{**r, "gom_vs_all_ul_pct": 4.0} for r in rows]
     assert claims.check_all_ul_capped(same).status == FAIL
 
 
 def _pdl(gammas, dl, preset="paper-qwen"):
     ratios = (1, 2, 4, 8, 16, 32, 64)
     return [{"preset": preset, "pdl_ratio": r, "gamma_mean": g, "dl_fraction": d, "dl_fraction_hi": min(1.0, d + 0.05),
-             "gain_vs_best_uniform_pct": 10.0, "gain_vs_computation_only_pct": 7.0}
+             "gom_vs_best_uniform_pct": 10.0, "gom_vs_computation_only_pct": 7.0}
             for r, g, d in zip(ratios, gammas, dl)]
 
 
@@ -74,9 +74,9 @@ def test_scheme_gains_inside_and_outside_the_band():
     rows = _pdl([1.0] * 7, [0.1] * 7)
     assert claims.check_beats_uniform(rows)[0].status == PASS
     assert claims.check_beats_computation_only(rows)[0].status == PASS
-    big = [{**r, "gain_vs_best_uniform_pct": 40.0} for r in rows]
+    big = [{**r, "gom_vs_best_uniform_pct": 40.0} for r in rows]
     assert claims.check_beats_uniform(big)[0].status == FAIL
-    neg = [{**r, "gain_vs_computation_only_pct": -1.0 if r["pdl_ratio"] == 4 else 8.0} for r in rows]
+    neg = [{**r, "gom_vs_computation_only_pct": -1.0 if r["pdl_ratio"] == 4 else 8.0} for r in rows]
     assert claims.check_beats_computation_only(neg)[0].status == FAIL
 
 

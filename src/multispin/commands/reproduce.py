@@ -24,7 +24,7 @@ def reproduce(
     n_saa: Optional[int] = typer.Option(None, "--n-saa", help="SAA samples per drop (default: the scenario's, "
                                                                "200 with --quick)"),
     noise_figure_db: Optional[float] = typer.Option(None, "--noise-figure-db",
-                                                    help="override the preset noise figure (dB)"),
+                                                    help="noise figure (dB); default: the calibrated 22 dB"),
     figure: Optional[list[str]] = typer.Option(None, "--figure", help="only these figures (repeat), e.g. fig2"),
     no_cache: bool = typer.Option(False, "--no-cache", help="recompute every point, ignore OUT/cache"),
     no_progress: bool = typer.Option(False, "--no-progress", help="no progress bar on stderr"),

@@ -17,15 +17,15 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from multispin.experiments.reproduce._figure import by, pyplot, ratio_axis, run_as_script, save, select
+from multispin.experiments.reproduce._figure import pyplot, ratio_axis, run_as_script, save, select
 
 NAME = "fig7_calibration"
 TITLE = "Calibration: noise figure × P^dl/P^ul, and where each claim holds"
 STUDIES = ("calibration",)
 PARAMS = ("preset", "noise_figure_db", "p_ul_dbm", "pdl_ratio")
 METRICS = ("gamma_mean", "gamma_mean_drafting", "frac_no_draft", "dl_fraction", "goodput", "g_ratio",
-           "gain_vs_best_uniform_pct", "gain_vs_computation_only_pct", "gain_vs_all_ul_pct", "gain_vs_all_dl_pct",
-           "gain_vs_random_pct", "greedy_shortfall_pct")
+           "gom_vs_best_uniform_pct", "gom_vs_computation_only_pct", "gom_vs_all_ul_pct", "gom_vs_all_dl_pct",
+           "gom_vs_random_pct", "greedy_shortfall_pct")
 TARGET = {4: 2.5, 16: 6.0}
 CLAIM_IDS = ("1a", "1b", "1c", "4", "5", "6", "7")
 SETTINGS_CSV = "fig7_calibration_settings.csv"

@@ -96,9 +96,9 @@ def check_beats_baselines(rows: list[dict], source: str = "fig2_goodput_vs_devic
     """Adaptive beats all-UL, all-DL and random at every K and P^dl/P^ul (one row per baseline)."""
     out = []
     for letter, base, name in (("a", "all_ul", "all-UL"), ("b", "all_dl", "all-DL"), ("c", "random", "random")):
-        m = f"gain_vs_{base}_pct"
+        m = f"gom_vs_{base}_pct"
         claim = f"Adaptive mode selection beats {name} at every K and power ratio"
-        crit = f"mean paired gain {m} > 0 on every (K, P^dl/P^ul) row"
+        crit = f"gain of mean goodputs {m} > 0 on every (K, P^dl/P^ul) row"
         rs = [r for r in rows if _fin(r.get(m))]
         if not rs:
             out.append(_na(f"{id_prefix}{letter}", claim, crit, source))
@@ -117,21 +117,21 @@ def check_all_dl_degrades(rows: list[dict], source: str = "fig2_goodput_vs_devic
     crit = (f"at P^dl/P^ul = {LOW_RATIO} the gain of adaptive over all-DL grows with K (Spearman ρ > 0 and "
             f"larger at the largest K than at the smallest), and at the largest K it is larger than at "
             f"P^dl/P^ul = {HIGH_RATIO}")
-    low = sorted([r for r in rows if _f(r.get("pdl_ratio")) == LOW_RATIO and _fin(r.get("gain_vs_all_dl_pct"))],
+    low = sorted([r for r in rows if _f(r.get("pdl_ratio")) == LOW_RATIO and _fin(r.get("gom_vs_all_dl_pct"))],
                  key=lambda r: _f(r["devices"]))
-    high = sorted([r for r in rows if _f(r.get("pdl_ratio")) == HIGH_RATIO and _fin(r.get("gain_vs_all_dl_pct"))],
+    high = sorted([r for r in rows if _f(r.get("pdl_ratio")) == HIGH_RATIO and _fin(r.get("gom_vs_all_dl_pct"))],
                   key=lambda r: _f(r["devices"]))
     if len(low) < 3:
         return _na("2", claim, crit, source)
-    rho = spearman([r["devices"] for r in low], [r["gain_vs_all_dl_pct"] for r in low])
+    rho = spearman([r["devices"] for r in low], [r["gom_vs_all_dl_pct"] for r in low])
     a, b = low[0], low[-1]
-    ok = rho > 0 and _f(b["gain_vs_all_dl_pct"]) > _f(a["gain_vs_all_dl_pct"])
-    measured = (f"P^dl/P^ul={LOW_RATIO}: gain over all-DL {_ci(a, 'gain_vs_all_dl_pct')}% at K={a['devices']} → "
-                f"{_ci(b, 'gain_vs_all_dl_pct')}% at K={b['devices']}, ρ={rho:.2f}")
+    ok = rho > 0 and _f(b["gom_vs_all_dl_pct"]) > _f(a["gom_vs_all_dl_pct"])
+    measured = (f"P^dl/P^ul={LOW_RATIO}: gain over all-DL {_ci(a, 'gom_vs_all_dl_pct')}% at K={a['devices']} → "
+                f"{_ci(b, 'gom_vs_all_dl_pct')}% at K={b['devices']}, ρ={rho:.2f}")
     hb = _at(high, "devices", b["devices"])
     if hb is not None:
-        ok = ok and _f(b["gain_vs_all_dl_pct"]) > _f(hb["gain_vs_all_dl_pct"])
-        measured += f"; at P^dl/P^ul={HIGH_RATIO}, K={b['devices']}: {_ci(hb, 'gain_vs_all_dl_pct')}%"
+        ok = ok and _f(b["gom_vs_all_dl_pct"]) > _f(hb["gom_vs_all_dl_pct"])
+        measured += f"; at P^dl/P^ul={HIGH_RATIO}, K={b['devices']}: {_ci(hb, 'gom_vs_all_dl_pct')}%"
     return ClaimResult("2", claim, crit, measured, PASS if ok else FAIL, source)
 
 
@@ -139,15 +139,15 @@ def check_all_ul_capped(rows: list[dict], source: str = "fig2_goodput_vs_devices
     claim = "All-UL is capped by per-device UL power"
     crit = (f"all-UL gains nothing from P^dl, so the gain of adaptive over all-UL is larger at P^dl/P^ul = "
             f"{HIGH_RATIO} than at {LOW_RATIO}, at every K ≥ 10 of the sweep")
-    lo_rows = {int(_f(r["devices"])): r for r in rows if _f(r.get("pdl_ratio")) == LOW_RATIO and _fin(r.get("gain_vs_all_ul_pct"))}
-    hi_rows = {int(_f(r["devices"])): r for r in rows if _f(r.get("pdl_ratio")) == HIGH_RATIO and _fin(r.get("gain_vs_all_ul_pct"))}
+    lo_rows = {int(_f(r["devices"])): r for r in rows if _f(r.get("pdl_ratio")) == LOW_RATIO and _fin(r.get("gom_vs_all_ul_pct"))}
+    hi_rows = {int(_f(r["devices"])): r for r in rows if _f(r.get("pdl_ratio")) == HIGH_RATIO and _fin(r.get("gom_vs_all_ul_pct"))}
     ks = sorted(k for k in set(lo_rows) & set(hi_rows) if k >= 10)
     if not ks:
         return _na("3", claim, crit, source)
-    bad = [k for k in ks if not _f(hi_rows[k]["gain_vs_all_ul_pct"]) > _f(lo_rows[k]["gain_vs_all_ul_pct"])]
+    bad = [k for k in ks if not _f(hi_rows[k]["gom_vs_all_ul_pct"]) > _f(lo_rows[k]["gom_vs_all_ul_pct"])]
     k0 = 20 if 20 in ks else ks[-1]
-    measured = (f"K={k0}: gain over all-UL {_ci(lo_rows[k0], 'gain_vs_all_ul_pct')}% at {LOW_RATIO} vs "
-                f"{_ci(hi_rows[k0], 'gain_vs_all_ul_pct')}% at {HIGH_RATIO}; all-UL goodput "
+    measured = (f"K={k0}: gain over all-UL {_ci(lo_rows[k0], 'gom_vs_all_ul_pct')}% at {LOW_RATIO} vs "
+                f"{_ci(hi_rows[k0], 'gom_vs_all_ul_pct')}% at {HIGH_RATIO}; all-UL goodput "
                 f"{_ci(lo_rows[k0], 'goodput_all_ul')} vs {_ci(hi_rows[k0], 'goodput_all_ul')} tokens/s; "
                 f"holds at {len(ks) - len(bad)}/{len(ks)} K" + (f" (not at K={bad})" if bad else ""))
     return ClaimResult("3", claim, crit, measured, PASS if not bad else FAIL, source)
@@ -229,11 +229,11 @@ def _scheme_claim(rows, metric, band, name, cid, source) -> list[ClaimResult]:
 
 
 def check_beats_uniform(rows, source="fig3_draft_schemes.csv", cid="6") -> list[ClaimResult]:
-    return _scheme_claim(rows, "gain_vs_best_uniform_pct", UNIFORM_BAND, "the best uniform length", cid, source)
+    return _scheme_claim(rows, "gom_vs_best_uniform_pct", UNIFORM_BAND, "the best uniform length", cid, source)
 
 
 def check_beats_computation_only(rows, source="fig3_draft_schemes.csv", cid="7") -> list[ClaimResult]:
-    return _scheme_claim(rows, "gain_vs_computation_only_pct", COMP_BAND, "computation-only control", cid, source)
+    return _scheme_claim(rows, "gom_vs_computation_only_pct", COMP_BAND, "computation-only control", cid, source)
 
 
 # ----------------------------------------------------------------------------- defaults
@@ -318,7 +318,7 @@ def check_dir(out: Path) -> list[ClaimResult]:
 def claims_for_setting(rows: list[dict]) -> dict[str, str]:
     """Status of the claims that a calibration setting (one NF and P^ul, K = 20) can test."""
     res: dict[str, str] = {}
-    mode_rows = [r for r in rows if _fin(r.get("gain_vs_all_ul_pct"))]
+    mode_rows = [r for r in rows if _fin(r.get("gom_vs_all_ul_pct"))]
     if mode_rows:
         for c in check_beats_baselines(mode_rows, "fig7_calibration.csv"):
             res[c.id] = c.status

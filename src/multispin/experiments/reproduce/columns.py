@@ -56,12 +56,20 @@ METRIC_DOCS: dict[str, str] = {
     "goodput_lattice": "G with the lattice codec (QSV, ℓ = 1024) instead of the sparse top-1024 payload, re-planned, tokens/s",
     "gain_lattice_pct": "100·(goodput_lattice / G − 1) (%)",
     "gamma_mean_lattice": "mean draft length of the lattice-codec plan",
+    "gom_vs_all_ul_pct": "gain of means: 100·(mean G / mean G_all_ul − 1) (%); CI by the paired delta method",
+    "gom_vs_all_dl_pct": "gain of means: 100·(mean G / mean G_all_dl − 1) (%)",
+    "gom_vs_random_pct": "gain of means: 100·(mean G / mean G_random − 1) (%)",
+    "gom_vs_best_uniform_pct": "gain of means: 100·(mean G / mean G_best_uniform − 1) (%)",
+    "gom_vs_computation_only_pct": "gain of means: 100·(mean G / mean G_computation_only − 1) (%)",
+    "gom_vs_greedy_paper_pct": "gain of means: 100·(mean G / mean G_greedy_paper − 1) (%)",
+    "gom_opt_split_pct": "gain of means: 100·(mean goodput_opt_split / mean G − 1) (%)",
+    "gom_lattice_pct": "gain of means: 100·(mean goodput_lattice / mean G − 1) (%)",
     "payload_bits_sparse": "bits of one distribution, sparse top-V_eff (the paper's payload)",
     "payload_bits_lattice": "bits of one distribution, lattice codec",
 }
 
 SUFFIX_DOCS = {
-    "_lo": "lower end of the 95% confidence interval of the mean over drops (Student t)",
+    "_lo": "lower end of the 95% confidence interval of the mean over drops (Student t; paired delta method for gom_*)",
     "_hi": "upper end of the 95% confidence interval",
     "_n": "number of drops in which the metric is defined",
 }

@@ -57,11 +57,7 @@ def figure_modules(names: tuple[str, ...] | None) -> list[ModuleType]:
 
 
 def chosen_noise_figure(cfg: RunConfig) -> float:
-    from multispin.system import get_preset
-
-    if cfg.noise_figure_db is not None:
-        return float(cfg.noise_figure_db)
-    return float(get_preset(cfg.main_preset).radio.noise_figure_db)
+    return cfg.noise_figure
 
 
 def run_studies(cfg: RunConfig, studies: list[str]) -> dict[str, list[dict]]:

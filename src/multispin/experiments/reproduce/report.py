@@ -41,8 +41,9 @@ def _assumptions(cfg: RunConfig, settings: dict) -> str:
                      f"{1e3 * sc.devices.draft_latency_s_per_token:g} ms/token × U[1, {sc.devices.draft_latency_jitter_max:g}], "
                      f"T_ver^0 = {1e3 * sc.compute.t_ver0_s:g} ms, T_ver^1 = {1e3 * sc.compute.t_ver1_s:g} ms/device.")
     lines += [
-        f"- **Noise figure**: {_num(settings.get('noise_figure_db'), 1)} dB on top of N0 = −174 dBm/Hz "
-        f"(the preset's value is {_num(settings.get('preset_noise_figure_db'), 1)} dB; see *Calibration*).",
+        f"- **Noise figure**: {_num(settings.get('noise_figure_db'), 1)} dB on top of N0 = −174 dBm/Hz at both ends, "
+        f"set explicitly on every point (calibrated, see *Calibration*; the scenario preset carries "
+        f"{_num(settings.get('preset_noise_figure_db'), 1)} dB).",
         f"- **N_SAA** = {settings.get('n_saa')} SAA outcome samples per drop"
         + (" (reduced from the paper's 1000 for `--quick`)" if int(float(settings.get('n_saa', 1000))) != 1000 else "")
         + f"; the calibration study uses N_SAA = {settings.get('calibration_n_saa')}.",
@@ -51,7 +52,8 @@ def _assumptions(cfg: RunConfig, settings: dict) -> str:
         "noise figures). A drop redraws device distances (uniform in [100, 500] m), tasks, draft latencies, "
         "Rayleigh fading and the SAA samples; its seed is a hash of (base seed "
         f"{settings.get('seed')}, study, point, drop index). Bands and brackets are 95% Student-t confidence "
-        "intervals of the mean over drops; gains are paired (per drop, then averaged).",
+        "intervals of the mean over drops. Gains are gains of means, 100·(mean G / mean G_baseline − 1), over the "
+        "same drops, with a paired delta-method interval (`gom_*`); per-drop gains are in `drops/`.",
         "- **One round per drop**: the optimiser plans round 0 of each drop (block fading: the channel is fixed "
         "within the round). Goodput is the SAA estimate of the ratio of expectations G of SYSTEM_MODEL.md §3.",
         f"- **Payload**: S = {settings.get('payload_bits')} bits (sparse top-1024, the paper's model); drafting uploads "

@@ -32,6 +32,38 @@ def mean_ci(values: Iterable[float]) -> tuple[float, float, float, int]:
     return m, m - half, m + half, n
 
 
+def ratio_of_means_ci(num, den) -> tuple[float, float, float]:
+    """100·(mean(num)/mean(den) − 1) with a 95% CI (paired delta method), over drops where both are finite."""
+    pairs = [(a, b) for a, b in zip(num, den) if a is not None and b is not None and math.isfinite(a) and math.isfinite(b)]
+    n = len(pairs)
+    if n == 0:
+        return float("nan"), float("nan"), float("nan")
+    a = np.array([p[0] for p in pairs])
+    b = np.array([p[1] for p in pairs])
+    ma, mb = float(a.mean()), float(b.mean())
+    if mb <= 0:
+        return float("nan"), float("nan"), float("nan")
+    r = ma / mb
+    if n == 1:
+        return 100 * (r - 1), float("nan"), float("nan")
+    resid = a - r * b  # linearisation of the ratio
+    half = t_quantile(n) * float(np.std(resid, ddof=1)) / (math.sqrt(n) * mb)
+    return 100 * (r - 1), 100 * (r - half - 1), 100 * (r + half - 1)
+
+
+# gain-of-means metrics: name -> (numerator, denominator) per-drop metrics
+GAINS_OF_MEANS = {
+    "gom_vs_all_ul_pct": ("goodput", "goodput_all_ul"),
+    "gom_vs_all_dl_pct": ("goodput", "goodput_all_dl"),
+    "gom_vs_random_pct": ("goodput", "goodput_random"),
+    "gom_vs_best_uniform_pct": ("goodput", "goodput_best_uniform"),
+    "gom_vs_computation_only_pct": ("goodput", "goodput_computation_only"),
+    "gom_vs_greedy_paper_pct": ("goodput", "goodput_greedy_paper"),
+    "gom_opt_split_pct": ("goodput_opt_split", "goodput"),
+    "gom_lattice_pct": ("goodput_lattice", "goodput"),
+}
+
+
 def summarise(params: dict[str, Any], rows: list[dict[str, float]]) -> dict[str, Any]:
     """One CSV row: the point's parameters, ``n_drops``, and ``m``, ``m_lo``, ``m_hi`` per metric."""
     out: dict[str, Any] = dict(params)
@@ -44,4 +76,8 @@ def summarise(params: dict[str, Any], rows: list[dict[str, float]]) -> dict[str,
         out[f"{m}_hi"] = hi
         if m in SOMETIMES_UNDEFINED:
             out[f"{m}_n"] = n
-    return out
+    for name, (a, b) in GAINS_OF_MEANS.items():
+        if a in metrics and b in metrics:
+            g, lo, hi = ratio_of_means_ci([r.get(a) for r in rows], [r.get(b) for r in rows])
+            out[name], out[f"{name}_lo"], out[f"{name}_hi"] = g, lo, hi
+    return dict(sorted(out.items(), key=lambda kv: (kv[0] not in params, kv[0] != "n_drops")))

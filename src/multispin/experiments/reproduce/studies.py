@@ -24,7 +24,7 @@ from multispin.experiments.reproduce.config import Point, RunConfig, db
 
 PDL_RATIOS_FULL = (1, 2, 4, 8, 16, 32, 64)
 PDL_RATIOS_QUICK = (1, 4, 16, 64)
-USERS_K_FULL = (2, 5, 10, 15, 20, 30, 40, 50)
+USERS_K_FULL = (2, 5, 10, 15, 20, 30, 50)
 USERS_K_QUICK = (2, 10, 25)
 USERS_RATIOS = (4, 16)
 BANDWIDTH_MHZ_FULL = (2.5, 5.0, 10.0, 20.0, 40.0)
@@ -133,22 +133,13 @@ def _base_overrides(cfg: RunConfig, preset: str) -> dict[str, Any]:
     from multispin.system import get_preset
 
     sc = get_preset(preset)
-    ov: dict[str, Any] = {"optimizer.n_saa": cfg.n_saa_for(sc.optimizer.n_saa)}
-    if cfg.noise_figure_db is not None:
-        ov["radio.noise_figure_db"] = float(cfg.noise_figure_db)
-    return ov
+    return {"optimizer.n_saa": cfg.n_saa_for(sc.optimizer.n_saa), "radio.noise_figure_db": cfg.noise_figure}
 
 
 def _p_ul_dbm(preset: str) -> float:
     from multispin.system import get_preset
 
     return float(get_preset(preset).radio.p_ul_dbm)
-
-
-def _noise_figure(cfg: RunConfig, preset: str) -> float:
-    from multispin.system import get_preset
-
-    return float(cfg.noise_figure_db if cfg.noise_figure_db is not None else get_preset(preset).radio.noise_figure_db)
 
 
 def pdl_points(cfg: RunConfig) -> list[Point]:
@@ -208,7 +199,7 @@ def calibration_points(cfg: RunConfig) -> list[Point]:
     preset = cfg.main_preset
     pul = _p_ul_dbm(preset)
     n_saa = cfg.n_saa if cfg.n_saa is not None else CAL_N_SAA
-    chosen = _noise_figure(cfg, preset)
+    chosen = cfg.noise_figure
     nfs = sorted(set(CAL_NF_QUICK if cfg.quick else CAL_NF_FULL) | {chosen})
     out = []
     settings = [(nf, pul) for nf in nfs] + [(chosen + 10.0, pul + 10.0)]
