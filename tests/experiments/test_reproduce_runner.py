@@ -78,3 +78,15 @@ def test_cache_resumes_and_a_changed_config_recomputes(tmp_path, monkeypatch):
     calls.clear()
     export_figures(_cfg(out, n_saa=41), [fig_resources])  # another configuration: every chunk recomputed
     assert len(calls) == len(files)
+
+
+def test_one_figure_script_exports_and_plots(tmp_path):
+    from multispin.experiments.reproduce._figure import figure_main
+
+    out = tmp_path / "fig4"
+    args = ["--out", str(out), "--quick", "--preset", "paper-qwen", "--workers", "1", "--drops", "2", "--n-saa", "40",
+            "--no-progress"]
+    assert figure_main(fig_resources, args + ["--export"]) == 0
+    assert (out / f"{fig_resources.NAME}.csv").exists() and not (out / f"{fig_resources.NAME}.png").exists()
+    assert figure_main(fig_resources, args + ["--plot"]) == 0
+    assert (out / f"{fig_resources.NAME}.png").read_bytes()[:4] == b"\x89PNG"

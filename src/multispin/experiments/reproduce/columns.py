@@ -17,6 +17,7 @@ PARAM_DOCS: dict[str, str] = {
     "noise_figure_db": "receiver noise figure added to N0 = −174 dBm/Hz (dB)",
     "p_ul_dbm": "device maximum UL power P^ul (dBm); P^dl = P^ul + 10·log10(pdl_ratio)",
     "n_drops": "number of independent drops averaged on this row",
+    "n_saa": "SAA outcome samples per drop on this row",
 }
 
 METRIC_DOCS: dict[str, str] = {

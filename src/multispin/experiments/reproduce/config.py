@@ -110,19 +110,24 @@ def drop_seed(base_seed: int, study: str, label: str, index: int) -> int:
 
 @lru_cache(maxsize=1)
 def code_version() -> str:
-    """Hash of the sources a drop's numbers depend on (system/, optimize/, the study code).
+    """Hash of the code a drop's numbers depend on: ``system/``, ``optimize/`` and the drop functions.
 
-    Part of every cache key: a changed optimiser recomputes instead of reusing stale drops.
+    Part of every cache key: a changed optimiser or drop computation recomputes instead of reusing
+    stale drops (grids, figures and the report may change freely).
     """
+    import inspect
+
     import multispin
+    from multispin.experiments.reproduce import studies
 
     root = Path(multispin.__file__).parent
-    files = sorted([*root.joinpath("system").glob("*.py"), *root.joinpath("optimize").glob("*.py"),
-                    root / "experiments" / "reproduce" / "studies.py"])
+    files = sorted([*root.joinpath("system").glob("*.py"), *root.joinpath("optimize").glob("*.py")])
     h = hashlib.sha256()
     for f in files:
         h.update(f.relative_to(root).as_posix().encode())
         h.update(f.read_bytes())
+    for fn in studies.DROP_CODE:
+        h.update(inspect.getsource(fn).encode())
     return h.hexdigest()[:16]
 
 

@@ -11,7 +11,7 @@ from multispin.experiments.reproduce._figure import PAIR_LABEL, band, by, pyplot
 NAME = "fig6_bound"
 TITLE = "G / G_max: distance to the free-communication bound (our addition)"
 STUDIES = ("pdl", "users")
-PARAMS = ("sweep", "preset", "pdl_ratio", "devices")
+PARAMS = ("sweep", "preset", "pdl_ratio", "devices", "n_saa")
 METRICS = ("g_ratio", "goodput", "g_max", "e_t_comm_ms", "t_comp_ms")
 
 

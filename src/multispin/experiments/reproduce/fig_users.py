@@ -1,6 +1,7 @@
 """Figure 2: sum goodput versus the number of devices K, adaptive against all-UL, all-DL and random.
 
-Study ``users``: K from 2 to 20 and beyond to 50, at P^dl/P^ul = 4 and 16, on the main model pair.
+Study ``users``: K from 2 to 20 and beyond to 50, at P^dl/P^ul = 4 and 16, on the main model pair
+(beyond the paper's K = 20 the full run uses N_SAA = 200: column ``n_saa``).
 Every baseline has its own draft lengths, optimised by the same policy on the same SAA samples.
 """
 
@@ -13,7 +14,7 @@ from multispin.experiments.reproduce._figure import COLORS, band, by, fmt_ci, py
 NAME = "fig2_goodput_vs_devices"
 TITLE = "Sum goodput versus K: adaptive modes against all-UL, all-DL and random"
 STUDIES = ("users",)
-PARAMS = ("preset", "pdl_ratio", "devices")
+PARAMS = ("preset", "pdl_ratio", "devices", "n_saa")
 METRICS = ("goodput", "goodput_all_ul", "goodput_all_dl", "goodput_random", "gom_vs_all_ul_pct",
            "gom_vs_all_dl_pct", "gom_vs_random_pct", "goodput_best_known", "greedy_shortfall_pct", "g_ratio",
            "gamma_mean")

@@ -38,7 +38,7 @@ FIGURES: tuple[ModuleType, ...] = (fig_mode_split, fig_users, fig_draft_schemes,
 FIGURE_NAMES = tuple(m.NAME for m in FIGURES)
 STUDY_PARAMS = {
     "pdl": ("preset", "pdl_ratio"),
-    "users": ("preset", "pdl_ratio", "devices"),
+    "users": ("preset", "pdl_ratio", "devices", "n_saa"),
     "resources": ("preset", "sweep", "bandwidth_mhz", "radius_m"),
     "extensions": ("preset", "pdl_ratio"),
     "calibration": ("preset", "noise_figure_db", "p_ul_dbm", "pdl_ratio"),
@@ -108,6 +108,7 @@ def settings(cfg: RunConfig) -> dict[str, Any]:
         "drops_per_point": cfg.drops_per_point,
         "calibration_drops_per_point": calibration_drops(cfg),
         "calibration_n_saa": cfg.n_saa if cfg.n_saa is not None else 200,
+        "users_beyond_n_saa": cfg.n_saa if cfg.n_saa is not None else min(cfg.n_saa_for(sc.optimizer.n_saa), 200),
         "gamma_max": sc.optimizer.gamma_max,
         "payload_bits": sc.payload.payload_bits,
         "count_signalling_bits": sc.payload.count_signalling_bits,

@@ -127,7 +127,10 @@ def run_points(jobs: list[tuple[Point, int]], cfg: RunConfig) -> dict[tuple[str,
                     for fut in done:
                         finish(pending.pop(fut), fut.result())
             except BaseException:
+                # Ctrl-C or an error: stop the workers now (finished chunks are already cached)
                 pool.shutdown(wait=False, cancel_futures=True)
+                for proc in list((getattr(pool, "_processes", None) or {}).values()):
+                    proc.terminate()
                 raise
             pool.shutdown(wait=True)
 

@@ -24,7 +24,9 @@ from multispin.experiments.reproduce.config import Point, RunConfig, db
 
 PDL_RATIOS_FULL = (1, 2, 4, 8, 16, 32, 64)
 PDL_RATIOS_QUICK = (1, 4, 16, 64)
-USERS_K_FULL = (2, 5, 10, 15, 20, 30, 50)
+USERS_K_FULL = (2, 5, 10, 15, 20, 30, 40, 50)
+USERS_BEYOND_K = 20  # beyond the paper's K range ...
+USERS_BEYOND_N_SAA = 200  # ... the full run uses N_SAA = 200 (a K = 50 drop costs ~10 s at 1000)
 USERS_K_QUICK = (2, 10, 25)
 USERS_RATIOS = (4, 16)
 BANDWIDTH_MHZ_FULL = (2.5, 5.0, 10.0, 20.0, 40.0)
@@ -126,6 +128,9 @@ def run_chunk(scenario: dict[str, Any], options: dict[str, Any], seeds: list[tup
     return out
 
 
+DROP_CODE = (_nan_if_empty, _pct, run_drop, run_chunk)  # what config.code_version hashes
+
+
 # ----------------------------------------------------------------------------- grids
 
 
@@ -160,8 +165,10 @@ def users_points(cfg: RunConfig) -> list[Point]:
     for ratio in USERS_RATIOS:
         for k in (USERS_K_QUICK if cfg.quick else USERS_K_FULL):
             ov = {**_base_overrides(cfg, preset), "radio.p_dl_dbm": pul + db(ratio), "devices.count": k}
-            out.append(Point("users", {"preset": preset, "pdl_ratio": ratio, "devices": k}, preset, ov,
-                             {"modes": True}))
+            if k > USERS_BEYOND_K and cfg.n_saa is None:
+                ov["optimizer.n_saa"] = min(ov["optimizer.n_saa"], USERS_BEYOND_N_SAA)
+            out.append(Point("users", {"preset": preset, "pdl_ratio": ratio, "devices": k,
+                                       "n_saa": ov["optimizer.n_saa"]}, preset, ov, {"modes": True}))
     return out
 
 
