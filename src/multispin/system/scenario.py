@@ -429,6 +429,27 @@ PRESETS: dict[str, dict[str, Any]] = {
         },
         "compute": {"t_ver0_s": 0.0693, "t_ver1_s": 0.0091, "t_ver_tok_s": 0.0},  # R1-Distill-Qwen-32B on A100
     },
+    "smollm2-cpu": {
+        **copy.deepcopy(_PAPER_COMMON),
+        "name": "smollm2-cpu",
+        "devices": {
+            "count": 20,
+            "drop": {"kind": "uniform_distance", "min_distance_m": 100.0, "max_distance_m": 500.0},
+            # mean of the 4 default drafts' measured s/token (data/profiles/smollm2-135m/compute.json)
+            "draft_latency_s_per_token": 0.1875,
+            "draft_latency_jitter_max": 1.15,
+        },
+        "tasks": {
+            "acceptance": {"chat": 0.6996, "code": 0.8348},
+            "assumed": False,
+            "source": ("MEASURED: alpha per task of the q4g64 draft of smollm2-135m (multispin measure, "
+                       "12 prompts x 32 tokens, temperature 1, gamma 8, seed 0; chat = ShareGPT, code = "
+                       "HumanEval), data/profiles/smollm2-135m/acceptance-q4g64-<task>.json"),
+        },
+        # SmolLM2-135M target on this 2-core CPU host, 1 torch thread (data/profiles/smollm2-135m/compute.json)
+        "compute": {"t_ver0_s": 0.3096, "t_ver1_s": 0.01512, "t_ver_tok_s": 0.01534},
+        "payload": {**_PAPER_COMMON["payload"], "vocab_size": 49_152},  # SmolLM2's vocabulary
+    },
 }
 
 

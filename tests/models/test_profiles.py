@@ -1,0 +1,96 @@
+"""Measured profiles shipped with the package, and the ``smollm2-cpu`` preset built from them."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import pytest
+
+from multispin.models.profiles import (
+    acceptance_table,
+    compute_profile_path,
+    device_alpha,
+    profile_dir,
+)
+from multispin.models.registry import REGISTERED
+from multispin.system import get_preset
+
+PAIR = "smollm2-135m"
+DRAFTS = REGISTERED[PAIR].default_drafts
+TASKS = ("chat", "code")
+
+
+def test_the_default_pair_has_a_full_acceptance_table():
+    table = acceptance_table(PAIR)
+    assert set(table) == set(DRAFTS)
+    for draft, row in table.items():
+        assert set(row) == set(TASKS), draft
+        assert all(isinstance(a, float) and 0.0 < a < 1.0 for a in row.values()), (draft, row)
+
+
+def test_table_entries_match_the_files_and_device_alpha():
+    d = profile_dir(PAIR)
+    assert d is not None and d.is_dir()
+    for draft in DRAFTS:
+        for task in TASKS:
+            data = json.loads((d / f"acceptance-{draft}-{task}.json").read_text())
+            assert (data["pair"], data["draft"], data["task"]) == (PAIR, draft, task)
+            assert data["draft_len"] == 8 and data["seed"] == 0
+            assert data["sampling"]["temperature"] == 1.0
+            lo, hi = data["alpha_ci95"]
+            assert lo <= data["alpha"] <= hi
+            assert device_alpha(PAIR, draft, task) == data["alpha"] == data["tasks"][task]["alpha"]
+
+
+def test_better_drafts_accept_more():
+    # q5 > q4 > q3 (group 32) > q3 (group 64) on both tasks: more bits, finer groups.
+    table = acceptance_table(PAIR)
+    for task in TASKS:
+        alphas = [table[d][task] for d in ("q5g64", "q4g64", "q3g32", "q3g64")]
+        assert alphas == sorted(alphas, reverse=True), (task, alphas)
+
+
+def test_compute_profile_is_found_and_fits_a_scenario():
+    path = compute_profile_path(PAIR)
+    assert path is not None and path.name == "compute.json"
+    data = json.loads(path.read_text())
+    assert set(data["draft_latency_s_per_token"]) == set(DRAFTS)
+    assert data["t_ver0_s"] >= 0 and data["t_ver1_s"] >= 0 and data["t_ver_tok_s"] >= 0
+    assert "host" in data and "torch_threads" in data["host"]
+    sc = get_preset("paper-qwen").with_compute_profile(path, draft="q4g64")
+    assert sc.compute.t_ver0_s == data["t_ver0_s"]
+
+
+@pytest.mark.parametrize("pair", ["no-such-pair", "tiny", "a/b:c/d", "../profiles", "", "."])
+def test_missing_pair_has_no_profiles(pair):
+    assert profile_dir(pair) is None
+    assert acceptance_table(pair) == {}
+    assert compute_profile_path(pair) is None
+    assert device_alpha(pair, "q4g64", "chat") is None
+
+
+def test_unmeasured_draft_or_task_is_none():
+    assert device_alpha(PAIR, "q2g32", "chat") is None
+    assert device_alpha(PAIR, "q4g64", "gsm8k") is None
+
+
+def test_smollm2_cpu_preset_carries_the_measured_numbers():
+    sc = get_preset("smollm2-cpu")
+    compute = json.loads(compute_profile_path(PAIR).read_text())
+    # numbers in the preset are the files' numbers rounded to 4 significant digits
+    close = {"rel": 1e-3}
+    assert sc.compute.t_ver0_s == pytest.approx(compute["t_ver0_s"], **close)
+    assert sc.compute.t_ver1_s == pytest.approx(compute["t_ver1_s"], **close)
+    assert sc.compute.t_ver_tok_s == pytest.approx(compute["t_ver_tok_s"], **close)
+    mean_draft = statistics.fmean(compute["draft_latency_s_per_token"][d] for d in DRAFTS)
+    assert sc.devices.draft_latency_s_per_token == pytest.approx(mean_draft, **close)
+    # α per task: the q4g64 draft's measurement
+    assert sc.tasks.assumed is False
+    assert "q4g64" in sc.tasks.source
+    assert set(sc.tasks.acceptance) == set(TASKS)
+    for task in TASKS:
+        assert sc.tasks.acceptance[task] == pytest.approx(device_alpha(PAIR, "q4g64", task), **close)
+    # the paper's radio, SmolLM2's vocabulary in the payload
+    assert sc.radio == get_preset("paper-qwen").radio
+    assert sc.payload.vocab_size == 49_152
