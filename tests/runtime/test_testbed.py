@@ -62,3 +62,19 @@ def test_demo_cli_writes_table_and_png(tmp_path):
     for policy in ("adaptive", "all-ul", "all-dl"):
         assert (tmp_path / policy / "summary.json").exists()
     assert "adaptive vs all-ul" in res.output
+
+
+def test_devices_plan_with_the_measured_acceptance_of_their_draft_and_task():
+    from multispin.models.profiles import device_alpha
+    from multispin.runtime.testbed import build_scenario, with_measured_acceptance
+    from multispin.system.channel import World
+
+    base = build_scenario(TestbedConfig.make(devices=3))
+    drafts, tasks = ["q4g64", "q3g32", "q5g64"], ["chat", "code", "code"]
+    scenario, all_measured = with_measured_acceptance(base, "smollm2-135m", drafts, tasks)
+    assert all_measured
+    expected = [device_alpha("smollm2-135m", d, t) for d, t in zip(drafts, tasks)]
+    assert World(scenario).drop.alpha.tolist() == pytest.approx(expected)
+    # a pair without shipped profiles keeps the scenario's own (assumed) rates
+    same, measured = with_measured_acceptance(base, "tiny", drafts, tasks)
+    assert same is base and not measured

@@ -71,6 +71,21 @@ def build_scenario(config: TestbedConfig):
     return scenario.override(changes)
 
 
+def with_measured_acceptance(scenario, pair_name: str, drafts: list[str], tasks: list[str]):
+    """The scenario with each device's α set to the measured α of its (draft, task) where the
+    package ships a profile for the pair (`multispin measure`), the scenario's own α elsewhere.
+    Returns the scenario and whether every device's α was measured."""
+    from multispin.models.profiles import device_alpha
+    from multispin.system.channel import World
+
+    assumed = World(scenario).drop.alpha
+    alpha = [device_alpha(pair_name, d, t) for d, t in zip(drafts, tasks)]
+    if all(a is None for a in alpha):
+        return scenario, False
+    filled = [float(a) if a is not None else float(b) for a, b in zip(alpha, assumed)]
+    return scenario.override({"devices.acceptance": filled}), all(a is not None for a in alpha)
+
+
 def run_testbed(config: TestbedConfig, pair=None,
                 on_progress: Callable[[int, int], None] | None = None) -> TestbedResult:
     """Run one testbed session; write rounds.jsonl, server.jsonl and summary.json under `out`."""
@@ -80,10 +95,12 @@ def run_testbed(config: TestbedConfig, pair=None,
     from multispin.spec.warp import SamplingParams
 
     pair = pair or resolve_pair(config.pair)
-    scenario = build_scenario(config)
-    planner = ScenarioPlanner(scenario, range(config.devices), policy=config.policy, split=config.split)
     tasks = assign_tasks(config.devices, config.tasks, config.seed)
     prompts = device_prompts(tasks, config.seed)
+    names = list(pair.drafts)
+    drafts = [names[k % len(names)] for k in range(config.devices)]
+    scenario, measured = with_measured_acceptance(build_scenario(config), pair.name, drafts, tasks)
+    planner = ScenarioPlanner(scenario, range(config.devices), policy=config.policy, split=config.split)
     out = Path(config.out) if config.out else None
     if out:
         out.mkdir(parents=True, exist_ok=True)
@@ -125,7 +142,7 @@ def run_testbed(config: TestbedConfig, pair=None,
         pair, config.devices, config.max_new_tokens, config.rounds,
         draft_lengths=planner.draft_lengths, modes=planner.modes,
         log_path=(out / "server.jsonl") if out else None, seed=config.seed, sampling=sampling,
-        prompts=prompts, device_runner=config.runner, round_timeout_s=config.round_timeout_s,
+        drafts=drafts, prompts=prompts, device_runner=config.runner, round_timeout_s=config.round_timeout_s,
         on_round=on_round,
     )
     started = time.perf_counter()
@@ -156,6 +173,9 @@ def run_testbed(config: TestbedConfig, pair=None,
         "mean_draft_len": {str(d): float(np.mean(g)) if g else 0.0 for d, g in gammas.items()},
         "alpha_estimate": {str(d): float(a) for d, a in enumerate(planner.estimator.alpha)},
         "tasks": {str(d): t for d, t in enumerate(tasks)},
+        "drafts": {str(d): name for d, name in enumerate(drafts)},
+        "alpha_prior": {str(d): float(a) for d, a in enumerate(planner.world.drop.alpha)},
+        "alpha_prior_measured": measured,
         "consistent": summary.consistent,
         "digests_match": all(r.digest_match is not False for r in records.values()),
         "server_digests": {str(d): r.digest for d, r in records.items()},
