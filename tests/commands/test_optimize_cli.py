@@ -66,7 +66,7 @@ def test_optimized_split_from_the_command_line():
 @pytest.mark.parametrize(
     "args, start",
     [
-        (["--preset", "paper-gpt"], "error: preset: unknown preset 'paper-gpt' (allowed: paper-qwen, paper-r1)"),
+        (["--preset", "paper-gpt"], "error: preset: unknown preset 'paper-gpt' (allowed: paper-qwen, paper-r1, smollm2-cpu)"),
         (["--devices", "0"], "error: devices.count: must be in [1, 100000] (got 0)"),
         (["--pdl-dbm", "99"], "error: radio.p_dl_dbm: must be in [-60, 70] dBm (got 99.0)"),
         (["--split", "half"], "error: radio.bandwidth_split: Input should be 'equal' or 'optimized'"),

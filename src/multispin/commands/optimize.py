@@ -182,7 +182,7 @@ def _print_tables(r: dict) -> None:
 
 @app.command()
 def optimize(
-    preset: str = typer.Option("paper-qwen", help="scenario preset: paper-qwen or paper-r1"),
+    preset: str = typer.Option("paper-qwen", help="scenario preset: paper-qwen, paper-r1 or smollm2-cpu"),
     config: Optional[str] = typer.Option(None, help="scenario file (YAML/TOML; may start from `preset:`)"),
     devices: Optional[int] = typer.Option(None, help="number of devices K"),
     pdl_dbm: Optional[float] = typer.Option(None, "--pdl-dbm", help="server DL power budget P^dl (dBm)"),
