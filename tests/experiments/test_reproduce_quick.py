@@ -38,3 +38,9 @@ def test_quick_run_writes_every_csv_png_and_the_report(tmp_path):
     assert "N_SAA** = 200" in report  # --quick says it reduced N_SAA
     for c in claims:
         assert f"**{c['status']}**" in report
+
+    # --report-only rebuilds PNGs, claims and the report from the CSVs, with the same verdicts
+    (out / "report.md").unlink()
+    res = CliRunner().invoke(app, ["reproduce", "--out", str(out), "--report-only", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    assert read_csv(out / "claims.csv") == claims and (out / "report.md").exists()

@@ -116,7 +116,7 @@ def plot(rows: list[dict], path: Path, chosen_nf: float | None = None) -> None:
         rs = sorted([r for r in main if float(r["noise_figure_db"]) == nf], key=lambda r: r["pdl_ratio"])
         c = cmap(i / max(1, len(nfs) - 1))
         lw = 2.5 if chosen_nf is not None and nf == chosen_nf else 1.0
-        lab = f"NF {nf:g} dB" + (" (preset)" if chosen_nf is not None and nf == chosen_nf else "")
+        lab = f"NF {nf:g} dB" + (" (this run)" if chosen_nf is not None and nf == chosen_nf else "")
         axes[0].plot([r["pdl_ratio"] for r in rs], [r["gamma_mean"] for r in rs], marker="o", ms=3, color=c, lw=lw,
                      label=lab)
         axes[1].plot([r["pdl_ratio"] for r in rs], [r["dl_fraction"] for r in rs], marker="o", ms=3, color=c, lw=lw,
@@ -154,7 +154,7 @@ def describe(rows: list[dict], chosen_nf: float | None = None) -> str:
     if chosen_nf is not None:
         cur = next((s for s in st if s["noise_figure_db"] == chosen_nf and s["p_ul_dbm"] == base_pul), None)
         if cur is not None:
-            txt += (f" The preset noise figure, {chosen_nf:g} dB, gives {cur['gamma_mean_at_4']:.1f} and "
+            txt += (f" The noise figure of this run, {chosen_nf:g} dB, gives {cur['gamma_mean_at_4']:.1f} and "
                     f"{cur['gamma_mean_at_16']:.1f}.")
     return txt
 

@@ -79,6 +79,8 @@ def _ci(r, m, d=1):
     v, lo, hi = _f(r.get(m)), _f(r.get(m + "_lo")), _f(r.get(m + "_hi"))
     if not math.isfinite(v):
         return "n/a"
+    if 0 < abs(v) < 10 ** -d:  # small values keep two significant digits
+        d = min(6, 1 - int(math.floor(math.log10(abs(v)))))
     if math.isfinite(lo) and math.isfinite(hi):
         return f"{v:.{d}f} [{lo:.{d}f}, {hi:.{d}f}]"
     return f"{v:.{d}f}"

@@ -11,7 +11,7 @@ PARAM_DOCS: dict[str, str] = {
     "preset": "model pair (scenario preset): paper-qwen (Qwen2.5-0.5B → 14B) or paper-r1 (R1-Distill 1.5B → 32B)",
     "pdl_ratio": "P^dl / P^ul (server DL power budget over the device's maximum UL power)",
     "devices": "number of devices K",
-    "sweep": "which resource is swept on this row: bandwidth or radius",
+    "sweep": "which sweep the row belongs to (fig4: bandwidth or radius; fig6: pdl or devices)",
     "bandwidth_mhz": "total OFDMA bandwidth B (MHz)",
     "radius_m": "cell radius: device distances uniform in [100 m, radius]",
     "noise_figure_db": "receiver noise figure added to N0 = −174 dBm/Hz (dB)",

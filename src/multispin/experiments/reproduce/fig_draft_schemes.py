@@ -44,6 +44,9 @@ def plot(rows: list[dict], path: Path) -> None:
         ax2.axhspan(5, 10, color=COLORS["computation_only"], alpha=0.08, label="paper: 5–10% vs comp.-only")
         ax2.axhline(0, color="k", linewidth=0.8)
         ax2.set_yscale("symlog", linthresh=10)
+        lows = [r.get(m + "_lo") for r in rs for m in ("gom_vs_best_uniform_pct", "gom_vs_computation_only_pct")]
+        lows = [v for v in lows if isinstance(v, (int, float)) and v == v]
+        ax2.set_ylim(bottom=min([-1.0] + [1.2 * v for v in lows]))
         ax2.set_ylabel("gain of greedy, of mean goodputs (%)")
         for a in (ax, ax2):
             ratio_axis(a)

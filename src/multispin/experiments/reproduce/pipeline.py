@@ -169,10 +169,46 @@ def reproduce(cfg: RunConfig, command: str = "") -> ReproduceResult:
     write_csv(out / "claims.csv", [c.to_dict() for c in claims], ["id", "claim", "criterion", "measured", "status",
                                                                    "source"])
     wall = time.perf_counter() - t0
-    (out / "run.json").write_text(json.dumps({"command": command, "wall_s": round(wall, 1), "config": cfg.to_dict()},
-                                             indent=2))
-    report = write_report(out, cfg, modules, claims, wall, command)
+    from multispin.experiments.reproduce.runner import RunStats
+
+    cpu = round(RunStats.cpu_s, 1)
+    (out / "run.json").write_text(json.dumps({"command": command, "wall_s": round(wall, 1), "cpu_s": cpu,
+                                              "config": cfg.to_dict()}, indent=2))
+    report = write_report(out, cfg, modules, claims, wall, command, cpu)
     return ReproduceResult(out, wall, claims, report)
 
 
-__all__ = ["FIGURES", "FIGURE_NAMES", "PARAM_DOCS", "DROP_DOCS", "reproduce", "export_figures", "plot_figure"]
+def rebuild_report(cfg: RunConfig) -> ReproduceResult:
+    """Plots, claims and report.md again from the CSVs already in ``cfg.out`` (no drop is computed);
+    the wall time and command are those of the run recorded in ``run.json``."""
+    from multispin.errors import ConfigError
+    from multispin.experiments.reproduce.claims import check_dir
+    from multispin.experiments.reproduce.report import write_report
+
+    out = Path(cfg.out)
+    try:
+        run = json.loads((out / "run.json").read_text())
+    except (OSError, ValueError):
+        raise ConfigError(f"out: {out} has no run.json; run `multispin reproduce --out {out}` first") from None
+    c = run.get("config", {})
+    cfg = RunConfig(out=out, quick=bool(c.get("quick", cfg.quick)), preset=c.get("preset", cfg.preset),
+                    seed=int(c.get("seed", cfg.seed)), workers=int(c.get("workers", cfg.workers)),
+                    drops=c.get("drops", cfg.drops), n_saa=c.get("n_saa", cfg.n_saa),
+                    noise_figure_db=c.get("noise_figure_db", cfg.noise_figure_db),
+                    figures=cfg.figures or (tuple(c["figures"]) if c.get("figures") else None))
+    modules = [m for m in figure_modules(cfg.figures) if (out / f"{m.NAME}.csv").exists()]
+    nf = chosen_noise_figure(cfg)
+    for m in modules:
+        plot_figure(m, out, nf)
+    claims = check_dir(out)
+    write_csv(out / "claims.csv", [c.to_dict() for c in claims], ["id", "claim", "criterion", "measured", "status",
+                                                                   "source"])
+    wall = float(run.get("wall_s", 0.0))
+    from multispin.experiments.reproduce.runner import cache_cpu_seconds
+
+    cpu = float(run["cpu_s"]) if "cpu_s" in run else cache_cpu_seconds(out)
+    report = write_report(out, cfg, modules, claims, wall, run.get("command", ""), cpu)
+    return ReproduceResult(out, wall, claims, report)
+
+
+__all__ = ["rebuild_report", "FIGURES", "FIGURE_NAMES", "PARAM_DOCS", "DROP_DOCS", "reproduce", "export_figures", "plot_figure"]

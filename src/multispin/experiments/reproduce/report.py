@@ -116,14 +116,40 @@ def _calibration_section(out: Path, settings: dict) -> str:
     return "\n".join(lines)
 
 
-def _claims_section(claims) -> str:
+def _holds_at(out: Path) -> dict[str, str]:
+    """Per claim id: the calibration noise figures (preset P^ul) at which it holds, from the settings CSV."""
+    p = out / calibration.SETTINGS_CSV
+    if not p.exists():
+        return {}
+    st = read_csv(p)
+    base_pul = min(float(s["p_ul_dbm"]) for s in st)
+    res = {}
+    for cid in calibration.CLAIM_IDS:
+        nfs = [f"{float(s['noise_figure_db']):g}" for s in st
+               if float(s["p_ul_dbm"]) == base_pul and s.get(f"claim_{cid}") == "PASS"]
+        res[cid] = ", ".join(nfs) if nfs else "none"
+    return res
+
+
+def _claims_section(claims, out: Path) -> str:
     n_pass = sum(c.status == "PASS" for c in claims)
     n_fail = sum(c.status == "FAIL" for c in claims)
+    holds = _holds_at(out)
+    pair = ""
+    if holds:
+        st = read_csv(out / calibration.SETTINGS_CSV)
+        pair = f" ({read_csv(out / f'{calibration.NAME}.csv')[0]['preset']}, K = 20)" if st else ""
+
+    def where(c) -> str:
+        return holds.get(c.id.split(" ")[0], "—")
+
+    header = ["id", "claim", "criterion", "measured", "status", "holds at NF (dB) in the calibration" + pair, "source"]
     lines = ["## Checked claims (SYSTEM_MODEL.md §6)", "",
              f"{n_pass} PASS, {n_fail} FAIL, {len(claims) - n_pass - n_fail} N/A. Computed by "
-             "`multispin.experiments.reproduce.claims` from the CSVs of this directory (also in `claims.csv`).", "",
-             _table(["id", "claim", "criterion", "measured", "status", "source"],
-                    [[c.id, c.claim, c.criterion, c.measured, f"**{c.status}**", f"`{c.source}`"] for c in claims]), ""]
+             "`multispin.experiments.reproduce.claims` from the CSVs of this directory (also in `claims.csv`); "
+             "the last-but-one column comes from `fig7_calibration_settings.csv`.", "",
+             _table(header, [[c.id, c.claim, c.criterion, c.measured, f"**{c.status}**", where(c), f"`{c.source}`"]
+                             for c in claims]), ""]
     return "\n".join(lines)
 
 
@@ -180,7 +206,8 @@ def _columns_section(out: Path, modules: list[ModuleType]) -> str:
     return "\n".join(lines)
 
 
-def write_report(out: Path, cfg: RunConfig, modules: list[ModuleType], claims, wall_s: float, command: str) -> Path:
+def write_report(out: Path, cfg: RunConfig, modules: list[ModuleType], claims, wall_s: float, command: str,
+                 cpu_s: float | None = None) -> Path:
     from multispin.experiments.reproduce.claims import read_settings
 
     out = Path(out)
@@ -191,11 +218,13 @@ def write_report(out: Path, cfg: RunConfig, modules: list[ModuleType], claims, w
     parts = [
         "# Multi-SPIN reproduction report", "",
         f"Command: `{command or 'multispin reproduce'}` — {kind}; wall time {wall_s / 60:.1f} min "
-        f"({wall_s:.0f} s) with {cfg.workers} worker(s). Model pairs: {', '.join(cfg.presets)}. Code version "
-        f"{settings.get('code_version')}.", "",
+        f"({wall_s:.0f} s) with {cfg.workers} worker(s)"
+        + (f"; the drops took {cpu_s:.0f} s of CPU in all (≈ {cpu_s / 60 / max(1, cfg.workers):.0f} min on "
+           f"{cfg.workers} otherwise idle cores)" if cpu_s else "")
+        + f". Model pairs: {', '.join(cfg.presets)}. Code version {settings.get('code_version')}.", "",
         "Everything below is generated from the CSVs in this directory. The paper's findings are relative; the "
         "checked-claims table says, claim by claim, what was measured and whether it holds.", "",
-        _claims_section(claims),
+        _claims_section(claims, out),
         _assumptions(cfg, settings),
         _calibration_section(out, settings),
         "## Figures", "",

@@ -39,14 +39,31 @@ class _Task:
         return [(i, drop_seed(base_seed, self.point.study, self.point.label, i)) for i in range(self.start, self.stop)]
 
 
-def _read_cache(path: Path, key: str) -> list[dict] | None:
+def _read_cache(path: Path, key: str) -> tuple[list[dict], float] | None:
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
     if data.get("key") != key or not isinstance(data.get("rows"), list):
         return None
-    return data["rows"]
+    return data["rows"], float(data.get("cpu_s", 0.0))
+
+
+def cache_cpu_seconds(out: Path) -> float:
+    """CPU seconds recorded by every chunk in ``OUT/cache`` (the cost of the drops stored there)."""
+    total = 0.0
+    for f in Path(out).joinpath("cache").glob("*/*.json"):
+        try:
+            total += float(json.loads(f.read_text()).get("cpu_s", 0.0))
+        except (OSError, ValueError):
+            pass
+    return total
+
+
+class RunStats:
+    """CPU seconds of the drops of the last :func:`run_points` call (computed now or read from the cache)."""
+
+    cpu_s: float = 0.0
 
 
 def _timed_chunk(scenario: dict[str, Any], options: dict[str, Any], seeds: list[tuple[int, int]]):
@@ -86,10 +103,12 @@ def run_points(jobs: list[tuple[Point, int]], cfg: RunConfig) -> dict[tuple[str,
             tasks.append(_Task(point, scenario, start, stop, key, cache_dir / point.study / f"{key[:32]}.json"))
     results: dict[int, list[dict]] = {}
     todo: list[int] = []
+    RunStats.cpu_s = 0.0
     for i, t in enumerate(tasks):
-        rows = _read_cache(t.path, t.key) if cfg.use_cache else None
-        if rows is not None and len(rows) == t.stop - t.start:
-            results[i] = rows
+        hit = _read_cache(t.path, t.key) if cfg.use_cache else None
+        if hit is not None and len(hit[0]) == t.stop - t.start:
+            results[i] = hit[0]
+            RunStats.cpu_s += hit[1]
         else:
             todo.append(i)
     todo.sort(key=lambda i: -cost_estimate(tasks[i].point))
@@ -109,6 +128,7 @@ def run_points(jobs: list[tuple[Point, int]], cfg: RunConfig) -> dict[tuple[str,
         def finish(i: int, res) -> None:
             rows, seconds = res
             results[i] = rows
+            RunStats.cpu_s += seconds
             if cfg.use_cache:
                 _write_cache(tasks[i], rows, seconds)
             progress.advance(bars[tasks[i].point.study], len(rows))
