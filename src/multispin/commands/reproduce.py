@@ -20,7 +20,8 @@ def reproduce(
     workers: Optional[int] = typer.Option(None, "--workers", help="worker processes (default: all cores)"),
     preset: str = typer.Option("all", "--preset", help="model pair: paper-qwen, paper-r1 or all"),
     seed: int = typer.Option(0, "--seed", help="base seed of every drop"),
-    drops: Optional[int] = typer.Option(None, "--drops", help="drops per point (default 100; 4 with --quick; calibration 30)"),
+    drops: Optional[int] = typer.Option(None, "--drops",
+                                        help="drops per point (default 100; 4 with --quick; calibration 30)"),
     n_saa: Optional[int] = typer.Option(None, "--n-saa", help="SAA samples per drop (default: the scenario's, "
                                                                "200 with --quick)"),
     noise_figure_db: Optional[float] = typer.Option(None, "--noise-figure-db",
