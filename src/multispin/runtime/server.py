@@ -894,15 +894,6 @@ def _resolve_pair(pair: str | LoadedPair) -> LoadedPair:
     return resolve_pair(pair)
 
 
-def _default_prompts(n: int, seed: int) -> list[str]:
-    try:
-        from multispin.runtime.session import default_prompts
-
-        return default_prompts(n, seed)
-    except Exception:  # the prompt sets are optional for the testbed
-        return [f"Device {k} asks the edge server a question." for k in range(n)]
-
-
 @dataclass
 class _DeviceHandle:
     device_id: int
@@ -1015,7 +1006,11 @@ class LocalTestbed:
         if unknown:
             raise ConfigError(f"drafts: unknown draft {unknown[0]!r} for pair {self.pair.name} "
                               f"(allowed: {', '.join(self.pair.drafts)})")
-        texts = list(prompts or _default_prompts(num_devices, seed))
+        if not prompts:
+            from multispin.runtime.session import default_prompts  # the built-in set ships with the package
+
+            prompts = default_prompts(num_devices, seed)
+        texts = list(prompts)
         self.drafts = {k: names[k % len(names)] for k in range(num_devices)}
         self.prompts = {k: texts[k % len(texts)] for k in range(num_devices)}
         self.port = free_port() if device_runner == "fork" else 0
