@@ -164,6 +164,71 @@ def test_bisection_equals_brute_force_with_unequal_payloads():
         optimal_modes_batch(masks, het, method="fast")
 
 
+def _split_payloads(inst, rng):
+    """S^ul ≠ S^dl: per link uniform (two codecs, every device alike) or per device (heterogeneous),
+    with ratios S^ul/S^dl from 1/40 to 40 (e.g. lattice up, dense down, and the reverse)."""
+    k = inst.num_devices
+    if rng.random() < 0.5:
+        ul, dl = rng.uniform(2e3, 2e5), rng.uniform(2e3, 2e5)
+        return inst.replace(payload_bits=np.full(k, ul), dl_payload_bits=np.full(k, dl))
+    return inst.replace(payload_bits=rng.uniform(2e3, 2e5, k), dl_payload_bits=rng.uniform(2e3, 2e5, k))
+
+
+def test_unequal_ul_and_dl_payloads_equal_brute_force_on_1000_instances():
+    """S^ul ≠ S^dl (the running system's UL and DL codecs differ): the prefix structure in the order
+    of τ_k^ul still gives the optimum. Every method against all 2^|R| splits."""
+    rng = np.random.default_rng(2024)
+    checked = ul_and_dl = 0
+    for inst in random_preset_instances(250, seed=13, max_devices=10):
+        inst = _split_payloads(inst, rng)
+        assert not inst.same_payload_both_links
+        masks = _masks_with_up_to(inst.num_devices, rng, 4, max_rejected=10)
+        bf = brute_force_oracle(masks, inst)
+        methods = ("fast", "bisection", "scan") if inst.uniform_payload else ("bisection", "scan")
+        for method in methods:
+            got = optimal_modes_batch(masks, inst, method=method, return_modes=True)
+            assert np.allclose(got.latency_s, bf.latency_s, rtol=1e-9, atol=0), method
+            assert np.allclose(fixed_modes_latency_s(masks, got.is_ul, inst), bf.latency_s, rtol=1e-9)
+        checked += masks.shape[0]
+        ul_and_dl += int(np.sum(bf.is_ul.any(axis=1) & (masks & ~bf.is_ul).any(axis=1)))
+    assert checked >= 1000
+    assert ul_and_dl > 150  # mixed optima are common: the comparison is not vacuous
+
+
+def test_unequal_payloads_control_one_payload_for_both_links_is_caught():
+    """Negative control: a solver that moves S^ul on both links (the old single-payload model)
+    misses the brute-force optimum of the true instance, so the test above has teeth."""
+    rng = np.random.default_rng(2024)
+    wrong = total = 0
+    for inst in random_preset_instances(60, seed=13, max_devices=10):
+        inst = _split_payloads(inst, rng)
+        masks = _masks_with_up_to(inst.num_devices, rng, 4, max_rejected=10)
+        bf = brute_force_oracle(masks, inst)
+        one_payload = optimal_modes_batch(masks, inst.replace(dl_payload_bits=None), return_modes=True)
+        charged = fixed_modes_latency_s(masks, one_payload.is_ul, inst)  # its modes, the true bits
+        wrong += int(np.sum(~np.isclose(one_payload.latency_s, bf.latency_s, rtol=1e-6)))
+        assert np.all(charged >= bf.latency_s * (1 - 1e-9))
+        total += masks.shape[0]
+    assert wrong > 0.5 * total
+
+
+def test_reactive_latencies_use_each_links_payload(qwen_world):
+    """One round's decision: UL devices are charged S^ul, DL devices S^dl, at the returned powers."""
+    inst = qwen_world.instance(2)
+    rng = np.random.default_rng(9)
+    inst = inst.replace(payload_bits=np.full(inst.num_devices, 8_686.0),
+                        dl_payload_bits=np.full(inst.num_devices, 49_168.0))
+    for _ in range(30):
+        rej = rng.random(inst.num_devices) < 0.5
+        d = reactive(rej, inst)
+        ul = d.is_ul
+        bits = np.where(ul, inst.payload_bits, inst.payload_bits_dl)
+        gain = np.where(ul, inst.gain_ul, inst.gain_dl)
+        lat = latency_s(bits, d.bandwidth_hz, d.power_w, gain, inst.radio.noise_psd_w_per_hz)
+        assert np.allclose(lat[rej], d.latency_s[rej], rtol=1e-9)
+        assert d.comm_latency_s == pytest.approx(optimal_modes_batch(rej[None], inst).latency_s[0], rel=1e-9)
+
+
 def test_linear_scan_oracle_matches(qwen_world):
     inst = qwen_world.instance(4)
     masks = np.random.default_rng(5).random((200, inst.num_devices)) < 0.3

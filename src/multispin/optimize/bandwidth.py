@@ -186,7 +186,8 @@ def _fixed_modes(ul: np.ndarray, dl: np.ndarray, inst: Instance, rtol: float = 1
     valid = np.take_along_axis(act, order, axis=1)
     u_all = np.take_along_axis(ul, order, axis=1) & valid
     d_all = np.take_along_axis(dl, order, axis=1) & valid
-    s_all = inst.payload_bits[order]
+    s_all = inst.payload_bits[order]  # S^ul: what a UL device moves
+    sd_all = inst.payload_bits_dl[order]  # S^dl: what a DL device moves
     hu_all = inst.gain_ul[order]
     hd_all = inst.gain_dl[order]
     pu_all = inst.p_ul_w[order]
@@ -232,7 +233,7 @@ def _fixed_modes(ul: np.ndarray, dl: np.ndarray, inst: Instance, rtol: float = 1
     if r_dl.size and p_dl == 0:
         t_out[r_dl] = np.inf
     elif r_dl.size:
-        d_, ss_, hd_ = d_all[r_dl], s_all[r_dl], hd_all[r_dl]
+        d_, ss_, hd_ = d_all[r_dl], sd_all[r_dl], hd_all[r_dl]
         z_cache = np.zeros(d_.shape)
 
         def at(log_nu, rows, warm=False):
@@ -283,11 +284,11 @@ def _fixed_modes(ul: np.ndarray, dl: np.ndarray, inst: Instance, rtol: float = 1
 def _allocation(ul, dl, t, z, inst: Instance):
     """Bandwidths, powers and latencies of a fixed-mode solution."""
     n0 = inst.radio.noise_psd_w_per_hz
-    s = inst.payload_bits[None, :]
     tt = t[:, None]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        b_ul = ul_bandwidth_for_latency_hz(s, tt, inst.p_ul_w[None, :], inst.gain_ul[None, :], n0)
-        b_dl = s * LN2 / (z * tt)
+        b_ul = ul_bandwidth_for_latency_hz(inst.payload_bits[None, :], tt, inst.p_ul_w[None, :],
+                                           inst.gain_ul[None, :], n0)
+        b_dl = inst.payload_bits_dl[None, :] * LN2 / (z * tt)
         p_dl = n0 * b_dl * np.expm1(z) / inst.gain_dl[None, :]
     bw = np.where(ul, b_ul, np.where(dl, b_dl, 0.0))
     pw = np.where(ul, inst.p_ul_w[None, :], np.where(dl, p_dl, 0.0))
@@ -334,7 +335,8 @@ def optimized_split_batch(
     ``refine``: after the prefix search, flip single devices between UL and DL while T falls. The
     prefix search matched brute force over all mode sets in every reciprocal instance we tried,
     but not always without reciprocity (a device with a good DL and a poor UL is cheaper in DL
-    whatever its UL rank); the default refines exactly when ``gain_ul != gain_dl``. Refinement is
+    whatever its UL rank, and likewise a device whose DL payload is much smaller than its UL one);
+    the default refines exactly when ``gain_ul != gain_dl`` or S^ul ≠ S^dl. Refinement is
     a local search, not a proof: the tests report its remaining gap to brute force.
     """
     mask = np.atleast_2d(np.asarray(rejected, dtype=bool))
@@ -410,7 +412,7 @@ def optimized_split_batch(
                 active = rows[improved]
         best_t = np.where(cnt > 0, best_t, 0.0)
         if refine is None:
-            refine = not np.array_equal(inst.gain_ul, inst.gain_dl)
+            refine = not np.array_equal(inst.gain_ul, inst.gain_dl) or not inst.same_payload_both_links
         if refine:
             best_t, best_ul, best_z = _flip_refine(mask, inst, best_t, best_ul, best_z)
     if not return_allocation:

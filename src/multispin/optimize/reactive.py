@@ -1,7 +1,8 @@
 """Reactive decision of SYSTEM_MODEL.md §5.1: modes and powers for the rejected set of one round.
 
 Given the rejected set R (one outcome, or many outcomes as rows of a boolean mask), the channel
-and the payload sizes, choose for every rejected device UL mode (it uploads q_j at its maximum
+and the payload sizes (S_k^ul bits in UL mode, S_k^dl in DL mode: the codecs of the two links
+may differ), choose for every rejected device UL mode (it uploads q_j at its maximum
 power P^ul) or DL mode (the server sends p_j, splitting one budget P^dl among the DL devices), so
 as to minimise the communication latency ``T_comm = max_{k∈R} T_k``.
 
@@ -11,20 +12,22 @@ Structure used (and checked against the oracles below):
   together at the root τ^dl(D) of ``Σ_{k∈D} p_k(τ) = P^dl`` with
   ``p_k(τ) = (N0·B_k/h_k)(2^{S_k/(B_k τ)} − 1)``. :func:`dl_power_equalisation` finds it by
   Brent's method; :func:`dl_latency_s` does it for many sets at once (vectorised bisection). When
-  every device moves the same S bits on the same bandwidth b (the equal split with one codec),
-  the root has a closed form: D behaves like one device with gain ``1/Σ_{k∈D} 1/h_k``:
-  ``τ^dl = S / (b·log2(1 + P^dl / (N0·b·Σ 1/h_k)))``.
+  every device moves the same S^dl bits on the same bandwidth b (the equal split with one DL
+  codec), the root has a closed form: D behaves like one device with gain ``1/Σ_{k∈D} 1/h_k``:
+  ``τ^dl = S^dl / (b·log2(1 + P^dl / (N0·b·Σ 1/h_k)))``.
 - **Prefix structure.** For any target latency T, every device with τ_k^ul ≤ T may go UL at no
   cost to the others, and removing a device from D only lowers τ^dl(D); so some optimal
   assignment puts the n devices with the smallest UL latency in UL and the rest in DL.
   τ^ul(n) is non-decreasing and τ^dl(n) non-increasing in n, so the best n is at the crossing:
   the first n̄ with τ^dl(n̄) ≤ τ^ul(n̄) (found by bisection), then the better of n̄−1 and n̄.
-
+  The argument never compares a device's UL and DL payloads, so it holds as well when
+  S_k^ul ≠ S_k^dl (per device, or per link): the order is that of τ_k^ul, which carries S_k^ul.
+  Checked against brute force over all 2^|R| splits (tests/optimize/test_reactive.py).
 Methods of :func:`t_comm_batch` for ``modes="optimal"``:
 
-- ``"fast"`` (uniform payloads only): closed-form τ^dl for every n at once through suffix sums of
-  1/h: O(|R|) per outcome after one global sort, no root finding. This is the inner loop of the
-  draft-length optimiser.
+- ``"fast"`` (uniform payloads on each link only): closed-form τ^dl for every n at once through
+  suffix sums of 1/h: O(|R|) per outcome after one global sort, no root finding. This is the
+  inner loop of the draft-length optimiser.
 - ``"bisection"``: the paper's procedure (bisection over n, a DL root solve per probe); works for
   any payload sizes.
 - ``"scan"``: linear scan over all n (oracle). :func:`brute_force_oracle` tries all 2^|R| splits.
@@ -160,7 +163,7 @@ def _dl_latency_bisection(dl_mask, inst: Instance, bandwidth_hz, rtol: float = 1
     d = dl_mask[rows]
     bb = b[rows]
     cnt = d.sum(axis=1)
-    h, s = inst.gain_dl, inst.payload_bits
+    h, s = inst.gain_dl, inst.payload_bits_dl
     with np.errstate(divide="ignore", invalid="ignore"):
         lo = np.where(d, latency_s(s, bb, p, h, n0), 0.0).max(axis=1)
         hi = np.where(d, latency_s(s, bb, p / cnt[:, None], h, n0), 0.0).max(axis=1)
@@ -185,7 +188,8 @@ def dl_latency_s(dl_mask, inst: Instance, bandwidth_hz, rtol: float = 1e-12) -> 
     b = np.broadcast_to(np.asarray(bandwidth_hz, dtype=float), (dl_mask.shape[0],))
     if inst.uniform_payload:
         w = np.where(dl_mask, 1.0 / inst.gain_dl, 0.0).sum(axis=1)
-        return dl_latency_closed_form_s(w, inst.payload_bits[0], b, inst.radio.p_dl_w, inst.radio.noise_psd_w_per_hz)
+        return dl_latency_closed_form_s(w, inst.payload_bits_dl[0], b, inst.radio.p_dl_w,
+                                        inst.radio.noise_psd_w_per_hz)
     return _dl_latency_bisection(dl_mask, inst, b, rtol)
 
 
@@ -213,16 +217,32 @@ def _latency_from_x_s(x, bits: float, bandwidth_hz, noise_psd_w_per_hz: float):
     return np.where(x > 0, tau, np.inf)
 
 
+def _ul_equivalent_x(x_dl, rho: float, noise_hz):
+    """The UL "power × gain" whose S^ul-bit latency equals the S^dl-bit latency at ``x_dl``.
+
+    ``S^ul/log(1 + x'/c) = S^dl/log(1 + x/c)`` with ``c = N0·b`` gives
+    ``x' = c·expm1(ρ·log1p(x/c))``, ρ = S^ul/S^dl: increasing in x, so comparisons of DL and UL
+    latencies become comparisons of x. Identity when ρ = 1.
+    """
+    if rho == 1.0:
+        return x_dl
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = noise_hz * np.expm1(rho * np.log1p(x_dl / noise_hz))
+    return np.where(np.isinf(x_dl), np.inf, out)
+
+
 def _optimal_fast(mask: np.ndarray, inst: Instance, return_modes: bool) -> BatchDecision:
-    """Closed-form linear scan over n (uniform payloads): O(K) per row after one global sort.
+    """Closed-form linear scan over n (uniform payloads per link): O(K) per row after one sort.
 
     With one S and one b per row, every latency is the same decreasing function of an effective
     "power × gain" x: x = P^ul·h_k in UL, x = P^dl / Σ_{k∈D} 1/h_k for a DL set D. So
     ``T(n) = τ(min(x_ul(n), x_dl(n)))`` and the best split maximises that minimum: a max/min over
-    suffix sums, with a single logarithm per outcome.
+    suffix sums, with a single logarithm per outcome. When S^dl ≠ S^ul, each DL x is first mapped
+    to the UL x of equal latency (:func:`_ul_equivalent_x`), one more log/exp per entry.
     """
     m_rows, k = mask.shape
     s = inst.payload_bits[0]
+    rho = float(s / inst.payload_bits_dl[0])
     n0, p_dl = inst.radio.noise_psd_w_per_hz, inst.radio.p_dl_w
     x_ul_dev = inst.p_ul_w * inst.gain_ul
     # UL order of the rejected devices is the order of P^ul·h^ul whatever the bandwidth share.
@@ -237,6 +257,8 @@ def _optimal_fast(mask: np.ndarray, inst: Instance, return_modes: bool) -> Batch
     with np.errstate(divide="ignore", invalid="ignore"):
         x_dl_after = np.where(suffix_excl > 0, p_dl / suffix_excl, np.inf)
         x_dl_all = np.where(suffix_incl[:, 0] > 0, p_dl / suffix_incl[:, 0], np.inf)
+    x_dl_after = _ul_equivalent_x(x_dl_after, rho, (n0 * b)[:, None])
+    x_dl_all = _ul_equivalent_x(x_dl_all, rho, n0 * b)
     cand = np.where(o, np.minimum(x_ul_dev[perm][None, :], x_dl_after), -np.inf)
     j = np.argmax(cand, axis=1)
     best_ul = cand[np.arange(m_rows), j]
@@ -337,12 +359,14 @@ def fixed_modes_latency_s(rejected, is_ul, inst: Instance, rtol: float = 1e-12) 
     ul = mask & np.broadcast_to(np.asarray(is_ul, dtype=bool), mask.shape)
     b = equal_share_hz(mask, inst.radio.bandwidth_hz)
     if inst.uniform_payload:  # one logarithm per row (see _optimal_fast)
+        n0 = inst.radio.noise_psd_w_per_hz
         x_ul = np.where(ul, inst.p_ul_w * inst.gain_ul, np.inf).min(axis=1)
         w = np.where(mask & ~ul, 1.0 / inst.gain_dl, 0.0).sum(axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
             x_dl = np.where(w > 0, inst.radio.p_dl_w / w, np.inf)
-        x = np.minimum(x_ul, x_dl)
-        t = _latency_from_x_s(x, inst.payload_bits[0], b, inst.radio.noise_psd_w_per_hz)
+        s_ul = inst.payload_bits[0]
+        x = np.minimum(x_ul, _ul_equivalent_x(x_dl, float(s_ul / inst.payload_bits_dl[0]), n0 * b))
+        t = _latency_from_x_s(x, s_ul, b, n0)
         return np.where(mask.any(axis=1), t, 0.0)
     tau_ul = np.where(ul, ul_latency_s(inst, b[:, None]), 0.0).max(axis=1)
     tau_dl = dl_latency_s(mask & ~ul, inst, b, rtol)
@@ -502,7 +526,7 @@ def reactive(
     lat[ul] = ul_latency_s(inst, bw)[ul]
     dl = mode == DL
     if dl.any():
-        split_dl = dl_power_equalisation(inst.gain_dl[dl], inst.payload_bits[dl], bw[dl], inst.radio.p_dl_w,
+        split_dl = dl_power_equalisation(inst.gain_dl[dl], inst.payload_bits_dl[dl], bw[dl], inst.radio.p_dl_w,
                                          inst.radio.noise_psd_w_per_hz, rtol=rtol)
         power[dl] = split_dl.power_w
         lat[dl] = split_dl.latency_s

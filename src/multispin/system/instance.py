@@ -73,7 +73,12 @@ class Instance:
     - ``alpha``: per-token acceptance rate, shape (K,) (i.i.d. model of §3) or (K, gamma_max) with
       the conditional acceptance rate of each draft position (measured profiles);
     - ``draft_latency_s`` (K,): per-token draft latency T_k^dft;
-    - ``payload_bits`` (K,): size S_k of the one distribution a rejected device moves;
+    - ``payload_bits`` (K,): bits S_k^ul a rejected device moves in UL mode (q_j, plus the
+      correction id where signalling counts);
+    - ``dl_payload_bits`` (K,): bits S_k^dl it moves in DL mode (p_j, plus the correction id);
+      ``None`` means the same as ``payload_bits`` (one codec for both links, the paper's model),
+      also after ``replace(payload_bits=…)``; read it through :attr:`payload_bits_dl`. A running
+      system's UL and DL codecs may differ, and so may S^ul and S^dl;
     - ``draft_upload_bits_per_token``: UL bits per drafted token (id + q_i(x_i)); 0 reproduces
       the paper, which neglects the upload. When > 0 every device uploads at P^ul on an equal
       share B/K right after drafting, which adds ``bits / rate`` per drafted token to its
@@ -90,6 +95,7 @@ class Instance:
     gamma_max: int = 20
     draft_upload_bits_per_token: float = 0.0
     distance_m: np.ndarray | None = None
+    dl_payload_bits: np.ndarray | None = None
     survival: np.ndarray = field(init=False, repr=False)
     expected_tokens: np.ndarray = field(init=False, repr=False)
     token_latency_s: np.ndarray = field(init=False, repr=False)
@@ -119,6 +125,11 @@ class Instance:
         s = _readonly(np.broadcast_to(np.asarray(self.payload_bits, dtype=float), (k,)))
         _check(bool(np.all(np.isfinite(s)) and np.all(s > 0)), "payload_bits", "(0, inf) bits", s.min())
         set_(self, "payload_bits", s)
+        if self.dl_payload_bits is not None:  # None keeps DL tied to payload_bits through replace()
+            s_dl = _readonly(np.broadcast_to(np.asarray(self.dl_payload_bits, dtype=float), (k,)))
+            _check(bool(np.all(np.isfinite(s_dl)) and np.all(s_dl > 0)), "dl_payload_bits", "(0, inf) bits",
+                   s_dl.min())
+            set_(self, "dl_payload_bits", s_dl)
         p_ul = np.asarray(self.radio.p_ul_w, dtype=float)
         _check(p_ul.ndim == 0 or p_ul.shape == (k,), "p_ul_w", f"a scalar or shape ({k},)", p_ul.shape)
         _check(self.draft_upload_bits_per_token >= 0, "draft_upload_bits_per_token", "[0, inf) bits",
@@ -149,9 +160,21 @@ class Instance:
         return np.broadcast_to(np.asarray(self.radio.p_ul_w, dtype=float), (self.num_devices,))
 
     @property
+    def payload_bits_dl(self) -> np.ndarray:
+        """S_k^dl (K,): bits a rejected device moves in DL mode."""
+        return self.payload_bits if self.dl_payload_bits is None else self.dl_payload_bits
+
+    @property
     def uniform_payload(self) -> bool:
-        """True when every device moves the same number of bits (closed-form DL power split)."""
-        return bool(np.all(self.payload_bits == self.payload_bits[0]))
+        """True when every device moves the same bits on each link (closed-form DL power split);
+        the UL and the DL payloads may still differ from each other."""
+        return bool(np.all(self.payload_bits == self.payload_bits[0])
+                    and np.all(self.payload_bits_dl == self.payload_bits_dl[0]))
+
+    @property
+    def same_payload_both_links(self) -> bool:
+        """True when every device moves as many bits in DL mode as in UL mode (S^ul = S^dl)."""
+        return self.dl_payload_bits is None or bool(np.array_equal(self.payload_bits, self.dl_payload_bits))
 
     def replace(self, **changes) -> "Instance":
         """A copy with some fields changed (``radio=…``, ``alpha=…``, ``gain_ul=…``)."""
@@ -176,4 +199,5 @@ class Instance:
             compute=self.compute, gamma_max=self.gamma_max,
             draft_upload_bits_per_token=self.draft_upload_bits_per_token,
             distance_m=None if self.distance_m is None else self.distance_m[idx],
+            dl_payload_bits=None if self.dl_payload_bits is None else self.dl_payload_bits[idx],
         )
