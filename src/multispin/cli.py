@@ -1,15 +1,19 @@
 """The `multispin` command: one verb per user job.
 
-Each verb parses its flags, calls into the library and prints; user mistakes (any
-MultispinError) become one line on stderr and exit code 2, never a traceback.
+Each verb parses its flags, calls into the library and prints. Every user mistake, whether the
+flag parser finds it (a bad choice, a number out of range, an unknown flag) or the library does
+(any MultispinError), becomes one line on stderr naming the flag or field, and exit code 2;
+never a traceback.
 """
 
 from __future__ import annotations
 
 import sys
+from typing import Optional, Sequence
 
 import typer
 
+from multispin import __version__
 from multispin.errors import MultispinError
 
 app = typer.Typer(
@@ -17,21 +21,118 @@ app = typer.Typer(
     no_args_is_help=True,
     help="Multi-access speculative inference at the wireless edge.",
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"multispin {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=_show_version,
+                                 help="print the version and exit"),
+) -> None:
+    """Multi-access speculative inference at the wireless edge."""
+
+
+def _patch_help_metavars() -> None:
+    """typer 0.29 labels every option `<type>`: `<bool>` even for flags, which take no value,
+    and `<str>`/`<int>` where a name would teach more. Flags get no label; other options without
+    an explicit metavar get the conventional upper-case one (INT, FLOAT, TEXT, PATH); choices
+    stay listed (`<ul|dl|mixed>`)."""
+    try:
+        from typer.core import TyperOption
+    except ImportError:  # another typer: its own labels are fine
+        return
+    original = TyperOption.display_type_rich
+    if getattr(original, "_multispin", False):
+        return
+    names = {"<int>": "INT", "<float>": "FLOAT", "<str>": "TEXT", "<path>": "PATH",
+             "<list[str]>": "TEXT", "<list[int]>": "INT", "<list[path]>": "PATH"}
+
+    def display_type_rich(self, ctx):
+        if self.metavar is not None:
+            return self.metavar
+        if getattr(self, "is_flag", False) or getattr(self, "is_bool_flag", False):
+            return ""
+        label = original(self, ctx)
+        return names.get(label, label)
+
+    display_type_rich._multispin = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_patch_help_metavars()
 
 # Verbs live in their own modules and register themselves on `app` when imported.
 from multispin.commands import generate, measure, profile, testbed  # noqa: E402,F401
 from multispin.commands import optimize  # noqa: E402,F401
 from multispin.commands import serve, device  # noqa: E402,F401
 from multispin.commands import reproduce  # noqa: E402,F401
+from multispin.commands import scenario  # noqa: E402,F401
 
 
-def main() -> None:
+def _value_given(args: Sequence[str], opts: Sequence[str]) -> Optional[str]:
+    """The text the user gave for an option (the parser's messages do not repeat it)."""
+    for i, a in enumerate(args):
+        for o in opts:
+            if a == o and i + 1 < len(args):
+                return args[i + 1]
+            if a.startswith(o + "="):
+                return a[len(o) + 1:]
+    return None
+
+
+def usage_error_line(exc, args: Sequence[str]) -> str:
+    """One line for a flag-parser error: the flag, what is wrong, what was given."""
+    from typer._click.exceptions import NoSuchOption
+
+    if isinstance(exc, NoSuchOption):
+        line = f"{exc.option_name}: no such option"
+        if exc.possibilities:
+            line += f" (did you mean {', '.join(sorted(exc.possibilities))}?)"
+        cmd = exc.ctx.command_path if exc.ctx is not None else "multispin"
+        return f"{line}; see `{cmd} --help`"
+    msg = str(getattr(exc, "message", exc)).strip().removeprefix("Value error, ")
+    msg = " ".join(msg.split()).rstrip(".")
+    param = getattr(exc, "param", None)
+    opts = list(getattr(param, "opts", None) or [])
+    if not opts:
+        return exc.format_message().replace("\n", " ")
+    name = max(opts, key=len)
+    got = _value_given(args, opts)
+    if got is not None and repr(got) not in msg and type(exc).__name__ != "MissingParameter":
+        msg += f" (got {got!r})"
+    return f"{name}: {msg}"
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    """Run the command line; exit 2 with one line on stderr for every user mistake."""
+    from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
-        app()
-    except MultispinError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        code = app(args=args, prog_name="multispin", standalone_mode=False)
+    except NoArgsIsHelpError as exc:
+        exc.show()
         sys.exit(2)
+    except UsageError as exc:
+        typer.echo(f"error: {usage_error_line(exc, args)}", err=True)
+        sys.exit(2)
+    except ClickException as exc:
+        typer.echo(f"error: {exc.format_message()}", err=True)
+        sys.exit(exc.exit_code if exc.exit_code else 1)
+    except MultispinError as exc:
+        typer.echo(f"error: {' '.join(str(exc).split())}", err=True)
+        sys.exit(2)
+    except typer.Abort:
+        typer.echo("aborted", err=True)
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

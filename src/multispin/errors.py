@@ -10,7 +10,14 @@ class MultispinError(Exception):
 
 
 class ConfigError(MultispinError, ValueError):
-    """A user-supplied value is out of range or inconsistent (names the field and what is allowed)."""
+    """A user-supplied value is out of range or inconsistent (names the field and what is allowed).
+
+    ``locs``: the key paths of the bad fields where known (a file loader turns them into line and
+    column)."""
+
+    def __init__(self, *args: Any, locs: tuple = ()) -> None:
+        super().__init__(*args)
+        self.locs = tuple(locs)
 
 
 class VocabularyMismatchError(ConfigError):
@@ -30,12 +37,13 @@ def config_error_from_validation(exc: Any, prefix: str = "") -> ConfigError:
 
     Example: ``temperature: Input should be greater than or equal to 0 (got -1.0)``.
     """
-    parts = []
+    parts, locs = [], []
     for err in exc.errors():
+        locs.append(tuple(err.get("loc", ())))
         field = ".".join(str(p) for p in err.get("loc", ())) or "value"
         if prefix:
             field = f"{prefix}.{field}"
         got = err.get("input")
         got_txt = "" if err.get("type") == "missing" else f" (got {got!r})"
         parts.append(f"{field}: {err.get('msg', 'invalid')}{got_txt}")
-    return ConfigError("; ".join(parts))
+    return ConfigError("; ".join(parts), locs=tuple(locs))

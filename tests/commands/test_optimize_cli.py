@@ -16,7 +16,7 @@ def _run(args):
 
 
 def test_json_report_has_the_documented_fields():
-    res = _run(["optimize", "--preset", "paper-qwen", "--devices", "6", "--pdl-dbm", "16", "--seed", "0",
+    res = _run(["optimize", "--scenario", "paper-qwen", "--devices", "6", "--pdl-dbm", "16", "--seed", "0",
                 "--n-saa", "300", "--json"])
     assert res.exit_code == 0, res.output
     r = json.loads(res.stdout)
@@ -40,18 +40,18 @@ def test_json_report_has_the_documented_fields():
 def test_table_output_and_config_file(tmp_path):
     cfg = tmp_path / "s.yaml"
     cfg.write_text("preset: paper-r1\ndevices:\n  count: 4\noptimizer:\n  n_saa: 200\n")
-    res = _run(["optimize", "--config", str(cfg), "--no-baselines"])
+    res = _run(["optimize", "--scenario", str(cfg), "--no-baselines"])
     assert res.exit_code == 0, res.output
     assert "paper-r1" in res.stdout and "G (tokens/s)" in res.stdout and "T_comp" in res.stdout
     prof = tmp_path / "acc.json"
     prof.write_text(json.dumps({"tasks": {"humaneval": 0.9, "gsm8k": 0.85, "mt_bench": 0.8, "ifeval": 0.83}}))
-    res = _run(["optimize", "--config", str(cfg), "--acceptance-profile", str(prof), "--json", "--no-baselines"])
+    res = _run(["optimize", "--scenario", str(cfg), "--acceptance-profile", str(prof), "--json", "--no-baselines"])
     r = json.loads(res.stdout)
     assert r["acceptance_assumed"] is False and {d["alpha"] for d in r["devices"]} <= {0.9, 0.85, 0.8, 0.83}
     comp = tmp_path / "compute.json"
     comp.write_text(json.dumps({"t_ver0_s": 0.02, "t_ver1_s": 0.003, "t_ver_tok_s": 0.0005,
                                 "draft_latency_s_per_token": {"d": 0.005}}))
-    res = _run(["optimize", "--config", str(cfg), "--compute-profile", str(comp), "--json", "--no-baselines"])
+    res = _run(["optimize", "--scenario", str(cfg), "--compute-profile", str(comp), "--json", "--no-baselines"])
     r = json.loads(res.stdout)
     assert (r["t_ver0_s"], r["t_ver1_s"], r["t_ver_tok_s"]) == (0.02, 0.003, 0.0005)
     assert all(0.005 <= d["draft_latency_s"] <= 0.005 * 1.15 for d in r["devices"])
@@ -66,11 +66,13 @@ def test_optimized_split_from_the_command_line():
 @pytest.mark.parametrize(
     "args, start",
     [
-        (["--preset", "paper-gpt"], "error: preset: unknown preset 'paper-gpt' (allowed: paper-qwen, paper-r1, smollm2-cpu)"),
-        (["--devices", "0"], "error: devices.count: must be in [1, 100000] (got 0)"),
+        (["--scenario", "gpt-4"], "error: scenario: unknown preset 'gpt-4' (allowed: paper-qwen, paper-r1, "
+                                      "smollm2-cpu, or a .yaml/.yml/.toml/.json file)"),
+        (["--scenario", "paper-qwn"], "error: scenario: unknown preset 'paper-qwn' (did you mean paper-qwen?)"),
+        (["--devices", "0"], "error: --devices: Input should be greater than or equal to 1 (got '0')"),
         (["--pdl-dbm", "99"], "error: radio.p_dl_dbm: must be in [-60, 70] dBm (got 99.0)"),
-        (["--split", "half"], "error: radio.bandwidth_split: Input should be 'equal' or 'optimized'"),
-        (["--policy", "magic"], "error: policy: unknown value 'magic'"),
+        (["--split", "half"], "error: --split: 'half' is not one of 'equal', 'optimized'"),
+        (["--policy", "magic"], "error: --policy: 'magic' is not one of 'greedy', 'greedy_paper'"),
     ],
 )
 def test_user_mistakes_are_one_line_and_exit_2(monkeypatch, capsys, args, start):

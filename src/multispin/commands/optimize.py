@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Optional
+from typing import Literal, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from multispin.cli import app
+from multispin.jsonout import versioned
+from multispin.commands._options import (
+    json_option, legacy_option, noise_figure_option, pdl_option, pick_scenario, pul_option, scenario_option,
+)
+
+Policy = Literal["greedy", "greedy_paper", "best_uniform", "computation_only", "oracle"]
+Split = Literal["equal", "optimized"]
 
 
 def _clean(v):
@@ -26,9 +33,24 @@ def _clean(v):
     return v
 
 
+# The SAA objective holds several (N_SAA, K) float arrays at once: at K × N_SAA = 10^8 (K = 100,000,
+# N_SAA = 1,000) the process grew past 6.5 GB and was killed without a word. 2·10^7 cells stay near
+# 1 GB; beyond that, fewer SAA samples are the way (N_SAA = 200 is what `reproduce --quick` uses).
+MAX_SAA_CELLS = 20_000_000
+
+
+def check_practical_size(scenario) -> None:
+    """Refuse, in one line, a round whose SAA arrays would not fit in memory."""
+    from multispin.errors import ConfigError
+
+    k, n = scenario.devices.count, scenario.optimizer.n_saa
+    if k * n > MAX_SAA_CELLS:
+        raise ConfigError(f"devices.count × optimizer.n_saa: {k} × {n} = {k * n:,} exceeds the practical "
+                          f"limit {MAX_SAA_CELLS:,} (memory); lower --n-saa to {MAX_SAA_CELLS // k} or --devices")
+
+
 def build_report(
-    preset: str = "paper-qwen",
-    config: Optional[str] = None,
+    scenario: str = "paper-qwen",
     devices: Optional[int] = None,
     pdl_dbm: Optional[float] = None,
     pul_dbm: Optional[float] = None,
@@ -40,38 +62,34 @@ def build_report(
     acceptance_profile=None,
     compute_profile: Optional[str] = None,
     baselines: bool = True,
+    noise_figure_db: Optional[float] = None,
+    draft: Optional[str] = None,
 ) -> dict:
-    """The report of ``multispin optimize`` as one JSON-ready dict (also used by the table view)."""
+    """The report of ``multispin optimize`` as one JSON-ready dict (also used by the table view).
+
+    ``scenario``: a preset name or a scenario file (or a Scenario); ``draft``: which draft's
+    T^dft to take from a compute profile that times several."""
     from multispin.errors import ConfigError
     from multispin.optimize.baselines import DRAFT_POLICIES
     from multispin.optimize.plan import optimize_instance
-    from multispin.system import World, get_preset, load_scenario
+    from multispin.system import World
     from multispin.system.radio import linear_to_db
+    from multispin.system.scenario_io import resolve_scenario, with_overrides
 
     if policy not in DRAFT_POLICIES:
         raise ConfigError(f"policy: unknown value {policy!r} (allowed: {', '.join(DRAFT_POLICIES)})")
     if round_index < 0:
         raise ConfigError(f"round: must be in [0, inf) (got {round_index})")
-    scenario = load_scenario(config) if config else get_preset(preset)
-    changes: dict = {}
-    if devices is not None:
-        changes["devices.count"] = devices
-    if pdl_dbm is not None:
-        changes["radio.p_dl_dbm"] = pdl_dbm
-    if pul_dbm is not None:
-        changes["radio.p_ul_dbm"] = pul_dbm
-    if seed is not None:
-        changes["seed"] = seed
-    if n_saa is not None:
-        changes["optimizer.n_saa"] = n_saa
-    if split is not None:
-        changes["radio.bandwidth_split"] = split
-    if changes:
-        scenario = scenario.override(changes)
+    if draft is not None and not compute_profile:
+        raise ConfigError("draft: names a draft of --compute-profile; give --compute-profile too")
+    scenario = with_overrides(resolve_scenario(scenario), devices=devices, p_dl_dbm=pdl_dbm,
+                              p_ul_dbm=pul_dbm, noise_figure_db=noise_figure_db, seed=seed,
+                              n_saa=n_saa, split=split)
+    check_practical_size(scenario)
     if acceptance_profile:
         scenario = scenario.with_acceptance_profile(acceptance_profile)
     if compute_profile:
-        scenario = scenario.with_compute_profile(compute_profile)
+        scenario = scenario.with_compute_profile(compute_profile, draft=draft)
     world = World(scenario)
     inst = world.instance(round_index)
     u = world.saa_uniforms(round_index)
@@ -148,7 +166,7 @@ def _print_tables(r: dict) -> None:
     out = Console()
     if not out.is_terminal:
         out = Console(width=160)
-    t = Table(title=f"multispin optimize: {r['scenario']}, K={r['num_devices']}, P^dl={r['p_dl_dbm']:.1f} dBm, "
+    t = Table(title=f"multispin optimize: {r['scenario']}, K={r['num_devices']}, P^dl={r['p_dl_dbm']:.2f} dBm, "
                     f"seed {r['seed']}, round {r['round']}, policy {r['policy']}, {r['bandwidth_split']} split")
     for col in ("dev", "task", "dist m", "gain dB", "α", "T^dft ms", "γ", "P(rej)", "E[N]",
                 "UL ms | rej", "UL share", "DL share"):
@@ -182,30 +200,41 @@ def _print_tables(r: dict) -> None:
 
 @app.command()
 def optimize(
-    preset: str = typer.Option("paper-qwen", help="scenario preset: paper-qwen, paper-r1 or smollm2-cpu"),
-    config: Optional[str] = typer.Option(None, help="scenario file (YAML/TOML; may start from `preset:`)"),
-    devices: Optional[int] = typer.Option(None, help="number of devices K"),
-    pdl_dbm: Optional[float] = typer.Option(None, "--pdl-dbm", help="server DL power budget P^dl (dBm)"),
-    pul_dbm: Optional[float] = typer.Option(None, "--pul-dbm", help="device max UL power P^ul (dBm)"),
-    seed: Optional[int] = typer.Option(None, help="scenario seed (drop, tasks, fading, SAA)"),
-    round_index: int = typer.Option(0, "--round", help="round index (block fading is redrawn per round)"),
-    n_saa: Optional[int] = typer.Option(None, "--n-saa", help="SAA outcome samples N_SAA"),
-    policy: str = typer.Option("greedy", help="draft lengths: greedy, greedy_paper, best_uniform, "
-                                              "computation_only, oracle"),
-    split: Optional[str] = typer.Option(None, help="bandwidth split: equal (paper) or optimized"),
+    scenario: Optional[str] = scenario_option(),
+    devices: Optional[int] = typer.Option(None, min=1, metavar="INT", show_default="the scenario's",
+                                          help="number of devices K (K × N_SAA at most 20 million)"),
+    pdl_dbm: Optional[float] = pdl_option(),
+    pul_dbm: Optional[float] = pul_option(),
+    noise_figure_db: Optional[float] = noise_figure_option(),
+    seed: Optional[int] = typer.Option(None, min=0, metavar="INT", show_default="the scenario's",
+                                       help="scenario seed (drop, tasks, fading, SAA)"),
+    round_index: int = typer.Option(0, "--round", min=0, metavar="INT",
+                                    help="round index (block fading is redrawn per round)"),
+    n_saa: Optional[int] = typer.Option(None, "--n-saa", min=1, metavar="INT", show_default="the scenario's",
+                                        help="SAA outcome samples N_SAA"),
+    policy: Policy = typer.Option("greedy", help="how draft lengths are chosen"),
+    split: Optional[Split] = typer.Option(None, show_default="the scenario's",
+                                          help="bandwidth split among rejected devices: equal (paper) or optimized"),
     acceptance_profile: Optional[list[str]] = typer.Option(
-        None, "--acceptance-profile", help="measured acceptance-profile JSON (repeat for several tasks)"),
-    compute_profile: Optional[str] = typer.Option(None, "--compute-profile",
-                                                  help="measured compute-profile JSON (multispin profile)"),
+        None, "--acceptance-profile", metavar="FILE",
+        help="measured acceptance-profile JSON, from `multispin measure --out` (repeat for several tasks)"),
+    compute_profile: Optional[str] = typer.Option(None, "--compute-profile", metavar="FILE",
+                                                  help="measured compute-profile JSON, from `multispin profile --out`"),
+    draft: Optional[str] = typer.Option(None, "--draft", metavar="NAME", show_default="the profile's only draft",
+                                        help="draft whose T^dft to take from a compute profile that times several"),
     no_baselines: bool = typer.Option(False, "--no-baselines", help="skip the baselines"),
-    as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
+    as_json: bool = json_option(),
+    preset: Optional[str] = legacy_option("--preset"),
+    config: Optional[str] = legacy_option("--config"),
 ) -> None:
     """Optimise one round: draft lengths per device, UL/DL modes and powers, against the baselines."""
-    report = build_report(preset=preset, config=config, devices=devices, pdl_dbm=pdl_dbm, pul_dbm=pul_dbm,
-                          seed=seed, round_index=round_index, n_saa=n_saa, policy=policy, split=split,
-                          acceptance_profile=acceptance_profile, compute_profile=compute_profile,
-                          baselines=not no_baselines)
+    with Console(stderr=True).status("optimising one round… (large K takes minutes)"):
+        report = build_report(scenario=pick_scenario(scenario, preset=preset, config=config), devices=devices,
+                              pdl_dbm=pdl_dbm, pul_dbm=pul_dbm, noise_figure_db=noise_figure_db, seed=seed,
+                              round_index=round_index, n_saa=n_saa, policy=policy, split=split,
+                              acceptance_profile=acceptance_profile, compute_profile=compute_profile,
+                              draft=draft, baselines=not no_baselines)
     if as_json:
-        typer.echo(json.dumps(report))
+        typer.echo(json.dumps(versioned(report, "optimize")))
     else:
         _print_tables(report)

@@ -1,7 +1,8 @@
 """One validated scenario: devices, tasks and acceptance, radio, compute profile, payload, optimiser.
 
-Load it from a preset (:func:`get_preset`), a dict (:func:`scenario_from_dict`), a YAML or TOML
-file (:func:`load_scenario`), optionally overriding fields with dotted names
+Load it from a preset (:func:`get_preset`), a dict (:func:`scenario_from_dict`), a YAML, TOML or
+JSON file (:func:`load_scenario`), or either by name
+(:func:`multispin.system.scenario_io.resolve_scenario`, what ``--scenario`` takes), optionally overriding fields with dotted names
 (:meth:`Scenario.override`) and replacing the assumed acceptance table with a measured profile
 (:func:`load_acceptance_profile`, :meth:`Scenario.with_acceptance_profile`).
 
@@ -9,10 +10,10 @@ Every numeric field carries its unit in its name and an allowed range; a bad val
 :class:`~multispin.errors.ConfigError` whose one-line message names the field and the range.
 A file (or dict) may start from a preset with ``preset: paper-qwen`` and override any field.
 
-Presets (SYSTEM_MODEL.md §2, §6): ``paper-qwen`` (Qwen2.5-0.5B → 14B) and ``paper-r1``
-(DeepSeek-R1-Distill-Qwen-1.5B → 32B). The paper reports per-task acceptance rates only as a
-range (about 0.82–0.95 over HumanEval, GSM8K, MT-Bench, IFEval); the per-task values of the
-presets are **assumed** (``tasks.assumed: true``) and should be replaced by a measured profile.
+Presets (SYSTEM_MODEL.md §2, §6): ``paper-qwen`` (Qwen2.5-0.5B → 14B), ``paper-r1``
+(DeepSeek-R1-Distill-Qwen-1.5B → 32B) and ``smollm2-cpu`` (SmolLM2-135M measured on a CPU
+host). The paper reports per-task acceptance rates only as a range (about 0.82–0.95 over
+HumanEval, GSM8K, MT-Bench, IFEval); the per-task values of the paper presets are **assumed** (``tasks.assumed: true``) and should be replaced by a measured profile.
 """
 
 from __future__ import annotations
@@ -344,6 +345,31 @@ def _allowed_for(model: type[BaseModel], loc: tuple) -> Optional[str]:
     return None
 
 
+def _fields_at(loc: tuple) -> list[str]:
+    """The field names of the model that holds the last key of ``loc``."""
+    cls: Any = Scenario
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(cls, type) and issubclass(cls, BaseModel)) or part not in cls.model_fields:
+            return []
+        ann = cls.model_fields[part].annotation
+        if get_origin(ann) is Union:
+            ann = next((a for a in get_args(ann) if a is not type(None)), ann)
+        cls = ann
+    return list(cls.model_fields) if isinstance(cls, type) and issubclass(cls, BaseModel) else []
+
+
+def _suggest_field(loc: tuple) -> str:
+    import difflib
+
+    fields = _fields_at(loc)
+    if not fields or not loc:
+        return ""
+    close = difflib.get_close_matches(str(loc[-1]), fields, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else f" (allowed: {', '.join(fields)})"
+
+
 class _WithRanges:
     """Adds the allowed range to "Field required" errors before the one-line formatting."""
 
@@ -353,7 +379,10 @@ class _WithRanges:
     def errors(self):
         out = []
         for e in self.exc.errors():
-            if e.get("type") == "missing":
+            if e.get("type") == "extra_forbidden":
+                loc = tuple(e.get("loc", ()))
+                e = {**e, "msg": "unknown field" + _suggest_field(loc)}
+            elif e.get("type") == "missing":
                 allowed = _allowed_for(Scenario, tuple(e.get("loc", ())))
                 if allowed:
                     e = {**e, "msg": f"Field required (allowed: {allowed})"}
@@ -462,7 +491,12 @@ def preset_names() -> list[str]:
 
 
 def _unknown_preset(name: Any) -> ConfigError:
-    return ConfigError(f"preset: unknown preset {name!r} (allowed: {', '.join(preset_names())})")
+    import difflib
+
+    close = difflib.get_close_matches(str(name), preset_names(), n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return ConfigError(f"preset: unknown preset {name!r}{hint} (allowed: {', '.join(preset_names())})",
+                       locs=(("preset",),))
 
 
 def _deep_merge(base: dict, over: dict) -> dict:
@@ -483,17 +517,21 @@ def _deep_merge(base: dict, over: dict) -> dict:
 
 
 def get_preset(name: str) -> Scenario:
-    """A preset scenario by name (``paper-qwen``, ``paper-r1``)."""
+    """A preset scenario by name: ``paper-qwen``, ``paper-r1`` or ``smollm2-cpu`` (see :data:`PRESETS`)."""
     if name not in PRESETS:
         raise _unknown_preset(name)
     return _validate(copy.deepcopy(PRESETS[name]))
 
 
 def scenario_from_dict(data: dict[str, Any]) -> Scenario:
-    """Validate a scenario dict; ``preset: NAME`` starts from that preset and overrides its fields."""
+    """Validate a scenario dict; ``preset: NAME`` starts from that preset and overrides its fields.
+
+    Keys may be dotted (``{"radio.p_dl_dbm": 22}`` is ``{"radio": {"p_dl_dbm": 22}}``)."""
+    from multispin.system.scenario_io import expand_dotted
+
     if not isinstance(data, dict):
         raise ConfigError(f"scenario: must be a table of fields (got {type(data).__name__})")
-    data = dict(data)
+    data = expand_dotted(data)
     name = data.pop("preset", None)
     if name is not None:
         if name not in PRESETS:
@@ -503,33 +541,11 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
 
 
 def load_scenario(path: Union[str, Path]) -> Scenario:
-    """Load a scenario from a YAML (.yaml/.yml) or TOML (.toml) file (JSON also accepted)."""
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"config: no such file {str(p)!r}")
-    text = p.read_text()
-    suffix = p.suffix.lower()
-    try:
-        if suffix in (".yaml", ".yml"):
-            import yaml
+    """Load a scenario from a YAML (.yaml/.yml), TOML (.toml) or JSON (.json) file; errors name
+    the line and column (see :mod:`multispin.system.scenario_io`)."""
+    from multispin.system.scenario_io import load_scenario as load
 
-            data = yaml.safe_load(text) or {}
-        elif suffix == ".toml":
-            try:
-                import tomllib
-            except ModuleNotFoundError:  # Python 3.10
-                import tomli as tomllib  # type: ignore[no-redef]
-            data = tomllib.loads(text)
-        elif suffix == ".json":
-            data = json.loads(text)
-        else:
-            raise ConfigError(f"config: unknown file type {suffix!r} (allowed: .yaml, .yml, .toml, .json)")
-    except ConfigError:
-        raise
-    except Exception as exc:  # parse errors of yaml/toml/json
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(f"config: cannot parse {str(p)!r}: {first}") from None
-    return scenario_from_dict(data)
+    return load(path)
 
 
 # ---------------------------------------------------------------------------- acceptance profiles

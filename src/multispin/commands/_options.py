@@ -1,0 +1,95 @@
+"""Flags shared by several verbs, defined once so that a flag means the same everywhere.
+
+``--scenario PRESET|FILE`` wherever a scenario is built (optimize, testbed, demo), with
+``--pdl-dbm``, ``--pul-dbm`` and ``--noise-figure-db``; ``--pair`` always names a model pair;
+``--log-level`` on every long-running verb; ``--device`` places the models (CPU by default).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Literal, Optional
+
+import typer
+
+from multispin.errors import ConfigError
+
+DEFAULT_SCENARIO = "paper-qwen"
+LogLevel = Literal["debug", "info", "warning", "error"]
+TorchDevice = Literal["auto", "cpu", "cuda"]
+
+SCENARIO_HELP = ("scenario: a preset (paper-qwen, paper-r1, smollm2-cpu) or a YAML/TOML/JSON file "
+                 "(`multispin scenario show PRESET` prints one to start from)")
+
+
+def scenario_option(default_shown: str = DEFAULT_SCENARIO):
+    return typer.Option(None, "--scenario", metavar="PRESET|FILE", show_default=default_shown,
+                        help=SCENARIO_HELP)
+
+
+def legacy_option(*decls: str):
+    """An old spelling kept working but out of the help (``--preset``/``--config`` before
+    ``--scenario``); giving it together with the new one is a conflict."""
+    return typer.Option(None, *decls, hidden=True)
+
+
+def pick_scenario(scenario: Optional[str], default: str = DEFAULT_SCENARIO, **legacy: Optional[str]) -> str:
+    """The one scenario the flags name; two different ones are an error, not a silent choice."""
+    given = {"--scenario": scenario, **{f"--{k.replace('_', '-')}": v for k, v in legacy.items()}}
+    named = {flag: v for flag, v in given.items() if v is not None}
+    if len(set(named.values())) > 1:
+        listed = ", ".join(f"{flag} {v}" for flag, v in named.items())
+        raise ConfigError(f"scenario: conflicting flags ({listed}); give one --scenario PRESET|FILE")
+    return next(iter(named.values()), default)
+
+
+def pdl_option():
+    return typer.Option(None, "--pdl-dbm", metavar="DBM", show_default="the scenario's",
+                        help="server DL power budget P^dl (dBm, -60..70)")
+
+
+def pul_option():
+    return typer.Option(None, "--pul-dbm", metavar="DBM", show_default="the scenario's",
+                        help="device max UL power P^ul (dBm, -60..60)")
+
+
+def noise_figure_option(default_shown: str = "the scenario's"):
+    return typer.Option(None, "--noise-figure-db", metavar="DB", show_default=default_shown,
+                        help="receiver noise figure (dB, 0..40), added to N0")
+
+
+def pair_option(default: str = "smollm2-135m", help: str = "model pair: smollm2-135m, "
+                "qwen2.5-coder-0.5b, tiny, DRAFT:TARGET or a local model directory"):
+    return typer.Option(default, "--pair", metavar="PAIR", help=help)
+
+
+def json_option(help: str = "print one JSON object instead of tables"):
+    return typer.Option(False, "--json", help=help)
+
+
+def log_level_option():
+    return typer.Option("warning", "--log-level", help="log messages at this level and above go to stderr")
+
+
+def torch_device_option():
+    return typer.Option("cpu", "--device", help="where the models run: cpu, cuda (target in bfloat16), "
+                                                "or auto (cuda when available)")
+
+
+def threads_option():
+    return typer.Option(None, "--threads", min=1, metavar="INT", show_default="torch's",
+                        help="torch intra-op threads")
+
+
+def setup_logging(level: str) -> None:
+    """Log records of multispin (and the libraries) at ``level`` and above to stderr, one line each."""
+    logging.basicConfig(level=getattr(logging, level.upper()), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+
+
+def set_threads(threads: Optional[int]) -> None:
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)

@@ -1,0 +1,18 @@
+"""Every JSON document multispin prints or writes starts with who wrote it and in which shape:
+``multispin_version`` (the package), ``schema`` (what kind of document) and ``schema_version``
+(bumped when a field of that kind changes meaning or goes away; adding a field does not bump it),
+so a script that reads old outputs can tell them apart."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from multispin import __version__
+
+SCHEMA_VERSION = 1
+
+
+def versioned(doc: dict[str, Any], schema: str) -> dict[str, Any]:
+    """``doc`` with the version fields first (a field of ``doc`` with the same name wins)."""
+    return {"multispin_version": __version__, "schema": f"multispin.{schema}",
+            "schema_version": SCHEMA_VERSION, **doc}
