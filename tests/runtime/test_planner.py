@@ -13,9 +13,12 @@ from multispin.runtime.planner import AcceptanceEstimator, ScenarioPlanner, mode
 from multispin.runtime.roles import DraftDevice, VerifierServer
 from multispin.spec.codecs import make_codec
 from multispin.spec.warp import SamplingParams, warp
+from multispin.system.payload import WirePayload
 from multispin.system.scenario import get_preset, scenario_from_dict
 
 SAMPLING = SamplingParams()
+CODEC = make_codec("dense-fp32")
+WIRE = WirePayload.from_codecs(CODEC, CODEC, 12, 20)  # what _run's devices and server move
 
 
 def _iid_pair(noise: float, seed: int):
@@ -37,7 +40,7 @@ def _scenario(alphas, seed=0, p_dl_dbm=16.0):
 
 
 def _run(planner: ScenarioPlanner, pairs, rounds: int, seed: int = 0):
-    codec = make_codec("dense-fp32")
+    codec = CODEC
     target = pairs[0][0]
     server = VerifierServer(MarkovBatchedLM(target), SAMPLING, codec, codec, seed)
     devices = {k: DraftDevice(k, MarkovSequenceLM(pairs[k][1]), SAMPLING, codec, codec, seed, [0])
@@ -62,16 +65,16 @@ def test_estimator_converges_and_ignores_gamma_zero():
 def test_planner_rejects_bad_policy_and_device_count():
     sc = _scenario([0.8, 0.8])
     with pytest.raises(ConfigError, match="policy"):
-        ScenarioPlanner(sc, [0, 1], policy="greedy-ul")
+        ScenarioPlanner(sc, [0, 1], WIRE, policy="greedy-ul")
     with pytest.raises(ConfigError, match="devices"):
-        ScenarioPlanner(sc, [0, 1, 2])
+        ScenarioPlanner(sc, [0, 1, 2], WIRE)
 
 
 @pytest.mark.parametrize("policy", ["adaptive", "all-ul", "all-dl", "random"])
 def test_each_policy_runs_and_charges_the_clock(policy):
     target, draft, alpha = _iid_pair(0.8, 1)
     sc = _scenario([alpha] * 4)
-    planner = ScenarioPlanner(sc, range(4), policy=policy)
+    planner = ScenarioPlanner(sc, range(4), WIRE, policy=policy)
     _run(planner, [(target, draft)] * 4, rounds=6)
     assert len(planner.rounds) == 6
     for r in planner.rounds:
@@ -97,7 +100,7 @@ def test_running_system_agrees_with_analytic_and_montecarlo():
     alphas = [float(np.minimum(warp(target.logits[0, 0], SAMPLING), warp(d.logits[0, 0], SAMPLING)).sum())
               for _, d in pairs]
     sc = _scenario(alphas, seed=3)
-    planner = ScenarioPlanner(sc, range(len(pairs)), policy="adaptive")
+    planner = ScenarioPlanner(sc, range(len(pairs)), WIRE, policy="adaptive")
     _run(planner, pairs, rounds=150, seed=3)
     pred = model_predictions(planner, mc_rounds=400, seed=3)
     measured = planner.goodput_tokens_per_s
@@ -111,7 +114,7 @@ def test_agreement_check_detects_a_wrong_acceptance_profile():
     """Negative control: the same comparison fails when the model's α is off by 0.15."""
     target, draft, alpha = _iid_pair(0.9, 5)
     sc = _scenario([max(alpha - 0.15, 0.05)] * 4, seed=4)
-    planner = ScenarioPlanner(sc, range(4), policy="adaptive", online=False)
+    planner = ScenarioPlanner(sc, range(4), WIRE, policy="adaptive", online=False)
     _run(planner, [(target, draft)] * 4, rounds=120, seed=4)
     pred = model_predictions(planner, mc_rounds=300, seed=4)
     assert abs(planner.goodput_tokens_per_s / pred["analytic_tokens_per_s"] - 1) > 0.05

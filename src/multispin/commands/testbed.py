@@ -37,9 +37,12 @@ def _progress() -> Progress:
 def _table(results, title: str) -> Table:
     t = Table(title=title, caption="G: tokens/s on the scenario clock; model / MC: what the analytic "
                                    "model and the Monte Carlo simulator predict for the same rounds; "
-                                   "DL: share of corrections in DL mode; record: every device's text "
-                                   "equals the server's record")
-    for col in ("policy", "G", "model", "MC", "tokens", "rounds", "DL", "mean γ", "record"):
+                                   "DL: share of corrections in DL mode; up / down: bits moved per "
+                                   "token on each link (drafts with their q scalars, ids, rejection "
+                                   "positions, distributions); charged: bits per token the clock "
+                                   "charged airtime for; record: every device's text equals the "
+                                   "server's record")
+    for col in ("policy", "G", "model", "MC", "tokens", "DL", "γ̄", "up", "down", "charged", "record"):
         t.add_column(col, justify="right")
     for r in results:
         s = r.summary
@@ -47,9 +50,22 @@ def _table(results, title: str) -> Table:
         t.add_row(s["policy"], f"{s['goodput_tokens_per_s']:.1f}",
                   f"{s.get('analytic_tokens_per_s', float('nan')):.1f}",
                   f"{s.get('montecarlo_tokens_per_s', float('nan')):.1f}", str(s["tokens"]),
-                  str(s["rounds"]), f"{s['dl_share']:.2f}", f"{mean_g:.1f}",
+                  f"{s['dl_share']:.2f}", f"{mean_g:.1f}", f"{s['bits_up_per_token']:,.0f}",
+                  f"{s['bits_down_per_token']:,.0f}", f"{s['bits_charged_per_token']:,.0f}",
                   "ok" if s["consistent"] and s["digests_match"] else "MISMATCH")
     return t
+
+
+def _headline(config, pair) -> str:
+    """The run's sampling policy, codecs, bits and exactness (APPROXIMATE first when it is)."""
+    from multispin.runtime.testbed import payload_choice
+
+    return payload_choice(config, pair.vocab_size).headline
+
+
+_CODEC_HELP = ("codec of {what} (dense-fp32, dense-fp16, dense-bf16, sparse:v_eff=N,q=16|32, lattice:l=N); "
+               "default: sparse:v_eff=1024,q=32, exact with the default top-k")
+_TOP_K_HELP = "top-k sampling cut (0 = off); default: 1024 (= V_eff, so both modes are exact)"
 
 
 @app.command()
@@ -66,6 +82,9 @@ def testbed(
     tasks: str = typer.Option("mixed", help="prompt tasks: chat, code or mixed"),
     seed: int = typer.Option(0, help="seed of prompts, channel and sampling"),
     runner: str = typer.Option("fork", help="device processes: fork, subprocess, or thread"),
+    top_k: Optional[int] = typer.Option(None, "--top-k", help=_TOP_K_HELP),
+    ul_codec: Optional[str] = typer.Option(None, "--ul-codec", help=_CODEC_HELP.format(what="q_j in UL mode")),
+    dl_codec: Optional[str] = typer.Option(None, "--dl-codec", help=_CODEC_HELP.format(what="p_j in DL mode")),
     out: Path = typer.Option(Path("out/testbed"), help="folder for rounds.jsonl, server.jsonl, summary.json"),
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
 ) -> None:
@@ -75,14 +94,17 @@ def testbed(
 
     config = TestbedConfig.make(pair=pair, devices=devices, rounds=rounds, max_new_tokens=max_new_tokens,
                                 clock=clock, preset=preset, policy=policy, split=split, p_dl_dbm=pdl_dbm,
-                                tasks=tasks, seed=seed, runner=runner, out=out)
+                                tasks=tasks, seed=seed, runner=runner, top_k=top_k, ul_codec=ul_codec,
+                                dl_codec=dl_codec, out=out)
     loaded = resolve_pair(pair)
+    typer.echo(_headline(config, loaded), err=as_json)  # the first line: exact, or APPROXIMATE and why
     with _progress() as progress:
         result = _run_with_progress(config, loaded, progress, f"{policy} ({clock} clock)")
     if as_json:
         typer.echo(json.dumps(result.summary))
         return
     Console().print(_table([result], f"multispin testbed: {pair}, K={devices}, {preset}"))
+    typer.echo(result.summary["payload_headline"])
     Console().print(f"logs and summary in {out}/")
 
 
@@ -94,6 +116,9 @@ def demo(
     preset: str = typer.Option("paper-qwen", help="compute/radio profile of the virtual clock"),
     pdl_dbm: Optional[float] = typer.Option(None, help="downlink power budget P^dl (dBm)"),
     seed: int = typer.Option(0, help="seed (same prompts and channel for every policy)"),
+    top_k: Optional[int] = typer.Option(None, "--top-k", help=_TOP_K_HELP),
+    ul_codec: Optional[str] = typer.Option(None, "--ul-codec", help=_CODEC_HELP.format(what="q_j in UL mode")),
+    dl_codec: Optional[str] = typer.Option(None, "--dl-codec", help=_CODEC_HELP.format(what="p_j in DL mode")),
     out: Path = typer.Option(Path("out/demo"), help="output folder (per-policy logs, demo.png)"),
 ) -> None:
     """Adaptive versus all-UL versus all-DL on the same prompts, channel and seed."""
@@ -101,16 +126,20 @@ def demo(
     from multispin.runtime.testbed import TestbedConfig, plot_comparison
 
     con = Console()
+    configs = [TestbedConfig.make(pair=pair, devices=devices, max_new_tokens=max_new_tokens, preset=preset,
+                                  policy=policy, p_dl_dbm=pdl_dbm, seed=seed, top_k=top_k, ul_codec=ul_codec,
+                                  dl_codec=dl_codec, out=out / policy)
+               for policy in ("adaptive", "all-ul", "all-dl")]
     with Console(stderr=True).status(f"loading {pair}…"):
         loaded = resolve_pair(pair)
+    headline = _headline(configs[0], loaded)  # adaptive uses both modes: the strictest verdict
+    typer.echo(headline)
     results = []
     with _progress() as progress:
-        for policy in ("adaptive", "all-ul", "all-dl"):
-            config = TestbedConfig.make(pair=pair, devices=devices, max_new_tokens=max_new_tokens,
-                                        preset=preset, policy=policy, p_dl_dbm=pdl_dbm, seed=seed,
-                                        out=out / policy)
-            results.append(_run_with_progress(config, loaded, progress, f"{policy:>8}"))
+        for config in configs:
+            results.append(_run_with_progress(config, loaded, progress, f"{config.policy:>8}"))
     con.print(_table(results, f"multispin demo: {pair}, K={devices}, {preset} profile, virtual clock"))
+    con.print(headline, highlight=False)
     png = plot_comparison(results, out / "demo.png")
     best = results[0].summary["goodput_tokens_per_s"]
     for r in results[1:]:

@@ -9,7 +9,6 @@ knows how γ or the modes were chosen.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Callable, Literal, Protocol, Sequence
 
@@ -18,7 +17,7 @@ import numpy as np
 from multispin.errors import ConfigError
 from multispin.runtime.roles import Draft, DraftDevice, VerifierServer, clip_new_tokens
 from multispin.spec.stats import AcceptanceStats
-from multispin.system.payload import draft_upload_bits_per_token, token_id_bits
+from multispin.system.payload import RoundBits, WirePayload
 
 Mode = Literal["ul", "dl"]
 
@@ -92,6 +91,13 @@ class RoundRecord:
     payload_bits: int  # the one vocabulary-wide distribution moved (0 if none)
     uplink_bits: int  # everything the device sent (drafts, q̂_j or correction id)
     downlink_bits: int  # everything the server sent (bonus/rejection, p_j or correction id)
+    correction_bits: int = 0  # distribution + correction id: what the clock charges at the mode's rate
+
+    @classmethod
+    def of(cls, bits: RoundBits, **fields) -> "RoundRecord":
+        """A record whose bit fields come from one `WirePayload.round_bits` count."""
+        return cls(payload_bits=bits.distribution, uplink_bits=bits.uplink, downlink_bits=bits.downlink,
+                   correction_bits=bits.correction, **fields)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -122,14 +128,9 @@ class DeviceResult:
             "payload_bits": [r.payload_bits for r in self.rounds],
             "uplink_bits": sum(r.uplink_bits for r in self.rounds),
             "downlink_bits": sum(r.downlink_bits for r in self.rounds),
+            "correction_bits": sum(r.correction_bits for r in self.rounds),
             "acceptance": self.stats.to_dict(),
         }
-
-
-def signalling_bits(vocab_size: int, gamma_max: int) -> tuple[int, int, int]:
-    """(bits per token id, bits per uploaded q scalar, bits of a rejection position)."""
-    id_bits = token_id_bits(vocab_size)
-    return id_bits, draft_upload_bits_per_token(vocab_size) - id_bits, math.ceil(math.log2(gamma_max + 1))
 
 
 def run_rounds(
@@ -146,7 +147,7 @@ def run_rounds(
     if max_new_tokens < 1:
         raise ConfigError(f"max_new_tokens: must be >= 1 (got {max_new_tokens})")
     vocab = next(iter(devices.values())).lm.vocab_size
-    id_bits, q_bits, pos_bits = signalling_bits(vocab, server.gamma_max)
+    wire = WirePayload.from_codecs(server.ul_codec, server.dl_codec, vocab, server.gamma_max)
     logs: dict[int, list[RoundRecord]] = {d: [] for d in devices}
     for d, dev in devices.items():
         server.open(d, dev.tokens)
@@ -173,32 +174,25 @@ def run_rounds(
         records = {}
         for d in active:
             v, dev, gamma = verdicts[d], devices[d], gammas[d]
-            up = gamma * (id_bits + q_bits)
             mode: Mode | None = None
-            payload = 0
             if v.rejected:
                 mode = chosen[d]
                 if mode == "ul":
                     q_payload = dev.upload_q(v.num_accepted)
                     final = server.correct_remotely(d, q_payload, round_idx)
-                    payload = server.ul_codec.bits(vocab)
-                    up, down = up + payload, pos_bits + id_bits
                 else:
                     p_payload = server.send_p(d)
                     final = dev.correct_locally(v.num_accepted, p_payload, round_idx)
-                    payload = server.dl_codec.bits(vocab)
-                    up, down = up + id_bits, pos_bits + payload
             else:
                 final = v.bonus_token
-                down = id_bits
             budget = max_new_tokens - len(dev.generated)
             kept = clip_new_tokens(v.accepted_tokens + [final], eos_ids, budget)
             dev.commit(v.num_accepted, kept)
             server.commit(d, kept)
-            records[d] = RoundRecord(
-                round=round_idx, draft_len=gamma, num_accepted=v.num_accepted,
+            records[d] = RoundRecord.of(
+                wire.round_bits(gamma, mode), round=round_idx, draft_len=gamma, num_accepted=v.num_accepted,
                 rejection_position=v.num_accepted if v.rejected else None, mode=mode,
-                tokens_gained=len(kept), payload_bits=payload, uplink_bits=up, downlink_bits=down,
+                tokens_gained=len(kept),
             )
             logs[d].append(records[d])
         if on_round is not None:

@@ -6,11 +6,17 @@ and `modes(round, rejected)`, in-process and networked alike) and the bookkeeper
 round cost on the scenario's clock:
 
 - every round the channel is redrawn (block fading, `World.channel.draw(round)`), the active
-  devices' Instance is built with the current acceptance estimates, and `optimize.plan` picks γ;
+  devices' Instance is built with the current acceptance estimates and the bits of the codecs
+  and the pair in use (`WirePayload`: S^ul from the UL codec, S^dl from the DL codec, drafting
+  uploads of id + q̂ scalar per token), and `optimize.plan` picks γ;
 - after verification `optimize.reactive` picks modes, powers and bandwidths for the rejected set;
-- `observe` records the round: T_comp from the γ actually drafted and the compute profile,
-  T_comm from the reactive decision (the airtime of each moved distribution), and updates each
-  device's acceptance estimate from its verdict.
+- `observe` records the round: T_comp from the γ actually drafted and the compute profile
+  (drafting uploads included), T_comm as the largest airtime, over the devices that moved a
+  distribution, of the correction bits each one's record says it moved, at that round's power,
+  bandwidth and gain of its mode's link; and updates each device's acceptance estimate.
+
+The scenario's own `payload` section (a payload model for optimisation studies) is not used:
+the running system plans and charges what it sends.
 
 Policies: `adaptive` (optimal modes), `all-ul`, `all-dl`, `random` (fair coin per rejected
 device), each with draft lengths optimised for its own mode rule, as in the paper's baselines.
@@ -29,6 +35,8 @@ from multispin.optimize.plan import plan
 from multispin.optimize.reactive import reactive
 from multispin.runtime.local import Mode, RoundRecord
 from multispin.system.channel import World, stream
+from multispin.system.payload import WirePayload
+from multispin.system.radio import rate_bps
 from multispin.system.scenario import Scenario
 
 POLICIES = {"adaptive": "optimal", "all-ul": "all_ul", "all-dl": "all_dl", "random": "random"}
@@ -69,6 +77,8 @@ class RoundCost:
     modes: dict[int, str]
     power_w: dict[int, float]
     bandwidth_hz: dict[int, float]
+    gain: dict[int, float]  # power gain h_k of the mode's link this round
+    charged_bits: dict[int, int]  # correction bits charged at that link's rate
     comp_latency_s: float
     comm_latency_s: float
     tokens: int
@@ -112,8 +122,11 @@ def model_predictions(planner: "ScenarioPlanner", mc_rounds: int, seed: int) -> 
 
 @dataclass
 class ScenarioPlanner:
+    """Plans and charges rounds of `scenario`'s world for a system moving `payload`'s bits."""
+
     scenario: Scenario
     device_ids: Sequence[int]
+    payload: WirePayload
     policy: str = "adaptive"
     split: str = "equal"
     online: bool = True  # update acceptance estimates from verdicts
@@ -130,6 +143,8 @@ class ScenarioPlanner:
         if len(self.device_ids) != self.scenario.devices.count:
             raise ConfigError(f"devices: the scenario has {self.scenario.devices.count} devices, "
                               f"the run has {len(self.device_ids)}")
+        if not isinstance(self.payload, WirePayload):
+            raise ConfigError(f"payload: need a WirePayload (the codecs' bits), got {type(self.payload).__name__}")
         self.world = World(self.scenario)
         self._index = {d: i for i, d in enumerate(self.device_ids)}
         prior = self.world.drop.alpha if self.prior_alpha is None else self.prior_alpha
@@ -147,7 +162,12 @@ class ScenarioPlanner:
         idx = [self._index[d] for d in self._active]
         full = self.world.instance(round_idx)
         alpha = self.estimator.alpha if self.online else np.asarray(full.alpha)
-        self._inst = full.replace(alpha=alpha).subset(idx)
+        wire, k = self.payload, full.num_devices
+        self._inst = full.replace(
+            alpha=alpha, payload_bits=np.full(k, float(wire.correction_bits("ul"))),
+            dl_payload_bits=np.full(k, float(wire.correction_bits("dl"))),
+            draft_upload_bits_per_token=float(wire.draft_bits_per_token),
+        ).subset(idx)
         modes = POLICIES[self.policy]
         u = stream(self.scenario.seed, "saa", round_idx).random((self._n_saa, len(idx)))
         mode_u = stream(self.scenario.seed, "modes", round_idx).random(u.shape) if modes == "random" else None
@@ -168,6 +188,17 @@ class ScenarioPlanner:
 
     # -- bookkeeping ----------------------------------------------------------------------
 
+    def _charged_bits(self, record: RoundRecord) -> int:
+        """Bits the clock charges for a device's correction: what its record says it moved."""
+        return record.correction_bits
+
+    def _airtime_s(self, bits: int, mode: str, i: int) -> tuple[float, float]:
+        """(airtime of `bits` for active device index i in `mode` under this round's decision, gain)."""
+        dec, inst = self._decision, self._inst
+        gain = float((inst.gain_ul if mode == "ul" else inst.gain_dl)[i])
+        rate = float(rate_bps(dec.bandwidth_hz[i], dec.power_w[i], gain, inst.radio.noise_psd_w_per_hz))
+        return (bits / rate if rate > 0 else float("inf")), gain
+
     def observe(self, round_idx: int, records: dict[int, RoundRecord]) -> RoundCost:
         """Charge the round to the scenario's clock and update the acceptance estimates."""
         pos = {d: i for i, d in enumerate(self._active)}
@@ -179,18 +210,23 @@ class ScenarioPlanner:
                                       r.rejection_position is not None)
         rejected = [d for d, r in records.items() if r.rejection_position is not None]
         dec = self._decision
-        if dec is None or not rejected:
-            comm, modes, power, bw = 0.0, {}, {}, {}
-        else:
-            # Charge only devices that actually moved a distribution (a dropped device moved none).
-            moved = [d for d in rejected if records[d].mode is not None]
-            comm = max((float(dec.latency_s[pos[d]]) for d in moved), default=0.0)
-            modes = {d: records[d].mode for d in moved}
-            power = {d: float(dec.power_w[pos[d]]) for d in moved}
-            bw = {d: float(dec.bandwidth_hz[pos[d]]) for d in moved}
+        modes, power, bw, gain, charged, airtime = {}, {}, {}, {}, {}, {}
+        if dec is not None:
+            # Charge only devices that actually moved a distribution (a dropped device moved none),
+            # each for the bits its record says it moved, under this round's rate of its link.
+            for d in rejected:
+                mode = records[d].mode
+                if mode is None:
+                    continue
+                modes[d] = mode
+                power[d] = float(dec.power_w[pos[d]])
+                bw[d] = float(dec.bandwidth_hz[pos[d]])
+                charged[d] = int(self._charged_bits(records[d]))
+                airtime[d], gain[d] = self._airtime_s(charged[d], mode, pos[d])
+        comm = max(airtime.values(), default=0.0)
         cost = RoundCost(
             round=round_idx, draft_len={d: int(gamma[pos[d]]) for d in self._active}, rejected=rejected,
-            modes=modes, power_w=power, bandwidth_hz=bw,
+            modes=modes, power_w=power, bandwidth_hz=bw, gain=gain, charged_bits=charged,
             comp_latency_s=float(t_comp_s(self._inst, gamma)), comm_latency_s=comm,
             tokens=sum(r.tokens_gained for r in records.values()),
             planned_goodput_tokens_per_s=float(self._plan.goodput_tokens_per_s),

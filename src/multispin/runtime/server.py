@@ -50,12 +50,13 @@ from multispin.models.base import BatchedLM, LoadedPair
 from multispin.runtime import protocol as P
 from multispin.runtime.auth import check_mac, new_nonce, resolve_secret
 from multispin.runtime.local import (
-    DraftLengthPolicy, ModePolicy, RoundRecord, UniformDraftLength, mode_policy, signalling_bits,
+    DraftLengthPolicy, ModePolicy, RoundRecord, UniformDraftLength, mode_policy,
 )
 from multispin.runtime.roles import Draft, VerifierServer, clip_new_tokens
 from multispin.spec.codecs import make_codec
 from multispin.spec.verify import DEFAULT_GAMMA_MAX
 from multispin.spec.warp import SamplingFields, SamplingParams
+from multispin.system.payload import WirePayload
 
 log = logging.getLogger("multispin.server")
 
@@ -141,6 +142,7 @@ class RoundEvent:
             "uplink_bits": keyed({d: r.uplink_bits for d, r in recs.items()}),
             "downlink_bits": keyed({d: r.downlink_bits for d, r in recs.items()}),
             "payload_bits": keyed({d: r.payload_bits for d, r in recs.items()}),
+            "correction_bits": keyed({d: r.correction_bits for d, r in recs.items()}),
             "payload_bytes": keyed(self.payload_bytes),
             "wire_bytes_up": keyed(self.wire_bytes_up), "wire_bytes_down": keyed(self.wire_bytes_down),
             "dropped": keyed(self.dropped), "verify_s": self.verify_s,
@@ -320,7 +322,8 @@ class EdgeServer:
         self._banned: dict[bytes, None] = {}
         self._refused = 0
         self._events: list[RoundEvent] = []
-        self._id_bits, self._q_bits, self._pos_bits = signalling_bits(self.vocab_size, config.gamma_max)
+        # The bits of every message of a round, from the codecs and the pair in use.
+        self.wire = WirePayload.from_codecs(self.ul_codec, self.dl_codec, self.vocab_size, config.gamma_max)
         self._recv_types_max = max(self.limits.max_bytes(t) for t in ("HELLO", "AUTH") + _SESSION_TYPES)
         self._sock: zmq.Socket | None = None
         self._ctx: zmq.Context | None = None
@@ -499,20 +502,10 @@ class EdgeServer:
             self.verifier.commit(d, kept)
             dev = self._devices[d]
             dev.digest.update(kept)
-            up = gamma * (self._id_bits + self._q_bits)
-            payload = 0
-            if mode == "ul":
-                payload = self.ul_codec.bits(self.vocab_size)
-                up, down = up + payload, self._pos_bits + self._id_bits
-            elif mode == "dl":
-                payload = self.dl_codec.bits(self.vocab_size)
-                up, down = up + self._id_bits, self._pos_bits + payload
-            else:
-                down = self._id_bits
-            rec = RoundRecord(round=r, draft_len=gamma, num_accepted=v.num_accepted,
-                              rejection_position=v.num_accepted if v.rejected else None,
-                              mode=mode, tokens_gained=len(kept), payload_bits=payload,  # type: ignore[arg-type]
-                              uplink_bits=up, downlink_bits=down)
+            rec = RoundRecord.of(self.wire.round_bits(gamma, mode), round=r, draft_len=gamma,
+                                 num_accepted=v.num_accepted,
+                                 rejection_position=v.num_accepted if v.rejected else None,
+                                 mode=mode, tokens_gained=len(kept))  # type: ignore[arg-type]
             records[d] = rec
             dev.rounds.append(rec)
             c.expect = None

@@ -4,10 +4,20 @@ A `LocalTestbed` (edge server + K device processes over ZeroMQ on 127.0.0.1) run
 with real models; a `ScenarioPlanner` plans γ before each round and modes/powers after each
 verification, from the scenario's channel (redrawn every round) and online acceptance estimates.
 
+Payload: what moves is set by the sampling policy and the codecs (`top_k`, `ul_codec`,
+`dl_codec`) and the pair's vocabulary; the planner plans with those bits (`WirePayload`) and the
+clock charges them, not the scenario's payload model. The default is exact in both modes and
+compact: top-k sampling with k = V_eff = 1024 and sparse top-1024 (index, float32 value) pairs on
+both links (`compact_exact_defaults`): every nonzero entry of a warped row travels as its float32
+value, so the decoded row is the row, 1024·(⌈log2 V⌉ + 32) bits (49,152 at V = 49,152; the
+paper's 34,816 uses 16-bit values, exact in DL only for greedy decoding). A combination that is
+approximate for the policy's modes is announced (`PayloadChoice.headline`, summary `exact`).
+
 Clocks:
 - `virtual`: tokens are real, but each round is charged T_comp from the scenario's compute
-  profile (e.g. the paper's A100 numbers) and T_comm from the airtime of the moved
-  distributions under the round's channel and powers, so a laptop reproduces the A100 regime;
+  profile (e.g. the paper's A100 numbers, plus the airtime of the drafting uploads) and T_comm
+  from the airtime of the correction bits each device moved, under the round's channel, powers
+  and bandwidths, so a laptop reproduces the A100 regime;
 - `wall`: real compute on this host, and every round is delayed by its airtime (link
   emulation), so goodput is measured with a stopwatch.
 """
@@ -25,8 +35,23 @@ from pydantic import Field
 
 from multispin.config import StrictConfig
 from multispin.runtime.planner import ScenarioPlanner, model_predictions
+from multispin.spec.verify import DEFAULT_GAMMA_MAX
+from multispin.system.payload import WirePayload
 
 Clock = Literal["virtual", "wall"]
+Policy = Literal["adaptive", "all-ul", "all-dl", "random"]
+
+COMPACT_V_EFF = 1024  # the paper's V_eff
+PAPER_PAYLOAD_BITS = 34_816  # 1024 · (18 + 16) at V = 151,665 (SYSTEM_MODEL §2)
+_POLICY_MODES = {"adaptive": ("ul", "dl"), "random": ("ul", "dl"), "all-ul": ("ul",), "all-dl": ("dl",)}
+
+
+def compact_exact_defaults(vocab_size: int) -> tuple[int, str]:
+    """(top_k, codec) of the default: k = V_eff = min(1024, V) and sparse top-V_eff pairs with
+    float32 values. Exact in UL mode (every codec is) and in DL mode (a warped target row has at
+    most k ≤ V_eff nonzero entries, each sent as its own float32 value)."""
+    v_eff = min(COMPACT_V_EFF, vocab_size)
+    return v_eff, f"sparse:v_eff={v_eff},q=32"
 
 
 class TestbedConfig(StrictConfig):
@@ -38,16 +63,85 @@ class TestbedConfig(StrictConfig):
     max_new_tokens: int = Field(64, ge=1, le=8192)
     clock: Clock = "virtual"
     preset: str = "paper-qwen"
-    policy: Literal["adaptive", "all-ul", "all-dl", "random"] = "adaptive"
+    policy: Policy = "adaptive"
     split: Literal["equal", "optimized"] = "equal"
     p_dl_dbm: float | None = None
     tasks: Literal["chat", "code", "mixed"] = "mixed"
     temperature: float = Field(1.0, ge=0.0)
+    top_k: int | None = Field(None, ge=0, description="top-k cut (0 = off); None: the compact exact default")
+    ul_codec: str | None = None  # None: the compact exact default (compact_exact_defaults)
+    dl_codec: str | None = None
     seed: int = 0
     runner: Literal["subprocess", "fork", "thread"] = "fork"
     round_timeout_s: float = Field(120.0, gt=0)
     n_saa: int = Field(300, ge=10, le=100_000)
     out: Path | None = None
+
+
+@dataclass(frozen=True)
+class PayloadChoice:
+    """The sampling policy and codecs of a run, their bits, and whether the output law is exact."""
+
+    sampling: object  # SamplingParams
+    wire: WirePayload
+    exactness: dict  # mode -> Exactness, for the modes the policy uses
+    default: bool  # the compact exact default (no codec or top-k given)
+
+    @property
+    def exact(self) -> bool:
+        return all(v.exact for v in self.exactness.values())
+
+    @property
+    def headline(self) -> str:
+        """One line: the choice, its bits next to the paper's, and exact or APPROXIMATE (why)."""
+        s, w = self.sampling, self.wire
+        policy = "greedy" if s.greedy else f"T={s.temperature:g}, " + (f"top-k {s.top_k}" if s.top_k else "no top-k")
+        if w.ul_codec == w.dl_codec:
+            codecs = f"{w.ul_codec} both links, {w.ul_distribution_bits:,} bits per distribution"
+        else:
+            codecs = (f"UL {w.ul_codec} {w.ul_distribution_bits:,} bits, DL {w.dl_codec} "
+                      f"{w.dl_distribution_bits:,} bits per distribution")
+        head = f"payload: {policy}; {codecs} at V={w.vocab_size:,} (paper: {PAPER_PAYLOAD_BITS:,})"
+        if self.exact:
+            modes = " and ".join(m.upper() for m in self.exactness)
+            return f"{head}; exact in {modes} mode" + (" (default)" if self.default else "")
+        bad = "; ".join(v.reason for v in self.exactness.values() if not v.exact)
+        return f"APPROXIMATE output law: {bad}. {head}"
+
+    def to_dict(self) -> dict:
+        return {"sampling": self.sampling.model_dump(), **self.wire.to_dict(),
+                "paper_distribution_bits": PAPER_PAYLOAD_BITS, "default": self.default, "exact": self.exact,
+                "exactness": {m: {"exact": v.exact, "reason": v.reason} for m, v in self.exactness.items()}}
+
+
+def payload_choice(config: "TestbedConfig", vocab_size: int, gamma_max: int = DEFAULT_GAMMA_MAX) -> PayloadChoice:
+    """Sampling, codecs and bits of a testbed run on a pair with `vocab_size` tokens."""
+    from multispin.spec.codecs import make_codec
+    from multispin.spec.warp import SamplingParams
+
+    top_k, codec = compact_exact_defaults(vocab_size)
+    sampling = SamplingParams.make(temperature=config.temperature,
+                                   top_k=top_k if config.top_k is None else config.top_k)
+    ul = make_codec(config.ul_codec or codec)
+    dl = make_codec(config.dl_codec or codec)
+    wire = WirePayload.from_codecs(ul, dl, vocab_size, gamma_max)
+    verdicts = {m: (ul if m == "ul" else dl).exactness(m, sampling, vocab_size) for m in _POLICY_MODES[config.policy]}
+    default = config.top_k is None and config.ul_codec is None and config.dl_codec is None
+    return PayloadChoice(sampling, wire, verdicts, default)
+
+
+def bits_per_token(rows: list[dict], wire: WirePayload) -> dict[str, float]:
+    """Bits moved up and down per generated token, and the bits the clock charged per token
+    (drafting uploads in T_comp, correction bits in T_comm; the verdict's bonus id or rejection
+    position goes down uncharged, as in the model)."""
+    tokens = sum(sum(r["tokens_gained"].values()) for r in rows)
+    up = sum(sum(r["uplink_bits"].values()) for r in rows)
+    down = sum(sum(r["downlink_bits"].values()) for r in rows)
+    charged = sum(sum(r["charged_bits"].values()) + wire.draft_bits_per_token * sum(r["gamma"].values())
+                  for r in rows)
+    per = (lambda x: x / tokens) if tokens else (lambda x: 0.0)
+    return {"bits_up_per_token": per(up), "bits_down_per_token": per(down),
+            "bits_charged_per_token": per(charged)}
 
 
 @dataclass
@@ -92,7 +186,6 @@ def run_testbed(config: TestbedConfig, pair=None,
     from multispin.models.prompts import assign_tasks, device_prompts
     from multispin.models.registry import resolve_pair
     from multispin.runtime.server import LocalTestbed
-    from multispin.spec.warp import SamplingParams
 
     pair = pair or resolve_pair(config.pair)
     tasks = assign_tasks(config.devices, config.tasks, config.seed)
@@ -100,7 +193,10 @@ def run_testbed(config: TestbedConfig, pair=None,
     names = list(pair.drafts)
     drafts = [names[k % len(names)] for k in range(config.devices)]
     scenario, measured = with_measured_acceptance(build_scenario(config), pair.name, drafts, tasks)
-    planner = ScenarioPlanner(scenario, range(config.devices), policy=config.policy, split=config.split)
+    gamma_max = scenario.optimizer.gamma_max
+    choice = payload_choice(config, pair.vocab_size, gamma_max)
+    planner = ScenarioPlanner(scenario, range(config.devices), choice.wire, policy=config.policy,
+                              split=config.split)
     out = Path(config.out) if config.out else None
     if out:
         out.mkdir(parents=True, exist_ok=True)
@@ -121,7 +217,10 @@ def run_testbed(config: TestbedConfig, pair=None,
             "rejected": cost.rejected, "modes": {str(d): m for d, m in cost.modes.items()},
             "power_w": {str(d): p for d, p in cost.power_w.items()},
             "bandwidth_hz": {str(d): b for d, b in cost.bandwidth_hz.items()},
+            "gain": {str(d): g for d, g in cost.gain.items()},
+            "charged_bits": {str(d): b for d, b in cost.charged_bits.items()},
             "payload_bits": {str(d): r.payload_bits for d, r in event.records.items()},
+            "correction_bits": {str(d): r.correction_bits for d, r in event.records.items()},
             "uplink_bits": {str(d): r.uplink_bits for d, r in event.records.items()},
             "downlink_bits": {str(d): r.downlink_bits for d, r in event.records.items()},
             "tokens_gained": {str(d): r.tokens_gained for d, r in event.records.items()},
@@ -137,14 +236,16 @@ def run_testbed(config: TestbedConfig, pair=None,
         if on_progress:
             on_progress(event.round, tokens_so_far)
 
-    sampling = SamplingParams.make(temperature=config.temperature)
     bed = LocalTestbed(
         pair, config.devices, config.max_new_tokens, config.rounds,
         draft_lengths=planner.draft_lengths, modes=planner.modes,
-        log_path=(out / "server.jsonl") if out else None, seed=config.seed, sampling=sampling,
+        log_path=(out / "server.jsonl") if out else None, seed=config.seed, sampling=choice.sampling,
+        ul_codec=choice.wire.ul_codec, dl_codec=choice.wire.dl_codec,
         drafts=drafts, prompts=prompts, device_runner=config.runner, round_timeout_s=config.round_timeout_s,
-        on_round=on_round,
+        on_round=on_round, server_options={"gamma_max": gamma_max},
     )
+    if bed.server.wire != choice.wire:  # one payload truth: the server logs what the planner charges
+        raise RuntimeError(f"payload: server moves {bed.server.wire}, planner charges {choice.wire}")
     started = time.perf_counter()
     bed.start()
     summary = bed.wait(timeout_s=3600)
@@ -170,6 +271,11 @@ def run_testbed(config: TestbedConfig, pair=None,
         "planned_goodput_tokens_per_s": planner.planned_goodput_tokens_per_s,
         **pred,
         "dl_share": planner.dl_share(),
+        **bits_per_token(rows, choice.wire),
+        "exact": choice.exact,
+        "payload": choice.to_dict(),
+        "payload_headline": choice.headline,
+        "noise_psd_w_per_hz": planner.world.radio_params().noise_psd_w_per_hz,
         "mean_draft_len": {str(d): float(np.mean(g)) if g else 0.0 for d, g in gammas.items()},
         "alpha_estimate": {str(d): float(a) for d, a in enumerate(planner.estimator.alpha)},
         "tasks": {str(d): t for d, t in enumerate(tasks)},
