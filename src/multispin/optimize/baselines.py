@@ -17,8 +17,8 @@ from multispin.optimize.draft_lengths import (
     best_uniform,
     computation_only,
     exhaustive_oracle,
+    local_search,
     paper_greedy,
-    two_phase_greedy,
 )
 from multispin.optimize.goodput import SAAObjective
 from multispin.system.instance import Instance
@@ -27,11 +27,12 @@ DRAFT_POLICIES = ("greedy", "greedy_paper", "best_uniform", "computation_only", 
 MODE_BASELINES = ("all_ul", "all_dl", "random")
 
 
-def optimise_draft_lengths(obj: SAAObjective, policy: str = "greedy") -> DraftPlan:
-    """Draft lengths by name: ``greedy`` (shipped), ``greedy_paper``, ``best_uniform``,
-    ``computation_only`` or ``oracle`` (exhaustive, small K)."""
+def optimise_draft_lengths(obj: SAAObjective, policy: str = "greedy", extra_starts=None) -> DraftPlan:
+    """Draft lengths by name: ``greedy`` (the shipped search, which also starts from
+    ``extra_starts``), ``greedy_paper``, ``best_uniform``, ``computation_only`` or ``oracle``
+    (exhaustive, small K)."""
     if policy == "greedy":
-        return two_phase_greedy(obj)
+        return local_search(obj, extra_starts)
     if policy == "greedy_paper":
         return paper_greedy(obj)
     if policy == "best_uniform":

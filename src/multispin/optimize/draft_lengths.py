@@ -1,27 +1,30 @@
-"""Proactive draft lengths (SYSTEM_MODEL.md §5.2, §5.3): greedy, best uniform, computation-only, oracle.
+"""Proactive draft lengths (SYSTEM_MODEL.md §5.2, §5.3): the shipped search, the paper's greedy,
+best uniform, computation-only and the exhaustive oracle.
 
 All policies maximise (or, for computation-only, ignore communication in) the SAA goodput of one
 :class:`~multispin.optimize.goodput.SAAObjective`, so they are compared on the same samples.
 
-- :func:`two_phase_greedy`, ``start="zero"``: the paper's procedure. From γ = 0, phase 1 raises
-  every device by one while G improves; phase 2 repeatedly raises the single device whose +1
-  improves G most, until none does.
-- :func:`two_phase_greedy`, ``start="multi"`` (**the shipped default**): a local search with
-  single-device ±1 moves (best move first, while G improves) run from three starts (the paper's
-  phase-1 point, the exhaustive best uniform γ, the computation-only γ); the best result is kept.
-  Every move must raise G, so the result is never below the best uniform γ, computation-only
-  control or the paper's greedy on its samples. Why not the paper's greedy alone: its phase 1
-  raises every device together and its phase 2 never lowers a γ_k, so a device whose rejections
-  are expensive (a deep fade: seconds of transfer against a ~0.4 s round) drags everyone down
-  (measured: 2.4× lower goodput in such a case, and up to 33% below the exhaustive optimum on
-  small instances); it also ends below computation-only control in some drops (K = 200), and
-  can in principle end below the best uniform γ when G over uniform γ is not unimodal (not
-  observed). A warm start (an array of K draft lengths) runs the ±1 search from a given plan.
+- :func:`local_search` (**the shipped policy**, ``greedy``): a multi-start local search on the
+  incremental SAA objective (:mod:`multispin.optimize.incremental`). Starts: every baseline's γ
+  (best uniform, computation-only, the paper's greedy, any γ the caller passes, e.g. the mode
+  baselines' plans or last round's plan), all zeros, and computation-only with the weakest
+  25/50/75% of devices switched off. Moves, until none raises G: a line search of each device over
+  0..γ_max in turn; a joint shift of every drafting device (or of every device) by ±1..3; switching
+  groups of devices off (worst channel or slowest draft first) or on. Every accepted move raises G
+  and every baseline is a start, so the result is never below a baseline on its samples.
+  Why these moves: single-device ±1 steps stall (measured on 627 drops: > 1% short in 23%, up to
+  46%); the all-zero point, where no single device gains from drafting alone, traps any
+  single-device search, and a coordinate line search alone was still up to 6.6% short.
+- :func:`paper_greedy`: the paper's two-phase greedy exactly (from γ = 0, phase 1 raises every
+  device by one while G improves, phase 2 the single best +1 while G improves). It can end far
+  below the optimum when one device's rejections are expensive (a deep fade), since +1 moves never
+  lower a γ_k. :func:`two_phase_greedy` also runs its ±1 phase from a warm start.
 - :func:`best_uniform`: one γ for everybody, exhaustive over 0..γ_max.
 - :func:`computation_only`: the γ that maximises G_max (communication treated as free), found
-  exactly, then evaluated with the real communication.
+  exactly, then evaluated with the real communication. G_max at that γ is an upper bound on every
+  plan's G (:func:`goodput_upper_bound`).
 - :func:`exhaustive_oracle`: every γ vector in {0..γ_max}^K (small K): the optimum of the SAA
-  objective, against which the greedy's gap is measured.
+  objective.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import numpy as np
 
 from multispin.errors import ConfigError
 from multispin.optimize.goodput import Goodput, SAAObjective, pattern_table
+from multispin.optimize.incremental import IncrementalSAA
 from multispin.system.instance import Instance
 
 _REL_IMPROVEMENT = 1e-12  # a move must raise G by more than this (relative) to be taken
@@ -46,6 +50,8 @@ class DraftPlan:
     policy: str
     evaluations: int = 0
     trace: list = field(default_factory=list, repr=False)
+    # goodput of the baselines the search started from, on the same samples (name → tokens/s)
+    baselines: dict = field(default_factory=dict)
 
     @property
     def goodput_tokens_per_s(self) -> float:
@@ -104,68 +110,30 @@ def _paper_phase1(obj: SAAObjective, trace: list):
     return g, cur, evaluations
 
 
-GREEDY_STARTS = ("multi", "zero", "best_uniform", "computation_only")
+def _check_gamma(obj: SAAObjective, gamma, name: str) -> np.ndarray:
+    inst = obj.inst
+    g = np.asarray(gamma)
+    if g.shape != (inst.num_devices,) or np.any(g < 0) or np.any(g > inst.gamma_max):
+        raise ConfigError(f"{name}: needs {inst.num_devices} draft lengths in [0, {inst.gamma_max}]")
+    return g.astype(np.int64)
 
 
-def two_phase_greedy(obj: SAAObjective, start="multi", moves: str | None = None) -> DraftPlan:
-    """Two-phase greedy on G(γ): a start point, then single-device moves while G improves.
-
-    ``start``:
-
-    - ``"zero"``: the paper's procedure (phase 1 = uniform +1 steps from γ = 0 while G improves;
-      phase 2 = best single-device +1 while G improves);
-    - ``"best_uniform"``: the exhaustive best uniform γ, then phase 2;
-    - ``"computation_only"``: the γ maximising G_max, then phase 2;
-    - ``"multi"`` (default, the shipped policy): phase 2 with ±1 moves from each of the three
-      starts above, best result kept;
-    - an array of K draft lengths: a warm start (±1 moves unless ``moves="plus"``), e.g. last
-      round's plan when re-planning every round, or the equal-split plan when switching objective.
-
-    ``moves``: ``"plus"`` (the paper's phase 2: +1 only) or ``"both"`` (+1 and −1: a device whose
-    channel makes its rejections expensive can be lowered again). Defaults: ``"plus"`` for a single
-    start, ``"both"`` for ``"multi"``.
-
-    The shipped policy is never below the best uniform γ, computation-only control or the paper's
-    greedy on its own samples (every move must raise G). The paper's greedy alone can end below
-    computation-only control (seen at K = 200) and far below the optimum when one device's
-    rejections are expensive, because +1 moves never lower a γ_k; see the module doc. The tests
-    and benchmarks measure how often.
-    """
-    if not isinstance(start, str):  # warm start from a given γ (e.g. last round's plan)
-        g0 = np.asarray(start)
-        inst = obj.inst
-        if g0.shape != (inst.num_devices,) or np.any(g0 < 0) or np.any(g0 > inst.gamma_max):
-            raise ConfigError(f"start: a warm start needs {inst.num_devices} draft lengths in [0, {inst.gamma_max}]")
-        g0 = g0.astype(np.int64)
-        trace: list = [("warm", None, None)]
-        g, evaluations = _phase2(obj, g0, obj.evaluate(g0), 1, trace, (1,) if moves == "plus" else (1, -1))
-        return DraftPlan(g, obj.evaluate(g), "greedy_warm", evaluations, trace)
-    if start not in GREEDY_STARTS:
-        raise ConfigError(f"start: unknown value {start!r} (allowed: {', '.join(GREEDY_STARTS)})")
-    if moves is None:
-        moves = "both" if start == "multi" else "plus"
+def two_phase_greedy(obj: SAAObjective, start="zero", moves: str = "plus") -> DraftPlan:
+    """Single-device ±1 search. ``start="zero"`` with ``moves="plus"`` is the paper's two-phase
+    greedy (:func:`paper_greedy`); ``start`` may also be an array of K draft lengths (a warm start).
+    ``moves``: ``"plus"`` (+1 only, the paper's phase 2) or ``"both"`` (+1 and −1)."""
     if moves not in ("plus", "both"):
         raise ConfigError(f"moves: unknown value {moves!r} (allowed: plus, both)")
-    if start == "multi":
-        plans = [two_phase_greedy(obj, s, moves) for s in GREEDY_STARTS[1:]]
-        best = max(plans, key=lambda p: p.goodput_tokens_per_s)
-        return DraftPlan(best.draft_len, best.goodput, "greedy", sum(p.evaluations for p in plans),
-                         [(p.policy, p.goodput_tokens_per_s) for p in plans] + best.trace)
     deltas = (1,) if moves == "plus" else (1, -1)
     trace: list = []
-    if start == "zero":
+    if isinstance(start, str):
+        if start != "zero":
+            raise ConfigError(f"start: unknown value {start!r} (allowed: zero, or K draft lengths)")
         g, cur, evaluations = _paper_phase1(obj, trace)
-        policy = "greedy_paper" if moves == "plus" else "greedy_from_zero"
-    elif start == "best_uniform":
-        bu = best_uniform(obj)
-        g, cur, evaluations = bu.draft_len.copy(), bu.goodput, bu.evaluations
-        trace.append(("uniform", int(g[0]), cur.goodput_tokens_per_s))
-        policy = "greedy_from_uniform"
+        policy = "greedy_paper" if moves == "plus" else "greedy_pm1_from_zero"
     else:
-        co = computation_only(obj)
-        g, cur, evaluations = co.draft_len.copy(), co.goodput, co.evaluations
-        trace.append(("computation_only", None, cur.goodput_tokens_per_s))
-        policy = "greedy_from_computation_only"
+        g = _check_gamma(obj, start, "start")
+        cur, evaluations, policy = obj.evaluate(g), 1, "greedy_pm1_warm"
     g, evaluations = _phase2(obj, g, cur, evaluations, trace, deltas)
     return DraftPlan(g, obj.evaluate(g), policy, evaluations, trace)
 
@@ -173,6 +141,200 @@ def two_phase_greedy(obj: SAAObjective, start="multi", moves: str | None = None)
 def paper_greedy(obj: SAAObjective) -> DraftPlan:
     """The paper's two-phase greedy exactly (from γ = 0, +1 moves only)."""
     return two_phase_greedy(obj, start="zero", moves="plus")
+
+
+# --------------------------------------------------------------------------- the shipped search
+
+_JOINT_SHIFTS = (1, -1, 2, -2, 3, -3)
+_GROUP_FRACTIONS = (0.25, 0.5, 0.75)
+
+
+def _weakness_orders(inst: Instance) -> list[np.ndarray]:
+    """Devices ordered worst first: by the cost of a rejection (UL latency over the whole band at
+    P^ul, or DL at the whole P^dl, whichever is faster) and by draft latency per token."""
+    from multispin.optimize.reactive import ul_latency_s
+    from multispin.system.radio import latency_s
+
+    bw = inst.radio.bandwidth_hz
+    ul = ul_latency_s(inst, bw)
+    dl = latency_s(inst.payload_bits, bw, inst.radio.p_dl_w, inst.gain_dl, inst.radio.noise_psd_w_per_hz)
+    cost = np.minimum(ul, dl)
+    return [np.argsort(-cost, kind="stable"), np.argsort(-inst.token_latency_s, kind="stable")]
+
+
+def _switched_off(gamma: np.ndarray, order: np.ndarray, fractions=_GROUP_FRACTIONS) -> list[np.ndarray]:
+    """γ with the worst ⌈f·n⌉ of the n drafting devices (in ``order``) set to 0, per fraction f."""
+    drafting = order[gamma[order] > 0]
+    out = []
+    for f in fractions:
+        m = int(np.ceil(f * drafting.size))
+        if 0 < m:
+            g = gamma.copy()
+            g[drafting[:m]] = 0
+            out.append(g)
+    return out
+
+
+def _switched_on(gamma: np.ndarray, order: np.ndarray) -> list[np.ndarray]:
+    """γ with the best ⌈f·n⌉ of the n idle devices (best = last in ``order``) drafting the mean γ
+    of the drafting devices (1 if none)."""
+    idle = order[::-1][gamma[order[::-1]] == 0]
+    level = max(1, int(round(gamma[gamma > 0].mean()))) if np.any(gamma > 0) else 1
+    out = []
+    for f in _GROUP_FRACTIONS + (1.0,):
+        m = int(np.ceil(f * idle.size))
+        if 0 < m:
+            g = gamma.copy()
+            g[idle[:m]] = level
+            out.append(g)
+    return out
+
+
+def _escape_tiers(gamma: np.ndarray, inst: Instance, orders) -> list[np.ndarray]:
+    """Moves that leave a coordinate-wise optimum, in two tiers (cheap joint ±1 shifts first):
+    joint shifts of the drafting devices or of every device by ±1..3, and group switches."""
+    gmax = inst.gamma_max
+    drafting = gamma > 0
+    tiers: list[list[np.ndarray]] = [[], []]
+    for d in _JOINT_SHIFTS:
+        tier = tiers[0] if abs(d) == 1 else tiers[1]
+        tier.append(np.where(drafting, np.clip(gamma + d, 0, gmax), gamma))
+        tier.append(np.clip(gamma + d, 0, gmax))
+    for order in orders:
+        tiers[1] += _switched_off(gamma, order) + _switched_on(gamma, order)
+    out = []
+    for tier in tiers:
+        c = np.unique(np.asarray(tier, dtype=np.int64), axis=0)
+        out.append(c[np.any(c != gamma[None, :], axis=1)])
+    return out
+
+
+def _climb(state: IncrementalSAA, orders, visited: set, trace: list) -> float | None:
+    """Local search from the state's γ until no move raises G; None once it reaches a point that
+    an earlier climb passed through (every climb only goes up, so that climb already ended at
+    least as high)."""
+    inst = state.inst
+    cur = state.value()
+
+    def arrived() -> bool:
+        key = state.gamma.tobytes()
+        seen = key in visited
+        visited.add(key)
+        return seen
+
+    if arrived():
+        return None
+    while True:
+        moved = False
+        for k in range(inst.num_devices):  # coordinate line search, device by device
+            vals = state.line_values(k)
+            j = int(np.argmax(vals))
+            if j != state.gamma[k] and vals[j] > cur * (1 + _REL_IMPROVEMENT):
+                state.set_device(k, j)
+                cur = state.value()
+                moved = True
+                if arrived():
+                    return None
+        if moved:
+            continue
+        # Escapes, cheapest first: joint ±1 shifts, then every escape move.
+        for cands in _escape_tiers(state.gamma, inst, orders):
+            if cands.shape[0] == 0:
+                continue
+            vals, changes = state.candidate_values(cands)
+            i = int(np.argmax(vals))
+            if vals[i] > cur * (1 + _REL_IMPROVEMENT):
+                state.move_to(changes, i)
+                cur = state.value()
+                trace.append(("escape", cur))
+                break
+        else:
+            return cur
+        if arrived():
+            return None
+
+
+_BASELINE_STARTS = ("best_uniform", "computation_only", "greedy_paper")
+
+
+def default_starts(obj: SAAObjective) -> dict[str, np.ndarray]:
+    """The baselines' γ and the other starting points of :func:`local_search`, by name."""
+    inst = obj.inst
+    k = inst.num_devices
+    co = max_g_max(inst)
+    starts = {
+        "best_uniform": best_uniform(obj).draft_len,
+        "computation_only": co,
+        "greedy_paper": paper_greedy(obj).draft_len,
+        "zeros": np.zeros(k, dtype=np.int64),
+    }
+    order = _weakness_orders(inst)[0]
+    for f, g in zip(_GROUP_FRACTIONS, _switched_off(co, order)):
+        starts[f"computation_only_off_{int(100 * f)}pct"] = g
+    return starts
+
+
+def local_search(obj: SAAObjective, extra_starts=None) -> DraftPlan:
+    """The shipped draft-length search (see the module doc): never below any of its starts.
+
+    ``extra_starts``: more γ vectors (a dict name → γ, or a list) to start from, e.g. the mode
+    baselines' plans or last round's plan.
+    """
+    starts = default_starts(obj)
+    if extra_starts is not None:
+        items = extra_starts.items() if isinstance(extra_starts, dict) else enumerate(extra_starts)
+        for name, g in items:
+            starts[f"extra_{name}"] = _check_gamma(obj, g, "extra_starts")
+    names = list(starts)
+    state = IncrementalSAA(obj, starts[names[0]])
+    values, _ = state.candidate_values(np.asarray([starts[n] for n in names]))
+    baselines = {n: float(v) for n, v in zip(names, values) if n in _BASELINE_STARTS}
+    orders = _weakness_orders(obj.inst)
+    visited: set = set()
+    trace: list = []
+    best_val, best_g = -np.inf, None
+    for i in np.argsort(-values, kind="stable"):  # the most promising start first
+        _, changes = state.candidate_values(starts[names[i]][None, :])
+        state.move_to(changes, 0)
+        val = _climb(state, orders, visited, trace)
+        trace.append((names[i], float(values[i]), val))
+        if val is not None and val > best_val:
+            best_val, best_g = val, state.gamma.copy()
+    return DraftPlan(best_g, obj.evaluate(best_g), "greedy", state.solves, trace, baselines)
+
+
+def reference_search(obj: SAAObjective, rng: np.random.Generator, restarts: int = 16, kicks: int = 16,
+                     starts=None) -> DraftPlan:
+    """A slow reference for judging the shipped search: iterated local search with the same moves
+    from ``restarts`` random points (random γ on a random subset of devices) and ``starts``, then
+    ``kicks`` perturbations of the best point found (a random third of the devices set to random
+    draft lengths), each followed by a climb. Every start counts (no early stop on visited points)."""
+    inst = obj.inst
+    k, gmax = inst.num_devices, inst.gamma_max
+    points = [np.asarray(g, dtype=np.int64) for g in (starts or [])]
+    for _ in range(restarts):
+        on = rng.random(k) < rng.uniform(0.2, 1.0)
+        points.append(np.where(on, rng.integers(0, gmax + 1, k), 0))
+    state = IncrementalSAA(obj, points[0] if points else np.zeros(k, dtype=np.int64))
+    orders = _weakness_orders(inst)
+    best_val, best_g = -np.inf, None
+
+    def climb_from(g) -> None:
+        nonlocal best_val, best_g
+        _, changes = state.candidate_values(np.asarray(g)[None, :])
+        state.move_to(changes, 0)
+        val = _climb(state, orders, set(), [])
+        if val > best_val:
+            best_val, best_g = val, state.gamma.copy()
+
+    for g in points:
+        climb_from(g)
+    for _ in range(kicks):
+        g = best_g.copy()
+        pick = rng.random(k) < 1 / 3
+        g[pick] = rng.integers(0, gmax + 1, int(pick.sum()))
+        climb_from(g)
+    return DraftPlan(best_g, obj.evaluate(best_g), "reference", state.solves)
 
 
 def max_g_max(inst: Instance, chunk: int = 256) -> np.ndarray:
@@ -219,6 +381,13 @@ def computation_only(obj: SAAObjective) -> DraftPlan:
     """γ chosen as if communication were free (max G_max), evaluated with the real T_comm."""
     g = max_g_max(obj.inst)
     return DraftPlan(g, obj.evaluate(g), "computation_only", 1)
+
+
+def goodput_upper_bound(inst: Instance) -> float:
+    """max over γ of G_max(γ) (communication free): no plan's G on any samples exceeds it."""
+    from multispin.optimize.goodput import g_max
+
+    return g_max(inst, max_g_max(inst))
 
 
 def exhaustive_oracle(obj: SAAObjective, max_vectors: int = 2_000_000, chunk: int = 512) -> DraftPlan:

@@ -93,6 +93,14 @@ def _goodput(num: float, tc: float, ecomm: float) -> Goodput:
     return Goodput(num / (tc + ecomm), num, tc, ecomm, num / tc)
 
 
+def _row_keys(bits: np.ndarray) -> np.ndarray:
+    """One exact, sortable key per boolean row: an int64 code up to 62 columns, else the packed bytes."""
+    if bits.shape[1] <= 62:
+        return bits @ (np.int64(1) << np.arange(bits.shape[1], dtype=np.int64))
+    packed = np.ascontiguousarray(np.packbits(bits, axis=1))
+    return packed.view(np.dtype((np.void, packed.shape[1]))).ravel()
+
+
 class SAAObjective:
     """G(γ) by SAA on fixed uniforms (common random numbers), for one mode policy and split.
 
@@ -132,39 +140,41 @@ class SAAObjective:
         return self.uniforms.shape[0]
 
     def t_comm_rows(self, mask: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
-        """T_comm of outcome rows ``mask`` (which are SAA samples ``rows``, for the mode coins)."""
+        """T_comm of outcome rows ``mask`` (which are SAA samples ``rows``, for the mode coins).
+
+        Rows with the same rejected set (and, for random modes, the same coins among it) are
+        solved once: at small γ or with few drafting devices most rows repeat.
+        """
         if rows is None:
             rows = np.arange(mask.shape[0])
         mu = None if self.mode_uniforms is None else self.mode_uniforms[rows]
-        if self.split == "equal":
-            self.num_solves += mask.shape[0]
-            return t_comm_batch(mask, self.inst, self.modes, self.split, mu)
-        # optimized split: cache by (outcome, coin-defined UL set)
+        if mask.shape[0] == 0:
+            return np.zeros(0)
         key_src = mask if self.modes != "random" else np.concatenate([mask, mask & (mu < 0.5)], axis=1)
-        packed = np.packbits(key_src, axis=1)
-        keys = [row.tobytes() for row in packed]
-        out = np.empty(mask.shape[0])
+        keys = _row_keys(key_src)
+        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        if self.split == "equal":
+            self.num_solves += first.size
+            vals = t_comm_batch(mask[first], self.inst, self.modes, self.split, None if mu is None else mu[first])
+            return vals[inverse.ravel()]
+        # optimized split (~1000× the equal split's cost): cache every solved key across calls
+        vals = np.empty(first.size)
         todo = []
-        for i, key in enumerate(keys):
-            v = self._cache.get(key)
+        for i, key in enumerate(keys[first]):
+            v = self._cache.get(bytes(key) if key_src.shape[1] > 62 else int(key))
             if v is None:
                 todo.append(i)
             else:
-                out[i] = v
+                vals[i] = v
         if todo:
-            todo_a = np.asarray(todo)
-            # solve each distinct new key once
-            uniq: dict[bytes, int] = {}
-            for i in todo:
-                uniq.setdefault(keys[i], i)
-            first = np.fromiter(uniq.values(), dtype=np.int64)
-            vals = t_comm_batch(mask[first], self.inst, self.modes, self.split,
-                                None if mu is None else mu[first])
-            self.num_solves += first.size
-            for key, v in zip(uniq, vals):
-                self._cache[key] = float(v)
-            out[todo_a] = [self._cache[keys[i]] for i in todo]
-        return out
+            idx = first[np.asarray(todo)]
+            solved = t_comm_batch(mask[idx], self.inst, self.modes, self.split, None if mu is None else mu[idx])
+            self.num_solves += idx.size
+            for i, v in zip(todo, solved):
+                key = keys[first[i]]
+                self._cache[bytes(key) if key_src.shape[1] > 62 else int(key)] = float(v)
+                vals[i] = v
+        return vals[inverse.ravel()]
 
     def t_comm_samples(self, gamma) -> np.ndarray:
         """T_comm*(o_s) for every SAA sample s at draft lengths γ."""

@@ -15,10 +15,42 @@ import numpy as np
 
 from multispin.errors import ConfigError
 from multispin.optimize.baselines import DRAFT_POLICIES, all_baselines, optimise_draft_lengths
+from multispin.optimize.draft_lengths import goodput_upper_bound
 from multispin.optimize.bandwidth import optimized_split_batch
 from multispin.optimize.goodput import Goodput, SAAObjective, expected_tokens, outcomes, rejection_prob
 from multispin.optimize.reactive import MODE_POLICIES, SPLITS, optimal_modes_batch, ul_latency_s
 from multispin.system.instance import Instance
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """How good a plan is known to be: its G next to the best baseline on the same samples and to
+    the free-communication bound max_γ G_max(γ) (a true upper bound on every plan's G)."""
+
+    goodput_tokens_per_s: float
+    best_baseline: str
+    best_baseline_tokens_per_s: float
+    upper_bound_tokens_per_s: float
+
+    @property
+    def gain_over_best_baseline_pct(self) -> float:
+        b = self.best_baseline_tokens_per_s
+        return 100.0 * (self.goodput_tokens_per_s / b - 1.0) if b > 0 else float("nan")
+
+    @property
+    def gap_to_upper_bound_pct(self) -> float:
+        return 100.0 * (1.0 - self.goodput_tokens_per_s / self.upper_bound_tokens_per_s)
+
+    def to_dict(self) -> dict:
+        return {**self.__dict__, "gain_over_best_baseline_pct": self.gain_over_best_baseline_pct,
+                "gap_to_upper_bound_pct": self.gap_to_upper_bound_pct}
+
+
+def certify(inst: Instance, goodput_tokens_per_s: float, baselines: dict[str, float]) -> Certificate:
+    """The :class:`Certificate` of a plan reaching ``goodput_tokens_per_s`` against ``baselines``."""
+    name = max(baselines, key=baselines.get) if baselines else "none"
+    return Certificate(float(goodput_tokens_per_s), name, float(baselines.get(name, float("nan"))),
+                       goodput_upper_bound(inst))
 
 
 @dataclass(frozen=True)
@@ -32,6 +64,8 @@ class Plan:
     split: str
     expected_tokens: np.ndarray  # (K,) E[N_k]
     rejection_prob: np.ndarray  # (K,)
+    # the draft baselines the search started from, on the same samples (shipped search only)
+    baselines: dict = field(default_factory=dict)
 
     @property
     def goodput_tokens_per_s(self) -> float:
@@ -59,6 +93,7 @@ def plan(
     split: str = "equal",
     mode_uniforms: np.ndarray | None = None,
     warm_start: np.ndarray | None = None,
+    extra_starts=None,
 ) -> Plan:
     """Draft lengths γ per device that maximise the SAA goodput of this round's instance.
 
@@ -66,8 +101,9 @@ def plan(
     greedy_paper, best_uniform, computation_only, oracle; ``modes`` the reactive policy the plan
     assumes (optimal, all_ul, all_dl, random — random needs ``mode_uniforms`` or ``rng``);
     ``split``: equal or optimized bandwidth split. ``warm_start`` (K draft lengths, e.g. last
-    round's plan) replaces the policy by ±1 local search from that point: cheap enough to re-plan
-    every round, never worse than the warm start on this round's samples.
+    round's plan) and ``extra_starts`` (γ vectors by name, e.g. the baselines' plans) are further
+    starting points of the shipped search (policy ``greedy``): its plan is never below any of them
+    on this round's samples.
     """
     if policy not in DRAFT_POLICIES:
         raise ConfigError(f"policy: unknown value {policy!r} (allowed: {', '.join(DRAFT_POLICIES)})")
@@ -81,14 +117,14 @@ def plan(
             raise ConfigError("mode_uniforms: the random mode policy needs mode uniforms or rng")
         mode_uniforms = rng.random(u.shape)
     obj = SAAObjective(inst, u, modes, split, mode_uniforms if modes == "random" else None)
+    starts = dict(extra_starts or {})
     if warm_start is not None:
-        from multispin.optimize.draft_lengths import two_phase_greedy
-
-        dp = two_phase_greedy(obj, start=np.asarray(warm_start))
-    else:
-        dp = optimise_draft_lengths(obj, policy)
+        if policy != "greedy":
+            raise ConfigError(f"warm_start: only the shipped search (policy greedy) takes one (got {policy!r})")
+        starts["warm"] = np.asarray(warm_start)
+    dp = optimise_draft_lengths(obj, policy, starts or None)
     return Plan(dp.draft_len, dp.goodput, dp.policy, modes, split, expected_tokens(inst, dp.draft_len),
-                rejection_prob(inst, dp.draft_len))
+                rejection_prob(inst, dp.draft_len), dict(dp.baselines))
 
 
 @dataclass(frozen=True)
@@ -132,6 +168,7 @@ class OptimizeReport:
     stats: DeviceStats
     baselines: dict[str, float] = field(default_factory=dict)
     baseline_draft_len: dict[str, list[int]] = field(default_factory=dict)
+    certificate: Certificate | None = None
 
 
 def optimize_instance(
@@ -142,12 +179,19 @@ def optimize_instance(
     split: str = "equal",
     with_baselines: bool = True,
 ) -> OptimizeReport:
-    """Plan one instance and compare against every baseline on the same samples."""
-    p = plan(inst, uniforms=uniforms, policy=policy, split=split)
+    """Plan one instance and compare against every baseline on the same samples.
+
+    The baselines run first and the shipped search starts from each of their γ, so with
+    ``policy="greedy"`` the plan is never below any of them; the certificate says by how much it
+    beats the best one and how far it is from the free-communication bound.
+    """
+    base = all_baselines(inst, uniforms, mode_uniforms, policy, split) if with_baselines else {}
+    starts = {name: dp.draft_len for name, dp in base.items()} if policy == "greedy" else None
+    p = plan(inst, uniforms=uniforms, policy=policy, split=split, extra_starts=starts)
     stats = device_stats(inst, p.draft_len, uniforms, split)
     rep = OptimizeReport(inst, p, stats)
-    if with_baselines:
-        for name, dp in all_baselines(inst, uniforms, mode_uniforms, policy, split).items():
-            rep.baselines[name] = dp.goodput_tokens_per_s
-            rep.baseline_draft_len[name] = dp.draft_len.tolist()
+    for name, dp in base.items():
+        rep.baselines[name] = dp.goodput_tokens_per_s
+        rep.baseline_draft_len[name] = dp.draft_len.tolist()
+    rep.certificate = certify(inst, p.goodput_tokens_per_s, rep.baselines or p.baselines)
     return rep
