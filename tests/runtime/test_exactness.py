@@ -133,3 +133,49 @@ def test_residual_matches_enumeration():
     accept = np.minimum(p, q)
     law = accept + (1 - accept.sum()) * residual_distribution(p, q)
     np.testing.assert_allclose(law, p, atol=1e-6)
+
+
+# ---- the testbed's and the demo's default: top-k with k = V_eff and sparse q=32 on both links ----
+
+def test_compact_default_is_declared_exact_for_the_shipped_vocabularies():
+    from multispin.runtime.testbed import compact_exact_defaults
+
+    for vocab in (49_152, 151_665):  # SmolLM2, Qwen2.5
+        top_k, spec = compact_exact_defaults(vocab)
+        assert (top_k, spec) == (1024, "sparse:v_eff=1024,q=32")
+        for mode in ("ul", "dl"):
+            assert make_codec(spec).exactness(mode, SamplingParams(top_k=top_k), vocab).exact
+    assert make_codec("sparse:v_eff=1024,q=32").bits(151_665) == 51_200  # 1024 · (18 + 32)
+    assert make_codec("sparse:v_eff=1024,q=32").bits(49_152) == 49_152  # 1024 · (16 + 32)
+
+
+def _compact_default_small():
+    """The same rule at V = 8: top-k 4 and sparse:v_eff=4,q=32 (half the vocabulary is cut)."""
+    from multispin.runtime.testbed import compact_exact_defaults
+
+    top_k, spec = compact_exact_defaults(VOCAB, v_eff=4)
+    assert top_k < VOCAB
+    return SamplingParams(top_k=top_k), spec
+
+
+@pytest.mark.parametrize("mode", ["ul", "dl"])
+def test_compact_default_output_law_is_target_law(mode):
+    sampling, spec = _compact_default_small()
+    assert min_p_value(run_engine(mode, 3, sampling, ul=spec, dl=spec), exact_marginals(sampling)) > P_PASS
+
+
+def test_control_compact_codec_without_top_k_fails_in_dl():
+    """Negative control: the same codec under sampling that can put mass on more than V_eff tokens
+    (no top-k; temperature 2 so the dropped tail is not tiny) drops the tail of p in DL mode; the
+    codec says so, and the chi-square test catches it."""
+    _, spec = _compact_default_small()
+    hot = SamplingParams(temperature=2.0)
+    assert not make_codec(spec).exactness("dl", hot, VOCAB).exact
+    assert min_p_value(run_engine("dl", 3, hot, dl=spec), exact_marginals(hot)) < 1e-6
+
+
+def test_control_top_k_above_v_eff_fails_in_dl():
+    """Negative control: k > V_eff (top-k 6 with 4 pairs) is approximate in DL mode, and caught."""
+    sampling, spec = SamplingParams(top_k=6), "sparse:v_eff=4,q=32"
+    assert not make_codec(spec).exactness("dl", sampling, VOCAB).exact
+    assert min_p_value(run_engine("dl", 3, sampling, dl=spec), exact_marginals(sampling)) < 1e-6

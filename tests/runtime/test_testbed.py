@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from typer.testing import CliRunner
@@ -10,6 +11,7 @@ from typer.testing import CliRunner
 from multispin.cli import app
 from multispin.errors import ConfigError
 from multispin.runtime.testbed import TestbedConfig, run_testbed
+from multispin.spec.codecs import make_codec
 
 ROW_KEYS = {"round", "gamma", "rejected", "modes", "power_w", "bandwidth_hz", "payload_bits",
             "uplink_bits", "downlink_bits", "tokens_gained", "comp_latency_s", "comm_latency_s"}
@@ -78,3 +80,56 @@ def test_devices_plan_with_the_measured_acceptance_of_their_draft_and_task():
     # a pair without shipped profiles keeps the scenario's own (assumed) rates
     same, measured = with_measured_acceptance(base, "tiny", drafts, tasks)
     assert same is base and not measured
+
+
+# ---- the clock charges the airtime of what the system sent ----
+
+AIRTIME_RUN = dict(pair="tiny", devices=4, rounds=6, max_new_tokens=200, policy="random", runner="thread",
+                   ul_codec="dense-fp16", dl_codec="sparse:v_eff=64,q=32", top_k=64, p_dl_dbm=20.0)
+
+
+def _airtime_errors(rows: list[dict], noise_psd_w_per_hz: float) -> list[float]:
+    """Per round: |charged T_comm − max airtime of the logged correction bits| / T_comm, the airtime
+    recomputed here from the Shannon rate B·log2(1 + P·h/(N0·B)) of each moved device's logged
+    power, bandwidth and gain (the bits as the server's record logs them)."""
+    errors = []
+    for row in rows:
+        airtime = [row["correction_bits"][d] / (b * math.log2(1 + row["power_w"][d] * row["gain"][d]
+                                                                / (noise_psd_w_per_hz * b)))
+                   for d, b in row["bandwidth_hz"].items()]
+        expected = max(airtime, default=0.0)
+        errors.append(abs(row["comm_latency_s"] - expected) / max(expected, 1e-300))
+    return errors
+
+
+def _codec_bits_check(rows: list[dict]) -> None:
+    """The logged correction bits are the codec's own size plus one token id (V = 256: 8 bits)."""
+    ul, dl = make_codec(AIRTIME_RUN["ul_codec"]).bits(256), make_codec(AIRTIME_RUN["dl_codec"]).bits(256)
+    assert ul != dl  # S^ul ≠ S^dl in this run
+    for row in rows:
+        for d, mode in row["modes"].items():
+            assert row["correction_bits"][d] == (ul if mode == "ul" else dl) + 8
+
+
+def test_charged_comm_latency_is_the_airtime_of_the_logged_bits(tmp_path):
+    res = run_testbed(TestbedConfig.make(**AIRTIME_RUN, out=tmp_path))
+    rows = [json.loads(x) for x in (tmp_path / "rounds.jsonl").read_text().splitlines()]
+    moved = [m for row in rows for m in row["modes"].values()]
+    assert {"ul", "dl"} <= set(moved)  # mixed modes, so both codecs' bits are charged
+    _codec_bits_check(rows)
+    assert max(_airtime_errors(rows, res.summary["noise_psd_w_per_hz"])) < 1e-9
+    assert res.summary["payload"]["ul_distribution_bits"] == 4096
+    assert res.summary["bits_charged_per_token"] > 0
+
+
+def test_airtime_check_catches_charging_the_scenario_payload(tmp_path, monkeypatch):
+    """Negative control: a clock that charges the scenario's payload model (the paper's 34,816
+    bits) instead of the bits the codecs moved fails the same check."""
+    from multispin.runtime.planner import ScenarioPlanner
+
+    monkeypatch.setattr(ScenarioPlanner, "_charged_bits",
+                        lambda self, record: self.scenario.payload.payload_bits)
+    res = run_testbed(TestbedConfig.make(**AIRTIME_RUN, out=tmp_path))
+    rows = [json.loads(x) for x in (tmp_path / "rounds.jsonl").read_text().splitlines()]
+    _codec_bits_check(rows)  # the wire is unchanged; only the clock is wrong
+    assert max(_airtime_errors(rows, res.summary["noise_psd_w_per_hz"])) > 0.5

@@ -46,11 +46,12 @@ PAPER_PAYLOAD_BITS = 34_816  # 1024 · (18 + 16) at V = 151,665 (SYSTEM_MODEL §
 _POLICY_MODES = {"adaptive": ("ul", "dl"), "random": ("ul", "dl"), "all-ul": ("ul",), "all-dl": ("dl",)}
 
 
-def compact_exact_defaults(vocab_size: int) -> tuple[int, str]:
+def compact_exact_defaults(vocab_size: int, v_eff: int = COMPACT_V_EFF) -> tuple[int, str]:
     """(top_k, codec) of the default: k = V_eff = min(1024, V) and sparse top-V_eff pairs with
     float32 values. Exact in UL mode (every codec is) and in DL mode (a warped target row has at
-    most k ≤ V_eff nonzero entries, each sent as its own float32 value)."""
-    v_eff = min(COMPACT_V_EFF, vocab_size)
+    most k ≤ V_eff nonzero entries, each sent as its own float32 value). `v_eff` scales the same
+    rule down for tests on small vocabularies."""
+    v_eff = min(v_eff, vocab_size)
     return v_eff, f"sparse:v_eff={v_eff},q=32"
 
 
