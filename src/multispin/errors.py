@@ -32,6 +32,15 @@ class ProtocolError(MultispinError):
     """A message or a step of the round protocol is invalid."""
 
 
+def did_you_mean(word: Any, choices) -> str:
+    """`` (did you mean X?)`` when one of ``choices`` is a likely misspelling's target, else ``""``.
+    The cutoff is high on purpose: a far-fetched suggestion (paper-llama → paper-r1) misleads."""
+    import difflib
+
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.8)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
 def config_error_from_validation(exc: Any, prefix: str = "") -> ConfigError:
     """Turn a pydantic ValidationError into a one-line ConfigError naming the field(s).
 

@@ -18,6 +18,8 @@ from multispin.errors import ConfigError
 DEFAULT_SCENARIO = "paper-qwen"
 LogLevel = Literal["debug", "info", "warning", "error"]
 TorchDevice = Literal["auto", "cpu", "cuda"]
+Mode = Literal["ul", "dl", "mixed"]
+CODECS = "dense-fp32, dense-fp16, dense-bf16, sparse:v_eff=N,q=B, lattice:l=L"
 
 SCENARIO_HELP = ("scenario: a preset (paper-qwen, paper-r1, smollm2-cpu) or a YAML/TOML/JSON file "
                  "(`multispin scenario show PRESET` prints one to start from)")
@@ -40,7 +42,7 @@ def pick_scenario(scenario: Optional[str], default: str = DEFAULT_SCENARIO, **le
     named = {flag: v for flag, v in given.items() if v is not None}
     if len(set(named.values())) > 1:
         listed = ", ".join(f"{flag} {v}" for flag, v in named.items())
-        raise ConfigError(f"scenario: conflicting flags ({listed}); give one --scenario PRESET|FILE")
+        raise ConfigError(f"scenario: conflicting flags ({listed}); give only --scenario")
     return next(iter(named.values()), default)
 
 

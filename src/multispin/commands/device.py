@@ -3,44 +3,56 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Optional
 
 import typer
 
 from multispin.cli import app
+from multispin.commands._options import (
+    LogLevel, json_option, log_level_option, pair_option, set_threads, setup_logging, threads_option,
+)
+from multispin.jsonout import versioned
 
 
 @app.command()
 def device(
-    server: str = typer.Option("tcp://127.0.0.1:5555", help="the edge server's endpoint"),
-    device_id: int = typer.Option(..., help="this device's id (unique per server)"),
+    server: str = typer.Option("tcp://127.0.0.1:5555", metavar="HOST:PORT",
+                               help="the edge server's endpoint (tcp:// is optional)"),
+    device_id: int = typer.Option(..., min=0, metavar="INT", help="this device's id (unique per server)"),
     secret: Optional[str] = typer.Option(
-        None, help="shared secret (default: $MULTISPIN_SECRET, which keeps it out of `ps`)"),
-    pair: str = typer.Option("smollm2-135m", help="model pair (the server's)"),
-    draft: Optional[str] = typer.Option(None, help="draft model of this device (default: the pair's first)"),
-    prompt: str = typer.Option(..., help="this device's prompt"),
+        None, metavar="TEXT", show_default="$MULTISPIN_SECRET",
+        help="shared secret (prefer $MULTISPIN_SECRET, which keeps it out of `ps`)"),
+    pair: str = pair_option(help="model pair (the server's)"),
+    draft: Optional[str] = typer.Option(None, metavar="NAME", show_default="the pair's first",
+                                        help="draft model of this device"),
+    prompt: str = typer.Option(..., metavar="TEXT", help="this device's prompt"),
     resume: bool = typer.Option(True, help="continue the server's record of this device if it holds one"),
-    reconnects: int = typer.Option(5, help="reconnect attempts after a lost session"),
-    server_timeout: float = typer.Option(120.0, help="seconds of server silence before reconnecting"),
-    threads: Optional[int] = typer.Option(None, help="torch intra-op threads"),
-    result: Optional[str] = typer.Option(None, help="write the outcome (tokens, digest) as JSON here"),
-    as_json: bool = typer.Option(False, "--json", help="print the outcome as one JSON object"),
+    reconnects: int = typer.Option(5, min=0, metavar="INT", help="reconnect attempts after a lost session"),
+    server_timeout: float = typer.Option(120.0, min=0.1, metavar="SECONDS",
+                                         help="seconds of server silence (handshake included) before reconnecting"),
+    threads: Optional[int] = threads_option(),
+    result: Optional[Path] = typer.Option(None, metavar="FILE",
+                                          help="write the outcome (text, tokens, digest) as JSON here"),
+    log_level: LogLevel = log_level_option(),
+    as_json: bool = json_option(help="print the outcome as one JSON object"),
     fault: Optional[str] = typer.Option(None, hidden=True, help="fault injection for tests"),
 ) -> None:
-    """Run one device: draft, upload, correct in UL or DL mode as the server says, until done."""
-    if threads:
-        import torch
-
-        torch.set_num_threads(threads)
+    """Run one device: draft, upload, correct in UL or DL mode as the server says, until done;
+    then print the text it generated."""
+    setup_logging(log_level)
+    set_threads(threads)
     from multispin.runtime.device import run_device
 
     outcome = run_device(server, device_id, secret, pair, draft, prompt, resume=resume,
                          reconnects=reconnects, server_timeout_s=server_timeout, fault=fault)
+    doc = versioned(outcome.to_dict(), "device")
     if result:
-        with open(result, "w", encoding="utf-8") as fh:
-            json.dump(outcome.to_dict(), fh)
+        result.parent.mkdir(parents=True, exist_ok=True)
+        result.write_text(json.dumps(doc), encoding="utf-8")
     if as_json:
-        typer.echo(json.dumps(outcome.to_dict()))
+        typer.echo(json.dumps(doc))
         return
     typer.echo(f"device {device_id}: {len(outcome.generated)} tokens, {outcome.sessions} session(s), "
-               f"{outcome.reason}")
+               f"{outcome.reason}", err=True)
+    typer.echo(outcome.text)

@@ -10,26 +10,40 @@ from rich.console import Console
 from rich.table import Table
 
 from multispin.cli import app
+from multispin.commands._options import (
+    CODECS, LogLevel, Mode, TorchDevice, json_option, log_level_option, pair_option, setup_logging,
+    torch_device_option,
+)
+from multispin.jsonout import versioned
 
 
 @app.command()
 def generate(
-    pair: str = typer.Option("smollm2-135m", help="model pair: a registered name or DRAFT:TARGET"),
-    devices: int = typer.Option(4, help="number of devices K"),
-    draft_len: int = typer.Option(4, help="draft length γ for every device (0 = target only)"),
-    mode: str = typer.Option("mixed", help="correction mode of rejected devices: ul, dl or mixed"),
-    temperature: float = typer.Option(1.0, help="sampling temperature (0 = greedy)"),
-    top_k: int = typer.Option(0, help="top-k cut (0 = off)"),
-    top_p: float = typer.Option(1.0, help="nucleus mass in (0, 1]"),
-    seed: int = typer.Option(0, help="seed of every random draw"),
-    max_new_tokens: int = typer.Option(32, help="tokens to generate per device"),
-    ul_codec: str = typer.Option("dense-fp32", help="codec of q_j in UL mode"),
-    dl_codec: str = typer.Option("dense-fp32", help="codec of p_j in DL mode"),
-    draft: Optional[list[str]] = typer.Option(None, help="draft model per device (repeat; cycled)"),
-    prompt: Optional[list[str]] = typer.Option(None, help="prompt per device (repeat; cycled)"),
-    as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
+    pair: str = pair_option(),
+    devices: int = typer.Option(4, min=1, max=256, metavar="INT", help="number of devices K (1..256)"),
+    draft_len: int = typer.Option(4, min=0, max=20, metavar="INT",
+                                  help="draft length γ for every device, 0..20 (0 = target only)"),
+    mode: Mode = typer.Option("mixed", help="correction mode of rejected devices (mixed: fair coin per rejection)"),
+    temperature: float = typer.Option(1.0, min=0.0, metavar="FLOAT", help="sampling temperature (0 = greedy)"),
+    top_k: int = typer.Option(0, min=0, metavar="INT", help="top-k cut (0 = off)"),
+    top_p: float = typer.Option(1.0, metavar="FLOAT", help="nucleus mass in (0, 1] (1 = off)"),
+    seed: int = typer.Option(0, metavar="INT", help="seed of every random draw"),
+    max_new_tokens: int = typer.Option(32, min=1, max=8192, metavar="INT", help="tokens to generate per device"),
+    ul_codec: str = typer.Option("dense-fp32", metavar="CODEC", help=f"codec of q_j in UL mode ({CODECS})"),
+    dl_codec: str = typer.Option("dense-fp32", metavar="CODEC", help=f"codec of p_j in DL mode ({CODECS})"),
+    draft: Optional[list[str]] = typer.Option(None, metavar="NAME", show_default="all of the pair's",
+                                              help="draft model per device (repeat; cycled over devices)"),
+    prompt: Optional[list[str]] = typer.Option(None, metavar="TEXT", show_default="built-in prompts",
+                                               help="prompt per device (repeat; cycled over devices)"),
+    placement: TorchDevice = torch_device_option(),
+    log_level: LogLevel = log_level_option(),
+    as_json: bool = json_option(),
 ) -> None:
     """Generate text on K devices with split speculative decoding, exact in UL and DL mode."""
+    setup_logging(log_level)
+    from multispin.commands._checks import check_codecs_fit
+    from multispin.models.placement import place_pair
+    from multispin.models.registry import resolve_pair
     from multispin.runtime.session import GenerateConfig, generate as run_generate
 
     config = GenerateConfig.make(
@@ -38,16 +52,19 @@ def generate(
         dl_codec=dl_codec, drafts=draft or None, prompts=prompt or None,
     )
     err = Console(stderr=True)
+    with err.status(f"loading {pair}…"):
+        loaded = place_pair(resolve_pair(pair, drafts=draft or None), placement)
+    check_codecs_fit(ul_codec, dl_codec, loaded.vocab_size)
     if as_json:
-        result = run_generate(config)
-        typer.echo(json.dumps(result.to_dict()))
+        result = run_generate(config, pair=loaded)
+        typer.echo(json.dumps(versioned(result.to_dict(), "generate")))
         return
-    with err.status("loading models and generating…") as status:
+    with err.status("generating…") as status:
         def on_round(round_idx, records):
             done = sum(r.tokens_gained for r in records.values())
             status.update(f"round {round_idx + 1}: {len(records)} active devices, +{done} tokens")
 
-        result = run_generate(config, on_round=on_round)
+        result = run_generate(config, pair=loaded, on_round=on_round)
     _print_tables(result)
 
 

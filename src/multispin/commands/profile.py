@@ -11,31 +11,41 @@ from rich.console import Console
 from rich.table import Table
 
 from multispin.cli import app
+from multispin.commands._options import (
+    LogLevel, TorchDevice, json_option, log_level_option, pair_option, set_threads, setup_logging,
+    threads_option, torch_device_option,
+)
+from multispin.jsonout import versioned
 
 
 @app.command()
 def profile(
-    pair: str = typer.Option("smollm2-135m", help="model pair"),
-    draft: Optional[list[str]] = typer.Option(None, help="drafts to time (repeat; default: all)"),
-    max_batch: int = typer.Option(8, help="largest batch of devices timed"),
-    max_draft_len: int = typer.Option(8, help="largest γ timed"),
-    repeats: int = typer.Option(3, help="timed repeats per point (median)"),
-    out: Optional[Path] = typer.Option(None, help="write the compute profile JSON here"),
-    as_json: bool = typer.Option(False, "--json", help="print the profile as JSON"),
+    pair: str = pair_option(),
+    draft: Optional[list[str]] = typer.Option(None, metavar="NAME", show_default="all of the pair's",
+                                              help="drafts to time (repeat)"),
+    max_batch: int = typer.Option(8, min=1, max=256, metavar="INT", help="largest batch of devices timed"),
+    max_draft_len: int = typer.Option(8, min=1, max=20, metavar="INT", help="largest γ timed"),
+    repeats: int = typer.Option(3, min=1, max=100, metavar="INT", help="timed repeats per point (median)"),
+    out: Optional[Path] = typer.Option(None, metavar="FILE",
+                                       help="write the compute profile JSON here (for `optimize --compute-profile`)"),
+    threads: Optional[int] = threads_option(),
+    placement: TorchDevice = torch_device_option(),
+    log_level: LogLevel = log_level_option(),
+    as_json: bool = json_option(help="print the profile as JSON"),
 ) -> None:
     """Fit T_ver(b, γ) = T_ver^0 + b·T_ver^1 + b·(γ+1)·T_ver^tok and time each draft per token."""
-    from multispin.errors import ConfigError
+    setup_logging(log_level)
+    set_threads(threads)
     from multispin.experiments.compute_profile import profile_pair
+    from multispin.models.placement import place_pair
     from multispin.models.registry import resolve_pair
 
-    if max_batch < 1 or max_draft_len < 1 or repeats < 1:
-        raise ConfigError("max_batch, max_draft_len, repeats: must each be >= 1")
     powers = lambda top: sorted({min(2 ** i, top) for i in range(top.bit_length() + 1)})  # noqa: E731
     err = Console(stderr=True)
-    with err.status("loading models…") as status:
-        loaded = resolve_pair(pair, drafts=draft or None)
-        result = profile_pair(loaded, powers(max_batch), powers(max_draft_len), repeats,
-                              progress=lambda msg: status.update(msg))
+    with err.status(f"loading {pair}…") as status:
+        loaded = place_pair(resolve_pair(pair, drafts=draft or None), placement)
+        result = versioned(profile_pair(loaded, powers(max_batch), powers(max_draft_len), repeats,
+                                        progress=lambda msg: status.update(msg)), "compute-profile")
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=2))

@@ -6,38 +6,53 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Literal, Optional
 
 import typer
 
 from multispin.cli import app
+from multispin.commands._options import (
+    LogLevel, legacy_option, log_level_option, noise_figure_option, pick_scenario, setup_logging,
+)
+
+PaperScenario = Literal["paper-qwen", "paper-r1", "all"]
 
 
 @app.command()
 def reproduce(
     quick: bool = typer.Option(False, "--quick", help="fewer drops and points, N_SAA 200 (a few minutes; CI)"),
-    out: Path = typer.Option(Path("reproduce-out"), "--out", help="output directory (CSVs, PNGs, report.md, cache/)"),
-    workers: Optional[int] = typer.Option(None, "--workers", help="worker processes (default: all cores)"),
-    preset: str = typer.Option("all", "--preset", help="model pair: paper-qwen, paper-r1 or all"),
-    seed: int = typer.Option(0, "--seed", help="base seed of every drop"),
-    drops: Optional[int] = typer.Option(None, "--drops",
-                                        help="drops per point (default 100; 4 with --quick; calibration 30)"),
-    n_saa: Optional[int] = typer.Option(None, "--n-saa", help="SAA samples per drop (default: the scenario's, "
-                                                               "200 with --quick)"),
-    noise_figure_db: Optional[float] = typer.Option(None, "--noise-figure-db",
-                                                    help="noise figure (dB); default: the calibrated 22 dB"),
-    figure: Optional[list[str]] = typer.Option(None, "--figure", help="only these figures (repeat), e.g. fig2"),
+    out: Path = typer.Option(Path("reproduce-out"), "--out", metavar="DIR",
+                             help="output directory (CSVs, PNGs, report.md, cache/)"),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, metavar="INT", show_default="all cores",
+                                          help="worker processes (at least 1)"),
+    scenario: Optional[PaperScenario] = typer.Option(
+        None, "--scenario", show_default="all",
+        help="paper scenario(s) of the per-pair figures: paper-qwen, paper-r1 or all (both)"),
+    seed: int = typer.Option(0, "--seed", min=0, metavar="INT", help="base seed of every drop"),
+    drops: Optional[int] = typer.Option(None, "--drops", min=1, metavar="INT",
+                                        show_default="100; 4 with --quick; calibration 30",
+                                        help="drops per point"),
+    n_saa: Optional[int] = typer.Option(None, "--n-saa", min=1, metavar="INT",
+                                        show_default="the scenario's; 200 with --quick",
+                                        help="SAA samples per drop"),
+    noise_figure_db: Optional[float] = noise_figure_option(default_shown="the calibrated 22 dB"),
+    figure: Optional[list[str]] = typer.Option(None, "--figure", metavar="NAME", show_default="all",
+                                               help="only these figures (repeat), e.g. fig2"),
     no_cache: bool = typer.Option(False, "--no-cache", help="recompute every point, ignore OUT/cache"),
     no_progress: bool = typer.Option(False, "--no-progress", help="no progress bar on stderr"),
     report_only: bool = typer.Option(False, "--report-only",
                                      help="redraw the PNGs and rewrite claims and report.md from OUT's CSVs"),
+    log_level: LogLevel = log_level_option(),
+    preset: Optional[str] = legacy_option("--preset"),
 ) -> None:
     """Reproduce the paper: per figure a CSV and a PNG, and report.md with the checked claims."""
+    setup_logging(log_level)
     from multispin.experiments.reproduce.config import RunConfig, default_workers
     from multispin.experiments.reproduce.pipeline import rebuild_report
     from multispin.experiments.reproduce.pipeline import reproduce as run
 
-    cfg = RunConfig(out=out, quick=quick, preset=preset, seed=seed, workers=workers or default_workers(),
+    cfg = RunConfig(out=out, quick=quick, preset=pick_scenario(scenario, default="all", preset=preset),
+                    seed=seed, workers=workers or default_workers(),
                     drops=drops, n_saa=n_saa, noise_figure_db=noise_figure_db,
                     figures=tuple(figure) if figure else None, use_cache=not no_cache, progress=not no_progress)
     command = "multispin " + " ".join(shlex.quote(a) for a in sys.argv[1:])

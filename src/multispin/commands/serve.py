@@ -3,44 +3,63 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Optional
 
 import typer
 
 from multispin.cli import app
+from multispin.commands._options import (
+    CODECS, LogLevel, Mode, TorchDevice, json_option, log_level_option, pair_option, set_threads,
+    setup_logging, threads_option, torch_device_option,
+)
+from multispin.jsonout import versioned
 
 
 @app.command()
 def serve(
-    pair: str = typer.Option("smollm2-135m", help="model pair: a registered name or DRAFT:TARGET"),
-    host: str = typer.Option("127.0.0.1", help="address to bind (loopback by default)"),
-    port: int = typer.Option(5555, help="TCP port (0 = any free port)"),
+    pair: str = pair_option(),
+    host: str = typer.Option("127.0.0.1", metavar="ADDRESS", help="address to bind (loopback by default)"),
+    port: int = typer.Option(5555, min=0, max=65535, metavar="INT", help="TCP port (0 = any free port)"),
     secret: Optional[str] = typer.Option(
-        None, help="shared secret devices authenticate with (default: $MULTISPIN_SECRET)"),
-    devices: int = typer.Option(1, help="devices K to wait for before round 0"),
-    rounds: Optional[int] = typer.Option(None, help="stop after this many rounds (default: when all are done)"),
-    max_new_tokens: int = typer.Option(32, help="tokens to generate per device"),
-    draft_len: int = typer.Option(4, help="draft length γ for every device (0 = target only)"),
-    mode: str = typer.Option("mixed", help="correction mode of rejected devices: ul, dl or mixed"),
-    temperature: float = typer.Option(1.0, help="sampling temperature (0 = greedy)"),
-    top_k: int = typer.Option(0, help="top-k cut (0 = off)"),
-    top_p: float = typer.Option(1.0, help="nucleus mass in (0, 1]"),
-    seed: int = typer.Option(0, help="seed of every random draw"),
-    ul_codec: str = typer.Option("dense-fp32", help="codec of q_j in UL mode"),
-    dl_codec: str = typer.Option("dense-fp32", help="codec of p_j in DL mode"),
-    round_timeout: float = typer.Option(30.0, help="seconds to wait for a device's reply in a round phase"),
-    join_timeout: float = typer.Option(120.0, help="seconds to wait for K devices before round 0"),
-    idle_timeout: float = typer.Option(60.0, help="seconds to wait for detached, unfinished devices"),
-    max_devices: int = typer.Option(256, help="distinct device ids served"),
-    log: Optional[str] = typer.Option(None, "--log", help="JSON-lines log file (one line per round and event)"),
-    summary: Optional[str] = typer.Option(None, help="write the final summary (records, digests) as JSON here"),
-    threads: Optional[int] = typer.Option(None, help="torch intra-op threads"),
-    as_json: bool = typer.Option(False, "--json", help="print the summary as one JSON object"),
+        None, metavar="TEXT", show_default="$MULTISPIN_SECRET",
+        help="shared secret devices authenticate with (prefer $MULTISPIN_SECRET, out of `ps`)"),
+    devices: int = typer.Option(1, min=1, max=256, metavar="INT", help="devices K to wait for before round 0"),
+    rounds: Optional[int] = typer.Option(None, min=1, metavar="INT", show_default="until every device is done",
+                                         help="stop after this many rounds"),
+    max_new_tokens: int = typer.Option(32, min=1, max=8192, metavar="INT", help="tokens to generate per device"),
+    draft_len: int = typer.Option(4, min=0, max=20, metavar="INT",
+                                  help="draft length γ for every device, 0..20 (0 = target only)"),
+    mode: Mode = typer.Option("mixed", help="correction mode of rejected devices (mixed: fair coin per rejection)"),
+    temperature: float = typer.Option(1.0, min=0.0, metavar="FLOAT", help="sampling temperature (0 = greedy)"),
+    top_k: int = typer.Option(0, min=0, metavar="INT", help="top-k cut (0 = off)"),
+    top_p: float = typer.Option(1.0, metavar="FLOAT", help="nucleus mass in (0, 1] (1 = off)"),
+    seed: int = typer.Option(0, metavar="INT", help="seed of every random draw"),
+    ul_codec: str = typer.Option("dense-fp32", metavar="CODEC", help=f"codec of q_j in UL mode ({CODECS})"),
+    dl_codec: str = typer.Option("dense-fp32", metavar="CODEC", help=f"codec of p_j in DL mode ({CODECS})"),
+    round_timeout: float = typer.Option(30.0, min=0.1, metavar="SECONDS",
+                                        help="seconds to wait for a device's reply in a round phase"),
+    join_timeout: float = typer.Option(120.0, min=0.1, metavar="SECONDS",
+                                       help="seconds to wait for K devices before round 0"),
+    idle_timeout: float = typer.Option(60.0, min=0.1, metavar="SECONDS",
+                                       help="seconds to wait for detached, unfinished devices"),
+    max_devices: int = typer.Option(256, min=1, metavar="INT", help="distinct device ids served"),
+    log: Optional[str] = typer.Option(None, "--log", metavar="FILE",
+                                      help="JSON-lines log file (one line per round and event)"),
+    summary: Optional[Path] = typer.Option(None, metavar="FILE",
+                                           help="write the final summary (records, digests) as JSON here"),
+    threads: Optional[int] = threads_option(),
+    placement: TorchDevice = torch_device_option(),
+    log_level: LogLevel = log_level_option(),
+    as_json: bool = json_option(help="print the summary as one JSON object"),
 ) -> None:
     """Run the edge server: authenticate devices, verify their drafts in one batch per round.
 
     SIGTERM (or Ctrl-C) finishes the current round, says BYE to every device, flushes the log
     and exits 0."""
+    setup_logging(log_level)
+    from multispin.commands._checks import check_codecs_fit
+    from multispin.models.placement import place_pair
     from multispin.runtime.auth import resolve_secret
     from multispin.runtime.server import EdgeServer, ServerConfig, install_signal_handlers
     from multispin.runtime.session import resolve_pair
@@ -54,20 +73,21 @@ def serve(
         dl_codec=dl_codec, round_timeout_s=round_timeout, join_timeout_s=join_timeout,
         idle_timeout_s=idle_timeout,
     )
-    if threads:
-        import torch
-
-        torch.set_num_threads(threads)
-    server = EdgeServer(config, resolve_pair(pair), key, log_path=log)
+    set_threads(threads)
+    # the devices draft in their own processes: only the target moves to the GPU
+    loaded = place_pair(resolve_pair(pair), placement, drafts=False)
+    check_codecs_fit(ul_codec, dl_codec, loaded.vocab_size)  # before waiting for anyone
+    server = EdgeServer(config, loaded, key, log_path=log)
     install_signal_handlers(server)
     typer.echo(f"multispin serve: {pair} on {config.bind_endpoint}, waiting for {devices} device(s)",
                err=True)
     result = server.run()
+    doc = versioned(result.to_dict(), "serve")
     if summary:
-        with open(summary, "w", encoding="utf-8") as fh:
-            json.dump(result.to_dict(), fh)
+        summary.parent.mkdir(parents=True, exist_ok=True)
+        summary.write_text(json.dumps(doc), encoding="utf-8")
     if as_json:
-        typer.echo(json.dumps(result.to_dict()))
+        typer.echo(json.dumps(doc))
         return
     typer.echo(f"stopped ({result.stop_reason}) after {result.rounds} rounds, {result.wall_s:.2f} s; "
                f"{result.refused} connection(s) refused")

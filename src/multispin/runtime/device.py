@@ -54,6 +54,7 @@ class DeviceOutcome:
     rounds: int  # rounds this device drafted in
     server_digest: str | None  # from the server's BYE
     crashed: bool = False  # a fault injection ended it
+    text: str = ""  # the generated tokens decoded (run_device fills it in)
 
     @property
     def generated(self) -> list[int]:
@@ -101,7 +102,7 @@ class DeviceClient:
             raise ConfigError(f"device_id: must be an integer in [0, {P.MAX_DEVICE_ID}] (got {device_id!r})")
         if len(prompt_ids) == 0:
             raise ConfigError("prompt: must hold at least one token")
-        self.server = server
+        self.server = normalise_endpoint(server)
         self.device_id = device_id
         self._secret = resolve_secret(secret)
         self.lm = lm
@@ -111,7 +112,8 @@ class DeviceClient:
         self.resume = resume
         self.reconnects = reconnects
         self.server_timeout_s = server_timeout_s
-        self.handshake_timeout_s = handshake_timeout_s
+        # --server-timeout bounds every wait, the handshake's too (it used to wait 30 s regardless)
+        self.handshake_timeout_s = min(handshake_timeout_s, server_timeout_s)
         self.fault = _Fault.parse(fault)
         self.on_event = on_event
         self._handshake_limits = P.Limits(vocab_size=lm.vocab_size, max_prompt_tokens=len(self.prompt_ids),
@@ -151,11 +153,12 @@ class DeviceClient:
                 except _Reconnect as exc:
                     failures += 1
                     self._event("reconnect", reason=str(exc), attempt=failures)
-                    log.info("device %d: %s; reconnecting (%d/%d)", self.device_id, exc, failures,
-                             self.reconnects)
                     if failures > self.reconnects:
+                        hint = "" if self.sessions else f"; is `multispin serve` running at {self.server}?"
                         raise ProtocolError(f"device {self.device_id}: gave up after {self.reconnects} "
-                                            f"reconnects ({exc})") from None
+                                            f"reconnects ({exc}){hint}") from None
+                    log.warning("device %d: %s; reconnecting (%d/%d)", self.device_id, exc, failures,
+                                self.reconnects)
                     time.sleep(min(2.0, 0.1 * 2 ** (failures - 1)))
         finally:
             self._ctx.term()
@@ -334,6 +337,25 @@ class _Vanish(Exception):
     pass
 
 
+def normalise_endpoint(server: str) -> str:
+    """``host:port`` → ``tcp://host:port``; anything ZeroMQ cannot connect to is a one-line error
+    (a bare ``host:port`` used to make ZeroMQ wait silently until the server timeout)."""
+    import re
+
+    text = str(server).strip()
+    if "://" not in text:
+        text = "tcp://" + text
+    scheme, rest = text.split("://", 1)
+    if scheme == "tcp":
+        m = re.fullmatch(r"(\[[0-9a-fA-F:.]+\]|[^:/\s]+):(\d+)", rest)
+        if m and 1 <= int(m.group(2)) <= 65535:
+            return text
+    elif scheme in ("ipc", "inproc") and rest:
+        return text
+    raise ConfigError(f"server: expected HOST:PORT or tcp://HOST:PORT with a port in 1..65535 "
+                      f"(got {server!r})")
+
+
 def build_device_client(server: str, device_id: int, secret: str | bytes | None,
                         pair: str | LoadedPair, draft: str | None, prompt: str, *,
                         resume: bool = True, reconnects: int = 5, server_timeout_s: float = 120.0,
@@ -344,6 +366,7 @@ def build_device_client(server: str, device_id: int, secret: str | bytes | None,
     from multispin.runtime.session import encode_prompt, resolve_pair
 
     secret = resolve_secret(secret)  # fail fast, before loading any model
+    server = normalise_endpoint(server)
     loaded = pair if isinstance(pair, LoadedPair) else resolve_pair(pair)
     name = draft or loaded.default_draft
     if name not in loaded.drafts:
@@ -358,8 +381,15 @@ def build_device_client(server: str, device_id: int, secret: str | bytes | None,
 
 def run_device(server: str, device_id: int, secret: str | bytes | None, pair: str | LoadedPair,
                draft: str | None, prompt: str, **options: Any) -> DeviceOutcome:
-    """Build a device and run it until the server says BYE."""
-    return build_device_client(server, device_id, secret, pair, draft, prompt, **options).run()
+    """Build a device and run it until the server says BYE; the outcome carries the decoded text."""
+    from multispin.runtime.session import resolve_pair
+
+    secret = resolve_secret(secret)  # fail fast, before loading any model
+    normalise_endpoint(server)
+    loaded = pair if isinstance(pair, LoadedPair) else resolve_pair(pair)
+    outcome = build_device_client(server, device_id, secret, loaded, draft, prompt, **options).run()
+    outcome.text = loaded.tokenizer.decode(outcome.generated, skip_special_tokens=True)
+    return outcome
 
 
-__all__ = ["DeviceClient", "DeviceOutcome", "build_device_client", "run_device"]
+__all__ = ["DeviceClient", "DeviceOutcome", "build_device_client", "normalise_endpoint", "run_device"]

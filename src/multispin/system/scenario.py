@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal, Optional, Union, get_args, get_origi
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
-from multispin.errors import ConfigError, config_error_from_validation
+from multispin.errors import ConfigError, config_error_from_validation, did_you_mean
 from multispin.system.payload import distribution_bits, draft_upload_bits_per_token, token_id_bits
 from multispin.system.radio import dbm_to_w
 
@@ -284,7 +284,8 @@ class Scenario(_Model):
 
         Takes ``t_ver0_s``, ``t_ver1_s``, ``t_ver_tok_s`` and, when present,
         ``draft_latency_s_per_token`` (a number, or a table draft name → s/token: the entry named
-        ``draft``, or the only entry).
+        ``draft``; without ``draft``, the devices take the profile's drafts in turn, device k the
+        (k mod n)-th, as ``generate`` and ``testbed`` assign them).
         """
         if not isinstance(profile, dict):
             p = Path(profile)
@@ -309,9 +310,12 @@ class Scenario(_Model):
                 d = d[draft]
             elif len(d) == 1:
                 d = next(iter(d.values()))
-            else:
-                raise ConfigError("compute_profile.draft_latency_s_per_token: several drafts, name one "
-                                  f"(allowed: {', '.join(map(str, d))})")
+            elif d:
+                per_draft = list(d.values())
+                k = self.devices.count
+                changes["devices.draft_latency_s_per_token"] = sum(per_draft) / len(per_draft)
+                changes["devices.draft_latencies_s_per_token"] = [per_draft[i % len(per_draft)] for i in range(k)]
+                return self.override(changes)
         if d is not None:
             changes["devices.draft_latency_s_per_token"] = d
             changes["devices.draft_latencies_s_per_token"] = None
@@ -361,13 +365,10 @@ def _fields_at(loc: tuple) -> list[str]:
 
 
 def _suggest_field(loc: tuple) -> str:
-    import difflib
-
     fields = _fields_at(loc)
     if not fields or not loc:
         return ""
-    close = difflib.get_close_matches(str(loc[-1]), fields, n=1, cutoff=0.6)
-    return f" (did you mean {close[0]}?)" if close else f" (allowed: {', '.join(fields)})"
+    return did_you_mean(loc[-1], fields) or f" (allowed: {', '.join(fields)})"
 
 
 class _WithRanges:
@@ -491,11 +492,7 @@ def preset_names() -> list[str]:
 
 
 def _unknown_preset(name: Any) -> ConfigError:
-    import difflib
-
-    close = difflib.get_close_matches(str(name), preset_names(), n=1, cutoff=0.6)
-    hint = f" (did you mean {close[0]}?)" if close else ""
-    return ConfigError(f"preset: unknown preset {name!r}{hint} (allowed: {', '.join(preset_names())})",
+    return ConfigError(f"preset: unknown preset {name!r}{did_you_mean(name, preset_names())} (allowed: {', '.join(preset_names())})",
                        locs=(("preset",),))
 
 

@@ -8,7 +8,6 @@ its allowed values and, for a misspelt key, the closest real one.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from pathlib import Path
@@ -16,16 +15,10 @@ from typing import Any, Optional, Union
 
 import yaml
 
-from multispin.errors import ConfigError
+from multispin.errors import ConfigError, did_you_mean
 from multispin.system.scenario import PRESETS, Scenario, get_preset, preset_names, scenario_from_dict
 
 FILE_SUFFIXES = (".yaml", ".yml", ".toml", ".json")
-
-
-def did_you_mean(word: str, choices) -> str:
-    """`` (did you mean X?)`` when one of ``choices`` is close to ``word``, else ``""``."""
-    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
-    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def resolve_scenario(spec: Union[str, Path, Scenario]) -> Scenario:

@@ -1,0 +1,22 @@
+"""Checks a verb runs once the models are loaded, before it waits for anyone or starts rounds."""
+
+from __future__ import annotations
+
+from multispin.errors import ConfigError
+
+
+def check_codecs_fit(ul_codec: str, dl_codec: str, vocab_size: int) -> None:
+    """A codec that cannot carry a row of this vocabulary (``sparse:v_eff`` > V) is a user
+    mistake: stop with one line instead of warning and then waiting for devices.
+
+    Under greedy sampling every usable codec is exact in both modes (UL always; DL because a
+    one-hot row survives any codec), so a codec that is not exact for greedy is unusable here;
+    the verdict's reason names the field."""
+    from multispin.spec.codecs import make_codec
+    from multispin.spec.warp import SamplingParams
+
+    greedy = SamplingParams.make(temperature=0.0)
+    for flag, mode, spec in (("ul_codec", "ul", ul_codec), ("dl_codec", "dl", dl_codec)):
+        verdict = make_codec(spec).exactness(mode, greedy, vocab_size)
+        if not verdict.exact:
+            raise ConfigError(f"{flag}: {verdict.reason}")
