@@ -37,12 +37,12 @@ def _progress() -> Progress:
 def _table(results, title: str) -> Table:
     t = Table(title=title, caption="G: tokens/s on the scenario clock; model / MC: what the analytic "
                                    "model and the Monte Carlo simulator predict for the same rounds; "
-                                   "DL: share of corrections in DL mode; up / down: bits moved per "
-                                   "token on each link (drafts with their q scalars, ids, rejection "
-                                   "positions, distributions); charged: bits per token the clock "
-                                   "charged airtime for; record: every device's text equals the "
-                                   "server's record")
-    for col in ("policy", "G", "model", "MC", "tokens", "DL", "γ̄", "up", "down", "charged", "record"):
+                                   "DL: share of corrections in DL mode; γ̄: mean draft length; "
+                                   "up / down: kbit moved per token on each link (drafts with their "
+                                   "q scalars, ids, rejection positions, distributions); chg: kbit per "
+                                   "token the clock charged airtime for; rec: every device's text "
+                                   "equals the server's record")
+    for col in ("policy", "G", "model", "MC", "DL", "γ̄", "up", "down", "chg", "rec"):
         t.add_column(col, justify="right")
     for r in results:
         s = r.summary
