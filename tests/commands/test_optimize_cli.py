@@ -35,6 +35,12 @@ def test_json_report_has_the_documented_fields():
     assert (r["t_ver0_s"], r["t_ver1_s"]) == pytest.approx((0.0428, 0.0076))
     assert r["acceptance_assumed"] is True
     assert r["g_max_tokens_per_s"] >= r["goodput_tokens_per_s"]
+    c = r["certificate"]
+    assert c["best_baseline_tokens_per_s"] == max(r["baselines"].values())
+    assert c["best_baseline"] in r["baselines"] and c["gain_over_best_baseline_pct"] >= -1e-9
+    assert c["upper_bound_tokens_per_s"] >= r["g_max_tokens_per_s"] * (1 - 1e-12)
+    assert c["gap_to_upper_bound_pct"] == pytest.approx(100 * (1 - r["goodput_tokens_per_s"]
+                                                                / c["upper_bound_tokens_per_s"]))
 
 
 def test_table_output_and_config_file(tmp_path):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from multispin.optimize.baselines import all_baselines, mode_baselines
-from multispin.optimize.draft_lengths import two_phase_greedy
+from multispin.optimize.draft_lengths import local_search
 from multispin.optimize.goodput import SAAObjective, goodput
 from multispin.optimize.reactive import fixed_modes_latency_s, optimal_modes_batch, policy_ul_mask
 from multispin.system import World, get_preset
@@ -35,8 +35,8 @@ def test_random_baseline_is_deterministic_given_its_coins(qwen_world):
 def test_adaptive_beats_every_mode_baseline_on_the_preset(pdl_dbm):
     w = World(get_preset("paper-qwen").override({"radio.p_dl_dbm": pdl_dbm}))
     inst, u, mu = w.instance(0), w.saa_uniforms(0), w.mode_uniforms(0)
-    ours = two_phase_greedy(SAAObjective(inst, u))
     base = all_baselines(inst, u, mu)
+    ours = local_search(SAAObjective(inst, u), {n: dp.draft_len for n, dp in base.items()})
     assert set(base) == {"all_ul", "all_dl", "random", "best_uniform", "computation_only", "greedy_paper"}
     for name, dp in base.items():
         assert ours.goodput_tokens_per_s >= dp.goodput_tokens_per_s * (1 - 1e-12), name
@@ -70,8 +70,8 @@ def test_verification_cost_per_token_changes_the_plan_and_aware_planning_gains()
     w = World(get_preset("paper-qwen"))
     inst, u = w.instance(0), w.saa_uniforms(0)
     real = inst.with_compute(t_ver_tok_s=0.002)
-    naive = two_phase_greedy(SAAObjective(inst, u)).draft_len
-    aware = two_phase_greedy(SAAObjective(real, u)).draft_len
+    naive = local_search(SAAObjective(inst, u)).draft_len
+    aware = local_search(SAAObjective(real, u)).draft_len
     g_naive = SAAObjective(real, u).value(naive)
     g_aware = SAAObjective(real, u).value(aware)
     assert aware.sum() < naive.sum()  # costlier verification: shorter drafts

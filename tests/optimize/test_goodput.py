@@ -17,7 +17,7 @@ from multispin.optimize.goodput import (
     rejection_prob,
     t_comp_s,
 )
-from multispin.optimize.draft_lengths import two_phase_greedy
+from multispin.optimize.draft_lengths import local_search
 from multispin.optimize.montecarlo import simulate_rounds
 from multispin.system import World, get_preset
 
@@ -131,7 +131,7 @@ def test_analytic_goodput_matches_a_monte_carlo_of_rounds(pdl_dbm):
     w = World(get_preset("paper-qwen").override({"radio.p_dl_dbm": pdl_dbm}))
     inst = w.instance(0)
     u = w.saa_uniforms(0)
-    gamma = two_phase_greedy(SAAObjective(inst, u)).draft_len
+    gamma = local_search(SAAObjective(inst, u)).draft_len
     analytic = goodput(inst, gamma, u).goodput_tokens_per_s
     mc = simulate_rounds(inst, gamma, 30_000, np.random.default_rng(17))
     assert mc.goodput_tokens_per_s == pytest.approx(analytic, rel=0.02)

@@ -132,6 +132,7 @@ def build_report(
         "t_comp_s": p.goodput.t_comp_s,
         "expected_tokens_per_round": p.goodput.expected_tokens,
         "baselines": dict(rep.baselines),
+        "certificate": rep.certificate.to_dict(),
         "baseline_draft_len": dict(rep.baseline_draft_len),
         "devices": devices_out,
         "num_devices": inst.num_devices,
@@ -188,6 +189,9 @@ def _print_tables(r: dict) -> None:
     for name, g in r["baselines"].items():
         gain = 100 * (r["goodput_tokens_per_s"] / g - 1) if g else float("nan")
         s.add_row(f"baseline {name} (tokens/s)", f"{g:.2f}  (ours {gain:+.1f}%)")
+    c = r["certificate"]
+    s.add_row("upper bound max_γ G_max (tokens/s)",
+              f"{c['upper_bound_tokens_per_s']:.2f}  (ours {c['gap_to_upper_bound_pct']:.1f}% below)")
     out.print(s)
     out.print(f"radio: B={r['bandwidth_hz'] / 1e6:g} MHz, P^ul={r['p_ul_dbm']:g} dBm, P^dl={r['p_dl_dbm']:.2f} dBm, "
               f"N0={r['noise_psd_dbm_per_hz']:g} dBm/Hz + NF {r['noise_figure_db']:g} dB, "

@@ -226,6 +226,7 @@ def _climb(state: IncrementalSAA, orders, visited: set, trace: list) -> float | 
         return None
     while True:
         moved = False
+        state.refresh_flips()
         for k in range(inst.num_devices):  # coordinate line search, device by device
             vals = state.line_values(k)
             j = int(np.argmax(vals))
@@ -274,33 +275,71 @@ def default_starts(obj: SAAObjective) -> dict[str, np.ndarray]:
     return starts
 
 
+_COARSE_FRACTION = 4  # climbs from every start run on 1/4 of the samples when N_SAA ≥ _COARSE_MIN
+_COARSE_MIN = 400
+_POLISHED = 2  # coarse optima re-climbed on every sample
+
+
+def _climb_all(obj: SAAObjective, points: dict[str, np.ndarray], trace: list) -> dict[str, tuple]:
+    """Climb from every point (most promising first) on ``obj``; name → (value or None, γ)."""
+    names = list(points)
+    state = IncrementalSAA(obj, points[names[0]])
+    values, _ = state.candidate_values(np.asarray([points[n] for n in names]))
+    orders = _weakness_orders(obj.inst)
+    visited: set = set()
+    out = {}
+    for i in np.argsort(-values, kind="stable"):
+        _, changes = state.candidate_values(points[names[i]][None, :])
+        state.move_to(changes, 0)
+        val = _climb(state, orders, visited, trace)
+        trace.append((names[i], float(values[i]), val))
+        out[names[i]] = (val, state.gamma.copy())
+    out["_solves"] = state.solves
+    return out
+
+
 def local_search(obj: SAAObjective, extra_starts=None) -> DraftPlan:
     """The shipped draft-length search (see the module doc): never below any of its starts.
 
     ``extra_starts``: more γ vectors (a dict name → γ, or a list) to start from, e.g. the mode
-    baselines' plans or last round's plan.
+    baselines' plans or last round's plan. With N_SAA ≥ 400 the climbs from all starts run on a
+    quarter of the samples; the best two points they reach, and the best start if it is still
+    ahead, are then climbed on all samples (the result is never below any start on all samples).
     """
     starts = default_starts(obj)
     if extra_starts is not None:
         items = extra_starts.items() if isinstance(extra_starts, dict) else enumerate(extra_starts)
         for name, g in items:
             starts[f"extra_{name}"] = _check_gamma(obj, g, "extra_starts")
-    names = list(starts)
-    state = IncrementalSAA(obj, starts[names[0]])
-    values, _ = state.candidate_values(np.asarray([starts[n] for n in names]))
-    baselines = {n: float(v) for n, v in zip(names, values) if n in _BASELINE_STARTS}
-    orders = _weakness_orders(obj.inst)
-    visited: set = set()
     trace: list = []
-    best_val, best_g = -np.inf, None
-    for i in np.argsort(-values, kind="stable"):  # the most promising start first
-        _, changes = state.candidate_values(starts[names[i]][None, :])
-        state.move_to(changes, 0)
-        val = _climb(state, orders, visited, trace)
-        trace.append((names[i], float(values[i]), val))
-        if val is not None and val > best_val:
-            best_val, best_g = val, state.gamma.copy()
-    return DraftPlan(best_g, obj.evaluate(best_g), "greedy", state.solves, trace, baselines)
+    solves = 0
+    points = starts
+    if obj.n_saa >= _COARSE_MIN:
+        m = obj.n_saa // _COARSE_FRACTION
+        coarse = SAAObjective(obj.inst, obj.uniforms[:m], obj.modes, obj.split,
+                              None if obj.mode_uniforms is None else obj.mode_uniforms[:m])
+        reached = _climb_all(coarse, starts, trace)
+        solves += reached.pop("_solves")
+        ends = {f"coarse_{n}": g for n, (v, g) in reached.items() if v is not None}
+        full = IncrementalSAA(obj, np.zeros(obj.inst.num_devices, dtype=np.int64))
+        names = list(ends) + list(starts)
+        vals, _ = full.candidate_values(np.asarray([{**ends, **starts}[n] for n in names]))
+        solves += full.solves
+        ranked = [names[i] for i in np.argsort(-vals, kind="stable")]
+        top_ends = [n for n in ranked if n in ends][:_POLISHED]
+        points = {n: ends[n] for n in top_ends}
+        best_start = next(n for n in ranked if n in starts)
+        if max(vals) > max((vals[names.index(n)] for n in top_ends), default=-np.inf):
+            points[best_start] = starts[best_start]
+        trace.append(("coarse_done", ranked[:4]))
+    reached = _climb_all(obj, points, trace)
+    solves += reached.pop("_solves")
+    val, best = max(((v, g) for v, g in reached.values() if v is not None), key=lambda x: x[0])
+    base_state = IncrementalSAA(obj, best)
+    base_names = [n for n in _BASELINE_STARTS if n in starts]
+    base_vals, _ = base_state.candidate_values(np.asarray([starts[n] for n in base_names]))
+    baselines = dict(zip(base_names, map(float, base_vals)))
+    return DraftPlan(best, obj.evaluate(best), "greedy", solves, trace, baselines)
 
 
 def reference_search(obj: SAAObjective, rng: np.random.Generator, restarts: int = 16, kicks: int = 16,

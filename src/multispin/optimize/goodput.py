@@ -150,6 +150,9 @@ class SAAObjective:
         mu = None if self.mode_uniforms is None else self.mode_uniforms[rows]
         if mask.shape[0] == 0:
             return np.zeros(0)
+        if self.split == "equal" and mask.shape[0] < 64:  # too few rows for deduplication to pay
+            self.num_solves += mask.shape[0]
+            return t_comm_batch(mask, self.inst, self.modes, self.split, mu)
         key_src = mask if self.modes != "random" else np.concatenate([mask, mask & (mu < 0.5)], axis=1)
         keys = _row_keys(key_src)
         _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)

@@ -73,6 +73,17 @@ class IncrementalSAA:
             self.solves += rows.size
         return self.flip[:, k]
 
+    def refresh_flips(self) -> None:
+        """Re-solve every invalid flipped entry in one batch (cheaper than column by column)."""
+        need = ~self.flip_valid & (self.levels < self.inst.gamma_max)
+        rows, cols = np.nonzero(need)
+        if rows.size:
+            masks = self.rejected[rows].copy()
+            masks[np.arange(rows.size), cols] = ~masks[np.arange(rows.size), cols]
+            self.flip[rows, cols] = self.obj.t_comm_rows(masks, rows)
+            self.flip_valid[rows, cols] = True
+            self.solves += rows.size
+
     def line_values(self, k: int) -> np.ndarray:
         """G with γ_k replaced by each of 0..γ_max (the others fixed), shape (γ_max + 1,)."""
         inst = self.inst
