@@ -133,3 +133,30 @@ def test_airtime_check_catches_charging_the_scenario_payload(tmp_path, monkeypat
     rows = [json.loads(x) for x in (tmp_path / "rounds.jsonl").read_text().splitlines()]
     _codec_bits_check(rows)  # the wire is unchanged; only the clock is wrong
     assert max(_airtime_errors(rows, res.summary["noise_psd_w_per_hz"])) > 0.5
+
+
+def test_an_approximate_codec_is_announced_first_and_in_the_summary(tmp_path):
+    res = CliRunner().invoke(app, ["testbed", "--pair", "tiny", "--devices", "2", "--rounds", "2",
+                                   "--runner", "thread", "--top-k", "0", "--dl-codec", "sparse:v_eff=16,q=16",
+                                   "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    first = res.output.strip().splitlines()[0]
+    assert first.startswith("APPROXIMATE") and "sparse-v16-q16" in first
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["exact"] is False and summary["payload_headline"].startswith("APPROXIMATE")
+    assert summary["payload"]["exactness"]["ul"]["exact"] and not summary["payload"]["exactness"]["dl"]["exact"]
+
+
+def test_the_default_is_exact_and_says_so(tmp_path):
+    cfg = TestbedConfig.make(pair="tiny", devices=2, rounds=2, runner="thread", out=tmp_path)
+    res = run_testbed(cfg)
+    pay = res.summary["payload"]
+    assert res.summary["exact"] and pay["default"]
+    assert "exact in UL and DL mode" in res.summary["payload_headline"]
+    assert pay["sampling"]["top_k"] == 256 and pay["ul_codec"] == pay["dl_codec"] == "sparse-v256-q32"  # V = 256
+    # an all-UL run needs only the UL codec to be exact
+    ul_only = TestbedConfig.make(pair="tiny", policy="all-ul", top_k=0, dl_codec="sparse:v_eff=4,q=16")
+    from multispin.runtime.testbed import payload_choice
+
+    assert payload_choice(ul_only, 256).exact and not payload_choice(ul_only.model_copy(
+        update={"policy": "adaptive"}), 256).exact
