@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Literal, Optional
 
 import typer
 from rich.console import Console
@@ -12,6 +12,11 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from multispin.cli import app
+from multispin.commands._options import (
+    LogLevel, TorchDevice, json_option, legacy_option, log_level_option, noise_figure_option, pair_option,
+    pdl_option, pick_scenario, pul_option, scenario_option, setup_logging, torch_device_option,
+)
+from multispin.jsonout import versioned
 
 
 def _run_with_progress(config, pair, progress: Progress, label: str):
@@ -49,9 +54,9 @@ def _table(results, title: str) -> Table:
         mean_g = sum(s["mean_draft_len"].values()) / max(len(s["mean_draft_len"]), 1)
         t.add_row(s["policy"], f"{s['goodput_tokens_per_s']:.1f}",
                   f"{s.get('analytic_tokens_per_s', float('nan')):.1f}",
-                  f"{s.get('montecarlo_tokens_per_s', float('nan')):.1f}", str(s["tokens"]),
-                  f"{s['dl_share']:.2f}", f"{mean_g:.1f}", f"{s['bits_up_per_token']:,.0f}",
-                  f"{s['bits_down_per_token']:,.0f}", f"{s['bits_charged_per_token']:,.0f}",
+                  f"{s.get('montecarlo_tokens_per_s', float('nan')):.1f}",
+                  f"{s['dl_share']:.2f}", f"{mean_g:.1f}", f"{s['bits_up_per_token'] / 1e3:.1f}",
+                  f"{s['bits_down_per_token'] / 1e3:.1f}", f"{s['bits_charged_per_token'] / 1e3:.1f}",
                   "ok" if s["consistent"] and s["digests_match"] else "MISMATCH")
     return t
 
@@ -70,75 +75,101 @@ _TOP_K_HELP = "top-k sampling cut (0 = off); default: 1024 (= V_eff, so both mod
 
 @app.command()
 def testbed(
-    pair: str = typer.Option("smollm2-135m", help="model pair"),
-    devices: int = typer.Option(8, help="number of device processes K"),
-    rounds: Optional[int] = typer.Option(None, help="stop after this many rounds (default: until done)"),
-    max_new_tokens: int = typer.Option(64, help="tokens per device"),
-    clock: str = typer.Option("virtual", help="virtual (scenario compute profile) or wall (this host)"),
-    preset: str = typer.Option("paper-qwen", help="scenario preset or scenario file"),
-    policy: str = typer.Option("adaptive", help="adaptive, all-ul, all-dl or random"),
-    split: str = typer.Option("equal", help="bandwidth split among rejected devices: equal or optimized"),
-    pdl_dbm: Optional[float] = typer.Option(None, help="downlink power budget P^dl (dBm)"),
-    tasks: str = typer.Option("mixed", help="prompt tasks: chat, code or mixed"),
-    seed: int = typer.Option(0, help="seed of prompts, channel and sampling"),
-    runner: str = typer.Option("fork", help="device processes: fork, subprocess, or thread"),
-    top_k: Optional[int] = typer.Option(None, "--top-k", help=_TOP_K_HELP),
-    ul_codec: Optional[str] = typer.Option(None, "--ul-codec", help=_CODEC_HELP.format(what="q_j in UL mode")),
-    dl_codec: Optional[str] = typer.Option(None, "--dl-codec", help=_CODEC_HELP.format(what="p_j in DL mode")),
-    out: Path = typer.Option(Path("out/testbed"), help="folder for rounds.jsonl, server.jsonl, summary.json"),
-    as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
+    pair: str = pair_option(),
+    devices: int = typer.Option(8, min=1, max=256, metavar="INT", help="number of device processes K (1..256)"),
+    rounds: Optional[int] = typer.Option(None, min=1, metavar="INT", show_default="until every device is done",
+                                         help="stop after this many rounds"),
+    max_new_tokens: int = typer.Option(64, min=1, max=8192, metavar="INT", help="tokens per device"),
+    clock: Literal["virtual", "wall"] = typer.Option(
+        "virtual", help="virtual: the scenario's compute profile and airtime; wall: this host, airtime emulated"),
+    scenario: Optional[str] = scenario_option(),
+    policy: Literal["adaptive", "all-ul", "all-dl", "random"] = typer.Option(
+        "adaptive", help="correction modes: the optimiser's, all UL, all DL, or a fair coin"),
+    split: Literal["equal", "optimized"] = typer.Option("equal", help="bandwidth split among rejected devices"),
+    pdl_dbm: Optional[float] = pdl_option(),
+    pul_dbm: Optional[float] = pul_option(),
+    noise_figure_db: Optional[float] = noise_figure_option(),
+    tasks: Literal["chat", "code", "mixed"] = typer.Option("mixed", help="prompt tasks"),
+    seed: int = typer.Option(0, metavar="INT", help="seed of prompts, channel and sampling"),
+    runner: Literal["fork", "subprocess", "thread"] = typer.Option("fork", help="how device processes start"),
+    top_k: Optional[int] = typer.Option(None, "--top-k", min=0, metavar="INT", help=_TOP_K_HELP),
+    ul_codec: Optional[str] = typer.Option(None, "--ul-codec", metavar="CODEC",
+                                           help=_CODEC_HELP.format(what="q_j in UL mode")),
+    dl_codec: Optional[str] = typer.Option(None, "--dl-codec", metavar="CODEC",
+                                           help=_CODEC_HELP.format(what="p_j in DL mode")),
+    out: Path = typer.Option(Path("out/testbed"), metavar="DIR", help="folder for rounds.jsonl, server.jsonl, summary.json"),
+    placement: TorchDevice = torch_device_option(),
+    log_level: LogLevel = log_level_option(),
+    as_json: bool = json_option(help="print the summary as JSON"),
+    preset: Optional[str] = legacy_option("--preset"),
 ) -> None:
     """Run the edge server and K devices over real sockets, re-planning every round."""
+    setup_logging(log_level)
+    from multispin.models.placement import place_pair
     from multispin.models.registry import resolve_pair
-    from multispin.runtime.testbed import TestbedConfig
+    from multispin.runtime.testbed import TestbedConfig, build_scenario
 
+    scenario = pick_scenario(scenario, preset=preset)
     config = TestbedConfig.make(pair=pair, devices=devices, rounds=rounds, max_new_tokens=max_new_tokens,
-                                clock=clock, preset=preset, policy=policy, split=split, p_dl_dbm=pdl_dbm,
-                                tasks=tasks, seed=seed, runner=runner, top_k=top_k, ul_codec=ul_codec,
-                                dl_codec=dl_codec, out=out)
-    loaded = resolve_pair(pair)
+                                clock=clock, scenario=scenario, policy=policy, split=split, p_dl_dbm=pdl_dbm,
+                                p_ul_dbm=pul_dbm, noise_figure_db=noise_figure_db, tasks=tasks, seed=seed,
+                                runner=runner, top_k=top_k, ul_codec=ul_codec, dl_codec=dl_codec, out=out)
+    build_scenario(config)  # a bad scenario stops here, before any model loads
+    # the devices draft in their own processes: only the target moves to the GPU
+    loaded = place_pair(resolve_pair(pair), placement, drafts=False)
     typer.echo(_headline(config, loaded), err=as_json)  # the first line: exact, or APPROXIMATE and why
     with _progress() as progress:
         result = _run_with_progress(config, loaded, progress, f"{policy} ({clock} clock)")
     if as_json:
-        typer.echo(json.dumps(result.summary))
+        typer.echo(json.dumps(versioned(result.summary, "testbed-summary")))
         return
-    Console().print(_table([result], f"multispin testbed: {pair}, K={devices}, {preset}"))
+    Console().print(_table([result], f"multispin testbed: {pair}, K={devices}, {scenario}"))
     typer.echo(result.summary["payload_headline"])
     Console().print(f"logs and summary in {out}/")
 
 
 @app.command()
 def demo(
-    pair: str = typer.Option("smollm2-135m", help="model pair (the embedded default)"),
-    devices: int = typer.Option(8, help="number of devices K"),
-    max_new_tokens: int = typer.Option(32, help="tokens per device"),
-    preset: str = typer.Option("paper-qwen", help="compute/radio profile of the virtual clock"),
-    pdl_dbm: Optional[float] = typer.Option(None, help="downlink power budget P^dl (dBm)"),
-    seed: int = typer.Option(0, help="seed (same prompts and channel for every policy)"),
-    top_k: Optional[int] = typer.Option(None, "--top-k", help=_TOP_K_HELP),
-    ul_codec: Optional[str] = typer.Option(None, "--ul-codec", help=_CODEC_HELP.format(what="q_j in UL mode")),
-    dl_codec: Optional[str] = typer.Option(None, "--dl-codec", help=_CODEC_HELP.format(what="p_j in DL mode")),
-    out: Path = typer.Option(Path("out/demo"), help="output folder (per-policy logs, demo.png)"),
+    pair: str = pair_option(help="model pair (smollm2-135m is embedded; tiny needs no download)"),
+    devices: int = typer.Option(8, min=1, max=256, metavar="INT", help="number of devices K (1..256)"),
+    max_new_tokens: int = typer.Option(32, min=1, max=8192, metavar="INT", help="tokens per device"),
+    scenario: Optional[str] = scenario_option(),
+    pdl_dbm: Optional[float] = pdl_option(),
+    pul_dbm: Optional[float] = pul_option(),
+    noise_figure_db: Optional[float] = noise_figure_option(),
+    seed: int = typer.Option(0, metavar="INT", help="seed (same prompts and channel for every policy)"),
+    top_k: Optional[int] = typer.Option(None, "--top-k", min=0, metavar="INT", help=_TOP_K_HELP),
+    ul_codec: Optional[str] = typer.Option(None, "--ul-codec", metavar="CODEC",
+                                           help=_CODEC_HELP.format(what="q_j in UL mode")),
+    dl_codec: Optional[str] = typer.Option(None, "--dl-codec", metavar="CODEC",
+                                           help=_CODEC_HELP.format(what="p_j in DL mode")),
+    out: Path = typer.Option(Path("out/demo"), metavar="DIR", help="output folder (per-policy logs, demo.png)"),
+    placement: TorchDevice = torch_device_option(),
+    log_level: LogLevel = log_level_option(),
+    preset: Optional[str] = legacy_option("--preset"),
 ) -> None:
     """Adaptive versus all-UL versus all-DL on the same prompts, channel and seed."""
+    setup_logging(log_level)
+    from multispin.models.placement import place_pair
     from multispin.models.registry import resolve_pair
-    from multispin.runtime.testbed import TestbedConfig, plot_comparison
+    from multispin.runtime.testbed import TestbedConfig, build_scenario, plot_comparison
 
     con = Console()
-    configs = [TestbedConfig.make(pair=pair, devices=devices, max_new_tokens=max_new_tokens, preset=preset,
-                                  policy=policy, p_dl_dbm=pdl_dbm, seed=seed, top_k=top_k, ul_codec=ul_codec,
-                                  dl_codec=dl_codec, out=out / policy)
+    scenario = pick_scenario(scenario, preset=preset)
+    configs = [TestbedConfig.make(pair=pair, devices=devices, max_new_tokens=max_new_tokens, scenario=scenario,
+                                  policy=policy, p_dl_dbm=pdl_dbm, p_ul_dbm=pul_dbm, noise_figure_db=noise_figure_db,
+                                  seed=seed, top_k=top_k, ul_codec=ul_codec, dl_codec=dl_codec, out=out / policy)
                for policy in ("adaptive", "all-ul", "all-dl")]
+    build_scenario(configs[0])  # a bad scenario stops here, before any model loads
     with Console(stderr=True).status(f"loading {pair}…"):
-        loaded = resolve_pair(pair)
+        loaded = place_pair(resolve_pair(pair), placement, drafts=False)
     headline = _headline(configs[0], loaded)  # adaptive uses both modes: the strictest verdict
     typer.echo(headline)
     results = []
     with _progress() as progress:
         for config in configs:
             results.append(_run_with_progress(config, loaded, progress, f"{config.policy:>8}"))
-    con.print(_table(results, f"multispin demo: {pair}, K={devices}, {preset} profile, virtual clock"))
+    con.print(_table(results, f"multispin demo: {pair}, K={devices}, {scenario} profile, virtual clock"))
     con.print(headline, highlight=False)
     png = plot_comparison(results, out / "demo.png")
     best = results[0].summary["goodput_tokens_per_s"]

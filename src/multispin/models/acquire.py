@@ -467,11 +467,22 @@ def _fix_tokenizer(tokenizer, fields: dict) -> None:
         tokenizer.clean_up_tokenization_spaces = False
 
 
+def require_gguf() -> None:
+    """The GGUF reader is a core dependency (the default pair is shipped as GGUF); an install
+    that lacks it gets one line saying how to repair it, not a ModuleNotFoundError traceback."""
+    import importlib.util
+
+    if importlib.util.find_spec("gguf") is None:
+        raise ModelError("gguf: the GGUF reader is not installed, and the shipped pairs come as GGUF files; "
+                         "reinstall multispin (pip install -e .), which installs it")
+
+
 def convert_gguf(gguf_path: Path, out_dir: Path) -> dict[str, float]:
     """De-quantise ``gguf_path`` with transformers and save float32 safetensors + tokenizer.
 
     ``out_dir`` must not exist yet (callers write to a temporary directory).
     """
+    require_gguf()
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
