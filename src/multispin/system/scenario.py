@@ -158,7 +158,12 @@ class ComputeConfig(_Model):
 
 
 class PayloadConfig(_Model):
-    """Codec of the one distribution a rejected device moves, and whether signalling bits count."""
+    """Codec of the one distribution a rejected device moves, and whether signalling bits count.
+
+    A payload *model* for optimisation studies (`optimize`, `reproduce`): one codec on both links.
+    The running system (generate, serve, testbed, demo) does not use it: it plans and charges the
+    bits of its own UL and DL codecs and its pair's vocabulary (`system.payload.WirePayload`).
+    """
 
     codec: Literal["sparse-topk", "dense-fp32", "dense-fp16", "lattice"] = "sparse-topk"
     vocab_size: Annotated[int, _range(2, 100_000_000)] = 151_665
