@@ -64,10 +64,12 @@ class TestbedConfig(StrictConfig):
     rounds: int | None = Field(None, ge=1)
     max_new_tokens: int = Field(64, ge=1, le=8192)
     clock: Clock = "virtual"
-    preset: str = "paper-qwen"
+    scenario: str = "paper-qwen"  # a preset name or a scenario file (`--scenario`)
     policy: Policy = "adaptive"
     split: Literal["equal", "optimized"] = "equal"
-    p_dl_dbm: float | None = None
+    p_dl_dbm: float | None = None  # None: the scenario's (so are the two below)
+    p_ul_dbm: float | None = None
+    noise_figure_db: float | None = None
     tasks: Literal["chat", "code", "mixed"] = "mixed"
     temperature: float = Field(1.0, ge=0.0)
     top_k: int | None = Field(None, ge=0, description="top-k cut (0 = off); None: the compact exact default")
@@ -171,14 +173,11 @@ class TestbedResult:
 
 
 def build_scenario(config: TestbedConfig):
-    from multispin.system.scenario import get_preset, load_scenario
+    from multispin.system.scenario_io import resolve_scenario, with_overrides
 
-    scenario = load_scenario(config.preset) if Path(config.preset).suffix else get_preset(config.preset)
-    changes = {"devices.count": config.devices, "seed": config.seed, "optimizer.n_saa": config.n_saa,
-               "radio.bandwidth_split": config.split}
-    if config.p_dl_dbm is not None:
-        changes["radio.p_dl_dbm"] = config.p_dl_dbm
-    return scenario.override(changes)
+    return with_overrides(resolve_scenario(config.scenario), devices=config.devices, seed=config.seed,
+                          n_saa=config.n_saa, split=config.split, p_dl_dbm=config.p_dl_dbm,
+                          p_ul_dbm=config.p_ul_dbm, noise_figure_db=config.noise_figure_db)
 
 
 def with_measured_acceptance(scenario, pair_name: str, drafts: list[str], tasks: list[str]):
@@ -278,7 +277,7 @@ def run_testbed(config: TestbedConfig, pair=None,
         for d, g in row["gamma"].items():
             gammas[int(d)].append(g)
     result = {
-        "pair": pair.name, "policy": config.policy, "clock": config.clock, "preset": config.preset,
+        "pair": pair.name, "policy": config.policy, "clock": config.clock, "scenario": config.scenario,
         "devices": config.devices, "rounds": len(rows), "tokens": tokens,
         "goodput_tokens_per_s": (planner.goodput_tokens_per_s if config.clock == "virtual"
                                  else tokens / round_wall if round_wall else 0.0),
@@ -304,8 +303,10 @@ def run_testbed(config: TestbedConfig, pair=None,
     }
     texts = {d: pair.tokenizer.decode(r.generated, skip_special_tokens=True) for d, r in records.items()}
     if out:
-        (out / "summary.json").write_text(json.dumps({**result, "texts": {str(k): v for k, v in texts.items()}},
-                                                     indent=2))
+        from multispin.jsonout import versioned
+
+        doc = versioned({**result, "texts": {str(k): v for k, v in texts.items()}}, "testbed-summary")
+        (out / "summary.json").write_text(json.dumps(doc, indent=2))
     return TestbedResult(config, result, rows, texts)
 
 
@@ -333,7 +334,7 @@ def plot_comparison(results: list[TestbedResult], path: Path) -> Path:
     ax2.legend()
     ax2.grid(alpha=0.3, axis="y")
     cfg = results[0].config
-    fig.suptitle(f"multispin demo: {cfg.pair}, K={cfg.devices}, {cfg.preset} profile, {cfg.clock} clock")
+    fig.suptitle(f"multispin demo: {cfg.pair}, K={cfg.devices}, {cfg.scenario} profile, {cfg.clock} clock")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
