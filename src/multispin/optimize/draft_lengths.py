@@ -157,7 +157,7 @@ def _weakness_orders(inst: Instance) -> list[np.ndarray]:
 
     bw = inst.radio.bandwidth_hz
     ul = ul_latency_s(inst, bw)
-    dl = latency_s(inst.payload_bits, bw, inst.radio.p_dl_w, inst.gain_dl, inst.radio.noise_psd_w_per_hz)
+    dl = latency_s(inst.payload_bits_dl, bw, inst.radio.p_dl_w, inst.gain_dl, inst.radio.noise_psd_w_per_hz)
     cost = np.minimum(ul, dl)
     return [np.argsort(-cost, kind="stable"), np.argsort(-inst.token_latency_s, kind="stable")]
 
