@@ -84,10 +84,30 @@ def threads_option():
                         help="torch intra-op threads")
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a record comes (Rich and pytest swap it)."""
+
+    @property  # type: ignore[override]
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
 def setup_logging(level: str) -> None:
-    """Log records of multispin (and the libraries) at ``level`` and above to stderr, one line each."""
-    logging.basicConfig(level=getattr(logging, level.upper()), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+    """Records of the ``multispin`` loggers at ``level`` and above go to stderr, one line each.
+
+    Only the package's logger is configured (not the root logger), so calling this from a test
+    or a notebook leaves the host's logging alone."""
+    logger = logging.getLogger("multispin")
+    for h in [h for h in logger.handlers if isinstance(h, _StderrHandler)]:
+        logger.removeHandler(h)
+    handler = _StderrHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(getattr(logging, level.upper()))
 
 
 def set_threads(threads: Optional[int]) -> None:

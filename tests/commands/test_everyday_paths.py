@@ -1,0 +1,71 @@
+"""The everyday paths of issue 13: profile → optimize with defaults (problem 1), limits instead
+of silent blow-ups and waits (problem 5), and versioned JSON outputs (item 8)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from multispin import __version__
+
+
+@pytest.fixture(scope="module")
+def tiny_profile(tmp_path_factory):
+    """A real compute profile of the tiny pair (three drafts: close, mid, far), as documented."""
+    from multispin import cli
+
+    out = tmp_path_factory.mktemp("profile") / "c.json"
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["profile", "--pair", "tiny", "--max-batch", "2", "--max-draft-len", "2", "--repeats", "1",
+                  "--out", str(out), "--json"])
+    assert exc.value.code == 0
+    return out
+
+
+def test_profile_then_optimize_with_defaults(multispin, tiny_profile):
+    """`optimize --compute-profile c.json` used to stop: 'several drafts, name one'."""
+    prof = json.loads(tiny_profile.read_text())
+    assert prof["multispin_version"] == __version__ and prof["schema"] == "multispin.compute-profile"
+    per_draft = prof["draft_latency_s_per_token"]
+    assert list(per_draft) == ["close", "mid", "far"]
+    res = multispin("optimize", "--compute-profile", str(tiny_profile), "--devices", "6", "--n-saa", "50",
+                    "--no-baselines", "--json")
+    assert res.code == 0, res.err
+    got = [d["draft_latency_s"] for d in json.loads(res.out)["devices"]]
+    assert got == pytest.approx([per_draft[n] for n in ("close", "mid", "far")] * 2)  # drafts in turn
+    res = multispin("optimize", "--compute-profile", str(tiny_profile), "--draft", "mid", "--devices", "6",
+                    "--n-saa", "50", "--no-baselines", "--json")
+    assert res.code == 0, res.err
+    mid = per_draft["mid"]
+    assert all(mid <= d["draft_latency_s"] <= 1.15 * mid for d in json.loads(res.out)["devices"])
+    res = multispin("optimize", "--compute-profile", str(tiny_profile), "--draft", "q4g64")
+    assert res.code == 2 and "no draft 'q4g64' (allowed: close, mid, far)" in res.err
+
+
+def test_huge_k_is_refused_at_once_not_killed(multispin):
+    """`--devices 100000` grew to 6.5 GB and was killed with no output."""
+    t0 = time.monotonic()
+    res = multispin("optimize", "--devices", "100000")
+    assert res.code == 2 and time.monotonic() - t0 < 5
+    assert "devices.count × optimizer.n_saa: 100000 × 1000" in res.err and "--n-saa" in res.err
+
+
+def test_serve_stops_on_a_codec_the_vocabulary_cannot_carry(multispin, monkeypatch):
+    """`serve --ul-codec sparse:v_eff=99999999` warned, then waited for devices."""
+    monkeypatch.setenv("MULTISPIN_SECRET", "test-secret-0123456789")
+    t0 = time.monotonic()
+    res = multispin("serve", "--pair", "tiny", "--port", "0", "--ul-codec", "sparse:v_eff=99999999",
+                    "--join-timeout", "60")
+    assert res.code == 2 and time.monotonic() - t0 < 30
+    assert res.err.strip() == ("error: ul_codec: sparse.v_eff: must be <= vocab_size 256 (got 99999999); "
+                               "sparse-v99999999-q16 cannot carry this row")
+
+
+def test_json_outputs_say_who_wrote_them(multispin):
+    r = json.loads(multispin("optimize", "--devices", "2", "--n-saa", "20", "--no-baselines", "--json").out)
+    assert (r["multispin_version"], r["schema"], r["schema_version"]) == (__version__, "multispin.optimize", 1)
+    g = json.loads(multispin("generate", "--pair", "tiny", "--devices", "1", "--max-new-tokens", "2",
+                             "--json").out)
+    assert (g["multispin_version"], g["schema"]) == (__version__, "multispin.generate")
