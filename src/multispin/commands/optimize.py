@@ -69,9 +69,9 @@ def build_report(
 
     ``scenario``: a preset name or a scenario file (or a Scenario); ``draft``: which draft's
     T^dft to take from a compute profile that times several."""
+    from multispin import api
     from multispin.errors import ConfigError
     from multispin.optimize.baselines import DRAFT_POLICIES
-    from multispin.optimize.plan import optimize_instance
     from multispin.system import World
     from multispin.system.radio import linear_to_db
     from multispin.system.scenario_io import resolve_scenario, with_overrides
@@ -90,12 +90,10 @@ def build_report(
         scenario = scenario.with_acceptance_profile(acceptance_profile)
     if compute_profile:
         scenario = scenario.with_compute_profile(compute_profile, draft=draft)
-    world = World(scenario)
-    inst = world.instance(round_index)
-    u = world.saa_uniforms(round_index)
-    mu = world.mode_uniforms(round_index)
+    # the numbers come from the public API, so a script reproduces them (multispin.plan)
+    planned = api.plan(scenario, round_index, policy=policy, baselines=baselines)
+    world, inst, rep = World(scenario), planned.instance, planned.report
     split_used = scenario.radio.bandwidth_split
-    rep = optimize_instance(inst, u, mu, policy=policy, split=split_used, with_baselines=baselines)
     p, st = rep.plan, rep.stats
     radio = scenario.radio
     devices_out = []

@@ -1,4 +1,4 @@
-"""Entry points: :func:`plan` (γ per device, every round) and :func:`optimize_scenario` (the CLI's report).
+"""Entry points: :func:`plan` (γ per device, every round) and :func:`optimize_instance` (the CLI's report).
 
 The runtime calls :func:`plan` each round with the current channel and acceptance estimates (an
 :class:`~multispin.system.instance.Instance`) and gets draft lengths back; after verification it

@@ -1,0 +1,217 @@
+"""The Python API on one page: scenario → instance → plan → evaluate, and the two ways to run
+real models (``generate`` in one process, ``testbed`` over real sockets).
+
+    >>> import multispin as ms
+    >>> sc = ms.scenario("paper-qwen", devices=6, p_dl_dbm=22, n_saa=200)
+    >>> p = ms.plan(sc)                      # γ per device, with baselines and a certificate
+    >>> p.draft_len.shape
+    (6,)
+    >>> p.goodput_tokens_per_s >= p.certificate.best_baseline_tokens_per_s
+    True
+    >>> d = p.decide(rejected=[0, 3])        # modes, powers, bandwidths for one outcome
+    >>> sorted(d.mode[[0, 3]].tolist()) in ([1, 1], [1, 2], [2, 2])
+    True
+    >>> ms.evaluate(p, rounds=2000).goodput_tokens_per_s > 0   # Monte Carlo of the same rounds
+    True
+
+``multispin optimize`` prints exactly what :func:`plan` returns (the CLI calls it), so a script
+reproduces the command's numbers from the same scenario, round and policy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+if TYPE_CHECKING:  # the heavy layers load only when a function needs them
+    from multispin.optimize.montecarlo import MonteCarloResult
+    from multispin.optimize.plan import Certificate, OptimizeReport
+    from multispin.optimize.reactive import ReactiveDecision
+    from multispin.runtime.session import GenerationResult
+    from multispin.runtime.testbed import TestbedResult
+    from multispin.system.instance import Instance
+    from multispin.system.scenario import Scenario
+
+__all__ = ["RoundPlan", "evaluate", "generate", "instance", "plan", "scenario", "testbed"]
+
+
+def scenario(
+    spec: Union[str, Path, "Scenario"] = "paper-qwen",
+    *,
+    devices: Optional[int] = None,
+    p_dl_dbm: Optional[float] = None,
+    p_ul_dbm: Optional[float] = None,
+    noise_figure_db: Optional[float] = None,
+    seed: Optional[int] = None,
+    n_saa: Optional[int] = None,
+    split: Optional[str] = None,
+    fields: Optional[Mapping[str, Any]] = None,
+    acceptance_profile: Union[None, str, Path, dict, Sequence] = None,
+    compute_profile: Union[None, str, Path, dict] = None,
+    draft: Optional[str] = None,
+) -> "Scenario":
+    """A validated scenario, built the way ``--scenario`` and the flags of every verb build it.
+
+    Args:
+        spec: a preset (``paper-qwen``, ``paper-r1``, ``smollm2-cpu``), a YAML/TOML/JSON scenario
+            file, or a :class:`~multispin.system.scenario.Scenario`.
+        devices, p_dl_dbm, p_ul_dbm, noise_figure_db, seed, n_saa, split: what the flags of the
+            same names set (``None`` keeps the scenario's value).
+        fields: any other field by dotted name, e.g. ``{"radio.bandwidth_hz": 20e6}``.
+        acceptance_profile: measured per-task acceptance (``multispin measure --out`` files).
+        compute_profile: a measured compute profile (``multispin profile --out``); ``draft``
+            names the draft whose T^dft every device takes (default: the drafts in turn).
+
+    Raises:
+        ConfigError: a bad value, with the field and what is allowed.
+    """
+    from multispin.system.scenario_io import resolve_scenario, with_overrides
+
+    sc = with_overrides(resolve_scenario(spec), devices=devices, p_dl_dbm=p_dl_dbm, p_ul_dbm=p_ul_dbm,
+                        noise_figure_db=noise_figure_db, seed=seed, n_saa=n_saa, split=split)
+    if fields:
+        sc = sc.override(dict(fields))
+    if acceptance_profile is not None:
+        sc = sc.with_acceptance_profile(acceptance_profile)
+    if compute_profile is not None:
+        sc = sc.with_compute_profile(compute_profile, draft=draft)
+    return sc
+
+
+def instance(sc: "Scenario", round_index: int = 0) -> "Instance":
+    """Round ``round_index``'s arrays (channel gains, acceptance, draft latencies, radio and
+    compute parameters) of a scenario: what the optimiser decides on."""
+    from multispin.system.channel import World
+
+    return World(sc).instance(_round(round_index))
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    """One round planned: every device's draft length γ_k, the goodput it is expected to give,
+    the baselines on the same samples and the certificate; :meth:`decide` gives the modes and
+    powers for any outcome (rejected set) of the round."""
+
+    scenario: "Scenario"
+    round_index: int
+    instance: "Instance"
+    report: "OptimizeReport"
+    #: the SAA uniforms (N_SAA, K) the plan was optimised on (common random numbers)
+    uniforms: np.ndarray
+
+    @property
+    def draft_len(self) -> np.ndarray:
+        """(K,) draft lengths γ_k."""
+        return self.report.plan.draft_len
+
+    @property
+    def goodput_tokens_per_s(self) -> float:
+        """G: expected tokens per second of the round (SAA estimate)."""
+        return float(self.report.plan.goodput_tokens_per_s)
+
+    @property
+    def baselines(self) -> dict[str, float]:
+        """Goodput of every baseline on the same samples (empty with ``baselines=False``)."""
+        return dict(self.report.baselines)
+
+    @property
+    def certificate(self) -> "Certificate":
+        """The plan next to the best baseline and to the free-communication upper bound."""
+        return self.report.certificate
+
+    def decide(self, rejected, modes: str = "optimal") -> "ReactiveDecision":
+        """Modes (1 UL, 2 DL, 0 not rejected), powers (W), bandwidths (Hz) and latencies for
+        one outcome: ``rejected`` is a list of device indices or a (K,) boolean mask."""
+        from multispin.optimize.reactive import reactive
+
+        return reactive(rejected, self.instance, split=self.scenario.radio.bandwidth_split, modes=modes)
+
+
+def plan(sc: "Scenario", round_index: int = 0, *, policy: str = "greedy", baselines: bool = True) -> RoundPlan:
+    """Plan one round of a scenario as ``multispin optimize`` does.
+
+    Args:
+        sc: the scenario (see :func:`scenario`).
+        round_index: which round (block fading is redrawn every round).
+        policy: ``greedy`` (the shipped search), ``greedy_paper``, ``best_uniform``,
+            ``computation_only`` or ``oracle`` (small K only).
+        baselines: also compute every baseline on the same samples (the shipped search starts
+            from each of them, so it never ends below one).
+    """
+    from multispin.optimize.plan import optimize_instance
+    from multispin.system.channel import World
+
+    r = _round(round_index)
+    world = World(sc)
+    inst = world.instance(r)
+    u = world.saa_uniforms(r)
+    rep = optimize_instance(inst, u, world.mode_uniforms(r), policy=policy,
+                            split=sc.radio.bandwidth_split, with_baselines=baselines)
+    return RoundPlan(sc, r, inst, rep, u)
+
+
+def evaluate(p: RoundPlan, rounds: int = 10_000, *, draft_len=None, modes: str = "optimal",
+             seed: Optional[int] = None) -> "MonteCarloResult":
+    """Monte Carlo of ``rounds`` rounds at the plan's γ (or ``draft_len``) on its instance, with
+    fresh acceptance draws; randomness from the scenario's ``montecarlo`` stream (or ``seed``)."""
+    from multispin.errors import ConfigError
+    from multispin.optimize.montecarlo import simulate_rounds
+    from multispin.system.channel import stream
+
+    if not isinstance(rounds, int) or rounds < 1:
+        raise ConfigError(f"rounds: must be an integer in [1, inf) (got {rounds!r})")
+    rng = (np.random.default_rng(seed) if seed is not None
+           else stream(p.scenario.seed, "montecarlo", p.round_index))
+    gamma = p.draft_len if draft_len is None else np.asarray(draft_len)
+    return simulate_rounds(p.instance, gamma, rounds, rng, modes=modes, split=p.scenario.radio.bandwidth_split)
+
+
+def generate(pair: str = "smollm2-135m", *, devices: int = 4, draft_len: int = 4, mode: str = "mixed",
+             max_new_tokens: int = 32, prompts: Optional[Sequence[str]] = None,
+             drafts: Optional[Sequence[str]] = None, seed: int = 0, device: str = "cpu",
+             **options: Any) -> "GenerationResult":
+    """Real tokens from K devices and one server in this process (``multispin generate``).
+
+    ``options``: ``temperature``, ``top_k``, ``top_p``, ``ul_codec``, ``dl_codec``. ``device``:
+    ``cpu``, ``cuda`` or ``auto``. Every device's text is in ``result.devices[k].text``.
+    """
+    from multispin.models.placement import place_pair
+    from multispin.models.registry import resolve_pair
+    from multispin.runtime.session import GenerateConfig
+    from multispin.runtime.session import generate as run
+
+    config = GenerateConfig.make(pair=pair, devices=devices, draft_len=draft_len, mode=mode,
+                                 max_new_tokens=max_new_tokens, prompts=list(prompts) if prompts else None,
+                                 drafts=list(drafts) if drafts else None, seed=seed, **options)
+    return run(config, pair=place_pair(resolve_pair(pair, drafts=config.drafts), device))
+
+
+def testbed(sc: Union[str, Path] = "paper-qwen", pair: str = "smollm2-135m", *, devices: int = 8,
+            policy: str = "adaptive", rounds: Optional[int] = None, max_new_tokens: int = 64,
+            out: Union[None, str, Path] = None, device: str = "cpu", **options: Any) -> "TestbedResult":
+    """The networked system (``multispin testbed``): an edge server and K device processes over
+    ZeroMQ on this machine, re-planned every round with the optimiser.
+
+    ``sc``: a preset name or scenario file; ``options``: any other field of
+    :class:`~multispin.runtime.testbed.TestbedConfig` (``clock``, ``split``, ``p_dl_dbm``,
+    ``seed``, ``ul_codec``, ...). ``result.summary`` holds the goodput next to the analytic and
+    Monte Carlo predictions; ``result.texts`` every device's text.
+    """
+    from multispin.models.placement import place_pair
+    from multispin.models.registry import resolve_pair
+    from multispin.runtime.testbed import TestbedConfig, run_testbed
+
+    config = TestbedConfig.make(scenario=str(sc), pair=pair, devices=devices, policy=policy, rounds=rounds,
+                                max_new_tokens=max_new_tokens, out=out, **options)
+    return run_testbed(config, pair=place_pair(resolve_pair(pair), device, drafts=False))
+
+
+def _round(round_index: int) -> int:
+    from multispin.errors import ConfigError
+
+    if not isinstance(round_index, (int, np.integer)) or round_index < 0:
+        raise ConfigError(f"round: must be an integer in [0, inf) (got {round_index!r})")
+    return int(round_index)
