@@ -14,7 +14,6 @@ from pydantic import Field
 
 from multispin.errors import ConfigError
 from multispin.models.base import LoadedPair
-from multispin.models.hf import HFBatchedLM, HFSequenceLM
 from multispin.models.registry import DEFAULT_PAIR, resolve_pair
 from multispin.runtime.local import (
     DeviceResult, RoundRecord, UniformDraftLength, mode_policy, run_rounds,
@@ -78,6 +77,9 @@ def encode_prompt(pair: LoadedPair, text: str) -> list[int]:
 def generate(config: GenerateConfig, pair: LoadedPair | None = None,
              on_round: Callable[[int, dict[int, RoundRecord]], None] | None = None) -> GenerationResult:
     """Run Multi-SPIN rounds for `config.devices` devices until each is done."""
+    # transformers takes seconds to import: load it when models run, not when this module is read
+    from multispin.models.hf import HFBatchedLM, HFSequenceLM
+
     pair = pair or resolve_pair(config.pair, drafts=config.drafts)
     sampling = config.sampling
     ul_codec, dl_codec = make_codec(config.ul_codec), make_codec(config.dl_codec)

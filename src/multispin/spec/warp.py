@@ -7,12 +7,16 @@ Speculative sampling is exact only if the draft and the target distributions are
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
 from pydantic import ConfigDict, Field
 
 from multispin.config import StrictConfig
 from multispin.errors import ConfigError, VocabularyMismatchError
+
+if TYPE_CHECKING:
+    import torch
 
 
 class SamplingFields(StrictConfig):
@@ -50,6 +54,8 @@ def warp(logits: np.ndarray | torch.Tensor, params: SamplingParams) -> np.ndarra
     index, so the support never exceeds k). top-p keeps the smallest prefix of the sorted
     distribution whose mass reaches top_p (the most likely token is always kept).
     """
+    import torch  # here, not at the top: configs import this module, and torch takes seconds
+
     x = torch.as_tensor(logits).to(torch.float32)
     if x.ndim == 0 or x.shape[-1] == 0:
         raise ConfigError(f"logits: need shape (..., V) with V >= 1 (got {tuple(x.shape)})")
@@ -101,6 +107,8 @@ def shared_vocab_size(draft_valid: int, target_valid: int,
 
 def align_logits(logits: np.ndarray | torch.Tensor, vocab_size: int) -> torch.Tensor:
     """Cut logits of width >= vocab_size to the shared valid ids [0, vocab_size)."""
+    import torch
+
     x = torch.as_tensor(logits)
     if x.shape[-1] < vocab_size:
         raise VocabularyMismatchError(
