@@ -154,31 +154,28 @@ def _claims_section(claims, out: Path) -> str:
 
 
 def _optimiser_notes(out: Path) -> str:
-    p = out / "fig2_goodput_vs_devices.csv"
-    if not p.exists():
+    """How far the shipped draft-length search is from the best γ known in each drop."""
+    lines = []
+    for study, against in (("pdl", "every draft-length baseline's γ and a slow reference search (iterated local "
+                                   "search from random points and kicks)"),
+                           ("users", "every mode baseline's γ")):
+        p = out / "drops" / f"{study}.csv"
+        if not p.exists():
+            continue
+        d = [r for r in read_csv(p) if r.get("greedy_shortfall_pct") not in (None, "")]
+        if not d:
+            continue
+        short = [float(r["greedy_shortfall_pct"]) for r in d]
+        lines.append(f"- study `{study}` ({len(d)} drops), against {against}: shortfall > 0.5% in "
+                     f"{sum(s > 0.5 for s in short)} drops, largest {max(short):.3g}%.")
+    if not lines:
         return ""
-    rows = [r for r in read_csv(p) if r.get("greedy_shortfall_pct") is not None]
-    if not rows:
-        return ""
-    worst = max(rows, key=lambda r: float(r["greedy_shortfall_pct"]))
-    drops = out / "drops" / "users.csv"
-    extra = ""
-    if drops.exists():
-        d = read_csv(drops)
-        bad = [r for r in d if float(r["greedy_shortfall_pct"]) > 1.0]
-        lose = [r for r in d if min(float(r["gain_vs_all_ul_pct"]), float(r["gain_vs_all_dl_pct"]),
-                                    float(r["gain_vs_random_pct"])) < 0]
-        extra = (f" Over all {len(d)} drops of the K sweep, the shipped greedy is more than 1% below the best known "
-                 f"draft lengths in {len(bad)} drops, and below at least one mode baseline in {len(lose)} drops.")
     return "\n".join([
         "## Note on the draft-length search", "",
-        "Diagnostic `greedy_shortfall_pct`: the optimal-mode goodput at the best draft lengths *any* policy found in "
-        "the same drop (the baselines' own γ included), relative to the shipped plan. A positive value means the "
-        "shipped greedy stopped at a local optimum: its ±1 single-device moves cannot switch a far device from "
-        "drafting ~10 tokens to not drafting at all, because every intermediate step lowers G (the device's rejection "
-        "risk shrinks little until γ = 0, and the slowest drafter sets T_comp). The baselines' greedies sometimes find "
-        f"those configurations. Largest mean shortfall in figure 2: {float(worst['greedy_shortfall_pct']):.1f}% "
-        f"(K = {worst['devices']}, P^dl/P^ul = {worst['pdl_ratio']})." + extra, ""])
+        "Diagnostic `greedy_shortfall_pct`: the optimal-mode goodput at the best draft lengths found in the same "
+        "drop by any policy (and, where run, by a slow reference search), relative to the shipped plan. The "
+        "shipped search starts from every baseline's γ, so it is never below them; a positive value means another "
+        "search found a better local optimum.", "", *lines, ""])
 
 
 def _columns_section(out: Path, modules: list[ModuleType]) -> str:

@@ -56,8 +56,14 @@ def _pct(a: float, b: float) -> float:
 
 
 def run_drop(scenario: dict[str, Any], options: dict[str, Any]) -> dict[str, float]:
-    """Every number of one drop (a dict of floats); ``scenario`` carries the drop's seed."""
+    """Every number of one drop (a dict of floats); ``scenario`` carries the drop's seed.
+
+    The baselines the point asks for run first and the shipped search starts from their γ, so the
+    plan is never below them on the drop's samples; ``options["reference"]`` also runs the slow
+    reference search, for the diagnostic ``greedy_shortfall_pct``.
+    """
     from multispin.optimize.baselines import draft_baselines, mode_baselines
+    from multispin.optimize.draft_lengths import reference_search
     from multispin.optimize.goodput import SAAObjective
     from multispin.optimize.plan import device_stats, plan
     from multispin.system import World, scenario_from_dict
@@ -66,7 +72,13 @@ def run_drop(scenario: dict[str, Any], options: dict[str, Any]) -> dict[str, flo
     world = World(sc)
     inst = world.instance(0)
     u = world.saa_uniforms(0)
-    p = plan(inst, uniforms=u)
+    obj = SAAObjective(inst, u, "optimal", "equal")
+    baselines = {}
+    if options.get("drafts"):
+        baselines.update(draft_baselines(obj))
+    if options.get("modes"):
+        baselines.update(mode_baselines(inst, u, world.mode_uniforms(0)))
+    p = plan(inst, uniforms=u, extra_starts={n: dp.draft_len for n, dp in baselines.items()})
     g = p.draft_len
     gp = p.goodput
     row: dict[str, float] = {
@@ -85,23 +97,17 @@ def run_drop(scenario: dict[str, Any], options: dict[str, Any]) -> dict[str, flo
         ul, dl = float(np.sum(st.ul_share)), float(np.sum(st.dl_share))
         row["rejected_mean"] = ul + dl
         row["dl_fraction"] = _nan_if_empty(dl, ul + dl)
-    obj = SAAObjective(inst, u, "optimal", "equal")
-    gammas = [g]
-    if options.get("drafts"):
-        for name, dp in draft_baselines(obj).items():
-            row[f"goodput_{name}"] = dp.goodput_tokens_per_s
-            row[f"gamma_{name}"] = float(np.mean(dp.draft_len))
-            row[f"gain_vs_{name}_pct"] = _pct(gp.goodput_tokens_per_s, dp.goodput_tokens_per_s)
-            gammas.append(dp.draft_len)
-    if options.get("modes"):
-        mu = world.mode_uniforms(0)
-        for name, dp in mode_baselines(inst, u, mu).items():
-            row[f"goodput_{name}"] = dp.goodput_tokens_per_s
-            row[f"gamma_{name}"] = float(np.mean(dp.draft_len))
-            row[f"gain_vs_{name}_pct"] = _pct(gp.goodput_tokens_per_s, dp.goodput_tokens_per_s)
-            gammas.append(dp.draft_len)
+    gammas = [g] + [dp.draft_len for dp in baselines.values()]
+    for name, dp in baselines.items():
+        row[f"goodput_{name}"] = dp.goodput_tokens_per_s
+        row[f"gamma_{name}"] = float(np.mean(dp.draft_len))
+        row[f"gain_vs_{name}_pct"] = _pct(gp.goodput_tokens_per_s, dp.goodput_tokens_per_s)
+    if options.get("reference"):
+        rng = np.random.default_rng([int(sc.seed), 0x5EF])
+        gammas.append(reference_search(obj, rng, restarts=2, kicks=4, starts=[g]).draft_len)
     if len(gammas) > 1:
-        # Diagnostic of the draft-length search: optimal modes evaluated at every γ any policy found.
+        # Diagnostic of the draft-length search: optimal modes at every γ any policy (and the
+        # reference search, where run) found, against the shipped plan.
         best = max(obj.value(x) for x in gammas)
         row["goodput_best_known"] = best
         row["greedy_shortfall_pct"] = _pct(best, gp.goodput_tokens_per_s)
@@ -154,7 +160,7 @@ def pdl_points(cfg: RunConfig) -> list[Point]:
         for ratio in (PDL_RATIOS_QUICK if cfg.quick else PDL_RATIOS_FULL):
             ov = {**_base_overrides(cfg, preset), "radio.p_dl_dbm": pul + db(ratio)}
             out.append(Point("pdl", {"preset": preset, "pdl_ratio": ratio}, preset, ov,
-                             {"stats": True, "drafts": True}))
+                             {"stats": True, "drafts": True, "reference": True}))
     return out
 
 
@@ -237,5 +243,6 @@ def cost_estimate(point: Point) -> float:
     """Relative cost of one drop (to start the expensive chunks first)."""
     k = float(point.overrides.get("devices.count", 20))
     n = float(point.overrides.get("optimizer.n_saa", 1000))
-    w = 1.0 + 2.0 * bool(point.options.get("modes")) + 1.5 * bool(point.options.get("extensions"))
+    w = (1.0 + 2.0 * bool(point.options.get("modes")) + 1.5 * bool(point.options.get("extensions"))
+         + 2.0 * bool(point.options.get("reference")))
     return w * (k ** 1.6) * (n / 1000.0) ** 0.7
