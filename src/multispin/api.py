@@ -58,8 +58,13 @@ def scenario(
     Args:
         spec: a preset (``paper-qwen``, ``paper-r1``, ``smollm2-cpu``), a YAML/TOML/JSON scenario
             file, or a :class:`~multispin.system.scenario.Scenario`.
-        devices, p_dl_dbm, p_ul_dbm, noise_figure_db, seed, n_saa, split: what the flags of the
-            same names set (``None`` keeps the scenario's value).
+        devices: K (``--devices``); ``None`` keeps the scenario's value, as for the next six.
+        p_dl_dbm: the server's DL power budget P^dl in dBm (``--pdl-dbm``).
+        p_ul_dbm: the devices' UL power P^ul in dBm (``--pul-dbm``).
+        noise_figure_db: receiver noise figure in dB (``--noise-figure-db``).
+        seed: the scenario seed (drop, tasks, fading, SAA samples).
+        n_saa: SAA samples N_SAA.
+        split: bandwidth split among rejected devices, ``equal`` or ``optimized``.
         fields: any other field by dotted name, e.g. ``{"radio.bandwidth_hz": 20e6}``.
         acceptance_profile: measured per-task acceptance (``multispin measure --out`` files).
         compute_profile: a measured compute profile (``multispin profile --out``); ``draft``
