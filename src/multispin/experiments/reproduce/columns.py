@@ -23,7 +23,8 @@ PARAM_DOCS: dict[str, str] = {
 METRIC_DOCS: dict[str, str] = {
     "goodput": "sum goodput G of the adaptive policy (shipped greedy draft lengths, optimal UL/DL modes), tokens/s",
     "g_max": "free-communication bound G_max at the same draft lengths, tokens/s",
-    "g_ratio": "G / G_max of the adaptive policy (1 = communication costs nothing)",
+    "g_ratio": "G / G_max(γ) at the plan's own draft lengths (1 wherever nobody drafts: not a bound)",
+    "g_ratio_bound": "G / max_γ G_max(γ): the adaptive goodput against the free-communication bound (≤ 1)",
     "e_t_comm_ms": "expected communication latency E[T_comm] per round (ms)",
     "t_comp_ms": "computation latency T_comp per round (ms)",
     "tokens_per_round": "expected tokens per round Σ_k E[N_k]",

@@ -63,7 +63,7 @@ def run_drop(scenario: dict[str, Any], options: dict[str, Any]) -> dict[str, flo
     reference search, for the diagnostic ``greedy_shortfall_pct``.
     """
     from multispin.optimize.baselines import draft_baselines, mode_baselines
-    from multispin.optimize.draft_lengths import reference_search
+    from multispin.optimize.draft_lengths import goodput_upper_bound, reference_search
     from multispin.optimize.goodput import SAAObjective
     from multispin.optimize.plan import device_stats, plan
     from multispin.system import World, scenario_from_dict
@@ -85,6 +85,8 @@ def run_drop(scenario: dict[str, Any], options: dict[str, Any]) -> dict[str, flo
         "goodput": gp.goodput_tokens_per_s,
         "g_max": gp.g_max_tokens_per_s,
         "g_ratio": gp.goodput_tokens_per_s / gp.g_max_tokens_per_s,
+        # against max_γ G_max(γ), a true bound: g_ratio is 1 wherever nobody drafts
+        "g_ratio_bound": gp.goodput_tokens_per_s / goodput_upper_bound(inst),
         "e_t_comm_ms": 1e3 * gp.e_t_comm_s,
         "t_comp_ms": 1e3 * gp.t_comp_s,
         "tokens_per_round": gp.expected_tokens,
@@ -165,16 +167,16 @@ def pdl_points(cfg: RunConfig) -> list[Point]:
 
 
 def users_points(cfg: RunConfig) -> list[Point]:
-    preset = cfg.main_preset
-    pul = _p_ul_dbm(preset)
     out = []
-    for ratio in USERS_RATIOS:
-        for k in (USERS_K_QUICK if cfg.quick else USERS_K_FULL):
-            ov = {**_base_overrides(cfg, preset), "radio.p_dl_dbm": pul + db(ratio), "devices.count": k}
-            if k > USERS_BEYOND_K and cfg.n_saa is None:
-                ov["optimizer.n_saa"] = min(ov["optimizer.n_saa"], USERS_BEYOND_N_SAA)
-            out.append(Point("users", {"preset": preset, "pdl_ratio": ratio, "devices": k,
-                                       "n_saa": ov["optimizer.n_saa"]}, preset, ov, {"modes": True}))
+    for preset in cfg.presets:
+        pul = _p_ul_dbm(preset)
+        for ratio in USERS_RATIOS:
+            for k in (USERS_K_QUICK if cfg.quick else USERS_K_FULL):
+                ov = {**_base_overrides(cfg, preset), "radio.p_dl_dbm": pul + db(ratio), "devices.count": k}
+                if k > USERS_BEYOND_K and cfg.n_saa is None:
+                    ov["optimizer.n_saa"] = min(ov["optimizer.n_saa"], USERS_BEYOND_N_SAA)
+                out.append(Point("users", {"preset": preset, "pdl_ratio": ratio, "devices": k,
+                                           "n_saa": ov["optimizer.n_saa"]}, preset, ov, {"modes": True}))
     return out
 
 
