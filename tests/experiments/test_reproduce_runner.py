@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from multispin.experiments.reproduce import fig_resources, runner
@@ -41,6 +42,27 @@ def test_mean_ci_and_summary():
                                       {"drop": 1, "goodput": 3.0, "dl_fraction": 0.5}])
     assert row["n_drops"] == 2 and row["goodput"] == 2.0 and row["dl_fraction_n"] == 1
     assert "drop" not in row
+
+
+def test_non_negative_metrics_get_intervals_that_stay_non_negative():
+    from multispin.experiments.reproduce.stats import bootstrap_mean_ci
+
+    # γ̄ over 4 drops where one device set drafts: the t interval reaches below 0, the bootstrap does not
+    gammas = [0.0, 0.0, 0.0, 4.4]
+    assert mean_ci(gammas)[1] < 0
+    m, lo, hi, n = bootstrap_mean_ci(gammas)
+    assert (m, n) == (1.1, 4) and 0.0 <= lo <= m <= hi <= 4.4
+    assert bootstrap_mean_ci(gammas) == (m, lo, hi, n)  # seeded: the same bytes every run
+    assert bootstrap_mean_ci([2.0, 2.0, 2.0]) == (2.0, 2.0, 2.0, 3)
+    # at many drops it agrees with the t interval
+    v = np.random.default_rng(1).exponential(3.0, 200)
+    _, tlo, thi, _ = mean_ci(v)
+    _, blo, bhi, _ = bootstrap_mean_ci(v)
+    assert blo == pytest.approx(tlo, abs=0.15) and bhi == pytest.approx(thi, abs=0.15)
+    row = summarise({}, [{"drop": i, "gamma_mean": g, "frac_no_draft": f, "gain_vs_all_ul_pct": p}
+                         for i, (g, f, p) in enumerate(zip(gammas, [1.0, 1.0, 1.0, 0.2], [-5.0, 1.0, 2.0, 30.0]))])
+    assert row["gamma_mean_lo"] >= 0 and 0 <= row["frac_no_draft_lo"] <= row["frac_no_draft_hi"] <= 1
+    assert row["gain_vs_all_ul_pct_lo"] == mean_ci([-5.0, 1.0, 2.0, 30.0])[1]  # signed: Student t
 
 
 def test_same_seed_same_csvs_whatever_the_worker_count(tmp_path):

@@ -71,7 +71,7 @@ METRIC_DOCS: dict[str, str] = {
 }
 
 SUFFIX_DOCS = {
-    "_lo": "lower end of the 95% confidence interval of the mean over drops (Student t; paired delta method for gom_*)",
+    "_lo": "lower end of the 95% confidence interval of the mean over drops (Student t for signed metrics; expanded-percentile bootstrap for non-negative ones; paired delta method for gom_*)",
     "_hi": "upper end of the 95% confidence interval",
     "_n": "number of drops in which the metric is defined",
 }

@@ -54,8 +54,9 @@ def _assumptions(cfg: RunConfig, settings: dict) -> str:
         f"({settings.get('calibration_drops_per_point')} in the calibration study, with common random numbers across "
         "noise figures). A drop redraws device distances (uniform in [100, 500] m), tasks, draft latencies, "
         "Rayleigh fading and the SAA samples; its seed is a hash of (base seed "
-        f"{settings.get('seed')}, study, point, drop index). Bands and brackets are 95% Student-t confidence "
-        "intervals of the mean over drops. Gains are gains of means, 100·(mean G / mean G_baseline − 1), over the "
+        f"{settings.get('seed')}, study, point, drop index). Bands and brackets are 95% confidence "
+        "intervals of the mean over drops: Student t for signed quantities, an expanded-percentile bootstrap for "
+        "non-negative ones (goodputs, draft lengths, fractions: never below 0). Gains are gains of means, 100·(mean G / mean G_baseline − 1), over the "
         "same drops, with a paired delta-method interval (`gom_*`); per-drop gains are in `drops/`.",
         "- **One round per drop**: the optimiser plans round 0 of each drop (block fading: the channel is fixed "
         "within the round). Goodput is the SAA estimate of the ratio of expectations G of SYSTEM_MODEL.md §3.",

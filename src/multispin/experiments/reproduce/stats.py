@@ -1,4 +1,14 @@
-"""Per-point summaries over drops: mean and 95% confidence interval (Student t) of every metric."""
+"""Per-point summaries over drops: the mean and a 95% confidence interval of every metric.
+
+Signed quantities (gains in %) get the Student t interval. Quantities that cannot be negative
+(goodputs, draft lengths, fractions, latencies) get a bootstrap interval instead: a t interval
+over a few drops of a skewed, non-negative quantity reaches below zero (γ̄ "−4 tokens"), which
+no reader can use. The bootstrap interval is the *expanded* percentile interval (Hesterberg 2015,
+"What teachers should know about the bootstrap", §4.4): percentiles at Φ(±√(n/(n−1))·t_{0.975,n−1}),
+which widens the plain percentile interval to match t at small n (the plain one under-covers) and
+still stays inside the range of the data, hence inside the quantity's support. Its resamples
+are drawn from a generator seeded by n alone, so the same drops give the same CSV bytes.
+"""
 
 from __future__ import annotations
 
@@ -30,6 +40,39 @@ def mean_ci(values: Iterable[float]) -> tuple[float, float, float, int]:
         return m, float("nan"), float("nan"), 1
     half = t_quantile(n) * float(np.std(v, ddof=1)) / math.sqrt(n)
     return m, m - half, m + half, n
+
+
+# Metrics that are non-negative by definition (by name prefix): bootstrap intervals.
+NON_NEGATIVE_PREFIXES = ("goodput", "g_max", "g_ratio", "gamma_", "frac_", "dl_fraction", "rejected_mean",
+                         "e_t_comm_ms", "t_comp_ms", "tokens_per_round", "payload_bits_")
+BOOTSTRAP_RESAMPLES = 4000
+
+
+def non_negative(metric: str) -> bool:
+    return metric.startswith(NON_NEGATIVE_PREFIXES)
+
+
+def bootstrap_mean_ci(values: Iterable[float]) -> tuple[float, float, float, int]:
+    """(mean, low, high, n) of the finite values, expanded-percentile bootstrap (module doc): the
+    interval lies within [min, max] of the values."""
+    from scipy.stats import norm
+
+    v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=float)
+    n = int(v.size)
+    if n == 0:
+        return float("nan"), float("nan"), float("nan"), 0
+    m = float(np.mean(v))
+    if n == 1:
+        return m, float("nan"), float("nan"), 1
+    if np.all(v == v[0]):
+        return m, m, m, n
+    z = math.sqrt(n / (n - 1)) * t_quantile(n)
+    tail = float(norm.sf(z))
+    rng = np.random.default_rng([0xB0075, n])
+    means = v[rng.integers(0, n, size=(BOOTSTRAP_RESAMPLES, n))].mean(axis=1)
+    lo, hi = np.quantile(means, [tail, 1.0 - tail])
+    # the mean itself is inside; round-off of the resampled means must not put it outside
+    return m, min(float(lo), m), max(float(hi), m), n
 
 
 def ratio_of_means_ci(num, den) -> tuple[float, float, float]:
@@ -70,7 +113,8 @@ def summarise(params: dict[str, Any], rows: list[dict[str, float]]) -> dict[str,
     out["n_drops"] = len(rows)
     metrics = sorted({k for r in rows for k in r if k not in NOT_METRICS})
     for m in metrics:
-        mean, lo, hi, n = mean_ci(r.get(m, float("nan")) for r in rows)
+        ci = bootstrap_mean_ci if non_negative(m) else mean_ci
+        mean, lo, hi, n = ci(r.get(m, float("nan")) for r in rows)
         out[m] = mean
         out[f"{m}_lo"] = lo
         out[f"{m}_hi"] = hi
