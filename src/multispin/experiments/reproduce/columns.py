@@ -64,6 +64,8 @@ METRIC_DOCS: dict[str, str] = {
     "gom_vs_best_uniform_pct": "gain of means: 100·(mean G / mean G_best_uniform − 1) (%)",
     "gom_vs_computation_only_pct": "gain of means: 100·(mean G / mean G_computation_only − 1) (%)",
     "gom_vs_greedy_paper_pct": "gain of means: 100·(mean G / mean G_greedy_paper − 1) (%)",
+    "gom_paper_vs_best_uniform_pct": "the paper's greedy against the best uniform γ: 100·(mean G_greedy_paper / mean G_best_uniform − 1) (%)",
+    "gom_paper_vs_computation_only_pct": "the paper's greedy against computation-only: 100·(mean G_greedy_paper / mean G_computation_only − 1) (%)",
     "gom_opt_split_pct": "gain of means: 100·(mean goodput_opt_split / mean G − 1) (%)",
     "gom_lattice_pct": "gain of means: 100·(mean goodput_lattice / mean G − 1) (%)",
     "payload_bits_sparse": "bits of one distribution, sparse top-V_eff (the paper's payload)",

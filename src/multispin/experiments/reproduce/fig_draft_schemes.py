@@ -17,6 +17,7 @@ STUDIES = ("pdl",)
 PARAMS = ("preset", "pdl_ratio")
 METRICS = ("goodput", "goodput_best_uniform", "goodput_computation_only", "goodput_greedy_paper",
            "gom_vs_best_uniform_pct", "gom_vs_computation_only_pct", "gom_vs_greedy_paper_pct",
+           "gom_paper_vs_best_uniform_pct", "gom_paper_vs_computation_only_pct", "frac_no_draft",
            "gamma_mean", "gamma_best_uniform", "gamma_computation_only", "goodput_best_known",
            "greedy_shortfall_pct")
 
