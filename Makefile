@@ -14,7 +14,8 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install --quiet --upgrade pip
 	# The CPU build of torch; an unpinned torch would pull a multi-GB CUDA build.
 	$(PY) -m pip install --quiet "torch==2.13.0"
-	$(PY) -m pip install --quiet -e ".[test,docs]"
+	# cluster: Ray, for the test of `reproduce --executor ray` (about 30 s to install)
+	$(PY) -m pip install --quiet -e ".[test,docs,cluster]"
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -25,6 +25,11 @@ def reproduce(
                              help="output directory (CSVs, PNGs, report.md, cache/)"),
     workers: Optional[int] = typer.Option(None, "--workers", min=1, metavar="INT", show_default="all cores",
                                           help="worker processes (at least 1)"),
+    executor: Literal["local", "ray"] = typer.Option(
+        "local", "--executor", help="where the chunks of drops run: local (process pool) or ray (needs the "
+        "cluster extra: pip install 'multispin[cluster]'); same seed, same CSVs"),
+    address: Optional[str] = typer.Option(None, "--address", metavar="ADDR", show_default="a local Ray instance",
+                                          help="Ray cluster to join with --executor ray (e.g. ray://head:10001)"),
     scenario: Optional[PaperScenario] = typer.Option(
         None, "--scenario", show_default="all",
         help="paper scenario(s) of the per-pair figures: paper-qwen, paper-r1 or all (both)"),
@@ -54,7 +59,8 @@ def reproduce(
     cfg = RunConfig(out=out, quick=quick, preset=pick_scenario(scenario, default="all", preset=preset),
                     seed=seed, workers=workers or default_workers(),
                     drops=drops, n_saa=n_saa, noise_figure_db=noise_figure_db,
-                    figures=tuple(figure) if figure else None, use_cache=not no_cache, progress=not no_progress)
+                    figures=tuple(figure) if figure else None, use_cache=not no_cache, progress=not no_progress,
+                    executor=executor, address=address)
     command = "multispin " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     res = rebuild_report(cfg) if report_only else run(cfg, command)
     n_pass = sum(c.status == "PASS" for c in res.claims)

@@ -50,6 +50,8 @@ class RunConfig:
     figures: tuple[str, ...] | None = None  # subset of figure names (None: all)
     use_cache: bool = True
     progress: bool = True
+    executor: str = "local"  # where the chunks of drops run: "local" (process pool) or "ray" (executor.py)
+    address: str | None = None  # Ray cluster address (None: a local Ray instance with `workers` CPUs)
 
     def __post_init__(self) -> None:
         if self.preset not in PRESET_CHOICES:
@@ -62,6 +64,9 @@ class RunConfig:
             raise ConfigError(f"n_saa: must be in [1, inf) (got {self.n_saa})")
         if self.seed < 0:
             raise ConfigError(f"seed: must be in [0, inf) (got {self.seed})")
+        from multispin.experiments.reproduce.executor import check_executor
+
+        check_executor(self.executor, self.address)
 
     @property
     def presets(self) -> tuple[str, ...]:

@@ -1,4 +1,5 @@
-"""Run studies: drops in chunks on a process pool, a per-chunk cache, a progress bar.
+"""Run studies: drops in chunks on an executor (process pool or Ray: executor.py), a per-chunk cache,
+a progress bar.
 
 Work unit: one chunk of drops of one point. Its result is cached as
 ``OUT/cache/<study>/<key>.json``, ``key`` a hash of the point's full scenario, its options, the
@@ -11,16 +12,15 @@ results do not depend on the number of workers or on the order in which chunks f
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import sys
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from multispin.experiments.reproduce.config import Point, RunConfig, drop_seed
+from multispin.experiments.reproduce.executor import run_calls
 from multispin.experiments.reproduce.studies import cost_estimate, run_chunk
 
 CHUNK_DROPS = 10
@@ -82,11 +82,6 @@ def _write_cache(task: _Task, rows: list[dict], seconds: float) -> None:
     os.replace(tmp, task.path)
 
 
-def _pool_context():
-    methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-
-
 def run_points(jobs: list[tuple[Point, int]], cfg: RunConfig) -> dict[tuple[str, str], list[dict]]:
     """Every drop of every ``(point, drops)``; returns rows sorted by drop, keyed by (study, point id)."""
     from rich.console import Console
@@ -133,26 +128,9 @@ def run_points(jobs: list[tuple[Point, int]], cfg: RunConfig) -> dict[tuple[str,
                 _write_cache(tasks[i], rows, seconds)
             progress.advance(bars[tasks[i].point.study], len(rows))
 
-        if cfg.workers <= 1 or len(todo) <= 1:
-            for i in todo:
-                t = tasks[i]
-                finish(i, _timed_chunk(t.scenario, t.point.options, t.seeds(cfg.seed)))
-        else:
-            pool = ProcessPoolExecutor(max_workers=min(cfg.workers, len(todo)), mp_context=_pool_context())
-            try:
-                pending = {pool.submit(_timed_chunk, tasks[i].scenario, tasks[i].point.options,
-                                       tasks[i].seeds(cfg.seed)): i for i in todo}
-                while pending:
-                    done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                    for fut in done:
-                        finish(pending.pop(fut), fut.result())
-            except BaseException:
-                # Ctrl-C or an error: stop the workers now (finished chunks are already cached)
-                pool.shutdown(wait=False, cancel_futures=True)
-                for proc in list((getattr(pool, "_processes", None) or {}).values()):
-                    proc.terminate()
-                raise
-            pool.shutdown(wait=True)
+        calls = {i: (tasks[i].scenario, tasks[i].point.options, tasks[i].seeds(cfg.seed)) for i in todo}
+        for i, res in run_calls(_timed_chunk, calls, cfg.executor, cfg.workers, cfg.address):
+            finish(i, res)
 
     out: dict[tuple[str, str], list[dict]] = {}
     for i, t in enumerate(tasks):

@@ -1,0 +1,107 @@
+"""Where the work units of ``multispin reproduce`` run: in this process, a local process pool, or Ray.
+
+A work unit is one call ``fn(*args)`` (the runner's chunk of drops of one point). Every executor
+yields ``(key, result)`` pairs as the units finish, in whatever order; the runner sorts rows by
+drop, and every drop's seed is fixed before it is sent, so the CSVs do not depend on the executor,
+the number of workers or the order of completion.
+
+Ray is optional (``pip install 'multispin[cluster]'``): ``executor="ray"`` without ``address``
+starts a local Ray instance with ``workers`` CPUs (or joins the one this process already
+initialised); with ``address`` it joins that cluster and ships this copy of the ``multispin``
+package to it (``runtime_env.py_modules``), so the cluster computes with the driver's code, the
+code whose hash is in the cache keys. The cluster's nodes need multispin's dependencies.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import multiprocessing
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from typing import Any, Callable, Iterator
+
+from multispin.errors import ConfigError
+
+EXECUTORS = ("local", "ray")
+_RAY_MISSING = "executor: --executor ray needs Ray: pip install 'multispin[cluster]'"
+
+
+def check_executor(executor: str, address: str | None) -> None:
+    """ConfigError (one line) for an unknown executor, an address without Ray, or Ray not installed."""
+    if executor not in EXECUTORS:
+        raise ConfigError(f"executor: unknown value {executor!r} (allowed: {', '.join(EXECUTORS)})")
+    if address is not None and executor != "ray":
+        raise ConfigError("address: a cluster address needs --executor ray")
+    if executor == "ray" and importlib.util.find_spec("ray") is None:
+        raise ConfigError(_RAY_MISSING)
+
+
+def run_calls(fn: Callable[..., Any], calls: dict[Any, tuple], executor: str = "local", workers: int = 1,
+              address: str | None = None) -> Iterator[tuple[Any, Any]]:
+    """``(key, fn(*args))`` for every ``key: args`` of ``calls``, as they finish."""
+    check_executor(executor, address)
+    if executor == "ray":
+        yield from _ray(fn, calls, workers, address)
+    elif workers <= 1 or len(calls) <= 1:
+        # in this process: what tests monkeypatch is what runs
+        for key, args in calls.items():
+            yield key, fn(*args)
+    else:
+        yield from _pool(fn, calls, workers)
+
+
+def _pool_context():
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+def _pool(fn, calls, workers) -> Iterator[tuple[Any, Any]]:
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(calls)), mp_context=_pool_context())
+    try:
+        pending = {pool.submit(fn, *args): key for key, args in calls.items()}
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                yield pending.pop(fut), fut.result()
+    except BaseException:
+        # Ctrl-C or an error: stop the workers now (finished units are already with the caller)
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in list((getattr(pool, "_processes", None) or {}).values()):
+            proc.terminate()
+        raise
+    pool.shutdown(wait=True)
+
+
+def _ray(fn, calls, workers, address) -> Iterator[tuple[Any, Any]]:
+    import ray
+
+    started = False
+    if not ray.is_initialized():
+        kw: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING}
+        if address is None:
+            kw["num_cpus"] = workers
+        else:
+            import multispin
+
+            kw["address"] = address
+            kw["runtime_env"] = {"py_modules": [multispin]}
+        try:
+            ray.init(**kw)
+        except (ConnectionError, ValueError, RuntimeError) as exc:
+            where = f"join the Ray cluster at {address}" if address else "start a local Ray instance"
+            raise ConfigError(f"executor: cannot {where}: {' '.join(str(exc).split())}") from None
+        started = True
+    remote = ray.remote(num_cpus=1)(fn)
+    refs = {remote.remote(*args): key for key, args in calls.items()}
+    try:
+        while refs:
+            done, _ = ray.wait(list(refs), num_returns=1)
+            for ref in done:
+                yield refs.pop(ref), ray.get(ref)
+    except BaseException:
+        for ref in refs:
+            ray.cancel(ref, force=True)
+        raise
+    finally:
+        if started:
+            ray.shutdown()
