@@ -5,9 +5,10 @@
 1. Reactive solve for |R| = 20: closed-form scan, the paper's bisection over n, the reactive()
    entry point (with Brent powers), the linear-scan oracle, and brute force over 2^20 splits.
 2. Vectorised throughput (outcomes per second) of the reactive solver.
-3. The full draft-length optimisation (N_SAA = 1000) for K = 20, 50, 100, 200: shipped greedy and
-   the paper's greedy.
-4. Greedy vs the exhaustive oracle on small K: gap distribution.
+3. The full draft-length optimisation (N_SAA = 1000) for K = 20, 50, 100, 200: the shipped search,
+   the ±1 search shipped before it and the paper's greedy.
+3b. Shortfall of each policy to the best known γ (a slow reference search) per (P^dl, noise figure).
+4. Shipped search vs the exhaustive oracle on small K: gap distribution.
 5. Adaptive modes and greedy draft lengths vs every baseline on the paper-qwen preset.
 6. Extensions: optimised bandwidth split; verification cost per token (T_ver^tok > 0).
 """
@@ -24,19 +25,19 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from multispin.optimize import (  # noqa: E402
-    SAAObjective,
-    all_baselines,
+from multispin.optimize.bandwidth import optimized_split_batch  # noqa: E402
+from multispin.optimize.baselines import all_baselines  # noqa: E402
+from multispin.optimize.draft_lengths import (  # noqa: E402
     best_uniform,
-    brute_force_oracle,
     computation_only,
     exhaustive_oracle,
-    optimal_modes_batch,
-    optimized_split_batch,
+    local_search,
     paper_greedy,
-    reactive,
-    two_phase_greedy,
+    pm1_search,
+    reference_search,
 )
+from multispin.optimize.goodput import SAAObjective  # noqa: E402
+from multispin.optimize.reactive import brute_force_oracle, optimal_modes_batch, reactive  # noqa: E402
 from multispin.system import World, get_preset  # noqa: E402
 
 
@@ -108,25 +109,57 @@ def section_throughput(quick: bool) -> None:
 
 def section_greedy(quick: bool) -> None:
     print("\n== 3. draft-length optimisation, N_SAA = 1000 (paper-qwen, P^dl/P^ul = 4) ==")
-    print(f"  {'K':>4s} {'shipped CPU':>12s} {'(wall)':>11s} {'paper CPU':>11s} {'G shipped':>10s} {'G paper':>9s}"
-          f" {'G best-unif':>11s}  (tokens/s, mean over drops; times: median over drops)")
+    print(f"  {'K':>4s} {'shipped CPU':>12s} {'(wall)':>11s} {'old ±1 CPU':>11s} {'paper CPU':>11s} {'G shipped':>10s}"
+          f" {'G old ±1':>9s} {'G paper':>9s}  (tokens/s, mean over drops; times: median over drops)")
     for k, drops in ((20, 5), (50, 2), (100, 1), (200, 1)):
         if quick and k > 50:
             continue
-        ts, tw, tp, gs, gp, gu = [], [], [], [], [], []
+        ts, tw, to, tp, gs, go, gp = [], [], [], [], [], [], []
         for seed in range(drops):
             w = world(k, seed)
             obj = SAAObjective(w.instance(0), w.saa_uniforms(0))
-            s, wall, cpu = timed(lambda: two_phase_greedy(obj))
+            s, wall, cpu = timed(lambda: local_search(obj))
             ts.append(cpu)
             tw.append(wall)
+            o, _, cpu = timed(lambda: pm1_search(obj))
+            to.append(cpu)
             p, _, cpu = timed(lambda: paper_greedy(obj))
             tp.append(cpu)
             gs.append(s.goodput_tokens_per_s)
+            go.append(o.goodput_tokens_per_s)
             gp.append(p.goodput_tokens_per_s)
-            gu.append(best_uniform(obj).goodput_tokens_per_s)
         print(f"  {k:4d} {fmt_s(statistics.median(ts)):>12s} {fmt_s(statistics.median(tw)):>11s}"
-              f" {fmt_s(statistics.median(tp)):>11s} {np.mean(gs):10.1f} {np.mean(gp):9.1f} {np.mean(gu):11.1f}")
+              f" {fmt_s(statistics.median(to)):>11s} {fmt_s(statistics.median(tp)):>11s} {np.mean(gs):10.1f}"
+              f" {np.mean(go):9.1f} {np.mean(gp):9.1f}")
+
+
+def section_shortfall(quick: bool) -> None:
+    print("\n== 3b. shortfall to the best known γ (K = 20, N_SAA = 1000, paper-qwen; reference: iterated local "
+          "search, 8 random restarts + 8 kicks, started from every policy's γ) ==")
+    policies = {"shipped": local_search, "old ±1": pm1_search, "paper greedy": paper_greedy,
+                "best uniform": best_uniform, "computation-only": computation_only}
+    drops = 1 if quick else 4
+    print(f"  {'P^dl':>5s} {'NF':>3s}  " + "  ".join(f"{n:>30s}" for n in policies))
+    print(f"  {'dBm':>5s} {'dB':>3s}  " + "  ".join(f"{'median / p90 / max / >1%':>30s}" for _ in policies))
+    every = {n: [] for n in policies}
+    for nf in (0.0, 10.0, 22.0):
+        for pdl in (10.0, 16.0, 22.0, 28.0):
+            short = {n: [] for n in policies}
+            for seed in range(drops):
+                w = World(get_preset("paper-qwen").override({"seed": 100 + seed, "radio.p_dl_dbm": pdl,
+                                                             "radio.noise_figure_db": nf}))
+                obj = SAAObjective(w.instance(0), w.saa_uniforms(0))
+                found = {n: fn(obj) for n, fn in policies.items()}
+                ref = reference_search(obj, np.random.default_rng(seed), 8, 8, [p.draft_len for p in found.values()])
+                for n, p in found.items():
+                    short[n].append(1 - p.goodput_tokens_per_s / ref.goodput_tokens_per_s)
+                    every[n].append(short[n][-1])
+            print(f"  {pdl:5.0f} {nf:3.0f}  " + "  ".join(
+                f"{np.median(v):7.2%} {np.percentile(v, 90):7.2%} {max(v):7.2%} {np.mean(np.asarray(v) > 0.01):5.0%}"
+                for v in short.values()))
+    print("  all   all  " + "  ".join(
+        f"{np.median(v):7.2%} {np.percentile(v, 90):7.2%} {max(v):7.2%} {np.mean(np.asarray(v) > 0.01):5.0%}"
+        for v in every.values()))
 
 
 def section_gap(quick: bool) -> None:
@@ -135,7 +168,7 @@ def section_gap(quick: bool) -> None:
     from _builders import random_preset_instances
 
     rng = np.random.default_rng(0)
-    gaps = {"shipped greedy": [], "paper greedy": [], "best uniform": [], "computation-only": []}
+    gaps = {"shipped search": [], "paper greedy": [], "best uniform": [], "computation-only": []}
     for inst in random_preset_instances(30 if quick else 80, seed=123, max_devices=4, deep_fade_prob=0.15):
         k = inst.num_devices
         if k < 2:
@@ -144,10 +177,10 @@ def section_gap(quick: bool) -> None:
             inst = inst.replace(gamma_max=8)
         obj = SAAObjective(inst, rng.random((300, k)))
         best = exhaustive_oracle(obj).goodput_tokens_per_s
-        for name, fn in (("shipped greedy", two_phase_greedy), ("paper greedy", paper_greedy),
+        for name, fn in (("shipped search", local_search), ("paper greedy", paper_greedy),
                          ("best uniform", best_uniform), ("computation-only", computation_only)):
             gaps[name].append(1 - fn(obj).goodput_tokens_per_s / best)
-    n = len(gaps["shipped greedy"])
+    n = len(gaps["shipped search"])
     print(f"  {n} instances; gap = 1 − G/G_oracle")
     print(f"  {'policy':18s} {'median':>8s} {'mean':>8s} {'p90':>8s} {'max':>8s} {'at 0':>6s}")
     for name, v in gaps.items():
@@ -165,10 +198,11 @@ def section_baselines(quick: bool) -> None:
         for seed in range(drops):
             w = world(20, seed, ratio)
             inst, u, mu = w.instance(0), w.saa_uniforms(0), w.mode_uniforms(0)
-            ours = two_phase_greedy(SAAObjective(inst, u))
+            base = all_baselines(inst, u, mu)
+            ours = local_search(SAAObjective(inst, u), {n: dp.draft_len for n, dp in base.items()})
             g_ours.append(ours.goodput_tokens_per_s)
             gam.append(ours.draft_len.mean())
-            for name, dp in all_baselines(inst, u, mu).items():
+            for name, dp in base.items():
                 gains.setdefault(name, []).append(ours.goodput_tokens_per_s / dp.goodput_tokens_per_s - 1)
         print(f"  P^dl/P^ul = {ratio:4.0f}: G = {np.mean(g_ours):.1f} tokens/s, mean γ = {np.mean(gam):.1f}")
         for k, v in gains.items():
@@ -186,7 +220,7 @@ def section_extensions(quick: bool) -> None:
             w = world(20, seed, ratio)
             inst, u = w.instance(0), w.saa_uniforms(0)
             eq = SAAObjective(inst, u)
-            plan = two_phase_greedy(eq)
+            plan = local_search(eq)
             opt = SAAObjective(inst, u, split="optimized").evaluate(plan.draft_len)
             red.append(1 - opt.e_t_comm_s / plan.goodput.e_t_comm_s)
             gain.append(opt.goodput_tokens_per_s / plan.goodput_tokens_per_s - 1)
@@ -194,9 +228,9 @@ def section_extensions(quick: bool) -> None:
     for k in (50,):
         w = world(k, 0, 4.0)
         inst, u = w.instance(0), w.saa_uniforms(0)[:300]
-        eq = two_phase_greedy(SAAObjective(inst, u))
+        eq = local_search(SAAObjective(inst, u))
         obj = SAAObjective(inst, u, split="optimized")
-        replanned, _, dt = timed(lambda: two_phase_greedy(obj, start=eq.draft_len))  # warm start
+        replanned, _, dt = timed(lambda: local_search(obj, [eq.draft_len]))  # the equal-split plan as a start
         same = obj.evaluate(eq.draft_len)
         print(f"  K = {k}, N_SAA = 300: same γ G +{100 * (same.goodput_tokens_per_s / eq.goodput_tokens_per_s - 1):.2f}%,"
               f" re-planned with the split G +{100 * (replanned.goodput_tokens_per_s / eq.goodput_tokens_per_s - 1):.2f}%"
@@ -208,8 +242,8 @@ def section_extensions(quick: bool) -> None:
             w = world(20, seed)
             inst, u = w.instance(0), w.saa_uniforms(0)
             real = inst.with_compute(t_ver_tok_s=t_tok)
-            naive = two_phase_greedy(SAAObjective(inst, u)).draft_len
-            aware = two_phase_greedy(SAAObjective(real, u))
+            naive = local_search(SAAObjective(inst, u)).draft_len
+            aware = local_search(SAAObjective(real, u))
             g_naive = SAAObjective(real, u).value(naive)
             gains.append(aware.goodput_tokens_per_s / g_naive - 1)
             gam_n.append(naive.mean())
@@ -232,6 +266,7 @@ def main() -> None:
     section_reactive(args.quick)
     section_throughput(args.quick)
     section_greedy(args.quick)
+    section_shortfall(args.quick)
     section_gap(args.quick)
     section_baselines(args.quick)
     section_extensions(args.quick)

@@ -30,7 +30,7 @@ def test_json_report_has_the_documented_fields():
             assert key in d
         assert 0 <= d["draft_len"] <= 20 and 0 < d["alpha"] < 1
     assert r["bandwidth_hz"] == 10e6 and r["p_ul_dbm"] == 10.0 and r["p_dl_dbm"] == 16.0
-    assert r["noise_psd_dbm_per_hz"] == -174.0 and r["noise_figure_db"] == 0.0
+    assert r["noise_psd_dbm_per_hz"] == -174.0 and r["noise_figure_db"] == 7.0
     assert r["payload_bits"] == 34_816 and r["n_saa"] == 300
     assert (r["t_ver0_s"], r["t_ver1_s"]) == pytest.approx((0.0428, 0.0076))
     assert r["acceptance_assumed"] is True

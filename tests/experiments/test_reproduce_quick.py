@@ -30,12 +30,16 @@ def test_quick_run_writes_every_csv_png_and_the_report(tmp_path):
             assert doc_for(col), f"{name}.csv: column {col} has no documentation"
             base = re.sub(r"_(lo|hi|n)$", "", col) if doc_for(col).startswith(("lower", "upper", "number")) else col
             assert f"`{base}`" in report, f"{name}.csv: column {col} is not documented in report.md"
-    for study in ("pdl", "users", "resources", "extensions", "calibration"):
+    for study in ("pdl", "users", "resources", "extensions", "identification"):
         assert (out / "drops" / f"{study}.csv").exists()
     claims = read_csv(out / "claims.csv")
-    assert {c["status"] for c in claims} <= {"PASS", "FAIL", "N/A"}
-    assert "## Checked claims" in report and "## Calibration" in report and "## Assumptions" in report
-    assert "N_SAA** = 200" in report  # --quick says it reduced N_SAA
+    assert {c["status"] for c in claims} <= {"PASS", "FAIL", "INCONCLUSIVE", "N/A"}
+    assert next(c for c in claims if c["id"] == "8")["status"] == "N/A"  # reduced grids by design
+    assert "## Checked claims" in report and "## Identification" in report and "## Assumptions" in report
+    assert "N_SAA** = 1000" in report  # one N_SAA everywhere, --quick included
+    settings = read_csv(out / "fig7_identification_settings.csv")
+    assert len(settings) >= 3 and all(s["claim_5"] in ("PASS", "FAIL", "INCONCLUSIVE") for s in settings)
+    assert "![fig7_identification](fig7_identification.png)" in report
     for c in claims:
         assert f"**{c['status']}**" in report
 

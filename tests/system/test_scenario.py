@@ -9,7 +9,7 @@ import pytest
 
 from multispin.errors import ConfigError
 from multispin.system import get_preset, load_scenario, preset_names, scenario_from_dict
-from multispin.system.scenario import load_acceptance_profile, parse_acceptance_profile
+from multispin.system.scenario import DEFAULT_NOISE_FIGURE_DB, load_acceptance_profile, parse_acceptance_profile
 
 
 def _one_line(exc: pytest.ExceptionInfo) -> str:
@@ -25,7 +25,7 @@ def test_presets_carry_the_paper_numbers():
     assert q.radio.bandwidth_hz == 10e6
     assert q.radio.p_ul_dbm == 10.0
     assert q.radio.p_dl_watts == pytest.approx(4 * q.radio.p_ul_w)  # P^dl / P^ul = 4
-    assert q.radio.noise_psd_dbm_per_hz == -174.0 and q.radio.noise_figure_db == 0.0
+    assert q.radio.noise_psd_dbm_per_hz == -174.0 and q.radio.noise_figure_db == DEFAULT_NOISE_FIGURE_DB == 7.0
     assert q.radio.path_loss_db_at_1m == -30.0 and q.radio.path_loss_exponent == 3.5
     assert (q.devices.drop.min_distance_m, q.devices.drop.max_distance_m) == (100.0, 500.0)
     assert q.devices.draft_latency_s_per_token == pytest.approx(0.0152)

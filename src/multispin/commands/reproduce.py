@@ -1,4 +1,4 @@
-"""`multispin reproduce`: the paper's figures with 95% confidence bands, a calibration study and a
+"""`multispin reproduce`: the paper's figures with 95% confidence bands, an identification study of the unpublished settings and a
 checked-claims report (report.md), from one command."""
 
 from __future__ import annotations
@@ -35,12 +35,12 @@ def reproduce(
         help="paper scenario(s) of the per-pair figures: paper-qwen, paper-r1 or all (both)"),
     seed: int = typer.Option(0, "--seed", min=0, metavar="INT", help="base seed of every drop"),
     drops: Optional[int] = typer.Option(None, "--drops", min=1, metavar="INT",
-                                        show_default="100; 4 with --quick; calibration 30",
+                                        show_default="100; 4 with --quick; identification 6 (2 with --quick)",
                                         help="drops per point"),
     n_saa: Optional[int] = typer.Option(None, "--n-saa", min=1, metavar="INT",
-                                        show_default="the scenario's; 200 with --quick",
+                                        show_default="the scenario's (1000), --quick too",
                                         help="SAA samples per drop"),
-    noise_figure_db: Optional[float] = noise_figure_option(default_shown="the calibrated 22 dB"),
+    noise_figure_db: Optional[float] = noise_figure_option(default_shown="the presets' 7 dB"),
     figure: Optional[list[str]] = typer.Option(None, "--figure", metavar="NAME", show_default="all",
                                                help="only these figures (repeat), e.g. fig2"),
     no_cache: bool = typer.Option(False, "--no-cache", help="recompute every point, ignore OUT/cache"),

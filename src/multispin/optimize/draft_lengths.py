@@ -143,6 +143,15 @@ def paper_greedy(obj: SAAObjective) -> DraftPlan:
     return two_phase_greedy(obj, start="zero", moves="plus")
 
 
+def pm1_search(obj: SAAObjective) -> DraftPlan:
+    """The search multispin shipped before :func:`local_search`: ±1 single-device moves from the
+    best uniform γ, computation-only and the paper's greedy. Kept as the negative control of the
+    search's tests and benchmarks (it stalls: see the module doc)."""
+    starts = [best_uniform(obj).draft_len, max_g_max(obj.inst), paper_greedy(obj).draft_len]
+    best = max((two_phase_greedy(obj, g.copy(), "both") for g in starts), key=lambda p: p.goodput_tokens_per_s)
+    return DraftPlan(best.draft_len, best.goodput, "pm1_search", best.evaluations, best.trace)
+
+
 # --------------------------------------------------------------------------- the shipped search
 
 _JOINT_SHIFTS = (1, -1, 2, -2, 3, -3)
@@ -275,7 +284,7 @@ def default_starts(obj: SAAObjective) -> dict[str, np.ndarray]:
     return starts
 
 
-_COARSE_FRACTION = 4  # climbs from every start run on 1/4 of the samples when N_SAA ≥ _COARSE_MIN
+_COARSE_FRACTION = 8  # climbs from every start run on 1/8 of the samples when N_SAA ≥ _COARSE_MIN
 _COARSE_MIN = 400
 _POLISHED = 2  # coarse optima re-climbed on every sample
 

@@ -1,7 +1,7 @@
-"""``multispin reproduce``: the paper's figures with confidence bands, a calibration study and a
+"""``multispin reproduce``: the paper's figures with confidence bands, an identification study of the unpublished settings and a
 checked-claims report, from one command.
 
-Modules: one per figure (``fig_*.py``, ``calibration.py``: ``table``, ``plot``, ``describe``;
+Modules: one per figure (``fig_*.py``, ``identification.py``: ``table``, ``plot``, ``describe``;
 runnable with ``--export/--plot``), :mod:`.studies` (what one drop computes, the grids),
 :mod:`.runner` (process pool, per-chunk cache, progress bar), :mod:`.stats` (means and CIs),
 :mod:`.claims` (the checks of SYSTEM_MODEL.md §6), :mod:`.report` (report.md),

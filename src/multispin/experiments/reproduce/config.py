@@ -22,12 +22,6 @@ from multispin.errors import ConfigError
 PRESET_CHOICES = ("paper-qwen", "paper-r1", "all")
 FULL_DROPS = 100
 QUICK_DROPS = 4
-QUICK_N_SAA = 200
-# The calibrated noise figure (report.md "Calibration", figure 7): the paper publishes no noise level;
-# 22 dB is the value of the noise-figure sweep whose mean draft length is closest to the paper's
-# trend (about 2-3 tokens at P^dl/P^ul = 4, 5-7 at 16). Every point of a run sets it explicitly
-# (``--noise-figure-db`` overrides it), whatever the scenario preset carries.
-CALIBRATED_NOISE_FIGURE_DB = 22.0
 
 
 def db(ratio: float) -> float:
@@ -45,8 +39,8 @@ class RunConfig:
     seed: int = 0
     workers: int = 1
     drops: int | None = None  # per point; default FULL_DROPS / QUICK_DROPS
-    n_saa: int | None = None  # default: the scenario's (1000) in the full run, QUICK_N_SAA in --quick
-    noise_figure_db: float | None = None  # default: CALIBRATED_NOISE_FIGURE_DB
+    n_saa: int | None = None  # default: the scenario's (1000), in the full run and in --quick alike
+    noise_figure_db: float | None = None  # default: the presets' physical noise figure
     figures: tuple[str, ...] | None = None  # subset of figure names (None: all)
     use_cache: bool = True
     progress: bool = True
@@ -84,13 +78,15 @@ class RunConfig:
 
     @property
     def noise_figure(self) -> float:
-        """The noise figure (dB) every point of the run uses."""
-        return float(self.noise_figure_db if self.noise_figure_db is not None else CALIBRATED_NOISE_FIGURE_DB)
+        """The noise figure (dB) every point of the run uses (the identification study sweeps it)."""
+        from multispin.system.scenario import DEFAULT_NOISE_FIGURE_DB
+
+        return float(self.noise_figure_db if self.noise_figure_db is not None else DEFAULT_NOISE_FIGURE_DB)
 
     def n_saa_for(self, scenario_n_saa: int) -> int:
-        if self.n_saa is not None:
-            return self.n_saa
-        return QUICK_N_SAA if self.quick else scenario_n_saa
+        """One N_SAA for every point of a run: where a point is too slow it gets fewer drops, never
+        fewer samples (N_SAA changes the plans: 200 samples give visibly shorter drafts than 1000)."""
+        return self.n_saa if self.n_saa is not None else scenario_n_saa
 
     def to_dict(self) -> dict[str, Any]:
         return {"out": str(self.out), "quick": self.quick, "preset": self.preset, "seed": self.seed,

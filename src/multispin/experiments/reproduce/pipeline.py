@@ -5,7 +5,7 @@ Layout of OUT:
 - ``<figure>.csv`` and ``<figure>.png`` per figure (the CSV is what the PNG plots: one row per
   point, mean and 95% CI over drops of every metric);
 - ``drops/<study>.csv``: every drop's raw numbers;
-- ``fig7_calibration_settings.csv``: one row per calibration setting with the claims' status;
+- ``fig7_identification_settings.csv``: one row per identification setting with every claim's status;
 - ``settings.csv``: the run's defaults (read by the defaults claim); ``claims.csv``: the checked claims;
 - ``report.md``; ``run.json`` (command, wall time, workers); ``cache/``: per-chunk results.
 """
@@ -20,28 +20,28 @@ from types import ModuleType
 from typing import Any
 
 from multispin.experiments.reproduce import (
-    calibration,
     fig_bound,
     fig_draft_schemes,
     fig_extensions,
     fig_mode_split,
     fig_resources,
     fig_users,
+    identification,
 )
 from multispin.experiments.reproduce.columns import DROP_DOCS, PARAM_DOCS, ordered_columns, read_csv, write_csv
 from multispin.experiments.reproduce.config import RunConfig, code_version
 from multispin.experiments.reproduce.stats import summarise
-from multispin.experiments.reproduce.studies import POINTS, calibration_drops
+from multispin.experiments.reproduce.studies import POINTS, identification_drops
 
 FIGURES: tuple[ModuleType, ...] = (fig_mode_split, fig_users, fig_draft_schemes, fig_resources, fig_extensions,
-                                   fig_bound, calibration)
+                                   fig_bound, identification)
 FIGURE_NAMES = tuple(m.NAME for m in FIGURES)
 STUDY_PARAMS = {
     "pdl": ("preset", "pdl_ratio"),
     "users": ("preset", "pdl_ratio", "devices", "n_saa"),
     "resources": ("preset", "sweep", "bandwidth_mhz", "radius_m"),
     "extensions": ("preset", "pdl_ratio"),
-    "calibration": ("preset", "noise_figure_db", "p_ul_dbm", "pdl_ratio"),
+    "identification": identification.PARAMS,
 }
 
 
@@ -56,10 +56,6 @@ def figure_modules(names: tuple[str, ...] | None) -> list[ModuleType]:
     return [m for m in FIGURES if m.NAME in names or m.NAME.split("_")[0] in names]
 
 
-def chosen_noise_figure(cfg: RunConfig) -> float:
-    return cfg.noise_figure
-
-
 def run_studies(cfg: RunConfig, studies: list[str]) -> dict[str, list[dict]]:
     """Summaries per study (one dict per point); also writes ``drops/<study>.csv``."""
     from multispin.experiments.reproduce.runner import run_points
@@ -69,7 +65,7 @@ def run_studies(cfg: RunConfig, studies: list[str]) -> dict[str, list[dict]]:
     for s in studies:
         pts = POINTS[s](cfg)
         points[s] = pts
-        drops = calibration_drops(cfg) if s == "calibration" else cfg.drops_per_point
+        drops = identification_drops(cfg) if s == "identification" else cfg.drops_per_point
         jobs += [(p, drops) for p in pts]
     rows = run_points(jobs, cfg)
     summaries: dict[str, list[dict]] = {}
@@ -103,12 +99,9 @@ def settings(cfg: RunConfig) -> dict[str, Any]:
         "tasks": len(acc),
         "acceptance_assumed": sc.tasks.assumed,
         "n_saa": cfg.n_saa_for(sc.optimizer.n_saa),
-        "noise_figure_db": chosen_noise_figure(cfg),
-        "preset_noise_figure_db": sc.radio.noise_figure_db,
+        "noise_figure_db": cfg.noise_figure,
         "drops_per_point": cfg.drops_per_point,
-        "calibration_drops_per_point": calibration_drops(cfg),
-        "calibration_n_saa": cfg.n_saa if cfg.n_saa is not None else 200,
-        "users_beyond_n_saa": cfg.n_saa if cfg.n_saa is not None else min(cfg.n_saa_for(sc.optimizer.n_saa), 200),
+        "identification_drops_per_point": identification_drops(cfg),
         "gamma_max": sc.optimizer.gamma_max,
         "payload_bits": sc.payload.payload_bits,
         "count_signalling_bits": sc.payload.count_signalling_bits,
@@ -126,21 +119,18 @@ def export_figures(cfg: RunConfig, modules: list[ModuleType]) -> dict[str, list[
     for m in modules:
         rows = m.table(summaries)
         write_csv(out / f"{m.NAME}.csv", rows, ordered_columns(m.PARAMS, rows))
-        if m is calibration:
-            st = calibration.settings_table(rows)
-            write_csv(out / calibration.SETTINGS_CSV, st, list(calibration.SETTINGS_DOCS))
+        if m is identification:
+            st = identification.settings_table(rows)
+            write_csv(out / identification.SETTINGS_CSV, st, list(identification.SETTINGS_DOCS))
     s = settings(cfg)
     write_csv(out / "settings.csv", [{"key": k, "value": v} for k, v in s.items()], ["key", "value"])
     return summaries
 
 
-def plot_figure(module: ModuleType, out: Path, chosen_nf: float | None = None) -> Path:
+def plot_figure(module: ModuleType, out: Path) -> Path:
     rows = read_csv(Path(out) / f"{module.NAME}.csv")
     png = Path(out) / f"{module.NAME}.png"
-    if module is calibration:
-        module.plot(rows, png, chosen_nf)
-    else:
-        module.plot(rows, png)
+    module.plot(rows, png)
     return png
 
 
@@ -162,9 +152,8 @@ def reproduce(cfg: RunConfig, command: str = "") -> ReproduceResult:
     out.mkdir(parents=True, exist_ok=True)
     modules = figure_modules(cfg.figures)
     export_figures(cfg, modules)
-    nf = chosen_noise_figure(cfg)
     for m in modules:
-        plot_figure(m, out, nf)
+        plot_figure(m, out)
     claims = check_dir(out)
     write_csv(out / "claims.csv", [c.to_dict() for c in claims], ["id", "claim", "criterion", "measured", "status",
                                                                    "source"])
@@ -197,9 +186,8 @@ def rebuild_report(cfg: RunConfig) -> ReproduceResult:
                     noise_figure_db=c.get("noise_figure_db", cfg.noise_figure_db),
                     figures=cfg.figures or (tuple(c["figures"]) if c.get("figures") else None))
     modules = [m for m in figure_modules(cfg.figures) if (out / f"{m.NAME}.csv").exists()]
-    nf = chosen_noise_figure(cfg)
     for m in modules:
-        plot_figure(m, out, nf)
+        plot_figure(m, out)
     claims = check_dir(out)
     write_csv(out / "claims.csv", [c.to_dict() for c in claims], ["id", "claim", "criterion", "measured", "status",
                                                                    "source"])

@@ -11,7 +11,8 @@ Studies (each a list of :class:`~.config.Point`):
 - ``users``: K sweep at P^dl/P^ul = 4 and 16: plan against all-UL, all-DL and random;
 - ``resources``: total bandwidth sweep and cell-radius sweep: plan;
 - ``extensions``: optimised bandwidth split and lattice codec against the paper's setting;
-- ``calibration``: noise figure × P^dl/P^ul (and two P^ul checks), lighter: fewer drops, N_SAA 200.
+- ``identification``: the unpublished settings (noise figure 0–30 dB, T_ver^tok, acceptance table,
+  channel model) × P^dl/P^ul on the main pair: fewer drops, the same N_SAA.
 """
 
 from __future__ import annotations
@@ -25,8 +26,6 @@ from multispin.experiments.reproduce.config import Point, RunConfig, db
 PDL_RATIOS_FULL = (1, 2, 4, 8, 16, 32, 64)
 PDL_RATIOS_QUICK = (1, 4, 16, 64)
 USERS_K_FULL = (2, 5, 10, 15, 20, 30, 40, 50)
-USERS_BEYOND_K = 20  # beyond the paper's K range ...
-USERS_BEYOND_N_SAA = 200  # ... the full run uses N_SAA = 200 (a K = 50 drop costs ~10 s at 1000)
 USERS_K_QUICK = (2, 10, 25)
 USERS_RATIOS = (4, 16)
 BANDWIDTH_MHZ_FULL = (2.5, 5.0, 10.0, 20.0, 40.0)
@@ -35,13 +34,26 @@ RADIUS_M_FULL = (200.0, 300.0, 500.0, 750.0, 1000.0)
 RADIUS_M_QUICK = (300.0, 500.0, 800.0)
 EXT_RATIOS_FULL = (1, 4, 16, 64)
 EXT_RATIOS_QUICK = (4, 16)
-CAL_NF_FULL = (0.0, 10.0, 15.0, 18.0, 20.0, 22.0, 25.0, 30.0)
-CAL_NF_QUICK = (0.0, 20.0)
-CAL_MODE_RATIOS = (4, 16)  # calibration points that also run the mode baselines
-CAL_DROPS_FULL = 30
-CAL_N_SAA = 200
+# Identification of the unpublished settings (figure 7): the noise figure swept over 0-30 dB at the
+# presets' other values, and at three noise figures each other unknown varied in turn.
+ID_NF_FULL = (0.0, 5.0, 7.0, 10.0, 15.0, 20.0, 25.0, 30.0)
+ID_NF_CROSSED_FULL = (0.0, 7.0, 22.0)
+ID_NF_QUICK = (7.0, 22.0)
+ID_NF_CROSSED_QUICK = (7.0,)
+ID_T_VER_TOK_MS = (1.0, 2.0)
+# Acceptance tables inside the paper's 0.82-0.95 (HumanEval, GSM8K, MT-Bench, IFEval); "mid" is the preset's own.
+ID_ACCEPTANCE = {
+    "low": {"humaneval": 0.86, "gsm8k": 0.85, "mt_bench": 0.82, "ifeval": 0.83},
+    "high": {"humaneval": 0.95, "gsm8k": 0.94, "mt_bench": 0.91, "ifeval": 0.92},
+}
+ID_RATIOS_FULL = (1, 4, 16, 64)
+ID_RATIOS_QUICK = (1, 4, 16)
+ID_MODE_RATIOS = (4, 16)  # identification points that also run the mode baselines (claims 1 and 3)
+ID_DROPS_FULL = 6
+ID_DROPS_QUICK = 2
+BASE_SETTING = {"t_ver_tok_ms": 0.0, "acceptance": "mid", "channel": "rayleigh"}
 
-STUDIES = ("pdl", "users", "resources", "extensions", "calibration")
+STUDIES = ("pdl", "users", "resources", "extensions", "identification")
 
 
 # ----------------------------------------------------------------------------- one drop
@@ -173,8 +185,6 @@ def users_points(cfg: RunConfig) -> list[Point]:
         for ratio in USERS_RATIOS:
             for k in (USERS_K_QUICK if cfg.quick else USERS_K_FULL):
                 ov = {**_base_overrides(cfg, preset), "radio.p_dl_dbm": pul + db(ratio), "devices.count": k}
-                if k > USERS_BEYOND_K and cfg.n_saa is None:
-                    ov["optimizer.n_saa"] = min(ov["optimizer.n_saa"], USERS_BEYOND_N_SAA)
                 out.append(Point("users", {"preset": preset, "pdl_ratio": ratio, "devices": k,
                                            "n_saa": ov["optimizer.n_saa"]}, preset, ov, {"modes": True}))
     return out
@@ -208,37 +218,48 @@ def extensions_points(cfg: RunConfig) -> list[Point]:
     return out
 
 
-def calibration_points(cfg: RunConfig) -> list[Point]:
-    """Noise figure × P^dl/P^ul on the main pair, plus P^ul = P^ul,preset + 10 dB with NF + 10 dB at the
-    mode-baseline ratios (the radio depends on P/N0 only, so those must equal the NF rows)."""
-    preset = cfg.main_preset
-    pul = _p_ul_dbm(preset)
-    n_saa = cfg.n_saa if cfg.n_saa is not None else CAL_N_SAA
-    chosen = cfg.noise_figure
-    nfs = sorted(set(CAL_NF_QUICK if cfg.quick else CAL_NF_FULL) | {chosen})
-    out = []
-    settings = [(nf, pul) for nf in nfs] + [(chosen + 10.0, pul + 10.0)]
-    for nf, p_ul in settings:
-        for ratio in (PDL_RATIOS_QUICK if cfg.quick else PDL_RATIOS_FULL):
-            if p_ul != pul and ratio not in CAL_MODE_RATIOS:
-                continue
-            ov = {"optimizer.n_saa": n_saa, "radio.noise_figure_db": nf, "radio.p_ul_dbm": p_ul,
-                  "radio.p_dl_dbm": p_ul + db(ratio)}
-            opts = {"stats": True, "drafts": True, "modes": ratio in CAL_MODE_RATIOS}
-            out.append(Point("calibration", {"preset": preset, "noise_figure_db": nf, "p_ul_dbm": p_ul,
-                                             "pdl_ratio": ratio}, preset, ov, opts,
-                             seed_params=("pdl_ratio", "preset")))
+def identification_settings(cfg: RunConfig) -> list[dict[str, Any]]:
+    """The settings of the unknowns the identification study scores every claim on."""
+    nfs = ID_NF_QUICK if cfg.quick else ID_NF_FULL
+    crossed = ID_NF_CROSSED_QUICK if cfg.quick else ID_NF_CROSSED_FULL
+    out = [{"noise_figure_db": nf, **BASE_SETTING} for nf in nfs]
+    for nf in crossed:
+        variants = [{"t_ver_tok_ms": t} for t in (ID_T_VER_TOK_MS[-1:] if cfg.quick else ID_T_VER_TOK_MS)]
+        if not cfg.quick:
+            variants += [{"acceptance": a} for a in ID_ACCEPTANCE]
+        variants.append({"channel": "path_loss_only"})
+        out += [{"noise_figure_db": nf, **BASE_SETTING, **v} for v in variants]
     return out
 
 
-def calibration_drops(cfg: RunConfig) -> int:
+def identification_points(cfg: RunConfig) -> list[Point]:
+    """Every setting × P^dl/P^ul on the main pair (K = 20), with common random numbers: every setting
+    sees the same drops (the drop seed leaves the setting out)."""
+    preset = cfg.main_preset
+    pul = _p_ul_dbm(preset)
+    n_saa = _base_overrides(cfg, preset)["optimizer.n_saa"]
+    out = []
+    for st in identification_settings(cfg):
+        ov = {"optimizer.n_saa": n_saa, "radio.noise_figure_db": st["noise_figure_db"],
+              "compute.t_ver_tok_s": st["t_ver_tok_ms"] / 1e3,
+              "radio.fading": "none" if st["channel"] == "path_loss_only" else "rayleigh"}
+        if st["acceptance"] in ID_ACCEPTANCE:
+            ov["tasks.acceptance"] = ID_ACCEPTANCE[st["acceptance"]]
+        for ratio in (ID_RATIOS_QUICK if cfg.quick else ID_RATIOS_FULL):
+            opts = {"stats": True, "drafts": True, "modes": ratio in ID_MODE_RATIOS}
+            out.append(Point("identification", {"preset": preset, **st, "pdl_ratio": ratio}, preset,
+                             {**ov, "radio.p_dl_dbm": pul + db(ratio)}, opts, seed_params=("pdl_ratio", "preset")))
+    return out
+
+
+def identification_drops(cfg: RunConfig) -> int:
     if cfg.drops is not None:
         return cfg.drops
-    return cfg.drops_per_point if cfg.quick else CAL_DROPS_FULL
+    return ID_DROPS_QUICK if cfg.quick else ID_DROPS_FULL
 
 
 POINTS = {"pdl": pdl_points, "users": users_points, "resources": resources_points,
-          "extensions": extensions_points, "calibration": calibration_points}
+          "extensions": extensions_points, "identification": identification_points}
 
 
 def cost_estimate(point: Point) -> float:
