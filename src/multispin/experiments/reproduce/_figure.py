@@ -10,8 +10,23 @@ from types import ModuleType
 from typing import Any, Callable, Iterable
 
 PAIR_LABEL = {"paper-qwen": "Qwen2.5 0.5B → 14B", "paper-r1": "R1-Distill-Qwen 1.5B → 32B"}
-COLORS = {"adaptive": "C0", "all_ul": "C1", "all_dl": "C2", "random": "C3", "best_uniform": "C4",
-          "computation_only": "C5", "greedy_paper": "C7"}
+# One look per policy, the same in every figure: colour, marker and line style all differ, and the
+# baselines' markers are hollow, so that a policy whose curve coincides with another's (adaptive
+# on all-DL, all-UL on random) still shows through it.
+STYLE = {
+    "adaptive": dict(color="C0", marker="o", linestyle="-", filled=True),
+    "all_ul": dict(color="C1", marker="s", linestyle="--"),
+    "all_dl": dict(color="C2", marker="^", linestyle="-."),
+    "random": dict(color="C3", marker="v", linestyle=":"),
+    "best_uniform": dict(color="C4", marker="D", linestyle="--"),
+    "computation_only": dict(color="C5", marker="s", linestyle="-."),
+    "greedy_paper": dict(color="C9", marker="^", linestyle=":"),
+    "bound": dict(color="k", marker="", linestyle="--"),
+}
+COLORS = {k: v["color"] for k, v in STYLE.items()}
+# one look per model pair, where the curves are pairs
+PAIR_STYLE = {"paper-qwen": dict(color="C0", marker="o", linestyle="-", filled=True),
+              "paper-r1": dict(color="C1", marker="s", linestyle="--")}
 
 
 def select(rows: list[dict[str, Any]], params: Iterable[str], metrics: Iterable[str],
@@ -43,8 +58,12 @@ def pyplot():
     return plt
 
 
-def band(ax, rows: list[dict], x: str, metric: str, label: str, color=None, marker="o", linestyle="-"):
-    """Mean line with its 95% confidence band."""
+def band(ax, rows: list[dict], x: str, metric: str, label: str, color=None, marker="o", linestyle="-",
+         filled: bool = False, style: dict | None = None) -> None:
+    """Mean line with its 95% confidence band; ``style``: an entry of STYLE or PAIR_STYLE."""
+    if style is not None:
+        color, marker, linestyle = style["color"], style["marker"], style["linestyle"]
+        filled = style.get("filled", False)
     rows = [r for r in rows if r.get(metric) is not None and not _nan(r.get(metric))]
     if not rows:
         return
@@ -52,19 +71,87 @@ def band(ax, rows: list[dict], x: str, metric: str, label: str, color=None, mark
     ys = [r[metric] for r in rows]
     lo = [r.get(metric + "_lo", float("nan")) for r in rows]
     hi = [r.get(metric + "_hi", float("nan")) for r in rows]
-    ax.plot(xs, ys, marker=marker, linestyle=linestyle, color=color, label=label, markersize=4)
+    ax.plot(xs, ys, marker=marker, linestyle=linestyle, color=color, label=label, markersize=6 if filled else 7,
+            markerfacecolor=color if filled else "none", markeredgewidth=1.2, linewidth=1.4,
+            zorder=3 if filled else 2)
     lo = [y if _nan(v) else v for v, y in zip(lo, ys)]
     hi = [y if _nan(v) else v for v, y in zip(hi, ys)]
-    ax.fill_between(xs, lo, hi, color=color, alpha=0.2, linewidth=0)
+    ax.fill_between(xs, lo, hi, color=color, alpha=0.15, linewidth=0)
 
 
 def _nan(v) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
-def ratio_axis(ax) -> None:
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("P$^{dl}$ / P$^{ul}$")
+def with_pdl_dbm(rows: list[dict]) -> list[dict]:
+    """Rows with ``p_dl_dbm`` = P^ul of the row's preset + 10·log10(pdl_ratio) (the x of the P^dl axes)."""
+    from multispin.system import get_preset
+
+    p_ul = {}
+    out = []
+    for r in rows:
+        if "p_dl_dbm" not in r and r.get("pdl_ratio") is not None:
+            pre = r.get("preset")
+            if pre not in p_ul:
+                p_ul[pre] = float(get_preset(pre).radio.p_ul_dbm)
+            r = {**r, "p_dl_dbm": round(p_ul[pre] + 10.0 * math.log10(r["pdl_ratio"]), 2)}
+        out.append(r)
+    return out
+
+
+def p_ul_dbm(rows: list[dict]) -> float:
+    """P^ul (dBm) of rows that carry p_dl_dbm and pdl_ratio."""
+    r = next(r for r in rows if r.get("p_dl_dbm") is not None)
+    return r["p_dl_dbm"] - 10.0 * math.log10(r["pdl_ratio"])
+
+
+def pdl_axis(ax, rows: list[dict], top: bool = True) -> None:
+    """x = P^dl in dBm (as the paper draws it), ticks at the swept values; the ratio P^dl/P^ul on a
+    secondary axis on top. ``rows`` carry ``p_dl_dbm`` and ``pdl_ratio`` (one P^ul per axis)."""
+    pts = sorted({(r["p_dl_dbm"], r["pdl_ratio"]) for r in rows if r.get("p_dl_dbm") is not None})
+    ax.set_xlabel("server DL power budget P$^{dl}$ (dBm)")
+    if not pts:
+        return
+    ax.set_xticks([p for p, _ in pts], [f"{p:.1f}" for p, _ in pts])
+    if top:
+        import numpy as np
+
+        p_ul = p_ul_dbm(rows)
+        sec = ax.secondary_xaxis("top", functions=(lambda p: 10 ** ((p - p_ul) / 10.0),
+                                                   lambda r: p_ul + 10.0 * np.log10(np.maximum(r, 1e-30))))
+        sec.set_xticks([r for _, r in pts], [f"{r:g}" for _, r in pts])
+        sec.set_xlabel("P$^{dl}$ / P$^{ul}$", fontsize=8)
+        sec.tick_params(labelsize=8)
+
+
+def fit_means(ax, rows: list[dict], metrics, margin: float = 0.15) -> None:
+    """y limits that show every mean (and 0), not the widest interval: a band that runs past the
+    frame is clipped there and the panel says so. Without it one point's interval over a few drops
+    (thousands of % where nobody drafts) flattens every other point of a linear gain axis."""
+    means = [r[m] for r in rows for m in metrics if not _nan(r.get(m))]
+    ends = [r[m + s] for r in rows for m in metrics for s in ("_lo", "_hi") if not _nan(r.get(m + s))]
+    if not means:
+        return
+    lo, hi = min(0.0, *means), max(0.0, *means)
+    pad = margin * (hi - lo or 1.0)
+    lo, hi = lo - pad, hi + pad
+    if any(e < lo or e > hi for e in ends):
+        ax.set_ylim(lo, hi)
+        ax.text(0.99, 0.01, "95% bands clipped at the frame", transform=ax.transAxes, ha="right", va="bottom",
+                fontsize=6, color="0.4")
+
+
+def value_ticks(ax, values, unit: str = "") -> None:
+    """Ticks at the swept values, written as plain numbers ("2.5", "10"; not "2³")."""
+    vs = sorted(set(values))
+    ax.set_xticks(vs, [f"{v:g}{unit}" for v in vs])
+    ax.minorticks_off()
+
+
+def legend(ax, **kw) -> None:
+    """A legend that does not cover the curves (matplotlib's least-overlap placement), framed."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc=kw.pop("loc", "best"), framealpha=0.9, **kw)
 
 
 def save(fig, path: Path) -> None:
@@ -74,10 +161,12 @@ def save(fig, path: Path) -> None:
     pyplot().close(fig)
 
 
-def by(rows: list[dict], key: str) -> dict[Any, list[dict]]:
+def by(rows: list[dict], key: str | tuple[str, ...]) -> dict[Any, list[dict]]:
+    """Rows grouped by one column's value, or by a tuple of columns' values; in first-seen order."""
     out: dict[Any, list[dict]] = {}
     for r in rows:
-        out.setdefault(r[key], []).append(r)
+        k = tuple(r[c] for c in key) if isinstance(key, tuple) else r[key]
+        out.setdefault(k, []).append(r)
     return out
 
 

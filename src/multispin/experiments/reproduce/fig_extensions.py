@@ -12,35 +12,43 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from multispin.experiments.reproduce._figure import band, fmt_ci, pyplot, ratio_axis, run_as_script, save, select
+from multispin.experiments.reproduce._figure import band, fmt_ci, legend, pdl_axis, pyplot, run_as_script, save, select, \
+    with_pdl_dbm
 
 NAME = "fig5_extensions"
 TITLE = "Gain of the optimised bandwidth split and of the lattice codec (our additions)"
 STUDIES = ("extensions",)
-PARAMS = ("preset", "pdl_ratio")
+PARAMS = ("preset", "pdl_ratio", "p_dl_dbm")
 METRICS = ("goodput", "goodput_opt_split", "goodput_lattice", "gom_opt_split_pct", "gom_lattice_pct",
            "gamma_mean", "gamma_mean_lattice", "payload_bits_sparse", "payload_bits_lattice")
 
 
 def table(summaries: dict[str, list[dict]]) -> list[dict]:
-    return select(summaries["extensions"], PARAMS, METRICS)
+    return select(with_pdl_dbm(summaries["extensions"]), PARAMS, METRICS)
+
+
+PAPER = dict(color="C0", marker="o", linestyle="-", filled=True)
+SPLIT = dict(color="C1", marker="s", linestyle="--")
+LATTICE = dict(color="C2", marker="^", linestyle="-.")
 
 
 def plot(rows: list[dict], path: Path) -> None:
     plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    band(axes[0], rows, "pdl_ratio", "goodput", "paper: equal split, sparse payload", "C0")
-    band(axes[0], rows, "pdl_ratio", "goodput_opt_split", "optimised bandwidth split", "C1")
-    band(axes[0], rows, "pdl_ratio", "goodput_lattice", "lattice codec", "C2")
+    rows = with_pdl_dbm(rows)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), layout="constrained")
+    band(axes[0], rows, "p_dl_dbm", "goodput", "paper: equal split, sparse payload", style=PAPER)
+    band(axes[0], rows, "p_dl_dbm", "goodput_opt_split", "optimised bandwidth split", style=SPLIT)
+    band(axes[0], rows, "p_dl_dbm", "goodput_lattice", "lattice codec", style=LATTICE)
     axes[0].set_ylabel("sum goodput (tokens/s)")
-    band(axes[1], rows, "pdl_ratio", "gom_opt_split_pct", "optimised bandwidth split", "C1")
-    band(axes[1], rows, "pdl_ratio", "gom_lattice_pct", "lattice codec", "C2")
-    axes[1].set_ylabel("gain over the paper's setting (%)")
-    axes[1].set_yscale("symlog", linthresh=1)
+    axes[0].set_ylim(bottom=0)
+    band(axes[1], rows, "p_dl_dbm", "gom_opt_split_pct", "optimised bandwidth split", style=SPLIT)
+    band(axes[1], rows, "p_dl_dbm", "gom_lattice_pct", "lattice codec", style=LATTICE)
+    axes[1].axhline(0, color="k", linewidth=0.8)
+    axes[1].set_ylabel("gain over the paper's setting (%, of mean goodputs)")
     for ax in axes:
-        ratio_axis(ax)
+        pdl_axis(ax, rows)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        legend(ax)
     fig.suptitle("Our extensions vs the paper's setting (95% CI over drops)", fontsize=10)
     save(fig, path)
 

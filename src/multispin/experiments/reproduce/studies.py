@@ -98,7 +98,8 @@ def run_drop(scenario: dict[str, Any], options: dict[str, Any]) -> dict[str, flo
         "g_max": gp.g_max_tokens_per_s,
         "g_ratio": gp.goodput_tokens_per_s / gp.g_max_tokens_per_s,
         # against max_γ G_max(γ), a true bound: g_ratio is 1 wherever nobody drafts
-        "g_ratio_bound": gp.goodput_tokens_per_s / goodput_upper_bound(inst),
+        "g_bound": (ub := goodput_upper_bound(inst)),
+        "g_ratio_bound": gp.goodput_tokens_per_s / ub,
         "e_t_comm_ms": 1e3 * gp.e_t_comm_s,
         "t_comp_ms": 1e3 * gp.t_comp_s,
         "tokens_per_round": gp.expected_tokens,
