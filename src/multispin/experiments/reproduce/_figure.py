@@ -209,7 +209,7 @@ def figure_main(module: ModuleType, argv: list[str] | None = None) -> int:
     if a.export or both:
         export_figures(cfg, [module])
     if a.plot or both:
-        plot_figure(module, Path(a.out), cfg.noise_figure)
+        plot_figure(module, Path(a.out))
     return 0
 
 
