@@ -77,10 +77,10 @@ def _ray(fn, calls, workers, address) -> Iterator[tuple[Any, Any]]:
 
     started = False
     if not ray.is_initialized():
-        kw: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING}
+        kw: dict[str, Any] = {"logging_level": logging.WARNING}
         if address is None:
-            kw["num_cpus"] = workers
-        else:
+            kw.update(num_cpus=workers, include_dashboard=False)
+        else:  # a running cluster has its own resources and dashboard: ray.init refuses both
             import multispin
 
             kw["address"] = address
