@@ -212,6 +212,18 @@ def test_unequal_payloads_control_one_payload_for_both_links_is_caught():
     assert wrong > 0.5 * total
 
 
+def test_unequal_payloads_at_extreme_snr_and_ratio():
+    """S^ul/S^dl = 40 at an SNR of ~1e8: the UL-equivalent x of the DL set overflows to inf, yet the
+    fast path returns the finite all-DL latency of brute force, not 0."""
+    inst = make_instance([1e8, 2e8, 4e8], bandwidth_hz=3.0, p_ul_w=1e-6, p_dl_w=3.0)
+    inst = inst.replace(payload_bits=40.0, dl_payload_bits=1.0)
+    masks = np.array([[True, True, True], [True, False, True]])
+    bf = brute_force_oracle(masks, inst)
+    fast = optimal_modes_batch(masks, inst, method="fast")
+    assert np.all(bf.latency_s > 0) and not bf.is_ul.any()
+    assert np.allclose(fast.latency_s, bf.latency_s, rtol=1e-9)
+
+
 def test_reactive_latencies_use_each_links_payload(qwen_world):
     """One round's decision: UL devices are charged S^ul, DL devices S^dl, at the returned powers."""
     inst = qwen_world.instance(2)

@@ -257,14 +257,21 @@ def _optimal_fast(mask: np.ndarray, inst: Instance, return_modes: bool) -> Batch
     with np.errstate(divide="ignore", invalid="ignore"):
         x_dl_after = np.where(suffix_excl > 0, p_dl / suffix_excl, np.inf)
         x_dl_all = np.where(suffix_incl[:, 0] > 0, p_dl / suffix_incl[:, 0], np.inf)
-    x_dl_after = _ul_equivalent_x(x_dl_after, rho, (n0 * b)[:, None])
-    x_dl_all = _ul_equivalent_x(x_dl_all, rho, n0 * b)
-    cand = np.where(o, np.minimum(x_ul_dev[perm][None, :], x_dl_after), -np.inf)
+    x_after_eq = _ul_equivalent_x(x_dl_after, rho, (n0 * b)[:, None])
+    x_all_eq = _ul_equivalent_x(x_dl_all, rho, n0 * b)
+    cand = np.where(o, np.minimum(x_ul_dev[perm][None, :], x_after_eq), -np.inf)
     j = np.argmax(cand, axis=1)
-    best_ul = cand[np.arange(m_rows), j]
-    use_ul = best_ul > x_dl_all
-    x = np.where(use_ul, best_ul, x_dl_all)
-    t = np.where(cnt > 0, _latency_from_x_s(x, s, b, n0), 0.0)
+    rows = np.arange(m_rows)
+    best_ul = cand[rows, j]
+    use_ul = best_ul > x_all_eq
+    if rho == 1.0:
+        t = _latency_from_x_s(np.where(use_ul, best_ul, x_dl_all), s, b, n0)
+    else:  # the latencies themselves, from the untransformed x of each link and its own payload
+        s_dl = inst.payload_bits_dl[0]
+        t_split = np.maximum(_latency_from_x_s(x_ul_dev[perm][j], s, b, n0),
+                             _latency_from_x_s(x_dl_after[rows, j], s_dl, b, n0))
+        t = np.where(use_ul, t_split, _latency_from_x_s(x_dl_all, s_dl, b, n0))
+    t = np.where(cnt > 0, t, 0.0)
     is_ul = None
     if return_modes:
         ul_sorted = o & use_ul[:, None] & (np.arange(k)[None, :] <= j[:, None])
@@ -364,9 +371,11 @@ def fixed_modes_latency_s(rejected, is_ul, inst: Instance, rtol: float = 1e-12) 
         w = np.where(mask & ~ul, 1.0 / inst.gain_dl, 0.0).sum(axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
             x_dl = np.where(w > 0, inst.radio.p_dl_w / w, np.inf)
-        s_ul = inst.payload_bits[0]
-        x = np.minimum(x_ul, _ul_equivalent_x(x_dl, float(s_ul / inst.payload_bits_dl[0]), n0 * b))
-        t = _latency_from_x_s(x, s_ul, b, n0)
+        s_ul, s_dl = inst.payload_bits[0], inst.payload_bits_dl[0]
+        if s_ul == s_dl:
+            t = _latency_from_x_s(np.minimum(x_ul, x_dl), s_ul, b, n0)
+        else:  # two payloads: one logarithm per link
+            t = np.maximum(_latency_from_x_s(x_ul, s_ul, b, n0), _latency_from_x_s(x_dl, s_dl, b, n0))
         return np.where(mask.any(axis=1), t, 0.0)
     tau_ul = np.where(ul, ul_latency_s(inst, b[:, None]), 0.0).max(axis=1)
     tau_dl = dl_latency_s(mask & ~ul, inst, b, rtol)
