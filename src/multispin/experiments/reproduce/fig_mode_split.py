@@ -61,7 +61,10 @@ def plot(rows: list[dict], path: Path) -> None:
     for ax in axes:
         pdl_axis(ax, rows)
         ax.grid(alpha=0.3)
-        legend(ax)
+        if ax is not axes[1]:
+            legend(ax)
+    # below the figure: inside the panel, five entries cover either the curves or the paper's boxes
+    fig.legend(*axes[1].get_legend_handles_labels(), loc="outside lower center", ncol=3, fontsize=7, frameon=False)
     fig.suptitle(f"Mode split, draft length and drafting share vs P$^{{dl}}$ (P$^{{ul}}$ = {p_ul_dbm(rows):g} dBm; "
                  "95% CI over drops)", fontsize=10)
     save(fig, path)
