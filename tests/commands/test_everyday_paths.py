@@ -50,7 +50,9 @@ def test_huge_k_is_refused_at_once_not_killed(multispin):
     t0 = time.monotonic()
     res = multispin("optimize", "--devices", "100000")
     assert res.code == 2 and time.monotonic() - t0 < 5
-    assert "devices.count × optimizer.n_saa: 100000 × 1000" in res.err and "--n-saa" in res.err
+    assert "devices.count² × optimizer.n_saa: 100000² × 1000" in res.err and "--devices at most 7071" in res.err
+    res = multispin("optimize", "--devices", "300")
+    assert res.code == 2 and "lower --n-saa to 555 or --devices" in res.err
 
 
 def test_serve_stops_on_a_codec_the_vocabulary_cannot_carry(multispin, monkeypatch):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from typing import Literal, Optional
@@ -33,10 +34,13 @@ def _clean(v):
     return v
 
 
-# The SAA objective holds several (N_SAA, K) float arrays at once: at K × N_SAA = 10^8 (K = 100,000,
-# N_SAA = 1,000) the process grew past 6.5 GB and was killed without a word. 2·10^7 cells stay near
-# 1 GB; beyond that, fewer SAA samples are the way (N_SAA = 200 is what `reproduce --quick` uses).
-MAX_SAA_CELLS = 20_000_000
+# Measured on a 2-core host (peak RSS of `multispin optimize`, baselines on): memory grows like
+# N_SAA·K² (per-outcome mode decisions over the rejected devices), about 50 bytes per cell:
+# K=200, N_SAA=200: 0.5 GB; K=200, N_SAA=1000 and K=400, N_SAA=250: 1.9 GB. `--devices 100000`
+# grew past 6.5 GB and was killed without a word. 5·10^7 cells stay near 2.5 GB.
+MAX_SAA_CELLS = 50_000_000
+# Time grows like K³ and hardly with N_SAA: K=200 took about 2 minutes, K=400 about 16.
+SLOW_K, SLOW_K_SECONDS = 200, 120.0
 
 
 def check_practical_size(scenario) -> None:
@@ -44,9 +48,17 @@ def check_practical_size(scenario) -> None:
     from multispin.errors import ConfigError
 
     k, n = scenario.devices.count, scenario.optimizer.n_saa
-    if k * n > MAX_SAA_CELLS:
-        raise ConfigError(f"devices.count × optimizer.n_saa: {k} × {n} = {k * n:,} exceeds the practical "
-                          f"limit {MAX_SAA_CELLS:,} (memory); lower --n-saa to {MAX_SAA_CELLS // k} or --devices")
+    if n * k * k > MAX_SAA_CELLS:
+        n_fits = MAX_SAA_CELLS // (k * k)
+        fix = (f"lower --n-saa to {n_fits} or --devices" if n_fits >= 1 else
+               f"--devices at most {math.isqrt(MAX_SAA_CELLS)}")
+        raise ConfigError(f"devices.count² × optimizer.n_saa: {k}² × {n} = {n * k * k:,} exceeds the practical "
+                          f"limit {MAX_SAA_CELLS:,} (memory, about 50 bytes each); {fix}")
+
+
+def expected_seconds(k: int) -> float:
+    """A rough wall time of one round's search at K devices on a 2-core host (see SLOW_K)."""
+    return SLOW_K_SECONDS * (k / SLOW_K) ** 3
 
 
 def build_report(
@@ -155,6 +167,20 @@ def build_report(
     return _clean(out)
 
 
+@contextlib.contextmanager
+def _progress(devices: Optional[int]):
+    """A spinner with the elapsed time on stderr; for large K, the expected time up front."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    label = "optimising one round"
+    if devices and expected_seconds(devices) >= 60:
+        label += f" (K={devices}: about {expected_seconds(devices) / 60:.0f} min on 2 cores)"
+    with Progress(SpinnerColumn(), TextColumn(label), TimeElapsedColumn(), console=Console(stderr=True),
+                  transient=True) as progress:
+        progress.add_task(label, total=None)
+        yield progress
+
+
 def _fmt_ms(v) -> str:
     return "-" if v is None else f"{1e3 * v:.1f}"
 
@@ -204,7 +230,7 @@ def _print_tables(r: dict) -> None:
 def optimize(
     scenario: Optional[str] = scenario_option(),
     devices: Optional[int] = typer.Option(None, min=1, metavar="INT", show_default="the scenario's",
-                                          help="number of devices K (K × N_SAA at most 20 million)"),
+                                          help="number of devices K (K² × N_SAA at most 50 million: memory; time grows like K³)"),
     pdl_dbm: Optional[float] = pdl_option(),
     pul_dbm: Optional[float] = pul_option(),
     noise_figure_db: Optional[float] = noise_figure_option(),
@@ -230,7 +256,7 @@ def optimize(
     config: Optional[str] = legacy_option("--config"),
 ) -> None:
     """Optimise one round: draft lengths per device, UL/DL modes and powers, against the baselines."""
-    with Console(stderr=True).status("optimising one round… (large K takes minutes)"):
+    with _progress(devices) as status:
         report = build_report(scenario=pick_scenario(scenario, preset=preset, config=config), devices=devices,
                               pdl_dbm=pdl_dbm, pul_dbm=pul_dbm, noise_figure_db=noise_figure_db, seed=seed,
                               round_index=round_index, n_saa=n_saa, policy=policy, split=split,
