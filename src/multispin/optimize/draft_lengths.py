@@ -236,6 +236,21 @@ def _climb(state: IncrementalSAA, orders, visited: set, trace: list) -> float | 
     while True:
         moved = False
         state.refresh_flips()
+        # Every device's best γ_k with the others fixed, all taken at once when that raises G: far
+        # from an optimum this replaces a sweep of one-by-one moves, each of which would invalidate
+        # the other devices' flipped outcomes.
+        lines = [state.line_values(k) for k in range(inst.num_devices)]
+        best = np.array([int(np.argmax(v)) for v in lines])
+        gains = np.array([v[j] for v, j in zip(lines, best)]) > cur * (1 + _REL_IMPROVEMENT)
+        if np.count_nonzero(gains & (best != state.gamma)) > 1:
+            joint = np.where(gains, best, state.gamma)
+            vals, changes = state.candidate_values(joint[None, :])
+            if vals[0] > cur * (1 + _REL_IMPROVEMENT):
+                state.move_to(changes, 0)
+                cur = state.value()
+                if arrived():
+                    return None
+                continue
         for k in range(inst.num_devices):  # coordinate line search, device by device
             vals = state.line_values(k)
             j = int(np.argmax(vals))

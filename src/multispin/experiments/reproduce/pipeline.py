@@ -31,7 +31,7 @@ from multispin.experiments.reproduce import (
 from multispin.experiments.reproduce.columns import DROP_DOCS, PARAM_DOCS, ordered_columns, read_csv, write_csv
 from multispin.experiments.reproduce.config import RunConfig, code_version
 from multispin.experiments.reproduce.stats import summarise
-from multispin.experiments.reproduce.studies import POINTS, identification_drops
+from multispin.experiments.reproduce.studies import POINTS, drops_for, identification_drops
 
 FIGURES: tuple[ModuleType, ...] = (fig_mode_split, fig_users, fig_draft_schemes, fig_resources, fig_extensions,
                                    fig_bound, identification)
@@ -65,8 +65,7 @@ def run_studies(cfg: RunConfig, studies: list[str]) -> dict[str, list[dict]]:
     for s in studies:
         pts = POINTS[s](cfg)
         points[s] = pts
-        drops = identification_drops(cfg) if s == "identification" else cfg.drops_per_point
-        jobs += [(p, drops) for p in pts]
+        jobs += [(p, drops_for(p, cfg)) for p in pts]
     rows = run_points(jobs, cfg)
     summaries: dict[str, list[dict]] = {}
     out = Path(cfg.out)
