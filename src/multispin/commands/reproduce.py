@@ -63,8 +63,8 @@ def reproduce(
                     executor=executor, address=address)
     command = "multispin " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     res = rebuild_report(cfg) if report_only else run(cfg, command)
-    n_pass = sum(c.status == "PASS" for c in res.claims)
-    n_fail = sum(c.status == "FAIL" for c in res.claims)
-    typer.echo(f"{res.report}: {n_pass} claims PASS, {n_fail} FAIL ({res.wall_s:.0f} s)")
+    counts = {st: sum(c.status == st for c in res.claims) for st in ("PASS", "FAIL", "INCONCLUSIVE", "N/A")}
+    typer.echo(f"{res.report}: {counts['PASS']} claims PASS, {counts['FAIL']} FAIL, "
+               f"{counts['INCONCLUSIVE']} INCONCLUSIVE, {counts['N/A']} N/A ({res.wall_s:.0f} s)")
     for c in res.claims:
-        typer.echo(f"  {c.status:4}  {c.id:8} {c.claim}")
+        typer.echo(f"  {c.status:12}  {c.id:9} {c.claim}")
