@@ -98,11 +98,11 @@ def _identification_section(out: Path) -> str:
             + [s[f"claim_{c}"] for c in SETTING_CLAIMS] for s in st]
     lines += [_table(header, body), ""]
     if f["conflicts"] or f["never"]:
-        lines.append("Why claims conflict: the draft-length trend (claim 5) needs rounds whose cost is dominated by "
-                     "communication, so that more DL power buys longer drafts; a gain of only 5–10% over "
-                     "computation-only (claim 7) needs rounds dominated by computation, where ignoring communication "
-                     "costs little. The per-setting numbers behind each status are in "
-                     f"`{identification.SETTINGS_CSV}` (`measured_*`).")
+        lines.append("A mechanism that would explain a conflict between claims 5 and 7 (check it against the rows "
+                     "above): the draft-length trend needs rounds whose cost is dominated by communication, so that "
+                     "more DL power buys longer drafts, while a gain of only 5–10% over computation-only needs "
+                     "rounds dominated by computation, where ignoring communication costs little. The per-setting "
+                     f"numbers behind each status are in `{identification.SETTINGS_CSV}` (`measured_*`).")
         lines.append("")
     return "\n".join(lines)
 
