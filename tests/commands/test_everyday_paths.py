@@ -96,3 +96,14 @@ def test_gguf_is_a_core_dependency():
     from multispin.models.acquire import require_gguf
 
     require_gguf()  # installed: no error
+
+
+def test_measure_reports_progress_as_it_goes():
+    """`measure` showed one spinner for minutes; it now says which round and prompt it is at."""
+    from multispin.experiments.acceptance import MeasureConfig, measure
+
+    seen: list[str] = []
+    cfg = MeasureConfig.make(pair="tiny", prompts=2, max_new_tokens=4, draft_len=2, source="builtin")
+    measure(cfg, progress=seen.append)
+    assert any(m.startswith("generating: round 1,") for m in seen)
+    assert seen[-1] == "scoring α: prompt 2/2"

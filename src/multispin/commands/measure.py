@@ -52,7 +52,7 @@ def measure(
         loaded = place_pair(resolve_pair(pair, drafts=[draft] if draft else None), placement)
         status.update(f"measuring {pair} / {draft or loaded.default_draft} on {task}: "
                       f"{prompts} prompts × {max_new_tokens} tokens…")
-        profile = versioned(run_measure(config, pair=loaded), "acceptance-profile")
+        profile = versioned(run_measure(config, pair=loaded, progress=status.update), "acceptance-profile")
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(profile, indent=2))

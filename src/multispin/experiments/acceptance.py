@@ -52,16 +52,26 @@ def iid_mean_accepted_length(alpha: float, gamma: int) -> float:
 def run_prompts(target: BatchedLM, make_draft: Callable[[], SequenceLM],
                 score_target: Callable[[], SequenceLM], prompts: Sequence[Sequence[int]],
                 gamma: int, sampling: SamplingParams, seed: int, max_new_tokens: int,
-                eos_ids: Sequence[int] = ()) -> list[PromptMeasurement]:
-    """Generate from every prompt as one device each, then score α on what was generated."""
+                eos_ids: Sequence[int] = (),
+                progress: Callable[[str], None] | None = None) -> list[PromptMeasurement]:
+    """Generate from every prompt as one device each, then score α on what was generated.
+    ``progress`` receives a one-line status after every round and every scored prompt."""
+    say = progress or (lambda msg: None)
     codec = make_codec("dense-fp32")
     server = VerifierServer(target, sampling, codec, codec, seed)
     devices = {k: DraftDevice(k, make_draft(), sampling, codec, codec, seed, list(p))
                for k, p in enumerate(prompts)}
+    total = max_new_tokens * len(devices)
+
+    def on_round(round_idx, records) -> None:
+        done = sum(len(d.generated) for d in devices.values())
+        say(f"generating: round {round_idx + 1}, {done}/{total} tokens")
+
     logs = run_rounds(server, devices, FixedDraftLengths({k: gamma for k in devices}),
-                      FixedMode("ul"), max_new_tokens, eos_ids)
+                      FixedMode("ul"), max_new_tokens, eos_ids, on_round=on_round)
     out = []
     for k, dev in devices.items():
+        say(f"scoring α: prompt {k + 1}/{len(devices)}")
         n_gen = len(dev.generated)
         overlap = np.zeros(0)
         if n_gen:
@@ -115,8 +125,9 @@ def summarise(measured: list[PromptMeasurement], gamma: int, seed: int) -> dict:
     }
 
 
-def measure(config: MeasureConfig, pair=None) -> dict:
-    """`multispin measure`: an acceptance profile for one (pair, draft, task)."""
+def measure(config: MeasureConfig, pair=None, progress: Callable[[str], None] | None = None) -> dict:
+    """`multispin measure`: an acceptance profile for one (pair, draft, task); ``progress``
+    receives one-line status updates."""
     from multispin.models.hf import HFBatchedLM, HFSequenceLM
     from multispin.models.prompts import load_prompts
     from multispin.models.registry import resolve_pair
@@ -134,6 +145,7 @@ def measure(config: MeasureConfig, pair=None) -> dict:
         lambda: HFSequenceLM(pair.drafts[draft_name], pair.vocab_size),
         lambda: HFSequenceLM(pair.target, pair.vocab_size),
         prompts, config.draft_len, sampling, config.seed, config.max_new_tokens, pair.eos_token_ids,
+        progress=progress,
     )
     summary = summarise(measured, config.draft_len, config.seed)
     return {
