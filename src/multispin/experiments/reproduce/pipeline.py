@@ -160,8 +160,11 @@ def reproduce(cfg: RunConfig, command: str = "") -> ReproduceResult:
     from multispin.experiments.reproduce.runner import RunStats
 
     cpu = round(RunStats.cpu_s, 1)
-    (out / "run.json").write_text(json.dumps({"command": command, "wall_s": round(wall, 1), "cpu_s": cpu,
-                                              "config": cfg.to_dict()}, indent=2))
+    from multispin.jsonout import versioned
+
+    run = versioned({"command": command, "wall_s": round(wall, 1), "cpu_s": cpu, "config": cfg.to_dict()},
+                    "reproduce-run")
+    (out / "run.json").write_text(json.dumps(run, indent=2))
     report = write_report(out, cfg, modules, claims, wall, command, cpu)
     return ReproduceResult(out, wall, claims, report)
 
