@@ -14,7 +14,8 @@ from rich.table import Table
 from multispin.cli import app
 from multispin.jsonout import versioned
 from multispin.commands._options import (
-    json_option, legacy_option, noise_figure_option, pdl_option, pick_scenario, pul_option, scenario_option,
+    LogLevel, json_option, legacy_option, log_level_option, noise_figure_option, pdl_option, pick_scenario,
+    pul_option, scenario_option, setup_logging,
 )
 
 Policy = Literal["greedy", "greedy_paper", "best_uniform", "computation_only", "oracle"]
@@ -252,10 +253,12 @@ def optimize(
                                         help="draft whose T^dft every device takes from a compute profile that times several"),
     no_baselines: bool = typer.Option(False, "--no-baselines", help="skip the baselines"),
     as_json: bool = json_option(),
+    log_level: LogLevel = log_level_option(),
     preset: Optional[str] = legacy_option("--preset"),
     config: Optional[str] = legacy_option("--config"),
 ) -> None:
     """Optimise one round: draft lengths per device, UL/DL modes and powers, against the baselines."""
+    setup_logging(log_level)
     with _progress(devices) as status:
         report = build_report(scenario=pick_scenario(scenario, preset=preset, config=config), devices=devices,
                               pdl_dbm=pdl_dbm, pul_dbm=pul_dbm, noise_figure_db=noise_figure_db, seed=seed,
