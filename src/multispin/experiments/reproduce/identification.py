@@ -54,7 +54,8 @@ def settings_table(rows: list[dict]) -> list[dict]:
     from multispin.experiments.reproduce.claims import SETTING_CLAIMS, claims_for_setting
 
     groups: dict[tuple, list[dict]] = {}
-    for r in rows:
+    for r in sorted(rows, key=lambda r: (float(r["noise_figure_db"]), float(r["t_ver_tok_ms"]), r["acceptance"],
+                                         r["channel"])):
         groups.setdefault(_key(r), []).append(r)
     out = []
     for key, rs in groups.items():
@@ -124,7 +125,9 @@ def plot(rows: list[dict], path: Path) -> None:
     short = {"PASS": "pass", "FAIL": "fail", "INCONCLUSIVE": "?", "N/A": "n/a"}
     for i, s in enumerate(st):
         for j, c in enumerate(SETTING_CLAIMS):
-            ax.text(j, i, short.get(s[f"claim_{c}"], ""), ha="center", va="center", fontsize=6)
+            status = s[f"claim_{c}"]
+            ax.text(j, i, short.get(status, ""), ha="center", va="center", fontsize=7,
+                    color="white" if status in ("PASS", "FAIL") else "black")
     ax.set_title("claim status per setting (K = 20; 6p/7p: the paper's greedy)", fontsize=9)
     ax = axes[1]
     base = sorted([s for s in st if s["acceptance"] == "mid" and s["channel"] == "rayleigh"
