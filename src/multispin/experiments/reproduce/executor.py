@@ -9,7 +9,9 @@ Ray is optional (``pip install 'multispin[cluster]'``): ``executor="ray"`` witho
 starts a local Ray instance with ``workers`` CPUs (or joins the one this process already
 initialised); with ``address`` it joins that cluster and ships this copy of the ``multispin``
 package to it (``runtime_env.py_modules``), so the cluster computes with the driver's code, the
-code whose hash is in the cache keys. The cluster's nodes need multispin's dependencies.
+code whose hash is in the cache keys. The cluster's nodes need multispin's dependencies, and a
+cluster that requires Ray's token authentication needs the token on this host as Ray documents it
+(a failed connection is one line with Ray's reason).
 """
 
 from __future__ import annotations
@@ -79,7 +81,8 @@ def _ray(fn, calls, workers, address) -> Iterator[tuple[Any, Any]]:
     if not ray.is_initialized():
         kw: dict[str, Any] = {"logging_level": logging.WARNING}
         if address is None:
-            kw.update(num_cpus=workers, include_dashboard=False)
+            # "local": a new instance of our own even where `ray start` runs a cluster on this host
+            kw.update(address="local", num_cpus=workers, include_dashboard=False)
         else:  # a running cluster has its own resources and dashboard: ray.init refuses both
             import multispin
 
