@@ -6,7 +6,9 @@ the rejected devices (residual + decoding the moved distribution). The forward p
 is a Qwen2.5-0.5B-shaped transformer (random weights: the cost does not depend on their values)
 scoring the same K·(γ+1) tokens against a 128-token KV cache per device.
 
-Run: .venv/bin/python benchmarks/bench_engine.py [--no-model]
+Run: .venv/bin/python benchmarks/bench_engine.py [--no-model] [--device cpu|cuda|auto]
+(``--device cuda``: the forward pass on the GPU in bfloat16, as ``multispin serve --device cuda``
+places the target; the engine math stays numpy on the CPU either way.)
 """
 
 from __future__ import annotations
@@ -27,12 +29,14 @@ from multispin.spec.warp import SamplingParams, warp
 K, GAMMA, VOCAB, PAST = 20, 8, 151_665, 128
 
 
-def median_ms(fn, repeats: int = 5) -> float:
+def median_ms(fn, repeats: int = 5, sync=lambda: None) -> float:
     fn()
+    sync()
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn()
+        sync()  # CUDA runs asynchronously: time the work, not its launch
         times.append(time.perf_counter() - t0)
     return 1000 * statistics.median(times)
 
@@ -74,29 +78,41 @@ def engine_round(rng: np.random.Generator):
     return steps, len(rejected)
 
 
-def model_forward_ms() -> float:
+def model_forward_ms(device: str = "cpu") -> float:
     from transformers import Qwen2Config, Qwen2ForCausalLM, DynamicCache
 
     config = Qwen2Config(vocab_size=151_936, hidden_size=896, intermediate_size=4864,
                          num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
                          tie_word_embeddings=True)
-    model = Qwen2ForCausalLM(config).eval()
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32  # as models/placement.py places it
+    model = Qwen2ForCausalLM(config).eval().to(device=device, dtype=dtype)
     head_dim = config.hidden_size // config.num_attention_heads
 
     def forward():
-        past = [(torch.zeros(K, 2, PAST, head_dim), torch.zeros(K, 2, PAST, head_dim))
+        past = [(torch.zeros(K, 2, PAST, head_dim, device=device, dtype=dtype),
+                 torch.zeros(K, 2, PAST, head_dim, device=device, dtype=dtype))
                 for _ in range(config.num_hidden_layers)]
-        ids = torch.randint(0, VOCAB, (K, GAMMA + 1))
+        ids = torch.randint(0, VOCAB, (K, GAMMA + 1), device=device)
         with torch.inference_mode():
             model(input_ids=ids, past_key_values=DynamicCache(past), use_cache=True)
 
-    return median_ms(forward, repeats=3)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    return median_ms(forward, repeats=3, sync=sync)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--no-model", action="store_true", help="skip the 0.5B forward pass")
+    parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu",
+                        help="where the forward pass runs (cuda: bfloat16)")
     args = parser.parse_args()
+    from multispin.errors import ConfigError
+    from multispin.models.placement import resolve_device
+
+    try:
+        device = resolve_device(args.device)
+    except ConfigError as exc:
+        parser.error(str(exc))
     steps, n_rej = engine_round(np.random.default_rng(0))
     print(f"K={K}, γ={GAMMA}, V={VOCAB:,}, torch threads={torch.get_num_threads()}")
     total = 0.0
@@ -106,8 +122,9 @@ def main() -> None:
         print(f"  {name:<48} {ms:9.1f} ms")
     print(f"  {'engine total (server side)':<48} {total:9.1f} ms")
     if not args.no_model:
-        fwd = model_forward_ms()
-        print(f"  {'target forward, Qwen2.5-0.5B shape':<48} {fwd:9.1f} ms")
+        fwd = model_forward_ms(device)
+        where = "CUDA, bfloat16" if device == "cuda" else "CPU, float32"
+        print(f"  {f'target forward, Qwen2.5-0.5B shape ({where})':<48} {fwd:9.1f} ms")
         print(f"  engine / forward = {total / fwd:.3f}")
 
 
