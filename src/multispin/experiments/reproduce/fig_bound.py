@@ -56,8 +56,9 @@ def plot(rows: list[dict], path: Path) -> None:
 
 
 def describe(rows: list[dict]) -> str:
-    pdl = [r for r in rows if r["sweep"] == "pdl"]
-    users = [r for r in rows if r["sweep"] == "devices"]
+    # rows of a CSV written before g_ratio_bound existed have none: nothing to say
+    pdl = [r for r in rows if r["sweep"] == "pdl" and r.get("g_ratio_bound") is not None]
+    users = [r for r in rows if r["sweep"] == "devices" and r.get("g_ratio_bound") is not None]
     out = []
     if pdl:
         lo = min(pdl, key=lambda r: r["g_ratio_bound"])

@@ -54,11 +54,11 @@ def describe(rows: list[dict]) -> str:
     if bw:
         out.append(f"From B = {bw[0]['bandwidth_mhz']:g} to {bw[-1]['bandwidth_mhz']:g} MHz the goodput goes "
                    f"{fmt_ci(bw[0], 'goodput')} → {fmt_ci(bw[-1], 'goodput')} tokens/s "
-                   f"(G over the bound {bw[0]['g_ratio_bound']:.2f} → {bw[-1]['g_ratio_bound']:.2f}).")
+                   f"(G over the bound {fmt_ci(bw[0], 'g_ratio_bound', 2)} → {fmt_ci(bw[-1], 'g_ratio_bound', 2)}).")
     if rad:
         out.append(f"From a {rad[0]['radius_m']:g} m to a {rad[-1]['radius_m']:g} m cell it goes "
                    f"{fmt_ci(rad[0], 'goodput')} → {fmt_ci(rad[-1], 'goodput')} tokens/s "
-                   f"(G over the bound {rad[0]['g_ratio_bound']:.2f} → {rad[-1]['g_ratio_bound']:.2f}).")
+                   f"(G over the bound {fmt_ci(rad[0], 'g_ratio_bound', 2)} → {fmt_ci(rad[-1], 'g_ratio_bound', 2)}).")
     return " ".join(out)
 
 
