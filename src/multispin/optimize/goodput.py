@@ -9,8 +9,9 @@ Acceptance: ``inst.alpha`` of shape (K,) is the paper's i.i.d. model, ``E[N_k] =
 (1 − α^{γ+1})/(1 − α)`` and rejection probability ``1 − α^γ``; a (K, γ_max) array gives the
 conditional acceptance rate of each position (measured profiles), handled by the same tables.
 
-:class:`SAAObjective` evaluates G for many γ's on one set of uniforms, incrementally for the
-one-device moves of the greedy; :func:`exact_goodput` enumerates all 2^K outcomes (small K).
+:class:`SAAObjective` evaluates G for many γ's on one set of uniforms (incrementally for the ±1
+moves of the paper's greedy; the shipped search uses :mod:`multispin.optimize.incremental`);
+:func:`exact_goodput` enumerates all 2^K outcomes (small K).
 """
 
 from __future__ import annotations
@@ -239,10 +240,6 @@ class SAAObjective:
         ecomm = (float(np.sum(t_cur)) + dsum) / self.n_saa
         values[candidates] = (num + dnum) / (tc + ecomm)
         return values, (all_cand, all_rows, t_new)
-
-    def plus_one(self, gamma, t_cur: np.ndarray, candidates=None):
-        """G(γ + e_k) for every candidate (see :meth:`step_values`)."""
-        return self.step_values(gamma, t_cur, 1, candidates)
 
 
 def goodput(
