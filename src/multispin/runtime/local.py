@@ -10,24 +10,17 @@ knows how γ or the modes were chosen.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Literal, Protocol, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from multispin.errors import ConfigError
-from multispin.runtime.roles import Draft, DraftDevice, VerifierServer, clip_new_tokens
+from multispin.runtime.roles import DraftDevice, VerifierServer
+from multispin.runtime.round import (
+    DraftLengthPolicy, Mode, ModePolicy, RoundEngine, RoundOutcome, RoundRecord,
+)
 from multispin.spec.stats import AcceptanceStats
-from multispin.system.payload import RoundBits, WirePayload
-
-Mode = Literal["ul", "dl"]
-
-
-class DraftLengthPolicy(Protocol):
-    def __call__(self, round_idx: int, active: Sequence[int]) -> dict[int, int]: ...
-
-
-class ModePolicy(Protocol):
-    def __call__(self, round_idx: int, rejected: Sequence[int]) -> dict[int, Mode]: ...
+from multispin.system.payload import WirePayload
 
 
 @dataclass
@@ -79,31 +72,6 @@ def mode_policy(mode: str, seed: int) -> ModePolicy:
 
 
 @dataclass
-class RoundRecord:
-    """What one device did in one round."""
-
-    round: int
-    draft_len: int
-    num_accepted: int
-    rejection_position: int | None
-    mode: Mode | None
-    tokens_gained: int
-    payload_bits: int  # the one vocabulary-wide distribution moved (0 if none)
-    uplink_bits: int  # everything the device sent (drafts, q̂_j or correction id)
-    downlink_bits: int  # everything the server sent (bonus/rejection, p_j or correction id)
-    correction_bits: int = 0  # distribution + correction id: what the clock charges at the mode's rate
-
-    @classmethod
-    def of(cls, bits: RoundBits, **fields) -> "RoundRecord":
-        """A record whose bit fields come from one `WirePayload.round_bits` count."""
-        return cls(payload_bits=bits.distribution, uplink_bits=bits.uplink, downlink_bits=bits.downlink,
-                   correction_bits=bits.correction, **fields)
-
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
-
-
-@dataclass
 class DeviceResult:
     device_id: int
     draft_name: str
@@ -144,58 +112,38 @@ def run_rounds(
     on_round: Callable[[int, dict[int, RoundRecord]], None] | None = None,
 ) -> dict[int, list[RoundRecord]]:
     """Run rounds until every device has max_new_tokens or emitted EOS; return each device's log."""
-    if max_new_tokens < 1:
-        raise ConfigError(f"max_new_tokens: must be >= 1 (got {max_new_tokens})")
     vocab = next(iter(devices.values())).lm.vocab_size
     wire = WirePayload.from_codecs(server.ul_codec, server.dl_codec, vocab, server.gamma_max)
+    engine = RoundEngine(server, draft_lengths, modes, max_new_tokens, eos_ids, wire)
     logs: dict[int, list[RoundRecord]] = {d: [] for d in devices}
     for d, dev in devices.items():
         server.open(d, dev.tokens)
-
-    def finished(d: int) -> bool:
-        gen = devices[d].generated
-        return len(gen) >= max_new_tokens or (bool(gen) and gen[-1] in eos_ids)
-
     round_idx = 0
-    while True:
-        active = [d for d in devices if not finished(d)]
-        if not active or (max_rounds is not None and round_idx >= max_rounds):
+    while max_rounds is None or round_idx < max_rounds:
+        active = [d for d in devices if not engine.finished(d)]
+        if not active:
             break
-        planned = draft_lengths(round_idx, active)
-        gammas = {}
-        for d in active:
-            budget = max_new_tokens - len(devices[d].generated)
-            gammas[d] = max(0, min(int(planned[d]), budget - 1))  # γ + 1 tokens fit the budget
-        drafts: dict[int, Draft] = {d: devices[d].draft(gammas[d], round_idx) for d in active}
-        verdicts = server.verify(drafts, round_idx)
-        rejected = [d for d in active if verdicts[d].rejected]
-        chosen = modes(round_idx, rejected)
-
-        records = {}
-        for d in active:
-            v, dev, gamma = verdicts[d], devices[d], gammas[d]
-            mode: Mode | None = None
-            if v.rejected:
-                mode = chosen[d]
-                if mode == "ul":
-                    q_payload = dev.upload_q(v.num_accepted)
-                    final = server.correct_remotely(d, q_payload, round_idx)
-                else:
-                    p_payload = server.send_p(d)
-                    final = dev.correct_locally(v.num_accepted, p_payload, round_idx)
-            else:
-                final = v.bonus_token
-            budget = max_new_tokens - len(dev.generated)
-            kept = clip_new_tokens(v.accepted_tokens + [final], eos_ids, budget)
-            dev.commit(v.num_accepted, kept)
-            server.commit(d, kept)
-            records[d] = RoundRecord.of(
-                wire.round_bits(gamma, mode), round=round_idx, draft_len=gamma, num_accepted=v.num_accepted,
-                rejection_position=v.num_accepted if v.rejected else None, mode=mode,
-                tokens_gained=len(kept),
-            )
-            logs[d].append(records[d])
+        out = _one_round(engine, devices, round_idx, active)
+        for d, rec in out.records.items():
+            logs[d].append(rec)
         if on_round is not None:
-            on_round(round_idx, records)
+            on_round(round_idx, out.records)
         round_idx += 1
     return logs
+
+
+def _one_round(engine: RoundEngine, devices: dict[int, DraftDevice], r: int,
+               active: list[int]) -> RoundOutcome:
+    """The engine's steps with every device a function call away."""
+    out = engine.plan(r, active)
+    engine.verify(out, {d: devices[d].draft(out.gammas[d], r) for d in active})
+    for d in active:
+        v, dev = out.verdicts[d], devices[d]
+        if not v.rejected:
+            final = v.bonus_token
+        elif out.modes[d] == "ul":
+            final = engine.correct_remotely(out, d, dev.upload_q(v.num_accepted))
+        else:
+            final = dev.correct_locally(v.num_accepted, engine.p_payload(out, d), r)
+        dev.commit(v.num_accepted, engine.commit(out, d, final))
+    return engine.close(out)

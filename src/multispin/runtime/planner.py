@@ -33,7 +33,7 @@ from multispin.errors import ConfigError
 from multispin.optimize.goodput import t_comp_s
 from multispin.optimize.plan import plan
 from multispin.optimize.reactive import reactive
-from multispin.runtime.local import Mode, RoundRecord
+from multispin.runtime.round import Mode, RoundRecord
 from multispin.system.channel import World, stream
 from multispin.system.payload import WirePayload
 from multispin.system.radio import rate_bps

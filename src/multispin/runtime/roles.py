@@ -35,16 +35,6 @@ def correction_uniform(seed: int, device_id: int, round_idx: int) -> float:
     return float(round_rng(seed, device_id, round_idx, _CORRECT).random())
 
 
-def clip_new_tokens(tokens: Sequence[int], eos_ids: Sequence[int], budget: int) -> list[int]:
-    """Tokens a device keeps from one round: at most `budget`, and nothing after an EOS."""
-    kept: list[int] = []
-    for tok in tokens[:budget]:
-        kept.append(int(tok))
-        if tok in eos_ids:
-            break
-    return kept
-
-
 @dataclass(frozen=True)
 class Draft:
     tokens: list[int]
@@ -133,14 +123,20 @@ class VerifierServer:
         self.seed = seed
         self.gamma_max = gamma_max
         self.records: dict[int, list[int]] = {}  # the server's record of each device's tokens
+        self.num_prompt: dict[int, int] = {}
         self._pending_p: dict[int, np.ndarray] = {}
 
     def open(self, device_id: int, prompt_ids: Sequence[int]) -> None:
         self.records[device_id] = [int(t) for t in prompt_ids]
+        self.num_prompt[device_id] = len(self.records[device_id])
         self.lm.open(device_id)
+
+    def generated(self, device_id: int) -> list[int]:
+        return self.records[device_id][self.num_prompt[device_id] :]
 
     def close(self, device_id: int) -> None:
         self.records.pop(device_id, None)
+        self.num_prompt.pop(device_id, None)
         self.lm.close(device_id)
 
     def verify(self, drafts: dict[int, Draft], round_idx: int) -> dict[int, Verdict]:
@@ -182,3 +178,10 @@ class VerifierServer:
 
     def commit(self, device_id: int, new_tokens: Sequence[int]) -> None:
         self.records[device_id].extend(int(t) for t in new_tokens)
+
+    def abandon(self, device_id: int) -> None:
+        """The device verified this round but will not commit: forget its p_j and roll its target
+        cache back. Between rounds the cache never holds the record's last token (the next verify
+        feeds it, to get the row that scores the first draft token), so len(record) - 1."""
+        self._pending_p.pop(device_id, None)
+        self.lm.rollback(device_id, max(0, len(self.records[device_id]) - 1))

@@ -49,10 +49,9 @@ from multispin.errors import ConfigError, ProtocolError
 from multispin.models.base import BatchedLM, LoadedPair
 from multispin.runtime import protocol as P
 from multispin.runtime.auth import check_mac, new_nonce, resolve_secret
-from multispin.runtime.local import (
-    DraftLengthPolicy, ModePolicy, RoundRecord, UniformDraftLength, mode_policy,
-)
-from multispin.runtime.roles import Draft, VerifierServer, clip_new_tokens
+from multispin.runtime.local import UniformDraftLength, mode_policy
+from multispin.runtime.roles import Draft, VerifierServer
+from multispin.runtime.round import DraftLengthPolicy, ModePolicy, RoundEngine, RoundOutcome, RoundRecord
 from multispin.spec.codecs import make_codec
 from multispin.spec.verify import DEFAULT_GAMMA_MAX
 from multispin.spec.warp import SamplingFields, SamplingParams
@@ -254,6 +253,17 @@ class _Conn:
 
 
 @dataclass
+class _RoundIO:
+    """What one round's message traffic produced besides the engine's outcome."""
+
+    conns: dict[int, _Conn]  # the devices active at the round's start
+    dropped: dict[int, str] = field(default_factory=dict)  # device -> why its session ended
+    draft_s: dict[int, float] = field(default_factory=dict)  # reported in DRAFT
+    correction_s: dict[int, float] = field(default_factory=dict)  # reported in CORRECTION (DL)
+    payload_bytes: dict[int, int] = field(default_factory=dict)  # codec bytes of the distribution
+
+
+@dataclass
 class _Pending:
     identity: bytes
     hello: P.HelloMsg
@@ -324,6 +334,8 @@ class EdgeServer:
         self._events: list[RoundEvent] = []
         # The bits of every message of a round, from the codecs and the pair in use.
         self.wire = WirePayload.from_codecs(self.ul_codec, self.dl_codec, self.vocab_size, config.gamma_max)
+        self.engine = RoundEngine(self.verifier, self.draft_lengths, self.modes, config.max_new_tokens,
+                                  self.eos_ids, self.wire)
         self._recv_types_max = max(self.limits.max_bytes(t) for t in ("HELLO", "AUTH") + _SESSION_TYPES)
         self._sock: zmq.Socket | None = None
         self._ctx: zmq.Context | None = None
@@ -419,195 +431,146 @@ class EdgeServer:
         return [d for d, dev in sorted(self._devices.items())
                 if dev.conn is not None and dev.conn.alive and not dev.finished and dev.conn.expect is None]
 
-    def _generated(self, d: int) -> int:
-        return len(self.verifier.records[d]) - self._devices[d].num_prompt
-
-    def _is_finished(self, d: int) -> bool:
-        rec = self.verifier.records[d]
-        n = self._generated(d)
-        return n >= self.config.max_new_tokens or (n > 0 and rec[-1] in self.eos_ids)
-
     # ---------------------------------------------------------------- one round
 
     def _round(self, r: int) -> None:
-        cfg = self.config
+        """The engine's steps, with drafts and corrections arriving as messages."""
         t0 = time.perf_counter()
         active = self._active()
-        conns = {d: self._devices[d].conn for d in active}
-        for c in conns.values():
-            c.bytes_in = c.bytes_out = 0  # type: ignore[union-attr]
-        planned = self.draft_lengths(r, list(active))
-        gammas: dict[int, int] = {}
+        io = _RoundIO({d: self._devices[d].conn for d in active})  # type: ignore[misc]
+        for c in io.conns.values():
+            c.bytes_in = c.bytes_out = 0
+        out = self.engine.plan(r, active)
+        self.engine.verify(out, self._collect_drafts(out, io))
+        waiting = self._send_verdicts(out, io)
+        self._collect_corrections(out, io, waiting)
+        self.engine.close(out)
         for d in active:
-            budget = cfg.max_new_tokens - self._generated(d)
-            try:
-                want = int(planned[d])
-            except (KeyError, TypeError, ValueError):
-                raise ConfigError(f"draft-length policy: no integer γ for device {d} in round {r}") from None
-            gammas[d] = max(0, min(want, budget - 1, cfg.gamma_max))  # γ + 1 tokens fit the budget
-        dropped: dict[int, str] = {}
-
-        def drop(d: int, code: str, reason: str) -> None:
-            dropped[d] = reason
-            self._drop(conns[d], code, reason)
-
-        # Plan and draft.
-        for d in active:
-            c = conns[d]
-            c.expect, c.expect_round, c.expect_gamma, c.inbox = "DRAFT", r, gammas[d], None
-            self._send(c, P.PlanMsg(r, gammas[d]))
-        deadline = time.monotonic() + cfg.round_timeout_s
-        self._pump_until(lambda: all(not c.alive or c.inbox is not None for c in conns.values()),
-                         deadline)
-        drafts: dict[int, Draft] = {}
-        draft_s: dict[int, float] = {}
-        for d in active:
-            c = conns[d]
-            if not c.alive:
-                dropped.setdefault(d, self._devices[d].drops[-1] if self._devices[d].drops else "gone")
-                continue
-            if c.inbox is None:
-                drop(d, "timeout", f"no DRAFT within {cfg.round_timeout_s:g} s in round {r}")
-                continue
-            msg = c.inbox
-            assert isinstance(msg, P.DraftMsg)
-            c.inbox = None
-            drafts[d] = Draft(list(msg.tokens), msg.q_values)
-            if msg.compute_s is not None:
-                draft_s[d] = msg.compute_s
-
-        # Verify every draft that arrived in one batched pass.
-        verify_s = 0.0
-        verdicts = {}
-        if drafts:
-            tv = time.perf_counter()
-            verdicts = self.verifier.verify(drafts, r)
-            verify_s = time.perf_counter() - tv
-        rejected = [d for d in drafts if verdicts[d].rejected]
-        chosen = dict(self.modes(r, list(rejected)))
-        for d in rejected:
-            if chosen.get(d) not in P.MODES:
-                raise ConfigError(f"mode policy: need 'ul' or 'dl' for device {d} in round {r} "
-                                  f"(got {chosen.get(d)!r})")
-
-        records: dict[int, RoundRecord] = {}
-        payload_bytes: dict[int, int] = {}
-        corr_dev_s: dict[int, float] = {}
-        server_corr_s = 0.0
-
-        def commit(d: int, final: int, mode: str | None) -> None:
-            v, gamma, c = verdicts[d], gammas[d], conns[d]
-            budget = cfg.max_new_tokens - self._generated(d)
-            kept = clip_new_tokens(v.accepted_tokens + [int(final)], self.eos_ids, budget)
-            self.verifier.commit(d, kept)
-            dev = self._devices[d]
-            dev.digest.update(kept)
-            rec = RoundRecord.of(self.wire.round_bits(gamma, mode), round=r, draft_len=gamma,
-                                 num_accepted=v.num_accepted,
-                                 rejection_position=v.num_accepted if v.rejected else None,
-                                 mode=mode, tokens_gained=len(kept))  # type: ignore[arg-type]
-            records[d] = rec
-            dev.rounds.append(rec)
-            c.expect = None
-            self._send(c, P.CommitMsg(r, tuple(kept), dev.digest.length, dev.digest.digest()))
-            if self._is_finished(d):
-                dev.finished = True
-                if c.alive:
-                    c.expect = "BYE"
-                    self._send(c, P.ByeMsg.make("done", self.verifier.records[d]))
-
-        # Verdicts; DL devices get p_j right away; accepted devices commit right away.
-        waiting: dict[int, str] = {}
-        for d in drafts:
-            v, c = verdicts[d], conns[d]
-            if not c.alive:
-                dropped.setdefault(d, "gone")
-                continue
-            if not v.rejected:
-                if self._send(c, P.VerdictMsg(r, v.num_accepted, False, v.bonus_token, None)):
-                    commit(d, v.bonus_token, None)  # type: ignore[arg-type]
-                continue
-            mode = chosen[d]
-            if not self._send(c, P.VerdictMsg(r, v.num_accepted, True, None, mode)):
-                continue
-            c.expect_round = r
-            if mode == "ul":
-                c.expect = "Q_PAYLOAD"
-            else:
-                tc = time.perf_counter()
-                p_payload = self.verifier.send_p(d)
-                server_corr_s += time.perf_counter() - tc
-                payload_bytes[d] = len(p_payload)
-                c.expect = "CORRECTION"
-                if not self._send(c, P.PPayloadMsg(r, p_payload)):
-                    continue
-            waiting[d] = mode
-
-        # Corrections: each device is finished as soon as its reply arrives.
-        deadline = time.monotonic() + cfg.round_timeout_s
-        while waiting:
-            for d in list(waiting):
-                c = conns[d]
-                if not c.alive:
-                    waiting.pop(d)
-                    dropped.setdefault(d, "gone")
-                    continue
-                msg = c.inbox
-                if msg is None:
-                    continue
-                c.inbox = None
-                mode = waiting.pop(d)
-                if mode == "ul":
-                    assert isinstance(msg, P.QPayloadMsg)
-                    payload_bytes[d] = len(msg.payload)
-                    tc = time.perf_counter()
-                    try:
-                        final = self.verifier.correct_remotely(d, msg.payload, r)
-                    except (ProtocolError, ConfigError) as exc:
-                        drop(d, "protocol", f"Q_PAYLOAD.payload: {exc}")
-                        continue
-                    server_corr_s += time.perf_counter() - tc
-                    if not self._send(c, P.CorrectionMsg(r, int(final))):
-                        continue
-                else:
-                    assert isinstance(msg, P.CorrectionMsg)
-                    final = msg.token
-                    if msg.compute_s is not None:
-                        corr_dev_s[d] = msg.compute_s
-                commit(d, final, mode)
-            if not waiting:
-                break
-            if time.monotonic() >= deadline:
-                for d in list(waiting):
-                    what = "Q_PAYLOAD" if waiting.pop(d) == "ul" else "CORRECTION"
-                    drop(d, "timeout", f"no {what} within {cfg.round_timeout_s:g} s in round {r}")
-                break
-            self._pump(min(_POLL_SLICE_S * 4, max(0.0, deadline - time.monotonic())))
-
-        # A device that did not commit gains nothing: its target cache goes back to what it held
-        # before this round. Between rounds the cache never holds the record's last token (the
-        # next verify feeds it, to get the row that scores the first draft token), so roll back
-        # to len(record) - 1, not len(record).
-        for d in drafts:
-            if d not in records:
-                self.verifier.lm.rollback(d, max(0, len(self.verifier.records[d]) - 1))
-        for d in active:
-            c = conns[d]
-            if d not in records and d not in dropped and not c.alive:
-                dropped[d] = "gone"
+            if d not in out.records and d not in io.dropped and not io.conns[d].alive:
+                io.dropped[d] = "gone"
         event = RoundEvent(
-            round=r, gammas=gammas, records=records, rejected=list(rejected),
-            modes={d: chosen[d] for d in rejected}, dropped=dropped, verify_s=verify_s,
-            server_correction_s=server_corr_s, draft_compute_s=draft_s,
-            device_correction_s=corr_dev_s, payload_bytes=payload_bytes,
-            wire_bytes_up={d: conns[d].bytes_in for d in active},
-            wire_bytes_down={d: conns[d].bytes_out for d in active},
+            round=r, gammas=out.gammas, records=out.records, rejected=list(out.rejected),
+            modes=dict(out.modes), dropped=io.dropped, verify_s=out.verify_s,
+            server_correction_s=out.server_correction_s, draft_compute_s=io.draft_s,
+            device_correction_s=io.correction_s, payload_bytes=io.payload_bytes,
+            wire_bytes_up={d: c.bytes_in for d, c in io.conns.items()},
+            wire_bytes_down={d: c.bytes_out for d, c in io.conns.items()},
             round_wall_s=time.perf_counter() - t0,
         )
         self._events.append(event)
         self.log.write_record(event.to_dict())
         if self.on_round is not None:
             self.on_round(event)
+
+    def _drop_in_round(self, io: "_RoundIO", d: int, code: str, reason: str) -> None:
+        io.dropped[d] = reason
+        self._drop(io.conns[d], code, reason)
+
+    def _collect_drafts(self, out: RoundOutcome, io: "_RoundIO") -> dict[int, Draft]:
+        """PLAN to every active device, then every DRAFT that arrives within the round timeout."""
+        r, timeout = out.round, self.config.round_timeout_s
+        for d, c in io.conns.items():
+            c.expect, c.expect_round, c.expect_gamma, c.inbox = "DRAFT", r, out.gammas[d], None
+            self._send(c, P.PlanMsg(r, out.gammas[d]))
+        self._pump_until(lambda: all(not c.alive or c.inbox is not None for c in io.conns.values()),
+                         time.monotonic() + timeout)
+        drafts: dict[int, Draft] = {}
+        for d, c in io.conns.items():
+            if not c.alive:
+                drops = self._devices[d].drops
+                io.dropped.setdefault(d, drops[-1] if drops else "gone")
+                continue
+            if c.inbox is None:
+                self._drop_in_round(io, d, "timeout", f"no DRAFT within {timeout:g} s in round {r}")
+                continue
+            msg = c.inbox
+            assert isinstance(msg, P.DraftMsg)
+            c.inbox = None
+            drafts[d] = Draft(list(msg.tokens), msg.q_values)
+            if msg.compute_s is not None:
+                io.draft_s[d] = msg.compute_s
+        return drafts
+
+    def _send_verdicts(self, out: RoundOutcome, io: "_RoundIO") -> dict[int, str]:
+        """VERDICT to every verified device; accepted devices commit now, DL devices get p_j.
+        Returns the rejected devices whose correction is still owed, with their modes."""
+        r, waiting = out.round, {}
+        for d, v in out.verdicts.items():
+            c = io.conns[d]
+            if not c.alive:
+                io.dropped.setdefault(d, "gone")
+                continue
+            mode = out.modes.get(d)
+            if not self._send(c, P.VerdictMsg(r, v.num_accepted, v.rejected, v.bonus_token, mode)):
+                continue
+            if not v.rejected:
+                self._commit(out, io, d, v.bonus_token)  # type: ignore[arg-type]
+                continue
+            c.expect_round = r
+            if mode == "ul":
+                c.expect = "Q_PAYLOAD"
+            else:
+                p_payload = self.engine.p_payload(out, d)
+                io.payload_bytes[d] = len(p_payload)
+                c.expect = "CORRECTION"
+                if not self._send(c, P.PPayloadMsg(r, p_payload)):
+                    continue
+            waiting[d] = mode
+        return waiting
+
+    def _collect_corrections(self, out: RoundOutcome, io: "_RoundIO", waiting: dict[int, str]) -> None:
+        """Each rejected device commits as soon as its Q_PAYLOAD (UL) or CORRECTION (DL) arrives."""
+        timeout = self.config.round_timeout_s
+        deadline = time.monotonic() + timeout
+        while waiting:
+            for d in list(waiting):
+                c = io.conns[d]
+                if not c.alive:
+                    waiting.pop(d)
+                    io.dropped.setdefault(d, "gone")
+                elif c.inbox is not None:
+                    msg, c.inbox = c.inbox, None
+                    self._on_correction(out, io, d, waiting.pop(d), msg)
+            if not waiting:
+                break
+            if time.monotonic() >= deadline:
+                for d in list(waiting):
+                    what = "Q_PAYLOAD" if waiting.pop(d) == "ul" else "CORRECTION"
+                    self._drop_in_round(io, d, "timeout", f"no {what} within {timeout:g} s in round {out.round}")
+                break
+            self._pump(min(_POLL_SLICE_S * 4, max(0.0, deadline - time.monotonic())))
+
+    def _on_correction(self, out: RoundOutcome, io: "_RoundIO", d: int, mode: str, msg: P.Message) -> None:
+        if mode == "ul":
+            assert isinstance(msg, P.QPayloadMsg)
+            io.payload_bytes[d] = len(msg.payload)
+            try:
+                final = self.engine.correct_remotely(out, d, msg.payload)
+            except (ProtocolError, ConfigError) as exc:
+                self._drop_in_round(io, d, "protocol", f"Q_PAYLOAD.payload: {exc}")
+                return
+            if not self._send(io.conns[d], P.CorrectionMsg(out.round, int(final))):
+                return
+        else:
+            assert isinstance(msg, P.CorrectionMsg)
+            final = msg.token
+            if msg.compute_s is not None:
+                io.correction_s[d] = msg.compute_s
+        self._commit(out, io, d, final)
+
+    def _commit(self, out: RoundOutcome, io: "_RoundIO", d: int, final: int) -> None:
+        """Commit through the engine, then COMMIT (and BYE when done) to the device."""
+        kept = self.engine.commit(out, d, final)
+        dev, c = self._devices[d], io.conns[d]
+        dev.digest.update(kept)
+        dev.rounds.append(out.records[d])
+        c.expect = None
+        self._send(c, P.CommitMsg(out.round, tuple(kept), dev.digest.length, dev.digest.digest()))
+        if d in out.finished:
+            dev.finished = True
+            if c.alive:
+                c.expect = "BYE"
+                self._send(c, P.ByeMsg.make("done", self.verifier.records[d]))
 
     # ---------------------------------------------------------------- transport
 
@@ -752,7 +715,7 @@ class EdgeServer:
             num_prompt=dev.num_prompt, next_round=self.round_idx, resumed=resumed,
         ))
         self.log.write("resume" if resumed else "join", device=d, draft=hello.draft,
-                       tokens=len(record), generated=self._generated(d), session=dev.sessions)
+                       tokens=len(record), generated=len(self.verifier.generated(d)), session=dev.sessions)
         if dev.finished:
             conn.expect = "BYE"
             self._send(conn, P.ByeMsg.make("done", record))
@@ -994,11 +957,7 @@ class LocalTestbed:
         self.faults = dict(faults or {})
         self.device_options = dict(device_options or {})
         self.log_path = str(log_path) if log_path else None
-        names = list(drafts or self.pair.drafts)
-        unknown = [n for n in names if n not in self.pair.drafts]
-        if unknown:
-            raise ConfigError(f"drafts: unknown draft {unknown[0]!r} for pair {self.pair.name} "
-                              f"(allowed: {', '.join(self.pair.drafts)})")
+        names = self.pair.check_drafts(list(drafts or self.pair.drafts))
         if not prompts:
             from multispin.runtime.session import default_prompts  # the built-in set ships with the package
 

@@ -12,13 +12,11 @@ from typing import Callable, Literal
 
 from pydantic import Field
 
-from multispin.errors import ConfigError
 from multispin.models.base import LoadedPair
 from multispin.models.registry import DEFAULT_PAIR, resolve_pair
-from multispin.runtime.local import (
-    DeviceResult, RoundRecord, UniformDraftLength, mode_policy, run_rounds,
-)
+from multispin.runtime.local import DeviceResult, UniformDraftLength, mode_policy, run_rounds
 from multispin.runtime.roles import DraftDevice, VerifierServer
+from multispin.runtime.round import RoundRecord
 from multispin.spec.codecs import make_codec
 from multispin.spec.stats import AcceptanceStats
 from multispin.spec.verify import DEFAULT_GAMMA_MAX
@@ -89,11 +87,7 @@ def generate(config: GenerateConfig, pair: LoadedPair | None = None,
         if config.mode in (mode, "mixed") and not verdict.exact:
             notes.append(f"{mode.upper()} codec {codec.name} is not exact here: {verdict.reason}")
 
-    draft_names = config.drafts or list(pair.drafts)
-    unknown = [d for d in draft_names if d not in pair.drafts]
-    if unknown:
-        raise ConfigError(f"drafts: unknown draft {unknown[0]!r} for pair {pair.name} "
-                          f"(allowed: {', '.join(pair.drafts)})")
+    draft_names = pair.check_drafts(config.drafts or list(pair.drafts))
     texts = config.prompts or default_prompts(config.devices, config.seed)
     pad_id = getattr(pair.tokenizer, "pad_token_id", None) or 0
     server = VerifierServer(HFBatchedLM(pair.target, pair.vocab_size, pad_id), sampling,

@@ -1,0 +1,179 @@
+"""The round engine: one Multi-SPIN round on plain data (SYSTEM_MODEL §1), the only
+implementation of its steps.
+
+clip γ to the budget → (devices draft) → verify the ragged batch in one pass → rejected set R →
+modes from the policy → server-side correction (UL) or p_j to send (DL) → commit the kept tokens
+→ count the bits → "finished" → one record per device and one `RoundOutcome`.
+
+The in-process loop (`local.run_rounds`) and the networked server (`server.EdgeServer`) both
+drive a `RoundEngine`; they differ only in how drafts and corrections reach it (a call or a
+message), so the token math and the bookkeeping cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Literal, Mapping, Protocol, Sequence
+
+from multispin.errors import ConfigError
+from multispin.runtime.roles import Draft, Verdict, VerifierServer
+from multispin.system.payload import RoundBits, WirePayload
+
+Mode = Literal["ul", "dl"]
+MODES: tuple[Mode, ...] = ("ul", "dl")
+
+
+class DraftLengthPolicy(Protocol):
+    def __call__(self, round_idx: int, active: Sequence[int]) -> Mapping[int, int]: ...
+
+
+class ModePolicy(Protocol):
+    def __call__(self, round_idx: int, rejected: Sequence[int]) -> Mapping[int, Mode]: ...
+
+
+@dataclass
+class RoundRecord:
+    """What one device did in one round."""
+
+    round: int
+    draft_len: int
+    num_accepted: int
+    rejection_position: int | None
+    mode: Mode | None
+    tokens_gained: int
+    payload_bits: int  # the one vocabulary-wide distribution moved (0 if none)
+    uplink_bits: int  # everything the device sent (drafts, q̂_j or correction id)
+    downlink_bits: int  # everything the server sent (bonus/rejection, p_j or correction id)
+    correction_bits: int = 0  # distribution + correction id: what the clock charges at the mode's rate
+
+    @classmethod
+    def of(cls, bits: RoundBits, **fields) -> "RoundRecord":
+        """A record whose bit fields come from one `WirePayload.round_bits` count."""
+        return cls(payload_bits=bits.distribution, uplink_bits=bits.uplink, downlink_bits=bits.downlink,
+                   correction_bits=bits.correction, **fields)
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def clip_new_tokens(tokens: Sequence[int], eos_ids: Sequence[int], budget: int) -> list[int]:
+    """Tokens a device keeps from one round: at most `budget`, and nothing after an EOS."""
+    kept: list[int] = []
+    for tok in tokens[:budget]:
+        kept.append(int(tok))
+        if tok in eos_ids:
+            break
+    return kept
+
+
+@dataclass
+class RoundOutcome:
+    """One round as the engine saw it: the plan, the verdicts' consequences and the commits."""
+
+    round: int
+    gammas: dict[int, int]  # γ of every device active at the round's start (after the clip)
+    rejected: list[int] = field(default_factory=list)
+    modes: dict[int, Mode] = field(default_factory=dict)
+    records: dict[int, RoundRecord] = field(default_factory=dict)  # devices that committed
+    kept: dict[int, list[int]] = field(default_factory=dict)  # the tokens each committed
+    finished: list[int] = field(default_factory=list)  # devices done after their commit
+    verdicts: dict[int, Verdict] = field(default_factory=dict)
+    verify_s: float = 0.0  # the one batched verify call
+    server_correction_s: float = 0.0  # residual sampling (UL) and p_j encoding (DL) at the server
+
+
+class RoundEngine:
+    """Rounds over one `VerifierServer`: the policies decide, the engine does everything else.
+
+    The server's record of each device (`verifier.records`) is the truth the budget, the EOS test
+    and "finished" read, in-process and networked alike."""
+
+    def __init__(self, verifier: VerifierServer, draft_lengths: DraftLengthPolicy, modes: ModePolicy,
+                 max_new_tokens: int, eos_ids: Sequence[int], wire: WirePayload):
+        if max_new_tokens < 1:
+            raise ConfigError(f"max_new_tokens: must be >= 1 (got {max_new_tokens})")
+        self.verifier = verifier
+        self.draft_lengths = draft_lengths
+        self.modes = modes
+        self.max_new_tokens = max_new_tokens
+        self.eos_ids = tuple(int(t) for t in eos_ids)
+        self.wire = wire
+
+    # -- per device ---------------------------------------------------------------------------
+
+    def generated(self, d: int) -> list[int]:
+        return self.verifier.generated(d)
+
+    def budget(self, d: int) -> int:
+        return self.max_new_tokens - len(self.generated(d))
+
+    def finished(self, d: int) -> bool:
+        gen = self.generated(d)
+        return len(gen) >= self.max_new_tokens or (bool(gen) and gen[-1] in self.eos_ids)
+
+    # -- the steps ----------------------------------------------------------------------------
+
+    def plan(self, r: int, active: Sequence[int]) -> RoundOutcome:
+        """Ask the draft-length policy and clip each γ so that γ + 1 tokens fit the budget."""
+        planned = self.draft_lengths(r, list(active))
+        gammas = {}
+        for d in active:
+            try:
+                want = int(planned[d])
+            except (KeyError, TypeError, ValueError):
+                raise ConfigError(f"draft-length policy: no integer γ for device {d} in round {r}") from None
+            gammas[d] = max(0, min(want, self.budget(d) - 1, self.verifier.gamma_max))
+        return RoundOutcome(r, gammas)
+
+    def verify(self, out: RoundOutcome, drafts: Mapping[int, Draft]) -> None:
+        """One batched verify of every draft that arrived, then the modes of the rejected set."""
+        if drafts:
+            t0 = time.perf_counter()
+            out.verdicts = self.verifier.verify(dict(drafts), out.round)
+            out.verify_s = time.perf_counter() - t0
+        out.rejected = [d for d in drafts if out.verdicts[d].rejected]
+        chosen = dict(self.modes(out.round, list(out.rejected)))
+        for d in out.rejected:
+            if chosen.get(d) not in MODES:
+                raise ConfigError(f"mode policy: need 'ul' or 'dl' for device {d} in round {out.round} "
+                                  f"(got {chosen.get(d)!r})")
+        out.modes = {d: chosen[d] for d in out.rejected}
+
+    def correct_remotely(self, out: RoundOutcome, d: int, q_payload: bytes) -> int:
+        """UL mode: the correction sampled at the server from the device's q̂_j."""
+        t0 = time.perf_counter()
+        token = self.verifier.correct_remotely(d, q_payload, out.round)
+        out.server_correction_s += time.perf_counter() - t0
+        return token
+
+    def p_payload(self, out: RoundOutcome, d: int) -> bytes:
+        """DL mode: the encoded p_j the device corrects with."""
+        t0 = time.perf_counter()
+        payload = self.verifier.send_p(d)
+        out.server_correction_s += time.perf_counter() - t0
+        return payload
+
+    def commit(self, out: RoundOutcome, d: int, final: int) -> list[int]:
+        """Append the verdict's tokens and `final` (bonus or correction), clipped to the budget
+        and the first EOS; record the round's bits; return the kept tokens."""
+        v, gamma = out.verdicts[d], out.gammas[d]
+        mode = out.modes.get(d)
+        kept = clip_new_tokens(v.accepted_tokens + [int(final)], self.eos_ids, self.budget(d))
+        self.verifier.commit(d, kept)
+        out.kept[d] = kept
+        out.records[d] = RoundRecord.of(
+            self.wire.round_bits(gamma, mode), round=out.round, draft_len=gamma,
+            num_accepted=v.num_accepted, rejection_position=v.num_accepted if v.rejected else None,
+            mode=mode, tokens_gained=len(kept))
+        if self.finished(d):
+            out.finished.append(d)
+        return kept
+
+    def close(self, out: RoundOutcome) -> RoundOutcome:
+        """A device that drafted but did not commit gains nothing: its target cache goes back to
+        what it held before the round."""
+        for d in out.verdicts:
+            if d not in out.records:
+                self.verifier.abandon(d)
+        return out

@@ -1,0 +1,130 @@
+"""The round engine on plain arrays (order-2 Markov tables, no torch, no transport): the γ clip,
+the policies' answers checked, UL ≡ DL corrections, the commit clipped to budget and EOS, the
+bits of every record, "finished", and the rollback of a device that never commits."""
+
+from __future__ import annotations
+
+import pytest
+
+from multispin.errors import ConfigError
+from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_tables
+from multispin.runtime.local import FixedDraftLengths, FixedMode
+from multispin.runtime.roles import Draft, DraftDevice, VerifierServer
+from multispin.runtime.round import RoundEngine, clip_new_tokens
+from multispin.spec.codecs import make_codec
+from multispin.spec.warp import SamplingParams
+from multispin.system.payload import WirePayload
+
+V = 12
+SAMPLING = SamplingParams(temperature=1.0)
+CODEC = make_codec("dense-fp32")
+
+
+def _setup(gammas, mode="ul", max_new=20, eos=(), seed=3, gamma_max=20, draft_noise=1.5):
+    target, draft = make_tables(V, 0, draft_noise=draft_noise)
+    verifier = VerifierServer(MarkovBatchedLM(target), SAMPLING, CODEC, CODEC, seed, gamma_max=gamma_max)
+    devices = {d: DraftDevice(d, MarkovSequenceLM(draft), SAMPLING, CODEC, CODEC, seed, [1, 2])
+               for d in gammas}
+    for d, dev in devices.items():
+        verifier.open(d, dev.tokens)
+    wire = WirePayload.from_codecs(CODEC, CODEC, V, gamma_max)
+    policy = mode if callable(mode) else FixedMode(mode)
+    engine = RoundEngine(verifier, FixedDraftLengths(gammas), policy, max_new, eos, wire)
+    return engine, devices
+
+
+def _drafts(out, devices):
+    return {d: devices[d].draft(out.gammas[d], out.round) for d in out.gammas}
+
+
+def _finish(engine, out, devices):
+    """The in-process correction step for every verified device; returns each one's final token."""
+    finals = {}
+    for d, v in out.verdicts.items():
+        dev = devices[d]
+        if not v.rejected:
+            finals[d] = v.bonus_token
+        elif out.modes[d] == "ul":
+            finals[d] = engine.correct_remotely(out, d, dev.upload_q(v.num_accepted))
+        else:
+            finals[d] = dev.correct_locally(v.num_accepted, engine.p_payload(out, d), out.round)
+        dev.commit(v.num_accepted, engine.commit(out, d, finals[d]))
+    return finals
+
+
+def test_clip_new_tokens_stops_at_budget_and_first_eos():
+    assert clip_new_tokens([5, 6, 7], eos_ids=(9,), budget=2) == [5, 6]
+    assert clip_new_tokens([5, 9, 7], eos_ids=(9,), budget=5) == [5, 9]
+    assert clip_new_tokens([], eos_ids=(9,), budget=5) == []
+
+
+def test_plan_clips_gamma_to_budget_and_gamma_max():
+    engine, _ = _setup({0: 9, 1: 3, 2: 0, 3: -2}, max_new=5, gamma_max=6)
+    out = engine.plan(0, [0, 1, 2, 3])
+    assert out.gammas == {0: 4, 1: 3, 2: 0, 3: 0}  # γ + 1 ≤ budget 5; negative → 0
+    engine, _ = _setup({0: 9}, max_new=50, gamma_max=6)
+    assert engine.plan(0, [0]).gammas == {0: 6}
+
+
+def test_policy_answers_are_checked_with_one_line_errors():
+    engine, _ = _setup({0: 2})
+    engine.draft_lengths = lambda r, active: {}
+    with pytest.raises(ConfigError, match="no integer γ for device 0 in round 0"):
+        engine.plan(0, [0])
+    engine, devices = _setup({d: 6 for d in range(4)}, mode=lambda r, rejected: {d: "up" for d in rejected},
+                             draft_noise=4.0)
+    out = engine.plan(0, list(devices))
+    with pytest.raises(ConfigError, match="mode policy: need 'ul' or 'dl'"):
+        engine.verify(out, _drafts(out, devices))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_ul_and_dl_corrections_give_the_same_tokens(seed):
+    runs = {}
+    for mode in ("ul", "dl"):
+        engine, devices = _setup({0: 3, 1: 5, 2: 1}, mode=mode, seed=seed)
+        out = engine.plan(0, [0, 1, 2])
+        engine.verify(out, _drafts(out, devices))
+        runs[mode] = (_finish(engine, out, devices), dict(out.kept), list(out.rejected))
+    assert runs["ul"] == runs["dl"]
+    assert runs["ul"][2], "some device should have been rejected"
+
+
+def test_commit_records_bits_tokens_and_finished():
+    engine, devices = _setup({0: 4, 1: 0, 2: 6}, mode="dl", max_new=3, draft_noise=2.0)
+    out = engine.plan(0, [0, 1, 2])
+    assert out.gammas == {0: 2, 1: 0, 2: 2}
+    engine.verify(out, _drafts(out, devices))
+    _finish(engine, out, devices)
+    wire = engine.wire
+    for d, rec in out.records.items():
+        assert rec.round == 0 and rec.draft_len == out.gammas[d]
+        assert rec.mode == out.modes.get(d)
+        bits = wire.round_bits(rec.draft_len, rec.mode)
+        assert (rec.uplink_bits, rec.downlink_bits, rec.payload_bits, rec.correction_bits) == (
+            bits.uplink, bits.downlink, bits.distribution, bits.correction)
+        assert rec.tokens_gained == len(out.kept[d]) == len(engine.generated(d))
+        assert engine.generated(d) == devices[d].generated
+        assert (d in out.finished) == engine.finished(d)
+    assert out.records[1].tokens_gained == 1 and out.records[1].rejection_position is None
+    # a device at its budget is finished; EOS finishes it too
+    assert all(engine.finished(d) == (len(engine.generated(d)) >= 3) for d in out.records)
+    engine.eos_ids = (engine.generated(1)[-1],)
+    assert engine.finished(1)
+
+
+def test_close_rolls_back_a_device_that_never_commits():
+    engine, devices = _setup({0: 3, 1: 3})
+    out = engine.plan(0, [0, 1])
+    engine.verify(out, _drafts(out, devices))
+    record = list(engine.verifier.records[1])
+    v = out.verdicts[0]
+    final = v.bonus_token if not v.rejected else engine.correct_remotely(out, 0, devices[0].upload_q(v.num_accepted))
+    engine.commit(out, 0, final)
+    engine.close(out)  # device 1 vanished before its commit
+    assert 1 not in out.records and engine.verifier.records[1] == record
+    assert engine.verifier.lm.length(1) == len(record) - 1  # the next verify feeds the last token
+    # and the next round verifies device 1 as if the lost round never happened
+    out = engine.plan(1, [1])
+    engine.verify(out, {1: Draft([], [])})
+    assert out.verdicts[1].num_accepted == 0 and not out.verdicts[1].rejected
