@@ -13,6 +13,8 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
+from multispin.errors import ConfigError
+
 
 class Tokenizer(Protocol):
     def encode(self, text: str) -> list[int]: ...
@@ -73,3 +75,11 @@ class LoadedPair:
     @property
     def default_draft(self) -> str:
         return next(iter(self.drafts))
+
+    def check_drafts(self, names: Sequence[str], field_name: str = "drafts") -> list[str]:
+        """`names` if every one is a draft of this pair, else a one-line ConfigError."""
+        unknown = [n for n in names if n not in self.drafts]
+        if unknown:
+            raise ConfigError(f"{field_name}: unknown draft {unknown[0]!r} for pair {self.name} "
+                              f"(allowed: {', '.join(self.drafts)})")
+        return list(names)

@@ -164,12 +164,7 @@ def _resolve_tiny(drafts: tuple[str, ...] | None, local_path: str | None) -> Loa
     pair = load_tiny_pair()
     if drafts is None:
         return pair
-    unknown = [d for d in drafts if d not in pair.drafts]
-    if unknown:
-        raise ConfigError(
-            f"drafts: unknown draft {unknown[0]!r} for pair tiny "
-            f"(allowed: {', '.join(pair.drafts)})"
-        )
+    pair.check_drafts(drafts)
     return LoadedPair(
         name=pair.name, tokenizer=pair.tokenizer, target=pair.target,
         drafts={d: pair.drafts[d] for d in drafts}, vocab_size=pair.vocab_size,

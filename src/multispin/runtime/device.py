@@ -368,10 +368,7 @@ def build_device_client(server: str, device_id: int, secret: str | bytes | None,
     secret = resolve_secret(secret)  # fail fast, before loading any model
     server = normalise_endpoint(server)
     loaded = pair if isinstance(pair, LoadedPair) else resolve_pair(pair)
-    name = draft or loaded.default_draft
-    if name not in loaded.drafts:
-        raise ConfigError(f"draft: unknown draft {name!r} for pair {loaded.name} "
-                          f"(allowed: {', '.join(loaded.drafts)})")
+    name = loaded.check_drafts([draft or loaded.default_draft], "draft")[0]
     lm = HFSequenceLM(loaded.drafts[name], loaded.vocab_size)
     ids = encode_prompt(loaded, prompt)
     return DeviceClient(server, device_id, secret, lm, ids, pair_name=loaded.name,
