@@ -176,8 +176,10 @@ def _progress(devices: Optional[int]):
     label = "optimising one round"
     if devices and expected_seconds(devices) >= 60:
         label += f" (K={devices}: about {expected_seconds(devices) / 60:.0f} min on 2 cores)"
-    with Progress(SpinnerColumn(), TextColumn(label), TimeElapsedColumn(), console=Console(stderr=True),
-                  transient=True) as progress:
+    err = Console(stderr=True)
+    # on a pipe or a log file a spinner only adds a blank line before the result or the error
+    with Progress(SpinnerColumn(), TextColumn(label), TimeElapsedColumn(), console=err, transient=True,
+                  disable=not err.is_terminal) as progress:
         progress.add_task(label, total=None)
         yield progress
 
