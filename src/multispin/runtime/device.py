@@ -24,6 +24,9 @@ from multispin.errors import ConfigError, MultispinError, ProtocolError
 from multispin.models.base import LoadedPair, SequenceLM
 from multispin.runtime import protocol as P
 from multispin.runtime.auth import compute_mac, resolve_secret
+from multispin.runtime.device_protocol import (
+    Closed, Committed, CorrectionRequested, DeviceProtocol, DraftRequested, Event, QRequested,
+)
 from multispin.runtime.roles import DraftDevice
 from multispin.spec.codecs import make_codec
 from multispin.spec.warp import SamplingParams
@@ -221,83 +224,39 @@ class DeviceClient:
         limits = self._start(welcome)
         dev = self.device
         assert dev is not None
-        digest = P.TokenDigest(dev.tokens)
+        proto = DeviceProtocol(dev.tokens)
         self.sessions += 1
         self._event("welcome", resumed=welcome.resumed, tokens=len(dev.tokens))
-
-        state = "idle"  # idle -> drafted -> (wait_p | wait_correction) -> wait_commit -> idle
-        round_idx, verdict, correction = -1, None, None
         while True:
-            msg = self._recv(sock, limits, _IN_SESSION, self.server_timeout_s)
-            if isinstance(msg, P.ByeMsg):
-                self._server_digest = msg.digest
+            event = proto.receive(self._recv(sock, limits, _IN_SESSION, self.server_timeout_s))
+            if isinstance(event, Closed):
+                self._server_digest = event.digest
                 self._send(sock, P.ByeMsg.make("ack", dev.tokens), limits)
-                self._event("bye", reason=msg.reason, match=msg.digest == digest.digest())
-                return self._outcome(msg.reason == "done", msg.reason)
-            if isinstance(msg, P.PlanMsg):
-                if state != "idle":
-                    raise ProtocolError(f"PLAN: unexpected in state {state}")
-                self._fault_hook(sock, msg.round)
-                round_idx, verdict, correction = msg.round, None, None
-                t0 = time.perf_counter()
-                draft = dev.draft(msg.gamma, msg.round)
-                compute = time.perf_counter() - t0
-                self._send(sock, P.DraftMsg.make(msg.round, draft.tokens, draft.q_at_tokens, compute), limits)
-                self.rounds += 1
-                state = "drafted"
-                continue
-            if getattr(msg, "round", None) != round_idx:
-                raise ProtocolError(f"{msg.TYPE}.round: {getattr(msg, 'round', None)} but this "
-                                    f"device is in round {round_idx}")
-            if isinstance(msg, P.VerdictMsg):
-                if state != "drafted":
-                    raise ProtocolError(f"VERDICT: unexpected in state {state}")
-                if msg.num_accepted > len(dev.last_draft):
-                    raise ProtocolError(f"VERDICT.num_accepted: {msg.num_accepted} > drafted "
-                                        f"{len(dev.last_draft)}")
-                if msg.rejected and msg.num_accepted >= len(dev.last_draft):
-                    raise ProtocolError("VERDICT.rejected: no drafted token left to reject")
-                verdict = msg
-                if not msg.rejected:
-                    state = "wait_commit"
-                elif msg.mode == "ul":
-                    self._send(sock, P.QPayloadMsg(round_idx, dev.upload_q(msg.num_accepted)), limits)
-                    state = "wait_correction"
-                else:
-                    state = "wait_p"
-            elif isinstance(msg, P.PPayloadMsg):
-                if state != "wait_p":
-                    raise ProtocolError(f"P_PAYLOAD: unexpected in state {state}")
-                t0 = time.perf_counter()
-                correction = int(dev.correct_locally(verdict.num_accepted, msg.payload, round_idx))
-                compute = time.perf_counter() - t0
-                self._send(sock, P.CorrectionMsg(round_idx, correction, compute), limits)
-                state = "wait_commit"
-            elif isinstance(msg, P.CorrectionMsg):
-                if state != "wait_correction":
-                    raise ProtocolError(f"CORRECTION: unexpected in state {state}")
-                correction = msg.token
-                state = "wait_commit"
-            elif isinstance(msg, P.CommitMsg):
-                if state != "wait_commit":
-                    raise ProtocolError(f"COMMIT: unexpected in state {state}")
-                self._apply_commit(msg, verdict, correction, digest)
-                state = "idle"
+                self._event("bye", reason=event.reason, match=event.digest == proto.digest.digest())
+                return self._outcome(event.reason == "done", event.reason)
+            reply = self._act(sock, proto, event)
+            if reply is not None:
+                self._send(sock, reply, limits)
 
-    def _apply_commit(self, msg: P.CommitMsg, verdict: P.VerdictMsg | None,
-                      correction: int | None, digest: P.TokenDigest) -> None:
+    def _act(self, sock: zmq.Socket, proto: DeviceProtocol, event: Event) -> P.Message | None:
+        """Do what the protocol's event asks of the model; return the message to send, if any."""
         dev = self.device
-        assert dev is not None and verdict is not None
-        n_acc = verdict.num_accepted
-        expected = dev.last_draft[:n_acc] + [verdict.bonus if not verdict.rejected else correction]
-        got = list(msg.tokens)
-        if got != expected[: len(got)]:
-            raise ProtocolError(f"COMMIT.tokens: {got} do not extend this round's draft/verdict {expected}")
-        dev.commit(n_acc, got)
-        digest.update(got)
-        if msg.length != len(dev.tokens) or msg.digest != digest.digest():
-            raise ProtocolError(f"COMMIT.digest: the server's record ({msg.length} tokens) differs "
-                                f"from this device's ({len(dev.tokens)} tokens)")
+        assert dev is not None
+        if isinstance(event, DraftRequested):
+            self._fault_hook(sock, event.round)
+            t0 = time.perf_counter()
+            draft = dev.draft(event.gamma, event.round)
+            self.rounds += 1
+            return proto.send_draft(draft.tokens, draft.q_at_tokens, time.perf_counter() - t0)
+        if isinstance(event, QRequested):
+            return proto.send_q(dev.upload_q(event.position))
+        if isinstance(event, CorrectionRequested):
+            t0 = time.perf_counter()
+            token = int(dev.correct_locally(event.position, event.p_payload, proto.round))
+            return proto.send_correction(token, time.perf_counter() - t0)
+        if isinstance(event, Committed):
+            dev.commit(event.num_accepted, event.tokens)
+        return None
 
     def _start(self, w: P.WelcomeMsg) -> P.Limits:
         """Rebuild the draft state from the server's record (fresh start and resume alike)."""

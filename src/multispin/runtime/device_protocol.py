@@ -1,0 +1,185 @@
+"""The device side of one session, sans I/O (in the style of h11): decoded server messages in,
+events out; explicit states; no sockets, no clocks, no threads, no model calls.
+
+The loop (`device.DeviceClient`) feeds each message to `receive`, does what the event asks
+(draft γ tokens, hand over q̂_j, sample the correction, apply the commit) and hands the result
+back through `send_draft` / `send_q` / `send_correction`, which return the message to send.
+A server message that does not fit the state is a `RemoteProtocolError`; a call the state
+does not allow (the loop's own mistake) is a `LocalProtocolError`.
+
+States of one round: IDLE -PLAN-> DRAFTING -send_draft-> DRAFTED -VERDICT-> (WAIT_COMMIT
+| SENDING_Q -send_q-> WAIT_CORRECTION | WAIT_P) ; WAIT_P -P_PAYLOAD-> CORRECTING
+-send_correction-> WAIT_COMMIT ; WAIT_CORRECTION -CORRECTION-> WAIT_COMMIT -COMMIT-> IDLE.
+BYE ends the session from any state (CLOSED).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Sequence
+
+from multispin.errors import ProtocolError
+from multispin.runtime import protocol as P
+
+
+class LocalProtocolError(ProtocolError):
+    """This side tried a step its protocol state does not allow (a bug in the loop)."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """The peer sent a message its protocol state does not allow."""
+
+
+class DeviceState(enum.Enum):
+    IDLE = "idle"
+    DRAFTING = "drafting"  # PLAN received; the loop drafts
+    DRAFTED = "drafted"  # DRAFT sent; waiting for VERDICT
+    SENDING_Q = "sending_q"  # rejected in UL mode; the loop hands over q̂_j
+    WAIT_CORRECTION = "wait_correction"
+    WAIT_P = "wait_p"
+    CORRECTING = "correcting"  # p_j received; the loop samples the correction
+    WAIT_COMMIT = "wait_commit"
+    CLOSED = "closed"
+
+
+@dataclass(frozen=True)
+class DraftRequested:
+    round: int
+    gamma: int
+
+
+@dataclass(frozen=True)
+class QRequested:
+    position: int  # the first rejected position: upload q̂_j of it
+
+
+@dataclass(frozen=True)
+class CorrectionRequested:
+    position: int
+    p_payload: bytes  # DL codec bytes of p_j
+
+
+@dataclass(frozen=True)
+class Committed:
+    round: int
+    num_accepted: int
+    tokens: tuple[int, ...]  # to append (the loop rolls the draft cache back, then appends)
+    length: int  # the token count after the append (checked against the server's)
+    digest: bytes
+
+
+@dataclass(frozen=True)
+class Closed:
+    reason: str
+    digest: bytes | None  # the server's digest of this device's tokens
+
+
+Event = DraftRequested | QRequested | CorrectionRequested | Committed | Closed | None
+
+_ROUND_TYPES = (P.VerdictMsg, P.PPayloadMsg, P.CorrectionMsg, P.CommitMsg)
+
+
+class DeviceProtocol:
+    """One authenticated session of one device."""
+
+    def __init__(self, tokens: Sequence[int]):
+        """`tokens`: the server's record of this device (prompt + committed) from WELCOME."""
+        self.digest = P.TokenDigest(tokens)  # running digest of the record, checked at every COMMIT
+        self.state = DeviceState.IDLE
+        self.round = -1
+        self._draft: tuple[int, ...] = ()
+        self._verdict: P.VerdictMsg | None = None
+        self._correction: int | None = None
+
+    # -- server messages ----------------------------------------------------------------------
+
+    def receive(self, msg: P.Message) -> Event:
+        """Take one decoded server message (ERROR is the loop's to handle); return the event."""
+        if isinstance(msg, P.ByeMsg):
+            self.state = DeviceState.CLOSED
+            return Closed(msg.reason, msg.digest)
+        if self.state is DeviceState.CLOSED:
+            raise RemoteProtocolError(f"{msg.TYPE}: unexpected after BYE")
+        if isinstance(msg, P.PlanMsg):
+            self._expect(msg, DeviceState.IDLE)
+            self.round, self._verdict, self._correction = msg.round, None, None
+            self.state = DeviceState.DRAFTING
+            return DraftRequested(msg.round, msg.gamma)
+        if not isinstance(msg, _ROUND_TYPES):
+            raise RemoteProtocolError(f"{msg.TYPE}: not a message a device takes in a session")
+        if msg.round != self.round:
+            raise RemoteProtocolError(f"{msg.TYPE}.round: {msg.round} but this device is in round {self.round}")
+        if isinstance(msg, P.VerdictMsg):
+            return self._on_verdict(msg)
+        if isinstance(msg, P.PPayloadMsg):
+            self._expect(msg, DeviceState.WAIT_P)
+            self.state = DeviceState.CORRECTING
+            return CorrectionRequested(self._verdict.num_accepted, msg.payload)  # type: ignore[union-attr]
+        if isinstance(msg, P.CorrectionMsg):
+            self._expect(msg, DeviceState.WAIT_CORRECTION)
+            self._correction = msg.token
+            self.state = DeviceState.WAIT_COMMIT
+            return None
+        return self._on_commit(msg)
+
+    def _expect(self, msg: P.Message, state: DeviceState) -> None:
+        if self.state is not state:
+            raise RemoteProtocolError(f"{msg.TYPE}: unexpected in state {self.state.value}")
+
+    def _on_verdict(self, msg: P.VerdictMsg) -> Event:
+        self._expect(msg, DeviceState.DRAFTED)
+        drafted = len(self._draft)
+        if msg.num_accepted > drafted:
+            raise RemoteProtocolError(f"VERDICT.num_accepted: {msg.num_accepted} > drafted {drafted}")
+        if msg.rejected and msg.num_accepted >= drafted:
+            raise RemoteProtocolError("VERDICT.rejected: no drafted token left to reject")
+        self._verdict = msg
+        if not msg.rejected:
+            self.state = DeviceState.WAIT_COMMIT
+            return None
+        if msg.mode == "ul":
+            self.state = DeviceState.SENDING_Q
+            return QRequested(msg.num_accepted)
+        self.state = DeviceState.WAIT_P
+        return None
+
+    def _on_commit(self, msg: P.CommitMsg) -> Committed:
+        self._expect(msg, DeviceState.WAIT_COMMIT)
+        v = self._verdict
+        assert v is not None
+        final = v.bonus if not v.rejected else self._correction
+        expected = list(self._draft[: v.num_accepted]) + [final]
+        got = list(msg.tokens)
+        if got != expected[: len(got)]:
+            raise RemoteProtocolError(f"COMMIT.tokens: {got} do not extend this round's draft/verdict {expected}")
+        self.digest.update(got)
+        if msg.length != self.digest.length or msg.digest != self.digest.digest():
+            raise RemoteProtocolError(f"COMMIT.digest: the server's record ({msg.length} tokens) differs "
+                                      f"from this device's ({self.digest.length} tokens)")
+        self.state = DeviceState.IDLE
+        return Committed(msg.round, v.num_accepted, msg.tokens, msg.length, msg.digest)
+
+    # -- what the loop sends --------------------------------------------------------------------
+
+    def _require(self, what: str, state: DeviceState) -> None:
+        if self.state is not state:
+            raise LocalProtocolError(f"{what}: not allowed in state {self.state.value}")
+
+    def send_draft(self, tokens: Sequence[int], q_at_tokens: Sequence[float],
+                   compute_s: float | None = None) -> P.DraftMsg:
+        self._require("DRAFT", DeviceState.DRAFTING)
+        self._draft = tuple(int(t) for t in tokens)
+        self.state = DeviceState.DRAFTED
+        return P.DraftMsg.make(self.round, self._draft, q_at_tokens, compute_s)
+
+    def send_q(self, payload: bytes) -> P.QPayloadMsg:
+        self._require("Q_PAYLOAD", DeviceState.SENDING_Q)
+        self.state = DeviceState.WAIT_CORRECTION
+        return P.QPayloadMsg(self.round, payload)
+
+    def send_correction(self, token: int, compute_s: float | None = None) -> P.CorrectionMsg:
+        self._require("CORRECTION", DeviceState.CORRECTING)
+        self._correction = int(token)
+        self.state = DeviceState.WAIT_COMMIT
+        return P.CorrectionMsg(self.round, self._correction, compute_s)
