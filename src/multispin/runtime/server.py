@@ -1057,7 +1057,7 @@ class LocalTestbed:
                                       name=f"multispin-device-{k}", daemon=True)
             handle.proc.start()
         else:
-            cmd = [sys.executable, "-c", "from multispin.cli import main; main()", "device",
+            cmd = [sys.executable, "-m", "multispin", "device",
                    "--server", self.endpoint, "--device-id", str(k), "--pair", self.pair.name,
                    "--draft", self.drafts[k], "--prompt", self.prompts[k],
                    "--threads", str(self.threads), "--result", str(result)]
@@ -1070,10 +1070,6 @@ class LocalTestbed:
                                            stderr=open(self._tmp / f"device-{k}-{self._attempt}.err", "w"))
         self._handles[k] = handle
         return handle
-
-    def kill_device(self, k: int) -> None:
-        """SIGKILL device k's process (threads: stop abruptly)."""
-        self._handles[k].kill()
 
     def stop(self) -> None:
         self.server.request_stop("stop")

@@ -45,13 +45,6 @@ class AcceptanceStats:
         return self.accepted_per_position / max(self.num_drafts, 1)
 
     @property
-    def conditional_rate(self) -> np.ndarray:
-        """Accepted at position i / drafts that reached position i with a proposal there."""
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(self.drafts_per_position > 0,
-                            self.accepted_per_position / np.maximum(self.drafts_per_position, 1), np.nan)
-
-    @property
     def mean_acceptance_length(self) -> float:
         return 1.0 + self.num_accepted_tokens / max(self.num_drafts, 1)
 
