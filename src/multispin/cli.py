@@ -129,6 +129,13 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     except MultispinError as exc:
         typer.echo(f"error: {' '.join(str(exc).split())}", err=True)
         sys.exit(2)
+    except OSError as exc:
+        # a path the user named cannot be read or written (--out /readonly/x, a missing folder);
+        # an OSError without a file name is not a user mistake and keeps its traceback
+        if exc.filename is None:
+            raise
+        typer.echo(f"error: {exc.filename}: {exc.strerror or exc}", err=True)
+        sys.exit(2)
     except typer.Abort:
         typer.echo("aborted", err=True)
         sys.exit(1)

@@ -44,6 +44,7 @@ CASES = {
     ],
     "reproduce": [
         ["--workers", "0"], ["--scenario", "x"], ["--drops", "0"], ["--preset", "paper-r1", "--scenario", "all"],
+        ["--out", "/proc/no/such/dir", "--quick", "--figure", "fig1_mode_split"],  # an unwritable path
     ],
     "scenario": [["show", "nope"], ["show"], ["bogus"], ["show", f"{MISSING}.toml"]],
 }
