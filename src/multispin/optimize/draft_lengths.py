@@ -301,7 +301,8 @@ def default_starts(obj: SAAObjective) -> dict[str, np.ndarray]:
 
 _COARSE_FRACTION = 8  # climbs from every start run on 1/8 of the samples when N_SAA ≥ _COARSE_MIN
 _COARSE_MIN = 400
-_POLISHED = 2  # coarse optima re-climbed on every sample
+_POLISHED = 2  # coarse optima re-climbed on every sample (1 from K = 50 on: a full-sample climb costs ~K²)
+_POLISH_ONE_FROM_K = 50
 
 
 def _climb_all(obj: SAAObjective, points: dict[str, np.ndarray], trace: list) -> dict[str, tuple]:
@@ -350,7 +351,8 @@ def local_search(obj: SAAObjective, extra_starts=None) -> DraftPlan:
         vals, _ = full.candidate_values(np.asarray([{**ends, **starts}[n] for n in names]))
         solves += full.solves
         ranked = [names[i] for i in np.argsort(-vals, kind="stable")]
-        top_ends = [n for n in ranked if n in ends][:_POLISHED]
+        polished = 1 if obj.inst.num_devices >= _POLISH_ONE_FROM_K else _POLISHED
+        top_ends = [n for n in ranked if n in ends][:polished]
         points = {n: ends[n] for n in top_ends}
         best_start = next(n for n in ranked if n in starts)
         if max(vals) > max((vals[names.index(n)] for n in top_ends), default=-np.inf):

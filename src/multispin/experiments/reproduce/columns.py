@@ -17,6 +17,9 @@ PARAM_DOCS: dict[str, str] = {
     "noise_figure_db": "receiver noise figure added to N0 = −174 dBm/Hz (dB)",
     "p_dl_dbm": "server DL power budget P^dl (dBm) = P^ul + 10·log10(pdl_ratio) (the x axis of the P^dl figures)",
     "p_ul_dbm": "device maximum UL power P^ul (dBm); P^dl = P^ul + 10·log10(pdl_ratio)",
+    "t_ver_tok_ms": "verification cost per batch token T_ver^tok (ms) of the identification setting",
+    "acceptance": "per-task acceptance table of the identification setting: low (0.82–0.86), mid (the preset's), high (0.91–0.95)",
+    "channel": "channel model of the identification setting: rayleigh (block fading) or path_loss_only",
     "n_drops": "number of independent drops averaged on this row",
     "n_saa": "SAA outcome samples per drop on this row",
 }

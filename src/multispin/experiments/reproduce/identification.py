@@ -41,7 +41,7 @@ def _key(r: dict) -> tuple:
 def _label(s: dict) -> str:
     parts = [f"NF {float(s['noise_figure_db']):g} dB"]
     if float(s["t_ver_tok_ms"]):
-        parts.append(f"T_tok {float(s['t_ver_tok_ms']):g} ms")
+        parts.append(f"T_ver^tok {float(s['t_ver_tok_ms']):g} ms")
     if s["acceptance"] != "mid":
         parts.append(f"α {s['acceptance']}")
     if s["channel"] != "rayleigh":
@@ -134,7 +134,8 @@ def plot(rows: list[dict], path: Path) -> None:
                    and not float(s["t_ver_tok_ms"])], key=lambda s: float(s["noise_figure_db"]))
     nf = [float(s["noise_figure_db"]) for s in base]
     for ratio, marker in ((4, "o"), (16, "s")):
-        ax.plot(nf, [s[f"gamma_mean_at_{ratio}"] for s in base], marker=marker, label=f"mean γ, P^dl/P^ul = {ratio}")
+        ax.plot(nf, [s[f"gamma_mean_at_{ratio}"] for s in base], marker=marker,
+                label=rf"mean γ, $P^{{dl}}/P^{{ul}}$ = {ratio}")
         ax.plot(nf, [10 * s[f"drafting_share_at_{ratio}"] for s in base], marker=marker, ls=":",
                 label=f"10 × drafting share, {ratio}")
     ax.axhspan(2, 3, color="grey", alpha=0.15)
@@ -144,7 +145,8 @@ def plot(rows: list[dict], path: Path) -> None:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     ax.set_title("draft length and drafting share vs noise figure (other settings as the preset)", fontsize=9)
-    fig.suptitle(TITLE, fontsize=10)
+    fig.suptitle(r"Identification: every claim over the unpublished settings (noise figure, $T_{ver}^{tok}$, "
+                 "acceptance, channel)", fontsize=10)
     save(fig, path)
 
 
