@@ -48,10 +48,13 @@ from pydantic import Field
 from multispin.errors import ConfigError, ProtocolError
 from multispin.models.base import BatchedLM, LoadedPair
 from multispin.runtime import protocol as P
-from multispin.runtime.auth import check_mac, new_nonce, resolve_secret
+from multispin.runtime.auth import resolve_secret
 from multispin.runtime.local import UniformDraftLength, mode_policy
 from multispin.runtime.roles import Draft, VerifierServer
 from multispin.runtime.round import DraftLengthPolicy, ModePolicy, RoundEngine, RoundOutcome, RoundRecord
+from multispin.runtime.server_protocol import (
+    HANDSHAKE_TYPES, SESSION_TYPES, Connection, ConnState, ServerProtocol,
+)
 from multispin.spec.codecs import make_codec
 from multispin.spec.verify import DEFAULT_GAMMA_MAX
 from multispin.spec.warp import SamplingFields, SamplingParams
@@ -59,9 +62,6 @@ from multispin.system.payload import WirePayload
 
 log = logging.getLogger("multispin.server")
 
-_SESSION_TYPES = ("DRAFT", "Q_PAYLOAD", "CORRECTION", "BYE", "ERROR")
-_MAX_PENDING = 1024  # handshakes in flight
-_MAX_BANNED = 4096  # identities whose messages are ignored after a drop/refusal
 _POLL_SLICE_S = 0.05
 
 
@@ -237,52 +237,15 @@ class JsonlLog:
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(eq=False)
-class _Conn:
-    """One authenticated connection (a ROUTER identity) of one device."""
-
-    identity: bytes
-    device_id: int
-    alive: bool = True
-    expect: str | None = None  # the message type this connection owes the server
-    expect_round: int = -1
-    expect_gamma: int = 0
-    inbox: P.Message | None = None
-    bytes_in: int = 0
-    bytes_out: int = 0
-
-
 @dataclass
 class _RoundIO:
     """What one round's message traffic produced besides the engine's outcome."""
 
-    conns: dict[int, _Conn]  # the devices active at the round's start
+    conns: dict[int, Connection]  # the devices active at the round's start
     dropped: dict[int, str] = field(default_factory=dict)  # device -> why its session ended
     draft_s: dict[int, float] = field(default_factory=dict)  # reported in DRAFT
     correction_s: dict[int, float] = field(default_factory=dict)  # reported in CORRECTION (DL)
     payload_bytes: dict[int, int] = field(default_factory=dict)  # codec bytes of the distribution
-
-
-@dataclass
-class _Pending:
-    identity: bytes
-    hello: P.HelloMsg
-    nonce: bytes
-    deadline: float
-
-
-@dataclass
-class _Device:
-    device_id: int
-    draft: str
-    num_prompt: int
-    digest: P.TokenDigest
-    conn: _Conn | None = None
-    finished: bool = False
-    sessions: int = 0
-    drops: list[str] = field(default_factory=list)
-    rounds: list[RoundRecord] = field(default_factory=list)
-    client_digest: bytes | None = None
 
 
 class EdgeServer:
@@ -322,21 +285,22 @@ class EdgeServer:
         self.log = JsonlLog(log_path, on_event)
         self.ready = threading.Event()
         self.endpoint: str | None = None
-        self.round_idx = 0
         self._stop = threading.Event()
         self._stop_reason = "signal"
-        self._closing = False
-        self._devices: dict[int, _Device] = {}
-        self._conns: dict[bytes, _Conn] = {}
-        self._pending: dict[bytes, _Pending] = {}
-        self._banned: dict[bytes, None] = {}
-        self._refused = 0
         self._events: list[RoundEvent] = []
+        welcome = dict(pair=pair.name[: P.MAX_NAME_CHARS], vocab_size=self.vocab_size,
+                       gamma_max=config.gamma_max, seed=config.seed, temperature=float(config.temperature),
+                       top_k=config.top_k, top_p=float(config.top_p), ul_codec=self.ul_codec.name,
+                       dl_codec=self.dl_codec.name, max_new_tokens=config.max_new_tokens,
+                       max_prompt_tokens=config.max_prompt_tokens, eos_ids=self.eos_ids)
+        self.proto = ServerProtocol(self._secret, self.limits, self.verifier.records, self.verifier.open,
+                                    welcome, max_devices=config.max_devices,
+                                    handshake_timeout_s=config.handshake_timeout_s)
         # The bits of every message of a round, from the codecs and the pair in use.
         self.wire = WirePayload.from_codecs(self.ul_codec, self.dl_codec, self.vocab_size, config.gamma_max)
         self.engine = RoundEngine(self.verifier, self.draft_lengths, self.modes, config.max_new_tokens,
                                   self.eos_ids, self.wire)
-        self._recv_types_max = max(self.limits.max_bytes(t) for t in ("HELLO", "AUTH") + _SESSION_TYPES)
+        self._recv_types_max = max(self.limits.max_bytes(t) for t in HANDSHAKE_TYPES + SESSION_TYPES)
         self._sock: zmq.Socket | None = None
         self._ctx: zmq.Context | None = None
 
@@ -350,6 +314,10 @@ class EdgeServer:
     @property
     def records(self) -> dict[int, list[int]]:
         return self.verifier.records
+
+    @property
+    def round_idx(self) -> int:
+        return self.proto.round_idx
 
     def run(self) -> ServerSummary:
         started = time.perf_counter()
@@ -397,14 +365,14 @@ class EdgeServer:
     def _serve(self) -> str:
         cfg = self.config
         deadline = time.monotonic() + cfg.join_timeout_s
-        while (len(self._devices) < cfg.expected_devices and not self._stop.is_set()
+        while (len(self.proto.devices) < cfg.expected_devices and not self._stop.is_set()
                and time.monotonic() < deadline):
             self._pump(_POLL_SLICE_S)
-        if len(self._devices) < cfg.expected_devices and not self._stop.is_set():
-            self.log.write("join_timeout", joined=sorted(self._devices), expected=cfg.expected_devices)
-            log.warning("only %d of %d devices joined within %.0f s", len(self._devices),
+        if len(self.proto.devices) < cfg.expected_devices and not self._stop.is_set():
+            self.log.write("join_timeout", joined=sorted(self.proto.devices), expected=cfg.expected_devices)
+            log.warning("only %d of %d devices joined within %.0f s", len(self.proto.devices),
                         cfg.expected_devices, cfg.join_timeout_s)
-            if not self._devices:
+            if not self.proto.devices:
                 return "no devices"
         idle_since: float | None = None
         while True:
@@ -415,21 +383,21 @@ class EdgeServer:
             if self._active():
                 idle_since = None
                 self._round(self.round_idx)
-                self.round_idx += 1
+                self.proto.round_idx += 1
                 continue
-            if self._devices and all(d.finished for d in self._devices.values()):
+            if self.proto.devices and all(d.finished for d in self.proto.devices.values()):
                 return "done"
             now = time.monotonic()
             idle_since = idle_since or now
             if now - idle_since > cfg.idle_timeout_s:
-                waiting = sorted(d for d, dev in self._devices.items() if not dev.finished)
+                waiting = sorted(d for d, dev in self.proto.devices.items() if not dev.finished)
                 self.log.write("idle_timeout", waiting_for=waiting)
                 return "idle"
             self._pump(_POLL_SLICE_S)
 
     def _active(self) -> list[int]:
-        return [d for d, dev in sorted(self._devices.items())
-                if dev.conn is not None and dev.conn.alive and not dev.finished and dev.conn.expect is None]
+        return [d for d, dev in sorted(self.proto.devices.items())
+                if dev.conn is not None and not dev.finished and dev.conn.state is ConnState.IDLE]
 
     # ---------------------------------------------------------------- one round
 
@@ -437,7 +405,7 @@ class EdgeServer:
         """The engine's steps, with drafts and corrections arriving as messages."""
         t0 = time.perf_counter()
         active = self._active()
-        io = _RoundIO({d: self._devices[d].conn for d in active})  # type: ignore[misc]
+        io = _RoundIO({d: self.proto.devices[d].conn for d in active})  # type: ignore[misc]
         for c in io.conns.values():
             c.bytes_in = c.bytes_out = 0
         out = self.engine.plan(r, active)
@@ -464,20 +432,21 @@ class EdgeServer:
 
     def _drop_in_round(self, io: "_RoundIO", d: int, code: str, reason: str) -> None:
         io.dropped[d] = reason
-        self._drop(io.conns[d], code, reason)
+        self.proto.drop(io.conns[d], code, reason)
+        self._flush()
 
     def _collect_drafts(self, out: RoundOutcome, io: "_RoundIO") -> dict[int, Draft]:
         """PLAN to every active device, then every DRAFT that arrives within the round timeout."""
         r, timeout = out.round, self.config.round_timeout_s
         for d, c in io.conns.items():
-            c.expect, c.expect_round, c.expect_gamma, c.inbox = "DRAFT", r, out.gammas[d], None
+            self.proto.expect(c, ConnState.AWAIT_DRAFT, r, out.gammas[d])
             self._send(c, P.PlanMsg(r, out.gammas[d]))
         self._pump_until(lambda: all(not c.alive or c.inbox is not None for c in io.conns.values()),
                          time.monotonic() + timeout)
         drafts: dict[int, Draft] = {}
         for d, c in io.conns.items():
             if not c.alive:
-                drops = self._devices[d].drops
+                drops = self.proto.devices[d].drops
                 io.dropped.setdefault(d, drops[-1] if drops else "gone")
                 continue
             if c.inbox is None:
@@ -506,13 +475,12 @@ class EdgeServer:
             if not v.rejected:
                 self._commit(out, io, d, v.bonus_token)  # type: ignore[arg-type]
                 continue
-            c.expect_round = r
             if mode == "ul":
-                c.expect = "Q_PAYLOAD"
+                self.proto.expect(c, ConnState.AWAIT_Q, r)
             else:
                 p_payload = self.engine.p_payload(out, d)
                 io.payload_bytes[d] = len(p_payload)
-                c.expect = "CORRECTION"
+                self.proto.expect(c, ConnState.AWAIT_CORRECTION, r)
                 if not self._send(c, P.PPayloadMsg(r, p_payload)):
                     continue
             waiting[d] = mode
@@ -561,35 +529,47 @@ class EdgeServer:
     def _commit(self, out: RoundOutcome, io: "_RoundIO", d: int, final: int) -> None:
         """Commit through the engine, then COMMIT (and BYE when done) to the device."""
         kept = self.engine.commit(out, d, final)
-        dev, c = self._devices[d], io.conns[d]
-        dev.digest.update(kept)
-        dev.rounds.append(out.records[d])
-        c.expect = None
-        self._send(c, P.CommitMsg(out.round, tuple(kept), dev.digest.length, dev.digest.digest()))
-        if d in out.finished:
-            dev.finished = True
-            if c.alive:
-                c.expect = "BYE"
-                self._send(c, P.ByeMsg.make("done", self.verifier.records[d]))
+        self.proto.commit(io.conns[d], out.round, kept, out.records[d], d in out.finished)
+        self._flush()
 
     # ---------------------------------------------------------------- transport
 
-    def _send(self, target: _Conn | bytes, msg: P.Message) -> bool:
-        """Send one message; a connection that cannot take it is dropped (returns False)."""
-        conn = target if isinstance(target, _Conn) else None
-        identity = conn.identity if conn else target
-        if conn is not None and not conn.alive:
+    def _send(self, conn: Connection, msg: P.Message) -> bool:
+        """Send one message now; False when the connection is closed or the send failed."""
+        if not self.proto.send(conn, msg):
             return False
-        raw = P.encode_message(msg)
-        try:
-            self._sock.send_multipart([identity, raw], flags=zmq.NOBLOCK)  # type: ignore[union-attr]
-        except zmq.ZMQError as exc:
-            if conn is not None:
-                self._drop(conn, "internal", f"send {msg.TYPE} failed: {exc.strerror}", notify=False)
-            return False
-        if conn is not None:
-            conn.bytes_out += len(raw)
-        return True
+        self._flush()
+        return conn.alive
+
+    def _flush(self) -> None:
+        """Send what the protocol queued and log what it recorded; a connection that cannot take
+        its message is dropped."""
+        proto = self.proto
+        while proto.outbox or proto.events:
+            outbox, proto.outbox = proto.outbox, []
+            for identity, conn, msg in outbox:
+                if conn is not None and not conn.alive and msg.TYPE != "ERROR":
+                    continue
+                raw = P.encode_message(msg)
+                try:
+                    self._sock.send_multipart([identity, raw], flags=zmq.NOBLOCK)  # type: ignore[union-attr]
+                except zmq.ZMQError as exc:
+                    if conn is not None:
+                        proto.drop(conn, "internal", f"send {msg.TYPE} failed: {exc.strerror}", notify=False)
+                    continue
+                if conn is not None:
+                    conn.bytes_out += len(raw)
+            events, proto.events = proto.events, []
+            for rec in events:
+                self._log_event(rec)
+
+    def _log_event(self, rec: dict) -> None:
+        self.log.write(**rec)
+        kind, d = rec["event"], rec.get("device")
+        if kind in ("refused", "auth_refused"):
+            log.warning("refused %s: %s", f"device {d}" if d is not None else "a connection", rec["reason"])
+        elif kind == "drop":
+            log.warning("dropped device %d: %s", d, rec["reason"])
 
     def _pump_until(self, done: Callable[[], bool], deadline: float) -> None:
         while not done():
@@ -608,202 +588,29 @@ class EdgeServer:
                     frames = sock.recv_multipart(flags=zmq.NOBLOCK, copy=True)
                 except zmq.Again:
                     break
-                self._on_frames(frames)
-        now = time.monotonic()
-        for identity, pend in list(self._pending.items()):
-            if now > pend.deadline:
-                del self._pending[identity]
-                self._refuse(identity, "auth", f"no AUTH within {self.config.handshake_timeout_s:g} s",
-                             device=pend.hello.device_id)
-
-    def _on_frames(self, frames: list[bytes]) -> None:
-        identity = frames[0]
-        if identity in self._banned:
-            return
-        conn = self._conns.get(identity)
-        if len(frames) != 2:
-            reason = f"message: expected one frame (got {len(frames) - 1})"
-            if conn is not None:
-                self._drop(conn, "protocol", reason)
-            else:
-                self._refuse(identity, "protocol", reason)
-            return
-        raw = frames[1]
-        if conn is not None:
-            conn.bytes_in += len(raw)
-            try:
-                msg = P.decode_message(raw, self.limits, allowed=_SESSION_TYPES)
-            except ProtocolError as exc:
-                self._drop(conn, "protocol", str(exc))
-                return
-            self._on_session_message(conn, msg)
-            return
-        pend = self._pending.pop(identity, None)
-        try:
-            msg = P.decode_message(raw, self.limits, allowed=("AUTH",) if pend else ("HELLO",))
-        except ProtocolError as exc:
-            self._refuse(identity, "protocol", str(exc), device=pend.hello.device_id if pend else None)
-            return
-        if isinstance(msg, P.HelloMsg):
-            self._on_hello(identity, msg)
-        else:
-            assert isinstance(msg, P.AuthMsg) and pend is not None
-            self._on_auth(pend, msg)
-
-    # ---------------------------------------------------------------- handshake
-
-    def _on_hello(self, identity: bytes, hello: P.HelloMsg) -> None:
-        if hello.version != P.PROTOCOL_VERSION:
-            self._refuse(identity, "refused", f"HELLO.version: server speaks {P.PROTOCOL_VERSION} "
-                         f"(got {hello.version})", device=hello.device_id)
-            return
-        if len(self._pending) >= _MAX_PENDING:
-            self._refuse(identity, "refused", "too many handshakes in flight", device=hello.device_id)
-            return
-        nonce = new_nonce()
-        self._pending[identity] = _Pending(identity, hello, nonce,
-                                           time.monotonic() + self.config.handshake_timeout_s)
-        self._send(identity, P.ChallengeMsg(nonce))
-
-    def _on_auth(self, pend: _Pending, auth: P.AuthMsg) -> None:
-        identity, hello = pend.identity, pend.hello
-        d = hello.device_id
-        if auth.device_id != d:
-            self._refuse(identity, "auth", f"AUTH.device_id: {auth.device_id} differs from HELLO's {d}",
-                         device=d, auth=True)
-            return
-        if not check_mac(self._secret, pend.nonce, d, auth.mac):
-            self._refuse(identity, "auth", "authentication failed (wrong secret)", device=d, auth=True)
-            return
-        if self._closing:
-            self._refuse(identity, "shutdown", "server is shutting down", device=d)
-            return
-        dev = self._devices.get(d)
-        if dev is None:
-            if len(self._devices) >= self.config.max_devices:
-                self._refuse(identity, "refused", f"server full ({self.config.max_devices} devices)", device=d)
-                return
-            self.verifier.open(d, hello.prompt)
-            dev = _Device(d, hello.draft, len(hello.prompt), P.TokenDigest(hello.prompt))
-            self._devices[d] = dev
-            resumed = False
-        else:
-            if not hello.resume:
-                self._refuse(identity, "refused", f"HELLO.resume: device {d} already has a record "
-                             "on this server; reconnect with resume", device=d)
-                return
-            record = self.verifier.records[d]
-            if tuple(record[: dev.num_prompt]) != hello.prompt:
-                self._refuse(identity, "refused", f"HELLO.prompt: differs from the server's record "
-                             f"of device {d}", device=d)
-                return
-            if dev.conn is not None and dev.conn.alive:
-                self._drop(dev.conn, "replaced", "replaced by a new authenticated session")
-            resumed = True
-        conn = _Conn(identity, d)
-        self._conns[identity] = conn
-        dev.conn = conn
-        dev.sessions += 1
-        record = self.verifier.records[d]
-        cfg = self.config
-        self._send(conn, P.WelcomeMsg(
-            device_id=d, pair=self.pair.name[: P.MAX_NAME_CHARS], vocab_size=self.vocab_size,
-            gamma_max=cfg.gamma_max, seed=cfg.seed, temperature=float(cfg.temperature),
-            top_k=cfg.top_k, top_p=float(cfg.top_p), ul_codec=self.ul_codec.name,
-            dl_codec=self.dl_codec.name, max_new_tokens=cfg.max_new_tokens,
-            max_prompt_tokens=cfg.max_prompt_tokens, eos_ids=self.eos_ids, tokens=tuple(record),
-            num_prompt=dev.num_prompt, next_round=self.round_idx, resumed=resumed,
-        ))
-        self.log.write("resume" if resumed else "join", device=d, draft=hello.draft,
-                       tokens=len(record), generated=len(self.verifier.generated(d)), session=dev.sessions)
-        if dev.finished:
-            conn.expect = "BYE"
-            self._send(conn, P.ByeMsg.make("done", record))
-
-    def _refuse(self, identity: bytes, code: str, reason: str, device: int | None = None,
-                auth: bool = False) -> None:
-        """Turn away a connection that has no session (it never gets one)."""
-        self._refused += 1
-        self.log.write("auth_refused" if auth else "refused", device=device, code=code, reason=reason)
-        log.warning("refused %s: %s", f"device {device}" if device is not None else "a connection", reason)
-        self._send(identity, P.ErrorMsg.make(code, reason))
-        self._ban(identity)
-
-    def _ban(self, identity: bytes) -> None:
-        self._banned[identity] = None
-        while len(self._banned) > _MAX_BANNED:
-            self._banned.pop(next(iter(self._banned)))
-
-    def _drop(self, conn: _Conn, code: str, reason: str, notify: bool = True) -> None:
-        """End one authenticated session (the device may come back and resume)."""
-        if not conn.alive:
-            return
-        conn.alive = False
-        if notify:
-            self._send(conn.identity, P.ErrorMsg.make(code, reason))  # best effort
-        self._conns.pop(conn.identity, None)
-        self._ban(conn.identity)
-        dev = self._devices.get(conn.device_id)
-        if dev is not None and dev.conn is conn:
-            dev.conn = None
-            dev.drops.append(reason)
-        self.log.write("drop", device=conn.device_id, code=code, reason=reason, round=self.round_idx)
-        log.warning("dropped device %d: %s", conn.device_id, reason)
-
-    def _on_session_message(self, conn: _Conn, msg: P.Message) -> None:
-        d = conn.device_id
-        if isinstance(msg, P.ErrorMsg):
-            self.log.write("device_error", device=d, code=msg.code, reason=msg.reason)
-            self._drop(conn, "protocol", f"device reported {msg.code}: {msg.reason}", notify=False)
-            return
-        if isinstance(msg, P.ByeMsg):
-            if conn.expect == "BYE":
-                dev = self._devices[d]
-                dev.client_digest = msg.digest
-                server_digest = dev.digest.digest()
-                self.log.write("bye", device=d, tokens=len(self.verifier.records[d]),
-                               device_tokens=msg.length, digest=server_digest.hex(),
-                               device_digest=msg.digest.hex() if msg.digest else None,
-                               match=msg.digest == server_digest)
-                conn.alive = False
-                self._conns.pop(conn.identity, None)
-                self._ban(conn.identity)
-                if dev.conn is conn:
-                    dev.conn = None
-            else:
-                self._drop(conn, "protocol", f"device left: {msg.reason}", notify=False)
-            return
-        if conn.expect != msg.TYPE or getattr(msg, "round", None) != conn.expect_round:
-            want = f"{conn.expect} for round {conn.expect_round}" if conn.expect else "nothing"
-            self._drop(conn, "protocol", f"{msg.TYPE}: unexpected (round "
-                       f"{getattr(msg, 'round', '?')}; expected {want})")
-            return
-        if isinstance(msg, P.DraftMsg) and len(msg.tokens) != conn.expect_gamma:
-            self._drop(conn, "protocol", f"DRAFT.tokens: {len(msg.tokens)} ids but PLAN asked "
-                       f"for γ = {conn.expect_gamma}")
-            return
-        conn.inbox = msg
-        conn.expect = None
+                self.proto.receive(frames[0], frames[1:], time.monotonic())
+                self._flush()
+        self.proto.expire(time.monotonic())
+        self._flush()
 
     # ---------------------------------------------------------------- shutdown
 
     def _shutdown(self, stop_reason: str, wall_s: float) -> ServerSummary:
-        self._closing = True
+        self.proto.closing = True
         try:
             if self._sock is not None and self.endpoint is not None:
-                for d, dev in sorted(self._devices.items()):
+                for d, dev in sorted(self.proto.devices.items()):
                     c = dev.conn
-                    if c is not None and c.alive and c.expect != "BYE":
-                        c.expect = "BYE"
-                        self._send(c, P.ByeMsg.make("done" if dev.finished else stop_reason,
-                                                    self.verifier.records[d]))
+                    if c is not None and c.alive and c.state is not ConnState.AWAIT_BYE:
+                        self.proto.bye(c, "done" if dev.finished else stop_reason)
+                        self._flush()
                 deadline = time.monotonic() + self.config.bye_timeout_s
-                self._pump_until(lambda: not any(c.alive and c.expect == "BYE"
-                                                 for c in self._conns.values()), deadline)
+                self._pump_until(lambda: not any(c.state is ConnState.AWAIT_BYE
+                                                 for c in self.proto.conns.values()), deadline)
         except Exception as exc:  # never lose the summary and the log over a goodbye
             log.warning("shutdown: %s", exc)
         devices = {}
-        for d, dev in sorted(self._devices.items()):
+        for d, dev in sorted(self.proto.devices.items()):
             server_digest = dev.digest.digest()
             rec = DeviceRecord(
                 device_id=d, draft=dev.draft, num_prompt=dev.num_prompt,
@@ -816,9 +623,9 @@ class EdgeServer:
             self.log.write("device", device=d, tokens=len(rec.tokens), generated=len(rec.generated),
                            finished=rec.finished, sessions=rec.sessions, drops=rec.drops,
                            digest=rec.digest, device_digest=rec.client_digest, match=rec.digest_match)
-        summary = ServerSummary(self.round_idx, stop_reason, wall_s, devices, self._refused,
+        summary = ServerSummary(self.round_idx, stop_reason, wall_s, devices, self.proto.refused,
                                 list(self._events))
-        self.log.write("shutdown", reason=stop_reason, rounds=self.round_idx, refused=self._refused,
+        self.log.write("shutdown", reason=stop_reason, rounds=self.round_idx, refused=self.proto.refused,
                        wall_s=wall_s)
         self.log.close()
         if self._sock is not None:

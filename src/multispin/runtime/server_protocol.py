@@ -1,0 +1,332 @@
+"""The server side of the device sessions, sans I/O (in the style of h11): frames from a ROUTER
+identity and the current time in; messages to send (`outbox`), log records (`events`) and
+state out. No sockets, no clocks, no threads, no model calls.
+
+It owns the handshake (HELLO → CHALLENGE, AUTH → WELCOME or a refusal), admission (new
+device, resume, replacement of a live session), bans, the per-connection expectation of the
+round protocol (which message, for which round, with which γ) and the device records the
+summary reports. The loop (`server.EdgeServer`) sends what is in `outbox`, logs what is in
+`events`, and tells the object when a send failed (`drop(..., notify=False)`).
+
+Connection states: IDLE (owes nothing) → AWAIT_DRAFT (PLAN sent) → IDLE (DRAFT taken) →
+AWAIT_Q / AWAIT_CORRECTION (rejected) → IDLE; AWAIT_BYE after the server's BYE; CLOSED once
+the session ended (BYE, drop, replacement). A message the state does not allow drops the
+session with a one-line reason; the device may reconnect and resume.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from multispin.errors import ProtocolError
+from multispin.runtime import protocol as P
+from multispin.runtime.auth import check_mac, new_nonce
+from multispin.runtime.round import RoundRecord
+
+SESSION_TYPES = ("DRAFT", "Q_PAYLOAD", "CORRECTION", "BYE", "ERROR")
+HANDSHAKE_TYPES = ("HELLO", "AUTH")
+MAX_PENDING = 1024  # handshakes in flight
+MAX_BANNED = 4096  # identities whose messages are ignored after a drop/refusal
+
+
+class ConnState(enum.Enum):
+    IDLE = None
+    AWAIT_DRAFT = "DRAFT"
+    AWAIT_Q = "Q_PAYLOAD"
+    AWAIT_CORRECTION = "CORRECTION"
+    AWAIT_BYE = "BYE"
+    CLOSED = "closed"
+
+
+@dataclass(eq=False)
+class Connection:
+    """One authenticated connection (a ROUTER identity) of one device."""
+
+    identity: bytes
+    device_id: int
+    state: ConnState = ConnState.IDLE
+    round: int = -1  # the round the owed message belongs to
+    gamma: int = 0  # the γ a owed DRAFT must hold
+    inbox: P.Message | None = None  # the owed message, once it arrived
+    bytes_in: int = 0
+    bytes_out: int = 0
+
+    @property
+    def alive(self) -> bool:
+        return self.state is not ConnState.CLOSED
+
+
+@dataclass
+class Pending:
+    identity: bytes
+    hello: P.HelloMsg
+    nonce: bytes
+    deadline: float
+
+
+@dataclass
+class DeviceEntry:
+    """The server's view of one device across its sessions."""
+
+    device_id: int
+    draft: str
+    num_prompt: int
+    digest: P.TokenDigest
+    conn: Connection | None = None
+    finished: bool = False
+    sessions: int = 0
+    drops: list[str] = field(default_factory=list)
+    rounds: list[RoundRecord] = field(default_factory=list)
+    client_digest: bytes | None = None
+
+
+class ServerProtocol:
+    """All device sessions of one server.
+
+    `records` maps each device to the server's record of its tokens (prompt + committed; the
+    round engine's verifier owns it); `on_admit(d, prompt)` opens a new device there;
+    `welcome` holds the WELCOME fields that are the same for every device."""
+
+    def __init__(self, secret: bytes, limits: P.Limits, records: Mapping[int, Sequence[int]],
+                 on_admit: Callable[[int, tuple[int, ...]], None], welcome: dict[str, Any], *,
+                 max_devices: int, handshake_timeout_s: float,
+                 nonce: Callable[[], bytes] = new_nonce):
+        self._secret = secret
+        self.limits = limits
+        self.records = records
+        self._on_admit = on_admit
+        self._welcome = welcome
+        self.max_devices = max_devices
+        self.handshake_timeout_s = handshake_timeout_s
+        self._nonce = nonce
+        self.round_idx = 0  # the next round (WELCOME.next_round) and the round drops are logged in
+        self.closing = False
+        self.devices: dict[int, DeviceEntry] = {}
+        self.conns: dict[bytes, Connection] = {}
+        self.pending: dict[bytes, Pending] = {}
+        self.banned: dict[bytes, None] = {}
+        self.refused = 0
+        self.outbox: list[tuple[bytes, Connection | None, P.Message]] = []
+        self.events: list[dict[str, Any]] = []
+
+    # -- output ---------------------------------------------------------------------------------
+
+    def _event(self, event: str, **fields_: Any) -> None:
+        self.events.append({"event": event, **fields_})
+
+    def send(self, target: Connection | bytes, msg: P.Message) -> bool:
+        """Queue one message; False (nothing queued) when the connection is closed."""
+        if isinstance(target, Connection):
+            if not target.alive:
+                return False
+            self.outbox.append((target.identity, target, msg))
+        else:
+            self.outbox.append((target, None, msg))
+        return True
+
+    # -- input ----------------------------------------------------------------------------------
+
+    def receive(self, identity: bytes, frames: Sequence[bytes], now: float) -> None:
+        """One multipart message (the identity frame removed) from `identity`."""
+        if identity in self.banned:
+            return
+        conn = self.conns.get(identity)
+        if len(frames) != 1:
+            reason = f"message: expected one frame (got {len(frames)})"
+            if conn is not None:
+                self.drop(conn, "protocol", reason)
+            else:
+                self.refuse(identity, "protocol", reason)
+            return
+        if conn is not None:
+            conn.bytes_in += len(frames[0])
+            try:
+                msg = P.decode_message(frames[0], self.limits, allowed=SESSION_TYPES)
+            except ProtocolError as exc:
+                self.drop(conn, "protocol", str(exc))
+                return
+            self._on_session_message(conn, msg)
+            return
+        self._on_handshake(identity, frames[0], now)
+
+    def expire(self, now: float) -> None:
+        """Refuse every handshake whose AUTH is overdue."""
+        for identity, pend in list(self.pending.items()):
+            if now > pend.deadline:
+                del self.pending[identity]
+                self.refuse(identity, "auth", f"no AUTH within {self.handshake_timeout_s:g} s",
+                            device=pend.hello.device_id)
+
+    # -- handshake ------------------------------------------------------------------------------
+
+    def _on_handshake(self, identity: bytes, raw: bytes, now: float) -> None:
+        pend = self.pending.pop(identity, None)
+        try:
+            msg = P.decode_message(raw, self.limits, allowed=("AUTH",) if pend else ("HELLO",))
+        except ProtocolError as exc:
+            self.refuse(identity, "protocol", str(exc), device=pend.hello.device_id if pend else None)
+            return
+        if isinstance(msg, P.HelloMsg):
+            self._on_hello(identity, msg, now)
+        else:
+            assert isinstance(msg, P.AuthMsg) and pend is not None
+            self._on_auth(pend, msg)
+
+    def _on_hello(self, identity: bytes, hello: P.HelloMsg, now: float) -> None:
+        if hello.version != P.PROTOCOL_VERSION:
+            self.refuse(identity, "refused", f"HELLO.version: server speaks {P.PROTOCOL_VERSION} "
+                        f"(got {hello.version})", device=hello.device_id)
+            return
+        if len(self.pending) >= MAX_PENDING:
+            self.refuse(identity, "refused", "too many handshakes in flight", device=hello.device_id)
+            return
+        nonce = self._nonce()
+        self.pending[identity] = Pending(identity, hello, nonce, now + self.handshake_timeout_s)
+        self.send(identity, P.ChallengeMsg(nonce))
+
+    def _on_auth(self, pend: Pending, auth: P.AuthMsg) -> None:
+        identity, hello, d = pend.identity, pend.hello, pend.hello.device_id
+        if auth.device_id != d:
+            self.refuse(identity, "auth", f"AUTH.device_id: {auth.device_id} differs from HELLO's {d}",
+                        device=d, auth=True)
+        elif not check_mac(self._secret, pend.nonce, d, auth.mac):
+            self.refuse(identity, "auth", "authentication failed (wrong secret)", device=d, auth=True)
+        elif self.closing:
+            self.refuse(identity, "shutdown", "server is shutting down", device=d)
+        else:
+            reason = self._admission_refusal(hello)
+            if reason is not None:
+                self.refuse(identity, "refused", reason, device=d)
+            else:
+                self._admit(identity, hello)
+
+    def _admission_refusal(self, hello: P.HelloMsg) -> str | None:
+        d = hello.device_id
+        dev = self.devices.get(d)
+        if dev is None:
+            if len(self.devices) >= self.max_devices:
+                return f"server full ({self.max_devices} devices)"
+            return None
+        if not hello.resume:
+            return f"HELLO.resume: device {d} already has a record on this server; reconnect with resume"
+        if tuple(self.records[d][: dev.num_prompt]) != hello.prompt:
+            return f"HELLO.prompt: differs from the server's record of device {d}"
+        return None
+
+    def _admit(self, identity: bytes, hello: P.HelloMsg) -> None:
+        d = hello.device_id
+        dev = self.devices.get(d)
+        resumed = dev is not None
+        if dev is None:
+            self._on_admit(d, hello.prompt)
+            dev = DeviceEntry(d, hello.draft, len(hello.prompt), P.TokenDigest(hello.prompt))
+            self.devices[d] = dev
+        elif dev.conn is not None and dev.conn.alive:
+            self.drop(dev.conn, "replaced", "replaced by a new authenticated session")
+        conn = Connection(identity, d)
+        self.conns[identity] = conn
+        dev.conn = conn
+        dev.sessions += 1
+        record = tuple(self.records[d])
+        self.send(conn, P.WelcomeMsg(device_id=d, tokens=record, num_prompt=dev.num_prompt,
+                                     next_round=self.round_idx, resumed=resumed, **self._welcome))
+        self._event("resume" if resumed else "join", device=d, draft=hello.draft, tokens=len(record),
+                    generated=len(record) - dev.num_prompt, session=dev.sessions)
+        if dev.finished:
+            self.bye(conn, "done")
+
+    # -- ending sessions ------------------------------------------------------------------------
+
+    def refuse(self, identity: bytes, code: str, reason: str, device: int | None = None,
+               auth: bool = False) -> None:
+        """Turn away a connection that has no session (it never gets one)."""
+        self.refused += 1
+        self._event("auth_refused" if auth else "refused", device=device, code=code, reason=reason)
+        self.send(identity, P.ErrorMsg.make(code, reason))
+        self._ban(identity)
+
+    def _ban(self, identity: bytes) -> None:
+        self.banned[identity] = None
+        while len(self.banned) > MAX_BANNED:
+            self.banned.pop(next(iter(self.banned)))
+
+    def _close(self, conn: Connection) -> DeviceEntry | None:
+        conn.state = ConnState.CLOSED
+        self.conns.pop(conn.identity, None)
+        self._ban(conn.identity)
+        dev = self.devices.get(conn.device_id)
+        if dev is not None and dev.conn is conn:
+            dev.conn = None
+            return dev
+        return None
+
+    def drop(self, conn: Connection, code: str, reason: str, notify: bool = True) -> None:
+        """End one authenticated session (the device may come back and resume)."""
+        if not conn.alive:
+            return
+        if notify:
+            self.send(conn.identity, P.ErrorMsg.make(code, reason))  # best effort
+        dev = self._close(conn)
+        if dev is not None:
+            dev.drops.append(reason)
+        self._event("drop", device=conn.device_id, code=code, reason=reason, round=self.round_idx)
+
+    def bye(self, conn: Connection, reason: str) -> None:
+        """The server's BYE with its digest of the device's record; the device owes its own."""
+        conn.state = ConnState.AWAIT_BYE
+        self.send(conn, P.ByeMsg.make(reason, self.records[conn.device_id]))
+
+    # -- the round protocol ---------------------------------------------------------------------
+
+    def expect(self, conn: Connection, state: ConnState, round_idx: int, gamma: int = 0) -> None:
+        """`conn` owes the message of `state` for `round_idx` (a DRAFT of `gamma` tokens)."""
+        if conn.alive:  # a closed session stays closed
+            conn.state, conn.round, conn.gamma, conn.inbox = state, round_idx, gamma, None
+
+    def commit(self, conn: Connection, round_idx: int, kept: Sequence[int], record: RoundRecord,
+               finished: bool) -> None:
+        """COMMIT the kept tokens (the engine already appended them to the record) over the
+        round's connection; BYE if the device is done."""
+        dev = self.devices[conn.device_id]
+        dev.digest.update(kept)
+        dev.rounds.append(record)
+        if conn.alive:
+            conn.state = ConnState.IDLE
+        self.send(conn, P.CommitMsg(round_idx, tuple(kept), dev.digest.length, dev.digest.digest()))
+        if finished:
+            dev.finished = True
+            if conn.alive:
+                self.bye(conn, "done")
+
+    def _on_session_message(self, conn: Connection, msg: P.Message) -> None:
+        d = conn.device_id
+        if isinstance(msg, P.ErrorMsg):
+            self._event("device_error", device=d, code=msg.code, reason=msg.reason)
+            self.drop(conn, "protocol", f"device reported {msg.code}: {msg.reason}", notify=False)
+        elif isinstance(msg, P.ByeMsg):
+            if conn.state is ConnState.AWAIT_BYE:
+                self._on_bye(conn, msg)
+            else:
+                self.drop(conn, "protocol", f"device left: {msg.reason}", notify=False)
+        elif conn.state.value != msg.TYPE or getattr(msg, "round", None) != conn.round:
+            want = f"{conn.state.value} for round {conn.round}" if conn.state.value else "nothing"
+            self.drop(conn, "protocol", f"{msg.TYPE}: unexpected (round "
+                      f"{getattr(msg, 'round', '?')}; expected {want})")
+        elif isinstance(msg, P.DraftMsg) and len(msg.tokens) != conn.gamma:
+            self.drop(conn, "protocol", f"DRAFT.tokens: {len(msg.tokens)} ids but PLAN asked "
+                      f"for γ = {conn.gamma}")
+        else:
+            conn.inbox = msg
+            conn.state = ConnState.IDLE
+
+    def _on_bye(self, conn: Connection, msg: P.ByeMsg) -> None:
+        d = conn.device_id
+        dev = self.devices[d]
+        dev.client_digest = msg.digest
+        server_digest = dev.digest.digest()
+        self._event("bye", device=d, tokens=len(self.records[d]), device_tokens=msg.length,
+                    digest=server_digest.hex(), device_digest=msg.digest.hex() if msg.digest else None,
+                    match=msg.digest == server_digest)
+        self._close(conn)

@@ -1,0 +1,218 @@
+"""The server's sans-I/O protocol object without a socket: the handshake and admission (every
+refusal), every session message in every connection state, every violation, commits and BYE."""
+
+from __future__ import annotations
+
+import pytest
+
+from multispin.runtime import protocol as P
+from multispin.runtime.auth import compute_mac
+from multispin.runtime.round import RoundRecord
+from multispin.runtime.server_protocol import MAX_PENDING, ConnState, ServerProtocol
+
+SECRET = b"server-protocol-test-secret"
+NONCE = b"n" * 32
+V = 16
+LIMITS = P.Limits(vocab_size=V, gamma_max=8, ul_payload_bytes=4 * V, dl_payload_bytes=4 * V)
+WELCOME = dict(pair="tiny", vocab_size=V, gamma_max=8, seed=0, temperature=1.0, top_k=0, top_p=1.0,
+               ul_codec="dense-fp32", dl_codec="dense-fp32", max_new_tokens=12,
+               max_prompt_tokens=4096, eos_ids=(2,))
+PROMPT = (3, 4, 5)
+
+
+def enc(msg: P.Message) -> list[bytes]:
+    return [P.encode_message(msg)]
+
+
+def make(max_devices: int = 4) -> ServerProtocol:
+    records: dict[int, list[int]] = {}
+    return ServerProtocol(SECRET, LIMITS, records, lambda d, prompt: records.setdefault(d, list(prompt)),
+                          WELCOME, max_devices=max_devices, handshake_timeout_s=10.0, nonce=lambda: NONCE)
+
+
+def sent(proto: ServerProtocol) -> list[tuple[bytes, P.Message]]:
+    out = [(identity, msg) for identity, _, msg in proto.outbox]
+    proto.outbox.clear()
+    return out
+
+
+def events(proto: ServerProtocol) -> list[str]:
+    out = [e["event"] for e in proto.events]
+    proto.events.clear()
+    return out
+
+
+def join(proto: ServerProtocol, identity: bytes, d: int = 0, prompt=PROMPT, resume: bool = True,
+         secret: bytes = SECRET, now: float = 0.0):
+    proto.receive(identity, enc(P.HelloMsg(d, tuple(prompt), resume, "mid")), now)
+    assert sent(proto) == [(identity, P.ChallengeMsg(NONCE))]
+    proto.receive(identity, enc(P.AuthMsg(d, compute_mac(secret, NONCE, d))), now)
+    return sent(proto)
+
+
+def joined(proto: ServerProtocol, identity: bytes = b"a", d: int = 0):
+    out = join(proto, identity, d)
+    assert isinstance(out[0][1], P.WelcomeMsg)
+    events(proto)
+    return proto.conns[identity]
+
+
+# --------------------------------------------------------------------------------------------
+# handshake and admission
+
+
+def test_join_then_resume_replaces_the_live_session():
+    proto = make()
+    out = join(proto, b"a")
+    (ident, welcome), = out
+    assert ident == b"a" and welcome.tokens == PROMPT and not welcome.resumed and welcome.next_round == 0
+    assert welcome.pair == "tiny" and welcome.eos_ids == (2,)
+    assert proto.records[0] == list(PROMPT) and events(proto) == ["join"]
+    proto.records[0].append(9)
+    proto.round_idx = 3
+    out = join(proto, b"b")
+    assert out[0] == (b"a", P.ErrorMsg.make("replaced", "replaced by a new authenticated session"))
+    welcome = out[1][1]
+    assert out[1][0] == b"b" and welcome.resumed and welcome.tokens == PROMPT + (9,) and welcome.next_round == 3
+    assert events(proto) == ["drop", "resume"]
+    assert proto.devices[0].sessions == 2 and proto.devices[0].conn is proto.conns[b"b"]
+    assert b"a" in proto.banned and b"a" not in proto.conns
+
+
+def _refusal(proto, identity, code, match, out=None):
+    out = sent(proto) if out is None else out
+    assert out and out[-1][0] == identity and isinstance(out[-1][1], P.ErrorMsg), out
+    assert out[-1][1].code == code and match in out[-1][1].reason
+    assert identity in proto.banned and identity not in proto.conns
+
+
+def test_every_handshake_refusal():
+    proto = make(max_devices=1)
+    proto.receive(b"v", enc(P.HelloMsg(0, PROMPT, version=P.PROTOCOL_VERSION + 1)), 0.0)
+    _refusal(proto, b"v", "refused", "HELLO.version")
+    proto.receive(b"x", enc(P.AuthMsg(0, b"m" * 32)), 0.0)  # AUTH before HELLO
+    _refusal(proto, b"x", "protocol", "AUTH")
+    out = join(proto, b"w", secret=b"wrong-secret-wrong-secret")
+    _refusal(proto, b"w", "auth", "wrong secret", out)
+    proto.receive(b"i", enc(P.HelloMsg(0, PROMPT)), 0.0)
+    sent(proto)
+    proto.receive(b"i", enc(P.AuthMsg(1, compute_mac(SECRET, NONCE, 1))), 0.0)
+    _refusal(proto, b"i", "auth", "differs from HELLO's 0")
+    proto.receive(b"h", enc(P.HelloMsg(0, PROMPT)), 0.0)
+    sent(proto)
+    proto.receive(b"h", enc(P.HelloMsg(0, PROMPT)), 0.0)  # HELLO twice
+    _refusal(proto, b"h", "protocol", "HELLO")
+    proto.receive(b"s", enc(P.HelloMsg(0, PROMPT)), 0.0)
+    sent(proto)
+    proto.expire(10.5)
+    _refusal(proto, b"s", "auth", "no AUTH within 10 s")
+    proto.receive(b"f", [b"x", b"y"], 0.0)
+    _refusal(proto, b"f", "protocol", "expected one frame (got 2)")
+    joined(proto, b"ok", 0)
+    out = join(proto, b"full", d=1)
+    _refusal(proto, b"full", "refused", "server full (1 devices)", out)
+    out = join(proto, b"nr", d=0, resume=False)
+    _refusal(proto, b"nr", "refused", "HELLO.resume", out)
+    out = join(proto, b"np", d=0, prompt=(7, 7))
+    _refusal(proto, b"np", "refused", "HELLO.prompt", out)
+    proto.closing = True
+    out = join(proto, b"late", d=0)
+    _refusal(proto, b"late", "shutdown", "shutting down", out)
+    assert proto.refused == 11
+    proto.receive(b"late", enc(P.HelloMsg(0, PROMPT)), 0.0)  # banned: ignored
+    assert sent(proto) == []
+
+
+def test_too_many_handshakes_in_flight():
+    proto = make()
+    for i in range(MAX_PENDING):
+        proto.receive(i.to_bytes(4, "big"), enc(P.HelloMsg(0, PROMPT)), 0.0)
+    sent(proto)
+    proto.receive(b"one-more", enc(P.HelloMsg(0, PROMPT)), 0.0)
+    _refusal(proto, b"one-more", "refused", "too many handshakes")
+
+
+def test_finished_device_that_resumes_gets_bye():
+    proto = make()
+    conn = joined(proto)
+    proto.devices[0].finished = True
+    proto.drop(conn, "timeout", "late")
+    sent(proto)
+    out = join(proto, b"b")
+    assert isinstance(out[0][1], P.WelcomeMsg) and isinstance(out[1][1], P.ByeMsg)
+    assert proto.conns[b"b"].state is ConnState.AWAIT_BYE
+
+
+# --------------------------------------------------------------------------------------------
+# every session message in every state
+
+STATES = [ConnState.IDLE, ConnState.AWAIT_DRAFT, ConnState.AWAIT_Q, ConnState.AWAIT_CORRECTION,
+          ConnState.AWAIT_BYE]
+MESSAGES = {
+    "DRAFT": P.DraftMsg.make(0, (1, 2), (0.5, 0.5)),
+    "Q_PAYLOAD": P.QPayloadMsg(0, b"q" * (4 * V)),
+    "CORRECTION": P.CorrectionMsg(0, 7),
+    "BYE": P.ByeMsg.make("ack", PROMPT),
+    "ERROR": P.ErrorMsg.make("protocol", "confused"),
+}
+
+
+@pytest.mark.parametrize("state", STATES, ids=lambda s: s.name)
+@pytest.mark.parametrize("kind", list(MESSAGES))
+def test_every_session_message_in_every_state(state, kind):
+    proto = make()
+    conn = joined(proto)
+    proto.expect(conn, state, 0, gamma=2)
+    proto.receive(b"a", enc(MESSAGES[kind]), 0.0)
+    log = events(proto)
+    if kind == "BYE" and state is ConnState.AWAIT_BYE:
+        assert log == ["bye"] and not conn.alive and proto.devices[0].client_digest == MESSAGES["BYE"].digest
+    elif kind == state.value:
+        assert conn.inbox == MESSAGES[kind] and conn.state is ConnState.IDLE and log == []
+    else:
+        assert not conn.alive and log[-1] == "drop" and proto.devices[0].conn is None
+        assert (kind in ("BYE", "ERROR")) == (sent(proto) == [])  # a leaving device gets no ERROR
+    assert conn.bytes_in == len(enc(MESSAGES[kind])[0])
+
+
+@pytest.mark.parametrize("raw, reason", [
+    (P.DraftMsg.make(1, (1, 2), (0.5, 0.5)), "DRAFT: unexpected (round 1; expected DRAFT for round 0)"),
+    (P.DraftMsg.make(0, (1,), (0.5,)), "DRAFT.tokens: 1 ids but PLAN asked for γ = 2"),
+    (P.HelloMsg(0, PROMPT), "HELLO"),
+    (b"\xc1garbage", "message"),
+])
+def test_session_violations_drop_with_a_reason(raw, reason):
+    proto = make()
+    conn = joined(proto)
+    proto.expect(conn, ConnState.AWAIT_DRAFT, 0, gamma=2)
+    proto.receive(b"a", [raw] if isinstance(raw, bytes) else enc(raw), 0.0)
+    assert not conn.alive and proto.devices[0].drops and reason in proto.devices[0].drops[-1]
+    (ident, err), = sent(proto)
+    assert ident == b"a" and err.code == "protocol"
+    proto.receive(b"a", enc(MESSAGES["DRAFT"]), 0.0)  # banned afterwards
+    assert sent(proto) == [] and conn.inbox is None
+
+
+def test_commit_sends_digest_and_bye_when_finished():
+    proto = make()
+    conn = joined(proto)
+    rec = RoundRecord(0, 2, 2, None, None, 3, 0, 0, 0)
+    proto.records[0].extend([6, 7, 8])  # the engine appended them
+    proto.commit(conn, 0, [6, 7, 8], rec, finished=False)
+    (_, commit), = sent(proto)
+    assert commit == P.CommitMsg(0, (6, 7, 8), 6, P.token_digest(PROMPT + (6, 7, 8)))
+    assert conn.state is ConnState.IDLE and proto.devices[0].rounds == [rec]
+    proto.records[0].append(2)
+    proto.commit(conn, 1, [2], rec, finished=True)
+    out = sent(proto)
+    assert [m.TYPE for _, m in out] == ["COMMIT", "BYE"]
+    assert out[1][1].digest == P.token_digest(PROMPT + (6, 7, 8, 2))
+    assert proto.devices[0].finished and conn.state is ConnState.AWAIT_BYE
+
+
+def test_closed_connection_gets_nothing_queued():
+    proto = make()
+    conn = joined(proto)
+    proto.drop(conn, "timeout", "slow", notify=False)
+    assert not proto.send(conn, P.PlanMsg(0, 1)) and sent(proto) == []
+    assert events(proto) == ["drop"]
