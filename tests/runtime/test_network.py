@@ -35,7 +35,8 @@ from multispin.runtime import roles
 from multispin.runtime.auth import SECRET_ENV, compute_mac
 from multispin.runtime.device import build_device_client
 from multispin.runtime.local import FixedDraftLengths, FixedMode, RandomMode, run_rounds
-from multispin.runtime.server import EdgeServer, LocalTestbed, ServerConfig, free_port, run_local_testbed
+from multispin.runtime.launcher import LocalTestbed, free_port, run_local_testbed
+from multispin.runtime.server import EdgeServer, ServerConfig
 from multispin.runtime.session import encode_prompt
 from multispin.spec.codecs import make_codec
 from multispin.spec.warp import SamplingParams

@@ -54,7 +54,7 @@ def _in_process(pair, seed: int) -> dict:
 
 
 def _networked(pair, seed: int) -> dict:
-    from multispin.runtime.server import run_local_testbed
+    from multispin.runtime.launcher import run_local_testbed
 
     summary = run_local_testbed(
         pair, 4, max_new_tokens=24, draft_lengths=FixedDraftLengths(GAMMAS), modes=RandomMode(seed),

@@ -200,7 +200,7 @@ def run_testbed(config: TestbedConfig, pair=None,
     """Run one testbed session; write rounds.jsonl, server.jsonl and summary.json under `out`."""
     from multispin.models.prompts import assign_tasks, device_prompts
     from multispin.models.registry import resolve_pair
-    from multispin.runtime.server import LocalTestbed
+    from multispin.runtime.launcher import LocalTestbed
 
     pair = pair or resolve_pair(config.pair)
     tasks = assign_tasks(config.devices, config.tasks, config.seed)

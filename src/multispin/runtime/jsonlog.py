@@ -1,0 +1,46 @@
+"""The server's JSON-lines log: one object per line, flushed line by line so that a SIGTERM
+never loses one, and forwarded to an optional callback."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+
+class JsonlLog:
+    """Append-only JSON-lines log, flushed after every line; also forwards to a callback."""
+
+    def __init__(self, path: str | Path | None, on_event: Callable[[dict], None] | None = None):
+        self.path = Path(path) if path else None
+        self._fh = None
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fh = open(self.path, "a", encoding="utf-8")
+        self._on_event = on_event
+        self._t0 = time.monotonic()
+        self._lock = threading.Lock()
+
+    def write(self, event: str, **fields_: Any) -> None:
+        rec = {"event": event, "t_s": round(time.monotonic() - self._t0, 6), **fields_}
+        self.write_record(rec)
+
+    def write_record(self, rec: dict) -> None:
+        rec.setdefault("t_s", round(time.monotonic() - self._t0, 6))
+        with self._lock:
+            if self._fh is not None:
+                self._fh.write(json.dumps(rec, separators=(",", ":")) + "\n")
+                self._fh.flush()
+        if self._on_event is not None:
+            self._on_event(rec)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fh is not None:
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
+                self._fh.close()
+                self._fh = None

@@ -1,0 +1,305 @@
+"""The local testbed launcher: one `EdgeServer` (a thread of this process) and K devices on
+127.0.0.1, as ``python -m multispin device`` subprocesses, forked processes or threads; returns
+every device's tokens next to the server's records (`TestbedSummary`)."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Literal, Sequence
+
+from multispin.errors import ConfigError, ProtocolError
+from multispin.models.base import LoadedPair
+from multispin.runtime.auth import resolve_secret
+from multispin.runtime.records import RoundEvent, ServerSummary, TestbedSummary
+from multispin.runtime.round import DraftLengthPolicy, ModePolicy
+from multispin.runtime.server import EdgeServer, ServerConfig
+from multispin.spec.warp import SamplingParams
+
+DeviceRunner = Literal["subprocess", "fork", "thread"]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _resolve_pair(pair: str | LoadedPair) -> LoadedPair:
+    if isinstance(pair, LoadedPair):
+        return pair
+    from multispin.runtime.session import resolve_pair
+
+    return resolve_pair(pair)
+
+
+@dataclass
+class _DeviceHandle:
+    device_id: int
+    runner: str
+    result_path: Path
+    proc: Any = None  # subprocess.Popen | multiprocessing.Process
+    thread: threading.Thread | None = None
+    client: Any = None  # DeviceClient (thread runner)
+    outcome: dict | None = None
+
+    def alive(self) -> bool:
+        if self.thread is not None:
+            return self.thread.is_alive()
+        if isinstance(self.proc, subprocess.Popen):
+            return self.proc.poll() is None
+        return self.proc is not None and self.proc.is_alive()
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.proc is None else self.proc.pid
+
+    def join(self, timeout: float) -> None:
+        if self.thread is not None:
+            self.thread.join(timeout)
+        elif isinstance(self.proc, subprocess.Popen):
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        elif self.proc is not None:
+            self.proc.join(timeout)
+
+    def kill(self) -> None:
+        if self.thread is not None and self.client is not None:
+            self.client.stop()
+        elif self.proc is not None and self.alive():
+            self.proc.kill()
+
+
+def _fork_device_main(kwargs: dict, result_path: str, threads: int) -> None:
+    """Body of a forked device process (the pair is inherited from the parent)."""
+    code = 0
+    try:
+        import torch
+
+        torch.set_num_threads(threads)
+        from multispin.runtime.device import run_device
+
+        outcome = run_device(**kwargs)
+        payload = outcome.to_dict()
+    except BaseException as exc:  # report, then exit non-zero
+        payload, code = {"error": f"{type(exc).__name__}: {exc}"}, 1
+    Path(result_path).write_text(json.dumps(payload))
+    os._exit(code)
+
+
+class LocalTestbed:
+    """One `EdgeServer` (a thread of this process, holding the policy objects and hooks) and K
+    device processes/threads on 127.0.0.1. `start()`, optionally kill/restart devices, `wait()`.
+
+    Hooks for a `multispin testbed` command: `draft_lengths` and `modes` are policy objects with
+    the call signatures of runtime/local.py (an optimiser-backed planner plugs in there), and
+    `on_round` receives a `RoundEvent` after every round (records, timings, bits, drops)."""
+
+    def __init__(self, pair: str | LoadedPair = "tiny", num_devices: int = 4, max_new_tokens: int = 32,
+                 rounds: int | None = None, draft_lengths: DraftLengthPolicy | None = None,
+                 modes: ModePolicy | None = None, secret: str | bytes | None = None,
+                 log_path: str | Path | None = None, *, seed: int = 0,
+                 sampling: SamplingParams | None = None, draft_len: int = 4,
+                 mode: str = "mixed", ul_codec: str = "dense-fp32", dl_codec: str = "dense-fp32",
+                 drafts: Sequence[str] | None = None, prompts: Sequence[str] | None = None,
+                 device_runner: DeviceRunner = "subprocess", threads: int = 1,
+                 round_timeout_s: float = 30.0, join_timeout_s: float = 180.0,
+                 idle_timeout_s: float = 60.0, on_round: Callable[[RoundEvent], None] | None = None,
+                 on_event: Callable[[dict], None] | None = None,
+                 faults: dict[int, str] | None = None, server_options: dict | None = None,
+                 device_options: dict | None = None):
+        if device_runner not in ("subprocess", "fork", "thread"):
+            raise ConfigError(f"device_runner: must be subprocess, fork or thread (got {device_runner!r})")
+        if num_devices < 1:
+            raise ConfigError(f"num_devices: must be >= 1 (got {num_devices})")
+        self.pair = _resolve_pair(pair)
+        self.secret = resolve_secret(secret if secret is not None else os.urandom(24).hex())
+        sampling = sampling or SamplingParams()
+        self.num_devices = num_devices
+        self.runner: DeviceRunner = device_runner
+        self.threads = threads
+        self.faults = dict(faults or {})
+        self.device_options = dict(device_options or {})
+        self.log_path = str(log_path) if log_path else None
+        names = self.pair.check_drafts(list(drafts or self.pair.drafts))
+        if not prompts:
+            from multispin.runtime.session import default_prompts  # the built-in set ships with the package
+
+            prompts = default_prompts(num_devices, seed)
+        texts = list(prompts)
+        self.drafts = {k: names[k % len(names)] for k in range(num_devices)}
+        self.prompts = {k: texts[k % len(texts)] for k in range(num_devices)}
+        self.port = free_port() if device_runner == "fork" else 0
+        opts = dict(host="127.0.0.1", port=self.port, expected_devices=num_devices,
+                    max_devices=max(num_devices, 1), rounds=rounds, max_new_tokens=max_new_tokens,
+                    draft_len=draft_len, mode=mode, temperature=sampling.temperature,
+                    top_k=sampling.top_k, top_p=sampling.top_p, seed=seed, ul_codec=ul_codec,
+                    dl_codec=dl_codec, round_timeout_s=round_timeout_s,
+                    join_timeout_s=join_timeout_s, idle_timeout_s=idle_timeout_s)
+        opts.update(server_options or {})
+        self.server = EdgeServer(ServerConfig.make(**opts), self.pair, self.secret,
+                                 draft_lengths=draft_lengths, modes=modes, log_path=log_path,
+                                 on_round=on_round, on_event=on_event)
+        self._tmp = Path(tempfile.mkdtemp(prefix="multispin-testbed-"))
+        self._handles: dict[int, _DeviceHandle] = {}
+        self._retired: list[_DeviceHandle] = []
+        self._server_thread: threading.Thread | None = None
+        self._summary: ServerSummary | None = None
+        self._server_error: BaseException | None = None
+        self._started = 0.0
+        self._attempt = 0
+
+    @property
+    def endpoint(self) -> str:
+        if self.server.endpoint is None:
+            return f"tcp://127.0.0.1:{self.port}"
+        return self.server.endpoint
+
+    def start(self) -> "LocalTestbed":
+        self._started = time.perf_counter()
+        if self.runner == "fork":
+            # Fork before any thread of ours exists: a forked child inherits no locks in use.
+            for k in range(self.num_devices):
+                self.start_device(k)
+            self._start_server()
+        else:
+            self._start_server()
+            for k in range(self.num_devices):
+                self.start_device(k)
+        return self
+
+    def _start_server(self) -> None:
+        def body() -> None:
+            try:
+                self._summary = self.server.run()
+            except BaseException as exc:  # surfaced by wait()
+                self._server_error = exc
+                self.server.ready.set()
+
+        self._server_thread = threading.Thread(target=body, name="multispin-server", daemon=True)
+        self._server_thread.start()
+        if not self.server.ready.wait(60):
+            raise ProtocolError("server: did not start within 60 s")
+        if self._server_error is not None:
+            raise self._server_error
+
+    def device_kwargs(self, k: int, fault: str | None = None) -> dict[str, Any]:
+        opts = dict(server=self.endpoint, device_id=k, secret=self.secret, pair=self.pair,
+                    draft=self.drafts[k], prompt=self.prompts[k], fault=fault)
+        opts.update(self.device_options)
+        return opts
+
+    def start_device(self, k: int, runner: DeviceRunner | None = None,
+                     fault: str | None = None) -> _DeviceHandle:
+        """Start (or restart, resuming from the server's record) device k."""
+        runner = runner or self.runner
+        fault = fault if fault is not None else (self.faults.pop(k, None))
+        self._attempt += 1
+        result = self._tmp / f"device-{k}-{self._attempt}.json"
+        old = self._handles.get(k)
+        if old is not None:
+            self._retired.append(old)
+        handle = _DeviceHandle(k, runner, result)
+        if runner == "thread":
+            from multispin.runtime.device import build_device_client
+
+            client = build_device_client(**self.device_kwargs(k, fault))
+            handle.client = client
+
+            def body() -> None:
+                try:
+                    handle.outcome = client.run().to_dict()
+                except BaseException as exc:
+                    handle.outcome = {"error": f"{type(exc).__name__}: {exc}"}
+
+            handle.thread = threading.Thread(target=body, name=f"multispin-device-{k}", daemon=True)
+            handle.thread.start()
+        elif runner == "fork":
+            ctx = multiprocessing.get_context("fork")
+            handle.proc = ctx.Process(target=_fork_device_main,
+                                      args=(self.device_kwargs(k, fault), str(result), self.threads),
+                                      name=f"multispin-device-{k}", daemon=True)
+            handle.proc.start()
+        else:
+            cmd = [sys.executable, "-m", "multispin", "device",
+                   "--server", self.endpoint, "--device-id", str(k), "--pair", self.pair.name,
+                   "--draft", self.drafts[k], "--prompt", self.prompts[k],
+                   "--threads", str(self.threads), "--result", str(result)]
+            for key, val in self.device_options.items():
+                cmd += [f"--{key.replace('_', '-')}", str(val)]
+            if fault:
+                cmd += ["--fault", fault]
+            env = dict(os.environ, MULTISPIN_SECRET=self.secret.decode())  # never in argv
+            handle.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
+                                           stderr=open(self._tmp / f"device-{k}-{self._attempt}.err", "w"))
+        self._handles[k] = handle
+        return handle
+
+    def stop(self) -> None:
+        self.server.request_stop("stop")
+
+    def wait(self, timeout_s: float = 600.0) -> TestbedSummary:
+        deadline = time.monotonic() + timeout_s
+        assert self._server_thread is not None, "start() first"
+        self._server_thread.join(max(0.0, deadline - time.monotonic()))
+        if self._server_thread.is_alive():
+            self.server.request_stop("timeout")
+            self._server_thread.join(30)
+        for h in list(self._handles.values()) + self._retired:
+            h.join(max(1.0, min(30.0, deadline - time.monotonic())))
+            if h.alive():
+                h.kill()
+                h.join(5)
+        if self._server_error is not None:
+            raise self._server_error
+        assert self._summary is not None
+        devices: dict[int, dict] = {}
+        for h in self._retired + list(self._handles.values()):
+            out = h.outcome
+            if out is None and h.result_path.exists():
+                try:
+                    out = json.loads(h.result_path.read_text())
+                except ValueError:
+                    out = None
+            if out is not None and "error" not in out:
+                devices[h.device_id] = out
+            elif out is not None:
+                devices.setdefault(h.device_id, out)
+        consistent = all(
+            "error" not in out and d in self._summary.devices
+            and out["tokens"] == self._summary.devices[d].tokens
+            for d, out in devices.items()
+        ) and set(devices) >= {d for d, r in self._summary.devices.items() if r.finished}
+        shutil.rmtree(self._tmp, ignore_errors=True)
+        return TestbedSummary(self._summary, devices, consistent,
+                              time.perf_counter() - self._started, self.log_path)
+
+
+def run_local_testbed(pair: str | LoadedPair = "tiny", num_devices: int = 4,
+                      max_new_tokens: int = 32, rounds: int | None = None,
+                      draft_lengths: DraftLengthPolicy | None = None,
+                      modes: ModePolicy | None = None, secret: str | bytes | None = None,
+                      log_path: str | Path | None = None, timeout_s: float = 600.0,
+                      **options: Any) -> TestbedSummary:
+    """Start a server and `num_devices` devices on 127.0.0.1, run until every device is done (or
+    `rounds` rounds), and return each device's tokens next to the server's records."""
+    bed = LocalTestbed(pair, num_devices, max_new_tokens, rounds, draft_lengths, modes, secret,
+                       log_path, **options)
+    bed.start()
+    return bed.wait(timeout_s)
+
+
+__all__ = ["DeviceRunner", "LocalTestbed", "free_port", "run_local_testbed"]
