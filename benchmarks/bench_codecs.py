@@ -27,8 +27,8 @@ import time
 
 import numpy as np
 
-from multispin.spec.codecs import PAPER_PAYLOAD_BITS, PAPER_VOCAB, make_codec
-from multispin.spec.warp import SamplingParams, warp
+from multispin.speculative.codecs import PAPER_PAYLOAD_BITS, PAPER_VOCAB, make_codec
+from multispin.speculative.warp import SamplingParams, warp
 
 DEFAULT_CODECS = [
     "dense-fp32",

@@ -20,11 +20,11 @@ import time
 import numpy as np
 import torch
 
-from multispin.spec.codecs import make_codec
-from multispin.spec.residual import sample_residual
-from multispin.spec.sampling import sample_categorical
-from multispin.spec.verify import RaggedDrafts, verify
-from multispin.spec.warp import SamplingParams, warp
+from multispin.speculative.codecs import make_codec
+from multispin.speculative.residual import sample_residual
+from multispin.speculative.sampling import sample_categorical
+from multispin.speculative.verify import RaggedDrafts, verify
+from multispin.speculative.warp import SamplingParams, warp
 
 K, GAMMA, VOCAB, PAST = 20, 8, 151_665, 128
 

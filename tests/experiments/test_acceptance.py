@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 from multispin.cli import app
 from multispin.experiments.acceptance import iid_mean_accepted_length, run_prompts, summarise
 from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, MarkovTable, make_tables
-from multispin.spec.warp import SamplingParams, warp
+from multispin.speculative.warp import SamplingParams, warp
 
 GAMMA = 4
 SAMPLING = SamplingParams()

@@ -16,10 +16,10 @@ from scipy import stats
 import multispin.runtime.roles as roles
 from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_tables
 from multispin.runtime.local import FixedDraftLengths, FixedMode, run_rounds
-from multispin.spec.codecs import make_codec
-from multispin.spec.residual import residual_distribution
-from multispin.spec.sampling import sample_categorical
-from multispin.spec.warp import SamplingParams, warp
+from multispin.speculative.codecs import make_codec
+from multispin.speculative.residual import residual_distribution
+from multispin.speculative.sampling import sample_categorical
+from multispin.speculative.warp import SamplingParams, warp
 
 VOCAB = 8
 PROMPT = [0]

@@ -13,8 +13,8 @@ from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_t
 from multispin.models.tiny import load_tiny_pair
 from multispin.runtime.local import FixedDraftLengths, FixedMode, run_rounds
 from multispin.runtime.session import GenerateConfig, generate
-from multispin.spec.codecs import make_codec
-from multispin.spec.warp import SamplingParams
+from multispin.speculative.codecs import make_codec
+from multispin.speculative.warp import SamplingParams
 
 PROMPTS = ["Hello edge server", "The channel is", "abc", "Speculative decoding at the edge"]
 

@@ -38,8 +38,8 @@ from multispin.runtime.local import FixedDraftLengths, FixedMode, RandomMode, ru
 from multispin.runtime.launcher import LocalTestbed, free_port, run_local_testbed
 from multispin.runtime.server import EdgeServer, ServerConfig
 from multispin.runtime.session import encode_prompt
-from multispin.spec.codecs import make_codec
-from multispin.spec.warp import SamplingParams
+from multispin.speculative.codecs import make_codec
+from multispin.speculative.warp import SamplingParams
 
 SECRET = "test-secret-0123456789"
 PROMPTS = ["Hello edge server", "The channel is", "abc", "Speculative decoding at the edge"]

@@ -22,8 +22,8 @@ from multispin.models.tiny import load_tiny_pair
 from multispin.runtime import roles
 from multispin.runtime.local import FixedDraftLengths, RandomMode, run_rounds
 from multispin.runtime.session import encode_prompt
-from multispin.spec.codecs import make_codec
-from multispin.spec.warp import SamplingParams
+from multispin.speculative.codecs import make_codec
+from multispin.speculative.warp import SamplingParams
 
 PINNED = Path(__file__).parent / "data" / "pinned_runs.json"
 PROMPTS = ["Hello edge server", "The channel is", "abc", "Speculative decoding at the edge"]

@@ -11,8 +11,8 @@ from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, Markov
 from multispin.runtime.local import run_rounds
 from multispin.runtime.planner import AcceptanceEstimator, ScenarioPlanner, model_predictions
 from multispin.runtime.roles import DraftDevice, VerifierServer
-from multispin.spec.codecs import make_codec
-from multispin.spec.warp import SamplingParams, warp
+from multispin.speculative.codecs import make_codec
+from multispin.speculative.warp import SamplingParams, warp
 from multispin.system.payload import WirePayload
 from multispin.system.scenario import get_preset, scenario_from_dict
 

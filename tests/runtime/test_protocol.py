@@ -15,7 +15,7 @@ from multispin.runtime import protocol as P
 from multispin.runtime.auth import (
     SECRET_ENV, check_mac, compute_mac, new_nonce, resolve_secret,
 )
-from multispin.spec.codecs import make_codec
+from multispin.speculative.codecs import make_codec
 
 V, GMAX = 256, 20
 UL, DL = make_codec("dense-fp32"), make_codec("sparse-v64-q16")

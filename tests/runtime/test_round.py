@@ -11,8 +11,8 @@ from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_t
 from multispin.runtime.local import FixedDraftLengths, FixedMode
 from multispin.runtime.roles import Draft, DraftDevice, VerifierServer
 from multispin.runtime.round import RoundEngine, clip_new_tokens
-from multispin.spec.codecs import make_codec
-from multispin.spec.warp import SamplingParams
+from multispin.speculative.codecs import make_codec
+from multispin.speculative.warp import SamplingParams
 from multispin.system.payload import WirePayload
 
 V = 12

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from multispin.cli import app
 from multispin.errors import ConfigError
 from multispin.runtime.testbed import TestbedConfig, run_testbed
-from multispin.spec.codecs import make_codec
+from multispin.speculative.codecs import make_codec
 
 ROW_KEYS = {"round", "gamma", "rejected", "modes", "power_w", "bandwidth_hz", "payload_bits",
             "uplink_bits", "downlink_bits", "tokens_gained", "comp_latency_s", "comm_latency_s"}

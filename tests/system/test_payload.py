@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from multispin.errors import ConfigError
-from multispin.spec.codecs import make_codec
+from multispin.speculative.codecs import make_codec
 from multispin.system.payload import Q_SCALAR_BITS, RoundBits, WirePayload, position_bits
 
 

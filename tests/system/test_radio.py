@@ -95,6 +95,6 @@ def test_instance_tables_and_validation():
 @pytest.mark.parametrize("vocab", [49_152, 151_665])
 def test_optimiser_bit_counts_equal_the_codecs_own(codec, spec, kw, vocab):
     """The optimiser plans with exactly the bits the engine's codecs put on the wire."""
-    from multispin.spec.codecs import make_codec
+    from multispin.speculative.codecs import make_codec
 
     assert distribution_bits(codec, vocab, **kw) == make_codec(spec).bits(vocab)

@@ -12,8 +12,8 @@ def check_codecs_fit(ul_codec: str, dl_codec: str, vocab_size: int) -> None:
     Under greedy sampling every usable codec is exact in both modes (UL always; DL because a
     one-hot row survives any codec), so a codec that is not exact for greedy is unusable here;
     the verdict's reason names the field."""
-    from multispin.spec.codecs import make_codec
-    from multispin.spec.warp import SamplingParams
+    from multispin.speculative.codecs import make_codec
+    from multispin.speculative.warp import SamplingParams
 
     greedy = SamplingParams.make(temperature=0.0)
     for flag, mode, spec in (("ul_codec", "ul", ul_codec), ("dl_codec", "dl", dl_codec)):

@@ -18,8 +18,8 @@ from pydantic import Field
 from multispin.models.base import BatchedLM, SequenceLM
 from multispin.runtime.local import FixedDraftLengths, FixedMode, run_rounds
 from multispin.runtime.roles import DraftDevice, VerifierServer
-from multispin.spec.codecs import make_codec
-from multispin.spec.warp import SamplingFields, SamplingParams, warp
+from multispin.speculative.codecs import make_codec
+from multispin.speculative.warp import SamplingFields, SamplingParams, warp
 
 N_BOOTSTRAP = 1000
 

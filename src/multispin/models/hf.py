@@ -16,7 +16,7 @@ import torch
 from transformers import DynamicCache
 
 from multispin.errors import ProtocolError
-from multispin.spec.warp import align_logits
+from multispin.speculative.warp import align_logits
 
 KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer (keys, values), each (B, H, L, D)
 

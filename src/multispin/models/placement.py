@@ -2,7 +2,7 @@
 bfloat16, so the batched verification pass runs on the GPU at half the memory of float32), or
 ``auto`` (cuda when torch sees one, else cpu).
 
-The token math (``spec/``) stays in numpy on the CPU: logits come back as float32 arrays, so
+The token math (``speculative/``) stays in numpy on the CPU: logits come back as float32 arrays, so
 the accept/reject decisions do not depend on where the forward pass ran beyond the model's own
 numerics (bfloat16 logits differ from float32 ones; exactness is with respect to the target as
 run)."""

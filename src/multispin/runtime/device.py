@@ -28,8 +28,8 @@ from multispin.runtime.device_protocol import (
     Closed, Committed, CorrectionRequested, DeviceProtocol, DraftRequested, Event, QRequested,
 )
 from multispin.runtime.roles import DraftDevice
-from multispin.spec.codecs import make_codec
-from multispin.spec.warp import SamplingParams
+from multispin.speculative.codecs import make_codec
+from multispin.speculative.warp import SamplingParams
 
 log = logging.getLogger("multispin.device")
 

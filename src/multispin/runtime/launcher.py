@@ -24,7 +24,7 @@ from multispin.runtime.auth import resolve_secret
 from multispin.runtime.records import RoundEvent, ServerSummary, TestbedSummary
 from multispin.runtime.round import DraftLengthPolicy, ModePolicy
 from multispin.runtime.server import EdgeServer, ServerConfig
-from multispin.spec.warp import SamplingParams
+from multispin.speculative.warp import SamplingParams
 
 DeviceRunner = Literal["subprocess", "fork", "thread"]
 

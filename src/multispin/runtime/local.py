@@ -19,7 +19,7 @@ from multispin.runtime.roles import DraftDevice, VerifierServer
 from multispin.runtime.round import (
     DraftLengthPolicy, Mode, ModePolicy, RoundEngine, RoundOutcome, RoundRecord,
 )
-from multispin.spec.stats import AcceptanceStats
+from multispin.speculative.stats import AcceptanceStats
 from multispin.system.payload import WirePayload
 
 

@@ -41,7 +41,7 @@ import numpy as np
 
 from multispin.errors import ProtocolError
 from multispin.runtime.auth import MAC_BYTES, NONCE_BYTES
-from multispin.spec.verify import DEFAULT_GAMMA_MAX
+from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 
 PROTOCOL_VERSION = 1
 DIGEST_BYTES = 32

@@ -17,11 +17,11 @@ import numpy as np
 
 from multispin.errors import ProtocolError
 from multispin.models.base import BatchedLM, SequenceLM
-from multispin.spec.codecs import Codec
-from multispin.spec.residual import sample_residual
-from multispin.spec.sampling import sample_categorical
-from multispin.spec.verify import DEFAULT_GAMMA_MAX, RaggedDrafts, verify
-from multispin.spec.warp import SamplingParams, warp
+from multispin.speculative.codecs import Codec
+from multispin.speculative.residual import sample_residual
+from multispin.speculative.sampling import sample_categorical
+from multispin.speculative.verify import DEFAULT_GAMMA_MAX, RaggedDrafts, verify
+from multispin.speculative.warp import SamplingParams, warp
 
 _DRAFT, _ACCEPT, _CORRECT = 1, 2, 3
 

@@ -35,9 +35,9 @@ from multispin.runtime.round import DraftLengthPolicy, ModePolicy, RoundEngine, 
 from multispin.runtime.server_protocol import (
     HANDSHAKE_TYPES, SESSION_TYPES, Connection, ConnState, ServerProtocol,
 )
-from multispin.spec.codecs import make_codec
-from multispin.spec.verify import DEFAULT_GAMMA_MAX
-from multispin.spec.warp import SamplingFields
+from multispin.speculative.codecs import make_codec
+from multispin.speculative.verify import DEFAULT_GAMMA_MAX
+from multispin.speculative.warp import SamplingFields
 from multispin.system.payload import WirePayload
 
 log = logging.getLogger("multispin.server")

@@ -17,10 +17,10 @@ from multispin.models.registry import DEFAULT_PAIR, resolve_pair
 from multispin.runtime.local import DeviceResult, UniformDraftLength, mode_policy, run_rounds
 from multispin.runtime.roles import DraftDevice, VerifierServer
 from multispin.runtime.round import RoundRecord
-from multispin.spec.codecs import make_codec
-from multispin.spec.stats import AcceptanceStats
-from multispin.spec.verify import DEFAULT_GAMMA_MAX
-from multispin.spec.warp import SamplingFields
+from multispin.speculative.codecs import make_codec
+from multispin.speculative.stats import AcceptanceStats
+from multispin.speculative.verify import DEFAULT_GAMMA_MAX
+from multispin.speculative.warp import SamplingFields
 
 
 class GenerateConfig(SamplingFields):

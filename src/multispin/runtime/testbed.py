@@ -36,7 +36,7 @@ from pydantic_core import PydanticCustomError
 
 from multispin.config import StrictConfig
 from multispin.runtime.planner import ScenarioPlanner, model_predictions
-from multispin.spec.verify import DEFAULT_GAMMA_MAX
+from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 from multispin.system.payload import WirePayload
 
 Clock = Literal["virtual", "wall"]
@@ -82,7 +82,7 @@ class TestbedConfig(StrictConfig):
         """Refuse a bad codec spec here, before any model is loaded."""
         if spec is not None:
             from multispin.errors import ConfigError
-            from multispin.spec.codecs import make_codec
+            from multispin.speculative.codecs import make_codec
 
             try:
                 make_codec(spec)
@@ -134,8 +134,8 @@ class PayloadChoice:
 
 def payload_choice(config: "TestbedConfig", vocab_size: int, gamma_max: int = DEFAULT_GAMMA_MAX) -> PayloadChoice:
     """Sampling, codecs and bits of a testbed run on a pair with `vocab_size` tokens."""
-    from multispin.spec.codecs import make_codec
-    from multispin.spec.warp import SamplingParams
+    from multispin.speculative.codecs import make_codec
+    from multispin.speculative.warp import SamplingParams
 
     top_k, codec = compact_exact_defaults(vocab_size)
     sampling = SamplingParams.make(temperature=config.temperature,

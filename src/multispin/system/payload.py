@@ -1,7 +1,7 @@
 """Bit counts of what moves over the air (SYSTEM_MODEL.md §4), as the optimiser sees them.
 
 These are the exact sizes of the encodings; the codecs themselves (encode/decode, exactness per
-mode) live in ``multispin.spec``. Keeping the counts here lets the optimiser stay pure numpy.
+mode) live in ``multispin.speculative``. Keeping the counts here lets the optimiser stay pure numpy.
 
 Two uses: the scenario's payload *model* (:func:`distribution_bits`, one codec for both links,
 for optimisation studies), and the running system's :class:`WirePayload` (the bits of what a

@@ -560,7 +560,7 @@ def parse_acceptance_profile(data: dict[str, Any]) -> dict[str, float]:
     """Per-task α from an acceptance-profile dict.
 
     Accepted shapes: ``{"tasks": {"gsm8k": 0.91, ...}}`` or, per task, a statistics object with
-    ``alpha`` or ``token_acceptance_rate`` (what ``multispin.spec.stats.AcceptanceStats.to_dict``
+    ``alpha`` or ``token_acceptance_rate`` (what ``multispin.speculative.stats.AcceptanceStats.to_dict``
     writes): ``{"tasks": {"gsm8k": {"token_acceptance_rate": 0.91, "num_drafts": 500, ...}}}``.
     """
     tasks = data.get("tasks") if isinstance(data, dict) else None

@@ -70,7 +70,7 @@ def _assumptions(cfg: RunConfig, settings: dict) -> str:
         "- **Extensions** (figure 5): the optimised bandwidth split is evaluated at the adaptive plan's draft lengths "
         "(not re-planned: a lower bound on its gain); the lattice codec is re-planned. In DL mode the lattice codec "
         "is exact only when the target row is representable on the lattice (e.g. greedy sampling); otherwise it is "
-        "an approximation (`multispin.spec.codecs`).",
+        "an approximation (`multispin.speculative.codecs`).",
         "",
     ]
     return "\n".join(lines)

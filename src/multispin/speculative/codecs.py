@@ -45,7 +45,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from multispin.errors import ConfigError, ProtocolError, config_error_from_validation
-from multispin.spec.warp import SamplingParams
+from multispin.speculative.warp import SamplingParams
 
 PAPER_PAYLOAD_BITS = 34_816
 PAPER_VOCAB = 151_665

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from multispin.errors import ConfigError, VocabularyMismatchError
-from multispin.spec.warp import SamplingParams, align_logits, shared_vocab_size, warp
+from multispin.speculative.warp import SamplingParams, align_logits, shared_vocab_size, warp
 
 
 def test_plain_softmax_and_temperature():

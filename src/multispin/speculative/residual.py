@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from multispin.spec.sampling import sample_categorical
+from multispin.speculative.sampling import sample_categorical
 
 # Below this residual mass, p and q agree to rounding: a rejection then has probability ~0 and
 # the residual is numerical noise, so the correction is drawn from p (the law it converges to).

@@ -2,10 +2,10 @@ import numpy as np
 import pytest
 
 from multispin.errors import ConfigError, ProtocolError
-from multispin.spec.residual import residual_distribution, sample_residual
-from multispin.spec.sampling import sample_categorical
-from multispin.spec.stats import AcceptanceStats
-from multispin.spec.verify import RaggedDrafts, verify
+from multispin.speculative.residual import residual_distribution, sample_residual
+from multispin.speculative.sampling import sample_categorical
+from multispin.speculative.stats import AcceptanceStats
+from multispin.speculative.verify import RaggedDrafts, verify
 
 
 def _rows(*rows):

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from multispin.spec.verify import DEFAULT_GAMMA_MAX
+from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 
 
 @dataclass

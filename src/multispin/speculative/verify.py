@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from multispin.errors import ConfigError, ProtocolError
-from multispin.spec.sampling import sample_categorical
+from multispin.speculative.sampling import sample_categorical
 
 DEFAULT_GAMMA_MAX = 20
 

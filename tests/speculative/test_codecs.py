@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from multispin.errors import ConfigError, ProtocolError
-from multispin.spec.codecs import (
+from multispin.speculative.codecs import (
     PAPER_PAYLOAD_BITS,
     PAPER_VOCAB,
     Codec,
@@ -24,7 +24,7 @@ from multispin.spec.codecs import (
     lattice_unrank,
     make_codec,
 )
-from multispin.spec.warp import SamplingParams
+from multispin.speculative.warp import SamplingParams
 
 SPECS = [
     "dense-fp32",
@@ -119,7 +119,7 @@ def test_fp16_keeps_small_probabilities():
 
 
 def test_bf16_rounds_to_nearest_even():
-    from multispin.spec.codecs import _bf16_bits
+    from multispin.speculative.codecs import _bf16_bits
 
     vals = np.array([
         np.uint32(0x3F80_8000),  # exactly halfway, even below: stays 0x3F80
@@ -162,7 +162,7 @@ def test_sparse_ties_pick_lowest_index_and_padding():
 
 
 def test_sparse_q32_reproduces_topk_rows_exactly():
-    from multispin.spec.warp import warp
+    from multispin.speculative.warp import warp
 
     logits = np.random.default_rng(3).standard_normal((4, 1000)).astype(np.float32) * 2
     rows = warp(logits, SamplingParams(top_k=16))
@@ -270,7 +270,7 @@ def test_one_hot_survives_every_codec(spec: str, vocab: int):
 
 
 def test_one_hot_from_greedy_warp_survives():
-    from multispin.spec.warp import warp
+    from multispin.speculative.warp import warp
 
     logits = np.random.default_rng(0).standard_normal((3, 1000)).astype(np.float32)
     rows = warp(logits, SamplingParams(temperature=0.0))
@@ -324,7 +324,7 @@ def test_exactness_when_sparse_cannot_fit():
 
 def test_exactness_is_honest_on_real_rows():
     """Whatever the table calls exact in DL mode really reproduces the warped row bit for bit."""
-    from multispin.spec.warp import warp
+    from multispin.speculative.warp import warp
 
     vocab = 1000
     logits = np.random.default_rng(4).standard_normal((2, vocab)).astype(np.float32) * 3
