@@ -56,3 +56,11 @@ def config_error_from_validation(exc: Any, prefix: str = "") -> ConfigError:
         got_txt = "" if err.get("type") == "missing" else f" (got {got!r})"
         parts.append(f"{field}: {err.get('msg', 'invalid')}{got_txt}")
     return ConfigError("; ".join(parts), locs=tuple(locs))
+
+
+class JournalError(MultispinError):
+    """The crash-safe journal cannot be opened, read or written as asked (names the file)."""
+
+
+class SecurityError(MultispinError):
+    """Keys cannot be created or loaded, or a peer's key does not match the identity it claims."""

@@ -1,0 +1,401 @@
+"""The crash-safe journal: every session and every committed round of the edge server, in SQLite.
+
+What: one SQLite file holds each device's session (its identity, prompt token ids, sampling
+parameters, codec specs, seed) and, per round, each device's committed token ids with the draft
+length, correction mode and payload bits of that round. :meth:`Journal.commit_round` writes a
+round in one transaction; when it returns, the round is on disk. :meth:`Journal.recover` gives
+back every session with its committed tokens and the index of the next round.
+
+Why: randomness is derived from (seed, device, round, purpose), so a server restarted from the
+journal continues every device's text exactly where the crashed one left it. The server sends a
+round's replies only after :meth:`~Journal.commit_round` has returned, so no device ever sees a
+token that a restart could take back.
+
+How it stays safe:
+
+- **WAL mode**: a commit appends to the write-ahead log; a crash mid-transaction leaves the last
+  committed state (the torn tail of the log is ignored on reopen), and readers (a monitor, a
+  ``sqlite3`` shell) read a consistent snapshot while the server writes, without blocking it.
+- **synchronous=FULL**: in WAL mode ``NORMAL`` survives a crash of the process but not of the
+  machine (power loss, kernel panic): the last commits may sit in the OS cache, un-synced. The
+  server promises a round is durable before a device sees its tokens, so every commit syncs the
+  log (``FULL``); the cost is one fsync per round.
+- **one round, one transaction, once**: rounds are committed in order (0, 1, 2, …); committing a
+  round again with the same content is ignored (returns False), with other content is refused,
+  and a gap is refused. No round is ever committed twice.
+- **one writer**: a writer holds an exclusive lock on ``PATH-writer.lock`` while open, so two
+  servers cannot interleave rounds in one journal (readers need no lock).
+
+A file that is not a journal (another SQLite database, a text file, a corrupted header) or one
+written by a newer schema raises one :class:`~multispin.errors.JournalError` naming the file.
+The server wiring (``serve --journal PATH``, reconnecting devices) lives in the loops, not here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from multispin.errors import JournalError
+
+SCHEMA_VERSION = 1
+#: SQLite's 32-bit application id in the file header: "MSPJ" (MultiSPin Journal)
+APPLICATION_ID = 0x4D53504A
+MODES = ("ul", "dl")
+
+_SCHEMA = """
+CREATE TABLE schema_version (
+    version     INTEGER NOT NULL,
+    created_s   REAL NOT NULL
+);
+CREATE TABLE sessions (
+    device_id   INTEGER PRIMARY KEY,
+    identity    TEXT NOT NULL,      -- the device's CURVE public key (Z85) or another identity label
+    prompt_ids  TEXT NOT NULL,      -- JSON list of token ids
+    sampling    TEXT NOT NULL,      -- JSON object: temperature, top_k, top_p, max_new_tokens, ...
+    ul_codec    TEXT NOT NULL,
+    dl_codec    TEXT NOT NULL,
+    seed        INTEGER NOT NULL,
+    first_round INTEGER NOT NULL,   -- the first round the device takes part in
+    created_s   REAL NOT NULL,
+    ended       TEXT                -- NULL while the session is live, else why it ended
+);
+CREATE TABLE rounds (
+    round_index INTEGER PRIMARY KEY,
+    committed_s REAL NOT NULL
+);
+CREATE TABLE round_tokens (
+    round_index INTEGER NOT NULL REFERENCES rounds(round_index),
+    device_id   INTEGER NOT NULL REFERENCES sessions(device_id),
+    tokens      TEXT NOT NULL,      -- JSON list of the token ids committed this round
+    draft_len   INTEGER NOT NULL,
+    mode        TEXT,               -- 'ul', 'dl' or NULL (every draft token accepted)
+    bits        INTEGER NOT NULL,   -- payload bits the device's correction moved (0 if none)
+    PRIMARY KEY (round_index, device_id)
+) WITHOUT ROWID;
+"""
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """What a device's session needs to be resumed: everything but the tokens."""
+
+    device_id: int
+    identity: str
+    prompt_ids: tuple[int, ...]
+    sampling: Mapping[str, Any]
+    ul_codec: str
+    dl_codec: str
+    seed: int
+    first_round: int = 0
+
+
+@dataclass(frozen=True)
+class DeviceRound:
+    """One device's part of a committed round."""
+
+    tokens: tuple[int, ...]
+    draft_len: int
+    mode: Optional[str] = None
+    bits: int = 0
+
+
+@dataclass
+class RecoveredSession:
+    session: SessionRecord
+    tokens: list[int] = field(default_factory=list)  # every committed token id, in order
+    rounds: int = 0                                  # rounds this device has committed tokens in
+    ended: Optional[str] = None
+
+
+@dataclass
+class Recovery:
+    sessions: dict[int, RecoveredSession]
+    next_round: int
+
+
+def _tokens_json(tokens: Iterable[int]) -> str:
+    return json.dumps([int(t) for t in tokens], separators=(",", ":"))
+
+
+class Journal:
+    """One open journal file. ``Journal(path)`` opens (creating if needed) for writing;
+    ``Journal(path, readonly=True)`` opens an existing one for reading beside a writer."""
+
+    def __init__(self, path: str | os.PathLike, *, readonly: bool = False, timeout_s: float = 5.0) -> None:
+        self.path = Path(path)
+        self.readonly = readonly
+        self._db: Optional[sqlite3.Connection] = None
+        self._lock_fd: Optional[int] = None
+        if self.path.is_dir():
+            raise JournalError(f"{self.path}: is a directory, not a journal file")
+        if readonly and not self.path.exists():
+            raise JournalError(f"{self.path}: no such journal")
+        if not readonly:
+            self._take_writer_lock()
+        try:
+            if readonly:
+                uri = f"{self.path.resolve().as_uri()}?mode=ro"
+                self._db = sqlite3.connect(uri, uri=True, timeout=timeout_s, isolation_level=None)
+            else:
+                self._db = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None)
+        except sqlite3.Error as exc:
+            self._abandon()
+            raise JournalError(f"{self.path}: cannot open ({exc})") from None
+        try:
+            self._setup()
+        except sqlite3.DatabaseError as exc:
+            self._abandon()
+            raise JournalError(f"{self.path}: not a multispin journal ({exc})") from None
+        except JournalError:
+            self._abandon()
+            raise
+
+    # -- opening -------------------------------------------------------------------------------
+
+    def _take_writer_lock(self) -> None:
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: SQLite's own locking still serialises the writes
+            return
+        lock_path = f"{self.path}-writer.lock"
+        self._lock_created = not os.path.exists(lock_path)
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise JournalError(f"{self.path}: cannot create {lock_path} ({exc.strerror})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise JournalError(f"{self.path}: already open for writing by another process") from None
+        self._lock_fd = fd
+
+    def _abandon(self) -> None:
+        """A failed open leaves no trace: no connection, no lock, no lock file it created."""
+        created = self._lock_fd is not None and getattr(self, "_lock_created", False)
+        self.close()
+        if created:
+            try:
+                os.unlink(f"{self.path}-writer.lock")
+            except OSError:
+                pass
+
+    def _release_writer_lock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor releases the flock
+            self._lock_fd = None
+
+    def _setup(self) -> None:
+        db = self._db
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        app_id = db.execute("PRAGMA application_id").fetchone()[0]
+        if not tables and app_id == 0:
+            if self.readonly:
+                raise JournalError(f"{self.path}: not a multispin journal (an empty database)")
+            self._create()
+        elif app_id != APPLICATION_ID or "schema_version" not in tables:
+            raise JournalError(f"{self.path}: not a multispin journal (an SQLite database of "
+                               f"something else: tables {', '.join(sorted(tables)) or 'none'})")
+        row = db.execute("SELECT max(version) FROM schema_version").fetchone()
+        version = row[0] if row else None
+        if version is None:
+            raise JournalError(f"{self.path}: damaged journal (no schema version recorded)")
+        if version > SCHEMA_VERSION:
+            raise JournalError(f"{self.path}: journal schema version {version} is newer than this "
+                               f"multispin reads ({SCHEMA_VERSION}); upgrade multispin")
+        if not self.readonly:
+            mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise JournalError(f"{self.path}: the file system does not allow WAL mode (got {mode})")
+        db.execute("PRAGMA synchronous = FULL")
+        db.execute("PRAGMA foreign_keys = ON")
+
+    def _create(self) -> None:
+        db = self._db
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            for stmt in _SCHEMA.split(";"):
+                if stmt.strip():
+                    db.execute(stmt)
+            db.execute("INSERT INTO schema_version VALUES (?, ?)", (SCHEMA_VERSION, time.time()))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        db = getattr(self, "_db", None)
+        if db is not None:
+            db.close()
+            self._db = None
+        self._release_writer_lock()
+
+    def __enter__(self) -> "Journal":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def _write(self):
+        if self.readonly:
+            raise JournalError(f"{self.path}: opened read-only")
+        if self._db is None:
+            raise JournalError(f"{self.path}: journal is closed")
+        return _Transaction(self)
+
+    def open_session(self, s: SessionRecord) -> bool:
+        """Record a device's session (durable on return). True if written; False if the same
+        session is already there. A different session under the same device id is refused: a
+        device id names one session for the journal's whole life."""
+        sampling = json.dumps(dict(s.sampling), sort_keys=True, separators=(",", ":"))
+        row = (int(s.device_id), str(s.identity), _tokens_json(s.prompt_ids), sampling,
+               str(s.ul_codec), str(s.dl_codec), int(s.seed), int(s.first_round))
+        with self._write() as db:
+            old = db.execute("SELECT device_id, identity, prompt_ids, sampling, ul_codec, dl_codec, seed,"
+                             " first_round FROM sessions WHERE device_id = ?", (row[0],)).fetchone()
+            if old is not None:
+                if tuple(old) == row:
+                    return False
+                raise JournalError(f"{self.path}: device {s.device_id} already has another session "
+                                   f"(different {_first_difference(old, row)})")
+            db.execute("INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)", (*row, time.time()))
+        return True
+
+    def end_session(self, device_id: int, reason: str) -> None:
+        """Mark a session ended (finished, said BYE, dropped for a violation); durable on return."""
+        with self._write() as db:
+            cur = db.execute("UPDATE sessions SET ended = ? WHERE device_id = ? AND ended IS NULL",
+                             (str(reason), int(device_id)))
+            if cur.rowcount == 0 and db.execute("SELECT 1 FROM sessions WHERE device_id = ?",
+                                                (int(device_id),)).fetchone() is None:
+                raise JournalError(f"{self.path}: no session for device {device_id}")
+
+    def commit_round(self, round_index: int, devices: Mapping[int, DeviceRound]) -> bool:
+        """Write round ``round_index`` (every device's committed tokens) in one transaction.
+
+        When this returns the round is durable: send the round's replies after it, never before.
+        Returns True if the round was written, False if the very same round was already there
+        (a retry after an interrupted call). Raises :class:`JournalError` for a round committed
+        before with other content, a round out of order (rounds go 0, 1, 2, … without gaps), a
+        device without a session, or a malformed entry; nothing is written then."""
+        r = int(round_index)
+        rows = []
+        for d, e in sorted(devices.items()):
+            if e.mode is not None and e.mode not in MODES:
+                raise JournalError(f"{self.path}: round {r}, device {d}: mode must be one of "
+                                   f"{', '.join(MODES)} or None (got {e.mode!r})")
+            if int(e.draft_len) < 0 or int(e.bits) < 0:
+                raise JournalError(f"{self.path}: round {r}, device {d}: draft_len and bits must be "
+                                   f">= 0 (got {e.draft_len}, {e.bits})")
+            rows.append((r, int(d), _tokens_json(e.tokens), int(e.draft_len), e.mode, int(e.bits)))
+        with self._write() as db:
+            nxt = db.execute("SELECT coalesce(max(round_index) + 1, 0) FROM rounds").fetchone()[0]
+            if r < nxt:
+                old = db.execute("SELECT round_index, device_id, tokens, draft_len, mode, bits FROM "
+                                 "round_tokens WHERE round_index = ? ORDER BY device_id", (r,)).fetchall()
+                if [tuple(o) for o in old] == rows:
+                    return False
+                raise JournalError(f"{self.path}: round {r} is already committed with other content; "
+                                   "no round is committed twice")
+            if r > nxt:
+                raise JournalError(f"{self.path}: round {r} out of order (the next round is {nxt})")
+            if rows:
+                known = {row[0] for row in db.execute(
+                    f"SELECT device_id FROM sessions WHERE device_id IN ({','.join('?' * len(rows))})",
+                    [row[1] for row in rows])}
+                missing = sorted({row[1] for row in rows} - known)
+                if missing:
+                    raise JournalError(f"{self.path}: round {r}: no session for device(s) "
+                                       f"{', '.join(map(str, missing))}")
+            db.execute("INSERT INTO rounds VALUES (?, ?)", (r, time.time()))
+            db.executemany("INSERT INTO round_tokens VALUES (?, ?, ?, ?, ?, ?)", rows)
+        return True
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def recover(self) -> Recovery:
+        """Every session with its committed tokens (in round order) and the next round's index,
+        read in one snapshot (consistent even while another process writes)."""
+        if self._db is None:
+            raise JournalError(f"{self.path}: journal is closed")
+        db = self._db
+        try:
+            db.execute("BEGIN")  # one read snapshot for the three queries
+            try:
+                nxt = db.execute("SELECT coalesce(max(round_index) + 1, 0) FROM rounds").fetchone()[0]
+                sessions: dict[int, RecoveredSession] = {}
+                for (d, ident, prompt, sampling, ul, dl, seed, first, ended) in db.execute(
+                        "SELECT device_id, identity, prompt_ids, sampling, ul_codec, dl_codec, seed, "
+                        "first_round, ended FROM sessions ORDER BY device_id"):
+                    rec = SessionRecord(int(d), ident, tuple(json.loads(prompt)), json.loads(sampling),
+                                        ul, dl, int(seed), int(first))
+                    sessions[int(d)] = RecoveredSession(rec, ended=ended)
+                for d, toks in db.execute("SELECT device_id, tokens FROM round_tokens "
+                                          "ORDER BY round_index, device_id"):
+                    s = sessions[int(d)]
+                    s.tokens.extend(json.loads(toks))
+                    s.rounds += 1
+            finally:
+                db.execute("COMMIT")
+        except (sqlite3.DatabaseError, ValueError, KeyError) as exc:
+            raise JournalError(f"{self.path}: damaged journal ({exc})") from None
+        return Recovery(sessions, int(nxt))
+
+    def round(self, round_index: int) -> dict[int, DeviceRound]:
+        """One committed round's entries (empty if the round is not committed)."""
+        rows = self._db.execute("SELECT device_id, tokens, draft_len, mode, bits FROM round_tokens "
+                                "WHERE round_index = ? ORDER BY device_id", (int(round_index),))
+        return {int(d): DeviceRound(tuple(json.loads(t)), int(g), m, int(b)) for d, t, g, m, b in rows}
+
+    def integrity_check(self) -> str:
+        """SQLite's own check of the file: "ok" or the first problems found."""
+        return "; ".join(r[0] for r in self._db.execute("PRAGMA integrity_check"))
+
+
+class _Transaction:
+    """``BEGIN IMMEDIATE`` … ``COMMIT`` (or ``ROLLBACK`` on any error): all or nothing. SQLite
+    errors inside become one JournalError naming the file."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+
+    def __enter__(self) -> sqlite3.Connection:
+        try:
+            self.journal._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise JournalError(f"{self.journal.path}: cannot start a write ({exc})") from None
+        return self.journal._db
+
+    def __exit__(self, etype, exc, tb) -> bool:
+        db = self.journal._db
+        if etype is None:
+            try:
+                db.execute("COMMIT")
+                return False
+            except sqlite3.Error as err:
+                exc, etype = err, type(err)
+        try:
+            db.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+        if isinstance(exc, sqlite3.Error):
+            raise JournalError(f"{self.journal.path}: write failed ({exc})") from None
+        return False
+
+
+def _first_difference(old: Sequence[Any], new: Sequence[Any]) -> str:
+    names = ("device id", "identity", "prompt", "sampling", "UL codec", "DL codec", "seed", "first round")
+    for name, a, b in zip(names, old, new):
+        if a != b:
+            return name
+    return "content"
