@@ -16,6 +16,7 @@ from scipy import stats
 import multispin.runtime.roles as roles
 from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_tables
 from multispin.runtime.local import FixedDraftLengths, FixedMode, run_rounds
+from multispin.runtime.round import PolicyPair
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.residual import residual_distribution
 from multispin.speculative.sampling import sample_categorical
@@ -48,7 +49,7 @@ def run_engine(mode: str, gamma: int, sampling: SamplingParams, ul: str = "dense
     server = roles.VerifierServer(MarkovBatchedLM(TARGET), sampling, ul_codec, dl_codec, seed)
     devices = {k: roles.DraftDevice(k, MarkovSequenceLM(DRAFT), sampling, ul_codec, dl_codec, seed,
                                     PROMPT) for k in range(N_DEVICES)}
-    run_rounds(server, devices, FixedDraftLengths({k: gamma for k in devices}), FixedMode(mode),
+    run_rounds(server, devices, PolicyPair(FixedDraftLengths({k: gamma for k in devices}), FixedMode(mode)),
                max_new_tokens=max(N_POSITIONS, gamma + 1), eos_ids=())
     return np.array([devices[k].generated[:N_POSITIONS] for k in devices])
 

@@ -35,6 +35,7 @@ from multispin.runtime import roles
 from multispin.runtime.auth import SECRET_ENV, compute_mac
 from multispin.runtime.device import build_device_client
 from multispin.runtime.local import FixedDraftLengths, FixedMode, RandomMode, run_rounds
+from multispin.runtime.round import PolicyPair
 from multispin.runtime.launcher import LocalTestbed, free_port, run_local_testbed
 from multispin.runtime.server import EdgeServer, ServerConfig
 from multispin.runtime.session import encode_prompt
@@ -59,7 +60,7 @@ def reference(pair, n, gammas, modes, seed, max_new_tokens, sampling=SamplingPar
     devices = {k: roles.DraftDevice(k, HFSequenceLM(pair.drafts[names[k % len(names)]], pair.vocab_size),
                                     sampling, ul_c, dl_c, seed, encode_prompt(pair, PROMPTS[k % len(PROMPTS)]))
                for k in range(n)}
-    logs = run_rounds(server, devices, FixedDraftLengths(gammas), modes, max_new_tokens, pair.eos_token_ids)
+    logs = run_rounds(server, devices, PolicyPair(FixedDraftLengths(gammas), modes), max_new_tokens, pair.eos_token_ids)
     return {k: d.generated for k, d in devices.items()}, logs
 
 

@@ -21,6 +21,7 @@ from multispin.models.hf import HFBatchedLM, HFSequenceLM
 from multispin.models.tiny import load_tiny_pair
 from multispin.runtime import roles
 from multispin.runtime.local import FixedDraftLengths, RandomMode, run_rounds
+from multispin.runtime.round import PolicyPair
 from multispin.runtime.session import encode_prompt
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
@@ -49,7 +50,7 @@ def _in_process(pair, seed: int) -> dict:
     devices = {k: roles.DraftDevice(k, HFSequenceLM(pair.drafts[names[k % len(names)]], pair.vocab_size),
                                     sampling, ul, dl, seed, encode_prompt(pair, PROMPTS[k]))
                for k in range(4)}
-    logs = run_rounds(server, devices, FixedDraftLengths(GAMMAS), RandomMode(seed), 24, pair.eos_token_ids)
+    logs = run_rounds(server, devices, PolicyPair(FixedDraftLengths(GAMMAS), RandomMode(seed)), 24, pair.eos_token_ids)
     return {str(k): {"tokens": devices[k].generated, "records": _records(logs[k])} for k in devices}
 
 

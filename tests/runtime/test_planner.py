@@ -45,8 +45,7 @@ def _run(planner: ScenarioPlanner, pairs, rounds: int, seed: int = 0):
     server = VerifierServer(MarkovBatchedLM(target), SAMPLING, codec, codec, seed)
     devices = {k: DraftDevice(k, MarkovSequenceLM(pairs[k][1]), SAMPLING, codec, codec, seed, [0])
                for k in range(len(pairs))}
-    run_rounds(server, devices, planner.draft_lengths, planner.modes, max_new_tokens=100_000, eos_ids=(),
-               max_rounds=rounds, on_round=planner.observe)
+    run_rounds(server, devices, planner, max_new_tokens=100_000, eos_ids=(), max_rounds=rounds)
     return devices
 
 

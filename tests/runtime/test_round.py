@@ -10,7 +10,7 @@ from multispin.errors import ConfigError
 from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_tables
 from multispin.runtime.local import FixedDraftLengths, FixedMode
 from multispin.runtime.roles import Draft, DraftDevice, VerifierServer
-from multispin.runtime.round import RoundEngine, clip_new_tokens
+from multispin.runtime.round import PolicyPair, RoundEngine, RoundPlan, clip_new_tokens
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
 from multispin.system.payload import WirePayload
@@ -29,7 +29,7 @@ def _setup(gammas, mode="ul", max_new=20, eos=(), seed=3, gamma_max=20, draft_no
         verifier.open(d, dev.tokens)
     wire = WirePayload.from_codecs(CODEC, CODEC, V, gamma_max)
     policy = mode if callable(mode) else FixedMode(mode)
-    engine = RoundEngine(verifier, FixedDraftLengths(gammas), policy, max_new, eos, wire)
+    engine = RoundEngine(verifier, PolicyPair(FixedDraftLengths(gammas), policy), max_new, eos, wire)
     return engine, devices
 
 
@@ -68,7 +68,7 @@ def test_plan_clips_gamma_to_budget_and_gamma_max():
 
 def test_policy_answers_are_checked_with_one_line_errors():
     engine, _ = _setup({0: 2})
-    engine.draft_lengths = lambda r, active: {}
+    engine.policy = PolicyPair(lambda r, active: {}, FixedMode("ul"))
     with pytest.raises(ConfigError, match="no integer γ for device 0 in round 0"):
         engine.plan(0, [0])
     engine, devices = _setup({d: 6 for d in range(4)}, mode=lambda r, rejected: {d: "up" for d in rejected},
@@ -128,3 +128,36 @@ def test_close_rolls_back_a_device_that_never_commits():
     out = engine.plan(1, [1])
     engine.verify(out, {1: Draft([], [])})
     assert out.verdicts[1].num_accepted == 0 and not out.verdicts[1].rejected
+
+
+class _Recorder:
+    """A round policy that records what the engine hands it."""
+
+    def __init__(self):
+        self.calls = []
+
+    def plan(self, round_idx, active):
+        self.calls.append(("plan", round_idx, tuple(active)))
+        return RoundPlan(round_idx, {d: 4 for d in active})
+
+    def modes(self, plan, rejected):
+        self.calls.append(("modes", plan, tuple(rejected)))
+        return {d: "dl" for d in rejected}
+
+    def observe(self, outcome):
+        self.calls.append(("observe", outcome))
+
+
+def test_policy_gets_its_plan_back_and_observes_the_outcome():
+    engine, devices = _setup({0: 0, 1: 0, 2: 0}, draft_noise=4.0)
+    policy = engine.policy = _Recorder()
+    for r in range(2):
+        out = engine.plan(r, [0, 1, 2])
+        engine.verify(out, _drafts(out, devices))
+        _finish(engine, out, devices)
+        engine.close(out)
+        plan_call, modes_call, observe_call = policy.calls[3 * r: 3 * r + 3]
+        assert plan_call == ("plan", r, (0, 1, 2))
+        assert modes_call[1] is out.plan and modes_call[2] == tuple(out.rejected)
+        assert observe_call == ("observe", out) and out.plan.round == r
+        assert set(out.records) == {0, 1, 2}

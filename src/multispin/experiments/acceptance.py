@@ -18,6 +18,7 @@ from pydantic import Field
 from multispin.models.base import BatchedLM, SequenceLM
 from multispin.runtime.local import FixedDraftLengths, FixedMode, run_rounds
 from multispin.runtime.roles import DraftDevice, VerifierServer
+from multispin.runtime.round import PolicyPair
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingFields, SamplingParams, warp
 
@@ -67,8 +68,8 @@ def run_prompts(target: BatchedLM, make_draft: Callable[[], SequenceLM],
         done = sum(len(d.generated) for d in devices.values())
         say(f"generating: round {round_idx + 1}, {done}/{total} tokens")
 
-    logs = run_rounds(server, devices, FixedDraftLengths({k: gamma for k in devices}),
-                      FixedMode("ul"), max_new_tokens, eos_ids, on_round=on_round)
+    policy = PolicyPair(FixedDraftLengths({k: gamma for k in devices}), FixedMode("ul"))
+    logs = run_rounds(server, devices, policy, max_new_tokens, eos_ids, on_round=on_round)
     out = []
     for k, dev in devices.items():
         say(f"scoring α: prompt {k + 1}/{len(devices)}")

@@ -22,7 +22,7 @@ from multispin.errors import ConfigError, ProtocolError
 from multispin.models.base import LoadedPair
 from multispin.runtime.auth import resolve_secret
 from multispin.runtime.records import RoundEvent, ServerSummary, TestbedSummary
-from multispin.runtime.round import DraftLengthPolicy, ModePolicy
+from multispin.runtime.round import DraftLengthPolicy, ModePolicy, RoundPolicy
 from multispin.runtime.server import EdgeServer, ServerConfig
 from multispin.speculative.warp import SamplingParams
 
@@ -104,14 +104,14 @@ class LocalTestbed:
     """One `EdgeServer` (a thread of this process, holding the policy objects and hooks) and K
     device processes/threads on 127.0.0.1. `start()`, optionally kill/restart devices, `wait()`.
 
-    Hooks for a `multispin testbed` command: `draft_lengths` and `modes` are policy objects with
-    the call signatures of runtime/local.py (an optimiser-backed planner plugs in there), and
+    Hooks for a `multispin testbed` command: `policy` is a `RoundPolicy` (the optimiser-backed
+    planner plugs in there; `draft_lengths` and `modes` build one from two fixed policies), and
     `on_round` receives a `RoundEvent` after every round (records, timings, bits, drops)."""
 
     def __init__(self, pair: str | LoadedPair = "tiny", num_devices: int = 4, max_new_tokens: int = 32,
                  rounds: int | None = None, draft_lengths: DraftLengthPolicy | None = None,
                  modes: ModePolicy | None = None, secret: str | bytes | None = None,
-                 log_path: str | Path | None = None, *, seed: int = 0,
+                 log_path: str | Path | None = None, *, policy: RoundPolicy | None = None, seed: int = 0,
                  sampling: SamplingParams | None = None, draft_len: int = 4,
                  mode: str = "mixed", ul_codec: str = "dense-fp32", dl_codec: str = "dense-fp32",
                  drafts: Sequence[str] | None = None, prompts: Sequence[str] | None = None,
@@ -151,7 +151,7 @@ class LocalTestbed:
                     join_timeout_s=join_timeout_s, idle_timeout_s=idle_timeout_s)
         opts.update(server_options or {})
         self.server = EdgeServer(ServerConfig.make(**opts), self.pair, self.secret,
-                                 draft_lengths=draft_lengths, modes=modes, log_path=log_path,
+                                 policy=policy, draft_lengths=draft_lengths, modes=modes, log_path=log_path,
                                  on_round=on_round, on_event=on_event)
         self._tmp = Path(tempfile.mkdtemp(prefix="multispin-testbed-"))
         self._handles: dict[int, _DeviceHandle] = {}

@@ -1,10 +1,9 @@
 """In-process Multi-SPIN round loop: K devices and one server in one process, no transport.
 
-Per round: the draft-length policy fixes γ_k (proactive), devices draft, the server verifies the
-ragged batch in one forward pass, the mode policy picks UL or DL for each rejected device
-(reactive), the correction is sampled where the mode says, and every device appends its tokens.
-The policies are objects apart from the loop (as in HF assisted generation): the loop never
-knows how γ or the modes were chosen.
+Per round the `RoundEngine` does the steps and a `RoundPolicy` decides: γ_k before drafting
+(proactive), UL or DL for each rejected device after verification (reactive), and it observes
+the outcome. The policy is an object apart from the loop (as in HF assisted generation): the
+loop never knows how γ or the modes were chosen. Here every device is a function call away.
 """
 
 from __future__ import annotations
@@ -16,9 +15,7 @@ import numpy as np
 
 from multispin.errors import ConfigError
 from multispin.runtime.roles import DraftDevice, VerifierServer
-from multispin.runtime.round import (
-    DraftLengthPolicy, Mode, ModePolicy, RoundEngine, RoundOutcome, RoundRecord,
-)
+from multispin.runtime.round import Mode, ModePolicy, RoundEngine, RoundOutcome, RoundPolicy, RoundRecord
 from multispin.speculative.stats import AcceptanceStats
 from multispin.system.payload import WirePayload
 
@@ -104,8 +101,7 @@ class DeviceResult:
 def run_rounds(
     server: VerifierServer,
     devices: dict[int, DraftDevice],
-    draft_lengths: DraftLengthPolicy,
-    modes: ModePolicy,
+    policy: RoundPolicy,
     max_new_tokens: int,
     eos_ids: Sequence[int],
     max_rounds: int | None = None,
@@ -114,7 +110,7 @@ def run_rounds(
     """Run rounds until every device has max_new_tokens or emitted EOS; return each device's log."""
     vocab = next(iter(devices.values())).lm.vocab_size
     wire = WirePayload.from_codecs(server.ul_codec, server.dl_codec, vocab, server.gamma_max)
-    engine = RoundEngine(server, draft_lengths, modes, max_new_tokens, eos_ids, wire)
+    engine = RoundEngine(server, policy, max_new_tokens, eos_ids, wire)
     logs: dict[int, list[RoundRecord]] = {d: [] for d in devices}
     for d, dev in devices.items():
         server.open(d, dev.tokens)

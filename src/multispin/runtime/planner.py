@@ -1,15 +1,15 @@
 """The optimiser in the loop: per-round draft lengths (proactive) and modes/powers (reactive) for
 the running system, from the scenario's channel and online acceptance estimates.
 
-`ScenarioPlanner` is both policy objects the round loops accept (`draft_lengths(round, active)`
-and `modes(round, rejected)`, in-process and networked alike) and the bookkeeper of what each
-round cost on the scenario's clock:
+`ScenarioPlanner` is a `RoundPolicy` (`plan`, `modes`, `observe`: in-process and networked
+alike) and the bookkeeper of what each round cost on the scenario's clock:
 
 - every round the channel is redrawn (block fading, `World.channel.draw(round)`), the active
   devices' Instance is built with the current acceptance estimates and the bits of the codecs
   and the pair in use (`WirePayload`: S^ul from the UL codec, S^dl from the DL codec, drafting
   uploads of id + q̂ scalar per token), and `optimize.plan` picks γ;
-- after verification `optimize.reactive` picks modes, powers and bandwidths for the rejected set;
+- after verification `optimize.reactive` picks modes, powers and bandwidths for the rejected set
+  (kept on the round's `ScenarioRoundPlan`, which the engine hands back to `observe`);
 - `observe` records the round: T_comp from the γ actually drafted and the compute profile
   (drafting uploads included), T_comm as the largest airtime, over the devices that moved a
   distribution, of the correction bits each one's record says it moved, at that round's power,
@@ -25,7 +25,7 @@ device), each with draft lengths optimised for its own mode rule, as in the pape
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -33,7 +33,7 @@ from multispin.errors import ConfigError
 from multispin.optimize.goodput import t_comp_s
 from multispin.optimize.plan import plan
 from multispin.optimize.reactive import reactive
-from multispin.runtime.round import Mode, RoundRecord
+from multispin.runtime.round import Mode, RoundOutcome, RoundPlan, RoundRecord
 from multispin.system.channel import World, stream
 from multispin.system.payload import WirePayload
 from multispin.system.radio import rate_bps
@@ -121,6 +121,18 @@ def model_predictions(planner: "ScenarioPlanner", mc_rounds: int, seed: int) -> 
 
 
 @dataclass
+class ScenarioRoundPlan(RoundPlan):
+    """One round of the scenario: who is active, their Instance (this round's channel, the
+    current estimates, the codecs' bits), the proactive plan and, after verification, the
+    reactive decision (modes, powers, bandwidths) the clock charges."""
+
+    active: list[int] = field(default_factory=list)
+    instance: Any = None  # optimize Instance of the active devices
+    proactive: Any = None  # optimize.plan's result
+    decision: Any = None  # optimize.reactive's result, set by `modes`
+
+
+@dataclass
 class ScenarioPlanner:
     """Plans and charges rounds of `scenario`'s world for a system moving `payload`'s bits."""
 
@@ -150,20 +162,17 @@ class ScenarioPlanner:
         prior = self.world.drop.alpha if self.prior_alpha is None else self.prior_alpha
         self.estimator = AcceptanceEstimator(prior)
         self._n_saa = self.n_saa or self.scenario.optimizer.n_saa
-        self._inst = None
-        self._active: list[int] = []
-        self._plan = None
-        self._decision = None
 
-    # -- policy objects -------------------------------------------------------------------
+    # -- the round policy -----------------------------------------------------------------
 
-    def draft_lengths(self, round_idx: int, active: Sequence[int]) -> dict[int, int]:
-        self._active = list(active)
-        idx = [self._index[d] for d in self._active]
+    def plan(self, round_idx: int, active: Sequence[int]) -> ScenarioRoundPlan:
+        """γ for the active devices from this round's channel and the current estimates."""
+        active = list(active)
+        idx = [self._index[d] for d in active]
         full = self.world.instance(round_idx)
         alpha = self.estimator.alpha if self.online else np.asarray(full.alpha)
         wire, k = self.payload, full.num_devices
-        self._inst = full.replace(
+        inst = full.replace(
             alpha=alpha, payload_bits=np.full(k, float(wire.correction_bits("ul"))),
             dl_payload_bits=np.full(k, float(wire.correction_bits("dl"))),
             draft_upload_bits_per_token=float(wire.draft_bits_per_token),
@@ -171,20 +180,28 @@ class ScenarioPlanner:
         modes = POLICIES[self.policy]
         u = stream(self.scenario.seed, "saa", round_idx).random((self._n_saa, len(idx)))
         mode_u = stream(self.scenario.seed, "modes", round_idx).random(u.shape) if modes == "random" else None
-        self._plan = plan(self._inst, uniforms=u, modes=modes, split=self.split, mode_uniforms=mode_u)
-        return {d: int(g) for d, g in zip(self._active, self._plan.draft_len)}
+        proactive = plan(inst, uniforms=u, modes=modes, split=self.split, mode_uniforms=mode_u)
+        gammas = {d: int(g) for d, g in zip(active, proactive.draft_len)}
+        return ScenarioRoundPlan(round_idx, gammas, active, inst, proactive)
 
-    def modes(self, round_idx: int, rejected: Sequence[int]) -> dict[int, Mode]:
-        pos = {d: i for i, d in enumerate(self._active)}
-        mask = np.zeros(len(self._active), dtype=bool)
+    def modes(self, rplan: ScenarioRoundPlan, rejected: Sequence[int]) -> dict[int, Mode]:
+        """Modes, powers and bandwidths for the rejected set; the decision stays on the plan."""
+        pos = {d: i for i, d in enumerate(rplan.active)}
+        mask = np.zeros(len(rplan.active), dtype=bool)
         mask[[pos[d] for d in rejected]] = True
         mode_u = None
         if POLICIES[self.policy] == "random":
-            mode_u = stream(self.scenario.seed, "modes", 10_000 + round_idx).random((1, mask.size))
-        self._decision = reactive(mask, self._inst, split=self.split, modes=POLICIES[self.policy],
+            mode_u = stream(self.scenario.seed, "modes", 10_000 + rplan.round).random((1, mask.size))
+        rplan.decision = reactive(mask, rplan.instance, split=self.split, modes=POLICIES[self.policy],
                                   mode_uniforms=mode_u)
-        names = self._decision.mode_names()
+        names = rplan.decision.mode_names()
         return {d: names[pos[d]] for d in rejected}  # type: ignore[misc]
+
+    def observe(self, outcome: RoundOutcome) -> None:
+        """Charge the round to the scenario's clock (`rounds`) and update the acceptance estimates."""
+        rplan = outcome.plan
+        assert isinstance(rplan, ScenarioRoundPlan), "observe: the outcome of a round this planner planned"
+        self.rounds.append(self._charge(rplan, outcome.records))
 
     # -- bookkeeping ----------------------------------------------------------------------
 
@@ -192,51 +209,45 @@ class ScenarioPlanner:
         """Bits the clock charges for a device's correction: what its record says it moved."""
         return record.correction_bits
 
-    def _airtime_s(self, bits: int, mode: str, i: int) -> tuple[float, float]:
+    def _airtime_s(self, rplan: ScenarioRoundPlan, bits: int, mode: str, i: int) -> tuple[float, float]:
         """(airtime of `bits` for active device index i in `mode` under this round's decision, gain)."""
-        dec, inst = self._decision, self._inst
+        dec, inst = rplan.decision, rplan.instance
         gain = float((inst.gain_ul if mode == "ul" else inst.gain_dl)[i])
         rate = float(rate_bps(dec.bandwidth_hz[i], dec.power_w[i], gain, inst.radio.noise_psd_w_per_hz))
         return (bits / rate if rate > 0 else float("inf")), gain
 
-    def observe(self, round_idx: int, records: dict[int, RoundRecord]) -> RoundCost:
-        """Charge the round to the scenario's clock and update the acceptance estimates."""
-        pos = {d: i for i, d in enumerate(self._active)}
-        gamma = np.zeros(len(self._active), dtype=int)
+    def _charge(self, rplan: ScenarioRoundPlan, records: dict[int, RoundRecord]) -> RoundCost:
+        pos = {d: i for i, d in enumerate(rplan.active)}
+        gamma = np.zeros(len(rplan.active), dtype=int)
         for d, r in records.items():
             gamma[pos[d]] = r.draft_len
             if self.online:
                 self.estimator.update(self._index[d], r.draft_len, r.num_accepted,
                                       r.rejection_position is not None)
         rejected = [d for d, r in records.items() if r.rejection_position is not None]
-        dec = self._decision
         modes, power, bw, gain, charged, airtime = {}, {}, {}, {}, {}, {}
-        if dec is not None:
+        if rplan.decision is not None:
             # Charge only devices that actually moved a distribution (a dropped device moved none),
-            # each for the bits its record says it moved, under this round's rate of its link.
+            # each for the correction bits its record says it moved, under this round's rate of its link.
             for d in rejected:
                 mode = records[d].mode
                 if mode is None:
                     continue
-                modes[d] = mode
-                power[d] = float(dec.power_w[pos[d]])
-                bw[d] = float(dec.bandwidth_hz[pos[d]])
-                charged[d] = int(self._charged_bits(records[d]))
-                airtime[d], gain[d] = self._airtime_s(charged[d], mode, pos[d])
-        comm = max(airtime.values(), default=0.0)
-        cost = RoundCost(
-            round=round_idx, draft_len={d: int(gamma[pos[d]]) for d in self._active}, rejected=rejected,
+                i = pos[d]
+                modes[d], charged[d] = mode, int(self._charged_bits(records[d]))
+                power[d], bw[d] = float(rplan.decision.power_w[i]), float(rplan.decision.bandwidth_hz[i])
+                airtime[d], gain[d] = self._airtime_s(rplan, charged[d], mode, i)
+        proactive = rplan.proactive
+        self.history.append((rplan.instance, gamma, [self._index[d] for d in rplan.active]))
+        return RoundCost(
+            round=rplan.round, draft_len={d: int(gamma[pos[d]]) for d in rplan.active}, rejected=rejected,
             modes=modes, power_w=power, bandwidth_hz=bw, gain=gain, charged_bits=charged,
-            comp_latency_s=float(t_comp_s(self._inst, gamma)), comm_latency_s=comm,
+            comp_latency_s=float(t_comp_s(rplan.instance, gamma)), comm_latency_s=max(airtime.values(), default=0.0),
             tokens=sum(r.tokens_gained for r in records.values()),
-            planned_goodput_tokens_per_s=float(self._plan.goodput_tokens_per_s),
-            expected_tokens=float(self._plan.goodput.expected_tokens),
-            expected_latency_s=float(self._plan.goodput.t_comp_s + self._plan.goodput.e_t_comm_s),
+            planned_goodput_tokens_per_s=float(proactive.goodput_tokens_per_s),
+            expected_tokens=float(proactive.goodput.expected_tokens),
+            expected_latency_s=float(proactive.goodput.t_comp_s + proactive.goodput.e_t_comm_s),
         )
-        self.rounds.append(cost)
-        self.history.append((self._inst, gamma, [self._index[d] for d in self._active]))
-        self._decision = None
-        return cost
 
     # -- summaries ------------------------------------------------------------------------
 

@@ -33,6 +33,47 @@ class ModePolicy(Protocol):
 
 
 @dataclass
+class RoundPlan:
+    """What a policy decided before drafting. The mode decision receives it back, so a policy
+    keeps a round's context (channel, estimates, its optimiser's plan) here, not on itself."""
+
+    round: int
+    draft_lengths: Mapping[int, int]  # γ per active device, before the engine's budget clip
+
+
+class RoundPolicy(Protocol):
+    """Proactive plan, reactive modes and feedback, in the order the engine calls them (the
+    shape of Hugging Face's candidate generator with `update_candidate_strategy`)."""
+
+    def plan(self, round_idx: int, active: Sequence[int]) -> RoundPlan: ...
+
+    def modes(self, plan: RoundPlan, rejected: Sequence[int]) -> Mapping[int, Mode]: ...
+
+    def observe(self, outcome: "RoundOutcome") -> None: ...
+
+
+@dataclass
+class PolicyPair:
+    """A `RoundPolicy` made of a draft-length policy and a mode policy that learn nothing."""
+
+    draft_lengths: DraftLengthPolicy
+    mode_policy: ModePolicy
+
+    def plan(self, round_idx: int, active: Sequence[int]) -> RoundPlan:
+        return RoundPlan(round_idx, self.draft_lengths(round_idx, list(active)))
+
+    def modes(self, plan: RoundPlan, rejected: Sequence[int]) -> Mapping[int, Mode]:
+        return self.mode_policy(plan.round, list(rejected))
+
+    def observe(self, outcome: "RoundOutcome") -> None:
+        pass
+
+    @property
+    def name(self) -> str:
+        return f"{type(self.draft_lengths).__name__} + {type(self.mode_policy).__name__}"
+
+
+@dataclass
 class RoundRecord:
     """What one device did in one round."""
 
@@ -73,6 +114,7 @@ class RoundOutcome:
 
     round: int
     gammas: dict[int, int]  # γ of every device active at the round's start (after the clip)
+    plan: RoundPlan | None = None  # the policy's plan for the round
     rejected: list[int] = field(default_factory=list)
     modes: dict[int, Mode] = field(default_factory=dict)
     records: dict[int, RoundRecord] = field(default_factory=dict)  # devices that committed
@@ -84,18 +126,17 @@ class RoundOutcome:
 
 
 class RoundEngine:
-    """Rounds over one `VerifierServer`: the policies decide, the engine does everything else.
+    """Rounds over one `VerifierServer`: the policy decides, the engine does everything else.
 
     The server's record of each device (`verifier.records`) is the truth the budget, the EOS test
     and "finished" read, in-process and networked alike."""
 
-    def __init__(self, verifier: VerifierServer, draft_lengths: DraftLengthPolicy, modes: ModePolicy,
-                 max_new_tokens: int, eos_ids: Sequence[int], wire: WirePayload):
+    def __init__(self, verifier: VerifierServer, policy: RoundPolicy, max_new_tokens: int,
+                 eos_ids: Sequence[int], wire: WirePayload):
         if max_new_tokens < 1:
             raise ConfigError(f"max_new_tokens: must be >= 1 (got {max_new_tokens})")
         self.verifier = verifier
-        self.draft_lengths = draft_lengths
-        self.modes = modes
+        self.policy = policy
         self.max_new_tokens = max_new_tokens
         self.eos_ids = tuple(int(t) for t in eos_ids)
         self.wire = wire
@@ -116,7 +157,8 @@ class RoundEngine:
 
     def plan(self, r: int, active: Sequence[int]) -> RoundOutcome:
         """Ask the draft-length policy and clip each γ so that γ + 1 tokens fit the budget."""
-        planned = self.draft_lengths(r, list(active))
+        plan = self.policy.plan(r, list(active))
+        planned = plan.draft_lengths
         gammas = {}
         for d in active:
             try:
@@ -124,7 +166,7 @@ class RoundEngine:
             except (KeyError, TypeError, ValueError):
                 raise ConfigError(f"draft-length policy: no integer γ for device {d} in round {r}") from None
             gammas[d] = max(0, min(want, self.budget(d) - 1, self.verifier.gamma_max))
-        return RoundOutcome(r, gammas)
+        return RoundOutcome(r, gammas, plan)
 
     def verify(self, out: RoundOutcome, drafts: Mapping[int, Draft]) -> None:
         """One batched verify of every draft that arrived, then the modes of the rejected set."""
@@ -133,7 +175,7 @@ class RoundEngine:
             out.verdicts = self.verifier.verify(dict(drafts), out.round)
             out.verify_s = time.perf_counter() - t0
         out.rejected = [d for d in drafts if out.verdicts[d].rejected]
-        chosen = dict(self.modes(out.round, list(out.rejected)))
+        chosen = dict(self.policy.modes(out.plan, list(out.rejected)))  # type: ignore[arg-type]
         for d in out.rejected:
             if chosen.get(d) not in MODES:
                 raise ConfigError(f"mode policy: need 'ul' or 'dl' for device {d} in round {out.round} "
@@ -171,9 +213,10 @@ class RoundEngine:
         return kept
 
     def close(self, out: RoundOutcome) -> RoundOutcome:
-        """A device that drafted but did not commit gains nothing: its target cache goes back to
-        what it held before the round."""
+        """End the round: a device that drafted but did not commit gains nothing (its target
+        cache goes back to what it held before the round); the policy observes the outcome."""
         for d in out.verdicts:
             if d not in out.records:
                 self.verifier.abandon(d)
+        self.policy.observe(out)
         return out

@@ -31,7 +31,9 @@ from multispin.runtime.jsonlog import JsonlLog
 from multispin.runtime.local import UniformDraftLength, mode_policy
 from multispin.runtime.records import DeviceRecord, RoundEvent, ServerSummary
 from multispin.runtime.roles import Draft, VerifierServer
-from multispin.runtime.round import DraftLengthPolicy, ModePolicy, RoundEngine, RoundOutcome
+from multispin.runtime.round import (
+    DraftLengthPolicy, ModePolicy, PolicyPair, RoundEngine, RoundOutcome, RoundPolicy,
+)
 from multispin.runtime.server_protocol import (
     HANDSHAKE_TYPES, SESSION_TYPES, Connection, ConnState, ServerProtocol,
 )
@@ -99,8 +101,8 @@ class EdgeServer:
     thread) drains the current round and shuts down cleanly."""
 
     def __init__(self, config: ServerConfig, pair: LoadedPair, secret: str | bytes | None, *,
-                 draft_lengths: DraftLengthPolicy | None = None, modes: ModePolicy | None = None,
-                 log_path: str | Path | None = None,
+                 policy: RoundPolicy | None = None, draft_lengths: DraftLengthPolicy | None = None,
+                 modes: ModePolicy | None = None, log_path: str | Path | None = None,
                  on_round: Callable[[RoundEvent], None] | None = None,
                  on_event: Callable[[dict], None] | None = None,
                  target_lm: BatchedLM | None = None):
@@ -123,9 +125,12 @@ class EdgeServer:
         self.limits = P.Limits.for_session(self.vocab_size, config.gamma_max, self.ul_codec,
                                            self.dl_codec, config.max_prompt_tokens,
                                            config.max_new_tokens)
-        self.draft_lengths: DraftLengthPolicy = draft_lengths or UniformDraftLength(
-            min(config.draft_len, config.gamma_max))
-        self.modes: ModePolicy = modes or mode_policy(config.mode, config.seed)
+        if policy is not None and (draft_lengths is not None or modes is not None):
+            raise ConfigError("policy: give a round policy or draft_lengths/modes, not both")
+        # draft_lengths/modes: the policies that learn nothing, with the config's defaults
+        self.policy: RoundPolicy = policy or PolicyPair(
+            draft_lengths or UniformDraftLength(min(config.draft_len, config.gamma_max)),
+            modes or mode_policy(config.mode, config.seed))
         self.on_round = on_round
         self.log = JsonlLog(log_path, on_event)
         self.ready = threading.Event()
@@ -143,8 +148,7 @@ class EdgeServer:
                                     handshake_timeout_s=config.handshake_timeout_s)
         # The bits of every message of a round, from the codecs and the pair in use.
         self.wire = WirePayload.from_codecs(self.ul_codec, self.dl_codec, self.vocab_size, config.gamma_max)
-        self.engine = RoundEngine(self.verifier, self.draft_lengths, self.modes, config.max_new_tokens,
-                                  self.eos_ids, self.wire)
+        self.engine = RoundEngine(self.verifier, self.policy, config.max_new_tokens, self.eos_ids, self.wire)
         self._recv_types_max = max(self.limits.max_bytes(t) for t in HANDSHAKE_TYPES + SESSION_TYPES)
         self._sock: zmq.Socket | None = None
         self._ctx: zmq.Context | None = None
@@ -186,8 +190,8 @@ class EdgeServer:
             self.log.write("start", endpoint=self.endpoint, pair=self.pair.name,
                            vocab_size=self.vocab_size, config=self.config.model_dump(),
                            limits=self.limits.table(),
-                           draft_length_policy=type(self.draft_lengths).__name__,
-                           mode_policy=type(self.modes).__name__, exactness=self._exactness())
+                           policy=getattr(self.policy, "name", type(self.policy).__name__),
+                           exactness=self._exactness())
             self.ready.set()
             stop_reason = self._serve()
         finally:

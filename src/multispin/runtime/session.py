@@ -16,7 +16,7 @@ from multispin.models.base import LoadedPair
 from multispin.models.registry import DEFAULT_PAIR, resolve_pair
 from multispin.runtime.local import DeviceResult, UniformDraftLength, mode_policy, run_rounds
 from multispin.runtime.roles import DraftDevice, VerifierServer
-from multispin.runtime.round import RoundRecord
+from multispin.runtime.round import PolicyPair, RoundRecord
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.stats import AcceptanceStats
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
@@ -103,8 +103,7 @@ def generate(config: GenerateConfig, pair: LoadedPair | None = None,
 
     modes = mode_policy(config.mode, config.seed)
     started = time.perf_counter()
-    logs = run_rounds(server, devices, UniformDraftLength(config.draft_len),
-                      modes, config.max_new_tokens, pair.eos_token_ids, on_round=on_round)
+    logs = run_rounds(server, devices, PolicyPair(UniformDraftLength(config.draft_len), modes), config.max_new_tokens, pair.eos_token_ids, on_round=on_round)
     wall = time.perf_counter() - started
     for res in results:
         dev = devices[res.device_id]

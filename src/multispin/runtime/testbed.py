@@ -195,6 +195,79 @@ def with_measured_acceptance(scenario, pair_name: str, drafts: list[str], tasks:
     return scenario.override({"devices.acceptance": filled}), all(a is not None for a in alpha)
 
 
+def round_row(event, cost) -> dict:
+    """One rounds.jsonl line: the server's `RoundEvent` next to the planner's `RoundCost`."""
+    def keyed(d: dict) -> dict:
+        return {str(k): v for k, v in d.items()}
+
+    recs = event.records
+    return {
+        "round": event.round, "gamma": keyed(cost.draft_len), "rejected": cost.rejected,
+        "modes": keyed(cost.modes), "power_w": keyed(cost.power_w), "bandwidth_hz": keyed(cost.bandwidth_hz),
+        "gain": keyed(cost.gain), "charged_bits": keyed(cost.charged_bits),
+        "payload_bits": {str(d): r.payload_bits for d, r in recs.items()},
+        "correction_bits": {str(d): r.correction_bits for d, r in recs.items()},
+        "uplink_bits": {str(d): r.uplink_bits for d, r in recs.items()},
+        "downlink_bits": {str(d): r.downlink_bits for d, r in recs.items()},
+        "tokens_gained": {str(d): r.tokens_gained for d, r in recs.items()},
+        "comp_latency_s": cost.comp_latency_s, "comm_latency_s": cost.comm_latency_s,
+        "planned_goodput_tokens_per_s": cost.planned_goodput_tokens_per_s,
+        "verify_s": event.verify_s, "round_wall_s": event.round_wall_s, "dropped": keyed(event.dropped),
+    }
+
+
+class _RoundSink:
+    """The server's per-round hook: emulates the airtime on the wall clock, keeps and writes the
+    rounds.jsonl rows, reports progress."""
+
+    def __init__(self, planner: ScenarioPlanner, wall_clock: bool, path: Path | None,
+                 on_progress: Callable[[int, int], None] | None):
+        self.planner, self.wall_clock, self.on_progress = planner, wall_clock, on_progress
+        self.rows: list[dict] = []
+        self.airtime_s = 0.0
+        self.tokens = 0
+        self._fh = open(path, "w") if path else None
+
+    def __call__(self, event) -> None:
+        cost = self.planner.rounds[-1]  # the engine had the planner observe the round before this hook
+        if self.wall_clock and cost.comm_latency_s > 0:
+            time.sleep(cost.comm_latency_s)  # link emulation: the moved distributions' airtime
+            self.airtime_s += cost.comm_latency_s
+        self.tokens += cost.tokens
+        row = round_row(event, cost)
+        self.rows.append(row)
+        if self._fh:
+            self._fh.write(json.dumps(row) + "\n")
+            self._fh.flush()
+        if self.on_progress:
+            self.on_progress(event.round, self.tokens)
+
+    def close(self) -> None:
+        if self._fh:
+            self._fh.close()
+
+
+def _run_figures(config: TestbedConfig, planner: ScenarioPlanner, rows: list[dict], airtime_s: float) -> dict:
+    """Tokens, goodput on the run's clock, the model's predictions and the mean γ per device."""
+    tokens = sum(sum(row["tokens_gained"].values()) for row in rows)
+    round_wall = sum(row["round_wall_s"] for row in rows) + airtime_s
+    pred = model_predictions(planner, mc_rounds=200, seed=config.seed) if planner.rounds else {}
+    gammas: dict[int, list[int]] = {d: [] for d in range(config.devices)}
+    for row in rows:
+        for d, g in row["gamma"].items():
+            gammas[int(d)].append(g)
+    return {
+        "rounds": len(rows), "tokens": tokens,
+        "goodput_tokens_per_s": (planner.goodput_tokens_per_s if config.clock == "virtual"
+                                 else tokens / round_wall if round_wall else 0.0),
+        "virtual_time_s": planner.virtual_time_s,
+        "planned_goodput_tokens_per_s": planner.planned_goodput_tokens_per_s,
+        **pred,
+        "dl_share": planner.dl_share(),
+        "mean_draft_len": {str(d): float(np.mean(g)) if g else 0.0 for d, g in gammas.items()},
+    }
+
+
 def run_testbed(config: TestbedConfig, pair=None,
                 on_progress: Callable[[int, int], None] | None = None) -> TestbedResult:
     """Run one testbed session; write rounds.jsonl, server.jsonl and summary.json under `out`."""
@@ -205,8 +278,7 @@ def run_testbed(config: TestbedConfig, pair=None,
     pair = pair or resolve_pair(config.pair)
     tasks = assign_tasks(config.devices, config.tasks, config.seed)
     prompts = device_prompts(tasks, config.seed)
-    names = list(pair.drafts)
-    drafts = [names[k % len(names)] for k in range(config.devices)]
+    drafts = [list(pair.drafts)[k % len(pair.drafts)] for k in range(config.devices)]
     scenario, measured = with_measured_acceptance(build_scenario(config), pair.name, drafts, tasks)
     gamma_max = scenario.optimizer.gamma_max
     choice = payload_choice(config, pair.vocab_size, gamma_max)
@@ -215,83 +287,31 @@ def run_testbed(config: TestbedConfig, pair=None,
     out = Path(config.out) if config.out else None
     if out:
         out.mkdir(parents=True, exist_ok=True)
-    rounds_log = open(out / "rounds.jsonl", "w") if out else None
-    rows: list[dict] = []
-    airtime_s = 0.0
-    tokens_so_far = 0
-
-    def on_round(event) -> None:
-        nonlocal airtime_s, tokens_so_far
-        cost = planner.observe(event.round, event.records)
-        if config.clock == "wall" and cost.comm_latency_s > 0:
-            time.sleep(cost.comm_latency_s)  # link emulation: the moved distributions' airtime
-            airtime_s += cost.comm_latency_s
-        tokens_so_far += cost.tokens
-        row = {
-            "round": event.round, "gamma": {str(d): g for d, g in cost.draft_len.items()},
-            "rejected": cost.rejected, "modes": {str(d): m for d, m in cost.modes.items()},
-            "power_w": {str(d): p for d, p in cost.power_w.items()},
-            "bandwidth_hz": {str(d): b for d, b in cost.bandwidth_hz.items()},
-            "gain": {str(d): g for d, g in cost.gain.items()},
-            "charged_bits": {str(d): b for d, b in cost.charged_bits.items()},
-            "payload_bits": {str(d): r.payload_bits for d, r in event.records.items()},
-            "correction_bits": {str(d): r.correction_bits for d, r in event.records.items()},
-            "uplink_bits": {str(d): r.uplink_bits for d, r in event.records.items()},
-            "downlink_bits": {str(d): r.downlink_bits for d, r in event.records.items()},
-            "tokens_gained": {str(d): r.tokens_gained for d, r in event.records.items()},
-            "comp_latency_s": cost.comp_latency_s, "comm_latency_s": cost.comm_latency_s,
-            "planned_goodput_tokens_per_s": cost.planned_goodput_tokens_per_s,
-            "verify_s": event.verify_s, "round_wall_s": event.round_wall_s,
-            "dropped": {str(d): why for d, why in event.dropped.items()},
-        }
-        rows.append(row)
-        if rounds_log:
-            rounds_log.write(json.dumps(row) + "\n")
-            rounds_log.flush()
-        if on_progress:
-            on_progress(event.round, tokens_so_far)
-
+    sink = _RoundSink(planner, config.clock == "wall", out / "rounds.jsonl" if out else None, on_progress)
     bed = LocalTestbed(
-        pair, config.devices, config.max_new_tokens, config.rounds,
-        draft_lengths=planner.draft_lengths, modes=planner.modes,
+        pair, config.devices, config.max_new_tokens, config.rounds, policy=planner,
         log_path=(out / "server.jsonl") if out else None, seed=config.seed, sampling=choice.sampling,
-        ul_codec=choice.wire.ul_codec, dl_codec=choice.wire.dl_codec,
-        drafts=drafts, prompts=prompts, device_runner=config.runner, round_timeout_s=config.round_timeout_s,
-        on_round=on_round, server_options={"gamma_max": gamma_max},
-    )
+        ul_codec=choice.wire.ul_codec, dl_codec=choice.wire.dl_codec, drafts=drafts, prompts=prompts,
+        device_runner=config.runner, round_timeout_s=config.round_timeout_s, on_round=sink,
+        server_options={"gamma_max": gamma_max})
     if bed.server.wire != choice.wire:  # one payload truth: the server logs what the planner charges
         raise RuntimeError(f"payload: server moves {bed.server.wire}, planner charges {choice.wire}")
     started = time.perf_counter()
     bed.start()
     summary = bed.wait(timeout_s=3600)
     wall_s = time.perf_counter() - started
-    if rounds_log:
-        rounds_log.close()
+    sink.close()
+    rows = sink.rows
 
     records = summary.server.devices
-    tokens = sum(sum(row["tokens_gained"].values()) for row in rows)
-    round_wall = sum(row["round_wall_s"] for row in rows) + airtime_s
-    pred = model_predictions(planner, mc_rounds=200, seed=config.seed) if planner.rounds else {}
-    gammas = {d: [] for d in range(config.devices)}
-    for row in rows:
-        for d, g in row["gamma"].items():
-            gammas[int(d)].append(g)
     result = {
         "pair": pair.name, "policy": config.policy, "clock": config.clock, "scenario": config.scenario,
-        "devices": config.devices, "rounds": len(rows), "tokens": tokens,
-        "goodput_tokens_per_s": (planner.goodput_tokens_per_s if config.clock == "virtual"
-                                 else tokens / round_wall if round_wall else 0.0),
-        "virtual_time_s": planner.virtual_time_s,
-        "wall_time_s": wall_s,
-        "planned_goodput_tokens_per_s": planner.planned_goodput_tokens_per_s,
-        **pred,
-        "dl_share": planner.dl_share(),
+        "devices": config.devices, **_run_figures(config, planner, rows, sink.airtime_s), "wall_time_s": wall_s,
         **bits_per_token(rows, choice.wire),
         "exact": choice.exact,
         "payload": choice.to_dict(),
         "payload_headline": choice.headline,
         "noise_psd_w_per_hz": planner.world.radio_params().noise_psd_w_per_hz,
-        "mean_draft_len": {str(d): float(np.mean(g)) if g else 0.0 for d, g in gammas.items()},
         "alpha_estimate": {str(d): float(a) for d, a in enumerate(planner.estimator.alpha)},
         "tasks": {str(d): t for d, t in enumerate(tasks)},
         "drafts": {str(d): name for d, name in enumerate(drafts)},
