@@ -74,6 +74,7 @@ from multispin.commands import optimize  # noqa: E402,F401
 from multispin.commands import serve, device  # noqa: E402,F401
 from multispin.commands import reproduce  # noqa: E402,F401
 from multispin.commands import scenario  # noqa: E402,F401
+from multispin.commands import keys  # noqa: E402,F401
 
 
 def _value_given(args: Sequence[str], opts: Sequence[str]) -> Optional[str]:

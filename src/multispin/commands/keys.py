@@ -1,0 +1,57 @@
+"""`multispin keys`: CurveZMQ key pairs for the server and for each device.
+
+    multispin keys server SERVER_DIR
+    multispin keys device DEVICE_DIR --device-id N --allow SERVER_DIR
+
+The second command writes device N's key pair, allows its public key on the server (as
+``SERVER_DIR/allowed/device-N.key``: the file name binds the key to id N) and copies the
+server's public key next to the device's keys. Secret keys are written 0600.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from multispin.cli import app
+
+keys_app = typer.Typer(no_args_is_help=True,
+                       help="Key pairs for encrypted, per-device authenticated connections (CurveZMQ).")
+app.add_typer(keys_app, name="keys")
+
+
+@keys_app.command("server")
+def server(
+    directory: Path = typer.Argument(..., metavar="SERVER_DIR", help="folder for the server's keys"),
+    force: bool = typer.Option(False, "--force", help="replace existing keys (every device must be re-keyed)"),
+) -> None:
+    """Make the server's key pair and its allowed-keys folder (SERVER_DIR/allowed)."""
+    from multispin.runtime.keys import create_server_keys, load_server_keys
+
+    public = create_server_keys(directory, force=force)
+    typer.echo(f"server public key {load_server_keys(directory).public.decode()}")
+    typer.echo(f"wrote {public} and {public}_secret (0600); allowed keys go in {directory / 'allowed'}")
+
+
+@keys_app.command("device")
+def device(
+    directory: Path = typer.Argument(..., metavar="DEVICE_DIR", help="folder for the device's keys"),
+    device_id: int = typer.Option(..., "--device-id", min=0, metavar="INT", help="the device id the key is bound to"),
+    allow: Optional[Path] = typer.Option(
+        None, "--allow", metavar="SERVER_DIR",
+        help="allow the key on this server (copies it to SERVER_DIR/allowed, and server.key here)"),
+    force: bool = typer.Option(False, "--force", help="replace existing keys for this device id"),
+) -> None:
+    """Make device N's key pair; with --allow, let it in on the server as device N only."""
+    from multispin.runtime.keys import create_device_keys, load_device_keys
+
+    public = create_device_keys(directory, device_id, allow=allow, force=force)
+    typer.echo(f"device {device_id} public key {load_device_keys(directory, device_id).public.decode()}")
+    typer.echo(f"wrote {public} and {public}_secret (0600)")
+    if allow is not None:
+        typer.echo(f"allowed as {allow / 'allowed' / public.name}; server key copied to {directory / 'server.key'}")
+    else:
+        typer.echo(f"not yet allowed: copy {public} to SERVER_DIR/allowed/{public.name} "
+                   "and the server's server.key here")

@@ -1,0 +1,274 @@
+"""Per-device keys and encryption with CurveZMQ (pyzmq's ``zmq.auth``, no hand-written scheme).
+
+What: the server has one key pair; each device has its own. Files (made by ``multispin keys``)::
+
+    SERVER_DIR/server.key            server public key
+    SERVER_DIR/server.key_secret     server secret key (0600)
+    SERVER_DIR/allowed/device-N.key  public key of each device allowed in; the name binds it to id N
+    DEVICE_DIR/device-N.key          device N's public key
+    DEVICE_DIR/device-N.key_secret   device N's secret key (0600)
+    DEVICE_DIR/server.key            the server's public key the device connects to
+
+:func:`curve_server` makes a ROUTER a CURVE server whose authenticator (a ZAP handler on the
+socket's context) lets in only the keys of the allowed directory; :func:`curve_client` makes a
+DEALER a CURVE client. Every message is then encrypted and authenticated, and a client without
+a key, with the wrong server key or with a key not allowed never gets a frame to the server.
+
+Why a key per device: the device id is bound to its public key (:class:`AllowedKeys`). libzmq
+stamps each received frame with the peer's public key (the ZAP ``User-Id``; :func:`peer_key`),
+so the server checks a HELLO's device id against the key that sent it
+(:meth:`AllowedKeys.check_claim`): a device can claim only its own session.
+
+Like the loops it plugs into, this module imports ``zmq``; the round and the protocol objects
+never see keys.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from multispin.errors import SecurityError
+
+SERVER_NAME = "server"
+ALLOWED_DIR = "allowed"
+ZAP_DOMAIN = "multispin"
+_DEVICE_FILE = re.compile(r"^device-(\d+)\.key$")
+
+
+def device_name(device_id: int) -> str:
+    return f"device-{int(device_id)}"
+
+
+@dataclass(frozen=True)
+class ServerKeys:
+    public: bytes       # Z85, 40 bytes
+    secret: bytes
+    allowed_dir: Path
+
+
+@dataclass(frozen=True)
+class DeviceKeys:
+    device_id: int
+    public: bytes
+    secret: bytes
+    server_public: Optional[bytes] = None
+
+
+# -- creating ----------------------------------------------------------------------------------
+
+def _create_pair(directory: Path, name: str, metadata: dict[str, str], force: bool) -> tuple[Path, Path]:
+    """``name.key`` and ``name.key_secret`` in ``directory``, made in a private (0700) temporary
+    folder, the secret chmod-ed to 0600, then moved in: no moment where the secret is readable
+    by others, and no half-written pair."""
+    import zmq.auth
+
+    directory = Path(directory)
+    public, secret = directory / f"{name}.key", directory / f"{name}.key_secret"
+    if not force and (public.exists() or secret.exists()):
+        raise SecurityError(f"{secret}: keys already exist (pass --force to replace them; "
+                            "everything holding the old public key will be refused)")
+    try:
+        if not directory.exists():
+            directory.mkdir(parents=True, mode=0o700)
+        with tempfile.TemporaryDirectory(dir=directory, prefix=".keys-") as tmp:
+            pub_tmp, sec_tmp = zmq.auth.create_certificates(tmp, name, metadata=metadata)
+            os.chmod(sec_tmp, 0o600)
+            os.chmod(pub_tmp, 0o644)
+            os.replace(sec_tmp, secret)
+            os.replace(pub_tmp, public)
+    except OSError as exc:
+        raise SecurityError(f"{exc.filename or directory}: cannot write keys ({exc.strerror or exc})") from None
+    return public, secret
+
+
+def create_server_keys(server_dir: str | os.PathLike, *, force: bool = False) -> Path:
+    """The server's key pair and an empty allowed-keys folder; returns the public key file."""
+    server_dir = Path(server_dir)
+    public, _ = _create_pair(server_dir, SERVER_NAME, {"role": "server"}, force)
+    (server_dir / ALLOWED_DIR).mkdir(mode=0o755, exist_ok=True)
+    return public
+
+
+def create_device_keys(device_dir: str | os.PathLike, device_id: int, *,
+                       allow: str | os.PathLike | None = None, force: bool = False) -> Path:
+    """Device ``device_id``'s key pair in ``device_dir``; returns the public key file.
+
+    With ``allow=SERVER_DIR`` (the server's key folder, made first), the device's public key is
+    also copied into the server's allowed folder as ``device-N.key`` and the server's public key
+    into ``device_dir`` as ``server.key``: the device can then connect, as device N only."""
+    if int(device_id) < 0:
+        raise SecurityError(f"device id must be >= 0 (got {device_id})")
+    device_dir = Path(device_dir)
+    server = None
+    if allow is not None:
+        server = load_server_keys(allow)  # fail before writing anything
+        target = server.allowed_dir / f"{device_name(device_id)}.key"
+        if target.exists() and not force:
+            raise SecurityError(f"{target}: device {device_id} is already allowed with another key "
+                                "(pass --force to replace it)")
+    public, _ = _create_pair(device_dir, device_name(device_id), {"device-id": str(int(device_id))}, force)
+    if server is not None:
+        try:
+            shutil.copyfile(public, server.allowed_dir / f"{device_name(device_id)}.key")
+            shutil.copyfile(Path(allow) / f"{SERVER_NAME}.key", device_dir / f"{SERVER_NAME}.key")
+        except OSError as exc:
+            raise SecurityError(f"{exc.filename}: cannot write ({exc.strerror or exc})") from None
+    return public
+
+
+# -- loading -----------------------------------------------------------------------------------
+
+def _load(path: Path, want_secret: bool) -> tuple[bytes, Optional[bytes]]:
+    import zmq.auth
+
+    if not path.is_file():
+        raise SecurityError(f"{path}: no such key file (make keys with `multispin keys`)")
+    if want_secret and os.name == "posix":
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if mode & 0o077:
+            raise SecurityError(f"{path}: secret key is readable by others (mode {mode:04o}); "
+                                f"run `chmod 600 {path}`")
+    try:
+        public, secret = zmq.auth.load_certificate(path)
+    except (OSError, ValueError) as exc:
+        raise SecurityError(f"{path}: not a key file ({' '.join(str(exc).split())})") from None
+    if len(public) != 40 or (want_secret and (secret is None or len(secret) != 40)):
+        raise SecurityError(f"{path}: not a CurveZMQ key file (a key is 40 Z85 characters)")
+    return public, secret
+
+
+def load_server_keys(server_dir: str | os.PathLike) -> ServerKeys:
+    server_dir = Path(server_dir)
+    public, secret = _load(server_dir / f"{SERVER_NAME}.key_secret", want_secret=True)
+    allowed = server_dir / ALLOWED_DIR
+    if not allowed.is_dir():
+        raise SecurityError(f"{allowed}: no allowed-keys folder (make it with `multispin keys server`)")
+    return ServerKeys(public, secret, allowed)
+
+
+def load_device_keys(device_dir: str | os.PathLike, device_id: Optional[int] = None) -> DeviceKeys:
+    """Device keys from ``device_dir`` (the only pair there when ``device_id`` is None) and the
+    server's public key if ``server.key`` is there."""
+    device_dir = Path(device_dir)
+    if device_id is None:
+        found = sorted(device_dir.glob("device-*.key_secret")) if device_dir.is_dir() else []
+        if not found:
+            raise SecurityError(f"{device_dir}: no device key pair (make one with `multispin keys device`)")
+        if len(found) > 1:
+            raise SecurityError(f"{device_dir}: {len(found)} device key pairs; give the device id")
+        device_id = int(found[0].name[len("device-"):-len(".key_secret")])
+    public, secret = _load(device_dir / f"{device_name(device_id)}.key_secret", want_secret=True)
+    server_file = device_dir / f"{SERVER_NAME}.key"
+    server_public = _load(server_file, want_secret=False)[0] if server_file.exists() else None
+    return DeviceKeys(int(device_id), public, secret, server_public)
+
+
+class AllowedKeys:
+    """The allowed-keys folder as a map public key → device id (``device-N.key`` allows one key
+    as device N). The authenticator asks it who may connect; the server asks it who a key is."""
+
+    def __init__(self, directory: str | os.PathLike) -> None:
+        self.directory = Path(directory)
+        self._ids: dict[bytes, int] = {}
+        self.reload()
+
+    def reload(self) -> None:
+        """Read the folder again (after ``multispin keys device --allow`` while serving)."""
+        if not self.directory.is_dir():
+            raise SecurityError(f"{self.directory}: no allowed-keys folder")
+        ids: dict[bytes, int] = {}
+        for path in sorted(self.directory.iterdir()):
+            if not path.name.endswith(".key"):
+                continue
+            m = _DEVICE_FILE.match(path.name)
+            if m is None:
+                raise SecurityError(f"{path}: an allowed key file is named device-N.key (N the device id)")
+            public, _ = _load(path, want_secret=False)
+            if public in ids:
+                raise SecurityError(f"{path}: the same public key is allowed as device {ids[public]}; "
+                                    "one key, one device")
+            ids[public] = int(m.group(1))
+        self._ids = ids
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __contains__(self, public_key: bytes | str) -> bool:
+        return self.identity_for(public_key) is not None
+
+    def identity_for(self, public_key: bytes | str | None) -> Optional[int]:
+        """The device id a public key (Z85) is allowed as, or None."""
+        if public_key is None:
+            return None
+        key = public_key.encode("ascii") if isinstance(public_key, str) else bytes(public_key)
+        return self._ids.get(key)
+
+    def check_claim(self, public_key: bytes | str | None, claimed_device_id: int) -> None:
+        """Raise :class:`SecurityError` unless ``public_key`` is allowed as ``claimed_device_id``
+        (a HELLO's device id must be the id its sender's key is bound to)."""
+        owner = self.identity_for(public_key)
+        if owner is None:
+            raise SecurityError("peer's key is not in the allowed set")
+        if owner != int(claimed_device_id):
+            raise SecurityError(f"device {owner}'s key claimed device id {claimed_device_id}")
+
+    # the credentials-provider interface of zmq.auth's configure_curve_callback
+    def callback(self, domain: str, key: bytes) -> bool:
+        return key in self._ids
+
+
+# -- sockets -----------------------------------------------------------------------------------
+
+def curve_server(socket: Any, keys: ServerKeys, allowed: Optional[AllowedKeys] = None) -> Any:
+    """Make ``socket`` (a ROUTER, not yet bound) a CURVE server that lets in only the allowed
+    keys. Starts and returns the authenticator thread on the socket's context: keep it, and
+    ``stop()`` it after closing the socket. Call before ``bind``: libzmq lets any key in while
+    no authenticator is running."""
+    import zmq
+    from zmq.auth.thread import ThreadAuthenticator
+
+    allowed = allowed if allowed is not None else AllowedKeys(keys.allowed_dir)
+    auth = ThreadAuthenticator(socket.context, log=_quiet_logger())
+    auth.start()
+    auth.configure_curve_callback(domain=ZAP_DOMAIN, credentials_provider=allowed)
+    socket.setsockopt(zmq.ZAP_DOMAIN, ZAP_DOMAIN.encode())
+    socket.curve_secretkey = keys.secret
+    socket.curve_publickey = keys.public
+    socket.curve_server = True
+    return auth
+
+
+def curve_client(socket: Any, keys: DeviceKeys, server_public: bytes | str | None = None) -> None:
+    """Make ``socket`` (a DEALER, not yet connected) a CURVE client of the server whose public
+    key is ``server_public`` (default: the device folder's ``server.key``)."""
+    server = server_public if server_public is not None else keys.server_public
+    if server is None:
+        raise SecurityError(f"device {keys.device_id}: no server public key (copy the server's "
+                            "server.key into the device folder, or make the device keys with --allow)")
+    socket.curve_secretkey = keys.secret
+    socket.curve_publickey = keys.public
+    socket.curve_serverkey = server.encode("ascii") if isinstance(server, str) else bytes(server)
+
+
+def peer_key(frame: Any) -> Optional[str]:
+    """The Z85 public key of the peer that sent ``frame`` (received with ``copy=False``) on a
+    CURVE server socket, or None on a plain socket."""
+    try:
+        user_id = frame.get("User-Id")
+    except Exception:  # no such property: not a CURVE/ZAP connection
+        return None
+    return user_id or None
+
+
+def _quiet_logger():
+    import logging
+
+    # zmq.auth logs every allowed/denied handshake at DEBUG; refusals are counted by the loops
+    return logging.getLogger("multispin.runtime.keys.zap")
