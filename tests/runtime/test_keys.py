@@ -13,7 +13,7 @@ import zmq
 
 from multispin.errors import SecurityError
 from multispin.runtime.keys import (
-    AllowedKeys, create_device_keys, create_server_keys, curve_client, curve_server,
+    AllowedKeys, create_device_keys, create_keyring, create_server_keys, curve_client, curve_server,
     load_device_keys, load_server_keys, peer_key,
 )
 
@@ -80,6 +80,16 @@ def test_key_files_and_permissions(keys):
     assert d1.device_id == 1 and d1.server_public == load_server_keys(server_dir).public
     assert load_device_keys(keys / "stranger").server_public is None
     assert not any(p.name.startswith(".keys-") for p in (keys / "dev1").iterdir())
+
+
+def test_a_keyring_for_a_local_run(tmp_path):
+    server_dir, devices = create_keyring(tmp_path / "run-keys", range(3))
+    allowed = AllowedKeys(load_server_keys(server_dir).allowed_dir)
+    assert sorted(devices) == [0, 1, 2]
+    for d, folder in devices.items():
+        k = load_device_keys(folder)
+        assert allowed.identity_for(k.public) == d == k.device_id
+        assert k.server_public == load_server_keys(server_dir).public
 
 
 def test_keys_are_not_overwritten_by_accident(keys):

@@ -123,6 +123,20 @@ def create_device_keys(device_dir: str | os.PathLike, device_id: int, *,
     return public
 
 
+def create_keyring(directory: str | os.PathLike, device_ids) -> tuple[Path, dict[int, Path]]:
+    """Throw-away keys for a run on one machine (what ``testbed`` and ``demo`` need): the
+    server's in ``DIR/server`` and each device's in ``DIR/device-N``, every device allowed as
+    itself. Returns the server folder and each device's folder. ``DIR`` should be private to the
+    run (a temporary folder): whoever reads it can join."""
+    root = Path(directory)
+    create_server_keys(root / SERVER_NAME)
+    folders = {}
+    for d in device_ids:
+        folders[int(d)] = root / device_name(d)
+        create_device_keys(folders[int(d)], int(d), allow=root / SERVER_NAME)
+    return root / SERVER_NAME, folders
+
+
 # -- loading -----------------------------------------------------------------------------------
 
 def _load(path: Path, want_secret: bool) -> tuple[bytes, Optional[bytes]]:
