@@ -140,14 +140,26 @@ def test_kill_9_while_committing_loses_no_reported_round_and_leaves_nothing_part
     for life in range(2):  # killed twice: the second life resumes from the first one's journal
         code = _CHILD.format(tests=os.path.dirname(__file__), path=str(path))
         child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        reader = None
         try:
             start = reported
             for line in child.stdout:
                 reported = int(line)
+                # a reader in another process, beside the writer: whole rounds, never behind
+                reader = reader or Journal(path, readonly=True)
+                rec = reader.recover()
+                assert rec.next_round >= reported + 1
+                assert rec.sessions[K - 1].tokens == _expected_tokens(K - 1, rec.next_round)
                 if reported >= start + after:
                     break
             os.kill(child.pid, signal.SIGKILL)  # most likely in the middle of the next commit
+            child.wait(timeout=10)
+            for line in child.stdout:  # what it reported before dying, not yet read
+                reported = int(line)
         finally:
+            if reader is not None:
+                reader.close()
+            child.kill()
             child.wait(timeout=10)
             child.stdout.close()
         assert child.returncode == -signal.SIGKILL
