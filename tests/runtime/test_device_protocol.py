@@ -6,14 +6,64 @@ from __future__ import annotations
 import pytest
 
 from multispin.runtime import protocol as P
+from multispin.runtime.auth import compute_mac
 from multispin.runtime.device_protocol import (
     Closed, Committed, CorrectionRequested, DeviceProtocol, DeviceState, DraftRequested,
-    LocalProtocolError, QRequested, RemoteProtocolError,
+    LocalProtocolError, QRequested, RemoteProtocolError, Welcomed,
 )
 
 PROMPT = (65, 66, 67)
 DRAFT = (5, 6, 7)
 Q = (0.5, 0.25, 0.125)
+
+
+SECRET = b"device-protocol-secret"
+NONCE = b"n" * 32
+
+
+def _welcome(tokens=PROMPT):
+    return P.WelcomeMsg(device_id=7, pair="tiny", vocab_size=256, gamma_max=20, seed=0, temperature=1.0,
+                        top_k=0, top_p=1.0, ul_codec="dense-fp32", dl_codec="dense-fp32", max_new_tokens=32,
+                        max_prompt_tokens=4096, eos_ids=(2,), tokens=tuple(tokens), num_prompt=len(PROMPT),
+                        next_round=0, resumed=False)
+
+
+def _session(tokens=PROMPT) -> DeviceProtocol:
+    """A protocol object through the handshake (HELLO, CHALLENGE, AUTH, WELCOME)."""
+    proto = DeviceProtocol(7, SECRET, PROMPT, "mid")
+    assert proto.state is DeviceState.START
+    assert proto.hello(resume=True) == P.HelloMsg(7, PROMPT, True, "mid")
+    assert proto.allowed == ("CHALLENGE", "ERROR")
+    assert proto.receive(P.ChallengeMsg(NONCE)) == P.AuthMsg(7, compute_mac(SECRET, NONCE, 7))
+    assert proto.allowed == ("WELCOME", "ERROR")
+    w = _welcome(tokens)
+    assert proto.receive(w) == Welcomed(w) and proto.state is DeviceState.IDLE
+    assert "PLAN" in proto.allowed and proto.digest.digest() == P.token_digest(tokens)
+    return proto
+
+
+def test_handshake_messages_out_of_order_are_remote_errors():
+    proto = DeviceProtocol(7, SECRET, PROMPT)
+    with pytest.raises(RemoteProtocolError, match="CHALLENGE: unexpected in state start"):
+        proto.receive(P.ChallengeMsg(NONCE))
+    proto.hello(resume=False)
+    with pytest.raises(RemoteProtocolError, match="WELCOME: unexpected in state await_challenge"):
+        proto.receive(_welcome())
+    with pytest.raises(RemoteProtocolError, match="PLAN: unexpected in state await_challenge"):
+        proto.receive(P.PlanMsg(0, 1))
+    with pytest.raises(LocalProtocolError, match="HELLO: not allowed"):
+        proto.hello(resume=False)
+    with pytest.raises(RemoteProtocolError, match="CHALLENGE: unexpected in state idle"):
+        _session().receive(P.ChallengeMsg(NONCE))
+
+
+def test_a_resumed_session_checks_commits_against_the_record_in_welcome():
+    record = PROMPT + (9, 10)
+    proto = _session(record)
+    proto.receive(P.PlanMsg(5, 1))
+    proto.send_draft((4,), (0.5,))
+    proto.receive(P.VerdictMsg(5, 1, False, 3, None))
+    assert proto.receive(_commit((4, 3), r=5, prompt=record)).length == len(record) + 2
 
 
 def _commit(tokens, r=0, prompt=PROMPT):
@@ -22,7 +72,7 @@ def _commit(tokens, r=0, prompt=PROMPT):
 
 
 def test_accepted_round_then_bye():
-    proto = DeviceProtocol(PROMPT)
+    proto = _session()
     assert proto.receive(P.PlanMsg(0, 3)) == DraftRequested(0, 3)
     msg = proto.send_draft(DRAFT, Q, 0.01)
     assert isinstance(msg, P.DraftMsg) and msg.tokens == DRAFT and msg.q_values == list(Q)
@@ -37,7 +87,7 @@ def test_accepted_round_then_bye():
 
 
 def test_ul_round():
-    proto = DeviceProtocol(PROMPT)
+    proto = _session()
     proto.receive(P.PlanMsg(4, 3))
     proto.send_draft(DRAFT, Q)
     assert proto.receive(P.VerdictMsg(4, 1, True, None, "ul")) == QRequested(1)
@@ -47,7 +97,7 @@ def test_ul_round():
 
 
 def test_dl_round_and_commit_clipped_to_budget():
-    proto = DeviceProtocol(PROMPT)
+    proto = _session()
     proto.receive(P.PlanMsg(0, 3))
     proto.send_draft(DRAFT, Q)
     assert proto.receive(P.VerdictMsg(0, 2, True, None, "dl")) is None
@@ -62,7 +112,7 @@ def test_dl_round_and_commit_clipped_to_budget():
 
 def _to(state: str) -> DeviceProtocol:
     """A protocol object driven into `state` of round 0 (WAIT_COMMIT through an accepted verdict)."""
-    proto = DeviceProtocol(PROMPT)
+    proto = _session()
     if state == "idle":
         return proto
     proto.receive(P.PlanMsg(0, 3))
@@ -95,6 +145,7 @@ MESSAGES = {
     "COMMIT": _commit(DRAFT + (9,)),
     "BYE": P.ByeMsg.make("done"),
     "CHALLENGE": P.ChallengeMsg(b"n" * 32),
+    "WELCOME": _welcome(),
     "DRAFT": P.DraftMsg.make(0, DRAFT, Q),
 }
 ALLOWED = {

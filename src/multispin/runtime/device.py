@@ -23,9 +23,9 @@ import zmq
 from multispin.errors import ConfigError, MultispinError, ProtocolError
 from multispin.models.base import LoadedPair, SequenceLM
 from multispin.runtime import protocol as P
-from multispin.runtime.auth import compute_mac, resolve_secret
+from multispin.runtime.auth import resolve_secret
 from multispin.runtime.device_protocol import (
-    Closed, Committed, CorrectionRequested, DeviceProtocol, DraftRequested, Event, QRequested,
+    Closed, Committed, CorrectionRequested, DeviceProtocol, DraftRequested, Event, QRequested, Welcomed,
 )
 from multispin.runtime.roles import DraftDevice
 from multispin.speculative.codecs import make_codec
@@ -33,7 +33,6 @@ from multispin.speculative.warp import SamplingParams
 
 log = logging.getLogger("multispin.device")
 
-_IN_SESSION = ("PLAN", "VERDICT", "P_PAYLOAD", "CORRECTION", "COMMIT", "BYE", "ERROR")
 _FATAL_CODES = ("auth", "refused")
 
 
@@ -214,21 +213,20 @@ class DeviceClient:
             raise _Reconnect(str(exc)) from None
 
     def _converse_inner(self, sock: zmq.Socket, resume: bool) -> DeviceOutcome:
+        proto = DeviceProtocol(self.device_id, self._secret, self.prompt_ids, self.draft_name)
         hs = self._handshake_limits
-        self._send(sock, P.HelloMsg(self.device_id, self.prompt_ids, resume, self.draft_name), hs)
-        ch = self._recv(sock, hs, ("CHALLENGE", "ERROR"), self.handshake_timeout_s)
-        assert isinstance(ch, P.ChallengeMsg)
-        self._send(sock, P.AuthMsg(self.device_id, compute_mac(self._secret, ch.nonce, self.device_id)), hs)
-        welcome = self._recv(sock, hs, ("WELCOME", "ERROR"), self.handshake_timeout_s)
-        assert isinstance(welcome, P.WelcomeMsg)
-        limits = self._start(welcome)
+        self._send(sock, proto.hello(resume), hs)
+        auth = proto.receive(self._recv(sock, hs, proto.allowed, self.handshake_timeout_s))
+        self._send(sock, auth, hs)  # type: ignore[arg-type]
+        welcomed = proto.receive(self._recv(sock, hs, proto.allowed, self.handshake_timeout_s))
+        assert isinstance(welcomed, Welcomed)
+        limits = self._start(welcomed.welcome)
         dev = self.device
         assert dev is not None
-        proto = DeviceProtocol(dev.tokens)
         self.sessions += 1
-        self._event("welcome", resumed=welcome.resumed, tokens=len(dev.tokens))
+        self._event("welcome", resumed=welcomed.welcome.resumed, tokens=len(dev.tokens))
         while True:
-            event = proto.receive(self._recv(sock, limits, _IN_SESSION, self.server_timeout_s))
+            event = proto.receive(self._recv(sock, limits, proto.allowed, self.server_timeout_s))
             if isinstance(event, Closed):
                 self._server_digest = event.digest
                 self._send(sock, P.ByeMsg.make("ack", dev.tokens), limits)

@@ -7,6 +7,8 @@ back through `send_draft` / `send_q` / `send_correction`, which return the messa
 A server message that does not fit the state is a `RemoteProtocolError`; a call the state
 does not allow (the loop's own mistake) is a `LocalProtocolError`.
 
+Handshake: START -hello-> AWAIT_CHALLENGE -CHALLENGE-> AWAIT_WELCOME (AUTH sent) -WELCOME->
+IDLE (the `Welcomed` event: the loop checks the session parameters and rebuilds its draft state).
 States of one round: IDLE -PLAN-> DRAFTING -send_draft-> DRAFTED -VERDICT-> (WAIT_COMMIT
 | SENDING_Q -send_q-> WAIT_CORRECTION | WAIT_P) ; WAIT_P -P_PAYLOAD-> CORRECTING
 -send_correction-> WAIT_COMMIT ; WAIT_CORRECTION -CORRECTION-> WAIT_COMMIT -COMMIT-> IDLE.
@@ -21,6 +23,7 @@ from typing import Sequence
 
 from multispin.errors import ProtocolError
 from multispin.runtime import protocol as P
+from multispin.runtime.auth import compute_mac
 
 
 class LocalProtocolError(ProtocolError):
@@ -32,6 +35,9 @@ class RemoteProtocolError(ProtocolError):
 
 
 class DeviceState(enum.Enum):
+    START = "start"
+    AWAIT_CHALLENGE = "await_challenge"  # HELLO sent
+    AWAIT_WELCOME = "await_welcome"  # AUTH sent
     IDLE = "idle"
     DRAFTING = "drafting"  # PLAN received; the loop drafts
     DRAFTED = "drafted"  # DRAFT sent; waiting for VERDICT
@@ -41,6 +47,11 @@ class DeviceState(enum.Enum):
     CORRECTING = "correcting"  # p_j received; the loop samples the correction
     WAIT_COMMIT = "wait_commit"
     CLOSED = "closed"
+
+
+@dataclass(frozen=True)
+class Welcomed:
+    welcome: P.WelcomeMsg  # the session parameters and the server's record of this device
 
 
 @dataclass(frozen=True)
@@ -75,27 +86,59 @@ class Closed:
     digest: bytes | None  # the server's digest of this device's tokens
 
 
-Event = DraftRequested | QRequested | CorrectionRequested | Committed | Closed | None
+Event = Welcomed | DraftRequested | QRequested | CorrectionRequested | Committed | Closed | None
 
 _ROUND_TYPES = (P.VerdictMsg, P.PPayloadMsg, P.CorrectionMsg, P.CommitMsg)
 
 
-class DeviceProtocol:
-    """One authenticated session of one device."""
+_SESSION_TYPES = ("PLAN", "VERDICT", "P_PAYLOAD", "CORRECTION", "COMMIT", "BYE", "ERROR")
 
-    def __init__(self, tokens: Sequence[int]):
-        """`tokens`: the server's record of this device (prompt + committed) from WELCOME."""
-        self.digest = P.TokenDigest(tokens)  # running digest of the record, checked at every COMMIT
-        self.state = DeviceState.IDLE
+
+class DeviceProtocol:
+    """One connection of one device: the handshake, then its session."""
+
+    def __init__(self, device_id: int, secret: bytes, prompt_ids: Sequence[int], draft_name: str = ""):
+        self.device_id = device_id
+        self._secret = secret
+        self.prompt_ids = tuple(int(t) for t in prompt_ids)
+        self.draft_name = draft_name
+        self.digest = P.TokenDigest()  # running digest of the server's record, checked at every COMMIT
+        self.state = DeviceState.START
         self.round = -1
         self._draft: tuple[int, ...] = ()
         self._verdict: P.VerdictMsg | None = None
         self._correction: int | None = None
 
+    @property
+    def allowed(self) -> tuple[str, ...]:
+        """Message types the loop should decode in this state (anything else is refused there)."""
+        if self.state is DeviceState.AWAIT_CHALLENGE:
+            return ("CHALLENGE", "ERROR")
+        if self.state is DeviceState.AWAIT_WELCOME:
+            return ("WELCOME", "ERROR")
+        return _SESSION_TYPES
+
+    def hello(self, resume: bool) -> P.HelloMsg:
+        self._require("HELLO", DeviceState.START)
+        self.state = DeviceState.AWAIT_CHALLENGE
+        return P.HelloMsg(self.device_id, self.prompt_ids, resume, self.draft_name)
+
     # -- server messages ----------------------------------------------------------------------
 
-    def receive(self, msg: P.Message) -> Event:
-        """Take one decoded server message (ERROR is the loop's to handle); return the event."""
+    def receive(self, msg: P.Message) -> Event | P.AuthMsg:
+        """Take one decoded server message (ERROR is the loop's to handle); return the event, or
+        during the handshake the AUTH answer to send."""
+        if isinstance(msg, P.ChallengeMsg):
+            self._expect(msg, DeviceState.AWAIT_CHALLENGE)
+            self.state = DeviceState.AWAIT_WELCOME
+            return P.AuthMsg(self.device_id, compute_mac(self._secret, msg.nonce, self.device_id))
+        if isinstance(msg, P.WelcomeMsg):
+            self._expect(msg, DeviceState.AWAIT_WELCOME)
+            self.digest = P.TokenDigest(msg.tokens)
+            self.state = DeviceState.IDLE
+            return Welcomed(msg)
+        if self.state in (DeviceState.START, DeviceState.AWAIT_CHALLENGE, DeviceState.AWAIT_WELCOME):
+            raise RemoteProtocolError(f"{msg.TYPE}: unexpected in state {self.state.value}")
         if isinstance(msg, P.ByeMsg):
             self.state = DeviceState.CLOSED
             return Closed(msg.reason, msg.digest)
