@@ -37,7 +37,7 @@ from multispin.runtime.round import (
 from multispin.runtime.server_protocol import (
     HANDSHAKE_TYPES, SESSION_TYPES, Connection, ConnState, ServerProtocol,
 )
-from multispin.speculative.codecs import make_codec
+from multispin.speculative.codecs import exactness_by_mode, make_codec
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 from multispin.speculative.warp import SamplingFields
 from multispin.system.payload import WirePayload
@@ -202,10 +202,10 @@ class EdgeServer:
     def _exactness(self) -> dict[str, str]:
         """Whether each mode's codec keeps the output law exactly the target's (SYSTEM_MODEL §4)."""
         out = {}
-        for mode, codec in (("ul", self.ul_codec), ("dl", self.dl_codec)):
-            verdict = codec.exactness(mode, self.sampling, self.vocab_size)
+        for mode, verdict in exactness_by_mode(self.ul_codec, self.dl_codec, self.sampling, self.vocab_size).items():
             out[mode] = ("exact: " if verdict.exact else "NOT exact: ") + verdict.reason
             if not verdict.exact:
+                codec = self.ul_codec if mode == "ul" else self.dl_codec
                 log.warning("%s codec %s is not exact here: %s", mode.upper(), codec.name, verdict.reason)
         return out
 

@@ -17,7 +17,7 @@ from multispin.models.registry import DEFAULT_PAIR, resolve_pair
 from multispin.runtime.local import DeviceResult, UniformDraftLength, mode_policy, run_rounds
 from multispin.runtime.roles import DraftDevice, VerifierServer
 from multispin.runtime.round import PolicyPair, RoundRecord
-from multispin.speculative.codecs import make_codec
+from multispin.speculative.codecs import exactness_by_mode, make_codec
 from multispin.speculative.stats import AcceptanceStats
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 from multispin.speculative.warp import SamplingFields
@@ -81,11 +81,10 @@ def generate(config: GenerateConfig, pair: LoadedPair | None = None,
     pair = pair or resolve_pair(config.pair, drafts=config.drafts)
     sampling = config.sampling
     ul_codec, dl_codec = make_codec(config.ul_codec), make_codec(config.dl_codec)
-    notes = []
-    for mode, codec in (("ul", ul_codec), ("dl", dl_codec)):
-        verdict = codec.exactness(mode, sampling, pair.vocab_size)
-        if config.mode in (mode, "mixed") and not verdict.exact:
-            notes.append(f"{mode.upper()} codec {codec.name} is not exact here: {verdict.reason}")
+    used = ("ul", "dl") if config.mode == "mixed" else (config.mode,)
+    notes = [f"{m.upper()} codec {(ul_codec if m == 'ul' else dl_codec).name} is not exact here: {v.reason}"
+             for m, v in exactness_by_mode(ul_codec, dl_codec, sampling, pair.vocab_size, used).items()
+             if not v.exact]
 
     draft_names = pair.check_drafts(config.drafts or list(pair.drafts))
     texts = config.prompts or default_prompts(config.devices, config.seed)

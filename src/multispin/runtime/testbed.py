@@ -134,7 +134,7 @@ class PayloadChoice:
 
 def payload_choice(config: "TestbedConfig", vocab_size: int, gamma_max: int = DEFAULT_GAMMA_MAX) -> PayloadChoice:
     """Sampling, codecs and bits of a testbed run on a pair with `vocab_size` tokens."""
-    from multispin.speculative.codecs import make_codec
+    from multispin.speculative.codecs import exactness_by_mode, make_codec
     from multispin.speculative.warp import SamplingParams
 
     top_k, codec = compact_exact_defaults(vocab_size)
@@ -143,7 +143,7 @@ def payload_choice(config: "TestbedConfig", vocab_size: int, gamma_max: int = DE
     ul = make_codec(config.ul_codec or codec)
     dl = make_codec(config.dl_codec or codec)
     wire = WirePayload.from_codecs(ul, dl, vocab_size, gamma_max)
-    verdicts = {m: (ul if m == "ul" else dl).exactness(m, sampling, vocab_size) for m in _POLICY_MODES[config.policy]}
+    verdicts = exactness_by_mode(ul, dl, sampling, vocab_size, _POLICY_MODES[config.policy])
     default = config.top_k is None and config.ul_codec is None and config.dl_codec is None
     return PayloadChoice(sampling, wire, verdicts, default)
 

@@ -64,6 +64,12 @@ class Exactness(NamedTuple):
     reason: str
 
 
+def exactness_by_mode(ul_codec: "Codec", dl_codec: "Codec", sampling: SamplingParams, vocab_size: int,
+                      modes: tuple[str, ...] = ("ul", "dl")) -> dict[str, Exactness]:
+    """The verdict of each mode for the codec that moves its distribution (UL: q̂_j, DL: p_j)."""
+    return {m: (ul_codec if m == "ul" else dl_codec).exactness(m, sampling, vocab_size) for m in modes}
+
+
 # --------------------------------------------------------------------------------------------
 # Shared helpers
 # --------------------------------------------------------------------------------------------
