@@ -43,8 +43,11 @@ def test_quick_run_writes_every_csv_png_and_the_report(tmp_path):
     for c in claims:
         assert f"**{c['status']}**" in report
 
-    # --report-only rebuilds PNGs, claims and the report from the CSVs, with the same verdicts
+    # --report-only rebuilds the figure tables from drops/*.csv, PNGs, claims and the report, with the
+    # same bytes and verdicts
+    tables = {name: (out / f"{name}.csv").read_bytes() for name in FIGURE_NAMES}
     (out / "report.md").unlink()
     res = CliRunner().invoke(app, ["reproduce", "--out", str(out), "--report-only", "--no-progress"])
     assert res.exit_code == 0, res.output
     assert read_csv(out / "claims.csv") == claims and (out / "report.md").exists()
+    assert {name: (out / f"{name}.csv").read_bytes() for name in FIGURE_NAMES} == tables

@@ -202,12 +202,11 @@ def check_all_ul_capped(rows: list[dict], source: str = "fig2_goodput_vs_devices
     ks = sorted(k for k in set(lo_rows) & set(hi_rows) if k >= 10)
     if not ks:
         return _na("3", claim, crit, source)
-    per_k = {}
-    for k in ks:
-        drafts = all(_f(r.get("gamma_all_ul", 1.0)) > 0 for r in (lo_rows[k], hi_rows[k]))
-        per_k[k] = _above(hi_rows[k], lo_rows[k], m) if drafts else INCONCLUSIVE
+    # all-UL must be seen drafting (a table without its γ cannot show that): otherwise inconclusive
+    drafting = {k: all(_f(r.get("gamma_all_ul")) > 0 for r in (lo_rows[k], hi_rows[k])) for k in ks}
+    per_k = {k: _above(hi_rows[k], lo_rows[k], m) if drafting[k] else INCONCLUSIVE for k in ks}
     k0 = 20 if 20 in ks else ks[-1]
-    not_drafting = [k for k in ks if not all(_f(r.get("gamma_all_ul", 1.0)) > 0 for r in (lo_rows[k], hi_rows[k]))]
+    not_drafting = [k for k in ks if not drafting[k]]
     measured = (f"K={k0}: gain over all-UL {_ci(lo_rows[k0], m)}% at {LOW_RATIO} vs {_ci(hi_rows[k0], m)}% at "
                 f"{HIGH_RATIO}; all-UL goodput {_ci(lo_rows[k0], 'goodput_all_ul')} vs "
                 f"{_ci(hi_rows[k0], 'goodput_all_ul')} tokens/s, mean γ of all-UL "

@@ -18,7 +18,7 @@ STUDIES = ("users",)
 PARAMS = ("preset", "pdl_ratio", "devices", "n_saa")
 METRICS = ("goodput", "goodput_all_ul", "goodput_all_dl", "goodput_random", "gom_vs_all_ul_pct",
            "gom_vs_all_dl_pct", "gom_vs_random_pct", "goodput_best_known", "greedy_shortfall_pct", "g_ratio",
-           "gamma_mean", "frac_no_draft", "g_ratio_bound")
+           "gamma_mean", "frac_no_draft", "g_ratio_bound", "gamma_all_ul", "gamma_all_dl", "gamma_random")
 SCHEMES = (("goodput", "adaptive (ours)", "adaptive"), ("goodput_all_ul", "all-UL", "all_ul"),
            ("goodput_all_dl", "all-DL", "all_dl"), ("goodput_random", "random", "random"))
 GAINS = (("gom_vs_all_ul_pct", "vs all-UL", "all_ul"), ("gom_vs_all_dl_pct", "vs all-DL", "all_dl"),

@@ -110,17 +110,42 @@ def settings(cfg: RunConfig) -> dict[str, Any]:
     }
 
 
-def export_figures(cfg: RunConfig, modules: list[ModuleType]) -> dict[str, list[dict]]:
-    """Compute the studies of ``modules`` and write their CSVs (and settings.csv)."""
-    studies = list(dict.fromkeys(s for m in modules for s in m.STUDIES))
-    summaries = run_studies(cfg, studies)
-    out = Path(cfg.out)
+def summaries_from_drops(out: Path, studies: list[str]) -> dict[str, list[dict]]:
+    """The per-point summaries again from ``drops/<study>.csv`` (the drops' raw numbers), in the order
+    the points were written: the same tables the run wrote, recomputed without computing a drop."""
+    summaries: dict[str, list[dict]] = {}
+    for s in studies:
+        path = out / "drops" / f"{s}.csv"
+        if not path.exists():
+            continue
+        params = STUDY_PARAMS[s]
+        groups: dict[tuple, list[dict]] = {}
+        for r in read_csv(path):
+            # an empty cell is a metric the drop did not compute (e.g. no mode baselines at that ratio)
+            groups.setdefault(tuple(r.get(k) for k in params), []).append(
+                {k: v for k, v in r.items() if k not in params and v is not None})
+        summaries[s] = [summarise(dict(zip(params, key)), rows) for key, rows in groups.items()]
+    return summaries
+
+
+def write_tables(out: Path, modules: list[ModuleType], summaries: dict[str, list[dict]]) -> None:
+    """Each figure's CSV (and the identification settings table) from the study summaries."""
     for m in modules:
+        if not all(s in summaries for s in m.STUDIES):
+            continue
         rows = m.table(summaries)
         write_csv(out / f"{m.NAME}.csv", rows, ordered_columns(m.PARAMS, rows))
         if m is identification:
             st = identification.settings_table(rows)
             write_csv(out / identification.SETTINGS_CSV, st, list(identification.SETTINGS_DOCS))
+
+
+def export_figures(cfg: RunConfig, modules: list[ModuleType]) -> dict[str, list[dict]]:
+    """Compute the studies of ``modules`` and write their CSVs (and settings.csv)."""
+    studies = list(dict.fromkeys(s for m in modules for s in m.STUDIES))
+    summaries = run_studies(cfg, studies)
+    out = Path(cfg.out)
+    write_tables(out, modules, summaries)
     s = settings(cfg)
     write_csv(out / "settings.csv", [{"key": k, "value": v} for k, v in s.items()], ["key", "value"])
     return summaries
@@ -170,8 +195,9 @@ def reproduce(cfg: RunConfig, command: str = "") -> ReproduceResult:
 
 
 def rebuild_report(cfg: RunConfig) -> ReproduceResult:
-    """Plots, claims and report.md again from the CSVs already in ``cfg.out`` (no drop is computed);
-    the wall time and command are those of the run recorded in ``run.json``."""
+    """Figure tables, plots, claims and report.md again from the drops already in ``cfg.out``
+    (``drops/<study>.csv``; no drop is computed), so a changed figure or checker applies to a
+    finished run; the wall time and command are those of the run recorded in ``run.json``."""
     from multispin.errors import ConfigError
     from multispin.experiments.reproduce.claims import check_dir
     from multispin.experiments.reproduce.report import write_report
@@ -187,7 +213,9 @@ def rebuild_report(cfg: RunConfig) -> ReproduceResult:
                     drops=c.get("drops", cfg.drops), n_saa=c.get("n_saa", cfg.n_saa),
                     noise_figure_db=c.get("noise_figure_db", cfg.noise_figure_db),
                     figures=cfg.figures or (tuple(c["figures"]) if c.get("figures") else None))
-    modules = [m for m in figure_modules(cfg.figures) if (out / f"{m.NAME}.csv").exists()]
+    wanted = figure_modules(cfg.figures)
+    write_tables(out, wanted, summaries_from_drops(out, list(dict.fromkeys(s for m in wanted for s in m.STUDIES))))
+    modules = [m for m in wanted if (out / f"{m.NAME}.csv").exists()]
     for m in modules:
         plot_figure(m, out)
     claims = check_dir(out)
