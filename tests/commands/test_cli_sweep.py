@@ -47,6 +47,8 @@ CASES = {
         ["--out", "/proc/no/such/dir", "--quick", "--figure", "fig1_mode_split"],  # an unwritable path
     ],
     "scenario": [["show", "nope"], ["show"], ["bogus"], ["show", f"{MISSING}.toml"]],
+    "keys": [["device", "k", "--device-id", "-1"], ["device", "k", "--device-id", "x"], ["frob"],
+             ["device", "k", "--device-id", "0", "--allow", MISSING]],
 }
 
 

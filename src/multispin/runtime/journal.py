@@ -28,7 +28,7 @@ How it stays safe:
 
 A file that is not a journal (another SQLite database, a text file, a corrupted header) or one
 written by a newer schema raises one :class:`~multispin.errors.JournalError` naming the file.
-The server wiring (``serve --journal PATH``, reconnecting devices) lives in the loops, not here.
+The server wiring (a journal path on `serve`, reconnecting devices) lives in the loops, not here.
 """
 
 from __future__ import annotations
