@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from multispin.errors import ConfigError
-from multispin.optimize.goodput import Goodput, SAAObjective, pattern_table
+from multispin.optimize.goodput import Goodput, SAAObjective, pattern_table, t_comp_s
 from multispin.optimize.incremental import IncrementalSAA
 from multispin.system.instance import Instance
 
@@ -59,14 +59,19 @@ class DraftPlan:
 
 
 def best_uniform(obj: SAAObjective) -> DraftPlan:
-    """The best single γ for all devices, exhaustive over 0..γ_max (first maximum on ties)."""
+    """The best single γ for all devices, exhaustive over 0..γ_max (first maximum on ties).
+
+    Every γ's outcomes are solved in one batch, so rows repeated across γ's are solved once."""
     inst = obj.inst
-    best_g, best = 0, None
-    for g in range(inst.gamma_max + 1):
-        res = obj.evaluate(g)
-        if best is None or res.goodput_tokens_per_s > best.goodput_tokens_per_s:
-            best_g, best = g, res
-    return DraftPlan(np.full(inst.num_devices, best_g, dtype=np.int64), best, "best_uniform", inst.gamma_max + 1)
+    k, n = inst.num_devices, obj.n_saa
+    grid = np.arange(inst.gamma_max + 1)
+    gammas = np.repeat(grid[:, None], k, axis=1)
+    masks = obj.uniforms[None, :, :] > inst.survival[np.arange(k)[None, :], gammas][:, None, :]  # (G+1, N, K)
+    t = obj.t_comm_rows(masks.reshape(-1, k), np.tile(np.arange(n), grid.size)).reshape(grid.size, n)
+    values = inst.expected_tokens[np.arange(k)[None, :], gammas].sum(axis=1) / (t_comp_s(inst, gammas) + t.mean(axis=1))
+    best_g = int(np.argmax(values))
+    g = np.full(k, best_g, dtype=np.int64)
+    return DraftPlan(g, obj.evaluate(g), "best_uniform", grid.size)
 
 
 def _phase2(obj: SAAObjective, gamma: np.ndarray, current: Goodput, evaluations: int, trace: list,
@@ -466,7 +471,6 @@ def exhaustive_oracle(obj: SAAObjective, max_vectors: int = 2_000_000, chunk: in
     table = pattern_table(inst, obj.modes, obj.split)
     u = obj.uniforms
     weights = (1 << np.arange(k)).astype(np.int64)
-    from multispin.optimize.goodput import t_comp_s
 
     best_val, best_g = -np.inf, None
     idx = np.arange(total, dtype=np.int64)
