@@ -62,27 +62,25 @@ class IncrementalSAA:
 
     # ------------------------------------------------------------------ one device, every γ_k'
 
+    def _solve_flips(self, rows: np.ndarray, cols: np.ndarray) -> None:
+        """Re-solve the flipped entries (rows[i], cols[i]) in one batch and mark them valid."""
+        if rows.size:
+            i = np.arange(rows.size)
+            masks = self.rejected[rows].copy()
+            masks[i, cols] = ~masks[i, cols]
+            self.flip[rows, cols] = self.obj.t_comm_rows(masks, rows)
+            self.flip_valid[rows, cols] = True
+            self.solves += rows.size
+
     def _flip_column(self, k: int) -> np.ndarray:
         """T_comm* of every sample with device k's bit flipped (re-solving only invalid entries)."""
         rows = np.flatnonzero(~self.flip_valid[:, k] & (self.levels[:, k] < self.inst.gamma_max))
-        if rows.size:
-            masks = self.rejected[rows].copy()
-            masks[:, k] = ~masks[:, k]
-            self.flip[rows, k] = self.obj.t_comm_rows(masks, rows)
-            self.flip_valid[rows, k] = True
-            self.solves += rows.size
+        self._solve_flips(rows, np.full(rows.size, k))
         return self.flip[:, k]
 
     def refresh_flips(self) -> None:
         """Re-solve every invalid flipped entry in one batch (cheaper than column by column)."""
-        need = ~self.flip_valid & (self.levels < self.inst.gamma_max)
-        rows, cols = np.nonzero(need)
-        if rows.size:
-            masks = self.rejected[rows].copy()
-            masks[np.arange(rows.size), cols] = ~masks[np.arange(rows.size), cols]
-            self.flip[rows, cols] = self.obj.t_comm_rows(masks, rows)
-            self.flip_valid[rows, cols] = True
-            self.solves += rows.size
+        self._solve_flips(*np.nonzero(~self.flip_valid & (self.levels < self.inst.gamma_max)))
 
     def line_values(self, k: int) -> np.ndarray:
         """G with γ_k replaced by each of 0..γ_max (the others fixed), shape (γ_max + 1,)."""
