@@ -173,4 +173,6 @@ def test_control_top_k_above_v_eff_fails_in_dl():
     """Negative control: k > V_eff (top-k 6 with 4 pairs) is approximate in DL mode, and caught."""
     sampling, spec = SamplingParams(top_k=6), "sparse:v_eff=4,q=32"
     assert not make_codec(spec).exactness("dl", sampling, VOCAB).exact
-    assert min_p_value(run_engine("dl", 3, sampling, dl=spec), exact_marginals(sampling)) < 1e-6
+    # The cut tail is small (p-values 1e-8..2e-5 over seeds 11..14 at 3,000 devices): the control
+    # is that the very test correct engines pass (p > P_PASS) fails here.
+    assert min_p_value(run_engine("dl", 3, sampling, dl=spec), exact_marginals(sampling)) < P_PASS

@@ -34,7 +34,7 @@ def _setup(gammas, mode="ul", max_new=20, eos=(), seed=3, gamma_max=20, draft_no
 
 
 def _drafts(out, devices):
-    return {d: devices[d].draft(out.gammas[d], out.round) for d in out.gammas}
+    return {d: devices[d].draft(out.gammas[d]) for d in out.gammas}
 
 
 def _finish(engine, out, devices):
@@ -47,7 +47,7 @@ def _finish(engine, out, devices):
         elif out.modes[d] == "ul":
             finals[d] = engine.correct_remotely(out, d, dev.upload_q(v.num_accepted))
         else:
-            finals[d] = dev.correct_locally(v.num_accepted, engine.p_payload(out, d), out.round)
+            finals[d] = dev.correct_locally(v.num_accepted, engine.p_payload(out, d))
         dev.commit(v.num_accepted, engine.commit(out, d, finals[d]))
     return finals
 

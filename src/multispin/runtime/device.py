@@ -243,14 +243,14 @@ class DeviceClient:
         if isinstance(event, DraftRequested):
             self._fault_hook(sock, event.round)
             t0 = time.perf_counter()
-            draft = dev.draft(event.gamma, event.round)
+            draft = dev.draft(event.gamma)
             self.rounds += 1
             return proto.send_draft(draft.tokens, draft.q_at_tokens, time.perf_counter() - t0)
         if isinstance(event, QRequested):
             return proto.send_q(dev.upload_q(event.position))
         if isinstance(event, CorrectionRequested):
             t0 = time.perf_counter()
-            token = int(dev.correct_locally(event.position, event.p_payload, proto.round))
+            token = int(dev.correct_locally(event.position, event.p_payload))
             return proto.send_correction(token, time.perf_counter() - t0)
         if isinstance(event, Committed):
             dev.commit(event.num_accepted, event.tokens)

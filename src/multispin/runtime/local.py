@@ -132,7 +132,7 @@ def _one_round(engine: RoundEngine, devices: dict[int, DraftDevice], r: int,
                active: list[int]) -> RoundOutcome:
     """The engine's steps with every device a function call away."""
     out = engine.plan(r, active)
-    engine.verify(out, {d: devices[d].draft(out.gammas[d], r) for d in active})
+    engine.verify(out, {d: devices[d].draft(out.gammas[d]) for d in active})
     for d in active:
         v, dev = out.verdicts[d], devices[d]
         if not v.rejected:
@@ -140,6 +140,6 @@ def _one_round(engine: RoundEngine, devices: dict[int, DraftDevice], r: int,
         elif out.modes[d] == "ul":
             final = engine.correct_remotely(out, d, dev.upload_q(v.num_accepted))
         else:
-            final = dev.correct_locally(v.num_accepted, engine.p_payload(out, d), r)
+            final = dev.correct_locally(v.num_accepted, engine.p_payload(out, d))
         dev.commit(v.num_accepted, engine.commit(out, d, final))
     return engine.close(out)

@@ -3,9 +3,11 @@ or corrects locally) and the edge server (verifies all devices in one batch, cor
 or sends p_j down). The in-process loop calls them directly; the networked testbed wraps the
 same objects in messages, so both run the identical token math.
 
-Randomness is derived from (seed, device, round, purpose) with counter-based seeding, so a
-device's tokens do not depend on which other devices share its batch, and the correction uniform
-is the same whether the server (UL) or the device (DL) draws the correction.
+Randomness is derived from (seed, device, position, purpose) with counter-based seeding, where
+the position is the length of the device's committed record when the round starts. So a device's
+tokens do not depend on which other devices share its batch, nor on which server round it drafts
+in (a device that missed rounds, or a round replayed after a crash, draws the same numbers), and
+the correction uniform is the same whether the server (UL) or the device (DL) draws it.
 """
 
 from __future__ import annotations
@@ -26,13 +28,15 @@ from multispin.speculative.warp import SamplingParams, warp
 _DRAFT, _ACCEPT, _CORRECT = 1, 2, 3
 
 
-def round_rng(seed: int, device_id: int, round_idx: int, purpose: int) -> np.random.Generator:
-    return np.random.default_rng([seed, device_id, round_idx, purpose])
+def step_rng(seed: int, device_id: int, position: int, purpose: int) -> np.random.Generator:
+    """The generator of one device step: `position` is the length of the device's committed
+    record (prompt + generated) before the step, which every committed round increases."""
+    return np.random.default_rng([seed, device_id, position, purpose])
 
 
-def correction_uniform(seed: int, device_id: int, round_idx: int) -> float:
-    """The uniform that draws device `device_id`'s correction token in round `round_idx`."""
-    return float(round_rng(seed, device_id, round_idx, _CORRECT).random())
+def correction_uniform(seed: int, device_id: int, position: int) -> float:
+    """The uniform that draws device `device_id`'s correction token at record length `position`."""
+    return float(step_rng(seed, device_id, position, _CORRECT).random())
 
 
 @dataclass(frozen=True)
@@ -66,11 +70,11 @@ class DraftDevice:
     def generated(self) -> list[int]:
         return self.tokens[self.num_prompt :]
 
-    def draft(self, gamma: int, round_idx: int) -> Draft:
+    def draft(self, gamma: int) -> Draft:
         self._q_payloads, self._q_hat, self.last_draft = [], [], []
         if gamma == 0:
             return Draft([], [])
-        rng = round_rng(self.seed, self.device_id, round_idx, _DRAFT)
+        rng = step_rng(self.seed, self.device_id, len(self.tokens), _DRAFT)
         logits = self.lm.extend(self.tokens[self.lm.length :])[-1]
         tokens, q_at = [], []
         for i in range(gamma):
@@ -90,10 +94,10 @@ class DraftDevice:
         """UL mode: the encoded q̂_j of the first rejected position."""
         return self._q_payloads[position]
 
-    def correct_locally(self, position: int, p_payload: bytes, round_idx: int) -> int:
+    def correct_locally(self, position: int, p_payload: bytes) -> int:
         """DL mode: sample the correction from norm(max(0, p̂_j - q̂_j)) on the device."""
         p_hat = self.dl_codec.decode(p_payload, self.lm.vocab_size)
-        u = correction_uniform(self.seed, self.device_id, round_idx)
+        u = correction_uniform(self.seed, self.device_id, len(self.tokens))
         return sample_residual(p_hat, self._q_hat[position], u)
 
     def commit(self, num_accepted: int, new_tokens: Sequence[int]) -> None:
@@ -139,7 +143,7 @@ class VerifierServer:
         self.num_prompt.pop(device_id, None)
         self.lm.close(device_id)
 
-    def verify(self, drafts: dict[int, Draft], round_idx: int) -> dict[int, Verdict]:
+    def verify(self, drafts: dict[int, Draft]) -> dict[int, Verdict]:
         ids = list(drafts)
         new = {d: self.records[d][self.lm.length(d) :] + drafts[d].tokens for d in ids}
         logits = self.lm.extend_many(new)
@@ -149,7 +153,7 @@ class VerifierServer:
         target_probs = warp(np.concatenate(rows, axis=0), self.sampling)
         accept_u, bonus_u = [], []
         for d in ids:
-            u = round_rng(self.seed, d, round_idx, _ACCEPT).random(len(drafts[d].tokens) + 1)
+            u = step_rng(self.seed, d, len(self.records[d]), _ACCEPT).random(len(drafts[d].tokens) + 1)
             accept_u.append(u[:-1])
             bonus_u.append(u[-1])
         result = verify(ragged, target_probs, np.concatenate(accept_u), np.array(bonus_u),
@@ -166,11 +170,12 @@ class VerifierServer:
                                   None if rejected else int(result.bonus_token[i]), rejected)
         return verdicts
 
-    def correct_remotely(self, device_id: int, q_payload: bytes, round_idx: int) -> int:
+    def correct_remotely(self, device_id: int, q_payload: bytes) -> int:
         """UL mode: sample the correction from norm(max(0, p_j - q̂_j)) at the server."""
         p = self._pending_p.pop(device_id)
         q_hat = self.ul_codec.decode(q_payload, self.lm.vocab_size)
-        return sample_residual(p, q_hat, correction_uniform(self.seed, device_id, round_idx))
+        u = correction_uniform(self.seed, device_id, len(self.records[device_id]))
+        return sample_residual(p, q_hat, u)
 
     def send_p(self, device_id: int) -> bytes:
         """DL mode: the encoded p_j for the device to correct with."""

@@ -172,7 +172,7 @@ class RoundEngine:
         """One batched verify of every draft that arrived, then the modes of the rejected set."""
         if drafts:
             t0 = time.perf_counter()
-            out.verdicts = self.verifier.verify(dict(drafts), out.round)
+            out.verdicts = self.verifier.verify(dict(drafts))
             out.verify_s = time.perf_counter() - t0
         out.rejected = [d for d in drafts if out.verdicts[d].rejected]
         chosen = dict(self.policy.modes(out.plan, list(out.rejected)))  # type: ignore[arg-type]
@@ -185,7 +185,7 @@ class RoundEngine:
     def correct_remotely(self, out: RoundOutcome, d: int, q_payload: bytes) -> int:
         """UL mode: the correction sampled at the server from the device's q̂_j."""
         t0 = time.perf_counter()
-        token = self.verifier.correct_remotely(d, q_payload, out.round)
+        token = self.verifier.correct_remotely(d, q_payload)
         out.server_correction_s += time.perf_counter() - t0
         return token
 
