@@ -11,17 +11,21 @@ import time
 import pytest
 
 from multispin.models.registry import resolve_pair
+from multispin.runtime.keys import create_keyring
 from multispin.runtime.server import EdgeServer, ServerConfig
-
-SECRET = "test-secret-0123456789"
 
 
 @pytest.fixture
-def server():
+def keyring(tmp_path):
+    return create_keyring(tmp_path / "keys", [0])
+
+
+@pytest.fixture
+def server(keyring):
     pair = resolve_pair("tiny")
     cfg = ServerConfig.make(host="127.0.0.1", port=0, expected_devices=1, max_new_tokens=8, draft_len=3,
                             mode="mixed", temperature=0.0, seed=0, join_timeout_s=60)
-    srv = EdgeServer(cfg, pair, SECRET)
+    srv = EdgeServer(cfg, pair, keys=keyring[0])
     box = {}
     thread = threading.Thread(target=lambda: box.setdefault("result", srv.run()), daemon=True)
     thread.start()
@@ -31,13 +35,13 @@ def server():
     thread.join(30)
 
 
-def test_device_prints_and_saves_its_text_and_takes_host_port(multispin, monkeypatch, tmp_path, server):
+def test_device_prints_and_saves_its_text_and_takes_host_port(multispin, tmp_path, server, keyring):
     srv, box, pair = server
-    monkeypatch.setenv("MULTISPIN_SECRET", SECRET)
     host_port = srv.endpoint.removeprefix("tcp://")  # no tcp:// (used to hang silently)
     result = tmp_path / "out" / "device0.json"
     res = multispin("device", "--server", host_port, "--device-id", "0", "--pair", "tiny",
-                    "--prompt", "Hello edge", "--result", str(result), "--server-timeout", "30")
+                    "--prompt", "Hello edge", "--result", str(result), "--server-timeout", "30",
+                    "--keys", str(keyring[1][0]))
     assert res.code == 0, res.err
     saved = json.loads(result.read_text())
     expected = pair.tokenizer.decode(saved["generated"], skip_special_tokens=True)
@@ -47,17 +51,16 @@ def test_device_prints_and_saves_its_text_and_takes_host_port(multispin, monkeyp
     assert saved["multispin_version"] and saved["schema"] == "multispin.device"
 
 
-def test_server_timeout_bounds_the_handshake_and_reconnects_are_logged(multispin, monkeypatch):
+def test_server_timeout_bounds_the_handshake_and_reconnects_are_logged(multispin, keyring):
     """No server: `--server-timeout 1 --reconnects 1` gave up after 30 s per attempt, silently."""
     import socket
 
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    monkeypatch.setenv("MULTISPIN_SECRET", SECRET)
     t0 = time.monotonic()
     res = multispin("device", "--server", f"127.0.0.1:{port}", "--device-id", "0", "--pair", "tiny",
-                    "--prompt", "x", "--server-timeout", "1", "--reconnects", "1")
+                    "--prompt", "x", "--server-timeout", "1", "--reconnects", "1", "--keys", str(keyring[1][0]))
     took = time.monotonic() - t0
     assert res.code == 2
     assert took < 15, f"took {took:.1f} s"

@@ -60,7 +60,7 @@ def test_serve_stops_on_a_codec_the_vocabulary_cannot_carry(multispin, monkeypat
     monkeypatch.setenv("MULTISPIN_SECRET", "test-secret-0123456789")
     t0 = time.monotonic()
     res = multispin("serve", "--pair", "tiny", "--port", "0", "--ul-codec", "sparse:v_eff=99999999",
-                    "--join-timeout", "60")
+                    "--join-timeout", "60", "--insecure", "--no-journal")
     assert res.code == 2 and time.monotonic() - t0 < 30
     assert res.err.strip() == ("error: ul_codec: sparse.v_eff: must be <= vocab_size 256 (got 99999999); "
                                "sparse-v99999999-q16 cannot carry this row")

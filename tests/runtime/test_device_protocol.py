@@ -33,7 +33,7 @@ def _session(tokens=PROMPT) -> DeviceProtocol:
     proto = DeviceProtocol(7, SECRET, PROMPT, "mid")
     assert proto.state is DeviceState.START
     assert proto.hello(resume=True) == P.HelloMsg(7, PROMPT, True, "mid")
-    assert proto.allowed == ("CHALLENGE", "ERROR")
+    assert proto.allowed == ("CHALLENGE", "WELCOME", "ERROR")
     assert proto.receive(P.ChallengeMsg(NONCE)) == P.AuthMsg(7, compute_mac(SECRET, NONCE, 7))
     assert proto.allowed == ("WELCOME", "ERROR")
     w = _welcome(tokens)
@@ -55,6 +55,19 @@ def test_handshake_messages_out_of_order_are_remote_errors():
         proto.hello(resume=False)
     with pytest.raises(RemoteProtocolError, match="CHALLENGE: unexpected in state idle"):
         _session().receive(P.ChallengeMsg(NONCE))
+
+
+def test_key_mode_handshake_is_hello_then_welcome():
+    """With keys the transport authenticated both ends: WELCOME answers HELLO directly, and a
+    CHALLENGE (a plaintext server) is refused rather than answered without a secret."""
+    proto = DeviceProtocol(7, None, PROMPT, "mid")
+    proto.hello(resume=True)
+    w = _welcome()
+    assert proto.receive(w) == Welcomed(w) and proto.state is DeviceState.IDLE
+    plain = DeviceProtocol(7, None, PROMPT)
+    plain.hello(resume=True)
+    with pytest.raises(RemoteProtocolError, match="asks for a shared secret"):
+        plain.receive(P.ChallengeMsg(NONCE))
 
 
 def test_a_resumed_session_checks_commits_against_the_record_in_welcome():

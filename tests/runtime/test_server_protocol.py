@@ -8,7 +8,8 @@ import pytest
 from multispin.runtime import protocol as P
 from multispin.runtime.auth import compute_mac
 from multispin.runtime.round import RoundRecord
-from multispin.runtime.server_protocol import MAX_PENDING, ConnState, ServerProtocol
+from multispin.runtime.limits import Limits as ConnectionLimits
+from multispin.runtime.server_protocol import ConnState, ServerProtocol
 
 SECRET = b"server-protocol-test-secret"
 NONCE = b"n" * 32
@@ -24,10 +25,18 @@ def enc(msg: P.Message) -> list[bytes]:
     return [P.encode_message(msg)]
 
 
-def make(max_devices: int = 4) -> ServerProtocol:
+def make(max_devices: int = 4, keys: dict[str, int] | None = None, **options) -> ServerProtocol:
+    """A protocol in secret mode, or in key mode when `keys` maps allowed public keys to ids."""
     records: dict[int, list[int]] = {}
-    return ServerProtocol(SECRET, LIMITS, records, lambda d, prompt: records.setdefault(d, list(prompt)),
-                          WELCOME, max_devices=max_devices, handshake_timeout_s=10.0, nonce=lambda: NONCE)
+
+    def check_claim(key, d):
+        owner = (keys or {}).get(key)
+        return None if owner == d else ("key not allowed" if owner is None else f"device {owner}'s key")
+
+    return ServerProtocol(None if keys is not None else SECRET, LIMITS, records,
+                          lambda d, prompt, peer: records.setdefault(d, list(prompt)), WELCOME,
+                          max_devices=max_devices, handshake_timeout_s=10.0, nonce=lambda: NONCE,
+                          check_claim=check_claim if keys is not None else None, **options)
 
 
 def sent(proto: ServerProtocol) -> list[tuple[bytes, P.Message]]:
@@ -124,12 +133,63 @@ def test_every_handshake_refusal():
 
 
 def test_too_many_handshakes_in_flight():
-    proto = make()
-    for i in range(MAX_PENDING):
+    proto = make(connections=ConnectionLimits(max_connections=100, max_pending=8))
+    for i in range(8):
         proto.receive(i.to_bytes(4, "big"), enc(P.HelloMsg(0, PROMPT)), 0.0)
     sent(proto)
     proto.receive(b"one-more", enc(P.HelloMsg(0, PROMPT)), 0.0)
-    _refusal(proto, b"one-more", "refused", "too many handshakes")
+    (ident, err), = sent(proto)
+    assert ident == b"one-more" and err.code == "refused" and "too many pending handshakes" in err.reason
+    assert b"one-more" not in proto.banned  # refused for now, not banned: a slot frees up
+    proto.expire(10.5)  # the eight stalled handshakes expire and free their slots
+    assert proto.budget.pending == 0
+    assert [m.code for _, m in sent(proto)] == ["auth"] * 8
+    joined(proto, b"one-more")
+
+
+def test_connection_limit_counts_sessions_and_handshakes():
+    proto = make(connections=ConnectionLimits(max_connections=2, max_pending=2))
+    joined(proto, b"a", 0)
+    proto.receive(b"h", enc(P.HelloMsg(1, PROMPT)), 0.0)  # pending
+    sent(proto)
+    proto.receive(b"x", enc(P.HelloMsg(2, PROMPT)), 0.0)
+    (_, err), = sent(proto)
+    assert err.code == "refused" and "too many connections" in err.reason
+    proto.drop(proto.conns[b"a"], "timeout", "late")  # a session ends: its slot frees up
+    sent(proto)
+    proto.receive(b"y", enc(P.HelloMsg(2, PROMPT)), 0.0)
+    assert isinstance(sent(proto)[0][1], P.ChallengeMsg)
+
+
+# --------------------------------------------------------------------------------------------
+# key mode: the transport authenticated the key; HELLO's device id must be the key's
+
+
+def test_key_mode_welcomes_the_key_owner_without_a_challenge():
+    proto = make(keys={"KEY0": 0, "KEY1": 1})
+    proto.receive(b"a", enc(P.HelloMsg(0, PROMPT)), 0.0, peer_key="KEY0")
+    (ident, welcome), = sent(proto)
+    assert ident == b"a" and isinstance(welcome, P.WelcomeMsg) and proto.conns[b"a"].peer == "KEY0"
+
+
+@pytest.mark.parametrize("key, why", [("KEY1", "device 1's key"), ("STRANGER", "key not allowed"),
+                                      (None, "key not allowed")])
+def test_key_mode_refuses_a_claim_of_another_id(key, why):
+    proto = make(keys={"KEY0": 0, "KEY1": 1})
+    proto.receive(b"a", enc(P.HelloMsg(0, PROMPT)), 0.0, peer_key="KEY0")
+    sent(proto)
+    records = list(proto.records[0])
+    proto.receive(b"evil", enc(P.HelloMsg(0, PROMPT, True)), 0.0, peer_key=key)
+    _refusal(proto, b"evil", "auth", why)
+    # device 0's session is untouched: same connection, same record, no drop
+    assert proto.devices[0].conn is proto.conns[b"a"] and proto.records[0] == records
+    assert proto.devices[0].sessions == 1 and proto.devices[0].drops == []
+
+
+def test_key_mode_refuses_an_auth_message():
+    proto = make(keys={"KEY0": 0})
+    proto.receive(b"a", enc(P.AuthMsg(0, b"m" * 32)), 0.0, peer_key="KEY0")
+    _refusal(proto, b"a", "protocol", "AUTH")
 
 
 def test_finished_device_that_resumes_gets_bye():

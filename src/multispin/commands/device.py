@@ -20,9 +20,13 @@ def device(
     server: str = typer.Option("tcp://127.0.0.1:5555", metavar="HOST:PORT",
                                help="the edge server's endpoint (tcp:// is optional)"),
     device_id: int = typer.Option(..., min=0, metavar="INT", help="this device's id (unique per server)"),
+    keys: Optional[Path] = typer.Option(
+        None, "--keys", metavar="DEVICE_DIR", show_default="required unless --insecure",
+        help="this device's key folder (`multispin keys device --allow`): its key pair and server.key"),
+    insecure: bool = typer.Option(False, "--insecure", help="plaintext and one shared secret (debugging only)"),
     secret: Optional[str] = typer.Option(
         None, metavar="TEXT", show_default="$MULTISPIN_SECRET",
-        help="shared secret (prefer $MULTISPIN_SECRET, which keeps it out of `ps`)"),
+        help="with --insecure: the shared secret (prefer $MULTISPIN_SECRET, which keeps it out of `ps`)"),
     pair: str = pair_option(help="model pair (the server's)"),
     draft: Optional[str] = typer.Option(None, metavar="NAME", show_default="the pair's first",
                                         help="draft model of this device"),
@@ -42,10 +46,20 @@ def device(
     then print the text it generated."""
     setup_logging(log_level)
     set_threads(threads)
+    from multispin.errors import ConfigError
+    from multispin.runtime.auth import resolve_secret
     from multispin.runtime.device import run_device
 
-    outcome = run_device(server, device_id, secret, pair, draft, prompt, resume=resume,
-                         reconnects=reconnects, server_timeout_s=server_timeout, fault=fault)
+    if insecure and keys is not None:
+        raise ConfigError("--insecure: plaintext has no keys; drop --keys or --insecure")
+    if not insecure and secret:
+        raise ConfigError("--secret: only with --insecure (encrypted runs authenticate devices by key)")
+    if not insecure and keys is None:
+        raise ConfigError("--keys: give this device's key folder (make it with `multispin keys device DIR "
+                          "--device-id N --allow SERVER_DIR`), or --insecure for a plaintext debugging run")
+    outcome = run_device(server, device_id, resolve_secret(secret) if insecure else None, pair, draft, prompt,
+                         keys=keys, resume=resume, reconnects=reconnects, server_timeout_s=server_timeout,
+                         fault=fault)
     doc = versioned(outcome.to_dict(), "device")
     if result:
         result.parent.mkdir(parents=True, exist_ok=True)

@@ -21,9 +21,18 @@ def serve(
     pair: str = pair_option(),
     host: str = typer.Option("127.0.0.1", metavar="ADDRESS", help="address to bind (loopback by default)"),
     port: int = typer.Option(5555, min=0, max=65535, metavar="INT", help="TCP port (0 = any free port)"),
+    keys: Optional[Path] = typer.Option(
+        None, "--keys", metavar="SERVER_DIR", show_default="required unless --insecure",
+        help="the server's key folder (`multispin keys server`): encrypted, per-device authenticated"),
+    insecure: bool = typer.Option(False, "--insecure",
+                                  help="plaintext and one shared secret (debugging only; no per-device identity)"),
     secret: Optional[str] = typer.Option(
         None, metavar="TEXT", show_default="$MULTISPIN_SECRET",
-        help="shared secret devices authenticate with (prefer $MULTISPIN_SECRET, out of `ps`)"),
+        help="with --insecure: the shared secret (prefer $MULTISPIN_SECRET, out of `ps`)"),
+    journal: Optional[Path] = typer.Option(
+        Path("runs/serve/journal.sqlite"), "--journal", metavar="FILE",
+        help="crash-safe journal of sessions and committed rounds; a restart on it resumes every device"),
+    no_journal: bool = typer.Option(False, "--no-journal", help="keep nothing on disk (a crash loses the texts)"),
     devices: int = typer.Option(1, min=1, max=256, metavar="INT", help="devices K to wait for before round 0"),
     rounds: Optional[int] = typer.Option(None, min=1, metavar="INT", show_default="until every device is done",
                                          help="stop after this many rounds"),
@@ -60,11 +69,10 @@ def serve(
     setup_logging(log_level)
     from multispin.commands._checks import check_codecs_fit
     from multispin.models.placement import place_pair
-    from multispin.runtime.auth import resolve_secret
     from multispin.runtime.server import EdgeServer, ServerConfig, install_signal_handlers
     from multispin.runtime.session import resolve_pair
 
-    key = resolve_secret(secret)  # fail fast, before loading any model
+    security = server_security(keys, insecure, secret)  # fail fast, before loading any model
 
     config = ServerConfig.make(
         host=host, port=port, expected_devices=devices, max_devices=max(max_devices, devices),
@@ -77,10 +85,15 @@ def serve(
     # the devices draft in their own processes: only the target moves to the GPU
     loaded = place_pair(resolve_pair(pair), placement, drafts=False)
     check_codecs_fit(ul_codec, dl_codec, loaded.vocab_size)  # before waiting for anyone
-    server = EdgeServer(config, loaded, key, log_path=log)
+    journal_path = None if no_journal else journal
+    if journal_path is not None:
+        journal_path.parent.mkdir(parents=True, exist_ok=True)
+    server = EdgeServer(config, loaded, security.get("secret"), keys=security.get("keys"),
+                        journal=journal_path, log_path=log)
     install_signal_handlers(server)
-    typer.echo(f"multispin serve: {pair} on {config.bind_endpoint}, waiting for {devices} device(s)",
-               err=True)
+    resumed = f", resuming {len(server.recovered)} device(s) from {journal_path}" if server.recovered else ""
+    typer.echo(f"multispin serve: {pair} on {config.bind_endpoint} "
+               f"({'PLAINTEXT' if insecure else 'encrypted'}), waiting for {devices} device(s){resumed}", err=True)
     result = server.run()
     doc = versioned(result.to_dict(), "serve")
     if summary:
@@ -95,3 +108,21 @@ def serve(
         match = {True: "digest match", False: "DIGEST MISMATCH", None: "no final digest"}[rec.digest_match]
         typer.echo(f"device {d}: {len(rec.generated)} tokens, {rec.sessions} session(s), "
                    f"{'finished' if rec.finished else 'unfinished'}, {match}")
+
+
+def server_security(keys: Optional[Path], insecure: bool, secret: Optional[str]) -> dict:
+    """The server's keys (the default) or, with --insecure only, the shared secret."""
+    from multispin.errors import ConfigError
+    from multispin.runtime.auth import resolve_secret
+    from multispin.runtime.keys import load_server_keys
+
+    if insecure:
+        if keys is not None:
+            raise ConfigError("--insecure: plaintext has no keys; drop --keys or --insecure")
+        return {"secret": resolve_secret(secret)}
+    if secret:
+        raise ConfigError("--secret: only with --insecure (encrypted runs authenticate devices by key)")
+    if keys is None:
+        raise ConfigError("--keys: give the server's key folder (make it with `multispin keys server DIR`), "
+                          "or --insecure for a plaintext debugging run")
+    return {"keys": load_server_keys(keys)}

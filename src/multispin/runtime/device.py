@@ -5,8 +5,13 @@ The token math is `roles.DraftDevice`, exactly as in the in-process loop: the de
 tokens from its (codec-decoded) q̂, uploads ids and q̂(x_i), and on a rejection either uploads
 q̂_j (UL) or samples the correction from p_j locally (DL). The server's COMMIT is the truth: the
 device appends what the server committed and checks its running digest against the server's.
-After a dropped connection it reconnects, authenticates again and rebuilds its draft state from
-the record in WELCOME, so nothing is lost or duplicated.
+After a dropped connection (or the server's restart: the socket monitor reports the lost
+connection at once) it reconnects, authenticates again and rebuilds its draft state from the
+record in WELCOME, so nothing is lost or duplicated.
+
+With its key pair (the default) the DEALER is a CurveZMQ client of the server's public key: every
+frame is encrypted and authenticated, and the server knows the device by its key; `secret` alone
+is the plaintext debugging mode.
 """
 
 from __future__ import annotations
@@ -23,10 +28,11 @@ import zmq
 from multispin.errors import ConfigError, MultispinError, ProtocolError
 from multispin.models.base import LoadedPair, SequenceLM
 from multispin.runtime import protocol as P
-from multispin.runtime.auth import resolve_secret
+from multispin.runtime.auth import SECRET_ENV, resolve_secret
 from multispin.runtime.device_protocol import (
     Closed, Committed, CorrectionRequested, DeviceProtocol, DraftRequested, Event, QRequested, Welcomed,
 )
+from multispin.runtime.keys import DeviceKeys, curve_client, load_device_keys
 from multispin.runtime.roles import DraftDevice
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
@@ -96,7 +102,8 @@ class DeviceClient:
     leave at the next message boundary."""
 
     def __init__(self, server: str, device_id: int, secret: str | bytes | None, lm: SequenceLM,
-                 prompt_ids: Sequence[int], *, pair_name: str = "", draft_name: str = "",
+                 prompt_ids: Sequence[int], *, keys: DeviceKeys | str | os.PathLike | None = None,
+                 pair_name: str = "", draft_name: str = "",
                  resume: bool = True, reconnects: int = 5, server_timeout_s: float = 120.0,
                  handshake_timeout_s: float = 30.0, max_context_tokens: int = 1 << 16,
                  fault: str | None = None, on_event: Callable[[dict], None] | None = None):
@@ -106,7 +113,8 @@ class DeviceClient:
             raise ConfigError("prompt: must hold at least one token")
         self.server = normalise_endpoint(server)
         self.device_id = device_id
-        self._secret = resolve_secret(secret)
+        self.keys = resolve_device_keys(keys, secret, device_id)
+        self._secret = resolve_secret(secret) if self.keys is None else None
         self.lm = lm
         self.prompt_ids = tuple(int(t) for t in prompt_ids)
         self.pair_name = pair_name
@@ -148,12 +156,14 @@ class DeviceClient:
             while True:
                 if self._stop.is_set():
                     return self._outcome(False, "stopped")
+                sessions = self.sessions
                 try:
                     return self._session(resume=self.resume or self.sessions > 0)
                 except _Vanish:
                     return self._outcome(False, "vanished", crashed=True)
                 except _Reconnect as exc:
-                    failures += 1
+                    # `reconnects` bounds attempts in a row: a session that got in starts afresh
+                    failures = 1 if self.sessions > sessions else failures + 1
                     self._event("reconnect", reason=str(exc), attempt=failures)
                     if failures > self.reconnects:
                         hint = "" if self.sessions else f"; is `multispin serve` running at {self.server}?"
@@ -172,11 +182,37 @@ class DeviceClient:
         sock = self._ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 2000)
         sock.setsockopt(zmq.MAXMSGSIZE, 4 * self._handshake_limits.max_message_bytes + 65536)
+        if self.keys is not None:
+            curve_client(sock, self.keys)
+        # the lost connection (server crash, restart) and a refused key, as they happen
+        self._monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED
+                                                | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+                                                | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL)
+        self._connected = False
         sock.connect(self.server)
         try:
             return self._converse(sock, resume)
         finally:
+            sock.disable_monitor()
+            self._monitor.close(linger=0)
             sock.close()
+
+    def _check_connection(self) -> None:
+        """Raise if the monitor reports the connection lost or the server refusing our key."""
+        from zmq.utils.monitor import recv_monitor_message
+
+        while self._monitor.poll(0):
+            ev = recv_monitor_message(self._monitor)["event"]
+            if ev == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self._connected = True
+            elif ev == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+                raise _Fatal(f"device {self.device_id}: the server refused this device's key "
+                             "(not in its allowed set)")
+            elif ev == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL:
+                raise _Fatal(f"device {self.device_id}: the encrypted handshake with {self.server} "
+                             "failed (is server.key the server's public key?)")
+            elif ev == zmq.EVENT_DISCONNECTED and self._connected:
+                raise _Reconnect("lost the connection to the server")
 
     def _send(self, sock: zmq.Socket, msg: P.Message, limits: P.Limits) -> None:
         sock.send(P.encode_message(msg, limits))
@@ -190,6 +226,7 @@ class DeviceClient:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise _Reconnect(f"server silent for {timeout_s:g} s")
+            self._check_connection()
             if sock.poll(int(min(left, 0.2) * 1000) + 1, zmq.POLLIN):
                 frames = sock.recv_multipart()
                 if len(frames) != 1:
@@ -216,9 +253,10 @@ class DeviceClient:
         proto = DeviceProtocol(self.device_id, self._secret, self.prompt_ids, self.draft_name)
         hs = self._handshake_limits
         self._send(sock, proto.hello(resume), hs)
-        auth = proto.receive(self._recv(sock, hs, proto.allowed, self.handshake_timeout_s))
-        self._send(sock, auth, hs)  # type: ignore[arg-type]
         welcomed = proto.receive(self._recv(sock, hs, proto.allowed, self.handshake_timeout_s))
+        if isinstance(welcomed, P.AuthMsg):  # plaintext mode: answer the challenge
+            self._send(sock, welcomed, hs)
+            welcomed = proto.receive(self._recv(sock, hs, proto.allowed, self.handshake_timeout_s))
         assert isinstance(welcomed, Welcomed)
         limits = self._start(welcomed.welcome)
         dev = self.device
@@ -313,8 +351,23 @@ def normalise_endpoint(server: str) -> str:
                       f"(got {server!r})")
 
 
+def resolve_device_keys(keys: DeviceKeys | str | os.PathLike | None, secret: str | bytes | None,
+                        device_id: int) -> DeviceKeys | None:
+    """Device `device_id`'s keys from a folder (None: the plaintext mode, which needs a secret)."""
+    if keys is None:
+        if secret is None and not os.environ.get(SECRET_ENV):
+            raise ConfigError("keys: give the device's key folder (made by `multispin keys device`), "
+                              "or a shared secret for a plaintext --insecure run")
+        return None
+    found = keys if isinstance(keys, DeviceKeys) else load_device_keys(keys, device_id)
+    if found.device_id != device_id:
+        raise ConfigError(f"keys: the key pair is device {found.device_id}'s, this is device {device_id}")
+    return found
+
+
 def build_device_client(server: str, device_id: int, secret: str | bytes | None,
                         pair: str | LoadedPair, draft: str | None, prompt: str, *,
+                        keys: DeviceKeys | str | os.PathLike | None = None,
                         resume: bool = True, reconnects: int = 5, server_timeout_s: float = 120.0,
                         fault: str | None = None, on_event: Callable[[dict], None] | None = None
                         ) -> "DeviceClient":
@@ -322,13 +375,14 @@ def build_device_client(server: str, device_id: int, secret: str | bytes | None,
     from multispin.models.hf import HFSequenceLM
     from multispin.runtime.session import encode_prompt, resolve_pair
 
-    secret = resolve_secret(secret)  # fail fast, before loading any model
+    keys = resolve_device_keys(keys, secret, device_id)  # fail fast, before loading any model
+    secret = resolve_secret(secret) if keys is None else None
     server = normalise_endpoint(server)
     loaded = pair if isinstance(pair, LoadedPair) else resolve_pair(pair)
     name = loaded.check_drafts([draft or loaded.default_draft], "draft")[0]
     lm = HFSequenceLM(loaded.drafts[name], loaded.vocab_size)
     ids = encode_prompt(loaded, prompt)
-    return DeviceClient(server, device_id, secret, lm, ids, pair_name=loaded.name,
+    return DeviceClient(server, device_id, secret, lm, ids, keys=keys, pair_name=loaded.name,
                         draft_name=name, resume=resume, reconnects=reconnects,
                         server_timeout_s=server_timeout_s, fault=fault, on_event=on_event)
 
@@ -338,10 +392,12 @@ def run_device(server: str, device_id: int, secret: str | bytes | None, pair: st
     """Build a device and run it until the server says BYE; the outcome carries the decoded text."""
     from multispin.runtime.session import resolve_pair
 
-    secret = resolve_secret(secret)  # fail fast, before loading any model
+    keys = resolve_device_keys(options.pop("keys", None), secret, device_id)  # fail fast, before loading
+    secret = resolve_secret(secret) if keys is None else None
     normalise_endpoint(server)
     loaded = pair if isinstance(pair, LoadedPair) else resolve_pair(pair)
-    outcome = build_device_client(server, device_id, secret, loaded, draft, prompt, **options).run()
+    outcome = build_device_client(server, device_id, secret, loaded, draft, prompt, keys=keys,
+                                  **options).run()
     outcome.text = loaded.tokenizer.decode(outcome.generated, skip_special_tokens=True)
     return outcome
 

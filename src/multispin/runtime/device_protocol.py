@@ -7,8 +7,10 @@ back through `send_draft` / `send_q` / `send_correction`, which return the messa
 A server message that does not fit the state is a `RemoteProtocolError`; a call the state
 does not allow (the loop's own mistake) is a `LocalProtocolError`.
 
-Handshake: START -hello-> AWAIT_CHALLENGE -CHALLENGE-> AWAIT_WELCOME (AUTH sent) -WELCOME->
-IDLE (the `Welcomed` event: the loop checks the session parameters and rebuilds its draft state).
+Handshake: START -hello-> AWAIT_CHALLENGE -WELCOME-> IDLE with per-device keys (the transport
+authenticated both ends); in the plaintext debugging mode AWAIT_CHALLENGE -CHALLENGE->
+AWAIT_WELCOME (AUTH sent, from the shared secret) -WELCOME-> IDLE. `Welcomed`: the loop checks the
+session parameters and rebuilds its draft state.
 States of one round: IDLE -PLAN-> DRAFTING -send_draft-> DRAFTED -VERDICT-> (WAIT_COMMIT
 | SENDING_Q -send_q-> WAIT_CORRECTION | WAIT_P) ; WAIT_P -P_PAYLOAD-> CORRECTING
 -send_correction-> WAIT_COMMIT ; WAIT_CORRECTION -CORRECTION-> WAIT_COMMIT -COMMIT-> IDLE.
@@ -97,7 +99,7 @@ _SESSION_TYPES = ("PLAN", "VERDICT", "P_PAYLOAD", "CORRECTION", "COMMIT", "BYE",
 class DeviceProtocol:
     """One connection of one device: the handshake, then its session."""
 
-    def __init__(self, device_id: int, secret: bytes, prompt_ids: Sequence[int], draft_name: str = ""):
+    def __init__(self, device_id: int, secret: bytes | None, prompt_ids: Sequence[int], draft_name: str = ""):
         self.device_id = device_id
         self._secret = secret
         self.prompt_ids = tuple(int(t) for t in prompt_ids)
@@ -113,7 +115,7 @@ class DeviceProtocol:
     def allowed(self) -> tuple[str, ...]:
         """Message types the loop should decode in this state (anything else is refused there)."""
         if self.state is DeviceState.AWAIT_CHALLENGE:
-            return ("CHALLENGE", "ERROR")
+            return ("CHALLENGE", "WELCOME", "ERROR")
         if self.state is DeviceState.AWAIT_WELCOME:
             return ("WELCOME", "ERROR")
         return _SESSION_TYPES
@@ -130,10 +132,14 @@ class DeviceProtocol:
         during the handshake the AUTH answer to send."""
         if isinstance(msg, P.ChallengeMsg):
             self._expect(msg, DeviceState.AWAIT_CHALLENGE)
+            if self._secret is None:
+                raise RemoteProtocolError("CHALLENGE: the server asks for a shared secret (it runs "
+                                          "--insecure) but this device connects with keys")
             self.state = DeviceState.AWAIT_WELCOME
             return P.AuthMsg(self.device_id, compute_mac(self._secret, msg.nonce, self.device_id))
         if isinstance(msg, P.WelcomeMsg):
-            self._expect(msg, DeviceState.AWAIT_WELCOME)
+            if self.state is not DeviceState.AWAIT_CHALLENGE or self._secret is not None:
+                self._expect(msg, DeviceState.AWAIT_WELCOME)
             self.digest = P.TokenDigest(msg.tokens)
             self.state = DeviceState.IDLE
             return Welcomed(msg)

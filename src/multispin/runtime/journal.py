@@ -78,6 +78,10 @@ CREATE TABLE round_tokens (
     bits        INTEGER NOT NULL,   -- payload bits the device's correction moved (0 if none)
     PRIMARY KEY (round_index, device_id)
 ) WITHOUT ROWID;
+CREATE TABLE run_end (
+    reason      TEXT NOT NULL,      -- why the run ended for good ('done': every device finished)
+    ended_s     REAL NOT NULL
+);
 """
 
 
@@ -117,6 +121,7 @@ class RecoveredSession:
 class Recovery:
     sessions: dict[int, RecoveredSession]
     next_round: int
+    completed: Optional[str] = None  # the run ended for good (see Journal.complete): nothing to resume
 
 
 def _tokens_json(tokens: Iterable[int]) -> str:
@@ -141,9 +146,12 @@ class Journal:
         try:
             if readonly:
                 uri = f"{self.path.resolve().as_uri()}?mode=ro"
-                self._db = sqlite3.connect(uri, uri=True, timeout=timeout_s, isolation_level=None)
+                self._db = sqlite3.connect(uri, uri=True, timeout=timeout_s, isolation_level=None,
+                                           check_same_thread=False)
             else:
-                self._db = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None)
+                # opened where the server is built, written by its loop thread: one thread at a time
+                self._db = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None,
+                                           check_same_thread=False)
         except sqlite3.Error as exc:
             self._abandon()
             raise JournalError(f"{self.path}: cannot open ({exc})") from None
@@ -321,6 +329,12 @@ class Journal:
             db.executemany("INSERT INTO round_tokens VALUES (?, ?, ?, ?, ?, ?)", rows)
         return True
 
+    def complete(self, reason: str) -> None:
+        """Mark the run ended for good (every device done): a server started on this file then
+        sets it aside instead of resuming it."""
+        with self._write() as db:
+            db.execute("INSERT INTO run_end VALUES (?, ?)", (str(reason), time.time()))
+
     # -- reading -------------------------------------------------------------------------------
 
     def recover(self) -> Recovery:
@@ -345,11 +359,12 @@ class Journal:
                     s = sessions[int(d)]
                     s.tokens.extend(json.loads(toks))
                     s.rounds += 1
+                end = db.execute("SELECT reason FROM run_end ORDER BY ended_s DESC LIMIT 1").fetchone()
             finally:
                 db.execute("COMMIT")
         except (sqlite3.DatabaseError, ValueError, KeyError) as exc:
             raise JournalError(f"{self.path}: damaged journal ({exc})") from None
-        return Recovery(sessions, int(nxt))
+        return Recovery(sessions, int(nxt), end[0] if end else None)
 
     def round(self, round_index: int) -> dict[int, DeviceRound]:
         """One committed round's entries (empty if the round is not committed)."""

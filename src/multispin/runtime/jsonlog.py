@@ -37,6 +37,11 @@ class JsonlLog:
         if self._on_event is not None:
             self._on_event(rec)
 
+    def notify(self, event: str, **fields_: Any) -> None:
+        """Forward to the callback only: for what is counted in the file, not written line by line."""
+        if self._on_event is not None:
+            self._on_event({"event": event, "t_s": round(time.monotonic() - self._t0, 6), **fields_})
+
     def close(self) -> None:
         with self._lock:
             if self._fh is not None:

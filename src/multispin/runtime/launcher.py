@@ -21,6 +21,7 @@ from typing import Any, Callable, Literal, Sequence
 from multispin.errors import ConfigError, ProtocolError
 from multispin.models.base import LoadedPair
 from multispin.runtime.auth import resolve_secret
+from multispin.runtime.keys import create_keyring
 from multispin.runtime.records import RoundEvent, ServerSummary, TestbedSummary
 from multispin.runtime.round import DraftLengthPolicy, ModePolicy, RoundPolicy
 from multispin.runtime.server import EdgeServer, ServerConfig
@@ -120,13 +121,21 @@ class LocalTestbed:
                  idle_timeout_s: float = 60.0, on_round: Callable[[RoundEvent], None] | None = None,
                  on_event: Callable[[dict], None] | None = None,
                  faults: dict[int, str] | None = None, server_options: dict | None = None,
-                 device_options: dict | None = None):
+                 device_options: dict | None = None, insecure: bool = False,
+                 journal: str | Path | None = None):
         if device_runner not in ("subprocess", "fork", "thread"):
             raise ConfigError(f"device_runner: must be subprocess, fork or thread (got {device_runner!r})")
         if num_devices < 1:
             raise ConfigError(f"num_devices: must be >= 1 (got {num_devices})")
         self.pair = _resolve_pair(pair)
-        self.secret = resolve_secret(secret if secret is not None else os.urandom(24).hex())
+        self._tmp = Path(tempfile.mkdtemp(prefix="multispin-testbed-"))
+        # Encrypted with throw-away per-device keys unless a secret (or insecure) asks for plaintext.
+        self.insecure = insecure or secret is not None
+        self.secret = resolve_secret(secret if secret is not None else os.urandom(24).hex()) if self.insecure else None
+        self.device_keys: dict[int, Path] = {}
+        server_keys = None
+        if not self.insecure:
+            server_keys, self.device_keys = create_keyring(self._tmp / "keys", range(num_devices))
         sampling = sampling or SamplingParams()
         self.num_devices = num_devices
         self.runner: DeviceRunner = device_runner
@@ -148,12 +157,12 @@ class LocalTestbed:
                     draft_len=draft_len, mode=mode, temperature=sampling.temperature,
                     top_k=sampling.top_k, top_p=sampling.top_p, seed=seed, ul_codec=ul_codec,
                     dl_codec=dl_codec, round_timeout_s=round_timeout_s,
-                    join_timeout_s=join_timeout_s, idle_timeout_s=idle_timeout_s)
+                    join_timeout_s=join_timeout_s, idle_timeout_s=idle_timeout_s, history=True)
         opts.update(server_options or {})
-        self.server = EdgeServer(ServerConfig.make(**opts), self.pair, self.secret,
-                                 policy=policy, draft_lengths=draft_lengths, modes=modes, log_path=log_path,
-                                 on_round=on_round, on_event=on_event)
-        self._tmp = Path(tempfile.mkdtemp(prefix="multispin-testbed-"))
+        self.server_config = ServerConfig.make(**opts)
+        self._server_args = dict(keys=server_keys, journal=journal, policy=policy, draft_lengths=draft_lengths,
+                                 modes=modes, log_path=log_path, on_round=on_round, on_event=on_event)
+        self.server = EdgeServer(self.server_config, self.pair, self.secret, **self._server_args)
         self._handles: dict[int, _DeviceHandle] = {}
         self._retired: list[_DeviceHandle] = []
         self._server_thread: threading.Thread | None = None
@@ -197,8 +206,8 @@ class LocalTestbed:
             raise self._server_error
 
     def device_kwargs(self, k: int, fault: str | None = None) -> dict[str, Any]:
-        opts = dict(server=self.endpoint, device_id=k, secret=self.secret, pair=self.pair,
-                    draft=self.drafts[k], prompt=self.prompts[k], fault=fault)
+        opts = dict(server=self.endpoint, device_id=k, secret=self.secret, keys=self.device_keys.get(k),
+                    pair=self.pair, draft=self.drafts[k], prompt=self.prompts[k], fault=fault)
         opts.update(self.device_options)
         return opts
 
@@ -242,7 +251,13 @@ class LocalTestbed:
                 cmd += [f"--{key.replace('_', '-')}", str(val)]
             if fault:
                 cmd += ["--fault", fault]
-            env = dict(os.environ, MULTISPIN_SECRET=self.secret.decode())  # never in argv
+            if self.insecure:
+                cmd += ["--insecure"]
+                env = dict(os.environ, MULTISPIN_SECRET=self.secret.decode())  # never in argv
+            else:
+                cmd += ["--keys", str(self.device_keys[k])]
+                env = dict(os.environ)
+                env.pop("MULTISPIN_SECRET", None)
             handle.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
                                            stderr=open(self._tmp / f"device-{k}-{self._attempt}.err", "w"))
         self._handles[k] = handle

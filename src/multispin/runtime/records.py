@@ -71,10 +71,11 @@ class DeviceRecord:
     finished: bool
     sessions: int  # authenticated connections (1 + resumes)
     drops: list[str]  # why sessions ended early
-    rounds: list[RoundRecord]
+    rounds: list[RoundRecord]  # empty unless the server keeps history
     digest: str
     client_digest: str | None  # from the device's final BYE
     digest_match: bool | None
+    num_rounds: int = 0  # rounds the device committed in (kept with or without history)
 
     @property
     def generated(self) -> list[int]:
@@ -94,11 +95,12 @@ class ServerSummary:
     wall_s: float
     devices: dict[int, DeviceRecord]
     refused: int  # connections refused (authentication or protocol) before a session
-    events: list[RoundEvent] = field(default_factory=list)
+    events: list[RoundEvent] = field(default_factory=list)  # empty unless the server keeps history
+    refusals: dict[str, int] = field(default_factory=dict)  # refusals per cause
 
     def to_dict(self, with_events: bool = False) -> dict[str, Any]:
         out = {"rounds": self.rounds, "stop_reason": self.stop_reason, "wall_s": self.wall_s,
-               "refused": self.refused,
+               "refused": self.refused, "refusals": dict(self.refusals),
                "devices": {str(d): r.to_dict() for d, r in sorted(self.devices.items())}}
         if with_events:
             out["events"] = [e.to_dict() for e in self.events]

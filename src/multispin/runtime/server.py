@@ -4,9 +4,15 @@
 sans-I/O `ServerProtocol` (handshake, admission, what each connection owes), sends what that
 queues, and drives the `RoundEngine` (the round's token math and bookkeeping, shared with the
 in-process loop): PLAN to every active device, DRAFTs within the round timeout, one batched
-verify, VERDICTs, UL/DL corrections, COMMITs. Faults stay local: a malformed message, a stall
-or a crash drops that one session with a logged reason and the round completes for the rest;
-a device that reconnects resumes from the server's record, so no token is lost or duplicated.
+verify, VERDICTs, UL/DL corrections, then the round's commit: durable in the journal first,
+COMMITs after. Faults stay local: a malformed message, a stall or a crash drops that one session
+with a logged reason and the round completes for the rest; a device that reconnects resumes from
+the server's record, so no token is lost or duplicated, and a server restarted on its journal
+resumes every session.
+
+Security plugs in here: with per-device keys (the default) the socket is a CurveZMQ server whose
+authenticator admits only allowed keys, and the protocol binds each HELLO's device id to its
+sender's key; `secret` alone is the plaintext debugging mode.
 """
 
 from __future__ import annotations
@@ -27,7 +33,10 @@ from multispin.errors import ConfigError, ProtocolError
 from multispin.models.base import BatchedLM, LoadedPair
 from multispin.runtime import protocol as P
 from multispin.runtime.auth import resolve_secret
+from multispin.runtime.journal import DeviceRound, Journal, SessionRecord
 from multispin.runtime.jsonlog import JsonlLog
+from multispin.runtime.keys import AllowedKeys, ServerKeys, curve_server, load_server_keys, peer_key
+from multispin.runtime.limits import Limits as ConnectionLimits, RefusalLog
 from multispin.runtime.local import UniformDraftLength, mode_policy
 from multispin.runtime.records import DeviceRecord, RoundEvent, ServerSummary
 from multispin.runtime.roles import Draft, VerifierServer
@@ -73,6 +82,11 @@ class ServerConfig(SamplingFields):
     handshake_timeout_s: float = Field(10.0, gt=0)
     idle_timeout_s: float = Field(60.0, gt=0, description="how long to wait for detached, unfinished devices")
     bye_timeout_s: float = Field(5.0, ge=0, description="how long to wait for devices' final BYE")
+    max_connections: int = Field(512, ge=1, le=65536, description="connections (sessions + handshakes) at once")
+    max_pending: int = Field(64, ge=1, le=65536, description="handshakes in flight at once")
+    refusal_log_interval_s: float = Field(10.0, gt=0, description="one log line per refusal cause per interval")
+    history: bool = Field(False, description="keep every round's event and record in memory for the "
+                          "summary (experiments); off: rounds stream to the log, aggregates stay")
 
     @property
     def bind_endpoint(self) -> str:
@@ -100,7 +114,8 @@ class EdgeServer:
     in the thread that owns it; `request_stop()` from anywhere (a signal handler, another
     thread) drains the current round and shuts down cleanly."""
 
-    def __init__(self, config: ServerConfig, pair: LoadedPair, secret: str | bytes | None, *,
+    def __init__(self, config: ServerConfig, pair: LoadedPair, secret: str | bytes | None = None, *,
+                 keys: ServerKeys | str | Path | None = None, journal: str | Path | None = None,
                  policy: RoundPolicy | None = None, draft_lengths: DraftLengthPolicy | None = None,
                  modes: ModePolicy | None = None, log_path: str | Path | None = None,
                  on_round: Callable[[RoundEvent], None] | None = None,
@@ -108,7 +123,12 @@ class EdgeServer:
                  target_lm: BatchedLM | None = None):
         self.config = config
         self.pair = pair
-        self._secret = resolve_secret(secret)
+        if keys is None and secret is None:
+            raise ConfigError("keys: the server needs its key folder (make it with `multispin keys "
+                              "server DIR`), or a shared secret for a plaintext --insecure run")
+        self.keys = keys if isinstance(keys, ServerKeys) or keys is None else load_server_keys(keys)
+        self.allowed = AllowedKeys(self.keys.allowed_dir) if self.keys is not None else None
+        self._secret = resolve_secret(secret) if self.keys is None else None
         self.sampling = config.sampling
         self.ul_codec, self.dl_codec = make_codec(config.ul_codec), make_codec(config.dl_codec)
         self.vocab_size = pair.vocab_size
@@ -133,6 +153,7 @@ class EdgeServer:
             modes or mode_policy(config.mode, config.seed))
         self.on_round = on_round
         self.log = JsonlLog(log_path, on_event)
+        self.refusals = RefusalLog(config.refusal_log_interval_s, emit=self._log_refusals)
         self.ready = threading.Event()
         self.endpoint: str | None = None
         self._stop = threading.Event()
@@ -143,15 +164,77 @@ class EdgeServer:
                        top_k=config.top_k, top_p=float(config.top_p), ul_codec=self.ul_codec.name,
                        dl_codec=self.dl_codec.name, max_new_tokens=config.max_new_tokens,
                        max_prompt_tokens=config.max_prompt_tokens, eos_ids=self.eos_ids)
-        self.proto = ServerProtocol(self._secret, self.limits, self.verifier.records, self.verifier.open,
-                                    welcome, max_devices=config.max_devices,
-                                    handshake_timeout_s=config.handshake_timeout_s)
+        self.proto = ServerProtocol(
+            self._secret, self.limits, self.verifier.records, self._open_device, welcome,
+            max_devices=config.max_devices, handshake_timeout_s=config.handshake_timeout_s,
+            check_claim=self._check_claim if self.allowed is not None else None,
+            connections=ConnectionLimits(config.max_connections, min(config.max_pending, config.max_connections),
+                                         config.handshake_timeout_s),
+            history=config.history)
         # The bits of every message of a round, from the codecs and the pair in use.
         self.wire = WirePayload.from_codecs(self.ul_codec, self.dl_codec, self.vocab_size, config.gamma_max)
         self.engine = RoundEngine(self.verifier, self.policy, config.max_new_tokens, self.eos_ids, self.wire)
         self._recv_types_max = max(self.limits.max_bytes(t) for t in HANDSHAKE_TYPES + SESSION_TYPES)
         self._sock: zmq.Socket | None = None
         self._ctx: zmq.Context | None = None
+        self._authenticator: Any = None
+        # what every journal session must agree with for a restart to continue it exactly
+        self._session_params = dict(pair=pair.name, temperature=float(config.temperature), top_k=config.top_k,
+                                    top_p=float(config.top_p), max_new_tokens=config.max_new_tokens,
+                                    gamma_max=config.gamma_max,
+                                    policy=getattr(self.policy, "name", type(self.policy).__name__))
+        self.journal: Journal | None = None
+        self.recovered: list[int] = []  # devices restored from the journal at start
+        if journal is not None:
+            self.journal = Journal(journal)
+            self._recover()
+
+    # ---------------------------------------------------------------- journal and keys
+
+    def _recover(self) -> None:
+        """Restore every session of the journal (prompt + committed tokens) and the next round;
+        a journal whose run ended with every device done is set aside and a fresh one started."""
+        assert self.journal is not None
+        rec = self.journal.recover()
+        if rec.completed is not None:
+            path = self.journal.path
+            self.journal.close()
+            done = path.with_name(f"{path.name}.done-{time.strftime('%Y%m%d-%H%M%S')}")
+            path.rename(done)
+            log.info("journal %s holds a finished run; kept as %s, starting a new one", path, done)
+            self.journal = Journal(path)
+            return
+        for d, s in sorted(rec.sessions.items()):
+            ours = (self._session_params, self.ul_codec.name, self.dl_codec.name, self.config.seed)
+            theirs = (dict(s.session.sampling), s.session.ul_codec, s.session.dl_codec, s.session.seed)
+            for name, a, b in zip(("settings", "UL codec", "DL codec", "seed"), theirs, ours):
+                if a != b:
+                    raise ConfigError(f"journal: {self.journal.path} was written with {name} {a}, this "
+                                      f"server has {b}; restart with the same settings or another --journal")
+            self.verifier.open(d, s.session.prompt_ids)
+            self.verifier.commit(d, s.tokens)
+            self.proto.restore(d, len(s.session.prompt_ids), self.engine.finished(d))
+            if not self.engine.finished(d):
+                self.recovered.append(d)
+        self.proto.round_idx = rec.next_round
+        if rec.sessions:
+            log.info("recovered %d session(s) from %s at round %d", len(rec.sessions), self.journal.path,
+                     rec.next_round)
+
+    def _open_device(self, d: int, prompt: tuple[int, ...], peer: str) -> None:
+        """A new device: its session is durable in the journal before its WELCOME goes out."""
+        if self.journal is not None:
+            self.journal.open_session(SessionRecord(d, peer, prompt, self._session_params, self.ul_codec.name,
+                                                    self.dl_codec.name, self.config.seed, self.round_idx))
+        self.verifier.open(d, prompt)
+
+    def _check_claim(self, key: str | None, d: int) -> str | None:
+        owner = self.allowed.identity_for(key) if self.allowed is not None else None
+        if owner is None:
+            return f"the sender's key is not allowed (claimed device {d})"
+        if owner != d:
+            return f"device {owner}'s key claimed device id {d}"
+        return None
 
     # ---------------------------------------------------------------- public
 
@@ -180,8 +263,12 @@ class EdgeServer:
         # Transport backstop: zmq disconnects a peer whose frame is far over any limit before it is
         # buffered; anything between the protocol limit and this is refused with a logged reason.
         sock.setsockopt(zmq.MAXMSGSIZE, 4 * self._recv_types_max + 65536)
+        # a TCP peer that never completes the transport handshake is closed after this
+        sock.setsockopt(zmq.HANDSHAKE_IVL, int(self.config.handshake_timeout_s * 1000))
         stop_reason = "error"
         try:
+            if self.keys is not None:  # before bind: libzmq admits any key while no authenticator runs
+                self._authenticator = curve_server(sock, self.keys, self.allowed)
             try:
                 sock.bind(self.config.bind_endpoint)
             except zmq.ZMQError as exc:
@@ -191,7 +278,9 @@ class EdgeServer:
                            vocab_size=self.vocab_size, config=self.config.model_dump(),
                            limits=self.limits.table(),
                            policy=getattr(self.policy, "name", type(self.policy).__name__),
-                           exactness=self._exactness())
+                           exactness=self._exactness(), security="curve" if self.keys else "insecure",
+                           journal=str(self.journal.path) if self.journal else None,
+                           recovered=self.recovered, next_round=self.round_idx)
             self.ready.set()
             stop_reason = self._serve()
         finally:
@@ -214,9 +303,16 @@ class EdgeServer:
     def _serve(self) -> str:
         cfg = self.config
         deadline = time.monotonic() + cfg.join_timeout_s
-        while (len(self.proto.devices) < cfg.expected_devices and not self._stop.is_set()
-               and time.monotonic() < deadline):
+
+        def waiting() -> bool:  # for K devices, and for every recovered session to resume
+            return (len(self.proto.devices) < cfg.expected_devices
+                    or any(self.proto.devices[d].conn is None for d in self.recovered))
+
+        while waiting() and not self._stop.is_set() and time.monotonic() < deadline:
             self._pump(_POLL_SLICE_S)
+        if self.recovered:
+            back = [d for d in self.recovered if self.proto.devices[d].conn is not None]
+            self.log.write("recovered", devices=self.recovered, resumed=back, round=self.round_idx)
         if len(self.proto.devices) < cfg.expected_devices and not self._stop.is_set():
             self.log.write("join_timeout", joined=sorted(self.proto.devices), expected=cfg.expected_devices)
             log.warning("only %d of %d devices joined within %.0f s", len(self.proto.devices),
@@ -261,6 +357,7 @@ class EdgeServer:
         self.engine.verify(out, self._collect_drafts(out, io))
         waiting = self._send_verdicts(out, io)
         self._collect_corrections(out, io, waiting)
+        self._commit_round(out, io)
         self.engine.close(out)
         for d in active:
             if d not in out.records and d not in io.dropped and not io.conns[d].alive:
@@ -274,7 +371,8 @@ class EdgeServer:
             wire_bytes_down={d: c.bytes_out for d, c in io.conns.items()},
             round_wall_s=time.perf_counter() - t0,
         )
-        self._events.append(event)
+        if self.config.history:
+            self._events.append(event)
         self.log.write_record(event.to_dict())
         if self.on_round is not None:
             self.on_round(event)
@@ -376,9 +474,18 @@ class EdgeServer:
         self._commit(out, io, d, final)
 
     def _commit(self, out: RoundOutcome, io: "_RoundIO", d: int, final: int) -> None:
-        """Commit through the engine, then COMMIT (and BYE when done) to the device."""
-        kept = self.engine.commit(out, d, final)
-        self.proto.commit(io.conns[d], out.round, kept, out.records[d], d in out.finished)
+        """The device's tokens are final; they reach it with the round's commit."""
+        self.engine.commit(out, d, final)
+
+    def _commit_round(self, out: RoundOutcome, io: "_RoundIO") -> None:
+        """Make the round durable in the journal, then COMMIT (and BYE when done) to each device:
+        no device ever holds a token that a restart could take back."""
+        if self.journal is not None:
+            self.journal.commit_round(out.round, {
+                d: DeviceRound(tuple(out.kept[d]), rec.draft_len, rec.mode, rec.payload_bits)
+                for d, rec in out.records.items()})
+        for d in out.records:
+            self.proto.commit(io.conns[d], out.round, out.kept[d], out.records[d], d in out.finished)
         self._flush()
 
     # ---------------------------------------------------------------- transport
@@ -413,12 +520,20 @@ class EdgeServer:
                 self._log_event(rec)
 
     def _log_event(self, rec: dict) -> None:
-        self.log.write(**rec)
         kind, d = rec["event"], rec.get("device")
         if kind in ("refused", "auth_refused"):
-            log.warning("refused %s: %s", f"device {d}" if d is not None else "a connection", rec["reason"])
-        elif kind == "drop":
+            # refusals are what a flood makes: counted, one line per cause per interval
+            who = f"device {d}: " if d is not None else ""
+            self.log.notify(**rec)
+            self.refusals.refused(f"{kind} ({rec['code']})", time.monotonic(), peer=f"{who}{rec['reason']}")
+            return
+        self.log.write(**rec)
+        if kind == "drop":
             log.warning("dropped device %d: %s", d, rec["reason"])
+
+    def _log_refusals(self, line: str) -> None:
+        log.warning("%s", line)
+        self.log.write("refusals", summary=line)
 
     def _pump_until(self, done: Callable[[], bool], deadline: float) -> None:
         while not done():
@@ -434,12 +549,15 @@ class EdgeServer:
         if sock.poll(max(0, int(math.ceil(timeout_s * 1000))), zmq.POLLIN):
             while True:
                 try:
-                    frames = sock.recv_multipart(flags=zmq.NOBLOCK, copy=True)
+                    frames = sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
                 except zmq.Again:
                     break
-                self.proto.receive(frames[0], frames[1:], time.monotonic())
+                key = peer_key(frames[1]) if len(frames) > 1 and self.keys is not None else None
+                self.proto.receive(frames[0].bytes, [f.bytes for f in frames[1:]], time.monotonic(), key)
                 self._flush()
-        self.proto.expire(time.monotonic())
+        now = time.monotonic()
+        self.proto.expire(now)
+        self.refusals.tick(now)
         self._flush()
 
     # ---------------------------------------------------------------- shutdown
@@ -464,7 +582,7 @@ class EdgeServer:
             rec = DeviceRecord(
                 device_id=d, draft=dev.draft, num_prompt=dev.num_prompt,
                 tokens=list(self.verifier.records[d]), finished=dev.finished, sessions=dev.sessions,
-                drops=list(dev.drops), rounds=list(dev.rounds), digest=server_digest.hex(),
+                drops=list(dev.drops), rounds=list(dev.rounds), num_rounds=dev.num_rounds, digest=server_digest.hex(),
                 client_digest=dev.client_digest.hex() if dev.client_digest else None,
                 digest_match=None if dev.client_digest is None else dev.client_digest == server_digest,
             )
@@ -472,13 +590,20 @@ class EdgeServer:
             self.log.write("device", device=d, tokens=len(rec.tokens), generated=len(rec.generated),
                            finished=rec.finished, sessions=rec.sessions, drops=rec.drops,
                            digest=rec.digest, device_digest=rec.client_digest, match=rec.digest_match)
+        self.refusals.flush(time.monotonic())
         summary = ServerSummary(self.round_idx, stop_reason, wall_s, devices, self.proto.refused,
-                                list(self._events))
+                                list(self._events), dict(self.refusals.totals))
         self.log.write("shutdown", reason=stop_reason, rounds=self.round_idx, refused=self.proto.refused,
-                       wall_s=wall_s)
+                       refusals=self.refusals.totals, wall_s=wall_s)
         self.log.close()
+        if self.journal is not None:
+            if stop_reason == "done":
+                self.journal.complete(stop_reason)
+            self.journal.close()
         if self._sock is not None:
             self._sock.close(linger=500)
+        if self._authenticator is not None:
+            self._authenticator.stop()
         if self._ctx is not None:
             self._ctx.term()
         return summary

@@ -2,10 +2,13 @@
 identity and the current time in; messages to send (`outbox`), log records (`events`) and
 state out. No sockets, no clocks, no threads, no model calls.
 
-It owns the handshake (HELLO → CHALLENGE, AUTH → WELCOME or a refusal), admission (new
-device, resume, replacement of a live session), bans, the per-connection expectation of the
-round protocol (which message, for which round, with which γ) and the device records the
-summary reports. The loop (`server.EdgeServer`) sends what is in `outbox`, logs what is in
+It owns the handshake, admission (new device, resume, replacement of a live session), the
+connection budget, bans, the per-connection expectation of the round protocol (which message,
+for which round, with which γ) and the device records the summary reports. Two handshakes:
+with per-device keys (CurveZMQ, the default) the transport has already authenticated the peer's
+key, so HELLO → WELCOME once the key is the one bound to HELLO's device id (`check_claim`); in
+the plaintext debugging mode a shared secret answers a challenge: HELLO → CHALLENGE,
+AUTH → WELCOME. The loop (`server.EdgeServer`) sends what is in `outbox`, logs what is in
 `events`, and tells the object when a send failed (`drop(..., notify=False)`).
 
 Connection states: IDLE (owes nothing) → AWAIT_DRAFT (PLAN sent) → IDLE (DRAFT taken) →
@@ -23,12 +26,15 @@ from typing import Any, Callable, Mapping, Sequence
 from multispin.errors import ProtocolError
 from multispin.runtime import protocol as P
 from multispin.runtime.auth import check_mac, new_nonce
+from multispin.runtime.limits import ConnectionBudget, Limits as ConnectionLimits
 from multispin.runtime.round import RoundRecord
 
 SESSION_TYPES = ("DRAFT", "Q_PAYLOAD", "CORRECTION", "BYE", "ERROR")
 HANDSHAKE_TYPES = ("HELLO", "AUTH")
-MAX_PENDING = 1024  # handshakes in flight
 MAX_BANNED = 4096  # identities whose messages are ignored after a drop/refusal
+
+#: (peer's public key or None, claimed device id) -> None if the key may claim the id, else why not
+ClaimCheck = Callable[["str | None", int], "str | None"]
 
 
 class ConnState(enum.Enum):
@@ -46,6 +52,7 @@ class Connection:
 
     identity: bytes
     device_id: int
+    peer: str = ""  # the peer's public key (key mode) or "secret"
     state: ConnState = ConnState.IDLE
     round: int = -1  # the round the owed message belongs to
     gamma: int = 0  # the γ a owed DRAFT must hold
@@ -78,7 +85,8 @@ class DeviceEntry:
     finished: bool = False
     sessions: int = 0
     drops: list[str] = field(default_factory=list)
-    rounds: list[RoundRecord] = field(default_factory=list)
+    rounds: list[RoundRecord] = field(default_factory=list)  # with history on
+    num_rounds: int = 0  # rounds the device committed in (this server process)
     client_digest: bytes | None = None
 
 
@@ -86,14 +94,20 @@ class ServerProtocol:
     """All device sessions of one server.
 
     `records` maps each device to the server's record of its tokens (prompt + committed; the
-    round engine's verifier owns it); `on_admit(d, prompt)` opens a new device there;
-    `welcome` holds the WELCOME fields that are the same for every device."""
+    round engine's verifier owns it); `on_admit(d, prompt, peer)` opens a new device there (and
+    may refuse it by raising `ProtocolError`); `welcome` holds the WELCOME fields that are the
+    same for every device. Give `check_claim` (key mode) or `secret` (plaintext debugging)."""
 
-    def __init__(self, secret: bytes, limits: P.Limits, records: Mapping[int, Sequence[int]],
-                 on_admit: Callable[[int, tuple[int, ...]], None], welcome: dict[str, Any], *,
-                 max_devices: int, handshake_timeout_s: float,
+    def __init__(self, secret: bytes | None, limits: P.Limits, records: Mapping[int, Sequence[int]],
+                 on_admit: Callable[[int, tuple[int, ...], str], None], welcome: dict[str, Any], *,
+                 max_devices: int, handshake_timeout_s: float, check_claim: ClaimCheck | None = None,
+                 connections: ConnectionLimits | None = None, history: bool = True,
                  nonce: Callable[[], bytes] = new_nonce):
+        if (secret is None) == (check_claim is None):
+            raise ValueError("ServerProtocol: give exactly one of secret and check_claim")
         self._secret = secret
+        self._check_claim = check_claim
+        self.history = history  # keep each device's round records (else only their count)
         self.limits = limits
         self.records = records
         self._on_admit = on_admit
@@ -106,6 +120,8 @@ class ServerProtocol:
         self.devices: dict[int, DeviceEntry] = {}
         self.conns: dict[bytes, Connection] = {}
         self.pending: dict[bytes, Pending] = {}
+        self.budget = ConnectionBudget(connections or ConnectionLimits(
+            max_connections=max(512, 2 * max_devices), handshake_deadline_s=handshake_timeout_s))
         self.banned: dict[bytes, None] = {}
         self.refused = 0
         self.outbox: list[tuple[bytes, Connection | None, P.Message]] = []
@@ -128,8 +144,9 @@ class ServerProtocol:
 
     # -- input ----------------------------------------------------------------------------------
 
-    def receive(self, identity: bytes, frames: Sequence[bytes], now: float) -> None:
-        """One multipart message (the identity frame removed) from `identity`."""
+    def receive(self, identity: bytes, frames: Sequence[bytes], now: float, peer_key: str | None = None) -> None:
+        """One multipart message (the identity frame removed) from `identity`, whose transport
+        authenticated `peer_key` (key mode)."""
         if identity in self.banned:
             return
         conn = self.conns.get(identity)
@@ -149,19 +166,22 @@ class ServerProtocol:
                 return
             self._on_session_message(conn, msg)
             return
-        self._on_handshake(identity, frames[0], now)
+        cause = self.budget.admit(identity, now)
+        if cause is not None:
+            self.refuse(identity, "refused", cause, ban=False)  # a slot may free up: no ban
+            return
+        self._on_handshake(identity, frames[0], now, peer_key)
 
     def expire(self, now: float) -> None:
         """Refuse every handshake whose AUTH is overdue."""
-        for identity, pend in list(self.pending.items()):
-            if now > pend.deadline:
-                del self.pending[identity]
-                self.refuse(identity, "auth", f"no AUTH within {self.handshake_timeout_s:g} s",
-                            device=pend.hello.device_id)
+        for identity in self.budget.expired(now):
+            pend = self.pending.pop(identity, None)
+            self.refuse(identity, "auth", f"no AUTH within {self.handshake_timeout_s:g} s",
+                        device=pend.hello.device_id if pend else None)
 
     # -- handshake ------------------------------------------------------------------------------
 
-    def _on_handshake(self, identity: bytes, raw: bytes, now: float) -> None:
+    def _on_handshake(self, identity: bytes, raw: bytes, now: float, peer_key: str | None) -> None:
         pend = self.pending.pop(identity, None)
         try:
             msg = P.decode_message(raw, self.limits, allowed=("AUTH",) if pend else ("HELLO",))
@@ -169,38 +189,50 @@ class ServerProtocol:
             self.refuse(identity, "protocol", str(exc), device=pend.hello.device_id if pend else None)
             return
         if isinstance(msg, P.HelloMsg):
-            self._on_hello(identity, msg, now)
+            self._on_hello(identity, msg, now, peer_key)
         else:
             assert isinstance(msg, P.AuthMsg) and pend is not None
             self._on_auth(pend, msg)
 
-    def _on_hello(self, identity: bytes, hello: P.HelloMsg, now: float) -> None:
+    def _on_hello(self, identity: bytes, hello: P.HelloMsg, now: float, peer_key: str | None) -> None:
+        d = hello.device_id
         if hello.version != P.PROTOCOL_VERSION:
             self.refuse(identity, "refused", f"HELLO.version: server speaks {P.PROTOCOL_VERSION} "
-                        f"(got {hello.version})", device=hello.device_id)
-            return
-        if len(self.pending) >= MAX_PENDING:
-            self.refuse(identity, "refused", "too many handshakes in flight", device=hello.device_id)
-            return
-        nonce = self._nonce()
-        self.pending[identity] = Pending(identity, hello, nonce, now + self.handshake_timeout_s)
-        self.send(identity, P.ChallengeMsg(nonce))
+                        f"(got {hello.version})", device=d)
+        elif self._check_claim is not None:  # key mode: the transport authenticated the key
+            why = self._check_claim(peer_key, d)
+            if why is not None:
+                self.refuse(identity, "auth", f"HELLO.device_id: {why}", device=d, auth=True)
+            else:
+                self._admit_checked(identity, hello, peer_key or "")
+        else:
+            nonce = self._nonce()
+            self.pending[identity] = Pending(identity, hello, nonce, now + self.handshake_timeout_s)
+            self.send(identity, P.ChallengeMsg(nonce))
 
     def _on_auth(self, pend: Pending, auth: P.AuthMsg) -> None:
         identity, hello, d = pend.identity, pend.hello, pend.hello.device_id
         if auth.device_id != d:
             self.refuse(identity, "auth", f"AUTH.device_id: {auth.device_id} differs from HELLO's {d}",
                         device=d, auth=True)
-        elif not check_mac(self._secret, pend.nonce, d, auth.mac):
+        elif not check_mac(self._secret, pend.nonce, d, auth.mac):  # type: ignore[arg-type]
             self.refuse(identity, "auth", "authentication failed (wrong secret)", device=d, auth=True)
-        elif self.closing:
-            self.refuse(identity, "shutdown", "server is shutting down", device=d)
         else:
-            reason = self._admission_refusal(hello)
-            if reason is not None:
-                self.refuse(identity, "refused", reason, device=d)
-            else:
-                self._admit(identity, hello)
+            self._admit_checked(identity, hello, "secret")
+
+    def _admit_checked(self, identity: bytes, hello: P.HelloMsg, peer: str) -> None:
+        """An authenticated HELLO: admit it unless the server is closing or admission refuses."""
+        if self.closing:
+            self.refuse(identity, "shutdown", "server is shutting down", device=hello.device_id)
+            return
+        reason = self._admission_refusal(hello)
+        if reason is None:
+            try:
+                self._admit(identity, hello, peer)
+                return
+            except ProtocolError as exc:  # on_admit refused (e.g. the journal holds another session)
+                reason = str(exc)
+        self.refuse(identity, "refused", reason, device=hello.device_id)
 
     def _admission_refusal(self, hello: P.HelloMsg) -> str | None:
         d = hello.device_id
@@ -215,17 +247,19 @@ class ServerProtocol:
             return f"HELLO.prompt: differs from the server's record of device {d}"
         return None
 
-    def _admit(self, identity: bytes, hello: P.HelloMsg) -> None:
+    def _admit(self, identity: bytes, hello: P.HelloMsg, peer: str) -> None:
         d = hello.device_id
         dev = self.devices.get(d)
         resumed = dev is not None
         if dev is None:
-            self._on_admit(d, hello.prompt)
+            self._on_admit(d, hello.prompt, peer)
             dev = DeviceEntry(d, hello.draft, len(hello.prompt), P.TokenDigest(hello.prompt))
             self.devices[d] = dev
         elif dev.conn is not None and dev.conn.alive:
             self.drop(dev.conn, "replaced", "replaced by a new authenticated session")
-        conn = Connection(identity, d)
+        dev.draft = dev.draft or hello.draft  # a session recovered from the journal learns it now
+        self.budget.established(identity)
+        conn = Connection(identity, d, peer)
         self.conns[identity] = conn
         dev.conn = conn
         dev.sessions += 1
@@ -240,12 +274,19 @@ class ServerProtocol:
     # -- ending sessions ------------------------------------------------------------------------
 
     def refuse(self, identity: bytes, code: str, reason: str, device: int | None = None,
-               auth: bool = False) -> None:
+               auth: bool = False, ban: bool = True) -> None:
         """Turn away a connection that has no session (it never gets one)."""
         self.refused += 1
         self._event("auth_refused" if auth else "refused", device=device, code=code, reason=reason)
         self.send(identity, P.ErrorMsg.make(code, reason))
-        self._ban(identity)
+        self.budget.close(identity)
+        if ban:
+            self._ban(identity)
+
+    def restore(self, d: int, num_prompt: int, finished: bool) -> None:
+        """A device session recovered from the journal (its record already in `records`): it has
+        no connection until the device reconnects with resume."""
+        self.devices[d] = DeviceEntry(d, "", num_prompt, P.TokenDigest(self.records[d]), finished=finished)
 
     def _ban(self, identity: bytes) -> None:
         self.banned[identity] = None
@@ -255,6 +296,7 @@ class ServerProtocol:
     def _close(self, conn: Connection) -> DeviceEntry | None:
         conn.state = ConnState.CLOSED
         self.conns.pop(conn.identity, None)
+        self.budget.close(conn.identity)
         self._ban(conn.identity)
         dev = self.devices.get(conn.device_id)
         if dev is not None and dev.conn is conn:
@@ -291,7 +333,9 @@ class ServerProtocol:
         round's connection; BYE if the device is done."""
         dev = self.devices[conn.device_id]
         dev.digest.update(kept)
-        dev.rounds.append(record)
+        dev.num_rounds += 1
+        if self.history:
+            dev.rounds.append(record)
         if conn.alive:
             conn.state = ConnState.IDLE
         self.send(conn, P.CommitMsg(round_idx, tuple(kept), dev.digest.length, dev.digest.digest()))
