@@ -187,8 +187,10 @@ class DeviceClient:
         # the lost connection (server crash, restart) and a refused key, as they happen
         self._monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED
                                                 | zmq.EVENT_HANDSHAKE_FAILED_AUTH
-                                                | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL)
+                                                | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                                                | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
         self._connected = False
+        self._failed_handshakes = 0
         sock.connect(self.server)
         try:
             return self._converse(sock, resume)
@@ -208,9 +210,12 @@ class DeviceClient:
             elif ev == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
                 raise _Fatal(f"device {self.device_id}: the server refused this device's key "
                              "(not in its allowed set)")
-            elif ev == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL:
-                raise _Fatal(f"device {self.device_id}: the encrypted handshake with {self.server} "
-                             "failed (is server.key the server's public key?)")
+            elif ev in (zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL, zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL):
+                # a wrong server key looks like the server hanging up mid-handshake, every time
+                self._failed_handshakes += 1
+                if self._failed_handshakes >= 3:
+                    raise _Fatal(f"device {self.device_id}: the handshake with {self.server} failed "
+                                 f"{self._failed_handshakes} times (is server.key this server's public key?)")
             elif ev == zmq.EVENT_DISCONNECTED and self._connected:
                 raise _Reconnect("lost the connection to the server")
 

@@ -1,0 +1,262 @@
+"""Who gets in and what an attacker sees or costs: per-device keys (CurveZMQ), encryption on the
+wire, and floods of silent connections. Servers run in a thread of this process, devices as
+threads (each with its own socket), the tiny pair."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import threading
+import time
+
+import msgpack
+import pytest
+import zmq
+
+from multispin.errors import MultispinError
+from multispin.models.tiny import load_tiny_pair
+from multispin.runtime import protocol as P
+from multispin.runtime.device import build_device_client
+from multispin.runtime.keys import create_device_keys, create_keyring, curve_client, load_device_keys
+from multispin.runtime.server import EdgeServer, ServerConfig
+from multispin.runtime.session import encode_prompt
+
+SECRET = "test-secret-0123456789"
+PROMPTS = ["Hello edge server", "The channel is", "abc", "Speculative decoding at the edge"]
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return load_tiny_pair()
+
+
+def _server(pair, tmp_path, expected, keys=None, **opts):
+    config = ServerConfig.make(**{"port": 0, "expected_devices": expected, "max_new_tokens": 12, "seed": 1,
+                                  "draft_len": 3, "join_timeout_s": 120, **opts})
+    events: list[dict] = []
+    server = EdgeServer(config, pair, None if keys else SECRET, keys=keys, log_path=tmp_path / "server.jsonl",
+                        on_event=events.append)
+    box: dict = {}
+    th = threading.Thread(target=lambda: box.setdefault("summary", server.run()), daemon=True)
+    th.start()
+    assert server.ready.wait(30)
+    return server, th, box, events
+
+
+def _device(pair, endpoint, k, keys=None, **kw):
+    client = build_device_client(endpoint, k, None if keys else SECRET, pair, None, PROMPTS[k % len(PROMPTS)],
+                                 keys=keys, **kw)
+    box: dict = {}
+
+    def body():
+        try:
+            box["outcome"] = client.run()
+        except BaseException as exc:
+            box["error"] = exc
+
+    th = threading.Thread(target=body, daemon=True)
+    th.start()
+    return th, box
+
+
+def _limits(pair, server):
+    return P.Limits(vocab_size=pair.vocab_size, ul_payload_bytes=server.limits.ul_payload_bytes,
+                    dl_payload_bytes=server.limits.dl_payload_bytes)
+
+
+# --------------------------------------------------------------------------------------------
+# identity
+
+
+def test_a_device_claiming_another_id_with_its_own_key_is_refused(pair, tmp_path):
+    """Device 1's (allowed) key claims device 0's session: refused, and device 0 is untouched."""
+    server_keys, device_keys = create_keyring(tmp_path / "keys", [0, 1])
+    server, th, box, events = _server(pair, tmp_path, 1, keys=server_keys, max_new_tokens=40)
+    ctx = zmq.Context()
+    try:
+        th0, b0 = _device(pair, server.endpoint, 0, keys=device_keys[0])
+        deadline = time.monotonic() + 120
+        while server.round_idx < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        evil = ctx.socket(zmq.DEALER)
+        evil.setsockopt(zmq.LINGER, 0)
+        curve_client(evil, load_device_keys(device_keys[1], 1))
+        evil.connect(server.endpoint)
+        prompt0 = tuple(encode_prompt(pair, PROMPTS[0]))
+        evil.send(P.encode_message(P.HelloMsg(0, prompt0, True, "evil")))
+        assert evil.poll(30_000), "no answer to the impersonation"
+        err = P.decode_message(evil.recv(), _limits(pair, server))
+        assert isinstance(err, P.ErrorMsg) and err.code == "auth"
+        assert "device 1's key claimed device id 0" in err.reason
+        th0.join(120)
+        th.join(60)
+    finally:
+        ctx.destroy(linger=0)
+    summary = box["summary"]
+    rec = summary.devices[0]
+    assert sorted(summary.devices) == [0] and rec.sessions == 1 and rec.drops == []
+    assert rec.finished and rec.digest_match and b0["outcome"].tokens == rec.tokens
+    assert summary.refusals == {"auth_refused (auth)": 1}
+
+
+def test_no_key_a_wrong_server_key_or_a_key_not_allowed_never_reach_the_protocol(pair, tmp_path):
+    server_keys, device_keys = create_keyring(tmp_path / "keys", [0])
+    _, strangers = create_keyring(tmp_path / "other", [0, 5])  # keys the server never allowed
+    server, th, box, events = _server(pair, tmp_path, 1, keys=server_keys)
+    ctx = zmq.Context()
+    hello = P.encode_message(P.HelloMsg(0, (65, 66), True, "x"))
+    try:
+        socks = {}
+        plain = socks["no key"] = ctx.socket(zmq.DEALER)
+        wrong_server = socks["wrong server key"] = ctx.socket(zmq.DEALER)
+        curve_client(wrong_server, load_device_keys(device_keys[0], 0), load_device_keys(strangers[0], 0).public)
+        not_allowed = socks["key not allowed"] = ctx.socket(zmq.DEALER)
+        curve_client(not_allowed, load_device_keys(strangers[0], 0), server_keys and
+                     load_device_keys(device_keys[0], 0).server_public)
+        for s in socks.values():
+            s.setsockopt(zmq.LINGER, 0)
+            s.connect(server.endpoint)
+            s.send(hello, zmq.NOBLOCK)
+        time.sleep(2.0)
+        for what, s in socks.items():
+            assert not s.poll(0), f"{what}: the server answered"
+        assert server.proto.devices == {} and server.proto.refused == 0  # no frame reached the protocol
+        # A device with a key the server does not allow, or holding another server's key, is told
+        # so at once, not after its timeout.
+        unknown = tmp_path / "unknown"
+        create_device_keys(unknown, 5)
+        shutil.copyfile(server_keys / "server.key", unknown / "server.key")
+        for folder, why in ((unknown, "refused this device's key"), (strangers[5], "is server.key this server's")):
+            t0 = time.monotonic()
+            th5, b5 = _device(pair, server.endpoint, 5, keys=folder, server_timeout_s=60)
+            th5.join(60)
+            assert isinstance(b5.get("error"), MultispinError), b5
+            assert why in str(b5["error"]) and time.monotonic() - t0 < 30
+        # The rightful device still gets in and finishes.
+        th0, b0 = _device(pair, server.endpoint, 0, keys=device_keys[0])
+        th0.join(120)
+        th.join(60)
+    finally:
+        ctx.destroy(linger=0)
+    assert b0["outcome"].finished and box["summary"].devices[0].digest_match
+
+
+# --------------------------------------------------------------------------------------------
+# what crosses the loopback
+
+
+class _Relay:
+    """A TCP relay on 127.0.0.1 that records every byte in both directions."""
+
+    def __init__(self, target_port: int):
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.target = target_port
+        self.captured = bytearray()
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target))
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    def _pipe(self, src, dst):
+        try:
+            while data := src.recv(65536):
+                with self._lock:
+                    self.captured += data
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self):
+        self.listener.close()
+
+
+@pytest.mark.parametrize("encrypted", [True, False], ids=["encrypted", "plaintext-control"])
+def test_the_loopback_carries_no_prompt_or_token_in_clear(pair, tmp_path, encrypted):
+    """Every byte between a device and the server, captured by a relay: with keys the prompt's
+    token ids do not appear; the plaintext control shows they do when unencrypted (so the check
+    can fail)."""
+    keys = create_keyring(tmp_path / "keys", [3]) if encrypted else (None, {3: None})
+    server, th, box, _ = _server(pair, tmp_path, 1, keys=keys[0], max_new_tokens=16)
+    relay = _Relay(int(server.endpoint.rsplit(":", 1)[1]))
+    try:
+        dev, b = _device(pair, f"tcp://127.0.0.1:{relay.port}", 3, keys=keys[1][3])
+        dev.join(120)
+        th.join(60)
+    finally:
+        relay.close()
+    outcome = b["outcome"]
+    assert outcome.finished
+    prompt = msgpack.packb(list(encode_prompt(pair, PROMPTS[3])))  # as HELLO carries it
+    wire = bytes(relay.captured)
+    assert len(wire) > 1000
+    assert (prompt in wire) is (not encrypted)
+
+
+# --------------------------------------------------------------------------------------------
+# floods
+
+
+def test_a_flood_of_silent_connections_costs_bounded_log_lines_and_devices_finish(pair, tmp_path):
+    """Plaintext mode (where a HELLO costs the server a pending handshake): 60 clients send HELLO
+    and go silent, with room for 4 pending handshakes; 100 raw TCP sockets send nothing. The two
+    devices finish with correct texts, the raw sockets are closed by the server at the handshake
+    deadline, and the JSONL log holds at most one refusal line per cause per interval."""
+    server, th, box, events = _server(pair, tmp_path, 2, max_pending=4, max_new_tokens=24,
+                                      handshake_timeout_s=1.0, refusal_log_interval_s=60)
+    port = int(server.endpoint.rsplit(":", 1)[1])
+    ctx = zmq.Context()
+    raw = []
+    try:
+        flood = []
+        for i in range(60):
+            s = ctx.socket(zmq.DEALER)
+            s.setsockopt(zmq.LINGER, 0)
+            s.connect(server.endpoint)
+            s.send(P.encode_message(P.HelloMsg(100 + i, (65,), True, "flood")))
+            flood.append(s)
+        raw = [socket.create_connection(("127.0.0.1", port)) for _ in range(100)]
+        deadline = time.monotonic() + 30
+        while server.proto.refused < 56 and time.monotonic() < deadline:  # the flood is being refused
+            time.sleep(0.05)
+        devs = [_device(pair, server.endpoint, k) for k in range(2)]
+        for t, _ in devs:
+            t.join(120)
+        th.join(60)
+        closed = 0
+        for s in raw:
+            s.settimeout(5)
+            try:
+                while s.recv(4096):
+                    pass
+                closed += 1
+            except (TimeoutError, OSError):
+                pass
+    finally:
+        for s in raw:
+            s.close()
+        ctx.destroy(linger=0)
+    summary = box["summary"]
+    for k, (t, b) in enumerate(devs):
+        assert b["outcome"].finished and b["outcome"].tokens == summary.devices[k].tokens
+    assert sorted(summary.devices) == [0, 1]
+    assert closed == len(raw)  # silent TCP peers are closed at the handshake deadline
+    assert summary.refused >= 56 and sum(summary.refusals.values()) == summary.refused
+    lines = (tmp_path / "server.jsonl").read_text().splitlines()
+    refusal_lines = [ln for ln in lines if '"event":"refusals"' in ln]
+    assert len(refusal_lines) <= 2 * len(summary.refusals), refusal_lines  # first + one summary per cause
+    assert not any('"event":"refused"' in ln or '"event":"auth_refused"' in ln for ln in lines)
