@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from multispin.cli import app
+from multispin.commands._app import app
 from multispin.commands._options import (
     LogLevel, TorchDevice, json_option, legacy_option, log_level_option, noise_figure_option, pair_option,
     pdl_option, pick_scenario, pul_option, scenario_option, setup_logging, torch_device_option,
