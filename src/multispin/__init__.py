@@ -6,7 +6,7 @@ The public API is :mod:`multispin.api`, re-exported here: :func:`scenario` → :
 first use, so ``import multispin`` (and the CLI's start) stays fast.
 """
 
-__version__ = "0.1.0"
+from multispin._version import __version__
 
 __all__ = ["RoundPlan", "__version__", "evaluate", "generate", "instance", "plan", "scenario", "testbed"]
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # the heavy layers load only when a function needs them
     from multispin.optimize.plan import Certificate, OptimizeReport
     from multispin.optimize.reactive import ReactiveDecision
     from multispin.runtime.session import GenerationResult
-    from multispin.runtime.testbed import TestbedResult
+    from multispin.experiments.testbed import TestbedResult
     from multispin.system.instance import Instance
     from multispin.system.scenario import Scenario
 
@@ -201,13 +201,13 @@ def testbed(sc: Union[str, Path] = "paper-qwen", pair: str = "smollm2-135m", *, 
     ZeroMQ on this machine, re-planned every round with the optimiser.
 
     ``sc``: a preset name or scenario file; ``options``: any other field of
-    :class:`~multispin.runtime.testbed.TestbedConfig` (``clock``, ``split``, ``p_dl_dbm``,
+    :class:`~multispin.experiments.testbed.TestbedConfig` (``clock``, ``split``, ``p_dl_dbm``,
     ``seed``, ``ul_codec``, ...). ``result.summary`` holds the goodput next to the analytic and
     Monte Carlo predictions; ``result.texts`` every device's text.
     """
     from multispin.models.placement import place_pair
     from multispin.models.registry import resolve_pair
-    from multispin.runtime.testbed import TestbedConfig, run_testbed
+    from multispin.experiments.testbed import TestbedConfig, run_testbed
 
     config = TestbedConfig.make(scenario=str(sc), pair=pair, devices=devices, policy=policy, rounds=rounds,
                                 max_new_tokens=max_new_tokens, out=out, **options)

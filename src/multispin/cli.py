@@ -13,68 +13,16 @@ from typing import Optional, Sequence
 
 import typer
 
-from multispin import __version__
+# `app` (created in commands/_app.py, so that a verb module need not import this one) is
+# re-exported here; verbs live in their own modules and register themselves on it when imported.
+from multispin.commands import generate, measure, profile, testbed  # noqa: F401
+from multispin.commands import optimize  # noqa: F401
+from multispin.commands import serve, device  # noqa: F401
+from multispin.commands import reproduce  # noqa: F401
+from multispin.commands import scenario  # noqa: F401
+from multispin.commands import keys  # noqa: F401
+from multispin.commands._app import app
 from multispin.errors import MultispinError
-
-app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    help="Multi-access speculative inference at the wireless edge.",
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-
-
-def _show_version(value: bool) -> None:
-    if value:
-        typer.echo(f"multispin {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    version: bool = typer.Option(False, "--version", is_eager=True, callback=_show_version,
-                                 help="print the version and exit"),
-) -> None:
-    """Multi-access speculative inference at the wireless edge."""
-
-
-def _patch_help_metavars() -> None:
-    """typer 0.29 labels every option `<type>`: `<bool>` even for flags, which take no value,
-    and `<str>`/`<int>` where a name would teach more. Flags get no label; other options without
-    an explicit metavar get the conventional upper-case one (INT, FLOAT, TEXT, PATH); choices
-    stay listed (`<ul|dl|mixed>`)."""
-    try:
-        from typer.core import TyperOption
-    except ImportError:  # another typer: its own labels are fine
-        return
-    original = TyperOption.display_type_rich
-    if getattr(original, "_multispin", False):
-        return
-    names = {"<int>": "INT", "<float>": "FLOAT", "<str>": "TEXT", "<path>": "PATH",
-             "<list[str]>": "TEXT", "<list[int]>": "INT", "<list[path]>": "PATH"}
-
-    def display_type_rich(self, ctx):
-        if self.metavar is not None:
-            return self.metavar
-        if getattr(self, "is_flag", False) or getattr(self, "is_bool_flag", False):
-            return ""
-        label = original(self, ctx)
-        return names.get(label, label)
-
-    display_type_rich._multispin = True  # type: ignore[attr-defined]
-    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
-
-
-_patch_help_metavars()
-
-# Verbs live in their own modules and register themselves on `app` when imported.
-from multispin.commands import generate, measure, profile, testbed  # noqa: E402,F401
-from multispin.commands import optimize  # noqa: E402,F401
-from multispin.commands import serve, device  # noqa: E402,F401
-from multispin.commands import reproduce  # noqa: E402,F401
-from multispin.commands import scenario  # noqa: E402,F401
-from multispin.commands import keys  # noqa: E402,F401
 
 
 def _value_given(args: Sequence[str], opts: Sequence[str]) -> Optional[str]:

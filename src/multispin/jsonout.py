@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from multispin import __version__
+from multispin._version import __version__
 
 SCHEMA_VERSION = 1
 

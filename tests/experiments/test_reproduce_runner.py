@@ -103,7 +103,7 @@ def test_cache_resumes_and_a_changed_config_recomputes(tmp_path, monkeypatch):
 
 
 def test_one_figure_script_exports_and_plots(tmp_path):
-    from multispin.experiments.reproduce._figure import figure_main
+    from multispin.experiments.reproduce.script import figure_main
 
     out = tmp_path / "fig4"
     args = ["--out", str(out), "--quick", "--preset", "paper-qwen", "--workers", "1", "--drops", "2", "--n-saa", "40",

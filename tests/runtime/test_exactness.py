@@ -132,7 +132,7 @@ def test_residual_matches_enumeration():
 # ---- the testbed's and the demo's default: top-k with k = V_eff and sparse q=32 on both links ----
 
 def test_compact_default_is_declared_exact_for_the_shipped_vocabularies():
-    from multispin.runtime.testbed import compact_exact_defaults
+    from multispin.experiments.testbed import compact_exact_defaults
 
     for vocab in (49_152, 151_665):  # SmolLM2, Qwen2.5
         top_k, spec = compact_exact_defaults(vocab)
@@ -146,7 +146,7 @@ def test_compact_default_is_declared_exact_for_the_shipped_vocabularies():
 def _compact_default_small():
     """The same rule at V = 8: top-k 4 and sparse:v_eff=4,q=32 (half the vocabulary is cut; this
     is also the test that sparse q=32 is exact in DL mode when top-k fits)."""
-    from multispin.runtime.testbed import compact_exact_defaults
+    from multispin.experiments.testbed import compact_exact_defaults
 
     top_k, spec = compact_exact_defaults(VOCAB, v_eff=4)
     assert top_k < VOCAB

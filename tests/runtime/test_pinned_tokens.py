@@ -67,7 +67,7 @@ def _networked(pair, seed: int) -> dict:
 
 
 def _planned(pair) -> dict:
-    from multispin.runtime.testbed import TestbedConfig, run_testbed
+    from multispin.experiments.testbed import TestbedConfig, run_testbed
 
     cfg = TestbedConfig.make(pair="tiny", devices=3, rounds=4, max_new_tokens=60, policy="random",
                              runner="thread", seed=2)

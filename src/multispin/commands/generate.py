@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from multispin.cli import app
+from multispin.commands._app import app
 from multispin.commands._options import (
     CODECS, LogLevel, Mode, TorchDevice, json_option, log_level_option, pair_option, setup_logging,
     torch_device_option,

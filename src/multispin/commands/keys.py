@@ -15,7 +15,7 @@ from typing import Optional
 
 import typer
 
-from multispin.cli import app
+from multispin.commands._app import app
 
 keys_app = typer.Typer(no_args_is_help=True,
                        help="Key pairs for encrypted, per-device authenticated connections (CurveZMQ).")

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from multispin.cli import app
+from multispin.commands._app import app
 from multispin.commands._options import (
     LogLevel, TorchDevice, json_option, log_level_option, pair_option, set_threads, setup_logging,
     threads_option, torch_device_option,

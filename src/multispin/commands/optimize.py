@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from multispin.cli import app
+from multispin.commands._app import app
 from multispin.jsonout import versioned
 from multispin.commands._options import (
     LogLevel, json_option, legacy_option, log_level_option, noise_figure_option, pdl_option, pick_scenario,

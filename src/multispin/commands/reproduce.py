@@ -10,7 +10,7 @@ from typing import Literal, Optional
 
 import typer
 
-from multispin.cli import app
+from multispin.commands._app import app
 from multispin.commands._options import (
     LogLevel, legacy_option, log_level_option, noise_figure_option, pick_scenario, setup_logging,
 )

@@ -6,7 +6,7 @@ import json
 
 import typer
 
-from multispin.cli import app
+from multispin.commands._app import app
 
 scenario_app = typer.Typer(no_args_is_help=True, help="Scenario presets and the scenario file format.")
 app.add_typer(scenario_app, name="scenario")

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from multispin.cli import app
+from multispin.commands._app import app
 from multispin.commands._options import (
     CODECS, LogLevel, Mode, TorchDevice, json_option, log_level_option, pair_option, set_threads,
     setup_logging, threads_option, torch_device_option,

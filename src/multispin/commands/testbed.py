@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from multispin.cli import app
+from multispin.commands._app import app
 from multispin.commands._options import (
     LogLevel, TorchDevice, json_option, legacy_option, log_level_option, noise_figure_option, pair_option,
     pdl_option, pick_scenario, pul_option, scenario_option, setup_logging, torch_device_option,
@@ -20,7 +20,7 @@ from multispin.jsonout import versioned
 
 
 def _run_with_progress(config, pair, progress: Progress, label: str):
-    from multispin.runtime.testbed import run_testbed
+    from multispin.experiments.testbed import run_testbed
 
     total = config.rounds or None
     task = progress.add_task(label, total=total, tokens=0)
@@ -63,7 +63,7 @@ def _table(results, title: str) -> Table:
 
 def _headline(config, pair) -> str:
     """The run's sampling policy, codecs, bits and exactness (APPROXIMATE first when it is)."""
-    from multispin.runtime.testbed import payload_choice
+    from multispin.experiments.testbed import payload_choice
 
     return payload_choice(config, pair.vocab_size).headline
 
@@ -107,7 +107,7 @@ def testbed(
     setup_logging(log_level)
     from multispin.models.placement import place_pair
     from multispin.models.registry import resolve_pair
-    from multispin.runtime.testbed import TestbedConfig, build_scenario
+    from multispin.experiments.testbed import TestbedConfig, build_scenario
 
     scenario = pick_scenario(scenario, preset=preset)
     config = TestbedConfig.make(pair=pair, devices=devices, rounds=rounds, max_new_tokens=max_new_tokens,
@@ -152,7 +152,7 @@ def demo(
     setup_logging(log_level)
     from multispin.models.placement import place_pair
     from multispin.models.registry import resolve_pair
-    from multispin.runtime.testbed import TestbedConfig, build_scenario, plot_comparison
+    from multispin.experiments.testbed import TestbedConfig, build_scenario, plot_comparison
 
     con = Console()
     scenario = pick_scenario(scenario, preset=preset)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from multispin.errors import ConfigError
+from multispin.optimize.modes import optimal_modes_batch
 from multispin.system.instance import Instance
 from multispin.system.radio import LN2
 
@@ -376,8 +377,6 @@ def optimized_split_batch(
             ns = np.concatenate([np.full(int((n <= cnt).sum()), n) for n in range(k + 1)])
             consider(rows, ns)
         else:
-            from multispin.optimize.reactive import optimal_modes_batch
-
             n0 = optimal_modes_batch(mask, inst, return_modes=True).is_ul.sum(axis=1)
             live = np.flatnonzero(cnt > 0)
             t0 = consider(live, n0[live])

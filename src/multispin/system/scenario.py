@@ -28,6 +28,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, mod
 from pydantic_core import PydanticCustomError
 
 from multispin.errors import ConfigError, config_error_from_validation, did_you_mean
+from multispin.system.config_file import FILE_SUFFIXES, expand_dotted, locate, parse_text
 from multispin.system.payload import distribution_bits, draft_upload_bits_per_token, token_id_bits
 from multispin.system.radio import dbm_to_w
 
@@ -533,8 +534,6 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
     """Validate a scenario dict; ``preset: NAME`` starts from that preset and overrides its fields.
 
     Keys may be dotted (``{"radio.p_dl_dbm": 22}`` is ``{"radio": {"p_dl_dbm": 22}}``)."""
-    from multispin.system.scenario_io import expand_dotted
-
     if not isinstance(data, dict):
         raise ConfigError(f"scenario: must be a table of fields (got {type(data).__name__})")
     data = expand_dotted(data)
@@ -547,11 +546,25 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
 
 
 def load_scenario(path: Union[str, Path]) -> Scenario:
-    """Load a scenario from a YAML (.yaml/.yml), TOML (.toml) or JSON (.json) file; errors name
-    the line and column (see :mod:`multispin.system.scenario_io`)."""
-    from multispin.system.scenario_io import load_scenario as load
+    """Load a scenario from a YAML (.yaml/.yml), TOML (.toml) or JSON (.json) file.
 
-    return load(path)
+    The file may start from a preset (``preset: paper-qwen``) and set any field, nested or
+    dotted. Errors name the file with line and column.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config: no such file {str(p)!r}")
+    suffix = p.suffix.lower()
+    if suffix not in FILE_SUFFIXES:
+        raise ConfigError(f"config: unknown file type {suffix!r} (allowed: {', '.join(FILE_SUFFIXES)})")
+    text = p.read_text()
+    data = parse_text(text, suffix, repr(str(p)))
+    try:
+        return scenario_from_dict(expand_dotted(data))
+    except ConfigError as exc:
+        at = locate(text, exc.locs[0]) if getattr(exc, "locs", None) else None
+        where = f"{p}:{at[0]}:{at[1]}" if at else str(p)
+        raise ConfigError(f"{where}: {exc}") from None
 
 
 # ---------------------------------------------------------------------------- acceptance profiles

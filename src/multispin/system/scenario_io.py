@@ -8,17 +8,17 @@ its allowed values and, for a misspelt key, the closest real one.
 
 from __future__ import annotations
 
-import json
-import re
 from pathlib import Path
 from typing import Any, Optional, Union
 
 import yaml
 
 from multispin.errors import ConfigError, did_you_mean
-from multispin.system.scenario import PRESETS, Scenario, get_preset, preset_names, scenario_from_dict
-
-FILE_SUFFIXES = (".yaml", ".yml", ".toml", ".json")
+# expand_dotted, load_scenario and FILE_SUFFIXES are re-exported: reading a file is the scenario's
+# own job (system/scenario.py), parsing one is system/config_file.py's
+from multispin.system.config_file import FILE_SUFFIXES, expand_dotted, locate  # noqa: F401
+from multispin.system.scenario import (  # noqa: F401
+    PRESETS, Scenario, get_preset, load_scenario, preset_names, scenario_from_dict)
 
 
 def resolve_scenario(spec: Union[str, Path, Scenario]) -> Scenario:
@@ -55,93 +55,6 @@ def with_overrides(
     }
     changes = {k: v for k, v in named.items() if v is not None}
     return scenario.override(changes) if changes else scenario
-
-
-# ---------------------------------------------------------------------------- files
-
-def expand_dotted(data: Any) -> Any:
-    """``{"radio.p_dl_dbm": 22}`` → ``{"radio": {"p_dl_dbm": 22}}`` (merging with nested tables)."""
-    if not isinstance(data, dict):
-        return data
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        value = expand_dotted(value)
-        parts = str(key).split(".")
-        node = out
-        for part in parts[:-1]:
-            child = node.get(part)
-            if not isinstance(child, dict):
-                if child is not None:
-                    raise ConfigError(f"{key}: {part} is both a value and a table")
-                child = node[part] = {}
-            node = child
-        leaf = parts[-1]
-        if isinstance(value, dict) and isinstance(node.get(leaf), dict):
-            node[leaf] = {**node[leaf], **value}
-        else:
-            node[leaf] = value
-    return out
-
-
-def _parse(text: str, suffix: str, where: str) -> Any:
-    try:
-        if suffix in (".yaml", ".yml"):
-            return yaml.safe_load(text) or {}
-        if suffix == ".toml":
-            try:
-                import tomllib
-            except ModuleNotFoundError:  # Python 3.10
-                import tomli as tomllib  # type: ignore[no-redef]
-            return tomllib.loads(text)
-        return json.loads(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise ConfigError(f"config: cannot parse {where}{at}: {exc.problem or exc.context}") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"config: cannot parse {where} at line {exc.lineno}, column {exc.colno}: "
-                          f"{exc.msg}") from None
-    except Exception as exc:  # tomllib says "... (at line L, column C)" itself
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(f"config: cannot parse {where}: {first}") from None
-
-
-def locate(text: str, loc) -> Optional[tuple[int, int]]:
-    """(line, column), 1-based, where the key path ``loc`` is written in a YAML, TOML or JSON
-    text: each key is searched after its parent, as a key (``key:``, ``key =``, ``"key":``,
-    ``[key]``) or the head of a dotted key (``key.``)."""
-    lines = text.splitlines()
-    start, found = 0, None
-    for part in (p for p in loc if isinstance(p, str)):
-        pat = re.compile(r"(?:^|[\s{,.\"'\[])(" + re.escape(part) + r")[\"']?\s*(?:[:=.\]])")
-        for i in range(start, len(lines)):
-            m = pat.search(lines[i].split("#", 1)[0])
-            if m:
-                found, start = (i + 1, m.start(1) + 1), i
-                break
-    return found
-
-
-def load_scenario(path: Union[str, Path]) -> Scenario:
-    """Load a scenario from a YAML (.yaml/.yml), TOML (.toml) or JSON (.json) file.
-
-    The file may start from a preset (``preset: paper-qwen``) and set any field, nested or
-    dotted. Errors name the file with line and column.
-    """
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"config: no such file {str(p)!r}")
-    suffix = p.suffix.lower()
-    if suffix not in FILE_SUFFIXES:
-        raise ConfigError(f"config: unknown file type {suffix!r} (allowed: {', '.join(FILE_SUFFIXES)})")
-    text = p.read_text()
-    data = _parse(text, suffix, repr(str(p)))
-    try:
-        return scenario_from_dict(expand_dotted(data))
-    except ConfigError as exc:
-        at = locate(text, exc.locs[0]) if getattr(exc, "locs", None) else None
-        where = f"{p}:{at[0]}:{at[1]}" if at else str(p)
-        raise ConfigError(f"{where}: {exc}") from None
 
 
 # ---------------------------------------------------------------------------- starting points

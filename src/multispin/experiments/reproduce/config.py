@@ -13,11 +13,11 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from multispin.errors import ConfigError
+from multispin.experiments.reproduce.drop import code_version  # noqa: F401  (re-exported: cache keys, settings)
 
 PRESET_CHOICES = ("paper-qwen", "paper-r1", "all")
 # 30 drops per point keep the full run under 20 minutes on 2 cores at N_SAA = 1000 with the shipped
@@ -110,29 +110,6 @@ def drop_seed(base_seed: int, study: str, label: str, index: int) -> int:
     """Seed of drop ``index`` of one point: a hash of (base seed, study, point label, index)."""
     h = hashlib.sha256(f"{int(base_seed)}|{study}|{label}|{int(index)}".encode()).digest()
     return int.from_bytes(h[:8], "big") & (2**63 - 1)
-
-
-@lru_cache(maxsize=1)
-def code_version() -> str:
-    """Hash of the code a drop's numbers depend on: ``system/``, ``optimize/`` and the drop functions.
-
-    Part of every cache key: a changed optimiser or drop computation recomputes instead of reusing
-    stale drops (grids, figures and the report may change freely).
-    """
-    import inspect
-
-    import multispin
-    from multispin.experiments.reproduce import studies
-
-    root = Path(multispin.__file__).parent
-    files = sorted([*root.joinpath("system").glob("*.py"), *root.joinpath("optimize").glob("*.py")])
-    h = hashlib.sha256()
-    for f in files:
-        h.update(f.relative_to(root).as_posix().encode())
-        h.update(f.read_bytes())
-    for fn in studies.DROP_CODE:
-        h.update(inspect.getsource(fn).encode())
-    return h.hexdigest()[:16]
 
 
 @dataclass(frozen=True)

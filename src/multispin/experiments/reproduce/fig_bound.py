@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from multispin.experiments.reproduce._figure import PAIR_LABEL, PAIR_STYLE, band, by, legend, pdl_axis, pyplot, \
-    run_as_script, save, select, value_ticks, with_pdl_dbm
+    save, select, value_ticks, with_pdl_dbm
 
 NAME = "fig6_bound"
 TITLE = "G / max_γ G_max: distance to the free-communication bound (our addition)"
@@ -74,4 +74,6 @@ def describe(rows: list[dict]) -> str:
 
 
 if __name__ == "__main__":
+    from multispin.experiments.reproduce.script import run_as_script
+
     run_as_script(__name__)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from multispin.experiments.reproduce._figure import PAIR_LABEL, STYLE, band, by, fit_means, fmt_ci, legend, \
-    pdl_axis, pyplot, run_as_script, save, select, with_pdl_dbm
+    pdl_axis, pyplot, save, select, with_pdl_dbm
 
 NAME = "fig3_draft_schemes"
 TITLE = "Draft-length schemes across P^dl/P^ul: greedy per-device, best uniform, computation-only"
@@ -84,4 +84,6 @@ def describe(rows: list[dict]) -> str:
 
 
 if __name__ == "__main__":
+    from multispin.experiments.reproduce.script import run_as_script
+
     run_as_script(__name__)

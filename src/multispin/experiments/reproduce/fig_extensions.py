@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from multispin.experiments.reproduce._figure import band, fmt_ci, legend, pdl_axis, pyplot, run_as_script, save, select, \
+from multispin.experiments.reproduce._figure import band, fmt_ci, legend, pdl_axis, pyplot, save, select, \
     with_pdl_dbm
 
 NAME = "fig5_extensions"
@@ -64,4 +64,6 @@ def describe(rows: list[dict]) -> str:
 
 
 if __name__ == "__main__":
+    from multispin.experiments.reproduce.script import run_as_script
+
     run_as_script(__name__)

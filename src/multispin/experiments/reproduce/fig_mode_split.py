@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from multispin.experiments.reproduce._figure import PAIR_LABEL, PAIR_STYLE, band, by, fmt_ci, legend, p_ul_dbm, \
-    pdl_axis, pyplot, run_as_script, save, select, with_pdl_dbm
+    pdl_axis, pyplot, save, select, with_pdl_dbm
 
 NAME = "fig1_mode_split"
 TITLE = "Mode split and mean draft length versus P^dl/P^ul, per model pair"
@@ -83,4 +83,6 @@ def describe(rows: list[dict]) -> str:
 
 
 if __name__ == "__main__":
+    from multispin.experiments.reproduce.script import run_as_script
+
     run_as_script(__name__)

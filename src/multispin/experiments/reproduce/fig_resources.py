@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from multispin.experiments.reproduce._figure import STYLE, band, fmt_ci, legend, pyplot, run_as_script, save, select, \
+from multispin.experiments.reproduce._figure import STYLE, band, fmt_ci, legend, pyplot, save, select, \
     value_ticks
 
 NAME = "fig4_resources"
@@ -63,4 +63,6 @@ def describe(rows: list[dict]) -> str:
 
 
 if __name__ == "__main__":
+    from multispin.experiments.reproduce.script import run_as_script
+
     run_as_script(__name__)

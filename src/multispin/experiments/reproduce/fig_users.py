@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from multispin.experiments.reproduce._figure import PAIR_LABEL, STYLE, band, by, fmt_ci, legend, pyplot, \
-    run_as_script, save, select, value_ticks
+    save, select, value_ticks
 
 NAME = "fig2_goodput_vs_devices"
 TITLE = "Sum goodput versus K: adaptive modes against all-UL, all-DL and random"
@@ -73,4 +73,6 @@ def describe(rows: list[dict]) -> str:
 
 
 if __name__ == "__main__":
+    from multispin.experiments.reproduce.script import run_as_script
+
     run_as_script(__name__)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from itertools import combinations
 from pathlib import Path
 
-from multispin.experiments.reproduce._figure import pyplot, run_as_script, save, select
+from multispin.experiments.reproduce._figure import pyplot, save, select
 
 NAME = "fig7_identification"
 TITLE = "Identification: every claim over the unpublished settings (noise figure, T_ver^tok, acceptance, channel)"
@@ -167,4 +167,6 @@ def describe(rows: list[dict]) -> str:
 
 
 if __name__ == "__main__":
+    from multispin.experiments.reproduce.script import run_as_script
+
     run_as_script(__name__)

@@ -3,7 +3,7 @@ a progress bar.
 
 Work unit: one chunk of drops of one point. Its result is cached as
 ``OUT/cache/<study>/<key>.json``, ``key`` a hash of the point's full scenario, its options, the
-base seed, the drop range and the code version (:func:`~.config.code_version`), so an interrupted
+base seed, the drop range and the code version (:func:`~.drop.code_version`), so an interrupted
 run resumes where it stopped and a changed configuration or optimiser recomputes. Every drop's
 seed depends only on (base seed, study, point, drop index), and rows are sorted by drop, so the
 results do not depend on the number of workers or on the order in which chunks finish.
@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from multispin.experiments.reproduce.config import Point, RunConfig, drop_seed
+from multispin.experiments.reproduce.drop import run_chunk
 from multispin.experiments.reproduce.executor import run_calls
-from multispin.experiments.reproduce.studies import cost_estimate, run_chunk
+from multispin.experiments.reproduce.studies import cost_estimate
 
 CHUNK_DROPS = 10
 

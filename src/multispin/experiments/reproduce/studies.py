@@ -1,9 +1,10 @@
 """The computations behind the figures: one drop's numbers, and each study's grid of points.
 
-One drop = one :class:`~multispin.system.World` (the scenario with the drop's own seed: device
-positions, tasks, draft latencies, fading, SAA samples), its round-0 instance, and the optimiser's
-plan plus whatever baselines the point asks for (``options``), all on the same SAA samples. The
-optimiser is used as shipped (:func:`multispin.optimize.plan.plan`, the baselines of §5.3).
+One drop (:mod:`.drop`, whose ``run_drop`` and ``run_chunk`` are importable from here too) = one
+:class:`~multispin.system.World` (the scenario with the drop's own seed: device positions, tasks,
+draft latencies, fading, SAA samples), its round-0 instance, and the optimiser's plan plus whatever
+baselines the point asks for (``options``), all on the same SAA samples. The optimiser is used as
+shipped (:func:`multispin.optimize.plan.plan`, the baselines of §5.3).
 
 Studies (each a list of :class:`~.config.Point`):
 
@@ -19,9 +20,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from multispin.experiments.reproduce.config import Point, RunConfig, db
+# one drop's computation lives in drop.py; its names stay importable from here
+from multispin.experiments.reproduce.drop import DROP_CODE, _nan_if_empty, _pct, run_chunk, run_drop  # noqa: F401
 
 PDL_RATIOS_FULL = (1, 2, 4, 8, 16, 32, 64)
 PDL_RATIOS_QUICK = (1, 4, 16, 64)
@@ -56,102 +57,6 @@ ID_DROPS_QUICK = 2
 BASE_SETTING = {"t_ver_tok_ms": 0.0, "acceptance": "mid", "channel": "rayleigh"}
 
 STUDIES = ("pdl", "users", "resources", "extensions", "identification")
-
-
-# ----------------------------------------------------------------------------- one drop
-
-
-def _nan_if_empty(num: float, den: float) -> float:
-    return float(num / den) if den > 0 else float("nan")
-
-
-def _pct(a: float, b: float) -> float:
-    return 100.0 * (a / b - 1.0) if b > 0 else float("nan")
-
-
-def run_drop(scenario: dict[str, Any], options: dict[str, Any]) -> dict[str, float]:
-    """Every number of one drop (a dict of floats); ``scenario`` carries the drop's seed.
-
-    The baselines the point asks for run first and the shipped search starts from their γ, so the
-    plan is never below them on the drop's samples; ``options["reference"]`` also runs the slow
-    reference search, for the diagnostic ``greedy_shortfall_pct``.
-    """
-    from multispin.optimize.baselines import draft_baselines, mode_baselines
-    from multispin.optimize.draft_lengths import goodput_upper_bound, reference_search
-    from multispin.optimize.goodput import SAAObjective
-    from multispin.optimize.plan import device_stats, plan
-    from multispin.system import World, scenario_from_dict
-
-    sc = scenario_from_dict(scenario)
-    world = World(sc)
-    inst = world.instance(0)
-    u = world.saa_uniforms(0)
-    obj = SAAObjective(inst, u, "optimal", "equal")
-    baselines = {}
-    if options.get("drafts"):
-        baselines.update(draft_baselines(obj))
-    if options.get("modes"):
-        baselines.update(mode_baselines(inst, u, world.mode_uniforms(0)))
-    p = plan(inst, uniforms=u, extra_starts={n: dp.draft_len for n, dp in baselines.items()})
-    g = p.draft_len
-    gp = p.goodput
-    row: dict[str, float] = {
-        "goodput": gp.goodput_tokens_per_s,
-        "g_max": gp.g_max_tokens_per_s,
-        "g_ratio": gp.goodput_tokens_per_s / gp.g_max_tokens_per_s,
-        # against max_γ G_max(γ), a true bound: g_ratio is 1 wherever nobody drafts
-        "g_bound": (ub := goodput_upper_bound(inst)),
-        "g_ratio_bound": gp.goodput_tokens_per_s / ub,
-        "e_t_comm_ms": 1e3 * gp.e_t_comm_s,
-        "t_comp_ms": 1e3 * gp.t_comp_s,
-        "tokens_per_round": gp.expected_tokens,
-        "gamma_mean": float(np.mean(g)),
-        "gamma_mean_drafting": float(np.mean(g[g > 0])) if np.any(g > 0) else float("nan"),
-        "frac_no_draft": float(np.mean(g == 0)),
-    }
-    if options.get("stats"):
-        st = device_stats(inst, g, u)
-        ul, dl = float(np.sum(st.ul_share)), float(np.sum(st.dl_share))
-        row["rejected_mean"] = ul + dl
-        row["dl_fraction"] = _nan_if_empty(dl, ul + dl)
-    gammas = [g] + [dp.draft_len for dp in baselines.values()]
-    for name, dp in baselines.items():
-        row[f"goodput_{name}"] = dp.goodput_tokens_per_s
-        row[f"gamma_{name}"] = float(np.mean(dp.draft_len))
-        row[f"gain_vs_{name}_pct"] = _pct(gp.goodput_tokens_per_s, dp.goodput_tokens_per_s)
-    if options.get("reference"):
-        rng = np.random.default_rng([int(sc.seed), 0x5EF])
-        gammas.append(reference_search(obj, rng, restarts=2, kicks=2, starts=[g]).draft_len)
-    if len(gammas) > 1:
-        # Diagnostic of the draft-length search: optimal modes at every γ any policy (and the
-        # reference search, where run) found, against the shipped plan.
-        best = max(obj.value(x) for x in gammas)
-        row["goodput_best_known"] = best
-        row["greedy_shortfall_pct"] = _pct(best, gp.goodput_tokens_per_s)
-    if options.get("extensions"):
-        opt = SAAObjective(inst, u, "optimal", "optimized").value(g)
-        row["goodput_opt_split"] = opt
-        row["gain_opt_split_pct"] = _pct(opt, gp.goodput_tokens_per_s)
-        lat = World(sc.override({"payload.codec": "lattice"}))
-        pl = plan(lat.instance(0), uniforms=u)
-        row["goodput_lattice"] = pl.goodput_tokens_per_s
-        row["gain_lattice_pct"] = _pct(pl.goodput_tokens_per_s, gp.goodput_tokens_per_s)
-        row["gamma_mean_lattice"] = float(np.mean(pl.draft_len))
-        row["payload_bits_sparse"] = float(sc.payload.payload_bits)
-        row["payload_bits_lattice"] = float(lat.scenario.payload.payload_bits)
-    return {k: float(v) for k, v in row.items()}
-
-
-def run_chunk(scenario: dict[str, Any], options: dict[str, Any], seeds: list[tuple[int, int]]) -> list[dict]:
-    """Drops ``(index, seed)`` of one point (the unit of work of the process pool and of the cache)."""
-    out = []
-    for index, seed in seeds:
-        row = run_drop({**scenario, "seed": int(seed)}, options)
-        out.append({"drop": int(index), "drop_seed": int(seed), **row})
-    return out
-
-
-DROP_CODE = (_nan_if_empty, _pct, run_drop, run_chunk)  # what config.code_version hashes
 
 
 # ----------------------------------------------------------------------------- grids

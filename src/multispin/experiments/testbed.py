@@ -1,8 +1,12 @@
-"""`multispin testbed` / `multispin demo`: the networked system with the optimiser in the loop.
+"""`multispin testbed` / `multispin demo`: the networked system with the optimiser in the loop, as
+an experiment: its configuration, payload choice, run, summary and plot.
 
-A `LocalTestbed` (edge server + K device processes over ZeroMQ on 127.0.0.1) runs real rounds
-with real models; a `ScenarioPlanner` plans γ before each round and modes/powers after each
-verification, from the scenario's channel (redrawn every round) and online acceptance estimates.
+A `LocalTestbed` (edge server + K device processes over ZeroMQ on 127.0.0.1,
+:mod:`multispin.runtime.launcher`) runs real rounds with real models; a `ScenarioPlanner` plans γ
+before each round and modes/powers after each verification, from the scenario's channel (redrawn
+every round) and online acceptance estimates; a `RoundSink` (:mod:`multispin.runtime.round_sink`)
+emulates the links' airtime and logs every round. This module configures a run, starts it through
+those three and turns its rounds into the summary (summary.json) and the demo's figure.
 
 Payload: what moves is set by the sampling policy and the codecs (`top_k`, `ul_codec`,
 `dl_codec`) and the pair's vocabulary; the planner plans with those bits (`WirePayload`) and the
@@ -36,6 +40,7 @@ from pydantic_core import PydanticCustomError
 
 from multispin.config import StrictConfig
 from multispin.runtime.planner import ScenarioPlanner, model_predictions
+from multispin.runtime.round_sink import RoundSink
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 from multispin.system.payload import WirePayload
 
@@ -195,58 +200,6 @@ def with_measured_acceptance(scenario, pair_name: str, drafts: list[str], tasks:
     return scenario.override({"devices.acceptance": filled}), all(a is not None for a in alpha)
 
 
-def round_row(event, cost) -> dict:
-    """One rounds.jsonl line: the server's `RoundEvent` next to the planner's `RoundCost`."""
-    def keyed(d: dict) -> dict:
-        return {str(k): v for k, v in d.items()}
-
-    recs = event.records
-    return {
-        "round": event.round, "gamma": keyed(cost.draft_len), "rejected": cost.rejected,
-        "modes": keyed(cost.modes), "power_w": keyed(cost.power_w), "bandwidth_hz": keyed(cost.bandwidth_hz),
-        "gain": keyed(cost.gain), "charged_bits": keyed(cost.charged_bits),
-        "payload_bits": {str(d): r.payload_bits for d, r in recs.items()},
-        "correction_bits": {str(d): r.correction_bits for d, r in recs.items()},
-        "uplink_bits": {str(d): r.uplink_bits for d, r in recs.items()},
-        "downlink_bits": {str(d): r.downlink_bits for d, r in recs.items()},
-        "tokens_gained": {str(d): r.tokens_gained for d, r in recs.items()},
-        "comp_latency_s": cost.comp_latency_s, "comm_latency_s": cost.comm_latency_s,
-        "planned_goodput_tokens_per_s": cost.planned_goodput_tokens_per_s,
-        "verify_s": event.verify_s, "round_wall_s": event.round_wall_s, "dropped": keyed(event.dropped),
-    }
-
-
-class _RoundSink:
-    """The server's per-round hook: emulates the airtime on the wall clock, keeps and writes the
-    rounds.jsonl rows, reports progress."""
-
-    def __init__(self, planner: ScenarioPlanner, wall_clock: bool, path: Path | None,
-                 on_progress: Callable[[int, int], None] | None):
-        self.planner, self.wall_clock, self.on_progress = planner, wall_clock, on_progress
-        self.rows: list[dict] = []
-        self.airtime_s = 0.0
-        self.tokens = 0
-        self._fh = open(path, "w") if path else None
-
-    def __call__(self, event) -> None:
-        cost = self.planner.rounds[-1]  # the engine had the planner observe the round before this hook
-        if self.wall_clock and cost.comm_latency_s > 0:
-            time.sleep(cost.comm_latency_s)  # link emulation: the moved distributions' airtime
-            self.airtime_s += cost.comm_latency_s
-        self.tokens += cost.tokens
-        row = round_row(event, cost)
-        self.rows.append(row)
-        if self._fh:
-            self._fh.write(json.dumps(row) + "\n")
-            self._fh.flush()
-        if self.on_progress:
-            self.on_progress(event.round, self.tokens)
-
-    def close(self) -> None:
-        if self._fh:
-            self._fh.close()
-
-
 def _run_figures(config: TestbedConfig, planner: ScenarioPlanner, rows: list[dict], airtime_s: float) -> dict:
     """Tokens, goodput on the run's clock, the model's predictions and the mean γ per device."""
     tokens = sum(sum(row["tokens_gained"].values()) for row in rows)
@@ -287,7 +240,7 @@ def run_testbed(config: TestbedConfig, pair=None,
     out = Path(config.out) if config.out else None
     if out:
         out.mkdir(parents=True, exist_ok=True)
-    sink = _RoundSink(planner, config.clock == "wall", out / "rounds.jsonl" if out else None, on_progress)
+    sink = RoundSink(planner, config.clock == "wall", out / "rounds.jsonl" if out else None, on_progress)
     bed = LocalTestbed(
         pair, config.devices, config.max_new_tokens, config.rounds, policy=planner,
         log_path=(out / "server.jsonl") if out else None, seed=config.seed, sampling=choice.sampling,

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from multispin.cli import app
 from multispin.errors import ConfigError
-from multispin.runtime.testbed import TestbedConfig, run_testbed
+from multispin.experiments.testbed import TestbedConfig, run_testbed
 from multispin.speculative.codecs import make_codec
 
 ROW_KEYS = {"round", "gamma", "rejected", "modes", "power_w", "bandwidth_hz", "payload_bits",
@@ -72,7 +72,7 @@ def test_demo_cli_writes_table_and_png(tmp_path):
 
 def test_devices_plan_with_the_measured_acceptance_of_their_draft_and_task():
     from multispin.models.profiles import device_alpha
-    from multispin.runtime.testbed import build_scenario, with_measured_acceptance
+    from multispin.experiments.testbed import build_scenario, with_measured_acceptance
     from multispin.system.channel import World
 
     base = build_scenario(TestbedConfig.make(devices=3))
@@ -160,7 +160,7 @@ def test_the_default_is_exact_and_says_so(tmp_path):
     assert pay["sampling"]["top_k"] == 256 and pay["ul_codec"] == pay["dl_codec"] == "sparse-v256-q32"  # V = 256
     # an all-UL run needs only the UL codec to be exact
     ul_only = TestbedConfig.make(pair="tiny", policy="all-ul", top_k=0, dl_codec="sparse:v_eff=4,q=16")
-    from multispin.runtime.testbed import payload_choice
+    from multispin.experiments.testbed import payload_choice
 
     assert payload_choice(ul_only, 256).exact and not payload_choice(ul_only.model_copy(
         update={"policy": "adaptive"}), 256).exact

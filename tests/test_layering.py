@@ -1,0 +1,125 @@
+"""The package's import structure (issue 11, DESIGN.md "Layers"): no import cycle at module level, and
+no module importing a layer above its own. The checker is tests/import_graph.py (`ast` only; run it
+as a script for the full report, function-level cycles included)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import import_graph as ig
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+# Rank of each layer: a module may import its own layer and those below, never one above. The
+# order is DESIGN.md's, except that models/ sits above speculative/: models.hf imports
+# speculative.warp, and speculative/ imports nothing of models/ (pure token math).
+LAYERS = {
+    "multispin.cli": 7, "multispin.commands": 7, "multispin.__main__": 7,  # the command line
+    "multispin.api": 7,  # the Python front door: calls every layer, as the CLI does
+    "multispin.experiments": 6,
+    "multispin.runtime": 5,
+    "multispin.optimize": 4,
+    "multispin.system": 3,
+    "multispin.models": 2,
+    "multispin.speculative": 1,
+}
+# Every other module is a top-level helper (errors, config, jsonout, _version, the package
+# __init__): anyone may import it, and it imports no layer, except these (source, target):
+HELPER_IMPORTS_ALLOWED = {
+    # `multispin.plan` etc.: the package re-exports the API lazily (PEP 562 __getattr__, a
+    # function-level import), so `import multispin` loads no layer
+    ("multispin", "multispin.api"),
+}
+# Upward imports that are not simple to fix: none today. Add (source, target) with a reason.
+UPWARD_ALLOWED: set[tuple[str, str]] = set()
+
+
+def _edges():
+    return ig.edges(SRC, "multispin")
+
+
+def test_no_import_cycle_at_module_level():
+    found = ig.cycles(ig.graph(_edges(), kinds=("module",)))
+    assert not found, "module-level import cycles:\n" + "\n".join(" ".join(c) for c in found)
+
+
+def test_no_layer_imports_a_layer_above_it():
+    ups = [e for e in ig.upward(_edges(), LAYERS) if (e.src, e.dst) not in UPWARD_ALLOWED]
+    assert not ups, "upward imports:\n" + "\n".join(f"{e.src}:{e.line} -> {e.dst} ({e.kind})" for e in ups)
+
+
+def test_helpers_import_no_layer():
+    bad = [e for e in _edges() if e.kind != "typing" and ig.layer_of(e.src, LAYERS) is None
+           and ig.layer_of(e.dst, LAYERS) is not None and (e.src, e.dst) not in HELPER_IMPORTS_ALLOWED]
+    assert not bad, "helpers importing a layer:\n" + "\n".join(f"{e.src}:{e.line} -> {e.dst}" for e in bad)
+
+
+def test_every_package_of_the_tree_has_a_layer_or_is_a_known_helper():
+    """A new subpackage must be placed in LAYERS (or it would escape the upward check)."""
+    helpers = {"multispin", "multispin._version", "multispin.config", "multispin.errors", "multispin.jsonout"}
+    unplaced = sorted(m for m in ig.modules(SRC, "multispin") if ig.layer_of(m, LAYERS) is None and m not in helpers)
+    assert not unplaced, f"modules in no layer: {unplaced}"
+
+
+# ----------------------------------------------------------------------------- the checker itself
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return root
+
+
+def test_checker_reports_a_module_level_cycle_and_only_that(tmp_path):
+    src = _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/low/__init__.py": "",
+        "pkg/low/a.py": "from pkg.low import b\n",  # a submodule named in `from … import`
+        "pkg/low/b.py": "from . import c\n",  # relative
+        "pkg/low/c.py": "import pkg.low.a\n",  # closes a → b → c → a
+        "pkg/low/d.py": "def f():\n    from pkg.low import e\n",
+        "pkg/low/e.py": "from pkg.low.d import f\n",  # d ↔ e only through a function
+        "pkg/low/t.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.low import u\n",
+        "pkg/low/u.py": "import pkg.low.t\n",  # t ↔ u only for the type checker
+        "pkg/low/m.py": "from pkg.low.n import x\n",
+        "pkg/low/n.py": "x = 1\nif __name__ == '__main__':\n    from pkg.low import m\n",  # only as a script
+    })
+    es = ig.edges(src, "pkg")
+    assert ig.cycles(ig.graph(es, ("module",))) == [["pkg.low.a", "pkg.low.b", "pkg.low.c"]]
+    assert ig.cycles(ig.graph(es, ("module", "function"))) == [["pkg.low.a", "pkg.low.b", "pkg.low.c"],
+                                                               ["pkg.low.d", "pkg.low.e"]]
+    assert {(e.src, e.dst, e.kind) for e in es} >= {("pkg.low.t", "pkg.low.u", "typing"),
+                                                    ("pkg.low.n", "pkg.low.m", "main")}
+    assert "module-level cycles: 1" in ig.report(src, "pkg")
+
+
+def test_checker_counts_a_package_import_as_its_init(tmp_path):
+    src = _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/sub/__init__.py": "from pkg.sub.impl import thing\n",
+        "pkg/sub/impl.py": "thing = 1\n",
+        "pkg/user.py": "from pkg.sub import thing\n",  # a name of the package: its __init__
+        "pkg/other.py": "from pkg.sub.impl import thing\nimport pkg.user\n",
+        "pkg/back.py": "",
+    })
+    es = {(e.src, e.dst) for e in ig.edges(src, "pkg")}
+    assert ("pkg.user", "pkg.sub") in es and ("pkg.sub", "pkg.sub.impl") in es
+    assert ("pkg.other", "pkg.sub.impl") in es and ("pkg.other", "pkg.user") in es
+    assert not any(d == "pkg" for _, d in es)  # parents initialised on the way are not edges
+
+
+def test_checker_reports_an_upward_import(tmp_path):
+    src = _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/helper.py": "",
+        "pkg/top/__init__.py": "",
+        "pkg/top/run.py": "from pkg.low.calc import f\nfrom pkg import helper\n",
+        "pkg/low/__init__.py": "",
+        "pkg/low/calc.py": "from pkg import helper\ndef f():\n    from pkg.top import run\n",  # up, in a function
+    })
+    layers = {"pkg.top": 2, "pkg.low": 1}
+    ups = ig.upward(ig.edges(src, "pkg"), layers)
+    assert [(e.src, e.dst, e.kind, e.line) for e in ups] == [("pkg.low.calc", "pkg.top.run", "function", 3)]
+    assert "upward imports: 1" in ig.report(src, "pkg", layers)
