@@ -139,7 +139,7 @@ def test_too_many_handshakes_in_flight():
     sent(proto)
     proto.receive(b"one-more", enc(P.HelloMsg(0, PROMPT)), 0.0)
     (ident, err), = sent(proto)
-    assert ident == b"one-more" and err.code == "refused" and "too many pending handshakes" in err.reason
+    assert ident == b"one-more" and err.code == "busy" and "too many pending handshakes" in err.reason
     assert b"one-more" not in proto.banned  # refused for now, not banned: a slot frees up
     proto.expire(10.5)  # the eight stalled handshakes expire and free their slots
     assert proto.budget.pending == 0
@@ -154,7 +154,7 @@ def test_connection_limit_counts_sessions_and_handshakes():
     sent(proto)
     proto.receive(b"x", enc(P.HelloMsg(2, PROMPT)), 0.0)
     (_, err), = sent(proto)
-    assert err.code == "refused" and "too many connections" in err.reason
+    assert err.code == "busy" and "too many connections" in err.reason
     proto.drop(proto.conns[b"a"], "timeout", "late")  # a session ends: its slot frees up
     sent(proto)
     proto.receive(b"y", enc(P.HelloMsg(2, PROMPT)), 0.0)

@@ -1,4 +1,5 @@
-"""Device authentication for the networked testbed: challenge-response with a shared secret.
+"""The plaintext debugging mode's authentication (`--insecure`): challenge-response with one
+shared secret. Encrypted runs authenticate each device by its own key instead (`keys.py`).
 
 The server sends a fresh random nonce (CHALLENGE); the device answers with
 HMAC-SHA256(secret, domain tag ‖ nonce ‖ device id) (AUTH). The secret never crosses the wire,

@@ -61,7 +61,9 @@ _TOKEN_BYTES = 5
 _HEADER_BYTES = 5
 ENVELOPE_BYTES = 160
 
-ERROR_CODES = ("auth", "refused", "protocol", "timeout", "replaced", "shutdown", "internal")
+# busy: the server is at its connection or handshake limit; try again (the others that refuse a
+# HELLO, auth and refused, are final)
+ERROR_CODES = ("auth", "refused", "protocol", "timeout", "replaced", "shutdown", "internal", "busy")
 MODES = ("ul", "dl")
 
 

@@ -82,7 +82,8 @@ class ServerConfig(SamplingFields):
     handshake_timeout_s: float = Field(10.0, gt=0)
     idle_timeout_s: float = Field(60.0, gt=0, description="how long to wait for detached, unfinished devices")
     bye_timeout_s: float = Field(5.0, ge=0, description="how long to wait for devices' final BYE")
-    max_connections: int = Field(512, ge=1, le=65536, description="connections (sessions + handshakes) at once")
+    max_connections: int | None = Field(None, ge=1, le=65536, description="sessions + handshakes at once "
+                                        "(None: max_devices + max_pending)")
     max_pending: int = Field(64, ge=1, le=65536, description="handshakes in flight at once")
     refusal_log_interval_s: float = Field(10.0, gt=0, description="one log line per refusal cause per interval")
     history: bool = Field(False, description="keep every round's event and record in memory for the "
@@ -168,8 +169,9 @@ class EdgeServer:
             self._secret, self.limits, self.verifier.records, self._open_device, welcome,
             max_devices=config.max_devices, handshake_timeout_s=config.handshake_timeout_s,
             check_claim=self._check_claim if self.allowed is not None else None,
-            connections=ConnectionLimits(config.max_connections, min(config.max_pending, config.max_connections),
-                                         config.handshake_timeout_s),
+            connections=ConnectionLimits(
+                config.max_connections or config.max_devices + config.max_pending,
+                min(config.max_pending, config.max_connections or config.max_pending), config.handshake_timeout_s),
             history=config.history)
         # The bits of every message of a round, from the codecs and the pair in use.
         self.wire = WirePayload.from_codecs(self.ul_codec, self.dl_codec, self.vocab_size, config.gamma_max)

@@ -69,8 +69,7 @@ class Connection:
 class Pending:
     identity: bytes
     hello: P.HelloMsg
-    nonce: bytes
-    deadline: float
+    nonce: bytes  # the challenge; its deadline is the connection budget's
 
 
 @dataclass
@@ -168,7 +167,7 @@ class ServerProtocol:
             return
         cause = self.budget.admit(identity, now)
         if cause is not None:
-            self.refuse(identity, "refused", cause, ban=False)  # a slot may free up: no ban
+            self.refuse(identity, "busy", cause, ban=False)  # a slot may free up: retry, no ban
             return
         self._on_handshake(identity, frames[0], now, peer_key)
 
@@ -207,7 +206,7 @@ class ServerProtocol:
                 self._admit_checked(identity, hello, peer_key or "")
         else:
             nonce = self._nonce()
-            self.pending[identity] = Pending(identity, hello, nonce, now + self.handshake_timeout_s)
+            self.pending[identity] = Pending(identity, hello, nonce)
             self.send(identity, P.ChallengeMsg(nonce))
 
     def _on_auth(self, pend: Pending, auth: P.AuthMsg) -> None:
