@@ -349,9 +349,8 @@ def test_crashed_device_process_is_timed_out_and_a_restart_resumes_it(pair, tmp_
     assert rec.finished and len(rec.generated) == 20
     assert_consistent(summary)
     assert summary.tokens()[0] == ref[0] and summary.tokens()[1] == ref[1]
-    # Before the crash the device had exactly the in-process tokens; the rest continues from there.
-    before = sum(r.tokens_gained for r in rec.rounds if r.round < 3)
-    assert rec.generated[:before] == ref[2][:before]
+    # Randomness keyed on the committed length: the crash and the rounds it missed change nothing.
+    assert summary.tokens()[2] == ref[2]
 
 
 def _greedy_reference(pair, prompt_ids, n):

@@ -161,3 +161,67 @@ def test_policy_gets_its_plan_back_and_observes_the_outcome():
         assert modes_call[1] is out.plan and modes_call[2] == tuple(out.rejected)
         assert observe_call == ("observe", out) and out.plan.round == r
         assert set(out.records) == {0, 1, 2}
+
+
+def _run(engine, devices, rounds, between=lambda r: None):
+    for r in range(rounds):
+        out = engine.plan(r, [d for d in devices if not engine.finished(d)])
+        engine.verify(out, _drafts(out, devices))
+        _finish(engine, out, devices)
+        engine.close(out)
+        between(r)
+    return {d: dev.generated for d, dev in devices.items()}
+
+
+def test_a_released_cache_is_rebuilt_from_the_record_with_the_same_tokens():
+    """The server frees a detached device's target cache; the next verify prefills it from the
+    record, and the tokens are those of a run that kept the cache."""
+    kept = _run(*_setup({0: 3, 1: 2}, mode="dl"), rounds=6)
+    engine, devices = _setup({0: 3, 1: 2}, mode="dl")
+    lengths = []
+
+    def release(r):
+        engine.verifier.release(0)
+        lengths.append(engine.verifier.lm.length(0))
+
+    assert _run(engine, devices, 6, release) == kept
+    assert lengths == [0] * 6
+
+
+def _skipping_run(current_round):
+    engine, devices = _setup({0: 3, 1: 2})
+    for r in range(12):
+        current_round[0] = r
+        active = [d for d in devices if not engine.finished(d) and not (d == 0 and r in (1, 2, 5))]
+        out = engine.plan(r, active)
+        engine.verify(out, _drafts(out, devices))
+        _finish(engine, out, devices)
+        engine.close(out)
+    return {d: dev.generated for d, dev in devices.items()}
+
+
+def test_a_device_that_skips_rounds_draws_the_same_tokens():
+    """Randomness is keyed on the committed length, not the round: device 0 sitting out rounds
+    (detached, stalled) ends with the text of a run where it took part in every round."""
+    assert _skipping_run([0]) == _run(*_setup({0: 3, 1: 2}), rounds=12)
+
+
+def test_control_round_keyed_randomness_changes_a_skipping_device(monkeypatch):
+    """Negative control: key the draws on the server round instead, and the device that sat out
+    rounds ends with another text (so the test above can fail)."""
+    import numpy as np
+
+    from multispin.runtime import roles
+
+    current = [0]
+    monkeypatch.setattr(roles, "step_rng", lambda seed, d, pos, purpose: np.random.default_rng(
+        [seed, d, current[0], purpose]))
+    ref = _setup({0: 3, 1: 2})
+    engine, devices = ref
+
+    def track(r):
+        current[0] = r + 1
+
+    full = _run(engine, devices, 12, track)
+    skipped = _skipping_run(current)
+    assert skipped[1] == full[1] and skipped[0] != full[0]

@@ -184,6 +184,12 @@ class VerifierServer:
     def commit(self, device_id: int, new_tokens: Sequence[int]) -> None:
         self.records[device_id].extend(int(t) for t in new_tokens)
 
+    def release(self, device_id: int) -> None:
+        """Free the device's target cache while it is detached or done (memory per idle device
+        is its record only); the next verify rebuilds the cache from the record."""
+        self._pending_p.pop(device_id, None)
+        self.lm.rollback(device_id, 0)
+
     def abandon(self, device_id: int) -> None:
         """The device verified this round but will not commit: forget its p_j and roll its target
         cache back. Between rounds the cache never holds the record's last token (the next verify

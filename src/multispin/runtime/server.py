@@ -364,6 +364,8 @@ class EdgeServer:
         for d in active:
             if d not in out.records and d not in io.dropped and not io.conns[d].alive:
                 io.dropped[d] = "gone"
+        for d in set(io.dropped) | set(out.finished):
+            self.verifier.release(d)
         event = RoundEvent(
             round=r, gammas=out.gammas, records=out.records, rejected=list(out.rejected),
             modes=dict(out.modes), dropped=io.dropped, verify_s=out.verify_s,
