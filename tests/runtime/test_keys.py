@@ -4,11 +4,10 @@ else gets nothing to the server; a device's key is bound to its id; traffic is e
 from __future__ import annotations
 
 import os
-import socket as pysocket
 import stat
-import threading
 
 import pytest
+from wire_capture import Recorder
 import zmq
 
 from multispin.errors import SecurityError
@@ -218,45 +217,6 @@ def test_a_device_key_allowed_while_serving_gets_in_after_reload(ctx, keys):
         assert frames is not None and srv.allowed.identity_for(peer_key(frames[-1])) == 5
     finally:
         srv.close()
-
-
-class Recorder:
-    """A plain TCP forwarder between one client and the server that records every byte."""
-
-    def __init__(self, upstream_port):
-        self.listener = pysocket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.upstream_port = upstream_port
-        self.seen = bytearray()
-        self.lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        try:
-            client, _ = self.listener.accept()
-        except OSError:
-            return
-        server = pysocket.create_connection(("127.0.0.1", self.upstream_port))
-        for a, b in ((client, server), (server, client)):
-            threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    def _pipe(self, src, dst):
-        try:
-            while data := src.recv(65536):
-                with self.lock:
-                    self.seen += data
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(pysocket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def close(self):
-        self.listener.close()
 
 
 @pytest.mark.parametrize("curve", [True, False], ids=["curve", "plain (negative control)"])

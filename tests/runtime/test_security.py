@@ -12,6 +12,7 @@ import time
 import msgpack
 import pytest
 import zmq
+from wire_capture import Recorder
 
 from multispin.errors import MultispinError
 from multispin.models.tiny import load_tiny_pair
@@ -145,46 +146,6 @@ def test_no_key_a_wrong_server_key_or_a_key_not_allowed_never_reach_the_protocol
 # what crosses the loopback
 
 
-class _Relay:
-    """A TCP relay on 127.0.0.1 that records every byte in both directions."""
-
-    def __init__(self, target_port: int):
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.target = target_port
-        self.captured = bytearray()
-        self._lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(("127.0.0.1", self.target))
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    def _pipe(self, src, dst):
-        try:
-            while data := src.recv(65536):
-                with self._lock:
-                    self.captured += data
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def close(self):
-        self.listener.close()
-
-
 @pytest.mark.parametrize("encrypted", [True, False], ids=["encrypted", "plaintext-control"])
 def test_the_loopback_carries_no_prompt_or_token_in_clear(pair, tmp_path, encrypted):
     """Every byte between a device and the server, captured by a relay: with keys the prompt's
@@ -192,7 +153,7 @@ def test_the_loopback_carries_no_prompt_or_token_in_clear(pair, tmp_path, encryp
     can fail)."""
     keys = create_keyring(tmp_path / "keys", [3]) if encrypted else (None, {3: None})
     server, th, box, _ = _server(pair, tmp_path, 1, keys=keys[0], max_new_tokens=16)
-    relay = _Relay(int(server.endpoint.rsplit(":", 1)[1]))
+    relay = Recorder(int(server.endpoint.rsplit(":", 1)[1]))
     try:
         dev, b = _device(pair, f"tcp://127.0.0.1:{relay.port}", 3, keys=keys[1][3])
         dev.join(120)
@@ -202,7 +163,8 @@ def test_the_loopback_carries_no_prompt_or_token_in_clear(pair, tmp_path, encryp
     outcome = b["outcome"]
     assert outcome.finished
     prompt = msgpack.packb(list(encode_prompt(pair, PROMPTS[3])))  # as HELLO carries it
-    wire = bytes(relay.captured)
+    with relay.lock:
+        wire = bytes(relay.seen)
     assert len(wire) > 1000
     assert (prompt in wire) is (not encrypted)
 
