@@ -129,13 +129,7 @@ class LocalTestbed:
             raise ConfigError(f"num_devices: must be >= 1 (got {num_devices})")
         self.pair = _resolve_pair(pair)
         self._tmp = Path(tempfile.mkdtemp(prefix="multispin-testbed-"))
-        # Encrypted with throw-away per-device keys unless a secret (or insecure) asks for plaintext.
-        self.insecure = insecure or secret is not None
-        self.secret = resolve_secret(secret if secret is not None else os.urandom(24).hex()) if self.insecure else None
-        self.device_keys: dict[int, Path] = {}
-        server_keys = None
-        if not self.insecure:
-            server_keys, self.device_keys = create_keyring(self._tmp / "keys", range(num_devices))
+        server_keys = self._make_security(secret, insecure, num_devices)
         sampling = sampling or SamplingParams()
         self.num_devices = num_devices
         self.runner: DeviceRunner = device_runner
@@ -159,10 +153,9 @@ class LocalTestbed:
                     dl_codec=dl_codec, round_timeout_s=round_timeout_s,
                     join_timeout_s=join_timeout_s, idle_timeout_s=idle_timeout_s, history=True)
         opts.update(server_options or {})
-        self.server_config = ServerConfig.make(**opts)
-        self._server_args = dict(keys=server_keys, journal=journal, policy=policy, draft_lengths=draft_lengths,
-                                 modes=modes, log_path=log_path, on_round=on_round, on_event=on_event)
-        self.server = EdgeServer(self.server_config, self.pair, self.secret, **self._server_args)
+        self.server = EdgeServer(ServerConfig.make(**opts), self.pair, self.secret, keys=server_keys,
+                                 journal=journal, policy=policy, draft_lengths=draft_lengths, modes=modes,
+                                 log_path=log_path, on_round=on_round, on_event=on_event)
         self._handles: dict[int, _DeviceHandle] = {}
         self._retired: list[_DeviceHandle] = []
         self._server_thread: threading.Thread | None = None
@@ -170,6 +163,17 @@ class LocalTestbed:
         self._server_error: BaseException | None = None
         self._started = 0.0
         self._attempt = 0
+
+    def _make_security(self, secret: str | bytes | None, insecure: bool, num_devices: int) -> Path | None:
+        """Throw-away per-device keys (encrypted, the default; returns the server's key folder), or
+        plaintext with a shared secret when one is given or `insecure` asks for it."""
+        self.insecure = insecure or secret is not None
+        self.secret = resolve_secret(secret if secret is not None else os.urandom(24).hex()) if self.insecure else None
+        self.device_keys: dict[int, Path] = {}
+        if self.insecure:
+            return None
+        server_keys, self.device_keys = create_keyring(self._tmp / "keys", range(num_devices))
+        return server_keys
 
     @property
     def endpoint(self) -> str:

@@ -160,19 +160,7 @@ class EdgeServer:
         self._stop = threading.Event()
         self._stop_reason = "signal"
         self._events: list[RoundEvent] = []
-        welcome = dict(pair=pair.name[: P.MAX_NAME_CHARS], vocab_size=self.vocab_size,
-                       gamma_max=config.gamma_max, seed=config.seed, temperature=float(config.temperature),
-                       top_k=config.top_k, top_p=float(config.top_p), ul_codec=self.ul_codec.name,
-                       dl_codec=self.dl_codec.name, max_new_tokens=config.max_new_tokens,
-                       max_prompt_tokens=config.max_prompt_tokens, eos_ids=self.eos_ids)
-        self.proto = ServerProtocol(
-            self._secret, self.limits, self.verifier.records, self._open_device, welcome,
-            max_devices=config.max_devices, handshake_timeout_s=config.handshake_timeout_s,
-            check_claim=self._check_claim if self.allowed is not None else None,
-            connections=ConnectionLimits(
-                config.max_connections or config.max_devices + config.max_pending,
-                min(config.max_pending, config.max_connections or config.max_pending), config.handshake_timeout_s),
-            history=config.history)
+        self.proto = self._make_protocol()
         # The bits of every message of a round, from the codecs and the pair in use.
         self.wire = WirePayload.from_codecs(self.ul_codec, self.dl_codec, self.vocab_size, config.gamma_max)
         self.engine = RoundEngine(self.verifier, self.policy, config.max_new_tokens, self.eos_ids, self.wire)
@@ -180,16 +168,27 @@ class EdgeServer:
         self._sock: zmq.Socket | None = None
         self._ctx: zmq.Context | None = None
         self._authenticator: Any = None
-        # what every journal session must agree with for a restart to continue it exactly
-        self._session_params = dict(pair=pair.name, temperature=float(config.temperature), top_k=config.top_k,
-                                    top_p=float(config.top_p), max_new_tokens=config.max_new_tokens,
-                                    gamma_max=config.gamma_max,
-                                    policy=getattr(self.policy, "name", type(self.policy).__name__))
         self.journal: Journal | None = None
         self.recovered: list[int] = []  # devices restored from the journal at start
         if journal is not None:
             self.journal = Journal(journal)
             self._recover()
+
+    def _make_protocol(self) -> ServerProtocol:
+        cfg = self.config
+        welcome = dict(pair=self.pair.name[: P.MAX_NAME_CHARS], vocab_size=self.vocab_size,
+                       gamma_max=cfg.gamma_max, seed=cfg.seed, temperature=float(cfg.temperature),
+                       top_k=cfg.top_k, top_p=float(cfg.top_p), ul_codec=self.ul_codec.name,
+                       dl_codec=self.dl_codec.name, max_new_tokens=cfg.max_new_tokens,
+                       max_prompt_tokens=cfg.max_prompt_tokens, eos_ids=self.eos_ids)
+        max_connections = cfg.max_connections or cfg.max_devices + cfg.max_pending
+        return ServerProtocol(
+            self._secret, self.limits, self.verifier.records, self._open_device, welcome,
+            max_devices=cfg.max_devices, handshake_timeout_s=cfg.handshake_timeout_s,
+            check_claim=self._check_claim if self.allowed is not None else None,
+            connections=ConnectionLimits(max_connections, min(cfg.max_pending, max_connections),
+                                         cfg.handshake_timeout_s),
+            history=cfg.history)
 
     # ---------------------------------------------------------------- journal and keys
 
@@ -222,6 +221,14 @@ class EdgeServer:
         if rec.sessions:
             log.info("recovered %d session(s) from %s at round %d", len(rec.sessions), self.journal.path,
                      rec.next_round)
+
+    @property
+    def _session_params(self) -> dict[str, Any]:
+        """What every journal session must agree with for a restart to continue it exactly."""
+        cfg = self.config
+        return dict(pair=self.pair.name, temperature=float(cfg.temperature), top_k=cfg.top_k,
+                    top_p=float(cfg.top_p), max_new_tokens=cfg.max_new_tokens, gamma_max=cfg.gamma_max,
+                    policy=getattr(self.policy, "name", type(self.policy).__name__))
 
     def _open_device(self, d: int, prompt: tuple[int, ...], peer: str) -> None:
         """A new device: its session is durable in the journal before its WELCOME goes out."""
