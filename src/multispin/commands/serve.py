@@ -53,6 +53,12 @@ def serve(
     idle_timeout: float = typer.Option(60.0, min=0.1, metavar="SECONDS",
                                        help="seconds to wait for detached, unfinished devices"),
     max_devices: int = typer.Option(256, min=1, metavar="INT", help="distinct device ids served"),
+    max_connections: Optional[int] = typer.Option(None, min=1, max=65536, metavar="INT",
+                                                  show_default="max devices + max pending",
+                                                  help="sessions and handshakes at once; more are told to retry"),
+    max_pending: int = typer.Option(64, min=1, max=65536, metavar="INT", help="handshakes in flight at once"),
+    handshake_timeout: float = typer.Option(10.0, min=0.1, metavar="SECONDS",
+                                            help="a connection that has not finished its handshake by then is closed"),
     log: Optional[str] = typer.Option(None, "--log", metavar="FILE",
                                       help="JSON-lines log file (one line per round and event)"),
     summary: Optional[Path] = typer.Option(None, metavar="FILE",
@@ -79,7 +85,8 @@ def serve(
         rounds=rounds, max_new_tokens=max_new_tokens, draft_len=draft_len, mode=mode,
         temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, ul_codec=ul_codec,
         dl_codec=dl_codec, round_timeout_s=round_timeout, join_timeout_s=join_timeout,
-        idle_timeout_s=idle_timeout,
+        idle_timeout_s=idle_timeout, max_connections=max_connections, max_pending=max_pending,
+        handshake_timeout_s=handshake_timeout,
     )
     set_threads(threads)
     # the devices draft in their own processes: only the target moves to the GPU
