@@ -123,3 +123,30 @@ def test_checker_reports_an_upward_import(tmp_path):
     ups = ig.upward(ig.edges(src, "pkg"), layers)
     assert [(e.src, e.dst, e.kind, e.line) for e in ups] == [("pkg.low.calc", "pkg.top.run", "function", 3)]
     assert "upward imports: 1" in ig.report(src, "pkg", layers)
+
+
+# Only the loops touch the transport (DESIGN.md "runtime/"): the ZeroMQ server and device
+# clients, and the CurveZMQ key module they plug in (issue 12 asks for pyzmq's `zmq.auth` there:
+# key pairs, certificate files, the authenticator).
+ZMQ_MODULES = {"multispin.runtime.server", "multispin.runtime.device", "multispin.runtime.keys"}
+
+
+def _importers_of(package: str, src: Path, root: str) -> set[str]:
+    found = set()
+    for name, path in ig.modules(src, root).items():
+        for node, _kind in ig._imports(ig.ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ig.ast.Import) else [node.module or ""]
+            if any(n == package or n.startswith(package + ".") for n in names):
+                found.add(name)
+    return found
+
+
+def test_only_the_loops_and_the_key_module_import_zmq():
+    assert _importers_of("zmq", SRC, "multispin") == ZMQ_MODULES
+
+
+def test_zmq_check_sees_a_function_level_import(tmp_path):
+    """Negative control: a zmq import hidden in a function of another module is found."""
+    root = _write(tmp_path, {"pkg/__init__.py": "", "pkg/a.py": "def f():\n    import zmq.auth\n",
+                             "pkg/b.py": "x = 1\n"})
+    assert _importers_of("zmq", root, "pkg") == {"pkg.a"}
