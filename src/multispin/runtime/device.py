@@ -113,8 +113,7 @@ class DeviceClient:
             raise ConfigError("prompt: must hold at least one token")
         self.server = normalise_endpoint(server)
         self.device_id = device_id
-        self.keys = resolve_device_keys(keys, secret, device_id)
-        self._secret = resolve_secret(secret) if self.keys is None else None
+        self.keys, self._secret = resolve_credentials(keys, secret, device_id)
         self.lm = lm
         self.prompt_ids = tuple(int(t) for t in prompt_ids)
         self.pair_name = pair_name
@@ -356,18 +355,19 @@ def normalise_endpoint(server: str) -> str:
                       f"(got {server!r})")
 
 
-def resolve_device_keys(keys: DeviceKeys | str | os.PathLike | None, secret: str | bytes | None,
-                        device_id: int) -> DeviceKeys | None:
-    """Device `device_id`'s keys from a folder (None: the plaintext mode, which needs a secret)."""
+def resolve_credentials(keys: DeviceKeys | str | os.PathLike | None, secret: str | bytes | None,
+                        device_id: int) -> tuple[DeviceKeys | None, bytes | None]:
+    """(device `device_id`'s keys, None) from a key folder, or (None, the shared secret) for the
+    plaintext mode; raises if there is neither."""
     if keys is None:
         if secret is None and not os.environ.get(SECRET_ENV):
             raise ConfigError("keys: give the device's key folder (made by `multispin keys device`), "
                               "or a shared secret for a plaintext --insecure run")
-        return None
+        return None, resolve_secret(secret)
     found = keys if isinstance(keys, DeviceKeys) else load_device_keys(keys, device_id)
     if found.device_id != device_id:
         raise ConfigError(f"keys: the key pair is device {found.device_id}'s, this is device {device_id}")
-    return found
+    return found, None
 
 
 def build_device_client(server: str, device_id: int, secret: str | bytes | None,
@@ -380,8 +380,7 @@ def build_device_client(server: str, device_id: int, secret: str | bytes | None,
     from multispin.models.hf import HFSequenceLM
     from multispin.runtime.session import encode_prompt, resolve_pair
 
-    keys = resolve_device_keys(keys, secret, device_id)  # fail fast, before loading any model
-    secret = resolve_secret(secret) if keys is None else None
+    keys, secret = resolve_credentials(keys, secret, device_id)  # fail fast, before loading any model
     server = normalise_endpoint(server)
     loaded = pair if isinstance(pair, LoadedPair) else resolve_pair(pair)
     name = loaded.check_drafts([draft or loaded.default_draft], "draft")[0]
@@ -397,8 +396,7 @@ def run_device(server: str, device_id: int, secret: str | bytes | None, pair: st
     """Build a device and run it until the server says BYE; the outcome carries the decoded text."""
     from multispin.runtime.session import resolve_pair
 
-    keys = resolve_device_keys(options.pop("keys", None), secret, device_id)  # fail fast, before loading
-    secret = resolve_secret(secret) if keys is None else None
+    keys, secret = resolve_credentials(options.pop("keys", None), secret, device_id)  # fail fast
     normalise_endpoint(server)
     loaded = pair if isinstance(pair, LoadedPair) else resolve_pair(pair)
     outcome = build_device_client(server, device_id, secret, loaded, draft, prompt, keys=keys,

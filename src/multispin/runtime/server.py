@@ -431,7 +431,7 @@ class EdgeServer:
             if not self._send(c, P.VerdictMsg(r, v.num_accepted, v.rejected, v.bonus_token, mode)):
                 continue
             if not v.rejected:
-                self._commit(out, io, d, v.bonus_token)  # type: ignore[arg-type]
+                self.engine.commit(out, d, v.bonus_token)  # type: ignore[arg-type]  # sent with the round's commit
                 continue
             if mode == "ul":
                 self.proto.expect(c, ConnState.AWAIT_Q, r)
@@ -482,11 +482,7 @@ class EdgeServer:
             final = msg.token
             if msg.compute_s is not None:
                 io.correction_s[d] = msg.compute_s
-        self._commit(out, io, d, final)
-
-    def _commit(self, out: RoundOutcome, io: "_RoundIO", d: int, final: int) -> None:
-        """The device's tokens are final; they reach it with the round's commit."""
-        self.engine.commit(out, d, final)
+        self.engine.commit(out, d, final)  # sent with the round's commit
 
     def _commit_round(self, out: RoundOutcome, io: "_RoundIO") -> None:
         """Make the round durable in the journal, then COMMIT (and BYE when done) to each device:
@@ -536,7 +532,7 @@ class EdgeServer:
             # refusals are what a flood makes: counted, one line per cause per interval
             who = f"device {d}: " if d is not None else ""
             self.log.notify(**rec)
-            self.refusals.refused(f"{kind} ({rec['code']})", time.monotonic(), peer=f"{who}{rec['reason']}")
+            self.refusals.refused(rec["code"], time.monotonic(), peer=f"{who}{rec['reason']}")
             return
         self.log.write(**rec)
         if kind == "drop":
