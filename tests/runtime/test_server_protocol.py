@@ -147,6 +147,18 @@ def test_too_many_handshakes_in_flight():
     joined(proto, b"one-more")
 
 
+def test_an_overdue_handshake_is_refused_and_forgotten_when_the_next_peer_arrives():
+    """A new peer after the deadline frees the overdue slot; the overdue HELLO (with its prompt)
+    is refused and dropped, not kept."""
+    proto = make(connections=ConnectionLimits(max_connections=100, max_pending=1, handshake_deadline_s=10.0))
+    proto.receive(b"slow", enc(P.HelloMsg(0, PROMPT)), 0.0)
+    sent(proto)
+    proto.receive(b"next", enc(P.HelloMsg(1, PROMPT)), 11.0)
+    out = sent(proto)
+    assert [m.code for i, m in out if i == b"slow"] == ["auth"] and isinstance(out[-1][1], P.ChallengeMsg)
+    assert set(proto.pending) == {b"next"}
+
+
 def test_connection_limit_counts_sessions_and_handshakes():
     proto = make(connections=ConnectionLimits(max_connections=2, max_pending=2))
     joined(proto, b"a", 0)

@@ -165,11 +165,12 @@ class ServerProtocol:
                 return
             self._on_session_message(conn, msg)
             return
+        self.expire(now)  # before the budget frees overdue slots itself: their HELLOs go too
         cause = self.budget.admit(identity, now)
         if cause is not None:
             self.refuse(identity, "busy", cause, ban=False)  # a slot may free up: retry, no ban
             return
-        self._on_handshake(identity, frames[0], now, peer_key)
+        self._on_handshake(identity, frames[0], peer_key)
 
     def expire(self, now: float) -> None:
         """Refuse every handshake whose AUTH is overdue."""
@@ -180,7 +181,7 @@ class ServerProtocol:
 
     # -- handshake ------------------------------------------------------------------------------
 
-    def _on_handshake(self, identity: bytes, raw: bytes, now: float, peer_key: str | None) -> None:
+    def _on_handshake(self, identity: bytes, raw: bytes, peer_key: str | None) -> None:
         pend = self.pending.pop(identity, None)
         try:
             msg = P.decode_message(raw, self.limits, allowed=("AUTH",) if pend else ("HELLO",))
@@ -188,12 +189,12 @@ class ServerProtocol:
             self.refuse(identity, "protocol", str(exc), device=pend.hello.device_id if pend else None)
             return
         if isinstance(msg, P.HelloMsg):
-            self._on_hello(identity, msg, now, peer_key)
+            self._on_hello(identity, msg, peer_key)
         else:
             assert isinstance(msg, P.AuthMsg) and pend is not None
             self._on_auth(pend, msg)
 
-    def _on_hello(self, identity: bytes, hello: P.HelloMsg, now: float, peer_key: str | None) -> None:
+    def _on_hello(self, identity: bytes, hello: P.HelloMsg, peer_key: str | None) -> None:
         d = hello.device_id
         if hello.version != P.PROTOCOL_VERSION:
             self.refuse(identity, "refused", f"HELLO.version: server speaks {P.PROTOCOL_VERSION} "
