@@ -321,7 +321,9 @@ def test_stalled_device_is_timed_out_and_resumes_from_the_server_record(pair, tm
     assert [ln["device"] for ln in resumes] == [1]
 
 
-def test_crashed_device_process_is_timed_out_and_a_restart_resumes_it(pair, tmp_path):
+def test_crashed_device_process_is_dropped_at_once_and_a_restart_resumes_it(pair, tmp_path):
+    """The device process exits on PLAN of round 3: the server learns from the transport that its
+    connection is gone and ends the round for the others at once, not at the 60 s round timeout."""
     gammas = {0: 2, 1: 2, 2: 2}
     ref, _ = reference(pair, 3, gammas, FixedMode("ul"), 6, 20)
     dropped = threading.Event()
@@ -332,10 +334,10 @@ def test_crashed_device_process_is_timed_out_and_a_restart_resumes_it(pair, tmp_
 
     bed = LocalTestbed(pair, 3, max_new_tokens=20, draft_lengths=FixedDraftLengths(gammas),
                        modes=FixedMode("ul"), secret=SECRET, log_path=tmp_path / "s.jsonl", seed=6,
-                       prompts=PROMPTS, device_runner="fork", round_timeout_s=3.0,
+                       prompts=PROMPTS, device_runner="fork", round_timeout_s=60.0,
                        faults={2: "crash:3"}, on_event=on_event, idle_timeout_s=120)
     bed.start()
-    assert dropped.wait(240), "the crashed device was never timed out"
+    assert dropped.wait(240), "the crashed device was never dropped"
     crashed = bed._handles[2]
     crashed.join(10)
     assert crashed.proc.exitcode == 17  # the device process died mid-round (after PLAN)
@@ -343,9 +345,10 @@ def test_crashed_device_process_is_timed_out_and_a_restart_resumes_it(pair, tmp_
     bed.start_device(2, runner="thread")  # restart: same id, authenticates, resumes
     summary = bed.wait(300)
     rec = summary.server.devices[2]
-    assert rec.sessions == 2 and "no DRAFT within 3 s in round 3" in rec.drops[0]
+    assert rec.sessions == 2 and rec.drops[0].startswith("connection lost")
     crash_round = summary.server.events[3]
     assert list(crash_round.dropped) == [2] and sorted(crash_round.records) == [0, 1]
+    assert crash_round.round_wall_s < 20  # not held for the round timeout
     assert rec.finished and len(rec.generated) == 20
     assert_consistent(summary)
     assert summary.tokens()[0] == ref[0] and summary.tokens()[1] == ref[1]

@@ -222,3 +222,78 @@ def test_a_flood_of_silent_connections_costs_bounded_log_lines_and_devices_finis
     refusal_lines = [ln for ln in lines if '"event":"refusals"' in ln]
     assert len(refusal_lines) <= 2 * len(summary.refusals), refusal_lines  # first + one summary per cause
     assert not any('"event":"refused"' in ln or '"event":"auth_refused"' in ln for ln in lines)
+
+
+def test_oversized_frames_end_only_that_session_at_once_with_one_logged_line(pair, tmp_path):
+    """Two authenticated devices misbehave: device 2 sends a 100 MB frame (over the transport's
+    limit: libzmq cuts the connection before buffering it), device 3 one just over the protocol's
+    largest message (read, and refused by the protocol). Each session ends at once, long before the
+    60 s round timeout, with one drop line naming the cause; devices 0 and 1 finish correctly."""
+    server_keys, device_keys = create_keyring(tmp_path / "keys", [0, 1, 2, 3])
+    server, th, box, events = _server(pair, tmp_path, 2, keys=server_keys, max_new_tokens=24,
+                                      round_timeout_s=60, idle_timeout_s=1)
+    limits = _limits(pair, server)
+    dropped: dict[int, float] = {}
+    ctx = zmq.Context()
+    try:
+        devs = [_device(pair, server.endpoint, k, keys=device_keys[k]) for k in range(2)]
+        deadline = time.monotonic() + 120
+        while server.round_idx < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        oversized = {2: b"\0" * (100 << 20), 3: b"\0" * (server.limits.max_bytes_of(None) + 1000)}
+        assert len(oversized[2]) > server._transport_limit > len(oversized[3])
+        for d, frame in oversized.items():
+            dropped[d] = _session_time_after(server, ctx, device_keys[d], d, frame, limits, 20)
+        for t, _ in devs:
+            t.join(120)
+        th.join(60)
+    finally:
+        ctx.destroy(linger=0)
+    summary = box["summary"]
+    for k, (_, b) in enumerate(devs):
+        rec = summary.devices[k]
+        assert rec.finished and rec.digest_match and b["outcome"].tokens == rec.tokens and rec.drops == []
+    assert "transport cut it for a frame over" in summary.devices[2].drops[0]
+    assert "exceeds the largest allowed message" in summary.devices[3].drops[0]
+    drops = [ev for ev in events if ev["event"] == "drop"]
+    assert sorted(ev["device"] for ev in drops) == [2, 3]  # one line each
+    assert all(s is not None for s in dropped.values()), dropped
+
+
+def test_negative_control_without_the_transport_watch_a_cut_session_waits_for_the_round_timeout(
+        pair, tmp_path, monkeypatch):
+    """The same 100 MB frame with the monitor's DISCONNECTED ignored: the server does not learn
+    that device 2's connection is gone (the check above can fail)."""
+    from multispin.runtime.transport_peers import TransportPeers
+
+    monkeypatch.setattr(TransportPeers, "disconnected", lambda self, fd: None)
+    server_keys, device_keys = create_keyring(tmp_path / "keys", [2])
+    # waiting for a second device: no round starts, so the stop below is prompt
+    server, th, box, _ = _server(pair, tmp_path, 2, keys=server_keys, round_timeout_s=60, idle_timeout_s=1)
+    ctx = zmq.Context()
+    try:
+        assert _session_time_after(server, ctx, device_keys[2], 2, b"\0" * (100 << 20),
+                                   _limits(pair, server), 3) is None
+    finally:
+        server.request_stop()
+        th.join(60)
+        ctx.destroy(linger=0)
+
+
+def _session_time_after(server, ctx, keys, d, frame, limits, wait_s):
+    """Device d joins with its key, sends `frame`; seconds until the server ended its session (None
+    if it still holds it after wait_s)."""
+    s = ctx.socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    curve_client(s, load_device_keys(keys, d))
+    s.connect(server.endpoint)
+    s.send(P.encode_message(P.HelloMsg(d, (65, 66), False, "evil")))
+    assert s.poll(30_000)
+    assert isinstance(P.decode_message(s.recv(), limits), P.WelcomeMsg)
+    t0 = time.monotonic()
+    s.send(frame)
+    while time.monotonic() - t0 < wait_s:
+        if server.proto.devices[d].conn is None:
+            return time.monotonic() - t0
+        time.sleep(0.01)
+    return None

@@ -288,3 +288,21 @@ def test_closed_connection_gets_nothing_queued():
     proto.drop(conn, "timeout", "slow", notify=False)
     assert not proto.send(conn, P.PlanMsg(0, 1)) and sent(proto) == []
     assert events(proto) == ["drop"]
+
+
+def test_a_lost_connection_ends_its_session_or_frees_its_handshake_slot():
+    proto = make(connections=ConnectionLimits(max_connections=100, max_pending=1))
+    conn = joined(proto, b"a", 0)
+    proto.connection_lost(b"a", "connection lost")
+    assert not conn.alive and proto.devices[0].conn is None and proto.devices[0].drops == ["connection lost"]
+    assert sent(proto) == []  # nothing is sent to a closed connection
+    assert [(e["event"], e["code"]) for e in proto.events] == [("drop", "gone")]
+    proto.events.clear()
+    proto.receive(b"h", enc(P.HelloMsg(1, PROMPT)), 0.0)  # a handshake in flight, the only slot
+    sent(proto)
+    proto.connection_lost(b"h", "connection lost")
+    assert proto.pending == {} and proto.budget.pending == 0 and proto.refused == 1
+    proto.connection_lost(b"never-seen", "connection lost")  # unknown or already closed: nothing
+    proto.connection_lost(b"a", "connection lost")
+    assert events(proto) == ["refused"] and proto.devices[0].drops == ["connection lost"]
+    joined(proto, b"next", 1)  # the freed slot admits the next peer

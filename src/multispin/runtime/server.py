@@ -28,6 +28,7 @@ from typing import Any, Callable, Literal
 
 import zmq
 from pydantic import Field
+from zmq.utils.monitor import recv_monitor_message
 
 from multispin.errors import ConfigError, ProtocolError
 from multispin.models.base import BatchedLM, LoadedPair
@@ -46,6 +47,7 @@ from multispin.runtime.round import (
 from multispin.runtime.server_protocol import (
     HANDSHAKE_TYPES, SESSION_TYPES, Connection, ConnState, ServerProtocol,
 )
+from multispin.runtime.transport_peers import TransportPeers
 from multispin.speculative.codecs import exactness_by_mode, make_codec
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 from multispin.speculative.warp import SamplingFields
@@ -164,8 +166,14 @@ class EdgeServer:
         # The bits of every message of a round, from the codecs and the pair in use.
         self.wire = WirePayload.from_codecs(self.ul_codec, self.dl_codec, self.vocab_size, config.gamma_max)
         self.engine = RoundEngine(self.verifier, self.policy, config.max_new_tokens, self.eos_ids, self.wire)
-        self._recv_types_max = max(self.limits.max_bytes(t) for t in HANDSHAKE_TYPES + SESSION_TYPES)
+        # Transport backstop: zmq cuts a peer whose frame is far over any limit before buffering
+        # it (the monitor then tells the loop); a frame between the protocol limit and this one is
+        # refused with a logged reason.
+        self._transport_limit = 4 * max(self.limits.max_bytes(t) for t in HANDSHAKE_TYPES + SESSION_TYPES) + 65536
         self._sock: zmq.Socket | None = None
+        self._monitor: zmq.Socket | None = None
+        self._poller = zmq.Poller()
+        self._transport = TransportPeers()
         self._ctx: zmq.Context | None = None
         self._authenticator: Any = None
         self.journal: Journal | None = None
@@ -269,11 +277,13 @@ class EdgeServer:
         sock.setsockopt(zmq.LINGER, 1000)
         sock.setsockopt(zmq.SNDHWM, 10_000)
         sock.setsockopt(zmq.RCVHWM, 10_000)
-        # Transport backstop: zmq disconnects a peer whose frame is far over any limit before it is
-        # buffered; anything between the protocol limit and this is refused with a logged reason.
-        sock.setsockopt(zmq.MAXMSGSIZE, 4 * self._recv_types_max + 65536)
+        sock.setsockopt(zmq.MAXMSGSIZE, self._transport_limit)
         # a TCP peer that never completes the transport handshake is closed after this
         sock.setsockopt(zmq.HANDSHAKE_IVL, int(self.config.handshake_timeout_s * 1000))
+        # every TCP connection's ACCEPTED and DISCONNECTED, before bind so that none is missed
+        self._monitor = sock.get_monitor_socket(zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED)
+        self._poller.register(sock, zmq.POLLIN)
+        self._poller.register(self._monitor, zmq.POLLIN)
         stop_reason = "error"
         try:
             if self.keys is not None:  # before bind: libzmq admits any key while no authenticator runs
@@ -370,7 +380,7 @@ class EdgeServer:
         self.engine.close(out)
         for d in active:
             if d not in out.records and d not in io.dropped and not io.conns[d].alive:
-                io.dropped[d] = "gone"
+                io.dropped[d] = self._why_closed(d)
         for d in set(io.dropped) | set(out.finished):
             self.verifier.release(d)
         event = RoundEvent(
@@ -388,6 +398,11 @@ class EdgeServer:
         if self.on_round is not None:
             self.on_round(event)
 
+    def _why_closed(self, d: int) -> str:
+        """Why device d's session ended: its last drop's reason."""
+        drops = self.proto.devices[d].drops
+        return drops[-1] if drops else "gone"
+
     def _drop_in_round(self, io: "_RoundIO", d: int, code: str, reason: str) -> None:
         io.dropped[d] = reason
         self.proto.drop(io.conns[d], code, reason)
@@ -404,8 +419,7 @@ class EdgeServer:
         drafts: dict[int, Draft] = {}
         for d, c in io.conns.items():
             if not c.alive:
-                drops = self.proto.devices[d].drops
-                io.dropped.setdefault(d, drops[-1] if drops else "gone")
+                io.dropped.setdefault(d, self._why_closed(d))
                 continue
             if c.inbox is None:
                 self._drop_in_round(io, d, "timeout", f"no DRAFT within {timeout:g} s in round {r}")
@@ -425,7 +439,7 @@ class EdgeServer:
         for d, v in out.verdicts.items():
             c = io.conns[d]
             if not c.alive:
-                io.dropped.setdefault(d, "gone")
+                io.dropped.setdefault(d, self._why_closed(d))
                 continue
             mode = out.modes.get(d)
             if not self._send(c, P.VerdictMsg(r, v.num_accepted, v.rejected, v.bonus_token, mode)):
@@ -453,7 +467,7 @@ class EdgeServer:
                 c = io.conns[d]
                 if not c.alive:
                     waiting.pop(d)
-                    io.dropped.setdefault(d, "gone")
+                    io.dropped.setdefault(d, self._why_closed(d))
                 elif c.inbox is not None:
                     msg, c.inbox = c.inbox, None
                     self._on_correction(out, io, d, waiting.pop(d), msg)
@@ -553,19 +567,36 @@ class EdgeServer:
         """Wait up to timeout_s for traffic, then handle everything queued."""
         sock = self._sock
         assert sock is not None
-        if sock.poll(max(0, int(math.ceil(timeout_s * 1000))), zmq.POLLIN):
-            while True:
-                try:
-                    frames = sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
-                except zmq.Again:
-                    break
-                key = peer_key(frames[1]) if len(frames) > 1 and self.keys is not None else None
-                self.proto.receive(frames[0].bytes, [f.bytes for f in frames[1:]], time.monotonic(), key)
-                self._flush()
+        self._poller.poll(max(0, int(math.ceil(timeout_s * 1000))))
+        while True:
+            self._take_transport_events()  # a connection's ACCEPTED comes before its first frame
+            try:
+                frames = sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                break
+            identity = frames[0].bytes
+            self._transport.seen(identity, frames[0].get(zmq.SRCFD))
+            key = peer_key(frames[1]) if len(frames) > 1 and self.keys is not None else None
+            self.proto.receive(identity, [f.bytes for f in frames[1:]], time.monotonic(), key)
+            self._flush()
+        # only now: every frame a closed connection delivered before its close has been read
+        for identity in self._transport.take_lost():
+            self.proto.connection_lost(identity, "connection lost: the device closed it, or the "
+                                       f"transport cut it for a frame over {self._transport_limit} bytes")
         now = time.monotonic()
         self.proto.expire(now)
         self.refusals.tick(now)
         self._flush()
+
+    def _take_transport_events(self) -> None:
+        monitor = self._monitor
+        assert monitor is not None
+        while monitor.poll(0):
+            event = recv_monitor_message(monitor)
+            if event["event"] == zmq.EVENT_ACCEPTED:
+                self._transport.accepted(event["value"])
+            elif event["event"] == zmq.EVENT_DISCONNECTED:
+                self._transport.disconnected(event["value"])
 
     # ---------------------------------------------------------------- shutdown
 
@@ -607,6 +638,9 @@ class EdgeServer:
             if stop_reason == "done":
                 self.journal.complete(stop_reason)
             self.journal.close()
+        if self._monitor is not None:
+            self._sock.disable_monitor()  # type: ignore[union-attr]
+            self._monitor.close(linger=0)
         if self._sock is not None:
             self._sock.close(linger=500)
         if self._authenticator is not None:

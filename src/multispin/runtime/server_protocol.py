@@ -315,6 +315,18 @@ class ServerProtocol:
             dev.drops.append(reason)
         self._event("drop", device=conn.device_id, code=code, reason=reason, round=self.round_idx)
 
+    def connection_lost(self, identity: bytes, reason: str) -> None:
+        """The transport closed `identity`'s connection (the peer left or crashed, or sent a frame
+        over the transport's size limit): its session ends now, not at the round timeout."""
+        conn = self.conns.get(identity)
+        if conn is not None:
+            self.drop(conn, "gone", reason, notify=False)
+        elif identity in self.pending or self.budget.is_pending(identity):  # a handshake cut short
+            pend = self.pending.pop(identity, None)
+            self.budget.close(identity)
+            self.refused += 1
+            self._event("refused", device=pend.hello.device_id if pend else None, code="gone", reason=reason)
+
     def bye(self, conn: Connection, reason: str) -> None:
         """The server's BYE with its digest of the device's record; the device owes its own."""
         conn.state = ConnState.AWAIT_BYE
