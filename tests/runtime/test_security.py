@@ -241,7 +241,7 @@ def test_oversized_frames_end_only_that_session_at_once_with_one_logged_line(pai
         while server.round_idx < 2 and time.monotonic() < deadline:
             time.sleep(0.02)
         oversized = {2: b"\0" * (100 << 20), 3: b"\0" * (server.limits.max_bytes_of(None) + 1000)}
-        assert len(oversized[2]) > server._transport_limit > len(oversized[3])
+        assert len(oversized[2]) > server.transport_limit_bytes > len(oversized[3])
         for d, frame in oversized.items():
             dropped[d] = _session_time_after(server, ctx, device_keys[d], d, frame, limits, 20)
         for t, _ in devs:

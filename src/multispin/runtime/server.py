@@ -166,15 +166,11 @@ class EdgeServer:
         # The bits of every message of a round, from the codecs and the pair in use.
         self.wire = WirePayload.from_codecs(self.ul_codec, self.dl_codec, self.vocab_size, config.gamma_max)
         self.engine = RoundEngine(self.verifier, self.policy, config.max_new_tokens, self.eos_ids, self.wire)
-        # Transport backstop: zmq cuts a peer whose frame is far over any limit before buffering
-        # it (the monitor then tells the loop); a frame between the protocol limit and this one is
-        # refused with a logged reason.
-        self._transport_limit = 4 * max(self.limits.max_bytes(t) for t in HANDSHAKE_TYPES + SESSION_TYPES) + 65536
+        self._ctx: zmq.Context | None = None
         self._sock: zmq.Socket | None = None
-        self._monitor: zmq.Socket | None = None
+        self._monitor: zmq.Socket | None = None  # the socket's TCP connections opening and closing
         self._poller = zmq.Poller()
         self._transport = TransportPeers()
-        self._ctx: zmq.Context | None = None
         self._authenticator: Any = None
         self.journal: Journal | None = None
         self.recovered: list[int] = []  # devices restored from the journal at start
@@ -268,22 +264,32 @@ class EdgeServer:
     def round_idx(self) -> int:
         return self.proto.round_idx
 
-    def run(self) -> ServerSummary:
-        started = time.perf_counter()
+    @property
+    def transport_limit_bytes(self) -> int:
+        """The transport's backstop: libzmq cuts a peer whose frame is larger before buffering it
+        (the socket monitor then tells the loop); a frame between the protocol's limit and this
+        one is read and refused with a logged reason."""
+        return 4 * max(self.limits.max_bytes(t) for t in HANDSHAKE_TYPES + SESSION_TYPES) + 65536
+
+    def _open_socket(self) -> zmq.Socket:
         self._ctx = zmq.Context()
-        sock = self._ctx.socket(zmq.ROUTER)
-        self._sock = sock
+        sock = self._sock = self._ctx.socket(zmq.ROUTER)
         sock.setsockopt(zmq.ROUTER_MANDATORY, 1)  # sending to a vanished device raises, never blocks
         sock.setsockopt(zmq.LINGER, 1000)
         sock.setsockopt(zmq.SNDHWM, 10_000)
         sock.setsockopt(zmq.RCVHWM, 10_000)
-        sock.setsockopt(zmq.MAXMSGSIZE, self._transport_limit)
+        sock.setsockopt(zmq.MAXMSGSIZE, self.transport_limit_bytes)
         # a TCP peer that never completes the transport handshake is closed after this
         sock.setsockopt(zmq.HANDSHAKE_IVL, int(self.config.handshake_timeout_s * 1000))
         # every TCP connection's ACCEPTED and DISCONNECTED, before bind so that none is missed
         self._monitor = sock.get_monitor_socket(zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED)
         self._poller.register(sock, zmq.POLLIN)
         self._poller.register(self._monitor, zmq.POLLIN)
+        return sock
+
+    def run(self) -> ServerSummary:
+        started = time.perf_counter()
+        sock = self._open_socket()
         stop_reason = "error"
         try:
             if self.keys is not None:  # before bind: libzmq admits any key while no authenticator runs
@@ -582,7 +588,7 @@ class EdgeServer:
         # only now: every frame a closed connection delivered before its close has been read
         for identity in self._transport.take_lost():
             self.proto.connection_lost(identity, "connection lost: the device closed it, or the "
-                                       f"transport cut it for a frame over {self._transport_limit} bytes")
+                                       f"transport cut it for a frame over {self.transport_limit_bytes} bytes")
         now = time.monotonic()
         self.proto.expire(now)
         self.refusals.tick(now)
