@@ -32,6 +32,14 @@ class ProtocolError(MultispinError):
     """A message or a step of the round protocol is invalid."""
 
 
+class LocalProtocolError(ProtocolError):
+    """This side tried a step its protocol state does not allow (a bug in its own loop)."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """The peer sent a message its protocol state does not allow."""
+
+
 def did_you_mean(word: Any, choices) -> str:
     """`` (did you mean X?)`` when one of ``choices`` is a likely misspelling's target, else ``""``.
     The cutoff is high on purpose: a far-fetched suggestion (paper-llama → paper-r1) misleads."""

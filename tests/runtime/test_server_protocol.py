@@ -306,3 +306,19 @@ def test_a_lost_connection_ends_its_session_or_frees_its_handshake_slot():
     proto.connection_lost(b"a", "connection lost")
     assert events(proto) == ["refused"] and proto.devices[0].drops == ["connection lost"]
     joined(proto, b"next", 1)  # the freed slot admits the next peer
+
+
+def test_a_step_the_connection_state_does_not_allow_is_a_local_error():
+    """The loop's own mistakes raise LocalProtocolError; the device's are drops (never raised)."""
+    from multispin.errors import LocalProtocolError, RemoteProtocolError
+
+    proto = make()
+    conn = joined(proto)
+    proto.expect(conn, ConnState.AWAIT_DRAFT, 0, gamma=2)
+    with pytest.raises(LocalProtocolError, match="expect Q_PAYLOAD: device 0's connection still owes DRAFT"):
+        proto.expect(conn, ConnState.AWAIT_Q, 0)
+    with pytest.raises(LocalProtocolError, match="COMMIT: device 0's connection still owes DRAFT"):
+        proto.commit(conn, 0, [6], RoundRecord(0, 2, 2, None, None, 1, 0, 0, 0), finished=False)
+    assert sent(proto) == [] and conn.alive
+    proto.receive(b"a", enc(P.CorrectionMsg(0, 7)), 0.0)  # the device's mistake: a drop, not a raise
+    assert not conn.alive and not issubclass(LocalProtocolError, RemoteProtocolError)

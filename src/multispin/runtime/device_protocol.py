@@ -23,17 +23,9 @@ import enum
 from dataclasses import dataclass
 from typing import Sequence
 
-from multispin.errors import ProtocolError
+from multispin.errors import LocalProtocolError, RemoteProtocolError
 from multispin.runtime import protocol as P
 from multispin.runtime.auth import compute_mac
-
-
-class LocalProtocolError(ProtocolError):
-    """This side tried a step its protocol state does not allow (a bug in the loop)."""
-
-
-class RemoteProtocolError(ProtocolError):
-    """The peer sent a message its protocol state does not allow."""
 
 
 class DeviceState(enum.Enum):

@@ -13,8 +13,9 @@ AUTH → WELCOME. The loop (`server.EdgeServer`) sends what is in `outbox`, logs
 
 Connection states: IDLE (owes nothing) → AWAIT_DRAFT (PLAN sent) → IDLE (DRAFT taken) →
 AWAIT_Q / AWAIT_CORRECTION (rejected) → IDLE; AWAIT_BYE after the server's BYE; CLOSED once
-the session ended (BYE, drop, replacement). A message the state does not allow drops the
-session with a one-line reason; the device may reconnect and resume.
+the session ended (BYE, drop, replacement). A message the state does not allow (a remote
+protocol error) drops the session with a one-line reason, never raises: the device may reconnect
+and resume. A call the state does not allow (the loop's own mistake) raises `LocalProtocolError`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from multispin.errors import ProtocolError
+from multispin.errors import LocalProtocolError, ProtocolError
 from multispin.runtime import protocol as P
 from multispin.runtime.auth import check_mac, new_nonce
 from multispin.runtime.limits import ConnectionBudget, Limits as ConnectionLimits
@@ -336,6 +337,7 @@ class ServerProtocol:
 
     def expect(self, conn: Connection, state: ConnState, round_idx: int, gamma: int = 0) -> None:
         """`conn` owes the message of `state` for `round_idx` (a DRAFT of `gamma` tokens)."""
+        self._require_idle(conn, f"expect {state.value}")
         if conn.alive:  # a closed session stays closed
             conn.state, conn.round, conn.gamma, conn.inbox = state, round_idx, gamma, None
 
@@ -343,6 +345,7 @@ class ServerProtocol:
                finished: bool) -> None:
         """COMMIT the kept tokens (the engine already appended them to the record) over the
         round's connection; BYE if the device is done."""
+        self._require_idle(conn, "COMMIT")
         dev = self.devices[conn.device_id]
         dev.digest.update(kept)
         dev.num_rounds += 1
@@ -355,6 +358,13 @@ class ServerProtocol:
             dev.finished = True
             if conn.alive:
                 self.bye(conn, "done")
+
+    @staticmethod
+    def _require_idle(conn: Connection, what: str) -> None:
+        """A live connection that still owes a message cannot be given the next step."""
+        if conn.alive and conn.state is not ConnState.IDLE:
+            raise LocalProtocolError(f"{what}: device {conn.device_id}'s connection still owes "
+                                     f"{conn.state.value} for round {conn.round}")
 
     def _on_session_message(self, conn: Connection, msg: P.Message) -> None:
         d = conn.device_id
