@@ -275,11 +275,13 @@ class ServerProtocol:
     # -- ending sessions ------------------------------------------------------------------------
 
     def refuse(self, identity: bytes, code: str, reason: str, device: int | None = None,
-               auth: bool = False, ban: bool = True) -> None:
-        """Turn away a connection that has no session (it never gets one)."""
+               auth: bool = False, ban: bool = True, notify: bool = True) -> None:
+        """Turn away a connection that has no session (it never gets one); `notify=False` when
+        the peer is gone and would never read the ERROR."""
         self.refused += 1
         self._event("auth_refused" if auth else "refused", device=device, code=code, reason=reason)
-        self.send(identity, P.ErrorMsg.make(code, reason))
+        if notify:
+            self.send(identity, P.ErrorMsg.make(code, reason))
         self.budget.close(identity)
         if ban:
             self._ban(identity)
@@ -324,9 +326,8 @@ class ServerProtocol:
             self.drop(conn, "gone", reason, notify=False)
         elif identity in self.pending or self.budget.is_pending(identity):  # a handshake cut short
             pend = self.pending.pop(identity, None)
-            self.budget.close(identity)
-            self.refused += 1
-            self._event("refused", device=pend.hello.device_id if pend else None, code="gone", reason=reason)
+            self.refuse(identity, "gone", reason, device=pend.hello.device_id if pend else None,
+                        ban=False, notify=False)
 
     def bye(self, conn: Connection, reason: str) -> None:
         """The server's BYE with its digest of the device's record; the device owes its own."""
