@@ -39,17 +39,18 @@ from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from multispin.config import StrictConfig
-from multispin.runtime.planner import ScenarioPlanner, model_predictions
+from multispin.runtime.planner import ScenarioPlanner, forecast_goodput, model_predictions
 from multispin.runtime.round_sink import RoundSink
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 from multispin.system.payload import WirePayload
 
 Clock = Literal["virtual", "wall"]
-Policy = Literal["adaptive", "all-ul", "all-dl", "random"]
+Policy = Literal["adaptive", "all-ul", "all-dl", "random", "target-only"]
 
 COMPACT_V_EFF = 1024  # the paper's V_eff
 PAPER_PAYLOAD_BITS = 34_816  # 1024 · (18 + 16) at V = 151,665 (SYSTEM_MODEL §2)
-_POLICY_MODES = {"adaptive": ("ul", "dl"), "random": ("ul", "dl"), "all-ul": ("ul",), "all-dl": ("dl",)}
+_POLICY_MODES = {"adaptive": ("ul", "dl"), "random": ("ul", "dl"), "all-ul": ("ul",), "all-dl": ("dl",),
+                 "target-only": ()}
 
 
 def compact_exact_defaults(vocab_size: int, v_eff: int = COMPACT_V_EFF) -> tuple[int, str]:
@@ -66,8 +67,11 @@ class TestbedConfig(StrictConfig):
 
     pair: str = "smollm2-135m"
     devices: int = Field(8, ge=1, le=256)
-    rounds: int | None = Field(None, ge=1)
+    # None: every device writes one text of max_new_tokens (a makespan); N: N rounds in steady state,
+    # each device working through a queue of prompts of its task (max_new_tokens each)
+    rounds: int | None = Field(None, ge=1, le=4096)
     max_new_tokens: int = Field(64, ge=1, le=8192)
+    drafts: list[str] | None = None  # cycled over devices; None: the pair's default draft on every device
     clock: Clock = "virtual"
     scenario: str = "paper-qwen"  # a preset name or a scenario file (`--scenario`)
     policy: Policy = "adaptive"
@@ -125,6 +129,8 @@ class PayloadChoice:
             codecs = (f"UL {w.ul_codec} {w.ul_distribution_bits:,} bits, DL {w.dl_codec} "
                       f"{w.dl_distribution_bits:,} bits per distribution")
         head = f"payload: {policy}; {codecs} at V={w.vocab_size:,} (paper: {PAPER_PAYLOAD_BITS:,})"
+        if not self.exactness:
+            return f"{head}; exact (target-only decoding corrects nothing)"
         if self.exact:
             modes = " and ".join(m.upper() for m in self.exactness)
             return f"{head}; exact in {modes} mode" + (" (default)" if self.default else "")
@@ -200,22 +206,48 @@ def with_measured_acceptance(scenario, pair_name: str, drafts: list[str], tasks:
     return scenario.override({"devices.acceptance": filled}), all(a is not None for a in alpha)
 
 
+def steady_state_figures(rows: list[dict], devices: int) -> dict:
+    """What a run is made of, from its rounds.jsonl rows: the goodput Σ tokens / Σ (T_comp + T_comm)
+    (the paper's ratio of sums), the mean T_comp and T_comm, tokens per round, the share of devices
+    drafting (γ > 0), mean γ, and the goodput had the air been free (Σ tokens / Σ T_comp); whether
+    every round ran every device (steady state)."""
+    n = len(rows)
+    tokens = sum(sum(r["tokens_gained"].values()) for r in rows)
+    comp = sum(r["comp_latency_s"] for r in rows)
+    comm = sum(r["comm_latency_s"] for r in rows)
+    gammas = [g for r in rows for g in r["gamma"].values()]
+    return {
+        "rounds": n, "tokens": tokens,
+        "goodput_tokens_per_s": tokens / (comp + comm) if comp + comm > 0 else 0.0,
+        "free_comm_tokens_per_s": tokens / comp if comp > 0 else 0.0,
+        "mean_t_comp_s": comp / n if n else 0.0, "mean_t_comm_s": comm / n if n else 0.0,
+        "tokens_per_round": tokens / n if n else 0.0,
+        "drafting_share": float(np.mean([g > 0 for g in gammas])) if gammas else 0.0,
+        "mean_gamma": float(np.mean(gammas)) if gammas else 0.0,
+        "steady_state": bool(rows) and all(len(r["gamma"]) == devices for r in rows),
+    }
+
+
 def _run_figures(config: TestbedConfig, planner: ScenarioPlanner, rows: list[dict], airtime_s: float) -> dict:
-    """Tokens, goodput on the run's clock, the model's predictions and the mean γ per device."""
-    tokens = sum(sum(row["tokens_gained"].values()) for row in rows)
-    round_wall = sum(row["round_wall_s"] for row in rows) + airtime_s
+    """The run's figures (`steady_state_figures`), goodput on the wall clock when that is the clock,
+    the model's forecast (fresh channels, independent of the run) and its prediction conditioned on
+    the realised rounds, and the mean γ per device slot."""
+    figures = steady_state_figures(rows, config.devices)
+    if config.clock == "wall":
+        wall = sum(row["round_wall_s"] for row in rows) + airtime_s
+        figures["goodput_tokens_per_s"] = figures["tokens"] / wall if wall else 0.0
     pred = model_predictions(planner, mc_rounds=200, seed=config.seed) if planner.rounds else {}
     gammas: dict[int, list[int]] = {d: [] for d in range(config.devices)}
     for row in rows:
         for d, g in row["gamma"].items():
-            gammas[int(d)].append(g)
+            gammas[int(d) % config.devices].append(g)
     return {
-        "rounds": len(rows), "tokens": tokens,
-        "goodput_tokens_per_s": (planner.goodput_tokens_per_s if config.clock == "virtual"
-                                 else tokens / round_wall if round_wall else 0.0),
+        **figures,
         "virtual_time_s": planner.virtual_time_s,
         "planned_goodput_tokens_per_s": planner.planned_goodput_tokens_per_s,
-        **pred,
+        **forecast_goodput(planner.scenario, planner.payload, config.policy, split=config.split, seed=config.seed),
+        # the models at the realised rounds' γ and channels: a consistency check, not a prediction
+        **{f"conditioned_{k}": v for k, v in pred.items()},
         "dl_share": planner.dl_share(),
         "mean_draft_len": {str(d): float(np.mean(g)) if g else 0.0 for d, g in gammas.items()},
     }
@@ -224,14 +256,16 @@ def _run_figures(config: TestbedConfig, planner: ScenarioPlanner, rows: list[dic
 def run_testbed(config: TestbedConfig, pair=None,
                 on_progress: Callable[[int, int], None] | None = None) -> TestbedResult:
     """Run one testbed session; write rounds.jsonl, server.jsonl and summary.json under `out`."""
-    from multispin.models.prompts import assign_tasks, device_prompts
+    from multispin.models.prompts import assign_tasks, device_prompt_queues
     from multispin.models.registry import resolve_pair
     from multispin.runtime.launcher import LocalTestbed
 
     pair = pair or resolve_pair(config.pair)
     tasks = assign_tasks(config.devices, config.tasks, config.seed)
-    prompts = device_prompts(tasks, config.seed)
-    drafts = [list(pair.drafts)[k % len(pair.drafts)] for k in range(config.devices)]
+    # steady state: every job lasts at least one round, so `rounds` prompts per device never run out
+    queues = device_prompt_queues(tasks, config.rounds or 1, config.seed)
+    names = pair.check_drafts(config.drafts or [pair.default_draft], "drafts")
+    drafts = [names[k % len(names)] for k in range(config.devices)]
     scenario, measured = with_measured_acceptance(build_scenario(config), pair.name, drafts, tasks)
     gamma_max = scenario.optimizer.gamma_max
     choice = payload_choice(config, pair.vocab_size, gamma_max)
@@ -244,7 +278,7 @@ def run_testbed(config: TestbedConfig, pair=None,
     bed = LocalTestbed(
         pair, config.devices, config.max_new_tokens, config.rounds, policy=planner,
         log_path=(out / "server.jsonl") if out else None, seed=config.seed, sampling=choice.sampling,
-        ul_codec=choice.wire.ul_codec, dl_codec=choice.wire.dl_codec, drafts=drafts, prompts=prompts,
+        ul_codec=choice.wire.ul_codec, dl_codec=choice.wire.dl_codec, drafts=drafts, prompt_queues=queues,
         device_runner=config.runner, round_timeout_s=config.round_timeout_s, on_round=sink,
         server_options={"gamma_max": gamma_max})
     if bed.server.wire != choice.wire:  # one payload truth: the server logs what the planner charges
@@ -275,6 +309,7 @@ def run_testbed(config: TestbedConfig, pair=None,
         "server_digests": {str(d): r.digest for d, r in records.items()},
     }
     texts = {d: pair.tokenizer.decode(r.generated, skip_special_tokens=True) for d, r in records.items()}
+    result["jobs_finished"] = sum(1 for r in records.values() if r.finished)
     if out:
         from multispin.jsonout import versioned
 

@@ -152,6 +152,16 @@ def assign_tasks(num_devices: int, tasks: str | Sequence[str] = ("chat", "code")
 
 def device_prompts(assignments: Sequence[str], seed: int = 0, source: str = "auto") -> list[str]:
     """A prompt for each device given its task (``assign_tasks`` output), distinct per task."""
+    return [queue[0] for queue in device_prompt_queues(assignments, 1, seed, source)]
+
+
+def device_prompt_queues(assignments: Sequence[str], jobs: int, seed: int = 0,
+                         source: str = "auto") -> list[list[str]]:
+    """``jobs`` prompts of its task for each device (a steady-state run's queues), distinct per
+    task while the pool lasts. The first prompt of every queue is ``device_prompts``'s: the j-th
+    round of draws deals the next prompt of the seeded order to each device of the task in turn."""
+    if int(jobs) < 1:
+        raise ConfigError(f"jobs: must be >= 1 (got {jobs})")
     counts = {t: sum(1 for a in assignments if a == t) for t in set(assignments)}
     pools = {}
     for t, c in counts.items():
@@ -159,8 +169,11 @@ def device_prompts(assignments: Sequence[str], seed: int = 0, source: str = "aut
         if source in ("sharegpt", "humaneval"):
             wants = "chat" if source == "sharegpt" else "code"
             src = source if t == wants else "auto"
-        pools[t] = iter(load_prompts(t, c, seed, src))
-    return [next(pools[a]) for a in assignments]
+        pools[t] = load_prompts(t, c * int(jobs), seed, src)
+    rank = {}  # each device's rank among the devices of its task
+    for i, a in enumerate(assignments):
+        rank[i] = sum(1 for b in assignments[:i] if b == a)
+    return [[pools[a][j * counts[a] + rank[i]] for j in range(int(jobs))] for i, a in enumerate(assignments)]
 
 
 # --------------------------------------------------------------------------------------------

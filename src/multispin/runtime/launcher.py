@@ -84,20 +84,53 @@ class _DeviceHandle:
             self.proc.kill()
 
 
-def _fork_device_main(kwargs: dict, result_path: str, threads: int) -> None:
+def _run_jobs(jobs: Sequence[dict], result_path: Path | None = None,
+              on_client: Callable[[Any], None] | None = None) -> dict:
+    """One device's jobs, one after another (each a session of its own), until the server leaves one
+    unfinished (the run stopped). Returns ``{"jobs": [outcome, ...]}``, also written to
+    `result_path` after every job: the server may stop before a finished job's successor is admitted,
+    and the launcher then ends this runner without losing the jobs it completed."""
+    from multispin.runtime.device import build_device_client
+
+    done: list[dict] = []
+    for kwargs in jobs:
+        try:
+            client = build_device_client(**kwargs)
+            if on_client is not None:
+                on_client(client)
+            outcome = client.run()
+        except Exception as exc:
+            done.append({"device_id": kwargs["device_id"], "error": f"{type(exc).__name__}: {exc}"})
+            break
+        finally:
+            if result_path is not None:
+                _write_result(result_path, {"jobs": done})
+        outcome.text = kwargs["pair"].tokenizer.decode(outcome.generated, skip_special_tokens=True)
+        done.append(outcome.to_dict())
+        if result_path is not None:
+            _write_result(result_path, {"jobs": done})
+        if not outcome.finished:
+            break
+    return {"jobs": done}
+
+
+def _write_result(path: Path, payload: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload))
+    os.replace(tmp, path)  # a reader never sees half a file
+
+
+def _fork_device_main(jobs: Sequence[dict], result_path: str, threads: int) -> None:
     """Body of a forked device process (the pair is inherited from the parent)."""
     code = 0
     try:
         import torch
 
         torch.set_num_threads(threads)
-        from multispin.runtime.device import run_device
-
-        outcome = run_device(**kwargs)
-        payload = outcome.to_dict()
+        payload = _run_jobs(jobs, Path(result_path))
     except BaseException as exc:  # report, then exit non-zero
         payload, code = {"error": f"{type(exc).__name__}: {exc}"}, 1
-    Path(result_path).write_text(json.dumps(payload))
+    _write_result(Path(result_path), payload)
     os._exit(code)
 
 
@@ -107,7 +140,12 @@ class LocalTestbed:
 
     Hooks for a `multispin testbed` command: `policy` is a `RoundPolicy` (the optimiser-backed
     planner plugs in there; `draft_lengths` and `modes` build one from two fixed policies), and
-    `on_round` receives a `RoundEvent` after every round (records, timings, bits, drops)."""
+    `on_round` receives a `RoundEvent` after every round (records, timings, bits, drops).
+
+    Steady-state runs give each device a queue of prompts (`prompt_queues`, fork and thread runners):
+    device k's j-th prompt is a job of its own, device id k + K·j, started as soon as job j − 1
+    ends (EOS or its budget); the server waits for it before the next round (`job_slots`), so every
+    round runs every device while its queue lasts."""
 
     def __init__(self, pair: str | LoadedPair = "tiny", num_devices: int = 4, max_new_tokens: int = 32,
                  rounds: int | None = None, draft_lengths: DraftLengthPolicy | None = None,
@@ -122,14 +160,17 @@ class LocalTestbed:
                  on_event: Callable[[dict], None] | None = None,
                  faults: dict[int, str] | None = None, server_options: dict | None = None,
                  device_options: dict | None = None, insecure: bool = False,
-                 journal: str | Path | None = None):
+                 journal: str | Path | None = None,
+                 prompt_queues: Sequence[Sequence[str]] | None = None):
         if device_runner not in ("subprocess", "fork", "thread"):
             raise ConfigError(f"device_runner: must be subprocess, fork or thread (got {device_runner!r})")
         if num_devices < 1:
             raise ConfigError(f"num_devices: must be >= 1 (got {num_devices})")
         self.pair = _resolve_pair(pair)
+        self.num_jobs = self._check_queues(prompt_queues, prompts, num_devices, device_runner)
+        ids = num_devices * self.num_jobs  # job j of device k has id k + K·j
         self._tmp = Path(tempfile.mkdtemp(prefix="multispin-testbed-"))
-        server_keys = self._make_security(secret, insecure, num_devices)
+        server_keys = self._make_security(secret, insecure, ids)
         sampling = sampling or SamplingParams()
         self.num_devices = num_devices
         self.runner: DeviceRunner = device_runner
@@ -138,16 +179,19 @@ class LocalTestbed:
         self.device_options = dict(device_options or {})
         self.log_path = str(log_path) if log_path else None
         names = self.pair.check_drafts(list(drafts or self.pair.drafts))
-        if not prompts:
+        if not prompts and not prompt_queues:
             from multispin.runtime.session import default_prompts  # the built-in set ships with the package
 
             prompts = default_prompts(num_devices, seed)
-        texts = list(prompts)
-        self.drafts = {k: names[k % len(names)] for k in range(num_devices)}
-        self.prompts = {k: texts[k % len(texts)] for k in range(num_devices)}
+        queues = prompt_queues or [[prompts[k % len(prompts)]] for k in range(num_devices)]
+        # keyed by device id: a job runs its device's draft on its own prompt
+        self.drafts = {k + num_devices * j: names[k % len(names)]
+                       for k in range(num_devices) for j in range(self.num_jobs)}
+        self.prompts = {k + num_devices * j: queues[k][j] for k in range(num_devices) for j in range(self.num_jobs)}
         self.port = free_port() if device_runner == "fork" else 0
         opts = dict(host="127.0.0.1", port=self.port, expected_devices=num_devices,
-                    max_devices=max(num_devices, 1), rounds=rounds, max_new_tokens=max_new_tokens,
+                    max_devices=ids, rounds=rounds, max_new_tokens=max_new_tokens,
+                    job_slots=num_devices if self.num_jobs > 1 else None,
                     draft_len=draft_len, mode=mode, temperature=sampling.temperature,
                     top_k=sampling.top_k, top_p=sampling.top_p, seed=seed, ul_codec=ul_codec,
                     dl_codec=dl_codec, round_timeout_s=round_timeout_s,
@@ -163,6 +207,24 @@ class LocalTestbed:
         self._server_error: BaseException | None = None
         self._started = 0.0
         self._attempt = 0
+
+    @staticmethod
+    def _check_queues(queues: Sequence[Sequence[str]] | None, prompts: Sequence[str] | None,
+                      num_devices: int, runner: str) -> int:
+        """Jobs per device: 1 without queues, else the queues' common length (validated)."""
+        if queues is None:
+            return 1
+        if prompts:
+            raise ConfigError("prompt_queues: give prompts or prompt_queues, not both")
+        if len(queues) != num_devices or not all(queues):
+            raise ConfigError(f"prompt_queues: need one non-empty queue per device ({num_devices})")
+        lengths = {len(q) for q in queues}
+        if len(lengths) != 1:
+            raise ConfigError(f"prompt_queues: every device's queue must have the same length (got {sorted(lengths)})")
+        jobs = lengths.pop()
+        if jobs > 1 and runner == "subprocess":
+            raise ConfigError("prompt_queues: several jobs per device need the fork or thread runner")
+        return jobs
 
     def _make_security(self, secret: str | bytes | None, insecure: bool, num_devices: int) -> Path | None:
         """Throw-away per-device keys (encrypted, the default; returns the server's key folder), or
@@ -226,15 +288,12 @@ class LocalTestbed:
         if old is not None:
             self._retired.append(old)
         handle = _DeviceHandle(k, runner, result)
+        jobs = [self.device_kwargs(k + self.num_devices * j, fault if j == 0 else None)
+                for j in range(self.num_jobs)]
         if runner == "thread":
-            from multispin.runtime.device import build_device_client
-
-            client = build_device_client(**self.device_kwargs(k, fault))
-            handle.client = client
-
             def body() -> None:
                 try:
-                    handle.outcome = client.run().to_dict()
+                    handle.outcome = _run_jobs(jobs, on_client=lambda c: setattr(handle, "client", c))
                 except BaseException as exc:
                     handle.outcome = {"error": f"{type(exc).__name__}: {exc}"}
 
@@ -242,8 +301,7 @@ class LocalTestbed:
             handle.thread.start()
         elif runner == "fork":
             ctx = multiprocessing.get_context("fork")
-            handle.proc = ctx.Process(target=_fork_device_main,
-                                      args=(self.device_kwargs(k, fault), str(result), self.threads),
+            handle.proc = ctx.Process(target=_fork_device_main, args=(jobs, str(result), self.threads),
                                       name=f"multispin-device-{k}", daemon=True)
             handle.proc.start()
         else:
@@ -277,8 +335,10 @@ class LocalTestbed:
         if self._server_thread.is_alive():
             self.server.request_stop("timeout")
             self._server_thread.join(30)
+        # a steady-state runner still alive is at a job the stopped server will never admit
+        longest = 30.0 if self.num_jobs == 1 else 1.0
         for h in list(self._handles.values()) + self._retired:
-            h.join(max(1.0, min(30.0, deadline - time.monotonic())))
+            h.join(max(min(1.0, longest), min(longest, deadline - time.monotonic())))
             if h.alive():
                 h.kill()
                 h.join(5)
@@ -293,7 +353,11 @@ class LocalTestbed:
                     out = json.loads(h.result_path.read_text())
                 except ValueError:
                     out = None
-            if out is not None and "error" not in out:
+            if out is not None and "jobs" in out:  # thread and fork runners: one outcome per job
+                for job in out["jobs"]:
+                    if "error" not in job or job["device_id"] in self._summary.devices:
+                        devices[job["device_id"]] = job  # (a job the server never admitted is no result)
+            elif out is not None and "error" not in out:
                 devices[h.device_id] = out
             elif out is not None:
                 devices.setdefault(h.device_id, out)

@@ -19,7 +19,13 @@ The scenario's own `payload` section (a payload model for optimisation studies) 
 the running system plans and charges what it sends.
 
 Policies: `adaptive` (optimal modes), `all-ul`, `all-dl`, `random` (fair coin per rejected
-device), each with draft lengths optimised for its own mode rule, as in the paper's baselines.
+device), each with draft lengths optimised for its own mode rule, as in the paper's baselines;
+`target-only` (γ = 0 for every device: plain decoding, one target token per device per round,
+nothing to correct) runs through the same loop and clock as the reference every speculative
+policy must beat.
+
+Device ids map to the scenario's devices modulo K: in a steady-state run device k's j-th job has
+id k + K·j (`LocalTestbed(prompt_queues=...)`) and keeps device k's channel and acceptance estimate.
 """
 
 from __future__ import annotations
@@ -39,7 +45,9 @@ from multispin.system.payload import WirePayload
 from multispin.system.radio import rate_bps
 from multispin.system.scenario import Scenario
 
-POLICIES = {"adaptive": "optimal", "all-ul": "all_ul", "all-dl": "all_dl", "random": "random"}
+POLICIES = {"adaptive": "optimal", "all-ul": "all_ul", "all-dl": "all_dl", "random": "random",
+            "target-only": "optimal"}  # target-only drafts nothing, so its mode rule never acts
+TARGET_ONLY = "target-only"
 ALPHA_FLOOR, ALPHA_CEIL = 0.02, 0.995
 
 
@@ -120,6 +128,46 @@ def model_predictions(planner: "ScenarioPlanner", mc_rounds: int, seed: int) -> 
             "montecarlo_tokens_per_s": mc_tok / mc_time if mc_time else 0.0}
 
 
+# channel rounds the forecast plans on: far past any run, so it never sees a realised channel
+FORECAST_ROUND_OFFSET = 1 << 40
+
+
+def forecast_goodput(scenario: Scenario, payload: WirePayload, policy: str, rounds: int = 40,
+                     split: str = "equal", seed: int = 0) -> dict[str, float]:
+    """The model's forecast of a policy's steady-state goodput, independent of any run: on
+    `rounds` fresh channel draws the policy plans every device with the scenario's (profile) α, and
+    the analytic model scores each plan (Σ E[N_k] exactly, E[T_comm] on 4,000 fresh outcome
+    uniforms); the ratio of sums, next to the same plans' free-communication value Σ E[N] / Σ T_comp."""
+    from multispin.optimize.goodput import expected_tokens
+    from multispin.optimize.reactive import t_comm_batch
+
+    k = scenario.devices.count
+    planner = ScenarioPlanner(scenario, range(k), payload, policy=policy, split=split, online=False)
+    rng = np.random.default_rng([seed, 43])
+    tokens = comp = comm = 0.0
+    for r in range(FORECAST_ROUND_OFFSET, FORECAST_ROUND_OFFSET + rounds):
+        rp = planner.plan(r, range(k))
+        inst, gamma = rp.instance, np.asarray(rp.proactive.draft_len)
+        u = rng.random((4000, k))
+        rejected = u > inst.survival[np.arange(k), gamma]
+        mu = rng.random(u.shape) if POLICIES[policy] == "random" else None
+        tokens += float(expected_tokens(inst, gamma).sum())
+        comp += float(t_comp_s(inst, gamma))
+        comm += float(t_comm_batch(rejected, inst, POLICIES[policy], split, mu).mean())
+    return {"forecast_tokens_per_s": tokens / (comp + comm), "forecast_free_comm_tokens_per_s": tokens / comp}
+
+
+def target_only_plan(inst):
+    """The plan of plain decoding: γ = 0 everywhere, one token per device, no communication."""
+    from multispin.optimize.goodput import expected_tokens, goodput, rejection_prob
+    from multispin.optimize.plan import Plan
+
+    gamma = np.zeros(inst.num_devices, dtype=int)
+    g = goodput(inst, gamma, np.zeros((1, inst.num_devices)))  # nothing is ever rejected at γ = 0
+    return Plan(gamma, g, TARGET_ONLY, "optimal", "equal", expected_tokens(inst, gamma),
+                rejection_prob(inst, gamma))
+
+
 @dataclass
 class ScenarioRoundPlan(RoundPlan):
     """One round of the scenario: who is active, their Instance (this round's channel, the
@@ -158,17 +206,23 @@ class ScenarioPlanner:
         if not isinstance(self.payload, WirePayload):
             raise ConfigError(f"payload: need a WirePayload (the codecs' bits), got {type(self.payload).__name__}")
         self.world = World(self.scenario)
-        self._index = {d: i for i, d in enumerate(self.device_ids)}
+        self._slots = len(self.device_ids)
+        self._slot_of_id = {d: i for i, d in enumerate(self.device_ids)}
         prior = self.world.drop.alpha if self.prior_alpha is None else self.prior_alpha
         self.estimator = AcceptanceEstimator(prior)
         self._n_saa = self.n_saa or self.scenario.optimizer.n_saa
+
+    def _index(self, d: int) -> int:
+        """The scenario device that device id d is: itself, or the device whose job d is (d mod K)."""
+        slot = self._slot_of_id.get(d)
+        return slot if slot is not None else self._slot_of_id[self.device_ids[d % self._slots]]
 
     # -- the round policy -----------------------------------------------------------------
 
     def plan(self, round_idx: int, active: Sequence[int]) -> ScenarioRoundPlan:
         """γ for the active devices from this round's channel and the current estimates."""
         active = list(active)
-        idx = [self._index[d] for d in active]
+        idx = [self._index(d) for d in active]
         full = self.world.instance(round_idx)
         alpha = self.estimator.alpha if self.online else np.asarray(full.alpha)
         wire, k = self.payload, full.num_devices
@@ -177,6 +231,8 @@ class ScenarioPlanner:
             dl_payload_bits=np.full(k, float(wire.correction_bits("dl"))),
             draft_upload_bits_per_token=float(wire.draft_bits_per_token),
         ).subset(idx)
+        if self.policy == TARGET_ONLY:
+            return ScenarioRoundPlan(round_idx, {d: 0 for d in active}, active, inst, target_only_plan(inst))
         modes = POLICIES[self.policy]
         u = stream(self.scenario.seed, "saa", round_idx).random((self._n_saa, len(idx)))
         mode_u = stream(self.scenario.seed, "modes", round_idx).random(u.shape) if modes == "random" else None
@@ -222,7 +278,7 @@ class ScenarioPlanner:
         for d, r in records.items():
             gamma[pos[d]] = r.draft_len
             if self.online:
-                self.estimator.update(self._index[d], r.draft_len, r.num_accepted,
+                self.estimator.update(self._index(d), r.draft_len, r.num_accepted,
                                       r.rejection_position is not None)
         rejected = [d for d, r in records.items() if r.rejection_position is not None]
         modes, power, bw, gain, charged, airtime = {}, {}, {}, {}, {}, {}
@@ -238,7 +294,7 @@ class ScenarioPlanner:
                 power[d], bw[d] = float(rplan.decision.power_w[i]), float(rplan.decision.bandwidth_hz[i])
                 airtime[d], gain[d] = self._airtime_s(rplan, charged[d], mode, i)
         proactive = rplan.proactive
-        self.history.append((rplan.instance, gamma, [self._index[d] for d in rplan.active]))
+        self.history.append((rplan.instance, gamma, [self._index(d) for d in rplan.active]))
         return RoundCost(
             round=rplan.round, draft_len={d: int(gamma[pos[d]]) for d in rplan.active}, rejected=rejected,
             modes=modes, power_w=power, bandwidth_hz=bw, gain=gain, charged_bits=charged,

@@ -90,6 +90,9 @@ class ServerConfig(SamplingFields):
     refusal_log_interval_s: float = Field(10.0, gt=0, description="one log line per refusal cause per interval")
     history: bool = Field(False, description="keep every round's event and record in memory for the "
                           "summary (experiments); off: rounds stream to the log, aggregates stay")
+    job_slots: int | None = Field(None, ge=1, le=4096, description="steady-state runs: device ids d, d + "
+                                  "job_slots, d + 2·job_slots, … are one device's successive jobs (prompts); "
+                                  "when one finishes, the next round waits for its successor to join")
 
     @property
     def bind_endpoint(self) -> str:
@@ -174,6 +177,7 @@ class EdgeServer:
         self._authenticator: Any = None
         self.journal: Journal | None = None
         self.recovered: list[int] = []  # devices restored from the journal at start
+        self._jobs_due: set[int] = set()  # successors of jobs that finished (job_slots), not joined yet
         if journal is not None:
             self.journal = Journal(journal)
             self._recover()
@@ -350,6 +354,7 @@ class EdgeServer:
                 return self._stop_reason
             if cfg.rounds is not None and self.round_idx >= cfg.rounds:
                 return "rounds"
+            self._await_next_jobs()
             if self._active():
                 idle_since = None
                 self._round(self.round_idx)
@@ -364,6 +369,26 @@ class EdgeServer:
                 self.log.write("idle_timeout", waiting_for=waiting)
                 return "idle"
             self._pump(_POLL_SLICE_S)
+
+    def _await_next_jobs(self) -> None:
+        """Steady state (`job_slots`): before the next round, wait until the next job of every device
+        whose job finished has joined, so that each round runs every device that still has work and
+        the rounds do not depend on how fast a process reconnects."""
+        if not self._jobs_due:
+            return
+        cfg = self.config
+
+        def joined(d: int) -> bool:
+            dev = self.proto.devices.get(d)
+            return dev is not None and dev.conn is not None and dev.conn.state is ConnState.IDLE
+
+        self._pump_until(lambda: self._stop.is_set() or all(joined(d) for d in self._jobs_due),
+                         time.monotonic() + cfg.join_timeout_s)
+        late = sorted(d for d in self._jobs_due if not joined(d))
+        if late:
+            self.log.write("job_timeout", waiting_for=late, round=self.round_idx)
+            log.warning("next job of %d device(s) did not join within %.0f s", len(late), cfg.join_timeout_s)
+        self._jobs_due.clear()
 
     def _active(self) -> list[int]:
         return [d for d, dev in sorted(self.proto.devices.items())
@@ -389,6 +414,9 @@ class EdgeServer:
                 io.dropped[d] = self._why_closed(d)
         for d in set(io.dropped) | set(out.finished):
             self.verifier.release(d)
+        slots = self.config.job_slots
+        if slots:
+            self._jobs_due.update(d + slots for d in out.finished if d + slots < self.config.max_devices)
         event = RoundEvent(
             round=r, gammas=out.gammas, records=out.records, rejected=list(out.rejected),
             modes=dict(out.modes), dropped=io.dropped, verify_s=out.verify_s,
