@@ -28,7 +28,8 @@ CASES = {
         ["--devices", "0"], ["--clock", "sundial"], ["--policy", "best"], ["--scenario", f"{MISSING}.yaml"],
         ["--scenario", "paper-qwen", "--preset", "paper-r1"], ["--pdl-dbm", "loud"], ["--rounds", "0"],
     ],
-    "demo": [["--devices", "0"], ["--scenario", "gpt-4"], ["--noise-figure-db", "99"]],
+    "demo": [["--devices", "0"], ["--scenario", "gpt-4"], ["--noise-figure-db", "99"], ["--rounds", "1"],
+             ["--seeds", "0"], ["--sweep", "qos"], ["--pair", "tiny", "--draft", "nope", "--rounds", "3"]],
     "optimize": [
         ["--devices", "0"], ["--scenario", f"{MISSING}.yaml"], ["--compute-profile", f"{MISSING}.json"],
         ["--acceptance-profile", f"{MISSING}.json"], ["--scenario", "paper-qwen", "--config", "x.yaml"],

@@ -56,20 +56,6 @@ def test_bad_testbed_values_are_one_line_errors():
         TestbedConfig.make(clock="sundial")
 
 
-def test_demo_cli_writes_table_and_png(tmp_path):
-    res = CliRunner().invoke(app, ["demo", "--pair", "tiny", "--devices", "2", "--max-new-tokens", "12",
-                                   "--out", str(tmp_path)])
-    assert res.exit_code == 0, res.output
-    assert (tmp_path / "demo.png").stat().st_size > 10_000
-    for policy in ("adaptive", "all-ul", "all-dl"):
-        assert (tmp_path / policy / "summary.json").exists()
-    assert "adaptive vs all-ul" in res.output
-    # the first line states the payload choice and that the default is exact in both modes
-    assert res.output.strip().splitlines()[0].startswith("payload: T=1, top-k 256; sparse-v256-q32 both links")
-    assert "exact in UL and DL mode (default)" in res.output.strip().splitlines()[0]
-    assert " up " in res.output and " chg " in res.output  # bits per token next to bits charged
-
-
 def test_devices_plan_with_the_measured_acceptance_of_their_draft_and_task():
     from multispin.models.profiles import device_alpha
     from multispin.experiments.testbed import build_scenario, with_measured_acceptance

@@ -70,7 +70,7 @@ def _planned(pair) -> dict:
     from multispin.experiments.testbed import TestbedConfig, run_testbed
 
     cfg = TestbedConfig.make(pair="tiny", devices=3, rounds=4, max_new_tokens=60, policy="random",
-                             runner="thread", seed=2)
+                             runner="thread", seed=2, drafts=list(pair.drafts))  # as pinned: drafts cycled
     res = run_testbed(cfg, pair=pair)
     rows = [{k: row[k] for k in ("gamma", "modes", "tokens_gained", "correction_bits", "uplink_bits",
                                   "downlink_bits")} for row in res.rounds]

@@ -132,50 +132,103 @@ def testbed(
 def demo(
     pair: str = pair_option(help="model pair (smollm2-135m is embedded; tiny needs no download)"),
     devices: int = typer.Option(8, min=1, max=256, metavar="INT", help="number of devices K (1..256)"),
-    max_new_tokens: int = typer.Option(32, min=1, max=8192, metavar="INT", help="tokens per device"),
+    rounds: int = typer.Option(20, min=2, max=4096, metavar="INT",
+                               help="measured rounds per policy and seed (every device has work in every one)"),
+    seeds: int = typer.Option(1, min=1, max=100, metavar="INT", help="drops (seeds SEED, SEED+1, …) per policy"),
+    max_new_tokens: int = typer.Option(64, min=1, max=8192, metavar="INT",
+                                       help="budget of each prompt; a device then starts its next prompt"),
     scenario: Optional[str] = scenario_option(),
     pdl_dbm: Optional[float] = pdl_option(),
     pul_dbm: Optional[float] = pul_option(),
     noise_figure_db: Optional[float] = noise_figure_option(),
-    seed: int = typer.Option(0, metavar="INT", help="seed (same prompts and channel for every policy)"),
+    draft: Optional[list[str]] = typer.Option(None, "--draft", metavar="NAME",
+                                              help="draft model, repeatable (cycled over devices); default: "
+                                                   "the pair's default draft on every device, as in the paper"),
+    sweep: Literal["none", "pdl"] = typer.Option("none", help="pdl: repeat at P^dl/P^ul = 0, 6, 12, 18 dB and plot"),
+    seed: int = typer.Option(0, metavar="INT", help="first seed (same prompts and channel for every policy)"),
     top_k: Optional[int] = typer.Option(None, "--top-k", min=0, metavar="INT", help=_TOP_K_HELP),
     ul_codec: Optional[str] = typer.Option(None, "--ul-codec", metavar="CODEC",
                                            help=_CODEC_HELP.format(what="q_j in UL mode")),
     dl_codec: Optional[str] = typer.Option(None, "--dl-codec", metavar="CODEC",
                                            help=_CODEC_HELP.format(what="p_j in DL mode")),
-    out: Path = typer.Option(Path("out/demo"), metavar="DIR", help="output folder (per-policy logs, demo.png)"),
+    out: Path = typer.Option(Path("out/demo"), metavar="DIR", help="output folder (summary.json, demo.png, logs)"),
     placement: TorchDevice = torch_device_option(),
     log_level: LogLevel = log_level_option(),
+    as_json: bool = json_option(help="print the summary as JSON"),
     preset: Optional[str] = legacy_option("--preset"),
 ) -> None:
-    """Adaptive versus all-UL versus all-DL on the same prompts, channel and seed."""
+    """Adaptive vs all-UL vs all-DL vs target-only in steady state, paired, with 95% intervals."""
     setup_logging(log_level)
     from multispin.models.placement import place_pair
     from multispin.models.registry import resolve_pair
-    from multispin.experiments.testbed import TestbedConfig, build_scenario, plot_comparison
+    from multispin.experiments.demo import DemoConfig, describe_setup, plot_demo, plot_sweep, run_demo
+    from multispin.experiments.testbed import build_scenario
 
-    con = Console()
     scenario = pick_scenario(scenario, preset=preset)
-    configs = [TestbedConfig.make(pair=pair, devices=devices, max_new_tokens=max_new_tokens, scenario=scenario,
-                                  policy=policy, p_dl_dbm=pdl_dbm, p_ul_dbm=pul_dbm, noise_figure_db=noise_figure_db,
-                                  seed=seed, top_k=top_k, ul_codec=ul_codec, dl_codec=dl_codec, out=out / policy)
-               for policy in ("adaptive", "all-ul", "all-dl")]
-    build_scenario(configs[0])  # a bad scenario stops here, before any model loads
+    config = DemoConfig.make(pair=pair, devices=devices, rounds=rounds, seeds=seeds, seed=seed,
+                             max_new_tokens=max_new_tokens, scenario=scenario, p_dl_dbm=pdl_dbm, p_ul_dbm=pul_dbm,
+                             noise_figure_db=noise_figure_db, drafts=draft or None, top_k=top_k,
+                             ul_codec=ul_codec, dl_codec=dl_codec, sweep=sweep, out=out)
+    build_scenario(config.testbed("adaptive", seed, pdl_dbm, out))  # a bad scenario stops here, before any model loads
     with Console(stderr=True).status(f"loading {pair}…"):
         loaded = place_pair(resolve_pair(pair), placement, drafts=False)
-    headline = _headline(configs[0], loaded)  # adaptive uses both modes: the strictest verdict
-    typer.echo(headline)
-    results = []
+    setup = describe_setup(config, loaded)
+    if not as_json:
+        typer.echo(_setup_lines(setup, config))  # the first lines: who drafts what, at which α, and the payload
+    err = Console(stderr=True)
     with _progress() as progress:
-        for config in configs:
-            results.append(_run_with_progress(config, loaded, progress, f"{config.policy:>8}"))
-    con.print(_table(results, f"multispin demo: {pair}, K={devices}, {scenario} profile, virtual clock"))
-    con.print(headline, highlight=False)
-    png = plot_comparison(results, out / "demo.png")
-    best = results[0].summary["goodput_tokens_per_s"]
-    for r in results[1:]:
-        other = r.summary["goodput_tokens_per_s"]
-        con.print(f"adaptive vs {r.config.policy}: {100 * (best / other - 1):+.1f}% goodput" if other else "")
-    d0 = results[0].texts.get(0, "")
+        def hook(label: str, total: int):
+            task = progress.add_task(label, total=total, tokens=0)
+            return lambda r, tokens: progress.update(task, completed=r + 1, tokens=tokens)
+
+        result = run_demo(config, loaded, hook)
+    png = plot_demo(result, out / "demo.png")
+    sweep_png = plot_sweep(result, out / "demo-sweep.png") if sweep == "pdl" else None
+    if as_json:
+        from multispin.jsonout import versioned
+
+        typer.echo(json.dumps(versioned(result.to_dict(), "demo-summary")))
+        return
+    con = Console()
+    for point in result.points:
+        title = f"multispin demo: {pair}, K={devices}, {scenario} profile, virtual clock, steady state"
+        if point.offset_db is not None:
+            title += f", P^dl = P^ul + {point.offset_db:g} dB"
+        con.print(_demo_table(point, title))
+        for c in point.comparisons:
+            con.print(("[bold]" if c is point.comparisons[0] else "") + c.verdict, highlight=False)
+    d0 = result.points[0].runs["adaptive"].results[0].texts.get(0, "")
     con.print(f"[bold]device 0 wrote:[/bold] {d0[:300]!r}")
-    con.print(f"figure: {png}; per-round logs: {out}/<policy>/rounds.jsonl")
+    err.print(f"figure: {png}" + (f", sweep: {sweep_png}" if sweep_png else "")
+              + f"; summary: {out}/summary.json; per-round logs: {out}/…/<policy>/rounds.jsonl")
+
+
+def _setup_lines(s: dict, cfg) -> str:
+    """The run's set-up: drafts and tasks with their α, rounds, seeds, the payload line."""
+    by = {}
+    for d, t, a in zip(s["drafts"], s["tasks"], s["alpha_prior"]):
+        by.setdefault((d, t), []).append(a)
+    parts = ", ".join(f"{d} on {t} ×{len(a)} (α {a[0]:.2f})" for (d, t), a in sorted(by.items()))
+    source = "measured (multispin measure profiles)" if s["alpha_prior_measured"] else "the scenario's (assumed)"
+    return (f"devices: {parts}; α {source}\n"
+            f"steady state: {cfg.rounds} rounds × {cfg.seeds} seed(s) per policy, each device working "
+            f"through a queue of its task's prompts ({cfg.max_new_tokens} tokens each)\n{s['payload_headline']}")
+
+
+def _demo_table(point, title: str) -> Table:
+    t = Table(title=title, caption="G: steady-state sum goodput Σ tokens / Σ (T_comp + T_comm), tokens/s, with its "
+                                   "95% interval; vs TO: paired difference to target-only; forecast: the model's "
+                                   "prediction on fresh channels, independent of the run; free: G had the air been "
+                                   "free; T_comp / T_comm: mean per round (ms); draft: share of devices drafting; "
+                                   "γ̄: mean draft length; DL: share of corrections in DL mode; rec: every text equals "
+                                   "the server's record (tokens per round and bits per token: summary.json)")
+    for col in ("policy", "G [95%]", "vs TO", "forecast", "free", "T_comp", "T_comm", "draft", "γ̄", "DL", "rec"):
+        t.add_column(col, justify="right")
+    for r in point.rows:
+        g, vs = r["goodput_tokens_per_s"], r["vs_target_only"]
+        vs_txt = "—" if vs is None else (f"{vs['pct']['estimate']:+.1f}%" + ("" if vs["significant"] else " (n.s.)"))
+        t.add_row(r["policy"], f"{g['estimate']:.1f} [{g['low']:.1f}, {g['high']:.1f}]", vs_txt,
+                  f"{r['forecast_tokens_per_s']:.1f}", f"{r['free_comm_tokens_per_s']:.1f}",
+                  f"{1e3 * r['mean_t_comp_s']:.0f}", f"{1e3 * r['mean_t_comm_s']:.0f}",
+                  f"{r['drafting_share']:.2f}", f"{r['mean_gamma']:.1f}", f"{r['dl_share']:.2f}", "ok" if r["records_match"] and r["steady_state"] else "MISMATCH")
+    return t

@@ -19,6 +19,7 @@ from multispin.errors import ProtocolError
 from multispin.speculative.warp import align_logits
 
 KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer (keys, values), each (B, H, L, D)
+PREFILL_ALONE_TOKENS = 64  # more new tokens than any draft (γ_max + 1) brings: a prompt's prefill
 
 
 def _cache_layers(cache: DynamicCache) -> KV:
@@ -96,6 +97,21 @@ class HFBatchedLM:
     @torch.inference_mode()
     def extend_many(self, new_tokens: dict[int, Sequence[int]]) -> dict[int, np.ndarray]:
         seq_ids = [s for s, toks in new_tokens.items() if len(toks) > 0]
+        if not seq_ids:
+            return {}
+        # A prefill (a new prompt) runs on its own: padded into the round's batch, one 500-token prompt
+        # would make every device's few draft tokens a 500-token row (8× the work at K = 8).
+        long = [s for s in seq_ids if len(new_tokens[s]) > PREFILL_ALONE_TOKENS]
+        if long and len(seq_ids) > 1:
+            result = self._extend_batch({s: new_tokens[s] for s in seq_ids if s not in long})
+            for s in long:
+                result.update(self._extend_batch({s: new_tokens[s]}))
+            return result
+        return self._extend_batch({s: new_tokens[s] for s in seq_ids})
+
+    def _extend_batch(self, new_tokens: dict[int, Sequence[int]]) -> dict[int, np.ndarray]:
+        """One forward pass over every sequence in `new_tokens` (each with at least one token)."""
+        seq_ids = list(new_tokens)
         if not seq_ids:
             return {}
         past = [self._len[s] for s in seq_ids]

@@ -355,8 +355,8 @@ class LocalTestbed:
                     out = None
             if out is not None and "jobs" in out:  # thread and fork runners: one outcome per job
                 for job in out["jobs"]:
-                    if "error" not in job or job["device_id"] in self._summary.devices:
-                        devices[job["device_id"]] = job  # (a job the server never admitted is no result)
+                    if job["device_id"] in self._summary.devices:  # a job never admitted is no result
+                        devices[job["device_id"]] = job
             elif out is not None and "error" not in out:
                 devices[h.device_id] = out
             elif out is not None:

@@ -370,24 +370,26 @@ class EdgeServer:
                 return "idle"
             self._pump(_POLL_SLICE_S)
 
-    def _await_next_jobs(self) -> None:
+    def _await_next_jobs(self, timeout_s: float | None = None) -> None:
         """Steady state (`job_slots`): before the next round, wait until the next job of every device
         whose job finished has joined, so that each round runs every device that still has work and
-        the rounds do not depend on how fast a process reconnects."""
+        the rounds do not depend on how fast a process reconnects. (At shutdown too, so that a job
+        that was about to start is told BYE instead of finding the server gone.)"""
         if not self._jobs_due:
             return
         cfg = self.config
+        timeout_s = cfg.join_timeout_s if timeout_s is None else timeout_s
 
         def joined(d: int) -> bool:
             dev = self.proto.devices.get(d)
             return dev is not None and dev.conn is not None and dev.conn.state is ConnState.IDLE
 
         self._pump_until(lambda: self._stop.is_set() or all(joined(d) for d in self._jobs_due),
-                         time.monotonic() + cfg.join_timeout_s)
+                         time.monotonic() + timeout_s)
         late = sorted(d for d in self._jobs_due if not joined(d))
         if late:
             self.log.write("job_timeout", waiting_for=late, round=self.round_idx)
-            log.warning("next job of %d device(s) did not join within %.0f s", len(late), cfg.join_timeout_s)
+            log.warning("next job of %d device(s) did not join within %.0f s", len(late), timeout_s)
         self._jobs_due.clear()
 
     def _active(self) -> list[int]:
@@ -635,6 +637,11 @@ class EdgeServer:
     # ---------------------------------------------------------------- shutdown
 
     def _shutdown(self, stop_reason: str, wall_s: float) -> ServerSummary:
+        try:
+            if self._sock is not None and self.endpoint is not None and stop_reason == "rounds":
+                self._await_next_jobs(timeout_s=min(self.config.join_timeout_s, 10.0))
+        except Exception as exc:  # never lose the summary and the log over a goodbye
+            log.warning("shutdown: %s", exc)
         self.proto.closing = True
         try:
             if self._sock is not None and self.endpoint is not None:

@@ -1,0 +1,274 @@
+"""`multispin demo`, the main job: adaptive vs all-UL vs all-DL vs target-only decoding in steady
+state on the networked testbed, paired on common random numbers, with 95% intervals.
+
+Every policy runs `rounds` rounds on the same seeds: the same drop (distances), the same channel
+in round r, the same prompt queues and the same sampling numbers (keyed on each device's
+position), so rounds pair up by index (`experiments.paired`). Each device works through a queue of
+prompts of its task (`TestbedConfig.rounds`), so every measured round runs every device: the
+goodput is the paper's steady-state sum goodput Σ tokens / Σ (T_comp + T_comm), never a makespan.
+Target-only decoding (γ = 0) runs through the same loop, EOS handling and clock.
+
+`sweep="pdl"` repeats the comparison at P^dl / P^ul = 0, 6, 12, 18 dB (the paper's figures 9/10
+with real tokens). Target-only moves nothing over the air, so its run at the first point stands for
+every point.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Literal
+
+import numpy as np
+from pydantic import Field
+
+from multispin.config import StrictConfig
+from multispin.experiments.paired import PairedDifference, RoundLog, goodput_interval, paired_difference
+from multispin.experiments.testbed import TestbedConfig, TestbedResult, build_scenario, run_testbed
+
+POLICIES = ("adaptive", "all-ul", "all-dl", "target-only")
+BASELINES = POLICIES[1:]
+SWEEP_OFFSETS_DB = (0.0, 6.0, 12.0, 18.0)
+
+
+class DemoConfig(StrictConfig):
+    pair: str = "smollm2-135m"
+    devices: int = Field(8, ge=1, le=256)
+    rounds: int = Field(20, ge=2, le=4096, description="measured rounds per policy and seed")
+    seeds: int = Field(1, ge=1, le=100, description="drops: seeds seed, seed + 1, …")
+    seed: int = Field(0, ge=0)
+    max_new_tokens: int = Field(64, ge=1, le=8192, description="budget of each prompt")
+    scenario: str = "paper-qwen"
+    p_dl_dbm: float | None = None
+    p_ul_dbm: float | None = None
+    noise_figure_db: float | None = None
+    drafts: list[str] | None = None  # cycled over devices; None: the pair's default draft everywhere
+    top_k: int | None = Field(None, ge=0)
+    ul_codec: str | None = None
+    dl_codec: str | None = None
+    sweep: Literal["none", "pdl"] = "none"
+    out: Path = Path("out/demo")
+
+    def testbed(self, policy: str, seed: int, p_dl_dbm: float | None, out: Path) -> TestbedConfig:
+        return TestbedConfig.make(pair=self.pair, devices=self.devices, rounds=self.rounds,
+                                  max_new_tokens=self.max_new_tokens, scenario=self.scenario, policy=policy,
+                                  p_dl_dbm=p_dl_dbm, p_ul_dbm=self.p_ul_dbm, noise_figure_db=self.noise_figure_db,
+                                  drafts=self.drafts, top_k=self.top_k, ul_codec=self.ul_codec,
+                                  dl_codec=self.dl_codec, seed=seed, out=out)
+
+    def sweep_points(self) -> list[tuple[float | None, float | None]]:
+        """(P^dl/P^ul offset in dB or None, P^dl in dBm or None for the scenario's) per point."""
+        if self.sweep == "none":
+            return [(None, self.p_dl_dbm)]
+        p_ul = build_scenario(self.testbed("adaptive", self.seed, None, self.out)).radio.p_ul_dbm
+        return [(off, p_ul + off) for off in SWEEP_OFFSETS_DB]
+
+
+@dataclass
+class PolicyRuns:
+    """One policy at one sweep point, over the seeds."""
+
+    policy: str
+    results: list[TestbedResult]
+
+    @property
+    def log(self) -> RoundLog:
+        return RoundLog.of([[sum(r["tokens_gained"].values()) for r in res.rounds] for res in self.results],
+                           [[r["comp_latency_s"] + r["comm_latency_s"] for r in res.rounds] for res in self.results])
+
+    def row(self, target_only: "PolicyRuns") -> dict:
+        """The table row: goodput with its interval, the gain over target-only, what it is made of."""
+        rows = [r for res in self.results for r in res.rounds]
+        n = len(rows)
+        comp = sum(r["comp_latency_s"] for r in rows)
+        comm = sum(r["comm_latency_s"] for r in rows)
+        tokens = sum(sum(r["tokens_gained"].values()) for r in rows)
+        gammas = [g for r in rows for g in r["gamma"].values()]
+        s = [res.summary for res in self.results]
+        return {
+            "policy": self.policy,
+            "goodput_tokens_per_s": goodput_interval(self.log).to_dict(),
+            "vs_target_only": (None if self is target_only
+                               else paired_difference(self.log, target_only.log, (self.policy, "target-only")).to_dict()),
+            "forecast_tokens_per_s": float(np.mean([x["forecast_tokens_per_s"] for x in s])),
+            "free_comm_tokens_per_s": tokens / comp,
+            "mean_t_comp_s": comp / n, "mean_t_comm_s": comm / n, "tokens_per_round": tokens / n,
+            "drafting_share": float(np.mean([g > 0 for g in gammas])), "mean_gamma": float(np.mean(gammas)),
+            "dl_share": float(np.mean([x["dl_share"] for x in s])),
+            "bits_charged_per_token": float(np.mean([x["bits_charged_per_token"] for x in s])),
+            "steady_state": all(x["steady_state"] for x in s),
+            "records_match": all(x["consistent"] and x["digests_match"] for x in s),
+            "jobs_finished": sum(x["jobs_finished"] for x in s),
+        }
+
+
+@dataclass
+class SweepPoint:
+    offset_db: float | None
+    p_dl_dbm: float | None
+    runs: dict[str, PolicyRuns]
+    rows: list[dict] = field(default_factory=list)
+    comparisons: list[PairedDifference] = field(default_factory=list)
+
+    @property
+    def best_baseline(self) -> str:
+        return max(BASELINES, key=lambda p: self.runs[p].log.goodput)
+
+    def summarise(self) -> None:
+        target = self.runs["target-only"]
+        self.rows = [self.runs[p].row(target) for p in POLICIES]
+        adaptive = self.runs["adaptive"].log
+        best = self.best_baseline  # the verdict that matters first: adaptive against the best other policy
+        order = [best] + [p for p in BASELINES if p != best]
+        self.comparisons = [paired_difference(adaptive, self.runs[p].log, ("adaptive", p)) for p in order]
+
+    def to_dict(self) -> dict:
+        return {"pdl_over_pul_db": self.offset_db, "p_dl_dbm": self.p_dl_dbm, "best_baseline": self.best_baseline,
+                "policies": self.rows, "comparisons": [c.to_dict() for c in self.comparisons]}
+
+
+@dataclass
+class DemoResult:
+    config: DemoConfig
+    points: list[SweepPoint]
+    setup: dict  # drafts, tasks, measured α, payload
+
+    def to_dict(self) -> dict:
+        return {"config": json.loads(self.config.model_dump_json()), "setup": self.setup,
+                "method": ("steady-state goodput Σ tokens / Σ (T_comp + T_comm) over every measured round; "
+                           "95% intervals: paired moving-block bootstrap over rounds (seeds resampled "
+                           "when there are several), percentile method"),
+                "points": [p.to_dict() for p in self.points]}
+
+
+ProgressHook = Callable[[str, int], Callable[[int, int], None]]  # (label, rounds) -> per-round callback
+
+
+def describe_setup(config: DemoConfig, pair) -> dict:
+    """The device set-up, before anything runs: each device's draft and task, the α the plans start
+    from (measured where the package ships a profile), and the payload line."""
+    from multispin.experiments.testbed import payload_choice, with_measured_acceptance
+    from multispin.models.prompts import assign_tasks
+    from multispin.system.channel import World
+
+    tb = config.testbed("adaptive", config.seed, config.p_dl_dbm, config.out)  # adaptive uses both modes
+    names = pair.check_drafts(config.drafts or [pair.default_draft], "--draft")
+    drafts = [names[k % len(names)] for k in range(config.devices)]
+    tasks = assign_tasks(config.devices, tb.tasks, config.seed)
+    scenario, measured = with_measured_acceptance(build_scenario(tb), pair.name, drafts, tasks)
+    choice = payload_choice(tb, pair.vocab_size, scenario.optimizer.gamma_max)
+    return {"drafts": drafts, "tasks": tasks, "alpha_prior": [float(a) for a in World(scenario).drop.alpha],
+            "alpha_prior_measured": measured, "payload_headline": choice.headline, "exact": choice.exact}
+
+
+def run_demo(config: DemoConfig, pair=None, progress: ProgressHook | None = None) -> DemoResult:
+    """Every policy × seed (× sweep point) on the testbed; summaries with paired intervals."""
+    if pair is None:
+        from multispin.models.registry import resolve_pair
+
+        pair = resolve_pair(config.pair)
+    points, target_only = [], None
+    for offset, p_dl in config.sweep_points():
+        runs: dict[str, PolicyRuns] = {}
+        for policy in POLICIES:
+            if policy == "target-only" and target_only is not None:
+                runs[policy] = target_only  # no airtime: the same run at every power
+                continue
+            results = []
+            for i in range(config.seeds):
+                seed = config.seed + i
+                folder = config.out / (f"pdl+{offset:g}dB" if offset is not None else "") / f"seed-{seed}" / policy
+                label = f"{policy:>11} seed {seed}" + (f" +{offset:g} dB" if offset is not None else "")
+                hook = progress(label, config.rounds) if progress else None
+                results.append(run_testbed(config.testbed(policy, seed, p_dl, folder), pair=pair, on_progress=hook))
+            runs[policy] = PolicyRuns(policy, results)
+        target_only = runs["target-only"]
+        point = SweepPoint(offset, p_dl, runs)
+        point.summarise()
+        points.append(point)
+    result = DemoResult(config, points, describe_setup(config, pair))
+    config.out.mkdir(parents=True, exist_ok=True)
+    from multispin.jsonout import versioned
+
+    (config.out / "summary.json").write_text(json.dumps(versioned(result.to_dict(), "demo-summary"), indent=2))
+    return result
+
+
+_STYLE = {"adaptive": ("-", "o", "tab:blue"), "all-ul": ("--", "s", "tab:orange"),
+          "all-dl": ("-.", "^", "tab:green"), "target-only": (":", None, "black")}
+
+
+def plot_demo(result: DemoResult, path: Path) -> Path:
+    """Goodput bars with their 95% whiskers (target-only as a line) and cumulative tokens against
+    scenario time (first seed) at the first sweep point."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    point = result.points[0]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    rows = {r["policy"]: r for r in point.rows}
+    spec = [p for p in POLICIES if p != "target-only"]
+    est = [rows[p]["goodput_tokens_per_s"]["estimate"] for p in spec]
+    err = np.array([[e - rows[p]["goodput_tokens_per_s"]["low"], rows[p]["goodput_tokens_per_s"]["high"] - e]
+                    for p, e in zip(spec, est)]).T
+    ax1.bar(spec, est, yerr=err, capsize=6, color=[_STYLE[p][2] for p in spec], alpha=0.8)
+    ax1.axhline(rows["target-only"]["goodput_tokens_per_s"]["estimate"], color="black", linestyle=":",
+                label="target-only")
+    ax1.plot(spec, [rows[p]["forecast_tokens_per_s"] for p in spec], "kx", label="model forecast")
+    ax1.set_ylabel("steady-state sum goodput (tokens/s)")
+    ax1.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
+    ax1.grid(alpha=0.3, axis="y")
+    for p in POLICIES:
+        res = point.runs[p].results[0]
+        t = np.cumsum([r["comp_latency_s"] + r["comm_latency_s"] for r in res.rounds])
+        n = np.cumsum([sum(r["tokens_gained"].values()) for r in res.rounds])
+        ax2.plot(np.concatenate([[0], t]), np.concatenate([[0], n]), label=p, linestyle=_STYLE[p][0],
+                 color=_STYLE[p][2])
+    ax2.set_xlabel("scenario time (s)")
+    ax2.set_ylabel("tokens generated (all devices)")
+    ax2.legend()
+    ax2.grid(alpha=0.3)
+    cfg = result.config
+    fig.suptitle(f"multispin demo: {cfg.pair}, K={cfg.devices}, {cfg.scenario} profile, {cfg.rounds} rounds × "
+                 f"{cfg.seeds} seed(s), steady state, 95% intervals")
+    return _save(fig, path)
+
+
+def plot_sweep(result: DemoResult, path: Path) -> Path:
+    """Steady-state goodput with 95% whiskers against P^dl / P^ul (dB), target-only as a line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    x = np.array([p.offset_db for p in result.points], dtype=float)
+    for i, policy in enumerate(POLICIES):
+        g = [next(r for r in p.rows if r["policy"] == policy)["goodput_tokens_per_s"] for p in result.points]
+        est = np.array([v["estimate"] for v in g])
+        err = np.array([[e - v["low"] for e, v in zip(est, g)], [v["high"] - e for e, v in zip(est, g)]])
+        style, marker, colour = _STYLE[policy]
+        ax.errorbar(x + (i - 1.5) * 0.25, est, yerr=err, linestyle=style, marker=marker, color=colour,
+                    capsize=4, label=policy)
+    ax.set_xlabel("P$^{dl}$ / P$^{ul}$ (dB)")
+    ax.set_ylabel("steady-state sum goodput (tokens/s)")
+    ax.set_xticks(x)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    cfg = result.config
+    ax.set_title(f"{cfg.pair}, K={cfg.devices}, {cfg.scenario}, {cfg.rounds} rounds × {cfg.seeds} seed(s)",
+                 fontsize=10)
+    return _save(fig, path)
+
+
+def _save(fig, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return path

@@ -1,0 +1,130 @@
+"""The main job on the tiny pair (no download): steady state, target-only through the same loop,
+goodput recomputed from the logs, paired verdicts, the CLI with --json and --sweep."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from multispin.cli import app
+from multispin.experiments.demo import POLICIES, DemoConfig, run_demo
+from multispin.experiments.testbed import TestbedConfig, build_scenario, run_testbed
+from multispin.models.prompts import device_prompt_queues
+from multispin.models.registry import resolve_pair
+from multispin.runtime.launcher import LocalTestbed
+from multispin.runtime.local import FixedMode, UniformDraftLength
+from multispin.runtime.session import encode_prompt
+
+
+def test_steady_state_every_round_runs_every_device_and_next_prompts_start_from_their_own_context():
+    pair = resolve_pair("tiny")
+    k, rounds = 3, 14
+    queues = device_prompt_queues(["chat", "code", "chat"], rounds, seed=2, source="builtin")
+    bed = LocalTestbed(pair, k, max_new_tokens=3, rounds=rounds, prompt_queues=queues, device_runner="thread",
+                       draft_lengths=UniformDraftLength(2), modes=FixedMode("dl"), seed=2, sampling=None)
+    bed.start()
+    summary = bed.wait(120)
+    events = summary.server.events
+    assert len(events) == rounds
+    for ev in events:  # no device ever out of work: every round verifies one job of every device
+        assert sorted(d % k for d in ev.gammas) == list(range(k))
+    records = summary.server.devices
+    later = [d for d in records if d >= k]
+    assert len(later) >= k, "every device went on to a second prompt"
+    for d, rec in records.items():
+        prompt = encode_prompt(pair, queues[d % k][d // k])
+        assert rec.tokens[: rec.num_prompt] == prompt  # its own prompt, not its predecessor's text
+        assert summary.devices[d]["tokens"] == rec.tokens  # the device's text is the server's record
+    assert summary.consistent
+    for d in records:  # a job's successor starts only after it finished
+        if d + k in records:
+            assert records[d].finished
+
+
+def _rows(path):
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def test_target_only_runs_through_the_loop_at_gamma_zero_and_matches_the_formula(tmp_path):
+    cfg = TestbedConfig.make(pair="tiny", devices=4, rounds=6, max_new_tokens=5, policy="target-only",
+                             runner="thread", out=tmp_path)
+    res = run_testbed(cfg)
+    rows = _rows(tmp_path / "rounds.jsonl")
+    assert len(rows) == 6 and all(g == 0 for r in rows for g in r["gamma"].values())
+    assert all(r["comm_latency_s"] == 0 and not r["modes"] for r in rows)
+    c = build_scenario(cfg).compute  # paper-qwen: T_ver^tok = 0, so T_comp(0) = T_ver^0 + K·T_ver^1
+    assert c.t_ver_tok_s == 0
+    assert res.summary["goodput_tokens_per_s"] == pytest.approx(4 / (c.t_ver0_s + 4 * c.t_ver1_s), rel=1e-9, abs=0)
+    assert res.summary["steady_state"] and res.summary["consistent"]
+
+
+@pytest.fixture(scope="module")
+def tiny_demo(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo")
+    config = DemoConfig.make(pair="tiny", devices=3, rounds=8, max_new_tokens=6, out=out, seed=3)
+    return run_demo(config, resolve_pair("tiny")), out
+
+
+def test_reported_goodput_of_each_policy_is_recomputed_from_rounds_jsonl(tiny_demo):
+    result, out = tiny_demo
+    point = result.points[0]
+    recomputed = {}
+    for policy in POLICIES:
+        rows = _rows(out / "seed-3" / policy / "rounds.jsonl")
+        assert len(rows) == 8
+        tokens = sum(sum(r["tokens_gained"].values()) for r in rows)
+        latency = sum(r["comp_latency_s"] + r["comm_latency_s"] for r in rows)
+        recomputed[policy] = tokens / latency
+    for row in point.rows:
+        assert row["goodput_tokens_per_s"]["estimate"] == pytest.approx(recomputed[row["policy"]], rel=1e-9, abs=0)
+        assert row["steady_state"] and row["records_match"]
+        if row["policy"] != "target-only":
+            want = 100 * (recomputed[row["policy"]] / recomputed["target-only"] - 1)
+            assert row["vs_target_only"]["pct"]["estimate"] == pytest.approx(want, rel=1e-9, abs=1e-12)
+    first = point.comparisons[0]  # adaptive against the best baseline first
+    assert first.b == point.best_baseline
+    assert first.significant == (not first.pct.low <= 0 <= first.pct.high)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["schema"] == "multispin.demo-summary" and summary["points"][0]["policies"][0]["policy"] == "adaptive"
+
+
+def test_the_demo_runs_every_device_on_the_pairs_default_draft(tiny_demo):
+    result, _ = tiny_demo
+    pair = resolve_pair("tiny")
+    assert result.setup["drafts"] == [pair.default_draft] * 3
+    assert sorted(set(result.setup["tasks"])) == ["chat", "code"]
+
+
+def test_demo_cli_prints_setup_table_verdicts_and_writes_json_and_png(tmp_path):
+    res = CliRunner().invoke(app, ["demo", "--pair", "tiny", "--devices", "2", "--rounds", "6",
+                                   "--max-new-tokens", "8", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.strip().splitlines()
+    assert lines[0].startswith("devices: ") and "α" in lines[0]
+    assert any(x.startswith("payload: T=1, top-k 256; sparse-v256-q32 both links") for x in lines[:6])
+    assert "adaptive vs " in res.output and "95% interval" in res.output
+    assert (tmp_path / "demo.png").stat().st_size > 10_000
+    doc = json.loads((tmp_path / "summary.json").read_text())
+    assert [r["policy"] for r in doc["points"][0]["policies"]] == list(POLICIES)
+    js = CliRunner().invoke(app, ["demo", "--pair", "tiny", "--devices", "2", "--rounds", "4", "--max-new-tokens",
+                                  "8", "--out", str(tmp_path / "j"), "--json"])
+    assert js.exit_code == 0, js.output
+    doc = json.loads(js.stdout.strip().splitlines()[-1])
+    assert doc["schema"] == "multispin.demo-summary" and doc["multispin_version"]
+
+
+def test_demo_sweep_runs_every_power_and_plots(tmp_path):
+    res = CliRunner().invoke(app, ["demo", "--pair", "tiny", "--devices", "2", "--rounds", "4", "--max-new-tokens",
+                                   "6", "--sweep", "pdl", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((tmp_path / "summary.json").read_text())
+    offsets = [p["pdl_over_pul_db"] for p in doc["points"]]
+    assert offsets == [0, 6, 12, 18]
+    p_ul = doc["points"][0]["p_dl_dbm"]
+    assert [p["p_dl_dbm"] - p_ul for p in doc["points"]] == offsets
+    assert (tmp_path / "demo-sweep.png").stat().st_size > 10_000
+    # target-only moves nothing over the air: one run stands for every power
+    to = [next(r for r in p["policies"] if r["policy"] == "target-only") for p in doc["points"]]
+    assert len({r["goodput_tokens_per_s"]["estimate"] for r in to}) == 1
