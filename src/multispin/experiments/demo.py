@@ -25,7 +25,9 @@ from pydantic import Field
 
 from multispin.config import StrictConfig
 from multispin.experiments.paired import PairedDifference, RoundLog, goodput_interval, paired_difference
-from multispin.experiments.testbed import TestbedConfig, TestbedResult, build_scenario, run_testbed
+from multispin.experiments.testbed import (
+    TestbedConfig, TestbedResult, build_scenario, run_testbed, steady_state_figures,
+)
 
 POLICIES = ("adaptive", "all-ul", "all-dl", "target-only")
 BASELINES = POLICIES[1:]
@@ -79,25 +81,19 @@ class PolicyRuns:
 
     def row(self, target_only: "PolicyRuns") -> dict:
         """The table row: goodput with its interval, the gain over target-only, what it is made of."""
-        rows = [r for res in self.results for r in res.rounds]
-        n = len(rows)
-        comp = sum(r["comp_latency_s"] for r in rows)
-        comm = sum(r["comm_latency_s"] for r in rows)
-        tokens = sum(sum(r["tokens_gained"].values()) for r in rows)
-        gammas = [g for r in rows for g in r["gamma"].values()]
         s = [res.summary for res in self.results]
+        f = steady_state_figures([r for res in self.results for r in res.rounds], s[0]["devices"])
         return {
             "policy": self.policy,
             "goodput_tokens_per_s": goodput_interval(self.log).to_dict(),
             "vs_target_only": (None if self is target_only
                                else paired_difference(self.log, target_only.log, (self.policy, "target-only")).to_dict()),
             "forecast_tokens_per_s": float(np.mean([x["forecast_tokens_per_s"] for x in s])),
-            "free_comm_tokens_per_s": tokens / comp,
-            "mean_t_comp_s": comp / n, "mean_t_comm_s": comm / n, "tokens_per_round": tokens / n,
-            "drafting_share": float(np.mean([g > 0 for g in gammas])), "mean_gamma": float(np.mean(gammas)),
+            **{k: f[k] for k in ("free_comm_tokens_per_s", "mean_t_comp_s", "mean_t_comm_s", "tokens_per_round",
+                                 "drafting_share", "mean_gamma")},
             "dl_share": float(np.mean([x["dl_share"] for x in s])),
             "bits_charged_per_token": float(np.mean([x["bits_charged_per_token"] for x in s])),
-            "steady_state": all(x["steady_state"] for x in s),
+            "steady_state": f["steady_state"],
             "records_match": all(x["consistent"] and x["digests_match"] for x in s),
             "jobs_finished": sum(x["jobs_finished"] for x in s),
         }
