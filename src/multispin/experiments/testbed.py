@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Callable, Literal
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from multispin.config import StrictConfig
@@ -48,6 +48,7 @@ Clock = Literal["virtual", "wall"]
 Policy = Literal["adaptive", "all-ul", "all-dl", "random", "target-only"]
 
 COMPACT_V_EFF = 1024  # the paper's V_eff
+MAX_SESSIONS = 4096  # the server's limit on distinct device ids (ServerConfig.max_devices)
 PAPER_PAYLOAD_BITS = 34_816  # 1024 · (18 + 16) at V = 151,665 (SYSTEM_MODEL §2)
 _POLICY_MODES = {"adaptive": ("ul", "dl"), "random": ("ul", "dl"), "all-ul": ("ul",), "all-dl": ("dl",),
                  "target-only": ()}
@@ -84,6 +85,17 @@ class TestbedConfig(StrictConfig):
     top_k: int | None = Field(None, ge=0, description="top-k cut (0 = off); None: the compact exact default")
     ul_codec: str | None = None  # None: the compact exact default (compact_exact_defaults)
     dl_codec: str | None = None
+
+    @field_validator("rounds")
+    @classmethod
+    def _sessions_fit(cls, rounds: int | None, info: ValidationInfo) -> int | None:
+        """A steady-state run queues `rounds` prompts per device, one session (device id) each."""
+        devices = info.data.get("devices", 1)
+        if rounds is not None and rounds * devices > MAX_SESSIONS:
+            raise PydanticCustomError("sessions", "at most {most} // devices = {fit} rounds with {devices} devices "
+                                      "(each device queues one prompt session per round); run several seeds",
+                                      {"most": MAX_SESSIONS, "fit": MAX_SESSIONS // devices, "devices": devices})
+        return rounds
 
     @field_validator("ul_codec", "dl_codec")
     @classmethod
