@@ -101,15 +101,12 @@ def _run_jobs(jobs: Sequence[dict], result_path: Path | None = None,
             outcome = client.run()
         except Exception as exc:
             done.append({"device_id": kwargs["device_id"], "error": f"{type(exc).__name__}: {exc}"})
-            break
-        finally:
-            if result_path is not None:
-                _write_result(result_path, {"jobs": done})
-        outcome.text = kwargs["pair"].tokenizer.decode(outcome.generated, skip_special_tokens=True)
-        done.append(outcome.to_dict())
+        else:
+            outcome.text = kwargs["pair"].tokenizer.decode(outcome.generated, skip_special_tokens=True)
+            done.append(outcome.to_dict())
         if result_path is not None:
             _write_result(result_path, {"jobs": done})
-        if not outcome.finished:
+        if "error" in done[-1] or not done[-1]["finished"]:
             break
     return {"jobs": done}
 
@@ -338,7 +335,7 @@ class LocalTestbed:
         # a steady-state runner still alive is at a job the stopped server will never admit
         longest = 30.0 if self.num_jobs == 1 else 1.0
         for h in list(self._handles.values()) + self._retired:
-            h.join(max(min(1.0, longest), min(longest, deadline - time.monotonic())))
+            h.join(max(1.0, min(longest, deadline - time.monotonic())))
             if h.alive():
                 h.kill()
                 h.join(5)
@@ -355,7 +352,8 @@ class LocalTestbed:
                     out = None
             if out is not None and "jobs" in out:  # thread and fork runners: one outcome per job
                 for job in out["jobs"]:
-                    if job["device_id"] in self._summary.devices:  # a job never admitted is no result
+                    # a job the stopped server never admitted is no result; an error always is one
+                    if job["device_id"] in self._summary.devices or "error" in job:
                         devices[job["device_id"]] = job
             elif out is not None and "error" not in out:
                 devices[h.device_id] = out

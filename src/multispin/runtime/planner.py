@@ -102,25 +102,34 @@ class RoundCost:
         return {**self.__dict__, "latency_s": self.latency_s}
 
 
+def analytic_round(inst, gamma: np.ndarray, modes: str, split: str, rng: np.random.Generator,
+                   samples: int = 4000) -> tuple[float, float, float]:
+    """The analytic model of one round at draft lengths γ: (Σ E[N_k] exactly, T_comp, E[T_comm] over
+    `samples` fresh outcome uniforms)."""
+    from multispin.optimize.goodput import expected_tokens
+    from multispin.optimize.reactive import t_comm_batch
+
+    u = rng.random((samples, inst.num_devices))
+    rejected = u > inst.survival[np.arange(inst.num_devices), gamma]
+    mu = rng.random(u.shape) if modes == "random" else None
+    return (float(expected_tokens(inst, gamma).sum()), float(t_comp_s(inst, gamma)),
+            float(t_comm_batch(rejected, inst, modes, split, mu).mean()))
+
+
 def model_predictions(planner: "ScenarioPlanner", mc_rounds: int, seed: int) -> dict[str, float]:
     """What the analytic model and the Monte Carlo simulator predict for the rounds the planner
     ran, at the draft lengths actually used and the scenario's (profile) acceptance rates: the
     ratio Σ tokens / Σ time, comparable with the running system's `goodput_tokens_per_s`."""
-    from multispin.optimize.goodput import expected_tokens
     from multispin.optimize.montecarlo import simulate_rounds
-    from multispin.optimize.reactive import t_comm_batch
 
     modes = POLICIES[planner.policy]
     rng = np.random.default_rng([seed, 41])
     a_tok = a_time = mc_tok = mc_time = 0.0
     for inst, gamma, index in planner.history:
         profile = inst.replace(alpha=planner.world.drop.alpha[index])
-        u = rng.random((4000, profile.num_devices))
-        rej = u > profile.survival[np.arange(profile.num_devices), gamma]
-        mu = rng.random(u.shape) if modes == "random" else None
-        a_tok += float(expected_tokens(profile, gamma).sum())
-        a_time += float(t_comp_s(profile, gamma)) + float(
-            t_comm_batch(rej, profile, modes, planner.split, mu).mean())
+        tokens, comp, comm = analytic_round(profile, gamma, modes, planner.split, rng)
+        a_tok += tokens
+        a_time += comp + comm
         mc = simulate_rounds(profile, gamma, mc_rounds, rng, modes=modes, split=planner.split)
         mc_tok += mc.tokens / mc_rounds
         mc_time += mc.time_s / mc_rounds
@@ -138,22 +147,14 @@ def forecast_goodput(scenario: Scenario, payload: WirePayload, policy: str, roun
     `rounds` fresh channel draws the policy plans every device with the scenario's (profile) α, and
     the analytic model scores each plan (Σ E[N_k] exactly, E[T_comm] on 4,000 fresh outcome
     uniforms); the ratio of sums, next to the same plans' free-communication value Σ E[N] / Σ T_comp."""
-    from multispin.optimize.goodput import expected_tokens
-    from multispin.optimize.reactive import t_comm_batch
-
     k = scenario.devices.count
     planner = ScenarioPlanner(scenario, range(k), payload, policy=policy, split=split, online=False)
     rng = np.random.default_rng([seed, 43])
     tokens = comp = comm = 0.0
     for r in range(FORECAST_ROUND_OFFSET, FORECAST_ROUND_OFFSET + rounds):
         rp = planner.plan(r, range(k))
-        inst, gamma = rp.instance, np.asarray(rp.proactive.draft_len)
-        u = rng.random((4000, k))
-        rejected = u > inst.survival[np.arange(k), gamma]
-        mu = rng.random(u.shape) if POLICIES[policy] == "random" else None
-        tokens += float(expected_tokens(inst, gamma).sum())
-        comp += float(t_comp_s(inst, gamma))
-        comm += float(t_comm_batch(rejected, inst, POLICIES[policy], split, mu).mean())
+        n, tc, tm = analytic_round(rp.instance, np.asarray(rp.proactive.draft_len), POLICIES[policy], split, rng)
+        tokens, comp, comm = tokens + n, comp + tc, comm + tm
     return {"forecast_tokens_per_s": tokens / (comp + comm), "forecast_free_comm_tokens_per_s": tokens / comp}
 
 
