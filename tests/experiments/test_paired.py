@@ -47,6 +47,9 @@ def test_identical_runs_cover_zero_and_say_not_significant():
     latency = 0.1 + 0.01 * rng.random((1, 80))
     same = [RoundLog.of(8 + rng.normal(0, 1, (1, 80)), latency) for _ in range(2)]
     assert not paired_difference(*same).significant
+    # the same rounds up to rounding (two policies that made identical choices): not significant
+    nudged = RoundLog.of(a.tokens * (1 + 1e-15), a.latency_s)
+    assert not paired_difference(nudged, a).significant
 
 
 def _coverage(rho, batches=None, trials=300, rounds=60, seeds=1):

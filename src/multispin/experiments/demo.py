@@ -249,7 +249,8 @@ def plot_sweep(result: DemoResult, path: Path) -> Path:
         style, marker, colour = _STYLE[policy]
         ax.errorbar(x + (i - 1.5) * 0.25, est, yerr=err, linestyle=style, marker=marker, color=colour,
                     capsize=4, label=policy)
-    ax.set_xlabel("P$^{dl}$ / P$^{ul}$ (dB)")
+    ax.set_xlabel("P$^{dl}$ / P$^{ul}$ (dB)\nwhiskers: each policy's own 95% interval; the paired differences "
+                  "(printed, summary.json) are tighter", fontsize=9)
     ax.set_ylabel("steady-state sum goodput (tokens/s)")
     ax.set_xticks(x)
     ax.grid(alpha=0.3)

@@ -28,6 +28,7 @@ from multispin.errors import ConfigError
 LEVEL = 0.95
 MIN_BATCH_ROUNDS = 4
 MAX_BATCHES_PER_SEED = 8
+NUMERICAL_ZERO = 1e-9  # in the estimate's units (percent, tokens/s)
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,8 @@ class Interval:
 
     @property
     def covers_zero(self) -> bool:
-        return self.low <= 0.0 <= self.high
+        # identical runs differ by rounding only (1e-14 %): that is no difference
+        return self.low <= NUMERICAL_ZERO and self.high >= -NUMERICAL_ZERO
 
     def to_dict(self) -> dict:
         return {"estimate": self.estimate, "low": self.low, "high": self.high}
@@ -83,7 +85,8 @@ class PairedDifference:
     def verdict(self) -> str:
         """One line: the difference, its interval, and what it means."""
         p = self.pct
-        head = f"{self.a} vs {self.b}: {p.estimate:+.1f}% goodput (95% interval {p.low:+.1f}% … {p.high:+.1f}%)"
+        head = (f"{self.a} vs {self.b}: {_pct(p.estimate)} goodput (95% interval {_pct(p.low)} … "
+                f"{_pct(p.high)})")
         if not self.significant:
             return f"{head}: not significant"
         return f"{head}: {self.a} {'ahead' if p.estimate > 0 else 'behind'}"
@@ -91,6 +94,11 @@ class PairedDifference:
     def to_dict(self) -> dict:
         return {"a": self.a, "b": self.b, "pct": self.pct.to_dict(), "significant": self.significant,
                 "seeds": self.seeds, "rounds": self.rounds, "batches_per_seed": self.batches_per_seed, "verdict": self.verdict}
+
+
+def _pct(x: float) -> str:
+    """A percentage with one decimal, or two significant digits when that would print 0.0."""
+    return f"{x:+.1f}%" if abs(x) >= 0.05 or abs(x) < NUMERICAL_ZERO else f"{x:+.2g}%"
 
 
 def batches_per_seed(rounds: int) -> int:
