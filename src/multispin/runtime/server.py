@@ -118,7 +118,7 @@ class EdgeServer:
     thread) drains the current round and shuts down cleanly."""
 
     def __init__(self, config: ServerConfig, pair: LoadedPair, secret: str | bytes | None = None, *,
-                 keys: ServerKeys | str | Path | None = None, journal: str | Path | None = None,
+                 keys: ServerKeys | str | Path | None = None, journal: str | Path | Journal | None = None,
                  policy: RoundPolicy | None = None, draft_lengths: DraftLengthPolicy | None = None,
                  modes: ModePolicy | None = None, log_path: str | Path | None = None,
                  on_round: Callable[[RoundEvent], None] | None = None,
@@ -175,7 +175,8 @@ class EdgeServer:
         self.journal: Journal | None = None
         self.recovered: list[int] = []  # devices restored from the journal at start
         if journal is not None:
-            self.journal = Journal(journal)
+            # an open Journal: the caller chose its check and repair (and refused damage early)
+            self.journal = journal if isinstance(journal, Journal) else Journal(journal)
             self._recover()
 
     def _make_protocol(self) -> ServerProtocol:
@@ -200,14 +201,14 @@ class EdgeServer:
         """Restore every session of the journal (prompt + committed tokens) and the next round;
         a journal whose run ended with every device done is set aside and a fresh one started."""
         assert self.journal is not None
+        if self.journal.repaired is not None:
+            log.warning("%s", self.journal.repaired.describe())
         rec = self.journal.recover()
         if rec.completed is not None:
             path = self.journal.path
-            self.journal.close()
-            done = path.with_name(f"{path.name}.done-{time.strftime('%Y%m%d-%H%M%S')}")
-            path.rename(done)
+            done = self.journal.set_aside(f"done-{time.strftime('%Y%m%d-%H%M%S')}")
             log.info("journal %s holds a finished run; kept as %s, starting a new one", path, done)
-            self.journal = Journal(path)
+            self.journal = Journal(path, check=self.journal.check)
             return
         for d, s in sorted(rec.sessions.items()):
             ours = (self._session_params, self.ul_codec.name, self.dl_codec.name, self.config.seed)
@@ -299,6 +300,8 @@ class EdgeServer:
             except zmq.ZMQError as exc:
                 raise ConfigError(f"port: cannot bind {self.config.bind_endpoint} ({exc})") from None
             self.endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
+            if self.journal is not None and self.journal.repaired is not None:
+                self.log.write("journal_repaired", **self.journal.repaired.to_dict())
             self.log.write("start", endpoint=self.endpoint, pair=self.pair.name,
                            vocab_size=self.vocab_size, config=self.config.model_dump(),
                            limits=self.limits.table(),
