@@ -56,6 +56,7 @@ from multispin.system.payload import WirePayload
 log = logging.getLogger("multispin.server")
 
 _POLL_SLICE_S = 0.05
+DEFAULT_MAX_PENDING = 64
 
 
 # --------------------------------------------------------------------------------------------
@@ -86,7 +87,8 @@ class ServerConfig(SamplingFields):
     bye_timeout_s: float = Field(5.0, ge=0, description="how long to wait for devices' final BYE")
     max_connections: int | None = Field(None, ge=1, le=65536, description="sessions + handshakes at once "
                                         "(None: max_devices + max_pending)")
-    max_pending: int = Field(64, ge=1, le=65536, description="handshakes in flight at once")
+    max_pending: int | None = Field(None, ge=1, le=65536, description="handshakes in flight at once (None: "
+                                    f"{DEFAULT_MAX_PENDING}, at most max_connections; given, it must fit in them)")
     refusal_log_interval_s: float = Field(10.0, gt=0, description="one log line per refusal cause per interval")
     history: bool = Field(False, description="keep every round's event and record in memory for the "
                           "summary (experiments); off: rounds stream to the log, aggregates stay")
@@ -186,13 +188,14 @@ class EdgeServer:
                        top_k=cfg.top_k, top_p=float(cfg.top_p), ul_codec=self.ul_codec.name,
                        dl_codec=self.dl_codec.name, max_new_tokens=cfg.max_new_tokens,
                        max_prompt_tokens=cfg.max_prompt_tokens, eos_ids=self.eos_ids)
-        max_connections = cfg.max_connections or cfg.max_devices + cfg.max_pending
+        max_connections = cfg.max_connections or cfg.max_devices + (cfg.max_pending or DEFAULT_MAX_PENDING)
+        # only the default adapts to max_connections; a max_pending given larger is refused (Limits)
+        max_pending = cfg.max_pending or min(DEFAULT_MAX_PENDING, max_connections)
         return ServerProtocol(
             self._secret, self.limits, self.verifier.records, self._open_device, welcome,
             max_devices=cfg.max_devices, handshake_timeout_s=cfg.handshake_timeout_s,
             check_claim=self._check_claim if self.allowed is not None else None,
-            connections=ConnectionLimits(max_connections, min(cfg.max_pending, max_connections),
-                                         cfg.handshake_timeout_s),
+            connections=ConnectionLimits(max_connections, max_pending, cfg.handshake_timeout_s),
             history=cfg.history)
 
     # ---------------------------------------------------------------- journal and keys
@@ -288,7 +291,9 @@ class EdgeServer:
         self._poller.register(self._monitor, zmq.POLLIN)
         return sock
 
-    def run(self) -> ServerSummary:
+    def run(self, on_ready: Callable[[str], None] | None = None) -> ServerSummary:
+        """Bind, serve until done or stopped, shut down; ``on_ready(endpoint)`` once bound (a
+        banner saying "waiting" is only true after the bind succeeded)."""
         started = time.perf_counter()
         sock = self._open_socket()
         stop_reason = "error"
@@ -310,6 +315,8 @@ class EdgeServer:
                            journal=str(self.journal.path) if self.journal else None,
                            recovered=self.recovered, next_round=self.round_idx)
             self.ready.set()
+            if on_ready is not None:
+                on_ready(self.endpoint)
             stop_reason = self._serve()
         finally:
             self.ready.set()
