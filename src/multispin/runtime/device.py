@@ -311,6 +311,14 @@ class DeviceClient:
             ul, dl = make_codec(w.ul_codec), make_codec(w.dl_codec)
         except ConfigError as exc:
             raise _Fatal(f"WELCOME: {exc}") from None
+        held = len(self.device.tokens) if self.device is not None else 0
+        if held > len(w.tokens):
+            # only a server whose journal was repaired takes committed tokens back; the same seed
+            # draws them again, so the text is unchanged, but the operator should know
+            log.warning("device %d: the server's record is %d token(s) shorter than this device's "
+                        "(its journal was repaired); continuing from the server's record",
+                        self.device_id, held - len(w.tokens))
+            self._event("rolled_back", tokens=held - len(w.tokens))
         dev = DraftDevice(self.device_id, self.lm, sampling, ul, dl, w.seed, list(w.tokens))
         dev.num_prompt = w.num_prompt  # the record holds prompt + committed tokens
         self.device = dev
