@@ -4,6 +4,7 @@ threads (each with its own socket), the tiny pair."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import threading
@@ -297,3 +298,149 @@ def _session_time_after(server, ctx, keys, d, frame, limits, wait_s):
             return time.monotonic() - t0
         time.sleep(0.01)
     return None
+
+
+# --------------------------------------------------------------------------------------------
+# churn and live key changes (issue 22, items 3 and 5)
+
+
+def _hello_as(ctx, endpoint, keys, d, limits):
+    """One HELLO from a fresh socket with device d's key; the server's answer (kept open)."""
+    s = ctx.socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    curve_client(s, load_device_keys(keys, d))
+    s.connect(endpoint)
+    s.send(P.encode_message(P.HelloMsg(d, tuple(encode_prompt_ids(d)), True, "x")))
+    assert s.poll(10_000), "no answer to HELLO"
+    return s, P.decode_message(s.recv(), limits, allowed=("WELCOME", "ERROR"))
+
+
+def encode_prompt_ids(d: int) -> list[int]:
+    return [65 + d, 66, 67]
+
+
+def test_sixty_hellos_of_one_key_cost_a_handful_of_log_lines_and_the_device_is_told_to_back_off(
+        pair, tmp_path, caplog):
+    """One valid key (device 2's) says HELLO 60 times, each from a new socket: 59 sessions used
+    to replace each other with 59 warnings and 119 drop/resume log lines."""
+    server_keys, device_keys = create_keyring(tmp_path / "keys", [0, 2])
+    server, th, box, events = _server(pair, tmp_path, 2, keys=server_keys)  # waits for device 0: no rounds
+    ctx = zmq.Context()
+    limits = _limits(pair, server)
+    answers = []
+    try:
+        with caplog.at_level("WARNING", logger="multispin"):
+            socks = []
+            for _ in range(60):
+                s, msg = _hello_as(ctx, server.endpoint, device_keys[2], 2, limits)
+                socks.append(s)
+                answers.append(msg)
+            server.request_stop("test over")
+            th.join(60)
+    finally:
+        ctx.destroy(linger=0)
+    summary = box["summary"]
+    welcomed = [m for m in answers if isinstance(m, P.WelcomeMsg)]
+    told = [m for m in answers if isinstance(m, P.ErrorMsg)]
+    assert len(welcomed) == 11 and len(told) == 49  # the join, then 10 new sessions a minute
+    assert all(m.code == "busy" and "replaced 10 times in the last 60 s; retry later" in m.reason for m in told)
+    assert summary.churn == {"device 2 dropped (replaced)": 10, "device 2 resumed": 10}
+    assert summary.refusals == {"busy": 49}
+    # every drop still happened (the callback sees them all) but the log holds a handful of lines
+    assert sum(e["event"] == "drop" for e in events) == 10 and sum(e["event"] == "resume" for e in events) == 10
+    lines = [json.loads(ln) for ln in (tmp_path / "server.jsonl").read_text().splitlines()]
+    noisy = [ln for ln in lines if ln["event"] in ("drop", "resume", "refusals")]
+    assert len(noisy) <= 6, noisy
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) <= 6, [r.getMessage() for r in warnings]
+
+
+def test_keys_added_and_revoked_while_serving(pair, tmp_path):
+    """An allowed key added while `serve` runs lets its device in without a restart; a key
+    removed ends its device's session at the next round (ERROR auth: the device stops)."""
+    server_keys, device_keys = create_keyring(tmp_path / "keys", [0, 1])
+    allowed = server_keys / "allowed"
+    stash = tmp_path / "device-1.key"
+    shutil.move(allowed / "device-1.key", stash)  # device 1 is not allowed at the start
+    server, th, box, events = _server(pair, tmp_path, 1, keys=server_keys, max_new_tokens=4000)
+    try:
+        th0, b0 = _device(pair, server.endpoint, 0, keys=device_keys[0])
+        deadline = time.monotonic() + 120
+        while server.round_idx < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        th1, b1 = _device(pair, server.endpoint, 1, keys=device_keys[1], server_timeout_s=60)
+        th1.join(60)  # negative control: not allowed yet
+        assert "refused this device's key" in str(b1.get("error")), b1
+        shutil.copyfile(stash, allowed / "device-1.key")
+        deadline = time.monotonic() + 10
+        while not any(e["event"] == "keys_reloaded" and e["added"] == [1] for e in events):
+            assert time.monotonic() < deadline, "the added key was not noticed"  # within KEY_POLL_S
+            time.sleep(0.05)
+        th1, b1 = _device(pair, server.endpoint, 1, keys=device_keys[1], server_timeout_s=60)
+        deadline = time.monotonic() + 30
+        while not any(e["event"] == "join" and e["device"] == 1 for e in events):
+            assert time.monotonic() < deadline, "device 1 was not let in after its key was added"
+            time.sleep(0.05)
+        revoked_at = time.monotonic()
+        (allowed / "device-0.key").unlink()
+        th0.join(30)
+        assert "no longer allowed (revoked)" in str(b0.get("error")), b0
+        assert time.monotonic() - revoked_at < 5  # the next round, not the end of the run
+        deadline = time.monotonic() + 5  # the device may read its ERROR before the server logs it
+        while not any(e["event"] == "drop" and e["device"] == 0 for e in events):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        drop = next(e for e in events if e["event"] == "drop" and e["device"] == 0)
+        assert drop["code"] == "auth"
+        assert any(e["event"] == "keys_reloaded" and e["removed"] == [0] for e in events)
+        assert th1.is_alive() and server.proto.devices[1].conn is not None  # device 1 goes on
+    finally:
+        server.request_stop("test over")
+        th.join(60)
+
+
+def test_sighup_asks_for_a_key_reload(pair, tmp_path):
+    import os
+    import signal
+
+    from multispin.runtime.server import install_signal_handlers
+
+    server_keys, _ = create_keyring(tmp_path / "keys", [0])
+    server = EdgeServer(ServerConfig.make(port=0), pair, keys=server_keys)
+    old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        install_signal_handlers(server)
+        assert not server._reload_keys.is_set()
+        os.kill(os.getpid(), signal.SIGHUP)
+        assert server._reload_keys.is_set() and not server._stop.is_set()
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def test_transport_key_refusals_are_counted_in_the_summary(pair, tmp_path):
+    """No key and a key not allowed never reach the protocol, but they are refusals: the summary
+    used to say `0 connection(s) refused`."""
+    server_keys, device_keys = create_keyring(tmp_path / "keys", [0])
+    _, strangers = create_keyring(tmp_path / "other", [0])
+    server, th, box, events = _server(pair, tmp_path, 1, keys=server_keys)
+    ctx = zmq.Context()
+    hello = P.encode_message(P.HelloMsg(0, (65, 66), True, "x"))
+    try:
+        plain = ctx.socket(zmq.DEALER)
+        stranger = ctx.socket(zmq.DEALER)
+        curve_client(stranger, load_device_keys(strangers[0], 0), load_device_keys(device_keys[0], 0).server_public)
+        for s in (plain, stranger):
+            s.setsockopt(zmq.LINGER, 0)
+            s.connect(server.endpoint)
+            s.send(hello, zmq.NOBLOCK)
+        deadline = time.monotonic() + 20
+        while server.transport_refused < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        server.request_stop("test over")
+        th.join(60)
+    finally:
+        ctx.destroy(linger=0)
+    summary = box["summary"]
+    assert server.proto.refused == 0  # still: nothing reached the protocol
+    assert summary.refused >= 2 and summary.refusals.get("auth", 0) >= 1 and summary.refusals.get("protocol", 0) >= 1

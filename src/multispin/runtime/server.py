@@ -17,8 +17,10 @@ sender's key; `secret` alone is the plaintext debugging mode.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
+import operator
 import signal
 import threading
 import time
@@ -30,7 +32,7 @@ import zmq
 from pydantic import Field
 from zmq.utils.monitor import recv_monitor_message
 
-from multispin.errors import ConfigError, ProtocolError
+from multispin.errors import ConfigError, ProtocolError, SecurityError
 from multispin.models.base import BatchedLM, LoadedPair
 from multispin.runtime import protocol as P
 from multispin.runtime.auth import resolve_secret
@@ -57,6 +59,14 @@ log = logging.getLogger("multispin.server")
 
 _POLL_SLICE_S = 0.05
 DEFAULT_MAX_PENDING = 64
+KEY_POLL_S = 1.0  # how often the allowed-keys folder is looked at for a change
+# the transport's own refusals (the socket monitor), before any frame reaches the protocol
+_TRANSPORT_REFUSALS = {
+    zmq.EVENT_HANDSHAKE_FAILED_AUTH: ("auth", "transport: the key is not allowed"),
+    zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: ("protocol", "transport: handshake failed (no key, another "
+                                          "server's key, or not ZeroMQ)"),
+    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: ("protocol", "transport: handshake failed"),
+}
 
 
 # --------------------------------------------------------------------------------------------
@@ -89,7 +99,10 @@ class ServerConfig(SamplingFields):
                                         "(None: max_devices + max_pending)")
     max_pending: int | None = Field(None, ge=1, le=65536, description="handshakes in flight at once (None: "
                                     f"{DEFAULT_MAX_PENDING}, at most max_connections; given, it must fit in them)")
-    refusal_log_interval_s: float = Field(10.0, gt=0, description="one log line per refusal cause per interval")
+    refusal_log_interval_s: float = Field(10.0, gt=0, description="one log line per refusal cause per interval "
+                                          "(and per device and cause for drops and resumes)")
+    max_replacements_per_min: int = Field(10, ge=1, description="new sessions of one device (replacing its "
+                                          "live one or resuming) in a minute; the next is told to retry later")
     history: bool = Field(False, description="keep every round's event and record in memory for the "
                           "summary (experiments); off: rounds stream to the log, aggregates stay")
 
@@ -159,6 +172,13 @@ class EdgeServer:
         self.on_round = on_round
         self.log = JsonlLog(log_path, on_event)
         self.refusals = RefusalLog(config.refusal_log_interval_s, emit=self._log_refusals)
+        # drops and resumes, per device and cause: one valid key can make them at will
+        self.churn = RefusalLog(config.refusal_log_interval_s, emit=self._log_refusals, label="churn")
+        self.transport_refused = 0  # connections the transport turned away (keys), never seen above
+        self._reload_keys = threading.Event()
+        self._keys_seen = self.allowed.signature() if self.allowed is not None else None
+        self._next_key_poll = 0.0
+        self._check_revoked = False
         self.ready = threading.Event()
         self.endpoint: str | None = None
         self._stop = threading.Event()
@@ -196,7 +216,7 @@ class EdgeServer:
             max_devices=cfg.max_devices, handshake_timeout_s=cfg.handshake_timeout_s,
             check_claim=self._check_claim if self.allowed is not None else None,
             connections=ConnectionLimits(max_connections, max_pending, cfg.handshake_timeout_s),
-            history=cfg.history)
+            history=cfg.history, max_replacements=cfg.max_replacements_per_min)
 
     # ---------------------------------------------------------------- journal and keys
 
@@ -245,6 +265,48 @@ class EdgeServer:
                                                     self.dl_codec.name, self.config.seed, self.round_idx))
         self.verifier.open(d, prompt)
 
+    def request_key_reload(self) -> None:
+        """Re-read the allowed-keys folder at the loop's next step (SIGHUP; any thread)."""
+        self._reload_keys.set()
+
+    def _watch_keys(self, now: float) -> None:
+        """Reload the allowed keys on request or when the folder changed (checked every
+        KEY_POLL_S): an added key is let in by the transport at once; a removed one's session
+        ends before the next round (`_end_revoked_sessions`)."""
+        if self.allowed is None or (not self._reload_keys.is_set() and now < self._next_key_poll):
+            return
+        self._next_key_poll = now + KEY_POLL_S
+        seen = self.allowed.signature()
+        if not self._reload_keys.is_set() and seen == self._keys_seen:
+            return
+        self._reload_keys.clear()
+        self._keys_seen = seen
+        before = self.allowed.ids()
+        try:
+            self.allowed.reload()
+        except SecurityError as exc:  # a half-copied or misnamed file: keep serving the old set
+            log.warning("allowed keys not reloaded, the previous %d stay: %s", len(before), exc)
+            self.log.write("keys_reload_failed", reason=str(exc))
+            return
+        after = self.allowed.ids()
+        added, removed = sorted(after - before), sorted(before - after)
+        log.warning("allowed keys reloaded: %d key(s)%s%s", len(after),
+                    f", added device(s) {added}" if added else "", f", removed device(s) {removed}" if removed else "")
+        self.log.write("keys_reloaded", keys=len(after), added=added, removed=removed)
+        self._check_revoked = True
+
+    def _end_revoked_sessions(self) -> None:
+        """Between rounds: a session whose key is no longer allowed as its device ends (ERROR
+        auth: the device does not retry; the transport would refuse its key anyway)."""
+        if not self._check_revoked or self.allowed is None:
+            return
+        self._check_revoked = False
+        for d, dev in sorted(self.proto.devices.items()):
+            c = dev.conn
+            if c is not None and c.alive and self.allowed.identity_for(c.peer) != d:
+                self.proto.drop(c, "auth", f"device {d}'s key is no longer allowed (revoked)")
+        self._flush()
+
     def _check_claim(self, key: str | None, d: int) -> str | None:
         owner = self.allowed.identity_for(key) if self.allowed is not None else None
         if owner is None:
@@ -286,7 +348,8 @@ class EdgeServer:
         # a TCP peer that never completes the transport handshake is closed after this
         sock.setsockopt(zmq.HANDSHAKE_IVL, int(self.config.handshake_timeout_s * 1000))
         # every TCP connection's ACCEPTED and DISCONNECTED, before bind so that none is missed
-        self._monitor = sock.get_monitor_socket(zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED)
+        self._monitor = sock.get_monitor_socket(zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED
+                                                | functools.reduce(operator.or_, _TRANSPORT_REFUSALS))
         self._poller.register(sock, zmq.POLLIN)
         self._poller.register(self._monitor, zmq.POLLIN)
         return sock
@@ -360,6 +423,7 @@ class EdgeServer:
                 return self._stop_reason
             if cfg.rounds is not None and self.round_idx >= cfg.rounds:
                 return "rounds"
+            self._end_revoked_sessions()
             if self._active():
                 idle_since = None
                 self._round(self.round_idx)
@@ -564,6 +628,13 @@ class EdgeServer:
             self.log.notify(**rec)
             self.refusals.refused(rec["code"], time.monotonic(), peer=f"{who}{rec['reason']}")
             return
+        if kind in ("drop", "resume") and d is not None:
+            # so are drops and resumes of one device (one valid key, many HELLOs): the first of a
+            # device and cause in an interval is written whole, the rest counted
+            cause = f"device {d} {'dropped (' + rec['code'] + ')' if kind == 'drop' else 'resumed'}"
+            if not self.churn.refused(cause, time.monotonic(), peer=rec.get("reason"), announce=False):
+                self.log.notify(**rec)
+                return
         self.log.write(**rec)
         if kind == "drop":
             log.warning("dropped device %d: %s", d, rec["reason"])
@@ -602,6 +673,8 @@ class EdgeServer:
         now = time.monotonic()
         self.proto.expire(now)
         self.refusals.tick(now)
+        self.churn.tick(now)
+        self._watch_keys(now)
         self._flush()
 
     def _take_transport_events(self) -> None:
@@ -613,6 +686,10 @@ class EdgeServer:
                 self._transport.accepted(event["value"])
             elif event["event"] == zmq.EVENT_DISCONNECTED:
                 self._transport.disconnected(event["value"])
+            elif event["event"] in _TRANSPORT_REFUSALS:
+                code, reason = _TRANSPORT_REFUSALS[event["event"]]
+                self.transport_refused += 1
+                self.refusals.refused(code, time.monotonic(), peer=reason)
 
     # ---------------------------------------------------------------- shutdown
 
@@ -645,10 +722,12 @@ class EdgeServer:
                            finished=rec.finished, sessions=rec.sessions, drops=rec.drops,
                            digest=rec.digest, device_digest=rec.client_digest, match=rec.digest_match)
         self.refusals.flush(time.monotonic())
-        summary = ServerSummary(self.round_idx, stop_reason, wall_s, devices, self.proto.refused,
-                                list(self._events), dict(self.refusals.totals))
-        self.log.write("shutdown", reason=stop_reason, rounds=self.round_idx, refused=self.proto.refused,
-                       refusals=self.refusals.totals, wall_s=wall_s)
+        self.churn.flush(time.monotonic())
+        refused = self.proto.refused + self.transport_refused
+        summary = ServerSummary(self.round_idx, stop_reason, wall_s, devices, refused,
+                                list(self._events), dict(self.refusals.totals), dict(self.churn.totals))
+        self.log.write("shutdown", reason=stop_reason, rounds=self.round_idx, refused=refused,
+                       refusals=self.refusals.totals, churn=self.churn.totals, wall_s=wall_s)
         self.log.close()
         if self.journal is not None:
             if stop_reason == "done":
@@ -667,11 +746,14 @@ class EdgeServer:
 
 
 def install_signal_handlers(server: EdgeServer) -> None:
-    """SIGTERM / SIGINT: drain the current round, then shut down cleanly (main thread only)."""
+    """SIGTERM / SIGINT: drain the current round, then shut down cleanly; SIGHUP: re-read the
+    allowed keys (main thread only)."""
     def handler(signum: int, frame: Any) -> None:
         server.request_stop(signal.Signals(signum).name)
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
+    if hasattr(signal, "SIGHUP"):  # re-read the allowed keys (they are also watched for changes)
+        signal.signal(signal.SIGHUP, lambda signum, frame: server.request_key_reload())
 
 __all__ = ["EdgeServer", "ServerConfig", "install_signal_handlers"]
