@@ -444,3 +444,96 @@ def test_transport_key_refusals_are_counted_in_the_summary(pair, tmp_path):
     summary = box["summary"]
     assert server.proto.refused == 0  # still: nothing reached the protocol
     assert summary.refused >= 2 and summary.refusals.get("auth", 0) >= 1 and summary.refusals.get("protocol", 0) >= 1
+
+
+def _fds(pid: int) -> int:
+    import os
+
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
+def test_a_silent_dealer_flood_at_ulimit_256_costs_no_descriptors_and_a_device_gets_in(pair, tmp_path):
+    """300 ZeroMQ DEALERs finish the transport handshake and never send: they used to hold all of
+    a `ulimit -n 256` server's descriptors with nothing logged, and a device gave up (issue 22,
+    item 2). The transport now cuts connections past the handshake deadline without a session
+    and those over --max-connections (silent ones first): the device gets in and finishes, the
+    cuts are counted, and the descriptors return to their baseline once the flood stops."""
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    from multispin.runtime.launcher import free_port
+
+    port, log = free_port(), tmp_path / "server.jsonl"
+    cmd = [sys.executable, "-m", "multispin", "serve", "--pair", "tiny", "--insecure", "--port", str(port),
+           "--handshake-timeout", "2", "--max-connections", "50", "--max-pending", "10", "--devices", "2",
+           "--max-new-tokens", "8", "--no-journal", "--join-timeout", "120", "--threads", "1", "--log", str(log)]
+    env = dict(os.environ, MULTISPIN_SECRET=SECRET, MULTISPIN_TEST_THREADS="1")
+    server = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256)))
+    ctx = zmq.Context()
+    logged = lambda what: log.exists() and what in log.read_text()  # noqa: E731
+    try:
+        deadline = time.monotonic() + 120
+        while not logged('"event":"start"'):
+            assert server.poll() is None and time.monotonic() < deadline, server.communicate()
+            time.sleep(0.1)
+        baseline = _fds(server.pid)
+        flood = []
+        for _ in range(300):
+            s = ctx.socket(zmq.DEALER)
+            s.setsockopt(zmq.LINGER, 0)
+            s.connect(f"tcp://127.0.0.1:{port}")
+            flood.append(s)
+        time.sleep(3.0)  # past the handshake deadline: the flood has been cut at least once
+        th0, b0 = _device(pair, f"tcp://127.0.0.1:{port}", 0, server_timeout_s=60, reconnects=10)
+        peak = 0
+        while not logged('"event":"join"'):  # device 0 gets in during the flood
+            assert th0.is_alive() and time.monotonic() < deadline, b0
+            peak = max(peak, _fds(server.pid))
+            time.sleep(0.2)
+        assert peak < 256 - 20  # never near the limit: the journal and log still had descriptors
+        for s in flood:
+            s.close()
+        time.sleep(2.0 + 1.5)  # one handshake deadline after the flood stopped
+        assert _fds(server.pid) <= baseline + 2  # device 0's connection (and its monitor's slack)
+        th1, b1 = _device(pair, f"tcp://127.0.0.1:{port}", 1, server_timeout_s=60)
+        th0.join(120)
+        th1.join(120)
+        assert b0["outcome"].finished and b1["outcome"].finished, (b0, b1)
+        out, err = server.communicate(timeout=60)
+    finally:
+        ctx.destroy(linger=0)
+        if server.poll() is None:
+            server.kill()
+    assert server.returncode == 0, err
+    shutdown = next(json.loads(ln) for ln in log.read_text().splitlines() if '"event":"shutdown"' in ln)
+    assert shutdown["refusals"].get("handshake deadline passed", 0) + \
+        shutdown["refusals"].get("too many connections", 0) >= 300
+    refusal_lines = [ln for ln in log.read_text().splitlines() if '"event":"refusals"' in ln]
+    assert 1 <= len(refusal_lines) <= 20  # logged, and bounded
+
+
+def test_a_connection_is_cut_only_while_its_descriptor_holds_it():
+    """The cut reads the descriptor's addresses again: a descriptor reused by another connection
+    (other addresses) is left alone (negative control), the named one sees its end."""
+    from multispin.runtime.server import _addresses, _cut_connection
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        client = socket.create_connection(listener.getsockname())
+        accepted, _ = listener.accept()
+        with client, accepted:
+            tag = _addresses(accepted.fileno())
+            assert tag == (accepted.getsockname(), accepted.getpeername())
+            other = (tag[0], ("127.0.0.1", 1))
+            assert _cut_connection(accepted.fileno(), other) is False
+            client.sendall(b"x")
+            assert accepted.recv(1) == b"x"  # untouched
+            assert _cut_connection(accepted.fileno(), None) is False  # addresses never known
+            assert _cut_connection(accepted.fileno(), tag) is True
+            client.settimeout(5)
+            assert client.recv(1) == b""  # the peer sees the end

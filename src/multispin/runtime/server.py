@@ -21,7 +21,9 @@ import functools
 import logging
 import math
 import operator
+import os
 import signal
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -39,7 +41,9 @@ from multispin.runtime.auth import resolve_secret
 from multispin.runtime.journal import DeviceRound, Journal, SessionRecord
 from multispin.runtime.jsonlog import JsonlLog
 from multispin.runtime.keys import AllowedKeys, ServerKeys, curve_server, load_server_keys, peer_key
-from multispin.runtime.limits import Limits as ConnectionLimits, RefusalLog
+from multispin.runtime.limits import (
+    HANDSHAKE_DEADLINE, TOO_MANY_CONNECTIONS, Limits as ConnectionLimits, RefusalLog,
+)
 from multispin.runtime.local import UniformDraftLength, mode_policy
 from multispin.runtime.records import DeviceRecord, RoundEvent, ServerSummary
 from multispin.runtime.roles import Draft, VerifierServer
@@ -672,10 +676,28 @@ class EdgeServer:
                                        f"transport cut it for a frame over {self.transport_limit_bytes} bytes")
         now = time.monotonic()
         self.proto.expire(now)
+        self._bound_connections(now)
         self.refusals.tick(now)
         self.churn.tick(now)
         self._watch_keys(now)
         self._flush()
+
+    def _bound_connections(self, now: float) -> None:
+        """Cut the TCP connections that hold a descriptor for nothing: open past the handshake
+        deadline without a session (a peer that finished the transport handshake and then says
+        nothing never reaches the protocol, whose budget counts peers from their first frame),
+        and those over max_connections, silent ones first. A device cut this way reconnects
+        (its HELLO waits in its socket) and gets in when a slot is free."""
+        established = self.proto.conns.__contains__
+        limits = self.proto.budget.limits
+        for cause, cut in ((HANDSHAKE_DEADLINE, self._transport.overdue(now, limits.handshake_deadline_s,
+                                                                         established)),
+                           (TOO_MANY_CONNECTIONS, self._transport.excess(limits.max_connections, established))):
+            for fd, tag in cut:
+                silent = not self._transport.spoke(fd)
+                if _cut_connection(fd, tag) and silent:  # one that spoke was answered by the protocol
+                    self.transport_refused += 1
+                    self.refusals.refused(cause, now, peer="transport: a connection that sent nothing")
 
     def _take_transport_events(self) -> None:
         monitor = self._monitor
@@ -683,7 +705,8 @@ class EdgeServer:
         while monitor.get(zmq.EVENTS) & zmq.POLLIN:  # cheaper than poll(0), which builds a Poller
             event = recv_monitor_message(monitor)
             if event["event"] == zmq.EVENT_ACCEPTED:
-                self._transport.accepted(event["value"])
+                fd = event["value"]
+                self._transport.accepted(fd, time.monotonic(), _addresses(fd))
             elif event["event"] == zmq.EVENT_DISCONNECTED:
                 self._transport.disconnected(event["value"])
             elif event["event"] in _TRANSPORT_REFUSALS:
@@ -743,6 +766,41 @@ class EdgeServer:
         if self._ctx is not None:
             self._ctx.term()
         return summary
+
+
+def _addresses(fd: int) -> tuple | None:
+    """(local, peer) address of the TCP connection on libzmq's descriptor ``fd``, read through a
+    duplicate (closing it leaves libzmq's descriptor alone); None if it is not a socket."""
+    try:
+        dup = socket.socket(fileno=os.dup(fd))
+    except OSError:
+        return None
+    try:
+        return dup.getsockname(), dup.getpeername()
+    except OSError:
+        return None
+    finally:
+        dup.close()
+
+
+def _cut_connection(fd: int, tag: tuple | None) -> bool:
+    """Shut down the connection on libzmq's descriptor ``fd``: libzmq reads the end, closes the
+    descriptor itself and reports DISCONNECTED. Only if the descriptor still holds the very
+    connection its ACCEPTED named (same local and peer address): a descriptor closed and reused
+    meanwhile is left alone. libzmq has no call to close one peer of a ROUTER."""
+    if tag is None or _addresses(fd) != tag:
+        return False
+    try:
+        dup = socket.socket(fileno=os.dup(fd))
+    except OSError:
+        return False
+    try:
+        dup.shutdown(socket.SHUT_RDWR)
+        return True
+    except OSError:
+        return False
+    finally:
+        dup.close()
 
 
 def install_signal_handlers(server: EdgeServer) -> None:
