@@ -134,7 +134,9 @@ class _RoundIO:
 class EdgeServer:
     """Edge server process: target model, authentication, rounds, logs. Call `run()` (blocking)
     in the thread that owns it; `request_stop()` from anywhere (a signal handler, another
-    thread) drains the current round and shuts down cleanly."""
+    thread) drains the current round and shuts down cleanly. `journal`: a path, or a Journal
+    the caller opened (and so checked, or repaired) itself; `request_key_reload()` re-reads the
+    allowed keys."""
 
     def __init__(self, config: ServerConfig, pair: LoadedPair, secret: str | bytes | None = None, *,
                  keys: ServerKeys | str | Path | None = None, journal: str | Path | Journal | None = None,
@@ -175,14 +177,7 @@ class EdgeServer:
             modes or mode_policy(config.mode, config.seed))
         self.on_round = on_round
         self.log = JsonlLog(log_path, on_event)
-        self.refusals = RefusalLog(config.refusal_log_interval_s, emit=self._log_refusals)
-        # drops and resumes, per device and cause: one valid key can make them at will
-        self.churn = RefusalLog(config.refusal_log_interval_s, emit=self._log_refusals, label="churn")
-        self.transport_refused = 0  # connections the transport turned away (keys), never seen above
-        self._reload_keys = threading.Event()
-        self._keys_seen = self.allowed.signature() if self.allowed is not None else None
-        self._next_key_poll = 0.0
-        self._check_revoked = False
+        self._init_bounds(config)
         self.ready = threading.Event()
         self.endpoint: str | None = None
         self._stop = threading.Event()
@@ -201,9 +196,19 @@ class EdgeServer:
         self.journal: Journal | None = None
         self.recovered: list[int] = []  # devices restored from the journal at start
         if journal is not None:
-            # an open Journal: the caller chose its check and repair (and refused damage early)
-            self.journal = journal if isinstance(journal, Journal) else Journal(journal)
+            self.journal = journal if isinstance(journal, Journal) else Journal(journal)  # opened: checked
             self._recover()
+
+    def _init_bounds(self, config: ServerConfig) -> None:
+        """What keeps peers' repetitions bounded in the log, and the allowed keys current."""
+        self.refusals = RefusalLog(config.refusal_log_interval_s, emit=self._log_refusals)
+        # drops and resumes, per device and cause: one valid key can make them at will
+        self.churn = RefusalLog(config.refusal_log_interval_s, emit=self._log_refusals, label="churn")
+        self.transport_refused = 0  # connections the transport turned away, never seen by the protocol
+        self._reload_keys = threading.Event()
+        self._keys_seen = self.allowed.signature() if self.allowed is not None else None
+        self._next_key_poll = 0.0
+        self._check_revoked = False
 
     def _make_protocol(self) -> ServerProtocol:
         cfg = self.config
