@@ -70,5 +70,10 @@ class JournalError(MultispinError):
     """The crash-safe journal cannot be opened, read or written as asked (names the file)."""
 
 
+class JournalDamaged(JournalError):
+    """The journal was a journal but is damaged or lost rounds (names what and what to do); the
+    server resumes from it only when told to repair it."""
+
+
 class SecurityError(MultispinError):
     """Keys cannot be created or loaded, or a peer's key does not match the identity it claims."""

@@ -100,3 +100,14 @@ def test_a_long_flood_grows_the_log_by_a_bounded_number_of_lines():
 def test_refusal_interval_must_be_positive():
     with pytest.raises(ConfigError, match="interval_s"):
         RefusalLog(interval_s=0)
+
+
+def test_a_quiet_first_line_is_left_to_the_caller_and_the_label_names_the_stream():
+    lines: list[str] = []
+    log = RefusalLog(10.0, emit=lines.append, label="churn")
+    assert log.refused("device 2 resumed", 0.0, announce=False) is True  # the caller logs this one
+    assert log.refused("device 2 resumed", 1.0, announce=False) is False
+    assert log.refused("device 2 resumed", 2.0, announce=False) is False
+    assert lines == []
+    log.tick(10.5)
+    assert lines == ["churn: device 2 resumed x2 more in the last 10.5 s (3 in all)"]

@@ -131,6 +131,54 @@ def test_server_killed_at_a_round_and_restarted_from_its_journal(pair, expected,
     _assert_journal_exact(journal, expected, pair)
 
 
+def test_a_damaged_journal_is_refused_and_repair_resumes_with_the_same_texts(pair, expected, tmp_path, caplog):
+    """kill -9 at round 3 leaves the rounds in the WAL; half the WAL is cut off. `serve` on it is
+    refused (one line, exit 2: it used to resume at an earlier round without a word, though the
+    devices held COMMITs for the lost rounds); `serve --journal-repair` resumes from the last
+    good round, the devices take the shorter record and regenerate the lost rounds, and every
+    text is byte-identical to the uninterrupted run."""
+    server_keys, device_keys = create_keyring(tmp_path / "keys", range(K))
+    port, journal = free_port(), tmp_path / "journal.sqlite"
+    env = dict(os.environ, MULTISPIN_TEST_THREADS="1")
+    first = subprocess.Popen(_serve_cmd(port, server_keys, journal, tmp_path / "a.jsonl"), env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    devices = [_thread_device(pair, f"tcp://127.0.0.1:{port}", k, device_keys[k]) for k in range(K)]
+    second = None
+    try:
+        _wait_for(lambda: _rounds_logged(tmp_path / "a.jsonl") >= 3 or first.poll() is not None, 240, "round 3")
+        assert first.poll() is None, first.communicate()[1]
+        first.send_signal(signal.SIGKILL)
+        first.wait(30)
+        wal = Path(f"{journal}-wal")
+        os.truncate(wal, wal.stat().st_size // 2)
+        refused = subprocess.run(_serve_cmd(port, server_keys, journal, tmp_path / "b.jsonl"), env=env,
+                                 capture_output=True, text=True, timeout=120)
+        assert refused.returncode == 2
+        assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr
+        assert "missing" in refused.stderr and "--journal-repair" in refused.stderr
+        assert not (tmp_path / "b.jsonl").exists()  # refused before it started anything
+        second = subprocess.Popen(_serve_cmd(port, server_keys, journal, tmp_path / "c.jsonl") + ["--journal-repair"],
+                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out, err = second.communicate(timeout=300)
+    finally:
+        for p in (first, second):
+            if p is not None and p.poll() is None:
+                p.kill()
+    assert second.returncode == 0, err
+    assert "journal repaired: resuming" in err and "stopped (done)" in out
+    log = [json.loads(line) for line in (tmp_path / "c.jsonl").read_text().splitlines()]
+    repaired = next(e for e in log if e["event"] == "journal_repaired")
+    assert repaired["lost_rounds"] and repaired["kept_aside"]
+    for th, box in devices:
+        th.join(60)
+    for k, (th, box) in enumerate(devices):
+        outcome = box["outcome"]
+        assert outcome.finished and outcome.generated == expected[k], f"device {k}"
+        assert outcome.server_digest == outcome.digest
+    assert "shorter than this device's (its journal was repaired)" in caplog.text
+    _assert_journal_exact(journal, expected, pair)
+
+
 def _server_thread(pair, tmp_path, round_timeout_s, on_round):
     server_keys, device_keys = create_keyring(tmp_path / "keys", range(K))
     config = ServerConfig.make(port=0, expected_devices=K, max_new_tokens=MAX_NEW, seed=SEED, draft_len=GAMMA,

@@ -4,6 +4,7 @@ threads (each with its own socket), the tiny pair."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import threading
@@ -297,3 +298,242 @@ def _session_time_after(server, ctx, keys, d, frame, limits, wait_s):
             return time.monotonic() - t0
         time.sleep(0.01)
     return None
+
+
+# --------------------------------------------------------------------------------------------
+# churn and live key changes (issue 22, items 3 and 5)
+
+
+def _hello_as(ctx, endpoint, keys, d, limits):
+    """One HELLO from a fresh socket with device d's key; the server's answer (kept open)."""
+    s = ctx.socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    curve_client(s, load_device_keys(keys, d))
+    s.connect(endpoint)
+    s.send(P.encode_message(P.HelloMsg(d, tuple(encode_prompt_ids(d)), True, "x")))
+    assert s.poll(10_000), "no answer to HELLO"
+    return s, P.decode_message(s.recv(), limits, allowed=("WELCOME", "ERROR"))
+
+
+def encode_prompt_ids(d: int) -> list[int]:
+    return [65 + d, 66, 67]
+
+
+def test_sixty_hellos_of_one_key_cost_a_handful_of_log_lines_and_the_device_is_told_to_back_off(
+        pair, tmp_path, caplog):
+    """One valid key (device 2's) says HELLO 60 times, each from a new socket: 59 sessions used
+    to replace each other with 59 warnings and 119 drop/resume log lines."""
+    server_keys, device_keys = create_keyring(tmp_path / "keys", [0, 2])
+    server, th, box, events = _server(pair, tmp_path, 2, keys=server_keys)  # waits for device 0: no rounds
+    ctx = zmq.Context()
+    limits = _limits(pair, server)
+    answers = []
+    try:
+        with caplog.at_level("WARNING", logger="multispin"):
+            socks = []
+            for _ in range(60):
+                s, msg = _hello_as(ctx, server.endpoint, device_keys[2], 2, limits)
+                socks.append(s)
+                answers.append(msg)
+            server.request_stop("test over")
+            th.join(60)
+    finally:
+        ctx.destroy(linger=0)
+    summary = box["summary"]
+    welcomed = [m for m in answers if isinstance(m, P.WelcomeMsg)]
+    told = [m for m in answers if isinstance(m, P.ErrorMsg)]
+    assert len(welcomed) == 11 and len(told) == 49  # the join, then 10 new sessions a minute
+    assert all(m.code == "busy" and "replaced 10 times in the last 60 s; retry later" in m.reason for m in told)
+    assert summary.churn == {"device 2 dropped (replaced)": 10, "device 2 resumed": 10}
+    assert summary.refusals == {"busy": 49}
+    # every drop still happened (the callback sees them all) but the log holds a handful of lines
+    assert sum(e["event"] == "drop" for e in events) == 10 and sum(e["event"] == "resume" for e in events) == 10
+    lines = [json.loads(ln) for ln in (tmp_path / "server.jsonl").read_text().splitlines()]
+    noisy = [ln for ln in lines if ln["event"] in ("drop", "resume", "refusals")]
+    assert len(noisy) <= 6, noisy
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) <= 6, [r.getMessage() for r in warnings]
+
+
+def test_keys_added_and_revoked_while_serving(pair, tmp_path):
+    """An allowed key added while `serve` runs lets its device in without a restart; a key
+    removed ends its device's session at the next round (ERROR auth: the device stops)."""
+    server_keys, device_keys = create_keyring(tmp_path / "keys", [0, 1])
+    allowed = server_keys / "allowed"
+    stash = tmp_path / "device-1.key"
+    shutil.move(allowed / "device-1.key", stash)  # device 1 is not allowed at the start
+    server, th, box, events = _server(pair, tmp_path, 1, keys=server_keys, max_new_tokens=4000)
+    try:
+        th0, b0 = _device(pair, server.endpoint, 0, keys=device_keys[0])
+        deadline = time.monotonic() + 120
+        while server.round_idx < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        th1, b1 = _device(pair, server.endpoint, 1, keys=device_keys[1], server_timeout_s=60)
+        th1.join(60)  # negative control: not allowed yet
+        assert "refused this device's key" in str(b1.get("error")), b1
+        shutil.copyfile(stash, allowed / "device-1.key")
+        deadline = time.monotonic() + 10
+        while not any(e["event"] == "keys_reloaded" and e["added"] == [1] for e in events):
+            assert time.monotonic() < deadline, "the added key was not noticed"  # within KEY_POLL_S
+            time.sleep(0.05)
+        th1, b1 = _device(pair, server.endpoint, 1, keys=device_keys[1], server_timeout_s=60)
+        deadline = time.monotonic() + 30
+        while not any(e["event"] == "join" and e["device"] == 1 for e in events):
+            assert time.monotonic() < deadline, "device 1 was not let in after its key was added"
+            time.sleep(0.05)
+        revoked_at = time.monotonic()
+        (allowed / "device-0.key").unlink()
+        th0.join(30)
+        assert "no longer allowed (revoked)" in str(b0.get("error")), b0
+        assert time.monotonic() - revoked_at < 5  # the next round, not the end of the run
+        deadline = time.monotonic() + 5  # the device may read its ERROR before the server logs it
+        while not any(e["event"] == "drop" and e["device"] == 0 for e in events):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        drop = next(e for e in events if e["event"] == "drop" and e["device"] == 0)
+        assert drop["code"] == "auth"
+        assert any(e["event"] == "keys_reloaded" and e["removed"] == [0] for e in events)
+        assert th1.is_alive() and server.proto.devices[1].conn is not None  # device 1 goes on
+    finally:
+        server.request_stop("test over")
+        th.join(60)
+
+
+def test_sighup_asks_for_a_key_reload(pair, tmp_path):
+    import os
+    import signal
+
+    from multispin.runtime.server import install_signal_handlers
+
+    server_keys, _ = create_keyring(tmp_path / "keys", [0])
+    server = EdgeServer(ServerConfig.make(port=0), pair, keys=server_keys)
+    old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        install_signal_handlers(server)
+        assert not server._reload_keys.is_set()
+        os.kill(os.getpid(), signal.SIGHUP)
+        assert server._reload_keys.is_set() and not server._stop.is_set()
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def test_transport_key_refusals_are_counted_in_the_summary(pair, tmp_path):
+    """No key and a key not allowed never reach the protocol, but they are refusals: the summary
+    used to say `0 connection(s) refused`."""
+    server_keys, device_keys = create_keyring(tmp_path / "keys", [0])
+    _, strangers = create_keyring(tmp_path / "other", [0])
+    server, th, box, events = _server(pair, tmp_path, 1, keys=server_keys)
+    ctx = zmq.Context()
+    hello = P.encode_message(P.HelloMsg(0, (65, 66), True, "x"))
+    try:
+        plain = ctx.socket(zmq.DEALER)
+        stranger = ctx.socket(zmq.DEALER)
+        curve_client(stranger, load_device_keys(strangers[0], 0), load_device_keys(device_keys[0], 0).server_public)
+        for s in (plain, stranger):
+            s.setsockopt(zmq.LINGER, 0)
+            s.connect(server.endpoint)
+            s.send(hello, zmq.NOBLOCK)
+        deadline = time.monotonic() + 20
+        while server.transport_refused < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        server.request_stop("test over")
+        th.join(60)
+    finally:
+        ctx.destroy(linger=0)
+    summary = box["summary"]
+    assert server.proto.refused == 0  # still: nothing reached the protocol
+    assert summary.refused >= 2 and summary.refusals.get("auth", 0) >= 1 and summary.refusals.get("protocol", 0) >= 1
+
+
+def _fds(pid: int) -> int:
+    import os
+
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
+def test_a_silent_dealer_flood_at_ulimit_256_costs_no_descriptors_and_a_device_gets_in(pair, tmp_path):
+    """300 ZeroMQ DEALERs finish the transport handshake and never send: they used to hold all of
+    a `ulimit -n 256` server's descriptors with nothing logged, and a device gave up (issue 22,
+    item 2). The transport now cuts connections past the handshake deadline without a session
+    and those over --max-connections (silent ones first): the device gets in and finishes, the
+    cuts are counted, and the descriptors return to their baseline once the flood stops."""
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    from multispin.runtime.launcher import free_port
+
+    port, log = free_port(), tmp_path / "server.jsonl"
+    cmd = [sys.executable, "-m", "multispin", "serve", "--pair", "tiny", "--insecure", "--port", str(port),
+           "--handshake-timeout", "2", "--max-connections", "50", "--max-pending", "10", "--devices", "2",
+           "--max-new-tokens", "8", "--no-journal", "--join-timeout", "120", "--threads", "1", "--log", str(log)]
+    env = dict(os.environ, MULTISPIN_SECRET=SECRET, MULTISPIN_TEST_THREADS="1")
+    server = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256)))
+    ctx = zmq.Context()
+    logged = lambda what: log.exists() and what in log.read_text()  # noqa: E731
+    try:
+        deadline = time.monotonic() + 120
+        while not logged('"event":"start"'):
+            assert server.poll() is None and time.monotonic() < deadline, server.communicate()
+            time.sleep(0.1)
+        baseline = _fds(server.pid)
+        flood = []
+        for _ in range(300):
+            s = ctx.socket(zmq.DEALER)
+            s.setsockopt(zmq.LINGER, 0)
+            s.connect(f"tcp://127.0.0.1:{port}")
+            flood.append(s)
+        time.sleep(3.0)  # past the handshake deadline: the flood has been cut at least once
+        th0, b0 = _device(pair, f"tcp://127.0.0.1:{port}", 0, server_timeout_s=60, reconnects=10)
+        peak = 0
+        while not logged('"event":"join"'):  # device 0 gets in during the flood
+            assert th0.is_alive() and time.monotonic() < deadline, b0
+            peak = max(peak, _fds(server.pid))
+            time.sleep(0.2)
+        assert peak < 256 - 20  # never near the limit: the journal and log still had descriptors
+        for s in flood:
+            s.close()
+        time.sleep(2.0 + 1.5)  # one handshake deadline after the flood stopped
+        assert _fds(server.pid) <= baseline + 2  # device 0's connection (and its monitor's slack)
+        th1, b1 = _device(pair, f"tcp://127.0.0.1:{port}", 1, server_timeout_s=60)
+        th0.join(120)
+        th1.join(120)
+        assert b0["outcome"].finished and b1["outcome"].finished, (b0, b1)
+        out, err = server.communicate(timeout=60)
+    finally:
+        ctx.destroy(linger=0)
+        if server.poll() is None:
+            server.kill()
+    assert server.returncode == 0, err
+    shutdown = next(json.loads(ln) for ln in log.read_text().splitlines() if '"event":"shutdown"' in ln)
+    assert shutdown["refusals"].get("handshake deadline passed", 0) + \
+        shutdown["refusals"].get("too many connections", 0) >= 300
+    refusal_lines = [ln for ln in log.read_text().splitlines() if '"event":"refusals"' in ln]
+    assert 1 <= len(refusal_lines) <= 20  # logged, and bounded
+
+
+def test_a_connection_is_cut_only_while_its_descriptor_holds_it():
+    """The cut reads the descriptor's addresses again: a descriptor reused by another connection
+    (other addresses) is left alone (negative control), the named one sees its end."""
+    from multispin.runtime.server import _addresses, _cut_connection
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        client = socket.create_connection(listener.getsockname())
+        accepted, _ = listener.accept()
+        with client, accepted:
+            tag = _addresses(accepted.fileno())
+            assert tag == (accepted.getsockname(), accepted.getpeername())
+            other = (tag[0], ("127.0.0.1", 1))
+            assert _cut_connection(accepted.fileno(), other) is False
+            client.sendall(b"x")
+            assert accepted.recv(1) == b"x"  # untouched
+            assert _cut_connection(accepted.fileno(), None) is False  # addresses never known
+            assert _cut_connection(accepted.fileno(), tag) is True
+            client.settimeout(5)
+            assert client.recv(1) == b""  # the peer sees the end

@@ -322,3 +322,25 @@ def test_a_step_the_connection_state_does_not_allow_is_a_local_error():
     assert sent(proto) == [] and conn.alive
     proto.receive(b"a", enc(P.CorrectionMsg(0, 7)), 0.0)  # the device's mistake: a drop, not a raise
     assert not conn.alive and not issubclass(LocalProtocolError, RemoteProtocolError)
+
+
+@pytest.mark.parametrize("close_first", [False, True], ids=["replacing", "resuming-after-close"])
+def test_new_sessions_of_one_device_are_bounded_per_minute(close_first):
+    """Past max_replacements new sessions of a device in 60 s the next HELLO is told `busy`
+    (retry later) and the live session, if any, is kept; closing the socket before each HELLO
+    (a resume, not a replacement) does not get round it; a minute later it is welcome again."""
+    proto = make(max_replacements=3)
+    joined(proto, b"a0")
+    for i in range(1, 4):
+        if close_first:
+            proto.connection_lost(b"a%d" % (i - 1), "gone")
+        out = join(proto, b"a%d" % i, now=float(i))
+        assert isinstance(out[-1][1], P.WelcomeMsg), out
+    if close_first:
+        proto.connection_lost(b"a3", "gone")
+    out = join(proto, b"a4", now=10.0)
+    assert out[-1][1] == P.ErrorMsg.make("busy", "device 0's session was replaced 3 times in the last 60 s; "
+                                                 "retry later")
+    assert (proto.devices[0].conn is not None) == (not close_first)  # the live session is kept
+    out = join(proto, b"a5", now=62.0)  # the first replacements have left the window
+    assert isinstance(out[-1][1], P.WelcomeMsg)

@@ -87,3 +87,33 @@ def test_negative_control_binding_to_the_closed_generation_misses_the_loss():
         t.disconnected(7)  # b's connection closes
         reported[cls.__name__] = t.take_lost()
     assert reported == {"TransportPeers": [b"b"], "Naive": []}
+
+
+def test_connections_without_a_session_are_overdue_at_the_deadline_once():
+    t = TransportPeers()
+    t.accepted(5, now=0.0, tag="silent")
+    t.accepted(6, now=0.0, tag="device")
+    t.accepted(7, now=1.5, tag="late")
+    t.seen("dev", 6)
+    established = {"dev"}.__contains__
+    assert t.overdue(1.9, 2.0, established) == []  # not yet
+    assert t.overdue(2.0, 2.0, established) == [(5, "silent")]  # the session on fd 6 keeps it
+    assert t.overdue(3.0, 2.0, established) == []  # named once; 7 is not due before 3.5
+    assert t.overdue(3.5, 2.0, lambda p: False) == [(6, "device"), (7, "late")]  # a session that ended
+    t.disconnected(5)
+    t.accepted(5, now=4.0, tag="reused")  # a new connection on the same descriptor starts afresh
+    assert t.overdue(6.0, 2.0, established) == [(5, "reused")]
+
+
+def test_connections_over_the_limit_go_silent_first_oldest_first_never_a_session():
+    t = TransportPeers()
+    for fd, at in ((1, 0.0), (2, 1.0), (3, 2.0), (4, 3.0), (5, 4.0)):
+        t.accepted(fd, now=at, tag=fd)
+    t.seen("hello", 2)  # in its handshake
+    t.seen("session", 1)  # established, although the oldest
+    established = {"session"}.__contains__
+    assert t.connections == 5
+    assert t.excess(5, established) == []
+    assert t.excess(3, established) == [(3, 3), (4, 4)]  # the silent ones, oldest first
+    assert t.excess(1, established) == [(5, 5), (2, 2)]  # then the one in its handshake; never fd 1
+    assert t.excess(0, established) == []  # nothing else may go

@@ -1,8 +1,19 @@
-"""Checks a verb runs once the models are loaded, before it waits for anyone or starts rounds."""
+"""Checks a verb runs before it waits for anyone or starts rounds (paths, models once loaded)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from multispin.errors import ConfigError
+
+
+def check_parent_exists(path: Path, flag: str) -> None:
+    """A file the user names goes into a folder that exists: a typo in the folder would otherwise
+    silently create a tree (and a journal nobody finds again)."""
+    parent = Path(path).parent
+    if not parent.is_dir():
+        what = "is not a folder" if parent.exists() else "does not exist"
+        raise ConfigError(f"{flag}: the folder {parent} {what}; create it first or choose another path")
 
 
 def check_codecs_fit(ul_codec: str, dl_codec: str, vocab_size: int) -> None:

@@ -43,9 +43,14 @@ def device(
     fault: Optional[str] = typer.Option(None, hidden=True, help="fault injection for tests"),
 ) -> None:
     """Run one device: draft, upload, correct in UL or DL mode as the server says, until done;
-    then print the text it generated."""
+    then print the text it generated.
+
+    Exit 0: the text is finished and its digest is the server's. Exit 1 (one line says why): the
+    session ended before the text was finished, or the digests differ; the partial text is still
+    printed. Exit 2: a bad flag, or the server refused this device or could not be reached."""
     setup_logging(log_level)
     set_threads(threads)
+    from multispin.commands._outcome import device_failure
     from multispin.errors import ConfigError
     from multispin.runtime.auth import resolve_secret
     from multispin.runtime.device import run_device
@@ -66,7 +71,11 @@ def device(
         result.write_text(json.dumps(doc), encoding="utf-8")
     if as_json:
         typer.echo(json.dumps(doc))
-        return
-    typer.echo(f"device {device_id}: {len(outcome.generated)} tokens, {outcome.sessions} session(s), "
-               f"{outcome.reason}", err=True)
-    typer.echo(outcome.text)
+    else:
+        typer.echo(f"device {device_id}: {len(outcome.generated)} tokens, {outcome.sessions} session(s), "
+                   f"{outcome.reason}", err=True)
+        typer.echo(outcome.text)
+    failure = device_failure(outcome)
+    if failure is not None:
+        typer.echo(f"error: {failure}", err=True)
+        raise typer.Exit(1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Literal, Optional
 
 import typer
 
@@ -14,6 +14,8 @@ from multispin.commands._options import (
     setup_logging, threads_option, torch_device_option,
 )
 from multispin.jsonout import versioned
+
+DEFAULT_JOURNAL = Path("runs/serve/journal.sqlite")
 
 
 @app.command()
@@ -30,9 +32,17 @@ def serve(
         None, metavar="TEXT", show_default="$MULTISPIN_SECRET",
         help="with --insecure: the shared secret (prefer $MULTISPIN_SECRET, out of `ps`)"),
     journal: Optional[Path] = typer.Option(
-        Path("runs/serve/journal.sqlite"), "--journal", metavar="FILE",
-        help="crash-safe journal of sessions and committed rounds; a restart on it resumes every device"),
+        DEFAULT_JOURNAL, "--journal", metavar="FILE",
+        help="crash-safe journal of sessions and committed rounds; a restart on it resumes every device "
+             "(a damaged one is refused)"),
     no_journal: bool = typer.Option(False, "--no-journal", help="keep nothing on disk (a crash loses the texts)"),
+    journal_check: Literal["quick", "full"] = typer.Option(
+        "quick", "--journal-check",
+        help="SQLite's check of the journal on open: quick (quick_check) or full (integrity_check, slower)"),
+    journal_repair: bool = typer.Option(
+        False, "--journal-repair",
+        help="resume a damaged journal from its last good round (later rounds are regenerated, with the "
+             "same texts); the damaged files are kept aside"),
     devices: int = typer.Option(1, min=1, max=256, metavar="INT", help="devices K to wait for before round 0"),
     rounds: Optional[int] = typer.Option(None, min=1, metavar="INT", show_default="until every device is done",
                                          help="stop after this many rounds"),
@@ -56,7 +66,9 @@ def serve(
     max_connections: Optional[int] = typer.Option(None, min=1, max=65536, metavar="INT",
                                                   show_default="max devices + max pending",
                                                   help="sessions and handshakes at once; more are told to retry"),
-    max_pending: int = typer.Option(64, min=1, max=65536, metavar="INT", help="handshakes in flight at once"),
+    max_pending: Optional[int] = typer.Option(None, min=1, max=65536, metavar="INT",
+                                              show_default="64, at most --max-connections",
+                                              help="handshakes in flight at once"),
     handshake_timeout: float = typer.Option(10.0, min=0.1, metavar="SECONDS",
                                             help="a connection that has not finished its handshake by then is closed"),
     log: Optional[str] = typer.Option(None, "--log", metavar="FILE",
@@ -71,14 +83,21 @@ def serve(
     """Run the edge server: authenticate devices, verify their drafts in one batch per round.
 
     SIGTERM (or Ctrl-C) finishes the current round, says BYE to every device, flushes the log
-    and exits 0."""
+    and exits 0. Exit 1: the run ended with a device unfinished (idle or join timeout) or with a
+    device whose digest differs from the server's; exit 2: a bad flag, a refused (damaged)
+    journal, a port that cannot be bound."""
     setup_logging(log_level)
-    from multispin.commands._checks import check_codecs_fit
+    from multispin.commands._checks import check_codecs_fit, check_parent_exists
+    from multispin.commands._outcome import serve_failure
     from multispin.models.placement import place_pair
     from multispin.runtime.server import EdgeServer, ServerConfig, install_signal_handlers
     from multispin.runtime.session import resolve_pair
 
-    security = server_security(keys, insecure, secret)  # fail fast, before loading any model
+    # fail fast, before loading any model
+    security = server_security(keys, insecure, secret)
+    check_connection_flags(max_connections, max_pending)
+    if log is not None:
+        check_parent_exists(Path(log), "--log")
 
     config = ServerConfig.make(
         host=host, port=port, expected_devices=devices, max_devices=max(max_devices, devices),
@@ -89,32 +108,71 @@ def serve(
         handshake_timeout_s=handshake_timeout,
     )
     set_threads(threads)
-    # the devices draft in their own processes: only the target moves to the GPU
-    loaded = place_pair(resolve_pair(pair), placement, drafts=False)
-    check_codecs_fit(ul_codec, dl_codec, loaded.vocab_size)  # before waiting for anyone
-    journal_path = None if no_journal else journal
-    if journal_path is not None:
-        journal_path.parent.mkdir(parents=True, exist_ok=True)
-    server = EdgeServer(config, loaded, security.get("secret"), keys=security.get("keys"),
-                        journal=journal_path, log_path=log)
+    opened = open_journal(None if no_journal else journal, journal_check, journal_repair)
+    try:
+        # the devices draft in their own processes: only the target moves to the GPU
+        loaded = place_pair(resolve_pair(pair), placement, drafts=False)
+        check_codecs_fit(ul_codec, dl_codec, loaded.vocab_size)  # before waiting for anyone
+        server = EdgeServer(config, loaded, security.get("secret"), keys=security.get("keys"),
+                            journal=opened, log_path=log)
+    except BaseException:
+        if opened is not None:
+            opened.close()
+        raise
     install_signal_handlers(server)
-    resumed = f", resuming {len(server.recovered)} device(s) from {journal_path}" if server.recovered else ""
-    typer.echo(f"multispin serve: {pair} on {config.bind_endpoint} "
-               f"({'PLAINTEXT' if insecure else 'encrypted'}), waiting for {devices} device(s){resumed}", err=True)
-    result = server.run()
+    resumed = f", resuming {len(server.recovered)} device(s) from {journal}" if server.recovered else ""
+
+    def banner(endpoint: str) -> None:  # only once bound: a failed bind is one error line, no banner
+        typer.echo(f"multispin serve: {pair} on {endpoint} ({'PLAINTEXT' if insecure else 'encrypted'}), "
+                   f"waiting for {devices} device(s){resumed}", err=True)
+
+    result = server.run(on_ready=banner)
     doc = versioned(result.to_dict(), "serve")
     if summary:
         summary.parent.mkdir(parents=True, exist_ok=True)
         summary.write_text(json.dumps(doc), encoding="utf-8")
     if as_json:
         typer.echo(json.dumps(doc))
-        return
-    typer.echo(f"stopped ({result.stop_reason}) after {result.rounds} rounds, {result.wall_s:.2f} s; "
-               f"{result.refused} connection(s) refused")
-    for d, rec in sorted(result.devices.items()):
-        match = {True: "digest match", False: "DIGEST MISMATCH", None: "no final digest"}[rec.digest_match]
-        typer.echo(f"device {d}: {len(rec.generated)} tokens, {rec.sessions} session(s), "
-                   f"{'finished' if rec.finished else 'unfinished'}, {match}")
+    else:
+        typer.echo(f"stopped ({result.stop_reason}) after {result.rounds} rounds, {result.wall_s:.2f} s; "
+                   f"{result.refused} connection(s) refused")
+        for d, rec in sorted(result.devices.items()):
+            match = {True: "digest match", False: "DIGEST MISMATCH", None: "no final digest"}[rec.digest_match]
+            typer.echo(f"device {d}: {len(rec.generated)} tokens, {rec.sessions} session(s), "
+                       f"{'finished' if rec.finished else 'unfinished'}, {match}")
+    failure = serve_failure(result)
+    if failure is not None:
+        typer.echo(f"error: {failure}", err=True)
+        raise typer.Exit(1)
+
+
+
+def open_journal(path: Optional[Path], check: str, repair: bool):
+    """The journal, checked (and repaired if asked) before any model is loaded: a damaged one is
+    one line and exit 2 within a second, not after minutes of loading."""
+    from multispin.commands._checks import check_parent_exists
+    from multispin.errors import ConfigError
+    from multispin.runtime.journal import Journal
+
+    if path is None:
+        if repair:
+            raise ConfigError("--journal-repair: there is no journal to repair with --no-journal")
+        return None
+    if path == DEFAULT_JOURNAL:
+        path.parent.mkdir(parents=True, exist_ok=True)  # our own default folder
+    else:
+        check_parent_exists(path, "--journal")
+    return Journal(path, check=check, repair=repair)
+
+
+def check_connection_flags(max_connections: Optional[int], max_pending: Optional[int]) -> None:
+    """A handshake holds a connection: more pending handshakes than connections is a mistake to
+    name, not a limit to lower silently."""
+    from multispin.errors import ConfigError
+
+    if max_connections is not None and max_pending is not None and max_pending > max_connections:
+        raise ConfigError(f"--max-pending: {max_pending} is more than --max-connections {max_connections} "
+                          "(each pending handshake holds a connection); lower it or raise --max-connections")
 
 
 def server_security(keys: Optional[Path], insecure: bool, secret: Optional[str]) -> dict:

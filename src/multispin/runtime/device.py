@@ -189,6 +189,7 @@ class DeviceClient:
                                                 | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
                                                 | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
         self._connected = False
+        self._welcomed = False  # this connection's WELCOME arrived
         self._failed_handshakes = 0
         sock.connect(self.server)
         try:
@@ -217,6 +218,12 @@ class DeviceClient:
                                  f"{self._failed_handshakes} times (is server.key this server's public key?)")
             elif ev == zmq.EVENT_DISCONNECTED and self._connected:
                 raise _Reconnect("lost the connection to the server")
+            elif ev == zmq.EVENT_DISCONNECTED and not self._welcomed and not self._failed_handshakes:
+                # cut before the transport handshake finished (a failed handshake is the
+                # branch above's to count): a server at its connection limit cuts silent
+                # connections; the HELLO went with the connection, so waiting for an answer
+                # would only wait out the timeout: retry with a fresh socket
+                raise _Reconnect("the server closed the connection before the handshake (busy?)")
 
     def _send(self, sock: zmq.Socket, msg: P.Message, limits: P.Limits) -> None:
         sock.send(P.encode_message(msg, limits))
@@ -263,6 +270,7 @@ class DeviceClient:
             welcomed = proto.receive(self._recv(sock, hs, proto.allowed, self.handshake_timeout_s))
         assert isinstance(welcomed, Welcomed)
         limits = self._start(welcomed.welcome)
+        self._welcomed = True
         dev = self.device
         assert dev is not None
         self.sessions += 1
@@ -311,6 +319,14 @@ class DeviceClient:
             ul, dl = make_codec(w.ul_codec), make_codec(w.dl_codec)
         except ConfigError as exc:
             raise _Fatal(f"WELCOME: {exc}") from None
+        held = len(self.device.tokens) if self.device is not None else 0
+        if held > len(w.tokens):
+            # only a server whose journal was repaired takes committed tokens back; the same seed
+            # draws them again, so the text is unchanged, but the operator should know
+            log.warning("device %d: the server's record is %d token(s) shorter than this device's "
+                        "(its journal was repaired); continuing from the server's record",
+                        self.device_id, held - len(w.tokens))
+            self._event("rolled_back", tokens=held - len(w.tokens))
         dev = DraftDevice(self.device_id, self.lm, sampling, ul, dl, w.seed, list(w.tokens))
         dev.num_prompt = w.num_prompt  # the record holds prompt + committed tokens
         self.device = dev

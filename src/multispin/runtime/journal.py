@@ -25,6 +25,14 @@ How it stays safe:
   and a gap is refused. No round is ever committed twice.
 - **one writer**: a writer holds an exclusive lock on ``PATH-writer.lock`` while open, so two
   servers cannot interleave rounds in one journal (readers need no lock).
+- **damage is refused, never resumed**: each round row carries a chain link over its content and
+  the previous link, and ``PATH-head`` (fsynced after each commit) names the last round and its
+  link (:mod:`~multispin.runtime.journal_head`). Opening checks the files, SQLite's
+  ``quick_check`` (``check="full"``: ``integrity_check``), the chain and the head
+  (:mod:`~multispin.runtime.journal_check`); a journal that lost or changed rounds raises
+  :class:`~multispin.errors.JournalDamaged` unless opened with ``repair=True``, which keeps
+  the damaged files aside and rebuilds the journal from its last good round
+  (:mod:`~multispin.runtime.journal_repair`).
 
 A file that is not a journal (another SQLite database, a text file, a corrupted header) or one
 written by a newer schema raises one :class:`~multispin.errors.JournalError` naming the file.
@@ -41,9 +49,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from multispin.errors import JournalError
+from multispin.errors import JournalDamaged, JournalError
+from multispin.runtime.journal_check import (
+    CHECKS, Evidence, compare_head, repair_hint, sqlite_check, walk_chain,
+)
+from multispin.runtime.journal_head import GENESIS, Head, HeadWriter, head_path, link
 
-SCHEMA_VERSION = 1
+#: 2: rounds.link (the chain) and the head file; a version-1 journal is migrated when a writer opens it
+SCHEMA_VERSION = 2
 #: SQLite's 32-bit application id in the file header: "MSPJ" (MultiSPin Journal)
 APPLICATION_ID = 0x4D53504A
 MODES = ("ul", "dl")
@@ -67,7 +80,8 @@ CREATE TABLE sessions (
 );
 CREATE TABLE rounds (
     round_index INTEGER PRIMARY KEY,
-    committed_s REAL NOT NULL
+    committed_s REAL NOT NULL,
+    link        BLOB                -- sha256(previous round's link, this round's rows): the chain
 );
 CREATE TABLE round_tokens (
     round_index INTEGER NOT NULL REFERENCES rounds(round_index),
@@ -117,6 +131,30 @@ class RecoveredSession:
     ended: Optional[str] = None
 
 
+@dataclass(frozen=True)
+class Repair:
+    """What ``Journal(path, repair=True)`` did to a damaged journal."""
+
+    problem: str           # the refusal it overrode
+    kept_rounds: int       # rounds 0..kept_rounds-1 were kept
+    lost_rounds: Optional[int]  # rounds committed after those (from the head file), if known
+    kept_aside: tuple[Path, ...]  # the damaged files, renamed
+    sessions_lost: bool = False  # the sessions could not be read: the journal starts afresh
+
+    def describe(self) -> str:
+        lost = f" ({self.lost_rounds} committed round(s) will be regenerated)" if self.lost_rounds else ""
+        aside = ", ".join(str(p) for p in self.kept_aside) or "nothing"
+        where = f"after round {self.kept_rounds - 1}" if self.kept_rounds else "from round 0"
+        lost_sessions = "; its sessions were unreadable: every device starts again from its prompt" \
+            if self.sessions_lost else ""
+        return (f"journal repaired: resuming {where}{lost}{lost_sessions}; damaged files kept as {aside}; "
+                f"it was refused because: {self.problem}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(problem=self.problem, kept_rounds=self.kept_rounds, lost_rounds=self.lost_rounds,
+                    kept_aside=[str(p) for p in self.kept_aside], sessions_lost=self.sessions_lost)
+
+
 @dataclass
 class Recovery:
     sessions: dict[int, RecoveredSession]
@@ -130,13 +168,25 @@ def _tokens_json(tokens: Iterable[int]) -> str:
 
 class Journal:
     """One open journal file. ``Journal(path)`` opens (creating if needed) for writing;
-    ``Journal(path, readonly=True)`` opens an existing one for reading beside a writer."""
+    ``Journal(path, readonly=True)`` opens an existing one for reading beside a writer.
 
-    def __init__(self, path: str | os.PathLike, *, readonly: bool = False, timeout_s: float = 5.0) -> None:
+    ``check``: "quick" (SQLite's quick_check) or "full" (integrity_check) on open. ``repair``:
+    a damaged journal is rebuilt from its last good round instead of refused (see `repaired`)."""
+
+    def __init__(self, path: str | os.PathLike, *, readonly: bool = False, timeout_s: float = 5.0,
+                 check: str = "quick", repair: bool = False) -> None:
         self.path = Path(path)
         self.readonly = readonly
+        self.repaired: Optional[Repair] = None
         self._db: Optional[sqlite3.Connection] = None
         self._lock_fd: Optional[int] = None
+        self._head: Optional[HeadWriter] = None
+        self._timeout_s = timeout_s
+        self.check = check
+        if check not in CHECKS:
+            raise JournalError(f"check: one of {', '.join(CHECKS)} (got {check!r})")
+        if readonly and repair:
+            raise JournalError(f"{self.path}: a read-only journal cannot be repaired")
         if self.path.is_dir():
             raise JournalError(f"{self.path}: is a directory, not a journal file")
         if readonly and not self.path.exists():
@@ -144,35 +194,101 @@ class Journal:
         if not readonly:
             self._take_writer_lock()
         try:
-            if readonly:
-                uri = f"{self.path.resolve().as_uri()}?mode=ro"
-                self._db = sqlite3.connect(uri, uri=True, timeout=timeout_s, isolation_level=None,
-                                           check_same_thread=False)
-            else:
-                # opened where the server is built, written by its loop thread: one thread at a time
-                self._db = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None,
-                                           check_same_thread=False)
-        except sqlite3.Error as exc:
-            self._abandon()
-            raise JournalError(f"{self.path}: cannot open ({exc})") from None
-        try:
-            self._setup()
-        except sqlite3.DatabaseError as exc:
-            self._abandon()
-            raise JournalError(f"{self.path}: not a multispin journal ({exc})") from None
-        except JournalError:
+            self._open_checked()
+        except JournalDamaged as exc:
+            if not repair:
+                self._abandon()
+                raise
+            from multispin.runtime.journal_repair import rebuild
+
+            self.close(keep_lock=True)
+            try:
+                self.repaired = rebuild(self, str(exc))
+            except BaseException:
+                self._abandon()
+                raise
+        except BaseException:
             self._abandon()
             raise
+
+    def _open_checked(self, fresh: bool = False) -> None:
+        """Open the file and check it (files, SQLite, chain, head); ``fresh``: the repair's new
+        file, which its own lock file and head must not make look deleted.
+
+        Every check runs on a read-only connection: closing a refused journal's read-write
+        connection would checkpoint what is left of its WAL into the file and delete the WAL,
+        so the damage would no longer be there to keep aside or to look at."""
+        evidence = None
+        if not self.readonly:
+            evidence = Evidence.gather(self.path, self._lock_existed and not fresh)
+            if not fresh:
+                evidence.check_files(self.path)
+        if self.readonly and self.path.stat().st_size == 0:
+            raise JournalError(f"{self.path}: not a multispin journal (an empty file)")
+        try:
+            version, links = self._check_existing(evidence, fresh)
+        except BaseException:
+            if evidence is not None:
+                evidence.forget_what_sqlite_added(self.path)
+            raise
+        if self.readonly:
+            return
+        self._db = self._connect(readonly=False)
+        self._setup(version)
+        if links is None:  # created now, or migrated from version 1: nothing to compare yet
+            links = walk_chain(self._db, self.path)
+        self._head = HeadWriter(head_path(self.path))
+        current = Head(len(links) - 1, links[-1] if links else GENESIS)
+        if fresh or version < 2 or evidence.head is None:
+            self._head.reset(current)
+        elif evidence.head.round != current.round:  # a crash between the two writes: catch up
+            self._head.write(current)
+
+    def _check_existing(self, evidence: Optional[Evidence], fresh: bool) -> tuple[int, Optional[list[bytes]]]:
+        """(schema version, every round's link) of the file there, checked; (0, None): no journal
+        yet. A reader keeps its connection; a writer's check connection is closed."""
+        links: Optional[list[bytes]] = None
+        version = 0
+        if self.path.exists() and self.path.stat().st_size > 0:
+            db = self._connect(readonly=True)
+            try:
+                version = self._identify(db)
+                sqlite_check(db, self.path, self.check)
+                links = walk_chain(db, self.path) if version >= 2 else None
+            except BaseException:
+                db.close()
+                raise
+            if self.readonly:
+                self._db, self._version = db, version
+                return version, links
+            db.close()
+        if version != 1:  # an empty file too: SQLite reads a journal whose WAL vanished as empty
+            compare_head(self.path, links or [], None if fresh else evidence.head, fresh_ok=fresh)
+        return version, links
+
+    def _connect(self, readonly: bool) -> sqlite3.Connection:
+        try:
+            if readonly:
+                uri = f"{self.path.resolve().as_uri()}?mode=ro"
+                return sqlite3.connect(uri, uri=True, timeout=self._timeout_s, isolation_level=None,
+                                       check_same_thread=False)
+            # opened where the server is built, written by its loop thread: one thread at a time
+            return sqlite3.connect(self.path, timeout=self._timeout_s, isolation_level=None,
+                                   check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise JournalError(f"{self.path}: cannot open ({exc})") from None
 
     # -- opening -------------------------------------------------------------------------------
 
     def _take_writer_lock(self) -> None:
+        self._lock_existed = False
         try:
             import fcntl
         except ImportError:  # not POSIX: SQLite's own locking still serialises the writes
             return
         lock_path = f"{self.path}-writer.lock"
         self._lock_created = not os.path.exists(lock_path)
+        self._lock_existed = not self._lock_created  # a trace that a journal was here
         try:
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
@@ -199,30 +315,65 @@ class Journal:
             os.close(self._lock_fd)  # closing the descriptor releases the flock
             self._lock_fd = None
 
-    def _setup(self) -> None:
-        db = self._db
-        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        app_id = db.execute("PRAGMA application_id").fetchone()[0]
-        if not tables and app_id == 0:
-            if self.readonly:
-                raise JournalError(f"{self.path}: not a multispin journal (an empty database)")
-            self._create()
-        elif app_id != APPLICATION_ID or "schema_version" not in tables:
-            raise JournalError(f"{self.path}: not a multispin journal (an SQLite database of "
-                               f"something else: tables {', '.join(sorted(tables)) or 'none'})")
-        row = db.execute("SELECT max(version) FROM schema_version").fetchone()
+    def _identify(self, db: sqlite3.Connection) -> int:
+        """The journal's schema version; refuses what is not a journal, or one too new."""
+        try:
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            app_id = db.execute("PRAGMA application_id").fetchone()[0]
+            if not tables and app_id == 0:
+                if self.readonly:
+                    raise JournalError(f"{self.path}: not a multispin journal (an empty database)")
+                return 0
+            if app_id != APPLICATION_ID or "schema_version" not in tables:
+                raise JournalError(f"{self.path}: not a multispin journal (an SQLite database of "
+                                   f"something else: tables {', '.join(sorted(tables)) or 'none'})")
+            row = db.execute("SELECT max(version) FROM schema_version").fetchone()
+        except sqlite3.DatabaseError as exc:
+            if not self.readonly and head_path(self.path).exists():  # it was a journal
+                raise JournalDamaged(f"{self.path}: damaged journal: no longer a readable database ({exc}); "
+                                     f"restore it, or {repair_hint()}") from None
+            raise JournalError(f"{self.path}: not a multispin journal ({exc})") from None
         version = row[0] if row else None
         if version is None:
-            raise JournalError(f"{self.path}: damaged journal (no schema version recorded)")
+            raise JournalDamaged(f"{self.path}: damaged journal (no schema version recorded); {repair_hint()}")
         if version > SCHEMA_VERSION:
             raise JournalError(f"{self.path}: journal schema version {version} is newer than this "
                                f"multispin reads ({SCHEMA_VERSION}); upgrade multispin")
-        if not self.readonly:
+        return int(version)
+
+    def _setup(self, version: int) -> None:
+        """The writer's connection: the schema created (version 0) or migrated, then its pragmas."""
+        db = self._db
+        try:
+            if version == 0:
+                self._create()
             mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise JournalError(f"{self.path}: the file system does not allow WAL mode (got {mode})")
-        db.execute("PRAGMA synchronous = FULL")
-        db.execute("PRAGMA foreign_keys = ON")
+            db.execute("PRAGMA synchronous = FULL")
+            db.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.DatabaseError as exc:
+            raise JournalError(f"{self.path}: cannot set up the journal ({exc})") from None
+        self._version = version or SCHEMA_VERSION
+        if self._version < SCHEMA_VERSION:
+            self._migrate_to_chain()
+
+    def _migrate_to_chain(self) -> None:
+        """Version 1 → 2: every round gets its link (the head file is written by the caller)."""
+        with self._write() as db:
+            db.execute("ALTER TABLE rounds ADD COLUMN link BLOB")
+            prev = GENESIS
+            for (r,) in db.execute("SELECT round_index FROM rounds ORDER BY round_index").fetchall():
+                prev = link(prev, r, self._rows_of(db, r))
+                db.execute("UPDATE rounds SET link = ? WHERE round_index = ?", (prev, r))
+            db.execute("INSERT INTO schema_version VALUES (?, ?)", (SCHEMA_VERSION, time.time()))
+        self._version = SCHEMA_VERSION
+
+    @staticmethod
+    def _rows_of(db: sqlite3.Connection, r: int) -> list[tuple]:
+        return [(d, json.loads(t), g, m, b) for d, t, g, m, b in db.execute(
+            "SELECT device_id, tokens, draft_len, mode, bits FROM round_tokens WHERE round_index = ? "
+            "ORDER BY device_id", (r,))]
 
     def _create(self) -> None:
         db = self._db
@@ -239,12 +390,31 @@ class Journal:
             db.execute("ROLLBACK")
             raise
 
-    def close(self) -> None:
+    def close(self, keep_lock: bool = False) -> None:
         db = getattr(self, "_db", None)
         if db is not None:
             db.close()
             self._db = None
-        self._release_writer_lock()
+        head = getattr(self, "_head", None)
+        if head is not None:
+            head.close()
+            self._head = None
+        if not keep_lock:
+            self._release_writer_lock()
+
+    def set_aside(self, suffix: str) -> Path:
+        """Close and rename the journal and its head to ``PATH.SUFFIX`` (a finished run kept),
+        so that a fresh journal can start at PATH; returns the new path."""
+        self.close()
+        kept = self.path.with_name(f"{self.path.name}.{suffix}")
+        self.path.rename(kept)
+        if head_path(self.path).exists():
+            head_path(self.path).rename(head_path(kept))
+        try:
+            os.unlink(f"{self.path}-writer.lock")  # released: a later writer makes its own
+        except OSError:
+            pass
+        return kept
 
     def __enter__(self) -> "Journal":
         return self
@@ -325,8 +495,14 @@ class Journal:
                 if missing:
                     raise JournalError(f"{self.path}: round {r}: no session for device(s) "
                                        f"{', '.join(map(str, missing))}")
-            db.execute("INSERT INTO rounds VALUES (?, ?)", (r, time.time()))
+            prev = GENESIS if r == 0 else db.execute("SELECT link FROM rounds WHERE round_index = ?",
+                                                     (r - 1,)).fetchone()[0]
+            chained = link(prev, r, [(d, e.tokens, e.draft_len, e.mode, e.bits)
+                                     for d, e in sorted(devices.items())])
+            db.execute("INSERT INTO rounds VALUES (?, ?, ?)", (r, time.time(), chained))
             db.executemany("INSERT INTO round_tokens VALUES (?, ?, ?, ?, ?, ?)", rows)
+        # after SQLite's commit: the head never names a round the database may not hold
+        self._head.write(Head(r, chained))
         return True
 
     def complete(self, reason: str) -> None:

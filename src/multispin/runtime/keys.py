@@ -211,6 +211,18 @@ class AllowedKeys:
             ids[public] = int(m.group(1))
         self._ids = ids
 
+    def signature(self) -> tuple:
+        """What changes when a key file is added, removed or rewritten (cheap: one stat per
+        file), so that a server can notice a change without re-reading every key."""
+        try:
+            return tuple(sorted((p.name, st.st_mtime_ns, st.st_size) for p in self.directory.iterdir()
+                                if p.name.endswith(".key") for st in (p.stat(),)))
+        except OSError:
+            return ("unreadable",)
+
+    def ids(self) -> set[int]:
+        return set(self._ids.values())
+
     def __len__(self) -> int:
         return len(self._ids)
 

@@ -114,7 +114,8 @@ class _Window:
 
 
 class RefusalLog:
-    """Refusals as at most one log line per cause per interval.
+    """Refusals (or any stream a peer can repeat at will) as at most one log line per cause per
+    interval.
 
     The first refusal of a cause is logged at once (an operator sees a problem start); further
     refusals of that cause within ``interval_s`` are only counted, and when the interval ends
@@ -122,24 +123,30 @@ class RefusalLog:
     ``totals`` keeps the count per cause for the run's summary. Causes must come from a fixed
     vocabulary (the constants above, protocol error codes): never from what a peer sent."""
 
-    def __init__(self, interval_s: float = 10.0, emit: Optional[Callable[[str], None]] = None) -> None:
+    def __init__(self, interval_s: float = 10.0, emit: Optional[Callable[[str], None]] = None,
+                 label: str = "refused") -> None:
         if not interval_s > 0:
             raise ConfigError(f"interval_s: must be > 0 (got {interval_s})")
         self.interval_s = float(interval_s)
+        self.label = label  # the lines' first word: "refused", or "churn" for sessions ending
         self.emit = emit if emit is not None else log.warning
         self.totals: dict[str, int] = {}
         self._windows: dict[str, _Window] = {}
 
-    def refused(self, cause: str, now: float, peer: Optional[str] = None) -> None:
+    def refused(self, cause: str, now: float, peer: Optional[str] = None, announce: bool = True) -> bool:
+        """Count one; True when it is the first of its cause in this interval (then it is
+        announced, unless ``announce=False``: the caller logs that one its own way)."""
         self.tick(now)
         self.totals[cause] = self.totals.get(cause, 0) + 1
         w = self._windows.get(cause)
         if w is None:
             self._windows[cause] = _Window(start=now)
-            self.emit(f"refused: {cause}" + (f" (peer {peer})" if peer else ""))
-        else:
-            w.count += 1
-            w.last_peer = peer
+            if announce:
+                self.emit(f"{self.label}: {cause}" + (f" (peer {peer})" if peer else ""))
+            return True
+        w.count += 1
+        w.last_peer = peer
+        return False
 
     def tick(self, now: float) -> None:
         """Write the summary lines of intervals that have ended (call it from the loop's idle
@@ -162,5 +169,5 @@ class RefusalLog:
 
     def _line(self, cause: str, w: _Window, now: float) -> None:
         peer = f", last peer {w.last_peer}" if w.last_peer else ""
-        self.emit(f"refused: {cause} x{w.count} more in the last {now - w.start:.1f} s"
+        self.emit(f"{self.label}: {cause} x{w.count} more in the last {now - w.start:.1f} s"
                   f"{peer} ({self.totals[cause]} in all)")

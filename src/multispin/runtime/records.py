@@ -97,10 +97,11 @@ class ServerSummary:
     refused: int  # connections refused (authentication or protocol) before a session
     events: list[RoundEvent] = field(default_factory=list)  # empty unless the server keeps history
     refusals: dict[str, int] = field(default_factory=dict)  # refusals per cause
+    churn: dict[str, int] = field(default_factory=dict)  # drops and resumes per device and cause
 
     def to_dict(self, with_events: bool = False) -> dict[str, Any]:
         out = {"rounds": self.rounds, "stop_reason": self.stop_reason, "wall_s": self.wall_s,
-               "refused": self.refused, "refusals": dict(self.refusals),
+               "refused": self.refused, "refusals": dict(self.refusals), "churn": dict(self.churn),
                "devices": {str(d): r.to_dict() for d, r in sorted(self.devices.items())}}
         if with_events:
             out["events"] = [e.to_dict() for e in self.events]

@@ -17,9 +17,13 @@ sender's key; `secret` alone is the plaintext debugging mode.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
+import operator
+import os
 import signal
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -30,14 +34,16 @@ import zmq
 from pydantic import Field
 from zmq.utils.monitor import recv_monitor_message
 
-from multispin.errors import ConfigError, ProtocolError
+from multispin.errors import ConfigError, ProtocolError, SecurityError
 from multispin.models.base import BatchedLM, LoadedPair
 from multispin.runtime import protocol as P
 from multispin.runtime.auth import resolve_secret
 from multispin.runtime.journal import DeviceRound, Journal, SessionRecord
 from multispin.runtime.jsonlog import JsonlLog
 from multispin.runtime.keys import AllowedKeys, ServerKeys, curve_server, load_server_keys, peer_key
-from multispin.runtime.limits import Limits as ConnectionLimits, RefusalLog
+from multispin.runtime.limits import (
+    HANDSHAKE_DEADLINE, TOO_MANY_CONNECTIONS, Limits as ConnectionLimits, RefusalLog,
+)
 from multispin.runtime.local import UniformDraftLength, mode_policy
 from multispin.runtime.records import DeviceRecord, RoundEvent, ServerSummary
 from multispin.runtime.roles import Draft, VerifierServer
@@ -56,6 +62,15 @@ from multispin.system.payload import WirePayload
 log = logging.getLogger("multispin.server")
 
 _POLL_SLICE_S = 0.05
+DEFAULT_MAX_PENDING = 64
+KEY_POLL_S = 1.0  # how often the allowed-keys folder is looked at for a change
+# the transport's own refusals (the socket monitor), before any frame reaches the protocol
+_TRANSPORT_REFUSALS = {
+    zmq.EVENT_HANDSHAKE_FAILED_AUTH: ("auth", "transport: the key is not allowed"),
+    zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: ("protocol", "transport: handshake failed (no key, another "
+                                          "server's key, or not ZeroMQ)"),
+    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: ("protocol", "transport: handshake failed"),
+}
 
 
 # --------------------------------------------------------------------------------------------
@@ -86,8 +101,12 @@ class ServerConfig(SamplingFields):
     bye_timeout_s: float = Field(5.0, ge=0, description="how long to wait for devices' final BYE")
     max_connections: int | None = Field(None, ge=1, le=65536, description="sessions + handshakes at once "
                                         "(None: max_devices + max_pending)")
-    max_pending: int = Field(64, ge=1, le=65536, description="handshakes in flight at once")
-    refusal_log_interval_s: float = Field(10.0, gt=0, description="one log line per refusal cause per interval")
+    max_pending: int | None = Field(None, ge=1, le=65536, description="handshakes in flight at once (None: "
+                                    f"{DEFAULT_MAX_PENDING}, at most max_connections; given, it must fit in them)")
+    refusal_log_interval_s: float = Field(10.0, gt=0, description="one log line per refusal cause per interval "
+                                          "(and per device and cause for drops and resumes)")
+    max_replacements_per_min: int = Field(10, ge=1, description="new sessions of one device (replacing its "
+                                          "live one or resuming) in a minute; the next is told to retry later")
     history: bool = Field(False, description="keep every round's event and record in memory for the "
                           "summary (experiments); off: rounds stream to the log, aggregates stay")
     job_slots: int | None = Field(None, ge=1, le=4096, description="steady-state runs: device ids d, d + "
@@ -118,10 +137,12 @@ class _RoundIO:
 class EdgeServer:
     """Edge server process: target model, authentication, rounds, logs. Call `run()` (blocking)
     in the thread that owns it; `request_stop()` from anywhere (a signal handler, another
-    thread) drains the current round and shuts down cleanly."""
+    thread) drains the current round and shuts down cleanly. `journal`: a path, or a Journal
+    the caller opened (and so checked, or repaired) itself; `request_key_reload()` re-reads the
+    allowed keys."""
 
     def __init__(self, config: ServerConfig, pair: LoadedPair, secret: str | bytes | None = None, *,
-                 keys: ServerKeys | str | Path | None = None, journal: str | Path | None = None,
+                 keys: ServerKeys | str | Path | None = None, journal: str | Path | Journal | None = None,
                  policy: RoundPolicy | None = None, draft_lengths: DraftLengthPolicy | None = None,
                  modes: ModePolicy | None = None, log_path: str | Path | None = None,
                  on_round: Callable[[RoundEvent], None] | None = None,
@@ -159,11 +180,10 @@ class EdgeServer:
             modes or mode_policy(config.mode, config.seed))
         self.on_round = on_round
         self.log = JsonlLog(log_path, on_event)
-        self.refusals = RefusalLog(config.refusal_log_interval_s, emit=self._log_refusals)
+        self._init_bounds(config)
         self.ready = threading.Event()
         self.endpoint: str | None = None
-        self._stop = threading.Event()
-        self._stop_reason = "signal"
+        self._stop, self._stop_reason = threading.Event(), "signal"
         self._events: list[RoundEvent] = []
         self.proto = self._make_protocol()
         # The bits of every message of a round, from the codecs and the pair in use.
@@ -179,8 +199,19 @@ class EdgeServer:
         self.recovered: list[int] = []  # devices restored from the journal at start
         self._jobs_due: set[int] = set()  # successors of jobs that finished (job_slots), not joined yet
         if journal is not None:
-            self.journal = Journal(journal)
+            self.journal = journal if isinstance(journal, Journal) else Journal(journal)  # opened: checked
             self._recover()
+
+    def _init_bounds(self, config: ServerConfig) -> None:
+        """What keeps peers' repetitions bounded in the log, and the allowed keys current."""
+        self.refusals = RefusalLog(config.refusal_log_interval_s, emit=self._log_refusals)
+        # drops and resumes, per device and cause: one valid key can make them at will
+        self.churn = RefusalLog(config.refusal_log_interval_s, emit=self._log_refusals, label="churn")
+        self.transport_refused = 0  # connections the transport turned away, never seen by the protocol
+        self._reload_keys = threading.Event()
+        self._keys_seen = self.allowed.signature() if self.allowed is not None else None
+        self._next_key_poll = 0.0
+        self._check_revoked = False
 
     def _make_protocol(self) -> ServerProtocol:
         cfg = self.config
@@ -189,14 +220,15 @@ class EdgeServer:
                        top_k=cfg.top_k, top_p=float(cfg.top_p), ul_codec=self.ul_codec.name,
                        dl_codec=self.dl_codec.name, max_new_tokens=cfg.max_new_tokens,
                        max_prompt_tokens=cfg.max_prompt_tokens, eos_ids=self.eos_ids)
-        max_connections = cfg.max_connections or cfg.max_devices + cfg.max_pending
+        max_connections = cfg.max_connections or cfg.max_devices + (cfg.max_pending or DEFAULT_MAX_PENDING)
+        # only the default adapts to max_connections; a max_pending given larger is refused (Limits)
+        max_pending = cfg.max_pending or min(DEFAULT_MAX_PENDING, max_connections)
         return ServerProtocol(
             self._secret, self.limits, self.verifier.records, self._open_device, welcome,
             max_devices=cfg.max_devices, handshake_timeout_s=cfg.handshake_timeout_s,
             check_claim=self._check_claim if self.allowed is not None else None,
-            connections=ConnectionLimits(max_connections, min(cfg.max_pending, max_connections),
-                                         cfg.handshake_timeout_s),
-            history=cfg.history)
+            connections=ConnectionLimits(max_connections, max_pending, cfg.handshake_timeout_s),
+            history=cfg.history, max_replacements=cfg.max_replacements_per_min)
 
     # ---------------------------------------------------------------- journal and keys
 
@@ -204,14 +236,14 @@ class EdgeServer:
         """Restore every session of the journal (prompt + committed tokens) and the next round;
         a journal whose run ended with every device done is set aside and a fresh one started."""
         assert self.journal is not None
+        if self.journal.repaired is not None:
+            log.warning("%s", self.journal.repaired.describe())
         rec = self.journal.recover()
         if rec.completed is not None:
             path = self.journal.path
-            self.journal.close()
-            done = path.with_name(f"{path.name}.done-{time.strftime('%Y%m%d-%H%M%S')}")
-            path.rename(done)
+            done = self.journal.set_aside(f"done-{time.strftime('%Y%m%d-%H%M%S')}")
             log.info("journal %s holds a finished run; kept as %s, starting a new one", path, done)
-            self.journal = Journal(path)
+            self.journal = Journal(path, check=self.journal.check)
             return
         for d, s in sorted(rec.sessions.items()):
             ours = (self._session_params, self.ul_codec.name, self.dl_codec.name, self.config.seed)
@@ -244,6 +276,48 @@ class EdgeServer:
             self.journal.open_session(SessionRecord(d, peer, prompt, self._session_params, self.ul_codec.name,
                                                     self.dl_codec.name, self.config.seed, self.round_idx))
         self.verifier.open(d, prompt)
+
+    def request_key_reload(self) -> None:
+        """Re-read the allowed-keys folder at the loop's next step (SIGHUP; any thread)."""
+        self._reload_keys.set()
+
+    def _watch_keys(self, now: float) -> None:
+        """Reload the allowed keys on request or when the folder changed (checked every
+        KEY_POLL_S): an added key is let in by the transport at once; a removed one's session
+        ends before the next round (`_end_revoked_sessions`)."""
+        if self.allowed is None or (not self._reload_keys.is_set() and now < self._next_key_poll):
+            return
+        self._next_key_poll = now + KEY_POLL_S
+        seen = self.allowed.signature()
+        if not self._reload_keys.is_set() and seen == self._keys_seen:
+            return
+        self._reload_keys.clear()
+        self._keys_seen = seen
+        before = self.allowed.ids()
+        try:
+            self.allowed.reload()
+        except SecurityError as exc:  # a half-copied or misnamed file: keep serving the old set
+            log.warning("allowed keys not reloaded, the previous %d stay: %s", len(before), exc)
+            self.log.write("keys_reload_failed", reason=str(exc))
+            return
+        after = self.allowed.ids()
+        added, removed = sorted(after - before), sorted(before - after)
+        log.warning("allowed keys reloaded: %d key(s)%s%s", len(after),
+                    f", added device(s) {added}" if added else "", f", removed device(s) {removed}" if removed else "")
+        self.log.write("keys_reloaded", keys=len(after), added=added, removed=removed)
+        self._check_revoked = True
+
+    def _end_revoked_sessions(self) -> None:
+        """Between rounds: a session whose key is no longer allowed as its device ends (ERROR
+        auth: the device does not retry; the transport would refuse its key anyway)."""
+        if not self._check_revoked or self.allowed is None:
+            return
+        self._check_revoked = False
+        for d, dev in sorted(self.proto.devices.items()):
+            c = dev.conn
+            if c is not None and c.alive and self.allowed.identity_for(c.peer) != d:
+                self.proto.drop(c, "auth", f"device {d}'s key is no longer allowed (revoked)")
+        self._flush()
 
     def _check_claim(self, key: str | None, d: int) -> str | None:
         owner = self.allowed.identity_for(key) if self.allowed is not None else None
@@ -286,12 +360,15 @@ class EdgeServer:
         # a TCP peer that never completes the transport handshake is closed after this
         sock.setsockopt(zmq.HANDSHAKE_IVL, int(self.config.handshake_timeout_s * 1000))
         # every TCP connection's ACCEPTED and DISCONNECTED, before bind so that none is missed
-        self._monitor = sock.get_monitor_socket(zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED)
+        self._monitor = sock.get_monitor_socket(zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED
+                                                | functools.reduce(operator.or_, _TRANSPORT_REFUSALS))
         self._poller.register(sock, zmq.POLLIN)
         self._poller.register(self._monitor, zmq.POLLIN)
         return sock
 
-    def run(self) -> ServerSummary:
+    def run(self, on_ready: Callable[[str], None] | None = None) -> ServerSummary:
+        """Bind, serve until done or stopped, shut down; ``on_ready(endpoint)`` once bound (a
+        banner saying "waiting" is only true after the bind succeeded)."""
         started = time.perf_counter()
         sock = self._open_socket()
         stop_reason = "error"
@@ -303,6 +380,8 @@ class EdgeServer:
             except zmq.ZMQError as exc:
                 raise ConfigError(f"port: cannot bind {self.config.bind_endpoint} ({exc})") from None
             self.endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
+            if self.journal is not None and self.journal.repaired is not None:
+                self.log.write("journal_repaired", **self.journal.repaired.to_dict())
             self.log.write("start", endpoint=self.endpoint, pair=self.pair.name,
                            vocab_size=self.vocab_size, config=self.config.model_dump(),
                            limits=self.limits.table(),
@@ -311,6 +390,8 @@ class EdgeServer:
                            journal=str(self.journal.path) if self.journal else None,
                            recovered=self.recovered, next_round=self.round_idx)
             self.ready.set()
+            if on_ready is not None:
+                on_ready(self.endpoint)
             stop_reason = self._serve()
         finally:
             self.ready.set()
@@ -355,6 +436,7 @@ class EdgeServer:
             if cfg.rounds is not None and self.round_idx >= cfg.rounds:
                 return "rounds"
             self._await_next_jobs()
+            self._end_revoked_sessions()
             if self._active():
                 idle_since = None
                 self._round(self.round_idx)
@@ -584,6 +666,13 @@ class EdgeServer:
             self.log.notify(**rec)
             self.refusals.refused(rec["code"], time.monotonic(), peer=f"{who}{rec['reason']}")
             return
+        if kind in ("drop", "resume") and d is not None:
+            # so are drops and resumes of one device (one valid key, many HELLOs): the first of a
+            # device and cause in an interval is written whole, the rest counted
+            cause = f"device {d} {'dropped (' + rec['code'] + ')' if kind == 'drop' else 'resumed'}"
+            if not self.churn.refused(cause, time.monotonic(), peer=rec.get("reason"), announce=False):
+                self.log.notify(**rec)
+                return
         self.log.write(**rec)
         if kind == "drop":
             log.warning("dropped device %d: %s", d, rec["reason"])
@@ -621,8 +710,28 @@ class EdgeServer:
                                        f"transport cut it for a frame over {self.transport_limit_bytes} bytes")
         now = time.monotonic()
         self.proto.expire(now)
+        self._bound_connections(now)
         self.refusals.tick(now)
+        self.churn.tick(now)
+        self._watch_keys(now)
         self._flush()
+
+    def _bound_connections(self, now: float) -> None:
+        """Cut the TCP connections that hold a descriptor for nothing: open past the handshake
+        deadline without a session (a peer that finished the transport handshake and then says
+        nothing never reaches the protocol, whose budget counts peers from their first frame),
+        and those over max_connections, silent ones first. A device cut this way reconnects
+        (its HELLO waits in its socket) and gets in when a slot is free."""
+        established = self.proto.conns.__contains__
+        limits = self.proto.budget.limits
+        for cause, cut in ((HANDSHAKE_DEADLINE, self._transport.overdue(now, limits.handshake_deadline_s,
+                                                                         established)),
+                           (TOO_MANY_CONNECTIONS, self._transport.excess(limits.max_connections, established))):
+            for fd, tag in cut:
+                silent = not self._transport.spoke(fd)
+                if _cut_connection(fd, tag) and silent:  # one that spoke was answered by the protocol
+                    self.transport_refused += 1
+                    self.refusals.refused(cause, now, peer="transport: a connection that sent nothing")
 
     def _take_transport_events(self) -> None:
         monitor = self._monitor
@@ -630,9 +739,14 @@ class EdgeServer:
         while monitor.get(zmq.EVENTS) & zmq.POLLIN:  # cheaper than poll(0), which builds a Poller
             event = recv_monitor_message(monitor)
             if event["event"] == zmq.EVENT_ACCEPTED:
-                self._transport.accepted(event["value"])
+                fd = event["value"]
+                self._transport.accepted(fd, time.monotonic(), _addresses(fd))
             elif event["event"] == zmq.EVENT_DISCONNECTED:
                 self._transport.disconnected(event["value"])
+            elif event["event"] in _TRANSPORT_REFUSALS:
+                code, reason = _TRANSPORT_REFUSALS[event["event"]]
+                self.transport_refused += 1
+                self.refusals.refused(code, time.monotonic(), peer=reason)
 
     # ---------------------------------------------------------------- shutdown
 
@@ -670,10 +784,12 @@ class EdgeServer:
                            finished=rec.finished, sessions=rec.sessions, drops=rec.drops,
                            digest=rec.digest, device_digest=rec.client_digest, match=rec.digest_match)
         self.refusals.flush(time.monotonic())
-        summary = ServerSummary(self.round_idx, stop_reason, wall_s, devices, self.proto.refused,
-                                list(self._events), dict(self.refusals.totals))
-        self.log.write("shutdown", reason=stop_reason, rounds=self.round_idx, refused=self.proto.refused,
-                       refusals=self.refusals.totals, wall_s=wall_s)
+        self.churn.flush(time.monotonic())
+        refused = self.proto.refused + self.transport_refused
+        summary = ServerSummary(self.round_idx, stop_reason, wall_s, devices, refused,
+                                list(self._events), dict(self.refusals.totals), dict(self.churn.totals))
+        self.log.write("shutdown", reason=stop_reason, rounds=self.round_idx, refused=refused,
+                       refusals=self.refusals.totals, churn=self.churn.totals, wall_s=wall_s)
         self.log.close()
         if self.journal is not None:
             if stop_reason == "done":
@@ -691,12 +807,50 @@ class EdgeServer:
         return summary
 
 
+def _addresses(fd: int) -> tuple | None:
+    """(local, peer) address of the TCP connection on libzmq's descriptor ``fd``, read through a
+    duplicate (closing it leaves libzmq's descriptor alone); None if it is not a socket."""
+    try:
+        dup = socket.socket(fileno=os.dup(fd))
+    except OSError:
+        return None
+    try:
+        return dup.getsockname(), dup.getpeername()
+    except OSError:
+        return None
+    finally:
+        dup.close()
+
+
+def _cut_connection(fd: int, tag: tuple | None) -> bool:
+    """Shut down the connection on libzmq's descriptor ``fd``: libzmq reads the end, closes the
+    descriptor itself and reports DISCONNECTED. Only if the descriptor still holds the very
+    connection its ACCEPTED named (same local and peer address): a descriptor closed and reused
+    meanwhile is left alone. libzmq has no call to close one peer of a ROUTER."""
+    if tag is None or _addresses(fd) != tag:
+        return False
+    try:
+        dup = socket.socket(fileno=os.dup(fd))
+    except OSError:
+        return False
+    try:
+        dup.shutdown(socket.SHUT_RDWR)
+        return True
+    except OSError:
+        return False
+    finally:
+        dup.close()
+
+
 def install_signal_handlers(server: EdgeServer) -> None:
-    """SIGTERM / SIGINT: drain the current round, then shut down cleanly (main thread only)."""
+    """SIGTERM / SIGINT: drain the current round, then shut down cleanly; SIGHUP: re-read the
+    allowed keys (main thread only)."""
     def handler(signum: int, frame: Any) -> None:
         server.request_stop(signal.Signals(signum).name)
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
+    if hasattr(signal, "SIGHUP"):  # re-read the allowed keys (they are also watched for changes)
+        signal.signal(signal.SIGHUP, lambda signum, frame: server.request_key_reload())
 
 __all__ = ["EdgeServer", "ServerConfig", "install_signal_handlers"]

@@ -33,6 +33,7 @@ from multispin.runtime.round import RoundRecord
 SESSION_TYPES = ("DRAFT", "Q_PAYLOAD", "CORRECTION", "BYE", "ERROR")
 HANDSHAKE_TYPES = ("HELLO", "AUTH")
 MAX_BANNED = 4096  # identities whose messages are ignored after a drop/refusal
+REPLACEMENT_WINDOW_S = 60.0  # max_replacements counts the replacements of a device in this window
 
 #: (peer's public key or None, claimed device id) -> None if the key may claim the id, else why not
 ClaimCheck = Callable[["str | None", int], "str | None"]
@@ -88,6 +89,7 @@ class DeviceEntry:
     rounds: list[RoundRecord] = field(default_factory=list)  # with history on
     num_rounds: int = 0  # rounds the device committed in (this server process)
     client_digest: bytes | None = None
+    resumed_at: list[float] = field(default_factory=list)  # when a new session replaced or resumed one
 
 
 class ServerProtocol:
@@ -102,7 +104,7 @@ class ServerProtocol:
                  on_admit: Callable[[int, tuple[int, ...], str], None], welcome: dict[str, Any], *,
                  max_devices: int, handshake_timeout_s: float, check_claim: ClaimCheck | None = None,
                  connections: ConnectionLimits | None = None, history: bool = True,
-                 nonce: Callable[[], bytes] = new_nonce):
+                 max_replacements: int = 10, nonce: Callable[[], bytes] = new_nonce):
         if (secret is None) == (check_claim is None):
             raise ValueError("ServerProtocol: give exactly one of secret and check_claim")
         self._secret = secret
@@ -113,6 +115,10 @@ class ServerProtocol:
         self._on_admit = on_admit
         self._welcome = welcome
         self.max_devices = max_devices
+        # one valid key can HELLO at will, each one replacing the live session (or resuming the
+        # one its last socket closed): past this many new sessions of a device per minute the
+        # newcomer is told to retry later (ERROR busy), and the device backs off
+        self.max_replacements = max_replacements
         self.handshake_timeout_s = handshake_timeout_s
         self._nonce = nonce
         self.round_idx = 0  # the next round (WELCOME.next_round) and the round drops are logged in
@@ -171,7 +177,7 @@ class ServerProtocol:
         if cause is not None:
             self.refuse(identity, "busy", cause, ban=False)  # a slot may free up: retry, no ban
             return
-        self._on_handshake(identity, frames[0], peer_key)
+        self._on_handshake(identity, frames[0], peer_key, now)
 
     def expire(self, now: float) -> None:
         """Refuse every handshake whose AUTH is overdue."""
@@ -182,7 +188,7 @@ class ServerProtocol:
 
     # -- handshake ------------------------------------------------------------------------------
 
-    def _on_handshake(self, identity: bytes, raw: bytes, peer_key: str | None) -> None:
+    def _on_handshake(self, identity: bytes, raw: bytes, peer_key: str | None, now: float) -> None:
         pend = self.pending.pop(identity, None)
         try:
             msg = P.decode_message(raw, self.limits, allowed=("AUTH",) if pend else ("HELLO",))
@@ -190,12 +196,12 @@ class ServerProtocol:
             self.refuse(identity, "protocol", str(exc), device=pend.hello.device_id if pend else None)
             return
         if isinstance(msg, P.HelloMsg):
-            self._on_hello(identity, msg, peer_key)
+            self._on_hello(identity, msg, peer_key, now)
         else:
             assert isinstance(msg, P.AuthMsg) and pend is not None
-            self._on_auth(pend, msg)
+            self._on_auth(pend, msg, now)
 
-    def _on_hello(self, identity: bytes, hello: P.HelloMsg, peer_key: str | None) -> None:
+    def _on_hello(self, identity: bytes, hello: P.HelloMsg, peer_key: str | None, now: float) -> None:
         d = hello.device_id
         if hello.version != P.PROTOCOL_VERSION:
             self.refuse(identity, "refused", f"HELLO.version: server speaks {P.PROTOCOL_VERSION} "
@@ -205,13 +211,13 @@ class ServerProtocol:
             if why is not None:
                 self.refuse(identity, "auth", f"HELLO.device_id: {why}", device=d, auth=True)
             else:
-                self._admit_checked(identity, hello, peer_key or "")
+                self._admit_checked(identity, hello, peer_key or "", now)
         else:
             nonce = self._nonce()
             self.pending[identity] = Pending(identity, hello, nonce)
             self.send(identity, P.ChallengeMsg(nonce))
 
-    def _on_auth(self, pend: Pending, auth: P.AuthMsg) -> None:
+    def _on_auth(self, pend: Pending, auth: P.AuthMsg, now: float) -> None:
         identity, hello, d = pend.identity, pend.hello, pend.hello.device_id
         if auth.device_id != d:
             self.refuse(identity, "auth", f"AUTH.device_id: {auth.device_id} differs from HELLO's {d}",
@@ -219,21 +225,36 @@ class ServerProtocol:
         elif not check_mac(self._secret, pend.nonce, d, auth.mac):  # type: ignore[arg-type]
             self.refuse(identity, "auth", "authentication failed (wrong secret)", device=d, auth=True)
         else:
-            self._admit_checked(identity, hello, "secret")
+            self._admit_checked(identity, hello, "secret", now)
 
-    def _admit_checked(self, identity: bytes, hello: P.HelloMsg, peer: str) -> None:
+    def _admit_checked(self, identity: bytes, hello: P.HelloMsg, peer: str, now: float) -> None:
         """An authenticated HELLO: admit it unless the server is closing or admission refuses."""
         if self.closing:
             self.refuse(identity, "shutdown", "server is shutting down", device=hello.device_id)
             return
+        churn = self._churn_refusal(hello.device_id, now)
+        if churn is not None:  # busy, not refused: the device may come back later, backing off
+            self.refuse(identity, "busy", churn, device=hello.device_id, ban=False)
+            return
         reason = self._admission_refusal(hello)
         if reason is None:
             try:
-                self._admit(identity, hello, peer)
+                self._admit(identity, hello, peer, now)
                 return
             except ProtocolError as exc:  # on_admit refused (e.g. the journal holds another session)
                 reason = str(exc)
         self.refuse(identity, "refused", reason, device=hello.device_id)
+
+    def _churn_refusal(self, d: int, now: float) -> str | None:
+        """Why a HELLO that would start device d's session once more is turned away, if it is."""
+        dev = self.devices.get(d)
+        if dev is None:
+            return None
+        dev.resumed_at = [t for t in dev.resumed_at if now - t < REPLACEMENT_WINDOW_S]
+        if len(dev.resumed_at) < self.max_replacements:
+            return None
+        return (f"device {d}'s session was replaced {len(dev.resumed_at)} times in the last "
+                f"{REPLACEMENT_WINDOW_S:g} s; retry later")
 
     def _admission_refusal(self, hello: P.HelloMsg) -> str | None:
         d = hello.device_id
@@ -248,7 +269,7 @@ class ServerProtocol:
             return f"HELLO.prompt: differs from the server's record of device {d}"
         return None
 
-    def _admit(self, identity: bytes, hello: P.HelloMsg, peer: str) -> None:
+    def _admit(self, identity: bytes, hello: P.HelloMsg, peer: str, now: float) -> None:
         d = hello.device_id
         dev = self.devices.get(d)
         resumed = dev is not None
@@ -256,8 +277,10 @@ class ServerProtocol:
             self._on_admit(d, hello.prompt, peer)
             dev = DeviceEntry(d, hello.draft, len(hello.prompt), P.TokenDigest(hello.prompt))
             self.devices[d] = dev
-        elif dev.conn is not None and dev.conn.alive:
-            self.drop(dev.conn, "replaced", "replaced by a new authenticated session")
+        else:
+            dev.resumed_at.append(now)
+            if dev.conn is not None and dev.conn.alive:
+                self.drop(dev.conn, "replaced", "replaced by a new authenticated session")
         dev.draft = dev.draft or hello.draft  # a session recovered from the journal learns it now
         self.budget.established(identity)
         conn = Connection(identity, d, peer)

@@ -17,16 +17,26 @@ ACCEPTED is still on its way, or the peer is gone already and the round timeout 
 live connection is never reported gone. A closed connection's peers are reported only when the
 loop asks (`take_lost`), after it has read every frame already queued: libzmq delivers a
 connection's last frames (a BYE, say) before it reports the close.
-Pure logic: the loop feeds it the monitor's events and the frames' fds.
+
+It also bounds the connections themselves (issue 22): a peer that finishes the transport
+handshake and then says nothing never reaches the protocol, so only the transport can count it.
+:meth:`overdue` names the connections open past the handshake deadline without an authenticated
+session on them (silent, refused, or stuck in the handshake), :meth:`excess` the ones over
+``max_connections``, silent ones first and the oldest of those first (a device that has sent its
+HELLO keeps its place against a flood that sends nothing). The loop cuts them.
+Pure logic: the loop feeds it the monitor's events, the frames' fds and the clock.
 """
 
 from __future__ import annotations
 
-from typing import Hashable
+from typing import Any, Callable, Hashable
 
 
 class TransportPeers:
     def __init__(self) -> None:
+        self._since: dict[tuple[int, int], float] = {}  # open connection -> when it was accepted
+        self._tag: dict[tuple[int, int], Any] = {}  # what the loop needs to cut it (its addresses)
+        self._cut: set[tuple[int, int]] = set()  # cut, its DISCONNECTED not yet reported
         self._generation: dict[int, int] = {}  # fd -> ACCEPTED count
         self._open: set[int] = set()
         self._peers: dict[tuple[int, int], set[Hashable]] = {}  # (fd, generation) -> its peers
@@ -36,14 +46,20 @@ class TransportPeers:
     def __len__(self) -> int:
         return len(self._link)
 
-    def accepted(self, fd: int) -> None:
+    def accepted(self, fd: int, now: float = 0.0, tag: Any = None) -> None:
         self._generation[fd] = self._generation.get(fd, 0) + 1
         self._open.add(fd)
+        key = (fd, self._generation[fd])
+        self._since[key], self._tag[key] = now, tag
 
     def disconnected(self, fd: int) -> None:
         """The connection on ``fd`` closed: its peers are lost."""
         self._open.discard(fd)
-        for peer in sorted(self._peers.pop((fd, self._generation.get(fd, 0)), set()), key=repr):
+        key = (fd, self._generation.get(fd, 0))
+        self._since.pop(key, None)
+        self._tag.pop(key, None)
+        self._cut.discard(key)
+        for peer in sorted(self._peers.pop(key, set()), key=repr):
             del self._link[peer]
             self._lost[peer] = None
 
@@ -54,6 +70,44 @@ class TransportPeers:
         generation = self._generation.get(fd, 0) + (fd not in self._open)
         self._link[peer] = (fd, generation)
         self._peers.setdefault((fd, generation), set()).add(peer)
+
+    @property
+    def connections(self) -> int:
+        """Open TCP connections (accepted, not reported closed)."""
+        return len(self._since)
+
+    def overdue(self, now: float, deadline_s: float,
+                established: Callable[[Hashable], bool]) -> list[tuple[int, Any]]:
+        """(fd, tag) of each connection open longer than ``deadline_s`` with no established peer
+        on it; each is named once (it is marked cut until its DISCONNECTED)."""
+        out = []
+        for key, since in self._since.items():
+            if key in self._cut or now - since < deadline_s:
+                continue
+            if not any(established(p) for p in self._peers.get(key, ())):
+                out.append(key)
+        return self._mark_cut(out)
+
+    def excess(self, max_connections: int, established: Callable[[Hashable], bool]) -> list[tuple[int, Any]]:
+        """(fd, tag) of the connections over ``max_connections``: silent ones (no frame yet)
+        first, oldest first, then the newest of those still in their handshake; a connection
+        carrying an established session is never named."""
+        live = [k for k in self._since if k not in self._cut]
+        over = len(live) - max_connections
+        if over <= 0:
+            return []
+        silent = sorted((k for k in live if k not in self._peers), key=self._since.__getitem__)
+        spoke = sorted((k for k in live if k in self._peers and not any(map(established, self._peers[k]))),
+                       key=self._since.__getitem__, reverse=True)
+        return self._mark_cut((silent + spoke)[:over])
+
+    def spoke(self, fd: int) -> bool:
+        """Whether the open connection on ``fd`` has delivered a frame."""
+        return (fd, self._generation.get(fd, 0)) in self._peers
+
+    def _mark_cut(self, keys: list[tuple[int, int]]) -> list[tuple[int, Any]]:
+        self._cut.update(keys)
+        return [(fd, self._tag.get((fd, g))) for fd, g in keys]
 
     def take_lost(self) -> list[Hashable]:
         """The peers whose connection closed since the last call."""
