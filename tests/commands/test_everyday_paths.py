@@ -31,17 +31,20 @@ def test_profile_then_optimize_with_defaults(multispin, tiny_profile):
     assert prof["multispin_version"] == __version__ and prof["schema"] == "multispin.compute-profile"
     per_draft = prof["draft_latency_s_per_token"]
     assert list(per_draft) == ["close", "mid", "far"]
-    res = multispin("optimize", "--compute-profile", str(tiny_profile), "--devices", "6", "--n-saa", "50",
-                    "--no-baselines", "--json")
+    assert prof["vocab_size"] == 256  # the tiny pair's, so a scenario of that vocabulary takes it
+    tiny = tiny_profile.parent / "tiny.yaml"
+    tiny.write_text("preset: paper-qwen\npayload: {vocab_size: 256, v_eff: 64}\n")
+    res = multispin("optimize", "--scenario", str(tiny), "--compute-profile", str(tiny_profile), "--devices", "6",
+                    "--n-saa", "50", "--no-baselines", "--json")
     assert res.code == 0, res.err
     got = [d["draft_latency_s"] for d in json.loads(res.out)["devices"]]
     assert got == pytest.approx([per_draft[n] for n in ("close", "mid", "far")] * 2)  # drafts in turn
-    res = multispin("optimize", "--compute-profile", str(tiny_profile), "--draft", "mid", "--devices", "6",
-                    "--n-saa", "50", "--no-baselines", "--json")
+    res = multispin("optimize", "--scenario", str(tiny), "--compute-profile", str(tiny_profile), "--draft", "mid",
+                    "--devices", "6", "--n-saa", "50", "--no-baselines", "--json")
     assert res.code == 0, res.err
     mid = per_draft["mid"]
     assert all(mid <= d["draft_latency_s"] <= 1.15 * mid for d in json.loads(res.out)["devices"])
-    res = multispin("optimize", "--compute-profile", str(tiny_profile), "--draft", "q4g64")
+    res = multispin("optimize", "--scenario", str(tiny), "--compute-profile", str(tiny_profile), "--draft", "q4g64")
     assert res.code == 2 and "no draft 'q4g64' (allowed: close, mid, far)" in res.err
 
 

@@ -77,6 +77,7 @@ def build_report(
     baselines: bool = True,
     noise_figure_db: Optional[float] = None,
     draft: Optional[str] = None,
+    force: bool = False,
 ) -> dict:
     """The report of ``multispin optimize`` as one JSON-ready dict (also used by the table view).
 
@@ -100,9 +101,9 @@ def build_report(
                               n_saa=n_saa, split=split)
     check_practical_size(scenario)
     if acceptance_profile:
-        scenario = scenario.with_acceptance_profile(acceptance_profile)
+        scenario = scenario.with_acceptance_profile(acceptance_profile, force=force)
     if compute_profile:
-        scenario = scenario.with_compute_profile(compute_profile, draft=draft)
+        scenario = scenario.with_compute_profile(compute_profile, draft=draft, force=force)
     # the numbers come from the public API, so a script reproduces them (multispin.plan)
     planned = api.plan(scenario, round_index, policy=policy, baselines=baselines)
     world, inst, rep = World(scenario), planned.instance, planned.report
@@ -253,6 +254,8 @@ def optimize(
                                                   help="measured compute-profile JSON, from `multispin profile --out`"),
     draft: Optional[str] = typer.Option(None, "--draft", metavar="NAME", show_default="the profile's drafts in turn",
                                         help="draft whose T^dft every device takes from a compute profile that times several"),
+    force: bool = typer.Option(False, "--force", help="apply a profile measured on another vocabulary than the "
+                                                      "scenario's (warns instead of refusing)"),
     no_baselines: bool = typer.Option(False, "--no-baselines", help="skip the baselines"),
     as_json: bool = json_option(),
     log_level: LogLevel = log_level_option(),
@@ -266,7 +269,7 @@ def optimize(
                               pdl_dbm=pdl_dbm, pul_dbm=pul_dbm, noise_figure_db=noise_figure_db, seed=seed,
                               round_index=round_index, n_saa=n_saa, policy=policy, split=split,
                               acceptance_profile=acceptance_profile, compute_profile=compute_profile,
-                              draft=draft, baselines=not no_baselines)
+                              draft=draft, force=force, baselines=not no_baselines)
     if as_json:
         typer.echo(json.dumps(versioned(report, "optimize")))
     else:

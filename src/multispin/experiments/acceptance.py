@@ -151,6 +151,7 @@ def measure(config: MeasureConfig, pair=None, progress: Callable[[str], None] | 
     summary = summarise(measured, config.draft_len, config.seed)
     return {
         "pair": pair.name,
+        "vocab_size": pair.vocab_size,  # scenarios of another vocabulary refuse this profile
         "draft": draft_name,
         "task": config.task,
         "sampling": sampling.model_dump(),

@@ -98,6 +98,7 @@ def profile_pair(pair, batch_sizes=(1, 2, 4, 8), draft_lens=(1, 2, 4, 8), repeat
     fit = fit_verification(rows)
     return {
         "pair": pair.name,
+        "vocab_size": pair.vocab_size,  # scenarios of another vocabulary refuse this profile
         "host": {"machine": platform.machine(), "processor": platform.processor() or "unknown",
                  "torch_threads": torch.get_num_threads(), "torch": torch.__version__},
         "draft_latency_s_per_token": drafts,
