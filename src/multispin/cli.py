@@ -9,6 +9,7 @@ never a traceback.
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import Optional, Sequence
 
 import typer
@@ -31,6 +32,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 
     args = list(sys.argv[1:] if argv is None else argv)
+    # numpy's RuntimeWarnings (an empty slice, an all-NaN column) are for the code, not the user:
+    # an undefined estimate is reported by the verb in one line instead
+    warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"numpy(\.|$)")
     try:
         code = app(args=args, prog_name="multispin", standalone_mode=False)
     except NoArgsIsHelpError as exc:

@@ -102,11 +102,12 @@ def test_gguf_is_a_core_dependency():
 
 
 def test_measure_reports_progress_as_it_goes():
-    """`measure` showed one spinner for minutes; it now says which round and prompt it is at."""
+    """`measure` showed one spinner for minutes; it now reports tokens generated and prompts scored."""
     from multispin.experiments.acceptance import MeasureConfig, measure
+    from multispin.experiments.progress import Step
 
-    seen: list[str] = []
+    seen: list[Step] = []
     cfg = MeasureConfig.make(pair="tiny", prompts=2, max_new_tokens=4, draft_len=2, source="builtin")
     measure(cfg, progress=seen.append)
-    assert any(m.startswith("generating: round 1,") for m in seen)
-    assert seen[-1] == "scoring α: prompt 2/2"
+    assert seen[0] == Step("generating", 0, 8, "tokens") and Step("generating", 8, 8, "tokens") in seen
+    assert seen[-1] == Step("scoring α", 2, 2, "prompts") and str(seen[-1]) == "scoring α: 2/2 prompts"

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from multispin.commands._app import app
-from multispin.jsonout import versioned
+from multispin.jsonout import json_safe, versioned
 from multispin.commands._options import (
     LogLevel, json_option, legacy_option, log_level_option, noise_figure_option, pdl_option, pick_scenario,
     pul_option, scenario_option, setup_logging,
@@ -22,17 +22,7 @@ Policy = Literal["greedy", "greedy_paper", "best_uniform", "computation_only", "
 Split = Literal["equal", "optimized"]
 
 
-def _clean(v):
-    """JSON-safe: numpy scalars → Python, NaN/inf → None."""
-    if isinstance(v, dict):
-        return {k: _clean(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_clean(x) for x in v]
-    if hasattr(v, "item"):
-        v = v.item()
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
+_clean = json_safe  # JSON-safe: numpy scalars → Python, NaN/inf → None
 
 
 # Measured on a 2-core host (peak RSS of `multispin optimize`, baselines on): memory grows like
