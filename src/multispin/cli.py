@@ -24,6 +24,7 @@ from multispin.commands import scenario  # noqa: F401
 from multispin.commands import keys  # noqa: F401
 from multispin.commands._app import app
 from multispin.commands._errors import library_error_line, usage_error_line
+from multispin.commands._interrupt import catch_signals, exit_code
 from multispin.errors import MultispinError
 
 
@@ -36,7 +37,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     # an undefined estimate is reported by the verb in one line instead
     warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"numpy(\.|$)")
     try:
-        code = app(args=args, prog_name="multispin", standalone_mode=False)
+        with catch_signals():
+            code = exit_code(app(args=args, prog_name="multispin", standalone_mode=False))
     except NoArgsIsHelpError as exc:
         exc.show()
         sys.exit(2)

@@ -41,6 +41,23 @@ class RemoteProtocolError(ProtocolError):
     """The peer sent a message its protocol state does not allow."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) or SIGTERM stopped a long job. Still a KeyboardInterrupt (nothing that
+    catches ``Exception`` swallows it); ``str()`` says how far the job got and how to go on,
+    ``signum`` which signal stopped it (the exit code is 128 + signum) and ``partial`` holds what
+    was done, where a verb can show it (``generate``: the texts so far)."""
+
+    def __init__(self, message: str = "interrupted", signum: int = 2, partial: Any = None) -> None:
+        super().__init__(message)
+        self.signum = signum
+        self.partial = partial
+
+    @classmethod
+    def after(cls, exc: BaseException, message: str, partial: Any = None) -> "Interrupted":
+        """The same interruption as ``exc`` (its signal), told with ``message``."""
+        return cls(message, getattr(exc, "signum", 2), partial)
+
+
 def did_you_mean(word: Any, choices) -> str:
     """`` (did you mean X?)`` when one of ``choices`` is a likely misspelling's target, else ``""``.
     The cutoff is high on purpose: a far-fetched suggestion (paper-llama → paper-r1) misleads."""

@@ -11,6 +11,7 @@ from typing import Literal, Optional
 import typer
 
 from multispin.commands._app import app
+from multispin.commands._interrupt import reported_interrupt
 from multispin.commands._options import (
     LogLevel, legacy_option, log_level_option, noise_figure_option, pick_scenario, setup_logging,
 )
@@ -62,7 +63,8 @@ def reproduce(
                     figures=tuple(figure) if figure else None, use_cache=not no_cache, progress=not no_progress,
                     executor=executor, address=address)
     command = "multispin " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    res = rebuild_report(cfg) if report_only else run(cfg, command)
+    with reported_interrupt():
+        res = rebuild_report(cfg) if report_only else run(cfg, command)
     counts = {st: sum(c.status == st for c in res.claims) for st in ("PASS", "FAIL", "INCONCLUSIVE", "N/A")}
     typer.echo(f"{res.report}: {counts['PASS']} claims PASS, {counts['FAIL']} FAIL, "
                f"{counts['INCONCLUSIVE']} INCONCLUSIVE, {counts['N/A']} N/A ({res.wall_s:.0f} s)")
