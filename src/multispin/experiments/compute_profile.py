@@ -1,7 +1,7 @@
 """Time the models on this host and fit the server's verification profile.
 
 T_ver(b, γ) = T_ver^0 + b·T_ver^1 + b·(γ+1)·T_ver^tok for a batch of b devices with γ draft
-tokens each (SYSTEM_MODEL §2), fitted by non-negative least squares to timed batched forward
+tokens each (docs/system-model.md §2), fitted by non-negative least squares to timed batched forward
 passes; the draft's per-token latency is timed one token at a time, as a device drafts.
 """
 

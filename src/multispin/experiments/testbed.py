@@ -50,7 +50,7 @@ Policy = Literal["adaptive", "all-ul", "all-dl", "random", "target-only"]
 
 COMPACT_V_EFF = 1024  # the paper's V_eff
 MAX_SESSIONS = 4096  # the server's limit on distinct device ids (ServerConfig.max_devices)
-PAPER_PAYLOAD_BITS = 34_816  # 1024 · (18 + 16) at V = 151,665 (SYSTEM_MODEL §2)
+PAPER_PAYLOAD_BITS = 34_816  # 1024 · (18 + 16) at V = 151,665 (docs/system-model.md §2)
 _POLICY_MODES = {"adaptive": ("ul", "dl"), "random": ("ul", "dl"), "all-ul": ("ul",), "all-dl": ("dl",),
                  "target-only": ()}
 

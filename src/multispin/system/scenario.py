@@ -10,7 +10,7 @@ Every numeric field carries its unit in its name and an allowed range; a bad val
 :class:`~multispin.errors.ConfigError` whose one-line message names the field and the range.
 A file (or dict) may start from a preset with ``preset: paper-qwen`` and override any field.
 
-Presets (SYSTEM_MODEL.md §2, §6): ``paper-qwen`` (Qwen2.5-0.5B → 14B), ``paper-r1``
+Presets (docs/system-model.md §2, §6): ``paper-qwen`` (Qwen2.5-0.5B → 14B), ``paper-r1``
 (DeepSeek-R1-Distill-Qwen-1.5B → 32B) and ``smollm2-cpu`` (SmolLM2-135M measured on a CPU
 host). The paper reports per-task acceptance rates only as a range (about 0.82–0.95 over
 HumanEval, GSM8K, MT-Bench, IFEval); the per-task values of the paper presets are **assumed** (``tasks.assumed: true``) and should be replaced by a measured profile.
@@ -66,7 +66,7 @@ Seconds = Annotated[float, _range(0, None, unit="s")]
 
 # Receiver noise figure of a device-class radio: 3GPP's UE assumptions are 7-9 dB and handset
 # front ends measure about 5-9 dB; 7 dB is the middle of that range. One value for every preset,
-# verb and the reproduction (SYSTEM_MODEL.md §2); --noise-figure-db changes it.
+# verb and the reproduction (docs/system-model.md §2); --noise-figure-db changes it.
 DEFAULT_NOISE_FIGURE_DB = 7.0
 
 class _Model(BaseModel):

@@ -59,13 +59,13 @@ def _assumptions(cfg: RunConfig, settings: dict) -> str:
         "100·(mean G / mean G_baseline − 1), over the same drops, with a paired delta-method interval (`gom_*`); "
         "per-drop gains are in `drops/`.",
         "- **One round per drop**: the optimiser plans round 0 of each drop (block fading: the channel is fixed "
-        "within the round). Goodput is the SAA estimate of the ratio of expectations G of SYSTEM_MODEL.md §3.",
+        "within the round). Goodput is the SAA estimate of the ratio of expectations G of docs/system-model.md §3.",
         f"- **Payload**: S = {settings.get('payload_bits')} bits (sparse top-1024, the paper's model); drafting uploads "
         "and correction ids are not counted (as in the paper). Equal bandwidth split unless said otherwise.",
         "- **Policies**: adaptive = the shipped planner (`multispin.optimize.plan`: a multi-start local search with "
         "line search per device, joint shifts and group on/off moves, started from every baseline's γ; optimal "
         "UL/DL modes); every mode baseline gets its own draft lengths from the same planner on the same samples; "
-        "draft-length baselines use optimal modes (SYSTEM_MODEL.md §5.3). Claims 6 and 7 are judged for the shipped "
+        "draft-length baselines use optimal modes (docs/system-model.md §5.3). Claims 6 and 7 are judged for the shipped "
         "search (6, 7) and for the paper's two-phase greedy (6p, 7p).",
         "- **Extensions** (figure 5): the optimised bandwidth split is evaluated at the adaptive plan's draft lengths "
         "(not re-planned: a lower bound on its gain); the lattice codec is re-planned. In DL mode the lattice codec "
@@ -124,7 +124,7 @@ def _claims_section(claims, out: Path) -> str:
         return holds.get(c.id.split(" ")[0], "—")
 
     header = ["id", "claim", "criterion", "measured", "status", "holds at (identification, K = 20)", "source"]
-    lines = ["## Checked claims (SYSTEM_MODEL.md §6)", "",
+    lines = ["## Checked claims (docs/system-model.md §6)", "",
              ", ".join(f"{n} {st}" for st, n in counts.items()) + ". Computed by "
              "`multispin.experiments.reproduce.claims` from the CSVs of this directory (also in `claims.csv`), each "
              "claim from one table; PASS only where the 95% intervals exclude the opposite. The last-but-one column "
