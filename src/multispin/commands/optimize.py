@@ -213,8 +213,10 @@ def _print_tables(r: dict) -> None:
     out.print(s)
     out.print(f"radio: B={r['bandwidth_hz'] / 1e6:g} MHz, P^ul={r['p_ul_dbm']:g} dBm, P^dl={r['p_dl_dbm']:.2f} dBm, "
               f"N0={r['noise_psd_dbm_per_hz']:g} dBm/Hz + NF {r['noise_figure_db']:g} dB, "
-              f"S={r['payload_bits']} bits ({r['codec']}); compute: T_ver0={1e3 * r['t_ver0_s']:g} ms, "
-              f"T_ver1={1e3 * r['t_ver1_s']:g} ms, T_ver_tok={1e3 * r['t_ver_tok_s']:g} ms; N_SAA={r['n_saa']}")
+              f"S={r['payload_bits']} bits ({r['codec']})")
+    # a line of its own: wrapped into the radio line, the break fell after a dangling "; "
+    out.print(f"compute: T_ver0={1e3 * r['t_ver0_s']:g} ms, T_ver1={1e3 * r['t_ver1_s']:g} ms, "
+              f"T_ver_tok={1e3 * r['t_ver_tok_s']:g} ms; N_SAA={r['n_saa']}")
     if r["acceptance_assumed"]:
         out.print("[yellow]note:[/yellow] per-task acceptance rates are assumed (the paper gives only a range); "
                   "pass --acceptance-profile with measured rates.")

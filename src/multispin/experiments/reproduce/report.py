@@ -6,9 +6,15 @@ import math
 from pathlib import Path
 from types import ModuleType
 
+from multispin._version import __version__
 from multispin.experiments.reproduce import identification
 from multispin.experiments.reproduce.columns import DROP_DOCS, doc_for, read_csv
 from multispin.experiments.reproduce.config import RunConfig
+
+
+def _duration(seconds: float) -> str:
+    """``40 s``, ``12 min``: a rough duration in the unit a reader takes in at a glance."""
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
 def _md_escape(s: str) -> str:
@@ -196,9 +202,10 @@ def write_report(out: Path, cfg: RunConfig, modules: list[ModuleType], claims, w
         "# Multi-SPIN reproduction report", "",
         f"Command: `{command or 'multispin reproduce'}` — {kind}; wall time {wall_s / 60:.1f} min "
         f"({wall_s:.0f} s) with {cfg.workers} worker(s)"
-        + (f"; the drops took {cpu_s:.0f} s of CPU in all (≈ {cpu_s / 60 / max(1, cfg.workers):.0f} min on "
+        + (f"; the drops took {cpu_s:.0f} s of CPU in all (≈ {_duration(cpu_s / max(1, cfg.workers))} on "
            f"{cfg.workers} otherwise idle cores)" if cpu_s else "")
-        + f". Model pairs: {', '.join(cfg.presets)}. Code version {settings.get('code_version')}.", "",
+        + f". Model pairs: {', '.join(cfg.presets)}. Code version {settings.get('source_version') or __version__} "
+          f"(drop code {settings.get('code_version')}).", "",
         "Everything below is generated from the CSVs in this directory. The paper's findings are relative; the "
         "checked-claims table says, claim by claim, what was measured and whether it holds.", "",
         _claims_section(claims, out),
