@@ -52,6 +52,7 @@ def scenario(
     acceptance_profile: Union[None, str, Path, dict, Sequence] = None,
     compute_profile: Union[None, str, Path, dict] = None,
     draft: Optional[str] = None,
+    force: bool = False,
 ) -> "Scenario":
     """A validated scenario, built the way ``--scenario`` and the flags of every verb build it.
 
@@ -69,6 +70,8 @@ def scenario(
         acceptance_profile: measured per-task acceptance (``multispin measure --out`` files).
         compute_profile: a measured compute profile (``multispin profile --out``); ``draft``
             names the draft whose T^dft every device takes (default: the drafts in turn).
+        force: apply a profile measured on another vocabulary than ``payload.vocab_size``
+            (``--force``): a warning instead of a ConfigError.
 
     Raises:
         ConfigError: a bad value, with the field and what is allowed.
@@ -80,9 +83,9 @@ def scenario(
     if fields:
         sc = sc.override(dict(fields))
     if acceptance_profile is not None:
-        sc = sc.with_acceptance_profile(acceptance_profile)
+        sc = sc.with_acceptance_profile(acceptance_profile, force=force)
     if compute_profile is not None:
-        sc = sc.with_compute_profile(compute_profile, draft=draft)
+        sc = sc.with_compute_profile(compute_profile, draft=draft, force=force)
     return sc
 
 

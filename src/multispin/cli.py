@@ -9,6 +9,7 @@ never a traceback.
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import Optional, Sequence
 
 import typer
@@ -22,41 +23,9 @@ from multispin.commands import reproduce  # noqa: F401
 from multispin.commands import scenario  # noqa: F401
 from multispin.commands import keys  # noqa: F401
 from multispin.commands._app import app
+from multispin.commands._errors import library_error_line, usage_error_line
+from multispin.commands._interrupt import catch_signals, exit_code
 from multispin.errors import MultispinError
-
-
-def _value_given(args: Sequence[str], opts: Sequence[str]) -> Optional[str]:
-    """The text the user gave for an option (the parser's messages do not repeat it)."""
-    for i, a in enumerate(args):
-        for o in opts:
-            if a == o and i + 1 < len(args):
-                return args[i + 1]
-            if a.startswith(o + "="):
-                return a[len(o) + 1:]
-    return None
-
-
-def usage_error_line(exc, args: Sequence[str]) -> str:
-    """One line for a flag-parser error: the flag, what is wrong, what was given."""
-    from typer._click.exceptions import NoSuchOption
-
-    if isinstance(exc, NoSuchOption):
-        line = f"{exc.option_name}: no such option"
-        if exc.possibilities:
-            line += f" (did you mean {', '.join(sorted(exc.possibilities))}?)"
-        cmd = exc.ctx.command_path if exc.ctx is not None else "multispin"
-        return f"{line}; see `{cmd} --help`"
-    msg = str(getattr(exc, "message", exc)).strip().removeprefix("Value error, ")
-    msg = " ".join(msg.split()).rstrip(".")
-    param = getattr(exc, "param", None)
-    opts = list(getattr(param, "opts", None) or [])
-    if not opts:
-        return exc.format_message().replace("\n", " ")
-    name = max(opts, key=len)
-    got = _value_given(args, opts)
-    if got is not None and repr(got) not in msg and type(exc).__name__ != "MissingParameter":
-        msg += f" (got {got!r})"
-    return f"{name}: {msg}"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
@@ -64,8 +33,12 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 
     args = list(sys.argv[1:] if argv is None else argv)
+    # numpy's RuntimeWarnings (an empty slice, an all-NaN column) are for the code, not the user:
+    # an undefined estimate is reported by the verb in one line instead
+    warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"numpy(\.|$)")
     try:
-        code = app(args=args, prog_name="multispin", standalone_mode=False)
+        with catch_signals():
+            code = exit_code(app(args=args, prog_name="multispin", standalone_mode=False))
     except NoArgsIsHelpError as exc:
         exc.show()
         sys.exit(2)
@@ -76,7 +49,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         typer.echo(f"error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code if exc.exit_code else 1)
     except MultispinError as exc:
-        typer.echo(f"error: {' '.join(str(exc).split())}", err=True)
+        typer.echo(f"error: {library_error_line(exc, args)}", err=True)
         sys.exit(2)
     except OSError as exc:
         # a path the user named cannot be read or written (--out /readonly/x, a missing folder);

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 
@@ -40,6 +41,23 @@ class RemoteProtocolError(ProtocolError):
     """The peer sent a message its protocol state does not allow."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) or SIGTERM stopped a long job. Still a KeyboardInterrupt (nothing that
+    catches ``Exception`` swallows it); ``str()`` says how far the job got and how to go on,
+    ``signum`` which signal stopped it (the exit code is 128 + signum) and ``partial`` holds what
+    was done, where a verb can show it (``generate``: the texts so far)."""
+
+    def __init__(self, message: str = "interrupted", signum: int = 2, partial: Any = None) -> None:
+        super().__init__(message)
+        self.signum = signum
+        self.partial = partial
+
+    @classmethod
+    def after(cls, exc: BaseException, message: str, partial: Any = None) -> "Interrupted":
+        """The same interruption as ``exc`` (its signal), told with ``message``."""
+        return cls(message, getattr(exc, "signum", 2), partial)
+
+
 def did_you_mean(word: Any, choices) -> str:
     """`` (did you mean X?)`` when one of ``choices`` is a likely misspelling's target, else ``""``.
     The cutoff is high on purpose: a far-fetched suggestion (paper-llama → paper-r1) misleads."""
@@ -49,20 +67,41 @@ def did_you_mean(word: Any, choices) -> str:
     return f" (did you mean {close[0]}?)" if close else ""
 
 
+# a message that starts with the dotted field it is about: ``devices.distances_m: needs ...``
+_FIELD_HEAD = re.compile(r"^([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*): ")
+_MAX_GOT = 60
+
+
+def _got(err: dict) -> str:
+    """`` (got X)`` for a value the user gave; nothing for a missing field or for a whole table
+    (a cross-field error's input is every field of its model: the message names the fields)."""
+    got = err.get("input")
+    if err.get("type") == "missing" or isinstance(got, dict):
+        return ""
+    text = repr(got)
+    return f" (got {text if len(text) <= _MAX_GOT else text[:_MAX_GOT - 3] + '...'})"
+
+
 def config_error_from_validation(exc: Any, prefix: str = "") -> ConfigError:
     """Turn a pydantic ValidationError into a one-line ConfigError naming the field(s).
 
-    Example: ``temperature: Input should be greater than or equal to 0 (got -1.0)``.
+    Example: ``temperature: Input should be greater than or equal to 0 (got -1.0)``. A
+    model-level (cross-field) error whose message starts with a field name is given under that
+    field (``devices.distances_m: needs devices.count = 5 entries (got 2)``), never with the
+    whole input.
     """
     parts, locs = [], []
     for err in exc.errors():
-        locs.append(tuple(err.get("loc", ())))
-        field = ".".join(str(p) for p in err.get("loc", ())) or "value"
+        loc = tuple(err.get("loc", ()))
+        msg = str(err.get("msg", "invalid"))
+        head = _FIELD_HEAD.match(msg) if not loc else None
+        if head:
+            loc, msg = tuple(head.group(1).split(".")), msg[head.end():]
+        locs.append(loc)
+        field = ".".join(str(p) for p in loc) or "value"
         if prefix:
             field = f"{prefix}.{field}"
-        got = err.get("input")
-        got_txt = "" if err.get("type") == "missing" else f" (got {got!r})"
-        parts.append(f"{field}: {err.get('msg', 'invalid')}{got_txt}")
+        parts.append(f"{field}: {msg}{_got(err)}")
     return ConfigError("; ".join(parts), locs=tuple(locs))
 
 

@@ -5,6 +5,7 @@ so a script that reads old outputs can tell them apart."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from multispin._version import __version__
@@ -16,3 +17,16 @@ def versioned(doc: dict[str, Any], schema: str) -> dict[str, Any]:
     """``doc`` with the version fields first (a field of ``doc`` with the same name wins)."""
     return {"multispin_version": __version__, "schema": f"multispin.{schema}",
             "schema_version": SCHEMA_VERSION, **doc}
+
+
+def json_safe(v: Any) -> Any:
+    """``v`` with numpy scalars as Python numbers and NaN/inf as ``None`` (strict JSON)."""
+    if isinstance(v, dict):
+        return {k: json_safe(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [json_safe(x) for x in v]
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v

@@ -94,6 +94,7 @@ def test_installed_entry_point_prints_one_line(args):
 FOREIGN_FLAGS = {
     "--no-deps", "--only-binary", "--progress-bar", "--disable-pip-version-check",  # pip download
     "--plot", "--export",  # the figure scripts' own argparse (python -m multispin.experiments...)
+    "--always", "--dirty", "--show-toplevel", "--tags",  # git describe / rev-parse (_version.source_version)
 }
 
 

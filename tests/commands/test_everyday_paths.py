@@ -31,17 +31,20 @@ def test_profile_then_optimize_with_defaults(multispin, tiny_profile):
     assert prof["multispin_version"] == __version__ and prof["schema"] == "multispin.compute-profile"
     per_draft = prof["draft_latency_s_per_token"]
     assert list(per_draft) == ["close", "mid", "far"]
-    res = multispin("optimize", "--compute-profile", str(tiny_profile), "--devices", "6", "--n-saa", "50",
-                    "--no-baselines", "--json")
+    assert prof["vocab_size"] == 256  # the tiny pair's, so a scenario of that vocabulary takes it
+    tiny = tiny_profile.parent / "tiny.yaml"
+    tiny.write_text("preset: paper-qwen\npayload: {vocab_size: 256, v_eff: 64}\n")
+    res = multispin("optimize", "--scenario", str(tiny), "--compute-profile", str(tiny_profile), "--devices", "6",
+                    "--n-saa", "50", "--no-baselines", "--json")
     assert res.code == 0, res.err
     got = [d["draft_latency_s"] for d in json.loads(res.out)["devices"]]
     assert got == pytest.approx([per_draft[n] for n in ("close", "mid", "far")] * 2)  # drafts in turn
-    res = multispin("optimize", "--compute-profile", str(tiny_profile), "--draft", "mid", "--devices", "6",
-                    "--n-saa", "50", "--no-baselines", "--json")
+    res = multispin("optimize", "--scenario", str(tiny), "--compute-profile", str(tiny_profile), "--draft", "mid",
+                    "--devices", "6", "--n-saa", "50", "--no-baselines", "--json")
     assert res.code == 0, res.err
     mid = per_draft["mid"]
     assert all(mid <= d["draft_latency_s"] <= 1.15 * mid for d in json.loads(res.out)["devices"])
-    res = multispin("optimize", "--compute-profile", str(tiny_profile), "--draft", "q4g64")
+    res = multispin("optimize", "--scenario", str(tiny), "--compute-profile", str(tiny_profile), "--draft", "q4g64")
     assert res.code == 2 and "no draft 'q4g64' (allowed: close, mid, far)" in res.err
 
 
@@ -99,11 +102,12 @@ def test_gguf_is_a_core_dependency():
 
 
 def test_measure_reports_progress_as_it_goes():
-    """`measure` showed one spinner for minutes; it now says which round and prompt it is at."""
+    """`measure` showed one spinner for minutes; it now reports tokens generated and prompts scored."""
     from multispin.experiments.acceptance import MeasureConfig, measure
+    from multispin.experiments.progress import Step
 
-    seen: list[str] = []
+    seen: list[Step] = []
     cfg = MeasureConfig.make(pair="tiny", prompts=2, max_new_tokens=4, draft_len=2, source="builtin")
     measure(cfg, progress=seen.append)
-    assert any(m.startswith("generating: round 1,") for m in seen)
-    assert seen[-1] == "scoring α: prompt 2/2"
+    assert seen[0] == Step("generating", 0, 8, "tokens") and Step("generating", 8, 8, "tokens") in seen
+    assert seen[-1] == Step("scoring α", 2, 2, "prompts") and str(seen[-1]) == "scoring α: 2/2 prompts"

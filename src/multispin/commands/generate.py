@@ -10,6 +10,9 @@ from rich.console import Console
 from rich.table import Table
 
 from multispin.commands._app import app
+from multispin.commands._interrupt import reported_interrupt
+from multispin.commands._progress import step_progress
+from multispin.experiments.progress import Step
 from multispin.commands._options import (
     CODECS, LogLevel, Mode, TorchDevice, json_option, log_level_option, pair_option, setup_logging,
     torch_device_option,
@@ -56,13 +59,18 @@ def generate(
         loaded = place_pair(resolve_pair(pair, drafts=draft or None), placement)
     check_codecs_fit(ul_codec, dl_codec, loaded.vocab_size)
     if as_json:
-        result = run_generate(config, pair=loaded)
-        typer.echo(json.dumps(versioned(result.to_dict(), "generate")))
+        def print_json(result, interrupted: bool = False) -> None:
+            typer.echo(json.dumps(versioned({**result.to_dict(), "interrupted": interrupted}, "generate")))
+
+        with reported_interrupt(lambda partial: print_json(partial, interrupted=True)):
+            result = run_generate(config, pair=loaded)
+        print_json(result)
         return
-    with err.status("generating…") as status:
+    total, done = devices * max_new_tokens, [0]
+    with reported_interrupt(_print_tables), step_progress() as progress:
         def on_round(round_idx, records):
-            done = sum(r.tokens_gained for r in records.values())
-            status.update(f"round {round_idx + 1}: {len(records)} active devices, +{done} tokens")
+            done[0] += sum(r.tokens_gained for r in records.values())
+            progress(Step("generating", min(done[0], total), total, "tokens"))
 
         result = run_generate(config, pair=loaded, on_round=on_round)
     _print_tables(result)
@@ -71,9 +79,10 @@ def generate(
 def _print_tables(result) -> None:
     out = Console()
     table = Table(title=f"multispin generate: {result.config.pair}, γ={result.config.draft_len}, "
-                        f"mode={result.config.mode}, {result.num_rounds} rounds, {result.wall_s:.2f} s")
+                        f"mode={result.config.mode}, {result.num_rounds} rounds, {result.wall_s:.2f} s",
+                  caption="UL / DL: corrections sent in each mode")
     for col in ("device", "draft", "tokens", "rounds", "accept rate", "mean accepted len",
-                "UL / DL corrections", "payload kbit"):
+                "UL / DL", "payload kbit"):
         table.add_column(col, justify="right")
     for d in result.devices:
         modes = [r.mode for r in d.rounds]

@@ -15,7 +15,8 @@ from multispin.commands._options import (
     LogLevel, TorchDevice, json_option, log_level_option, pair_option, set_threads, setup_logging,
     threads_option, torch_device_option,
 )
-from multispin.jsonout import versioned
+from multispin.commands._progress import step_progress
+from multispin.jsonout import json_safe, versioned
 
 
 @app.command()
@@ -48,11 +49,10 @@ def measure(
     config = MeasureConfig.make(pair=pair, draft=draft, task=task, prompts=prompts,
                                 draft_len=draft_len, max_new_tokens=max_new_tokens,
                                 temperature=temperature, seed=seed, source=source)
-    with Console(stderr=True).status(f"loading {pair}…") as status:
+    with step_progress() as progress:
+        progress.loading(f"loading {pair}…")
         loaded = place_pair(resolve_pair(pair, drafts=[draft] if draft else None), placement)
-        status.update(f"measuring {pair} / {draft or loaded.default_draft} on {task}: "
-                      f"{prompts} prompts × {max_new_tokens} tokens…")
-        profile = versioned(run_measure(config, pair=loaded, progress=status.update), "acceptance-profile")
+        profile = versioned(json_safe(run_measure(config, pair=loaded, progress=progress)), "acceptance-profile")
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(profile, indent=2))
@@ -65,14 +65,19 @@ def measure(
     t.add_column("quantity")
     t.add_column("estimate", justify="right")
     t.add_column("95% CI", justify="right")
-    lo, hi = profile["alpha_ci95"]
-    t.add_row("α = E[Σ min(p, q)]", f"{profile['alpha']:.3f}", f"{lo:.3f} – {hi:.3f}")
-    lo, hi = profile["mean_accepted_length_ci95"]
-    t.add_row(f"mean accepted length (γ={profile['draft_len']})",
-              f"{profile['mean_accepted_length']:.2f}", f"{lo:.2f} – {hi:.2f}")
-    t.add_row("i.i.d. prediction (1−α^{γ+1})/(1−α)", f"{profile['iid_prediction']:.2f}", "")
-    for i, (r, (lo, hi)) in enumerate(zip(profile["per_position_rate"], profile["per_position_ci95"])):
-        t.add_row(f"acceptance at position {i + 1} | reached", f"{r:.3f}", f"{lo:.3f} – {hi:.3f}")
+    rows = [("α = E[Σ min(p, q)]", profile["alpha"], profile["alpha_ci95"], 3),
+            (f"mean accepted length (γ={profile['draft_len']})", profile["mean_accepted_length"],
+             profile["mean_accepted_length_ci95"], 2),
+            ("i.i.d. prediction (1−α^{γ+1})/(1−α)", profile["iid_prediction"], None, 2)]
+    rows += [(f"acceptance at position {i + 1} | reached", r, ci, 3)
+             for i, (r, ci) in enumerate(zip(profile["per_position_rate"], profile["per_position_ci95"]))]
+    for label, value, ci, digits in rows:
+        if value is None:  # undefined: profile["notes"] says why, under the table
+            continue
+        interval = "" if ci is None or None in ci else f"{ci[0]:.{digits}f} – {ci[1]:.{digits}f}"
+        t.add_row(label, f"{value:.{digits}f}", interval)
     con.print(t)
+    for note in profile.get("notes", []):
+        con.print(f"note: {note}", highlight=False)
     if out is not None:
         con.print(f"profile written to {out}")

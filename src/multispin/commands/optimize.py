@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from multispin.commands._app import app
-from multispin.jsonout import versioned
+from multispin.jsonout import json_safe, versioned
 from multispin.commands._options import (
     LogLevel, json_option, legacy_option, log_level_option, noise_figure_option, pdl_option, pick_scenario,
     pul_option, scenario_option, setup_logging,
@@ -22,17 +22,7 @@ Policy = Literal["greedy", "greedy_paper", "best_uniform", "computation_only", "
 Split = Literal["equal", "optimized"]
 
 
-def _clean(v):
-    """JSON-safe: numpy scalars → Python, NaN/inf → None."""
-    if isinstance(v, dict):
-        return {k: _clean(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_clean(x) for x in v]
-    if hasattr(v, "item"):
-        v = v.item()
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
+_clean = json_safe  # JSON-safe: numpy scalars → Python, NaN/inf → None
 
 
 # Measured on a 2-core host (peak RSS of `multispin optimize`, baselines on): memory grows like
@@ -77,6 +67,7 @@ def build_report(
     baselines: bool = True,
     noise_figure_db: Optional[float] = None,
     draft: Optional[str] = None,
+    force: bool = False,
 ) -> dict:
     """The report of ``multispin optimize`` as one JSON-ready dict (also used by the table view).
 
@@ -100,9 +91,9 @@ def build_report(
                               n_saa=n_saa, split=split)
     check_practical_size(scenario)
     if acceptance_profile:
-        scenario = scenario.with_acceptance_profile(acceptance_profile)
+        scenario = scenario.with_acceptance_profile(acceptance_profile, force=force)
     if compute_profile:
-        scenario = scenario.with_compute_profile(compute_profile, draft=draft)
+        scenario = scenario.with_compute_profile(compute_profile, draft=draft, force=force)
     # the numbers come from the public API, so a script reproduces them (multispin.plan)
     planned = api.plan(scenario, round_index, policy=policy, baselines=baselines)
     world, inst, rep = World(scenario), planned.instance, planned.report
@@ -222,8 +213,10 @@ def _print_tables(r: dict) -> None:
     out.print(s)
     out.print(f"radio: B={r['bandwidth_hz'] / 1e6:g} MHz, P^ul={r['p_ul_dbm']:g} dBm, P^dl={r['p_dl_dbm']:.2f} dBm, "
               f"N0={r['noise_psd_dbm_per_hz']:g} dBm/Hz + NF {r['noise_figure_db']:g} dB, "
-              f"S={r['payload_bits']} bits ({r['codec']}); compute: T_ver0={1e3 * r['t_ver0_s']:g} ms, "
-              f"T_ver1={1e3 * r['t_ver1_s']:g} ms, T_ver_tok={1e3 * r['t_ver_tok_s']:g} ms; N_SAA={r['n_saa']}")
+              f"S={r['payload_bits']} bits ({r['codec']})")
+    # a line of its own: wrapped into the radio line, the break fell after a dangling "; "
+    out.print(f"compute: T_ver0={1e3 * r['t_ver0_s']:g} ms, T_ver1={1e3 * r['t_ver1_s']:g} ms, "
+              f"T_ver_tok={1e3 * r['t_ver_tok_s']:g} ms; N_SAA={r['n_saa']}")
     if r["acceptance_assumed"]:
         out.print("[yellow]note:[/yellow] per-task acceptance rates are assumed (the paper gives only a range); "
                   "pass --acceptance-profile with measured rates.")
@@ -253,6 +246,8 @@ def optimize(
                                                   help="measured compute-profile JSON, from `multispin profile --out`"),
     draft: Optional[str] = typer.Option(None, "--draft", metavar="NAME", show_default="the profile's drafts in turn",
                                         help="draft whose T^dft every device takes from a compute profile that times several"),
+    force: bool = typer.Option(False, "--force", help="apply a profile measured on another vocabulary than the "
+                                                      "scenario's (warns instead of refusing)"),
     no_baselines: bool = typer.Option(False, "--no-baselines", help="skip the baselines"),
     as_json: bool = json_option(),
     log_level: LogLevel = log_level_option(),
@@ -266,7 +261,7 @@ def optimize(
                               pdl_dbm=pdl_dbm, pul_dbm=pul_dbm, noise_figure_db=noise_figure_db, seed=seed,
                               round_index=round_index, n_saa=n_saa, policy=policy, split=split,
                               acceptance_profile=acceptance_profile, compute_profile=compute_profile,
-                              draft=draft, baselines=not no_baselines)
+                              draft=draft, force=force, baselines=not no_baselines)
     if as_json:
         typer.echo(json.dumps(versioned(report, "optimize")))
     else:

@@ -15,6 +15,7 @@ from multispin.commands._options import (
     LogLevel, TorchDevice, json_option, log_level_option, pair_option, set_threads, setup_logging,
     threads_option, torch_device_option,
 )
+from multispin.commands._progress import step_progress
 from multispin.jsonout import versioned
 
 
@@ -39,13 +40,15 @@ def profile(
     from multispin.experiments.compute_profile import profile_pair
     from multispin.models.placement import place_pair
     from multispin.models.registry import resolve_pair
+    from multispin.system.profile_fit import warn_poor_fit
 
     powers = lambda top: sorted({min(2 ** i, top) for i in range(top.bit_length() + 1)})  # noqa: E731
-    err = Console(stderr=True)
-    with err.status(f"loading {pair}…") as status:
+    with step_progress() as progress:
+        progress.loading(f"loading {pair}…")
         loaded = place_pair(resolve_pair(pair, drafts=draft or None), placement)
         result = versioned(profile_pair(loaded, powers(max_batch), powers(max_draft_len), repeats,
-                                        progress=lambda msg: status.update(msg)), "compute-profile")
+                                        progress=progress), "compute-profile")
+    warn_poor_fit(result, f"profile of {pair}")
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=2))

@@ -11,11 +11,24 @@ from typing import Literal, Optional
 import typer
 
 from multispin.commands._app import app
+from multispin.commands._interrupt import reported_interrupt
 from multispin.commands._options import (
     LogLevel, legacy_option, log_level_option, noise_figure_option, pick_scenario, setup_logging,
 )
 
 PaperScenario = Literal["paper-qwen", "paper-r1", "all"]
+
+# A full run's drops took 29 CPU-minutes on this project's 2-core host (README, "Reproducing");
+# the wall time is about that over the worker count on idle cores, more on a busy host.
+FULL_RUN_CPU_MINUTES = 29
+
+
+def full_run_line(workers: int, out: Path, figures: Optional[list[str]]) -> str:
+    """What a run without --quick will take and where it writes, said before it starts."""
+    what = f"figure(s) {', '.join(figures)}: part of" if figures else "the full reproduction:"
+    return (f"{what} about {FULL_RUN_CPU_MINUTES} CPU-minutes of drops, ≈ {FULL_RUN_CPU_MINUTES / workers:.0f} min "
+            f"on {workers} idle core(s), longer on a busy host (--quick: a few minutes); output in {out}/ "
+            f"(report.md); Ctrl-C stops it and the same command resumes")
 
 
 @app.command()
@@ -62,7 +75,11 @@ def reproduce(
                     figures=tuple(figure) if figure else None, use_cache=not no_cache, progress=not no_progress,
                     executor=executor, address=address)
     command = "multispin " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    res = rebuild_report(cfg) if report_only else run(cfg, command)
+    if not quick and not report_only:
+        out.mkdir(parents=True, exist_ok=True)  # an unwritable --out is the one line, not this one
+        typer.echo(full_run_line(cfg.workers, out, figure), err=True)
+    with reported_interrupt():
+        res = rebuild_report(cfg) if report_only else run(cfg, command)
     counts = {st: sum(c.status == st for c in res.claims) for st in ("PASS", "FAIL", "INCONCLUSIVE", "N/A")}
     typer.echo(f"{res.report}: {counts['PASS']} claims PASS, {counts['FAIL']} FAIL, "
                f"{counts['INCONCLUSIVE']} INCONCLUSIVE, {counts['N/A']} N/A ({res.wall_s:.0f} s)")

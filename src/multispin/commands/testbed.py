@@ -12,6 +12,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from multispin.commands._app import app
+from multispin.commands._interrupt import reported_interrupt
 from multispin.commands._options import (
     LogLevel, TorchDevice, json_option, legacy_option, log_level_option, noise_figure_option, pair_option,
     pdl_option, pick_scenario, pul_option, scenario_option, setup_logging, torch_device_option,
@@ -123,7 +124,7 @@ def testbed(
     # the devices draft in their own processes: only the target moves to the GPU
     loaded = place_pair(resolve_pair(pair), placement, drafts=False)
     typer.echo(_headline(config, loaded), err=as_json)  # the first line: exact, or APPROXIMATE and why
-    with _progress() as progress:
+    with reported_interrupt(), _progress() as progress:
         result = _run_with_progress(config, loaded, progress, f"{policy} ({clock} clock)")
     if as_json:
         typer.echo(json.dumps(versioned(result.summary, "testbed-summary")))
@@ -181,7 +182,7 @@ def demo(
     if not as_json:
         typer.echo(_setup_lines(setup, config))  # the first lines: who drafts what, at which α, and the payload
     err = Console(stderr=True)
-    with _progress() as progress:
+    with reported_interrupt(), _progress() as progress:
         def hook(label: str, total: int):
             task = progress.add_task(label, total=total, tokens=0)
             return lambda r, tokens: progress.update(task, completed=r + 1, tokens=tokens)

@@ -15,6 +15,7 @@ from typing import Callable, Sequence
 import numpy as np
 from pydantic import Field
 
+from multispin.experiments.progress import Progress, Step, reporter
 from multispin.models.base import BatchedLM, SequenceLM
 from multispin.runtime.local import FixedDraftLengths, FixedMode, run_rounds
 from multispin.runtime.roles import DraftDevice, VerifierServer
@@ -54,25 +55,32 @@ def run_prompts(target: BatchedLM, make_draft: Callable[[], SequenceLM],
                 score_target: Callable[[], SequenceLM], prompts: Sequence[Sequence[int]],
                 gamma: int, sampling: SamplingParams, seed: int, max_new_tokens: int,
                 eos_ids: Sequence[int] = (),
-                progress: Callable[[str], None] | None = None) -> list[PromptMeasurement]:
+                progress: Progress | None = None) -> list[PromptMeasurement]:
     """Generate from every prompt as one device each, then score α on what was generated.
-    ``progress`` receives a one-line status after every round and every scored prompt."""
-    say = progress or (lambda msg: None)
+    ``progress`` receives a :class:`Step` after every round (tokens generated; a prompt that
+    stopped at EOS counts as complete) and after every scored prompt."""
+    say = reporter(progress)
     codec = make_codec("dense-fp32")
     server = VerifierServer(target, sampling, codec, codec, seed)
     devices = {k: DraftDevice(k, make_draft(), sampling, codec, codec, seed, list(p))
                for k, p in enumerate(prompts)}
     total = max_new_tokens * len(devices)
+    eos = set(eos_ids)
+
+    def tokens_done(dev) -> int:
+        stopped = bool(dev.generated) and dev.generated[-1] in eos
+        return max_new_tokens if stopped else min(max_new_tokens, len(dev.generated))
 
     def on_round(round_idx, records) -> None:
-        done = sum(len(d.generated) for d in devices.values())
-        say(f"generating: round {round_idx + 1}, {done}/{total} tokens")
+        say(Step("generating", sum(tokens_done(d) for d in devices.values()), total, "tokens"))
 
     policy = PolicyPair(FixedDraftLengths({k: gamma for k in devices}), FixedMode("ul"))
+    say(Step("generating", 0, total, "tokens"))
     logs = run_rounds(server, devices, policy, max_new_tokens, eos_ids, on_round=on_round)
+    say(Step("generating", total, total, "tokens"))
     out = []
     for k, dev in devices.items():
-        say(f"scoring α: prompt {k + 1}/{len(devices)}")
+        say(Step("scoring α", k, len(devices), "prompts"))
         n_gen = len(dev.generated)
         overlap = np.zeros(0)
         if n_gen:
@@ -82,6 +90,7 @@ def run_prompts(target: BatchedLM, make_draft: Callable[[], SequenceLM],
             overlap = np.minimum(p, q).sum(axis=-1)
         full = [r for r in logs[k] if r.draft_len == gamma]
         out.append(PromptMeasurement(overlap, [r.num_accepted for r in full], gamma))
+    say(Step("scoring α", len(devices), len(devices), "prompts"))
     return out
 
 
@@ -105,8 +114,10 @@ def summarise(measured: list[PromptMeasurement], gamma: int, seed: int) -> dict:
 
     def ci(values) -> list[float]:
         v = np.array(values, dtype=float)
-        v = v[np.isfinite(v)] if v.ndim == 1 else v
-        return [float(np.nanpercentile(v, 2.5, axis=0)), float(np.nanpercentile(v, 97.5, axis=0))]
+        v = v[np.isfinite(v)]
+        if not v.size:
+            return [float("nan"), float("nan")]
+        return [float(np.percentile(v, 2.5)), float(np.percentile(v, 97.5))]
 
     cond_boot = np.array([b[2] for b in boot])
     n_rounds = sum(len(m.accepted) for m in measured)
@@ -117,18 +128,45 @@ def summarise(measured: list[PromptMeasurement], gamma: int, seed: int) -> dict:
         "mean_accepted_length_ci95": ci([b[1] for b in boot]),
         "iid_prediction": iid_mean_accepted_length(alpha, gamma),
         "per_position_rate": [float(x) for x in conditional],
-        "per_position_ci95": [[float(np.nanpercentile(cond_boot[:, i], 2.5)),
-                               float(np.nanpercentile(cond_boot[:, i], 97.5))] for i in range(gamma)],
+        "per_position_ci95": [ci(cond_boot[:, i]) for i in range(gamma)],
         "draft_len": gamma,
         "num_prompts": n,
         "num_tokens": int(sum(m.overlap.size for m in measured)),
         "num_rounds": n_rounds,
+        "notes": undefined_notes(alpha, n_rounds, conditional, gamma),
     }
 
 
-def measure(config: MeasureConfig, pair=None, progress: Callable[[str], None] | None = None) -> dict:
+def _spans(numbers: list[int]) -> str:
+    """``[3, 4, 5, 8]`` → ``3–5, 8``."""
+    out, start = [], None
+    for i, x in enumerate(numbers):
+        start = x if start is None else start
+        if i + 1 == len(numbers) or numbers[i + 1] != x + 1:
+            out.append(f"{start}" if start == x else f"{start}–{x}")
+            start = None
+    return ", ".join(out)
+
+
+def undefined_notes(alpha: float, n_rounds: int, conditional: np.ndarray, gamma: int) -> list[str]:
+    """One line for every estimate that is undefined (NaN) and why."""
+    notes = []
+    if not np.isfinite(alpha):
+        notes.append("α: no token was generated")
+    if n_rounds == 0:
+        notes.append(f"mean accepted length and per-position acceptance: no round drafted the full "
+                     f"γ = {gamma} (each prompt's text ended first); raise --max-new-tokens well above --draft-len")
+        return notes
+    unreached = [i + 1 for i, r in enumerate(conditional) if not np.isfinite(r)]
+    if unreached:
+        notes.append(f"acceptance at position {_spans(unreached)}: no round reached it "
+                     f"(every draft was rejected earlier); more --prompts give it samples")
+    return notes
+
+
+def measure(config: MeasureConfig, pair=None, progress: Progress | None = None) -> dict:
     """`multispin measure`: an acceptance profile for one (pair, draft, task); ``progress``
-    receives one-line status updates."""
+    receives a :class:`~multispin.experiments.progress.Step` per round and per scored prompt."""
     from multispin.models.hf import HFBatchedLM, HFSequenceLM
     from multispin.models.prompts import load_prompts
     from multispin.models.registry import resolve_pair
@@ -151,6 +189,7 @@ def measure(config: MeasureConfig, pair=None, progress: Callable[[str], None] | 
     summary = summarise(measured, config.draft_len, config.seed)
     return {
         "pair": pair.name,
+        "vocab_size": pair.vocab_size,  # scenarios of another vocabulary refuse this profile
         "draft": draft_name,
         "task": config.task,
         "sampling": sampling.model_dump(),

@@ -1,7 +1,7 @@
 """Time the models on this host and fit the server's verification profile.
 
 T_ver(b, γ) = T_ver^0 + b·T_ver^1 + b·(γ+1)·T_ver^tok for a batch of b devices with γ draft
-tokens each (SYSTEM_MODEL §2), fitted by non-negative least squares to timed batched forward
+tokens each (docs/system-model.md §2), fitted by non-negative least squares to timed batched forward
 passes; the draft's per-token latency is timed one token at a time, as a device drafts.
 """
 
@@ -14,6 +14,8 @@ from typing import Callable
 
 import numpy as np
 from scipy.optimize import nnls
+
+from multispin.experiments.progress import Progress, Step, reporter
 
 PAST_TOKENS = 64
 
@@ -28,8 +30,12 @@ def median_s(fn: Callable[[], None], repeats: int) -> float:
     return statistics.median(times)
 
 
-def time_verification(target, batch_sizes, draft_lens, repeats: int = 3) -> list[dict]:
-    """Median wall time of one batched target pass (a `BatchedLM`) per (batch size, γ)."""
+def time_verification(target, batch_sizes, draft_lens, repeats: int = 3,
+                      progress: Progress | None = None) -> list[dict]:
+    """Median wall time of one batched target pass (a `BatchedLM`) per (batch size, γ);
+    ``progress`` receives a :class:`Step` after every batch size."""
+    say = reporter(progress)
+    say(Step("timing verification", 0, len(batch_sizes), "batch sizes"))
     rng = np.random.default_rng(0)
     rows = []
     max_b = max(batch_sizes)
@@ -46,6 +52,7 @@ def time_verification(target, batch_sizes, draft_lens, repeats: int = 3) -> list
                     target.rollback(s, PAST_TOKENS)
 
             rows.append({"batch": b, "draft_len": gamma, "seconds": median_s(step, repeats)})
+        say(Step("timing verification", list(batch_sizes).index(b) + 1, len(batch_sizes), "batch sizes"))
     for s in range(max_b):
         target.close(s)
     return rows
@@ -82,22 +89,25 @@ def time_draft_per_token(lm, tokens: int = 32, repeats: int = 3) -> float:
 
 
 def profile_pair(pair, batch_sizes=(1, 2, 4, 8), draft_lens=(1, 2, 4, 8), repeats: int = 3,
-                 progress: Callable[[str], None] | None = None) -> dict:
-    """A compute profile of `pair` on this host (what `multispin profile` writes)."""
+                 progress: Progress | None = None) -> dict:
+    """A compute profile of `pair` on this host (what `multispin profile` writes); ``progress``
+    receives a :class:`Step` after every draft timed and every batch size."""
     import torch
 
     from multispin.models.hf import HFBatchedLM, HFSequenceLM
 
-    say = progress or (lambda msg: None)
+    say = reporter(progress)
     drafts = {}
-    for name, model in pair.drafts.items():
-        say(f"timing draft {name}")
+    say(Step("timing drafts", 0, len(pair.drafts), "drafts"))
+    for i, (name, model) in enumerate(pair.drafts.items()):
         drafts[name] = time_draft_per_token(HFSequenceLM(model, pair.vocab_size), repeats=repeats)
-    say("timing batched verification")
-    rows = time_verification(HFBatchedLM(pair.target, pair.vocab_size), batch_sizes, draft_lens, repeats)
+        say(Step("timing drafts", i + 1, len(pair.drafts), "drafts"))
+    rows = time_verification(HFBatchedLM(pair.target, pair.vocab_size), batch_sizes, draft_lens, repeats,
+                             progress=progress)
     fit = fit_verification(rows)
     return {
         "pair": pair.name,
+        "vocab_size": pair.vocab_size,  # scenarios of another vocabulary refuse this profile
         "host": {"machine": platform.machine(), "processor": platform.processor() or "unknown",
                  "torch_threads": torch.get_num_threads(), "torch": torch.__version__},
         "draft_latency_s_per_token": drafts,

@@ -24,6 +24,7 @@ import numpy as np
 from pydantic import Field
 
 from multispin.config import StrictConfig
+from multispin.errors import Interrupted
 from multispin.experiments.paired import PairedDifference, RoundLog, goodput_interval, paired_difference
 from multispin.experiments.testbed import (
     TestbedConfig, TestbedResult, build_scenario, run_testbed, steady_state_figures,
@@ -164,6 +165,21 @@ def run_demo(config: DemoConfig, pair=None, progress: ProgressHook | None = None
         from multispin.models.registry import resolve_pair
 
         pair = resolve_pair(config.pair)
+    finished: list[dict] = []
+    try:
+        return _run_points(config, pair, progress, finished)
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: say which runs finished, in summary.json too
+        path = config.out / "summary.json"
+        config.out.mkdir(parents=True, exist_ok=True)
+        from multispin.jsonout import versioned
+
+        doc = {"interrupted": True, "config": config.model_dump(mode="json"), "runs_finished": finished}
+        path.write_text(json.dumps(versioned(doc, "demo-summary"), indent=2))
+        raise Interrupted.after(exc, f"interrupted after {len(finished)} finished testbed runs; "
+                                     f"partial summary in {path}") from None
+
+
+def _run_points(config: DemoConfig, pair, progress: ProgressHook | None, finished: list[dict]) -> DemoResult:
     points, target_only = [], None
     for offset, p_dl in config.sweep_points():
         runs: dict[str, PolicyRuns] = {}
@@ -178,6 +194,7 @@ def run_demo(config: DemoConfig, pair=None, progress: ProgressHook | None = None
                 label = f"{policy:>11} seed {seed}" + (f" +{offset:g} dB" if offset is not None else "")
                 hook = progress(label, config.rounds) if progress else None
                 results.append(run_testbed(config.testbed(policy, seed, p_dl, folder), pair=pair, on_progress=hook))
+                finished.append({"policy": policy, "seed": seed, "pdl_offset_db": offset, "folder": str(folder)})
             runs[policy] = PolicyRuns(policy, results)
         target_only = runs["target-only"]
         point = SweepPoint(offset, p_dl, runs)

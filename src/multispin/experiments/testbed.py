@@ -39,6 +39,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from multispin.config import StrictConfig
+from multispin.errors import Interrupted
 from multispin.runtime.planner import ScenarioPlanner, forecast_goodput, model_predictions
 from multispin.runtime.round_sink import RoundSink
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
@@ -49,7 +50,7 @@ Policy = Literal["adaptive", "all-ul", "all-dl", "random", "target-only"]
 
 COMPACT_V_EFF = 1024  # the paper's V_eff
 MAX_SESSIONS = 4096  # the server's limit on distinct device ids (ServerConfig.max_devices)
-PAPER_PAYLOAD_BITS = 34_816  # 1024 · (18 + 16) at V = 151,665 (SYSTEM_MODEL §2)
+PAPER_PAYLOAD_BITS = 34_816  # 1024 · (18 + 16) at V = 151,665 (docs/system-model.md §2)
 _POLICY_MODES = {"adaptive": ("ul", "dl"), "random": ("ul", "dl"), "all-ul": ("ul",), "all-dl": ("dl",),
                  "target-only": ()}
 
@@ -297,7 +298,13 @@ def run_testbed(config: TestbedConfig, pair=None,
         raise RuntimeError(f"payload: server moves {bed.server.wire}, planner charges {choice.wire}")
     started = time.perf_counter()
     bed.start()
-    summary = bed.wait(timeout_s=3600)
+    interrupted = None
+    try:
+        summary = bed.wait(timeout_s=3600)
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: finish the round, say BYE, keep what ran
+        interrupted = exc
+        bed.stop()
+        summary = bed.wait(timeout_s=60)
     wall_s = time.perf_counter() - started
     sink.close()
     rows = sink.rows
@@ -322,9 +329,14 @@ def run_testbed(config: TestbedConfig, pair=None,
     }
     texts = {d: pair.tokenizer.decode(r.generated, skip_special_tokens=True) for d, r in records.items()}
     result["jobs_finished"] = sum(1 for r in records.values() if r.finished)
+    result["interrupted"] = interrupted is not None
     if out:
         from multispin.jsonout import versioned
 
         doc = versioned({**result, "texts": {str(k): v for k, v in texts.items()}}, "testbed-summary")
         (out / "summary.json").write_text(json.dumps(doc, indent=2))
+    if interrupted is not None:
+        where = f"; partial summary in {out / 'summary.json'}" if out else ""
+        raise Interrupted.after(interrupted, f"interrupted after {len(rows)} rounds{where}",
+                                partial=TestbedResult(config, result, rows, texts))
     return TestbedResult(config, result, rows, texts)

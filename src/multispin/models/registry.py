@@ -55,6 +55,7 @@ class PairInfo:
     description: str
     default_drafts: tuple[str, ...] = ()
     instruct: bool = True
+    vocab_size: int | None = None  # valid token ids V, known without loading (profiles are checked against it)
 
 
 REGISTERED: dict[str, PairInfo] = {
@@ -63,18 +64,21 @@ REGISTERED: dict[str, PairInfo] = {
         "SmolLM2-135M-Instruct target (93 MB wheel, converted once) + RTN-quantised drafts "
         "q5g64/q4g64/q3g32/q3g64 (acceptance ~0.86/0.75/0.46/0.31); the default",
         ("q5g64", "q4g64", "q3g32", "q3g64"),
+        vocab_size=49_152,
     ),
     "qwen2.5-coder-0.5b": PairInfo(
         "qwen2.5-coder-0.5b",
         "Qwen2.5-Coder-0.5B-Instruct target (478 MB download, on demand; V = 151,665) + "
         "RTN-quantised drafts q4g128/q3g32/q3g128/q2g32 (acceptance ~0.90/0.85/0.70/0.32)",
         ("q4g128", "q3g32", "q3g128", "q2g32"),
+        vocab_size=151_665,
     ),
     "tiny": PairInfo(
         "tiny",
         "random-init 2-layer Qwen2 pair for tests, drafts close/mid/far (no download)",
         (),
         instruct=False,
+        vocab_size=256,
     ),
 }
 

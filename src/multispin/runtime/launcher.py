@@ -8,6 +8,7 @@ import json
 import multiprocessing
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -117,8 +118,16 @@ def _write_result(path: Path, payload: dict) -> None:
     os.replace(tmp, path)  # a reader never sees half a file
 
 
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _fork_device_main(jobs: Sequence[dict], result_path: str, threads: int) -> None:
-    """Body of a forked device process (the pair is inherited from the parent)."""
+    """Body of a forked device process (the pair is inherited from the parent). A terminal's
+    Ctrl-C reaches the whole process group: the parent stops the session (the server says BYE),
+    so the device ignores SIGINT instead of dying mid-frame."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler: a plain stop
     code = 0
     try:
         import torch
@@ -317,8 +326,10 @@ class LocalTestbed:
                 cmd += ["--keys", str(self.device_keys[k])]
                 env = dict(os.environ)
                 env.pop("MULTISPIN_SECRET", None)
+            # SIGINT ignored, as in a forked device: a terminal's Ctrl-C is the parent's to handle
             handle.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
-                                           stderr=open(self._tmp / f"device-{k}-{self._attempt}.err", "w"))
+                                           stderr=open(self._tmp / f"device-{k}-{self._attempt}.err", "w"),
+                                           preexec_fn=_ignore_sigint)
         self._handles[k] = handle
         return handle
 

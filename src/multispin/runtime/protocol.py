@@ -1,4 +1,4 @@
-"""Messages of the networked Multi-SPIN round protocol (SYSTEM_MODEL §1 and §4), their msgpack
+"""Messages of the networked Multi-SPIN round protocol (docs/system-model.md §1 and §4), their msgpack
 wire form, and the size limits every receiver enforces before it trusts a byte.
 
 One round, server S and device D (ZeroMQ ROUTER at S, one DEALER per device):

@@ -1,4 +1,4 @@
-"""The round engine: one Multi-SPIN round on plain data (SYSTEM_MODEL §1), the only
+"""The round engine: one Multi-SPIN round on plain data (docs/system-model.md §1), the only
 implementation of its steps.
 
 clip γ to the budget → (devices draft) → verify the ragged batch in one pass → rejected set R →

@@ -12,6 +12,7 @@ from typing import Callable, Literal
 
 from pydantic import Field
 
+from multispin.errors import Interrupted
 from multispin.models.base import LoadedPair
 from multispin.models.registry import DEFAULT_PAIR, resolve_pair
 from multispin.runtime.local import DeviceResult, UniformDraftLength, mode_policy, run_rounds
@@ -101,15 +102,31 @@ def generate(config: GenerateConfig, pair: LoadedPair | None = None,
         results.append(DeviceResult(k, draft_name, prompt, [], ""))
 
     modes = mode_policy(config.mode, config.seed)
+    logs: dict[int, list[RoundRecord]] = {k: [] for k in devices}
+
+    def record(round_idx: int, records: dict[int, RoundRecord]) -> None:
+        for d, rec in records.items():
+            logs[d].append(rec)
+        if on_round is not None:
+            on_round(round_idx, records)
+
+    def outcome() -> GenerationResult:
+        for res in results:
+            dev = devices[res.device_id]
+            res.tokens = list(dev.generated)
+            res.text = pair.tokenizer.decode(res.tokens, skip_special_tokens=True)
+            res.rounds = logs[res.device_id]
+            res.stats = AcceptanceStats()
+            for r in res.rounds:
+                res.stats.record(r.draft_len, r.num_accepted)
+        return GenerationResult(config, results, time.perf_counter() - started, notes)
+
     started = time.perf_counter()
-    logs = run_rounds(server, devices, PolicyPair(UniformDraftLength(config.draft_len), modes), config.max_new_tokens, pair.eos_token_ids, on_round=on_round)
-    wall = time.perf_counter() - started
-    for res in results:
-        dev = devices[res.device_id]
-        res.tokens = dev.generated
-        res.text = pair.tokenizer.decode(dev.generated, skip_special_tokens=True)
-        res.rounds = logs[res.device_id]
-        res.stats = AcceptanceStats()
-        for r in res.rounds:
-            res.stats.record(r.draft_len, r.num_accepted)
-    return GenerationResult(config, results, wall, notes)
+    try:
+        run_rounds(server, devices, PolicyPair(UniformDraftLength(config.draft_len), modes), config.max_new_tokens,
+                   pair.eos_token_ids, on_round=record)
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: every device's text so far goes with it
+        done = max((len(v) for v in logs.values()), default=0)
+        raise Interrupted.after(exc, f"interrupted after {done} rounds; the texts above are partial",
+                                partial=outcome()) from None
+    return outcome()

@@ -1,5 +1,5 @@
 """Codecs for one probability distribution over V tokens: real bytes, and the exact bit count
-the optimiser plans with (SYSTEM_MODEL §4).
+the optimiser plans with (docs/system-model.md §4).
 
 Three families:
 

@@ -1,4 +1,4 @@
-"""Bit counts of what moves over the air (SYSTEM_MODEL.md §4), as the optimiser sees them.
+"""Bit counts of what moves over the air (docs/system-model.md §4), as the optimiser sees them.
 
 These are the exact sizes of the encodings; the codecs themselves (encode/decode, exactness per
 mode) live in ``multispin.speculative``. Keeping the counts here lets the optimiser stay pure numpy.
@@ -93,7 +93,7 @@ class RoundBits:
 class WirePayload:
     """Bit counts of everything a round moves, from the codecs and the vocabulary in use.
 
-    The one source of the running system's bits (SYSTEM_MODEL §4): the in-process loop and the
+    The one source of the running system's bits (docs/system-model.md §4): the in-process loop and the
     networked server log them per device and round, and the planner plans and charges with them.
     A scenario's ``payload`` section is a payload *model* for optimisation studies; a running
     system takes this instead (:meth:`from_codecs`).

@@ -1,4 +1,4 @@
-"""Radio arithmetic of SYSTEM_MODEL.md §2: unit conversions, path loss, Shannon rates, latencies.
+"""Radio arithmetic of docs/system-model.md §2: unit conversions, path loss, Shannon rates, latencies.
 
 Every function is a pure numpy function that broadcasts over its array arguments. Powers are in
 watts (`*_w`) unless the name says dBm, bandwidths in Hz, payloads in bits, latencies in seconds.

@@ -10,7 +10,7 @@ Every numeric field carries its unit in its name and an allowed range; a bad val
 :class:`~multispin.errors.ConfigError` whose one-line message names the field and the range.
 A file (or dict) may start from a preset with ``preset: paper-qwen`` and override any field.
 
-Presets (SYSTEM_MODEL.md §2, §6): ``paper-qwen`` (Qwen2.5-0.5B → 14B), ``paper-r1``
+Presets (docs/system-model.md §2, §6): ``paper-qwen`` (Qwen2.5-0.5B → 14B), ``paper-r1``
 (DeepSeek-R1-Distill-Qwen-1.5B → 32B) and ``smollm2-cpu`` (SmolLM2-135M measured on a CPU
 host). The paper reports per-task acceptance rates only as a range (about 0.82–0.95 over
 HumanEval, GSM8K, MT-Bench, IFEval); the per-task values of the paper presets are **assumed** (``tasks.assumed: true``) and should be replaced by a measured profile.
@@ -19,7 +19,6 @@ HumanEval, GSM8K, MT-Bench, IFEval); the per-task values of the paper presets ar
 from __future__ import annotations
 
 import copy
-import json
 import math
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union, get_args, get_origin
@@ -29,6 +28,7 @@ from pydantic_core import PydanticCustomError
 
 from multispin.errors import ConfigError, config_error_from_validation, did_you_mean
 from multispin.system.config_file import FILE_SUFFIXES, expand_dotted, locate, parse_text
+from multispin.system.profile_fit import check_vocabulary, read_profile, warn_poor_fit
 from multispin.system.payload import distribution_bits, draft_upload_bits_per_token, token_id_bits
 from multispin.system.radio import dbm_to_w
 
@@ -66,7 +66,7 @@ Seconds = Annotated[float, _range(0, None, unit="s")]
 
 # Receiver noise figure of a device-class radio: 3GPP's UE assumptions are 7-9 dB and handset
 # front ends measure about 5-9 dB; 7 dB is the middle of that range. One value for every preset,
-# verb and the reproduction (SYSTEM_MODEL.md §2); --noise-figure-db changes it.
+# verb and the reproduction (docs/system-model.md §2); --noise-figure-db changes it.
 DEFAULT_NOISE_FIGURE_DB = 7.0
 
 class _Model(BaseModel):
@@ -266,12 +266,13 @@ class Scenario(_Model):
                         data["devices"][name] = None
         return _validate(data)
 
-    def with_acceptance_profile(self, profile) -> "Scenario":
+    def with_acceptance_profile(self, profile, force: bool = False) -> "Scenario":
         """Replace the (assumed) task table with measured per-task acceptance rates.
 
         ``profile``: a path to an acceptance-profile JSON (what ``multispin measure --out`` writes),
         its parsed dict, or a list of either (one task per file is fine: the tasks are merged).
-        See :func:`parse_acceptance_profile`.
+        See :func:`parse_acceptance_profile`. A profile measured on another vocabulary than
+        ``payload.vocab_size`` is refused; ``force`` applies it with a warning.
         """
         items = profile if isinstance(profile, (list, tuple)) else [profile]
         if not items:
@@ -279,33 +280,27 @@ class Scenario(_Model):
         table: dict[str, float] = {}
         sources = []
         for item in items:
-            if isinstance(item, dict):
-                table.update(parse_acceptance_profile(item))
-                sources.append("measured")
-            else:
-                table.update(load_acceptance_profile(item))
-                sources.append(str(item))
+            data = read_profile(item, "acceptance_profile")
+            check_vocabulary(data, self.payload.vocab_size, self.name, "acceptance_profile", force)
+            table.update(parse_acceptance_profile(data))
+            sources.append("measured" if isinstance(item, dict) else str(item))
         data = self.to_dict()
         data["tasks"] = {"acceptance": table, "assumed": False, "source": "measured: " + ", ".join(sources)}
         return _validate(data)
 
 
-    def with_compute_profile(self, profile, draft: Optional[str] = None) -> "Scenario":
+    def with_compute_profile(self, profile, draft: Optional[str] = None, force: bool = False) -> "Scenario":
         """Replace the compute profile with a measured one (what ``multispin profile`` writes).
 
         Takes ``t_ver0_s``, ``t_ver1_s``, ``t_ver_tok_s`` and, when present,
         ``draft_latency_s_per_token`` (a number, or a table draft name → s/token: the entry named
         ``draft``; without ``draft``, the devices take the profile's drafts in turn, device k the
-        (k mod n)-th, as ``generate`` and ``testbed`` assign them).
+        (k mod n)-th, as ``generate`` and ``testbed`` assign them). A profile of another
+        vocabulary is refused (``force``: applied with a warning); a fit with R² < 0.5 warns.
         """
-        if not isinstance(profile, dict):
-            p = Path(profile)
-            if not p.is_file():
-                raise ConfigError(f"compute_profile: no such file {str(p)!r}")
-            try:
-                profile = json.loads(p.read_text())
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"compute_profile: cannot parse {str(p)!r}: {exc}") from None
+        profile = read_profile(profile, "compute_profile")
+        check_vocabulary(profile, self.payload.vocab_size, self.name, "compute_profile", force)
+        warn_poor_fit(profile, "compute_profile")
         changes: dict[str, Any] = {}
         for key in ("t_ver0_s", "t_ver1_s", "t_ver_tok_s"):
             if key in profile:
@@ -542,7 +537,21 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
         if name not in PRESETS:
             raise _unknown_preset(name)
         data = _deep_merge(PRESETS[name], data)
+    else:
+        _check_complete(data)
     return _validate(data)
+
+
+def _check_complete(data: dict[str, Any]) -> None:
+    """A scenario without ``preset:`` must give every required table; say so in one line and
+    suggest starting from a preset instead of listing each missing field."""
+    required = [f for f, info in Scenario.model_fields.items() if info.is_required()]
+    missing = [f for f in required if f not in data]
+    if missing:
+        raise ConfigError(
+            f"preset: not given, and {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing; "
+            f"start from a preset (`preset: {preset_names()[0]}`, allowed: {', '.join(preset_names())}) "
+            f"or give every field (`multispin scenario show {preset_names()[0]}` prints one)")
 
 
 def load_scenario(path: Union[str, Path]) -> Scenario:
@@ -553,10 +562,10 @@ def load_scenario(path: Union[str, Path]) -> Scenario:
     """
     p = Path(path)
     if not p.is_file():
-        raise ConfigError(f"config: no such file {str(p)!r}")
+        raise ConfigError(f"scenario: no such file {str(p)!r}")
     suffix = p.suffix.lower()
     if suffix not in FILE_SUFFIXES:
-        raise ConfigError(f"config: unknown file type {suffix!r} (allowed: {', '.join(FILE_SUFFIXES)})")
+        raise ConfigError(f"scenario: unknown file type {suffix!r} (allowed: {', '.join(FILE_SUFFIXES)})")
     text = p.read_text()
     data = parse_text(text, suffix, repr(str(p)))
     try:
@@ -591,11 +600,4 @@ def parse_acceptance_profile(data: dict[str, Any]) -> dict[str, float]:
 
 def load_acceptance_profile(path: Union[str, Path]) -> dict[str, float]:
     """Read a measured acceptance-profile JSON (see :func:`parse_acceptance_profile`)."""
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"acceptance_profile: no such file {str(p)!r}")
-    try:
-        data = json.loads(p.read_text())
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"acceptance_profile: cannot parse {str(p)!r}: {exc}") from None
-    return parse_acceptance_profile(data)
+    return parse_acceptance_profile(read_profile(path, "acceptance_profile"))

@@ -4,7 +4,7 @@ checked-claims report, from one command.
 Modules: one per figure (``fig_*.py``, ``identification.py``: ``table``, ``plot``, ``describe``;
 runnable with ``--export/--plot``), :mod:`.studies` (what one drop computes, the grids),
 :mod:`.runner` (process pool, per-chunk cache, progress bar), :mod:`.stats` (means and CIs),
-:mod:`.claims` (the checks of SYSTEM_MODEL.md §6), :mod:`.report` (report.md),
+:mod:`.claims` (the checks of docs/system-model.md §6), :mod:`.report` (report.md),
 :mod:`.pipeline` (everything, in order).
 """
 

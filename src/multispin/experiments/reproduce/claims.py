@@ -1,4 +1,4 @@
-"""The checked claims of SYSTEM_MODEL.md §6, computed from the figure CSVs (never typed by hand).
+"""The checked claims of docs/system-model.md §6, computed from the figure CSVs (never typed by hand).
 
 Every check is a function of figure tables (lists of CSV rows) and returns :class:`ClaimResult`
 rows: the claim, the criterion applied, the measured numbers behind it, and a status. A claim

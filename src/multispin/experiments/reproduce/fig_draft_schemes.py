@@ -26,7 +26,7 @@ def table(summaries: dict[str, list[dict]]) -> list[dict]:
     return select(with_pdl_dbm(summaries["pdl"]), PARAMS, METRICS)
 
 
-# the paper's claims (SYSTEM_MODEL.md §6): +8-15% over the best uniform γ, +5-10% over computation-only
+# the paper's claims (docs/system-model.md §6): +8-15% over the best uniform γ, +5-10% over computation-only
 PAPER_VS_UNIFORM = (8.0, 15.0)
 PAPER_VS_COMP = (5.0, 10.0)
 SHIPPED = dict(STYLE["adaptive"])

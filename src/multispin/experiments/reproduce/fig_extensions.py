@@ -3,7 +3,7 @@ paper's setting (equal split, sparse top-1024 payload), across P^dl/P^ul, on the
 
 The optimised split is evaluated at the adaptive plan's draft lengths (re-planning with it costs
 ~20× more; the gain shown is therefore a lower bound of what re-planning would give). The
-lattice codec (QSV, ℓ = 1024) is re-planned. Exactness (SYSTEM_MODEL.md §4): in UL mode every
+lattice codec (QSV, ℓ = 1024) is re-planned. Exactness (docs/system-model.md §4): in UL mode every
 codec is exact; in DL mode the lattice codec is an approximation unless the sampling policy keeps
 the target row exactly representable (see ``multispin.speculative.codecs``).
 """

@@ -17,7 +17,7 @@ TITLE = "Mode split and mean draft length versus P^dl/P^ul, per model pair"
 STUDIES = ("pdl",)
 PARAMS = ("preset", "pdl_ratio", "p_dl_dbm")
 METRICS = ("dl_fraction", "rejected_mean", "gamma_mean", "gamma_mean_drafting", "frac_no_draft", "goodput")
-# the paper's draft-length trend (SYSTEM_MODEL.md §6): about 2-3 tokens at P^dl/P^ul = 4, 5-7 at 16
+# the paper's draft-length trend (docs/system-model.md §6): about 2-3 tokens at P^dl/P^ul = 4, 5-7 at 16
 PAPER_GAMMA = {4: (2.0, 3.0), 16: (5.0, 7.0)}
 
 

@@ -29,6 +29,7 @@ from multispin.experiments.reproduce import (
     identification,
 )
 from multispin.experiments.reproduce.columns import DROP_DOCS, PARAM_DOCS, ordered_columns, read_csv, write_csv
+from multispin._version import source_version
 from multispin.experiments.reproduce.config import RunConfig, code_version
 from multispin.experiments.reproduce.stats import summarise
 from multispin.experiments.reproduce.studies import POINTS, drops_for, identification_drops
@@ -106,7 +107,8 @@ def settings(cfg: RunConfig) -> dict[str, Any]:
         "count_signalling_bits": sc.payload.count_signalling_bits,
         "seed": cfg.seed,
         "quick": cfg.quick,
-        "code_version": code_version(),
+        "code_version": code_version(),  # what the cached drops depend on
+        "source_version": source_version(),  # git describe of the checkout, or the package version
     }
 
 

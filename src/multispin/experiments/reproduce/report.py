@@ -6,9 +6,15 @@ import math
 from pathlib import Path
 from types import ModuleType
 
+from multispin._version import __version__
 from multispin.experiments.reproduce import identification
 from multispin.experiments.reproduce.columns import DROP_DOCS, doc_for, read_csv
 from multispin.experiments.reproduce.config import RunConfig
+
+
+def _duration(seconds: float) -> str:
+    """``40 s``, ``12 min``: a rough duration in the unit a reader takes in at a glance."""
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
 def _md_escape(s: str) -> str:
@@ -59,13 +65,13 @@ def _assumptions(cfg: RunConfig, settings: dict) -> str:
         "100·(mean G / mean G_baseline − 1), over the same drops, with a paired delta-method interval (`gom_*`); "
         "per-drop gains are in `drops/`.",
         "- **One round per drop**: the optimiser plans round 0 of each drop (block fading: the channel is fixed "
-        "within the round). Goodput is the SAA estimate of the ratio of expectations G of SYSTEM_MODEL.md §3.",
+        "within the round). Goodput is the SAA estimate of the ratio of expectations G of docs/system-model.md §3.",
         f"- **Payload**: S = {settings.get('payload_bits')} bits (sparse top-1024, the paper's model); drafting uploads "
         "and correction ids are not counted (as in the paper). Equal bandwidth split unless said otherwise.",
         "- **Policies**: adaptive = the shipped planner (`multispin.optimize.plan`: a multi-start local search with "
         "line search per device, joint shifts and group on/off moves, started from every baseline's γ; optimal "
         "UL/DL modes); every mode baseline gets its own draft lengths from the same planner on the same samples; "
-        "draft-length baselines use optimal modes (SYSTEM_MODEL.md §5.3). Claims 6 and 7 are judged for the shipped "
+        "draft-length baselines use optimal modes (docs/system-model.md §5.3). Claims 6 and 7 are judged for the shipped "
         "search (6, 7) and for the paper's two-phase greedy (6p, 7p).",
         "- **Extensions** (figure 5): the optimised bandwidth split is evaluated at the adaptive plan's draft lengths "
         "(not re-planned: a lower bound on its gain); the lattice codec is re-planned. In DL mode the lattice codec "
@@ -124,7 +130,7 @@ def _claims_section(claims, out: Path) -> str:
         return holds.get(c.id.split(" ")[0], "—")
 
     header = ["id", "claim", "criterion", "measured", "status", "holds at (identification, K = 20)", "source"]
-    lines = ["## Checked claims (SYSTEM_MODEL.md §6)", "",
+    lines = ["## Checked claims (docs/system-model.md §6)", "",
              ", ".join(f"{n} {st}" for st, n in counts.items()) + ". Computed by "
              "`multispin.experiments.reproduce.claims` from the CSVs of this directory (also in `claims.csv`), each "
              "claim from one table; PASS only where the 95% intervals exclude the opposite. The last-but-one column "
@@ -196,9 +202,10 @@ def write_report(out: Path, cfg: RunConfig, modules: list[ModuleType], claims, w
         "# Multi-SPIN reproduction report", "",
         f"Command: `{command or 'multispin reproduce'}` — {kind}; wall time {wall_s / 60:.1f} min "
         f"({wall_s:.0f} s) with {cfg.workers} worker(s)"
-        + (f"; the drops took {cpu_s:.0f} s of CPU in all (≈ {cpu_s / 60 / max(1, cfg.workers):.0f} min on "
+        + (f"; the drops took {cpu_s:.0f} s of CPU in all (≈ {_duration(cpu_s / max(1, cfg.workers))} on "
            f"{cfg.workers} otherwise idle cores)" if cpu_s else "")
-        + f". Model pairs: {', '.join(cfg.presets)}. Code version {settings.get('code_version')}.", "",
+        + f". Model pairs: {', '.join(cfg.presets)}. Code version {settings.get('source_version') or __version__} "
+          f"(drop code {settings.get('code_version')}).", "",
         "Everything below is generated from the CSVs in this directory. The paper's findings are relative; the "
         "checked-claims table says, claim by claim, what was measured and whether it holds.", "",
         _claims_section(claims, out),

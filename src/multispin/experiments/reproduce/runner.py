@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from multispin.errors import Interrupted
 from multispin.experiments.reproduce.config import Point, RunConfig, drop_seed
 from multispin.experiments.reproduce.drop import run_chunk
 from multispin.experiments.reproduce.executor import run_calls
@@ -130,8 +131,13 @@ def run_points(jobs: list[tuple[Point, int]], cfg: RunConfig) -> dict[tuple[str,
             progress.advance(bars[tasks[i].point.study], len(rows))
 
         calls = {i: (tasks[i].scenario, tasks[i].point.options, tasks[i].seeds(cfg.seed)) for i in todo}
-        for i, res in run_calls(_timed_chunk, calls, cfg.executor, cfg.workers, cfg.address):
-            finish(i, res)
+        try:
+            for i, res in run_calls(_timed_chunk, calls, cfg.executor, cfg.workers, cfg.address):
+                finish(i, res)
+        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the finished chunks are in the cache
+            done, total = sum(len(r) for r in results.values()), sum(t.stop - t.start for t in tasks)
+            resume = "rerun the same command to resume" if cfg.use_cache else "nothing was cached (--no-cache)"
+            raise Interrupted.after(exc, f"interrupted after {done} of {total} drops; {resume}") from None
 
     out: dict[tuple[str, str], list[dict]] = {}
     for i, t in enumerate(tasks):

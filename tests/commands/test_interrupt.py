@@ -1,0 +1,106 @@
+"""Issue 23, problem 5: Ctrl-C and SIGTERM stop every long verb with one line saying how far it
+got, partial results kept: `reproduce` says how many drops ran and that a rerun resumes,
+`generate` prints the texts so far, `testbed` and `demo` write a summary.json marked
+``interrupted: true``, with no transport warnings. Each run is a subprocess in its own process
+group; SIGINT goes to the whole group, as a terminal's Ctrl-C does, SIGTERM to the verb alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from multispin import cli
+from multispin.commands._interrupt import catch_signals, exit_code, reported_interrupt
+
+SRC = str(Path(cli.__file__).parents[1])  # this checkout's package
+
+
+def _start(args, tmp_path: Path) -> tuple[subprocess.Popen, Path, Path]:
+    out, err = tmp_path / "stdout", tmp_path / "stderr"
+    env = {**os.environ, "PYTHONPATH": SRC, "MULTISPIN_SECRET": "test-secret-0123456789"}
+    proc = subprocess.Popen([sys.executable, "-m", "multispin", *args], stdout=out.open("w"), stderr=err.open("w"),
+                            env=env, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    return proc, out, err
+
+
+def _interrupt_when(proc, ready, sig, timeout_s: float = 240) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        assert proc.poll() is None, "finished before it could be interrupted"
+        assert time.monotonic() < deadline, "never got going"
+        time.sleep(0.2)
+    if sig == signal.SIGINT:
+        os.killpg(proc.pid, sig)  # a terminal's Ctrl-C: every process of the group
+    else:
+        proc.send_signal(sig)
+    proc.wait(timeout=180)
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def test_reproduce_says_how_far_and_resumes(tmp_path):
+    out = tmp_path / "r"
+    args = ["reproduce", "--quick", "--out", str(out), "--figure", "fig1_mode_split", "--workers", "1", "--no-progress"]
+    proc, _, err = _start(args, tmp_path)
+    _interrupt_when(proc, lambda: len(list((out / "cache").glob("*/*.json"))) >= 1, signal.SIGINT)
+    assert proc.returncode == 130
+    line = err.read_text().strip()
+    assert line.startswith("interrupted after ") and line.endswith(" drops; rerun the same command to resume"), line
+    done, total = (int(w) for w in line.split()[2:5:2])
+    assert 0 < done < total and len(err.read_text().splitlines()) == 1
+
+
+def test_generate_prints_the_partial_texts(tmp_path):
+    args = ["generate", "--pair", "tiny", "--devices", "2", "--max-new-tokens", "4000", "--temperature", "0"]
+    proc, out, err = _start(args, tmp_path)
+    _interrupt_when(proc, lambda: "generating: " in err.read_text() if err.exists() else False, signal.SIGTERM)
+    assert proc.returncode == 143
+    assert err.read_text().splitlines()[-1].startswith("interrupted after ")
+    text = out.read_text()
+    assert "device 0 " in text and "device 1 " in text and "multispin generate: tiny" in text
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_testbed_writes_a_partial_summary(tmp_path, sig):
+    folder = tmp_path / "tb"
+    args = ["testbed", "--pair", "tiny", "--devices", "2", "--rounds", "2000", "--out", str(folder)]
+    proc, _, err = _start(args, tmp_path)
+    _interrupt_when(proc, lambda: _lines(folder / "rounds.jsonl") >= 3, sig)
+    assert proc.returncode == 128 + sig
+    tail = err.read_text()
+    assert tail.splitlines()[-1].startswith("interrupted after ") and "summary.json" in tail
+    assert "connection lost" not in tail and "WARNING" not in tail, tail
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["consistent"] is True
+    assert 3 <= summary["rounds"] < 2000
+
+
+def test_a_verb_without_its_own_line_still_says_interrupted(capsys):
+    """exit_code: typer reports every KeyboardInterrupt as 130 and prints nothing."""
+    with catch_signals():  # a fresh run's state
+        pass
+    assert exit_code(0) == 0 and exit_code(2) == 2
+    assert exit_code(130) == 130 and capsys.readouterr().err == "interrupted\n"
+
+
+def test_reported_interrupt_shows_the_partial_result_then_one_line(capsys):
+    import typer
+
+    from multispin.errors import Interrupted
+
+    shown = []
+    with pytest.raises(typer.Exit) as exc:
+        with reported_interrupt(shown.append):
+            raise Interrupted("interrupted after 3 rounds", signal.SIGTERM, partial="texts")
+    assert exc.value.exit_code == 143 and shown == ["texts"]
+    assert capsys.readouterr().err == "interrupted after 3 rounds\n"

@@ -1,0 +1,69 @@
+"""Issue 23, problem 6 (words): `reproduce` without --quick says how long it will take and where
+it writes before it starts; the report's code version is `git describe` of the checkout (the
+package version outside one); durations read in a sensible unit."""
+
+from __future__ import annotations
+
+import subprocess
+from types import SimpleNamespace
+
+from multispin import __version__
+from multispin._version import source_version
+
+
+def _fake_run(calls):
+    def run(cfg, command=""):
+        calls.append(cfg)
+        return SimpleNamespace(report=cfg.out / "report.md", claims=[], wall_s=0.0)
+    return run
+
+
+def test_full_reproduce_states_duration_and_folder_first(multispin, monkeypatch, tmp_path):
+    from multispin.experiments.reproduce import pipeline
+
+    calls = []
+    monkeypatch.setattr(pipeline, "reproduce", _fake_run(calls))
+    res = multispin("reproduce", "--out", str(tmp_path / "r"), "--workers", "2")
+    assert res.code == 0 and len(calls) == 1
+    first = res.err.splitlines()[0]
+    assert first.startswith("the full reproduction: about 29 CPU-minutes of drops, ≈ 14 min on 2 idle core(s)")
+    assert f"output in {tmp_path / 'r'}/ (report.md)" in first and "--quick" in first
+    res = multispin("reproduce", "--quick", "--out", str(tmp_path / "q"), "--workers", "2")
+    assert res.code == 0 and res.err == ""  # --quick: a few minutes, nothing to warn about
+    res = multispin("reproduce", "--out", str(tmp_path / "f"), "--figure", "fig2", "--workers", "1")
+    assert res.err.startswith("figure(s) fig2: part of about 29 CPU-minutes")
+
+
+def test_source_version_is_git_describe_in_a_checkout():
+    got = source_version()
+    try:
+        described = subprocess.run(["git", "describe", "--always", "--dirty", "--tags"], capture_output=True,
+                                   text=True, cwd=__import__("pathlib").Path(__file__).parent).stdout.strip()
+    except OSError:
+        described = ""
+    assert got == (described or __version__)
+
+
+def test_source_version_outside_a_checkout_is_the_package_version(monkeypatch):
+    import multispin._version as v
+
+    def no_git(*a, **k):
+        raise FileNotFoundError("git")
+
+    monkeypatch.setattr(subprocess, "run", no_git)
+    assert v.source_version() == __version__
+
+
+def test_report_durations_read_in_seconds_or_minutes():
+    from multispin.experiments.reproduce.report import _duration
+
+    assert _duration(20) == "20 s" and _duration(900) == "15 min"
+
+
+def test_no_line_is_cut_or_left_dangling(multispin):
+    res = multispin("optimize", "--devices", "3", "--n-saa", "30", "--no-baselines")
+    assert res.code == 0
+    assert not [line for line in res.out.splitlines() if line.rstrip() != line.rstrip().rstrip(";")]
+    assert "compute: T_ver0=" in res.out and "N_SAA=30" in res.out
+    res = multispin("generate", "--pair", "tiny", "--devices", "1", "--max-new-tokens", "4")
+    assert res.code == 0 and "…" not in res.out and "UL / DL" in res.out
