@@ -8,12 +8,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "docs" / "system-model.md"
-# files of other work in progress (the optimiser's and the server's branches) that still cite the
+# files of other work in progress (the optimiser's branch) that still cite the
 # spec by its old name; each entry must still hold the old name, so the list only shrinks
 PENDING = {"src/multispin/optimize/draft_lengths.py", "src/multispin/optimize/modes.py",
            "src/multispin/optimize/bandwidth.py", "src/multispin/optimize/goodput.py",
-           "src/multispin/optimize/reactive.py", "src/multispin/optimize/baselines.py",
-           "src/multispin/runtime/server.py"}
+           "src/multispin/optimize/reactive.py", "src/multispin/optimize/baselines.py"}
 OUTSIDE = re.compile(r"SYSTEM_MODEL|shared folder|/work/|file:///")
 
 

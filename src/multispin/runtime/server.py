@@ -399,7 +399,7 @@ class EdgeServer:
         return summary
 
     def _exactness(self) -> dict[str, str]:
-        """Whether each mode's codec keeps the output law exactly the target's (SYSTEM_MODEL §4)."""
+        """Whether each mode's codec keeps the output law exactly the target's (docs/system-model.md §4)."""
         out = {}
         for mode, verdict in exactness_by_mode(self.ul_codec, self.dl_codec, self.sampling, self.vocab_size).items():
             out[mode] = ("exact: " if verdict.exact else "NOT exact: ") + verdict.reason
