@@ -15,7 +15,7 @@ rejected set R (w(R) = Σ_{k∈R} w_k) give ``Ē(γ) ≥ Σ_k A_k(γ_k) − H`` 
   ℓ_k the latency of device k alone with the whole band B and the whole power of its better
   mode; ``max`` of weights is submodular, so its greedy vector along an order that puts R_s first
   is below it on every R and equal to it on R_s (h_s = 0).
-- :func:`table_surrogate` (deterministic mode policies, K ≤ :data:`TABLE_MAX_DEVICES`): T* of
+- the exact table (:func:`t_comm_table`, :func:`conjugate_offsets`; deterministic mode policies, K ≤ :data:`TABLE_MAX_DEVICES`): T* of
   every one of the 2^K rejected sets (the objective's own solver), a dictionary of weight vectors,
   and for each its exact offset ``h = max_R (w(R) − T*(R))`` over all 2^K sets; each sample takes
   the entry that is largest at its own rejected set.
