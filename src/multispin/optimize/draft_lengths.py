@@ -52,6 +52,9 @@ class DraftPlan:
     trace: list = field(default_factory=list, repr=False)
     # goodput of the baselines the search started from, on the same samples (name → tokens/s)
     baselines: dict = field(default_factory=dict)
+    # policy "certified": a valid upper bound on max_γ G(γ), and whether the plan attains it
+    upper_bound: float = float("nan")
+    proven_optimal: bool = False
 
     @property
     def goodput_tokens_per_s(self) -> float:

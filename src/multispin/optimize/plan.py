@@ -93,6 +93,9 @@ class Plan:
     rejection_prob: np.ndarray  # (K,)
     # the draft baselines the search started from, on the same samples (shipped search only)
     baselines: dict = field(default_factory=dict)
+    # policy "certified": the branch and bound's upper bound on max_γ G and whether it is met
+    upper_bound: float = float("nan")
+    proven_optimal: bool = False
 
     @property
     def goodput_tokens_per_s(self) -> float:
@@ -146,12 +149,12 @@ def plan(
     obj = SAAObjective(inst, u, modes, split, mode_uniforms if modes == "random" else None)
     starts = dict(extra_starts or {})
     if warm_start is not None:
-        if policy != "greedy":
+        if policy not in ("greedy", "certified"):
             raise ConfigError(f"warm_start: only the shipped search (policy greedy) takes one (got {policy!r})")
         starts["warm"] = np.asarray(warm_start)
     dp = optimise_draft_lengths(obj, policy, starts or None)
     return Plan(dp.draft_len, dp.goodput, dp.policy, modes, split, expected_tokens(inst, dp.draft_len),
-                rejection_prob(inst, dp.draft_len), dict(dp.baselines))
+                rejection_prob(inst, dp.draft_len), dict(dp.baselines), dp.upper_bound, dp.proven_optimal)
 
 
 @dataclass(frozen=True)
@@ -213,7 +216,7 @@ def optimize_instance(
     beats the best one and how far it is from the free-communication bound.
     """
     base = all_baselines(inst, uniforms, mode_uniforms, policy, split) if with_baselines else {}
-    starts = {name: dp.draft_len for name, dp in base.items()} if policy == "greedy" else None
+    starts = {name: dp.draft_len for name, dp in base.items()} if policy in ("greedy", "certified") else None
     p = plan(inst, uniforms=uniforms, policy=policy, split=split, extra_starts=starts)
     stats = device_stats(inst, p.draft_len, uniforms, split)
     rep = OptimizeReport(inst, p, stats)
@@ -221,5 +224,7 @@ def optimize_instance(
         rep.baselines[name] = dp.goodput_tokens_per_s
         rep.baseline_draft_len[name] = dp.draft_len.tolist()
     obj = SAAObjective(inst, uniforms, "optimal", split)
-    rep.certificate = certify(inst, p.goodput_tokens_per_s, rep.baselines or p.baselines, obj, p.draft_len)
+    bb = p.upper_bound if np.isfinite(p.upper_bound) else None
+    rep.certificate = certify(inst, p.goodput_tokens_per_s, rep.baselines or p.baselines, obj, p.draft_len,
+                              proven_optimal=p.proven_optimal, bound=bb)
     return rep
