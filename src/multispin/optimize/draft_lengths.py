@@ -444,7 +444,9 @@ def local_search(obj: SAAObjective, extra_starts=None) -> DraftPlan:
         if max(vals) > max((vals[names.index(n)] for n in top_ends), default=-np.inf):
             points[best_start] = starts[best_start]
         trace.append(("coarse_done", ranked[:4]))
-    reached = _climb_all(obj, points, trace)
+    # the compound escape costs a coordinate sweep on every sample (~K² solves): from K = 50 on
+    # it would take the K = 200 search past its 30 s budget, so the largest rounds go without it
+    reached = _climb_all(obj, points, trace, compound=obj.inst.num_devices < _POLISH_ONE_FROM_K)
     solves += reached.pop("_solves")
     val, best = max(((v, g) for v, g in reached.values() if v is not None), key=lambda x: x[0])
     base_state = IncrementalSAA(obj, best)
