@@ -8,11 +8,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "docs" / "system-model.md"
-# files of other work in progress (the optimiser's branch) that still cite the
-# spec by its old name; each entry must still hold the old name, so the list only shrinks
-PENDING = {"src/multispin/optimize/draft_lengths.py", "src/multispin/optimize/modes.py",
-           "src/multispin/optimize/bandwidth.py", "src/multispin/optimize/goodput.py",
-           "src/multispin/optimize/reactive.py", "src/multispin/optimize/baselines.py"}
 OUTSIDE = re.compile(r"SYSTEM_MODEL|shared folder|/work/|file:///")
 
 
@@ -36,8 +31,7 @@ def test_the_spec_is_complete_in_the_docs():
 def test_nothing_refers_outside_the_repository():
     here = Path(__file__).resolve()
     found = {str(p.relative_to(ROOT)) for p in _project_files() if p.resolve() != here and OUTSIDE.search(p.read_text())}
-    assert found <= PENDING, f"references outside the repository (cite docs/system-model.md): {sorted(found - PENDING)}"
-    assert found == PENDING, f"fixed, drop from PENDING: {sorted(PENDING - found)}"
+    assert not found, f"references outside the repository (cite docs/system-model.md): {sorted(found)}"
 
 
 def test_spec_citations_name_sections_that_exist():

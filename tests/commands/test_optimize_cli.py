@@ -41,6 +41,20 @@ def test_json_report_has_the_documented_fields():
     assert c["upper_bound_tokens_per_s"] >= r["g_max_tokens_per_s"] * (1 - 1e-12)
     assert c["gap_to_upper_bound_pct"] == pytest.approx(100 * (1 - r["goodput_tokens_per_s"]
                                                                 / c["upper_bound_tokens_per_s"]))
+    # the communication-aware bound: above the plan, never above the free-communication bound
+    assert r["goodput_tokens_per_s"] <= c["communication_bound_tokens_per_s"] <= c["upper_bound_tokens_per_s"]
+    assert c["gap_to_communication_bound_pct"] == pytest.approx(
+        100 * (1 - r["goodput_tokens_per_s"] / c["communication_bound_tokens_per_s"]))
+    assert c["bound_method"] == "single_device+table" and c["proven_optimal"] is False
+
+
+def test_certified_policy_reports_proven_optimal():
+    res = _run(["optimize", "--devices", "4", "--pdl-dbm", "22", "--n-saa", "200", "--policy", "certified"])
+    assert res.exit_code == 0, res.output
+    assert "communication-aware bound" in res.stdout and "proven optimal" in res.stdout
+    res = _run(["optimize", "--devices", "4", "--pdl-dbm", "22", "--n-saa", "200", "--policy", "certified", "--json"])
+    c = json.loads(res.stdout)["certificate"]
+    assert c["proven_optimal"] is True and c["gap_to_communication_bound_pct"] == pytest.approx(0.0, abs=1e-6)
 
 
 def test_table_output_and_config_file(tmp_path):

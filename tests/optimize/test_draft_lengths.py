@@ -244,6 +244,31 @@ def test_issue_reproducers_reach_the_best_known_plan(noise_figure_db, p_dl_dbm, 
     assert 0 < cert.gap_to_upper_bound_pct < 100
 
 
+def test_issue27_reproducer_reaches_the_better_optimum():
+    """S^dl = S^ul/4 (paper-qwen, K = 20, seed 7, P^dl 10 dBm, noise figure 15 dB, signalling off,
+    uniforms from default_rng(5)): the plan reached 167.04 tok/s (10 devices drafting) where 169.19
+    exists (15 devices at 12–13). Negative control: without the compound escape the same path
+    stays below 169.0."""
+    from multispin.optimize import draft_lengths as dl
+    from multispin.optimize.plan import optimize_instance
+
+    sc = get_preset("paper-qwen").override({"devices.count": 20, "seed": 7, "radio.p_dl_dbm": 10.0,
+                                            "radio.noise_figure_db": 15.0, "payload.count_signalling_bits": False})
+    w = World(sc)
+    inst = w.instance(0)
+    inst = inst.replace(dl_payload_bits=inst.payload_bits / 4)
+    u = np.random.default_rng(5).random((1000, 20))
+    rep = optimize_instance(inst, u, w.mode_uniforms(0))
+    assert rep.plan.goodput_tokens_per_s >= 169.0
+    assert rep.certificate.communication_bound_tokens_per_s >= rep.plan.goodput_tokens_per_s
+    original = dl._shift_then_settle
+    try:
+        dl._shift_then_settle = lambda state, cur: False
+        assert optimize_instance(inst, u, w.mode_uniforms(0)).plan.goodput_tokens_per_s < 169.0
+    finally:
+        dl._shift_then_settle = original
+
+
 def test_upper_bound_bounds_every_plan():
     """max_γ G_max(γ) is above G of every γ, including the exhaustive optimum (small K)."""
     from multispin.optimize.draft_lengths import goodput_upper_bound

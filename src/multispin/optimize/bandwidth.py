@@ -1,4 +1,4 @@
-"""Extension (SYSTEM_MODEL.md §5.4): bandwidth split optimised jointly with the DL powers.
+"""Extension (docs/system-model.md §5.4): bandwidth split optimised jointly with the DL powers.
 
 The paper splits B equally among the rejected devices. Here, for one rejected set, bandwidths
 b_k (Σ b_k ≤ B) and DL powers (Σ_{DL} p_k ≤ P^dl) are chosen together to minimise the largest

@@ -1,4 +1,4 @@
-"""Proactive draft lengths (SYSTEM_MODEL.md §5.2, §5.3): the shipped search, the paper's greedy,
+"""Proactive draft lengths (docs/system-model.md §5.2, §5.3): the shipped search, the paper's greedy,
 best uniform, computation-only and the exhaustive oracle.
 
 All policies maximise (or, for computation-only, ignore communication in) the SAA goodput of one
@@ -52,6 +52,9 @@ class DraftPlan:
     trace: list = field(default_factory=list, repr=False)
     # goodput of the baselines the search started from, on the same samples (name → tokens/s)
     baselines: dict = field(default_factory=dict)
+    # policy "certified": a valid upper bound on max_γ G(γ), and whether the plan attains it
+    upper_bound: float = float("nan")
+    proven_optimal: bool = False
 
     @property
     def goodput_tokens_per_s(self) -> float:
@@ -223,10 +226,49 @@ def _escape_tiers(gamma: np.ndarray, inst: Instance, orders) -> list[np.ndarray]
     return out
 
 
-def _climb(state: IncrementalSAA, orders, visited: set, trace: list) -> float | None:
+def _settle(state: IncrementalSAA) -> float:
+    """Coordinate line search (each device's best γ_k, the others fixed) until none improves."""
+    cur = state.value()
+    moved = True
+    while moved:
+        moved = False
+        state.refresh_flips()
+        for k in range(state.inst.num_devices):
+            vals = state.line_values(k)
+            j = int(np.argmax(vals))
+            if j != state.gamma[k] and vals[j] > cur * (1 + _REL_IMPROVEMENT):
+                state.set_device(k, j)
+                cur = state.value()
+                moved = True
+    return cur
+
+
+def _shift_then_settle(state: IncrementalSAA, cur: float) -> bool:
+    """Compound escape: every drafting device ±1 at once, then a coordinate line search; taken
+    when the settled point beats ``cur``, otherwise the state goes back.
+
+    Why: issue 27's reproducer stalled at 168.88 tok/s (lengths 11–12) next to 169.19 (12–13,
+    one device 10 → 13): the joint +1 alone lowers G until that device is raised too, so neither
+    move is an improvement on its own and the climb's single moves never take the pair."""
+    start = state.gamma.copy()
+    drafting = start > 0
+    for d in (1, -1):
+        g = np.where(drafting, np.clip(start + d, 0, state.inst.gamma_max), start)
+        if np.array_equal(g, start):
+            continue
+        _, changes = state.candidate_values(g[None, :])
+        state.move_to(changes, 0)
+        if _settle(state) > cur * (1 + _REL_IMPROVEMENT):
+            return True
+        _, changes = state.candidate_values(start[None, :])
+        state.move_to(changes, 0)
+    return False
+
+
+def _climb(state: IncrementalSAA, orders, visited: set, trace: list, compound: bool = True) -> float | None:
     """Local search from the state's γ until no move raises G; None once it reaches a point that
     an earlier climb passed through (every climb only goes up, so that climb already ended at
-    least as high)."""
+    least as high). ``compound``: also try :func:`_shift_then_settle` where every move fails."""
     inst = state.inst
     cur = state.value()
 
@@ -279,7 +321,10 @@ def _climb(state: IncrementalSAA, orders, visited: set, trace: list) -> float | 
                 trace.append(("escape", cur))
                 break
         else:
-            return cur
+            if not (compound and _shift_then_settle(state, cur)):
+                return cur
+            cur = state.value()
+            trace.append(("shift_settle", cur))
         if arrived():
             return None
 
@@ -304,14 +349,41 @@ def default_starts(obj: SAAObjective) -> dict[str, np.ndarray]:
     return starts
 
 
+_GROUP_STARTS = 2  # best "m best-channel devices at one common length" points added as starts
+
+
+def group_level_starts(obj: SAAObjective, count: int = _GROUP_STARTS) -> dict[str, np.ndarray]:
+    """The best ``count`` points of the family "the m devices with the cheapest rejections (by
+    :func:`_weakness_orders`) all at one length L, the others off", over every m and L.
+
+    Why: a local optimum with a few devices drafting short can sit next to a better one where more
+    devices draft longer (issue 27's reproducer: 10 devices at 9–10 vs 15 at 12–13); reaching it
+    takes several devices switched on and every length raised at once, which no move of the climb
+    does. The family has K·γ_max points, all evaluated in one batch."""
+    inst = obj.inst
+    k, gmax = inst.num_devices, inst.gamma_max
+    if gmax == 0:
+        return {}
+    best_first = _weakness_orders(inst)[0][::-1]
+    cands = np.zeros((k * gmax, k), dtype=np.int64)
+    for m in range(1, k + 1):
+        cands[(m - 1) * gmax:m * gmax, best_first[:m]] = np.arange(1, gmax + 1)[:, None]
+    vals, _ = IncrementalSAA(obj, np.zeros(k, dtype=np.int64)).candidate_values(cands)
+    top = np.argsort(-vals, kind="stable")[:count]
+    return {f"group_{int(i // gmax) + 1}_at_{int(i % gmax) + 1}": cands[i] for i in top}
+
+
 _COARSE_FRACTION = 8  # climbs from every start run on 1/8 of the samples when N_SAA ≥ _COARSE_MIN
 _COARSE_MIN = 400
 _POLISHED = 2  # coarse optima re-climbed on every sample (1 from K = 50 on: a full-sample climb costs ~K²)
 _POLISH_ONE_FROM_K = 50
 
 
-def _climb_all(obj: SAAObjective, points: dict[str, np.ndarray], trace: list) -> dict[str, tuple]:
-    """Climb from every point (most promising first) on ``obj``; name → (value or None, γ)."""
+def _climb_all(obj: SAAObjective, points: dict[str, np.ndarray], trace: list,
+               compound: bool = True) -> dict[str, tuple]:
+    """Climb from every point (most promising first) on ``obj``; name → (value or None, γ).
+    ``compound=False`` (the subsample climbs, to stay in the time budget) skips the compound
+    escape, which the polishing climbs on every sample still try."""
     names = list(points)
     state = IncrementalSAA(obj, points[names[0]])
     values, _ = state.candidate_values(np.asarray([points[n] for n in names]))
@@ -321,7 +393,7 @@ def _climb_all(obj: SAAObjective, points: dict[str, np.ndarray], trace: list) ->
     for i in np.argsort(-values, kind="stable"):
         _, changes = state.candidate_values(points[names[i]][None, :])
         state.move_to(changes, 0)
-        val = _climb(state, orders, visited, trace)
+        val = _climb(state, orders, visited, trace, compound)
         trace.append((names[i], float(values[i]), val))
         out[names[i]] = (val, state.gamma.copy())
     out["_solves"] = state.solves
@@ -343,12 +415,15 @@ def local_search(obj: SAAObjective, extra_starts=None) -> DraftPlan:
             starts[f"extra_{name}"] = _check_gamma(obj, g, "extra_starts")
     trace: list = []
     solves = 0
+    if obj.n_saa < _COARSE_MIN:
+        starts.update(group_level_starts(obj))
     points = starts
     if obj.n_saa >= _COARSE_MIN:
         m = obj.n_saa // _COARSE_FRACTION
         coarse = SAAObjective(obj.inst, obj.uniforms[:m], obj.modes, obj.split,
                               None if obj.mode_uniforms is None else obj.mode_uniforms[:m])
-        reached = _climb_all(coarse, starts, trace)
+        starts.update(group_level_starts(coarse))
+        reached = _climb_all(coarse, starts, trace, compound=False)
         solves += reached.pop("_solves")
         ends = {f"coarse_{n}": g for n, (v, g) in reached.items() if v is not None}
         full = IncrementalSAA(obj, np.zeros(obj.inst.num_devices, dtype=np.int64))
@@ -358,12 +433,20 @@ def local_search(obj: SAAObjective, extra_starts=None) -> DraftPlan:
         ranked = [names[i] for i in np.argsort(-vals, kind="stable")]
         polished = 1 if obj.inst.num_devices >= _POLISH_ONE_FROM_K else _POLISHED
         top_ends = [n for n in ranked if n in ends][:polished]
+        # The end that climbed highest on the subsample is polished too, whatever its full-sample
+        # value before polishing: in issue 27's reproducer it ranked third there (166.0 vs 166.5)
+        # and polished to 169.2, above the others' 167.0.
+        coarse_best = max((n for n in reached if reached[n][0] is not None), key=lambda n: reached[n][0])
+        if f"coarse_{coarse_best}" not in top_ends:
+            top_ends.append(f"coarse_{coarse_best}")
         points = {n: ends[n] for n in top_ends}
         best_start = next(n for n in ranked if n in starts)
         if max(vals) > max((vals[names.index(n)] for n in top_ends), default=-np.inf):
             points[best_start] = starts[best_start]
         trace.append(("coarse_done", ranked[:4]))
-    reached = _climb_all(obj, points, trace)
+    # the compound escape costs a coordinate sweep on every sample (~K² solves): from K = 50 on
+    # it would take the K = 200 search past its 30 s budget, so the largest rounds go without it
+    reached = _climb_all(obj, points, trace, compound=obj.inst.num_devices < _POLISH_ONE_FROM_K)
     solves += reached.pop("_solves")
     val, best = max(((v, g) for v, g in reached.values() if v is not None), key=lambda x: x[0])
     base_state = IncrementalSAA(obj, best)

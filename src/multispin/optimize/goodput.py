@@ -1,4 +1,4 @@
-"""Goodput of SYSTEM_MODEL.md §3: expected tokens, T_comp, E[T_comm] by SAA, G(γ) and G_max(γ).
+"""Goodput of docs/system-model.md §3: expected tokens, T_comp, E[T_comm] by SAA, G(γ) and G_max(γ).
 
 ``G(γ) = Σ_k E[N_k] / (T_comp(γ) + E_o[T_comm*(o)])``, the expectation over rejection outcomes o
 estimated by sample-average approximation with **common random numbers**: uniforms u (N_SAA, K)

@@ -1,5 +1,5 @@
 """The optimal UL/DL modes and DL powers of a rejected set on the equal bandwidth split
-(SYSTEM_MODEL.md §5.1), for one outcome or many (rows of a boolean mask); what
+(docs/system-model.md §5.1), for one outcome or many (rows of a boolean mask); what
 :mod:`multispin.optimize.reactive` decides with ``split="equal"``, and the warm start of the joint
 bandwidth split (:mod:`multispin.optimize.bandwidth`). Both import it: it imports neither.
 
@@ -295,7 +295,7 @@ def _t_of_n(n, mask, inst, b, sorted_tau, rank, rtol):
 
 
 def _optimal_bisection(mask: np.ndarray, inst: Instance, return_modes: bool, rtol: float) -> BatchDecision:
-    """Bisection over n for the crossing of τ^ul(n) and τ^dl(n) (SYSTEM_MODEL.md §5.1)."""
+    """Bisection over n for the crossing of τ^ul(n) and τ^dl(n) (docs/system-model.md §5.1)."""
     b, _, sorted_tau, rank = _ul_order(mask, inst)
     cnt = mask.sum(axis=1)
     lo = np.zeros_like(cnt)

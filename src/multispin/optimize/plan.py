@@ -15,6 +15,7 @@ import numpy as np
 
 from multispin.errors import ConfigError
 from multispin.optimize.baselines import DRAFT_POLICIES, all_baselines, optimise_draft_lengths
+from multispin.optimize.bound import communication_bound
 from multispin.optimize.draft_lengths import goodput_upper_bound
 from multispin.optimize.bandwidth import optimized_split_batch
 from multispin.optimize.goodput import Goodput, SAAObjective, expected_tokens, outcomes, rejection_prob
@@ -24,13 +25,19 @@ from multispin.system.instance import Instance
 
 @dataclass(frozen=True)
 class Certificate:
-    """How good a plan is known to be: its G next to the best baseline on the same samples and to
-    the free-communication bound max_γ G_max(γ) (a true upper bound on every plan's G)."""
+    """How good a plan is known to be: its G next to the best baseline on the same samples, the
+    free-communication bound max_γ G_max(γ), and the communication-aware bound on max_γ G(γ) on
+    the same samples (:mod:`multispin.optimize.bound`; both are true upper bounds on every plan's
+    G, the second never above the first). ``proven_optimal``: a search proved the plan is the
+    SAA optimum (``policy="certified"``)."""
 
     goodput_tokens_per_s: float
     best_baseline: str
     best_baseline_tokens_per_s: float
     upper_bound_tokens_per_s: float
+    communication_bound_tokens_per_s: float = float("nan")
+    bound_method: str = "none"
+    proven_optimal: bool = False
 
     @property
     def gain_over_best_baseline_pct(self) -> float:
@@ -41,16 +48,36 @@ class Certificate:
     def gap_to_upper_bound_pct(self) -> float:
         return 100.0 * (1.0 - self.goodput_tokens_per_s / self.upper_bound_tokens_per_s)
 
+    @property
+    def gap_to_communication_bound_pct(self) -> float:
+        """How far below the communication-aware bound the plan is: no plan on these samples is
+        more than this (%) better."""
+        return 100.0 * (1.0 - self.goodput_tokens_per_s / self.communication_bound_tokens_per_s)
+
     def to_dict(self) -> dict:
         return {**self.__dict__, "gain_over_best_baseline_pct": self.gain_over_best_baseline_pct,
-                "gap_to_upper_bound_pct": self.gap_to_upper_bound_pct}
+                "gap_to_upper_bound_pct": self.gap_to_upper_bound_pct,
+                "gap_to_communication_bound_pct": self.gap_to_communication_bound_pct}
 
 
-def certify(inst: Instance, goodput_tokens_per_s: float, baselines: dict[str, float]) -> Certificate:
-    """The :class:`Certificate` of a plan reaching ``goodput_tokens_per_s`` against ``baselines``."""
+def certify(inst: Instance, goodput_tokens_per_s: float, baselines: dict[str, float],
+            obj: SAAObjective | None = None, draft_len: np.ndarray | None = None,
+            proven_optimal: bool = False, bound: float | None = None) -> Certificate:
+    """The :class:`Certificate` of a plan reaching ``goodput_tokens_per_s`` against ``baselines``;
+    with the plan's objective ``obj`` and ``draft_len``, also the communication-aware bound
+    (``bound``, e.g. a branch and bound's, replaces it where it is lower)."""
     name = max(baselines, key=baselines.get) if baselines else "none"
-    return Certificate(float(goodput_tokens_per_s), name, float(baselines.get(name, float("nan"))),
-                       goodput_upper_bound(inst))
+    free = goodput_upper_bound(inst)
+    comm, method = float("nan"), "none"
+    if obj is not None and draft_len is not None:
+        cb = communication_bound(obj, draft_len)
+        comm, method = cb.value, cb.method
+    if bound is not None and not bound >= comm:
+        comm, method = float(bound), "branch_and_bound"
+    if proven_optimal:
+        comm = min(comm, float(goodput_tokens_per_s)) if np.isfinite(comm) else float(goodput_tokens_per_s)
+    return Certificate(float(goodput_tokens_per_s), name, float(baselines.get(name, float("nan"))), free,
+                       float(comm), method, bool(proven_optimal))
 
 
 @dataclass(frozen=True)
@@ -66,6 +93,9 @@ class Plan:
     rejection_prob: np.ndarray  # (K,)
     # the draft baselines the search started from, on the same samples (shipped search only)
     baselines: dict = field(default_factory=dict)
+    # policy "certified": the branch and bound's upper bound on max_γ G and whether it is met
+    upper_bound: float = float("nan")
+    proven_optimal: bool = False
 
     @property
     def goodput_tokens_per_s(self) -> float:
@@ -119,12 +149,12 @@ def plan(
     obj = SAAObjective(inst, u, modes, split, mode_uniforms if modes == "random" else None)
     starts = dict(extra_starts or {})
     if warm_start is not None:
-        if policy != "greedy":
+        if policy not in ("greedy", "certified"):
             raise ConfigError(f"warm_start: only the shipped search (policy greedy) takes one (got {policy!r})")
         starts["warm"] = np.asarray(warm_start)
     dp = optimise_draft_lengths(obj, policy, starts or None)
     return Plan(dp.draft_len, dp.goodput, dp.policy, modes, split, expected_tokens(inst, dp.draft_len),
-                rejection_prob(inst, dp.draft_len), dict(dp.baselines))
+                rejection_prob(inst, dp.draft_len), dict(dp.baselines), dp.upper_bound, dp.proven_optimal)
 
 
 @dataclass(frozen=True)
@@ -186,12 +216,15 @@ def optimize_instance(
     beats the best one and how far it is from the free-communication bound.
     """
     base = all_baselines(inst, uniforms, mode_uniforms, policy, split) if with_baselines else {}
-    starts = {name: dp.draft_len for name, dp in base.items()} if policy == "greedy" else None
+    starts = {name: dp.draft_len for name, dp in base.items()} if policy in ("greedy", "certified") else None
     p = plan(inst, uniforms=uniforms, policy=policy, split=split, extra_starts=starts)
     stats = device_stats(inst, p.draft_len, uniforms, split)
     rep = OptimizeReport(inst, p, stats)
     for name, dp in base.items():
         rep.baselines[name] = dp.goodput_tokens_per_s
         rep.baseline_draft_len[name] = dp.draft_len.tolist()
-    rep.certificate = certify(inst, p.goodput_tokens_per_s, rep.baselines or p.baselines)
+    obj = SAAObjective(inst, uniforms, "optimal", split)
+    bb = p.upper_bound if np.isfinite(p.upper_bound) else None
+    rep.certificate = certify(inst, p.goodput_tokens_per_s, rep.baselines or p.baselines, obj, p.draft_len,
+                              proven_optimal=p.proven_optimal, bound=bb)
     return rep

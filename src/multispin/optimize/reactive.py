@@ -1,4 +1,4 @@
-"""Reactive decision of SYSTEM_MODEL.md §5.1: modes and powers for the rejected set of one round.
+"""Reactive decision of docs/system-model.md §5.1: modes and powers for the rejected set of one round.
 
 Given the rejected set R (one outcome, or many outcomes as rows of a boolean mask), the channel
 and the payload sizes (S_k^ul bits in UL mode, S_k^dl in DL mode: the codecs of the two links

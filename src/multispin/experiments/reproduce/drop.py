@@ -39,6 +39,7 @@ def run_drop(scenario: dict[str, Any], options: dict[str, Any]) -> dict[str, flo
     reference search, for the diagnostic ``greedy_shortfall_pct``.
     """
     from multispin.optimize.baselines import draft_baselines, mode_baselines
+    from multispin.optimize.bound import communication_bound
     from multispin.optimize.draft_lengths import goodput_upper_bound, reference_search
     from multispin.optimize.goodput import SAAObjective
     from multispin.optimize.plan import device_stats, plan
@@ -64,6 +65,9 @@ def run_drop(scenario: dict[str, Any], options: dict[str, Any]) -> dict[str, flo
         # against max_γ G_max(γ), a true bound: g_ratio is 1 wherever nobody drafts
         "g_bound": (ub := goodput_upper_bound(inst)),
         "g_ratio_bound": gp.goodput_tokens_per_s / ub,
+        # the certificate: no γ does better on this drop's samples than the communication-aware bound
+        "g_comm_bound": (cb := communication_bound(obj, g).value),
+        "gap_comm_bound_pct": 100.0 * (1.0 - gp.goodput_tokens_per_s / cb),
         "e_t_comm_ms": 1e3 * gp.e_t_comm_s,
         "t_comp_ms": 1e3 * gp.t_comp_s,
         "tokens_per_round": gp.expected_tokens,

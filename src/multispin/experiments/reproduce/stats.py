@@ -43,7 +43,7 @@ def mean_ci(values: Iterable[float]) -> tuple[float, float, float, int]:
 
 
 # Metrics that are non-negative by definition (by name prefix): bootstrap intervals.
-NON_NEGATIVE_PREFIXES = ("goodput", "g_max", "g_ratio", "gamma_", "frac_", "dl_fraction", "rejected_mean",
+NON_NEGATIVE_PREFIXES = ("goodput", "g_max", "g_ratio", "g_comm_bound", "gap_comm_bound", "gamma_", "frac_", "dl_fraction", "rejected_mean",
                          "e_t_comm_ms", "t_comp_ms", "tokens_per_round", "payload_bits_")
 BOOTSTRAP_RESAMPLES = 4000
 

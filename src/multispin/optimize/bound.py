@@ -1,0 +1,361 @@
+"""A communication-aware upper bound on max_γ of the SAA goodput (the certificate of a plan).
+
+The free-communication bound max_γ G_max(γ) ignores T_comm, the paper's subject. This module
+bounds the *same* SAA objective, G(γ) = N(γ) / (T_comp(γ) + (1/N_SAA)·Σ_s T*(o_s(γ))), from above
+with a lower bound on every sample's T* that is **modular** (a sum over devices), so the relaxed
+ratio can be maximised exactly over all (γ_max + 1)^K draft-length vectors.
+
+Per sample s, any weights w_s ∈ R^K and offset h_s with ``T*(R) ≥ w_s(R) − h_s`` for *every*
+rejected set R (w(R) = Σ_{k∈R} w_k) give ``Ē(γ) ≥ Σ_k A_k(γ_k) − H`` with
+``A_k(g) = (1/N)·Σ_s w_{s,k}·1[g > L_{s,k}]`` (L the sample levels of
+:mod:`multispin.optimize.incremental`: device k is rejected in sample s iff γ_k > L_{s,k}) and
+``H = mean_s h_s``. Two families of (w_s, h_s), each valid by its own argument (docs/optimiser.md):
+
+- :func:`single_device_surrogate` (any mode policy, any split, any K): ``T*(R) ≥ max_{k∈R} ℓ_k``,
+  ℓ_k the latency of device k alone with the whole band B and the whole power of its better
+  mode; ``max`` of weights is submodular, so its greedy vector along an order that puts R_s first
+  is below it on every R and equal to it on R_s (h_s = 0).
+- the exact table (:func:`t_comm_table`, :func:`conjugate_offsets`; deterministic mode policies, K ≤ :data:`TABLE_MAX_DEVICES`): T* of
+  every one of the 2^K rejected sets (the objective's own solver), a dictionary of weight vectors,
+  and for each its exact offset ``h = max_R (w(R) − T*(R))`` over all 2^K sets; each sample takes
+  the entry that is largest at its own rejected set.
+
+:func:`maximise_ratio` maximises ``Σ_k E_k(γ_k) / (max_k γ_k T_k + c + Σ_k a_k(γ_k))`` exactly
+(every cap on the drafting time, Dinkelbach's iteration per cap with every γ_k chosen on its own)
+and returns a value that is above the maximum even after rounding (the last Dinkelbach residual is
+added). :func:`communication_bound` puts it together: the least of the free-communication bound
+and every surrogate's bound, each of them valid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from multispin.optimize.goodput import SAAObjective, pattern_table
+from multispin.optimize.incremental import sample_levels
+from multispin.system.instance import Instance
+from multispin.system.radio import latency_s
+
+TABLE_MAX_DEVICES = 20  # 2^20 rejected sets solve in about a second; each device more doubles it
+_TABLE_CHUNK = 1 << 16
+_SAFETY = 1e-12  # relative slack added to every bound: rounding of the sums it is made of
+
+
+@dataclass(frozen=True)
+class Surrogate:
+    """A separable lower bound on the SAA mean of T*: ``Ē(γ) ≥ Σ_k a[k, γ_k] − offset``."""
+
+    a: np.ndarray  # (K, γ_max + 1), non-decreasing in γ
+    offset: float
+    name: str
+
+
+@dataclass(frozen=True)
+class BoundResult:
+    """An upper bound on max_γ G(γ) on the objective's samples, and the γ that attains it."""
+
+    value: float
+    draft_len: np.ndarray
+    name: str
+
+
+# --------------------------------------------------------------------------- exact ratio maximisation
+
+
+def maximise_ratio(inst: Instance, a: np.ndarray | None = None, offset: float = 0.0,
+                   lo: np.ndarray | None = None, hi: np.ndarray | None = None, const: float = 0.0) -> BoundResult:
+    """Exact ``max over lo ≤ γ ≤ hi`` of ``Σ E_k(γ_k) / (T_comp(γ) + const + Σ_k a[k, γ_k] − offset)``.
+
+    For every cap τ on the drafting time (each value γ·T_k^dft), device k may draft up to
+    ⌊τ/T_k⌋ tokens, and ``max_k γ_k T_k`` is replaced by τ (≥ it, and equal at the maximiser's
+    own cap): the ratio is then separable per device and Dinkelbach's iteration (λ ← N/D,
+    γ_k ← argmax E_k − λ·(a_k + T_ver^tok·γ_k)) reaches its maximum in finitely many steps. The
+    returned value adds the last residual max_γ (N − λD) / min D, so it is an upper bound even where
+    the iteration stopped on rounding. Infinite when some denominator could be ≤ 0.
+    """
+    k, gmax = inst.num_devices, inst.gamma_max
+    t = inst.token_latency_s
+    c = inst.compute
+    grid = np.arange(gmax + 1)
+    lo = np.zeros(k, dtype=np.int64) if lo is None else np.asarray(lo, dtype=np.int64)
+    hi = np.full(k, gmax, dtype=np.int64) if hi is None else np.asarray(hi, dtype=np.int64)
+    cost = c.t_ver_tok_s * grid[None, :] + (np.zeros((k, gmax + 1)) if a is None else np.asarray(a, dtype=float))
+    base = c.t_ver0_s + k * c.t_ver1_s + c.t_ver_tok_s * k + const - offset
+    d_min = base + float(np.min(np.where((grid >= lo[:, None]) & (grid <= hi[:, None]), cost, np.inf), axis=1).sum())
+    if not d_min > 0:
+        return BoundResult(float("inf"), lo.copy(), "unbounded")
+    e = inst.expected_tokens
+    in_box = (grid[None, :] >= lo[:, None]) & (grid[None, :] <= hi[:, None])
+    caps = np.unique((grid[None, :] * t[:, None])[in_box])
+    caps = caps[caps >= np.max(lo * t)]  # a cap below some lower end leaves nothing feasible
+    rows = np.arange(k)[None, :]
+    allowed = in_box[None, :, :] & (grid[None, None, :] * t[None, :, None] <= caps[:, None, None] * (1 + 1e-12))
+    lam = np.zeros(caps.size)
+    for _ in range(200):
+        score = np.where(allowed, e[None] - lam[:, None, None] * cost[None], -np.inf)
+        g = np.argmax(score, axis=2)
+        num = e[rows, g].sum(axis=1)
+        den = caps + base + cost[rows, g].sum(axis=1)
+        new = num / den
+        if np.all(new <= lam * (1 + 1e-15)):
+            break
+        lam = np.maximum(lam, new)
+    # residual at the final λ: max_γ (N − λ D) over the cap's feasible set, ≥ 0 up to rounding
+    score = np.where(allowed, e[None] - lam[:, None, None] * cost[None], -np.inf)
+    resid = score.max(axis=2).sum(axis=1) - lam * (caps + base)
+    upper = lam + np.maximum(resid, 0.0) / d_min
+    i = int(np.argmax(upper))
+    g = np.argmax(np.where(allowed[i], e - lam[i] * cost, -np.inf), axis=1)
+    return BoundResult(float(upper[i]) * (1 + _SAFETY), g.astype(np.int64), "ratio")
+
+
+# --------------------------------------------------------------------------- surrogates
+
+
+def surrogate_from_weights(obj: SAAObjective, weights: np.ndarray, offsets: np.ndarray, name: str,
+                           levels: np.ndarray | None = None) -> Surrogate:
+    """``a[k, g] = (1/N) Σ_s w_{s,k} 1[g > L_{s,k}]`` and offset ``mean_s h_s`` (see the module doc)."""
+    inst = obj.inst
+    k, gmax = inst.num_devices, inst.gamma_max
+    lv = sample_levels(obj) if levels is None else levels
+    n = lv.shape[0]
+    binned = np.zeros((k, gmax + 1))
+    cols = np.broadcast_to(np.arange(k), lv.shape)
+    np.add.at(binned, (cols.ravel(), lv.ravel()), np.asarray(weights, dtype=float).ravel())
+    # rejected at g iff the level is < g: a[k, g] = Σ_{l < g} binned[k, l]
+    a = np.zeros((k, gmax + 1))
+    a[:, 1:] = np.cumsum(binned, axis=1)[:, :-1] / n
+    return Surrogate(a, float(np.mean(offsets)), name)
+
+
+def single_device_latency_s(inst: Instance, p_dl_w: float | None = None) -> np.ndarray:
+    """ℓ_k: device k alone, the whole band B, at P^ul in UL mode or the whole P^dl in DL mode,
+    whichever is faster (a lower bound on its latency in any rejected set, any split).
+
+    ``p_dl_w`` replaces the DL budget (the tests' negative control passes a share of it, which
+    is no lower bound)."""
+    r, n0 = inst.radio, inst.radio.noise_psd_w_per_hz
+    ul = latency_s(inst.payload_bits, r.bandwidth_hz, inst.p_ul_w, inst.gain_ul, n0)
+    dl = latency_s(inst.payload_bits_dl, r.bandwidth_hz, r.p_dl_w if p_dl_w is None else p_dl_w, inst.gain_dl, n0)
+    return np.minimum(ul, dl)
+
+
+def _max_game_shares(values: np.ndarray, members: np.ndarray, floor: np.ndarray) -> np.ndarray:
+    """Shapley shares of f(A) = max(floor, max_{k∈A} values_k) − floor among ``members`` (per row).
+
+    f = Σ_l (v_l − v_{l+1})·1[A meets the top-l members], v sorted descending and v_{r+1} = floor;
+    each term is shared equally by its l members, so the t-th largest gets Σ_{l≥t} (v_l − v_{l+1})/l.
+    """
+    n, k = members.shape
+    v = np.where(members, np.maximum(values[None, :], floor[:, None]), -np.inf)
+    order = np.argsort(-v, axis=1, kind="stable")
+    vs = np.take_along_axis(v, order, axis=1)
+    vs = np.where(np.isfinite(vs), vs, floor[:, None])
+    nxt = np.concatenate([vs[:, 1:], floor[:, None]], axis=1)
+    l = np.arange(1, k + 1)[None, :]
+    terms = (vs - nxt) / l
+    shares_sorted = np.cumsum(terms[:, ::-1], axis=1)[:, ::-1]
+    out = np.zeros((n, k))
+    np.put_along_axis(out, order, shares_sorted, axis=1)
+    return np.where(members, out, 0.0)
+
+
+def max_chain_weights(values: np.ndarray, rejected: np.ndarray) -> np.ndarray:
+    """Weights w_s with w_s(R) ≤ f(R) = max_{k∈R} values_k for every R and w_s(R_s) = f(R_s), one
+    per row R_s of ``rejected``.
+
+    f is submodular (the gain of adding k, max(0, v_k − f(A)), falls as A grows), so the greedy
+    vector of any order is below f on every set and equal to it on the order's prefixes. Here: the
+    mean over every order that puts R_s first (R_s, then the others, each part in random order),
+    i.e. the Shapley shares of f on R_s and of f(R_s ∪ ·) − f(R_s) on the others: every device that
+    would raise the max gets a share of what it would add, not only the worst one.
+    """
+    n, _ = rejected.shape
+    inside = _max_game_shares(values, rejected, np.zeros(n))
+    top = np.where(rejected, values[None, :], 0.0).max(axis=1)
+    return inside + _max_game_shares(values, ~rejected, top)
+
+
+def max_ascending_weights(values: np.ndarray, rejected: np.ndarray) -> np.ndarray:
+    """Like :func:`max_chain_weights`, but R_s in ascending order of value: each member gets its
+    excess over the next smaller one, so dropping the largest members of R_s saves exactly what it
+    saves f (the sets R_s minus its top members are prefixes of the order)."""
+    n, k = rejected.shape
+    v = np.where(rejected, values[None, :], -np.inf)
+    order = np.argsort(v, axis=1, kind="stable")  # ascending, non-members (−inf) first
+    vs = np.take_along_axis(v, order, axis=1)
+    prev = np.concatenate([np.full((n, 1), -np.inf), vs[:, :-1]], axis=1)
+    inc = np.where(np.isfinite(vs), vs - np.where(np.isfinite(prev), prev, 0.0), 0.0)
+    inside = np.zeros((n, k))
+    np.put_along_axis(inside, order, inc, axis=1)
+    top = np.where(rejected, values[None, :], 0.0).max(axis=1)
+    return inside + _max_game_shares(values, ~rejected, top)
+
+
+def single_device_surrogate(obj: SAAObjective, incumbent: np.ndarray, levels=None,
+                            latency: np.ndarray | None = None) -> Surrogate:
+    """The surrogate of ``T*(R) ≥ max_{k∈R} ℓ_k``, tight (for that inequality) at the incumbent's
+    rejected sets (``latency`` replaces ℓ: the tests' negative control)."""
+    lv = sample_levels(obj) if levels is None else levels
+    rejected = np.asarray(incumbent)[None, :] > lv
+    ell = single_device_latency_s(obj.inst) if latency is None else latency
+    return surrogate_from_weights(obj, max_chain_weights(ell, rejected), np.zeros(lv.shape[0]), "single_device", lv)
+
+
+def per_device_surrogate(obj: SAAObjective, device: int, levels=None) -> Surrogate:
+    """The issue's form: ``E[max_{k∈R} ℓ_k] ≥ ℓ_j·P̂(j rejected)`` for one device j on every sample."""
+    lv = sample_levels(obj) if levels is None else levels
+    w = np.zeros(lv.shape)
+    w[:, device] = single_device_latency_s(obj.inst)[device]
+    return surrogate_from_weights(obj, w, np.zeros(lv.shape[0]), f"device_{device}", lv)
+
+
+# --------------------------------------------------------------------------- the exact table (small K)
+
+
+def subset_bits(start: int, stop: int, k: int) -> np.ndarray:
+    """Rows start..stop−1 of the 2^K rejected sets, as boolean masks (bit k of the index = device k)."""
+    codes = np.arange(start, stop, dtype=np.int64)
+    return ((codes[:, None] >> np.arange(k)[None, :]) & 1).astype(bool)
+
+
+def t_comm_table(obj: SAAObjective) -> np.ndarray:
+    """T* of every rejected set, indexed by ``Σ_k o_k 2^k``, by the objective's own solver (chunked)."""
+    k = obj.inst.num_devices
+    if obj.modes == "random":
+        raise ValueError("the random mode policy has no per-set T* (its coins are per sample)")
+    if obj.modes == "optimal" and obj.split == "equal" and k <= 16:
+        return pattern_table(obj.inst, obj.modes, obj.split)
+    from multispin.optimize.reactive import t_comm_batch
+
+    out = np.empty(1 << k)
+    for start in range(0, 1 << k, _TABLE_CHUNK):
+        stop = min(1 << k, start + _TABLE_CHUNK)
+        out[start:stop] = t_comm_batch(subset_bits(start, stop, k), obj.inst, obj.modes, obj.split)
+    return out
+
+
+def conjugate_offsets(table: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """``h_j = max_R (w_j(R) − T*(R))`` over all 2^K sets, for every row w_j of ``weights``.
+
+    With h_j, ``T*(R) ≥ w_j(R) − h_j`` holds for every R by definition (R = ∅ makes h_j ≥ 0).
+    """
+    k = int(np.log2(table.size))
+    w = np.atleast_2d(np.asarray(weights, dtype=float))
+    h = np.zeros(w.shape[0])
+    for start in range(0, table.size, _TABLE_CHUNK):
+        stop = min(table.size, start + _TABLE_CHUNK)
+        vals = subset_bits(start, stop, k).astype(float) @ w.T - table[start:stop, None]
+        h = np.maximum(h, vals.max(axis=0))
+    # the matrix product rounds: widen by a bound on its error (K terms of size ≤ |w|)
+    return h + 4 * k * np.finfo(float).eps * (np.abs(w).sum(axis=1) + np.abs(table).max())
+
+
+def _codes(rejected: np.ndarray) -> np.ndarray:
+    return rejected.astype(np.int64) @ (np.int64(1) << np.arange(rejected.shape[1], dtype=np.int64))
+
+
+def marginal_weights(table: np.ndarray, rejected: np.ndarray) -> np.ndarray:
+    """Per row R_s: the change of T* when device k leaves R_s (k ∈ R_s) or joins it (k ∉ R_s):
+    a modular approximation of T* around R_s (exact where T* is modular)."""
+    k = rejected.shape[1]
+    code = _codes(rejected)
+    bit = np.int64(1) << np.arange(k, dtype=np.int64)
+    other = code[:, None] ^ bit[None, :]
+    here = table[code][:, None]
+    there = table[other]
+    return np.maximum(np.where(rejected, here - there, there - here), 0.0)
+
+
+def table_dictionary(table: np.ndarray, rejected: np.ndarray) -> np.ndarray:
+    """Candidate weight vectors: the mean marginal vector of the samples with |R_s| = m, per m,
+    each also scaled by 0.5 and 0.75 (a flatter vector needs a smaller offset)."""
+    marg = marginal_weights(table, rejected)
+    sizes = rejected.sum(axis=1)
+    means = [marg[sizes == m].mean(axis=0) for m in np.unique(sizes) if m > 0]
+    if not means:
+        return np.zeros((1, rejected.shape[1]))
+    base = np.asarray(means)
+    return np.concatenate([base, 0.75 * base, 0.5 * base])
+
+
+# --------------------------------------------------------------------------- the bound
+
+
+_ITERATIONS = 6  # rounds of re-choosing every sample's weights (the bound is the least of them)
+_DICTIONARY_SAMPLES = 48  # samples whose own marginal vectors join the table dictionary
+
+
+@dataclass(frozen=True)
+class CommunicationBound:
+    """max_γ G(γ) ≤ ``value`` on the objective's samples: the least of the free-communication bound
+    and every surrogate's exact relaxed maximum. ``draft_len`` attains the least relaxed maximum."""
+
+    value: float
+    free_communication: float
+    draft_len: np.ndarray
+    method: str  # which surrogates took part: "single_device" or "single_device+table"
+    values: tuple = ()  # every bound computed, in order (each one valid)
+
+
+def _table_candidates(obj: SAAObjective, rejected: np.ndarray):
+    """The table dictionary (weights, exact offsets) around the incumbent's rejected sets, or None
+    where the table is out of reach (K too large, random modes, optimized split beyond 12 devices)."""
+    k = obj.inst.num_devices
+    if obj.modes == "random" or k > TABLE_MAX_DEVICES or (obj.split == "optimized" and k > 12):
+        return None
+    table = t_comm_table(obj)
+    marg = marginal_weights(table, rejected)
+    pick = np.unique(np.linspace(0, rejected.shape[0] - 1, _DICTIONARY_SAMPLES).astype(int))
+    d = np.concatenate([table_dictionary(table, rejected), marg[pick], 0.75 * marg[pick], 0.5 * marg[pick]])
+    return d, conjugate_offsets(table, d)
+
+
+def communication_bound(obj: SAAObjective, incumbent: np.ndarray, iterations: int = _ITERATIONS,
+                        latency: np.ndarray | None = None, table: bool = True) -> CommunicationBound:
+    """An upper bound on max_γ G(γ) of ``obj`` (its own samples, mode policy and split).
+
+    Each sample's weights are chosen among the valid candidates (the single-device greedy vectors
+    at every rejected set seen so far, and the table dictionary with its offsets) as the one
+    largest summed over those sets; the relaxed ratio is maximised exactly; its maximiser's
+    rejected sets join the "seen" sets and the choice is made again. Every round's value is an
+    upper bound; the least is returned. ``incumbent``: the plan to be certified (the first sets).
+    ``latency`` replaces ℓ (the tests' negative control); ``table=False`` skips the table.
+    """
+    from multispin.optimize.draft_lengths import goodput_upper_bound
+
+    inst = obj.inst
+    lv = sample_levels(obj)
+    n = lv.shape[0]
+    rows = np.arange(n)
+    ell = single_device_latency_s(inst) if latency is None else latency
+    free = goodput_upper_bound(inst)
+    seen = [np.asarray(incumbent)[None, :] > lv]
+    tab = _table_candidates(obj, seen[0]) if table else None
+    best, best_g, values = free, np.asarray(incumbent, dtype=np.int64).copy(), [free]
+    for _ in range(iterations):
+        cands = [f(ell, r) for r in seen for f in (max_chain_weights, max_ascending_weights)]
+        w_all = np.stack(cands)  # (C, N, K)
+        score = np.stack([sum((c * r).sum(axis=1) for r in seen) for c in cands], axis=1)  # (N, C)
+        pick = np.argmax(score, axis=1)
+        w, h = w_all[pick, rows], np.zeros(n)
+        if tab is not None:
+            d, off = tab
+            t_score = sum(r.astype(float) @ d.T for r in seen) - len(seen) * off[None, :]
+            j = np.argmax(t_score, axis=1)
+            better = t_score[rows, j] > score[rows, pick]
+            w = np.where(better[:, None], d[j], w)
+            h = np.where(better, off[j], 0.0)
+        sur = surrogate_from_weights(obj, w, h, "surrogate", lv)
+        res = maximise_ratio(inst, sur.a, sur.offset)
+        values.append(res.value)
+        if res.value < best:
+            best, best_g = res.value, res.draft_len
+        nxt = res.draft_len[None, :] > lv
+        if any(np.array_equal(nxt, r) for r in seen):
+            break
+        seen.append(nxt)
+    return CommunicationBound(best, free, best_g, "single_device" + ("+table" if tab is not None else ""),
+                              tuple(values))
