@@ -30,7 +30,7 @@ METRIC_DOCS: dict[str, str] = {
     "g_ratio": "G / G_max(γ) at the plan's own draft lengths (1 wherever nobody drafts: not a bound)",
     "g_bound": "free-communication bound max_γ G_max(γ): the best goodput of any draft lengths when communication is free, tokens/s",
     "g_ratio_bound": "G / max_γ G_max(γ): the adaptive goodput against the free-communication bound (≤ 1)",
-    "g_comm_bound": "communication-aware bound on max_γ G(γ) on the drop's own SAA samples (docs: the optimiser's certificate), tokens/s",
+    "g_comm_bound": "communication-aware bound on max_γ G(γ) on the drop's own SAA samples (docs: the optimiser's certificate; with the exact table up to K = 12, the single-device bound above, which is looser than `optimize`'s), tokens/s",
     "gap_comm_bound_pct": "the certificate: 100·(1 − G / g_comm_bound), how much better than the plan any draft lengths could be on the drop's samples (%)",
     "e_t_comm_ms": "expected communication latency E[T_comm] per round (ms)",
     "t_comp_ms": "computation latency T_comp per round (ms)",
