@@ -40,17 +40,23 @@ def _progress() -> Progress:
                     console=Console(stderr=True))
 
 
+def _right_aligned(title: str, caption: str, columns: tuple[str, ...]) -> Table:
+    t = Table(title=title, caption=caption)
+    for col in columns:
+        t.add_column(col, justify="right")
+    return t
+
+
 def _table(results, title: str) -> Table:
-    t = Table(title=title, caption="G: tokens/s on the scenario clock; forecast: the model's prediction on "
+    t = _right_aligned(title, "G: tokens/s on the scenario clock; forecast: the model's prediction on "
                                    "fresh channels, independent of the run; model / MC: what the analytic "
                                    "model and the Monte Carlo simulator give at the realised rounds' γ and channels; "
                                    "DL: share of corrections in DL mode; γ̄: mean draft length; "
                                    "up / down: kbit moved per token on each link (drafts with their "
                                    "q scalars, ids, rejection positions, distributions); chg: kbit per "
                                    "token the clock charged airtime for; rec: every device's text "
-                                   "equals the server's record")
-    for col in ("policy", "G", "forecast", "model", "MC", "DL", "γ̄", "up", "down", "chg", "rec"):
-        t.add_column(col, justify="right")
+                                   "equals the server's record",
+                       ("policy", "G", "forecast", "model", "MC", "DL", "γ̄", "up", "down", "chg", "rec"))
     for r in results:
         s = r.summary
         t.add_row(s["policy"], f"{s['goodput_tokens_per_s']:.1f}", f"{s['forecast_tokens_per_s']:.1f}",
@@ -222,15 +228,14 @@ def _setup_lines(s: dict, cfg) -> str:
 
 
 def _demo_table(point, title: str) -> Table:
-    t = Table(title=title, caption="G: steady-state sum goodput Σ tokens / Σ (T_comp + T_comm), tokens/s, with its "
+    t = _right_aligned(title, "G: steady-state sum goodput Σ tokens / Σ (T_comp + T_comm), tokens/s, with its "
                                    "95% interval; vs TO: paired difference to target-only; forecast: the model's "
                                    "prediction on fresh channels, independent of the run; free: G had the air been "
                                    "free; T_comp / T_comm: mean per round (ms); tok/rd: tokens per round (all devices); "
                                    "draft: share of devices drafting; γ̄: mean draft length; DL: share of corrections "
-                                   "in DL mode; rec: every text equals the server's record")
-    for col in ("policy", "G [95%]", "vs TO", "forecast", "free", "T_comp", "T_comm", "tok/rd", "draft", "γ̄", "DL",
-                "rec"):
-        t.add_column(col, justify="right")
+                                   "in DL mode; rec: every text equals the server's record",
+                       ("policy", "G [95%]", "vs TO", "forecast", "free", "T_comp", "T_comm", "tok/rd", "draft", "γ̄",
+                        "DL", "rec"))
     for r in point.rows:
         g, vs = r["goodput_tokens_per_s"], r["vs_target_only"]
         vs_txt = "—" if vs is None else (f"{vs['pct']['estimate']:+.1f}%" + ("" if vs["significant"] else " (n.s.)"))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Callable, Literal
 
@@ -75,7 +76,7 @@ class PolicyRuns:
     policy: str
     results: list[TestbedResult]
 
-    @property
+    @cached_property
     def log(self) -> RoundLog:
         return RoundLog.of([[sum(r["tokens_gained"].values()) for r in res.rounds] for res in self.results],
                            [[r["comp_latency_s"] + r["comm_latency_s"] for r in res.rounds] for res in self.results])
@@ -145,15 +146,11 @@ ProgressHook = Callable[[str, int], Callable[[int, int], None]]  # (label, round
 def describe_setup(config: DemoConfig, pair) -> dict:
     """The device set-up, before anything runs: each device's draft and task, the α the plans start
     from (measured where the package ships a profile), and the payload line."""
-    from multispin.experiments.testbed import payload_choice, with_measured_acceptance
-    from multispin.models.prompts import assign_tasks
+    from multispin.experiments.testbed import device_setup, payload_choice
     from multispin.system.channel import World
 
     tb = config.testbed("adaptive", config.seed, config.p_dl_dbm, config.out)  # adaptive uses both modes
-    names = pair.check_drafts(config.drafts or [pair.default_draft], "--draft")
-    drafts = [names[k % len(names)] for k in range(config.devices)]
-    tasks = assign_tasks(config.devices, tb.tasks, config.seed)
-    scenario, measured = with_measured_acceptance(build_scenario(tb), pair.name, drafts, tasks)
+    drafts, tasks, scenario, measured = device_setup(tb, pair, "--draft")
     choice = payload_choice(tb, pair.vocab_size, scenario.optimizer.gamma_max)
     return {"drafts": drafts, "tasks": tasks, "alpha_prior": [float(a) for a in World(scenario).drop.alpha],
             "alpha_prior_measured": measured, "payload_headline": choice.headline, "exact": choice.exact}

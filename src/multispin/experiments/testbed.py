@@ -266,20 +266,30 @@ def _run_figures(config: TestbedConfig, planner: ScenarioPlanner, rows: list[dic
     }
 
 
+def device_setup(config: TestbedConfig, pair, field_name: str = "drafts"):
+    """Each device's draft (the config's, cycled; the pair's default draft on every device when
+    none is given) and task, and the scenario with the measured α of each (draft, task) where one
+    is shipped: (drafts, tasks, scenario, whether every α was measured)."""
+    from multispin.models.prompts import assign_tasks
+
+    names = pair.check_drafts(config.drafts or [pair.default_draft], field_name)
+    drafts = [names[k % len(names)] for k in range(config.devices)]
+    tasks = assign_tasks(config.devices, config.tasks, config.seed)
+    scenario, measured = with_measured_acceptance(build_scenario(config), pair.name, drafts, tasks)
+    return drafts, tasks, scenario, measured
+
+
 def run_testbed(config: TestbedConfig, pair=None,
                 on_progress: Callable[[int, int], None] | None = None) -> TestbedResult:
     """Run one testbed session; write rounds.jsonl, server.jsonl and summary.json under `out`."""
-    from multispin.models.prompts import assign_tasks, device_prompt_queues
+    from multispin.models.prompts import device_prompt_queues
     from multispin.models.registry import resolve_pair
     from multispin.runtime.launcher import LocalTestbed
 
     pair = pair or resolve_pair(config.pair)
-    tasks = assign_tasks(config.devices, config.tasks, config.seed)
+    drafts, tasks, scenario, measured = device_setup(config, pair)
     # steady state: every job lasts at least one round, so `rounds` prompts per device never run out
     queues = device_prompt_queues(tasks, config.rounds or 1, config.seed)
-    names = pair.check_drafts(config.drafts or [pair.default_draft], "drafts")
-    drafts = [names[k % len(names)] for k in range(config.devices)]
-    scenario, measured = with_measured_acceptance(build_scenario(config), pair.name, drafts, tasks)
     gamma_max = scenario.optimizer.gamma_max
     choice = payload_choice(config, pair.vocab_size, gamma_max)
     planner = ScenarioPlanner(scenario, range(config.devices), choice.wire, policy=config.policy,

@@ -226,20 +226,29 @@ def _escape_tiers(gamma: np.ndarray, inst: Instance, orders) -> list[np.ndarray]
     return out
 
 
+def _line_sweep(state: IncrementalSAA, cur: float, stop=None) -> tuple[float, bool, bool]:
+    """One pass of the coordinate line search: each device in turn to its best γ_k with the others
+    fixed, where that raises G. ``stop()``, asked after every move, ends the pass early. Returns
+    (G, whether a device moved, whether ``stop`` ended the pass)."""
+    moved = False
+    for k in range(state.inst.num_devices):
+        vals = state.line_values(k)
+        j = int(np.argmax(vals))
+        if j != state.gamma[k] and vals[j] > cur * (1 + _REL_IMPROVEMENT):
+            state.set_device(k, j)
+            cur = state.value()
+            moved = True
+            if stop is not None and stop():
+                return cur, moved, True
+    return cur, moved, False
+
+
 def _settle(state: IncrementalSAA) -> float:
     """Coordinate line search (each device's best γ_k, the others fixed) until none improves."""
-    cur = state.value()
-    moved = True
+    cur, moved = state.value(), True
     while moved:
-        moved = False
         state.refresh_flips()
-        for k in range(state.inst.num_devices):
-            vals = state.line_values(k)
-            j = int(np.argmax(vals))
-            if j != state.gamma[k] and vals[j] > cur * (1 + _REL_IMPROVEMENT):
-                state.set_device(k, j)
-                cur = state.value()
-                moved = True
+        cur, moved, _ = _line_sweep(state, cur)
     return cur
 
 
@@ -281,7 +290,6 @@ def _climb(state: IncrementalSAA, orders, visited: set, trace: list, compound: b
     if arrived():
         return None
     while True:
-        moved = False
         state.refresh_flips()
         # Every device's best γ_k with the others fixed, all taken at once when that raises G: far
         # from an optimum this replaces a sweep of one-by-one moves, each of which would invalidate
@@ -298,15 +306,9 @@ def _climb(state: IncrementalSAA, orders, visited: set, trace: list, compound: b
                 if arrived():
                     return None
                 continue
-        for k in range(inst.num_devices):  # coordinate line search, device by device
-            vals = state.line_values(k)
-            j = int(np.argmax(vals))
-            if j != state.gamma[k] and vals[j] > cur * (1 + _REL_IMPROVEMENT):
-                state.set_device(k, j)
-                cur = state.value()
-                moved = True
-                if arrived():
-                    return None
+        cur, moved, revisited = _line_sweep(state, cur, stop=arrived)  # device by device
+        if revisited:
+            return None
         if moved:
             continue
         # Escapes, cheapest first: joint ±1 shifts, then every escape move.

@@ -142,20 +142,24 @@ def _claims_section(claims, out: Path) -> str:
     return "\n".join(lines)
 
 
+def _drop_values(out: Path, study: str, column: str) -> list[float]:
+    """A study's per-drop values of `column` (drops/<study>.csv), blanks left out; [] without the file."""
+    p = out / "drops" / f"{study}.csv"
+    if not p.exists():
+        return []
+    return [float(r[column]) for r in read_csv(p) if r.get(column) not in (None, "")]
+
+
 def _optimiser_notes(out: Path) -> str:
     """How far the shipped draft-length search is from the best γ known in each drop."""
     lines = []
     for study, against in (("pdl", "every draft-length baseline's γ and a slow reference search (iterated local "
                                    "search from random points and kicks)"),
                            ("users", "every mode baseline's γ")):
-        p = out / "drops" / f"{study}.csv"
-        if not p.exists():
+        short = _drop_values(out, study, "greedy_shortfall_pct")
+        if not short:
             continue
-        d = [r for r in read_csv(p) if r.get("greedy_shortfall_pct") not in (None, "")]
-        if not d:
-            continue
-        short = [float(r["greedy_shortfall_pct"]) for r in d]
-        lines.append(f"- study `{study}` ({len(d)} drops), against {against}: shortfall > 0.5% in "
+        lines.append(f"- study `{study}` ({len(short)} drops), against {against}: shortfall > 0.5% in "
                      f"{sum(s > 0.5 for s in short)} drops, largest {max(short):.3g}%.")
     if not lines:
         return ""
@@ -174,11 +178,7 @@ def _certificate_section(out: Path, studies=("pdl", "users", "resources", "exten
     """The gap distribution to the communication-aware bound (`gap_comm_bound_pct`), per study."""
     lines = []
     for study in studies:
-        p = out / "drops" / f"{study}.csv"
-        if not p.exists():
-            continue
-        gaps = sorted(float(r["gap_comm_bound_pct"]) for r in read_csv(p)
-                      if r.get("gap_comm_bound_pct") not in (None, ""))
+        gaps = sorted(_drop_values(out, study, "gap_comm_bound_pct"))
         if not gaps:
             continue
         med, p90 = float(np.median(gaps)), float(np.percentile(gaps, 90))
