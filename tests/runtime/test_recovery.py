@@ -95,8 +95,9 @@ def _serve_cmd(port, keys, journal, log):
             "--join-timeout", "60"]
 
 
-@pytest.mark.parametrize("kill_after", sorted(random.Random(12).sample(range(1, 7), 2)))
-def test_server_killed_at_a_round_and_restarted_from_its_journal(pair, expected, tmp_path, kill_after):
+def _serve_and_kill_at(pair, tmp_path: Path, kill_after: int):
+    """`multispin serve` on a fresh journal with K thread devices, killed with -9 once round
+    `kill_after` is logged. Returns (port, server keys, journal, env, devices) for the restart."""
     server_keys, device_keys = create_keyring(tmp_path / "keys", range(K))
     port, journal = free_port(), tmp_path / "journal.sqlite"
     env = dict(os.environ, MULTISPIN_TEST_THREADS="1")
@@ -107,15 +108,23 @@ def test_server_killed_at_a_round_and_restarted_from_its_journal(pair, expected,
         _wait_for(lambda: _rounds_logged(tmp_path / "a.jsonl") >= kill_after or first.poll() is not None,
                   240, f"round {kill_after}")
         assert first.poll() is None, first.communicate()[1]
+    finally:
         first.send_signal(signal.SIGKILL)
         first.wait(30)
+    return port, server_keys, journal, env, devices
+
+
+@pytest.mark.parametrize("kill_after", sorted(random.Random(12).sample(range(1, 7), 2)))
+def test_server_killed_at_a_round_and_restarted_from_its_journal(pair, expected, tmp_path, kill_after):
+    port, server_keys, journal, env, devices = _serve_and_kill_at(pair, tmp_path, kill_after)
+    second = None
+    try:
         second = subprocess.Popen(_serve_cmd(port, server_keys, journal, tmp_path / "b.jsonl"), env=env,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         out, err = second.communicate(timeout=300)
     finally:
-        for p in (first, locals().get("second")):
-            if p is not None and p.poll() is None:
-                p.kill()
+        if second is not None and second.poll() is None:
+            second.kill()
     assert second.returncode == 0, err
     assert "resuming" in err and "stopped (done)" in out
     # resumed, not regenerated from the prompt (the same seed would regenerate the same text)
@@ -137,18 +146,9 @@ def test_a_damaged_journal_is_refused_and_repair_resumes_with_the_same_texts(pai
     devices held COMMITs for the lost rounds); `serve --journal-repair` resumes from the last
     good round, the devices take the shorter record and regenerate the lost rounds, and every
     text is byte-identical to the uninterrupted run."""
-    server_keys, device_keys = create_keyring(tmp_path / "keys", range(K))
-    port, journal = free_port(), tmp_path / "journal.sqlite"
-    env = dict(os.environ, MULTISPIN_TEST_THREADS="1")
-    first = subprocess.Popen(_serve_cmd(port, server_keys, journal, tmp_path / "a.jsonl"), env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    devices = [_thread_device(pair, f"tcp://127.0.0.1:{port}", k, device_keys[k]) for k in range(K)]
+    port, server_keys, journal, env, devices = _serve_and_kill_at(pair, tmp_path, 3)
     second = None
     try:
-        _wait_for(lambda: _rounds_logged(tmp_path / "a.jsonl") >= 3 or first.poll() is not None, 240, "round 3")
-        assert first.poll() is None, first.communicate()[1]
-        first.send_signal(signal.SIGKILL)
-        first.wait(30)
         wal = Path(f"{journal}-wal")
         os.truncate(wal, wal.stat().st_size // 2)
         refused = subprocess.run(_serve_cmd(port, server_keys, journal, tmp_path / "b.jsonl"), env=env,
@@ -161,9 +161,8 @@ def test_a_damaged_journal_is_refused_and_repair_resumes_with_the_same_texts(pai
                                   env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         out, err = second.communicate(timeout=300)
     finally:
-        for p in (first, second):
-            if p is not None and p.poll() is None:
-                p.kill()
+        if second is not None and second.poll() is None:
+            second.kill()
     assert second.returncode == 0, err
     assert "journal repaired: resuming" in err and "stopped (done)" in out
     log = [json.loads(line) for line in (tmp_path / "c.jsonl").read_text().splitlines()]
