@@ -115,3 +115,14 @@ def set_threads(threads: Optional[int]) -> None:
         import torch
 
         torch.set_num_threads(threads)
+
+
+PIPE_WIDTH = 160  # rich's default width off a terminal is 80 columns, which cuts a wide table's cells to "…"
+
+
+def table_console():
+    """A rich Console on stdout for wide tables: the terminal's width, or PIPE_WIDTH columns when
+    stdout is a file or a pipe (`multispin demo > out.txt` stays readable)."""
+    from rich.console import Console
+
+    return Console() if sys.stdout.isatty() else Console(width=PIPE_WIDTH)

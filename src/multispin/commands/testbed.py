@@ -15,7 +15,7 @@ from multispin.commands._app import app
 from multispin.commands._interrupt import reported_interrupt
 from multispin.commands._options import (
     LogLevel, TorchDevice, json_option, legacy_option, log_level_option, noise_figure_option, pair_option,
-    pdl_option, pick_scenario, pul_option, scenario_option, setup_logging, torch_device_option,
+    pdl_option, pick_scenario, pul_option, scenario_option, setup_logging, table_console, torch_device_option,
 )
 from multispin.jsonout import versioned
 
@@ -135,9 +135,10 @@ def testbed(
     if as_json:
         typer.echo(json.dumps(versioned(result.summary, "testbed-summary")))
         return
-    Console().print(_table([result], f"multispin testbed: {pair}, K={devices}, {scenario}"))
+    con = table_console()
+    con.print(_table([result], f"multispin testbed: {pair}, K={devices}, {scenario}"))
     typer.echo(result.summary["payload_headline"])
-    Console().print(f"logs and summary in {out}/")
+    con.print(f"logs and summary in {out}/")
 
 
 @app.command()
@@ -201,7 +202,7 @@ def demo(
 
         typer.echo(json.dumps(versioned(result.to_dict(), "demo-summary")))
         return
-    con = Console()
+    con = table_console()
     for point in result.points:
         title = f"multispin demo: {pair}, K={devices}, {scenario} profile, virtual clock, steady state"
         if point.offset_db is not None:
