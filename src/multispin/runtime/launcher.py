@@ -209,6 +209,9 @@ class LocalTestbed:
         self._handles: dict[int, _DeviceHandle] = {}
         self._retired: list[_DeviceHandle] = []
         self._server_thread: threading.Thread | None = None
+        # wait() waits on this, not on join(): a join that Ctrl-C interrupts can leave the thread
+        # reported as stopped while it still runs (CPython before 3.13), and the summary unset
+        self._server_done = threading.Event()
         self._summary: ServerSummary | None = None
         self._server_error: BaseException | None = None
         self._started = 0.0
@@ -269,6 +272,8 @@ class LocalTestbed:
             except BaseException as exc:  # surfaced by wait()
                 self._server_error = exc
                 self.server.ready.set()
+            finally:
+                self._server_done.set()
 
         self._server_thread = threading.Thread(target=body, name="multispin-server", daemon=True)
         self._server_thread.start()
@@ -339,10 +344,9 @@ class LocalTestbed:
     def wait(self, timeout_s: float = 600.0) -> TestbedSummary:
         deadline = time.monotonic() + timeout_s
         assert self._server_thread is not None, "start() first"
-        self._server_thread.join(max(0.0, deadline - time.monotonic()))
-        if self._server_thread.is_alive():
+        if not self._server_done.wait(max(0.0, deadline - time.monotonic())):
             self.server.request_stop("timeout")
-            self._server_thread.join(30)
+            self._server_done.wait(30)
         # a steady-state runner still alive is at a job the stopped server will never admit
         longest = 30.0 if self.num_jobs == 1 else 1.0
         for h in list(self._handles.values()) + self._retired:
