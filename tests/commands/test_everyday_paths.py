@@ -108,6 +108,8 @@ def test_measure_reports_progress_as_it_goes():
 
     seen: list[Step] = []
     cfg = MeasureConfig.make(pair="tiny", prompts=2, max_new_tokens=4, draft_len=2, source="builtin")
-    measure(cfg, progress=seen.append)
-    assert seen[0] == Step("generating", 0, 8, "tokens") and Step("generating", 8, 8, "tokens") in seen
-    assert seen[-1] == Step("scoring α", 2, 2, "prompts") and str(seen[-1]) == "scoring α: 2/2 prompts"
+    (name,) = measure(cfg, progress=seen.append)
+    assert seen[0] == Step("target text", 0, 8, "tokens") and Step("target text", 8, 8, "tokens") in seen
+    scored = Step("scoring α", 2, 2, "prompts")
+    assert scored in seen and str(scored) == "scoring α: 2/2 prompts"
+    assert seen[-1] == Step(f"verdicts {name}", 8, 8, "tokens")

@@ -204,15 +204,15 @@ def build_scenario(config: TestbedConfig):
                           p_ul_dbm=config.p_ul_dbm, noise_figure_db=config.noise_figure_db)
 
 
-def with_measured_acceptance(scenario, pair_name: str, drafts: list[str], tasks: list[str]):
-    """The scenario with each device's α set to the measured α of its (draft, task) where the
-    package ships a profile for the pair (`multispin measure`), the scenario's own α elsewhere.
-    Returns the scenario and whether every device's α was measured."""
+def with_measured_acceptance(scenario, pair_name: str, drafts: list[str], tasks: list[str], sampling=None):
+    """The scenario with each device's α set to the measured α of its (draft, task) under the
+    run's sampling policy where the package ships a profile for the pair (`multispin measure`),
+    the scenario's own α elsewhere. Returns the scenario and whether every device's α was measured."""
     from multispin.models.profiles import device_alpha
     from multispin.system.channel import World
 
     assumed = World(scenario).drop.alpha
-    alpha = [device_alpha(pair_name, d, t) for d, t in zip(drafts, tasks)]
+    alpha = [device_alpha(pair_name, d, t, sampling) for d, t in zip(drafts, tasks)]
     if all(a is None for a in alpha):
         return scenario, False
     filled = [float(a) if a is not None else float(b) for a, b in zip(alpha, assumed)]
@@ -268,14 +268,15 @@ def _run_figures(config: TestbedConfig, planner: ScenarioPlanner, rows: list[dic
 
 def device_setup(config: TestbedConfig, pair, field_name: str = "drafts"):
     """Each device's draft (the config's, cycled; the pair's default draft on every device when
-    none is given) and task, and the scenario with the measured α of each (draft, task) where one
-    is shipped: (drafts, tasks, scenario, whether every α was measured)."""
+    none is given) and task, and the scenario with the measured α of each (draft, task) under the
+    run's sampling policy where one is shipped: (drafts, tasks, scenario, whether every α was measured)."""
     from multispin.models.prompts import assign_tasks
 
     names = pair.check_drafts(config.drafts or [pair.default_draft], field_name)
     drafts = [names[k % len(names)] for k in range(config.devices)]
     tasks = assign_tasks(config.devices, config.tasks, config.seed)
-    scenario, measured = with_measured_acceptance(build_scenario(config), pair.name, drafts, tasks)
+    sampling = payload_choice(config, pair.vocab_size).sampling
+    scenario, measured = with_measured_acceptance(build_scenario(config), pair.name, drafts, tasks, sampling)
     return drafts, tasks, scenario, measured
 
 

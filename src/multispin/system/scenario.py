@@ -492,6 +492,51 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+# Scenarios on measured acceptance (issue 20): a paper preset's radio and compute, or this host's,
+# with the per-task α that `multispin measure` measured for a real pair's default draft under the
+# testbed's sampling policy (T = 1, top-k 1024), read from the shipped profiles when the package
+# loads, so that the numbers cannot drift from the files. A preset whose profiles are not all
+# shipped is not offered.
+MEASURED_PRESETS = {
+    # name: (base preset, pair, draft, what the compute is)
+    "measured-smollm2-a100": ("paper-qwen", "smollm2-135m", "q5g64", "Qwen2.5-14B on an A100 as published"),
+    "measured-smollm2-host": ("smollm2-cpu", "smollm2-135m", "q5g64", "SmolLM2-135M measured on this 2-core host"),
+    "measured-qwen-a100": ("paper-qwen", "qwen2.5-coder-0.5b", "q4g128", "Qwen2.5-14B on an A100 as published"),
+}
+MEASURED_TASKS = ("humaneval", "mt_bench_math", "mt_bench", "sharegpt")
+MEASURED_POLICY = {"temperature": 1.0, "top_k": 1024, "top_p": 1.0}
+
+
+def _measured_preset(name: str, base: str, pair: str, draft: str, compute: str) -> dict[str, Any] | None:
+    from multispin.models.profiles import acceptance_profiles
+
+    table = {}
+    for prof in acceptance_profiles(pair):
+        if prof["draft"] == draft and prof["sampling"] == MEASURED_POLICY and prof.get("source"):
+            table.update({t: float(e["alpha"]) for t, e in prof["tasks"].items() if t in MEASURED_TASKS})
+    if set(table) != set(MEASURED_TASKS):
+        return None
+    data = copy.deepcopy(PRESETS[base])
+    data["name"] = name
+    data["tasks"] = {
+        "acceptance": {t: round(table[t], 4) for t in MEASURED_TASKS},
+        "assumed": False,
+        "source": (f"MEASURED acceptance, {compute} compute: alpha per task of the {draft} draft of {pair} "
+                   f"(multispin measure, T = 1, top-k 1024, gamma 8, seed 0; data/profiles/{pair}/, "
+                   f"docs/acceptance.md). mt_bench_math is MT-Bench's math category, the offline stand-in "
+                   f"for GSM8K; sharegpt stands in for no paper task (IFEval is not obtainable offline)."),
+    }
+    if pair == "smollm2-135m":
+        data["payload"] = {**data["payload"], "vocab_size": 49_152}
+    return data
+
+
+for _name, _args in MEASURED_PRESETS.items():
+    _data = _measured_preset(_name, *_args)
+    if _data is not None:
+        PRESETS[_name] = _data
+
+
 def preset_names() -> list[str]:
     return sorted(PRESETS)
 
