@@ -48,7 +48,7 @@ def _rows(path):
 
 
 def test_target_only_runs_through_the_loop_at_gamma_zero_and_matches_the_formula(tmp_path):
-    cfg = TestbedConfig.make(pair="tiny", devices=4, rounds=6, max_new_tokens=5, policy="target-only",
+    cfg = TestbedConfig.make(pair="tiny", devices=4, rounds=6, max_new_tokens=5, policy="target_only",
                              runner="thread", out=tmp_path)
     res = run_testbed(cfg)
     rows = _rows(tmp_path / "rounds.jsonl")
@@ -80,8 +80,8 @@ def test_reported_goodput_of_each_policy_is_recomputed_from_rounds_jsonl(tiny_de
     for row in point.rows:
         assert row["goodput_tokens_per_s"]["estimate"] == pytest.approx(recomputed[row["policy"]], rel=1e-9, abs=0)
         assert row["steady_state"] and row["records_match"]
-        if row["policy"] != "target-only":
-            want = 100 * (recomputed[row["policy"]] / recomputed["target-only"] - 1)
+        if row["policy"] != "target_only":
+            want = 100 * (recomputed[row["policy"]] / recomputed["target_only"] - 1)
             assert row["vs_target_only"]["pct"]["estimate"] == pytest.approx(want, rel=1e-9, abs=1e-12)
     first = point.comparisons[0]  # adaptive against the best baseline first
     assert first.b == point.best_baseline
@@ -126,5 +126,5 @@ def test_demo_sweep_runs_every_power_and_plots(tmp_path):
     assert [p["p_dl_dbm"] - p_ul for p in doc["points"]] == offsets
     assert (tmp_path / "demo-sweep.png").stat().st_size > 10_000
     # target-only moves nothing over the air: one run stands for every power
-    to = [next(r for r in p["policies"] if r["policy"] == "target-only") for p in doc["points"]]
+    to = [next(r for r in p["policies"] if r["policy"] == "target_only") for p in doc["points"]]
     assert len({r["goodput_tokens_per_s"]["estimate"] for r in to}) == 1
