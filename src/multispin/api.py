@@ -31,11 +31,12 @@ if TYPE_CHECKING:  # the heavy layers load only when a function needs them
     from multispin.optimize.plan import Certificate, OptimizeReport
     from multispin.optimize.reactive import ReactiveDecision
     from multispin.runtime.session import GenerationResult
+    from multispin.experiments.sweep import SweepTable
     from multispin.experiments.testbed import TestbedResult
     from multispin.system.instance import Instance
     from multispin.system.scenario import Scenario
 
-__all__ = ["RoundPlan", "evaluate", "generate", "instance", "plan", "scenario", "testbed"]
+__all__ = ["RoundPlan", "evaluate", "generate", "instance", "plan", "plot", "scenario", "sweep", "testbed"]
 
 
 def scenario(
@@ -267,6 +268,51 @@ def evaluate(p: RoundPlan, rounds: int = 10_000, *, draft_len=None, modes: str =
            else stream(p.scenario.seed, "montecarlo", p.round_index))
     gamma = p.draft_len if draft_len is None else np.asarray(draft_len)
     return simulate_rounds(p.instance, gamma, rounds, rng, modes=modes, split=p.scenario.radio.bandwidth_split)
+
+
+def sweep(sc: Union[str, Path, "Scenario"], over: Mapping[str, Sequence[Any]], drops: int = 10,
+          policies: Sequence[str] = ("adaptive", "all_ul", "all_dl"), *, seed: Optional[int] = None,
+          workers: int = 1, out: Union[None, str, Path] = None, progress: bool = False) -> "SweepTable":
+    """Goodput of ``policies`` at every point of a grid, each with its 95% interval (``multispin sweep``).
+
+        >>> import multispin as ms
+        >>> t = ms.sweep(ms.scenario(devices=4, n_saa=50), over={"radio.p_dl_dbm": [10, 30]}, drops=3)
+        >>> [(r["radio.p_dl_dbm"], r["policy"]) for r in t.rows][:2]
+        [(10, 'adaptive'), (10, 'all_ul')]
+
+    Every point and policy is evaluated on the same ``drops`` drops (positions, tasks, fading, SAA
+    samples: common random numbers), by the drops, cache and statistics of ``multispin reproduce``
+    (module [multispin.experiments.sweep][]).
+
+    Args:
+        sc: a scenario, a preset name or a scenario file.
+        over: dotted field name -> values; several fields sweep their Cartesian product.
+        drops: drops per point (at least 2, for an interval).
+        policies: any of ``adaptive`` (the optimiser), ``all_ul``, ``all_dl``, ``random``,
+            ``best_uniform``, ``computation_only``, ``greedy_paper``.
+        seed: base seed of the drops (default: the scenario's).
+        workers: processes the drops run on.
+        out: a folder for the cache of finished drops (a rerun resumes); ``None``: no cache.
+        progress: a progress bar on stderr.
+
+    Returns:
+        A [SweepTable][multispin.experiments.sweep.SweepTable]: ``rows`` (one per point × policy),
+        ``to_json()`` (what ``multispin sweep --json`` prints); draw it with
+        [plot][multispin.api.plot].
+    """
+    from multispin.experiments.sweep import run_sweep
+
+    return run_sweep(sc if not isinstance(sc, (str, Path)) else scenario(sc), over, drops, policies, seed=seed,
+                     workers=workers, out=Path(out) if out is not None else None, progress=progress)
+
+
+def plot(table: "SweepTable", path: Union[None, str, Path] = None, *, field: Optional[str] = None):
+    """The sweep's goodput against its swept field, one line per policy with its 95% band (a
+    matplotlib Figure; saved as PNG to ``path`` when given). ``field``: the x axis of a sweep over
+    several fields (one panel per combination of the others)."""
+    from multispin.experiments.sweep import plot_sweep
+
+    return plot_sweep(table, Path(path) if path is not None else None, field)
 
 
 def generate(pair: str = "smollm2-135m", *, devices: int = 4, draft_len: int = 4, mode: str = "mixed",

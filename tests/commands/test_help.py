@@ -9,7 +9,7 @@ import pytest
 
 from multispin import __version__, cli
 
-VERBS = ["generate", "measure", "profile", "testbed", "demo", "optimize", "serve", "device", "reproduce"]
+VERBS = ["generate", "measure", "profile", "testbed", "demo", "optimize", "serve", "device", "reproduce", "sweep"]
 
 
 @pytest.fixture(autouse=True)
