@@ -25,8 +25,11 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 # The documentation site (Material + mkdocstrings) into build/site; tests/test_docs.py builds it too.
+# It works opened from disk (file://); `mkdocs serve` serves it with live reload.
 docs: $(STAMP)
 	$(VENV)/bin/mkdocs build --strict --site-dir build/site
+	@echo "site in build/site: open build/site/index.html in a browser, or serve it with"
+	@echo "  $(VENV)/bin/mkdocs serve   (then http://127.0.0.1:8000/)"
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py

@@ -14,7 +14,7 @@ real models (``generate`` in one process, ``testbed`` over real sockets).
     >>> ms.evaluate(p, rounds=2000).goodput_tokens_per_s > 0   # Monte Carlo of the same rounds
     True
 
-``multispin optimize`` prints exactly what :func:`plan` returns (the CLI calls it), so a script
+``multispin optimize`` prints exactly what [`plan`][multispin.api.plan] returns (the CLI calls it), so a script
 reproduces the command's numbers from the same scenario, round and policy.
 """
 
@@ -59,7 +59,7 @@ def scenario(
 
     Args:
         spec: a preset (``paper-qwen``, ``paper-r1``, ``smollm2-cpu``), a YAML/TOML/JSON scenario
-            file, or a :class:`~multispin.system.scenario.Scenario`.
+            file, or a [`Scenario`][multispin.system.scenario.Scenario].
         devices: K (``--devices``); ``None`` keeps the scenario's value, as for the next six.
         p_dl_dbm: the server's DL power budget P^dl in dBm (``--pdl-dbm``).
         p_ul_dbm: the devices' UL power P^ul in dBm (``--pul-dbm``).
@@ -101,7 +101,7 @@ def instance(sc: "Scenario", round_index: int = 0) -> "Instance":
 @dataclass(frozen=True)
 class RoundPlan:
     """One round planned: every device's draft length γ_k, the goodput it is expected to give,
-    the baselines on the same samples and the certificate; :meth:`decide` gives the modes and
+    the baselines on the same samples and the certificate; [`decide`][multispin.api.RoundPlan.decide] gives the modes and
     powers for any outcome (rejected set) of the round."""
 
     scenario: "Scenario"
@@ -282,7 +282,7 @@ def sweep(sc: Union[str, Path, "Scenario"], over: Mapping[str, Sequence[Any]], d
 
     Every point and policy is evaluated on the same ``drops`` drops (positions, tasks, fading, SAA
     samples: common random numbers), by the drops, cache and statistics of ``multispin reproduce``
-    (module [multispin.experiments.sweep][]).
+    (module `multispin.experiments.sweep`).
 
     Args:
         sc: a scenario, a preset name or a scenario file.
@@ -342,7 +342,7 @@ def testbed(sc: Union[str, Path] = "paper-qwen", pair: str = "smollm2-135m", *, 
     ZeroMQ on this machine, re-planned every round with the optimiser.
 
     ``sc``: a preset name or scenario file; ``options``: any other field of
-    :class:`~multispin.experiments.testbed.TestbedConfig` (``clock``, ``split``, ``p_dl_dbm``,
+    `TestbedConfig` (``clock``, ``split``, ``p_dl_dbm``,
     ``seed``, ``ul_codec``, ...). ``result.summary`` holds the goodput next to the analytic and
     Monte Carlo predictions; ``result.texts`` every device's text.
     """

@@ -53,9 +53,9 @@ def print_table(doc: dict) -> None:
     from rich.table import Table
 
     fields = list(doc["over"])
-    t = Table(title=f"multispin sweep: {doc['scenario']}, {doc['drops']} drops per point (the same drops for "
-                    f"every point and policy), seed {doc['seed']}",
-              caption="G: mean sum goodput over the drops, tokens/s, with its 95% interval; adaptive vs: "
+    t = Table(title=f"multispin sweep: {doc['scenario']}, {doc['drops']} drops per point, seed {doc['seed']}",
+              caption="the same drops for every point and policy; G: mean sum goodput over the drops, tokens/s, "
+                      "with its 95% interval; adaptive vs: "
                       "100·(mean G_adaptive / mean G_policy − 1), paired on the same drops, 95% interval; "
                       "γ̄: mean draft length")
     for col in (*fields, "policy", "G [95%]", "adaptive vs [95%]", "γ̄"):

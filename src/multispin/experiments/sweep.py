@@ -6,10 +6,10 @@ Each grid point is the scenario with one value of every swept field (the Cartesi
 ``over``). Every point and every policy sees the same drops (device positions, tasks, draft
 latencies, fading and SAA samples, from one seed per drop index): the comparison between
 policies, and between points, is paired on common random numbers. A drop is what
-:func:`multispin.experiments.reproduce.drop.run_drop` computes: round 0 of the drop, the shipped
+`multispin.experiments.reproduce.drop.run_drop` computes: round 0 of the drop, the shipped
 search with optimal modes, and each baseline with its own optimised draft lengths, all on the drop's
 samples. Per point and policy the table gives the mean goodput with its 95% interval (bootstrap,
-:mod:`multispin.experiments.reproduce.stats`) and adaptive's gain over the policy as a ratio of
+`multispin.experiments.reproduce.stats`) and adaptive's gain over the policy as a ratio of
 means with the paired delta-method interval.
 """
 
