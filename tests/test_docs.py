@@ -90,16 +90,17 @@ def test_example_pages_show_a_picture():
 OUTPUT = re.compile(r"<!-- output: (.+?) -->\n```text\n(.*?)```", re.S)
 
 
-def test_quoted_outputs_are_what_the_cli_prints_now(multispin):
-    """Each block marked `<!-- output: ARGS -->` is the real output of `multispin ARGS`: every
-    line of it (but the `$ command` line) is a line the command prints today."""
+def test_quoted_outputs_are_what_the_cli_prints_now(multispin, tmp_path):
+    """Each block marked `<!-- output: ARGS -->` is the real output of `multispin ARGS` (``{tmp}``:
+    a scratch folder): every line of it (but the `$ command` line) is a line the command prints
+    today."""
     import shlex
 
     found = 0
     for page in _example_pages():
         for args, block in OUTPUT.findall(page.read_text()):
             found += 1
-            res = multispin(*shlex.split(args))
+            res = multispin(*shlex.split(args.replace("{tmp}", str(tmp_path))))
             assert res.code == 0, (page.name, res.err)
             printed = {ln.rstrip() for ln in res.out.splitlines()}
             stale = [ln for ln in block.splitlines() if not ln.startswith("$ ") and ln.rstrip() not in printed]

@@ -4,6 +4,7 @@ goodput recomputed from the logs, paired verdicts, the CLI with --json and --swe
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -97,6 +98,19 @@ def test_the_demo_runs_every_device_on_the_pairs_default_draft(tiny_demo):
     assert sorted(set(result.setup["tasks"])) == ["chat", "code"]
 
 
+def _columns_and_caption(text: str) -> tuple[list[str], str]:
+    """The demo table's column names and its caption (words only) from the printed output."""
+    lines = text.splitlines()
+    header = next(ln for ln in lines if ln.startswith("┃"))
+    bottom = next(i for i, ln in enumerate(lines) if ln.startswith("└"))
+    caption = []
+    for ln in lines[bottom + 1:]:
+        if ln.startswith("adaptive vs "):
+            break
+        caption.append(ln)
+    return [c.strip() for c in header.strip("┃").split("┃")], " ".join(" ".join(caption).split())
+
+
 def test_demo_cli_prints_setup_table_verdicts_and_writes_json_and_png(tmp_path):
     res = CliRunner().invoke(app, ["demo", "--pair", "tiny", "--devices", "2", "--rounds", "6",
                                    "--max-new-tokens", "8", "--out", str(tmp_path)])
@@ -105,6 +119,11 @@ def test_demo_cli_prints_setup_table_verdicts_and_writes_json_and_png(tmp_path):
     assert lines[0].startswith("devices: ") and "α" in lines[0]
     assert any(x.startswith("payload: T=1, top-k 256; sparse-v256-q32 both links") for x in lines[:6])
     assert "adaptive vs " in res.output and "95% interval" in res.output
+    # docs/examples/demo.md quotes a real default run: its columns and caption are today's (the
+    # widths, and so the caption's line breaks, follow the numbers)
+    page = (Path(__file__).resolve().parents[2] / "docs" / "examples" / "demo.md").read_text()
+    quoted = page.split("tests/experiments/test_demo.py -->\n```text\n", 1)[1].split("```", 1)[0]
+    assert _columns_and_caption(quoted) == _columns_and_caption(res.stdout)
     assert (tmp_path / "demo.png").stat().st_size > 10_000
     doc = json.loads((tmp_path / "summary.json").read_text())
     assert [r["policy"] for r in doc["points"][0]["policies"]] == list(POLICIES)

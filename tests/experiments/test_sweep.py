@@ -137,3 +137,20 @@ def test_set_holds_a_field_fixed():
     want = ms.sweep(ms.scenario(devices=3, n_saa=30, fields={"radio.bandwidth_hz": 5e6}),
                     over={"radio.p_dl_dbm": [20]}, drops=2, policies=["adaptive"])
     assert json.loads(res.stdout) == json.loads(want.to_json())
+
+
+def test_an_interrupted_sweep_says_how_far_it_got_and_how_to_resume(monkeypatch, tmp_path):
+    from multispin.errors import Interrupted
+    from multispin.experiments.reproduce import runner
+
+    def stop(*args, **kwargs):
+        raise KeyboardInterrupt
+        yield  # a generator, as run_calls is
+
+    monkeypatch.setattr(runner, "run_calls", stop)
+    with pytest.raises(Interrupted) as exc:
+        ms.sweep(ms.scenario(**SMALL), over=GRID, drops=2)
+    assert str(exc.value) == "interrupted after 0 of 4 drops; nothing was kept (give --out to resume)"
+    with pytest.raises(Interrupted) as exc:
+        ms.sweep(ms.scenario(**SMALL), over=GRID, drops=2, out=tmp_path)
+    assert str(exc.value) == "interrupted after 0 of 4 drops; rerun the same command to resume"

@@ -139,7 +139,6 @@ def testbed(
         return
     con = table_console()
     con.print(_table([result], f"multispin testbed: {pair}, K={devices}, {scenario}"))
-    typer.echo(result.summary["payload_headline"])
     con.print(f"logs and summary in {out}/")
 
 

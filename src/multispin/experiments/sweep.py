@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from multispin.errors import ConfigError
+from multispin.errors import ConfigError, Interrupted
 from multispin.experiments.reproduce.config import Point, RunConfig
 from multispin.runtime.policies import policy_spelling
 
@@ -154,7 +154,12 @@ def run_sweep(sc, over: Mapping[str, Sequence[Any]], drops: int = 10, policies: 
     base_seed = int(sc.seed if seed is None else seed)
     cfg = RunConfig(out=Path(out) if out is not None else Path("."), seed=base_seed, workers=workers,
                     drops=drops, use_cache=out is not None, progress=progress)
-    results = run_points([(p, drops) for p in points], cfg)
+    try:
+        results = run_points([(p, drops) for p in points], cfg)
+    except Interrupted as exc:  # the runner's words are reproduce's (--no-cache): say it for a sweep
+        done = str(exc).split(";")[0]
+        how = "rerun the same command to resume" if out is not None else "nothing was kept (give --out to resume)"
+        raise Interrupted.after(exc, f"{done}; {how}") from None
     summaries = [summarise(p.params, results[(p.study, p.id)]) for p in points]
     return SweepTable(sc.name, {k: list(v) for k, v in over.items()}, policies, drops, base_seed,
                       table_rows(points, summaries, policies), summaries)
