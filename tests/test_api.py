@@ -86,6 +86,7 @@ def test_all_lists_only_the_api():
 
 
 _REF = re.compile(r":(?:func|class|meth|mod|data|attr):`~?([\w.]+)`")
+_CROSSREF = re.compile(r"\]\[(multispin\.[\w.]+)\]")
 
 
 def _resolves(dotted: str) -> bool:
@@ -114,7 +115,13 @@ def test_docstrings_cite_only_names_that_exist():
         defined.add(path.stem)
     missing = {}
     for path in SRC.rglob("*.py"):
-        for ref in _REF.findall(path.read_text()):
+        text = path.read_text()
+        # mkdocstrings cross-references, [title][multispin.x.y]: the strict docs build checks the
+        # ones on the site, this the rest
+        for ref in _CROSSREF.findall(text):
+            if not _resolves(ref):
+                missing.setdefault(ref, str(path.relative_to(SRC)))
+        for ref in _REF.findall(text):
             if ref.startswith("multispin."):
                 ok = _resolves(ref)
             else:

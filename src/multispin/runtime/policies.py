@@ -23,7 +23,7 @@ def policy_spelling(name):
 
 
 def policy_name(name: str) -> str:
-    """``name`` (any spelling, :func:`policy_spelling`) as a policy of POLICIES, or a ConfigError
+    """``name`` (any spelling, `policy_spelling`) as a policy of POLICIES, or a ConfigError
     naming the allowed values."""
     canon = policy_spelling(name)
     if canon not in POLICIES:
