@@ -154,3 +154,10 @@ def test_an_interrupted_sweep_says_how_far_it_got_and_how_to_resume(monkeypatch,
     with pytest.raises(Interrupted) as exc:
         ms.sweep(ms.scenario(**SMALL), over=GRID, drops=2, out=tmp_path)
     assert str(exc.value) == "interrupted after 0 of 4 drops; rerun the same command to resume"
+
+
+def test_the_help_lists_every_sweep_policy():
+    from multispin.commands.sweep import POLICY_NAMES
+    from multispin.experiments.sweep import SWEEP_POLICIES
+
+    assert POLICY_NAMES.split(", ") == list(SWEEP_POLICIES)

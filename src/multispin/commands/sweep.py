@@ -17,6 +17,7 @@ from multispin.commands._options import (
 )
 from multispin.errors import ConfigError
 
+# the keys of multispin.experiments.sweep.SWEEP_POLICIES (test_sweep checks), listed without importing it
 POLICY_NAMES = "adaptive, all_ul, all_dl, random, best_uniform, computation_only, greedy_paper"
 
 
