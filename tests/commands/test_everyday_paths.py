@@ -71,7 +71,7 @@ def test_serve_stops_on_a_codec_the_vocabulary_cannot_carry(multispin, monkeypat
 
 def test_json_outputs_say_who_wrote_them(multispin):
     r = json.loads(multispin("optimize", "--devices", "2", "--n-saa", "20", "--no-baselines", "--json").out)
-    assert (r["multispin_version"], r["schema"], r["schema_version"]) == (__version__, "multispin.optimize", 1)
+    assert (r["multispin_version"], r["schema"], r["schema_version"]) == (__version__, "multispin.optimize", 2)
     g = json.loads(multispin("generate", "--pair", "tiny", "--devices", "1", "--max-new-tokens", "2",
                              "--json").out)
     assert (g["multispin_version"], g["schema"]) == (__version__, "multispin.generate")

@@ -41,18 +41,19 @@ from pydantic_core import PydanticCustomError
 from multispin.config import StrictConfig
 from multispin.errors import Interrupted
 from multispin.runtime.planner import ScenarioPlanner, forecast_goodput, model_predictions
+from multispin.runtime.policies import policy_spelling
 from multispin.runtime.round_sink import RoundSink
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 from multispin.system.payload import WirePayload
 
 Clock = Literal["virtual", "wall"]
-Policy = Literal["adaptive", "all-ul", "all-dl", "random", "target-only"]
+Policy = Literal["adaptive", "all_ul", "all_dl", "random", "target_only"]  # runtime.planner.POLICIES
 
 COMPACT_V_EFF = 1024  # the paper's V_eff
 MAX_SESSIONS = 4096  # the server's limit on distinct device ids (ServerConfig.max_devices)
 PAPER_PAYLOAD_BITS = 34_816  # 1024 · (18 + 16) at V = 151,665 (docs/system-model.md §2)
-_POLICY_MODES = {"adaptive": ("ul", "dl"), "random": ("ul", "dl"), "all-ul": ("ul",), "all-dl": ("dl",),
-                 "target-only": ()}
+_POLICY_MODES = {"adaptive": ("ul", "dl"), "random": ("ul", "dl"), "all_ul": ("ul",), "all_dl": ("dl",),
+                 "target_only": ()}
 
 
 def compact_exact_defaults(vocab_size: int, v_eff: int = COMPACT_V_EFF) -> tuple[int, str]:
@@ -86,6 +87,12 @@ class TestbedConfig(StrictConfig):
     top_k: int | None = Field(None, ge=0, description="top-k cut (0 = off); None: the compact exact default")
     ul_codec: str | None = None  # None: the compact exact default (compact_exact_defaults)
     dl_codec: str | None = None
+
+    @field_validator("policy", mode="before")
+    @classmethod
+    def _policy_spelling(cls, policy):
+        """all-ul, target-only (the spelling before one vocabulary) name the same policies."""
+        return policy_spelling(policy)
 
     @field_validator("rounds")
     @classmethod

@@ -1,13 +1,13 @@
 """One validated scenario: devices, tasks and acceptance, radio, compute profile, payload, optimiser.
 
-Load it from a preset (:func:`get_preset`), a dict (:func:`scenario_from_dict`), a YAML, TOML or
-JSON file (:func:`load_scenario`), or either by name
-(:func:`multispin.system.scenario_io.resolve_scenario`, what ``--scenario`` takes), optionally overriding fields with dotted names
-(:meth:`Scenario.override`) and replacing the assumed acceptance table with a measured profile
-(:func:`load_acceptance_profile`, :meth:`Scenario.with_acceptance_profile`).
+Load it from a preset (`get_preset`), a dict (`scenario_from_dict`), a YAML, TOML or
+JSON file (`load_scenario`), or either by name
+([`multispin.system.scenario_io.resolve_scenario`][multispin.system.scenario_io.resolve_scenario], what ``--scenario`` takes), optionally overriding fields with dotted names
+([`override`][multispin.system.scenario.Scenario.override]) and replacing the assumed acceptance table with a measured profile
+(`load_acceptance_profile`, [`with_acceptance_profile`][multispin.system.scenario.Scenario.with_acceptance_profile]).
 
 Every numeric field carries its unit in its name and an allowed range; a bad value raises one
-:class:`~multispin.errors.ConfigError` whose one-line message names the field and the range.
+[`ConfigError`][multispin.errors.ConfigError] whose one-line message names the field and the range.
 A file (or dict) may start from a preset with ``preset: paper-qwen`` and override any field.
 
 Presets (docs/system-model.md §2, §6): ``paper-qwen`` (Qwen2.5-0.5B → 14B), ``paper-r1``
@@ -271,7 +271,7 @@ class Scenario(_Model):
 
         ``profile``: a path to an acceptance-profile JSON (what ``multispin measure --out`` writes),
         its parsed dict, or a list of either (one task per file is fine: the tasks are merged).
-        See :func:`parse_acceptance_profile`. A profile measured on another vocabulary than
+        See `parse_acceptance_profile`. A profile measured on another vocabulary than
         ``payload.vocab_size`` is refused; ``force`` applies it with a warning.
         """
         items = profile if isinstance(profile, (list, tuple)) else [profile]
@@ -564,7 +564,7 @@ def _deep_merge(base: dict, over: dict) -> dict:
 
 
 def get_preset(name: str) -> Scenario:
-    """A preset scenario by name: ``paper-qwen``, ``paper-r1`` or ``smollm2-cpu`` (see :data:`PRESETS`)."""
+    """A preset scenario by name: ``paper-qwen``, ``paper-r1`` or ``smollm2-cpu`` (see `PRESETS`)."""
     if name not in PRESETS:
         raise _unknown_preset(name)
     return _validate(copy.deepcopy(PRESETS[name]))
@@ -644,5 +644,5 @@ def parse_acceptance_profile(data: dict[str, Any]) -> dict[str, float]:
 
 
 def load_acceptance_profile(path: Union[str, Path]) -> dict[str, float]:
-    """Read a measured acceptance-profile JSON (see :func:`parse_acceptance_profile`)."""
+    """Read a measured acceptance-profile JSON (see `parse_acceptance_profile`)."""
     return parse_acceptance_profile(read_profile(path, "acceptance_profile"))
