@@ -61,15 +61,24 @@ def test_devices_plan_with_the_measured_acceptance_of_their_draft_and_task():
     from multispin.experiments.testbed import build_scenario, with_measured_acceptance
     from multispin.system.channel import World
 
-    base = build_scenario(TestbedConfig.make(devices=3))
+    from multispin.experiments.testbed import payload_choice
+
+    config = TestbedConfig.make(devices=3)
+    base = build_scenario(config)
+    sampling = payload_choice(config, 49_152).sampling  # the default policy: T = 1, top-k 1024
     drafts, tasks = ["q4g64", "q3g32", "q5g64"], ["chat", "code", "code"]
-    scenario, all_measured = with_measured_acceptance(base, "smollm2-135m", drafts, tasks)
+    scenario, all_measured = with_measured_acceptance(base, "smollm2-135m", drafts, tasks, sampling)
     assert all_measured
-    expected = [device_alpha("smollm2-135m", d, t) for d, t in zip(drafts, tasks)]
+    expected = [device_alpha("smollm2-135m", d, t, sampling) for d, t in zip(drafts, tasks)]
     assert World(scenario).drop.alpha.tolist() == pytest.approx(expected)
-    # a pair without shipped profiles keeps the scenario's own (assumed) rates
-    same, measured = with_measured_acceptance(base, "tiny", drafts, tasks)
-    assert same is base and not measured
+    # chat devices get ShareGPT's α, code devices HumanEval's: the prompt sets they are given
+    assert expected[0] == device_alpha("smollm2-135m", "q4g64", "sharegpt", sampling)
+    assert expected[1] == device_alpha("smollm2-135m", "q3g32", "humaneval", sampling)
+    # a policy nobody measured (T = 0.5) keeps the scenario's own rates, as does a pair without profiles
+    other = sampling.model_copy(update={"temperature": 0.5})
+    for pair, policy in (("smollm2-135m", other), ("tiny", sampling)):
+        same, measured = with_measured_acceptance(base, pair, drafts, tasks, policy)
+        assert same is base and not measured
 
 
 # ---- the clock charges the airtime of what the system sent ----

@@ -13,7 +13,7 @@ from rich.table import Table
 from multispin.commands._app import app
 from multispin.commands._options import (
     LogLevel, TorchDevice, json_option, log_level_option, pair_option, set_threads, setup_logging,
-    threads_option, torch_device_option,
+    table_console, threads_option, torch_device_option,
 )
 from multispin.commands._progress import step_progress
 from multispin.jsonout import json_safe, versioned
@@ -77,7 +77,7 @@ def measure(
     if as_json:
         typer.echo(json.dumps(profiles[0] if len(profiles) == 1 else profiles))
         return
-    con = Console()
+    con = table_console()
     for profile in profiles:
         _print_profile(con, profile)
     for path in written:

@@ -16,7 +16,6 @@ from multispin.commands._options import (
     LogLevel, legacy_option, log_level_option, noise_figure_option, pick_scenario, setup_logging,
 )
 
-PaperScenario = Literal["paper-qwen", "paper-r1", "all"]
 
 # A full run's drops took 29 CPU-minutes on this project's 2-core host (README, "Reproducing");
 # the wall time is about that over the worker count on idle cores, more on a busy host.
@@ -43,9 +42,10 @@ def reproduce(
         "cluster extra: pip install 'multispin[cluster]'); same seed, same CSVs"),
     address: Optional[str] = typer.Option(None, "--address", metavar="ADDR", show_default="a local Ray instance",
                                           help="Ray cluster to join with --executor ray (e.g. ray://head:10001)"),
-    scenario: Optional[PaperScenario] = typer.Option(
-        None, "--scenario", show_default="all",
-        help="paper scenario(s) of the per-pair figures: paper-qwen, paper-r1 or all (both)"),
+    scenario: Optional[str] = typer.Option(
+        None, "--scenario", metavar="NAME", show_default="all",
+        help="scenario(s) of the per-pair figures: paper-qwen, paper-r1, all (both), or a preset on measured "
+             "acceptance (measured-smollm2-a100, ...; `multispin scenario list`)"),
     seed: int = typer.Option(0, "--seed", min=0, metavar="INT", help="base seed of every drop"),
     drops: Optional[int] = typer.Option(None, "--drops", min=1, metavar="INT",
                                         show_default="100; 4 with --quick; identification 6 (2 with --quick)",
@@ -58,6 +58,9 @@ def reproduce(
                                                help="only these figures (repeat), e.g. fig2"),
     no_cache: bool = typer.Option(False, "--no-cache", help="recompute every point, ignore OUT/cache"),
     no_progress: bool = typer.Option(False, "--no-progress", help="no progress bar on stderr"),
+    compare_with: Optional[Path] = typer.Option(
+        None, "--compare-with", metavar="DIR",
+        help="another run's OUT: the report sets its claim verdicts beside this run's (e.g. measured vs assumed acceptance)"),
     report_only: bool = typer.Option(False, "--report-only",
                                      help="redraw the PNGs and rewrite claims and report.md from OUT's CSVs"),
     log_level: LogLevel = log_level_option(),
@@ -73,7 +76,7 @@ def reproduce(
                     seed=seed, workers=workers or default_workers(),
                     drops=drops, n_saa=n_saa, noise_figure_db=noise_figure_db,
                     figures=tuple(figure) if figure else None, use_cache=not no_cache, progress=not no_progress,
-                    executor=executor, address=address)
+                    executor=executor, address=address, compare_with=compare_with)
     command = "multispin " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     if not quick and not report_only:
         out.mkdir(parents=True, exist_ok=True)  # an unwritable --out is the one line, not this one

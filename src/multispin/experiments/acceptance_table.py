@@ -60,13 +60,17 @@ class Cell:
 
 SMOLLM2_DRAFTS = ("q5g64", "q4g64", "q3g32", "q3g64")
 QWEN_DRAFTS = ("q4g128", "q3g32")
-# In order of value: the testbed's policy first, then greedy, then the larger pair (4× the compute).
+# In order of value (the driver measures them in this order, as far as the CPU time goes): the
+# testbed's policy on the small pair first, then the larger pair (4× the compute per token), then
+# greedy. ShareGPT's first turns are long (up to 2,000 characters), so fewer of them.
 GRID = (
-    *(Cell("smollm2-135m", SMOLLM2_DRAFTS, s, SAMPLED, n, 16)
-      for s, n in (("humaneval", 48), ("mtbench", 80), ("sharegpt", 48))),
-    *(Cell("smollm2-135m", SMOLLM2_DRAFTS, s, GREEDY, n, 16)
-      for s, n in (("humaneval", 48), ("mtbench", 80), ("sharegpt", 48))),
-    *(Cell("qwen2.5-coder-0.5b", QWEN_DRAFTS, s, SAMPLED, 32, 8) for s in ("humaneval", "mtbench", "sharegpt")),
+    Cell("smollm2-135m", SMOLLM2_DRAFTS, "humaneval", SAMPLED, 48, 16),
+    Cell("smollm2-135m", SMOLLM2_DRAFTS, "mtbench", SAMPLED, 80, 16),
+    Cell("smollm2-135m", SMOLLM2_DRAFTS, "sharegpt", SAMPLED, 32, 8),
+    Cell("qwen2.5-coder-0.5b", QWEN_DRAFTS, "humaneval", SAMPLED, 24, 8),
+    *(Cell("smollm2-135m", SMOLLM2_DRAFTS, s, GREEDY, n, v)
+      for s, n, v in (("humaneval", 48, 8), ("mtbench", 80, 8), ("sharegpt", 32, 8))),
+    *(Cell("qwen2.5-coder-0.5b", QWEN_DRAFTS, s, SAMPLED, n, 8) for s, n in (("mtbench", 40), ("sharegpt", 24))),
 )
 
 
@@ -181,6 +185,7 @@ def render(pairs=PAIRS) -> str:
                   f"(95% CI {lo:+.2f}% to {hi:+.2f}%, paired over drops);",
                   f"- the i.i.d. plan's own forecast against its goodput under the per-position model: "
                   f"{cost['iid_forecast_error_pct']:+.2f}% (95% CI {flo:+.2f}% to {fhi:+.2f}%).", ""]
+    lines += _claims_lines()
     lines += ["## How each cell was measured", "",
               "Every cell is one command (all drafts of a cell share the target texts); "
               "`python -m multispin.experiments.acceptance_table measure` runs the ones not shipped yet.", "",
@@ -197,6 +202,8 @@ def render(pairs=PAIRS) -> str:
 
 
 COST_PATH = PROFILES_ROOT / "iid-cost.json"
+CLAIMS_PATH = PROFILES_ROOT / "claims-measured.json"
+CLAIMS_SCENARIOS = (("paper-qwen", "measured-qwen-a100"), ("paper-qwen", "measured-smollm2-a100"))
 
 
 def per_position_rates(profile: dict, gamma: int = GAMMA) -> list[float]:
@@ -291,6 +298,55 @@ def plot_iid(profiles: list[dict], path) -> None:
     plt.close(fig)
 
 
+def compare_claims(out_root, drops: int = 4, workers: int = 2) -> dict:
+    """Every claim judged on the paper's assumed acceptance and on each measured preset that is
+    offered (the same `reproduce --quick` pipeline and checker, ``drops`` drops per point)."""
+    from pathlib import Path
+
+    from multispin.experiments.reproduce.config import RunConfig
+    from multispin.experiments.reproduce.pipeline import reproduce
+    from multispin.system.scenario import preset_names
+
+    verdicts: dict[str, dict[str, str]] = {}
+    claims_text: dict[str, str] = {}
+    for scenario in dict.fromkeys(s for pair in CLAIMS_SCENARIOS for s in pair):
+        if scenario not in preset_names():
+            continue
+        cfg = RunConfig(out=Path(out_root) / scenario, quick=True, preset=scenario, drops=drops, workers=workers,
+                        progress=False)
+        result = reproduce(cfg, f"multispin reproduce --quick --scenario {scenario} --drops {drops}")
+        verdicts[scenario] = {c.id: c.status for c in result.claims}
+        claims_text.update({c.id: c.claim for c in result.claims})
+    return {"drops": drops, "quick": True, "claims": claims_text, "verdicts": verdicts}
+
+
+def _claims_lines() -> list[str]:
+    if not CLAIMS_PATH.is_file():
+        return []
+    data = json.loads(CLAIMS_PATH.read_text())
+    scenarios = list(data["verdicts"])
+    if len(scenarios) < 2:
+        return []
+    base, measured = scenarios[0], scenarios[1:]
+    lines = ["## The paper's claims on measured acceptance", "",
+             f"Every claim checked by the same pipeline and checker (`multispin reproduce --quick`, "
+             f"{data['drops']} drops per point: a quick run, so INCONCLUSIVE is common) on the paper's assumed "
+             f"table (`{base}`) and on the presets with measured acceptance "
+             f"(`python -m multispin.experiments.acceptance_table claims`; for one run beside another, "
+             f"`multispin reproduce --scenario NAME --compare-with OTHER_OUT`).", "",
+             "| id | claim | " + " | ".join(f"`{s}`" for s in scenarios) + " |",
+             "|---|---|" + "---|" * len(scenarios)]
+    changed = []
+    for cid, claim in data["claims"].items():
+        row = [data["verdicts"][s].get(cid, "–") for s in scenarios]
+        lines.append(f"| {cid} | {claim} | " + " | ".join(row) + " |")
+        changed += [f"claim {cid} ({s}: {data['verdicts'][s].get(cid)}, assumed: {row[0]})"
+                    for s in measured if data["verdicts"][s].get(cid) != row[0]]
+    lines += ["", ("Verdicts that change under measured acceptance: " + "; ".join(changed) + ".")
+              if changed else "No verdict changes under measured acceptance.", ""]
+    return lines
+
+
 def measure_missing() -> None:
     for cell in GRID:
         if cell.shipped():
@@ -308,6 +364,12 @@ def main(argv: list[str]) -> int:
     elif what == "cost":
         COST_PATH.write_text(json.dumps(iid_assumption_cost(table_profiles(PAIRS[0], SAMPLED)), indent=2) + "\n")
         print(f"wrote {COST_PATH}")
+    elif what == "claims":
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            CLAIMS_PATH.write_text(json.dumps(compare_claims(tmp), indent=2) + "\n")
+        print(f"wrote {CLAIMS_PATH}")
     elif what == "render":
         from pathlib import Path
 
@@ -317,7 +379,7 @@ def main(argv: list[str]) -> int:
         Path(DOC_PATH).write_text(render())
         print(f"wrote {DOC_PATH} and {FIGURE_PATH}")
     else:
-        print("usage: python -m multispin.experiments.acceptance_table measure|cost|render", file=sys.stderr)
+        print("usage: python -m multispin.experiments.acceptance_table measure|cost|claims|render", file=sys.stderr)
         return 2
     return 0
 

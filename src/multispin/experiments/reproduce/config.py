@@ -19,12 +19,19 @@ from typing import Any
 from multispin.errors import ConfigError
 from multispin.experiments.reproduce.drop import code_version  # noqa: F401  (re-exported: cache keys, settings)
 
-PRESET_CHOICES = ("paper-qwen", "paper-r1", "all")
+PRESET_CHOICES = ("paper-qwen", "paper-r1", "all")  # and any preset on measured acceptance (measured-*)
 # 30 drops per point keep the full run under 20 minutes on 2 cores at N_SAA = 1000 with the shipped
 # search (100 took 49 min with a weaker search at N_SAA 200 beyond K = 20); the intervals say how
 # precise each point is.
 FULL_DROPS = 30
 QUICK_DROPS = 4
+
+
+def reproducible_presets() -> tuple[str, ...]:
+    """What ``--scenario`` takes: the paper's pairs, both, and the presets on measured acceptance."""
+    from multispin.system.scenario import MEASURED_PRESETS, preset_names
+
+    return PRESET_CHOICES + tuple(n for n in preset_names() if n in MEASURED_PRESETS)
 
 
 def db(ratio: float) -> float:
@@ -49,10 +56,11 @@ class RunConfig:
     progress: bool = True
     executor: str = "local"  # where the chunks of drops run: "local" (process pool) or "ray" (executor.py)
     address: str | None = None  # Ray cluster address (None: a local Ray instance with `workers` CPUs)
+    compare_with: Path | None = None  # another run's folder: the report sets its claim verdicts beside these
 
     def __post_init__(self) -> None:
-        if self.preset not in PRESET_CHOICES:
-            raise ConfigError(f"preset: unknown value {self.preset!r} (allowed: {', '.join(PRESET_CHOICES)})")
+        if self.preset not in reproducible_presets():
+            raise ConfigError(f"preset: unknown value {self.preset!r} (allowed: {', '.join(reproducible_presets())})")
         if self.workers < 1:
             raise ConfigError(f"workers: must be in [1, inf) (got {self.workers})")
         if self.drops is not None and self.drops < 2:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
+
 import math
 from pathlib import Path
 from types import ModuleType
@@ -44,8 +47,10 @@ def _assumptions(cfg: RunConfig, settings: dict) -> str:
     for preset in cfg.presets:
         sc = get_preset(preset)
         acc = ", ".join(f"{k} {v:g}" for k, v in sorted(sc.tasks.acceptance.items()))
-        lines.append(f"- **{preset}**: per-task acceptance rates α (per token, i.i.d.) **assumed** inside the paper's "
-                     f"range 0.82–0.95: {acc}; each device draws one task uniformly. Draft latency "
+        how = (f"**assumed** inside the paper's range 0.82–0.95: {acc}" if sc.tasks.assumed
+               else f"**measured**: {acc} ({sc.tasks.source})")
+        lines.append(f"- **{preset}**: per-task acceptance rates α (per token, i.i.d.) {how}; each device draws "
+                     f"one task uniformly. Draft latency "
                      f"{1e3 * sc.devices.draft_latency_s_per_token:g} ms/token × U[1, {sc.devices.draft_latency_jitter_max:g}], "
                      f"T_ver^0 = {1e3 * sc.compute.t_ver0_s:g} ms, T_ver^1 = {1e3 * sc.compute.t_ver1_s:g} ms/device.")
     lines += [
@@ -219,6 +224,32 @@ def _columns_section(out: Path, modules: list[ModuleType]) -> str:
     return "\n".join(lines)
 
 
+def _comparison_section(claims, other: Path | None) -> str:
+    """The claim verdicts of this run beside another run's (``--compare-with``), e.g. the paper's
+    assumed acceptance beside a measured table, and which verdicts change."""
+    if other is None:
+        return ""
+    other = Path(other)
+    path = other / "claims.csv"
+    if not path.is_file():
+        return f"## Claims beside `{other}`\n\nNo `claims.csv` in `{other}`: nothing to compare.\n"
+    theirs = {r["id"]: r for r in read_csv(path)}
+    pairs = ""
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        pairs = f" (scenario {json.loads((other / 'run.json').read_text())['config']['preset']})"
+    rows, changed = [], []
+    for c in claims:
+        t = theirs.get(c.id, {}).get("status", "–")
+        rows.append([c.id, c.claim, f"**{c.status}**", t, "yes" if t != c.status else ""])
+        if t != c.status:
+            changed.append(f"claim {c.id}: {t} there, {c.status} here")
+    lines = [f"## Claims beside `{other}`{pairs}", "",
+             "Each claim's verdict in this run next to the other run's (same checker, each on its own tables).", "",
+             _table(["id", "claim", "this run", "other run", "changed"], rows), "",
+             ("Verdicts that change: " + "; ".join(changed) + ".") if changed else "No verdict changes.", ""]
+    return "\n".join(lines)
+
+
 def write_report(out: Path, cfg: RunConfig, modules: list[ModuleType], claims, wall_s: float, command: str,
                  cpu_s: float | None = None) -> Path:
     from multispin.experiments.reproduce.claims import read_settings
@@ -238,6 +269,7 @@ def write_report(out: Path, cfg: RunConfig, modules: list[ModuleType], claims, w
         "Everything below is generated from the CSVs in this directory. The paper's findings are relative; the "
         "checked-claims table says, claim by claim, what was measured and whether it holds.", "",
         _claims_section(claims, out),
+        _comparison_section(claims, cfg.compare_with),
         _assumptions(cfg, settings),
         _identification_section(out),
         "## Figures", "",
