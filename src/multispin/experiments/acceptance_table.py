@@ -65,7 +65,7 @@ QWEN_DRAFTS = ("q4g128", "q3g32")
 # greedy. ShareGPT's first turns are long (up to 2,000 characters), so fewer of them.
 GRID = (
     Cell("smollm2-135m", SMOLLM2_DRAFTS, "humaneval", SAMPLED, 48, 16),
-    Cell("smollm2-135m", SMOLLM2_DRAFTS, "mtbench", SAMPLED, 80, 16),
+    Cell("smollm2-135m", SMOLLM2_DRAFTS, "mtbench", SAMPLED, 80, 8),
     Cell("smollm2-135m", SMOLLM2_DRAFTS, "sharegpt", SAMPLED, 32, 8),
     Cell("qwen2.5-coder-0.5b", QWEN_DRAFTS, "humaneval", SAMPLED, 24, 8),
     *(Cell("smollm2-135m", SMOLLM2_DRAFTS, s, GREEDY, n, v)
@@ -133,9 +133,12 @@ def render(pairs=PAIRS) -> str:
                   "| policy | draft | task | α (95% CI) | prompts / tokens | mean accepted length, measured | "
                   "i.i.d. prediction | i.i.d. holds? | verdict prompts / rounds |",
                   "|---|---|---|---|---|---|---|---|---|"]
+        drafts = list(dict.fromkeys(d for c in cells for d in c.drafts))
+
         def key(p):
             label = SOURCE_LABELS[p["source"]]
-            return (policy_label(p["sampling"]), p["draft"], TASK_ORDER.index(label))
+            order = drafts.index(p["draft"]) if p["draft"] in drafts else len(drafts)
+            return (policy_label(p["sampling"]), order, TASK_ORDER.index(label))
         for p in sorted(profiles, key=key):
             policy = POLICY_TITLE.get(policy_label(p["sampling"]), policy_label(p["sampling"]))
             check = p["iid_check"]
@@ -267,7 +270,7 @@ def plot_iid(profiles: list[dict], path) -> None:
     plt = pyplot()
     tasks = [t for t in TASK_ORDER if any(SOURCE_LABELS[p["source"]] == t for p in profiles)]
     fig, axes = plt.subplots(len(tasks), 2, figsize=(10, 3.2 * len(tasks)), squeeze=False)
-    drafts = sorted({p["draft"] for p in profiles})
+    drafts = list(dict.fromkeys(p["draft"] for p in profiles))
     for row, task in zip(axes, tasks):
         for i, draft in enumerate(drafts):
             for p in profiles:
