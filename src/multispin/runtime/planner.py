@@ -8,6 +8,11 @@ alike) and the bookkeeper of what each round cost on the scenario's clock:
   devices' Instance is built with the current acceptance estimates and the bits of the codecs
   and the pair in use (`WirePayload`: S^ul from the UL codec, S^dl from the DL codec, drafting
   uploads of id + q̂ scalar per token), and `optimize.plan` picks γ;
+- with mobility or noisy pilots (`scenario.channel`: speed, pilot SNR), the channel instead
+  evolves from round to round over each round's duration (`system.channel_process`) and γ is
+  planned on the estimate from the previous round's pilots (naive) or over posterior channel
+  draws (robust, `optimize.robust`); the modes, powers and the clock use the round's true
+  channel (known after verification: pilots come with the drafts);
 - after verification `optimize.reactive` picks modes, powers and bandwidths for the rejected set
   (kept on the round's `ScenarioRoundPlan`, which the engine hands back to `observe`);
 - `observe` records the round: T_comp from the γ actually drafted and the compute profile
@@ -41,6 +46,7 @@ from multispin.optimize.plan import plan
 from multispin.optimize.reactive import reactive
 from multispin.runtime.round import Mode, RoundOutcome, RoundPlan, RoundRecord
 from multispin.system.channel import World, stream
+from multispin.system.channel_process import ChannelProcess, uses_channel_process
 from multispin.system.payload import WirePayload
 from multispin.system.radio import rate_bps
 from multispin.system.scenario import Scenario
@@ -212,6 +218,11 @@ class ScenarioPlanner:
         prior = self.world.drop.alpha if self.prior_alpha is None else self.prior_alpha
         self.estimator = AcceptanceEstimator(prior)
         self._n_saa = self.n_saa or self.scenario.optimizer.n_saa
+        # mobility / noisy pilots: the channel process, its last block and the last round's duration
+        self.process = ChannelProcess(self.scenario, self.world.drop.distance_m) \
+            if uses_channel_process(self.scenario) else None
+        self._fading: dict[int, Any] = {}
+        self._last_round_s = 0.0
 
     def _index(self, d: int) -> int:
         """The scenario device that device id d is: itself, or the device whose job d is (d mod K)."""
@@ -220,24 +231,53 @@ class ScenarioPlanner:
 
     # -- the round policy -----------------------------------------------------------------
 
+    def _round_channel(self, round_idx: int):
+        """This round's true channel, the channel the planner sees, and (robust planning) posterior
+        draws (gain_ul, gain_dl) of the true one, all for every scenario device."""
+        if self.process is None:  # the paper's: a fresh block, known exactly
+            ch = self.world.channel.draw(round_idx)
+            return ch, ch, None
+        state, est = self.process.step(self._fading.get(round_idx - 1), round_idx, self._last_round_s)
+        self._fading = {round_idx: state}  # only the last block is ever needed
+        posterior = None
+        if self.scenario.channel.planning == "robust":
+            posterior = est.posterior_gains(stream(self.scenario.seed, "posterior", round_idx), self._n_saa,
+                                            self.scenario.radio.reciprocity)
+        return self.process.gains(state), est.naive(), posterior
+
     def plan(self, round_idx: int, active: Sequence[int]) -> ScenarioRoundPlan:
-        """γ for the active devices from this round's channel and the current estimates."""
+        """γ for the active devices from this round's channel (or its estimate) and the current
+        acceptance estimates; the plan's instance carries the true channel, which the modes and the
+        clock use."""
         active = list(active)
         idx = [self._index(d) for d in active]
-        full = self.world.instance(round_idx)
-        alpha = self.estimator.alpha if self.online else np.asarray(full.alpha)
-        wire, k = self.payload, full.num_devices
-        inst = full.replace(
-            alpha=alpha, payload_bits=np.full(k, float(wire.correction_bits("ul"))),
-            dl_payload_bits=np.full(k, float(wire.correction_bits("dl"))),
-            draft_upload_bits_per_token=float(wire.draft_bits_per_token),
-        ).subset(idx)
+        true_ch, seen_ch, posterior = self._round_channel(round_idx)
+        alpha = self.estimator.alpha if self.online else np.asarray(self.world.drop.alpha)
+        wire, k = self.payload, self.scenario.devices.count
+
+        def wired(ch):
+            return self.world.instance(round_idx, ch).replace(
+                alpha=alpha, payload_bits=np.full(k, float(wire.correction_bits("ul"))),
+                dl_payload_bits=np.full(k, float(wire.correction_bits("dl"))),
+                draft_upload_bits_per_token=float(wire.draft_bits_per_token),
+            ).subset(idx)
+
+        inst = wired(true_ch)
+        seen = inst if seen_ch is true_ch else wired(seen_ch)
         if self.policy == TARGET_ONLY:
             return ScenarioRoundPlan(round_idx, {d: 0 for d in active}, active, inst, target_only_plan(inst))
         modes = POLICIES[self.policy]
         u = stream(self.scenario.seed, "saa", round_idx).random((self._n_saa, len(idx)))
         mode_u = stream(self.scenario.seed, "modes", round_idx).random(u.shape) if modes == "random" else None
-        proactive = plan(inst, uniforms=u, modes=modes, split=self.split, mode_uniforms=mode_u)
+        if posterior is None:
+            proactive = plan(seen, uniforms=u, modes=modes, split=self.split, mode_uniforms=mode_u)
+        else:
+            from multispin.optimize.robust import plan_on_estimate
+
+            proactive = plan_on_estimate(seen, u, "robust", (posterior[0][:, idx], posterior[1][:, idx]),
+                                         modes=modes, split=self.split, mode_uniforms=mode_u)
+        # a round with no observation after it (the forecast) ages the channel by its planned duration
+        self._last_round_s = proactive.goodput.t_comp_s + proactive.goodput.e_t_comm_s
         gammas = {d: int(g) for d, g in zip(active, proactive.draft_len)}
         return ScenarioRoundPlan(round_idx, gammas, active, inst, proactive)
 
@@ -259,6 +299,7 @@ class ScenarioPlanner:
         rplan = outcome.plan
         assert isinstance(rplan, ScenarioRoundPlan), "observe: the outcome of a round this planner planned"
         self.rounds.append(self._charge(rplan, outcome.records))
+        self._last_round_s = self.rounds[-1].latency_s  # the channel ages over the round's actual duration
 
     # -- bookkeeping ----------------------------------------------------------------------
 
