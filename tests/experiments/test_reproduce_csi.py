@@ -36,8 +36,9 @@ def test_with_noisy_pilots_and_motion_knowledge_matters_and_the_drop_is_reproduc
 
 
 def test_grid_quick_and_full():
-    quick, full = RunConfig(quick=True, preset="paper-qwen"), RunConfig(preset="all")
+    quick, full = RunConfig(quick=True, preset="all"), RunConfig(preset="all")
     q = csi_points(quick)
+    assert {p.params["preset"] for p in q} == {"paper-qwen"}  # --quick: the main pair only
     assert {p.params["speed_kmh"] for p in q} == set(fig.STATEMENT_SPEEDS_KMH)
     assert {p.params["sweep"] for p in csi_points(full)} == {"speed", "pilot_snr"}
     assert {p.params["preset"] for p in csi_points(full)} == {"paper-qwen", "paper-r1"}

@@ -100,15 +100,16 @@ def run_csi_drop(scenario: dict[str, Any], options: dict[str, Any]) -> dict[str,
 
 
 def csi_points(cfg: RunConfig) -> list[Point]:
-    """Speed sweep at SPEED_SWEEP_PILOT_SNR_DB and pilot-SNR sweep on a static channel, per model pair.
-    The drop seed leaves the swept value out: every speed (every pilot SNR) sees the same drops."""
+    """Speed sweep at SPEED_SWEEP_PILOT_SNR_DB and pilot-SNR sweep on a static channel, per model pair
+    (``--quick``: the main pair's speed sweep only). The drop seed leaves the swept value out: every
+    speed (every pilot SNR) sees the same drops."""
     from multispin.experiments.reproduce.config import Point
     from multispin.experiments.reproduce.studies import _base_overrides
 
     out = []
     sweeps = [("speed", v, SPEED_SWEEP_PILOT_SNR_DB) for v in (SPEEDS_KMH_QUICK if cfg.quick else SPEEDS_KMH_FULL)]
     sweeps += [("pilot_snr", PILOT_SWEEP_SPEED_KMH, s) for s in (PILOT_SNR_DB_QUICK if cfg.quick else PILOT_SNR_DB_FULL)]
-    for preset in cfg.presets:
+    for preset in (cfg.main_preset,) if cfg.quick else cfg.presets:
         for sweep, speed, snr in sweeps:
             ov = {**_base_overrides(cfg, preset), "channel.speed_kmh": speed, "channel.pilot_snr_db": snr,
                   "channel.carrier_hz": CARRIER_HZ}
