@@ -14,6 +14,7 @@ from pathlib import Path
 
 from multispin.experiments.reproduce._figure import PAIR_LABEL, STYLE, band, by, fit_means, fmt_ci, legend, \
     pyplot, save, select
+from multispin.experiments.reproduce.claims import _sign
 
 NAME = "fig8_channel_knowledge"
 TITLE = "Goodput under imperfect and outdated channel knowledge: naive and robust planning (beyond the paper)"
@@ -88,17 +89,6 @@ def _at_speed(rows: list[dict], speed: float) -> dict | None:
     return next((r for r in rows if r["sweep"] == "speed" and float(r["speed_kmh"]) == speed), None)
 
 
-def _sign(r: dict, m: str) -> int | None:
-    """+1 / −1 where the 95% interval of m excludes 0 above / below, 0 where it spans 0, None for an
-    exact tie (every drop chose the same plan)."""
-    v, lo, hi = r.get(m), r.get(m + "_lo"), r.get(m + "_hi")
-    if v is None or lo is None or hi is None:
-        return 0
-    if v == 0 and lo == 0 and hi == 0:
-        return None
-    return 1 if lo > 0 else -1 if hi < 0 else 0
-
-
 def describe(rows: list[dict]) -> str:
     parts = []
     for preset, prs in by(rows, "preset").items():
@@ -131,7 +121,7 @@ def statement(rows: list[dict]) -> str:
         for r in prs:
             where = (f"{r['speed_kmh']:g} km/h" if r["sweep"] == "speed" else f"pilot SNR {r['pilot_snr_db']:g} dB "
                      "(static)")
-            s = _sign(r, "gom_robust_vs_naive_pct")
+            s = _sign(r, "gom_robust_vs_naive_pct")  # +1 / −1: the interval excludes 0; 0 spans it; None: a tie
             key = "matters" if s == 1 else "hurts" if s == -1 else "no difference"
             groups[key].append(f"{where}: {fmt_ci(r, 'gom_robust_vs_naive_pct')}%")
         lines.append(f"- **{PAIR_LABEL.get(preset, preset)}**: robust planning over naive planning — "
