@@ -97,7 +97,7 @@ def describe(rows: list[dict]) -> str:
         if not pts:
             continue
         snr = pts[0][1]["pilot_snr_db"]
-        lost = "; ".join(f"{v:g} km/h (ρ = {r['rho']:.2f}): naive {fmt_ci(r, 'gom_naive_vs_perfect_pct')}%, robust "
+        lost = "; ".join(f"{v:g} km/h (posterior variance {r['posterior_var']:.2f}): naive {fmt_ci(r, 'gom_naive_vs_perfect_pct')}%, robust "
                          f"{fmt_ci(r, 'gom_robust_vs_perfect_pct')}% of the perfect-knowledge goodput "
                          f"{fmt_ci(r, 'goodput_perfect')} tokens/s, robust over naive "
                          f"{fmt_ci(r, 'gom_robust_vs_naive_pct')}%" for v, r in pts)
