@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 
-.PHONY: demo test bench docs setup clean
+.PHONY: demo test bench docs docs-screenshots setup clean
 
 setup: $(STAMP)
 
@@ -25,8 +25,15 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 # The documentation site (Material + mkdocstrings) into build/site; tests/test_docs.py builds it too.
+# It works opened from disk (file://); `mkdocs serve` serves it with live reload.
 docs: $(STAMP)
 	$(VENV)/bin/mkdocs build --strict --site-dir build/site
+	@echo "site in build/site: open build/site/index.html in a browser, or serve it with"
+	@echo "  $(VENV)/bin/mkdocs serve   (then http://127.0.0.1:8000/)"
+
+# PNGs of the built pages as headless Chromium renders them from file:// (build/screenshots)
+docs-screenshots: docs
+	$(PY) tools/docs_screenshots.py build/site build/screenshots
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py

@@ -1,14 +1,15 @@
 """multispin: multi-access speculative inference at the wireless edge.
 
-The public API is :mod:`multispin.api`, re-exported here: :func:`scenario` → :func:`instance` →
-:func:`plan` (γ, baselines, certificate; :meth:`RoundPlan.decide` for modes and powers) →
-:func:`evaluate`; :func:`generate` and :func:`testbed` run real models. The names load on
-first use, so ``import multispin`` (and the CLI's start) stays fast.
+The public API is `multispin.api`, re-exported here: `scenario` → `instance` → `plan` (γ,
+baselines, certificate; `RoundPlan.decide` for modes and powers) → `evaluate`; `sweep` and `plot`
+for a study over a grid with 95% intervals; `generate` and `testbed` run real models. The names
+load on first use, so ``import multispin`` (and the CLI's start) stays fast.
 """
 
 from multispin._version import __version__
 
-__all__ = ["RoundPlan", "__version__", "evaluate", "generate", "instance", "plan", "scenario", "testbed"]
+__all__ = ["RoundPlan", "__version__", "evaluate", "generate", "instance", "plan", "plot", "scenario", "sweep",
+           "testbed"]
 
 
 def __getattr__(name: str):

@@ -14,7 +14,7 @@ real models (``generate`` in one process, ``testbed`` over real sockets).
     >>> ms.evaluate(p, rounds=2000).goodput_tokens_per_s > 0   # Monte Carlo of the same rounds
     True
 
-``multispin optimize`` prints exactly what :func:`plan` returns (the CLI calls it), so a script
+``multispin optimize`` prints exactly what [`plan`][multispin.api.plan] returns (the CLI calls it), so a script
 reproduces the command's numbers from the same scenario, round and policy.
 """
 
@@ -31,11 +31,12 @@ if TYPE_CHECKING:  # the heavy layers load only when a function needs them
     from multispin.optimize.plan import Certificate, OptimizeReport
     from multispin.optimize.reactive import ReactiveDecision
     from multispin.runtime.session import GenerationResult
+    from multispin.experiments.sweep import SweepTable
     from multispin.experiments.testbed import TestbedResult
     from multispin.system.instance import Instance
     from multispin.system.scenario import Scenario
 
-__all__ = ["RoundPlan", "evaluate", "generate", "instance", "plan", "scenario", "testbed"]
+__all__ = ["RoundPlan", "evaluate", "generate", "instance", "plan", "plot", "scenario", "sweep", "testbed"]
 
 
 def scenario(
@@ -58,7 +59,7 @@ def scenario(
 
     Args:
         spec: a preset (``paper-qwen``, ``paper-r1``, ``smollm2-cpu``), a YAML/TOML/JSON scenario
-            file, or a :class:`~multispin.system.scenario.Scenario`.
+            file, or a [`Scenario`][multispin.system.scenario.Scenario].
         devices: K (``--devices``); ``None`` keeps the scenario's value, as for the next six.
         p_dl_dbm: the server's DL power budget P^dl in dBm (``--pdl-dbm``).
         p_ul_dbm: the devices' UL power P^ul in dBm (``--pul-dbm``).
@@ -100,7 +101,7 @@ def instance(sc: "Scenario", round_index: int = 0) -> "Instance":
 @dataclass(frozen=True)
 class RoundPlan:
     """One round planned: every device's draft length γ_k, the goodput it is expected to give,
-    the baselines on the same samples and the certificate; :meth:`decide` gives the modes and
+    the baselines on the same samples and the certificate; [`decide`][multispin.api.RoundPlan.decide] gives the modes and
     powers for any outcome (rejected set) of the round."""
 
     scenario: "Scenario"
@@ -137,28 +138,120 @@ class RoundPlan:
 
         return reactive(rejected, self.instance, split=self.scenario.radio.bandwidth_split, modes=modes)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The plan as the JSON-ready dict that ``multispin optimize --json`` prints (less the
+        version fields, which [to_json][multispin.api.RoundPlan.to_json] adds): per device its
+        drop, channel, γ and mode shares; the goodput, the baselines and the certificate; the
+        scenario's radio and compute parameters."""
+        from multispin.jsonout import json_safe
+        from multispin.system.channel import World
+        from multispin.system.radio import linear_to_db
 
-def plan(sc: "Scenario", round_index: int = 0, *, policy: str = "greedy", baselines: bool = True) -> RoundPlan:
+        sc, inst, rep = self.scenario, self.instance, self.report
+        drop = World(sc).drop
+        p, st, radio = rep.plan, rep.stats, sc.radio
+        devices = [{
+            "device": k,
+            "task": drop.task[k],
+            "distance_m": float(drop.distance_m[k]),
+            "channel_gain": float(inst.gain_ul[k]),
+            "channel_gain_db": float(linear_to_db(inst.gain_ul[k])),
+            "channel_gain_dl": float(inst.gain_dl[k]),
+            "alpha": float(drop.alpha[k]),
+            "draft_latency_s": float(inst.draft_latency_s[k]),
+            "draft_len": int(p.draft_len[k]),
+            "rejection_prob": float(p.rejection_prob[k]),
+            "expected_tokens": float(p.expected_tokens[k]),
+            "ul_latency_s": float(st.ul_latency_s_given_rejected[k]),
+            "ul_latency_s_full_band": float(st.ul_latency_s_alone[k]),
+            "ul_share": float(st.ul_share[k]),
+            "dl_share": float(st.dl_share[k]),
+            "ul_share_given_rejected": float(st.ul_share_given_rejected[k]),
+        } for k in range(inst.num_devices)]
+        return json_safe({
+            "scenario": sc.name,
+            "seed": sc.seed,
+            "round": self.round_index,
+            "draft_policy": p.policy,
+            "bandwidth_split": radio.bandwidth_split,
+            "acceptance_assumed": bool(drop.acceptance_assumed),
+            "acceptance_source": sc.tasks.source,
+            "goodput_tokens_per_s": p.goodput.goodput_tokens_per_s,
+            "g_max_tokens_per_s": p.goodput.g_max_tokens_per_s,
+            "e_t_comm_s": p.goodput.e_t_comm_s,
+            "t_comp_s": p.goodput.t_comp_s,
+            "expected_tokens_per_round": p.goodput.expected_tokens,
+            "baselines": dict(rep.baselines),
+            "certificate": rep.certificate.to_dict(),
+            "baseline_draft_len": dict(rep.baseline_draft_len),
+            "devices": devices,
+            "num_devices": inst.num_devices,
+            "bandwidth_hz": radio.bandwidth_hz,
+            "p_ul_dbm": radio.p_ul_dbm,
+            "p_dl_dbm": radio.p_dl_dbm_value,
+            "p_dl_w": radio.p_dl_watts,
+            "noise_psd_dbm_per_hz": radio.noise_psd_dbm_per_hz,
+            "noise_figure_db": radio.noise_figure_db,
+            "path_loss_db_at_1m": radio.path_loss_db_at_1m,
+            "path_loss_exponent": radio.path_loss_exponent,
+            "reciprocity": radio.reciprocity,
+            "codec": sc.payload.codec,
+            "payload_bits": int(sc.payload.payload_bits),
+            "count_signalling_bits": sc.payload.count_signalling_bits,
+            "t_ver0_s": sc.compute.t_ver0_s,
+            "t_ver1_s": sc.compute.t_ver1_s,
+            "t_ver_tok_s": sc.compute.t_ver_tok_s,
+            "gamma_max": sc.optimizer.gamma_max,
+            "n_saa": sc.optimizer.n_saa,
+        })
+
+    def to_json(self) -> str:
+        """The JSON text ``multispin optimize --json`` prints for the same scenario, round and
+        draft policy (the document ``multispin.optimize``)."""
+        import json
+
+        from multispin.jsonout import versioned
+
+        return json.dumps(versioned(self.to_dict(), "optimize"))
+
+
+def plan(sc: "Scenario", round_index: int = 0, *, draft_policy: str = "greedy", baselines: bool = True,
+         policy: Optional[str] = None) -> RoundPlan:
     """Plan one round of a scenario as ``multispin optimize`` does.
 
     Args:
-        sc: the scenario (see :func:`scenario`).
+        sc: the scenario (see [scenario][multispin.api.scenario]).
         round_index: which round (block fading is redrawn every round).
-        policy: ``greedy`` (the shipped search), ``greedy_paper``, ``best_uniform``,
-            ``computation_only`` or ``oracle`` (small K only).
+        draft_policy: how the draft lengths are chosen (``--draft-policy``): ``greedy`` (the
+            shipped search), ``greedy_paper``, ``best_uniform``, ``computation_only``, ``oracle``
+            (small K only) or ``certified`` (branch and bound, K ≤ 12).
         baselines: also compute every baseline on the same samples (the shipped search starts
             from each of them, so it never ends below one).
+        policy: the old name of ``draft_policy``, still accepted.
     """
     from multispin.optimize.plan import optimize_instance
     from multispin.system.channel import World
 
+    draft_policy = _one_draft_policy(draft_policy, policy)
     r = _round(round_index)
     world = World(sc)
     inst = world.instance(r)
     u = world.saa_uniforms(r)
-    rep = optimize_instance(inst, u, world.mode_uniforms(r), policy=policy,
+    rep = optimize_instance(inst, u, world.mode_uniforms(r), policy=draft_policy,
                             split=sc.radio.bandwidth_split, with_baselines=baselines)
     return RoundPlan(sc, r, inst, rep, u)
+
+
+def _one_draft_policy(draft_policy: str, policy: Optional[str]) -> str:
+    """``draft_policy``, or the old keyword ``policy`` when only that one is given."""
+    from multispin.errors import ConfigError
+
+    if policy is None or policy == draft_policy:
+        return draft_policy
+    if draft_policy != "greedy":
+        raise ConfigError(f"draft_policy: conflicting values ({draft_policy!r}, and {policy!r} as policy); "
+                          "give only draft_policy")
+    return policy
 
 
 def evaluate(p: RoundPlan, rounds: int = 10_000, *, draft_len=None, modes: str = "optimal",
@@ -175,6 +268,51 @@ def evaluate(p: RoundPlan, rounds: int = 10_000, *, draft_len=None, modes: str =
            else stream(p.scenario.seed, "montecarlo", p.round_index))
     gamma = p.draft_len if draft_len is None else np.asarray(draft_len)
     return simulate_rounds(p.instance, gamma, rounds, rng, modes=modes, split=p.scenario.radio.bandwidth_split)
+
+
+def sweep(sc: Union[str, Path, "Scenario"], over: Mapping[str, Sequence[Any]], drops: int = 10,
+          policies: Sequence[str] = ("adaptive", "all_ul", "all_dl"), *, seed: Optional[int] = None,
+          workers: int = 1, out: Union[None, str, Path] = None, progress: bool = False) -> "SweepTable":
+    """Goodput of ``policies`` at every point of a grid, each with its 95% interval (``multispin sweep``).
+
+        >>> import multispin as ms
+        >>> t = ms.sweep(ms.scenario(devices=4, n_saa=50), over={"radio.p_dl_dbm": [10, 30]}, drops=3)
+        >>> [(r["radio.p_dl_dbm"], r["policy"]) for r in t.rows][:2]
+        [(10, 'adaptive'), (10, 'all_ul')]
+
+    Every point and policy is evaluated on the same ``drops`` drops (positions, tasks, fading, SAA
+    samples: common random numbers), by the drops, cache and statistics of ``multispin reproduce``
+    (module `multispin.experiments.sweep`).
+
+    Args:
+        sc: a scenario, a preset name or a scenario file.
+        over: dotted field name -> values; several fields sweep their Cartesian product.
+        drops: drops per point (at least 2, for an interval).
+        policies: any of ``adaptive`` (the optimiser), ``all_ul``, ``all_dl``, ``random``,
+            ``best_uniform``, ``computation_only``, ``greedy_paper``.
+        seed: base seed of the drops (default: the scenario's).
+        workers: processes the drops run on.
+        out: a folder for the cache of finished drops (a rerun resumes); ``None``: no cache.
+        progress: a progress bar on stderr.
+
+    Returns:
+        A [SweepTable][multispin.experiments.sweep.SweepTable]: ``rows`` (one per point × policy),
+        ``to_json()`` (what ``multispin sweep --json`` prints); draw it with
+        [plot][multispin.api.plot].
+    """
+    from multispin.experiments.sweep import run_sweep
+
+    return run_sweep(sc if not isinstance(sc, (str, Path)) else scenario(sc), over, drops, policies, seed=seed,
+                     workers=workers, out=Path(out) if out is not None else None, progress=progress)
+
+
+def plot(table: "SweepTable", path: Union[None, str, Path] = None, *, field: Optional[str] = None):
+    """The sweep's goodput against its swept field, one line per policy with its 95% band (a
+    matplotlib Figure; saved as PNG to ``path`` when given). ``field``: the x axis of a sweep over
+    several fields (one panel per combination of the others)."""
+    from multispin.experiments.sweep import plot_sweep
+
+    return plot_sweep(table, Path(path) if path is not None else None, field)
 
 
 def generate(pair: str = "smollm2-135m", *, devices: int = 4, draft_len: int = 4, mode: str = "mixed",
@@ -204,7 +342,7 @@ def testbed(sc: Union[str, Path] = "paper-qwen", pair: str = "smollm2-135m", *, 
     ZeroMQ on this machine, re-planned every round with the optimiser.
 
     ``sc``: a preset name or scenario file; ``options``: any other field of
-    :class:`~multispin.experiments.testbed.TestbedConfig` (``clock``, ``split``, ``p_dl_dbm``,
+    `TestbedConfig` (``clock``, ``split``, ``p_dl_dbm``,
     ``seed``, ``ul_codec``, ...). ``result.summary`` holds the goodput next to the analytic and
     Monte Carlo predictions; ``result.texts`` every device's text.
     """

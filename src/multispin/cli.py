@@ -22,6 +22,7 @@ from multispin.commands import serve, device  # noqa: F401
 from multispin.commands import reproduce  # noqa: F401
 from multispin.commands import scenario  # noqa: F401
 from multispin.commands import keys  # noqa: F401
+from multispin.commands import sweep  # noqa: F401
 from multispin.commands._app import app
 from multispin.commands._errors import library_error_line, usage_error_line
 from multispin.commands._interrupt import catch_signals, exit_code

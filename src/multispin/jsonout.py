@@ -11,12 +11,18 @@ from typing import Any
 from multispin._version import __version__
 
 SCHEMA_VERSION = 1
+# the kinds of document whose fields changed since version 1, and how
+SCHEMA_VERSIONS = {
+    "optimize": 2,  # 2: "policy" (the draft-length search) is "draft_policy"
+    "testbed-summary": 2,  # 2: policy names all_ul, all_dl, target_only (were all-ul, all-dl, target-only)
+    "demo-summary": 2,  # 2: the same policy names
+}
 
 
 def versioned(doc: dict[str, Any], schema: str) -> dict[str, Any]:
     """``doc`` with the version fields first (a field of ``doc`` with the same name wins)."""
     return {"multispin_version": __version__, "schema": f"multispin.{schema}",
-            "schema_version": SCHEMA_VERSION, **doc}
+            "schema_version": SCHEMA_VERSIONS.get(schema, SCHEMA_VERSION), **doc}
 
 
 def json_safe(v: Any) -> Any:

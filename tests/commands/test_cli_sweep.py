@@ -34,7 +34,7 @@ CASES = {
         ["--devices", "0"], ["--scenario", f"{MISSING}.yaml"], ["--compute-profile", f"{MISSING}.json"],
         ["--acceptance-profile", f"{MISSING}.json"], ["--scenario", "paper-qwen", "--config", "x.yaml"],
         ["--draft", "q4g64"], ["--round", "-1"], ["--noise-figure-db", "-3"], ["--n-saa", "0"],
-        ["--devices", "100000"], ["--policy", "magic"],
+        ["--devices", "100000"], ["--policy", "magic"], ["--draft-policy", "magic"],
     ],
     "serve": [["--port", "70000"], ["--mode", "x"], ["--devices", "0"], ["--pair", "tiny"]],
     "device": [
@@ -47,6 +47,9 @@ CASES = {
         ["--workers", "0"], ["--scenario", "x"], ["--drops", "0"], ["--preset", "paper-r1", "--scenario", "all"],
         ["--out", "/proc/no/such/dir", "--quick", "--figure", "fig1_mode_split"],  # an unwritable path
     ],
+    "sweep": [["--over", "radio.p_dl_dbm"], ["--over", "radio.p_dl_dbm=999"], ["--over", "radio.nothere=1"],
+              ["--over", "radio.p_dl_dbm=10", "--policies", "target_only"], ["--over", "radio.p_dl_dbm=10", "--drops", "1"],
+              ["--over", "seed=1,2"], ["--over", "radio.p_dl_dbm=10", "--set", "radio.bandwidth_hz=1,2"]],
     "scenario": [["show", "nope"], ["show"], ["bogus"], ["show", f"{MISSING}.toml"]],
     "keys": [["device", "k", "--device-id", "-1"], ["device", "k", "--device-id", "x"], ["frob"],
              ["device", "k", "--device-id", "0", "--allow", MISSING]],

@@ -71,7 +71,7 @@ def test_serve_stops_on_a_codec_the_vocabulary_cannot_carry(multispin, monkeypat
 
 def test_json_outputs_say_who_wrote_them(multispin):
     r = json.loads(multispin("optimize", "--devices", "2", "--n-saa", "20", "--no-baselines", "--json").out)
-    assert (r["multispin_version"], r["schema"], r["schema_version"]) == (__version__, "multispin.optimize", 1)
+    assert (r["multispin_version"], r["schema"], r["schema_version"]) == (__version__, "multispin.optimize", 2)
     g = json.loads(multispin("generate", "--pair", "tiny", "--devices", "1", "--max-new-tokens", "2",
                              "--json").out)
     assert (g["multispin_version"], g["schema"]) == (__version__, "multispin.generate")
@@ -108,6 +108,8 @@ def test_measure_reports_progress_as_it_goes():
 
     seen: list[Step] = []
     cfg = MeasureConfig.make(pair="tiny", prompts=2, max_new_tokens=4, draft_len=2, source="builtin")
-    measure(cfg, progress=seen.append)
-    assert seen[0] == Step("generating", 0, 8, "tokens") and Step("generating", 8, 8, "tokens") in seen
-    assert seen[-1] == Step("scoring α", 2, 2, "prompts") and str(seen[-1]) == "scoring α: 2/2 prompts"
+    (name,) = measure(cfg, progress=seen.append)
+    assert seen[0] == Step("target text", 0, 8, "tokens") and Step("target text", 8, 8, "tokens") in seen
+    scored = Step("scoring α", 2, 2, "prompts")
+    assert scored in seen and str(scored) == "scoring α: 2/2 prompts"
+    assert seen[-1] == Step(f"verdicts {name}", 8, 8, "tokens")

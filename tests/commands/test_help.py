@@ -9,7 +9,7 @@ import pytest
 
 from multispin import __version__, cli
 
-VERBS = ["generate", "measure", "profile", "testbed", "demo", "optimize", "serve", "device", "reproduce"]
+VERBS = ["generate", "measure", "profile", "testbed", "demo", "optimize", "serve", "device", "reproduce", "sweep"]
 
 
 @pytest.fixture(autouse=True)
@@ -34,8 +34,8 @@ def test_every_verb_help_has_real_metavars(multispin, verb):
 
 @pytest.mark.parametrize("verb, flag, choices", [
     ("generate", "--mode", "<ul|dl|mixed>"), ("serve", "--mode", "<ul|dl|mixed>"),
-    ("optimize", "--policy", "<greedy|greedy_paper|best_uniform|computation_only|oracle|certified>"),
-    ("testbed", "--policy", "<adaptive|all-ul|all-dl|random|target-only>"), ("testbed", "--clock", "<virtual|wall>"),
+    ("optimize", "--draft-policy", "<greedy|greedy_paper|best_uniform|computation_only|oracle|certified>"),
+    ("testbed", "--policy", "<adaptive|all_ul|all_dl|random|target_only>"), ("testbed", "--clock", "<virtual|wall>"),
     ("measure", "--task", "<chat|code>"), ("generate", "--log-level", "<debug|info|warning|error>"),
     ("generate", "--device", "<auto|cpu|cuda>"), ("reproduce", "--scenario", "<paper-qwen|paper-r1|all>"),
 ])

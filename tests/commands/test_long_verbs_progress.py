@@ -34,7 +34,8 @@ def test_measure_without_full_rounds_says_why_and_shows_no_nan():
     assert "α = E[Σ min(p, q)]" in res.stdout  # the defined estimates are still there
     # progress on stderr (no terminal: one line per tenth), per token generated and per prompt scored
     lines = res.stderr.splitlines()
-    assert "generating: 16/16 tokens" in res.stderr and lines[-1].startswith("scoring α: 2/2 prompts (")
+    assert "target text: 16/16 tokens" in res.stderr and "scoring α: 2/2 prompts (" in res.stderr
+    assert lines[-1].startswith("verdicts close: 16/16 tokens (")
     assert any("left)" in line for line in lines)  # an estimate of the time left on the way
 
 

@@ -49,7 +49,7 @@ def test_json_report_has_the_documented_fields():
 
 
 def test_certified_policy_reports_proven_optimal():
-    res = _run(["optimize", "--devices", "4", "--pdl-dbm", "22", "--n-saa", "200", "--policy", "certified"])
+    res = _run(["optimize", "--devices", "4", "--pdl-dbm", "22", "--n-saa", "200", "--draft-policy", "certified"])
     assert res.exit_code == 0, res.output
     assert "communication-aware bound" in res.stdout and "proven optimal" in res.stdout
     res = _run(["optimize", "--devices", "4", "--pdl-dbm", "22", "--n-saa", "200", "--policy", "certified", "--json"])
@@ -92,7 +92,10 @@ def test_optimized_split_from_the_command_line():
         (["--devices", "0"], "error: --devices: Input should be greater than or equal to 1 (got '0')"),
         (["--pdl-dbm", "99"], "error: --pdl-dbm [radio.p_dl_dbm]: must be in [-60, 70] dBm (got 99.0)"),
         (["--split", "half"], "error: --split: 'half' is not one of 'equal', 'optimized'"),
-        (["--policy", "magic"], "error: --policy: 'magic' is not one of 'greedy', 'greedy_paper'"),
+        (["--draft-policy", "magic"], "error: --draft-policy: 'magic' is not one of 'greedy', 'greedy_paper'"),
+        (["--policy", "magic"], "error: --policy: 'magic' is not one of 'greedy', 'greedy_paper'"),  # the old name
+        (["--draft-policy", "oracle", "--policy", "certified"],
+         "error: --draft-policy: conflicting flags (--draft-policy oracle, --policy certified)"),
     ],
 )
 def test_user_mistakes_are_one_line_and_exit_2(monkeypatch, capsys, args, start):

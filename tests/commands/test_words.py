@@ -67,3 +67,44 @@ def test_no_line_is_cut_or_left_dangling(multispin):
     assert "compute: T_ver0=" in res.out and "N_SAA=30" in res.out
     res = multispin("generate", "--pair", "tiny", "--devices", "1", "--max-new-tokens", "4")
     assert res.code == 0 and "…" not in res.out and "UL / DL" in res.out
+
+
+def test_one_vocabulary_of_policy_names(multispin):
+    """all_ul (not all-ul) in the CLI's help, the optimiser's baselines (API and --json) and the
+    testbed's summary; the hyphenated spellings still work as hidden aliases."""
+    import json
+
+    from multispin import api
+    from multispin.experiments.testbed import TestbedConfig
+    from multispin.runtime.policies import POLICIES
+
+    help_text = multispin("testbed", "-h").out + multispin("demo", "-h").out
+    assert "all_ul" in help_text and not [w for w in ("all-ul", "all-dl", "target-only") if w in help_text]
+    res = multispin("optimize", "--devices", "3", "--n-saa", "30", "--json")
+    baselines = json.loads(res.out)["baselines"]
+    assert {"all_ul", "all_dl", "random"} <= set(baselines) and {"all_ul", "all_dl", "random"} <= set(POLICIES)
+    assert set(api.plan(api.scenario(devices=3, n_saa=30)).baselines) == set(baselines)
+    assert TestbedConfig.make(pair="tiny", policy="all-ul").policy == "all_ul"  # the old spelling
+    assert TestbedConfig.make(pair="tiny", policy="target-only").policy == "target_only"
+    res = multispin("testbed", "--policy", "all-most")
+    assert res.code == 2 and "'all_ul'" in res.err and "all-ul" not in res.err.replace("all-most", "")
+
+
+def test_draft_policy_and_mode_policy_have_separate_names(multispin):
+    """optimize --draft-policy (how γ is chosen), testbed --policy (the correction modes compared);
+    optimize's old --policy still works, out of the help."""
+    import json
+
+    from multispin import api
+    from multispin.commands.optimize import DRAFT_POLICIES
+    from multispin.optimize.baselines import DRAFT_POLICIES as OPTIMISER_DRAFT_POLICIES
+
+    assert DRAFT_POLICIES == OPTIMISER_DRAFT_POLICIES
+    out = multispin("optimize", "-h").out
+    assert "--draft-policy" in out and "--policy " not in out
+    new = multispin("optimize", "--devices", "3", "--n-saa", "30", "--draft-policy", "best_uniform", "--json")
+    old = multispin("optimize", "--devices", "3", "--n-saa", "30", "--policy", "best_uniform", "--json")
+    assert new.code == old.code == 0 and new.out == old.out
+    assert json.loads(new.out)["draft_policy"] == "best_uniform" and "policy" not in json.loads(new.out)
+    sc = api.scenario(devices=3, n_saa=30)
+    assert api.plan(sc, draft_policy="best_uniform").to_json() == api.plan(sc, policy="best_uniform").to_json()

@@ -4,6 +4,7 @@ goodput recomputed from the logs, paired verdicts, the CLI with --json and --swe
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -48,7 +49,7 @@ def _rows(path):
 
 
 def test_target_only_runs_through_the_loop_at_gamma_zero_and_matches_the_formula(tmp_path):
-    cfg = TestbedConfig.make(pair="tiny", devices=4, rounds=6, max_new_tokens=5, policy="target-only",
+    cfg = TestbedConfig.make(pair="tiny", devices=4, rounds=6, max_new_tokens=5, policy="target_only",
                              runner="thread", out=tmp_path)
     res = run_testbed(cfg)
     rows = _rows(tmp_path / "rounds.jsonl")
@@ -80,8 +81,8 @@ def test_reported_goodput_of_each_policy_is_recomputed_from_rounds_jsonl(tiny_de
     for row in point.rows:
         assert row["goodput_tokens_per_s"]["estimate"] == pytest.approx(recomputed[row["policy"]], rel=1e-9, abs=0)
         assert row["steady_state"] and row["records_match"]
-        if row["policy"] != "target-only":
-            want = 100 * (recomputed[row["policy"]] / recomputed["target-only"] - 1)
+        if row["policy"] != "target_only":
+            want = 100 * (recomputed[row["policy"]] / recomputed["target_only"] - 1)
             assert row["vs_target_only"]["pct"]["estimate"] == pytest.approx(want, rel=1e-9, abs=1e-12)
     first = point.comparisons[0]  # adaptive against the best baseline first
     assert first.b == point.best_baseline
@@ -97,6 +98,19 @@ def test_the_demo_runs_every_device_on_the_pairs_default_draft(tiny_demo):
     assert sorted(set(result.setup["tasks"])) == ["chat", "code"]
 
 
+def _columns_and_caption(text: str) -> tuple[list[str], str]:
+    """The demo table's column names and its caption (words only) from the printed output."""
+    lines = text.splitlines()
+    header = next(ln for ln in lines if ln.startswith("┃"))
+    bottom = next(i for i, ln in enumerate(lines) if ln.startswith("└"))
+    caption = []
+    for ln in lines[bottom + 1:]:
+        if ln.startswith("adaptive vs "):
+            break
+        caption.append(ln)
+    return [c.strip() for c in header.strip("┃").split("┃")], " ".join(" ".join(caption).split())
+
+
 def test_demo_cli_prints_setup_table_verdicts_and_writes_json_and_png(tmp_path):
     res = CliRunner().invoke(app, ["demo", "--pair", "tiny", "--devices", "2", "--rounds", "6",
                                    "--max-new-tokens", "8", "--out", str(tmp_path)])
@@ -105,6 +119,11 @@ def test_demo_cli_prints_setup_table_verdicts_and_writes_json_and_png(tmp_path):
     assert lines[0].startswith("devices: ") and "α" in lines[0]
     assert any(x.startswith("payload: T=1, top-k 256; sparse-v256-q32 both links") for x in lines[:6])
     assert "adaptive vs " in res.output and "95% interval" in res.output
+    # docs/examples/demo.md quotes a real default run: its columns and caption are today's (the
+    # widths, and so the caption's line breaks, follow the numbers)
+    page = (Path(__file__).resolve().parents[2] / "docs" / "examples" / "demo.md").read_text()
+    quoted = page.split("tests/experiments/test_demo.py -->\n```text\n", 1)[1].split("```", 1)[0]
+    assert _columns_and_caption(quoted) == _columns_and_caption(res.stdout)
     assert (tmp_path / "demo.png").stat().st_size > 10_000
     doc = json.loads((tmp_path / "summary.json").read_text())
     assert [r["policy"] for r in doc["points"][0]["policies"]] == list(POLICIES)
@@ -126,5 +145,5 @@ def test_demo_sweep_runs_every_power_and_plots(tmp_path):
     assert [p["p_dl_dbm"] - p_ul for p in doc["points"]] == offsets
     assert (tmp_path / "demo-sweep.png").stat().st_size > 10_000
     # target-only moves nothing over the air: one run stands for every power
-    to = [next(r for r in p["policies"] if r["policy"] == "target-only") for p in doc["points"]]
+    to = [next(r for r in p["policies"] if r["policy"] == "target_only") for p in doc["points"]]
     assert len({r["goodput_tokens_per_s"]["estimate"] for r in to}) == 1

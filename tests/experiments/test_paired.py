@@ -39,7 +39,7 @@ def test_a_known_difference_is_inside_the_interval():
 
 def test_identical_runs_cover_zero_and_say_not_significant():
     a, _ = _pair(np.random.default_rng(1), rounds=40)
-    d = paired_difference(a, a, ("adaptive", "all-ul"))
+    d = paired_difference(a, a, ("adaptive", "all_ul"))
     assert d.pct.low == d.pct.high == d.pct.estimate == 0.0
     assert not d.significant and d.verdict.endswith("not significant")
     # two policies equal in law (no true difference) on the same channel: not significant either

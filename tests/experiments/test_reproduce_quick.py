@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -18,6 +19,12 @@ def test_quick_run_writes_every_csv_png_and_the_report(tmp_path):
     res = CliRunner().invoke(app, ["reproduce", "--quick", "--out", str(out), "--workers", "2", "--no-progress"])
     assert res.exit_code == 0, res.output
     assert "claims PASS" in res.output
+    # the docs quote this run's claim lines (docs/examples/reproduce.md): they must be current
+    page = (Path(__file__).resolve().parents[2] / "docs" / "examples" / "reproduce.md").read_text()
+    quoted = page.split("test_reproduce_quick.py -->\n```text\n", 1)[1].split("```", 1)[0].splitlines()
+    printed = {ln.rstrip() for ln in res.output.splitlines()}
+    stale = [ln for ln in quoted[2:] if ln.rstrip() not in printed]  # past the command and its timed line
+    assert len(quoted) > 10 and not stale, stale[:3]
     report = (out / "report.md").read_text()
     for name in FIGURE_NAMES:
         csv_path, png = out / f"{name}.csv", out / f"{name}.png"

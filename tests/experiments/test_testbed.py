@@ -17,7 +17,7 @@ ROW_KEYS = {"round", "gamma", "rejected", "modes", "power_w", "bandwidth_hz", "p
             "uplink_bits", "downlink_bits", "tokens_gained", "comp_latency_s", "comm_latency_s"}
 
 
-@pytest.mark.parametrize("policy", ["adaptive", "all-dl"])
+@pytest.mark.parametrize("policy", ["adaptive", "all_dl"])
 def test_virtual_clock_run_logs_every_round(tmp_path, policy):
     cfg = TestbedConfig.make(pair="tiny", devices=3, rounds=5, max_new_tokens=200, policy=policy,
                              runner="thread", out=tmp_path)
@@ -28,7 +28,7 @@ def test_virtual_clock_run_logs_every_round(tmp_path, policy):
     assert res.summary["consistent"] and res.summary["digests_match"]
     assert res.summary["goodput_tokens_per_s"] > 0
     moved = [m for row in lines for m in row["modes"].values()]
-    if policy == "all-dl":
+    if policy == "all_dl":
         assert set(moved) <= {"dl"}
     # every moved distribution is charged airtime, and only then
     for row in lines:
@@ -145,7 +145,7 @@ def test_the_default_is_exact_and_says_so(tmp_path):
     assert "exact in UL and DL mode" in res.summary["payload_headline"]
     assert pay["sampling"]["top_k"] == 256 and pay["ul_codec"] == pay["dl_codec"] == "sparse-v256-q32"  # V = 256
     # an all-UL run needs only the UL codec to be exact
-    ul_only = TestbedConfig.make(pair="tiny", policy="all-ul", top_k=0, dl_codec="sparse:v_eff=4,q=16")
+    ul_only = TestbedConfig.make(pair="tiny", policy="all_ul", top_k=0, dl_codec="sparse:v_eff=4,q=16")
     from multispin.experiments.testbed import payload_choice
 
     assert payload_choice(ul_only, 256).exact and not payload_choice(ul_only.model_copy(

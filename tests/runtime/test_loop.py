@@ -60,8 +60,10 @@ def test_greedy_control_wrong_rollback_breaks_equivalence(monkeypatch):
     """Negative control: a target cache that never rolls back rejected drafts breaks it."""
     from multispin.models.hf import HFBatchedLM
 
-    monkeypatch.setattr(HFBatchedLM, "rollback", lambda self, seq_id, length: None)
     pair = load_tiny_pair()
+    rollback = HFBatchedLM.rollback  # drafts share HFBatchedLM too: break only the target's cache
+    monkeypatch.setattr(HFBatchedLM, "rollback", lambda self, seq_id, length:
+                        None if self.model is pair.target else rollback(self, seq_id, length))
     try:
         result = _run(temperature=0, max_new_tokens=24)
     except ProtocolError:

@@ -69,7 +69,7 @@ def test_planner_rejects_bad_policy_and_device_count():
         ScenarioPlanner(sc, [0, 1, 2], WIRE)
 
 
-@pytest.mark.parametrize("policy", ["adaptive", "all-ul", "all-dl", "random"])
+@pytest.mark.parametrize("policy", ["adaptive", "all_ul", "all_dl", "random"])
 def test_each_policy_runs_and_charges_the_clock(policy):
     target, draft, alpha = _iid_pair(0.8, 1)
     sc = _scenario([alpha] * 4)
@@ -79,9 +79,9 @@ def test_each_policy_runs_and_charges_the_clock(policy):
     for r in planner.rounds:
         assert r.comp_latency_s > 0 and r.comm_latency_s >= 0
         assert (r.comm_latency_s > 0) == bool(r.modes)
-        if policy == "all-ul":
+        if policy == "all_ul":
             assert set(r.modes.values()) <= {"ul"}
-        if policy == "all-dl":
+        if policy == "all_dl":
             assert set(r.modes.values()) <= {"dl"}
     assert planner.goodput_tokens_per_s > 0
 

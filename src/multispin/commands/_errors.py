@@ -23,6 +23,7 @@ FLAG_FIELDS: dict[str, tuple[str, ...]] = {
     "scenario": ("--scenario", "--preset", "--config"),
     "acceptance_profile": ("--acceptance-profile",),
     "compute_profile": ("--compute-profile",),
+    "policies": ("--policies",),
 }
 
 

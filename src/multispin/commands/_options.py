@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Literal, Optional
+from typing import Callable, Literal, Optional, Sequence
 
 import typer
 
@@ -36,14 +36,35 @@ def legacy_option(*decls: str):
     return typer.Option(None, *decls, hidden=True)
 
 
-def pick_scenario(scenario: Optional[str], default: str = DEFAULT_SCENARIO, **legacy: Optional[str]) -> str:
-    """The one scenario the flags name; two different ones are an error, not a silent choice."""
-    given = {"--scenario": scenario, **{f"--{k.replace('_', '-')}": v for k, v in legacy.items()}}
-    named = {flag: v for flag, v in given.items() if v is not None}
+def pick_flag(flag: str, value, default, field: Optional[str] = None, **legacy):
+    """The one value that ``flag`` and its old spellings (``legacy``: name -> value) give; two
+    different ones are an error (under ``field``, else the flag), not a silent choice."""
+    given = {flag: value, **{f"--{k.replace('_', '-')}": v for k, v in legacy.items()}}
+    named = {f: v for f, v in given.items() if v is not None}
     if len(set(named.values())) > 1:
-        listed = ", ".join(f"{flag} {v}" for flag, v in named.items())
-        raise ConfigError(f"scenario: conflicting flags ({listed}); give only --scenario")
+        listed = ", ".join(f"{f} {v}" for f, v in named.items())
+        raise ConfigError(f"{field or flag}: conflicting flags ({listed}); give only {flag}")
     return next(iter(named.values()), default)
+
+
+def pick_scenario(scenario: Optional[str], default: str = DEFAULT_SCENARIO, **legacy: Optional[str]) -> str:
+    """The one scenario the flags name (``--scenario`` or the old ``--preset``/``--config``)."""
+    return pick_flag("--scenario", scenario, default, field="scenario", **legacy)
+
+
+def choice_option(default: Optional[str], choices: Sequence[str], *decls: str, help: str,
+                  spelling: Optional[Callable[[str], str]] = None, **kw):
+    """An option whose value is one of ``choices``, all listed in the help; ``spelling`` maps an
+    old spelling to the current one first, so old spellings keep working without being listed."""
+    def check(value: Optional[str]) -> Optional[str]:
+        if value is None:
+            return None
+        canon = spelling(value) if spelling else value
+        if canon not in choices:
+            raise typer.BadParameter(f"{value!r} is not one of {', '.join(map(repr, choices))}")
+        return canon
+
+    return typer.Option(default, *decls, metavar=f"<{'|'.join(choices)}>", callback=check, help=help, **kw)
 
 
 def pdl_option():
@@ -73,8 +94,8 @@ def pilot_snr_option():
 
 
 def csi_planning_option():
-    return typer.Option(None, "--csi-planning", metavar="HOW", show_default="the scenario's: naive",
-                        help="naive: plan on the channel estimate as if exact; robust: over posterior channel draws")
+    return choice_option(None, ("naive", "robust"), "--csi-planning", show_default="the scenario's: naive",
+                         help="naive: plan on the channel estimate as if exact; robust: over posterior channel draws")
 
 
 def pair_option(default: str = "smollm2-135m", help: str = "model pair: smollm2-135m, "

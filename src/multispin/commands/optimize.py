@@ -12,17 +12,17 @@ from rich.console import Console
 from rich.table import Table
 
 from multispin.commands._app import app
-from multispin.jsonout import json_safe, versioned
+from multispin.jsonout import versioned
 from multispin.commands._options import (
-    LogLevel, json_option, legacy_option, log_level_option, noise_figure_option, pdl_option, pick_scenario,
+    LogLevel, choice_option, json_option, legacy_option, log_level_option, noise_figure_option, pdl_option,
+    pick_flag, pick_scenario,
     pul_option, scenario_option, setup_logging,
 )
 
-Policy = Literal["greedy", "greedy_paper", "best_uniform", "computation_only", "oracle", "certified"]
+# the draft-length policies, as multispin.optimize.baselines.DRAFT_POLICIES (test_help checks):
+# the help lists them without importing the optimiser
+DRAFT_POLICIES = ("greedy", "greedy_paper", "best_uniform", "computation_only", "oracle", "certified")
 Split = Literal["equal", "optimized"]
-
-
-_clean = json_safe  # JSON-safe: numpy scalars → Python, NaN/inf → None
 
 
 # Measured on a 2-core host (peak RSS of `multispin optimize`, baselines on): memory grows like
@@ -60,7 +60,7 @@ def build_report(
     seed: Optional[int] = None,
     round_index: int = 0,
     n_saa: Optional[int] = None,
-    policy: str = "greedy",
+    draft_policy: str = "greedy",
     split: Optional[str] = None,
     acceptance_profile=None,
     compute_profile: Optional[str] = None,
@@ -69,94 +69,27 @@ def build_report(
     draft: Optional[str] = None,
     force: bool = False,
 ) -> dict:
-    """The report of ``multispin optimize`` as one JSON-ready dict (also used by the table view).
+    """The report of ``multispin optimize`` as one JSON-ready dict (also used by the table view):
+    :meth:`multispin.api.RoundPlan.to_dict` of the plan the flags describe.
 
     ``scenario``: a preset name or a scenario file (or a Scenario); ``draft``: which draft's
     T^dft to take from a compute profile that times several."""
     from multispin import api
     from multispin.errors import ConfigError
-    from multispin.optimize.baselines import DRAFT_POLICIES
-    from multispin.system import World
-    from multispin.system.radio import linear_to_db
-    from multispin.system.scenario_io import resolve_scenario, with_overrides
 
-    if policy not in DRAFT_POLICIES:
-        raise ConfigError(f"policy: unknown value {policy!r} (allowed: {', '.join(DRAFT_POLICIES)})")
     if round_index < 0:
         raise ConfigError(f"round: must be in [0, inf) (got {round_index})")
     if draft is not None and not compute_profile:
         raise ConfigError("draft: names a draft of --compute-profile; give --compute-profile too")
-    scenario = with_overrides(resolve_scenario(scenario), devices=devices, p_dl_dbm=pdl_dbm,
-                              p_ul_dbm=pul_dbm, noise_figure_db=noise_figure_db, seed=seed,
-                              n_saa=n_saa, split=split)
-    check_practical_size(scenario)
+    sc = api.scenario(scenario, devices=devices, p_dl_dbm=pdl_dbm, p_ul_dbm=pul_dbm,
+                      noise_figure_db=noise_figure_db, seed=seed, n_saa=n_saa, split=split)
+    check_practical_size(sc)
     if acceptance_profile:
-        scenario = scenario.with_acceptance_profile(acceptance_profile, force=force)
+        sc = sc.with_acceptance_profile(acceptance_profile, force=force)
     if compute_profile:
-        scenario = scenario.with_compute_profile(compute_profile, draft=draft, force=force)
+        sc = sc.with_compute_profile(compute_profile, draft=draft, force=force)
     # the numbers come from the public API, so a script reproduces them (multispin.plan)
-    planned = api.plan(scenario, round_index, policy=policy, baselines=baselines)
-    world, inst, rep = World(scenario), planned.instance, planned.report
-    split_used = scenario.radio.bandwidth_split
-    p, st = rep.plan, rep.stats
-    radio = scenario.radio
-    devices_out = []
-    for k in range(inst.num_devices):
-        devices_out.append({
-            "device": k,
-            "task": world.drop.task[k],
-            "distance_m": float(world.drop.distance_m[k]),
-            "channel_gain": float(inst.gain_ul[k]),
-            "channel_gain_db": float(linear_to_db(inst.gain_ul[k])),
-            "channel_gain_dl": float(inst.gain_dl[k]),
-            "alpha": float(world.drop.alpha[k]),
-            "draft_latency_s": float(inst.draft_latency_s[k]),
-            "draft_len": int(p.draft_len[k]),
-            "rejection_prob": float(p.rejection_prob[k]),
-            "expected_tokens": float(p.expected_tokens[k]),
-            "ul_latency_s": float(st.ul_latency_s_given_rejected[k]),
-            "ul_latency_s_full_band": float(st.ul_latency_s_alone[k]),
-            "ul_share": float(st.ul_share[k]),
-            "dl_share": float(st.dl_share[k]),
-            "ul_share_given_rejected": float(st.ul_share_given_rejected[k]),
-        })
-    out = {
-        "scenario": scenario.name,
-        "seed": scenario.seed,
-        "round": round_index,
-        "policy": p.policy,
-        "bandwidth_split": split_used,
-        "acceptance_assumed": bool(world.drop.acceptance_assumed),
-        "acceptance_source": scenario.tasks.source,
-        "goodput_tokens_per_s": p.goodput.goodput_tokens_per_s,
-        "g_max_tokens_per_s": p.goodput.g_max_tokens_per_s,
-        "e_t_comm_s": p.goodput.e_t_comm_s,
-        "t_comp_s": p.goodput.t_comp_s,
-        "expected_tokens_per_round": p.goodput.expected_tokens,
-        "baselines": dict(rep.baselines),
-        "certificate": rep.certificate.to_dict(),
-        "baseline_draft_len": dict(rep.baseline_draft_len),
-        "devices": devices_out,
-        "num_devices": inst.num_devices,
-        "bandwidth_hz": radio.bandwidth_hz,
-        "p_ul_dbm": radio.p_ul_dbm,
-        "p_dl_dbm": radio.p_dl_dbm_value,
-        "p_dl_w": radio.p_dl_watts,
-        "noise_psd_dbm_per_hz": radio.noise_psd_dbm_per_hz,
-        "noise_figure_db": radio.noise_figure_db,
-        "path_loss_db_at_1m": radio.path_loss_db_at_1m,
-        "path_loss_exponent": radio.path_loss_exponent,
-        "reciprocity": radio.reciprocity,
-        "codec": scenario.payload.codec,
-        "payload_bits": int(scenario.payload.payload_bits),
-        "count_signalling_bits": scenario.payload.count_signalling_bits,
-        "t_ver0_s": scenario.compute.t_ver0_s,
-        "t_ver1_s": scenario.compute.t_ver1_s,
-        "t_ver_tok_s": scenario.compute.t_ver_tok_s,
-        "gamma_max": scenario.optimizer.gamma_max,
-        "n_saa": scenario.optimizer.n_saa,
-    }
-    return _clean(out)
+    return api.plan(sc, round_index, draft_policy=draft_policy, baselines=baselines).to_dict()
 
 
 @contextlib.contextmanager
@@ -186,7 +119,7 @@ def _print_tables(r: dict) -> None:
     if not out.is_terminal:
         out = Console(width=160)
     t = Table(title=f"multispin optimize: {r['scenario']}, K={r['num_devices']}, P^dl={r['p_dl_dbm']:.2f} dBm, "
-                    f"seed {r['seed']}, round {r['round']}, policy {r['policy']}, {r['bandwidth_split']} split")
+                    f"seed {r['seed']}, round {r['round']}, draft policy {r['draft_policy']}, {r['bandwidth_split']} split")
     for col in ("dev", "task", "dist m", "gain dB", "α", "T^dft ms", "γ", "P(rej)", "E[N]",
                 "UL ms | rej", "UL share", "DL share"):
         t.add_column(escape(col), justify="right")
@@ -241,8 +174,10 @@ def optimize(
                                     help="round index (block fading is redrawn per round)"),
     n_saa: Optional[int] = typer.Option(None, "--n-saa", min=1, metavar="INT", show_default="the scenario's",
                                         help="SAA outcome samples N_SAA"),
-    policy: Policy = typer.Option("greedy", help="how draft lengths are chosen; certified: branch and bound "
-                                                 "to the proven SAA optimum (K ≤ 12, 20 s budget)"),
+    draft_policy: Optional[str] = choice_option(
+        None, DRAFT_POLICIES, "--draft-policy", show_default="greedy",
+        help="how draft lengths are chosen; certified: branch and bound to the proven SAA optimum (K ≤ 12, "
+             "20 s budget)"),
     split: Optional[Split] = typer.Option(None, show_default="the scenario's",
                                           help="bandwidth split among rejected devices: equal (paper) or optimized"),
     acceptance_profile: Optional[list[str]] = typer.Option(
@@ -259,13 +194,15 @@ def optimize(
     log_level: LogLevel = log_level_option(),
     preset: Optional[str] = legacy_option("--preset"),
     config: Optional[str] = legacy_option("--config"),
+    policy: Optional[str] = choice_option(None, DRAFT_POLICIES, "--policy", help="", hidden=True),
 ) -> None:
     """Optimise one round: draft lengths per device, UL/DL modes and powers, against the baselines."""
     setup_logging(log_level)
     with _progress(devices) as status:
         report = build_report(scenario=pick_scenario(scenario, preset=preset, config=config), devices=devices,
                               pdl_dbm=pdl_dbm, pul_dbm=pul_dbm, noise_figure_db=noise_figure_db, seed=seed,
-                              round_index=round_index, n_saa=n_saa, policy=policy, split=split,
+                              round_index=round_index, n_saa=n_saa,
+                              draft_policy=pick_flag("--draft-policy", draft_policy, "greedy", policy=policy), split=split,
                               acceptance_profile=acceptance_profile, compute_profile=compute_profile,
                               draft=draft, force=force, baselines=not no_baselines)
     if as_json:

@@ -14,11 +14,12 @@ from rich.table import Table
 from multispin.commands._app import app
 from multispin.commands._interrupt import reported_interrupt
 from multispin.commands._options import (
-    LogLevel, TorchDevice, csi_planning_option, json_option, legacy_option, log_level_option, noise_figure_option,
-    pair_option, pdl_option, pick_scenario, pilot_snr_option, pul_option, scenario_option, setup_logging,
-    speed_option, table_console, torch_device_option,
+    LogLevel, TorchDevice, choice_option, csi_planning_option, json_option, legacy_option, log_level_option,
+    noise_figure_option, pair_option, pdl_option, pick_scenario, pilot_snr_option, pul_option, scenario_option,
+    setup_logging, speed_option, table_console, torch_device_option,
 )
 from multispin.jsonout import versioned
+from multispin.runtime.policies import POLICIES, policy_spelling
 
 
 def _run_with_progress(config, pair, progress: Progress, label: str):
@@ -95,8 +96,9 @@ def testbed(
     clock: Literal["virtual", "wall"] = typer.Option(
         "virtual", help="virtual: the scenario's compute profile and airtime; wall: this host, airtime emulated"),
     scenario: Optional[str] = scenario_option(),
-    policy: Literal["adaptive", "all-ul", "all-dl", "random", "target-only"] = typer.Option(
-        "adaptive", help="correction modes: the optimiser's, all UL, all DL, a fair coin; or target-only (γ = 0)"),
+    policy: str = choice_option("adaptive", tuple(POLICIES), "--policy", spelling=policy_spelling,
+                                help="correction modes: the optimiser's, all UL, all DL, a fair coin; or "
+                                     "target_only (γ = 0)"),
     split: Literal["equal", "optimized"] = typer.Option("equal", help="bandwidth split among rejected devices"),
     pdl_dbm: Optional[float] = pdl_option(),
     pul_dbm: Optional[float] = pul_option(),
@@ -142,7 +144,6 @@ def testbed(
         return
     con = table_console()
     con.print(_table([result], f"multispin testbed: {pair}, K={devices}, {scenario}"))
-    typer.echo(result.summary["payload_headline"])
     con.print(f"logs and summary in {out}/")
 
 
@@ -178,7 +179,7 @@ def demo(
     as_json: bool = json_option(help="print the summary as JSON"),
     preset: Optional[str] = legacy_option("--preset"),
 ) -> None:
-    """Adaptive vs all-UL vs all-DL vs target-only in steady state, paired, with 95% intervals."""
+    """Adaptive vs all_ul vs all_dl vs target_only in steady state, paired, with 95% intervals."""
     setup_logging(log_level)
     from multispin.models.placement import place_pair
     from multispin.models.registry import resolve_pair
@@ -239,7 +240,7 @@ def _setup_lines(s: dict, cfg) -> str:
 
 def _demo_table(point, title: str) -> Table:
     t = _right_aligned(title, "G: steady-state sum goodput Σ tokens / Σ (T_comp + T_comm), tokens/s, with its "
-                                   "95% interval; vs TO: paired difference to target-only; forecast: the model's "
+                                   "95% interval; vs TO: paired difference to target_only; forecast: the model's "
                                    "prediction on fresh channels, independent of the run; free: G had the air been "
                                    "free; T_comp / T_comm: mean per round (ms); tok/rd: tokens per round (all devices); "
                                    "draft: share of devices drafting; γ̄: mean draft length; DL: share of corrections "

@@ -1,10 +1,19 @@
 """Measure acceptance on real prompts: α = E[Σ min(p, q)], per-position acceptance, and the mean
 accepted length at a given γ next to the i.i.d. prediction (1 − α^{γ+1}) / (1 − α).
 
-Every prompt is one device of a real Multi-SPIN run (one batched target pass per round), so the
-per-position rates come from actual verdicts; α is computed afterwards from full target and draft
-passes over each generated text. Confidence intervals bootstrap over prompts (the tokens of one
-prompt are correlated, the prompts are independent).
+Three steps, for any number of drafts of one pair at once:
+
+1. **Target text.** Every prompt is one device of a target-only run through the round engine
+   (γ = 0: one batched target pass per token), so the texts follow the target's distribution
+   under the sampling policy, as a speculative run's committed texts do.
+2. **α by teacher forcing.** One target pass and one pass of each draft over each whole text give
+   p and q at every generated position; α is the mean of Σ min(p, q). All drafts share step 1.
+3. **Verdicts.** Per-position acceptance needs real verdicts at a fixed γ: the first
+   ``verdict_prompts`` prompts run again as devices of a real Multi-SPIN run per draft (one
+   batched draft pass per drafting step, one batched verify per round).
+
+Confidence intervals bootstrap over prompts (the tokens of one prompt are correlated, the
+prompts are independent); a prompt's α and its verdicts are resampled together.
 """
 
 from __future__ import annotations
@@ -16,25 +25,29 @@ import numpy as np
 from pydantic import Field
 
 from multispin.experiments.progress import Progress, Step, reporter
-from multispin.models.base import BatchedLM, SequenceLM
-from multispin.runtime.local import FixedDraftLengths, FixedMode, run_rounds
+from multispin.models.base import BatchedLM, BatchedSequence
+from multispin.runtime.local import FixedMode, UniformDraftLength, run_rounds
 from multispin.runtime.roles import DraftDevice, VerifierServer
 from multispin.runtime.round import PolicyPair
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingFields, SamplingParams, warp
 
 N_BOOTSTRAP = 1000
+# Where each prompt source's α goes in a profile's task table (scenarios read it from there).
+SOURCE_LABELS = {"humaneval": "humaneval", "mtbench": "mt_bench", "sharegpt": "sharegpt"}
 
 
 class MeasureConfig(SamplingFields):
     pair: str = "smollm2-135m"
-    draft: str | None = None  # default: the pair's first draft
+    drafts: list[str] | None = None  # default: the pair's first draft
     task: str = Field("chat", pattern="^(chat|code)$")
     prompts: int = Field(50, ge=2, le=2000)
+    verdict_prompts: int | None = Field(None, ge=0, le=2000)  # default: every prompt
     draft_len: int = Field(8, ge=1, le=20)
     max_new_tokens: int = Field(64, ge=2, le=4096)
     seed: int = 0
-    source: str = Field("auto", pattern="^(auto|builtin|sharegpt|humaneval)$")
+    source: str = Field("auto", pattern="^(auto|builtin|sharegpt|humaneval|mtbench)$")
+    batch: int = Field(32, ge=1, le=512)  # prompts run together (one batched draft and verify pass)
 
 
 @dataclass
@@ -42,6 +55,7 @@ class PromptMeasurement:
     overlap: np.ndarray  # Σ min(p_t, q_t) at every generated position t
     accepted: list[int]  # accepted draft tokens per full-length round
     drafted: int  # γ of those rounds
+    group: str = ""  # the prompt's category (MT-Bench's), for per-category α
 
 
 def iid_mean_accepted_length(alpha: float, gamma: int) -> float:
@@ -51,90 +65,178 @@ def iid_mean_accepted_length(alpha: float, gamma: int) -> float:
     return (1.0 - alpha ** (gamma + 1)) / (1.0 - alpha)
 
 
-def run_prompts(target: BatchedLM, make_draft: Callable[[], SequenceLM],
-                score_target: Callable[[], SequenceLM], prompts: Sequence[Sequence[int]],
-                gamma: int, sampling: SamplingParams, seed: int, max_new_tokens: int,
-                eos_ids: Sequence[int] = (),
-                progress: Progress | None = None) -> list[PromptMeasurement]:
-    """Generate from every prompt as one device each, then score α on what was generated.
-    ``progress`` receives a :class:`Step` after every round (tokens generated; a prompt that
-    stopped at EOS counts as complete) and after every scored prompt."""
+def measure_prompts(make_target: Callable[[], BatchedLM], make_drafts: dict[str, Callable[[], BatchedLM]],
+                    prompts: Sequence[Sequence[int]], gamma: int, sampling: SamplingParams, seed: int,
+                    max_new_tokens: int, eos_ids: Sequence[int] = (), batch: int = 32,
+                    verdict_prompts: int | None = None, groups: Sequence[str] | None = None,
+                    progress: Progress | None = None) -> dict[str, list[PromptMeasurement]]:
+    """Each draft's measurement on every prompt (the three steps of this module's docstring).
+    ``progress`` receives a :class:`Step` after every round and every scored prompt."""
     say = reporter(progress)
+    n_verdicts = len(prompts) if verdict_prompts is None else min(verdict_prompts, len(prompts))
+    texts = [dev.tokens for dev, _ in _runs(make_target, make_target, prompts, 0, sampling, seed,
+                                             max_new_tokens, eos_ids, batch, say, "target text")]
+    overlaps = _teacher_forced_overlaps(make_target, make_drafts, texts, [len(p) for p in prompts],
+                                        sampling, say)
+    out = {}
+    for name, make_draft in make_drafts.items():
+        runs = _runs(make_target, make_draft, prompts[:n_verdicts], gamma, sampling, seed,
+                     max_new_tokens, eos_ids, batch, say, f"verdicts {name}")
+        accepted = [[r.num_accepted for r in log if r.draft_len == gamma] for _, log in runs]
+        accepted += [[] for _ in range(len(prompts) - n_verdicts)]
+        out[name] = [PromptMeasurement(ov, acc, gamma, groups[k] if groups is not None else "")
+                     for k, (ov, acc) in enumerate(zip(overlaps[name], accepted))]
+    return out
+
+
+def _runs(make_target, make_draft, prompts, gamma: int, sampling: SamplingParams, seed: int,
+          max_new_tokens: int, eos_ids: Sequence[int], batch: int, say: Progress, phase: str):
+    """(device, round log) of every prompt, run as devices of Multi-SPIN runs of ``batch``
+    devices that draft on one shared model (γ = 0: target-only, the draft model is never used)."""
+    eos, total, out = set(eos_ids), max_new_tokens * len(prompts), []
     codec = make_codec("dense-fp32")
-    server = VerifierServer(target, sampling, codec, codec, seed)
-    devices = {k: DraftDevice(k, make_draft(), sampling, codec, codec, seed, list(p))
-               for k, p in enumerate(prompts)}
-    total = max_new_tokens * len(devices)
-    eos = set(eos_ids)
+    policy = PolicyPair(UniformDraftLength(gamma), FixedMode("ul"))
 
     def tokens_done(dev) -> int:
         stopped = bool(dev.generated) and dev.generated[-1] in eos
         return max_new_tokens if stopped else min(max_new_tokens, len(dev.generated))
 
-    def on_round(round_idx, records) -> None:
-        say(Step("generating", sum(tokens_done(d) for d in devices.values()), total, "tokens"))
-
-    policy = PolicyPair(FixedDraftLengths({k: gamma for k in devices}), FixedMode("ul"))
-    say(Step("generating", 0, total, "tokens"))
-    logs = run_rounds(server, devices, policy, max_new_tokens, eos_ids, on_round=on_round)
-    say(Step("generating", total, total, "tokens"))
-    out = []
-    for k, dev in devices.items():
-        say(Step("scoring α", k, len(devices), "prompts"))
-        n_gen = len(dev.generated)
-        overlap = np.zeros(0)
-        if n_gen:
-            rows = slice(dev.num_prompt - 1, dev.num_prompt - 1 + n_gen)
-            p = warp(score_target().extend(dev.tokens)[rows], sampling)
-            q = warp(make_draft().extend(dev.tokens)[rows], sampling)
-            overlap = np.minimum(p, q).sum(axis=-1)
-        full = [r for r in logs[k] if r.draft_len == gamma]
-        out.append(PromptMeasurement(overlap, [r.num_accepted for r in full], gamma))
-    say(Step("scoring α", len(devices), len(devices), "prompts"))
+    say(Step(phase, 0, total, "tokens"))
+    for lo in range(0, len(prompts), batch):
+        server = VerifierServer(make_target(), sampling, codec, codec, seed)
+        shared = make_draft()
+        devices = {k: DraftDevice(k, BatchedSequence(shared, k), sampling, codec, codec, seed, list(prompts[k]))
+                   for k in range(lo, min(lo + batch, len(prompts)))}
+        before = max_new_tokens * lo
+        logs = run_rounds(server, devices, policy, max_new_tokens, eos_ids, on_round=lambda r, recs: say(
+            Step(phase, before + sum(tokens_done(d) for d in devices.values()), total, "tokens")))
+        out += [(devices[k], logs[k]) for k in devices]
+    say(Step(phase, total, total, "tokens"))
     return out
 
 
+def _teacher_forced_overlaps(make_target, make_drafts, texts: list[list[int]], prompt_lens: list[int],
+                             sampling: SamplingParams, say: Progress) -> dict[str, list[np.ndarray]]:
+    """Σ min(p, q) at every generated position of every text, for each draft: one pass of the
+    target and one of each draft over each whole text."""
+    target = make_target()
+    drafts = {name: make() for name, make in make_drafts.items()}
+    out: dict[str, list[np.ndarray]] = {name: [] for name in drafts}
+    for k, (tokens, n_prompt) in enumerate(zip(texts, prompt_lens)):
+        say(Step("scoring α", k, len(texts), "prompts"))
+        rows = slice(n_prompt - 1, len(tokens) - 1)
+        p = warp(_full_pass(target, tokens)[rows], sampling) if len(tokens) > n_prompt else None
+        for name, lm in drafts.items():
+            if p is None:
+                out[name].append(np.zeros(0))
+                continue
+            q = warp(_full_pass(lm, tokens)[rows], sampling)
+            out[name].append(np.minimum(p, q).sum(axis=-1))
+    say(Step("scoring α", len(texts), len(texts), "prompts"))
+    return out
+
+
+def _full_pass(lm: BatchedLM, tokens: Sequence[int]) -> np.ndarray:
+    """Logits at every position of ``tokens`` in one pass (a fresh sequence, closed after)."""
+    lm.open(-1)
+    try:
+        return lm.extend_many({-1: list(tokens)})[-1]
+    finally:
+        lm.close(-1)
+
+
 def summarise(measured: list[PromptMeasurement], gamma: int, seed: int) -> dict:
-    """Point estimates and 95% bootstrap intervals (resampling prompts)."""
+    """Point estimates and 95% bootstrap intervals (resampling prompts: the tokens of one prompt
+    are correlated, the prompts are independent), the i.i.d. check, and α per prompt category."""
     rng = np.random.default_rng([seed, 99])
     n = len(measured)
-
-    def stats_of(idx: np.ndarray) -> tuple[float, float, np.ndarray]:
-        ov = np.concatenate([measured[i].overlap for i in idx]) if len(idx) else np.zeros(0)
-        acc = np.array([a for i in idx for a in measured[i].accepted], dtype=float)
-        alpha = float(ov.mean()) if ov.size else float("nan")
-        mean_len = float(1.0 + acc.mean()) if acc.size else float("nan")
-        reach = np.array([(acc >= i).sum() for i in range(gamma + 1)], dtype=float)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            conditional = reach[1:] / reach[:-1]  # P(accept position i | reached it)
-        return alpha, mean_len, conditional
-
-    alpha, mean_len, conditional = stats_of(np.arange(n))
-    boot = [stats_of(rng.integers(0, n, n)) for _ in range(N_BOOTSTRAP)]
-
-    def ci(values) -> list[float]:
-        v = np.array(values, dtype=float)
-        v = v[np.isfinite(v)]
-        if not v.size:
-            return [float("nan"), float("nan")]
-        return [float(np.percentile(v, 2.5)), float(np.percentile(v, 97.5))]
-
-    cond_boot = np.array([b[2] for b in boot])
+    resamples = rng.integers(0, n, (N_BOOTSTRAP, n)) if n else np.zeros((N_BOOTSTRAP, 0), int)
+    point = _estimates(measured, gamma, np.arange(n)[None, :])
+    boot = _estimates(measured, gamma, resamples)
     n_rounds = sum(len(m.accepted) for m in measured)
-    return {
-        "alpha": alpha,
-        "alpha_ci95": ci([b[0] for b in boot]),
-        "mean_accepted_length": mean_len,
-        "mean_accepted_length_ci95": ci([b[1] for b in boot]),
-        "iid_prediction": iid_mean_accepted_length(alpha, gamma),
+    conditional = point["conditional"][0]
+    summary = {
+        "alpha": float(point["alpha"][0]),
+        "alpha_ci95": _ci(boot["alpha"]),
+        "mean_accepted_length": float(point["mean_length"][0, -1]),
+        "mean_accepted_length_ci95": _ci(boot["mean_length"][:, -1]),
+        "iid_prediction": float(point["iid"][0, -1]),
         "per_position_rate": [float(x) for x in conditional],
-        "per_position_ci95": [ci(cond_boot[:, i]) for i in range(gamma)],
+        "per_position_ci95": [_ci(boot["conditional"][:, i]) for i in range(gamma)],
         "draft_len": gamma,
         "num_prompts": n,
         "num_tokens": int(sum(m.overlap.size for m in measured)),
         "num_rounds": n_rounds,
-        "notes": undefined_notes(alpha, n_rounds, conditional, gamma),
+        "iid_check": _iid_check(point, boot, gamma),
+        "notes": undefined_notes(float(point["alpha"][0]), n_rounds, conditional, gamma),
     }
+    groups = sorted({m.group for m in measured})
+    if len(groups) > 1:
+        summary["groups"] = {g: _alpha_of([m for m in measured if m.group == g], rng) for g in groups}
+    return summary
+
+
+def _estimates(measured: list[PromptMeasurement], gamma: int, samples: np.ndarray) -> dict[str, np.ndarray]:
+    """α, mean accepted length at γ' = 1..γ (measured and i.i.d.-predicted) and the per-position
+    conditional acceptance, for each row of prompt indices in ``samples`` (one bootstrap each).
+
+    A round that accepted a tokens at γ would have accepted min(a, γ') at γ' ≤ γ (a position's
+    verdict depends only on the tokens before it), so one run at γ gives every shorter γ'."""
+    overlap_sum = np.array([m.overlap.sum(dtype=float) for m in measured], dtype=float)
+    overlap_n = np.array([m.overlap.size for m in measured], dtype=float)
+    hist = np.array([np.bincount(np.asarray(m.accepted, dtype=int), minlength=gamma + 1)[: gamma + 1]
+                     for m in measured], dtype=float).reshape(len(measured), gamma + 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        alpha = overlap_sum[samples].sum(1) / overlap_n[samples].sum(1)
+        counts = hist[samples].sum(1)  # (B, γ+1): rounds that accepted exactly a tokens
+        reach = counts[:, ::-1].cumsum(1)[:, ::-1]  # rounds that accepted ≥ a tokens
+        conditional = reach[:, 1:] / reach[:, :-1]  # P(accept position i | reached it)
+        rounds = reach[:, 0]
+        # E[1 + min(N, γ')] = 1 + Σ_{i ≤ γ'} P(N ≥ i)
+        mean_length = 1.0 + (reach[:, 1:] / rounds[:, None]).cumsum(1)
+    g = np.arange(1, gamma + 1)
+    a = alpha[:, None]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        iid = np.where(a >= 1.0, g + 1.0, (1.0 - a ** (g + 1)) / (1.0 - a))
+    return {"alpha": alpha, "mean_length": mean_length, "iid": iid, "conditional": conditional}
+
+
+def _iid_check(point: dict, boot: dict, gamma: int) -> dict:
+    """Does E[N] = (1 − α^{γ+1})/(1 − α) describe the measured rounds? The difference measured −
+    predicted at γ' = 1..γ with a paired bootstrap interval (α and the rounds resampled together);
+    the verdict is the test at the measured γ: i.i.d. holds when its interval contains 0."""
+    diff, diff_boot = point["mean_length"][0] - point["iid"][0], boot["mean_length"] - boot["iid"]
+    cis = [_ci(diff_boot[:, i]) for i in range(gamma)]
+    last = cis[-1]
+    holds = None if not np.isfinite(last).all() else bool(last[0] <= 0.0 <= last[1])
+    return {
+        "draft_len": list(range(1, gamma + 1)),
+        "measured": [float(x) for x in point["mean_length"][0]],
+        "measured_ci95": [_ci(boot["mean_length"][:, i]) for i in range(gamma)],
+        "iid": [float(x) for x in point["iid"][0]],
+        "difference": [float(x) for x in diff],
+        "difference_ci95": cis,
+        "holds": holds,
+    }
+
+
+def _alpha_of(measured: list[PromptMeasurement], rng: np.random.Generator) -> dict:
+    """α with its bootstrap interval for one category's prompts."""
+    n = len(measured)
+    ov = np.array([m.overlap.sum(dtype=float) for m in measured]), np.array([m.overlap.size for m in measured])
+    idx = rng.integers(0, n, (N_BOOTSTRAP, n))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        boot = ov[0][idx].sum(1) / ov[1][idx].sum(1)
+        alpha = ov[0].sum() / ov[1].sum()
+    return {"alpha": float(alpha), "alpha_ci95": _ci(boot), "num_prompts": n, "num_tokens": int(ov[1].sum())}
+
+
+def _ci(values) -> list[float]:
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if not v.size:
+        return [float("nan"), float("nan")]
+    return [float(np.percentile(v, 2.5)), float(np.percentile(v, 97.5))]
 
 
 def _spans(numbers: list[int]) -> str:
@@ -164,37 +266,67 @@ def undefined_notes(alpha: float, n_rounds: int, conditional: np.ndarray, gamma:
     return notes
 
 
-def measure(config: MeasureConfig, pair=None, progress: Progress | None = None) -> dict:
-    """`multispin measure`: an acceptance profile for one (pair, draft, task); ``progress``
-    receives a :class:`~multispin.experiments.progress.Step` per round and per scored prompt."""
-    from multispin.models.hf import HFBatchedLM, HFSequenceLM
-    from multispin.models.prompts import load_prompts
+def measure(config: MeasureConfig, pair=None, progress: Progress | None = None) -> dict[str, dict]:
+    """`multispin measure`: an acceptance profile per draft for one (pair, prompt set, sampling
+    policy), all drafts scored on the same target texts; ``progress`` receives a
+    :class:`~multispin.experiments.progress.Step` per round and per scored prompt."""
+    from multispin.models.hf import HFBatchedLM
+    from multispin.models.prompts import load_prompts, prompt_categories
     from multispin.models.registry import resolve_pair
     from multispin.runtime.session import encode_prompt
 
-    drafts = [config.draft] if config.draft else None
-    pair = pair or resolve_pair(config.pair, drafts=drafts)
-    draft_name = config.draft or pair.default_draft
+    pair = pair or resolve_pair(config.pair, drafts=config.drafts)
+    names = pair.check_drafts(config.drafts or [pair.default_draft])
     sampling = config.sampling
     texts = load_prompts(config.task, config.prompts, config.seed, source=config.source)
-    prompts = [encode_prompt(pair, t) for t in texts]
+    categories = prompt_categories(config.source) if config.source not in ("auto", "builtin") else {}
     pad = getattr(pair.tokenizer, "pad_token_id", None) or 0
-    measured = run_prompts(
-        HFBatchedLM(pair.target, pair.vocab_size, pad),
-        lambda: HFSequenceLM(pair.drafts[draft_name], pair.vocab_size),
-        lambda: HFSequenceLM(pair.target, pair.vocab_size),
-        prompts, config.draft_len, sampling, config.seed, config.max_new_tokens, pair.eos_token_ids,
+    measured = measure_prompts(
+        lambda: HFBatchedLM(pair.target, pair.vocab_size, pad),
+        {n: (lambda m=pair.drafts[n]: HFBatchedLM(m, pair.vocab_size, pad)) for n in names},
+        [encode_prompt(pair, t) for t in texts], config.draft_len, sampling, config.seed,
+        config.max_new_tokens, pair.eos_token_ids, batch=config.batch,
+        verdict_prompts=config.verdict_prompts, groups=[categories.get(t, config.task) for t in texts],
         progress=progress,
     )
-    summary = summarise(measured, config.draft_len, config.seed)
+    label = SOURCE_LABELS.get(config.source, config.task)
+    return {name: _profile(pair, name, config, label, summarise(m, config.draft_len, config.seed))
+            for name, m in measured.items()}
+
+
+def policy_label(sampling: dict) -> str:
+    """``greedy``, ``t1-topk1024``, ...: the sampling policy in a file name."""
+    if sampling["temperature"] == 0:
+        return "greedy"
+    out = f"t{sampling['temperature']:g}"
+    out += f"-topk{sampling['top_k']}" if sampling.get("top_k") else ""
+    out += f"-topp{sampling['top_p']:g}" if sampling.get("top_p", 1.0) < 1.0 else ""
+    return out
+
+
+def profile_file_name(profile: dict) -> str:
+    """acceptance-<draft>-<task>-<policy>.json, task being the prompt set's label."""
+    label = SOURCE_LABELS.get(profile["source"], profile["task"])
+    return f"acceptance-{profile['draft']}-{label}-{policy_label(profile['sampling'])}.json"
+
+
+def _profile(pair, draft: str, config: MeasureConfig, label: str, summary: dict) -> dict:
+    tasks = {label: {"alpha": summary["alpha"], "alpha_ci95": summary["alpha_ci95"],
+                     "num_tokens": summary["num_tokens"]}}
+    if "math" in summary.get("groups", {}):  # MT-Bench's math questions: the offline stand-in for GSM8K
+        tasks["mt_bench_math"] = summary["groups"]["math"]
     return {
         "pair": pair.name,
         "vocab_size": pair.vocab_size,  # scenarios of another vocabulary refuse this profile
-        "draft": draft_name,
+        "draft": draft,
         "task": config.task,
-        "sampling": sampling.model_dump(),
+        "source": config.source,
+        "sampling": config.sampling.model_dump(),
         "seed": config.seed,
+        "max_new_tokens": config.max_new_tokens,
+        "verdict_prompts": min(config.prompts, config.prompts if config.verdict_prompts is None
+                               else config.verdict_prompts),
         **summary,
         # scenarios read per-task α from here (system.scenario.parse_acceptance_profile)
-        "tasks": {config.task: {"alpha": summary["alpha"], "num_tokens": summary["num_tokens"]}},
+        "tasks": tasks,
     }

@@ -31,7 +31,7 @@ from multispin.experiments.testbed import (
     TestbedConfig, TestbedResult, build_scenario, run_testbed, steady_state_figures,
 )
 
-POLICIES = ("adaptive", "all-ul", "all-dl", "target-only")
+POLICIES = ("adaptive", "all_ul", "all_dl", "target_only")
 BASELINES = POLICIES[1:]
 SWEEP_OFFSETS_DB = (0.0, 6.0, 12.0, 18.0)
 
@@ -93,7 +93,7 @@ class PolicyRuns:
             "policy": self.policy,
             "goodput_tokens_per_s": goodput_interval(self.log).to_dict(),
             "vs_target_only": (None if self is target_only
-                               else paired_difference(self.log, target_only.log, (self.policy, "target-only")).to_dict()),
+                               else paired_difference(self.log, target_only.log, (self.policy, "target_only")).to_dict()),
             "forecast_tokens_per_s": float(np.mean([x["forecast_tokens_per_s"] for x in s])),
             **{k: f[k] for k in ("free_comm_tokens_per_s", "mean_t_comp_s", "mean_t_comm_s", "tokens_per_round",
                                  "drafting_share", "mean_gamma")},
@@ -118,7 +118,7 @@ class SweepPoint:
         return max(BASELINES, key=lambda p: self.runs[p].log.goodput)
 
     def summarise(self) -> None:
-        target = self.runs["target-only"]
+        target = self.runs["target_only"]
         self.rows = [self.runs[p].row(target) for p in POLICIES]
         adaptive = self.runs["adaptive"].log
         best = self.best_baseline  # the verdict that matters first: adaptive against the best other policy
@@ -185,7 +185,7 @@ def _run_points(config: DemoConfig, pair, progress: ProgressHook | None, finishe
     for offset, p_dl in config.sweep_points():
         runs: dict[str, PolicyRuns] = {}
         for policy in POLICIES:
-            if policy == "target-only" and target_only is not None:
+            if policy == "target_only" and target_only is not None:
                 runs[policy] = target_only  # no airtime: the same run at every power
                 continue
             results = []
@@ -197,7 +197,7 @@ def _run_points(config: DemoConfig, pair, progress: ProgressHook | None, finishe
                 results.append(run_testbed(config.testbed(policy, seed, p_dl, folder), pair=pair, on_progress=hook))
                 finished.append({"policy": policy, "seed": seed, "pdl_offset_db": offset, "folder": str(folder)})
             runs[policy] = PolicyRuns(policy, results)
-        target_only = runs["target-only"]
+        target_only = runs["target_only"]
         point = SweepPoint(offset, p_dl, runs)
         point.summarise()
         points.append(point)
@@ -209,8 +209,8 @@ def _run_points(config: DemoConfig, pair, progress: ProgressHook | None, finishe
     return result
 
 
-_STYLE = {"adaptive": ("-", "o", "tab:blue"), "all-ul": ("--", "s", "tab:orange"),
-          "all-dl": ("-.", "^", "tab:green"), "target-only": (":", None, "black")}
+_STYLE = {"adaptive": ("-", "o", "tab:blue"), "all_ul": ("--", "s", "tab:orange"),
+          "all_dl": ("-.", "^", "tab:green"), "target_only": (":", None, "black")}
 
 
 def plot_demo(result: DemoResult, path: Path) -> Path:
@@ -224,13 +224,13 @@ def plot_demo(result: DemoResult, path: Path) -> Path:
     point = result.points[0]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     rows = {r["policy"]: r for r in point.rows}
-    spec = [p for p in POLICIES if p != "target-only"]
+    spec = [p for p in POLICIES if p != "target_only"]
     est = [rows[p]["goodput_tokens_per_s"]["estimate"] for p in spec]
     err = np.array([[e - rows[p]["goodput_tokens_per_s"]["low"], rows[p]["goodput_tokens_per_s"]["high"] - e]
                     for p, e in zip(spec, est)]).T
     ax1.bar(spec, est, yerr=err, capsize=6, color=[_STYLE[p][2] for p in spec], alpha=0.8)
-    ax1.axhline(rows["target-only"]["goodput_tokens_per_s"]["estimate"], color="black", linestyle=":",
-                label="target-only")
+    ax1.axhline(rows["target_only"]["goodput_tokens_per_s"]["estimate"], color="black", linestyle=":",
+                label="target_only")
     ax1.plot(spec, [rows[p]["forecast_tokens_per_s"] for p in spec], "kx", label="model forecast")
     ax1.set_ylabel("steady-state sum goodput (tokens/s)")
     ax1.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)

@@ -41,18 +41,19 @@ from pydantic_core import PydanticCustomError
 from multispin.config import StrictConfig
 from multispin.errors import Interrupted
 from multispin.runtime.planner import ScenarioPlanner, forecast_goodput, model_predictions
+from multispin.runtime.policies import policy_spelling
 from multispin.runtime.round_sink import RoundSink
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 from multispin.system.payload import WirePayload
 
 Clock = Literal["virtual", "wall"]
-Policy = Literal["adaptive", "all-ul", "all-dl", "random", "target-only"]
+Policy = Literal["adaptive", "all_ul", "all_dl", "random", "target_only"]  # runtime.planner.POLICIES
 
 COMPACT_V_EFF = 1024  # the paper's V_eff
 MAX_SESSIONS = 4096  # the server's limit on distinct device ids (ServerConfig.max_devices)
 PAPER_PAYLOAD_BITS = 34_816  # 1024 · (18 + 16) at V = 151,665 (docs/system-model.md §2)
-_POLICY_MODES = {"adaptive": ("ul", "dl"), "random": ("ul", "dl"), "all-ul": ("ul",), "all-dl": ("dl",),
-                 "target-only": ()}
+_POLICY_MODES = {"adaptive": ("ul", "dl"), "random": ("ul", "dl"), "all_ul": ("ul",), "all_dl": ("dl",),
+                 "target_only": ()}
 
 
 def compact_exact_defaults(vocab_size: int, v_eff: int = COMPACT_V_EFF) -> tuple[int, str]:
@@ -90,6 +91,12 @@ class TestbedConfig(StrictConfig):
     top_k: int | None = Field(None, ge=0, description="top-k cut (0 = off); None: the compact exact default")
     ul_codec: str | None = None  # None: the compact exact default (compact_exact_defaults)
     dl_codec: str | None = None
+
+    @field_validator("policy", mode="before")
+    @classmethod
+    def _policy_spelling(cls, policy):
+        """all-ul, target-only (the spelling before one vocabulary) name the same policies."""
+        return policy_spelling(policy)
 
     @field_validator("rounds")
     @classmethod
@@ -210,15 +217,15 @@ def build_scenario(config: TestbedConfig):
                           csi_planning=config.csi_planning)
 
 
-def with_measured_acceptance(scenario, pair_name: str, drafts: list[str], tasks: list[str]):
-    """The scenario with each device's α set to the measured α of its (draft, task) where the
-    package ships a profile for the pair (`multispin measure`), the scenario's own α elsewhere.
-    Returns the scenario and whether every device's α was measured."""
+def with_measured_acceptance(scenario, pair_name: str, drafts: list[str], tasks: list[str], sampling=None):
+    """The scenario with each device's α set to the measured α of its (draft, task) under the
+    run's sampling policy where the package ships a profile for the pair (`multispin measure`),
+    the scenario's own α elsewhere. Returns the scenario and whether every device's α was measured."""
     from multispin.models.profiles import device_alpha
     from multispin.system.channel import World
 
     assumed = World(scenario).drop.alpha
-    alpha = [device_alpha(pair_name, d, t) for d, t in zip(drafts, tasks)]
+    alpha = [device_alpha(pair_name, d, t, sampling) for d, t in zip(drafts, tasks)]
     if all(a is None for a in alpha):
         return scenario, False
     filled = [float(a) if a is not None else float(b) for a, b in zip(alpha, assumed)]
@@ -274,14 +281,15 @@ def _run_figures(config: TestbedConfig, planner: ScenarioPlanner, rows: list[dic
 
 def device_setup(config: TestbedConfig, pair, field_name: str = "drafts"):
     """Each device's draft (the config's, cycled; the pair's default draft on every device when
-    none is given) and task, and the scenario with the measured α of each (draft, task) where one
-    is shipped: (drafts, tasks, scenario, whether every α was measured)."""
+    none is given) and task, and the scenario with the measured α of each (draft, task) under the
+    run's sampling policy where one is shipped: (drafts, tasks, scenario, whether every α was measured)."""
     from multispin.models.prompts import assign_tasks
 
     names = pair.check_drafts(config.drafts or [pair.default_draft], field_name)
     drafts = [names[k % len(names)] for k in range(config.devices)]
     tasks = assign_tasks(config.devices, config.tasks, config.seed)
-    scenario, measured = with_measured_acceptance(build_scenario(config), pair.name, drafts, tasks)
+    sampling = payload_choice(config, pair.vocab_size).sampling
+    scenario, measured = with_measured_acceptance(build_scenario(config), pair.name, drafts, tasks, sampling)
     return drafts, tasks, scenario, measured
 
 

@@ -59,6 +59,34 @@ class BatchedLM(Protocol):
     def rollback(self, seq_id: int, length: int) -> None: ...
 
 
+class BatchedSequence:
+    """One sequence of a `BatchedLM`, seen as a `SequenceLM`.
+
+    Devices that hold the same draft module each get one of these over a shared `BatchedLM`, so
+    a round's drafting steps can run for all of them in one padded forward pass
+    (`multispin.runtime.roles.draft_all`); alone, it behaves exactly like a `SequenceLM`."""
+
+    def __init__(self, batched: BatchedLM, seq_id: int):
+        self.batched = batched
+        self.seq_id = seq_id
+        self.vocab_size = batched.vocab_size
+        batched.open(seq_id)
+
+    @property
+    def length(self) -> int:
+        return self.batched.length(self.seq_id)
+
+    def reset(self) -> None:
+        self.batched.close(self.seq_id)
+        self.batched.open(self.seq_id)
+
+    def extend(self, token_ids: Sequence[int]) -> np.ndarray:
+        return self.batched.extend_many({self.seq_id: token_ids})[self.seq_id]
+
+    def rollback(self, length: int) -> None:
+        self.batched.rollback(self.seq_id, length)
+
+
 @dataclass
 class LoadedPair:
     """A resolved draft/target pair, ready for the engine."""

@@ -138,7 +138,10 @@ class HFBatchedLM:
         result = {}
         for b, s in enumerate(seq_ids):
             lo, hi = max_past - past[b], max_past + new[b]
-            self._kv[s] = [(k[b : b + 1, :, lo:hi], v[b : b + 1, :, lo:hi]) for k, v in layers]
+            # Copies, not views: a view would keep the whole batch's cache alive for as long as
+            # this sequence is not extended again (a finished device pinned its last round's
+            # batch: 9 GB after 30 rounds of 32 SmolLM2 sequences).
+            self._kv[s] = [(k[b : b + 1, :, lo:hi].clone(), v[b : b + 1, :, lo:hi].clone()) for k, v in layers]
             self._len[s] = past[b] + new[b]
             result[s] = _to_numpy_logits(out.logits[b, : new[b]], self.vocab_size)
         return result

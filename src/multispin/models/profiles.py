@@ -2,12 +2,15 @@
 
 Layout (package data, ``multispin/data/profiles/<pair>/``):
 
-* ``acceptance-<draft>-<task>.json``: what ``multispin measure --out`` writes for one draft and
-  one task (α = E[Σ min(p, q)] with its 95% CI, per-position acceptance, mean accepted length);
+* ``acceptance-<draft>-<task>-<policy>.json``: what ``multispin measure --out`` writes for one
+  draft, one prompt set and one sampling policy (α = E[Σ min(p, q)] with its 95% CI,
+  per-position acceptance, mean accepted length, the i.i.d. check; ``docs/acceptance.md`` is
+  the table of them all, with the commands that measured them);
 * ``compute.json``: what ``multispin profile --out`` writes on the host that measured it
   (T_ver^0, T_ver^1, T_ver^tok, each draft's seconds per token, host facts).
 
-Draft and task are read from each file's content (``draft``, ``tasks``), not from its name.
+Draft, task and policy are read from each file's content (``draft``, ``tasks``, ``sampling``),
+not from its name.
 A pair with no folder (any name that is not a plain folder name, e.g. ``DRAFT:TARGET``) has no
 profiles: the functions return an empty table or ``None``, never raise.
 
@@ -34,18 +37,34 @@ def profile_dir(pair: str) -> Path | None:
     return d if d.is_dir() else None
 
 
-def acceptance_table(pair: str) -> dict[str, dict[str, float]]:
-    """Measured α per draft and task: ``{draft: {task: alpha}}``; ``{}`` without profiles."""
+# The prompt set a testbed device of each task is given (models.prompts, source "auto").
+TASK_SOURCE = {"chat": "sharegpt", "code": "humaneval"}
+
+
+def acceptance_profiles(pair: str) -> list[dict]:
+    """Every acceptance profile shipped for ``pair`` (``[]`` without profiles)."""
     d = profile_dir(pair)
-    if d is None:
-        return {}
+    return [] if d is None else [json.loads(p.read_text()) for p in sorted(d.glob("acceptance-*.json"))]
+
+
+def _same_policy(profile: dict, sampling) -> bool:
+    if sampling is None:
+        return True
+    want = sampling if isinstance(sampling, dict) else sampling.model_dump()
+    return all(profile["sampling"].get(k) == v for k, v in want.items())
+
+
+def acceptance_table(pair: str, sampling=None) -> dict[str, dict[str, float]]:
+    """Measured α per draft and task, ``{draft: {task: alpha}}`` (tasks as the profiles label
+    them: humaneval, mt_bench, mt_bench_math, sharegpt), of the profiles measured under
+    ``sampling`` (a ``SamplingParams`` or its dict; ``None``: any policy); ``{}`` without profiles."""
     table: dict[str, dict[str, float]] = {}
-    for path in sorted(d.glob("acceptance-*.json")):
-        data = json.loads(path.read_text())
-        draft = str(data["draft"])
+    for data in acceptance_profiles(pair):
+        if not _same_policy(data, sampling):
+            continue
         for task, entry in data["tasks"].items():
             alpha = entry["alpha"] if isinstance(entry, dict) else entry
-            table.setdefault(draft, {})[str(task)] = float(alpha)
+            table.setdefault(str(data["draft"]), {})[str(task)] = float(alpha)
     return table
 
 
@@ -58,6 +77,8 @@ def compute_profile_path(pair: str) -> Path | None:
     return path if path.is_file() else None
 
 
-def device_alpha(pair: str, draft: str, task: str) -> float | None:
-    """Measured α of one draft on one task, or ``None`` when it was not measured."""
-    return acceptance_table(pair).get(draft, {}).get(task)
+def device_alpha(pair: str, draft: str, task: str, sampling=None) -> float | None:
+    """Measured α of one draft for a testbed device of ``task`` (chat: ShareGPT, code: HumanEval,
+    see ``TASK_SOURCE``) under ``sampling``, or ``None`` when it was not measured."""
+    row = acceptance_table(pair, sampling).get(draft, {})
+    return row.get(TASK_SOURCE.get(task, task))

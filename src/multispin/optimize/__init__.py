@@ -2,14 +2,14 @@
 
 The entry points, which ``__all__`` lists:
 
-- :func:`plan`: draft lengths γ for one round's :class:`~multispin.system.instance.Instance`
-  (a :class:`Plan`); :func:`optimize_instance` also runs every baseline on the same samples and
-  attaches a :class:`Certificate` (what ``multispin optimize`` prints, via :func:`multispin.plan`);
-- :func:`reactive`: modes, powers and bandwidths for a round's rejected set (a
-  :class:`ReactiveDecision`);
-- :func:`goodput` / :class:`SAAObjective`: G(γ) on SAA samples; :func:`exact_goodput`: G(γ) over
+- [`plan`][multispin.optimize.plan.plan]: draft lengths γ for one round's `Instance`
+  (a [`Plan`][multispin.optimize.plan.Plan]); [`optimize_instance`][multispin.optimize.plan.optimize_instance] also runs every baseline on the same samples and
+  attaches a [`Certificate`][multispin.optimize.plan.Certificate] (what ``multispin optimize`` prints, via [`multispin.plan`][multispin.api.plan]);
+- [`reactive`][multispin.optimize.reactive.reactive]: modes, powers and bandwidths for a round's rejected set (a
+  [`ReactiveDecision`][multispin.optimize.reactive.ReactiveDecision]);
+- `goodput` / `SAAObjective`: G(γ) on SAA samples; `exact_goodput`: G(γ) over
   every outcome (small K);
-- :func:`simulate_rounds`: Monte Carlo of rounds at fixed γ (a :class:`MonteCarloResult`).
+- [`simulate_rounds`][multispin.optimize.montecarlo.simulate_rounds]: Monte Carlo of rounds at fixed γ (a `MonteCarloResult`).
 
 Searches, baselines and oracles (``draft_lengths``, ``baselines``, ``bandwidth``,
 ``reactive.brute_force_oracle``, …) live in their modules and are imported from there.

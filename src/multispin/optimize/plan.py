@@ -1,8 +1,8 @@
-"""Entry points: :func:`plan` (γ per device, every round) and :func:`optimize_instance` (the CLI's report).
+"""Entry points: [`plan`][multispin.optimize.plan.plan] (γ per device, every round) and [`optimize_instance`][multispin.optimize.plan.optimize_instance] (the CLI's report).
 
-The runtime calls :func:`plan` each round with the current channel and acceptance estimates (an
-:class:`~multispin.system.instance.Instance`) and gets draft lengths back; after verification it
-calls :func:`multispin.optimize.reactive.reactive` with the round's rejected set to get modes,
+The runtime calls [`plan`][multispin.optimize.plan.plan] each round with the current channel and acceptance estimates (an
+`Instance`) and gets draft lengths back; after verification it
+calls [`multispin.optimize.reactive.reactive`][multispin.optimize.reactive.reactive] with the round's rejected set to get modes,
 powers and bandwidths. Neither reads a clock or draws hidden randomness: uniforms (or a
 Generator) are passed in.
 """
@@ -27,7 +27,7 @@ from multispin.system.instance import Instance
 class Certificate:
     """How good a plan is known to be: its G next to the best baseline on the same samples, the
     free-communication bound max_γ G_max(γ), and the communication-aware bound on max_γ G(γ) on
-    the same samples (:mod:`multispin.optimize.bound`; both are true upper bounds on every plan's
+    the same samples (`multispin.optimize.bound`; both are true upper bounds on every plan's
     G, the second never above the first). ``proven_optimal``: a search proved the plan is the
     SAA optimum (``policy="certified"``)."""
 
@@ -63,7 +63,7 @@ class Certificate:
 def certify(inst: Instance, goodput_tokens_per_s: float, baselines: dict[str, float],
             obj: SAAObjective | None = None, draft_len: np.ndarray | None = None,
             proven_optimal: bool = False, bound: float | None = None) -> Certificate:
-    """The :class:`Certificate` of a plan reaching ``goodput_tokens_per_s`` against ``baselines``;
+    """The [`Certificate`][multispin.optimize.plan.Certificate] of a plan reaching ``goodput_tokens_per_s`` against ``baselines``;
     with the plan's objective ``obj`` and ``draft_len``, also the communication-aware bound
     (``bound``, e.g. a branch and bound's, replaces it where it is lower)."""
     name = max(baselines, key=baselines.get) if baselines else "none"

@@ -7,11 +7,11 @@ power P^ul) or DL mode (the server sends p_j, splitting one budget P^dl among th
 as to minimise the communication latency ``T_comm = max_{k∈R} T_k``.
 
 The optimal modes and the DL power equalisation on the equal split, and the structure they use,
-are in :mod:`multispin.optimize.modes` (its names are importable from here too); this module adds
-the fixed-mode policies, the oracles, :func:`t_comm_batch` and one round's :func:`reactive`.
+are in `multispin.optimize.modes` (its names are importable from here too); this module adds
+the fixed-mode policies, the oracles, `t_comm_batch` and one round's [`reactive`][multispin.optimize.reactive.reactive].
 
 Bandwidth: the equal split ``B_k = B/|R|`` of the paper, or ``split="optimized"`` (our extension,
-:mod:`multispin.optimize.bandwidth`): bandwidths and DL powers chosen jointly (min–max latency).
+`multispin.optimize.bandwidth`): bandwidths and DL powers chosen jointly (min–max latency).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from multispin.errors import ConfigError
-from multispin.runtime.roles import DraftDevice, VerifierServer
+from multispin.runtime.roles import DraftDevice, VerifierServer, draft_all
 from multispin.runtime.round import Mode, ModePolicy, RoundEngine, RoundOutcome, RoundPolicy, RoundRecord
 from multispin.speculative.stats import AcceptanceStats
 from multispin.system.payload import WirePayload
@@ -132,7 +132,7 @@ def _one_round(engine: RoundEngine, devices: dict[int, DraftDevice], r: int,
                active: list[int]) -> RoundOutcome:
     """The engine's steps with every device a function call away."""
     out = engine.plan(r, active)
-    engine.verify(out, {d: devices[d].draft(out.gammas[d]) for d in active})
+    engine.verify(out, draft_all(devices, {d: out.gammas[d] for d in active}))
     for d in active:
         v, dev = out.verdicts[d], devices[d]
         if not v.rejected:

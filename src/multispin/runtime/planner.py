@@ -23,9 +23,9 @@ alike) and the bookkeeper of what each round cost on the scenario's clock:
 The scenario's own `payload` section (a payload model for optimisation studies) is not used:
 the running system plans and charges what it sends.
 
-Policies: `adaptive` (optimal modes), `all-ul`, `all-dl`, `random` (fair coin per rejected
+Policies: `adaptive` (optimal modes), `all_ul`, `all_dl`, `random` (fair coin per rejected
 device), each with draft lengths optimised for its own mode rule, as in the paper's baselines;
-`target-only` (γ = 0 for every device: plain decoding, one target token per device per round,
+`target_only` (γ = 0 for every device: plain decoding, one target token per device per round,
 nothing to correct) runs through the same loop and clock as the reference every speculative
 policy must beat.
 
@@ -44,6 +44,7 @@ from multispin.errors import ConfigError
 from multispin.optimize.goodput import t_comp_s
 from multispin.optimize.plan import plan
 from multispin.optimize.reactive import reactive
+from multispin.runtime.policies import POLICIES, TARGET_ONLY, policy_name
 from multispin.runtime.round import Mode, RoundOutcome, RoundPlan, RoundRecord
 from multispin.system.channel import World, stream
 from multispin.system.channel_process import ChannelProcess, uses_channel_process
@@ -51,9 +52,6 @@ from multispin.system.payload import WirePayload
 from multispin.system.radio import rate_bps
 from multispin.system.scenario import Scenario
 
-POLICIES = {"adaptive": "optimal", "all-ul": "all_ul", "all-dl": "all_dl", "random": "random",
-            "target-only": "optimal"}  # target-only drafts nothing, so its mode rule never acts
-TARGET_ONLY = "target-only"
 ALPHA_FLOOR, ALPHA_CEIL = 0.02, 0.995
 
 
@@ -159,7 +157,7 @@ def forecast_goodput(scenario: Scenario, payload: WirePayload, policy: str, roun
     tokens = comp = comm = 0.0
     for r in range(FORECAST_ROUND_OFFSET, FORECAST_ROUND_OFFSET + rounds):
         rp = planner.plan(r, range(k))
-        n, tc, tm = analytic_round(rp.instance, np.asarray(rp.proactive.draft_len), POLICIES[policy], split, rng)
+        n, tc, tm = analytic_round(rp.instance, np.asarray(rp.proactive.draft_len), POLICIES[planner.policy], split, rng)
         tokens, comp, comm = tokens + n, comp + tc, comm + tm
     return {"forecast_tokens_per_s": tokens / (comp + comm), "forecast_free_comm_tokens_per_s": tokens / comp}
 
@@ -204,8 +202,7 @@ class ScenarioPlanner:
     history: list[tuple] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        if self.policy not in POLICIES:
-            raise ConfigError(f"policy: must be one of {', '.join(POLICIES)} (got {self.policy!r})")
+        self.policy = policy_name(self.policy)
         self.device_ids = list(self.device_ids)
         if len(self.device_ids) != self.scenario.devices.count:
             raise ConfigError(f"devices: the scenario has {self.scenario.devices.count} devices, "

@@ -13,12 +13,12 @@ the correction uniform is the same whether the server (UL) or the device (DL) dr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Generator, Sequence
 
 import numpy as np
 
 from multispin.errors import ProtocolError
-from multispin.models.base import BatchedLM, SequenceLM
+from multispin.models.base import BatchedLM, BatchedSequence, SequenceLM
 from multispin.speculative.codecs import Codec
 from multispin.speculative.residual import sample_residual
 from multispin.speculative.sampling import sample_categorical
@@ -71,11 +71,22 @@ class DraftDevice:
         return self.tokens[self.num_prompt :]
 
     def draft(self, gamma: int) -> Draft:
+        return draft_all({self.device_id: self}, {self.device_id: gamma})[self.device_id]
+
+    def drafting(self, gamma: int) -> Generator[Sequence[int], np.ndarray, Draft]:
+        """The draft step by step: yields the tokens the draft model must append next, receives
+        the logits row after the last of them, and returns the `Draft`. `draft_all` drives many
+        devices' drafts in lock-step, so devices that share one draft module take each step in
+        one batched forward pass; the token math is this one function either way."""
         self._q_payloads, self._q_hat, self.last_draft = [], [], []
         if gamma == 0:
             return Draft([], [])
         rng = step_rng(self.seed, self.device_id, len(self.tokens), _DRAFT)
-        logits = self.lm.extend(self.tokens[self.lm.length :])[-1]
+        pending = self.tokens[self.lm.length :]
+        if not pending:  # the cache must stop short of the record's last token, whose row we need
+            raise ProtocolError(f"device {self.device_id}: draft cache holds {self.lm.length} tokens, "
+                                f"the record {len(self.tokens)}")
+        logits = yield pending
         tokens, q_at = [], []
         for i in range(gamma):
             payload = self.ul_codec.encode(warp(logits, self.sampling))
@@ -86,7 +97,7 @@ class DraftDevice:
             tokens.append(tok)
             q_at.append(float(q_hat[tok]))
             if i + 1 < gamma:
-                logits = self.lm.extend([tok])[0]
+                logits = yield [tok]
         self.last_draft = tokens
         return Draft(tokens, q_at)
 
@@ -104,6 +115,52 @@ class DraftDevice:
         """Keep the verdict's tokens; drop rejected drafts from the KV cache."""
         self.lm.rollback(len(self.tokens) + num_accepted)
         self.tokens.extend(int(t) for t in new_tokens)
+
+
+def draft_all(devices: dict[int, DraftDevice], gammas: dict[int, int]) -> dict[int, Draft]:
+    """Every device's draft of the round (``gammas[d]`` tokens for device d).
+
+    Devices whose draft models are sequences of one `BatchedLM` (`BatchedSequence`) draft each
+    step together in one padded forward pass, as the server verifies; any other device drafts on
+    its own model. Only the forward passes are shared: each device's tokens come from its own
+    random stream, so the batch changes no draw (at most the floating-point rounding of logits)."""
+    steps = {d: devices[d].drafting(g) for d, g in gammas.items()}
+    drafts: dict[int, Draft] = {}
+    wants: dict[int, Sequence[int]] = {}
+
+    def advance(d: int, logits: np.ndarray | None) -> None:
+        try:
+            wants[d] = steps[d].send(logits)
+        except StopIteration as done:
+            drafts[d] = done.value
+
+    for d in steps:
+        advance(d, None)
+    while wants:
+        step, wants = wants, {}
+        for group in _by_draft_model(devices, step):
+            for d, row in _forward(devices, group, step).items():
+                advance(d, row)
+    return drafts
+
+
+def _by_draft_model(devices: dict[int, DraftDevice], ids) -> list[list[int]]:
+    """Device ids grouped by the model that can score them in one pass."""
+    groups: dict[int, list[int]] = {}
+    for d in ids:
+        lm = devices[d].lm
+        groups.setdefault(id(lm.batched if isinstance(lm, BatchedSequence) else lm), []).append(d)
+    return list(groups.values())
+
+
+def _forward(devices: dict[int, DraftDevice], group: list[int],
+             step: dict[int, Sequence[int]]) -> dict[int, np.ndarray]:
+    """The last logits row of each device in `group` after appending its step's tokens."""
+    first = devices[group[0]].lm
+    if len(group) == 1 or not isinstance(first, BatchedSequence):
+        return {d: devices[d].lm.extend(step[d])[-1] for d in group}
+    rows = first.batched.extend_many({devices[d].lm.seq_id: step[d] for d in group})
+    return {d: rows[devices[d].lm.seq_id][-1] for d in group}
 
 
 @dataclass(frozen=True)

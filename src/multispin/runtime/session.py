@@ -13,7 +13,7 @@ from typing import Callable, Literal
 from pydantic import Field
 
 from multispin.errors import Interrupted
-from multispin.models.base import LoadedPair
+from multispin.models.base import BatchedSequence, LoadedPair
 from multispin.models.registry import DEFAULT_PAIR, resolve_pair
 from multispin.runtime.local import DeviceResult, UniformDraftLength, mode_policy, run_rounds
 from multispin.runtime.roles import DraftDevice, VerifierServer
@@ -77,7 +77,7 @@ def generate(config: GenerateConfig, pair: LoadedPair | None = None,
              on_round: Callable[[int, dict[int, RoundRecord]], None] | None = None) -> GenerationResult:
     """Run Multi-SPIN rounds for `config.devices` devices until each is done."""
     # transformers takes seconds to import: load it when models run, not when this module is read
-    from multispin.models.hf import HFBatchedLM, HFSequenceLM
+    from multispin.models.hf import HFBatchedLM
 
     pair = pair or resolve_pair(config.pair, drafts=config.drafts)
     sampling = config.sampling
@@ -93,10 +93,12 @@ def generate(config: GenerateConfig, pair: LoadedPair | None = None,
     server = VerifierServer(HFBatchedLM(pair.target, pair.vocab_size, pad_id), sampling,
                             ul_codec, dl_codec, config.seed)
     devices, results = {}, []
+    # Devices that hold the same draft draft each step in one batched pass (roles.draft_all).
+    shared_drafts = {name: HFBatchedLM(pair.drafts[name], pair.vocab_size, pad_id) for name in set(draft_names)}
     for k in range(config.devices):
         draft_name = draft_names[k % len(draft_names)]
         prompt = texts[k % len(texts)]
-        lm = HFSequenceLM(pair.drafts[draft_name], pair.vocab_size)
+        lm = BatchedSequence(shared_drafts[draft_name], k)
         devices[k] = DraftDevice(k, lm, sampling, ul_codec, dl_codec, config.seed,
                                  encode_prompt(pair, prompt))
         results.append(DeviceResult(k, draft_name, prompt, [], ""))

@@ -1,13 +1,13 @@
 """One validated scenario: devices, tasks and acceptance, radio, compute profile, payload, optimiser.
 
-Load it from a preset (:func:`get_preset`), a dict (:func:`scenario_from_dict`), a YAML, TOML or
-JSON file (:func:`load_scenario`), or either by name
-(:func:`multispin.system.scenario_io.resolve_scenario`, what ``--scenario`` takes), optionally overriding fields with dotted names
-(:meth:`Scenario.override`) and replacing the assumed acceptance table with a measured profile
-(:func:`load_acceptance_profile`, :meth:`Scenario.with_acceptance_profile`).
+Load it from a preset (`get_preset`), a dict (`scenario_from_dict`), a YAML, TOML or
+JSON file (`load_scenario`), or either by name
+([`multispin.system.scenario_io.resolve_scenario`][multispin.system.scenario_io.resolve_scenario], what ``--scenario`` takes), optionally overriding fields with dotted names
+([`override`][multispin.system.scenario.Scenario.override]) and replacing the assumed acceptance table with a measured profile
+(`load_acceptance_profile`, [`with_acceptance_profile`][multispin.system.scenario.Scenario.with_acceptance_profile]).
 
 Every numeric field carries its unit in its name and an allowed range; a bad value raises one
-:class:`~multispin.errors.ConfigError` whose one-line message names the field and the range.
+[`ConfigError`][multispin.errors.ConfigError] whose one-line message names the field and the range.
 A file (or dict) may start from a preset with ``preset: paper-qwen`` and override any field.
 
 Presets (docs/system-model.md §2, §6): ``paper-qwen`` (Qwen2.5-0.5B → 14B), ``paper-r1``
@@ -293,7 +293,7 @@ class Scenario(_Model):
 
         ``profile``: a path to an acceptance-profile JSON (what ``multispin measure --out`` writes),
         its parsed dict, or a list of either (one task per file is fine: the tasks are merged).
-        See :func:`parse_acceptance_profile`. A profile measured on another vocabulary than
+        See `parse_acceptance_profile`. A profile measured on another vocabulary than
         ``payload.vocab_size`` is refused; ``force`` applies it with a warning.
         """
         items = profile if isinstance(profile, (list, tuple)) else [profile]
@@ -514,6 +514,51 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+# Scenarios on measured acceptance (issue 20): a paper preset's radio and compute, or this host's,
+# with the per-task α that `multispin measure` measured for a real pair's default draft under the
+# testbed's sampling policy (T = 1, top-k 1024), read from the shipped profiles when the package
+# loads, so that the numbers cannot drift from the files. A preset whose profiles are not all
+# shipped is not offered.
+MEASURED_PRESETS = {
+    # name: (base preset, pair, draft, what the compute is)
+    "measured-smollm2-a100": ("paper-qwen", "smollm2-135m", "q5g64", "Qwen2.5-14B on an A100 as published"),
+    "measured-smollm2-host": ("smollm2-cpu", "smollm2-135m", "q5g64", "SmolLM2-135M measured on this 2-core host"),
+    "measured-qwen-a100": ("paper-qwen", "qwen2.5-coder-0.5b", "q4g128", "Qwen2.5-14B on an A100 as published"),
+}
+MEASURED_TASKS = ("humaneval", "mt_bench_math", "mt_bench", "sharegpt")
+MEASURED_POLICY = {"temperature": 1.0, "top_k": 1024, "top_p": 1.0}
+
+
+def _measured_preset(name: str, base: str, pair: str, draft: str, compute: str) -> dict[str, Any] | None:
+    from multispin.models.profiles import acceptance_profiles
+
+    table = {}
+    for prof in acceptance_profiles(pair):
+        if prof["draft"] == draft and prof["sampling"] == MEASURED_POLICY and prof.get("source"):
+            table.update({t: float(e["alpha"]) for t, e in prof["tasks"].items() if t in MEASURED_TASKS})
+    if set(table) != set(MEASURED_TASKS):
+        return None
+    data = copy.deepcopy(PRESETS[base])
+    data["name"] = name
+    data["tasks"] = {
+        "acceptance": {t: round(table[t], 4) for t in MEASURED_TASKS},
+        "assumed": False,
+        "source": (f"MEASURED acceptance, {compute} compute: alpha per task of the {draft} draft of {pair} "
+                   f"(multispin measure, T = 1, top-k 1024, gamma 8, seed 0; data/profiles/{pair}/, "
+                   f"docs/acceptance.md). mt_bench_math is MT-Bench's math category, the offline stand-in "
+                   f"for GSM8K; sharegpt stands in for no paper task (IFEval is not obtainable offline)."),
+    }
+    if pair == "smollm2-135m":
+        data["payload"] = {**data["payload"], "vocab_size": 49_152}
+    return data
+
+
+for _name, _args in MEASURED_PRESETS.items():
+    _data = _measured_preset(_name, *_args)
+    if _data is not None:
+        PRESETS[_name] = _data
+
+
 def preset_names() -> list[str]:
     return sorted(PRESETS)
 
@@ -541,7 +586,7 @@ def _deep_merge(base: dict, over: dict) -> dict:
 
 
 def get_preset(name: str) -> Scenario:
-    """A preset scenario by name: ``paper-qwen``, ``paper-r1`` or ``smollm2-cpu`` (see :data:`PRESETS`)."""
+    """A preset scenario by name: ``paper-qwen``, ``paper-r1`` or ``smollm2-cpu`` (see `PRESETS`)."""
     if name not in PRESETS:
         raise _unknown_preset(name)
     return _validate(copy.deepcopy(PRESETS[name]))
@@ -621,5 +666,5 @@ def parse_acceptance_profile(data: dict[str, Any]) -> dict[str, float]:
 
 
 def load_acceptance_profile(path: Union[str, Path]) -> dict[str, float]:
-    """Read a measured acceptance-profile JSON (see :func:`parse_acceptance_profile`)."""
+    """Read a measured acceptance-profile JSON (see `parse_acceptance_profile`)."""
     return parse_acceptance_profile(read_profile(path, "acceptance_profile"))

@@ -73,7 +73,7 @@ def scenario_yaml(name: str) -> str:
 
 
 def scenario_schema() -> dict[str, Any]:
-    """The JSON Schema of a scenario file (what :func:`load_scenario` accepts, without ``preset``)."""
+    """The JSON Schema of a scenario file (what [`load_scenario`][multispin.system.scenario_io.load_scenario] accepts, without ``preset``)."""
     schema = Scenario.model_json_schema()
     schema["properties"] = {"preset": {"type": "string", "enum": preset_names(),
                                        "description": "start from this preset and override its fields"},

@@ -1,0 +1,199 @@
+"""A user's own study: goodput of several policies over a grid of scenario values, with 95%
+intervals, on the machinery of ``multispin reproduce`` (its drops, per-chunk cache, process pool
+and statistics), not a copy of it.
+
+Each grid point is the scenario with one value of every swept field (the Cartesian product of
+``over``). Every point and every policy sees the same drops (device positions, tasks, draft
+latencies, fading and SAA samples, from one seed per drop index): the comparison between
+policies, and between points, is paired on common random numbers. A drop is what
+`multispin.experiments.reproduce.drop.run_drop` computes: round 0 of the drop, the shipped
+search with optimal modes, and each baseline with its own optimised draft lengths, all on the drop's
+samples. Per point and policy the table gives the mean goodput with its 95% interval (bootstrap,
+`multispin.experiments.reproduce.stats`) and adaptive's gain over the policy as a ratio of
+means with the paired delta-method interval.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+from multispin.errors import ConfigError, Interrupted
+from multispin.experiments.reproduce.config import Point, RunConfig
+from multispin.runtime.policies import policy_spelling
+
+# policy -> (the per-drop goodput column, its γ column, which baselines the drop must run)
+SWEEP_POLICIES = {
+    "adaptive": ("goodput", "gamma_mean", None),
+    "all_ul": ("goodput_all_ul", "gamma_all_ul", "modes"),
+    "all_dl": ("goodput_all_dl", "gamma_all_dl", "modes"),
+    "random": ("goodput_random", "gamma_random", "modes"),
+    "best_uniform": ("goodput_best_uniform", "gamma_best_uniform", "drafts"),
+    "computation_only": ("goodput_computation_only", "gamma_computation_only", "drafts"),
+    "greedy_paper": ("goodput_greedy_paper", "gamma_greedy_paper", "drafts"),
+}
+DEFAULT_POLICIES = ("adaptive", "all_ul", "all_dl")
+STUDY = "sweep"
+
+
+@dataclass(frozen=True)
+class _ScenarioPoint(Point):
+    """A point of a user's scenario (any file or object, not only a preset)."""
+
+    base: dict = field(default_factory=dict)
+
+    def scenario_dict(self) -> dict[str, Any]:
+        from multispin.system import scenario_from_dict
+
+        return scenario_from_dict(self.base).override(self.overrides).to_dict()
+
+
+@dataclass(frozen=True)
+class SweepTable:
+    """Goodput per grid point and policy, with 95% intervals (``rows``, one per point × policy).
+
+    A row holds the point's swept values (by dotted field name), ``policy``,
+    ``goodput_tokens_per_s`` with ``goodput_low``/``goodput_high``, ``adaptive_gain_pct`` with
+    ``adaptive_gain_low``/``adaptive_gain_high`` (100·(mean G_adaptive / mean G_policy − 1),
+    paired; ``None`` on adaptive's own row), ``mean_draft_len`` and ``n_drops``. ``summaries``
+    keeps every per-point statistic of the drops (the reproduce CSV row of each point)."""
+
+    scenario: str
+    over: dict[str, list]
+    policies: list[str]
+    drops: int
+    seed: int
+    rows: list[dict[str, Any]]
+    summaries: list[dict[str, Any]] = field(repr=False, default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready table (what ``multispin sweep --json`` prints, less the version fields)."""
+        from multispin.jsonout import json_safe
+
+        return json_safe({"scenario": self.scenario, "over": self.over, "policies": self.policies,
+                          "drops": self.drops, "seed": self.seed, "rows": self.rows})
+
+    def to_json(self) -> str:
+        """The document ``multispin sweep --json`` prints for the same sweep."""
+        import json
+
+        from multispin.jsonout import versioned
+
+        return json.dumps(versioned(self.to_dict(), "sweep"))
+
+
+def check_policies(policies: Sequence[str]) -> list[str]:
+    """The policies in the one vocabulary, or a ConfigError naming the allowed ones."""
+    out = []
+    for p in policies:
+        name = policy_spelling(p)
+        if name not in SWEEP_POLICIES:
+            raise ConfigError(f"policies: unknown policy {p!r} (allowed: {', '.join(SWEEP_POLICIES)})")
+        if name not in out:
+            out.append(name)
+    if not out:
+        raise ConfigError(f"policies: give at least one (allowed: {', '.join(SWEEP_POLICIES)})")
+    return out
+
+
+def grid_points(sc, over: Mapping[str, Sequence[Any]], policies: Sequence[str]) -> list[_ScenarioPoint]:
+    """One point per combination of the swept values, each checked now (a bad value stops here)."""
+    if not over:
+        raise ConfigError("over: name at least one field and its values, e.g. {'radio.p_dl_dbm': [10, 20, 30]}")
+    for name, values in over.items():
+        if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
+            raise ConfigError(f"over: {name}: needs a non-empty list of values (got {values!r})")
+        if name in ("seed", "radio.bandwidth_split"):
+            raise ConfigError(f"over: {name}: cannot be swept (the drops set the seed; a drop plans with the "
+                              "equal split)")
+    if sc.radio.bandwidth_split != "equal":
+        raise ConfigError("radio.bandwidth_split: the sweep plans with the equal split, as the reproduction "
+                          f"does (the scenario has {sc.radio.bandwidth_split!r})")
+    needs = {SWEEP_POLICIES[p][2] for p in policies} - {None}
+    options = {k: True for k in sorted(needs)}
+    base = sc.to_dict()
+    names = list(over)
+    points = []
+    for values in itertools.product(*(over[n] for n in names)):
+        overrides = dict(zip(names, values))
+        sc.override(overrides)  # ConfigError naming the field for a bad value, before any drop runs
+        # seed_params=(): every point draws the same drops (common random numbers across the grid)
+        points.append(_ScenarioPoint(STUDY, overrides, sc.name, overrides, options, seed_params=(), base=base))
+    return points
+
+
+def table_rows(points: Sequence[Point], summaries: Sequence[dict], policies: Sequence[str]) -> list[dict]:
+    """The rows of a SweepTable from each point's summary (the statistics of its drops)."""
+    rows = []
+    for point, s in zip(points, summaries):
+        for p in policies:
+            g, gamma, _ = SWEEP_POLICIES[p]
+            gain = None if p == "adaptive" else f"gom_vs_{p}_pct"
+            rows.append({**point.params, "policy": p, "goodput_tokens_per_s": s.get(g),
+                         "goodput_low": s.get(g + "_lo"), "goodput_high": s.get(g + "_hi"),
+                         "adaptive_gain_pct": s.get(gain) if gain else None,
+                         "adaptive_gain_low": s.get(gain + "_lo") if gain else None,
+                         "adaptive_gain_high": s.get(gain + "_hi") if gain else None,
+                         "mean_draft_len": s.get(gamma), "n_drops": s["n_drops"]})
+    return rows
+
+
+def run_sweep(sc, over: Mapping[str, Sequence[Any]], drops: int = 10, policies: Sequence[str] = DEFAULT_POLICIES,
+              *, seed: Optional[int] = None, workers: int = 1, out: Optional[Path] = None,
+              progress: bool = False) -> SweepTable:
+    """Every point of the grid on ``drops`` drops (see the module doc). ``seed``: the base seed of
+    the drops (default: the scenario's); ``out``: a folder for the per-chunk cache (an interrupted
+    or repeated sweep reuses it; ``None``: no cache); ``workers``: processes for the drops."""
+    from multispin.experiments.reproduce.runner import run_points
+    from multispin.experiments.reproduce.stats import summarise
+
+    policies = check_policies(policies)
+    points = grid_points(sc, over, policies)
+    base_seed = int(sc.seed if seed is None else seed)
+    cfg = RunConfig(out=Path(out) if out is not None else Path("."), seed=base_seed, workers=workers,
+                    drops=drops, use_cache=out is not None, progress=progress)
+    try:
+        results = run_points([(p, drops) for p in points], cfg)
+    except Interrupted as exc:  # the runner's words are reproduce's (--no-cache): say it for a sweep
+        done = str(exc).split(";")[0]
+        how = "rerun the same command to resume" if out is not None else "nothing was kept (give --out to resume)"
+        raise Interrupted.after(exc, f"{done}; {how}") from None
+    summaries = [summarise(p.params, results[(p.study, p.id)]) for p in points]
+    return SweepTable(sc.name, {k: list(v) for k, v in over.items()}, policies, drops, base_seed,
+                      table_rows(points, summaries, policies), summaries)
+
+
+def plot_sweep(table: SweepTable, path: Optional[Path] = None, field_name: Optional[str] = None):
+    """Goodput against the swept field, one line per policy with its 95% band; saved to ``path``
+    when given. A sweep over several fields needs ``field_name`` (the x axis) and draws one panel
+    per combination of the others."""
+    from multispin.experiments.reproduce._figure import STYLE, band, by, legend, pyplot, save, value_ticks
+
+    x = field_name or next(iter(table.over))
+    if x not in table.over:
+        raise ConfigError(f"field: {x!r} is not swept (swept: {', '.join(table.over)})")
+    if field_name is None and len(table.over) > 1:
+        raise ConfigError(f"field: the sweep is over {', '.join(table.over)}; name the x axis")
+    others = tuple(k for k in table.over if k != x)
+    panels = by(table.rows, others) if others else {(): table.rows}
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.0 * len(panels), 3.6), squeeze=False)
+    for ax, (key, rows) in zip(axes[0], panels.items()):
+        for p in table.policies:
+            pts = sorted((r for r in rows if r["policy"] == p), key=lambda r: r[x])
+            band(ax, [{x: r[x], "g": r["goodput_tokens_per_s"], "g_lo": r["goodput_low"],
+                       "g_hi": r["goodput_high"]} for r in pts], x, "g", p, style=STYLE[p])
+        if all(isinstance(v, (int, float)) for v in table.over[x]):
+            value_ticks(ax, table.over[x])
+        ax.set_xlabel(x)
+        ax.set_ylabel("sum goodput G (tokens/s)")
+        title = ", ".join(f"{k} = {v}" for k, v in zip(others, key))
+        ax.set_title(f"{table.scenario}{': ' + title if title else ''} ({table.drops} drops, 95% bands)",
+                     fontsize=9)
+        ax.grid(alpha=0.3)
+        legend(ax)
+    if path is not None:
+        save(fig, Path(path))
+    return fig
