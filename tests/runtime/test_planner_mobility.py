@@ -68,3 +68,67 @@ def test_without_channel_fields_the_planner_redraws_independent_blocks_as_before
     true_ch, seen, post = planner._round_channel(5)
     assert seen is true_ch and post is None
     assert np.array_equal(true_ch.gain_ul, planner.world.channel.draw(5).gain_ul)
+
+
+# --------------------------------------------------------------------------- the deadline clock
+
+def _scripted(planner, faded_rounds, fade=1e-9):
+    """Replace the planner's channel by a script: the planner always sees the preset's round-0
+    channel, while the true channel is that channel × ``fade`` in ``faded_rounds`` (a deep fade the
+    estimate missed) and the channel itself otherwise."""
+    from multispin.system.channel import ChannelState
+
+    good = planner.world.channel.draw(0)
+    bad = ChannelState(good.gain_ul * fade, good.gain_dl * fade, good.path_loss)
+    planner._round_channel = lambda r: ((bad if r in faded_rounds else good), good, None)
+    return good, bad
+
+
+def _airtime(sc, bits, mode, gain):
+    from multispin.system.radio import rate_bps
+
+    r = sc.radio
+    return bits / float(rate_bps(r.bandwidth_hz, r.p_ul_w if mode == "ul" else r.p_dl_watts, gain,
+                                 sc.noise_psd_w_per_hz))
+
+
+def test_the_clock_charges_retransmissions_when_a_correction_misses_its_deadline():
+    deadline = 0.05
+    sc = _mobile(None, None).override({"channel.correction_deadline_s": deadline})
+    target, draft, _ = _iid_pair(0.8, 1)
+    planner = ScenarioPlanner(sc, range(4), WIRE, policy="adaptive")
+    good, _ = _scripted(planner, faded_rounds={0})
+    _run(planner, [(target, draft)] * 4, rounds=3)
+    r0, r1, r2 = planner.rounds
+    assert r0.modes, "the script must make round 0 reject someone"
+    # round 0: every correction meets the faded channel and is cut at the deadline
+    assert r0.deferred_bits == r0.charged_bits and r0.comm_latency_s == pytest.approx(deadline)
+    assert r0.retransmission_s == 0.0
+    # round 1: they are resent on round 1's (good) channel, and the clock charges that airtime too
+    expected = sum(_airtime(sc, b, r0.modes[d], (good.gain_ul if r0.modes[d] == "ul" else good.gain_dl)[d])
+                   for d, b in r0.deferred_bits.items())
+    assert r1.retransmitted_bits == r0.deferred_bits
+    assert r1.retransmission_s == pytest.approx(expected, rel=1e-12)
+    own = max((_airtime_of(planner, r1, d) for d in r1.modes), default=0.0)
+    assert r1.comm_latency_s == pytest.approx(min(own, deadline) + expected, rel=1e-9)
+    assert not r2.retransmitted_bits  # delivered in round 1: nothing left to resend
+
+
+def _airtime_of(planner, cost, d):
+    """The airtime the round's own decision gives device d (its logged bits, power, bandwidth, gain)."""
+    from multispin.system.radio import rate_bps
+
+    b = cost.bandwidth_hz[d]
+    return cost.charged_bits[d] / float(rate_bps(b, cost.power_w[d], cost.gain[d], planner.scenario.noise_psd_w_per_hz))
+
+
+def test_without_a_deadline_a_deep_fade_stalls_the_round_and_nothing_is_resent():
+    """Negative control of the deadline clock: the same script without a deadline charges the full
+    airtime of the faded round and resends nothing."""
+    target, draft, _ = _iid_pair(0.8, 1)
+    planner = ScenarioPlanner(_mobile(None, None), range(4), WIRE, policy="adaptive")
+    _scripted(planner, faded_rounds={0})
+    _run(planner, [(target, draft)] * 4, rounds=2)
+    r0, r1 = planner.rounds
+    assert r0.comm_latency_s > 100 * 0.05 and not r0.deferred_bits
+    assert r1.retransmission_s == 0.0 and not r1.retransmitted_bits

@@ -97,6 +97,11 @@ class RoundCost:
     planned_goodput_tokens_per_s: float
     expected_tokens: float  # Σ E[N_k] of the plan (the optimiser's model, current estimates)
     expected_latency_s: float  # T_comp + E[T_comm] of the plan
+    # channel.correction_deadline_s: corrections cut at the deadline (device → bits still to send),
+    # and the retransmissions of earlier ones this round charged (device → bits, and their airtime)
+    deferred_bits: dict[int, int] = field(default_factory=dict)
+    retransmitted_bits: dict[int, int] = field(default_factory=dict)
+    retransmission_s: float = 0.0
 
     @property
     def latency_s(self) -> float:
@@ -220,6 +225,8 @@ class ScenarioPlanner:
             if uses_channel_process(self.scenario) else None
         self._fading: dict[int, Any] = {}
         self._last_round_s = 0.0
+        self._true_channel = None  # this round's channel of every scenario device (retransmissions)
+        self._pending: dict[int, tuple[int, str]] = {}  # device id → (bits, mode) of a cut correction
 
     def _index(self, d: int) -> int:
         """The scenario device that device id d is: itself, or the device whose job d is (d mod K)."""
@@ -260,6 +267,7 @@ class ScenarioPlanner:
             ).subset(idx)
 
         inst = wired(true_ch)
+        self._true_channel = true_ch
         seen = inst if seen_ch is true_ch else wired(seen_ch)
         if self.policy == TARGET_ONLY:
             return ScenarioRoundPlan(round_idx, {d: 0 for d in active}, active, inst, target_only_plan(inst))
@@ -311,6 +319,25 @@ class ScenarioPlanner:
         rate = float(rate_bps(dec.bandwidth_hz[i], dec.power_w[i], gain, inst.radio.noise_psd_w_per_hz))
         return (bits / rate if rate > 0 else float("inf")), gain
 
+    def _retransmit(self, deadline: float) -> tuple[dict[int, int], float]:
+        """Resend the corrections earlier rounds cut at the deadline, one after another on the whole
+        band B at the mode's full power (P^ul, or the DL budget), on this round's channel of the
+        device's link; each is cut at the deadline again if it misses it. Returns the bits resent
+        per device and the airtime charged."""
+        r, ch = self.scenario.radio, self._true_channel
+        n0 = self.scenario.noise_psd_w_per_hz
+        sent, total = {}, 0.0
+        for d, (bits, mode) in list(self._pending.items()):
+            i = self._index(d)
+            gain = float((ch.gain_ul if mode == "ul" else ch.gain_dl)[i])
+            rate = float(rate_bps(r.bandwidth_hz, r.p_ul_w if mode == "ul" else r.p_dl_watts, gain, n0))
+            airtime = bits / rate if rate > 0 else float("inf")
+            sent[d] = bits
+            total += min(airtime, deadline)
+            if airtime <= deadline:
+                del self._pending[d]
+        return sent, total
+
     def _charge(self, rplan: ScenarioRoundPlan, records: dict[int, RoundRecord]) -> RoundCost:
         pos = {d: i for i, d in enumerate(rplan.active)}
         gamma = np.zeros(len(rplan.active), dtype=int)
@@ -334,10 +361,19 @@ class ScenarioPlanner:
                 airtime[d], gain[d] = self._airtime_s(rplan, charged[d], mode, i)
         proactive = rplan.proactive
         self.history.append((rplan.instance, gamma, [self._index(d) for d in rplan.active]))
+        comm_s = max(airtime.values(), default=0.0)
+        deadline = self.scenario.channel.correction_deadline_s
+        deferred, retx, retx_s = {}, {}, 0.0
+        if deadline is not None:
+            retx, retx_s = self._retransmit(deadline)
+            deferred = {d: charged[d] for d, a in airtime.items() if a > deadline}
+            self._pending.update({d: (charged[d], modes[d]) for d in deferred})
+            comm_s = min(comm_s, deadline) + retx_s
         return RoundCost(
             round=rplan.round, draft_len={d: int(gamma[pos[d]]) for d in rplan.active}, rejected=rejected,
             modes=modes, power_w=power, bandwidth_hz=bw, gain=gain, charged_bits=charged,
-            comp_latency_s=float(t_comp_s(rplan.instance, gamma)), comm_latency_s=max(airtime.values(), default=0.0),
+            comp_latency_s=float(t_comp_s(rplan.instance, gamma)), comm_latency_s=comm_s,
+            deferred_bits=deferred, retransmitted_bits=retx, retransmission_s=retx_s,
             tokens=sum(r.tokens_gained for r in records.values()),
             planned_goodput_tokens_per_s=float(proactive.goodput_tokens_per_s),
             expected_tokens=float(proactive.goodput.expected_tokens),

@@ -209,12 +209,17 @@ class ChannelConfig(_Model):
     plans on the pilots of the previous round. ``pilot_snr_db``: the estimate has an error of
     variance 10^(−SNR/10) of the mean fading power. ``planning``: ``naive`` plans on the estimate as
     if it were exact; ``robust`` on channel samples from the posterior given the estimate.
+    ``correction_deadline_s`` (the running system's clock): a correction that misses it is
+    retransmitted at the next round, and the clock charges the retransmission.
     """
 
     speed_kmh: Optional[Annotated[float, _range(0, 500, unit="km/h")]] = None
     carrier_hz: Annotated[float, _range(0, 1e12, lo_open=True, unit="Hz")] = 3.5e9
     pilot_snr_db: Optional[Annotated[float, _range(-30, 80, unit="dB")]] = None
     planning: Literal["naive", "robust"] = "naive"
+    # the running system's clock only: a correction whose airtime exceeds this deadline is cut
+    # there and retransmitted at the next round on that round's channel (None: no deadline)
+    correction_deadline_s: Optional[Annotated[float, _range(0, None, lo_open=True, unit="s")]] = None
 
 
 class Scenario(_Model):

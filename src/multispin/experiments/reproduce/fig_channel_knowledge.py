@@ -150,7 +150,8 @@ def section(out: Path) -> str:
         describe(rows), "",
         "Caveat: at these SNRs E[T_comm] diverges under any uncertain Gaussian channel (a correction's airtime grows "
         "like 1/|h|²); the numbers are SAA estimates at N_SAA samples, and an outage rule (a deadline on the "
-        "correction, not modelled here) is what would make them converge.", ""])
+        "correction: the running system's clock has one, this study does not use it) is what would make them "
+        "converge.", ""])
 
 
 if __name__ == "__main__":
