@@ -12,7 +12,9 @@ alike) and the bookkeeper of what each round cost on the scenario's clock:
   evolves from round to round over each round's duration (`system.channel_process`) and γ is
   planned on the estimate from the previous round's pilots (naive) or over posterior channel
   draws (robust, `optimize.robust`); the modes, powers and the clock use the round's true
-  channel (known after verification: pilots come with the drafts);
+  channel (known after verification: pilots come with the drafts); with
+  `channel.correction_deadline_s` a correction that misses the deadline is cut there and resent
+  whole at the next round on that round's channel, and the clock charges both (`_retransmit`);
 - after verification `optimize.reactive` picks modes, powers and bandwidths for the rejected set
   (kept on the round's `ScenarioRoundPlan`, which the engine hands back to `observe`);
 - `observe` records the round: T_comp from the γ actually drafted and the compute profile
