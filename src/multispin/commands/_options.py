@@ -82,6 +82,22 @@ def noise_figure_option(default_shown: str = "the scenario's"):
                         help="receiver noise figure (dB, 0..40), added to N0")
 
 
+def speed_option():
+    return typer.Option(None, "--speed-kmh", metavar="KMH", show_default="the scenario's: independent blocks",
+                        help="device speed (km/h, 0..500): the channel ages between rounds (Jakes, ρ = J0(2π f_D Δt)) "
+                             "and rounds are planned on the previous round's pilots")
+
+
+def pilot_snr_option():
+    return typer.Option(None, "--pilot-snr-db", metavar="DB", show_default="the scenario's: exact",
+                        help="pilot SNR (dB, -30..80): the channel estimate's error variance is 10^(-SNR/10)")
+
+
+def csi_planning_option():
+    return choice_option(None, ("naive", "robust"), "--csi-planning", show_default="the scenario's: naive",
+                         help="naive: plan on the channel estimate as if exact; robust: over posterior channel draws")
+
+
 def pair_option(default: str = "smollm2-135m", help: str = "model pair: smollm2-135m, "
                 "qwen2.5-coder-0.5b, tiny, DRAFT:TARGET or a local model directory"):
     return typer.Option(default, "--pair", metavar="PAIR", help=help)

@@ -14,8 +14,9 @@ from rich.table import Table
 from multispin.commands._app import app
 from multispin.commands._interrupt import reported_interrupt
 from multispin.commands._options import (
-    LogLevel, TorchDevice, choice_option, json_option, legacy_option, log_level_option, noise_figure_option, pair_option,
-    pdl_option, pick_scenario, pul_option, scenario_option, setup_logging, table_console, torch_device_option,
+    LogLevel, TorchDevice, choice_option, csi_planning_option, json_option, legacy_option, log_level_option,
+    noise_figure_option, pair_option, pdl_option, pick_scenario, pilot_snr_option, pul_option, scenario_option,
+    setup_logging, speed_option, table_console, torch_device_option,
 )
 from multispin.jsonout import versioned
 from multispin.runtime.policies import POLICIES, policy_spelling
@@ -102,6 +103,9 @@ def testbed(
     pdl_dbm: Optional[float] = pdl_option(),
     pul_dbm: Optional[float] = pul_option(),
     noise_figure_db: Optional[float] = noise_figure_option(),
+    speed_kmh: Optional[float] = speed_option(),
+    pilot_snr_db: Optional[float] = pilot_snr_option(),
+    csi_planning: Optional[str] = csi_planning_option(),
     tasks: Literal["chat", "code", "mixed"] = typer.Option("mixed", help="prompt tasks"),
     seed: int = typer.Option(0, metavar="INT", help="seed of prompts, channel and sampling"),
     runner: Literal["fork", "subprocess", "thread"] = typer.Option("fork", help="how device processes start"),
@@ -126,7 +130,8 @@ def testbed(
     config = TestbedConfig.make(pair=pair, devices=devices, rounds=rounds, max_new_tokens=max_new_tokens,
                                 drafts=draft or None, clock=clock, scenario=scenario, policy=policy, split=split,
                                 p_dl_dbm=pdl_dbm,
-                                p_ul_dbm=pul_dbm, noise_figure_db=noise_figure_db, tasks=tasks, seed=seed,
+                                p_ul_dbm=pul_dbm, noise_figure_db=noise_figure_db, speed_kmh=speed_kmh,
+                                pilot_snr_db=pilot_snr_db, csi_planning=csi_planning, tasks=tasks, seed=seed,
                                 runner=runner, top_k=top_k, ul_codec=ul_codec, dl_codec=dl_codec, out=out)
     build_scenario(config)  # a bad scenario stops here, before any model loads
     # the devices draft in their own processes: only the target moves to the GPU
@@ -155,6 +160,9 @@ def demo(
     pdl_dbm: Optional[float] = pdl_option(),
     pul_dbm: Optional[float] = pul_option(),
     noise_figure_db: Optional[float] = noise_figure_option(),
+    speed_kmh: Optional[float] = speed_option(),
+    pilot_snr_db: Optional[float] = pilot_snr_option(),
+    csi_planning: Optional[str] = csi_planning_option(),
     draft: Optional[list[str]] = typer.Option(None, "--draft", metavar="NAME",
                                               help="draft model, repeatable (cycled over devices); default: "
                                                    "the pair's default draft on every device, as in the paper"),
@@ -181,7 +189,8 @@ def demo(
     scenario = pick_scenario(scenario, preset=preset)
     config = DemoConfig.make(pair=pair, devices=devices, rounds=rounds, seeds=seeds, seed=seed,
                              max_new_tokens=max_new_tokens, scenario=scenario, p_dl_dbm=pdl_dbm, p_ul_dbm=pul_dbm,
-                             noise_figure_db=noise_figure_db, drafts=draft or None, top_k=top_k,
+                             noise_figure_db=noise_figure_db, speed_kmh=speed_kmh, pilot_snr_db=pilot_snr_db,
+                             csi_planning=csi_planning, drafts=draft or None, top_k=top_k,
                              ul_codec=ul_codec, dl_codec=dl_codec, sweep=sweep, out=out)
     build_scenario(config.testbed("adaptive", seed, pdl_dbm, out))  # a bad scenario stops here, before any model loads
     with Console(stderr=True).status(f"loading {pair}…"):

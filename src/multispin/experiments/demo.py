@@ -47,6 +47,9 @@ class DemoConfig(StrictConfig):
     p_dl_dbm: float | None = None
     p_ul_dbm: float | None = None
     noise_figure_db: float | None = None
+    speed_kmh: float | None = None  # mobility and channel knowledge (None: the scenario's)
+    pilot_snr_db: float | None = None
+    csi_planning: Literal["naive", "robust"] | None = None
     drafts: list[str] | None = None  # cycled over devices; None: the pair's default draft everywhere
     top_k: int | None = Field(None, ge=0)
     ul_codec: str | None = None
@@ -58,7 +61,8 @@ class DemoConfig(StrictConfig):
         return TestbedConfig.make(pair=self.pair, devices=self.devices, rounds=self.rounds,
                                   max_new_tokens=self.max_new_tokens, scenario=self.scenario, policy=policy,
                                   p_dl_dbm=p_dl_dbm, p_ul_dbm=self.p_ul_dbm, noise_figure_db=self.noise_figure_db,
-                                  drafts=self.drafts, top_k=self.top_k, ul_codec=self.ul_codec,
+                                  speed_kmh=self.speed_kmh, pilot_snr_db=self.pilot_snr_db,
+                                  csi_planning=self.csi_planning, drafts=self.drafts, top_k=self.top_k, ul_codec=self.ul_codec,
                                   dl_codec=self.dl_codec, seed=seed, out=out)
 
     def sweep_points(self) -> list[tuple[float | None, float | None]]:

@@ -82,6 +82,10 @@ class TestbedConfig(StrictConfig):
     p_dl_dbm: float | None = None  # None: the scenario's (so are the two below)
     p_ul_dbm: float | None = None
     noise_figure_db: float | None = None
+    # mobility and channel knowledge (None: the scenario's; docs/channel-knowledge.md)
+    speed_kmh: float | None = None
+    pilot_snr_db: float | None = None
+    csi_planning: Literal["naive", "robust"] | None = None
     tasks: Literal["chat", "code", "mixed"] = "mixed"
     temperature: float = Field(1.0, ge=0.0)
     top_k: int | None = Field(None, ge=0, description="top-k cut (0 = off); None: the compact exact default")
@@ -208,7 +212,9 @@ def build_scenario(config: TestbedConfig):
 
     return with_overrides(resolve_scenario(config.scenario), devices=config.devices, seed=config.seed,
                           n_saa=config.n_saa, split=config.split, p_dl_dbm=config.p_dl_dbm,
-                          p_ul_dbm=config.p_ul_dbm, noise_figure_db=config.noise_figure_db)
+                          p_ul_dbm=config.p_ul_dbm, noise_figure_db=config.noise_figure_db,
+                          speed_kmh=config.speed_kmh, pilot_snr_db=config.pilot_snr_db,
+                          csi_planning=config.csi_planning)
 
 
 def with_measured_acceptance(scenario, pair_name: str, drafts: list[str], tasks: list[str], sampling=None):
@@ -336,6 +342,8 @@ def run_testbed(config: TestbedConfig, pair=None,
         "payload": choice.to_dict(),
         "payload_headline": choice.headline,
         "noise_psd_w_per_hz": planner.world.radio_params().noise_psd_w_per_hz,
+        # mobility and channel knowledge the run planned under (docs/channel-knowledge.md)
+        "channel": planner.scenario.channel.model_dump(mode="json"),
         "alpha_estimate": {str(d): float(a) for d, a in enumerate(planner.estimator.alpha)},
         "tasks": {str(d): t for d, t in enumerate(tasks)},
         "drafts": {str(d): name for d, name in enumerate(drafts)},

@@ -422,8 +422,7 @@ def local_search(obj: SAAObjective, extra_starts=None) -> DraftPlan:
     points = starts
     if obj.n_saa >= _COARSE_MIN:
         m = obj.n_saa // _COARSE_FRACTION
-        coarse = SAAObjective(obj.inst, obj.uniforms[:m], obj.modes, obj.split,
-                              None if obj.mode_uniforms is None else obj.mode_uniforms[:m])
+        coarse = obj.head(m)
         starts.update(group_level_starts(coarse))
         reached = _climb_all(coarse, starts, trace, compound=False)
         solves += reached.pop("_solves")
@@ -548,6 +547,8 @@ def goodput_upper_bound(inst: Instance) -> float:
 def exhaustive_oracle(obj: SAAObjective, max_vectors: int = 2_000_000, chunk: int = 512) -> DraftPlan:
     """The SAA optimum over every γ vector in {0..γ_max}^K (small K; mode policy must be
     deterministic: optimal, all_ul or all_dl)."""
+    if obj.channel_gains is not None:
+        raise ConfigError("channel_gains: the oracle enumerates one channel's rejected sets (use the greedy search)")
     inst = obj.inst
     k, gmax = inst.num_devices, inst.gamma_max
     total = (gmax + 1) ** k

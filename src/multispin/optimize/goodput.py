@@ -108,6 +108,11 @@ class SAAObjective:
     ``uniforms`` (N, K): the outcome uniforms; ``mode_uniforms`` (N, K): the random-mode
     baseline's coin per sample and device (UL where < 1/2). With ``split="optimized"`` the
     T_comm of every distinct outcome is cached (the joint solve is ~1000× the equal split's cost).
+
+    ``channel_gains``: optional ``(gain_ul, gain_dl)``, each (N, K): sample s's T_comm is solved
+    on its own channel draw instead of the instance's (robust planning under imperfect channel
+    knowledge, :mod:`multispin.system.channel_process`: the draws come from the posterior of the
+    channel given its estimate). T_comp stays the instance's. Rows are then never deduplicated.
     """
 
     def __init__(
@@ -117,6 +122,7 @@ class SAAObjective:
         modes: str = "optimal",
         split: str = "equal",
         mode_uniforms: np.ndarray | None = None,
+        channel_gains=None,
     ):
         if modes not in MODE_POLICIES:
             raise ConfigError(f"modes: unknown value {modes!r} (allowed: {', '.join(MODE_POLICIES)})")
@@ -133,8 +139,22 @@ class SAAObjective:
         self.modes = modes
         self.split = split
         self.mode_uniforms = None if mode_uniforms is None else np.asarray(mode_uniforms, dtype=float)
+        self.channel_gains = None
+        if channel_gains is not None:
+            gu, gd = (np.asarray(g, dtype=float) for g in channel_gains)
+            if gu.shape != u.shape or gd.shape != u.shape:
+                raise ConfigError(f"channel_gains: needs two arrays of shape {u.shape} (got {gu.shape}, {gd.shape})")
+            if not (np.all(np.isfinite(gu)) and np.all(gu > 0) and np.all(np.isfinite(gd)) and np.all(gd > 0)):
+                raise ConfigError("channel_gains: must be in (0, inf)")
+            self.channel_gains = (gu, gd)
         self._cache: dict[bytes, float] = {}
         self.num_solves = 0
+
+    def head(self, m: int) -> "SAAObjective":
+        """The same objective on its first ``m`` samples (uniforms, mode coins and channel draws)."""
+        cut = None if self.channel_gains is None else (self.channel_gains[0][:m], self.channel_gains[1][:m])
+        return SAAObjective(self.inst, self.uniforms[:m], self.modes, self.split,
+                            None if self.mode_uniforms is None else self.mode_uniforms[:m], cut)
 
     @property
     def n_saa(self) -> int:
@@ -151,6 +171,10 @@ class SAAObjective:
         mu = None if self.mode_uniforms is None else self.mode_uniforms[rows]
         if mask.shape[0] == 0:
             return np.zeros(0)
+        if self.channel_gains is not None:  # every row on its own channel draw: nothing repeats
+            self.num_solves += mask.shape[0]
+            gains = (self.channel_gains[0][rows], self.channel_gains[1][rows])
+            return t_comm_batch(mask, self.inst, self.modes, self.split, mu, gains=gains)
         if self.split == "equal" and mask.shape[0] < 64:  # too few rows for deduplication to pay
             self.num_solves += mask.shape[0]
             return t_comm_batch(mask, self.inst, self.modes, self.split, mu)

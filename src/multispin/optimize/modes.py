@@ -225,7 +225,7 @@ def _ul_equivalent_x(x_dl, rho: float, noise_hz):
     return np.where(np.isinf(x_dl), np.inf, out)
 
 
-def _optimal_fast(mask: np.ndarray, inst: Instance, return_modes: bool) -> BatchDecision:
+def _optimal_fast(mask: np.ndarray, inst: Instance, return_modes: bool, gains=None) -> BatchDecision:
     """Closed-form linear scan over n (uniform payloads per link): O(K) per row after one sort.
 
     With one S and one b per row, every latency is the same decreasing function of an effective
@@ -233,18 +233,31 @@ def _optimal_fast(mask: np.ndarray, inst: Instance, return_modes: bool) -> Batch
     ``T(n) = τ(min(x_ul(n), x_dl(n)))`` and the best split maximises that minimum: a max/min over
     suffix sums, with a single logarithm per outcome. When S^dl ≠ S^ul, each DL x is first mapped
     to the UL x of equal latency (:func:`_ul_equivalent_x`), one more log/exp per entry.
+
+    ``gains``: optional per-row channels ``(gain_ul, gain_dl)`` of shape (M, K) that replace the
+    instance's (robust planning: every SAA sample on its own channel draw); each row is then
+    sorted on its own channel.
     """
     m_rows, k = mask.shape
     s = inst.payload_bits[0]
     rho = float(s / inst.payload_bits_dl[0])
     n0, p_dl = inst.radio.noise_psd_w_per_hz, inst.radio.p_dl_w
-    x_ul_dev = inst.p_ul_w * inst.gain_ul
+    gain_ul, gain_dl = (inst.gain_ul, inst.gain_dl) if gains is None else gains
+    x_ul_dev = inst.p_ul_w * gain_ul
     # UL order of the rejected devices is the order of P^ul·h^ul whatever the bandwidth share.
-    perm = np.argsort(-x_ul_dev, kind="stable")
-    o = mask[:, perm]
+    if x_ul_dev.ndim == 1:  # one channel for every row: one global sort
+        perm = np.argsort(-x_ul_dev, kind="stable")
+        o = mask[:, perm]
+        x_sorted = x_ul_dev[perm][None, :]
+        inv_gd_sorted = 1.0 / gain_dl[perm]
+    else:
+        perm = np.argsort(-x_ul_dev, axis=1, kind="stable")
+        o = np.take_along_axis(mask, perm, axis=1)
+        x_sorted = np.take_along_axis(x_ul_dev, perm, axis=1)
+        inv_gd_sorted = 1.0 / np.take_along_axis(gain_dl, perm, axis=1)
     cnt = o.sum(axis=1)
     b = inst.radio.bandwidth_hz / np.maximum(cnt, 1)
-    w = np.where(o, 1.0 / inst.gain_dl[perm], 0.0)
+    w = np.where(o, inv_gd_sorted, 0.0)
     suffix_incl = np.cumsum(w[:, ::-1], axis=1)[:, ::-1]
     suffix_excl = np.zeros_like(w)
     suffix_excl[:, :-1] = suffix_incl[:, 1:]
@@ -253,7 +266,7 @@ def _optimal_fast(mask: np.ndarray, inst: Instance, return_modes: bool) -> Batch
         x_dl_all = np.where(suffix_incl[:, 0] > 0, p_dl / suffix_incl[:, 0], np.inf)
     x_after_eq = _ul_equivalent_x(x_dl_after, rho, (n0 * b)[:, None])
     x_all_eq = _ul_equivalent_x(x_dl_all, rho, n0 * b)
-    cand = np.where(o, np.minimum(x_ul_dev[perm][None, :], x_after_eq), -np.inf)
+    cand = np.where(o, np.minimum(x_sorted, x_after_eq), -np.inf)
     j = np.argmax(cand, axis=1)
     rows = np.arange(m_rows)
     best_ul = cand[rows, j]
@@ -262,7 +275,8 @@ def _optimal_fast(mask: np.ndarray, inst: Instance, return_modes: bool) -> Batch
         t = _latency_from_x_s(np.where(use_ul, best_ul, x_dl_all), s, b, n0)
     else:  # the latencies themselves, from the untransformed x of each link and its own payload
         s_dl = inst.payload_bits_dl[0]
-        t_split = np.maximum(_latency_from_x_s(x_ul_dev[perm][j], s, b, n0),
+        x_j = np.broadcast_to(x_sorted, o.shape)[rows, j]
+        t_split = np.maximum(_latency_from_x_s(x_j, s, b, n0),
                              _latency_from_x_s(x_dl_after[rows, j], s_dl, b, n0))
         t = np.where(use_ul, t_split, _latency_from_x_s(x_dl_all, s_dl, b, n0))
     t = np.where(cnt > 0, t, 0.0)
@@ -270,7 +284,10 @@ def _optimal_fast(mask: np.ndarray, inst: Instance, return_modes: bool) -> Batch
     if return_modes:
         ul_sorted = o & use_ul[:, None] & (np.arange(k)[None, :] <= j[:, None])
         is_ul = np.zeros_like(mask)
-        is_ul[:, perm] = ul_sorted
+        if perm.ndim == 1:
+            is_ul[:, perm] = ul_sorted
+        else:
+            np.put_along_axis(is_ul, perm, ul_sorted, axis=1)
     return BatchDecision(t, is_ul)
 
 
@@ -334,21 +351,26 @@ def _optimal_scan(mask: np.ndarray, inst: Instance, return_modes: bool, rtol: fl
 
 
 def optimal_modes_batch(
-    rejected, inst: Instance, method: str = "auto", return_modes: bool = False, rtol: float = 1e-12
+    rejected, inst: Instance, method: str = "auto", return_modes: bool = False, rtol: float = 1e-12,
+    gains=None,
 ) -> BatchDecision:
     """Minimum T_comm over UL/DL splits (equal bandwidth split) for every outcome row.
 
     ``method``: ``"auto"`` (``"fast"`` if payloads are uniform, else ``"bisection"``), ``"fast"``,
-    ``"bisection"`` or ``"scan"``.
+    ``"bisection"`` or ``"scan"``. ``gains``: per-row channels ``(gain_ul, gain_dl)`` (M, K) in
+    place of the instance's (``"fast"`` only; :func:`multispin.optimize.reactive.t_comm_batch`
+    solves the other cases row by row).
     """
     _check_choice(method, METHODS, "method")
     mask = _as_mask(rejected, inst.num_devices)
     if method == "auto":
         method = "fast" if inst.uniform_payload else "bisection"
+    if gains is not None and method != "fast":
+        raise ConfigError(f"gains: per-row channels need method 'fast' (uniform payloads; got {method!r})")
     if method == "fast":
         if not inst.uniform_payload:
             raise ConfigError("method: 'fast' needs equal payload_bits on every device (use 'bisection')")
-        return _optimal_fast(mask, inst, return_modes)
+        return _optimal_fast(mask, inst, return_modes, gains)
     if method == "bisection":
         return _optimal_bisection(mask, inst, return_modes, rtol)
     return _optimal_scan(mask, inst, return_modes, rtol)

@@ -124,6 +124,7 @@ def plan(
     mode_uniforms: np.ndarray | None = None,
     warm_start: np.ndarray | None = None,
     extra_starts=None,
+    channel_gains=None,
 ) -> Plan:
     """Draft lengths γ per device that maximise the SAA goodput of this round's instance.
 
@@ -133,7 +134,10 @@ def plan(
     ``split``: equal or optimized bandwidth split. ``warm_start`` (K draft lengths, e.g. last
     round's plan) and ``extra_starts`` (γ vectors by name, e.g. the baselines' plans) are further
     starting points of the shipped search (policy ``greedy``): its plan is never below any of them
-    on this round's samples.
+    on this round's samples. ``channel_gains`` (``(gain_ul, gain_dl)``, each (N_SAA, K)): robust
+    planning, every SAA sample on its own channel draw (e.g. from the posterior of the channel
+    given its estimate, :meth:`multispin.system.channel_process.ChannelEstimate.posterior_gains`);
+    the policies that enumerate the instance's own rejected sets (oracle, certified) refuse it.
     """
     if policy not in DRAFT_POLICIES:
         raise ConfigError(f"policy: unknown value {policy!r} (allowed: {', '.join(DRAFT_POLICIES)})")
@@ -146,7 +150,10 @@ def plan(
         if rng is None:
             raise ConfigError("mode_uniforms: the random mode policy needs mode uniforms or rng")
         mode_uniforms = rng.random(u.shape)
-    obj = SAAObjective(inst, u, modes, split, mode_uniforms if modes == "random" else None)
+    if channel_gains is not None and policy in ("oracle", "certified"):
+        raise ConfigError(f"policy: {policy!r} enumerates one channel's rejected sets; robust planning over "
+                          "channel samples allows greedy, greedy_paper, best_uniform, computation_only")
+    obj = SAAObjective(inst, u, modes, split, mode_uniforms if modes == "random" else None, channel_gains)
     starts = dict(extra_starts or {})
     if warm_start is not None:
         if policy not in ("greedy", "certified"):

@@ -45,15 +45,21 @@ from multispin.optimize.modes import (  # noqa: F401
 from multispin.system.instance import Instance
 
 
-def fixed_modes_latency_s(rejected, is_ul, inst: Instance, rtol: float = 1e-12) -> np.ndarray:
-    """T_comm of given modes on the equal split: ``max(max_{UL} τ^ul, τ^dl(DL))`` per row."""
+def fixed_modes_latency_s(rejected, is_ul, inst: Instance, rtol: float = 1e-12, gains=None) -> np.ndarray:
+    """T_comm of given modes on the equal split: ``max(max_{UL} τ^ul, τ^dl(DL))`` per row.
+
+    ``gains``: per-row channels ``(gain_ul, gain_dl)`` (M, K) in place of the instance's
+    (uniform payloads only)."""
     mask = _as_mask(rejected, inst.num_devices)
     ul = mask & np.broadcast_to(np.asarray(is_ul, dtype=bool), mask.shape)
     b = equal_share_hz(mask, inst.radio.bandwidth_hz)
+    if gains is not None and not inst.uniform_payload:
+        raise ConfigError("gains: per-row channels need uniform payloads (t_comm_batch solves the others row by row)")
     if inst.uniform_payload:  # one logarithm per row (see _optimal_fast)
         n0 = inst.radio.noise_psd_w_per_hz
-        x_ul = np.where(ul, inst.p_ul_w * inst.gain_ul, np.inf).min(axis=1)
-        w = np.where(mask & ~ul, 1.0 / inst.gain_dl, 0.0).sum(axis=1)
+        gain_ul, gain_dl = (inst.gain_ul, inst.gain_dl) if gains is None else gains
+        x_ul = np.where(ul, inst.p_ul_w * gain_ul, np.inf).min(axis=1)
+        w = np.where(mask & ~ul, 1.0 / gain_dl, 0.0).sum(axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
             x_dl = np.where(w > 0, inst.radio.p_dl_w / w, np.inf)
         s_ul, s_dl = inst.payload_bits[0], inst.payload_bits_dl[0]
@@ -87,22 +93,48 @@ def t_comm_batch(
     split: str = "equal",
     mode_uniforms: np.ndarray | None = None,
     method: str = "auto",
+    gains=None,
 ) -> np.ndarray:
     """Communication latency T_comm (s) of every outcome row under a mode policy and a bandwidth split.
 
     ``modes``: ``"optimal"`` (§5.1), ``"all_ul"``, ``"all_dl"``, ``"random"`` (needs
     ``mode_uniforms`` with the rows' shape: a device is UL where its uniform is < 1/2).
     ``split``: ``"equal"`` (B/|R|) or ``"optimized"`` (joint bandwidth and DL power).
+    ``gains``: optional per-row channels ``(gain_ul, gain_dl)``, each (M, K), in place of the
+    instance's (robust planning over channel samples): vectorised on the equal split with uniform
+    payloads, otherwise each row is solved on its own channel.
     """
     _check_choice(modes, MODE_POLICIES, "modes")
     _check_choice(split, SPLITS, "split")
     mask = _as_mask(rejected, inst.num_devices)
+    if gains is not None:
+        return _t_comm_per_row_channel(mask, inst, modes, split, mode_uniforms, method, gains)
     if split == "optimized":
         fixed = None if modes == "optimal" else policy_ul_mask(mask, modes, mode_uniforms)
         return optimized_split_batch(mask, inst, is_ul=fixed).latency_s
     if modes == "optimal":
         return optimal_modes_batch(mask, inst, method=method).latency_s
     return fixed_modes_latency_s(mask, policy_ul_mask(mask, modes, mode_uniforms), inst)
+
+
+def _t_comm_per_row_channel(mask, inst: Instance, modes: str, split: str, mode_uniforms, method: str,
+                            gains) -> np.ndarray:
+    """:func:`t_comm_batch` with row m on the channel ``(gains[0][m], gains[1][m])``."""
+    gain_ul, gain_dl = (np.asarray(g, dtype=float) for g in gains)
+    if gain_ul.shape != mask.shape or gain_dl.shape != mask.shape:
+        raise ConfigError(f"gains: needs two arrays of the outcome rows' shape {mask.shape} "
+                          f"(got {gain_ul.shape}, {gain_dl.shape})")
+    if split == "equal" and inst.uniform_payload and method in ("auto", "fast"):
+        if modes == "optimal":
+            return optimal_modes_batch(mask, inst, method="fast", gains=(gain_ul, gain_dl)).latency_s
+        return fixed_modes_latency_s(mask, policy_ul_mask(mask, modes, mode_uniforms), inst,
+                                     gains=(gain_ul, gain_dl))
+    out = np.zeros(mask.shape[0])
+    for m in range(mask.shape[0]):
+        row = inst.replace(gain_ul=gain_ul[m], gain_dl=gain_dl[m])
+        mu = None if mode_uniforms is None else np.asarray(mode_uniforms)[m:m + 1]
+        out[m] = t_comm_batch(mask[m:m + 1], row, modes, split, mu, method)[0]
+    return out
 
 
 # --------------------------------------------------------------------------- oracles

@@ -8,6 +8,13 @@ alike) and the bookkeeper of what each round cost on the scenario's clock:
   devices' Instance is built with the current acceptance estimates and the bits of the codecs
   and the pair in use (`WirePayload`: S^ul from the UL codec, S^dl from the DL codec, drafting
   uploads of id + q̂ scalar per token), and `optimize.plan` picks γ;
+- with mobility or noisy pilots (`scenario.channel`: speed, pilot SNR), the channel instead
+  evolves from round to round over each round's duration (`system.channel_process`) and γ is
+  planned on the estimate from the previous round's pilots (naive) or over posterior channel
+  draws (robust, `optimize.robust`); the modes, powers and the clock use the round's true
+  channel (known after verification: pilots come with the drafts); with
+  `channel.correction_deadline_s` a correction that misses the deadline is cut there and resent
+  whole at the next round on that round's channel, and the clock charges both (`_retransmit`);
 - after verification `optimize.reactive` picks modes, powers and bandwidths for the rejected set
   (kept on the round's `ScenarioRoundPlan`, which the engine hands back to `observe`);
 - `observe` records the round: T_comp from the γ actually drafted and the compute profile
@@ -42,6 +49,7 @@ from multispin.optimize.reactive import reactive
 from multispin.runtime.policies import POLICIES, TARGET_ONLY, policy_name
 from multispin.runtime.round import Mode, RoundOutcome, RoundPlan, RoundRecord
 from multispin.system.channel import World, stream
+from multispin.system.channel_process import ChannelProcess, uses_channel_process
 from multispin.system.payload import WirePayload
 from multispin.system.radio import rate_bps
 from multispin.system.scenario import Scenario
@@ -91,6 +99,11 @@ class RoundCost:
     planned_goodput_tokens_per_s: float
     expected_tokens: float  # Σ E[N_k] of the plan (the optimiser's model, current estimates)
     expected_latency_s: float  # T_comp + E[T_comm] of the plan
+    # channel.correction_deadline_s: corrections cut at the deadline (device → bits still to send),
+    # and the retransmissions of earlier ones this round charged (device → bits, and their airtime)
+    deferred_bits: dict[int, int] = field(default_factory=dict)
+    retransmitted_bits: dict[int, int] = field(default_factory=dict)
+    retransmission_s: float = 0.0
 
     @property
     def latency_s(self) -> float:
@@ -209,6 +222,13 @@ class ScenarioPlanner:
         prior = self.world.drop.alpha if self.prior_alpha is None else self.prior_alpha
         self.estimator = AcceptanceEstimator(prior)
         self._n_saa = self.n_saa or self.scenario.optimizer.n_saa
+        # mobility / noisy pilots: the channel process, its last block and the last round's duration
+        self.process = ChannelProcess(self.scenario, self.world.drop.distance_m) \
+            if uses_channel_process(self.scenario) else None
+        self._fading: dict[int, Any] = {}
+        self._last_round_s = 0.0
+        self._true_channel = None  # this round's channel of every scenario device (retransmissions)
+        self._pending: dict[int, tuple[int, str]] = {}  # device id → (bits, mode) of a cut correction
 
     def _index(self, d: int) -> int:
         """The scenario device that device id d is: itself, or the device whose job d is (d mod K)."""
@@ -217,24 +237,54 @@ class ScenarioPlanner:
 
     # -- the round policy -----------------------------------------------------------------
 
+    def _round_channel(self, round_idx: int):
+        """This round's true channel, the channel the planner sees, and (robust planning) posterior
+        draws (gain_ul, gain_dl) of the true one, all for every scenario device."""
+        if self.process is None:  # the paper's: a fresh block, known exactly
+            ch = self.world.channel.draw(round_idx)
+            return ch, ch, None
+        state, est = self.process.step(self._fading.get(round_idx - 1), round_idx, self._last_round_s)
+        self._fading = {round_idx: state}  # only the last block is ever needed
+        posterior = None
+        if self.scenario.channel.planning == "robust":
+            posterior = est.posterior_gains(stream(self.scenario.seed, "posterior", round_idx), self._n_saa,
+                                            self.scenario.radio.reciprocity)
+        return self.process.gains(state), est.naive(), posterior
+
     def plan(self, round_idx: int, active: Sequence[int]) -> ScenarioRoundPlan:
-        """γ for the active devices from this round's channel and the current estimates."""
+        """γ for the active devices from this round's channel (or its estimate) and the current
+        acceptance estimates; the plan's instance carries the true channel, which the modes and the
+        clock use."""
         active = list(active)
         idx = [self._index(d) for d in active]
-        full = self.world.instance(round_idx)
-        alpha = self.estimator.alpha if self.online else np.asarray(full.alpha)
-        wire, k = self.payload, full.num_devices
-        inst = full.replace(
-            alpha=alpha, payload_bits=np.full(k, float(wire.correction_bits("ul"))),
-            dl_payload_bits=np.full(k, float(wire.correction_bits("dl"))),
-            draft_upload_bits_per_token=float(wire.draft_bits_per_token),
-        ).subset(idx)
+        true_ch, seen_ch, posterior = self._round_channel(round_idx)
+        alpha = self.estimator.alpha if self.online else np.asarray(self.world.drop.alpha)
+        wire, k = self.payload, self.scenario.devices.count
+
+        def wired(ch):
+            return self.world.instance(round_idx, ch).replace(
+                alpha=alpha, payload_bits=np.full(k, float(wire.correction_bits("ul"))),
+                dl_payload_bits=np.full(k, float(wire.correction_bits("dl"))),
+                draft_upload_bits_per_token=float(wire.draft_bits_per_token),
+            ).subset(idx)
+
+        inst = wired(true_ch)
+        self._true_channel = true_ch
+        seen = inst if seen_ch is true_ch else wired(seen_ch)
         if self.policy == TARGET_ONLY:
             return ScenarioRoundPlan(round_idx, {d: 0 for d in active}, active, inst, target_only_plan(inst))
         modes = POLICIES[self.policy]
         u = stream(self.scenario.seed, "saa", round_idx).random((self._n_saa, len(idx)))
         mode_u = stream(self.scenario.seed, "modes", round_idx).random(u.shape) if modes == "random" else None
-        proactive = plan(inst, uniforms=u, modes=modes, split=self.split, mode_uniforms=mode_u)
+        if posterior is None:
+            proactive = plan(seen, uniforms=u, modes=modes, split=self.split, mode_uniforms=mode_u)
+        else:
+            from multispin.optimize.robust import plan_on_estimate
+
+            proactive = plan_on_estimate(seen, u, "robust", (posterior[0][:, idx], posterior[1][:, idx]),
+                                         modes=modes, split=self.split, mode_uniforms=mode_u)
+        # a round with no observation after it (the forecast) ages the channel by its planned duration
+        self._last_round_s = proactive.goodput.t_comp_s + proactive.goodput.e_t_comm_s
         gammas = {d: int(g) for d, g in zip(active, proactive.draft_len)}
         return ScenarioRoundPlan(round_idx, gammas, active, inst, proactive)
 
@@ -256,6 +306,7 @@ class ScenarioPlanner:
         rplan = outcome.plan
         assert isinstance(rplan, ScenarioRoundPlan), "observe: the outcome of a round this planner planned"
         self.rounds.append(self._charge(rplan, outcome.records))
+        self._last_round_s = self.rounds[-1].latency_s  # the channel ages over the round's actual duration
 
     # -- bookkeeping ----------------------------------------------------------------------
 
@@ -269,6 +320,25 @@ class ScenarioPlanner:
         gain = float((inst.gain_ul if mode == "ul" else inst.gain_dl)[i])
         rate = float(rate_bps(dec.bandwidth_hz[i], dec.power_w[i], gain, inst.radio.noise_psd_w_per_hz))
         return (bits / rate if rate > 0 else float("inf")), gain
+
+    def _retransmit(self, deadline: float) -> tuple[dict[int, int], float]:
+        """Resend the corrections earlier rounds cut at the deadline, one after another on the whole
+        band B at the mode's full power (P^ul, or the DL budget), on this round's channel of the
+        device's link; each is cut at the deadline again if it misses it. Returns the bits resent
+        per device and the airtime charged."""
+        r, ch = self.scenario.radio, self._true_channel
+        n0 = self.scenario.noise_psd_w_per_hz
+        sent, total = {}, 0.0
+        for d, (bits, mode) in list(self._pending.items()):
+            i = self._index(d)
+            gain = float((ch.gain_ul if mode == "ul" else ch.gain_dl)[i])
+            rate = float(rate_bps(r.bandwidth_hz, r.p_ul_w if mode == "ul" else r.p_dl_watts, gain, n0))
+            airtime = bits / rate if rate > 0 else float("inf")
+            sent[d] = bits
+            total += min(airtime, deadline)
+            if airtime <= deadline:
+                del self._pending[d]
+        return sent, total
 
     def _charge(self, rplan: ScenarioRoundPlan, records: dict[int, RoundRecord]) -> RoundCost:
         pos = {d: i for i, d in enumerate(rplan.active)}
@@ -293,10 +363,19 @@ class ScenarioPlanner:
                 airtime[d], gain[d] = self._airtime_s(rplan, charged[d], mode, i)
         proactive = rplan.proactive
         self.history.append((rplan.instance, gamma, [self._index(d) for d in rplan.active]))
+        comm_s = max(airtime.values(), default=0.0)
+        deadline = self.scenario.channel.correction_deadline_s
+        deferred, retx, retx_s = {}, {}, 0.0
+        if deadline is not None:
+            retx, retx_s = self._retransmit(deadline)
+            deferred = {d: charged[d] for d, a in airtime.items() if a > deadline}
+            self._pending.update({d: (charged[d], modes[d]) for d in deferred})
+            comm_s = min(comm_s, deadline) + retx_s
         return RoundCost(
             round=rplan.round, draft_len={d: int(gamma[pos[d]]) for d in rplan.active}, rejected=rejected,
             modes=modes, power_w=power, bandwidth_hz=bw, gain=gain, charged_bits=charged,
-            comp_latency_s=float(t_comp_s(rplan.instance, gamma)), comm_latency_s=max(airtime.values(), default=0.0),
+            comp_latency_s=float(t_comp_s(rplan.instance, gamma)), comm_latency_s=comm_s,
+            deferred_bits=deferred, retransmitted_bits=retx, retransmission_s=retx_s,
             tokens=sum(r.tokens_gained for r in records.values()),
             planned_goodput_tokens_per_s=float(proactive.goodput_tokens_per_s),
             expected_tokens=float(proactive.goodput.expected_tokens),

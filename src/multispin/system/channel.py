@@ -7,7 +7,9 @@ so the optimiser, the simulator and the running system see the same world. Strea
 - ``tasks``: each device's task (uniform over the task table, once);
 - ``draft``: each device's draft latency, profile × U[1, jitter_max] (once);
 - ``fading``: |ζ|² with ζ ~ CN(0, 1) per device and link, redrawn every round (block fading);
-- ``saa`` / ``modes``: uniforms of the optimiser (SAA outcomes, random-mode baseline) per round.
+- ``saa`` / ``modes``: uniforms of the optimiser (SAA outcomes, random-mode baseline) per round;
+- ``fading_process`` / ``pilot`` / ``posterior``: the channel process of
+  :mod:`multispin.system.channel_process` (mobility and pilot errors, when a scenario asks for them).
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from multispin.system.instance import ComputeParams, Instance, RadioParams
 from multispin.system.radio import path_loss_linear
 from multispin.system.scenario import DropRule, Scenario
 
-STREAMS = {"drop": 1, "tasks": 2, "draft": 3, "fading": 4, "saa": 5, "modes": 6, "montecarlo": 7}
+STREAMS = {"drop": 1, "tasks": 2, "draft": 3, "fading": 4, "saa": 5, "modes": 6, "montecarlo": 7,
+           # the time-correlated, imperfectly known channel (system.channel_process)
+           "fading_process": 8, "pilot": 9, "posterior": 10}
 
 
 def stream(seed: int, name: str, index: int = 0) -> np.random.Generator:

@@ -200,6 +200,28 @@ class OptimizerConfig(_Model):
     n_saa: Annotated[int, _range(1, 1_000_000)] = 1000
 
 
+class ChannelConfig(_Model):
+    """Channel knowledge and time variation (docs/channel-knowledge.md). The defaults are the
+    paper's: independent Rayleigh blocks, known exactly when the round is planned.
+
+    ``speed_kmh``: devices move; the fading follows a Gauss–Markov process with Jakes' correlation
+    J0(2π f_D Δt) over each round's duration (f_D from the speed at ``carrier_hz``) and the server
+    plans on the pilots of the previous round. ``pilot_snr_db``: the estimate has an error of
+    variance 10^(−SNR/10) of the mean fading power. ``planning``: ``naive`` plans on the estimate as
+    if it were exact; ``robust`` on channel samples from the posterior given the estimate.
+    ``correction_deadline_s`` (the running system's clock): a correction that misses it is
+    retransmitted at the next round, and the clock charges the retransmission.
+    """
+
+    speed_kmh: Optional[Annotated[float, _range(0, 500, unit="km/h")]] = None
+    carrier_hz: Annotated[float, _range(0, 1e12, lo_open=True, unit="Hz")] = 3.5e9
+    pilot_snr_db: Optional[Annotated[float, _range(-30, 80, unit="dB")]] = None
+    planning: Literal["naive", "robust"] = "naive"
+    # the running system's clock only: a correction whose airtime exceeds this deadline is cut
+    # there and retransmitted at the next round on that round's channel (None: no deadline)
+    correction_deadline_s: Optional[Annotated[float, _range(0, None, lo_open=True, unit="s")]] = None
+
+
 class Scenario(_Model):
     """One configuration that feeds the optimiser, the simulator and the running system."""
 
@@ -210,6 +232,7 @@ class Scenario(_Model):
     compute: ComputeConfig
     payload: PayloadConfig = PayloadConfig()
     optimizer: OptimizerConfig = OptimizerConfig()
+    channel: ChannelConfig = ChannelConfig()
     seed: Annotated[int, _range(0, 2**63 - 1)] = 0
 
     @model_validator(mode="after")
@@ -227,6 +250,10 @@ class Scenario(_Model):
             if unknown:
                 raise PydanticCustomError("task", "devices.tasks: unknown task(s) {u} (allowed: {a})",
                                           {"u": ", ".join(unknown), "a": ", ".join(sorted(self.tasks.acceptance))})
+        if (self.channel.speed_kmh is not None or self.channel.pilot_snr_db is not None) \
+                and self.radio.fading != "rayleigh":
+            raise PydanticCustomError("channel", "channel.speed_kmh / channel.pilot_snr_db: need radio.fading = "
+                                      "rayleigh (got {f})", {"f": self.radio.fading})
         if self.payload.codec == "sparse-topk" and self.payload.v_eff > self.payload.vocab_size:
             raise PydanticCustomError("range", "payload.v_eff: must be in [1, vocab_size={v}] (got {e})",
                                       {"v": self.payload.vocab_size, "e": self.payload.v_eff})

@@ -46,12 +46,16 @@ def with_overrides(
     seed: Optional[int] = None,
     n_saa: Optional[int] = None,
     split: Optional[str] = None,
+    speed_kmh: Optional[float] = None,
+    pilot_snr_db: Optional[float] = None,
+    csi_planning: Optional[str] = None,
 ) -> Scenario:
     """The scenario with the fields the command-line flags set (``None`` keeps the scenario's)."""
     named = {
         "devices.count": devices, "radio.p_dl_dbm": p_dl_dbm, "radio.p_ul_dbm": p_ul_dbm,
         "radio.noise_figure_db": noise_figure_db, "seed": seed, "optimizer.n_saa": n_saa,
         "radio.bandwidth_split": split,
+        "channel.speed_kmh": speed_kmh, "channel.pilot_snr_db": pilot_snr_db, "channel.planning": csi_planning,
     }
     changes = {k: v for k, v in named.items() if v is not None}
     return scenario.override(changes) if changes else scenario

@@ -40,6 +40,10 @@ def run_drop(scenario: dict[str, Any], options: dict[str, Any]) -> dict[str, flo
     plan is never below them on the drop's samples; ``options["reference"]`` also runs the slow
     reference search, for the diagnostic ``greedy_shortfall_pct``.
     """
+    if options.get("csi"):  # the channel-knowledge study computes other numbers (its own module)
+        from multispin.experiments.reproduce.csi import run_csi_drop
+
+        return run_csi_drop(scenario, options)
     from multispin.optimize.baselines import draft_baselines, mode_baselines
     from multispin.optimize.bound import communication_bound
     from multispin.optimize.draft_lengths import goodput_upper_bound, reference_search
@@ -121,7 +125,13 @@ def run_chunk(scenario: dict[str, Any], options: dict[str, Any], seeds: list[tup
     return out
 
 
-DROP_CODE = (_nan_if_empty, _pct, run_drop, run_chunk)  # what code_version hashes
+def _csi_drop_code():
+    from multispin.experiments.reproduce.csi import run_csi_drop
+
+    return run_csi_drop
+
+
+DROP_CODE = (_nan_if_empty, _pct, run_drop, run_chunk, _csi_drop_code())  # what code_version hashes
 
 
 @lru_cache(maxsize=1)

@@ -21,6 +21,7 @@ from typing import Any
 
 from multispin.experiments.reproduce import (
     fig_bound,
+    fig_channel_knowledge,
     fig_draft_schemes,
     fig_extensions,
     fig_mode_split,
@@ -35,7 +36,7 @@ from multispin.experiments.reproduce.stats import summarise
 from multispin.experiments.reproduce.studies import POINTS, drops_for, identification_drops
 
 FIGURES: tuple[ModuleType, ...] = (fig_mode_split, fig_users, fig_draft_schemes, fig_resources, fig_extensions,
-                                   fig_bound, identification)
+                                   fig_bound, identification, fig_channel_knowledge)
 FIGURE_NAMES = tuple(m.NAME for m in FIGURES)
 STUDY_PARAMS = {
     "pdl": ("preset", "pdl_ratio"),
@@ -43,6 +44,7 @@ STUDY_PARAMS = {
     "resources": ("preset", "sweep", "bandwidth_mhz", "radius_m"),
     "extensions": ("preset", "pdl_ratio"),
     "identification": identification.PARAMS,
+    "csi": fig_channel_knowledge.PARAMS,
 }
 
 

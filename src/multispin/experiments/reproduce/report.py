@@ -283,6 +283,9 @@ def write_report(out: Path, cfg: RunConfig, modules: list[ModuleType], claims, w
         parts += [f"### {m.TITLE}", "", f"![{m.NAME}]({m.NAME}.png)", "", text, "",
                   f"Data: [`{m.NAME}.csv`]({m.NAME}.csv); regenerate with "
                   f"`python -m {m.__name__} --out {out} [--quick] [--export] [--plot]`.", ""]
+    from multispin.experiments.reproduce import fig_channel_knowledge
+
+    parts.append(fig_channel_knowledge.section(out))
     parts.append(_optimiser_notes(out))
     parts.append(_certificate_section(out))
     parts.append(_columns_section(out, modules))

@@ -107,6 +107,13 @@ GAINS_OF_MEANS = {
     "gom_paper_vs_computation_only_pct": ("goodput_greedy_paper", "goodput_computation_only"),
     "gom_opt_split_pct": ("goodput_opt_split", "goodput"),
     "gom_lattice_pct": ("goodput_lattice", "goodput"),
+    # figure 8 (channel knowledge): naive and robust planning against perfect knowledge and each other,
+    # and the adaptive gain over the fixed modes under each kind of knowledge
+    "gom_naive_vs_perfect_pct": ("goodput_naive", "goodput_perfect"),
+    "gom_robust_vs_perfect_pct": ("goodput_robust", "goodput_perfect"),
+    "gom_robust_vs_naive_pct": ("goodput_robust", "goodput_naive"),
+    **{f"gom_{k}_vs_{b}_pct": (f"goodput_{k}", f"goodput_{k}_{b}")
+       for k in ("perfect", "naive", "robust") for b in ("all_ul", "all_dl")},
 }
 
 

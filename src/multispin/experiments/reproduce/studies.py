@@ -13,7 +13,9 @@ Studies (each a list of :class:`~.config.Point`):
 - ``resources``: total bandwidth sweep and cell-radius sweep: plan;
 - ``extensions``: optimised bandwidth split and lattice codec against the paper's setting;
 - ``identification``: the unpublished settings (noise figure 0–30 dB, T_ver^tok, acceptance table,
-  channel model) × P^dl/P^ul on the main pair: fewer drops, the same N_SAA.
+  channel model) × P^dl/P^ul on the main pair: fewer drops, the same N_SAA;
+- ``csi``: imperfect and outdated channel knowledge (speed, pilot SNR): perfect, naive and robust
+  planning (:mod:`.csi`).
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ ID_DROPS_FULL = 6
 ID_DROPS_QUICK = 2
 BASE_SETTING = {"t_ver_tok_ms": 0.0, "acceptance": "mid", "channel": "rayleigh"}
 
-STUDIES = ("pdl", "users", "resources", "extensions", "identification")
+STUDIES = ("pdl", "users", "resources", "extensions", "identification", "csi")
 
 
 # ----------------------------------------------------------------------------- grids
@@ -172,6 +174,10 @@ def drops_for(point: Point, cfg: RunConfig) -> int:
     range (∝ 1/K², at least USERS_MIN_DROPS) unless ``--drops`` fixes them."""
     if point.study == "identification":
         return identification_drops(cfg)
+    if point.study == "csi":
+        from multispin.experiments.reproduce.csi import csi_drops
+
+        return csi_drops(cfg)
     base = cfg.drops_per_point
     k = int(point.params.get("devices", 0))
     if point.study == "users" and cfg.drops is None and k > USERS_ALL_DROPS_UP_TO_K:
@@ -179,8 +185,14 @@ def drops_for(point: Point, cfg: RunConfig) -> int:
     return base
 
 
+def _csi_points(cfg: RunConfig) -> list[Point]:
+    from multispin.experiments.reproduce.csi import csi_points
+
+    return csi_points(cfg)
+
+
 POINTS = {"pdl": pdl_points, "users": users_points, "resources": resources_points,
-          "extensions": extensions_points, "identification": identification_points}
+          "extensions": extensions_points, "identification": identification_points, "csi": _csi_points}
 
 
 def cost_estimate(point: Point) -> float:
@@ -188,5 +200,5 @@ def cost_estimate(point: Point) -> float:
     k = float(point.overrides.get("devices.count", 20))
     n = float(point.overrides.get("optimizer.n_saa", 1000))
     w = (1.0 + 2.0 * bool(point.options.get("modes")) + 1.5 * bool(point.options.get("extensions"))
-         + 2.0 * bool(point.options.get("reference")))
+         + 2.0 * bool(point.options.get("reference")) + 12.0 * bool(point.options.get("csi")))
     return w * (k ** 1.6) * (n / 1000.0) ** 0.7
