@@ -41,6 +41,14 @@ class SequenceLM(Protocol):
         """Truncate the cache to its first `length` tokens (no-op if already that short)."""
 
 
+def next_logits(lm: SequenceLM, token_ids: Sequence[int]) -> np.ndarray:
+    """Append tokens to `lm`; the (vocab_size,) logits of the token after the last. A model
+    that can give that row cheaper than all of `extend`'s rows has ``extend_last`` (a draft of
+    another vocabulary, :class:`~multispin.models.cross_vocab.CrossVocabLM`)."""
+    last = getattr(lm, "extend_last", None)
+    return last(token_ids) if last is not None else lm.extend(token_ids)[-1]
+
+
 class BatchedLM(Protocol):
     """Many sequences, one KV cache each, scored together (the server's target model)."""
 

@@ -38,6 +38,13 @@ class TinyTokenizer:
     def __len__(self) -> int:
         return TINY_VOCAB
 
+    def token_table(self):
+        """Every id is its byte, except EOS (special): what a vocabulary map needs."""
+        from multispin.models.vocab_map import TokenTable
+
+        return TokenTable(tuple(None if i == TINY_EOS else bytes([i]) for i in range(TINY_VOCAB)),
+                          {TINY_EOS: "<eos>"}, self.encode)
+
 
 def _build_target(seed: int) -> torch.nn.Module:
     from transformers import Qwen2Config, Qwen2ForCausalLM

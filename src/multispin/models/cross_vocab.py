@@ -1,0 +1,81 @@
+"""A draft model with its own tokenizer, presented to the engine as a `SequenceLM` over the
+*target's* ids, so the device, the codecs and both correction modes run unchanged.
+
+The adapter holds a `DraftContext` (the draft-token spelling of the target tokens it was fed)
+and the draft's own `SequenceLM`. Each time logits are asked for, the draft's KV cache is rolled
+back to the longest common prefix of what it holds and what the context now spells, the rest is
+fed, and the draft's next-token logits are mapped to the target's ids by the `VocabMap`
+(the intersection I keeps its values, every other id gets -inf). Warped by the sampling policy,
+that is the draft's distribution restricted to I and renormalised: the proposal q.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from multispin.errors import ProtocolError
+from multispin.models.base import SequenceLM
+from multispin.models.draft_context import DEFAULT_LOOKBACK, DraftContext
+from multispin.models.vocab_map import TokenTable, VocabMap
+
+
+class CrossVocabLM:
+    """`SequenceLM` over the target's vocabulary, backed by a draft of another vocabulary."""
+
+    def __init__(self, draft_lm: SequenceLM, draft: TokenTable, target: TokenTable,
+                 vocab: VocabMap | None = None, lookback: int = DEFAULT_LOOKBACK):
+        self.draft_lm = draft_lm
+        self.vocab = vocab or VocabMap.build(draft, target)
+        if self.vocab.draft_size != draft_lm.vocab_size:
+            raise ProtocolError(f"draft: the model has {draft_lm.vocab_size} logits but its "
+                                f"tokenizer {self.vocab.draft_size} tokens")
+        self.vocab_size = self.vocab.target_size
+        self.context = DraftContext(draft, target, self.vocab, lookback)
+        self._fed: list[int] = []  # draft ids in the draft model's cache
+        self.reset()
+
+    @property
+    def length(self) -> int:
+        return len(self.context.target)
+
+    def reset(self) -> None:
+        self.context.reset()
+        self.draft_lm.reset()
+        self._fed = []
+
+    def rollback(self, length: int) -> None:
+        self.context.rollback(length)  # the draft cache follows at the next logits
+
+    def extend_last(self, token_ids: Sequence[int]) -> np.ndarray:
+        """Append target tokens; return the (V_target,) logits of the token after the last."""
+        if len(token_ids) == 0:
+            raise ProtocolError("extend: need at least one token")
+        self.context.extend(token_ids)
+        return self.vocab.target_logits(self._sync())
+
+    def extend(self, token_ids: Sequence[int]) -> np.ndarray:
+        """Append target tokens; row i is the logits after token_ids[i], each computed as the
+        draft would see that prefix (one draft step per token: use `extend_last` when only
+        the last row is needed)."""
+        if len(token_ids) == 0:
+            raise ProtocolError("extend: need at least one token")
+        return np.stack([self.extend_last([t]) for t in token_ids])
+
+    def _sync(self) -> np.ndarray:
+        """Bring the draft cache to the context's draft sequence; the draft's last logits row."""
+        want = self.context.draft
+        if not want:  # nothing the draft can read (only unmapped special tokens): no preference
+            self.draft_lm.reset()
+            self._fed = []
+            return np.zeros(self.vocab.draft_size, dtype=np.float32)
+        common = 0
+        limit = min(len(self._fed), len(want))
+        while common < limit and self._fed[common] == want[common]:
+            common += 1
+        common = min(common, len(want) - 1)  # at least one token is fed, for its logits row
+        self.draft_lm.rollback(common)
+        logits = self.draft_lm.extend(want[common:])[-1]
+        self._fed = list(want)
+        return logits
