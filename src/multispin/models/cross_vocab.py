@@ -11,14 +11,15 @@ that is the draft's distribution restricted to I and renormalised: the proposal 
 
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from multispin.errors import ProtocolError
 from multispin.models.base import SequenceLM
 from multispin.models.draft_context import DEFAULT_LOOKBACK, DraftContext
-from multispin.models.vocab_map import TokenTable, VocabMap
+from multispin.models.vocab_map import TokenTable, VocabMap, token_table
 
 
 class CrossVocabLM:
@@ -79,3 +80,54 @@ class CrossVocabLM:
         logits = self.draft_lm.extend(want[common:])[-1]
         self._fed = list(want)
         return logits
+
+
+@dataclass(frozen=True)
+class CrossDraft:
+    """What a pair keeps for a draft of another vocabulary: both token tables and their map."""
+
+    draft_table: TokenTable
+    target_table: TokenTable
+    vocab: VocabMap
+
+    @classmethod
+    def between(cls, draft_tokenizer: Any, target_tokenizer: Any) -> "CrossDraft":
+        draft, target = token_table(draft_tokenizer), token_table(target_tokenizer)
+        return cls(draft, target, VocabMap.build(draft, target))
+
+    def wrap(self, draft_lm: SequenceLM) -> CrossVocabLM:
+        """`draft_lm` (over the draft's ids) as a SequenceLM over the target's ids."""
+        return CrossVocabLM(draft_lm, self.draft_table, self.target_table, self.vocab)
+
+    def batched(self, make_draft_lm: Callable[[], SequenceLM]) -> "CrossVocabBatchedLM":
+        """A BatchedLM over the target's ids whose every sequence wraps a fresh `make_draft_lm()`."""
+        return CrossVocabBatchedLM(lambda: self.wrap(make_draft_lm()), self.vocab.target_size)
+
+
+class CrossVocabBatchedLM:
+    """`BatchedLM` over the target's ids for a draft of another vocabulary: one `CrossVocabLM`
+    (its own draft KV cache) per sequence. Each sequence's draft runs on its own; batching the
+    draft's forward passes across such sequences is not done yet."""
+
+    def __init__(self, make_sequence: Callable[[], CrossVocabLM], vocab_size: int):
+        self._make = make_sequence
+        self.vocab_size = vocab_size
+        self._seqs: dict[int, CrossVocabLM] = {}
+
+    def open(self, seq_id: int) -> None:
+        self._seqs[seq_id] = self._make()
+
+    def close(self, seq_id: int) -> None:
+        self._seqs.pop(seq_id, None)
+
+    def length(self, seq_id: int) -> int:
+        return self._seqs[seq_id].length
+
+    def rollback(self, seq_id: int, length: int) -> None:
+        self._seqs[seq_id].rollback(length)
+
+    def extend_many(self, new_tokens: dict[int, Sequence[int]]) -> dict[int, np.ndarray]:
+        return {s: self._seqs[s].extend(t) for s, t in new_tokens.items() if len(t)}
+
+    def extend_many_last(self, new_tokens: dict[int, Sequence[int]]) -> dict[int, np.ndarray]:
+        return {s: self._seqs[s].extend_last(t) for s, t in new_tokens.items() if len(t)}
