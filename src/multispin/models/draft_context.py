@@ -36,7 +36,7 @@ class DraftContext:
     def __init__(self, draft: TokenTable, target: TokenTable, vocab: VocabMap,
                  lookback: int = DEFAULT_LOOKBACK):
         self._draft, self._target, self._vocab = draft, target, vocab
-        self.lookback = max(1, int(lookback))
+        self.lookback = max(0, int(lookback))
         self.reset()
 
     def reset(self) -> None:
