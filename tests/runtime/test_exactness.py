@@ -11,8 +11,8 @@ import itertools
 
 import numpy as np
 import pytest
-from scipy import stats
 
+from exactness_stats import min_p_value
 import multispin.runtime.roles as roles
 from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_tables
 from multispin.runtime.local import FixedDraftLengths, FixedMode, run_rounds
@@ -52,22 +52,6 @@ def run_engine(mode: str, gamma: int, sampling: SamplingParams, ul: str = "dense
     run_rounds(server, devices, PolicyPair(FixedDraftLengths({k: gamma for k in devices}), FixedMode(mode)),
                max_new_tokens=max(N_POSITIONS, gamma + 1), eos_ids=())
     return np.array([devices[k].generated[:N_POSITIONS] for k in devices])
-
-
-def min_p_value(tokens: np.ndarray, marginals: np.ndarray) -> float:
-    """Smallest chi-square p-value over positions (cells with expected count < 5 merged)."""
-    worst = 1.0
-    for pos in range(N_POSITIONS):
-        observed = np.bincount(tokens[:, pos], minlength=VOCAB).astype(float)
-        expected = marginals[pos] / marginals[pos].sum() * len(tokens)
-        if np.any((expected == 0) & (observed > 0)):
-            return 0.0
-        big = expected >= 5
-        obs = np.append(observed[big], observed[~big].sum())
-        exp = np.append(expected[big], expected[~big].sum())
-        keep = exp > 0
-        worst = min(worst, stats.chisquare(obs[keep], exp[keep]).pvalue)
-    return worst
 
 
 T1 = SamplingParams()
