@@ -64,3 +64,40 @@ def test_greedy_equals_target_only(pair, mode):
     plain = generate(GenerateConfig(**base, draft_len=0), pair=pair)
     assert [d.tokens for d in spec.devices] == [d.tokens for d in plain.devices]
     assert [d.draft_name for d in spec.devices] == DRAFTS
+
+
+def test_generate_command_on_the_cross_pair(multispin):
+    import json
+
+    res = multispin("generate", "--pair", "tiny-cross", "--devices", "2", "--draft", "merged",
+                    "--draft", "close", "--max-new-tokens", "6", "--json")
+    assert res.code == 0, res.err
+    out = json.loads(res.out)
+    assert [d["draft"] for d in out["devices"]] == DRAFTS
+    assert all(len(d["tokens"]) == 6 for d in out["devices"])
+    bad = multispin("generate", "--pair", "tiny-cross", "--draft", "nope")
+    assert bad.code == 2 and "merged, close" in bad.err and "Traceback" not in bad.err
+
+
+def _cached(*names: str) -> bool:
+    from multispin.models.acquire import model_dir
+
+    return all((model_dir(n) / "multispin-manifest.json").exists() for n in names)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _cached("smollm2-135m", "qwen2.5-coder-0.5b"),
+                    reason="SmolLM2-135M and Qwen2.5-Coder-0.5B are not both cached")
+def test_real_cross_pair_greedy_equals_target_only():
+    """SmolLM2-135M drafting for Qwen2.5-Coder-0.5B: the speculative text is the target's own
+    greedy text (one device corrects in UL mode, one in DL mode)."""
+    real = resolve_pair("smollm2-135m:qwen2.5-coder-0.5b")
+    assert list(real.cross_drafts) == ["smollm2-135m"]
+    prompts = ["Write a Python function that reverses a string.", "What is a hash table?"]
+    base = dict(pair=real.name, devices=2, temperature=0.0, max_new_tokens=12, prompts=prompts)
+    for mode in ("ul", "dl"):
+        spec = generate(GenerateConfig(**base, draft_len=4, mode=mode), pair=real)
+        if mode == "ul":
+            plain = generate(GenerateConfig(**base, draft_len=0, mode=mode), pair=real)
+        assert [d.tokens for d in spec.devices] == [d.tokens for d in plain.devices]
+        assert sum(d.stats.num_accepted_tokens for d in spec.devices) > 0
