@@ -19,6 +19,7 @@ encoding of the decoded text on long texts.
 
 from __future__ import annotations
 
+import bisect
 from typing import Sequence
 
 from multispin.models.vocab_map import TokenTable, VocabMap
@@ -101,10 +102,7 @@ class DraftContext:
         ends = self._run_draft_ends
         if changed_from == len(self._run) and (ends[-1] if ends else 0) == changed_from:
             return  # nothing new since the draft sequence last spelt the run
-        keep = 0
-        while keep < len(ends) and ends[keep] <= changed_from:
-            keep += 1
-        keep = max(0, keep - self.lookback)
+        keep = max(0, bisect.bisect_right(ends, changed_from) - self.lookback)  # ends never decrease
         # back off to a cut that is a character boundary and that no dropped token ends at
         # (tokens of a normalised piece all end where the piece ends: they go together)
         while keep and ((ends[keep - 1] < len(self._run) and _is_continuation(self._run[ends[keep - 1]]))
