@@ -101,3 +101,16 @@ def test_real_cross_pair_greedy_equals_target_only():
             plain = generate(GenerateConfig(**base, draft_len=0, mode=mode), pair=real)
         assert [d.tokens for d in spec.devices] == [d.tokens for d in plain.devices]
         assert sum(d.stats.num_accepted_tokens for d in spec.devices) > 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _cached("smollm2-135m", "qwen2.5-coder-0.5b"),
+                    reason="SmolLM2-135M and Qwen2.5-Coder-0.5B are not both cached")
+def test_real_cross_pair_prompts_use_the_targets_chat_template():
+    """The target of a DRAFT:TARGET pair named by its registered name is an instruct model: its
+    prompts go through the chat template (without it Qwen answered HumanEval prompts with EOS)."""
+    real = resolve_pair("smollm2-135m:qwen2.5-coder-0.5b")
+    assert real.use_chat_template
+    ids = encode_prompt(real, "hi")
+    assert ids[0] == real.tokenizer.convert_tokens_to_ids("<|im_start|>")
+    assert real.tokenizer.decode(ids).endswith("<|im_start|>assistant\n")

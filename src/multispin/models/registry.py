@@ -256,8 +256,10 @@ def _resolve_draft_target(
     notes = {"draft": draft_ref, "target": target_ref}
     if cross:
         notes["vocabulary_map"] = cross[label].vocab.coverage.to_dict()
-    pair = _make_pair(name, t_tok, target, built, instruct=_looks_instruct(target_ref, target, t_tok),
-                      notes=notes)
+    # a registered target knows whether it is an instruct model (its cache directory's name does not say)
+    instruct = (REGISTERED[target_ref].instruct if target_ref in REGISTERED
+                else _looks_instruct(target_ref, target, t_tok))
+    pair = _make_pair(name, t_tok, target, built, instruct=instruct, notes=notes)
     pair.cross_drafts.update(cross)
     return pair
 
