@@ -132,7 +132,7 @@ def test_different_vocabularies_make_a_cross_vocabulary_draft(tmp_path):
     same = resolve_pair(f"{_save_model(tmp_path / 'same', seed=3)}:{target}")
     assert same.cross_drafts == {}
     for draft, shared in ((swapped, VOCAB - 2), (longer, VOCAB - 2)):  # all but [UNK] and <eos>
-        pair = resolve_pair(f"{draft}:{target}", drafts=["q4g32"])
+        pair = resolve_pair(f"{draft}:{target}", drafts=[draft.name, "q4g32"])  # two families
         assert list(pair.drafts) == [draft.name, "q4g32"] and list(pair.cross_drafts) == [draft.name]
         assert pair.vocab_size == VOCAB  # the target's: q is over the target's ids
         assert pair.cross_drafts[draft.name].vocab.coverage.shared == shared
