@@ -161,3 +161,32 @@ def test_control_without_look_back_the_sequence_drifts():
     ids = target.encode(TEXT)
     with pytest.raises(AssertionError):
         random_walk(ctx, ids, 0, lambda pos: _assert_equal(ctx.draft, draft.encode(target.decode(ids[:pos]))))
+
+
+def test_q_depends_only_on_the_prefix_not_on_the_history():
+    """What a device drafted from after any history of extends and rollbacks is what a fresh
+    adapter gives for the same prefix in one teacher-forced pass (`measure` relies on it)."""
+    target, draft = TinyTokenizer(), tiny_merged_tokenizer()
+    cross = CrossDraft.between(draft, target)
+    _, table = make_tables(len(draft), seed=4, scale=1.0)
+    walker = cross.wrap(MarkovSequenceLM(table))
+    ids = target.encode(TEXT[:300])
+    seen: dict[int, np.ndarray] = {}
+    rng = random.Random(3)
+    pos = 0
+    while pos < len(ids):
+        n = rng.randint(1, 5)
+        row = walker.extend_last(ids[pos : pos + n])
+        pos = min(len(ids), pos + n)
+        seen[pos] = row
+        if rng.random() < 0.4:
+            pos = max(1, pos - rng.randint(1, 4))
+            walker.rollback(pos)
+    rows = cross.wrap(MarkovSequenceLM(table)).extend(ids)
+    for length, row in seen.items():
+        np.testing.assert_array_equal(row, rows[length - 1])
+    batched = cross.batched(lambda: MarkovSequenceLM(table))  # the BatchedLM face: same rows
+    batched.open(0)
+    np.testing.assert_array_equal(batched.extend_many({0: ids})[0], rows)
+    batched.rollback(0, 10)
+    np.testing.assert_array_equal(batched.extend_many_last({0: ids[10:20]})[0], rows[19])

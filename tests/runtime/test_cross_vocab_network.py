@@ -114,3 +114,13 @@ def test_real_cross_pair_prompts_use_the_targets_chat_template():
     ids = encode_prompt(real, "hi")
     assert ids[0] == real.tokenizer.convert_tokens_to_ids("<|im_start|>")
     assert real.tokenizer.decode(ids).endswith("<|im_start|>assistant\n")
+
+
+def test_measure_scores_a_cross_vocabulary_draft_beside_a_same_vocabulary_one(pair):
+    from multispin.experiments.acceptance import MeasureConfig, measure
+
+    out = measure(MeasureConfig(pair="tiny-cross", drafts=DRAFTS, prompts=2, draft_len=2,
+                                max_new_tokens=8, source="builtin"), pair=pair)
+    assert set(out) == set(DRAFTS)
+    for profile in out.values():
+        assert 0.0 <= profile["alpha"] <= 1.0 and profile["num_tokens"] > 0
