@@ -1,9 +1,32 @@
-"""The chi-square check the exactness tests share: emitted tokens against the target's law."""
+"""What the exactness tests share: the target's law by enumeration, and the chi-square check of
+emitted tokens against it."""
 
 from __future__ import annotations
 
+import itertools
+from typing import Sequence
+
 import numpy as np
 from scipy import stats
+
+from multispin.models.synthetic import MarkovTable
+from multispin.speculative.warp import SamplingParams, warp
+
+
+def exact_marginals(table: MarkovTable, prompt: Sequence[int], n_positions: int,
+                    sampling: SamplingParams) -> np.ndarray:
+    """Law of emitted tokens 1..n_positions under the target `table` alone, by enumeration:
+    (n_positions, V)."""
+    vocab = table.vocab_size
+    marg = np.zeros((n_positions, vocab))
+    for seq in itertools.product(range(vocab), repeat=n_positions):
+        prob, prefix = 1.0, list(prompt)
+        for tok in seq:
+            prob *= float(warp(table.next_logits(prefix), sampling)[tok])
+            prefix.append(tok)
+        for i, tok in enumerate(seq):
+            marg[i, tok] += prob
+    return marg
 
 
 def min_p_value(tokens: np.ndarray, marginals: np.ndarray) -> float:

@@ -57,29 +57,56 @@ class CrossVocabLM:
         return self.vocab.target_logits(self._sync())
 
     def extend(self, token_ids: Sequence[int]) -> np.ndarray:
-        """Append target tokens; row i is the logits after token_ids[i], each computed as the
-        draft would see that prefix (one draft step per token: use `extend_last` when only
-        the last row is needed)."""
+        """Append target tokens; row i is the logits after token_ids[i], as the draft reads that
+        prefix (exactly what `extend_last` would give after it). One draft pass over the new
+        draft tokens gives every row whose prefix ends on a draft-token boundary; each other
+        prefix (a target token that ends inside a draft token) takes a short pass of its own."""
         if len(token_ids) == 0:
             raise ProtocolError("extend: need at least one token")
-        return np.stack([self.extend_last([t]) for t in token_ids])
+        states = []
+        for t in token_ids:  # the draft sequence of every prefix
+            self.context.extend([t])
+            states.append(list(self.context.draft))
+        final = states[-1]
+        rows: list[np.ndarray | None] = [None] * len(states)
+        start = min(_common_prefix(self._fed, final), len(final) - 1,
+                    *(len(s) - 1 for s in states if s))
+        if final and start >= 0:
+            self.draft_lm.rollback(start)
+            pass_rows = self.draft_lm.extend(final[start:])
+            self._fed = list(final)
+            for i, s in enumerate(states):
+                if len(s) > start and s == final[: len(s)]:
+                    rows[i] = pass_rows[len(s) - start - 1]
+        for i, s in enumerate(states):
+            if rows[i] is None:  # off the final sequence's boundaries (or nothing to read)
+                rows[i] = self._logits_after(s)
+        if self._fed != final:
+            self._logits_after(final)
+        return np.stack([self.vocab.target_logits(r) for r in rows])
 
-    def _sync(self) -> np.ndarray:
-        """Bring the draft cache to the context's draft sequence; the draft's last logits row."""
-        want = self.context.draft
+    def _logits_after(self, want: list[int]) -> np.ndarray:
+        """The draft's logits after the draft sequence `want`, its cache left holding `want`."""
         if not want:  # nothing the draft can read (only unmapped special tokens): no preference
             self.draft_lm.reset()
             self._fed = []
             return np.zeros(self.vocab.draft_size, dtype=np.float32)
-        common = 0
-        limit = min(len(self._fed), len(want))
-        while common < limit and self._fed[common] == want[common]:
-            common += 1
-        common = min(common, len(want) - 1)  # at least one token is fed, for its logits row
+        common = min(_common_prefix(self._fed, want), len(want) - 1)  # one token fed, for its row
         self.draft_lm.rollback(common)
         logits = self.draft_lm.extend(want[common:])[-1]
         self._fed = list(want)
         return logits
+
+    def _sync(self) -> np.ndarray:
+        """Bring the draft cache to the context's draft sequence; the draft's last logits row."""
+        return self._logits_after(self.context.draft)
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n, limit = 0, min(len(a), len(b))
+    while n < limit and a[n] == b[n]:
+        n += 1
+    return n
 
 
 @dataclass(frozen=True)
