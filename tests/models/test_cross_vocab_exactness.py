@@ -124,16 +124,16 @@ class UnrenormalisedLM(CrossVocabLM):
 
 @pytest.mark.parametrize("mode", ["ul", "dl"])
 def test_control_unrenormalised_q_fails(monkeypatch, mode):
-    real = roles.DraftDevice.draft
+    real = roles.DraftDevice.drafting  # the draft step by step (draft_all drives it)
 
     def leaky(self, gamma):
-        out = real(self, gamma)
+        out = yield from real(self, gamma)
         masses = self.lm.masses[-gamma:] if gamma else []
         assert max(masses, default=0.0) < 1.0  # the draft does put mass outside I
         self._q_hat = [q * m for q, m in zip(self._q_hat, masses)]
         return roles.Draft(out.tokens, [x * m for x, m in zip(out.q_at_tokens, masses)])
 
-    monkeypatch.setattr(roles.DraftDevice, "draft", leaky)
+    monkeypatch.setattr(roles.DraftDevice, "drafting", leaky)
     assert min_p_value(run_engine(mode, 3, make_lm=UnrenormalisedLM), MARG_T1) < 1e-6
 
 
