@@ -29,12 +29,12 @@ def _fresh_cache():
     registry.clear_cache()
 
 
-def _save_model(path, *, seed=0, swap=False, extra_tokens=0, chat=False):
+def _save_model(path, *, seed=0, swap=False, extra_tokens=0, chat=False, prefix="w"):
     """A tiny Qwen2 causal LM with a word-level tokenizer, saved as a Hugging Face directory."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-    words = ["[UNK]", "<eos>"] + [f"w{i}" for i in range(VOCAB - 2 + extra_tokens)]
+    words = ["[UNK]", "<eos>"] + [f"{prefix}{i}" for i in range(VOCAB - 2 + extra_tokens)]
     if swap:
         words[5], words[6] = words[6], words[5]
     tk = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
@@ -125,14 +125,21 @@ def test_draft_target_local_directories(tmp_path):
         resolve_pair(f"{draft}:/does/not/exist")
 
 
-def test_vocabulary_mismatch(tmp_path):
+def test_different_vocabularies_make_a_cross_vocabulary_draft(tmp_path):
     target = _save_model(tmp_path / "t")
     swapped = _save_model(tmp_path / "swapped", swap=True)
     longer = _save_model(tmp_path / "longer", extra_tokens=3)
-    with pytest.raises(VocabularyMismatchError, match="different tokens"):
-        resolve_pair(f"{swapped}:{target}")
-    with pytest.raises(VocabularyMismatchError, match="303 tokens"):
-        resolve_pair(f"{longer}:{target}")
+    same = resolve_pair(f"{_save_model(tmp_path / 'same', seed=3)}:{target}")
+    assert same.cross_drafts == {}
+    for draft, shared in ((swapped, VOCAB - 2), (longer, VOCAB - 2)):  # all but [UNK] and <eos>
+        pair = resolve_pair(f"{draft}:{target}", drafts=[draft.name, "q4g32"])  # two families
+        assert list(pair.drafts) == [draft.name, "q4g32"] and list(pair.cross_drafts) == [draft.name]
+        assert pair.vocab_size == VOCAB  # the target's: q is over the target's ids
+        assert pair.cross_drafts[draft.name].vocab.coverage.shared == shared
+        assert pair.notes["vocabulary_map"]["shared"] == shared
+    disjoint = _save_model(tmp_path / "disjoint", prefix="x")
+    with pytest.raises(VocabularyMismatchError, match="share no token"):
+        resolve_pair(f"{disjoint}:{target}")
 
 
 def test_hub_ids_fail_offline_with_clear_error(monkeypatch):

@@ -7,12 +7,11 @@ Negative controls plug a known bug into the same loop and must fail the same tes
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
-from scipy import stats
 
+from exactness_stats import exact_marginals as enumerate_marginals
+from exactness_stats import min_p_value
 import multispin.runtime.roles as roles
 from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_tables
 from multispin.runtime.local import FixedDraftLengths, FixedMode, run_rounds
@@ -32,15 +31,7 @@ TARGET, DRAFT = make_tables(VOCAB, seed=3, scale=1.5, draft_noise=1.2)
 
 def exact_marginals(sampling: SamplingParams) -> np.ndarray:
     """Law of emitted tokens 1..N_POSITIONS under the target alone, by enumeration."""
-    marg = np.zeros((N_POSITIONS, VOCAB))
-    for seq in itertools.product(range(VOCAB), repeat=N_POSITIONS):
-        prob, prefix = 1.0, list(PROMPT)
-        for tok in seq:
-            prob *= float(warp(TARGET.next_logits(prefix), sampling)[tok])
-            prefix.append(tok)
-        for i, tok in enumerate(seq):
-            marg[i, tok] += prob
-    return marg
+    return enumerate_marginals(TARGET, PROMPT, N_POSITIONS, sampling)
 
 
 def run_engine(mode: str, gamma: int, sampling: SamplingParams, ul: str = "dense-fp32",
@@ -52,22 +43,6 @@ def run_engine(mode: str, gamma: int, sampling: SamplingParams, ul: str = "dense
     run_rounds(server, devices, PolicyPair(FixedDraftLengths({k: gamma for k in devices}), FixedMode(mode)),
                max_new_tokens=max(N_POSITIONS, gamma + 1), eos_ids=())
     return np.array([devices[k].generated[:N_POSITIONS] for k in devices])
-
-
-def min_p_value(tokens: np.ndarray, marginals: np.ndarray) -> float:
-    """Smallest chi-square p-value over positions (cells with expected count < 5 merged)."""
-    worst = 1.0
-    for pos in range(N_POSITIONS):
-        observed = np.bincount(tokens[:, pos], minlength=VOCAB).astype(float)
-        expected = marginals[pos] / marginals[pos].sum() * len(tokens)
-        if np.any((expected == 0) & (observed > 0)):
-            return 0.0
-        big = expected >= 5
-        obs = np.append(observed[big], observed[~big].sum())
-        exp = np.append(expected[big], expected[~big].sum())
-        keep = exp > 0
-        worst = min(worst, stats.chisquare(obs[keep], exp[keep]).pvalue)
-    return worst
 
 
 T1 = SamplingParams()

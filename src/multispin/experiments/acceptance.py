@@ -270,7 +270,7 @@ def measure(config: MeasureConfig, pair=None, progress: Progress | None = None) 
     """`multispin measure`: an acceptance profile per draft for one (pair, prompt set, sampling
     policy), all drafts scored on the same target texts; ``progress`` receives a
     :class:`~multispin.experiments.progress.Step` per round and per scored prompt."""
-    from multispin.models.hf import HFBatchedLM
+    from multispin.models.hf import HFBatchedLM, draft_batched
     from multispin.models.prompts import load_prompts, prompt_categories
     from multispin.models.registry import resolve_pair
     from multispin.runtime.session import encode_prompt
@@ -283,7 +283,7 @@ def measure(config: MeasureConfig, pair=None, progress: Progress | None = None) 
     pad = getattr(pair.tokenizer, "pad_token_id", None) or 0
     measured = measure_prompts(
         lambda: HFBatchedLM(pair.target, pair.vocab_size, pad),
-        {n: (lambda m=pair.drafts[n]: HFBatchedLM(m, pair.vocab_size, pad)) for n in names},
+        {n: (lambda n=n: draft_batched(pair, n, pad)) for n in names},
         [encode_prompt(pair, t) for t in texts], config.draft_len, sampling, config.seed,
         config.max_new_tokens, pair.eos_token_ids, batch=config.batch,
         verdict_prompts=config.verdict_prompts, groups=[categories.get(t, config.task) for t in texts],

@@ -16,6 +16,7 @@ import numpy as np
 from scipy.optimize import nnls
 
 from multispin.experiments.progress import Progress, Step, reporter
+from multispin.models.base import next_logits
 
 PAST_TOKENS = 64
 
@@ -77,13 +78,13 @@ def time_draft_per_token(lm, tokens: int = 32, repeats: int = 3) -> float:
 
     def run():
         lm.reset()
-        lm.extend(prompt)
+        next_logits(lm, prompt)
         for tok in rng.integers(3, lm.vocab_size, tokens).tolist():
-            lm.extend([tok])
+            next_logits(lm, [tok])
 
     def prefill_only():
         lm.reset()
-        lm.extend(prompt)
+        next_logits(lm, prompt)
 
     return max(0.0, (median_s(run, repeats) - median_s(prefill_only, repeats)) / tokens)
 
@@ -94,13 +95,13 @@ def profile_pair(pair, batch_sizes=(1, 2, 4, 8), draft_lens=(1, 2, 4, 8), repeat
     receives a :class:`Step` after every draft timed and every batch size."""
     import torch
 
-    from multispin.models.hf import HFBatchedLM, HFSequenceLM
+    from multispin.models.hf import HFBatchedLM, draft_lm
 
     say = reporter(progress)
     drafts = {}
     say(Step("timing drafts", 0, len(pair.drafts), "drafts"))
-    for i, (name, model) in enumerate(pair.drafts.items()):
-        drafts[name] = time_draft_per_token(HFSequenceLM(model, pair.vocab_size), repeats=repeats)
+    for i, name in enumerate(pair.drafts):
+        drafts[name] = time_draft_per_token(draft_lm(pair, name), repeats=repeats)
         say(Step("timing drafts", i + 1, len(pair.drafts), "drafts"))
     rows = time_verification(HFBatchedLM(pair.target, pair.vocab_size), batch_sizes, draft_lens, repeats,
                              progress=progress)

@@ -1,6 +1,8 @@
 """What the engine needs from language models.
 
-A *pair* is one target model and one or more draft models sharing a tokenizer. The engine never
+A *pair* is one target model and one or more draft models, each sharing the target's tokenizer
+or bringing its own (a `cross_drafts` entry: its distribution reaches the engine over the
+target's ids, :mod:`multispin.models.cross_vocab`). The engine never
 touches model internals: it calls `SequenceLM` (one sequence with its own KV cache, used by a
 device for drafting) and `BatchedLM` (many sequences, one KV cache each, scored in one batched
 forward pass, used by the server for verification). Backends implement both.
@@ -39,6 +41,23 @@ class SequenceLM(Protocol):
 
     def rollback(self, length: int) -> None:
         """Truncate the cache to its first `length` tokens (no-op if already that short)."""
+
+
+def next_logits(lm: SequenceLM, token_ids: Sequence[int]) -> np.ndarray:
+    """Append tokens to `lm`; the (vocab_size,) logits of the token after the last. A model
+    that can give that row cheaper than all of `extend`'s rows has ``extend_last`` (a draft of
+    another vocabulary, :class:`~multispin.models.cross_vocab.CrossVocabLM`)."""
+    last = getattr(lm, "extend_last", None)
+    return last(token_ids) if last is not None else lm.extend(token_ids)[-1]
+
+
+def last_rows(lm: "BatchedLM", new_tokens: dict[int, Sequence[int]]) -> dict[int, np.ndarray]:
+    """`extend_many`, keeping each sequence's last logits row only (through ``extend_many_last``
+    where the model has it: a draft of another vocabulary gives that row cheaper than all rows)."""
+    last = getattr(lm, "extend_many_last", None)
+    if last is not None:
+        return last(new_tokens)
+    return {s: rows[-1] for s, rows in lm.extend_many(new_tokens).items()}
 
 
 class BatchedLM(Protocol):
@@ -83,6 +102,9 @@ class BatchedSequence:
     def extend(self, token_ids: Sequence[int]) -> np.ndarray:
         return self.batched.extend_many({self.seq_id: token_ids})[self.seq_id]
 
+    def extend_last(self, token_ids: Sequence[int]) -> np.ndarray:
+        return last_rows(self.batched, {self.seq_id: token_ids})[self.seq_id]
+
     def rollback(self, length: int) -> None:
         self.batched.rollback(self.seq_id, length)
 
@@ -99,6 +121,8 @@ class LoadedPair:
     eos_token_ids: tuple[int, ...] = ()
     use_chat_template: bool = False
     notes: dict[str, Any] = field(default_factory=dict)
+    # drafts with a tokenizer of their own: draft name -> multispin.models.cross_vocab.CrossDraft
+    cross_drafts: dict[str, Any] = field(default_factory=dict)
 
     @property
     def default_draft(self) -> str:

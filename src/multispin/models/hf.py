@@ -16,6 +16,7 @@ import torch
 from transformers import DynamicCache
 
 from multispin.errors import ProtocolError
+from multispin.models.base import BatchedLM, LoadedPair, SequenceLM
 from multispin.speculative.warp import align_logits
 
 KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer (keys, values), each (B, H, L, D)
@@ -168,3 +169,21 @@ class HFBatchedLM:
                 values.append(v)
             per_layer.append((torch.cat(keys, dim=0), torch.cat(values, dim=0)))
         return per_layer
+
+
+def draft_lm(pair: LoadedPair, name: str) -> SequenceLM:
+    """Draft `name` of `pair` as a SequenceLM over the target's ids: its own KV cache, wrapped in
+    a :class:`~multispin.models.cross_vocab.CrossVocabLM` when its tokenizer is not the target's."""
+    cross = pair.cross_drafts.get(name)
+    if cross is None:
+        return HFSequenceLM(pair.drafts[name], pair.vocab_size)
+    return cross.wrap(HFSequenceLM(pair.drafts[name], cross.vocab.draft_size))
+
+
+def draft_batched(pair: LoadedPair, name: str, pad_token_id: int = 0) -> BatchedLM:
+    """Draft `name` of `pair` as a BatchedLM over the target's ids (devices sharing it draft each
+    step in one batched pass; a draft of another vocabulary keeps one KV cache per sequence)."""
+    cross = pair.cross_drafts.get(name)
+    if cross is None:
+        return HFBatchedLM(pair.drafts[name], pair.vocab_size, pad_token_id)
+    return cross.batched(lambda: HFSequenceLM(pair.drafts[name], cross.vocab.draft_size))

@@ -13,10 +13,15 @@ Accepted names (``pair_names()`` lists the registered ones):
   tokenizer has 151,665 valid ids while the logits are 151,936 wide; ``vocab_size`` is the
   valid count ``len(tokenizer)``.
 * ``tiny``: the random-init test pair of :mod:`multispin.models.tiny` (no download).
-* ``DRAFT:TARGET``: two Hugging Face models, each a hub id (``Qwen/Qwen2.5-0.5B-Instruct``) or a
-  local directory (``/models/draft:/models/target``). Their tokenizers must agree
-  (:class:`~multispin.errors.VocabularyMismatchError` otherwise). Extra ``qBgG`` names in
-  ``drafts`` add quantised copies of the target.
+* ``smollm2-135m:qwen2.5-coder-0.5b``: SmolLM2-135M-Instruct (its own 49,152-token vocabulary)
+  drafts for the Qwen2.5-Coder-0.5B-Instruct target; the draft's distribution reaches the
+  engine over the target's ids (:mod:`multispin.models.cross_vocab`).
+* ``tiny-cross``: the tiny target with a draft of another (synthetic) vocabulary, for tests.
+* ``DRAFT:TARGET``: two models, each a registered model name (``smollm2-135m``), a hub id
+  (``Qwen/Qwen2.5-0.5B-Instruct``) or a local directory (``/models/draft:/models/target``). When
+  their tokenizers differ the draft proposes over the intersection of the two vocabularies
+  (:class:`~multispin.errors.VocabularyMismatchError` if they share no token). Extra ``qBgG``
+  names in ``drafts`` add quantised copies of the target (devices of one run may mix them).
 * a single local directory: that model is the target, drafts are quantised copies.
 
 ``local_path`` replaces the download of a registered model by a local directory (a Hugging Face
@@ -43,7 +48,7 @@ from pathlib import Path
 from typing import Any, Sequence
 from urllib.parse import urlparse
 
-from multispin.errors import ConfigError, ModelError, VocabularyMismatchError
+from multispin.errors import ConfigError, ModelError
 from multispin.models.base import LoadedPair
 
 DEFAULT_PAIR = "smollm2-135m"
@@ -56,6 +61,7 @@ class PairInfo:
     default_drafts: tuple[str, ...] = ()
     instruct: bool = True
     vocab_size: int | None = None  # valid token ids V, known without loading (profiles are checked against it)
+    draft_target: tuple[str, str] | None = None  # a DRAFT:TARGET pair of two registered models
 
 
 REGISTERED: dict[str, PairInfo] = {
@@ -73,9 +79,24 @@ REGISTERED: dict[str, PairInfo] = {
         ("q4g128", "q3g32", "q3g128", "q2g32"),
         vocab_size=151_665,
     ),
+    "smollm2-135m:qwen2.5-coder-0.5b": PairInfo(
+        "smollm2-135m:qwen2.5-coder-0.5b",
+        "SmolLM2-135M-Instruct drafts for Qwen2.5-Coder-0.5B-Instruct across vocabularies "
+        "(39,234 shared tokens, 80% of SmolLM2's); extra qBgG drafts add RTN copies of the target",
+        vocab_size=151_665,
+        draft_target=("smollm2-135m", "qwen2.5-coder-0.5b"),
+    ),
     "tiny": PairInfo(
         "tiny",
         "random-init 2-layer Qwen2 pair for tests, drafts close/mid/far (no download)",
+        (),
+        instruct=False,
+        vocab_size=256,
+    ),
+    "tiny-cross": PairInfo(
+        "tiny-cross",
+        "the tiny target with a draft of another vocabulary (merged byte pieces, 'merged') and "
+        "a same-vocabulary draft ('close'), for tests (no download)",
         (),
         instruct=False,
         vocab_size=256,
@@ -92,7 +113,7 @@ def pair_names() -> dict[str, str]:
     """Registered pair names and one-line descriptions (plus the DRAFT:TARGET form)."""
     out = {name: info.description for name, info in REGISTERED.items()}
     out["DRAFT:TARGET"] = (
-        "two Hugging Face models sharing a tokenizer: hub ids or local directories"
+        "two models (registered names, hub ids or local directories); their tokenizers may differ"
     )
     return out
 
@@ -116,7 +137,7 @@ def resolve_pair(
 
     Raises ``ConfigError`` for an unknown name or a bad draft name, ``ModelError`` when a model
     cannot be fetched or loaded, ``VocabularyMismatchError`` when draft and target tokenizers
-    differ.
+    share no token.
     """
     if not isinstance(name, str) or not name.strip():
         raise ConfigError(f"pair: expected a name, got {name!r}; allowed: {_allowed()}")
@@ -139,8 +160,13 @@ def _allowed() -> str:
 
 
 def _resolve(name: str, drafts: tuple[str, ...] | None, local_path: str | None) -> LoadedPair:
-    if name == "tiny":
-        return _resolve_tiny(drafts, local_path)
+    if name in ("tiny", "tiny-cross"):
+        return _resolve_tiny(name, drafts, local_path)
+    if name in REGISTERED and REGISTERED[name].draft_target is not None:
+        if local_path is not None:
+            raise ConfigError(f"local_path: pair {name!r} is two models; set MULTISPIN_MODEL_<NAME> "
+                              "for each instead")
+        return _resolve_draft_target(name, *REGISTERED[name].draft_target, drafts)
     if name in REGISTERED:
         return _resolve_registered(REGISTERED[name], drafts, local_path)
     if local_path is not None:
@@ -158,14 +184,14 @@ def _resolve(name: str, drafts: tuple[str, ...] | None, local_path: str | None) 
     raise ConfigError(f"pair: unknown name {name!r}; allowed: {_allowed()}")
 
 
-def _resolve_tiny(drafts: tuple[str, ...] | None, local_path: str | None) -> LoadedPair:
+def _resolve_tiny(name: str, drafts: tuple[str, ...] | None, local_path: str | None) -> LoadedPair:
     if local_path is not None:
-        raise ConfigError("local_path: the tiny pair is built in memory and takes no path")
+        raise ConfigError(f"local_path: the {name} pair is built in memory and takes no path")
     try:
-        from multispin.models.tiny import load_tiny_pair
+        from multispin.models.tiny import load_tiny_cross_pair, load_tiny_pair
     except ImportError as exc:  # pragma: no cover - tiny ships with the package
         raise ModelError(f"the tiny pair is unavailable: {exc}") from None
-    pair = load_tiny_pair()
+    pair = load_tiny_cross_pair() if name == "tiny-cross" else load_tiny_pair()
     if drafts is None:
         return pair
     pair.check_drafts(drafts)
@@ -174,6 +200,7 @@ def _resolve_tiny(drafts: tuple[str, ...] | None, local_path: str | None) -> Loa
         drafts={d: pair.drafts[d] for d in drafts}, vocab_size=pair.vocab_size,
         eos_token_ids=pair.eos_token_ids, use_chat_template=pair.use_chat_template,
         notes=dict(pair.notes),
+        cross_drafts={d: c for d, c in pair.cross_drafts.items() if d in drafts},
     )
 
 
@@ -214,18 +241,27 @@ def _resolve_single_local(path: str, drafts: tuple[str, ...] | None) -> LoadedPa
 def _resolve_draft_target(
     name: str, draft_ref: str, target_ref: str, drafts: tuple[str, ...] | None
 ) -> LoadedPair:
-    quantised = _validate_drafts(drafts or ())
+    label = Path(draft_ref.rstrip("/")).name or draft_ref
+    quantised = _validate_drafts([d for d in drafts or () if d != label])
     target, t_tok = _load_ref(target_ref)
     draft, d_tok = _load_ref(draft_ref)
-    check_same_vocabulary(d_tok, t_tok, draft_ref, target_ref)
-    label = Path(draft_ref.rstrip("/")).name or draft_ref
     built = {label: draft}
+    cross = {}
+    if not same_vocabulary(d_tok, t_tok):  # a draft of another vocabulary: q over the target's ids
+        from multispin.models.cross_vocab import CrossDraft
+
+        cross[label] = CrossDraft.between(d_tok, t_tok)
     extra, _ = _quantised_drafts(_ref_key(target_ref), target, quantised)
     built.update(extra)
-    return _make_pair(
-        name, t_tok, target, built, instruct=_looks_instruct(target_ref, target, t_tok),
-        notes={"draft": draft_ref, "target": target_ref},
-    )
+    notes = {"draft": draft_ref, "target": target_ref}
+    if cross:
+        notes["vocabulary_map"] = cross[label].vocab.coverage.to_dict()
+    # a registered target knows whether it is an instruct model (its cache directory's name does not say)
+    instruct = (REGISTERED[target_ref].instruct if target_ref in REGISTERED
+                else _looks_instruct(target_ref, target, t_tok))
+    pair = _make_pair(name, t_tok, target, built, instruct=instruct, notes=notes)
+    pair.cross_drafts.update(cross)
+    return pair
 
 
 def _validate_drafts(names: Sequence[str]) -> tuple[str, ...]:
@@ -259,13 +295,21 @@ def _quantised_drafts(
 
 
 def _ref_key(ref: str) -> str:
+    from multispin.models.acquire import SOURCES, model_dir
+
     p = Path(ref).expanduser()
+    if ref in SOURCES and not p.is_dir():
+        return str(model_dir(ref))  # the key the registered pair's quantised drafts have
     return str(p.resolve()) if p.is_dir() else ref
 
 
 def _load_ref(ref: str) -> tuple[Any, Any]:
-    """A local directory or a hub id -> (model, tokenizer)."""
+    """A registered model name, a local directory or a hub id -> (model, tokenizer)."""
+    from multispin.models.acquire import SOURCES, ensure_model
+
     p = Path(ref).expanduser()
+    if ref in SOURCES and not p.is_dir():
+        return _load_local(ensure_model(ref))
     if p.is_dir():
         return _load_local(p.resolve())
     if ref.startswith(("/", ".", "~")):
@@ -373,19 +417,10 @@ def vocab_digest(tokenizer: Any) -> str:
     return hashlib.sha256(json.dumps(items, ensure_ascii=False).encode()).hexdigest()
 
 
-def check_same_vocabulary(draft_tok: Any, target_tok: Any, draft: str, target: str) -> None:
-    """Raise ``VocabularyMismatchError`` unless both tokenizers have the same id -> token map."""
-    nd, nt = len(draft_tok), len(target_tok)
-    if nd != nt:
-        raise VocabularyMismatchError(
-            f"vocabulary: draft {draft!r} has {nd} tokens, target {target!r} has {nt}; "
-            "draft and target must share a tokenizer"
-        )
-    if vocab_digest(draft_tok) != vocab_digest(target_tok):
-        raise VocabularyMismatchError(
-            f"vocabulary: draft {draft!r} and target {target!r} map token ids to different "
-            "tokens; draft and target must share a tokenizer"
-        )
+def same_vocabulary(draft_tok: Any, target_tok: Any) -> bool:
+    """Whether both tokenizers have the same id -> token map (else the draft is a draft of
+    another vocabulary)."""
+    return len(draft_tok) == len(target_tok) and vocab_digest(draft_tok) == vocab_digest(target_tok)
 
 
 def eos_token_ids(tokenizer: Any, model: Any) -> tuple[int, ...]:

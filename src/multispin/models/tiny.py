@@ -38,6 +38,13 @@ class TinyTokenizer:
     def __len__(self) -> int:
         return TINY_VOCAB
 
+    def token_table(self):
+        """Every id is its byte, except EOS (special): what a vocabulary map needs."""
+        from multispin.models.vocab_map import TokenTable
+
+        return TokenTable(tuple(None if i == TINY_EOS else bytes([i]) for i in range(TINY_VOCAB)),
+                          {TINY_EOS: "<eos>"}, self.encode)
+
 
 def _build_target(seed: int) -> torch.nn.Module:
     from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -65,6 +72,55 @@ def perturbed_copy(model: torch.nn.Module, noise: float, seed: int) -> torch.nn.
                 scale = noise * float(param.std())
                 param.add_(torch.randn(param.shape, generator=gen, dtype=param.dtype) * scale)
     return draft.eval()
+
+
+def tiny_merged_tokenizer():
+    """A vocabulary unlike the tiny target's bytes: every byte but 'q', 'z' and 'x' (which the
+    draft then cannot propose), plus merged English pieces (which the target does not have),
+    under other ids."""
+    from multispin.models.piece_tokenizer import PieceTokenizer
+
+    singles = [bytes([b]) for b in range(256) if b not in b"qzx"]
+    merges = ["th", "he", "in", "er", "an", " t", " a", "the", " the", "ing", "and", " and", "on",
+              "re", "at", "en", "nd", "es", "or", "to", " of", "is", "it", " i", " s", " w", "ll"]
+    return PieceTokenizer(singles + [m.encode() for m in merges], specials=["<pad>", "<eos>"],
+                          eos="<eos>")
+
+
+def _cross_draft_model(target: torch.nn.Module, draft_tok, seed: int) -> torch.nn.Module:
+    """A tiny draft over `draft_tok`: the target's weights with seeded noise, its embedding and
+    output rows read through the vocabulary map (merged pieces get the rows of their first byte)."""
+    from transformers import Qwen2ForCausalLM
+
+    config = copy.deepcopy(target.config)
+    config.vocab_size = len(draft_tok)
+    draft = Qwen2ForCausalLM(config).to(torch.float64)
+    noisy = perturbed_copy(target, TINY_DRAFTS["mid"], seed)
+    state = {k: v for k, v in noisy.state_dict().items() if not k.endswith(("embed_tokens.weight", "lm_head.weight"))}
+    draft.load_state_dict(state, strict=False)
+    rows = torch.tensor([draft_tok.piece(i)[0] if draft_tok.piece(i) else TINY_EOS
+                         for i in range(len(draft_tok))])
+    with torch.no_grad():
+        draft.model.embed_tokens.weight.copy_(noisy.model.embed_tokens.weight[rows])
+        draft.lm_head.weight.copy_(noisy.lm_head.weight[rows])
+    return draft.eval()
+
+
+@functools.lru_cache(maxsize=2)
+def load_tiny_cross_pair(seed: int = 0) -> LoadedPair:
+    """The tiny target with two drafts: 'merged' (its own vocabulary, tiny_merged_tokenizer) and
+    'close' (the target's vocabulary): a run may mix the two families."""
+    from multispin.models.cross_vocab import CrossDraft
+
+    base = load_tiny_pair(seed)
+    draft_tok = tiny_merged_tokenizer()
+    drafts = {"merged": _cross_draft_model(base.target, draft_tok, seed + 7), "close": base.drafts["close"]}
+    return LoadedPair(
+        name="tiny-cross", tokenizer=base.tokenizer, target=base.target, drafts=drafts,
+        vocab_size=TINY_VOCAB, eos_token_ids=(TINY_EOS,), use_chat_template=False,
+        notes={"kind": "the tiny pair's target; 'merged' drafts over another vocabulary"},
+        cross_drafts={"merged": CrossDraft.between(draft_tok, base.tokenizer)},
+    )
 
 
 @functools.lru_cache(maxsize=4)

@@ -393,14 +393,14 @@ def build_device_client(server: str, device_id: int, secret: str | bytes | None,
                         fault: str | None = None, on_event: Callable[[dict], None] | None = None
                         ) -> "DeviceClient":
     """A device for a named (or loaded) pair: its draft model and its tokenised prompt."""
-    from multispin.models.hf import HFSequenceLM
+    from multispin.models.hf import draft_lm
     from multispin.runtime.session import encode_prompt, resolve_pair
 
     keys, secret = resolve_credentials(keys, secret, device_id)  # fail fast, before loading any model
     server = normalise_endpoint(server)
     loaded = pair if isinstance(pair, LoadedPair) else resolve_pair(pair)
     name = loaded.check_drafts([draft or loaded.default_draft], "draft")[0]
-    lm = HFSequenceLM(loaded.drafts[name], loaded.vocab_size)
+    lm = draft_lm(loaded, name)
     ids = encode_prompt(loaded, prompt)
     return DeviceClient(server, device_id, secret, lm, ids, keys=keys, pair_name=loaded.name,
                         draft_name=name, resume=resume, reconnects=reconnects,

@@ -18,7 +18,7 @@ from typing import Generator, Sequence
 import numpy as np
 
 from multispin.errors import ProtocolError
-from multispin.models.base import BatchedLM, BatchedSequence, SequenceLM
+from multispin.models.base import BatchedLM, BatchedSequence, SequenceLM, last_rows, next_logits
 from multispin.speculative.codecs import Codec
 from multispin.speculative.residual import sample_residual
 from multispin.speculative.sampling import sample_categorical
@@ -158,9 +158,9 @@ def _forward(devices: dict[int, DraftDevice], group: list[int],
     """The last logits row of each device in `group` after appending its step's tokens."""
     first = devices[group[0]].lm
     if len(group) == 1 or not isinstance(first, BatchedSequence):
-        return {d: devices[d].lm.extend(step[d])[-1] for d in group}
-    rows = first.batched.extend_many({devices[d].lm.seq_id: step[d] for d in group})
-    return {d: rows[devices[d].lm.seq_id][-1] for d in group}
+        return {d: next_logits(devices[d].lm, step[d]) for d in group}
+    rows = last_rows(first.batched, {devices[d].lm.seq_id: step[d] for d in group})
+    return {d: rows[devices[d].lm.seq_id] for d in group}
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,7 @@ def generate(config: GenerateConfig, pair: LoadedPair | None = None,
              on_round: Callable[[int, dict[int, RoundRecord]], None] | None = None) -> GenerationResult:
     """Run Multi-SPIN rounds for `config.devices` devices until each is done."""
     # transformers takes seconds to import: load it when models run, not when this module is read
-    from multispin.models.hf import HFBatchedLM
+    from multispin.models.hf import HFBatchedLM, draft_batched
 
     pair = pair or resolve_pair(config.pair, drafts=config.drafts)
     sampling = config.sampling
@@ -94,7 +94,7 @@ def generate(config: GenerateConfig, pair: LoadedPair | None = None,
                             ul_codec, dl_codec, config.seed)
     devices, results = {}, []
     # Devices that hold the same draft draft each step in one batched pass (roles.draft_all).
-    shared_drafts = {name: HFBatchedLM(pair.drafts[name], pair.vocab_size, pad_id) for name in set(draft_names)}
+    shared_drafts = {name: draft_batched(pair, name, pad_id) for name in set(draft_names)}
     for k in range(config.devices):
         draft_name = draft_names[k % len(draft_names)]
         prompt = texts[k % len(texts)]

@@ -1,0 +1,160 @@
+"""A draft model with its own tokenizer, presented to the engine as a `SequenceLM` over the
+*target's* ids, so the device, the codecs and both correction modes run unchanged.
+
+The adapter holds a `DraftContext` (the draft-token spelling of the target tokens it was fed)
+and the draft's own `SequenceLM`. Each time logits are asked for, the draft's KV cache is rolled
+back to the longest common prefix of what it holds and what the context now spells, the rest is
+fed, and the draft's next-token logits are mapped to the target's ids by the `VocabMap`
+(the intersection I keeps its values, every other id gets -inf). Warped by the sampling policy,
+that is the draft's distribution restricted to I and renormalised: the proposal q.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from multispin.errors import ProtocolError
+from multispin.models.base import SequenceLM
+from multispin.models.draft_context import DEFAULT_LOOKBACK, DraftContext
+from multispin.models.vocab_map import TokenTable, VocabMap, token_table
+
+
+class CrossVocabLM:
+    """`SequenceLM` over the target's vocabulary, backed by a draft of another vocabulary."""
+
+    def __init__(self, draft_lm: SequenceLM, draft: TokenTable, target: TokenTable,
+                 vocab: VocabMap | None = None, lookback: int = DEFAULT_LOOKBACK):
+        self.draft_lm = draft_lm
+        self.vocab = vocab or VocabMap.build(draft, target)
+        if self.vocab.draft_size != draft_lm.vocab_size:
+            raise ProtocolError(f"draft: the model has {draft_lm.vocab_size} logits but its "
+                                f"tokenizer {self.vocab.draft_size} tokens")
+        self.vocab_size = self.vocab.target_size
+        self.context = DraftContext(draft, target, self.vocab, lookback)
+        self._fed: list[int] = []  # draft ids in the draft model's cache
+        self.reset()
+
+    @property
+    def length(self) -> int:
+        return len(self.context.target)
+
+    def reset(self) -> None:
+        self.context.reset()
+        self.draft_lm.reset()
+        self._fed = []
+
+    def rollback(self, length: int) -> None:
+        self.context.rollback(length)  # the draft cache follows at the next logits
+
+    def extend_last(self, token_ids: Sequence[int]) -> np.ndarray:
+        """Append target tokens; return the (V_target,) logits of the token after the last."""
+        if len(token_ids) == 0:
+            raise ProtocolError("extend: need at least one token")
+        self.context.extend(token_ids)
+        return self.vocab.target_logits(self._sync())
+
+    def extend(self, token_ids: Sequence[int]) -> np.ndarray:
+        """Append target tokens; row i is the logits after token_ids[i], as the draft reads that
+        prefix (exactly what `extend_last` would give after it). One draft pass over the new
+        draft tokens gives every row whose prefix ends on a draft-token boundary; each other
+        prefix (a target token that ends inside a draft token) takes a short pass of its own."""
+        if len(token_ids) == 0:
+            raise ProtocolError("extend: need at least one token")
+        states = []
+        for t in token_ids:  # the draft sequence of every prefix
+            self.context.extend([t])
+            states.append(list(self.context.draft))
+        final = states[-1]
+        rows: list[np.ndarray | None] = [None] * len(states)
+        start = min(_common_prefix(self._fed, final), len(final) - 1,
+                    *(len(s) - 1 for s in states if s))
+        if final and start >= 0:
+            self.draft_lm.rollback(start)
+            pass_rows = self.draft_lm.extend(final[start:])
+            self._fed = list(final)
+            for i, s in enumerate(states):
+                if len(s) > start and s == final[: len(s)]:
+                    rows[i] = pass_rows[len(s) - start - 1]
+        for i, s in enumerate(states):
+            if rows[i] is None:  # off the final sequence's boundaries (or nothing to read)
+                rows[i] = self._logits_after(s)
+        if self._fed != final:
+            self._logits_after(final)
+        return np.stack([self.vocab.target_logits(r) for r in rows])
+
+    def _logits_after(self, want: list[int]) -> np.ndarray:
+        """The draft's logits after the draft sequence `want`, its cache left holding `want`."""
+        if not want:  # nothing the draft can read (only unmapped special tokens): no preference
+            self.draft_lm.reset()
+            self._fed = []
+            return np.zeros(self.vocab.draft_size, dtype=np.float32)
+        common = min(_common_prefix(self._fed, want), len(want) - 1)  # one token fed, for its row
+        self.draft_lm.rollback(common)
+        logits = self.draft_lm.extend(want[common:])[-1]
+        self._fed = list(want)
+        return logits
+
+    def _sync(self) -> np.ndarray:
+        """Bring the draft cache to the context's draft sequence; the draft's last logits row."""
+        return self._logits_after(self.context.draft)
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n, limit = 0, min(len(a), len(b))
+    while n < limit and a[n] == b[n]:
+        n += 1
+    return n
+
+
+@dataclass(frozen=True)
+class CrossDraft:
+    """What a pair keeps for a draft of another vocabulary: both token tables and their map."""
+
+    draft_table: TokenTable
+    target_table: TokenTable
+    vocab: VocabMap
+
+    @classmethod
+    def between(cls, draft_tokenizer: Any, target_tokenizer: Any) -> "CrossDraft":
+        draft, target = token_table(draft_tokenizer), token_table(target_tokenizer)
+        return cls(draft, target, VocabMap.build(draft, target))
+
+    def wrap(self, draft_lm: SequenceLM) -> CrossVocabLM:
+        """`draft_lm` (over the draft's ids) as a SequenceLM over the target's ids."""
+        return CrossVocabLM(draft_lm, self.draft_table, self.target_table, self.vocab)
+
+    def batched(self, make_draft_lm: Callable[[], SequenceLM]) -> "CrossVocabBatchedLM":
+        """A BatchedLM over the target's ids whose every sequence wraps a fresh `make_draft_lm()`."""
+        return CrossVocabBatchedLM(lambda: self.wrap(make_draft_lm()), self.vocab.target_size)
+
+
+class CrossVocabBatchedLM:
+    """`BatchedLM` over the target's ids for a draft of another vocabulary: one `CrossVocabLM`
+    (its own draft KV cache) per sequence. Each sequence's draft runs on its own; batching the
+    draft's forward passes across such sequences is not done yet."""
+
+    def __init__(self, make_sequence: Callable[[], CrossVocabLM], vocab_size: int):
+        self._make = make_sequence
+        self.vocab_size = vocab_size
+        self._seqs: dict[int, CrossVocabLM] = {}
+
+    def open(self, seq_id: int) -> None:
+        self._seqs[seq_id] = self._make()
+
+    def close(self, seq_id: int) -> None:
+        self._seqs.pop(seq_id, None)
+
+    def length(self, seq_id: int) -> int:
+        return self._seqs[seq_id].length
+
+    def rollback(self, seq_id: int, length: int) -> None:
+        self._seqs[seq_id].rollback(length)
+
+    def extend_many(self, new_tokens: dict[int, Sequence[int]]) -> dict[int, np.ndarray]:
+        return {s: self._seqs[s].extend(t) for s, t in new_tokens.items() if len(t)}
+
+    def extend_many_last(self, new_tokens: dict[int, Sequence[int]]) -> dict[int, np.ndarray]:
+        return {s: self._seqs[s].extend_last(t) for s, t in new_tokens.items() if len(t)}
