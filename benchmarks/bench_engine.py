@@ -41,33 +41,34 @@ def median_ms(fn, repeats: int = 5, sync=lambda: None) -> float:
     return 1000 * statistics.median(times)
 
 
-def engine_round(rng: np.random.Generator):
-    """Build one round's inputs and return closures for each engine step."""
-    logits = torch.from_numpy((rng.standard_normal((K * (GAMMA + 1), VOCAB)) * 3).astype(np.float32))
+def engine_round(rng: np.random.Generator, k: int = K, gamma: int = GAMMA, vocab: int = VOCAB):
+    """Build one round's inputs (k devices, γ tokens each, vocabulary `vocab`) and return closures
+    for each engine step."""
+    logits = torch.from_numpy((rng.standard_normal((k * (gamma + 1), vocab)) * 3).astype(np.float32))
     sampling = SamplingParams(temperature=1.0)
     probs = warp(logits, sampling)
     q_rows = warp(logits + torch.randn(logits.shape, generator=torch.Generator().manual_seed(1)), sampling)
     tokens, q_at = [], []
-    for k in range(K):
-        rows = q_rows[k * (GAMMA + 1): k * (GAMMA + 1) + GAMMA]
-        toks = [int(sample_categorical(r, u)) for r, u in zip(rows, rng.random(GAMMA))]
+    for j in range(k):
+        rows = q_rows[j * (gamma + 1): j * (gamma + 1) + gamma]
+        toks = [int(sample_categorical(r, u)) for r, u in zip(rows, rng.random(gamma))]
         tokens.append(toks)
         q_at.append([float(r[t]) for r, t in zip(rows, toks)])
     drafts = RaggedDrafts.from_lists(tokens, q_at)
-    acc_u, bonus_u = rng.random(K * GAMMA), rng.random(K)
+    acc_u, bonus_u = rng.random(k * gamma), rng.random(k)
     result = verify(drafts, probs, acc_u, bonus_u)
     rejected = result.rejected_devices
     ul_codec, dl_codec = make_codec("sparse:v_eff=1024,q=16"), make_codec("dense-fp32")
-    q_payloads = {k: ul_codec.encode(q_rows[k * (GAMMA + 1) + result.num_accepted[k]]) for k in rejected}
+    q_payloads = {j: ul_codec.encode(q_rows[j * (gamma + 1) + result.num_accepted[j]]) for j in rejected}
 
     def correct():
-        for i, k in enumerate(rejected):
-            p = probs[result.rejection_row[k]]
+        for i, j in enumerate(rejected):
+            p = probs[result.rejection_row[j]]
             if i % 2 == 0:  # UL: server decodes q̂_j and samples
-                q_hat = ul_codec.decode(q_payloads[k], VOCAB)
+                q_hat = ul_codec.decode(q_payloads[j], vocab)
             else:  # DL: server encodes p_j, device decodes and samples
-                p = dl_codec.decode(dl_codec.encode(p), VOCAB)
-                q_hat = q_rows[k * (GAMMA + 1) + result.num_accepted[k]]
+                p = dl_codec.decode(dl_codec.encode(p), vocab)
+                q_hat = q_rows[j * (gamma + 1) + result.num_accepted[j]]
             sample_residual(p, q_hat, 0.5)
 
     steps = {
