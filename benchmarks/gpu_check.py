@@ -6,7 +6,8 @@ Stages (each prints a progress line to stderr; the JSON gets one section per sta
 2. ``verify_grid``: the target's batched verify pass (`HFBatchedLM.extend_many`, γ + 1 new tokens
    per sequence over a `--past`-token KV cache each) for batch 1..32 × γ 1..8, median ms, in
    bfloat16 on CUDA (float32 on the CPU), as ``serve --device cuda`` places the target.
-3. ``engine``: the server's engine math of `bench_engine.py` (K = 20, γ = 8, V = 151,665).
+3. ``engine``: the server's engine math of `bench_engine.py` (K = 20, γ = 8, V = 151,665), its
+   verify reading the logits on the device.
 4. ``generate``: `generate` greedy with K devices, on the CPU (float32) and then on the device,
    tokens compared device by device (bfloat16 logits can change a greedy argmax: the JSON says
    how many tokens agree before the first difference, and which devices agree throughout; it
@@ -80,14 +81,15 @@ def verify_grid(pair, batches: list[int], gammas: list[int], past: int, repeats:
     return {"past_tokens": past, "dtype": str(next(pair.target.parameters()).dtype), "rows": rows}
 
 
-def engine(k: int, gamma: int, vocab: int) -> dict:
+def engine(k: int, gamma: int, vocab: int, device: str) -> dict:
     sys.path.insert(0, str(HERE))
     from bench_engine import engine_round, median_ms
 
-    steps, n_rej = engine_round(np.random.default_rng(0), k, gamma, vocab)
+    steps, _, result = engine_round(np.random.default_rng(0), k, gamma, vocab, device=device)
     ms = {name: median_ms(fn) for name, fn in steps.items()}
-    return {"k": k, "gamma": gamma, "vocab": vocab, "where": "numpy on the CPU (speculative/ token math)",
-            "steps_ms": ms, "total_ms": sum(ms.values()), "rejected": n_rej}
+    return {"k": k, "gamma": gamma, "vocab": vocab, "where": f"verify on {device} (TargetRows), corrections on the CPU",
+            "steps_ms": ms, "total_ms": sum(ms.values()), "rejected": int(result.rejected.sum()),
+            "accepted": int(result.num_accepted.sum())}
 
 
 def agreement(ref: dict, got: dict) -> dict:
@@ -173,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     doc["verify_grid"] = verify_grid(placed, batches, gammas, past=16 if quick else 128, repeats=2 if quick else 5)
 
     progress("engine math")
-    doc["engine"] = engine(*((2, 2, 2048) if quick else (20, 8, 151_665)))
+    doc["engine"] = engine(*((2, 2, 2048) if quick else (20, 8, 151_665)), device=device)
     doc["elapsed_s"] = time.perf_counter() - START
 
     Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")
