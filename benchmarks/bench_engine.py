@@ -1,8 +1,10 @@
 """Engine math versus the model forward pass it accompanies, one round, side by side.
 
 Setting (issue 2): K = 20 devices, γ = 8, V = 151,665 (Qwen2.5 valid ids). Per round the server
-warps K·(γ+1) target rows, runs the ragged acceptance test, samples bonus tokens, and corrects
-the rejected devices (residual + decoding the moved distribution). The forward pass it rides on
+runs the ragged acceptance test on the K·(γ+1) target rows, warped lazily (`TargetRows`: p_i(x_i)
+up to each device's first rejection, whole rows only for bonus and rejection rows), samples bonus
+tokens, and corrects the rejected devices (residual + decoding the moved distribution); the numpy
+reference it replaced (warp every row, then verify) is timed beside it. The forward pass it rides on
 is a Qwen2.5-0.5B-shaped transformer (random weights: the cost does not depend on their values)
 scoring the same K·(γ+1) tokens against a 128-token KV cache per device.
 
