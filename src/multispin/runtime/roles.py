@@ -22,6 +22,7 @@ from multispin.models.base import BatchedLM, BatchedSequence, SequenceLM, last_r
 from multispin.speculative.codecs import Codec
 from multispin.speculative.residual import sample_residual
 from multispin.speculative.sampling import sample_categorical
+from multispin.speculative.target_rows import TargetRows
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX, RaggedDrafts, verify
 from multispin.speculative.warp import SamplingParams, warp
 
@@ -207,22 +208,22 @@ class VerifierServer:
         ragged = RaggedDrafts.from_lists([drafts[d].tokens for d in ids],
                                          [drafts[d].q_at_tokens for d in ids])
         rows = [logits[d][-(len(drafts[d].tokens) + 1) :] for d in ids]
-        target_probs = warp(np.concatenate(rows, axis=0), self.sampling)
+        # Warped lazily: p_i(x_i) for the test, whole rows only for bonus and rejection rows.
+        target = TargetRows(np.concatenate(rows, axis=0), self.sampling)
         accept_u, bonus_u = [], []
         for d in ids:
             u = step_rng(self.seed, d, len(self.records[d]), _ACCEPT).random(len(drafts[d].tokens) + 1)
             accept_u.append(u[:-1])
             bonus_u.append(u[-1])
-        result = verify(ragged, target_probs, np.concatenate(accept_u), np.array(bonus_u),
+        result = verify(ragged, target, np.concatenate(accept_u), np.array(bonus_u),
                         gamma_max=self.gamma_max)
         verdicts = {}
-        self._pending_p = {}
+        rejected_at = result.rejected_devices
+        self._pending_p = dict(zip((ids[i] for i in rejected_at), target.warped(result.rejection_row[rejected_at])))
         for i, d in enumerate(ids):
             n_acc = int(result.num_accepted[i])
             self.lm.rollback(d, len(self.records[d]) + n_acc)
             rejected = bool(result.rejected[i])
-            if rejected:
-                self._pending_p[d] = target_probs[result.rejection_row[i]]
             verdicts[d] = Verdict(n_acc, drafts[d].tokens[:n_acc],
                                   None if rejected else int(result.bonus_token[i]), rejected)
         return verdicts

@@ -15,6 +15,7 @@ import numpy as np
 
 from multispin.errors import ConfigError, ProtocolError
 from multispin.speculative.sampling import sample_categorical
+from multispin.speculative.target_rows import WarpedRows, as_rows
 
 DEFAULT_GAMMA_MAX = 20
 
@@ -86,7 +87,7 @@ class VerifyResult:
 
 def verify(
     drafts: RaggedDrafts,
-    target_probs: np.ndarray,
+    target_probs: "np.ndarray | WarpedRows",
     accept_uniforms: np.ndarray,
     bonus_uniforms: np.ndarray,
     gamma_max: int = DEFAULT_GAMMA_MAX,
@@ -96,31 +97,37 @@ def verify(
     Accept x_i while r_i <= min(1, p_i(x_i) / q_i(x_i)), written r_i * q_i <= p_i(x_i) to avoid
     a division. Devices with every draft accepted (γ_k = 0 included) get a bonus token sampled
     from p_{γ_k+1} with their bonus uniform; the others are left for the correction step.
+    `target_probs`: the warped rows (an array), or a `TargetRows` that warps only the rows the
+    verdict reads.
     """
     k_dev = drafts.num_devices
-    vocab = target_probs.shape[-1]
-    drafts.validate(vocab, gamma_max)
+    rows = as_rows(target_probs)
+    drafts.validate(rows.vocab_size, gamma_max)
     n = int(drafts.draft_lens.sum())
-    if target_probs.shape[0] != n + k_dev:
-        raise ProtocolError(f"target_probs: need Σγ + K = {n + k_dev} rows (got {target_probs.shape[0]})")
+    if rows.num_rows != n + k_dev:
+        raise ProtocolError(f"target_probs: need Σγ + K = {n + k_dev} rows (got {rows.num_rows})")
     if accept_uniforms.shape != (n,) or bonus_uniforms.shape != (k_dev,):
         raise ValueError(f"uniforms: need {n} acceptance and {k_dev} bonus uniforms")
 
-    device_of = np.repeat(np.arange(k_dev), drafts.draft_lens)
-    pos_in_draft = np.arange(n) - drafts.cu[device_of]
-    target_row = pos_in_draft + drafts.target_row_start[device_of]
-    p_at_x = target_probs[target_row, drafts.token_ids].astype(np.float64)
-    accepted = accept_uniforms * drafts.draft_probs <= p_at_x
-
-    num_accepted = drafts.draft_lens.copy()
-    rej = ~accepted
-    np.minimum.at(num_accepted, device_of[rej], pos_in_draft[rej])
+    # Position by position, over the devices that have accepted every token so far: a row past
+    # a device's first rejection is never read (with lazily warped rows, never normalised).
+    num_accepted = np.zeros(k_dev, dtype=np.int64)
+    testing = drafts.draft_lens > 0
+    for j in range(int(drafts.draft_lens.max(initial=0))):
+        devs = np.flatnonzero(testing & (drafts.draft_lens > j))
+        if devs.size == 0:
+            break
+        flat = drafts.cu[devs] + j
+        p_at_x = rows.prob_at(drafts.target_row_start[devs] + j, drafts.token_ids[flat])
+        accepted = accept_uniforms[flat] * drafts.draft_probs[flat] <= p_at_x
+        num_accepted[devs[accepted]] += 1
+        testing[devs[~accepted]] = False
     rejected = num_accepted < drafts.draft_lens
 
     last_row = drafts.target_row_start[:-1] + num_accepted  # p_{j} on rejection, p_{γ+1} otherwise
     bonus = np.full(k_dev, -1, dtype=np.int64)
     ok = ~rejected
     if ok.any():
-        bonus[ok] = sample_categorical(target_probs[last_row[ok]], bonus_uniforms[ok])
+        bonus[ok] = sample_categorical(rows.warped(last_row[ok]), bonus_uniforms[ok])
     rejection_row = np.where(rejected, last_row, -1)
     return VerifyResult(num_accepted, rejected, bonus, rejection_row)

@@ -63,7 +63,8 @@ def warp(logits: np.ndarray | torch.Tensor, params: SamplingParams) -> np.ndarra
         out = torch.zeros_like(x)
         out.scatter_(-1, x.argmax(dim=-1, keepdim=True), 1.0)
         return out.numpy()
-    x = x / params.temperature
+    if params.temperature != 1.0:  # x / 1 is x: skip a pass over every row
+        x = x / params.temperature
     vocab = x.shape[-1]
     if params.top_k and params.top_k < vocab:
         kth_idx = torch.topk(x, params.top_k, dim=-1, sorted=False).indices

@@ -1,0 +1,79 @@
+"""Benchmark scripts that users run and CI keeps working, run here with tiny settings.
+
+They measure speed (the figures are not checked: performance targets belong in benchmarks/,
+not in timed tests), but they also check that both sides emitted the target's greedy tokens,
+and that check must catch a broken engine.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import multispin.runtime.roles as roles
+from multispin.speculative.sampling import sample_categorical
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+TINY = ["--pair", "tiny", "--draft", "far", "--prompts", "2", "--max-new-tokens", "8", "--reps", "1"]  # "far": rejections
+
+
+def test_bench_vs_hf_runs_and_checks_tokens(tmp_path):
+    out = tmp_path / "vs_hf.json"
+    assert _load("bench_vs_hf").main(TINY + ["--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["tokens_equal"] and len(doc["configurations"]) == 3
+    spec, batched = list(doc["configurations"].values())[1:]
+    # One batched run of 2 devices does fewer draft passes than 2 assisted loops, as it should.
+    assert batched["ms_passes"]["draft"] < spec["hf_passes"]["draft"]
+
+
+def test_control_bench_vs_hf_catches_wrong_tokens(monkeypatch):
+    """Negative control: an engine that corrects a rejection from q instead of norm(max(0, p - q))
+    keeps the rejected draft token."""
+    monkeypatch.setattr(roles, "sample_residual", lambda p, q, u: int(sample_categorical(q, u)))
+    assert _load("bench_vs_hf").main(TINY) == 1
+
+
+def test_gpu_check_runs_on_the_cpu(tmp_path):
+    """`benchmarks/gpu_check.sh --device cpu` end to end with tiny settings: one JSON with every
+    stage, and CPU against CPU agrees on every device."""
+    out = tmp_path / "gpu_check.json"
+    env = {**os.environ, "PYTHON": sys.executable}
+    proc = subprocess.run(["bash", str(BENCH / "gpu_check.sh"), "--device", "cpu", "--pair", "tiny", "--quick",
+                           "--out", str(out)], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "[gpu_check" in proc.stderr  # progress lines
+    doc = json.loads(out.read_text())
+    assert {"environment", "verify_grid", "engine", "generate", "testbed"} <= set(doc)
+    assert [(r["batch"], r["gamma"]) for r in doc["verify_grid"]["rows"]] == [(1, 1), (1, 2), (2, 1), (2, 2)]
+    assert doc["generate"]["agreement_of_tokens"]["all_equal"]
+    assert doc["testbed"]["agreement_of_texts"]["all_equal"] and doc["testbed"]["on_device"]["consistent"]
+
+
+def test_gpu_check_bad_device_is_one_line(tmp_path):
+    env = {**os.environ, "PYTHON": sys.executable}
+    proc = subprocess.run(["bash", str(BENCH / "gpu_check.sh"), "--device", "tpu", "--out", str(tmp_path / "x")],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].startswith("gpu_check: device: unknown value 'tpu'")
+    assert "Traceback" not in proc.stderr
+
+
+def test_gpu_check_agreement_finds_the_first_difference():
+    agree = _load("gpu_check").agreement({0: [1, 2, 3], 1: [4, 5]}, {0: [1, 2, 9], 1: [4, 5]})
+    assert agree["equal_devices"] == [1] and not agree["all_equal"]
+    assert agree["agreeing_prefix"] == {"0": 2, "1": 2}
