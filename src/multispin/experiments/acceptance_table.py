@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 from multispin.experiments.acceptance import SOURCE_LABELS, policy_label
 from multispin.models.profiles import PROFILES_ROOT, acceptance_profiles
+from multispin.system.scenario import MEASURED_POLICY as SAMPLED  # the testbed's default policy
 
 GREEDY = {"temperature": 0.0, "top_k": 0, "top_p": 1.0}
-SAMPLED = {"temperature": 1.0, "top_k": 1024, "top_p": 1.0}  # the testbed's default policy
 SOURCES = {"humaneval": "code", "mtbench": "chat", "sharegpt": "chat"}
 GAMMA = 8
 MAX_NEW_TOKENS = 64
@@ -339,12 +339,14 @@ def _claims_lines() -> list[str]:
              f"`multispin reproduce --scenario NAME --compare-with OTHER_OUT`).", "",
              "| id | claim | " + " | ".join(f"`{s}`" for s in scenarios) + " |",
              "|---|---|" + "---|" * len(scenarios)]
+    from multispin.experiments.reproduce.report import counterpart
+
     changed = []
-    for cid, claim in data["claims"].items():
-        row = [data["verdicts"][s].get(cid, "–") for s in scenarios]
-        lines.append(f"| {cid} | {claim} | " + " | ".join(row) + " |")
-        changed += [f"claim {cid} ({s}: {data['verdicts'][s].get(cid)}, assumed: {row[0]})"
-                    for s in measured if data["verdicts"][s].get(cid) != row[0]]
+    for cid in data["verdicts"][base]:  # the assumed run's claims; a per-pair claim's id names its pair
+        row = [data["verdicts"][base][cid]] + [counterpart(cid, data["verdicts"][s]) or "–" for s in measured]
+        lines.append(f"| {cid.split(' (')[0]} | {data['claims'][cid]} | " + " | ".join(row) + " |")
+        changed += [f"claim {cid.split(' (')[0]} ({s}: {v}, assumed: {row[0]})"
+                    for s, v in zip(measured, row[1:]) if v != row[0]]
     lines += ["", ("Verdicts that change under measured acceptance: " + "; ".join(changed) + ".")
               if changed else "No verdict changes under measured acceptance.", ""]
     return lines

@@ -224,6 +224,16 @@ def _columns_section(out: Path, modules: list[ModuleType]) -> str:
     return "\n".join(lines)
 
 
+def counterpart(cid: str, theirs: dict):
+    """The entry of ``theirs`` for claim ``cid``: the same id, else the same claim of the one pair
+    the other run had (``5 (Qwen)`` against ``5 (measured-smollm2-a100)``); ``None`` when absent."""
+    if cid in theirs:
+        return theirs[cid]
+    base = cid.split(" (")[0]
+    same = [k for k in theirs if k.split(" (")[0] == base]
+    return theirs[same[0]] if len(same) == 1 else None
+
+
 def _comparison_section(claims, other: Path | None) -> str:
     """The claim verdicts of this run beside another run's (``--compare-with``), e.g. the paper's
     assumed acceptance beside a measured table, and which verdicts change."""
@@ -239,7 +249,7 @@ def _comparison_section(claims, other: Path | None) -> str:
         pairs = f" (scenario {json.loads((other / 'run.json').read_text())['config']['preset']})"
     rows, changed = [], []
     for c in claims:
-        t = theirs.get(c.id, {}).get("status", "–")
+        t = (counterpart(c.id, theirs) or {}).get("status", "–")
         rows.append([c.id, c.claim, f"**{c.status}**", t, "yes" if t != c.status else ""])
         if t != c.status:
             changed.append(f"claim {c.id}: {t} there, {c.status} here")
