@@ -200,7 +200,10 @@ def render(pairs=PAIRS) -> str:
                   "Not measured yet (the CPU time of this host ran out; the command above measures each):", ""]
         lines += [f"- {c.pair}, {TASK_TITLE[c.task_label]}, {POLICY_TITLE[policy_label(c.sampling)]}, drafts "
                   + ", ".join(c.drafts) for c in missing]
-        lines.append("")
+        lines += ["", "Not in the grid at all: the Qwen pair under greedy decoding, its drafts q3g128 and q2g32, and "
+                  "a compute profile of the Qwen pair on this host (`multispin profile --pair qwen2.5-coder-0.5b`). "
+                  "A `measured-*` preset is offered only once its draft's four task labels are shipped "
+                  "(`measured-qwen-a100` is not yet).", ""]
     return "\n".join(lines)
 
 
