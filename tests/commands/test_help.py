@@ -37,7 +37,7 @@ def test_every_verb_help_has_real_metavars(multispin, verb):
     ("optimize", "--draft-policy", "<greedy|greedy_paper|best_uniform|computation_only|oracle|certified>"),
     ("testbed", "--policy", "<adaptive|all_ul|all_dl|random|target_only>"), ("testbed", "--clock", "<virtual|wall>"),
     ("measure", "--task", "<chat|code>"), ("generate", "--log-level", "<debug|info|warning|error>"),
-    ("generate", "--device", "<auto|cpu|cuda>"), ("reproduce", "--scenario", "<paper-qwen|paper-r1|all>"),
+    ("generate", "--device", "<auto|cpu|cuda>"), ("reproduce", "--scenario", "<paper-qwen|paper-r1|all|measured-smollm2-a100|measured-smollm2-host>"),
 ])
 def test_choices_are_listed(multispin, verb, flag, choices):
     line = next(ln for ln in multispin(verb, "-h").out.splitlines() if re.search(rf"{flag}\s", ln))

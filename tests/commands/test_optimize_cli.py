@@ -87,7 +87,8 @@ def test_optimized_split_from_the_command_line():
     "args, start",
     [
         (["--scenario", "gpt-4"], "error: --scenario: unknown preset 'gpt-4' (allowed: paper-qwen, paper-r1, "
-                                      "smollm2-cpu, or a .yaml/.yml/.toml/.json file)"),
+                                      "smollm2-cpu, measured-smollm2-a100, measured-smollm2-host, "
+                                      "or a .yaml/.yml/.toml/.json file)"),
         (["--scenario", "paper-qwn"], "error: --scenario: unknown preset 'paper-qwn' (did you mean paper-qwen?)"),
         (["--devices", "0"], "error: --devices: Input should be greater than or equal to 1 (got '0')"),
         (["--pdl-dbm", "99"], "error: --pdl-dbm [radio.p_dl_dbm]: must be in [-60, 70] dBm (got 99.0)"),

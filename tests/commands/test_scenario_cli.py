@@ -49,9 +49,9 @@ def test_show_prints_a_file_that_loads_back_to_the_same_numbers(multispin, tmp_p
 def test_schema_and_list(multispin):
     schema = json.loads(multispin("scenario", "schema").out)
     assert {"preset", "devices", "radio", "compute"} <= set(schema["properties"])
-    assert schema["properties"]["preset"]["enum"] == ["paper-qwen", "paper-r1", "smollm2-cpu"]
-    assert [ln.split("\t")[0] for ln in multispin("scenario", "list").out.splitlines()] == \
-        ["paper-qwen", "paper-r1", "smollm2-cpu"]
+    presets = ["paper-qwen", "paper-r1", "smollm2-cpu", "measured-smollm2-a100", "measured-smollm2-host"]
+    assert schema["properties"]["preset"]["enum"] == presets
+    assert [ln.split("\t")[0] for ln in multispin("scenario", "list").out.splitlines()] == presets
 
 
 def test_conflicting_scenario_flags_are_an_error(multispin, tmp_path):

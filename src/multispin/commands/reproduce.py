@@ -13,8 +13,9 @@ import typer
 from multispin.commands._app import app
 from multispin.commands._interrupt import reported_interrupt
 from multispin.commands._options import (
-    LogLevel, legacy_option, log_level_option, noise_figure_option, pick_scenario, setup_logging,
+    LogLevel, choice_option, legacy_option, log_level_option, noise_figure_option, pick_scenario, setup_logging,
 )
+from multispin.experiments.reproduce.config import reproducible_presets
 
 
 # A full run's drops took 29 CPU-minutes on this project's 2-core host (README, "Reproducing");
@@ -42,10 +43,10 @@ def reproduce(
         "cluster extra: pip install 'multispin[cluster]'); same seed, same CSVs"),
     address: Optional[str] = typer.Option(None, "--address", metavar="ADDR", show_default="a local Ray instance",
                                           help="Ray cluster to join with --executor ray (e.g. ray://head:10001)"),
-    scenario: Optional[str] = typer.Option(
-        None, "--scenario", metavar="NAME", show_default="all",
+    scenario: Optional[str] = choice_option(
+        None, reproducible_presets(), "--scenario", show_default="all",
         help="scenario(s) of the per-pair figures: paper-qwen, paper-r1, all (both), or a preset on measured "
-             "acceptance (measured-smollm2-a100, ...; `multispin scenario list`)"),
+             "acceptance (docs/acceptance.md)"),
     seed: int = typer.Option(0, "--seed", min=0, metavar="INT", help="base seed of every drop"),
     drops: Optional[int] = typer.Option(None, "--drops", min=1, metavar="INT",
                                         show_default="100; 4 with --quick; identification 6 (2 with --quick)",

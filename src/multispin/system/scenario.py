@@ -572,7 +572,8 @@ for _name, _args in MEASURED_PRESETS.items():
 
 
 def preset_names() -> list[str]:
-    return sorted(PRESETS)
+    """The paper's presets, the host's, then those on measured acceptance."""
+    return list(PRESETS)
 
 
 def _unknown_preset(name: Any) -> ConfigError:
@@ -629,8 +630,8 @@ def _check_complete(data: dict[str, Any]) -> None:
     if missing:
         raise ConfigError(
             f"preset: not given, and {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing; "
-            f"start from a preset (`preset: {preset_names()[0]}`, allowed: {', '.join(preset_names())}) "
-            f"or give every field (`multispin scenario show {preset_names()[0]}` prints one)")
+            f"start from a preset (`preset: paper-qwen`, allowed: {', '.join(preset_names())}) "
+            f"or give every field (`multispin scenario show paper-qwen` prints one)")
 
 
 def load_scenario(path: Union[str, Path]) -> Scenario:
