@@ -89,9 +89,11 @@ def test_bad_arguments_are_config_errors():
     with pytest.raises(ConfigError, match="task"):
         load_prompts("poetry", 2, 0)
     with pytest.raises(ConfigError, match="source"):
-        load_prompts("chat", 2, 0, source="mtbench")
+        load_prompts("chat", 2, 0, source="wikitext")
     with pytest.raises(ConfigError, match="chat prompts only"):
         load_prompts("code", 2, 0, source="sharegpt")
+    with pytest.raises(ConfigError, match="chat prompts only"):
+        load_prompts("code", 2, 0, source="mtbench")
     with pytest.raises(ConfigError, match="code prompts only"):
         load_prompts("chat", 2, 0, source="humaneval")
     with pytest.raises(ConfigError):
@@ -214,3 +216,11 @@ def test_device_prompts_follow_assignment():
     for task, text in zip(tasks, got):
         assert text in builtin_prompts()[task]
     assert got == device_prompts(tasks, seed=2, source="builtin")
+
+
+def test_mtbench_parsing_keeps_first_turns_and_categories():
+    from multispin.models.prompts import parse_mtbench
+
+    text = "\n".join(json.dumps({"question_id": i, "category": c, "turns": [f"  q{i} first ", f"q{i} second"]})
+                     for i, c in ((81, "writing"), (82, "math"))) + "\n"
+    assert parse_mtbench(text) == (("q81 first", "q82 first"), ("writing", "math"))

@@ -227,10 +227,11 @@ def _columns_section(out: Path, modules: list[ModuleType]) -> str:
 def counterpart(cid: str, theirs: dict):
     """The entry of ``theirs`` for claim ``cid``: the same id, else the same claim of the one pair
     the other run had (``5 (Qwen)`` against ``5 (measured-smollm2-a100)``); ``None`` when absent."""
+    cid = str(cid)
     if cid in theirs:
         return theirs[cid]
     base = cid.split(" (")[0]
-    same = [k for k in theirs if k.split(" (")[0] == base]
+    same = [k for k in theirs if str(k).split(" (")[0] == base]
     return theirs[same[0]] if len(same) == 1 else None
 
 
@@ -243,13 +244,13 @@ def _comparison_section(claims, other: Path | None) -> str:
     path = other / "claims.csv"
     if not path.is_file():
         return f"## Claims beside `{other}`\n\nNo `claims.csv` in `{other}`: nothing to compare.\n"
-    theirs = {r["id"]: r for r in read_csv(path)}
+    theirs = {str(r["id"]): r for r in read_csv(path)}  # read_csv reads "2" as a number
     pairs = ""
     with contextlib.suppress(OSError, ValueError, KeyError):
         pairs = f" (scenario {json.loads((other / 'run.json').read_text())['config']['preset']})"
     rows, changed = [], []
     for c in claims:
-        t = (counterpart(c.id, theirs) or {}).get("status", "–")
+        t = (counterpart(str(c.id), theirs) or {}).get("status", "–")
         rows.append([c.id, c.claim, f"**{c.status}**", t, "yes" if t != c.status else ""])
         if t != c.status:
             changed.append(f"claim {c.id}: {t} there, {c.status} here")
