@@ -172,7 +172,7 @@ def summarise(measured: list[PromptMeasurement], gamma: int, seed: int) -> dict:
     }
     groups = sorted({m.group for m in measured})
     if len(groups) > 1:
-        summary["groups"] = {g: _alpha_of([m for m in measured if m.group == g], rng) for g in groups}
+        summary["groups"] = {g: _alpha_of([m for m in measured if m.group == g], gamma, rng) for g in groups}
     return summary
 
 
@@ -220,15 +220,13 @@ def _iid_check(point: dict, boot: dict, gamma: int) -> dict:
     }
 
 
-def _alpha_of(measured: list[PromptMeasurement], rng: np.random.Generator) -> dict:
+def _alpha_of(measured: list[PromptMeasurement], gamma: int, rng: np.random.Generator) -> dict:
     """α with its bootstrap interval for one category's prompts."""
     n = len(measured)
-    ov = np.array([m.overlap.sum(dtype=float) for m in measured]), np.array([m.overlap.size for m in measured])
-    idx = rng.integers(0, n, (N_BOOTSTRAP, n))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        boot = ov[0][idx].sum(1) / ov[1][idx].sum(1)
-        alpha = ov[0].sum() / ov[1].sum()
-    return {"alpha": float(alpha), "alpha_ci95": _ci(boot), "num_prompts": n, "num_tokens": int(ov[1].sum())}
+    alpha = _estimates(measured, gamma, np.arange(n)[None, :])["alpha"][0]
+    boot = _estimates(measured, gamma, rng.integers(0, n, (N_BOOTSTRAP, n)))["alpha"]
+    return {"alpha": float(alpha), "alpha_ci95": _ci(boot), "num_prompts": n,
+            "num_tokens": int(sum(m.overlap.size for m in measured))}
 
 
 def _ci(values) -> list[float]:

@@ -535,19 +535,10 @@ MEASURED_TASKS = ("humaneval", "mt_bench_math", "mt_bench", "sharegpt")
 MEASURED_POLICY = {"temperature": 1.0, "top_k": 1024, "top_p": 1.0}
 
 
-def _measured_alpha(pair: str, draft: str) -> dict[str, float]:
-    """α per task label of one draft under MEASURED_POLICY, from the shipped profiles."""
-    from multispin.models.profiles import acceptance_profiles
-
-    table = {}
-    for prof in acceptance_profiles(pair):
-        if prof["draft"] == draft and prof["sampling"] == MEASURED_POLICY and prof.get("source"):
-            table.update({t: float(e["alpha"]) for t, e in prof["tasks"].items()})
-    return table
-
-
 def _measured_preset(name: str, base: str, pair: str, draft: str, compute: str) -> dict[str, Any] | None:
-    table = _measured_alpha(pair, draft)
+    from multispin.models.profiles import acceptance_table
+
+    table = acceptance_table(pair, MEASURED_POLICY).get(draft, {})
     if not set(MEASURED_TASKS) <= set(table):
         return None
     data = copy.deepcopy(PRESETS[base])
