@@ -66,7 +66,7 @@ def main() -> None:
 
     from multispin.models.prompts import load_prompts
     from multispin.models.registry import resolve_pair
-    from multispin.runtime.session import GenerateConfig, encode_prompt, generate
+    from multispin.runtime.round.session import GenerateConfig, encode_prompt, generate
 
     torch.set_num_threads(args.threads)
     pair = resolve_pair(PAIR)

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import zmq
 
-from multispin.runtime.journal import DeviceRound, Journal, SessionRecord
-from multispin.runtime.keys import (
+from multispin.runtime.store.journal import DeviceRound, Journal, SessionRecord
+from multispin.runtime.security.keys import (
     AllowedKeys, create_device_keys, create_server_keys, curve_client, curve_server,
     load_device_keys, load_server_keys,
 )

@@ -133,7 +133,7 @@ def child_main(spec_path: str) -> None:
     """Run one EdgeServer as described by the JSON spec; write what it measured to spec['out']."""
     spec = json.loads(Path(spec_path).read_text())
     from multispin.models.base import LoadedPair
-    from multispin.runtime.server import EdgeServer, ServerConfig
+    from multispin.runtime.net.server import EdgeServer, ServerConfig
 
     if spec["pair"] == "tiny":
         import torch
@@ -204,7 +204,7 @@ class Bench:
 
     def __init__(self, args: argparse.Namespace):
         from multispin.models.synthetic import make_tables
-        from multispin.runtime.keys import create_keyring
+        from multispin.runtime.security.keys import create_keyring
 
         self.args = args
         self.tmp = Path(tempfile.mkdtemp(prefix="bench-server-"))
@@ -232,8 +232,8 @@ class Bench:
             history: bool = False, rss_at=(), runner: str | None = None, timeout_s: float = 900) -> dict:
         """One server child + K device threads; returns the child's measurements plus this
         (device) process's CPU seconds over the same run."""
-        from multispin.runtime.device import DeviceClient, build_device_client
-        from multispin.runtime.launcher import free_port
+        from multispin.runtime.net.device import DeviceClient, build_device_client
+        from multispin.runtime.net.launcher import free_port
 
         self._n += 1
         port = free_port()
@@ -249,7 +249,7 @@ class Bench:
             kw = dict(keys=self.device_keys[d]) if secure else {}
             secret = None if secure else SECRET
             if pair == "tiny":
-                from multispin.runtime.session import default_prompts
+                from multispin.runtime.round.session import default_prompts
 
                 prompt = default_prompts(k, SEED)[d]
                 clients.append(build_device_client(endpoint, d, secret, self.tiny, None, prompt,
@@ -470,12 +470,12 @@ def recovery(bench: Bench) -> None:
     import torch
 
     from multispin.models.hf import HFBatchedLM, HFSequenceLM
-    from multispin.runtime import roles
-    from multispin.runtime.device import build_device_client
-    from multispin.runtime.launcher import free_port
-    from multispin.runtime.local import RandomMode, UniformDraftLength, run_rounds
-    from multispin.runtime.round import PolicyPair
-    from multispin.runtime.session import default_prompts, encode_prompt
+    from multispin.runtime.round import roles
+    from multispin.runtime.net.device import build_device_client
+    from multispin.runtime.net.launcher import free_port
+    from multispin.runtime.round.local import RandomMode, UniformDraftLength, run_rounds
+    from multispin.runtime.round.engine import PolicyPair
+    from multispin.runtime.round.session import default_prompts, encode_prompt
     from multispin.speculative.codecs import make_codec
     from multispin.speculative.warp import SamplingParams
 
@@ -558,7 +558,7 @@ def recovery(bench: Bench) -> None:
                 for p in procs:
                     if p.poll() is None:
                         p.kill()
-            from multispin.runtime.journal import Journal
+            from multispin.runtime.store.journal import Journal
 
             t0 = time.perf_counter()
             with Journal(journal, readonly=True) as j:

@@ -32,11 +32,11 @@ import torch
 from multispin.models.base import LoadedPair
 from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_tables
 from multispin.models.tiny import load_tiny_pair
-from multispin.runtime.device import DeviceClient
-from multispin.runtime.launcher import free_port, run_local_testbed
-from multispin.runtime.local import RandomMode, UniformDraftLength
-from multispin.runtime.records import RoundEvent
-from multispin.runtime.server import EdgeServer, ServerConfig
+from multispin.runtime.net.device import DeviceClient
+from multispin.runtime.net.launcher import free_port, run_local_testbed
+from multispin.runtime.round.local import RandomMode, UniformDraftLength
+from multispin.runtime.wire.records import RoundEvent
+from multispin.runtime.net.server import EdgeServer, ServerConfig
 
 SECRET = "bench-transport-secret"
 GAMMA = 4

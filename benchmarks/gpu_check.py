@@ -107,7 +107,7 @@ def agreement(ref: dict, got: dict) -> dict:
 
 
 def run_generate(pair, devices: int, max_new: int, gamma: int) -> tuple[dict[int, list[int]], float]:
-    from multispin.runtime.session import GenerateConfig, generate
+    from multispin.runtime.round.session import GenerateConfig, generate
 
     config = GenerateConfig(pair=pair.name, devices=devices, draft_len=gamma, max_new_tokens=max_new,
                             temperature=0.0, seed=0)

@@ -132,12 +132,12 @@ def test_docstrings_cite_only_names_that_exist():
 
 
 def test_importing_the_api_and_the_session_does_not_load_torch_or_transformers():
-    """`import multispin.runtime.session` took 3.2 s (11 s on a loaded 2-core host): it loaded
+    """`import multispin.runtime.round.session` took 3.2 s (11 s on a loaded 2-core host): it loaded
     transformers and torch, which only running models needs."""
     import subprocess
     import sys
 
-    code = ("import sys, multispin, multispin.api, multispin.cli, multispin.runtime.session; "
+    code = ("import sys, multispin, multispin.api, multispin.cli, multispin.runtime.round.session; "
             "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import multispin.runtime.roles as roles
+import multispin.runtime.round.roles as roles
 from multispin.speculative.sampling import sample_categorical
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"

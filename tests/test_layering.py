@@ -34,6 +34,37 @@ HELPER_IMPORTS_ALLOWED = {
 UPWARD_ALLOWED: set[tuple[str, str]] = set()
 
 
+# The rings inside runtime/ (its __init__, docs/architecture.md): which ring may import which.
+# Imports point inwards, to the round and the wire; security and store are leaves. A ring not
+# named here, or a module of runtime/ outside every ring, fails test_every_runtime_module_is_in_a_ring.
+RUNTIME = "multispin.runtime"
+RINGS_MAY_IMPORT = {
+    "round": set(),
+    "wire": {"round", "security"},
+    "net": {"round", "wire", "security", "store"},
+    "security": set(),
+    "store": set(),
+}
+
+
+def ring_of(module: str, package: str) -> str | None:
+    """The ring (first subpackage below ``package``) that holds ``module``; None for the package itself."""
+    if not module.startswith(package + "."):
+        return None
+    return module[len(package) + 1:].split(".")[0]
+
+
+def ring_violations(es, package: str, may_import: dict[str, set[str]]) -> list:
+    """Imports from one ring of ``package`` into a ring it may not import (typing-only imports too:
+    they are read as a dependency by whoever reads the module)."""
+    bad = []
+    for e in es:
+        src, dst = ring_of(e.src, package), ring_of(e.dst, package)
+        if src and dst and src != dst and dst not in may_import.get(src, set()):
+            bad.append(e)
+    return bad
+
+
 def _edges():
     return ig.edges(SRC, "multispin")
 
@@ -59,6 +90,18 @@ def test_every_package_of_the_tree_has_a_layer_or_is_a_known_helper():
     helpers = {"multispin", "multispin._version", "multispin.config", "multispin.errors", "multispin.jsonout"}
     unplaced = sorted(m for m in ig.modules(SRC, "multispin") if ig.layer_of(m, LAYERS) is None and m not in helpers)
     assert not unplaced, f"modules in no layer: {unplaced}"
+
+
+def test_runtime_rings_import_only_inwards():
+    bad = ring_violations(_edges(), RUNTIME, RINGS_MAY_IMPORT)
+    assert not bad, "ring imports against RINGS_MAY_IMPORT:\n" + "\n".join(
+        f"{e.src}:{e.line} -> {e.dst} ({e.kind})" for e in bad)
+
+
+def test_every_runtime_module_is_in_a_ring():
+    outside = sorted(m for m in ig.modules(SRC, "multispin") if m.startswith(RUNTIME + ".")
+                     and ring_of(m, RUNTIME) not in RINGS_MAY_IMPORT)
+    assert not outside, f"runtime modules in no ring: {outside}"
 
 
 # ----------------------------------------------------------------------------- the checker itself
@@ -128,7 +171,7 @@ def test_checker_reports_an_upward_import(tmp_path):
 # Only the loops touch the transport (DESIGN.md "runtime/"): the ZeroMQ server and device
 # clients, and the CurveZMQ key module they plug in (issue 12 asks for pyzmq's `zmq.auth` there:
 # key pairs, certificate files, the authenticator).
-ZMQ_MODULES = {"multispin.runtime.server", "multispin.runtime.device", "multispin.runtime.keys"}
+ZMQ_MODULES = {"multispin.runtime.net.server", "multispin.runtime.net.device", "multispin.runtime.security.keys"}
 
 
 def _importers_of(package: str, src: Path, root: str) -> set[str]:
@@ -150,3 +193,20 @@ def test_zmq_check_sees_a_function_level_import(tmp_path):
     root = _write(tmp_path, {"pkg/__init__.py": "", "pkg/a.py": "def f():\n    import zmq.auth\n",
                              "pkg/b.py": "x = 1\n"})
     assert _importers_of("zmq", root, "pkg") == {"pkg.a"}
+
+
+def test_ring_check_reports_an_outward_import(tmp_path):
+    """Negative control: a wire module importing a loop (in a function) and a leaf importing a
+    ring are reported; inward imports and imports within a ring are not."""
+    src = _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/round/__init__.py": "", "pkg/round/engine.py": "",
+        "pkg/wire/__init__.py": "", "pkg/wire/messages.py": "from pkg.round import engine\n",
+        "pkg/wire/server.py": "from pkg.wire import messages\ndef f():\n    from pkg.net import loop\n",
+        "pkg/net/__init__.py": "", "pkg/net/loop.py": "from pkg.wire import server\n",
+        "pkg/store/__init__.py": "", "pkg/store/journal.py": "import pkg.round.engine\n",
+    })
+    bad = ring_violations(ig.edges(src, "pkg"), "pkg", {"round": set(), "wire": {"round"},
+                                                        "net": {"round", "wire"}, "store": set()})
+    assert sorted((e.src, e.dst) for e in bad) == [("pkg.store.journal", "pkg.round.engine"),
+                                                   ("pkg.wire.server", "pkg.net.loop")]

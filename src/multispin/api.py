@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # the heavy layers load only when a function needs them
     from multispin.optimize.montecarlo import MonteCarloResult
     from multispin.optimize.plan import Certificate, OptimizeReport
     from multispin.optimize.reactive import ReactiveDecision
-    from multispin.runtime.session import GenerationResult
+    from multispin.runtime.round.session import GenerationResult
     from multispin.experiments.sweep import SweepTable
     from multispin.experiments.testbed import TestbedResult
     from multispin.system.instance import Instance
@@ -326,8 +326,8 @@ def generate(pair: str = "smollm2-135m", *, devices: int = 4, draft_len: int = 4
     """
     from multispin.models.placement import place_pair
     from multispin.models.registry import resolve_pair
-    from multispin.runtime.session import GenerateConfig
-    from multispin.runtime.session import generate as run
+    from multispin.runtime.round.session import GenerateConfig
+    from multispin.runtime.round.session import generate as run
 
     config = GenerateConfig.make(pair=pair, devices=devices, draft_len=draft_len, mode=mode,
                                  max_new_tokens=max_new_tokens, prompts=list(prompts) if prompts else None,

@@ -11,8 +11,8 @@ import time
 import pytest
 
 from multispin.models.registry import resolve_pair
-from multispin.runtime.keys import create_keyring
-from multispin.runtime.server import EdgeServer, ServerConfig
+from multispin.runtime.security.keys import create_keyring
+from multispin.runtime.net.server import EdgeServer, ServerConfig
 
 
 @pytest.fixture
@@ -85,7 +85,7 @@ def test_a_device_that_did_not_finish_exits_1_with_its_partial_text(multispin, s
 
 @pytest.mark.parametrize("server_digest, code", [("bb" * 32, 1), ("aa" * 32, 0), (None, 0)])
 def test_a_digest_that_differs_from_the_servers_exits_1(multispin, monkeypatch, keyring, server_digest, code):
-    from multispin.runtime.device import DeviceOutcome
+    from multispin.runtime.net.device import DeviceOutcome
 
     outcome = DeviceOutcome(0, [1, 2, 3], 1, "aa" * 32, True, "done", 1, 2, server_digest, text="x")
     monkeypatch.setattr("multispin.runtime.device.run_device", lambda *a, **k: outcome)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import stat
 
-from multispin.runtime.keys import AllowedKeys, load_device_keys, load_server_keys
+from multispin.runtime.security.keys import AllowedKeys, load_device_keys, load_server_keys
 
 
 def test_keys_for_a_server_and_a_device(multispin, tmp_path):

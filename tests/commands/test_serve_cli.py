@@ -16,11 +16,11 @@ import time
 import pytest
 
 from multispin.commands._outcome import serve_failure
-from multispin.runtime.records import DeviceRecord, ServerSummary
+from multispin.runtime.wire.records import DeviceRecord, ServerSummary
 
 _CRASHED_WRITER = textwrap.dedent("""
     import json, os, sys
-    from multispin.runtime.journal import DeviceRound, Journal, SessionRecord
+    from multispin.runtime.store.journal import DeviceRound, Journal, SessionRecord
     j = Journal(sys.argv[1])
     j.open_session(SessionRecord(0, "key-0", (1, 2), json.loads(sys.argv[2]), "dense-fp32", "dense-fp32", 0))
     for r in range(30):
@@ -44,8 +44,8 @@ def _crashed_journal(tmp_path, sampling: dict | None = None):
 def _tiny_session_params() -> dict:
     """What `serve --pair tiny` with its defaults records for a session (a repaired journal must
     agree with the server that resumes it)."""
-    from multispin.runtime.server import EdgeServer, ServerConfig
-    from multispin.runtime.session import resolve_pair
+    from multispin.runtime.net.server import EdgeServer, ServerConfig
+    from multispin.runtime.round.session import resolve_pair
 
     return EdgeServer(ServerConfig.make(port=0), resolve_pair("tiny"), "serve-cli-test-secret")._session_params
 
@@ -105,7 +105,7 @@ def test_mistakes_are_one_line_naming_the_flag_and_create_nothing(multispin, tmp
 def test_max_connections_alone_lowers_only_the_default_pending_limit():
     from multispin.models.base import LoadedPair
     from multispin.models.synthetic import MarkovBatchedLM, make_tables
-    from multispin.runtime.server import EdgeServer, ServerConfig
+    from multispin.runtime.net.server import EdgeServer, ServerConfig
 
     target, _ = make_tables(16, seed=0)
     pair = LoadedPair(name="markov", tokenizer=None, target=None, drafts={}, vocab_size=16)

@@ -76,7 +76,7 @@ def test_one_vocabulary_of_policy_names(multispin):
 
     from multispin import api
     from multispin.experiments.testbed import TestbedConfig
-    from multispin.runtime.policies import POLICIES
+    from multispin.runtime.round.policies import POLICIES
 
     help_text = multispin("testbed", "-h").out + multispin("demo", "-h").out
     assert "all_ul" in help_text and not [w for w in ("all-ul", "all-dl", "target-only") if w in help_text]

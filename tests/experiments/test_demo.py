@@ -14,9 +14,9 @@ from multispin.experiments.demo import POLICIES, DemoConfig, run_demo
 from multispin.experiments.testbed import TestbedConfig, build_scenario, run_testbed
 from multispin.models.prompts import device_prompt_queues
 from multispin.models.registry import resolve_pair
-from multispin.runtime.launcher import LocalTestbed
-from multispin.runtime.local import FixedMode, UniformDraftLength
-from multispin.runtime.session import encode_prompt
+from multispin.runtime.net.launcher import LocalTestbed
+from multispin.runtime.round.local import FixedMode, UniformDraftLength
+from multispin.runtime.round.session import encode_prompt
 
 
 def test_steady_state_every_round_runs_every_device_and_next_prompts_start_from_their_own_context():

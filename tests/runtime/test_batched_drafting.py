@@ -14,14 +14,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import multispin.runtime.roles as roles
+import multispin.runtime.round.roles as roles
 from multispin.models.base import BatchedSequence
 from multispin.models.hf import HFBatchedLM, HFSequenceLM
 from multispin.models.synthetic import MarkovBatchedLM
 from multispin.models.tiny import load_tiny_pair
-from multispin.runtime.local import FixedDraftLengths, FixedMode, RandomMode, run_rounds
-from multispin.runtime.round import PolicyPair
-from multispin.runtime.session import encode_prompt
+from multispin.runtime.round.local import FixedDraftLengths, FixedMode, RandomMode, run_rounds
+from multispin.runtime.round.engine import PolicyPair
+from multispin.runtime.round.session import encode_prompt
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
 from test_exactness import (DRAFT, MARG_T1, N_DEVICES, N_POSITIONS, P_PASS, PROMPT, T1, TARGET, min_p_value,

@@ -10,12 +10,12 @@ import pytest
 
 from multispin.models.hf import HFBatchedLM, draft_lm
 from multispin.models.registry import resolve_pair
-from multispin.runtime import protocol as P
-from multispin.runtime import roles
-from multispin.runtime.launcher import run_local_testbed
-from multispin.runtime.local import FixedDraftLengths, RandomMode, run_rounds
-from multispin.runtime.round import PolicyPair
-from multispin.runtime.session import GenerateConfig, encode_prompt, generate
+from multispin.runtime.wire import messages as P
+from multispin.runtime.round import roles
+from multispin.runtime.net.launcher import run_local_testbed
+from multispin.runtime.round.local import FixedDraftLengths, RandomMode, run_rounds
+from multispin.runtime.round.engine import PolicyPair
+from multispin.runtime.round.session import GenerateConfig, encode_prompt, generate
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from multispin.runtime import protocol as P
-from multispin.runtime.auth import compute_mac
-from multispin.runtime.device_protocol import (
+from multispin.runtime.wire import messages as P
+from multispin.runtime.security.auth import compute_mac
+from multispin.runtime.wire.device_protocol import (
     Closed, Committed, CorrectionRequested, DeviceProtocol, DeviceState, DraftRequested,
     LocalProtocolError, QRequested, RemoteProtocolError, Welcomed,
 )

@@ -12,10 +12,10 @@ import pytest
 
 from exactness_stats import exact_marginals as enumerate_marginals
 from exactness_stats import min_p_value
-import multispin.runtime.roles as roles
+import multispin.runtime.round.roles as roles
 from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_tables
-from multispin.runtime.local import FixedDraftLengths, FixedMode, run_rounds
-from multispin.runtime.round import PolicyPair
+from multispin.runtime.round.local import FixedDraftLengths, FixedMode, run_rounds
+from multispin.runtime.round.engine import PolicyPair
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.residual import residual_distribution
 from multispin.speculative.sampling import sample_categorical

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from multispin.errors import JournalError
-from multispin.runtime.journal import DeviceRound, Journal, SessionRecord
+from multispin.runtime.store.journal import DeviceRound, Journal, SessionRecord
 
 K = 4
 
@@ -118,7 +118,7 @@ def test_one_writer_at_a_time_and_readers_are_read_only(tmp_path):
 
 _CHILD = textwrap.dedent("""
     import sys
-    from multispin.runtime.journal import Journal
+    from multispin.runtime.store.journal import Journal
     sys.path.insert(0, {tests!r})
     from test_journal import K, _round, _session
     j = Journal({path!r})

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from multispin.errors import JournalDamaged, JournalError
-from multispin.runtime.journal import DeviceRound, Journal, SessionRecord
+from multispin.runtime.store.journal import DeviceRound, Journal, SessionRecord
 
 K, N = 3, 50
 

@@ -11,7 +11,7 @@ from wire_capture import Recorder
 import zmq
 
 from multispin.errors import SecurityError
-from multispin.runtime.keys import (
+from multispin.runtime.security.keys import (
     AllowedKeys, create_device_keys, create_keyring, create_server_keys, curve_client, curve_server,
     load_device_keys, load_server_keys, peer_key,
 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from multispin.errors import ConfigError
-from multispin.runtime.limits import (
+from multispin.runtime.security.limits import (
     HANDSHAKE_DEADLINE, TOO_MANY_CONNECTIONS, TOO_MANY_PENDING, ConnectionBudget, Limits, RefusalLog,
 )
 

@@ -30,15 +30,15 @@ import zmq
 from multispin.errors import MultispinError
 from multispin.models.hf import HFBatchedLM, HFSequenceLM
 from multispin.models.tiny import load_tiny_pair
-from multispin.runtime import protocol as P
-from multispin.runtime import roles
-from multispin.runtime.auth import SECRET_ENV, compute_mac
-from multispin.runtime.device import build_device_client
-from multispin.runtime.local import FixedDraftLengths, FixedMode, RandomMode, run_rounds
-from multispin.runtime.round import PolicyPair
-from multispin.runtime.launcher import LocalTestbed, free_port, run_local_testbed
-from multispin.runtime.server import EdgeServer, ServerConfig
-from multispin.runtime.session import encode_prompt
+from multispin.runtime.wire import messages as P
+from multispin.runtime.round import roles
+from multispin.runtime.security.auth import SECRET_ENV, compute_mac
+from multispin.runtime.net.device import build_device_client
+from multispin.runtime.round.local import FixedDraftLengths, FixedMode, RandomMode, run_rounds
+from multispin.runtime.round.engine import PolicyPair
+from multispin.runtime.net.launcher import LocalTestbed, free_port, run_local_testbed
+from multispin.runtime.net.server import EdgeServer, ServerConfig
+from multispin.runtime.round.session import encode_prompt
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
 

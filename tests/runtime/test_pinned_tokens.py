@@ -19,10 +19,10 @@ import pytest
 
 from multispin.models.hf import HFBatchedLM, HFSequenceLM
 from multispin.models.tiny import load_tiny_pair
-from multispin.runtime import roles
-from multispin.runtime.local import FixedDraftLengths, RandomMode, run_rounds
-from multispin.runtime.round import PolicyPair
-from multispin.runtime.session import encode_prompt
+from multispin.runtime.round import roles
+from multispin.runtime.round.local import FixedDraftLengths, RandomMode, run_rounds
+from multispin.runtime.round.engine import PolicyPair
+from multispin.runtime.round.session import encode_prompt
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
 
@@ -55,7 +55,7 @@ def _in_process(pair, seed: int) -> dict:
 
 
 def _networked(pair, seed: int) -> dict:
-    from multispin.runtime.launcher import run_local_testbed
+    from multispin.runtime.net.launcher import run_local_testbed
 
     summary = run_local_testbed(
         pair, 4, max_new_tokens=24, draft_lengths=FixedDraftLengths(GAMMAS), modes=RandomMode(seed),

@@ -8,9 +8,9 @@ import pytest
 
 from multispin.errors import ConfigError
 from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, MarkovTable, make_tables
-from multispin.runtime.local import run_rounds
-from multispin.runtime.planner import AcceptanceEstimator, ScenarioPlanner, model_predictions
-from multispin.runtime.roles import DraftDevice, VerifierServer
+from multispin.runtime.round.local import run_rounds
+from multispin.runtime.round.planner import AcceptanceEstimator, ScenarioPlanner, model_predictions
+from multispin.runtime.round.roles import DraftDevice, VerifierServer
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams, warp
 from multispin.system.payload import WirePayload

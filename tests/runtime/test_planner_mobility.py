@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from multispin.runtime.planner import ScenarioPlanner
+from multispin.runtime.round.planner import ScenarioPlanner
 from multispin.system.channel_process import ChannelProcess
 
 from test_planner import WIRE, _iid_pair, _run, _scenario

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from multispin.errors import ConfigError, ProtocolError
-from multispin.runtime import protocol as P
-from multispin.runtime.auth import (
+from multispin.runtime.wire import messages as P
+from multispin.runtime.security.auth import (
     SECRET_ENV, check_mac, compute_mac, new_nonce, resolve_secret,
 )
 from multispin.speculative.codecs import make_codec

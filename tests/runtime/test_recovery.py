@@ -20,15 +20,15 @@ import pytest
 
 from multispin.models.hf import HFBatchedLM, HFSequenceLM
 from multispin.models.tiny import load_tiny_pair
-from multispin.runtime import roles
-from multispin.runtime.device import build_device_client
-from multispin.runtime.journal import Journal
-from multispin.runtime.keys import create_keyring
-from multispin.runtime.launcher import free_port
-from multispin.runtime.local import RandomMode, UniformDraftLength, run_rounds
-from multispin.runtime.round import PolicyPair
-from multispin.runtime.server import EdgeServer, ServerConfig
-from multispin.runtime.session import encode_prompt
+from multispin.runtime.round import roles
+from multispin.runtime.net.device import build_device_client
+from multispin.runtime.store.journal import Journal
+from multispin.runtime.security.keys import create_keyring
+from multispin.runtime.net.launcher import free_port
+from multispin.runtime.round.local import RandomMode, UniformDraftLength, run_rounds
+from multispin.runtime.round.engine import PolicyPair
+from multispin.runtime.net.server import EdgeServer, ServerConfig
+from multispin.runtime.round.session import encode_prompt
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
 

@@ -8,9 +8,9 @@ import pytest
 
 from multispin.errors import ConfigError
 from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_tables
-from multispin.runtime.local import FixedDraftLengths, FixedMode
-from multispin.runtime.roles import Draft, DraftDevice, VerifierServer
-from multispin.runtime.round import PolicyPair, RoundEngine, RoundPlan, clip_new_tokens
+from multispin.runtime.round.local import FixedDraftLengths, FixedMode
+from multispin.runtime.round.roles import Draft, DraftDevice, VerifierServer
+from multispin.runtime.round.engine import PolicyPair, RoundEngine, RoundPlan, clip_new_tokens
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
 from multispin.system.payload import WirePayload
@@ -211,7 +211,7 @@ def test_control_round_keyed_randomness_changes_a_skipping_device(monkeypatch):
     rounds ends with another text (so the test above can fail)."""
     import numpy as np
 
-    from multispin.runtime import roles
+    from multispin.runtime.round import roles
 
     current = [0]
     monkeypatch.setattr(roles, "step_rng", lambda seed, d, pos, purpose: np.random.default_rng(

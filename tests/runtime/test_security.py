@@ -17,11 +17,11 @@ from wire_capture import Recorder
 
 from multispin.errors import MultispinError
 from multispin.models.tiny import load_tiny_pair
-from multispin.runtime import protocol as P
-from multispin.runtime.device import build_device_client
-from multispin.runtime.keys import create_device_keys, create_keyring, curve_client, load_device_keys
-from multispin.runtime.server import EdgeServer, ServerConfig
-from multispin.runtime.session import encode_prompt
+from multispin.runtime.wire import messages as P
+from multispin.runtime.net.device import build_device_client
+from multispin.runtime.security.keys import create_device_keys, create_keyring, curve_client, load_device_keys
+from multispin.runtime.net.server import EdgeServer, ServerConfig
+from multispin.runtime.round.session import encode_prompt
 
 SECRET = "test-secret-0123456789"
 PROMPTS = ["Hello edge server", "The channel is", "abc", "Speculative decoding at the edge"]
@@ -265,7 +265,7 @@ def test_negative_control_without_the_transport_watch_a_cut_session_waits_for_th
         pair, tmp_path, monkeypatch):
     """The same 100 MB frame with the monitor's DISCONNECTED ignored: the server does not learn
     that device 2's connection is gone (the check above can fail)."""
-    from multispin.runtime.transport_peers import TransportPeers
+    from multispin.runtime.net.transport_peers import TransportPeers
 
     monkeypatch.setattr(TransportPeers, "disconnected", lambda self, fd: None)
     server_keys, device_keys = create_keyring(tmp_path / "keys", [2])
@@ -403,7 +403,7 @@ def test_sighup_asks_for_a_key_reload(pair, tmp_path):
     import os
     import signal
 
-    from multispin.runtime.server import install_signal_handlers
+    from multispin.runtime.net.server import install_signal_handlers
 
     server_keys, _ = create_keyring(tmp_path / "keys", [0])
     server = EdgeServer(ServerConfig.make(port=0), pair, keys=server_keys)
@@ -464,7 +464,7 @@ def test_a_silent_dealer_flood_at_ulimit_256_costs_no_descriptors_and_a_device_g
     import subprocess
     import sys
 
-    from multispin.runtime.launcher import free_port
+    from multispin.runtime.net.launcher import free_port
 
     port, log = free_port(), tmp_path / "server.jsonl"
     cmd = [sys.executable, "-m", "multispin", "serve", "--pair", "tiny", "--insecure", "--port", str(port),
@@ -519,7 +519,7 @@ def test_a_silent_dealer_flood_at_ulimit_256_costs_no_descriptors_and_a_device_g
 def test_a_connection_is_cut_only_while_its_descriptor_holds_it():
     """The cut reads the descriptor's addresses again: a descriptor reused by another connection
     (other addresses) is left alone (negative control), the named one sees its end."""
-    from multispin.runtime.server import _addresses, _cut_connection
+    from multispin.runtime.net.server import _addresses, _cut_connection
 
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))

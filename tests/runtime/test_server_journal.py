@@ -8,8 +8,8 @@ import pytest
 from multispin.errors import ConfigError
 from multispin.models.base import LoadedPair
 from multispin.models.synthetic import MarkovBatchedLM, make_tables
-from multispin.runtime.journal import DeviceRound, Journal, SessionRecord
-from multispin.runtime.server import EdgeServer, ServerConfig
+from multispin.runtime.store.journal import DeviceRound, Journal, SessionRecord
+from multispin.runtime.net.server import EdgeServer, ServerConfig
 
 V = 16
 SECRET = "journal-test-secret"

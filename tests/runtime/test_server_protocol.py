@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from multispin.runtime import protocol as P
-from multispin.runtime.auth import compute_mac
-from multispin.runtime.round import RoundRecord
-from multispin.runtime.limits import Limits as ConnectionLimits
-from multispin.runtime.server_protocol import ConnState, ServerProtocol
+from multispin.runtime.wire import messages as P
+from multispin.runtime.security.auth import compute_mac
+from multispin.runtime.round.engine import RoundRecord
+from multispin.runtime.security.limits import Limits as ConnectionLimits
+from multispin.runtime.wire.server_protocol import ConnState, ServerProtocol
 
 SECRET = b"server-protocol-test-secret"
 NONCE = b"n" * 32

@@ -1,7 +1,7 @@
 """TransportPeers on scripted monitor events: who is lost when a TCP connection closes, with
 descriptors reused, frames read late and events that lag; a live connection is never lost."""
 
-from multispin.runtime.transport_peers import TransportPeers
+from multispin.runtime.net.transport_peers import TransportPeers
 
 
 def test_a_closed_connection_loses_its_peers_when_asked():

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:  # pragma: no cover - the verbs import these lazily (the CLI starts fast)
-    from multispin.runtime.device import DeviceOutcome
-    from multispin.runtime.records import ServerSummary
+    from multispin.runtime.net.device import DeviceOutcome
+    from multispin.runtime.wire.records import ServerSummary
 
 # why a server may stop with devices unfinished and still have done what it was told
 _ASKED_TO_STOP = ("rounds", "signal", "SIGTERM", "SIGINT")

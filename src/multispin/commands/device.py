@@ -52,8 +52,8 @@ def device(
     set_threads(threads)
     from multispin.commands._outcome import device_failure
     from multispin.errors import ConfigError
-    from multispin.runtime.auth import resolve_secret
-    from multispin.runtime.device import run_device
+    from multispin.runtime.security.auth import resolve_secret
+    from multispin.runtime.net.device import run_device
 
     if insecure and keys is not None:
         raise ConfigError("--insecure: plaintext has no keys; drop --keys or --insecure")

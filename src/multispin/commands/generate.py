@@ -47,7 +47,7 @@ def generate(
     from multispin.commands._checks import check_codecs_fit
     from multispin.models.placement import place_pair
     from multispin.models.registry import resolve_pair
-    from multispin.runtime.session import GenerateConfig, generate as run_generate
+    from multispin.runtime.round.session import GenerateConfig, generate as run_generate
 
     config = GenerateConfig.make(
         pair=pair, devices=devices, draft_len=draft_len, mode=mode, temperature=temperature,

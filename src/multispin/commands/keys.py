@@ -28,7 +28,7 @@ def server(
     force: bool = typer.Option(False, "--force", help="replace existing keys (every device must be re-keyed)"),
 ) -> None:
     """Make the server's key pair and its allowed-keys folder (SERVER_DIR/allowed)."""
-    from multispin.runtime.keys import create_server_keys, load_server_keys
+    from multispin.runtime.security.keys import create_server_keys, load_server_keys
 
     public = create_server_keys(directory, force=force)
     typer.echo(f"server public key {load_server_keys(directory).public.decode()}")
@@ -45,7 +45,7 @@ def device(
     force: bool = typer.Option(False, "--force", help="replace existing keys for this device id"),
 ) -> None:
     """Make device N's key pair; with --allow, let it in on the server as device N only."""
-    from multispin.runtime.keys import create_device_keys, load_device_keys
+    from multispin.runtime.security.keys import create_device_keys, load_device_keys
 
     public = create_device_keys(directory, device_id, allow=allow, force=force)
     typer.echo(f"device {device_id} public key {load_device_keys(directory, device_id).public.decode()}")

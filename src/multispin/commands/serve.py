@@ -90,8 +90,8 @@ def serve(
     from multispin.commands._checks import check_codecs_fit, check_parent_exists
     from multispin.commands._outcome import serve_failure
     from multispin.models.placement import place_pair
-    from multispin.runtime.server import EdgeServer, ServerConfig, install_signal_handlers
-    from multispin.runtime.session import resolve_pair
+    from multispin.runtime.net.server import EdgeServer, ServerConfig, install_signal_handlers
+    from multispin.runtime.round.session import resolve_pair
 
     # fail fast, before loading any model
     security = server_security(keys, insecure, secret)
@@ -152,7 +152,7 @@ def open_journal(path: Optional[Path], check: str, repair: bool):
     one line and exit 2 within a second, not after minutes of loading."""
     from multispin.commands._checks import check_parent_exists
     from multispin.errors import ConfigError
-    from multispin.runtime.journal import Journal
+    from multispin.runtime.store.journal import Journal
 
     if path is None:
         if repair:
@@ -178,8 +178,8 @@ def check_connection_flags(max_connections: Optional[int], max_pending: Optional
 def server_security(keys: Optional[Path], insecure: bool, secret: Optional[str]) -> dict:
     """The server's keys (the default) or, with --insecure only, the shared secret."""
     from multispin.errors import ConfigError
-    from multispin.runtime.auth import resolve_secret
-    from multispin.runtime.keys import load_server_keys
+    from multispin.runtime.security.auth import resolve_secret
+    from multispin.runtime.security.keys import load_server_keys
 
     if insecure:
         if keys is not None:

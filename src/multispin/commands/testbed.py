@@ -19,7 +19,7 @@ from multispin.commands._options import (
     setup_logging, speed_option, table_console, torch_device_option,
 )
 from multispin.jsonout import versioned
-from multispin.runtime.policies import POLICIES, policy_spelling
+from multispin.runtime.round.policies import POLICIES, policy_spelling
 
 
 def _run_with_progress(config, pair, progress: Progress, label: str):

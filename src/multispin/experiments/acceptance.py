@@ -26,9 +26,9 @@ from pydantic import Field
 
 from multispin.experiments.progress import Progress, Step, reporter
 from multispin.models.base import BatchedLM, BatchedSequence
-from multispin.runtime.local import FixedMode, UniformDraftLength, run_rounds
-from multispin.runtime.roles import DraftDevice, VerifierServer
-from multispin.runtime.round import PolicyPair
+from multispin.runtime.round.local import FixedMode, UniformDraftLength, run_rounds
+from multispin.runtime.round.roles import DraftDevice, VerifierServer
+from multispin.runtime.round.engine import PolicyPair
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingFields, SamplingParams, warp
 
@@ -271,7 +271,7 @@ def measure(config: MeasureConfig, pair=None, progress: Progress | None = None) 
     from multispin.models.hf import HFBatchedLM, draft_batched
     from multispin.models.prompts import load_prompts, prompt_categories
     from multispin.models.registry import resolve_pair
-    from multispin.runtime.session import encode_prompt
+    from multispin.runtime.round.session import encode_prompt
 
     pair = pair or resolve_pair(config.pair, drafts=config.drafts)
     names = pair.check_drafts(config.drafts or [pair.default_draft])

@@ -22,7 +22,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from multispin.errors import ConfigError, Interrupted
 from multispin.experiments.reproduce.config import Point, RunConfig
-from multispin.runtime.policies import policy_spelling
+from multispin.runtime.round.policies import policy_spelling
 
 # policy -> (the per-drop goodput column, its γ column, which baselines the drop must run)
 SWEEP_POLICIES = {

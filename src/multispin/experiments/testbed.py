@@ -2,9 +2,9 @@
 an experiment: its configuration, payload choice, run, summary and plot.
 
 A `LocalTestbed` (edge server + K device processes over ZeroMQ on 127.0.0.1,
-:mod:`multispin.runtime.launcher`) runs real rounds with real models; a `ScenarioPlanner` plans γ
+:mod:`multispin.runtime.net.launcher`) runs real rounds with real models; a `ScenarioPlanner` plans γ
 before each round and modes/powers after each verification, from the scenario's channel (redrawn
-every round) and online acceptance estimates; a `RoundSink` (:mod:`multispin.runtime.round_sink`)
+every round) and online acceptance estimates; a `RoundSink` (:mod:`multispin.runtime.net.round_sink`)
 emulates the links' airtime and logs every round. This module configures a run, starts it through
 those three and turns its rounds into the summary (summary.json) and the demo's figure.
 
@@ -40,9 +40,9 @@ from pydantic_core import PydanticCustomError
 
 from multispin.config import StrictConfig
 from multispin.errors import Interrupted
-from multispin.runtime.planner import ScenarioPlanner, forecast_goodput, model_predictions
-from multispin.runtime.policies import policy_spelling
-from multispin.runtime.round_sink import RoundSink
+from multispin.runtime.round.planner import ScenarioPlanner, forecast_goodput, model_predictions
+from multispin.runtime.round.policies import policy_spelling
+from multispin.runtime.net.round_sink import RoundSink
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 from multispin.system.payload import WirePayload
 
@@ -208,13 +208,9 @@ class TestbedResult:
 
 
 def build_scenario(config: TestbedConfig):
-    from multispin.system.scenario_io import resolve_scenario, with_overrides
+    from multispin.system.scenario_io import FLAG_FIELDS, resolve_scenario, with_overrides
 
-    return with_overrides(resolve_scenario(config.scenario), devices=config.devices, seed=config.seed,
-                          n_saa=config.n_saa, split=config.split, p_dl_dbm=config.p_dl_dbm,
-                          p_ul_dbm=config.p_ul_dbm, noise_figure_db=config.noise_figure_db,
-                          speed_kmh=config.speed_kmh, pilot_snr_db=config.pilot_snr_db,
-                          csi_planning=config.csi_planning)
+    return with_overrides(resolve_scenario(config.scenario), **{f: getattr(config, f) for f in FLAG_FIELDS})
 
 
 def with_measured_acceptance(scenario, pair_name: str, drafts: list[str], tasks: list[str], sampling=None):
@@ -298,7 +294,7 @@ def run_testbed(config: TestbedConfig, pair=None,
     """Run one testbed session; write rounds.jsonl, server.jsonl and summary.json under `out`."""
     from multispin.models.prompts import device_prompt_queues
     from multispin.models.registry import resolve_pair
-    from multispin.runtime.launcher import LocalTestbed
+    from multispin.runtime.net.launcher import LocalTestbed
 
     pair = pair or resolve_pair(config.pair)
     drafts, tasks, scenario, measured = device_setup(config, pair)

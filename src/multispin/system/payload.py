@@ -61,7 +61,7 @@ def draft_upload_bits_per_token(vocab_size: int, prob_bits: int = 16) -> int:
 
 # --------------------------------------------------------------------------- the running system
 
-# q̂_i(x_i) travels as a float64 (runtime/protocol.py DRAFT): the server must test exactly the
+# q̂_i(x_i) travels as a float64 (runtime/wire/messages.py DRAFT): the server must test exactly the
 # value the device drew with, and a decoded q̂ row is float64 in general.
 Q_SCALAR_BITS = 64
 

@@ -36,28 +36,22 @@ def resolve_scenario(spec: Union[str, Path, Scenario]) -> Scenario:
                       f"(allowed: {', '.join(preset_names())}, or a {'/'.join(FILE_SUFFIXES)} file)")
 
 
-def with_overrides(
-    scenario: Scenario,
-    *,
-    devices: Optional[int] = None,
-    p_dl_dbm: Optional[float] = None,
-    p_ul_dbm: Optional[float] = None,
-    noise_figure_db: Optional[float] = None,
-    seed: Optional[int] = None,
-    n_saa: Optional[int] = None,
-    split: Optional[str] = None,
-    speed_kmh: Optional[float] = None,
-    pilot_snr_db: Optional[float] = None,
-    csi_planning: Optional[str] = None,
-) -> Scenario:
-    """The scenario with the fields the command-line flags set (``None`` keeps the scenario's)."""
-    named = {
-        "devices.count": devices, "radio.p_dl_dbm": p_dl_dbm, "radio.p_ul_dbm": p_ul_dbm,
-        "radio.noise_figure_db": noise_figure_db, "seed": seed, "optimizer.n_saa": n_saa,
-        "radio.bandwidth_split": split,
-        "channel.speed_kmh": speed_kmh, "channel.pilot_snr_db": pilot_snr_db, "channel.planning": csi_planning,
-    }
-    changes = {k: v for k, v in named.items() if v is not None}
+# The scenario field each command-line flag (and each keyword of `multispin.scenario`) sets.
+FLAG_FIELDS = {
+    "devices": "devices.count", "p_dl_dbm": "radio.p_dl_dbm", "p_ul_dbm": "radio.p_ul_dbm",
+    "noise_figure_db": "radio.noise_figure_db", "seed": "seed", "n_saa": "optimizer.n_saa",
+    "split": "radio.bandwidth_split", "speed_kmh": "channel.speed_kmh",
+    "pilot_snr_db": "channel.pilot_snr_db", "csi_planning": "channel.planning",
+}
+
+
+def with_overrides(scenario: Scenario, /, **flags: Any) -> Scenario:
+    """The scenario with the fields the command-line flags set, named as in `FLAG_FIELDS`
+    (``None`` keeps the scenario's value)."""
+    unknown = sorted(set(flags) - set(FLAG_FIELDS))
+    if unknown:  # a programming error, not a user's: the flags are fixed by the verbs
+        raise TypeError(f"with_overrides: unknown flag(s) {unknown} (allowed: {', '.join(FLAG_FIELDS)})")
+    changes = {FLAG_FIELDS[k]: v for k, v in flags.items() if v is not None}
     return scenario.override(changes) if changes else scenario
 
 

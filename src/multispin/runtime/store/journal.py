@@ -27,12 +27,12 @@ How it stays safe:
   servers cannot interleave rounds in one journal (readers need no lock).
 - **damage is refused, never resumed**: each round row carries a chain link over its content and
   the previous link, and ``PATH-head`` (fsynced after each commit) names the last round and its
-  link (:mod:`~multispin.runtime.journal_head`). Opening checks the files, SQLite's
+  link (:mod:`~multispin.runtime.store.head`). Opening checks the files, SQLite's
   ``quick_check`` (``check="full"``: ``integrity_check``), the chain and the head
-  (:mod:`~multispin.runtime.journal_check`); a journal that lost or changed rounds raises
+  (:mod:`~multispin.runtime.store.check`); a journal that lost or changed rounds raises
   :class:`~multispin.errors.JournalDamaged` unless opened with ``repair=True``, which keeps
   the damaged files aside and rebuilds the journal from its last good round
-  (:mod:`~multispin.runtime.journal_repair`).
+  (:mod:`~multispin.runtime.store.repair`).
 
 A file that is not a journal (another SQLite database, a text file, a corrupted header) or one
 written by a newer schema raises one :class:`~multispin.errors.JournalError` naming the file.
@@ -50,10 +50,10 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from multispin.errors import JournalDamaged, JournalError
-from multispin.runtime.journal_check import (
+from multispin.runtime.store.check import (
     CHECKS, Evidence, compare_head, repair_hint, sqlite_check, walk_chain,
 )
-from multispin.runtime.journal_head import GENESIS, Head, HeadWriter, head_path, link
+from multispin.runtime.store.head import GENESIS, Head, HeadWriter, head_path, link
 
 #: 2: rounds.link (the chain) and the head file; a version-1 journal is migrated when a writer opens it
 SCHEMA_VERSION = 2
@@ -199,7 +199,7 @@ class Journal:
             if not repair:
                 self._abandon()
                 raise
-            from multispin.runtime.journal_repair import rebuild
+            from multispin.runtime.store.repair import rebuild
 
             self.close(keep_lock=True)
             try:

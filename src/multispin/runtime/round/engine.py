@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Mapping, Protocol, Sequence
 
 from multispin.errors import ConfigError
-from multispin.runtime.roles import Draft, Verdict, VerifierServer
+from multispin.runtime.round.roles import Draft, Verdict, VerifierServer
 from multispin.system.payload import RoundBits, WirePayload
 
 Mode = Literal["ul", "dl"]

@@ -46,8 +46,8 @@ from multispin.errors import ConfigError
 from multispin.optimize.goodput import t_comp_s
 from multispin.optimize.plan import plan
 from multispin.optimize.reactive import reactive
-from multispin.runtime.policies import POLICIES, TARGET_ONLY, policy_name
-from multispin.runtime.round import Mode, RoundOutcome, RoundPlan, RoundRecord
+from multispin.runtime.round.policies import POLICIES, TARGET_ONLY, policy_name
+from multispin.runtime.round.engine import Mode, RoundOutcome, RoundPlan, RoundRecord
 from multispin.system.channel import World, stream
 from multispin.system.channel_process import ChannelProcess, uses_channel_process
 from multispin.system.payload import WirePayload

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from multispin.runtime.planner import ScenarioPlanner
+from multispin.runtime.round.planner import ScenarioPlanner
 
 
 def round_row(event, cost) -> dict:

@@ -14,8 +14,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from multispin.errors import ConfigError
-from multispin.runtime.roles import DraftDevice, VerifierServer, draft_all
-from multispin.runtime.round import Mode, ModePolicy, RoundEngine, RoundOutcome, RoundPolicy, RoundRecord
+from multispin.runtime.round.roles import DraftDevice, VerifierServer, draft_all
+from multispin.runtime.round.engine import Mode, ModePolicy, RoundEngine, RoundOutcome, RoundPolicy, RoundRecord
 from multispin.speculative.stats import AcceptanceStats
 from multispin.system.payload import WirePayload
 

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from multispin.errors import LocalProtocolError, ProtocolError
-from multispin.runtime import protocol as P
-from multispin.runtime.auth import check_mac, new_nonce
-from multispin.runtime.limits import ConnectionBudget, Limits as ConnectionLimits
-from multispin.runtime.round import RoundRecord
+from multispin.runtime.wire import messages as P
+from multispin.runtime.security.auth import check_mac, new_nonce
+from multispin.runtime.security.limits import ConnectionBudget, Limits as ConnectionLimits
+from multispin.runtime.round.engine import RoundRecord
 
 SESSION_TYPES = ("DRAFT", "Q_PAYLOAD", "CORRECTION", "BYE", "ERROR")
 HANDSHAKE_TYPES = ("HELLO", "AUTH")

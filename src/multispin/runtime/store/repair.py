@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from multispin.errors import JournalError
-from multispin.runtime.journal_check import walk_chain
-from multispin.runtime.journal_head import head_path, read_head
+from multispin.runtime.store.check import walk_chain
+from multispin.runtime.store.head import head_path, read_head
 
 if TYPE_CHECKING:  # pragma: no cover
-    from multispin.runtime.journal import DeviceRound, Journal, Repair, SessionRecord
+    from multispin.runtime.store.journal import DeviceRound, Journal, Repair, SessionRecord
 
 
 @dataclass
@@ -45,7 +45,7 @@ class _Salvage:
 def rebuild(journal: "Journal", problem: str) -> "Repair":
     """Set the damaged files aside and write the good part into a new journal at its path. The
     caller holds the writer lock (no other server can open the journal meanwhile)."""
-    from multispin.runtime.journal import Repair
+    from multispin.runtime.store.journal import Repair
 
     path = journal.path
     try:
@@ -68,7 +68,7 @@ def rebuild(journal: "Journal", problem: str) -> "Repair":
 def _salvage(path: Path, scratch: Path) -> _Salvage:
     """Sessions and the chain-valid rounds, read from a copy (SQLite may write while reading a
     WAL; the damaged originals stay as they were)."""
-    from multispin.runtime.journal import DeviceRound, Journal, SessionRecord
+    from multispin.runtime.store.journal import DeviceRound, Journal, SessionRecord
 
     out = _Salvage()
     if not path.exists() or path.stat().st_size == 0:

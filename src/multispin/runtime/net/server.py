@@ -36,24 +36,24 @@ from zmq.utils.monitor import recv_monitor_message
 
 from multispin.errors import ConfigError, ProtocolError, SecurityError
 from multispin.models.base import BatchedLM, LoadedPair
-from multispin.runtime import protocol as P
-from multispin.runtime.auth import resolve_secret
-from multispin.runtime.journal import DeviceRound, Journal, SessionRecord
-from multispin.runtime.jsonlog import JsonlLog
-from multispin.runtime.keys import AllowedKeys, ServerKeys, curve_server, load_server_keys, peer_key
-from multispin.runtime.limits import (
+from multispin.runtime.wire import messages as P
+from multispin.runtime.security.auth import resolve_secret
+from multispin.runtime.store.journal import DeviceRound, Journal, SessionRecord
+from multispin.runtime.net.jsonlog import JsonlLog
+from multispin.runtime.security.keys import AllowedKeys, ServerKeys, curve_server, load_server_keys, peer_key
+from multispin.runtime.security.limits import (
     HANDSHAKE_DEADLINE, TOO_MANY_CONNECTIONS, Limits as ConnectionLimits, RefusalLog,
 )
-from multispin.runtime.local import UniformDraftLength, mode_policy
-from multispin.runtime.records import DeviceRecord, RoundEvent, ServerSummary
-from multispin.runtime.roles import Draft, VerifierServer
-from multispin.runtime.round import (
+from multispin.runtime.round.local import UniformDraftLength, mode_policy
+from multispin.runtime.wire.records import DeviceRecord, RoundEvent, ServerSummary
+from multispin.runtime.round.roles import Draft, VerifierServer
+from multispin.runtime.round.engine import (
     DraftLengthPolicy, ModePolicy, PolicyPair, RoundEngine, RoundOutcome, RoundPolicy,
 )
-from multispin.runtime.server_protocol import (
+from multispin.runtime.wire.server_protocol import (
     HANDSHAKE_TYPES, SESSION_TYPES, Connection, ConnState, ServerProtocol,
 )
-from multispin.runtime.transport_peers import TransportPeers
+from multispin.runtime.net.transport_peers import TransportPeers
 from multispin.speculative.codecs import exactness_by_mode, make_codec
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 from multispin.speculative.warp import SamplingFields

@@ -27,13 +27,13 @@ import zmq
 
 from multispin.errors import ConfigError, MultispinError, ProtocolError
 from multispin.models.base import LoadedPair, SequenceLM
-from multispin.runtime import protocol as P
-from multispin.runtime.auth import SECRET_ENV, resolve_secret
-from multispin.runtime.device_protocol import (
+from multispin.runtime.wire import messages as P
+from multispin.runtime.security.auth import SECRET_ENV, resolve_secret
+from multispin.runtime.wire.device_protocol import (
     Closed, Committed, CorrectionRequested, DeviceProtocol, DraftRequested, Event, QRequested, Welcomed,
 )
-from multispin.runtime.keys import DeviceKeys, curve_client, load_device_keys
-from multispin.runtime.roles import DraftDevice
+from multispin.runtime.security.keys import DeviceKeys, curve_client, load_device_keys
+from multispin.runtime.round.roles import DraftDevice
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
 
@@ -394,7 +394,7 @@ def build_device_client(server: str, device_id: int, secret: str | bytes | None,
                         ) -> "DeviceClient":
     """A device for a named (or loaded) pair: its draft model and its tokenised prompt."""
     from multispin.models.hf import draft_lm
-    from multispin.runtime.session import encode_prompt, resolve_pair
+    from multispin.runtime.round.session import encode_prompt, resolve_pair
 
     keys, secret = resolve_credentials(keys, secret, device_id)  # fail fast, before loading any model
     server = normalise_endpoint(server)
@@ -410,7 +410,7 @@ def build_device_client(server: str, device_id: int, secret: str | bytes | None,
 def run_device(server: str, device_id: int, secret: str | bytes | None, pair: str | LoadedPair,
                draft: str | None, prompt: str, **options: Any) -> DeviceOutcome:
     """Build a device and run it until the server says BYE; the outcome carries the decoded text."""
-    from multispin.runtime.session import resolve_pair
+    from multispin.runtime.round.session import resolve_pair
 
     keys, secret = resolve_credentials(options.pop("keys", None), secret, device_id)  # fail fast
     normalise_endpoint(server)

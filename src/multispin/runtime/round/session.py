@@ -15,9 +15,9 @@ from pydantic import Field
 from multispin.errors import Interrupted
 from multispin.models.base import BatchedSequence, LoadedPair
 from multispin.models.registry import DEFAULT_PAIR, resolve_pair
-from multispin.runtime.local import DeviceResult, UniformDraftLength, mode_policy, run_rounds
-from multispin.runtime.roles import DraftDevice, VerifierServer
-from multispin.runtime.round import PolicyPair, RoundRecord
+from multispin.runtime.round.local import DeviceResult, UniformDraftLength, mode_policy, run_rounds
+from multispin.runtime.round.roles import DraftDevice, VerifierServer
+from multispin.runtime.round.engine import PolicyPair, RoundRecord
 from multispin.speculative.codecs import exactness_by_mode, make_codec
 from multispin.speculative.stats import AcceptanceStats
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from multispin.errors import LocalProtocolError, RemoteProtocolError
-from multispin.runtime import protocol as P
-from multispin.runtime.auth import compute_mac
+from multispin.runtime.wire import messages as P
+from multispin.runtime.security.auth import compute_mac
 
 
 class DeviceState(enum.Enum):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from multispin.runtime.round import RoundRecord
+from multispin.runtime.round.engine import RoundRecord
 
 
 @dataclass

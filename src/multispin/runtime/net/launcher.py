@@ -21,11 +21,11 @@ from typing import Any, Callable, Literal, Sequence
 
 from multispin.errors import ConfigError, ProtocolError
 from multispin.models.base import LoadedPair
-from multispin.runtime.auth import resolve_secret
-from multispin.runtime.keys import create_keyring
-from multispin.runtime.records import RoundEvent, ServerSummary, TestbedSummary
-from multispin.runtime.round import DraftLengthPolicy, ModePolicy, RoundPolicy
-from multispin.runtime.server import EdgeServer, ServerConfig
+from multispin.runtime.security.auth import resolve_secret
+from multispin.runtime.security.keys import create_keyring
+from multispin.runtime.wire.records import RoundEvent, ServerSummary, TestbedSummary
+from multispin.runtime.round.engine import DraftLengthPolicy, ModePolicy, RoundPolicy
+from multispin.runtime.net.server import EdgeServer, ServerConfig
 from multispin.speculative.warp import SamplingParams
 
 DeviceRunner = Literal["subprocess", "fork", "thread"]
@@ -41,7 +41,7 @@ def free_port() -> int:
 def _resolve_pair(pair: str | LoadedPair) -> LoadedPair:
     if isinstance(pair, LoadedPair):
         return pair
-    from multispin.runtime.session import resolve_pair
+    from multispin.runtime.round.session import resolve_pair
 
     return resolve_pair(pair)
 
@@ -91,7 +91,7 @@ def _run_jobs(jobs: Sequence[dict], result_path: Path | None = None,
     unfinished (the run stopped). Returns ``{"jobs": [outcome, ...]}``, also written to
     `result_path` after every job: the server may stop before a finished job's successor is admitted,
     and the launcher then ends this runner without losing the jobs it completed."""
-    from multispin.runtime.device import build_device_client
+    from multispin.runtime.net.device import build_device_client
 
     done: list[dict] = []
     for kwargs in jobs:
@@ -186,7 +186,7 @@ class LocalTestbed:
         self.log_path = str(log_path) if log_path else None
         names = self.pair.check_drafts(list(drafts or self.pair.drafts))
         if not prompts and not prompt_queues:
-            from multispin.runtime.session import default_prompts  # the built-in set ships with the package
+            from multispin.runtime.round.session import default_prompts  # the built-in set ships with the package
 
             prompts = default_prompts(num_devices, seed)
         queues = prompt_queues or [[prompts[k % len(prompts)]] for k in range(num_devices)]

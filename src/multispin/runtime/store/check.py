@@ -8,7 +8,7 @@ that names what is wrong and what the operator can do:
    for a new, empty database and the run would silently start again from round 0.
 2. **SQLite's own check**: ``PRAGMA quick_check`` (pages, cells, free list; O(file size)) or, on
    request, the full ``integrity_check`` (indexes and constraints too).
-3. **the chain** (:mod:`~multispin.runtime.journal_head`): rounds 0, 1, 2, … without a gap, each
+3. **the chain** (:mod:`~multispin.runtime.store.head`): rounds 0, 1, 2, … without a gap, each
    row's link recomputed from its content. An edited token, a deleted row or a round moved
    elsewhere breaks it at that round.
 4. **the head** (writer only; a reader beside a writer may see the two files at different
@@ -16,7 +16,7 @@ that names what is wrong and what the operator can do:
    rounds means rounds were lost (a deleted, truncated or damaged WAL); one more round is the
    trace of a crash between the two writes (its COMMITs were never sent) and is fine.
 
-The repair (:mod:`~multispin.runtime.journal_repair`) uses the same chain walk to find the last
+The repair (:mod:`~multispin.runtime.store.repair`) uses the same chain walk to find the last
 good round.
 """
 
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Optional
 
 from multispin.errors import JournalDamaged
-from multispin.runtime.journal_head import GENESIS, Head, head_path, link, read_head
+from multispin.runtime.store.head import GENESIS, Head, head_path, link, read_head
 
 CHECKS = ("quick", "full")
 

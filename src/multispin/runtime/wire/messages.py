@@ -40,7 +40,7 @@ import msgpack
 import numpy as np
 
 from multispin.errors import ProtocolError
-from multispin.runtime.auth import MAC_BYTES, NONCE_BYTES
+from multispin.runtime.security.auth import MAC_BYTES, NONCE_BYTES
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 
 PROTOCOL_VERSION = 1
