@@ -10,13 +10,11 @@ from rich.console import Console
 from rich.table import Table
 
 from multispin.commands._app import app
+from multispin.commands._flag_groups import MACHINE, ROUND, takes
 from multispin.commands._interrupt import reported_interrupt
+from multispin.commands._options import json_option, pair_option
 from multispin.commands._progress import step_progress
 from multispin.experiments.progress import Step
-from multispin.commands._flag_groups import MACHINE, ROUND, takes
-from multispin.commands._options import (
-    json_option, pair_option,
-)
 from multispin.jsonout import versioned
 
 

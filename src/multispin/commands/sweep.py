@@ -10,8 +10,8 @@ from typing import Any, Optional
 import typer
 
 from multispin.commands._app import app
-from multispin.commands._interrupt import reported_interrupt
 from multispin.commands._flag_groups import RADIO, takes
+from multispin.commands._interrupt import reported_interrupt
 from multispin.commands._options import (
     LogLevel, json_option, log_level_option, pick_scenario, scenario_option, setup_logging, table_console,
 )
