@@ -86,13 +86,14 @@ def _cached(*names: str) -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _cached("smollm2-135m", "qwen2.5-coder-0.5b"),
-                    reason="SmolLM2-135M and Qwen2.5-Coder-0.5B are not both cached")
-def test_real_cross_pair_greedy_equals_target_only():
-    """SmolLM2-135M drafting for Qwen2.5-Coder-0.5B: the speculative text is the target's own
-    greedy text (one device corrects in UL mode, one in DL mode)."""
-    real = resolve_pair("smollm2-135m:qwen2.5-coder-0.5b")
-    assert list(real.cross_drafts) == ["smollm2-135m"]
+@pytest.mark.parametrize("draft", ["smollm2-135m", "gemma3-270m"])
+def test_real_cross_pair_greedy_equals_target_only(draft):
+    """SmolLM2-135M (or Gemma 3 270M) drafting for Qwen2.5-Coder-0.5B: the speculative text is the
+    target's own greedy text (one device corrects in UL mode, one in DL mode)."""
+    if not _cached(draft, "qwen2.5-coder-0.5b"):
+        pytest.skip(f"{draft} and qwen2.5-coder-0.5b are not both cached")
+    real = resolve_pair(f"{draft}:qwen2.5-coder-0.5b")
+    assert list(real.cross_drafts) == [draft]
     prompts = ["Write a Python function that reverses a string.", "What is a hash table?"]
     base = dict(pair=real.name, devices=2, temperature=0.0, max_new_tokens=12, prompts=prompts)
     for mode in ("ul", "dl"):

