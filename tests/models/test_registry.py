@@ -58,6 +58,9 @@ def test_pair_names_lists_registered_pairs():
     assert {"smollm2-135m", "qwen2.5-coder-0.5b", "tiny", "DRAFT:TARGET"} <= set(names)
     assert all(isinstance(d, str) and d and "\n" not in d for d in names.values())
     assert registry.DEFAULT_PAIR == "smollm2-135m"
+    gemma = registry.REGISTERED["gemma3-270m:qwen2.5-coder-0.5b"]
+    assert gemma.draft_target == ("gemma3-270m", "qwen2.5-coder-0.5b")
+    assert "Gemma Terms of Use" in names[gemma.name]  # its licence, wherever it is offered
 
 
 def test_unknown_name_lists_allowed_names():

@@ -84,6 +84,9 @@ def test_no_shared_token_is_a_vocabulary_mismatch():
 
 # ---- the real tokenizers ----
 
+# |I|, Gemma 3 270M's ordinary tokens, Qwen2.5's ordinary tokens (docs/cross-vocabulary.md)
+GEMMA_COVERAGE = (95_904, 255_730, 151_643)
+
 def _cached_tokenizer(name: str):
     from multispin.models.acquire import model_dir
 
@@ -95,12 +98,28 @@ def _cached_tokenizer(name: str):
     return AutoTokenizer.from_pretrained(str(directory))
 
 
-@pytest.fixture(scope="module")
-def real():
+def _cross(draft_name: str):
     from multispin.models.cross_vocab import CrossDraft
 
-    draft, target = _cached_tokenizer("smollm2-135m"), _cached_tokenizer("qwen2.5-coder-0.5b")
+    draft, target = _cached_tokenizer(draft_name), _cached_tokenizer("qwen2.5-coder-0.5b")
     return draft, target, CrossDraft.between(draft, target)
+
+
+@pytest.fixture(scope="module")
+def real():
+    return _cross("smollm2-135m")
+
+
+@pytest.fixture(scope="module")
+def gemma():
+    return _cross("gemma3-270m")
+
+
+def _text_share(target, vocab, task: str) -> float:
+    from multispin.models.prompts import load_prompts
+
+    texts = load_prompts(task, 20, 0, source="builtin")
+    return vocab.text_coverage([t for text in texts for t in target.encode(text)])
 
 
 @pytest.mark.slow
@@ -109,27 +128,55 @@ def test_real_pair_coverage(real):
     cov = cross.vocab.coverage
     assert cov.shared == 39_234 and cov.draft_tokens == 49_135 and cov.target_tokens == 151_643
     assert 0.79 < cov.draft_fraction < 0.81  # "about 80% of SmolLM2's tokens exist in Qwen's"
-    from multispin.models.prompts import load_prompts
+    assert _text_share(target, cross.vocab, "chat") > 0.85
 
-    texts = load_prompts("chat", 20, 0, source="builtin")
-    share = cross.vocab.text_coverage([t for text in texts for t in target.encode(text)])
-    assert share > 0.85
+
+def _check_round_trips_and_specials(draft, target, vocab) -> None:
+    """Both index arrays invert each other on I, a shared token decodes to the same text on both
+    sides, and no special or added token of either side is in I."""
+    sample = vocab.shared_target[:: max(1, len(vocab.shared_target) // 2000)]
+    for t in sample:
+        d = int(vocab.target_to_draft[t])
+        # decoded after a marker token, so a tokenizer that strips a leading space cannot hide it
+        mark_t, mark_d = target.encode("x", add_special_tokens=False), draft.encode("x", add_special_tokens=False)
+        assert target.decode(mark_t + [int(t)]) == draft.decode(mark_d + [d])
+        assert int(vocab.draft_to_target[d]) == int(t)
+    for s in target.all_special_ids + list(target.added_tokens_decoder):
+        assert vocab.target_to_draft[s] == -1
+    for s in draft.all_special_ids + list(draft.added_tokens_decoder):
+        assert vocab.draft_to_target[s] == -1
 
 
 @pytest.mark.slow
 def test_real_pair_round_trips_and_specials(real):
     draft, target, cross = real
     vocab = cross.vocab
-    sample = vocab.shared_target[:: max(1, len(vocab.shared_target) // 2000)]
-    for t in sample:
-        d = int(vocab.target_to_draft[t])
-        assert target.convert_ids_to_tokens(int(t)) == draft.convert_ids_to_tokens(d)
-        assert int(vocab.draft_to_target[d]) == int(t)
-    for s in target.all_special_ids + list(target.added_tokens_decoder):
-        assert vocab.target_to_draft[s] == -1
-    for s in draft.all_special_ids + list(draft.added_tokens_decoder):
-        assert vocab.draft_to_target[s] == -1
+    _check_round_trips_and_specials(draft, target, vocab)
+    for t in vocab.shared_target[::500]:  # both byte-level: even the token strings are the same
+        assert target.convert_ids_to_tokens(int(t)) == draft.convert_ids_to_tokens(int(vocab.target_to_draft[t]))
     names = {target.convert_ids_to_tokens(t): draft.convert_ids_to_tokens(d)
              for t, d in vocab.special_target_to_draft.items()}
     assert names == {"<|im_start|>": "<|im_start|>", "<|im_end|>": "<|im_end|>",
                      "<|endoftext|>": "<|endoftext|>"}
+
+
+@pytest.mark.slow
+def test_gemma_coverage(gemma):
+    """Gemma 3 270M (SentencePiece, 262,144 ids) against Qwen2.5 (byte-level BPE): I is large in
+    absolute terms but a minority of Gemma's vocabulary; Qwen-tokenised text lies mostly in I."""
+    draft, target, cross = gemma
+    cov = cross.vocab.coverage
+    assert (cov.shared, cov.draft_tokens, cov.target_tokens) == GEMMA_COVERAGE
+    assert _text_share(target, cross.vocab, "chat") > 0.95
+    assert _text_share(target, cross.vocab, "code") > 0.85
+    assert cross.vocab.special_target_to_draft == {}  # no chat marker in common
+
+
+@pytest.mark.slow
+def test_gemma_round_trips_and_specials(gemma):
+    draft, target, cross = gemma
+    _check_round_trips_and_specials(draft, target, cross.vocab)
+    assert cross.draft_table.start == (draft.bos_token_id,)  # Gemma reads <bos> first
+    assert cross.draft_table.encode("Hello world") == draft.encode("Hello world", add_special_tokens=False)
+    assert draft.convert_ids_to_tokens(cross.draft_table.encode(" reverse a string")) == [
+        "▁reverse", "▁a", "▁string"]  # SentencePiece-BPE merges, not Unigram pieces

@@ -10,7 +10,9 @@ write it, and a round costs a few tokens of re-encoding whatever the text's leng
 Special tokens (chat markers) are barriers: one whose content the draft vocabulary also has
 becomes that draft token, any other is dropped, and text is never re-encoded across one.
 Bytes that are not valid UTF-8 (a target token that ends mid-character) are spelt with the
-draft's single-byte tokens until the character completes.
+draft's single-byte tokens until the character completes. A draft tokenizer that starts every
+text with a token (Gemma's ``<bos>``: ``TokenTable.start``) gets it first, and it stays through
+every rollback.
 
 Only the proposal q depends on this sequence, so speculative sampling stays exact whatever it
 holds; alignment matters for acceptance, and tests check it equals the draft tokenizer's own
@@ -42,10 +44,10 @@ class DraftContext:
 
     def reset(self) -> None:
         self.target: list[int] = []
-        self.draft: list[int] = []
+        self.draft: list[int] = list(self._draft.start)
         # (target length, draft length) after each special token: text is never re-encoded
         # across one, and a rollback restarts from the last one kept
-        self._anchors: list[tuple[int, int]] = [(0, 0)]
+        self._anchors: list[tuple[int, int]] = [(0, len(self.draft))]
         self._run = bytearray()  # bytes of the target tokens since the last anchor
         self._run_token_ends: list[int] = []  # byte end of each of those target tokens
         self._run_draft_ends: list[int] = []  # byte end of each draft token of the run

@@ -33,12 +33,15 @@ class TokenTable:
 
     ``pieces[i]`` is token i's bytes, or None for a special/added token (never mapped).
     ``specials`` maps each special id to its content. ``encode`` turns text into ids without
-    adding any special token (a draft context re-encodes committed text with it).
+    adding any special token (a draft context re-encodes committed text with it). ``start`` is
+    what the tokenizer puts before every text (Gemma's ``<bos>``; empty for SmolLM2 and Qwen):
+    a draft context begins with it, as the model was trained.
     """
 
     pieces: tuple[bytes | None, ...]
     specials: dict[int, str]
     encode: Callable[[str], list[int]] = field(compare=False, repr=False)
+    start: tuple[int, ...] = ()
 
     @property
     def size(self) -> int:
@@ -120,7 +123,9 @@ def token_table(tokenizer: Any) -> TokenTable:
     def encode(text: str) -> list[int]:
         return list(tokenizer.encode(text, add_special_tokens=False))
 
-    return TokenTable(tuple(pieces), specials, encode)
+    bos = getattr(tokenizer, "bos_token_id", None)
+    start = (int(bos),) if getattr(tokenizer, "add_bos_token", False) and bos is not None else ()
+    return TokenTable(tuple(pieces), specials, encode, start)
 
 
 @dataclass(frozen=True)
