@@ -99,7 +99,8 @@ def csi_planning_option():
 
 
 def pair_option(default: str = "smollm2-135m", help: str = "model pair: smollm2-135m, "
-                "qwen2.5-coder-0.5b, smollm2-135m:qwen2.5-coder-0.5b, tiny, tiny-cross, "
+                "qwen2.5-coder-0.5b, smollm2-135m:qwen2.5-coder-0.5b, gemma3-270m:qwen2.5-coder-0.5b "
+                "(Gemma Terms of Use), tiny, tiny-cross, "
                 "DRAFT:TARGET (tokenizers may differ) or a local model directory"):
     return typer.Option(default, "--pair", metavar="PAIR", help=help)
 

@@ -95,8 +95,8 @@ REGISTERED: dict[str, PairInfo] = {
     "gemma3-270m:qwen2.5-coder-0.5b": PairInfo(
         "gemma3-270m:qwen2.5-coder-0.5b",
         "Gemma 3 270M base (licence: Gemma Terms of Use; 238 MB download, on demand) drafts for "
-        "Qwen2.5-Coder-0.5B-Instruct across vocabularies (SHARED shared tokens); extra qBgG "
-        "drafts add RTN copies of the target",
+        "Qwen2.5-Coder-0.5B-Instruct across vocabularies (95,904 shared tokens, 38% of Gemma's; "
+        "α ~0.40 on chat); extra qBgG drafts add RTN copies of the target",
         vocab_size=151_665,
         draft_target=("gemma3-270m", "qwen2.5-coder-0.5b"),
     ),
