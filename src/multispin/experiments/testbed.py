@@ -313,6 +313,7 @@ def run_testbed(config: TestbedConfig, pair=None,
         log_path=(out / "server.jsonl") if out else None, seed=config.seed, sampling=choice.sampling,
         ul_codec=choice.wire.ul_codec, dl_codec=choice.wire.dl_codec, drafts=drafts, prompt_queues=queues,
         device_runner=config.runner, round_timeout_s=config.round_timeout_s, on_round=sink,
+        before_commit=sink.emulate_link,
         server_options={"gamma_max": gamma_max})
     if bed.server.wire != choice.wire:  # one payload truth: the server logs what the planner charges
         raise RuntimeError(f"payload: server moves {bed.server.wire}, planner charges {choice.wire}")

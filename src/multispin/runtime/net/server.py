@@ -187,6 +187,7 @@ class EdgeServer:
         # round's airtime here, so that no device drafts the next round during it
         self.before_commit = before_commit
         self._next: RoundOutcome | None = None  # the next round, planned at this one's commit
+        self._next_sent = 0.0  # when the COMMITs carrying its PLANs went out: where its wall time starts
         self.log = JsonlLog(log_path, on_event)
         self._init_bounds(config)
         self.ready = threading.Event()
@@ -494,6 +495,8 @@ class EdgeServer:
         out, self._next = self._next, None
         if out is None:
             out = self.engine.plan(r, self._active())
+        else:  # its devices have been drafting since its PLANs left: so has the round
+            t0 = self._next_sent
         # a round planned at the last commit runs the devices it planned (one that joined since
         # waits for the next round); a planned device whose session ended since is dropped here
         active = list(out.gammas)
@@ -649,6 +652,7 @@ class EdgeServer:
             self.proto.commit(io.conns[d], out.round, out.kept[d], out.records[d], d in out.finished,
                               gammas.get(d) if io.conns[d].alive else None)
         self._flush()
+        self._next_sent = time.perf_counter()
 
     def _plan_next(self, out: RoundOutcome, io: "_RoundIO") -> RoundOutcome | None:
         """Round r + 1 planned now, so that its PLANs ride in round r's COMMITs; None where the
