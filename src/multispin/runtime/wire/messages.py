@@ -30,7 +30,7 @@ last round, or a round before which a steady-state job hands over to its success
 
 Wire form: one ZeroMQ frame per message holding one msgpack map ``{"t": TYPE, field: value}``.
 Token ids are msgpack ints / int arrays; distributions and q scalars are msgpack ``bin``; no
-text or float arrays. A Q_PAYLOAD/P_PAYLOAD carries exactly ``codec.num_bytes(V)`` payload
+text or float arrays. A Q_PAYLOAD or DL VERDICT carries exactly ``codec.num_bytes(V)`` payload
 bytes, so what crosses the wire is what the optimiser plans with (plus a few envelope bytes).
 
 Limits (``Limits``): each message type has a byte limit derived from V, γ_max, the codecs' sizes
