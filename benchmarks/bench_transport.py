@@ -17,6 +17,11 @@ ends as this process saw them, the measure that holds for any protocol version (
 with PYTHONPATH pointing at another checkout's src/ to measure that one: the benchmark uses only
 the loops' public API). Overhead = wall − compute, in ms and as a share of the wall time.
 
+Wall times on a machine that other work loads swing by several times; the CPU time the run
+consumed does not (Markov rows: "cpu ms" = the server process's and the device processes' CPU
+per round, handshakes and warm-up included, model compute included; two checkouts doing the same
+rounds with the same seeds do the same model work, so their difference is the framework's).
+
 On a machine with fewer cores than devices the devices' drafting is time-sliced: a device's
 measured draft time then includes waiting for a core, which this benchmark counts as compute
 (as a device with its own chip would not wait). Read the K = 32 rows with that in mind.
@@ -31,6 +36,7 @@ import argparse
 import json
 import multiprocessing
 import os
+import resource
 import statistics
 import threading
 import time
@@ -111,6 +117,7 @@ def bench_markov(k: int, rounds: int, vocab: int = 64) -> dict[str, float]:
     endpoint = f"tcp://127.0.0.1:{port}"
     ctx = multiprocessing.get_context("fork")
     procs = [ctx.Process(target=_markov_device, args=(endpoint, d, draft), daemon=True) for d in range(k)]
+    cpu0 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     for p in procs:  # fork before the server thread exists
         p.start()
     seen = _Rounds()
@@ -125,21 +132,25 @@ def bench_markov(k: int, rounds: int, vocab: int = 64) -> dict[str, float]:
     for p in procs:
         p.join(30)
     assert all(r.digest_match for r in box["s"].devices.values())
-    return summarise(seen)
+    cpu1 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    used = [(b.ru_utime + b.ru_stime) - (a.ru_utime + a.ru_stime) for a, b in zip(cpu0, cpu1)]
+    n = len(seen.events)
+    return {**summarise(seen), "server_cpu_ms": 1e3 * used[0] / n, "devices_cpu_ms": 1e3 * used[1] / n,
+            "cpu_ms": 1e3 * sum(used) / n}
 
 
 def table(title: str, rows: list[tuple[int, dict[str, float]]]) -> None:
     print(f"\n{title}")
     head = (f"{'K':>3} {'rounds':>6} {'wall ms':>9} {'period ms':>9} {'draft ms':>9} {'verify ms':>9} "
             f"{'compute ms':>10} {'overhead ms':>11} {'p90 ms':>7} {'of wall':>7} {'overhead/compute':>16} "
-            f"{'kB/round':>8}")
+            f"{'kB/round':>8}" + (f" {'cpu ms':>7}" if "cpu_ms" in rows[0][1] else ""))
     print(head)
     print("-" * len(head))
     for k, r in rows:
         print(f"{k:>3} {r['rounds']:>6} {r['wall_ms']:>9.2f} {r['period_ms']:>9.2f} {r['draft_ms']:>9.2f} "
               f"{r['verify_ms']:>9.2f} {r['compute_ms']:>10.2f} {r['overhead_ms']:>11.2f} "
               f"{r['overhead_p90_ms']:>7.2f} {r['overhead_share']:>7.1%} {r['ratio']:>16.3f} "
-              f"{r['kB_per_round']:>8.1f}")
+              f"{r['kB_per_round']:>8.1f}" + (f" {r['cpu_ms']:>7.2f}" if "cpu_ms" in r else ""))
 
 
 def main() -> None:

@@ -46,20 +46,31 @@ class Draft:
     q_at_tokens: list[float]  # q̂_i(x_i), the scalars the server's acceptance test needs
 
 
-class DraftDevice:
-    """Device side: draft from the decoded q̂ (so lossy UL codecs stay exact), keep the encoded
-    rows until the verdict, then roll the draft cache back to the accepted length."""
+class _Role:
+    """What both ends of a round hold: a model, and the round's law, which the two must agree on
+    for the output to be exact (the sampling warp, both codecs, the seed of every draw; the
+    networked server sends them in WELCOME)."""
 
-    def __init__(self, device_id: int, lm: SequenceLM, sampling: SamplingParams, ul_codec: Codec,
-                 dl_codec: Codec, seed: int, prompt_ids: Sequence[int]):
-        if len(prompt_ids) == 0:
-            raise ProtocolError(f"device {device_id}: prompt must hold at least one token")
-        self.device_id = device_id
+    def __init__(self, lm, sampling: SamplingParams, ul_codec: Codec, dl_codec: Codec, seed: int):
         self.lm = lm
         self.sampling = sampling
         self.ul_codec = ul_codec
         self.dl_codec = dl_codec
         self.seed = seed
+
+
+class DraftDevice(_Role):
+    """Device side: draft from the decoded q̂ (so lossy UL codecs stay exact), keep the encoded
+    rows until the verdict, then roll the draft cache back to the accepted length."""
+
+    lm: SequenceLM
+
+    def __init__(self, device_id: int, lm: SequenceLM, sampling: SamplingParams, ul_codec: Codec,
+                 dl_codec: Codec, seed: int, prompt_ids: Sequence[int]):
+        if len(prompt_ids) == 0:
+            raise ProtocolError(f"device {device_id}: prompt must hold at least one token")
+        super().__init__(lm, sampling, ul_codec, dl_codec, seed)
+        self.device_id = device_id
         self.tokens: list[int] = [int(t) for t in prompt_ids]  # prompt + generated
         self.num_prompt = len(self.tokens)
         self._q_payloads: list[bytes] = []
@@ -172,17 +183,15 @@ class Verdict:
     rejected: bool
 
 
-class VerifierServer:
+class VerifierServer(_Role):
     """Server side: one batched target pass for all devices, acceptance tests, bonus tokens,
     and the p_j rows it holds for the correction step."""
 
+    lm: BatchedLM
+
     def __init__(self, lm: BatchedLM, sampling: SamplingParams, ul_codec: Codec, dl_codec: Codec,
                  seed: int, gamma_max: int = DEFAULT_GAMMA_MAX):
-        self.lm = lm
-        self.sampling = sampling
-        self.ul_codec = ul_codec
-        self.dl_codec = dl_codec
-        self.seed = seed
+        super().__init__(lm, sampling, ul_codec, dl_codec, seed)
         self.gamma_max = gamma_max
         self.records: dict[int, list[int]] = {}  # the server's record of each device's tokens
         self.num_prompt: dict[int, int] = {}
