@@ -26,7 +26,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from multispin.optimize.bandwidth import optimized_split_batch  # noqa: E402
-from multispin.optimize.baselines import all_baselines  # noqa: E402
+from multispin.optimize.baselines import baselines  # noqa: E402
 from multispin.optimize.draft_lengths import (  # noqa: E402
     best_uniform,
     computation_only,
@@ -198,7 +198,7 @@ def section_baselines(quick: bool) -> None:
         for seed in range(drops):
             w = world(20, seed, ratio)
             inst, u, mu = w.instance(0), w.saa_uniforms(0), w.mode_uniforms(0)
-            base = all_baselines(inst, u, mu)
+            base = baselines(inst, u, mu)
             ours = local_search(SAAObjective(inst, u), {n: dp.draft_len for n, dp in base.items()})
             g_ours.append(ours.goodput_tokens_per_s)
             gam.append(ours.draft_len.mean())

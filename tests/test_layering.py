@@ -74,6 +74,12 @@ def test_no_import_cycle_at_module_level():
     assert not found, "module-level import cycles:\n" + "\n".join(" ".join(c) for c in found)
 
 
+def test_no_import_cycle_through_function_level_imports_either():
+    """A deferred import does not make a circle go away for a reader (issue 25): none at any level."""
+    found = ig.cycles(ig.graph(_edges(), kinds=("module", "function", "main")))
+    assert not found, "import cycles (function-level imports included):\n" + "\n".join(" ".join(c) for c in found)
+
+
 def test_no_layer_imports_a_layer_above_it():
     ups = [e for e in ig.upward(_edges(), LAYERS) if (e.src, e.dst) not in UPWARD_ALLOWED]
     assert not ups, "upward imports:\n" + "\n".join(f"{e.src}:{e.line} -> {e.dst} ({e.kind})" for e in ups)
@@ -102,6 +108,15 @@ def test_every_runtime_module_is_in_a_ring():
     outside = sorted(m for m in ig.modules(SRC, "multispin") if m.startswith(RUNTIME + ".")
                      and ring_of(m, RUNTIME) not in RINGS_MAY_IMPORT)
     assert not outside, f"runtime modules in no ring: {outside}"
+
+
+def test_no_figure_module_imports_the_pipeline():
+    """The pipeline imports every figure; a figure importing it back (even in a function or under
+    ``if __name__ == "__main__"``) is a circle. One figure runs through `multispin reproduce --figure`."""
+    figures = {m for m in ig.modules(SRC, "multispin") if m.startswith("multispin.experiments.reproduce.fig_")}
+    assert figures, "no figure modules found: the pattern is stale"
+    back = [e for e in _edges() if e.src in figures and e.dst == "multispin.experiments.reproduce.pipeline"]
+    assert not back, "figure modules importing the pipeline:\n" + "\n".join(f"{e.src}:{e.line} ({e.kind})" for e in back)
 
 
 # ----------------------------------------------------------------------------- the checker itself
@@ -210,3 +225,15 @@ def test_ring_check_reports_an_outward_import(tmp_path):
                                                         "net": {"round", "wire"}, "store": set()})
     assert sorted((e.src, e.dst) for e in bad) == [("pkg.store.journal", "pkg.round.engine"),
                                                    ("pkg.wire.server", "pkg.net.loop")]
+
+
+def test_the_architecture_page_names_every_runtime_module_in_its_ring():
+    """docs/architecture.md is where a maintainer looks a module up: every module of runtime/ must
+    be listed in its ring's row, so a new module (or a move) that the page misses fails here."""
+    page = (SRC.parent / "docs" / "architecture.md").read_text()
+    rows = {line.split("|")[1].strip().strip("`").rstrip("/").split("/")[-1]: line
+            for line in page.splitlines() if line.startswith("| `runtime/")}
+    assert set(rows) == set(RINGS_MAY_IMPORT), f"ring rows on the page: {sorted(rows)}"
+    missing = [m for m in ig.modules(SRC, "multispin") if m.startswith(RUNTIME + ".") and m.count(".") == 3
+               and not m.endswith("__init__") and f"`{m.rsplit('.', 1)[1]}.py`" not in rows[ring_of(m, RUNTIME)]]
+    assert not missing, f"runtime modules the architecture page does not list in their ring: {missing}"

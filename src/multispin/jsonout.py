@@ -5,8 +5,10 @@ so a script that reads old outputs can tell them apart."""
 
 from __future__ import annotations
 
+import json
 import math
-from typing import Any
+from pathlib import Path
+from typing import Any, Optional
 
 from multispin._version import __version__
 
@@ -36,3 +38,9 @@ def json_safe(v: Any) -> Any:
     if isinstance(v, float) and not math.isfinite(v):
         return None
     return v
+
+
+def write_json(doc: Any, path: Path, indent: Optional[int] = None) -> None:
+    """``doc`` as a JSON file at ``path`` (its folder made if missing), ending in a newline."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=indent) + "\n", encoding="utf-8")

@@ -88,7 +88,7 @@ def test_a_digest_that_differs_from_the_servers_exits_1(multispin, monkeypatch, 
     from multispin.runtime.net.device import DeviceOutcome
 
     outcome = DeviceOutcome(0, [1, 2, 3], 1, "aa" * 32, True, "done", 1, 2, server_digest, text="x")
-    monkeypatch.setattr("multispin.runtime.device.run_device", lambda *a, **k: outcome)
+    monkeypatch.setattr("multispin.runtime.net.device.run_device", lambda *a, **k: outcome)
     res = multispin("device", "--server", "127.0.0.1:1", "--device-id", "0", "--pair", "tiny", "--prompt", "x",
                     "--keys", str(keyring[1][0]), "--json")
     assert res.code == code, res.err

@@ -6,7 +6,8 @@ import pytest
 
 from multispin.experiments.reproduce import fig_channel_knowledge as fig
 from multispin.experiments.reproduce.config import RunConfig
-from multispin.experiments.reproduce.csi import CSI_DROPS_FULL, CSI_DROPS_QUICK, csi_drops, csi_points, run_csi_drop
+from multispin.experiments.reproduce.csi import CSI_DROPS_FULL, CSI_DROPS_QUICK, run_csi_drop
+from multispin.experiments.reproduce.studies import csi_drops, csi_points
 from multispin.system import get_preset
 
 OPTIONS = {"csi": True, "replicates": 2}

@@ -102,13 +102,22 @@ def test_cache_resumes_and_a_changed_config_recomputes(tmp_path, monkeypatch):
     assert len(calls) == len(files)
 
 
-def test_one_figure_script_exports_and_plots(tmp_path):
-    from multispin.experiments.reproduce.script import figure_main
+def test_one_figure_runs_through_the_command_and_redraws_from_its_csv(tmp_path):
+    """One way to run one figure: `multispin reproduce --figure NAME` (CSV and PNG), and
+    `--report-only` redraws the PNG from the CSV without recomputing."""
+    from typer.testing import CliRunner
+
+    from multispin.cli import app
 
     out = tmp_path / "fig4"
-    args = ["--out", str(out), "--quick", "--preset", "paper-qwen", "--workers", "1", "--drops", "2", "--n-saa", "40",
-            "--no-progress"]
-    assert figure_main(fig_resources, args + ["--export"]) == 0
-    assert (out / f"{fig_resources.NAME}.csv").exists() and not (out / f"{fig_resources.NAME}.png").exists()
-    assert figure_main(fig_resources, args + ["--plot"]) == 0
-    assert (out / f"{fig_resources.NAME}.png").read_bytes()[:4] == b"\x89PNG"
+    args = ["reproduce", "--figure", fig_resources.NAME, "--out", str(out), "--quick", "--scenario", "paper-qwen",
+            "--workers", "1", "--drops", "2", "--n-saa", "40", "--no-progress"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    csv, png = out / f"{fig_resources.NAME}.csv", out / f"{fig_resources.NAME}.png"
+    assert csv.exists() and png.read_bytes()[:4] == b"\x89PNG"
+    png.unlink()
+    csv_bytes = csv.read_bytes()
+    r = CliRunner().invoke(app, args + ["--report-only"])
+    assert r.exit_code == 0, r.output
+    assert png.read_bytes()[:4] == b"\x89PNG" and csv.read_bytes() == csv_bytes

@@ -15,7 +15,7 @@ import pytest
 from multispin.models.cross_vocab import CrossDraft, CrossVocabLM
 from multispin.models.draft_context import DraftContext
 from multispin.models.piece_tokenizer import PieceTokenizer
-from multispin.models.synthetic import MarkovSequenceLM, make_tables
+from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_tables
 from multispin.models.tiny import TinyTokenizer, tiny_merged_tokenizer
 
 TEXT = ("the thing and the other thing, singing in the rain quietly;\n"
@@ -187,7 +187,7 @@ def test_q_depends_only_on_the_prefix_not_on_the_history():
     rows = cross.wrap(MarkovSequenceLM(table)).extend(ids)
     for length, row in seen.items():
         np.testing.assert_array_equal(row, rows[length - 1])
-    batched = cross.batched(lambda: MarkovSequenceLM(table))  # the BatchedLM face: same rows
+    batched = cross.batched(MarkovBatchedLM(table))  # the BatchedLM face: same rows
     batched.open(0)
     np.testing.assert_array_equal(batched.extend_many({0: ids})[0], rows)
     batched.rollback(0, 10)
@@ -207,3 +207,56 @@ def test_all_rows_in_one_pass_equal_row_by_row():
     slow = np.stack([slow_adapter.extend_last([t]) for t in ids])
     np.testing.assert_array_equal(fast, slow)
     assert slow_lm.passes == len(ids) and fast_lm.passes < 0.6 * slow_lm.passes
+
+
+class _CountingBatched(MarkovBatchedLM):
+    def __init__(self, table):
+        super().__init__(table)
+        self.calls = 0
+
+    def extend_many(self, new_tokens):
+        self.calls += 1
+        return super().extend_many(new_tokens)
+
+
+def test_sequences_of_a_cross_draft_step_in_one_batched_pass():
+    """Devices sharing a draft of another vocabulary draft each step in one call of the draft's
+    BatchedLM (issue 21), and every sequence gets the row it would get alone, through random
+    steps and rollbacks. Control: rows handed to the wrong sequence differ."""
+    target, draft = TinyTokenizer(), tiny_merged_tokenizer()
+    cross = CrossDraft.between(draft, target)
+    _, table = make_tables(len(draft), seed=4, scale=1.0)
+    texts = [target.encode(TEXT[i * 50: i * 50 + 200]) for i in range(4)]
+    counting = _CountingBatched(table)
+    batched = cross.batched(counting)
+    alone = {s: cross.wrap(MarkovSequenceLM(table)) for s in range(4)}
+    pos = {s: 0 for s in range(4)}
+    for s in range(4):
+        batched.open(s)
+    rng = random.Random(5)
+    steps = swapped_differ = 0
+    while any(pos[s] < len(texts[s]) for s in range(4)):
+        step = {}
+        for s in range(4):
+            if pos[s] < len(texts[s]):
+                n = rng.randint(1, 4)
+                step[s] = texts[s][pos[s]: pos[s] + n]
+                pos[s] += len(step[s])
+        before = counting.calls
+        rows = batched.extend_many_last(step)
+        steps += 1
+        assert counting.calls - before == 1, "one draft call per step, whatever the number of sequences"
+        want = {s: alone[s].extend_last(toks) for s, toks in step.items()}
+        for s in step:
+            np.testing.assert_array_equal(rows[s], want[s])
+        if len(step) > 1:  # control: rows of another sequence would differ (a Markov row can coincide)
+            a, b = list(step)[:2]
+            swapped_differ += not np.array_equal(rows[a], want[b])
+        if rng.random() < 0.3:
+            s = rng.randrange(4)
+            back = max(1, pos[s] - rng.randint(1, 3))
+            if back < pos[s]:
+                batched.rollback(s, back)
+                alone[s].rollback(back)
+                pos[s] = back
+    assert steps > 10 and swapped_differ > steps // 2

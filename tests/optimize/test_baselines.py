@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from multispin.optimize.baselines import all_baselines, mode_baselines
+from multispin.optimize.baselines import baselines
 from multispin.optimize.draft_lengths import local_search
 from multispin.optimize.goodput import SAAObjective, goodput
 from multispin.optimize.reactive import fixed_modes_latency_s, optimal_modes_batch, policy_ul_mask
@@ -35,7 +35,7 @@ def test_random_baseline_is_deterministic_given_its_coins(qwen_world):
 def test_adaptive_beats_every_mode_baseline_on_the_preset(pdl_dbm):
     w = World(get_preset("paper-qwen").override({"radio.p_dl_dbm": pdl_dbm}))
     inst, u, mu = w.instance(0), w.saa_uniforms(0), w.mode_uniforms(0)
-    base = all_baselines(inst, u, mu)
+    base = baselines(inst, u, mu)
     ours = local_search(SAAObjective(inst, u), {n: dp.draft_len for n, dp in base.items()})
     assert set(base) == {"all_ul", "all_dl", "random", "best_uniform", "computation_only", "greedy_paper"}
     for name, dp in base.items():
@@ -61,7 +61,7 @@ def test_dl_set_grows_with_dl_power(qwen_world):
 
 def test_mode_baselines_have_their_own_draft_lengths(qwen_world):
     inst, u, mu = qwen_world.instance(2), qwen_world.saa_uniforms(2)[:300], qwen_world.mode_uniforms(2)[:300]
-    out = mode_baselines(inst, u, mu, policy="best_uniform")
+    out = baselines(inst, u, mu, policy="best_uniform", draft_lengths=False)
     assert {k: v.draft_len.shape for k, v in out.items()} == {m: (20,) for m in ("all_ul", "all_dl", "random")}
 
 

@@ -156,11 +156,11 @@ def _drop(i: int, n_saa: int, k: int = 20, preset: str = "paper-qwen"):
 
 
 def _judge_drop(i: int, n_saa: int = 200) -> dict:
-    from multispin.optimize.baselines import all_baselines
+    from multispin.optimize.baselines import baselines
 
     inst, u, mu = _drop(i, n_saa=n_saa)
     obj = SAAObjective(inst, u)
-    base = all_baselines(inst, u, mu)
+    base = baselines(inst, u, mu)
     ours = local_search(obj, {n: dp.draft_len for n, dp in base.items()})
     old = pm1_search(obj)
     ref = reference_search(obj, np.random.default_rng(i), restarts=3, kicks=3, starts=[ours.draft_len, old.draft_len])

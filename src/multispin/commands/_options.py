@@ -108,6 +108,20 @@ def json_option(help: str = "print one JSON object instead of tables"):
     return typer.Option(False, "--json", help=help)
 
 
+def emit_json(doc, file, as_json: bool) -> bool:
+    """Write ``doc`` to ``file`` (``--summary``, ``--result``: None for none) and, with ``--json``,
+    print it; True when printed, so the verb prints its human-readable lines only otherwise."""
+    import json
+
+    from multispin.jsonout import write_json
+
+    if file is not None:
+        write_json(doc, file)
+    if as_json:
+        typer.echo(json.dumps(doc))
+    return as_json
+
+
 def log_level_option():
     return typer.Option("warning", "--log-level", help="log messages at this level and above go to stderr")
 

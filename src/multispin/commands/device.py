@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -10,7 +9,8 @@ import typer
 
 from multispin.commands._app import app
 from multispin.commands._options import (
-    LogLevel, json_option, log_level_option, pair_option, set_threads, setup_logging, threads_option,
+    emit_json, LogLevel, json_option, log_level_option, pair_option, set_threads, setup_logging,
+    threads_option,
 )
 from multispin.jsonout import versioned
 
@@ -66,12 +66,7 @@ def device(
                          keys=keys, resume=resume, reconnects=reconnects, server_timeout_s=server_timeout,
                          fault=fault)
     doc = versioned(outcome.to_dict(), "device")
-    if result:
-        result.parent.mkdir(parents=True, exist_ok=True)
-        result.write_text(json.dumps(doc), encoding="utf-8")
-    if as_json:
-        typer.echo(json.dumps(doc))
-    else:
+    if not emit_json(doc, result, as_json):
         typer.echo(f"device {device_id}: {len(outcome.generated)} tokens, {outcome.sessions} session(s), "
                    f"{outcome.reason}", err=True)
         typer.echo(outcome.text)

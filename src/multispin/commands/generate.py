@@ -13,51 +13,39 @@ from multispin.commands._app import app
 from multispin.commands._interrupt import reported_interrupt
 from multispin.commands._progress import step_progress
 from multispin.experiments.progress import Step
+from multispin.commands._flag_groups import MACHINE, ROUND, takes
 from multispin.commands._options import (
-    CODECS, LogLevel, Mode, TorchDevice, json_option, log_level_option, pair_option, setup_logging,
-    torch_device_option,
+    json_option, pair_option,
 )
 from multispin.jsonout import versioned
 
 
 @app.command()
+@takes(ROUND, MACHINE)
 def generate(
     pair: str = pair_option(),
     devices: int = typer.Option(4, min=1, max=256, metavar="INT", help="number of devices K (1..256)"),
-    draft_len: int = typer.Option(4, min=0, max=20, metavar="INT",
-                                  help="draft length γ for every device, 0..20 (0 = target only)"),
-    mode: Mode = typer.Option("mixed", help="correction mode of rejected devices (mixed: fair coin per rejection)"),
-    temperature: float = typer.Option(1.0, min=0.0, metavar="FLOAT", help="sampling temperature (0 = greedy)"),
-    top_k: int = typer.Option(0, min=0, metavar="INT", help="top-k cut (0 = off)"),
-    top_p: float = typer.Option(1.0, metavar="FLOAT", help="nucleus mass in (0, 1] (1 = off)"),
-    seed: int = typer.Option(0, metavar="INT", help="seed of every random draw"),
     max_new_tokens: int = typer.Option(32, min=1, max=8192, metavar="INT", help="tokens to generate per device"),
-    ul_codec: str = typer.Option("dense-fp32", metavar="CODEC", help=f"codec of q_j in UL mode ({CODECS})"),
-    dl_codec: str = typer.Option("dense-fp32", metavar="CODEC", help=f"codec of p_j in DL mode ({CODECS})"),
+    round_settings: dict = ROUND.slot,
     draft: Optional[list[str]] = typer.Option(None, metavar="NAME", show_default="all of the pair's",
                                               help="draft model per device (repeat; cycled over devices)"),
     prompt: Optional[list[str]] = typer.Option(None, metavar="TEXT", show_default="built-in prompts",
                                                help="prompt per device (repeat; cycled over devices)"),
-    placement: TorchDevice = torch_device_option(),
-    log_level: LogLevel = log_level_option(),
+    machine: dict = MACHINE.slot,
     as_json: bool = json_option(),
 ) -> None:
     """Generate text on K devices with split speculative decoding, exact in UL and DL mode."""
-    setup_logging(log_level)
     from multispin.commands._checks import check_codecs_fit
     from multispin.models.placement import place_pair
     from multispin.models.registry import resolve_pair
     from multispin.runtime.round.session import GenerateConfig, generate as run_generate
 
-    config = GenerateConfig.make(
-        pair=pair, devices=devices, draft_len=draft_len, mode=mode, temperature=temperature,
-        top_k=top_k, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens, ul_codec=ul_codec,
-        dl_codec=dl_codec, drafts=draft or None, prompts=prompt or None,
-    )
+    config = GenerateConfig.make(pair=pair, devices=devices, max_new_tokens=max_new_tokens, **round_settings,
+                                 drafts=draft or None, prompts=prompt or None)
     err = Console(stderr=True)
     with err.status(f"loading {pair}…"):
-        loaded = place_pair(resolve_pair(pair, drafts=draft or None), placement)
-    check_codecs_fit(ul_codec, dl_codec, loaded.vocab_size)
+        loaded = place_pair(resolve_pair(pair, drafts=draft or None), machine["placement"])
+    check_codecs_fit(config.ul_codec, config.dl_codec, loaded.vocab_size)
     if as_json:
         def print_json(result, interrupted: bool = False) -> None:
             typer.echo(json.dumps(versioned({**result.to_dict(), "interrupted": interrupted}, "generate")))

@@ -11,15 +11,16 @@ from rich.console import Console
 from rich.table import Table
 
 from multispin.commands._app import app
+from multispin.commands._flag_groups import MACHINE, takes
 from multispin.commands._options import (
-    LogLevel, TorchDevice, json_option, log_level_option, pair_option, set_threads, setup_logging,
-    table_console, threads_option, torch_device_option,
+    json_option, pair_option, table_console,
 )
 from multispin.commands._progress import step_progress
-from multispin.jsonout import json_safe, versioned
+from multispin.jsonout import json_safe, versioned, write_json
 
 
 @app.command()
+@takes(MACHINE)
 def measure(
     pair: str = pair_option(),
     draft: Optional[list[str]] = typer.Option(
@@ -44,14 +45,10 @@ def measure(
         None, metavar="PATH",
         help="write the acceptance profile JSON here (for `optimize --acceptance-profile`); with several "
              "--draft, a folder that gets acceptance-<draft>-<task>-<policy>.json per draft"),
-    threads: Optional[int] = threads_option(),
-    placement: TorchDevice = torch_device_option(),
-    log_level: LogLevel = log_level_option(),
+    machine: dict = MACHINE.slot,
     as_json: bool = json_option(help="print the profile as JSON (a list with several --draft)"),
 ) -> None:
     """Measure α = E[Σ min(p, q)], per-position acceptance and mean accepted length."""
-    setup_logging(log_level)
-    set_threads(threads)
     from multispin.experiments.acceptance import MeasureConfig, measure as run_measure, profile_file_name
     from multispin.models.placement import place_pair
     from multispin.models.registry import resolve_pair
@@ -62,7 +59,7 @@ def measure(
                                 seed=seed, source=source, batch=batch)
     with step_progress() as progress:
         progress.loading(f"loading {pair}…")
-        loaded = place_pair(resolve_pair(pair, drafts=draft or None), placement)
+        loaded = place_pair(resolve_pair(pair, drafts=draft or None), machine["placement"])
         profiles = [versioned(json_safe(p), "acceptance-profile")
                     for p in run_measure(config, pair=loaded, progress=progress).values()]
     written = []
@@ -72,8 +69,7 @@ def measure(
         else:
             written += [out / profile_file_name(p) for p in profiles]
         for path, profile in zip(written, profiles):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(profile, indent=2) + "\n")
+            write_json(profile, path, indent=2)
     if as_json:
         typer.echo(json.dumps(profiles[0] if len(profiles) == 1 else profiles))
         return

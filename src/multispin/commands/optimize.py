@@ -13,10 +13,10 @@ from rich.table import Table
 
 from multispin.commands._app import app
 from multispin.jsonout import versioned
+from multispin.commands._flag_groups import RADIO, takes
 from multispin.commands._options import (
-    LogLevel, choice_option, json_option, legacy_option, log_level_option, noise_figure_option, pdl_option,
-    pick_flag, pick_scenario,
-    pul_option, scenario_option, setup_logging,
+    LogLevel, choice_option, json_option, legacy_option, log_level_option, pick_flag, pick_scenario,
+    scenario_option, setup_logging,
 )
 
 # the draft-length policies, as multispin.optimize.baselines.DRAFT_POLICIES (test_help checks):
@@ -55,8 +55,8 @@ def expected_seconds(k: int) -> float:
 def build_report(
     scenario: str = "paper-qwen",
     devices: Optional[int] = None,
-    pdl_dbm: Optional[float] = None,
-    pul_dbm: Optional[float] = None,
+    p_dl_dbm: Optional[float] = None,
+    p_ul_dbm: Optional[float] = None,
     seed: Optional[int] = None,
     round_index: int = 0,
     n_saa: Optional[int] = None,
@@ -81,7 +81,7 @@ def build_report(
         raise ConfigError(f"round: must be in [0, inf) (got {round_index})")
     if draft is not None and not compute_profile:
         raise ConfigError("draft: names a draft of --compute-profile; give --compute-profile too")
-    sc = api.scenario(scenario, devices=devices, p_dl_dbm=pdl_dbm, p_ul_dbm=pul_dbm,
+    sc = api.scenario(scenario, devices=devices, p_dl_dbm=p_dl_dbm, p_ul_dbm=p_ul_dbm,
                       noise_figure_db=noise_figure_db, seed=seed, n_saa=n_saa, split=split)
     check_practical_size(sc)
     if acceptance_profile:
@@ -161,13 +161,12 @@ def _print_tables(r: dict) -> None:
 
 
 @app.command()
+@takes(RADIO)
 def optimize(
     scenario: Optional[str] = scenario_option(),
     devices: Optional[int] = typer.Option(None, min=1, metavar="INT", show_default="the scenario's",
                                           help="number of devices K (K² × N_SAA at most 50 million: memory; time grows like K³)"),
-    pdl_dbm: Optional[float] = pdl_option(),
-    pul_dbm: Optional[float] = pul_option(),
-    noise_figure_db: Optional[float] = noise_figure_option(),
+    radio: dict = RADIO.slot,
     seed: Optional[int] = typer.Option(None, min=0, metavar="INT", show_default="the scenario's",
                                        help="scenario seed (drop, tasks, fading, SAA)"),
     round_index: int = typer.Option(0, "--round", min=0, metavar="INT",
@@ -200,7 +199,7 @@ def optimize(
     setup_logging(log_level)
     with _progress(devices) as status:
         report = build_report(scenario=pick_scenario(scenario, preset=preset, config=config), devices=devices,
-                              pdl_dbm=pdl_dbm, pul_dbm=pul_dbm, noise_figure_db=noise_figure_db, seed=seed,
+                              **radio, seed=seed,
                               round_index=round_index, n_saa=n_saa,
                               draft_policy=pick_flag("--draft-policy", draft_policy, "greedy", policy=policy), split=split,
                               acceptance_profile=acceptance_profile, compute_profile=compute_profile,

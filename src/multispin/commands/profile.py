@@ -11,15 +11,16 @@ from rich.console import Console
 from rich.table import Table
 
 from multispin.commands._app import app
+from multispin.commands._flag_groups import MACHINE, takes
 from multispin.commands._options import (
-    LogLevel, TorchDevice, json_option, log_level_option, pair_option, set_threads, setup_logging,
-    threads_option, torch_device_option,
+    json_option, pair_option,
 )
 from multispin.commands._progress import step_progress
-from multispin.jsonout import versioned
+from multispin.jsonout import versioned, write_json
 
 
 @app.command()
+@takes(MACHINE)
 def profile(
     pair: str = pair_option(),
     draft: Optional[list[str]] = typer.Option(None, metavar="NAME", show_default="all of the pair's",
@@ -29,14 +30,10 @@ def profile(
     repeats: int = typer.Option(3, min=1, max=100, metavar="INT", help="timed repeats per point (median)"),
     out: Optional[Path] = typer.Option(None, metavar="FILE",
                                        help="write the compute profile JSON here (for `optimize --compute-profile`)"),
-    threads: Optional[int] = threads_option(),
-    placement: TorchDevice = torch_device_option(),
-    log_level: LogLevel = log_level_option(),
+    machine: dict = MACHINE.slot,
     as_json: bool = json_option(help="print the profile as JSON"),
 ) -> None:
     """Fit T_ver(b, γ) = T_ver^0 + b·T_ver^1 + b·(γ+1)·T_ver^tok and time each draft per token."""
-    setup_logging(log_level)
-    set_threads(threads)
     from multispin.experiments.compute_profile import profile_pair
     from multispin.models.placement import place_pair
     from multispin.models.registry import resolve_pair
@@ -45,13 +42,12 @@ def profile(
     powers = lambda top: sorted({min(2 ** i, top) for i in range(top.bit_length() + 1)})  # noqa: E731
     with step_progress() as progress:
         progress.loading(f"loading {pair}…")
-        loaded = place_pair(resolve_pair(pair, drafts=draft or None), placement)
+        loaded = place_pair(resolve_pair(pair, drafts=draft or None), machine["placement"])
         result = versioned(profile_pair(loaded, powers(max_batch), powers(max_draft_len), repeats,
                                         progress=progress), "compute-profile")
     warn_poor_fit(result, f"profile of {pair}")
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=2))
+        write_json(result, out, indent=2)
     if as_json:
         typer.echo(json.dumps(result))
         return

@@ -13,7 +13,8 @@ import typer
 from multispin.commands._app import app
 from multispin.commands._interrupt import reported_interrupt
 from multispin.commands._options import (
-    LogLevel, choice_option, legacy_option, log_level_option, noise_figure_option, pick_scenario, setup_logging,
+    LogLevel, choice_option, legacy_option, log_level_option, noise_figure_option, pick_scenario,
+    setup_logging,
 )
 from multispin.experiments.reproduce.config import reproducible_presets
 

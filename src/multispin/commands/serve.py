@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Literal, Optional
 
 import typer
 
 from multispin.commands._app import app
+from multispin.commands._flag_groups import MACHINE, ROUND, takes
 from multispin.commands._options import (
-    CODECS, LogLevel, Mode, TorchDevice, json_option, log_level_option, pair_option, set_threads,
-    setup_logging, threads_option, torch_device_option,
+    emit_json, json_option, pair_option,
 )
 from multispin.jsonout import versioned
 
@@ -19,6 +18,7 @@ DEFAULT_JOURNAL = Path("runs/serve/journal.sqlite")
 
 
 @app.command()
+@takes(ROUND, MACHINE)
 def serve(
     pair: str = pair_option(),
     host: str = typer.Option("127.0.0.1", metavar="ADDRESS", help="address to bind (loopback by default)"),
@@ -47,15 +47,7 @@ def serve(
     rounds: Optional[int] = typer.Option(None, min=1, metavar="INT", show_default="until every device is done",
                                          help="stop after this many rounds"),
     max_new_tokens: int = typer.Option(32, min=1, max=8192, metavar="INT", help="tokens to generate per device"),
-    draft_len: int = typer.Option(4, min=0, max=20, metavar="INT",
-                                  help="draft length γ for every device, 0..20 (0 = target only)"),
-    mode: Mode = typer.Option("mixed", help="correction mode of rejected devices (mixed: fair coin per rejection)"),
-    temperature: float = typer.Option(1.0, min=0.0, metavar="FLOAT", help="sampling temperature (0 = greedy)"),
-    top_k: int = typer.Option(0, min=0, metavar="INT", help="top-k cut (0 = off)"),
-    top_p: float = typer.Option(1.0, metavar="FLOAT", help="nucleus mass in (0, 1] (1 = off)"),
-    seed: int = typer.Option(0, metavar="INT", help="seed of every random draw"),
-    ul_codec: str = typer.Option("dense-fp32", metavar="CODEC", help=f"codec of q_j in UL mode ({CODECS})"),
-    dl_codec: str = typer.Option("dense-fp32", metavar="CODEC", help=f"codec of p_j in DL mode ({CODECS})"),
+    round_settings: dict = ROUND.slot,
     round_timeout: float = typer.Option(30.0, min=0.1, metavar="SECONDS",
                                         help="seconds to wait for a device's reply in a round phase"),
     join_timeout: float = typer.Option(120.0, min=0.1, metavar="SECONDS",
@@ -75,9 +67,7 @@ def serve(
                                       help="JSON-lines log file (one line per round and event)"),
     summary: Optional[Path] = typer.Option(None, metavar="FILE",
                                            help="write the final summary (records, digests) as JSON here"),
-    threads: Optional[int] = threads_option(),
-    placement: TorchDevice = torch_device_option(),
-    log_level: LogLevel = log_level_option(),
+    machine: dict = MACHINE.slot,
     as_json: bool = json_option(help="print the summary as one JSON object"),
 ) -> None:
     """Run the edge server: authenticate devices, verify their drafts in one batch per round.
@@ -86,7 +76,6 @@ def serve(
     and exits 0. Exit 1: the run ended with a device unfinished (idle or join timeout) or with a
     device whose digest differs from the server's; exit 2: a bad flag, a refused (damaged)
     journal, a port that cannot be bound."""
-    setup_logging(log_level)
     from multispin.commands._checks import check_codecs_fit, check_parent_exists
     from multispin.commands._outcome import serve_failure
     from multispin.models.placement import place_pair
@@ -101,18 +90,15 @@ def serve(
 
     config = ServerConfig.make(
         host=host, port=port, expected_devices=devices, max_devices=max(max_devices, devices),
-        rounds=rounds, max_new_tokens=max_new_tokens, draft_len=draft_len, mode=mode,
-        temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, ul_codec=ul_codec,
-        dl_codec=dl_codec, round_timeout_s=round_timeout, join_timeout_s=join_timeout,
+        rounds=rounds, max_new_tokens=max_new_tokens, **round_settings, round_timeout_s=round_timeout, join_timeout_s=join_timeout,
         idle_timeout_s=idle_timeout, max_connections=max_connections, max_pending=max_pending,
         handshake_timeout_s=handshake_timeout,
     )
-    set_threads(threads)
     opened = open_journal(None if no_journal else journal, journal_check, journal_repair)
     try:
         # the devices draft in their own processes: only the target moves to the GPU
-        loaded = place_pair(resolve_pair(pair), placement, drafts=False)
-        check_codecs_fit(ul_codec, dl_codec, loaded.vocab_size)  # before waiting for anyone
+        loaded = place_pair(resolve_pair(pair), machine["placement"], drafts=False)
+        check_codecs_fit(config.ul_codec, config.dl_codec, loaded.vocab_size)  # before waiting for anyone
         server = EdgeServer(config, loaded, security.get("secret"), keys=security.get("keys"),
                             journal=opened, log_path=log)
     except BaseException:
@@ -128,12 +114,7 @@ def serve(
 
     result = server.run(on_ready=banner)
     doc = versioned(result.to_dict(), "serve")
-    if summary:
-        summary.parent.mkdir(parents=True, exist_ok=True)
-        summary.write_text(json.dumps(doc), encoding="utf-8")
-    if as_json:
-        typer.echo(json.dumps(doc))
-    else:
+    if not emit_json(doc, summary, as_json):
         typer.echo(f"stopped ({result.stop_reason}) after {result.rounds} rounds, {result.wall_s:.2f} s; "
                    f"{result.refused} connection(s) refused")
         for d, rec in sorted(result.devices.items()):

@@ -11,9 +11,9 @@ import typer
 
 from multispin.commands._app import app
 from multispin.commands._interrupt import reported_interrupt
+from multispin.commands._flag_groups import RADIO, takes
 from multispin.commands._options import (
-    LogLevel, json_option, log_level_option, noise_figure_option, pdl_option, pick_scenario, pul_option,
-    scenario_option, setup_logging, table_console,
+    LogLevel, json_option, log_level_option, pick_scenario, scenario_option, setup_logging, table_console,
 )
 from multispin.errors import ConfigError
 
@@ -70,6 +70,7 @@ def print_table(doc: dict) -> None:
 
 
 @app.command()
+@takes(RADIO)
 def sweep(
     over: list[str] = typer.Option(..., "--over", metavar="FIELD=V1,V2,…",
                                    help="a scenario field and its values, e.g. radio.p_dl_dbm=10,16,22 (repeat: "
@@ -80,9 +81,7 @@ def sweep(
                                                         "(repeatable)"),
     devices: Optional[int] = typer.Option(None, min=1, metavar="INT", show_default="the scenario's",
                                           help="number of devices K"),
-    pdl_dbm: Optional[float] = pdl_option(),
-    pul_dbm: Optional[float] = pul_option(),
-    noise_figure_db: Optional[float] = noise_figure_option(),
+    radio: dict = RADIO.slot,
     n_saa: Optional[int] = typer.Option(None, "--n-saa", min=1, metavar="INT", show_default="the scenario's",
                                         help="SAA samples per drop"),
     policies: str = typer.Option("adaptive,all_ul,all_dl", "--policies", metavar="P1,P2,…",
@@ -110,8 +109,7 @@ def sweep(
         if len(values) != 1:
             raise ConfigError(f"--set: {name}: one value (sweep several with --over; got {len(values)})")
         fixed[name] = values[0]
-    sc = api.scenario(pick_scenario(scenario), devices=devices, p_dl_dbm=pdl_dbm, p_ul_dbm=pul_dbm,
-                      noise_figure_db=noise_figure_db, n_saa=n_saa, fields=fixed or None)
+    sc = api.scenario(pick_scenario(scenario), devices=devices, **radio, n_saa=n_saa, fields=fixed or None)
     names = [p.strip() for p in policies.split(",") if p.strip()]
     with reported_interrupt():
         table = api.sweep(sc, over=grid, drops=drops, policies=names, seed=seed, workers=workers, out=out,

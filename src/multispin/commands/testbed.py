@@ -13,10 +13,9 @@ from rich.table import Table
 
 from multispin.commands._app import app
 from multispin.commands._interrupt import reported_interrupt
+from multispin.commands._flag_groups import CSI, LINK, MACHINE, RADIO, takes
 from multispin.commands._options import (
-    LogLevel, TorchDevice, choice_option, csi_planning_option, json_option, legacy_option, log_level_option,
-    noise_figure_option, pair_option, pdl_option, pick_scenario, pilot_snr_option, pul_option, scenario_option,
-    setup_logging, speed_option, table_console, torch_device_option,
+    choice_option, json_option, legacy_option, pair_option, pick_scenario, scenario_option, table_console,
 )
 from multispin.jsonout import versioned
 from multispin.runtime.round.policies import POLICIES, policy_spelling
@@ -77,12 +76,8 @@ def _headline(config, pair) -> str:
     return payload_choice(config, pair.vocab_size).headline
 
 
-_CODEC_HELP = ("codec of {what} (dense-fp32, dense-fp16, dense-bf16, sparse:v_eff=N,q=16|32, lattice:l=N); "
-               "default: sparse:v_eff=1024,q=32, exact with the default top-k")
-_TOP_K_HELP = "top-k sampling cut (0 = off); default: 1024 (= V_eff, so both modes are exact)"
-
-
 @app.command()
+@takes(RADIO, CSI, LINK, MACHINE)
 def testbed(
     pair: str = pair_option(),
     devices: int = typer.Option(8, min=1, max=256, metavar="INT", help="number of device processes K (1..256)"),
@@ -100,28 +95,18 @@ def testbed(
                                 help="correction modes: the optimiser's, all UL, all DL, a fair coin; or "
                                      "target_only (γ = 0)"),
     split: Literal["equal", "optimized"] = typer.Option("equal", help="bandwidth split among rejected devices"),
-    pdl_dbm: Optional[float] = pdl_option(),
-    pul_dbm: Optional[float] = pul_option(),
-    noise_figure_db: Optional[float] = noise_figure_option(),
-    speed_kmh: Optional[float] = speed_option(),
-    pilot_snr_db: Optional[float] = pilot_snr_option(),
-    csi_planning: Optional[str] = csi_planning_option(),
+    radio: dict = RADIO.slot,
+    csi: dict = CSI.slot,
     tasks: Literal["chat", "code", "mixed"] = typer.Option("mixed", help="prompt tasks"),
     seed: int = typer.Option(0, metavar="INT", help="seed of prompts, channel and sampling"),
     runner: Literal["fork", "subprocess", "thread"] = typer.Option("fork", help="how device processes start"),
-    top_k: Optional[int] = typer.Option(None, "--top-k", min=0, metavar="INT", help=_TOP_K_HELP),
-    ul_codec: Optional[str] = typer.Option(None, "--ul-codec", metavar="CODEC",
-                                           help=_CODEC_HELP.format(what="q_j in UL mode")),
-    dl_codec: Optional[str] = typer.Option(None, "--dl-codec", metavar="CODEC",
-                                           help=_CODEC_HELP.format(what="p_j in DL mode")),
+    link: dict = LINK.slot,
     out: Path = typer.Option(Path("out/testbed"), metavar="DIR", help="folder for rounds.jsonl, server.jsonl, summary.json"),
-    placement: TorchDevice = torch_device_option(),
-    log_level: LogLevel = log_level_option(),
+    machine: dict = MACHINE.slot,
     as_json: bool = json_option(help="print the summary as JSON"),
     preset: Optional[str] = legacy_option("--preset"),
 ) -> None:
     """Run the edge server and K devices over real sockets, re-planning every round."""
-    setup_logging(log_level)
     from multispin.models.placement import place_pair
     from multispin.models.registry import resolve_pair
     from multispin.experiments.testbed import TestbedConfig, build_scenario
@@ -129,13 +114,10 @@ def testbed(
     scenario = pick_scenario(scenario, preset=preset)
     config = TestbedConfig.make(pair=pair, devices=devices, rounds=rounds, max_new_tokens=max_new_tokens,
                                 drafts=draft or None, clock=clock, scenario=scenario, policy=policy, split=split,
-                                p_dl_dbm=pdl_dbm,
-                                p_ul_dbm=pul_dbm, noise_figure_db=noise_figure_db, speed_kmh=speed_kmh,
-                                pilot_snr_db=pilot_snr_db, csi_planning=csi_planning, tasks=tasks, seed=seed,
-                                runner=runner, top_k=top_k, ul_codec=ul_codec, dl_codec=dl_codec, out=out)
+                                **radio, **csi, **link, tasks=tasks, seed=seed, runner=runner, out=out)
     build_scenario(config)  # a bad scenario stops here, before any model loads
     # the devices draft in their own processes: only the target moves to the GPU
-    loaded = place_pair(resolve_pair(pair), placement, drafts=False)
+    loaded = place_pair(resolve_pair(pair), machine["placement"], drafts=False)
     typer.echo(_headline(config, loaded), err=as_json)  # the first line: exact, or APPROXIMATE and why
     with reported_interrupt(), _progress() as progress:
         result = _run_with_progress(config, loaded, progress, f"{policy} ({clock} clock)")
@@ -148,6 +130,7 @@ def testbed(
 
 
 @app.command()
+@takes(RADIO, CSI, LINK, MACHINE)
 def demo(
     pair: str = pair_option(help="model pair (smollm2-135m is embedded; tiny needs no download)"),
     devices: int = typer.Option(8, min=1, max=256, metavar="INT", help="number of devices K (1..256)"),
@@ -157,30 +140,20 @@ def demo(
     max_new_tokens: int = typer.Option(64, min=1, max=8192, metavar="INT",
                                        help="budget of each prompt; a device then starts its next prompt"),
     scenario: Optional[str] = scenario_option(),
-    pdl_dbm: Optional[float] = pdl_option(),
-    pul_dbm: Optional[float] = pul_option(),
-    noise_figure_db: Optional[float] = noise_figure_option(),
-    speed_kmh: Optional[float] = speed_option(),
-    pilot_snr_db: Optional[float] = pilot_snr_option(),
-    csi_planning: Optional[str] = csi_planning_option(),
+    radio: dict = RADIO.slot,
+    csi: dict = CSI.slot,
     draft: Optional[list[str]] = typer.Option(None, "--draft", metavar="NAME",
                                               help="draft model, repeatable (cycled over devices); default: "
                                                    "the pair's default draft on every device, as in the paper"),
     sweep: Literal["none", "pdl"] = typer.Option("none", help="pdl: repeat at P^dl/P^ul = 0, 6, 12, 18 dB and plot"),
     seed: int = typer.Option(0, metavar="INT", help="first seed (same prompts and channel for every policy)"),
-    top_k: Optional[int] = typer.Option(None, "--top-k", min=0, metavar="INT", help=_TOP_K_HELP),
-    ul_codec: Optional[str] = typer.Option(None, "--ul-codec", metavar="CODEC",
-                                           help=_CODEC_HELP.format(what="q_j in UL mode")),
-    dl_codec: Optional[str] = typer.Option(None, "--dl-codec", metavar="CODEC",
-                                           help=_CODEC_HELP.format(what="p_j in DL mode")),
+    link: dict = LINK.slot,
     out: Path = typer.Option(Path("out/demo"), metavar="DIR", help="output folder (summary.json, demo.png, logs)"),
-    placement: TorchDevice = torch_device_option(),
-    log_level: LogLevel = log_level_option(),
+    machine: dict = MACHINE.slot,
     as_json: bool = json_option(help="print the summary as JSON"),
     preset: Optional[str] = legacy_option("--preset"),
 ) -> None:
     """Adaptive vs all_ul vs all_dl vs target_only in steady state, paired, with 95% intervals."""
-    setup_logging(log_level)
     from multispin.models.placement import place_pair
     from multispin.models.registry import resolve_pair
     from multispin.experiments.demo import DemoConfig, describe_setup, plot_demo, plot_sweep, run_demo
@@ -188,13 +161,11 @@ def demo(
 
     scenario = pick_scenario(scenario, preset=preset)
     config = DemoConfig.make(pair=pair, devices=devices, rounds=rounds, seeds=seeds, seed=seed,
-                             max_new_tokens=max_new_tokens, scenario=scenario, p_dl_dbm=pdl_dbm, p_ul_dbm=pul_dbm,
-                             noise_figure_db=noise_figure_db, speed_kmh=speed_kmh, pilot_snr_db=pilot_snr_db,
-                             csi_planning=csi_planning, drafts=draft or None, top_k=top_k,
-                             ul_codec=ul_codec, dl_codec=dl_codec, sweep=sweep, out=out)
-    build_scenario(config.testbed("adaptive", seed, pdl_dbm, out))  # a bad scenario stops here, before any model loads
+                             max_new_tokens=max_new_tokens, scenario=scenario, **radio, **csi, **link,
+                             drafts=draft or None, sweep=sweep, out=out)
+    build_scenario(config.testbed("adaptive", seed, radio["p_dl_dbm"], out))  # a bad scenario stops here, before any model loads
     with Console(stderr=True).status(f"loading {pair}…"):
-        loaded = place_pair(resolve_pair(pair), placement, drafts=False)
+        loaded = place_pair(resolve_pair(pair), machine["placement"], drafts=False)
     setup = describe_setup(config, loaded)
     if not as_json:
         typer.echo(_setup_lines(setup, config))  # the first lines: who drafts what, at which α, and the payload

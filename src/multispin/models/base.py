@@ -83,7 +83,7 @@ class BatchedSequence:
 
     Devices that hold the same draft module each get one of these over a shared `BatchedLM`, so
     a round's drafting steps can run for all of them in one padded forward pass
-    (`multispin.runtime.roles.draft_all`); alone, it behaves exactly like a `SequenceLM`."""
+    (`multispin.runtime.round.roles.draft_all`); alone, it behaves exactly like a `SequenceLM`."""
 
     def __init__(self, batched: BatchedLM, seq_id: int):
         self.batched = batched

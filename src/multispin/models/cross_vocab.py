@@ -12,12 +12,12 @@ that is the draft's distribution restricted to I and renormalised: the proposal 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from multispin.errors import ProtocolError
-from multispin.models.base import SequenceLM
+from multispin.models.base import BatchedLM, BatchedSequence, SequenceLM, last_rows
 from multispin.models.draft_context import DEFAULT_LOOKBACK, DraftContext
 from multispin.models.vocab_map import TokenTable, VocabMap, token_table
 
@@ -87,15 +87,28 @@ class CrossVocabLM:
 
     def _logits_after(self, want: list[int]) -> np.ndarray:
         """The draft's logits after the draft sequence `want`, its cache left holding `want`."""
-        if not want:  # nothing the draft can read (only unmapped special tokens): no preference
-            self.draft_lm.reset()
-            self._fed = []
-            return np.zeros(self.vocab.draft_size, dtype=np.float32)
-        common = min(_common_prefix(self._fed, want), len(want) - 1)  # one token fed, for its row
-        self.draft_lm.rollback(common)
-        logits = self.draft_lm.extend(want[common:])[-1]
+        feed = self._roll_back_for(want)
+        if feed is None:
+            return self._no_preference()
+        logits = self.draft_lm.extend(feed)[-1]
         self._fed = list(want)
         return logits
+
+    def _roll_back_for(self, want: list[int]) -> list[int] | None:
+        """Roll the draft cache back to the longest common prefix of what it holds and `want`
+        (at least one token is fed again, for its row); the draft tokens still to feed, or None
+        when `want` is empty."""
+        if not want:
+            return None
+        common = min(_common_prefix(self._fed, want), len(want) - 1)
+        self.draft_lm.rollback(common)
+        return list(want[common:])
+
+    def _no_preference(self) -> np.ndarray:
+        """Nothing the draft can read (only unmapped special tokens): uniform logits."""
+        self.draft_lm.reset()
+        self._fed = []
+        return np.zeros(self.vocab.draft_size, dtype=np.float32)
 
     def _sync(self) -> np.ndarray:
         """Bring the draft cache to the context's draft sequence; the draft's last logits row."""
@@ -126,26 +139,32 @@ class CrossDraft:
         """`draft_lm` (over the draft's ids) as a SequenceLM over the target's ids."""
         return CrossVocabLM(draft_lm, self.draft_table, self.target_table, self.vocab)
 
-    def batched(self, make_draft_lm: Callable[[], SequenceLM]) -> "CrossVocabBatchedLM":
-        """A BatchedLM over the target's ids whose every sequence wraps a fresh `make_draft_lm()`."""
-        return CrossVocabBatchedLM(lambda: self.wrap(make_draft_lm()), self.vocab.target_size)
+    def batched(self, draft: BatchedLM) -> "CrossVocabBatchedLM":
+        """A BatchedLM over the target's ids on `draft` (a BatchedLM over the draft's ids): the
+        sequences' drafting steps run in one padded forward of the draft model."""
+        return CrossVocabBatchedLM(self, draft)
 
 
 class CrossVocabBatchedLM:
-    """`BatchedLM` over the target's ids for a draft of another vocabulary: one `CrossVocabLM`
-    (its own draft KV cache) per sequence. Each sequence's draft runs on its own; batching the
-    draft's forward passes across such sequences is not done yet."""
+    """`BatchedLM` over the target's ids for devices that share a draft of another vocabulary.
 
-    def __init__(self, make_sequence: Callable[[], CrossVocabLM], vocab_size: int):
-        self._make = make_sequence
-        self.vocab_size = vocab_size
+    Each sequence is a `CrossVocabLM` (its own draft-token context) over one sequence of the
+    shared draft `BatchedLM`. `extend_many_last`, the drafting step, re-spells every sequence's
+    context, rolls each draft cache back, and feeds what each still needs in one padded forward
+    (`last_rows`); `extend_many` (all rows, rare) runs sequence by sequence."""
+
+    def __init__(self, cross: CrossDraft, draft: BatchedLM):
+        self.cross = cross
+        self.draft = draft
+        self.vocab_size = cross.vocab.target_size
         self._seqs: dict[int, CrossVocabLM] = {}
 
     def open(self, seq_id: int) -> None:
-        self._seqs[seq_id] = self._make()
+        self._seqs[seq_id] = self.cross.wrap(BatchedSequence(self.draft, seq_id))
 
     def close(self, seq_id: int) -> None:
-        self._seqs.pop(seq_id, None)
+        if self._seqs.pop(seq_id, None) is not None:
+            self.draft.close(seq_id)
 
     def length(self, seq_id: int) -> int:
         return self._seqs[seq_id].length
@@ -157,4 +176,20 @@ class CrossVocabBatchedLM:
         return {s: self._seqs[s].extend(t) for s, t in new_tokens.items() if len(t)}
 
     def extend_many_last(self, new_tokens: dict[int, Sequence[int]]) -> dict[int, np.ndarray]:
-        return {s: self._seqs[s].extend_last(t) for s, t in new_tokens.items() if len(t)}
+        rows, feeds, wants = {}, {}, {}
+        for s, toks in new_tokens.items():
+            if not len(toks):
+                continue
+            seq = self._seqs[s]
+            seq.context.extend(toks)
+            want = list(seq.context.draft)
+            feed = seq._roll_back_for(want)
+            if feed is None:
+                rows[s] = seq.vocab.target_logits(seq._no_preference())
+            else:
+                feeds[s], wants[s] = feed, want
+        for s, row in last_rows(self.draft, feeds).items():  # one forward for every sequence
+            seq = self._seqs[s]
+            seq._fed = wants[s]
+            rows[s] = seq.vocab.target_logits(row)
+        return rows

@@ -181,9 +181,10 @@ def draft_lm(pair: LoadedPair, name: str) -> SequenceLM:
 
 
 def draft_batched(pair: LoadedPair, name: str, pad_token_id: int = 0) -> BatchedLM:
-    """Draft `name` of `pair` as a BatchedLM over the target's ids (devices sharing it draft each
-    step in one batched pass; a draft of another vocabulary keeps one KV cache per sequence)."""
+    """Draft `name` of `pair` as a BatchedLM over the target's ids: devices sharing it draft each
+    step in one batched pass, a draft of another vocabulary too (its own ids padded with 0,
+    masked)."""
     cross = pair.cross_drafts.get(name)
     if cross is None:
         return HFBatchedLM(pair.drafts[name], pair.vocab_size, pad_token_id)
-    return cross.batched(lambda: HFSequenceLM(pair.drafts[name], cross.vocab.draft_size))
+    return cross.batched(HFBatchedLM(pair.drafts[name], cross.vocab.draft_size, 0))

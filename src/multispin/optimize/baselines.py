@@ -54,38 +54,31 @@ def optimise_draft_lengths(obj: SAAObjective, policy: str = "greedy", extra_star
     raise ConfigError(f"policy: unknown value {policy!r} (allowed: {', '.join(DRAFT_POLICIES)})")
 
 
-def mode_baselines(
+def baselines(
     inst: Instance,
     uniforms: np.ndarray,
     mode_uniforms: np.ndarray,
+    *,
     policy: str = "greedy",
     split: str = "equal",
+    modes: bool = True,
+    draft_lengths: bool = True,
 ) -> dict[str, DraftPlan]:
-    """all_ul, all_dl and random modes, each with draft lengths optimised for it by ``policy``."""
+    """The baselines of §5.3 on the same samples.
+
+    ``modes``: all_ul, all_dl and random modes, each with draft lengths optimised for it by
+    ``policy``. ``draft_lengths``: best_uniform, computation_only and the paper's greedy, with the
+    optimal modes."""
     out = {}
-    # the random policy has no per-set T* for a branch and bound: mode baselines use the shipped search
-    policy = "greedy" if policy == "certified" else policy
-    for modes in MODE_BASELINES:
-        obj = SAAObjective(inst, uniforms, modes=modes, split=split,
-                           mode_uniforms=mode_uniforms if modes == "random" else None)
-        out[modes] = optimise_draft_lengths(obj, policy)
-    return out
-
-
-def draft_baselines(obj: SAAObjective) -> dict[str, DraftPlan]:
-    """best_uniform, computation_only and the paper's greedy on the objective's samples."""
-    return {"best_uniform": best_uniform(obj), "computation_only": computation_only(obj),
-            "greedy_paper": paper_greedy(obj)}
-
-
-def all_baselines(
-    inst: Instance,
-    uniforms: np.ndarray,
-    mode_uniforms: np.ndarray,
-    policy: str = "greedy",
-    split: str = "equal",
-) -> dict[str, DraftPlan]:
-    """Every baseline of §5.3 (mode baselines with their own γ, then draft-length baselines)."""
-    out = mode_baselines(inst, uniforms, mode_uniforms, policy, split)
-    out.update(draft_baselines(SAAObjective(inst, uniforms, "optimal", split)))
+    if modes:
+        # the random policy has no per-set T* for a branch and bound: mode baselines use the shipped search
+        search = "greedy" if policy == "certified" else policy
+        for m in MODE_BASELINES:
+            obj = SAAObjective(inst, uniforms, modes=m, split=split,
+                               mode_uniforms=mode_uniforms if m == "random" else None)
+            out[m] = optimise_draft_lengths(obj, search)
+    if draft_lengths:
+        obj = SAAObjective(inst, uniforms, "optimal", split)
+        out.update(best_uniform=best_uniform(obj), computation_only=computation_only(obj),
+                   greedy_paper=paper_greedy(obj))
     return out

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from multispin.errors import ConfigError
-from multispin.optimize.baselines import DRAFT_POLICIES, all_baselines, optimise_draft_lengths
+from multispin.optimize.baselines import DRAFT_POLICIES, baselines, optimise_draft_lengths
 from multispin.optimize.bound import communication_bound
 from multispin.optimize.draft_lengths import goodput_upper_bound
 from multispin.optimize.bandwidth import optimized_split_batch
@@ -222,7 +222,7 @@ def optimize_instance(
     ``policy="greedy"`` the plan is never below any of them; the certificate says by how much it
     beats the best one and how far it is from the free-communication bound.
     """
-    base = all_baselines(inst, uniforms, mode_uniforms, policy, split) if with_baselines else {}
+    base = baselines(inst, uniforms, mode_uniforms, policy=policy, split=split) if with_baselines else {}
     starts = {name: dp.draft_len for name, dp in base.items()} if policy in ("greedy", "certified") else None
     p = plan(inst, uniforms=uniforms, policy=policy, split=split, extra_starts=starts)
     stats = device_stats(inst, p.draft_len, uniforms, split)

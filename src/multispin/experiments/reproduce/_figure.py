@@ -1,5 +1,6 @@
-"""Shared plumbing of the figure modules: selecting a figure's table, plotting bands (the script
-entry of every figure, which runs the pipeline, is :mod:`.script`)."""
+"""Shared plumbing of the figure modules: selecting a figure's table, plotting bands. A figure
+module never imports the pipeline (which imports every figure); one figure runs through
+`multispin reproduce --figure NAME`."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The channel-knowledge study (issue 26, figure 8): how much of the adaptive gain survives channels
 that are known only through noisy pilots of the previous round, and how much robust planning
-recovers. One drop's numbers and the study's grid.
+recovers. One drop's numbers (the study's grid is in studies.py, with the others').
 
 One drop (all policies on common random numbers):
 
@@ -30,12 +30,9 @@ correction) is what would make the expectation finite.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-
-if TYPE_CHECKING:  # config imports drop, which hashes run_csi_drop: no module-level import of config here
-    from multispin.experiments.reproduce.config import Point, RunConfig
 
 # Rounds last 0.2-0.5 s: at 3.5 GHz the channel decorrelates within one round from about 0.3 km/h
 # on (J0's first zero), hence the slow speeds next to the issue's 3, 30 and 120 km/h.
@@ -97,29 +94,3 @@ def run_csi_drop(scenario: dict[str, Any], options: dict[str, Any]) -> dict[str,
             tokens, time_s = tokens + g.expected_tokens, time_s + g.t_comp_s + g.e_t_comm_s
         row[f"goodput_perfect{suffix}"] = tokens / time_s  # ratio of sums, as the clock counts
     return {k: float(v) for k, v in row.items()}
-
-
-def csi_points(cfg: RunConfig) -> list[Point]:
-    """Speed sweep at SPEED_SWEEP_PILOT_SNR_DB and pilot-SNR sweep on a static channel, per model pair
-    (``--quick``: the main pair's speed sweep only). The drop seed leaves the swept value out: every
-    speed (every pilot SNR) sees the same drops."""
-    from multispin.experiments.reproduce.config import Point
-    from multispin.experiments.reproduce.studies import _base_overrides
-
-    out = []
-    sweeps = [("speed", v, SPEED_SWEEP_PILOT_SNR_DB) for v in (SPEEDS_KMH_QUICK if cfg.quick else SPEEDS_KMH_FULL)]
-    sweeps += [("pilot_snr", PILOT_SWEEP_SPEED_KMH, s) for s in (PILOT_SNR_DB_QUICK if cfg.quick else PILOT_SNR_DB_FULL)]
-    for preset in (cfg.main_preset,) if cfg.quick else cfg.presets:
-        for sweep, speed, snr in sweeps:
-            ov = {**_base_overrides(cfg, preset), "channel.speed_kmh": speed, "channel.pilot_snr_db": snr,
-                  "channel.carrier_hz": CARRIER_HZ}
-            out.append(Point("csi", {"preset": preset, "sweep": sweep, "speed_kmh": speed, "pilot_snr_db": snr},
-                             preset, ov, {"csi": True, "replicates": CSI_REPLICATES}, seed_params=("preset", "sweep")))
-    return out
-
-
-def csi_drops(cfg: RunConfig) -> int:
-    """Drops per point: the run's ``--drops``, else CSI_DROPS_QUICK or CSI_DROPS_FULL."""
-    if cfg.drops is not None:
-        return cfg.drops
-    return CSI_DROPS_QUICK if cfg.quick else CSI_DROPS_FULL

@@ -44,7 +44,7 @@ def run_drop(scenario: dict[str, Any], options: dict[str, Any]) -> dict[str, flo
         from multispin.experiments.reproduce.csi import run_csi_drop
 
         return run_csi_drop(scenario, options)
-    from multispin.optimize.baselines import draft_baselines, mode_baselines
+    from multispin.optimize.baselines import baselines as baseline_plans
     from multispin.optimize.bound import communication_bound
     from multispin.optimize.draft_lengths import goodput_upper_bound, reference_search
     from multispin.optimize.goodput import SAAObjective
@@ -56,11 +56,8 @@ def run_drop(scenario: dict[str, Any], options: dict[str, Any]) -> dict[str, flo
     inst = world.instance(0)
     u = world.saa_uniforms(0)
     obj = SAAObjective(inst, u, "optimal", "equal")
-    baselines = {}
-    if options.get("drafts"):
-        baselines.update(draft_baselines(obj))
-    if options.get("modes"):
-        baselines.update(mode_baselines(inst, u, world.mode_uniforms(0)))
+    baselines = baseline_plans(inst, u, world.mode_uniforms(0), modes=bool(options.get("modes")),
+                               draft_lengths=bool(options.get("drafts")))
     p = plan(inst, uniforms=u, extra_starts={n: dp.draft_len for n, dp in baselines.items()})
     g = p.draft_len
     gp = p.goodput

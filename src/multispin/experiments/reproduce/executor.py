@@ -20,6 +20,7 @@ import importlib.util
 import logging
 import multiprocessing
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from multispin.errors import ConfigError
@@ -84,10 +85,9 @@ def _ray(fn, calls, workers, address) -> Iterator[tuple[Any, Any]]:
             # "local": a new instance of our own even where `ray start` runs a cluster on this host
             kw.update(address="local", num_cpus=workers, include_dashboard=False)
         else:  # a running cluster has its own resources and dashboard: ray.init refuses both
-            import multispin
-
             kw["address"] = address
-            kw["runtime_env"] = {"py_modules": [multispin]}
+            # the package's folder (what Ray does with the module object), without importing the package's API
+            kw["runtime_env"] = {"py_modules": [str(Path(__file__).resolve().parents[2])]}
         try:
             ray.init(**kw)
         except (ConnectionError, ValueError, RuntimeError) as exc:

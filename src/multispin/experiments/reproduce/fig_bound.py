@@ -71,9 +71,3 @@ def describe(rows: list[dict]) -> str:
         out.append(f"Over the K sweep its lowest value is {lo['g_ratio_bound']:.2f} ({lo['preset']}, K = "
                    f"{lo['devices']}, P^dl/P^ul = {lo['pdl_ratio']:g}).")
     return " ".join(out)
-
-
-if __name__ == "__main__":
-    from multispin.experiments.reproduce.script import run_as_script
-
-    run_as_script(__name__)

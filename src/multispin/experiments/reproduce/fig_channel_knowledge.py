@@ -152,9 +152,3 @@ def section(out: Path) -> str:
         "like 1/|h|²); the numbers are SAA estimates at N_SAA samples, and an outage rule (a deadline on the "
         "correction: the running system's clock has one, this study does not use it) is what would make them "
         "converge.", ""])
-
-
-if __name__ == "__main__":
-    from multispin.experiments.reproduce.script import run_as_script
-
-    run_as_script(__name__)

@@ -81,9 +81,3 @@ def describe(rows: list[dict]) -> str:
             text += f"; the paper's two-phase greedy gains {min(pu):.1f}–{max(pu):.1f}% over the best uniform length"
         parts.append(text + ".")
     return " ".join(parts)
-
-
-if __name__ == "__main__":
-    from multispin.experiments.reproduce.script import run_as_script
-
-    run_as_script(__name__)

@@ -61,9 +61,3 @@ def describe(rows: list[dict]) -> str:
             f"and {fmt_ci(b, 'gom_opt_split_pct')}% at {b['pdl_ratio']:g} (at unchanged draft lengths); the lattice "
             f"codec ({b['payload_bits_lattice']:.0f} instead of {b['payload_bits_sparse']:.0f} bits per distribution) "
             f"gains {fmt_ci(a, 'gom_lattice_pct')}% and {fmt_ci(b, 'gom_lattice_pct')}%.")
-
-
-if __name__ == "__main__":
-    from multispin.experiments.reproduce.script import run_as_script
-
-    run_as_script(__name__)

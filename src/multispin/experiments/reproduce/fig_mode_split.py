@@ -80,9 +80,3 @@ def describe(rows: list[dict]) -> str:
                      f"(drafting devices only: {fmt_ci(lo, 'gamma_mean_drafting')} → {fmt_ci(hi, 'gamma_mean_drafting')}).")
     return (" ".join(parts) + " As P^dl grows, more rejected devices are corrected in DL, and more devices draft; "
             "the devices that draft keep drafting long runs, so the mean over all devices mostly reflects how many draft.")
-
-
-if __name__ == "__main__":
-    from multispin.experiments.reproduce.script import run_as_script
-
-    run_as_script(__name__)

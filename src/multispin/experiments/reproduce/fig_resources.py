@@ -60,9 +60,3 @@ def describe(rows: list[dict]) -> str:
                    f"{fmt_ci(rad[0], 'goodput')} → {fmt_ci(rad[-1], 'goodput')} tokens/s "
                    f"(G over the bound {fmt_ci(rad[0], 'g_ratio_bound', 2)} → {fmt_ci(rad[-1], 'g_ratio_bound', 2)}).")
     return " ".join(out)
-
-
-if __name__ == "__main__":
-    from multispin.experiments.reproduce.script import run_as_script
-
-    run_as_script(__name__)

@@ -70,9 +70,3 @@ def describe(rows: list[dict]) -> str:
                      f"all-DL and {fmt_ci(last, 'gom_vs_random_pct')}% over random; its smallest gains over the K "
                      "sweep are " + ", ".join(f"{w[m]:.1f}% ({name}, K = {w['devices']})" for w, m, name in worst) + ".")
     return " ".join(parts)
-
-
-if __name__ == "__main__":
-    from multispin.experiments.reproduce.script import run_as_script
-
-    run_as_script(__name__)

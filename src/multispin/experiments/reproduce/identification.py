@@ -164,9 +164,3 @@ def describe(rows: list[dict]) -> str:
         lines.append("Claims that each hold somewhere but never together: "
                      + ", ".join(f"{a} and {b}" for a, b in f["conflicts"]) + ".")
     return " ".join(lines)
-
-
-if __name__ == "__main__":
-    from multispin.experiments.reproduce.script import run_as_script
-
-    run_as_script(__name__)

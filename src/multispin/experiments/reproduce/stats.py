@@ -29,15 +29,23 @@ def t_quantile(n: int) -> float:
     return float(t.ppf(0.975, n - 1)) if n > 1 else float("nan")
 
 
+def _finite(values: Iterable[float]) -> tuple[np.ndarray, tuple[float, float, float, int] | None]:
+    """The finite values, and the summary (mean, low, high, n) already when there are too few of
+    them for an interval (none: all NaN; one: its value, no interval)."""
+    v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=float)
+    if v.size == 0:
+        return v, (float("nan"), float("nan"), float("nan"), 0)
+    if v.size == 1:
+        return v, (float(v[0]), float("nan"), float("nan"), 1)
+    return v, None
+
+
 def mean_ci(values: Iterable[float]) -> tuple[float, float, float, int]:
     """(mean, low, high, n) of the finite values: mean ± t_{0.975, n−1}·s/√n."""
-    v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=float)
-    n = int(v.size)
-    if n == 0:
-        return float("nan"), float("nan"), float("nan"), 0
-    m = float(np.mean(v))
-    if n == 1:
-        return m, float("nan"), float("nan"), 1
+    v, too_few = _finite(values)
+    if too_few:
+        return too_few
+    n, m = int(v.size), float(np.mean(v))
     half = t_quantile(n) * float(np.std(v, ddof=1)) / math.sqrt(n)
     return m, m - half, m + half, n
 
@@ -57,13 +65,10 @@ def bootstrap_mean_ci(values: Iterable[float]) -> tuple[float, float, float, int
     interval lies within [min, max] of the values."""
     from scipy.stats import norm
 
-    v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=float)
-    n = int(v.size)
-    if n == 0:
-        return float("nan"), float("nan"), float("nan"), 0
-    m = float(np.mean(v))
-    if n == 1:
-        return m, float("nan"), float("nan"), 1
+    v, too_few = _finite(values)
+    if too_few:
+        return too_few
+    n, m = int(v.size), float(np.mean(v))
     if np.all(v == v[0]):
         return m, m, m, n
     z = math.sqrt(n / (n - 1)) * t_quantile(n)

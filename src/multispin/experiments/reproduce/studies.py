@@ -23,6 +23,10 @@ from __future__ import annotations
 from typing import Any
 
 from multispin.experiments.reproduce.config import Point, RunConfig, db
+from multispin.experiments.reproduce.csi import (
+    CARRIER_HZ, CSI_DROPS_FULL, CSI_DROPS_QUICK, CSI_REPLICATES, PILOT_SNR_DB_FULL, PILOT_SNR_DB_QUICK,
+    PILOT_SWEEP_SPEED_KMH, SPEED_SWEEP_PILOT_SNR_DB, SPEEDS_KMH_FULL, SPEEDS_KMH_QUICK,
+)
 # one drop's computation lives in drop.py; its names stay importable from here
 from multispin.experiments.reproduce.drop import DROP_CODE, _nan_if_empty, _pct, run_chunk, run_drop  # noqa: F401
 
@@ -175,8 +179,6 @@ def drops_for(point: Point, cfg: RunConfig) -> int:
     if point.study == "identification":
         return identification_drops(cfg)
     if point.study == "csi":
-        from multispin.experiments.reproduce.csi import csi_drops
-
         return csi_drops(cfg)
     base = cfg.drops_per_point
     k = int(point.params.get("devices", 0))
@@ -185,14 +187,31 @@ def drops_for(point: Point, cfg: RunConfig) -> int:
     return base
 
 
-def _csi_points(cfg: RunConfig) -> list[Point]:
-    from multispin.experiments.reproduce.csi import csi_points
+def csi_points(cfg: RunConfig) -> list[Point]:
+    """Speed sweep at SPEED_SWEEP_PILOT_SNR_DB and pilot-SNR sweep on a static channel, per model pair
+    (``--quick``: the main pair's speed sweep only). The drop seed leaves the swept value out: every
+    speed (every pilot SNR) sees the same drops."""
+    out = []
+    sweeps = [("speed", v, SPEED_SWEEP_PILOT_SNR_DB) for v in (SPEEDS_KMH_QUICK if cfg.quick else SPEEDS_KMH_FULL)]
+    sweeps += [("pilot_snr", PILOT_SWEEP_SPEED_KMH, s) for s in (PILOT_SNR_DB_QUICK if cfg.quick else PILOT_SNR_DB_FULL)]
+    for preset in (cfg.main_preset,) if cfg.quick else cfg.presets:
+        for sweep, speed, snr in sweeps:
+            ov = {**_base_overrides(cfg, preset), "channel.speed_kmh": speed, "channel.pilot_snr_db": snr,
+                  "channel.carrier_hz": CARRIER_HZ}
+            out.append(Point("csi", {"preset": preset, "sweep": sweep, "speed_kmh": speed, "pilot_snr_db": snr},
+                             preset, ov, {"csi": True, "replicates": CSI_REPLICATES}, seed_params=("preset", "sweep")))
+    return out
 
-    return csi_points(cfg)
+
+def csi_drops(cfg: RunConfig) -> int:
+    """Drops per point: the run's ``--drops``, else CSI_DROPS_QUICK or CSI_DROPS_FULL."""
+    if cfg.drops is not None:
+        return cfg.drops
+    return CSI_DROPS_QUICK if cfg.quick else CSI_DROPS_FULL
 
 
 POINTS = {"pdl": pdl_points, "users": users_points, "resources": resources_points,
-          "extensions": extensions_points, "identification": identification_points, "csi": _csi_points}
+          "extensions": extensions_points, "identification": identification_points, "csi": csi_points}
 
 
 def cost_estimate(point: Point) -> float:

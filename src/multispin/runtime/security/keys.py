@@ -297,4 +297,4 @@ def _quiet_logger():
     import logging
 
     # zmq.auth logs every allowed/denied handshake at DEBUG; refusals are counted by the loops
-    return logging.getLogger("multispin.runtime.keys.zap")
+    return logging.getLogger("multispin.runtime.security.keys.zap")

@@ -102,6 +102,13 @@ def sqlite_check(db: sqlite3.Connection, path: Path, check: str) -> None:
                              f"{more}); {repair_hint()}")
 
 
+def round_rows(db: sqlite3.Connection, r: int) -> list[tuple]:
+    """Round ``r``'s rows (device, tokens, draft length, mode, bits), in device order: what its link hashes."""
+    return [(d, json.loads(t), g, m, b) for d, t, g, m, b in db.execute(
+        "SELECT device_id, tokens, draft_len, mode, bits FROM round_tokens WHERE round_index = ? "
+        "ORDER BY device_id", (r,))]
+
+
 def walk_chain(db: sqlite3.Connection, path: Path, stop_at_damage: bool = False) -> list[bytes]:
     """Every round's link, recomputed and compared with the stored one: ``links[r]`` is round r's.
 

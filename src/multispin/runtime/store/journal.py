@@ -45,7 +45,6 @@ import json
 import os
 import sqlite3
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
@@ -54,6 +53,8 @@ from multispin.runtime.store.check import (
     CHECKS, Evidence, compare_head, repair_hint, sqlite_check, walk_chain,
 )
 from multispin.runtime.store.head import GENESIS, Head, HeadWriter, head_path, link
+from multispin.runtime.store.records import DeviceRound, RecoveredSession, Recovery, Repair, SessionRecord
+from multispin.runtime.store.repair import rebuild
 
 #: 2: rounds.link (the chain) and the head file; a version-1 journal is migrated when a writer opens it
 SCHEMA_VERSION = 2
@@ -99,69 +100,6 @@ CREATE TABLE run_end (
 """
 
 
-@dataclass(frozen=True)
-class SessionRecord:
-    """What a device's session needs to be resumed: everything but the tokens."""
-
-    device_id: int
-    identity: str
-    prompt_ids: tuple[int, ...]
-    sampling: Mapping[str, Any]
-    ul_codec: str
-    dl_codec: str
-    seed: int
-    first_round: int = 0
-
-
-@dataclass(frozen=True)
-class DeviceRound:
-    """One device's part of a committed round."""
-
-    tokens: tuple[int, ...]
-    draft_len: int
-    mode: Optional[str] = None
-    bits: int = 0
-
-
-@dataclass
-class RecoveredSession:
-    session: SessionRecord
-    tokens: list[int] = field(default_factory=list)  # every committed token id, in order
-    rounds: int = 0                                  # rounds this device has committed tokens in
-    ended: Optional[str] = None
-
-
-@dataclass(frozen=True)
-class Repair:
-    """What ``Journal(path, repair=True)`` did to a damaged journal."""
-
-    problem: str           # the refusal it overrode
-    kept_rounds: int       # rounds 0..kept_rounds-1 were kept
-    lost_rounds: Optional[int]  # rounds committed after those (from the head file), if known
-    kept_aside: tuple[Path, ...]  # the damaged files, renamed
-    sessions_lost: bool = False  # the sessions could not be read: the journal starts afresh
-
-    def describe(self) -> str:
-        lost = f" ({self.lost_rounds} committed round(s) will be regenerated)" if self.lost_rounds else ""
-        aside = ", ".join(str(p) for p in self.kept_aside) or "nothing"
-        where = f"after round {self.kept_rounds - 1}" if self.kept_rounds else "from round 0"
-        lost_sessions = "; its sessions were unreadable: every device starts again from its prompt" \
-            if self.sessions_lost else ""
-        return (f"journal repaired: resuming {where}{lost}{lost_sessions}; damaged files kept as {aside}; "
-                f"it was refused because: {self.problem}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(problem=self.problem, kept_rounds=self.kept_rounds, lost_rounds=self.lost_rounds,
-                    kept_aside=[str(p) for p in self.kept_aside], sessions_lost=self.sessions_lost)
-
-
-@dataclass
-class Recovery:
-    sessions: dict[int, RecoveredSession]
-    next_round: int
-    completed: Optional[str] = None  # the run ended for good (see Journal.complete): nothing to resume
-
-
 def _tokens_json(tokens: Iterable[int]) -> str:
     return json.dumps([int(t) for t in tokens], separators=(",", ":"))
 
@@ -199,7 +137,6 @@ class Journal:
             if not repair:
                 self._abandon()
                 raise
-            from multispin.runtime.store.repair import rebuild
 
             self.close(keep_lock=True)
             try:
@@ -364,16 +301,10 @@ class Journal:
             db.execute("ALTER TABLE rounds ADD COLUMN link BLOB")
             prev = GENESIS
             for (r,) in db.execute("SELECT round_index FROM rounds ORDER BY round_index").fetchall():
-                prev = link(prev, r, self._rows_of(db, r))
+                prev = link(prev, r, round_rows(db, r))
                 db.execute("UPDATE rounds SET link = ? WHERE round_index = ?", (prev, r))
             db.execute("INSERT INTO schema_version VALUES (?, ?)", (SCHEMA_VERSION, time.time()))
         self._version = SCHEMA_VERSION
-
-    @staticmethod
-    def _rows_of(db: sqlite3.Connection, r: int) -> list[tuple]:
-        return [(d, json.loads(t), g, m, b) for d, t, g, m, b in db.execute(
-            "SELECT device_id, tokens, draft_len, mode, bits FROM round_tokens WHERE round_index = ? "
-            "ORDER BY device_id", (r,))]
 
     def _create(self) -> None:
         db = self._db

@@ -28,25 +28,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from multispin.errors import JournalError
-from multispin.runtime.store.check import walk_chain
+from multispin.runtime.store.check import round_rows, walk_chain
 from multispin.runtime.store.head import head_path, read_head
+from multispin.runtime.store.records import DeviceRound, Repair, SessionRecord
 
 if TYPE_CHECKING:  # pragma: no cover
-    from multispin.runtime.store.journal import DeviceRound, Journal, Repair, SessionRecord
+    from multispin.runtime.store.journal import Journal
 
 
 @dataclass
 class _Salvage:
-    sessions: list["SessionRecord"] = field(default_factory=list)
-    rounds: list[dict[int, "DeviceRound"]] = field(default_factory=list)
+    sessions: list[SessionRecord] = field(default_factory=list)
+    rounds: list[dict[int, DeviceRound]] = field(default_factory=list)
     sessions_lost: bool = False
 
 
-def rebuild(journal: "Journal", problem: str) -> "Repair":
+def rebuild(journal: "Journal", problem: str) -> Repair:
     """Set the damaged files aside and write the good part into a new journal at its path. The
     caller holds the writer lock (no other server can open the journal meanwhile)."""
-    from multispin.runtime.store.journal import Repair
-
     path = journal.path
     try:
         head = read_head(head_path(path))
@@ -68,8 +67,6 @@ def rebuild(journal: "Journal", problem: str) -> "Repair":
 def _salvage(path: Path, scratch: Path) -> _Salvage:
     """Sessions and the chain-valid rounds, read from a copy (SQLite may write while reading a
     WAL; the damaged originals stay as they were)."""
-    from multispin.runtime.store.journal import DeviceRound, Journal, SessionRecord
-
     out = _Salvage()
     if not path.exists() or path.stat().st_size == 0:
         return out
@@ -89,7 +86,7 @@ def _salvage(path: Path, scratch: Path) -> _Salvage:
             return _Salvage(sessions_lost=True)
         known = {s.device_id for s in out.sessions}
         for r in range(len(walk_chain(db, path, stop_at_damage=True))):
-            rows = Journal._rows_of(db, r)
+            rows = round_rows(db, r)
             if not {d for d, *_ in rows} <= known:
                 break
             out.rounds.append({d: DeviceRound(tuple(t), g, m, b) for d, t, g, m, b in rows})
