@@ -50,7 +50,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from multispin.errors import JournalDamaged, JournalError
 from multispin.runtime.store.check import (
-    CHECKS, Evidence, compare_head, repair_hint, sqlite_check, walk_chain,
+    CHECKS, Evidence, compare_head, repair_hint, round_rows, sqlite_check, walk_chain,
 )
 from multispin.runtime.store.head import GENESIS, Head, HeadWriter, head_path, link
 from multispin.runtime.store.records import DeviceRound, RecoveredSession, Recovery, Repair, SessionRecord
