@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 
 # how a device's round ended: a correction sent in UL or DL mode, or every draft token accepted
-# (a bonus token; also a round with γ = 0, where the server writes the token itself)
+# (a bonus token), or no draft at all (γ = 0: the server writes the token itself)
 _END_MARKER = {"ul": ("o", "rejected, UL correction"), "dl": ("s", "rejected, DL correction"),
-               None: ("*", "all accepted (bonus token)")}
+               None: ("*", "no rejection (bonus token, or γ = 0)")}
 
 
 def tokens_written(dev: dict) -> np.ndarray:
