@@ -173,7 +173,7 @@ class HFBatchedLM:
 
 def draft_lm(pair: LoadedPair, name: str) -> SequenceLM:
     """Draft `name` of `pair` as a SequenceLM over the target's ids: its own KV cache, wrapped in
-    a :class:`~multispin.models.cross_vocab.CrossVocabLM` when its tokenizer is not the target's."""
+    a `multispin.models.cross_vocab.CrossVocabLM` when its tokenizer is not the target's."""
     cross = pair.cross_drafts.get(name)
     if cross is None:
         return HFSequenceLM(pair.drafts[name], pair.vocab_size)
