@@ -51,12 +51,6 @@ def test_no_page_shows_a_raw_role_and_references_are_links(site):
     assert 'href="#multispin.api.plan"' in api and 'href="#multispin.system.scenario.Scenario"' in api
 
 
-# subpackages of src/multispin whose docstrings may still hold Sphinx roles: runtime/ is being moved
-# by another change and is converted after it; a package listed here with no role left fails the
-# test below (empty the set then)
-SPHINX_ROLES_LEFT_IN = {"runtime"}
-
-
 def _docstrings_with_a_role(source: str) -> list[str]:
     """The module, class and function docstrings of ``source`` that hold a Sphinx role."""
     import ast
@@ -66,20 +60,15 @@ def _docstrings_with_a_role(source: str) -> list[str]:
     return [doc for doc in (ast.get_docstring(n) for n in nodes) if doc and RAW_ROLE.search(doc)]
 
 
-def test_no_docstring_keeps_a_sphinx_role_outside_the_packages_left():
+def test_no_docstring_keeps_a_sphinx_role():
     """Docstrings write cross-references as mkdocstrings links ([`x`][multispin.path], for what
     the API page renders) or plain `x`: a page that renders a module later shows no raw role.
     Negative control: a role in a function docstring is found."""
     assert _docstrings_with_a_role('def f():\n    """See :func:`~multispin.api.plan`."""\n')
     assert not _docstrings_with_a_role('def f():\n    """See [`plan`][multispin.api.plan]."""\n')
     src = ROOT / "src" / "multispin"
-    found: dict[str, set[str]] = {}
-    for path in src.rglob("*.py"):
-        if _docstrings_with_a_role(path.read_text()):
-            rel = path.relative_to(src)
-            found.setdefault(rel.parts[0] if len(rel.parts) > 1 else "", set()).add(rel.as_posix())
-    assert not {pkg: files for pkg, files in found.items() if pkg not in SPHINX_ROLES_LEFT_IN}
-    assert set(found) >= SPHINX_ROLES_LEFT_IN, f"no role left in {SPHINX_ROLES_LEFT_IN - set(found)}: drop it from the set"
+    found = sorted(p.relative_to(src).as_posix() for p in src.rglob("*.py") if _docstrings_with_a_role(p.read_text()))
+    assert not found, f"docstrings with a Sphinx role: {found}"
 
 
 def test_maths_render_with_the_vendored_mathjax(site):
