@@ -42,9 +42,11 @@ def residual_rows(p, q) -> "torch.Tensor":
     p64 = torch.as_tensor(p).to(torch.float64)
     diff = (p64 - torch.as_tensor(q).to(device=p64.device, dtype=torch.float64)).clamp_min_(0.0)
     mass = diff.sum(dim=-1, keepdim=True)
-    degenerate = mass <= _RESIDUAL_FLOOR
-    safe = torch.where(degenerate, torch.ones_like(mass), mass)
-    return torch.where(degenerate, p64 / p64.sum(dim=-1, keepdim=True), diff / safe)
+    degenerate = (mass <= _RESIDUAL_FLOOR)[..., 0]
+    out = diff.div_(torch.where(degenerate[..., None], torch.ones_like(mass), mass))
+    if bool(degenerate.any()):  # rare: rows other than those are not touched again
+        out[degenerate] = p64[degenerate] / p64[degenerate].sum(dim=-1, keepdim=True)
+    return out
 
 
 def sample_residuals(p, q, u) -> "torch.Tensor":

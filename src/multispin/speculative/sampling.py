@@ -58,9 +58,15 @@ def sample_rows(probs: "torch.Tensor", u) -> "torch.Tensor":
     total = cdf[:, -1]
     if not bool(torch.all((total > 0) & torch.isfinite(total))):
         raise ValueError("probs: every row needs positive, finite total mass")
+    target = uu * total
     # cdf never decreases (non-negative terms), so the count of entries <= u * total is a search
-    idx = torch.searchsorted(cdf, (uu * total)[:, None], right=True)[:, 0]
+    idx = torch.searchsorted(cdf, target[:, None], right=True)[:, 0]
     # Rounding can push the target past the last cumulative value; take the last positive entry.
-    ids = torch.arange(p.shape[1], device=p.device)
-    last_positive = torch.where(p > 0, ids, -1).amax(dim=-1)
-    return torch.minimum(idx, last_positive)
+    # Below the total the count already stops there (cdf is the total from that entry on), so
+    # only such rows (u within an ulp of 1) pay for the search.
+    past = target >= total
+    if bool(past.any()):
+        ids = torch.arange(p.shape[1], device=p.device)
+        last_positive = torch.where(p[past] > 0, ids, -1).amax(dim=-1)
+        idx[past] = torch.minimum(idx[past], last_positive)
+    return idx

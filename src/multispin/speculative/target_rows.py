@@ -94,7 +94,8 @@ class TargetRows:
         if params.top_p < 1.0:  # the nucleus needs the row's sorted mass: warp the rows whole
             uniq, where = np.unique(rows, return_inverse=True)
             whole = self.warped(uniq)
-            at = whole[torch.as_tensor(where, device=whole.device), torch.as_tensor(tokens, device=whole.device)]
+            on = whole.device
+            at = whole[torch.as_tensor(where, device=on), torch.as_tensor(tokens, device=on)]
             return at.to(torch.float64).cpu().numpy()
         dev = self.logits.device
         t = torch.as_tensor(tokens, device=dev)
