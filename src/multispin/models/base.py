@@ -60,6 +60,13 @@ def last_rows(lm: "BatchedLM", new_tokens: dict[int, Sequence[int]]) -> dict[int
     return {s: rows[-1] for s, rows in lm.extend_many(new_tokens).items()}
 
 
+def device_rows(lm: "BatchedLM", new_tokens: dict[int, Sequence[int]]) -> dict:
+    """`extend_many`, each sequence's logits left where the model computed them (a tensor on its
+    device, through ``extend_many_on_device``) where the model can; numpy rows otherwise."""
+    on_device = getattr(lm, "extend_many_on_device", None)
+    return on_device(new_tokens) if on_device is not None else lm.extend_many(new_tokens)
+
+
 class BatchedLM(Protocol):
     """Many sequences, one KV cache each, scored together (the server's target model)."""
 
