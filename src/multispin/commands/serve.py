@@ -9,9 +9,7 @@ import typer
 
 from multispin.commands._app import app
 from multispin.commands._flag_groups import MACHINE, ROUND, takes
-from multispin.commands._options import (
-    emit_json, json_option, pair_option,
-)
+from multispin.commands._options import emit_json, json_option, pair_option
 from multispin.jsonout import versioned
 
 DEFAULT_JOURNAL = Path("runs/serve/journal.sqlite")
@@ -90,9 +88,9 @@ def serve(
 
     config = ServerConfig.make(
         host=host, port=port, expected_devices=devices, max_devices=max(max_devices, devices),
-        rounds=rounds, max_new_tokens=max_new_tokens, **round_settings, round_timeout_s=round_timeout, join_timeout_s=join_timeout,
-        idle_timeout_s=idle_timeout, max_connections=max_connections, max_pending=max_pending,
-        handshake_timeout_s=handshake_timeout,
+        rounds=rounds, max_new_tokens=max_new_tokens, **round_settings, round_timeout_s=round_timeout,
+        join_timeout_s=join_timeout, idle_timeout_s=idle_timeout, max_connections=max_connections,
+        max_pending=max_pending, handshake_timeout_s=handshake_timeout,
     )
     opened = open_journal(None if no_journal else journal, journal_check, journal_repair)
     try:

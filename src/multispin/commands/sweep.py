@@ -1,5 +1,5 @@
 """`multispin sweep`: a user's own study, goodput of several policies over a grid of scenario
-values with 95% intervals (:func:`multispin.api.sweep`, the machinery of `multispin reproduce`)."""
+values with 95% intervals ([`multispin.api.sweep`][multispin.api.sweep], the machinery of `multispin reproduce`)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any, Optional
 import typer
 
 from multispin.commands._app import app
-from multispin.commands._interrupt import reported_interrupt
 from multispin.commands._flag_groups import RADIO, takes
+from multispin.commands._interrupt import reported_interrupt
 from multispin.commands._options import (
     LogLevel, json_option, log_level_option, pick_scenario, scenario_option, setup_logging, table_console,
 )

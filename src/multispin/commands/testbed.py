@@ -12,8 +12,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from multispin.commands._app import app
-from multispin.commands._interrupt import reported_interrupt
 from multispin.commands._flag_groups import CSI, LINK, MACHINE, RADIO, takes
+from multispin.commands._interrupt import reported_interrupt
 from multispin.commands._options import (
     choice_option, json_option, legacy_option, pair_option, pick_scenario, scenario_option, table_console,
 )

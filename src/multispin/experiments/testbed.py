@@ -2,9 +2,9 @@
 an experiment: its configuration, payload choice, run, summary and plot.
 
 A `LocalTestbed` (edge server + K device processes over ZeroMQ on 127.0.0.1,
-:mod:`multispin.runtime.net.launcher`) runs real rounds with real models; a `ScenarioPlanner` plans γ
+`multispin.runtime.net.launcher`) runs real rounds with real models; a `ScenarioPlanner` plans γ
 before each round and modes/powers after each verification, from the scenario's channel (redrawn
-every round) and online acceptance estimates; a `RoundSink` (:mod:`multispin.runtime.net.round_sink`)
+every round) and online acceptance estimates; a `RoundSink` (`multispin.runtime.net.round_sink`)
 emulates the links' airtime and logs every round. This module configures a run, starts it through
 those three and turns its rounds into the summary (summary.json) and the demo's figure.
 

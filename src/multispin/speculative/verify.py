@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from multispin.errors import ConfigError, ProtocolError
-from multispin.speculative.sampling import sample_categorical
+from multispin.speculative.sampling import sample_rows
 from multispin.speculative.target_rows import WarpedRows, as_rows
 
 DEFAULT_GAMMA_MAX = 20
@@ -146,6 +146,7 @@ def verify(
     bonus = np.full(k_dev, -1, dtype=np.int64)
     ok = ~rejected
     if ok.any():
-        bonus[ok] = sample_categorical(rows.warped(last_row[ok]), bonus_uniforms[ok])
+        # sampled where the rows are (the target's device); only the tokens come back
+        bonus[ok] = sample_rows(rows.warped(last_row[ok]), bonus_uniforms[ok]).cpu().numpy()
     rejection_row = np.where(rejected, last_row, -1)
     return VerifyResult(num_accepted, rejected, bonus, rejection_row)

@@ -18,7 +18,7 @@ from typing import Generator, Sequence
 import numpy as np
 
 from multispin.errors import ProtocolError
-from multispin.models.base import BatchedLM, BatchedSequence, SequenceLM, last_rows, next_logits
+from multispin.models.base import BatchedLM, BatchedSequence, SequenceLM, device_rows, last_rows, next_logits
 from multispin.speculative.codecs import Codec
 from multispin.speculative.residual import sample_residual
 from multispin.speculative.sampling import sample_categorical
@@ -195,7 +195,7 @@ class VerifierServer(_Role):
         self.gamma_max = gamma_max
         self.records: dict[int, list[int]] = {}  # the server's record of each device's tokens
         self.num_prompt: dict[int, int] = {}
-        self._pending_p: dict[int, np.ndarray] = {}
+        self._pending_p: dict = {}  # device -> warped p_j, a tensor on the target's device
 
     def open(self, device_id: int, prompt_ids: Sequence[int]) -> None:
         self.records[device_id] = [int(t) for t in prompt_ids]
@@ -213,12 +213,12 @@ class VerifierServer(_Role):
     def verify(self, drafts: dict[int, Draft]) -> dict[int, Verdict]:
         ids = list(drafts)
         new = {d: self.records[d][self.lm.length(d) :] + drafts[d].tokens for d in ids}
-        logits = self.lm.extend_many(new)
+        logits = device_rows(self.lm, new)  # on the target's device until the verdict
         ragged = RaggedDrafts.from_lists([drafts[d].tokens for d in ids],
                                          [drafts[d].q_at_tokens for d in ids])
         rows = [logits[d][-(len(drafts[d].tokens) + 1) :] for d in ids]
         # Warped lazily: p_i(x_i) for the test, whole rows only for bonus and rejection rows.
-        target = TargetRows(np.concatenate(rows, axis=0), self.sampling)
+        target = TargetRows.stacked(rows, self.sampling)
         accept_u, bonus_u = [], []
         for d in ids:
             u = step_rng(self.seed, d, len(self.records[d]), _ACCEPT).random(len(drafts[d].tokens) + 1)
@@ -246,7 +246,7 @@ class VerifierServer(_Role):
 
     def send_p(self, device_id: int) -> bytes:
         """DL mode: the encoded p_j for the device to correct with."""
-        return self.dl_codec.encode(self._pending_p.pop(device_id))
+        return self.dl_codec.encode(self._pending_p.pop(device_id).cpu().numpy())
 
     def commit(self, device_id: int, new_tokens: Sequence[int]) -> None:
         self.records[device_id].extend(int(t) for t in new_tokens)
