@@ -77,3 +77,26 @@ def test_gpu_check_agreement_finds_the_first_difference():
     agree = _load("gpu_check").agreement({0: [1, 2, 3], 1: [4, 5]}, {0: [1, 2, 9], 1: [4, 5]})
     assert agree["equal_devices"] == [1] and not agree["all_equal"]
     assert agree["agreeing_prefix"] == {"0": 2, "1": 2}
+
+
+def test_bench_transport_markov_runs_on_the_loops_public_api():
+    """The transport benchmark's Markov row (it also runs against another checkout's src/, so it
+    may use only what both protocol versions' loops offer)."""
+    row = _load("bench_transport").bench_markov(2, 4)
+    assert row["rounds"] == 4 and row["period_ms"] > 0 and row["wall_ms"] > 0
+    assert {"overhead_ms", "overhead_share", "period_overhead_ms", "kB_per_round"} <= set(row)
+
+
+def test_bench_engine_steps_are_warping_or_corrections():
+    """The share the benchmark prints sums exactly its warping and correction steps, every one
+    timed once per repetition; its acceptance figure is Σ min(p, q), inside (0, 1)."""
+    import numpy as np
+
+    bench = _load("bench_engine")
+    steps, reference, result, acceptance = bench.engine_round(np.random.default_rng(0), 6, 3, 2048)
+    assert all(name.split(":")[0] in ("warping", "corrections") for name in steps)
+    assert {name.split(":")[0] for name in steps} == {"warping", "corrections"}
+    assert result.rejected.any() and 0 < acceptance < 1
+    ms, fwd = bench.repeated(steps, None, 2)
+    assert fwd == [] and all(len(v) == 2 for v in ms.values())
+    assert bench.spread([3.0, 1.0, 2.0]) == "2.0 (1.0–3.0)"

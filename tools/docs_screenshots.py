@@ -12,9 +12,11 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
-PAGES = ("index", "api", "system-model", "examples/sweep", "examples/demo", "examples/optimize")
+PAGES = ("index", "api", "system-model", "architecture", "examples/sweep", "examples/demo", "examples/optimize",
+         "examples/generate", "examples/scenarios")
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 
 
@@ -27,10 +29,14 @@ def main(site: Path, out: Path) -> int:
         print(f"{site}/index.html: no site there; run `make docs` first", file=sys.stderr)
         return 2
     out.mkdir(parents=True, exist_ok=True)
+    profile = tempfile.mkdtemp(prefix="docs-shots-")  # a fresh, empty browser profile
     for page in PAGES:
         png = out / f"{page.replace('/', '_')}.png"
         # the virtual-time budget lets MathJax typeset before the shot is taken
+        # no background networking: this machine's closed network refuses it, slowly
         subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                        "--no-first-run", "--disable-quic", f"--user-data-dir={profile}",
                         "--virtual-time-budget=5000", "--window-size=1280,1600", f"--screenshot={png}",
                         (site / f"{page}.html").resolve().as_uri()],
                        check=True, capture_output=True, timeout=120)

@@ -87,3 +87,44 @@ def test_unpaired_shapes_are_refused():
     b, _ = _pair(np.random.default_rng(5), rounds=12)
     with pytest.raises(ConfigError, match="paired runs"):
         paired_difference(a, b)
+
+
+def _linear_interval(values_loo: np.ndarray, full: float, level: float = 0.95) -> tuple[float, float]:
+    """The interval the module used before: full ± t · jackknife s.e. on the linear scale (the
+    negative control of the test below)."""
+    from scipy import stats
+
+    m = values_loo.size
+    se = np.sqrt((m - 1) / m * np.sum((values_loo - values_loo.mean()) ** 2))
+    half = stats.t.ppf((1 + level) / 2, m - 1) * se
+    return full - half, full + half
+
+
+def test_goodput_and_ratio_intervals_stay_inside_the_possible_values_with_few_batches():
+    """3 rounds = 2 batches (t = 12.7): the interval of a goodput stays above 0 and the paired
+    difference above −100%; on the same numbers the linear-scale interval reaches below both (the
+    negative control: the data do exercise the problem)."""
+    tokens_a = np.array([[30.0, 10.0, 12.0]])
+    tokens_b = np.array([[9.0, 10.0, 11.0]])
+    latency = np.array([[0.2, 0.2, 0.2]])
+    a, b = RoundLog.of(tokens_a, latency), RoundLog.of(tokens_b, latency)
+    g = goodput_interval(a)
+    assert 0.0 < g.low < g.estimate < g.high and g.estimate == pytest.approx(a.goodput)
+    # by hand, the two batches are rounds {0} and {1, 2} (cuts at 0, 2 of 3 rounds: round(1.5) = 2)
+    n, t = np.array([30.0 + 10.0, 12.0]), np.array([0.4, 0.2])
+    loo = np.array([n[1] / t[1], n[0] / t[0]])
+    assert _linear_interval(loo, a.goodput)[0] < 0.0  # the control: linear goes below 0
+    # on the log scale: exp(log G ± t·se(log)), the same jackknife on log(loo)
+    lo, hi = _linear_interval(np.log(loo), np.log(a.goodput))
+    assert (g.low, g.high) == pytest.approx((np.exp(lo), np.exp(hi)))
+    d = paired_difference(a, b)
+    assert -100.0 < d.pct.low < d.pct.estimate < d.pct.high and not d.significant
+    ratio_loo = loo / np.array([11.0 / 0.2, 19.0 / 0.4])
+    assert 100 * (_linear_interval(ratio_loo, a.goodput / b.goodput)[0] - 1) < -100.0  # the control
+
+
+def test_an_uninformative_interval_is_zero_to_infinity_not_negative():
+    one = RoundLog.of([[10.0]], [[0.5]])
+    assert (goodput_interval(one).low, goodput_interval(one).high) == (0.0, np.inf)
+    d = paired_difference(one, one)
+    assert d.pct.low == -100.0 and d.pct.high == np.inf and not d.significant

@@ -367,25 +367,31 @@ def _greedy_reference(pair, prompt_ids, n):
     return ids[len(prompt_ids):]
 
 
+def _greedy_raw_session(pair, tmp_path, ctx, round_timeout_s):
+    """A greedy UL server for one hand-driven device 1 that has joined and got round 0's PLAN."""
+    prompt = encode_prompt(pair, PROMPTS[1])
+    greedy = _greedy_reference(pair, prompt, 12)
+    server, th, box, events, limits = _server(pair, tmp_path, expected=1, temperature=0.0, mode="ul",
+                                              round_timeout_s=round_timeout_s, idle_timeout_s=60)
+    raw = RawClient(ctx, server.endpoint, limits)
+    raw.join(1, SECRET.encode(), prompt=prompt)
+    plan = raw.recv()
+    assert isinstance(plan, P.PlanMsg) and (plan.round, plan.gamma) == (0, 3)
+    return prompt, greedy, server, th, box, events, raw
+
+
 def test_session_lost_after_verify_gains_nothing_and_resume_continues_exactly(pair, tmp_path):
     """A device verified with 2 accepted tokens and then silent in the UL correction: timed out,
     nothing committed, target cache rolled back; the resumed device then produces exactly the
     target's greedy continuation (a stale cache or a half-committed round would break it)."""
-    prompt = encode_prompt(pair, PROMPTS[1])
-    greedy = _greedy_reference(pair, prompt, 12)
-    server, th, box, events, limits = _server(pair, tmp_path, expected=1, temperature=0.0,
-                                              mode="ul", round_timeout_s=2.0, idle_timeout_s=60)
     ctx = zmq.Context()
     try:
-        raw = RawClient(ctx, server.endpoint, limits)
-        raw.join(1, SECRET.encode(), prompt=prompt)
-        plan = raw.recv()
-        assert isinstance(plan, P.PlanMsg) and plan.gamma == 3
+        prompt, greedy, server, th, box, events, raw = _greedy_raw_session(pair, tmp_path, ctx, 2.0)
         wrong = (greedy[2] + 1) % pair.vocab_size
-        raw.send(P.DraftMsg.make(plan.round, [greedy[0], greedy[1], wrong], [1.0, 1.0, 1.0]))
+        raw.send(P.DraftMsg.make(0, [greedy[0], greedy[1], wrong], [1.0, 1.0, 1.0]))
         verdict = raw.recv()
         assert isinstance(verdict, P.VerdictMsg)
-        assert verdict.rejected and verdict.num_accepted == 2 and verdict.mode == "ul"
+        assert verdict.num_accepted == 2 and verdict.mode == "ul" and verdict.payload is None
         err = raw.recv(10)  # stay silent: no Q_PAYLOAD
         assert isinstance(err, P.ErrorMsg) and err.code == "timeout" and "no Q_PAYLOAD" in err.reason
         assert server.records[1] == prompt  # nothing committed for the lost round
@@ -398,6 +404,36 @@ def test_session_lost_after_verify_gains_nothing_and_resume_continues_exactly(pa
     rec = box["summary"].devices[1]
     assert rec.generated == greedy and outcome.generated == greedy
     assert rec.sessions == 2 and rec.digest_match
+
+
+def test_an_accepted_round_is_one_commit_carrying_the_next_plan_and_a_device_lost_before_drafting_it_resumes(pair, tmp_path):
+    """Protocol 2 on the wire: a draft the target accepts whole gets no VERDICT, its COMMIT (bonus
+    included) carries round 1's PLAN. The device leaves right then, between that COMMIT and the
+    DRAFT it owes; it resumes from the server's record and ends with the target's greedy text,
+    every token committed once (round 0's four, then the rest, none for the round it missed)."""
+    ctx = zmq.Context()
+    try:
+        prompt, greedy, server, th, box, events, raw = _greedy_raw_session(pair, tmp_path, ctx, 5.0)
+        raw.send(P.DraftMsg.make(0, greedy[:3], [1.0, 1.0, 1.0]))
+        commit = raw.recv()  # no VERDICT first: all three accepted
+        assert isinstance(commit, P.CommitMsg) and commit.round == 0
+        assert list(commit.tokens) == greedy[:4] and commit.next_gamma == 3
+        assert commit.digest == P.token_digest(list(prompt) + greedy[:4])
+        raw.sock.close(linger=0)  # gone before drafting round 1
+        deadline = time.monotonic() + 30
+        while server.proto.devices[1].conn is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.records[1] == list(prompt) + greedy[:4]  # round 0 committed, nothing more
+        dev_th, dev_box = _thread_device(pair, server.endpoint, 1)
+        dev_th.join(120)
+        th.join(60)
+    finally:
+        ctx.destroy(linger=0)
+    rec = box["summary"].devices[1]
+    assert rec.generated == greedy and dev_box["outcome"].generated == greedy
+    assert rec.sessions == 2 and rec.digest_match and rec.num_rounds == len(rec.rounds)
+    assert sum(r.tokens_gained for r in rec.rounds) == len(greedy)  # committed once each
+    assert [e for e in events if e["event"] == "drop"][0]["device"] == 1
 
 
 def test_sigterm_on_server_subprocess_drains_and_exits_cleanly(pair, tmp_path):

@@ -35,12 +35,12 @@ def _samples() -> list[P.Message]:
         P.PlanMsg(11, 4),
         P.DraftMsg.make(11, [5, 6, 255], [0.5, 1.0, 1e-9], compute_s=0.01),
         P.DraftMsg.make(11, [], []),
-        P.VerdictMsg(11, 2, True, None, "dl"),
-        P.VerdictMsg(11, 3, False, 17, None),
+        P.VerdictMsg(11, 2, "dl", DL.encode(q)),
+        P.VerdictMsg(11, 0, "ul"),
         P.QPayloadMsg(11, UL.encode(q)),
-        P.PPayloadMsg(11, DL.encode(q)),
         P.CorrectionMsg(11, 42, 0.002),
         P.CommitMsg(11, (5, 6, 42), 10, DIGEST),
+        P.CommitMsg(11, (5, 6, 42), 10, DIGEST, next_gamma=GMAX),  # with the next round's PLAN
         P.ByeMsg.make("done", [1, 2, 3]),
         P.ByeMsg.make("leaving"),
         P.ErrorMsg.make("timeout", "no DRAFT within 2 s\nin round 3"),
@@ -57,7 +57,8 @@ def test_every_message_round_trips_and_fits_its_limit(msg):
 def test_message_list_is_complete():
     assert set(P.MESSAGE_TYPES) == {
         "HELLO", "CHALLENGE", "AUTH", "WELCOME", "PLAN", "DRAFT", "VERDICT", "Q_PAYLOAD",
-        "P_PAYLOAD", "CORRECTION", "COMMIT", "BYE", "ERROR"}
+        "CORRECTION", "COMMIT", "BYE", "ERROR"}
+    assert P.PROTOCOL_VERSION == 2  # 2: PLAN in COMMIT, p_j in VERDICT, no VERDICT when all accepted
 
 
 def test_reasons_are_one_line_and_capped():
@@ -71,13 +72,13 @@ def test_payload_bytes_on_the_wire_equal_codec_num_bytes(spec):
     codec = make_codec(spec)
     lim = P.Limits.for_session(V, GMAX, codec, codec)
     p = np.random.default_rng(1).dirichlet(np.ones(V) * 0.3)
-    for cls in (P.QPayloadMsg, P.PPayloadMsg):
-        raw = P.encode_message(cls(7, codec.encode(p)), lim)
+    for msg in (P.QPayloadMsg(7, codec.encode(p)), P.VerdictMsg(7, 3, "dl", codec.encode(p))):
+        raw = P.encode_message(msg, lim)
         wire = msgpack.unpackb(raw, raw=False)
         assert isinstance(wire["payload"], bytes)
         assert len(wire["payload"]) == codec.num_bytes(V) == math.ceil(codec.bits(V) / 8)
-        assert len(raw) - codec.num_bytes(V) <= 40  # envelope: type tag, round, field names
-        assert len(raw) <= lim.max_bytes(cls.TYPE) <= codec.num_bytes(V) + P.ENVELOPE_BYTES + 20
+        assert len(raw) - codec.num_bytes(V) <= 60  # envelope: type tag, round, (count, mode), field names
+        assert len(raw) <= lim.max_bytes(msg.TYPE) <= codec.num_bytes(V) + P.ENVELOPE_BYTES + 40
 
 
 def test_paper_sized_payload_at_qwen_vocab():
@@ -139,15 +140,22 @@ _HELLO = P.HelloMsg(1, (10, 11), True, "mid")
     (_wire(_DRAFT, q=np.array([0.5, np.nan]).tobytes()), "DRAFT.q: every"),
     (_wire(_DRAFT, q=np.array([0.5, 1.5]).tobytes()), "DRAFT.q: every"),
     (_wire(_DRAFT, compute_s=-1.0), "DRAFT.compute_s"),
-    (_wire(P.VerdictMsg(3, 1, True, None, "ul"), mode="xl"), "VERDICT.mode"),
-    (_wire(P.VerdictMsg(3, 1, True, None, "ul"), bonus=4), "VERDICT.mode: a rejected verdict"),
-    (_wire(P.VerdictMsg(3, 1, False, 4, None), bonus=None), "VERDICT.bonus: an accepted verdict"),
+    (_wire(P.VerdictMsg(3, 1, "ul"), mode="xl"), "VERDICT.mode"),
+    (_wire(P.VerdictMsg(3, 1, "ul"), mode=_DELETE), "VERDICT.mode: missing"),
+    (_wire(P.VerdictMsg(3, GMAX, "ul")), "VERDICT.num_accepted: 20 is outside [0, 19]"),
+    (_wire(P.VerdictMsg(3, 1, "ul"), payload=b"\x00" * DL.num_bytes(V)), "VERDICT.payload: a DL verdict"),
+    (_wire(P.VerdictMsg(3, 1, "dl", b"\x00" * DL.num_bytes(V)), payload=_DELETE), "VERDICT.payload: a DL verdict"),
+    (_wire(P.VerdictMsg(3, 1, "dl", b"\x00" * DL.num_bytes(V)), payload="text"), "VERDICT.payload: expected binary"),
+    (_wire(P.VerdictMsg(3, 1, "dl", b"\x00" * DL.num_bytes(V)), payload=b"\x00"), "VERDICT.payload: 1 bytes"),
+    (_wire(P.VerdictMsg(3, 1, "ul"), bonus=4), "VERDICT.bonus: unknown field"),  # a version-1 verdict
     (_wire(P.QPayloadMsg(3, b"\x00" * UL.num_bytes(V)), payload=b"\x00" * (UL.num_bytes(V) - 1)),
      "Q_PAYLOAD.payload: 1023 bytes, the UL codec needs exactly 1024"),
-    (_wire(P.PPayloadMsg(3, b"\x00" * DL.num_bytes(V)), payload="text"), "P_PAYLOAD.payload: expected binary"),
+    (msgpack.packb({"t": "P_PAYLOAD", "round": 3, "payload": b"\x00"}), "unknown message type 'P_PAYLOAD'"),
     (_wire(P.CorrectionMsg(3, 4), token=V), "CORRECTION.token"),
     (_wire(P.CommitMsg(3, (1,), 5, DIGEST), digest=b"x" * 31), "COMMIT.digest: 31 bytes"),
     (_wire(P.CommitMsg(3, (1,), 5, DIGEST), tokens=[]), "COMMIT.tokens: 0 ids, need at least 1"),
+    (_wire(P.CommitMsg(3, (1,), 5, DIGEST), next_gamma=GMAX + 1), "COMMIT.next_gamma: 21 is outside [0, 20]"),
+    (_wire(P.CommitMsg(3, (1,), 5, DIGEST), next_gamma=-1), "COMMIT.next_gamma"),
     (_wire(_HELLO, prompt=[]), "HELLO.prompt: 0 ids"),
     (_wire(_HELLO, prompt=[1] * 65), "HELLO.prompt: 65 ids, more than max_prompt_tokens"),
     (_wire(_HELLO, draft="x" * 65), "HELLO.draft: 65 characters"),
@@ -185,7 +193,7 @@ def test_oversized_messages_are_refused_before_unpacking():
 
 def test_limits_follow_vocab_gamma_and_codecs():
     assert LIM.max_bytes("Q_PAYLOAD") == P.ENVELOPE_BYTES + 9 + 5 + UL.num_bytes(V)
-    assert LIM.max_bytes("P_PAYLOAD") == P.ENVELOPE_BYTES + 9 + 5 + DL.num_bytes(V)
+    assert LIM.max_bytes("VERDICT") == P.ENVELOPE_BYTES + 3 * 9 + 5 + DL.num_bytes(V)
     assert LIM.max_bytes("COMMIT") > LIM.max_bytes("PLAN")
     with pytest.raises(ProtocolError, match="unknown message type"):
         LIM.max_bytes("NOPE")
@@ -209,11 +217,25 @@ def test_digest_incremental_equals_whole():
     run = P.TokenDigest(toks[:10])
     run.update(toks[10:200])
     run.update([])
-    run.update(toks[200:])
+    run.update(iter(toks[200:]))
     assert run.digest() == P.token_digest(toks) and run.length == 300
     assert P.token_digest([1, 2]) != P.token_digest([2, 1])
-    with pytest.raises(ProtocolError):
-        P.token_digest([-1])
+    for bad in ([-1], [2**32], [1.5]):
+        with pytest.raises(ProtocolError, match=r"ids must lie in \[0, 2\^32\)"):
+            P.token_digest(bad)
+
+
+def test_digest_and_q_scalars_keep_their_version_1_bytes():
+    """struct instead of numpy changes no byte: the digest is sha256 of little-endian uint32 ids
+    (numpy's '<u4'), the q scalars little-endian float64 ('<f8'); numpy ints are taken too."""
+    import hashlib
+
+    ids = [0, 1, 255, 2**32 - 1]
+    assert P.token_digest(ids) == hashlib.sha256(np.array(ids, dtype="<u4").tobytes()).digest()
+    assert P.token_digest(np.array(ids, dtype=np.int64)) == P.token_digest(ids)
+    q = [0.5, 1e-9, 1.0]
+    msg = P.DraftMsg.make(0, [1, 2, 3], np.array(q))
+    assert msg.q == np.array(q, dtype="<f8").tobytes() and msg.q_values == q
 
 
 def test_mac_binds_secret_nonce_and_device(monkeypatch):

@@ -282,6 +282,54 @@ def test_commit_sends_digest_and_bye_when_finished():
     assert proto.devices[0].finished and conn.state is ConnState.AWAIT_BYE
 
 
+def test_commit_carrying_the_next_plan_makes_the_connection_owe_that_draft():
+    proto = make()
+    conn = joined(proto)
+    rec = RoundRecord(0, 2, 2, None, None, 3, 0, 0, 0)
+    proto.records[0].extend([6, 7, 8])
+    assert not proto.planned(conn, 1)
+    proto.commit(conn, 0, [6, 7, 8], rec, finished=False, next_gamma=3)
+    (_, commit), = sent(proto)  # one message: no PLAN of its own
+    assert commit == P.CommitMsg(0, (6, 7, 8), 6, P.token_digest(PROMPT + (6, 7, 8)), next_gamma=3)
+    assert conn.state is ConnState.AWAIT_DRAFT and (conn.round, conn.gamma) == (1, 3)
+    assert proto.planned(conn, 1) and not proto.planned(conn, 0) and not proto.planned(conn, 2)
+    draft = P.DraftMsg.make(1, (1, 2, 3), (0.5,) * 3)
+    proto.receive(b"a", enc(draft), 0.0)  # it may arrive before the server starts round 1
+    assert conn.inbox == draft and conn.state is ConnState.IDLE and proto.planned(conn, 1)
+    # the γ promised in the COMMIT is enforced as a PLAN's is
+    proto2 = make()
+    c2 = joined(proto2)
+    proto2.records[0].extend([6])
+    proto2.commit(c2, 0, [6], rec, finished=False, next_gamma=3)
+    proto2.receive(b"a", enc(P.DraftMsg.make(1, (1, 2), (0.5,) * 2)), 0.0)
+    assert not c2.alive and "DRAFT.tokens: 2 ids but PLAN asked for γ = 3" in proto2.devices[0].drops[-1]
+    from multispin.errors import LocalProtocolError
+
+    with pytest.raises(LocalProtocolError, match="is done; it gets no next PLAN"):
+        proto.commit(joined(make()), 0, [2], rec, finished=True, next_gamma=1)
+
+
+def test_a_draft_the_bye_overtook_is_taken_and_ignored():
+    """The server stopped after a COMMIT that carried round 1's PLAN: the device's DRAFT of round 1
+    crosses the server's BYE; the session then ends on the device's BYE, not on a protocol drop."""
+    proto = make()
+    conn = joined(proto)
+    proto.records[0].extend([6])
+    proto.commit(conn, 0, [6], RoundRecord(0, 0, 0, None, None, 1, 0, 0, 0), finished=False, next_gamma=2)
+    proto.bye(conn, "rounds")
+    sent(proto)
+    proto.receive(b"a", enc(P.DraftMsg.make(1, (1, 2), (0.5, 0.5))), 0.0)
+    assert conn.alive and events(proto) == [] and sent(proto) == []
+    proto.receive(b"a", enc(P.ByeMsg.make("ack", PROMPT + (6,))), 0.0)
+    assert not conn.alive and events(proto) == ["bye"] and not proto.devices[0].drops
+    # negative control: a DRAFT after a BYE that overtook nothing is the device's error
+    proto = make()
+    conn = joined(proto)
+    proto.bye(conn, "rounds")
+    proto.receive(b"a", enc(P.DraftMsg.make(1, (1, 2), (0.5, 0.5))), 0.0)
+    assert not conn.alive and "DRAFT: unexpected" in proto.devices[0].drops[-1]
+
+
 def test_closed_connection_gets_nothing_queued():
     proto = make()
     conn = joined(proto)

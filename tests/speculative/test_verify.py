@@ -5,7 +5,7 @@ from multispin.errors import ConfigError, ProtocolError
 from multispin.speculative.residual import residual_distribution, sample_residual
 from multispin.speculative.sampling import sample_categorical
 from multispin.speculative.stats import AcceptanceStats
-from multispin.speculative.verify import RaggedDrafts, verify
+from multispin.speculative.verify import Q_SLACK, RaggedDrafts, check_draft, verify
 
 
 def _rows(*rows):
@@ -54,7 +54,7 @@ def test_verify_rejects_bad_input():
                np.zeros(3), np.zeros(1), gamma_max=2)
     with pytest.raises(ProtocolError, match="token id"):
         verify(RaggedDrafts.from_lists([[7]], [[0.5]]), target, np.zeros(1), np.zeros(1))
-    with pytest.raises(ProtocolError, match="q_i"):
+    with pytest.raises(ProtocolError, match=r"drafts.q: every q̂\(x_i\) must be a finite probability"):
         verify(RaggedDrafts.from_lists([[0]], [[0.0]]), target, np.zeros(1), np.zeros(1))
     with pytest.raises(ProtocolError, match="rows"):
         verify(RaggedDrafts.from_lists([[0]], [[0.5]]), target[:1], np.zeros(1), np.zeros(1))
@@ -109,3 +109,27 @@ def test_acceptance_stats_use_vllm_definitions():
     assert s.per_position_rate[:3].tolist() == [1.0, 0.5, 0.5]
     assert s.mean_acceptance_length == 1 + 4 / 2
     assert s.token_acceptance_rate == 4 / 6
+
+
+@pytest.mark.parametrize("tokens, q, needle", [
+    ([0, 7], [0.5, 0.5], "DRAFT.tokens[1]: 7 is not a token id in [0, 3]"),
+    ([0, -1], [0.5, 0.5], "DRAFT.tokens[1]: -1"),
+    ([0, 1], [0.5, 0.0], "got 0.0 at position 1"),
+    ([0, 1], [0.5, float("nan")], "got nan at position 1"),
+    ([0, 1], [0.5, float("inf")], "got inf at position 1"),
+    ([0, 1], [0.5, 1.0 + 2 * Q_SLACK], "finite probability in (0, 1]"),
+    ([0, 1], [0.5], "2 token ids but 1 q̂(x_i) values"),
+])
+def test_one_draft_check_for_the_wire_and_the_ragged_batch(tokens, q, needle):
+    """`check_draft` is what DRAFT's decoder and `RaggedDrafts.validate` both run."""
+    with pytest.raises(ProtocolError) as info:
+        check_draft("DRAFT", tokens, q, 4)
+    assert needle in str(info.value)
+
+
+def test_draft_check_passes_what_a_device_draws():
+    """Control for the refusals above: ids at both ends of [0, V), q̂ = 1 (greedy), a q̂ a float32
+    sum rounds just over 1, numpy scalars, the empty draft (γ = 0)."""
+    check_draft("DRAFT", [0, 3, np.int64(2)], [1.0, 1.0 + Q_SLACK / 2, np.float64(1e-12)], 4)
+    check_draft("DRAFT", [], [], 4)
+    RaggedDrafts.from_lists([[0, 3], []], [[1.0, 0.25], []]).validate(4, gamma_max=2)

@@ -1,5 +1,5 @@
 """The ``multispin`` typer app: created here, filled by the verb modules of this package (each
-registers itself on ``app`` when imported) and run by :mod:`multispin.cli`, which imports them all."""
+registers itself on ``app`` when imported) and run by `multispin.cli`, which imports them all."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The one error formatter of the ``multispin`` command: every user mistake becomes one line.
 
 A flag-parser error names the flag (or the argument's metavar) and what it expects; a library
-error (a :class:`~multispin.errors.ConfigError`) about a field that a flag the user typed sets is
+error (a [`ConfigError`][multispin.errors.ConfigError]) about a field that a flag the user typed sets is
 reported under that flag, with the field in brackets (``--pdl-dbm [radio.p_dl_dbm]: ...``), so
 the user reads the name they wrote.
 """

@@ -1,8 +1,8 @@
 """Ctrl-C and SIGTERM on the command line: one line saying how far the verb got, exit 130 / 143.
 
-:func:`catch_signals` (run by :func:`multispin.cli.main`) turns SIGTERM into the same
-:class:`~multispin.errors.Interrupted` as Ctrl-C, so every verb stops the same way on both; a
-verb wraps its long part in :func:`reported_interrupt` to print the experiment's own line (``interrupted
+`catch_signals` (run by `multispin.cli.main`) turns SIGTERM into the same
+`multispin.errors.Interrupted` as Ctrl-C, so every verb stops the same way on both; a
+verb wraps its long part in `reported_interrupt` to print the experiment's own line (``interrupted
 after 12 of 40 drops; rerun the same command to resume``) and to show partial results. A verb
 that does neither still gets one line, ``interrupted``.
 """
@@ -31,7 +31,7 @@ def _on_signal(signum: int, frame: Any) -> None:
 
 @contextlib.contextmanager
 def catch_signals() -> Iterator[None]:
-    """SIGINT and SIGTERM raise :class:`Interrupted` while the block runs (main thread only;
+    """SIGINT and SIGTERM raise `Interrupted` while the block runs (main thread only;
     a verb may install its own handlers inside, as ``serve`` does to drain a round). SIGINT is
     left alone where it is ignored (a background job of a script)."""
     _State.signum, _State.reported = None, False

@@ -1,4 +1,4 @@
-"""Progress of a long verb on stderr, from the :class:`~multispin.experiments.progress.Step`
+"""Progress of a long verb on stderr, from the `multispin.experiments.progress.Step`
 reports of the experiment it runs.
 
 On a terminal: one bar per phase with done/total, the elapsed time and the time left. In a log

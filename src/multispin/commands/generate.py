@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -30,6 +31,8 @@ def generate(
     prompt: Optional[list[str]] = typer.Option(None, metavar="TEXT", show_default="built-in prompts",
                                                help="prompt per device (repeat; cycled over devices)"),
     machine: dict = MACHINE.slot,
+    plot: Optional[Path] = typer.Option(None, "--plot", metavar="PNG",
+                                        help="draw accepted tokens per round and tokens written per device"),
     as_json: bool = json_option(),
 ) -> None:
     """Generate text on K devices with split speculative decoding, exact in UL and DL mode."""
@@ -51,15 +54,20 @@ def generate(
         with reported_interrupt(lambda partial: print_json(partial, interrupted=True)):
             result = run_generate(config, pair=loaded)
         print_json(result)
-        return
-    total, done = devices * max_new_tokens, [0]
-    with reported_interrupt(_print_tables), step_progress() as progress:
-        def on_round(round_idx, records):
-            done[0] += sum(r.tokens_gained for r in records.values())
-            progress(Step("generating", min(done[0], total), total, "tokens"))
+    else:
+        total, done = devices * max_new_tokens, [0]
+        with reported_interrupt(_print_tables), step_progress() as progress:
+            def on_round(round_idx, records):
+                done[0] += sum(r.tokens_gained for r in records.values())
+                progress(Step("generating", min(done[0], total), total, "tokens"))
 
-        result = run_generate(config, pair=loaded, on_round=on_round)
-    _print_tables(result)
+            result = run_generate(config, pair=loaded, on_round=on_round)
+        _print_tables(result)
+    if plot is not None:  # a finished run only: an interrupted one has printed its partial texts
+        from multispin.experiments.generate_plot import plot_generate
+
+        # drawn from the same document --json prints (a saved run.json draws the same picture)
+        typer.echo(f"figure: {plot_generate(result.to_dict(), plot)}", err=True)
 
 
 def _print_tables(result) -> None:

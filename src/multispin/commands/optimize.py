@@ -70,7 +70,7 @@ def build_report(
     force: bool = False,
 ) -> dict:
     """The report of ``multispin optimize`` as one JSON-ready dict (also used by the table view):
-    :meth:`multispin.api.RoundPlan.to_dict` of the plan the flags describe.
+    [`multispin.api.RoundPlan.to_dict`][multispin.api.RoundPlan.to_dict] of the plan the flags describe.
 
     ``scenario``: a preset name or a scenario file (or a Scenario); ``draft``: which draft's
     T^dft to take from a compute profile that times several."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -27,11 +29,18 @@ def list_presets() -> None:
 @scenario_app.command("show")
 def show(
     name: str = typer.Argument(..., metavar="PRESET|FILE", help="a preset name or a scenario file"),
+    plot: Optional[Path] = typer.Option(None, "--plot", metavar="PNG",
+                                        help="draw the drop on the path-loss curve and each device's "
+                                             "UL/DL airtime of one correction"),
 ) -> None:
     """Print a scenario as a YAML file to start from: `multispin scenario show paper-qwen > s.yaml`."""
-    from multispin.system.scenario_io import scenario_yaml
+    from multispin.system.scenario_io import resolve_scenario, scenario_yaml
 
     typer.echo(scenario_yaml(name), nl=False)
+    if plot is not None:
+        from multispin.experiments.scenario_plot import plot_scenario
+
+        typer.echo(f"figure: {plot_scenario(resolve_scenario(name), name, plot)}", err=True)
 
 
 @scenario_app.command("schema")

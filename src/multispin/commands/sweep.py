@@ -1,5 +1,5 @@
 """`multispin sweep`: a user's own study, goodput of several policies over a grid of scenario
-values with 95% intervals (:func:`multispin.api.sweep`, the machinery of `multispin reproduce`)."""
+values with 95% intervals ([`multispin.api.sweep`][multispin.api.sweep], the machinery of `multispin reproduce`)."""
 
 from __future__ import annotations
 

@@ -71,7 +71,7 @@ def measure_prompts(make_target: Callable[[], BatchedLM], make_drafts: dict[str,
                     verdict_prompts: int | None = None, groups: Sequence[str] | None = None,
                     progress: Progress | None = None) -> dict[str, list[PromptMeasurement]]:
     """Each draft's measurement on every prompt (the three steps of this module's docstring).
-    ``progress`` receives a :class:`Step` after every round and every scored prompt."""
+    ``progress`` receives a `Step` after every round and every scored prompt."""
     say = reporter(progress)
     n_verdicts = len(prompts) if verdict_prompts is None else min(verdict_prompts, len(prompts))
     texts = [dev.tokens for dev, _ in _runs(make_target, make_target, prompts, 0, sampling, seed,
@@ -267,7 +267,7 @@ def undefined_notes(alpha: float, n_rounds: int, conditional: np.ndarray, gamma:
 def measure(config: MeasureConfig, pair=None, progress: Progress | None = None) -> dict[str, dict]:
     """`multispin measure`: an acceptance profile per draft for one (pair, prompt set, sampling
     policy), all drafts scored on the same target texts; ``progress`` receives a
-    :class:`~multispin.experiments.progress.Step` per round and per scored prompt."""
+    `multispin.experiments.progress.Step` per round and per scored prompt."""
     from multispin.models.hf import HFBatchedLM, draft_batched
     from multispin.models.prompts import load_prompts, prompt_categories
     from multispin.models.registry import resolve_pair

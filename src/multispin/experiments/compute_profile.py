@@ -34,7 +34,7 @@ def median_s(fn: Callable[[], None], repeats: int) -> float:
 def time_verification(target, batch_sizes, draft_lens, repeats: int = 3,
                       progress: Progress | None = None) -> list[dict]:
     """Median wall time of one batched target pass (a `BatchedLM`) per (batch size, γ);
-    ``progress`` receives a :class:`Step` after every batch size."""
+    ``progress`` receives a `Step` after every batch size."""
     say = reporter(progress)
     say(Step("timing verification", 0, len(batch_sizes), "batch sizes"))
     rng = np.random.default_rng(0)
@@ -92,7 +92,7 @@ def time_draft_per_token(lm, tokens: int = 32, repeats: int = 3) -> float:
 def profile_pair(pair, batch_sizes=(1, 2, 4, 8), draft_lens=(1, 2, 4, 8), repeats: int = 3,
                  progress: Progress | None = None) -> dict:
     """A compute profile of `pair` on this host (what `multispin profile` writes); ``progress``
-    receives a :class:`Step` after every draft timed and every batch size."""
+    receives a `Step` after every draft timed and every batch size."""
     import torch
 
     from multispin.models.hf import HFBatchedLM, draft_lm

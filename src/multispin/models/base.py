@@ -2,7 +2,7 @@
 
 A *pair* is one target model and one or more draft models, each sharing the target's tokenizer
 or bringing its own (a `cross_drafts` entry: its distribution reaches the engine over the
-target's ids, :mod:`multispin.models.cross_vocab`). The engine never
+target's ids, `multispin.models.cross_vocab`). The engine never
 touches model internals: it calls `SequenceLM` (one sequence with its own KV cache, used by a
 device for drafting) and `BatchedLM` (many sequences, one KV cache each, scored in one batched
 forward pass, used by the server for verification). Backends implement both.
@@ -46,7 +46,7 @@ class SequenceLM(Protocol):
 def next_logits(lm: SequenceLM, token_ids: Sequence[int]) -> np.ndarray:
     """Append tokens to `lm`; the (vocab_size,) logits of the token after the last. A model
     that can give that row cheaper than all of `extend`'s rows has ``extend_last`` (a draft of
-    another vocabulary, :class:`~multispin.models.cross_vocab.CrossVocabLM`)."""
+    another vocabulary, `multispin.models.cross_vocab.CrossVocabLM`)."""
     last = getattr(lm, "extend_last", None)
     return last(token_ids) if last is not None else lm.extend(token_ids)[-1]
 
@@ -58,6 +58,13 @@ def last_rows(lm: "BatchedLM", new_tokens: dict[int, Sequence[int]]) -> dict[int
     if last is not None:
         return last(new_tokens)
     return {s: rows[-1] for s, rows in lm.extend_many(new_tokens).items()}
+
+
+def device_rows(lm: "BatchedLM", new_tokens: dict[int, Sequence[int]]) -> dict:
+    """`extend_many`, each sequence's logits left where the model computed them (a tensor on its
+    device, through ``extend_many_on_device``) where the model can; numpy rows otherwise."""
+    on_device = getattr(lm, "extend_many_on_device", None)
+    return on_device(new_tokens) if on_device is not None else lm.extend_many(new_tokens)
 
 
 class BatchedLM(Protocol):

@@ -29,9 +29,14 @@ def _cache_layers(cache: DynamicCache) -> KV:
     return list(zip(cache.key_cache, cache.value_cache))  # older releases
 
 
+def _aligned_logits(logits: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """The valid ids' logits, float32, where the model computed them."""
+    return align_logits(logits, vocab_size).to(torch.float32)
+
+
 def _to_numpy_logits(logits: torch.Tensor, vocab_size: int) -> np.ndarray:
     # .cpu() is free for CPU tensors and brings GPU logits to the numpy token math
-    return align_logits(logits, vocab_size).to(torch.float32).cpu().numpy()
+    return _aligned_logits(logits, vocab_size).cpu().numpy()
 
 
 class HFSequenceLM:
@@ -95,8 +100,14 @@ class HFBatchedLM:
             self._kv[seq_id] = [(k[:, :, :length], v[:, :, :length]) for k, v in kv] if length else None
             self._len[seq_id] = length
 
-    @torch.inference_mode()
     def extend_many(self, new_tokens: dict[int, Sequence[int]]) -> dict[int, np.ndarray]:
+        return {s: rows.cpu().numpy() for s, rows in self.extend_many_on_device(new_tokens).items()}
+
+    @torch.inference_mode()
+    def extend_many_on_device(self, new_tokens: dict[int, Sequence[int]]) -> dict[int, torch.Tensor]:
+        """`extend_many` with each sequence's logits a float32 tensor on the model's device: the
+        server's verify reads them there (`models.base.device_rows`), so on a GPU the rows of a
+        round reach the CPU only as the verdict."""
         seq_ids = [s for s, toks in new_tokens.items() if len(toks) > 0]
         if not seq_ids:
             return {}
@@ -110,7 +121,7 @@ class HFBatchedLM:
             return result
         return self._extend_batch({s: new_tokens[s] for s in seq_ids})
 
-    def _extend_batch(self, new_tokens: dict[int, Sequence[int]]) -> dict[int, np.ndarray]:
+    def _extend_batch(self, new_tokens: dict[int, Sequence[int]]) -> dict[int, torch.Tensor]:
         """One forward pass over every sequence in `new_tokens` (each with at least one token)."""
         seq_ids = list(new_tokens)
         if not seq_ids:
@@ -144,7 +155,7 @@ class HFBatchedLM:
             # batch: 9 GB after 30 rounds of 32 SmolLM2 sequences).
             self._kv[s] = [(k[b : b + 1, :, lo:hi].clone(), v[b : b + 1, :, lo:hi].clone()) for k, v in layers]
             self._len[s] = past[b] + new[b]
-            result[s] = _to_numpy_logits(out.logits[b, : new[b]], self.vocab_size)
+            result[s] = _aligned_logits(out.logits[b, : new[b]], self.vocab_size)
         return result
 
     def _stack_past(self, seq_ids: list[int], past: list[int], max_past: int) -> KV:
@@ -173,7 +184,7 @@ class HFBatchedLM:
 
 def draft_lm(pair: LoadedPair, name: str) -> SequenceLM:
     """Draft `name` of `pair` as a SequenceLM over the target's ids: its own KV cache, wrapped in
-    a :class:`~multispin.models.cross_vocab.CrossVocabLM` when its tokenizer is not the target's."""
+    a `multispin.models.cross_vocab.CrossVocabLM` when its tokenizer is not the target's."""
     cross = pair.cross_drafts.get(name)
     if cross is None:
         return HFSequenceLM(pair.drafts[name], pair.vocab_size)

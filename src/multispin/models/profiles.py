@@ -14,8 +14,8 @@ not from its name.
 A pair with no folder (any name that is not a plain folder name, e.g. ``DRAFT:TARGET``) has no
 profiles: the functions return an empty table or ``None``, never raise.
 
-Use them with :meth:`multispin.system.scenario.Scenario.with_acceptance_profile` and
-:meth:`~multispin.system.scenario.Scenario.with_compute_profile`.
+Use them with [`Scenario.with_acceptance_profile`][multispin.system.scenario.Scenario.with_acceptance_profile] and
+[`with_compute_profile`][multispin.system.scenario.Scenario.with_compute_profile].
 """
 
 from __future__ import annotations

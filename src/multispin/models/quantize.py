@@ -18,7 +18,7 @@ narrower than ``group_size`` (``in_features`` not a multiple) is quantised on it
 Rounding is ``torch.round`` (half to even) on CPU float32 arithmetic: the result is
 deterministic.
 
-Draft names: ``q<bits>g<group_size>``, e.g. ``q4g64`` (see :func:`parse_draft_name`).
+Draft names: ``q<bits>g<group_size>``, e.g. ``q4g64`` (see `parse_draft_name`).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def parse_draft_name(name: str) -> tuple[int, int]:
 
 
 def draft_name(bits: int, group_size: int) -> str:
-    """Inverse of :func:`parse_draft_name` (validated)."""
+    """Inverse of `parse_draft_name` (validated)."""
     name = f"q{int(bits)}g{int(group_size)}"
     parse_draft_name(name)
     return name

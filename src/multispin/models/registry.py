@@ -3,8 +3,8 @@
 Accepted names (``pair_names()`` lists the registered ones):
 
 * ``smollm2-135m`` (the default): target SmolLM2-135M-Instruct, fetched as a wheel and converted
-  once (see :mod:`multispin.models.acquire`); drafts are round-to-nearest quantised copies of the
-  target (:mod:`multispin.models.quantize`), default ``q5g64, q4g64, q3g32, q3g64`` (acceptance
+  once (see `multispin.models.acquire`); drafts are round-to-nearest quantised copies of the
+  target (`multispin.models.quantize`), default ``q5g64, q4g64, q3g32, q3g64`` (acceptance
   E[sum min(p, q)] about 0.84, 0.73, 0.43, 0.30 on ShareGPT at temperature 1, top-k 1024; docs/acceptance.md). Avoid ``q4g32`` (and any
   wider grid with group 32) here: the GGUF is Q4_1 in blocks of 32, so that draft reproduces
   the target's weights exactly (acceptance 1.0).
@@ -12,10 +12,10 @@ Accepted names (``pair_names()`` lists the registered ones):
   drafts ``q4g128, q3g32, q3g128, q2g32`` (acceptance about 0.90, 0.85, 0.70, 0.32). The
   tokenizer has 151,665 valid ids while the logits are 151,936 wide; ``vocab_size`` is the
   valid count ``len(tokenizer)``.
-* ``tiny``: the random-init test pair of :mod:`multispin.models.tiny` (no download).
+* ``tiny``: the random-init test pair of `multispin.models.tiny` (no download).
 * ``smollm2-135m:qwen2.5-coder-0.5b``: SmolLM2-135M-Instruct (its own 49,152-token vocabulary)
   drafts for the Qwen2.5-Coder-0.5B-Instruct target; the draft's distribution reaches the
-  engine over the target's ids (:mod:`multispin.models.cross_vocab`).
+  engine over the target's ids (`multispin.models.cross_vocab`).
 * ``gemma3-270m:qwen2.5-coder-0.5b``: Gemma 3 270M base (its own 262,144-token SentencePiece
   vocabulary; 238 MB download, on demand) drafts for the same Qwen target, a second draft
   family. **Licence: the Gemma Terms of Use** (https://ai.google.dev/gemma/terms), not
@@ -26,7 +26,7 @@ Accepted names (``pair_names()`` lists the registered ones):
 * ``DRAFT:TARGET``: two models, each a registered model name (``smollm2-135m``), a hub id
   (``Qwen/Qwen2.5-0.5B-Instruct``) or a local directory (``/models/draft:/models/target``). When
   their tokenizers differ the draft proposes over the intersection of the two vocabularies
-  (:class:`~multispin.errors.VocabularyMismatchError` if they share no token). Extra ``qBgG``
+  ([`VocabularyMismatchError`][multispin.errors.VocabularyMismatchError] if they share no token). Extra ``qBgG``
   names in ``drafts`` add quantised copies of the target (devices of one run may mix them).
 * a single local directory: that model is the target, drafts are quantised copies.
 

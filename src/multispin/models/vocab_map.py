@@ -5,13 +5,13 @@ next-token distribution, restricted to the intersection I of tokens whose *byte 
 identical in both vocabularies and renormalised, is a distribution over the target's ids (every
 target id outside I gets zero mass). Speculative sampling is exact for the target with any
 proposal over the target's ids (docs/cross-vocabulary.md), so only acceptance depends on how
-large I is and how the draft's context is kept (:mod:`multispin.models.draft_context`).
+large I is and how the draft's context is kept (`multispin.models.draft_context`).
 
 Token strings are compared as bytes, after undoing each tokenizer's byte-level markers: GPT-2
 style byte-level BPE spells byte 0x20 as ``Ġ`` and 0x0A as ``Ċ``; SentencePiece spells a space
 ``▁`` and a raw byte ``<0x0A>``. Special and added tokens (``<|im_start|>``, ``<|endoftext|>``)
 are never in I: the draft can never propose them, and they reach the draft's context only by
-their content (:attr:`VocabMap.special_target_to_draft`).
+their content (`VocabMap.special_target_to_draft`).
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def piece_bytes(token: str, byte_level: bool) -> bytes | None:
 
 
 def token_table(tokenizer: Any) -> TokenTable:
-    """The :class:`TokenTable` of a Hugging Face tokenizer (fast or slow), or of any tokenizer
+    """The `TokenTable` of a Hugging Face tokenizer (fast or slow), or of any tokenizer
     that builds its own (``tokenizer.token_table()``)."""
     if hasattr(tokenizer, "token_table"):
         return tokenizer.token_table()

@@ -31,7 +31,7 @@ def optimise_draft_lengths(obj: SAAObjective, policy: str = "greedy", extra_star
     """Draft lengths by name: ``greedy`` (the shipped search, which also starts from
     ``extra_starts``), ``greedy_paper``, ``best_uniform``, ``computation_only`` or ``oracle``
     (exhaustive, small K) or ``certified`` (the shipped search, then branch and bound from its plan:
-    :mod:`multispin.optimize.certified`, K ≤ 12)."""
+    `multispin.optimize.certified`, K ≤ 12)."""
     if policy == "greedy":
         return local_search(obj, extra_starts)
     if policy == "certified":

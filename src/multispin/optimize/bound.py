@@ -8,22 +8,22 @@ ratio can be maximised exactly over all (γ_max + 1)^K draft-length vectors.
 Per sample s, any weights w_s ∈ R^K and offset h_s with ``T*(R) ≥ w_s(R) − h_s`` for *every*
 rejected set R (w(R) = Σ_{k∈R} w_k) give ``Ē(γ) ≥ Σ_k A_k(γ_k) − H`` with
 ``A_k(g) = (1/N)·Σ_s w_{s,k}·1[g > L_{s,k}]`` (L the sample levels of
-:mod:`multispin.optimize.incremental`: device k is rejected in sample s iff γ_k > L_{s,k}) and
+`multispin.optimize.incremental`: device k is rejected in sample s iff γ_k > L_{s,k}) and
 ``H = mean_s h_s``. Two families of (w_s, h_s), each valid by its own argument (docs/optimiser.md):
 
-- :func:`single_device_surrogate` (any mode policy, any split, any K): ``T*(R) ≥ max_{k∈R} ℓ_k``,
+- `single_device_surrogate` (any mode policy, any split, any K): ``T*(R) ≥ max_{k∈R} ℓ_k``,
   ℓ_k the latency of device k alone with the whole band B and the whole power of its better
   mode; ``max`` of weights is submodular, so its greedy vector along an order that puts R_s first
   is below it on every R and equal to it on R_s (h_s = 0).
-- the exact table (:func:`t_comm_table`, :func:`conjugate_offsets`; deterministic mode policies, K ≤ :data:`TABLE_MAX_DEVICES`): T* of
+- the exact table (`t_comm_table`, `conjugate_offsets`; deterministic mode policies, K ≤ `TABLE_MAX_DEVICES`): T* of
   every one of the 2^K rejected sets (the objective's own solver), a dictionary of weight vectors,
   and for each its exact offset ``h = max_R (w(R) − T*(R))`` over all 2^K sets; each sample takes
   the entry that is largest at its own rejected set.
 
-:func:`maximise_ratio` maximises ``Σ_k E_k(γ_k) / (max_k γ_k T_k + c + Σ_k a_k(γ_k))`` exactly
+`maximise_ratio` maximises ``Σ_k E_k(γ_k) / (max_k γ_k T_k + c + Σ_k a_k(γ_k))`` exactly
 (every cap on the drafting time, Dinkelbach's iteration per cap with every γ_k chosen on its own)
 and returns a value that is above the maximum even after rounding (the last Dinkelbach residual is
-added). :func:`communication_bound` puts it together: the least of the free-communication bound
+added). `communication_bound` puts it together: the least of the free-communication bound
 and every surrogate's bound, each of them valid.
 """
 
@@ -179,7 +179,7 @@ def max_chain_weights(values: np.ndarray, rejected: np.ndarray) -> np.ndarray:
 
 
 def max_ascending_weights(values: np.ndarray, rejected: np.ndarray) -> np.ndarray:
-    """Like :func:`max_chain_weights`, but R_s in ascending order of value: each member gets its
+    """Like `max_chain_weights`, but R_s in ascending order of value: each member gets its
     excess over the next smaller one, so dropping the largest members of R_s saves exactly what it
     saves f (the sets R_s minus its top members are prefixes of the order)."""
     n, k = rejected.shape

@@ -1,7 +1,7 @@
 """Branch and bound over draft lengths (policy ``certified``): the SAA optimum, proven, for small K.
 
 The shipped search's plan is the first incumbent. A node is a box lo ≤ γ ≤ hi; its bound is the
-exact maximum over the box (:func:`multispin.optimize.bound.maximise_ratio`) of
+exact maximum over the box (`multispin.optimize.bound.maximise_ratio`) of
 ``N(γ) / (T_comp(γ) + Ē_lo)``, with Ē_lo a lower bound on Ē(γ) over the box: on every sample the
 rejected set of any γ in the box contains that of lo, so ``T*(o_s(γ)) ≥ T̲(o_s(lo))`` where
 ``T̲(R) = min_{R' ⊇ R} T*(R')`` (the superset minimum of the exact 2^K table, computed once; it

@@ -2,10 +2,10 @@
 best uniform, computation-only and the exhaustive oracle.
 
 All policies maximise (or, for computation-only, ignore communication in) the SAA goodput of one
-:class:`~multispin.optimize.goodput.SAAObjective`, so they are compared on the same samples.
+`multispin.optimize.goodput.SAAObjective`, so they are compared on the same samples.
 
-- :func:`local_search` (**the shipped policy**, ``greedy``): a multi-start local search on the
-  incremental SAA objective (:mod:`multispin.optimize.incremental`). Starts: every baseline's γ
+- `local_search` (**the shipped policy**, ``greedy``): a multi-start local search on the
+  incremental SAA objective (`multispin.optimize.incremental`). Starts: every baseline's γ
   (best uniform, computation-only, the paper's greedy, any γ the caller passes, e.g. the mode
   baselines' plans or last round's plan), all zeros, and computation-only with the weakest
   25/50/75% of devices switched off. Moves, until none raises G: a line search of each device over
@@ -15,15 +15,15 @@ All policies maximise (or, for computation-only, ignore communication in) the SA
   Why these moves: single-device ±1 steps stall (measured on 627 drops: > 1% short in 23%, up to
   46%); the all-zero point, where no single device gains from drafting alone, traps any
   single-device search, and a coordinate line search alone was still up to 6.6% short.
-- :func:`paper_greedy`: the paper's two-phase greedy exactly (from γ = 0, phase 1 raises every
+- `paper_greedy`: the paper's two-phase greedy exactly (from γ = 0, phase 1 raises every
   device by one while G improves, phase 2 the single best +1 while G improves). It can end far
   below the optimum when one device's rejections are expensive (a deep fade), since +1 moves never
-  lower a γ_k. :func:`two_phase_greedy` also runs its ±1 phase from a warm start.
-- :func:`best_uniform`: one γ for everybody, exhaustive over 0..γ_max.
-- :func:`computation_only`: the γ that maximises G_max (communication treated as free), found
+  lower a γ_k. `two_phase_greedy` also runs its ±1 phase from a warm start.
+- `best_uniform`: one γ for everybody, exhaustive over 0..γ_max.
+- `computation_only`: the γ that maximises G_max (communication treated as free), found
   exactly, then evaluated with the real communication. G_max at that γ is an upper bound on every
-  plan's G (:func:`goodput_upper_bound`).
-- :func:`exhaustive_oracle`: every γ vector in {0..γ_max}^K (small K): the optimum of the SAA
+  plan's G (`goodput_upper_bound`).
+- `exhaustive_oracle`: every γ vector in {0..γ_max}^K (small K): the optimum of the SAA
   objective.
 """
 
@@ -128,7 +128,7 @@ def _check_gamma(obj: SAAObjective, gamma, name: str) -> np.ndarray:
 
 def two_phase_greedy(obj: SAAObjective, start="zero", moves: str = "plus") -> DraftPlan:
     """Single-device ±1 search. ``start="zero"`` with ``moves="plus"`` is the paper's two-phase
-    greedy (:func:`paper_greedy`); ``start`` may also be an array of K draft lengths (a warm start).
+    greedy (`paper_greedy`); ``start`` may also be an array of K draft lengths (a warm start).
     ``moves``: ``"plus"`` (+1 only, the paper's phase 2) or ``"both"`` (+1 and −1)."""
     if moves not in ("plus", "both"):
         raise ConfigError(f"moves: unknown value {moves!r} (allowed: plus, both)")
@@ -152,7 +152,7 @@ def paper_greedy(obj: SAAObjective) -> DraftPlan:
 
 
 def pm1_search(obj: SAAObjective) -> DraftPlan:
-    """The search multispin shipped before :func:`local_search`: ±1 single-device moves from the
+    """The search multispin shipped before `local_search`: ±1 single-device moves from the
     best uniform γ, computation-only and the paper's greedy. Kept as the negative control of the
     search's tests and benchmarks (it stalls: see the module doc)."""
     starts = [best_uniform(obj).draft_len, max_g_max(obj.inst), paper_greedy(obj).draft_len]
@@ -277,7 +277,7 @@ def _shift_then_settle(state: IncrementalSAA, cur: float) -> bool:
 def _climb(state: IncrementalSAA, orders, visited: set, trace: list, compound: bool = True) -> float | None:
     """Local search from the state's γ until no move raises G; None once it reaches a point that
     an earlier climb passed through (every climb only goes up, so that climb already ended at
-    least as high). ``compound``: also try :func:`_shift_then_settle` where every move fails."""
+    least as high). ``compound``: also try `_shift_then_settle` where every move fails."""
     inst = state.inst
     cur = state.value()
 
@@ -335,7 +335,7 @@ _BASELINE_STARTS = ("best_uniform", "computation_only", "greedy_paper")
 
 
 def default_starts(obj: SAAObjective) -> dict[str, np.ndarray]:
-    """The baselines' γ and the other starting points of :func:`local_search`, by name."""
+    """The baselines' γ and the other starting points of `local_search`, by name."""
     inst = obj.inst
     k = inst.num_devices
     co = max_g_max(inst)
@@ -356,7 +356,7 @@ _GROUP_STARTS = 2  # best "m best-channel devices at one common length" points a
 
 def group_level_starts(obj: SAAObjective, count: int = _GROUP_STARTS) -> dict[str, np.ndarray]:
     """The best ``count`` points of the family "the m devices with the cheapest rejections (by
-    :func:`_weakness_orders`) all at one length L, the others off", over every m and L.
+    `_weakness_orders`) all at one length L, the others off", over every m and L.
 
     Why: a local optimum with a few devices drafting short can sit next to a better one where more
     devices draft longer (issue 27's reproducer: 10 devices at 9–10 vs 15 at 12–13); reaching it

@@ -9,9 +9,9 @@ Acceptance: ``inst.alpha`` of shape (K,) is the paper's i.i.d. model, ``E[N_k] =
 (1 − α^{γ+1})/(1 − α)`` and rejection probability ``1 − α^γ``; a (K, γ_max) array gives the
 conditional acceptance rate of each position (measured profiles), handled by the same tables.
 
-:class:`SAAObjective` evaluates G for many γ's on one set of uniforms (incrementally for the ±1
-moves of the paper's greedy; the shipped search uses :mod:`multispin.optimize.incremental`);
-:func:`exact_goodput` enumerates all 2^K outcomes (small K).
+`SAAObjective` evaluates G for many γ's on one set of uniforms (incrementally for the ±1
+moves of the paper's greedy; the shipped search uses `multispin.optimize.incremental`);
+`exact_goodput` enumerates all 2^K outcomes (small K).
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ class SAAObjective:
 
     ``channel_gains``: optional ``(gain_ul, gain_dl)``, each (N, K): sample s's T_comm is solved
     on its own channel draw instead of the instance's (robust planning under imperfect channel
-    knowledge, :mod:`multispin.system.channel_process`: the draws come from the posterior of the
+    knowledge, `multispin.system.channel_process`: the draws come from the posterior of the
     channel given its estimate). T_comp stays the instance's. Rows are then never deduplicated.
     """
 
@@ -274,7 +274,7 @@ def goodput(
     split: str = "equal",
     mode_uniforms: np.ndarray | None = None,
 ) -> Goodput:
-    """G(γ) by SAA on the given uniforms (see :class:`SAAObjective`)."""
+    """G(γ) by SAA on the given uniforms (see `SAAObjective`)."""
     return SAAObjective(inst, uniforms, modes, split, mode_uniforms).evaluate(gamma)
 
 

@@ -8,7 +8,7 @@ keeps, per sample, the current T_comm* and, per (sample, device), the T_comm* wi
 bit flipped (``flip``), recomputed lazily where a move invalidated it. A line search over all
 γ_k' ∈ 0..γ_max of one device then costs one bincount; a move that changes several devices
 re-solves only the samples whose outcome changed. Every value equals the full evaluation of
-:class:`~multispin.optimize.goodput.SAAObjective` (tested to 1e-12).
+`multispin.optimize.goodput.SAAObjective` (tested to 1e-12).
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ class IncrementalSAA:
         return num / (tc + (self.t_comm.sum() + delta) / self.n_saa)
 
     def set_device(self, k: int, new: int) -> None:
-        """Move γ_k to ``new`` (uses the flipped column computed by :meth:`line_values`)."""
+        """Move γ_k to ``new`` (uses the flipped column computed by `line_values`)."""
         old = self.gamma[k]
         lo, hi = min(old, new), max(old, new)
         rows = np.flatnonzero((self.levels[:, k] >= lo) & (self.levels[:, k] < hi))
@@ -119,7 +119,7 @@ class IncrementalSAA:
 
     def candidate_values(self, gammas: np.ndarray):
         """G at each candidate γ (C, K); only samples whose outcome changes are re-solved, all
-        candidates in one batch. Returns ``(values (C,), changes)`` for :meth:`move_to`."""
+        candidates in one batch. Returns ``(values (C,), changes)`` for `move_to`."""
         gammas = np.atleast_2d(np.asarray(gammas, dtype=np.int64))
         inst = self.inst
         new_rej = gammas[:, None, :] > self.levels[None, :, :]  # (C, N, K)
@@ -133,7 +133,7 @@ class IncrementalSAA:
         return values, (gammas, cand_idx, rows, t_new)
 
     def move_to(self, changes, i: int) -> None:
-        """Commit candidate ``i`` of a :meth:`candidate_values` call."""
+        """Commit candidate ``i`` of a `candidate_values` call."""
         gammas, cand_idx, rows, t_new = changes
         sel = cand_idx == i
         r = rows[sel]

@@ -1,14 +1,14 @@
 """The optimal UL/DL modes and DL powers of a rejected set on the equal bandwidth split
 (docs/system-model.md §5.1), for one outcome or many (rows of a boolean mask); what
-:mod:`multispin.optimize.reactive` decides with ``split="equal"``, and the warm start of the joint
-bandwidth split (:mod:`multispin.optimize.bandwidth`). Both import it: it imports neither.
+`multispin.optimize.reactive` decides with ``split="equal"``, and the warm start of the joint
+bandwidth split (`multispin.optimize.bandwidth`). Both import it: it imports neither.
 
-Structure used (and checked against the oracles of :mod:`multispin.optimize.reactive`):
+Structure used (and checked against the oracles of `multispin.optimize.reactive`):
 
 - **DL power equalisation.** For a fixed DL set D on bandwidths B_k the optimal powers finish
   together at the root τ^dl(D) of ``Σ_{k∈D} p_k(τ) = P^dl`` with
-  ``p_k(τ) = (N0·B_k/h_k)(2^{S_k/(B_k τ)} − 1)``. :func:`dl_power_equalisation` finds it by
-  Brent's method; :func:`dl_latency_s` does it for many sets at once (vectorised bisection). When
+  ``p_k(τ) = (N0·B_k/h_k)(2^{S_k/(B_k τ)} − 1)``. `dl_power_equalisation` finds it by
+  Brent's method; `dl_latency_s` does it for many sets at once (vectorised bisection). When
   every device moves the same S^dl bits on the same bandwidth b (the equal split with one DL
   codec), the root has a closed form: D behaves like one device with gain ``1/Σ_{k∈D} 1/h_k``:
   ``τ^dl = S^dl / (b·log2(1 + P^dl / (N0·b·Σ 1/h_k)))``.
@@ -20,7 +20,7 @@ Structure used (and checked against the oracles of :mod:`multispin.optimize.reac
   The argument never compares a device's UL and DL payloads, so it holds as well when
   S_k^ul ≠ S_k^dl (per device, or per link): the order is that of τ_k^ul, which carries S_k^ul.
   Checked against brute force over all 2^|R| splits (tests/optimize/test_reactive.py).
-Methods of :func:`optimal_modes_batch` (``t_comm_batch`` with ``modes="optimal"``):
+Methods of `optimal_modes_batch` (``t_comm_batch`` with ``modes="optimal"``):
 
 - ``"fast"`` (uniform payloads on each link only): closed-form τ^dl for every n at once through
   suffix sums of 1/h: O(|R|) per outcome after one global sort, no root finding. This is the
@@ -232,7 +232,7 @@ def _optimal_fast(mask: np.ndarray, inst: Instance, return_modes: bool, gains=No
     "power × gain" x: x = P^ul·h_k in UL, x = P^dl / Σ_{k∈D} 1/h_k for a DL set D. So
     ``T(n) = τ(min(x_ul(n), x_dl(n)))`` and the best split maximises that minimum: a max/min over
     suffix sums, with a single logarithm per outcome. When S^dl ≠ S^ul, each DL x is first mapped
-    to the UL x of equal latency (:func:`_ul_equivalent_x`), one more log/exp per entry.
+    to the UL x of equal latency (`_ul_equivalent_x`), one more log/exp per entry.
 
     ``gains``: optional per-row channels ``(gain_ul, gain_dl)`` of shape (M, K) that replace the
     instance's (robust planning: every SAA sample on its own channel draw); each row is then
@@ -358,7 +358,7 @@ def optimal_modes_batch(
 
     ``method``: ``"auto"`` (``"fast"`` if payloads are uniform, else ``"bisection"``), ``"fast"``,
     ``"bisection"`` or ``"scan"``. ``gains``: per-row channels ``(gain_ul, gain_dl)`` (M, K) in
-    place of the instance's (``"fast"`` only; :func:`multispin.optimize.reactive.t_comm_batch`
+    place of the instance's (``"fast"`` only; `multispin.optimize.reactive.t_comm_batch`
     solves the other cases row by row).
     """
     _check_choice(method, METHODS, "method")

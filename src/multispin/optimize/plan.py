@@ -136,7 +136,7 @@ def plan(
     starting points of the shipped search (policy ``greedy``): its plan is never below any of them
     on this round's samples. ``channel_gains`` (``(gain_ul, gain_dl)``, each (N_SAA, K)): robust
     planning, every SAA sample on its own channel draw (e.g. from the posterior of the channel
-    given its estimate, :meth:`multispin.system.channel_process.ChannelEstimate.posterior_gains`);
+    given its estimate, `multispin.system.channel_process.ChannelEstimate.posterior_gains`);
     the policies that enumerate the instance's own rejected sets (oracle, certified) refuse it.
     """
     if policy not in DRAFT_POLICIES:

@@ -119,7 +119,7 @@ def t_comm_batch(
 
 def _t_comm_per_row_channel(mask, inst: Instance, modes: str, split: str, mode_uniforms, method: str,
                             gains) -> np.ndarray:
-    """:func:`t_comm_batch` with row m on the channel ``(gains[0][m], gains[1][m])``."""
+    """`t_comm_batch` with row m on the channel ``(gains[0][m], gains[1][m])``."""
     gain_ul, gain_dl = (np.asarray(g, dtype=float) for g in gains)
     if gain_ul.shape != mask.shape or gain_dl.shape != mask.shape:
         raise ConfigError(f"gains: needs two arrays of the outcome rows' shape {mask.shape} "

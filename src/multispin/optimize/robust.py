@@ -1,17 +1,18 @@
 """Draft lengths under imperfect channel knowledge (issue 26): naive and robust planning.
 
-The server plans a round on what its pilots told it (:class:`~multispin.system.channel_process.
-ChannelEstimate`), not on the channel the corrections will meet. Two ways to use that knowledge:
+The server plans a round on what its pilots told it
+(`multispin.system.channel_process.ChannelEstimate`), not on the channel the corrections will
+meet. Two ways to use that knowledge:
 
 - **naive** (the paper's): the estimate is taken as the channel; the shipped search plans the
-  instance built on it (:func:`multispin.optimize.plan.plan`).
+  instance built on it ([`multispin.optimize.plan.plan`][multispin.optimize.plan.plan]).
 - **robust**: the same search on the same SAA uniforms, but every SAA sample s carries its own
   channel draw from the posterior of this round's channel given the estimate, so the objective is
   ``Σ E[N] / (T_comp + mean_s T_comm*(o_s; h_s))``: the expected goodput over the outcomes *and*
   the channel uncertainty. The naive plan is one of its starts, so on the posterior samples the
   robust plan is never below the naive one.
 
-Modes and powers stay reactive in both (:func:`multispin.optimize.reactive.reactive`): they are
+Modes and powers stay reactive in both ([`multispin.optimize.reactive.reactive`][multispin.optimize.reactive.reactive]): they are
 chosen on the channel known after verification (the pilots in the verdict), so only the draft
 lengths bear the uncertainty.
 """

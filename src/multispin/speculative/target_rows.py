@@ -6,18 +6,23 @@ each device's last row (the bonus row, or p_j of the first rejection): at K = 20
 20 of 180 rows. So `TargetRows` keeps the logits as a torch tensor on their own device and
 computes p_i(x_i) with one normaliser per row it is asked about (log-softmax, or the top-k
 values' logsumexp), batched over the rows of one position; whole rows go through
-`warp` (the one implementation of the sampling policy), so a row it returns is bit for bit the
-row `warp` gives on all rows at once. Top-p needs each row's sorted mass: those rows are warped
-whole. `ArrayRows` gives the same two methods over already warped rows (tests, tools).
+`warp_tensor` (the one implementation of the sampling policy), so a row it returns is bit for
+bit the row `warp` gives on all rows at once, and stays on the logits' device (on CUDA the rows
+leave the GPU only as the verdict's scalars and tokens). Top-p needs each row's sorted mass:
+those rows are warped whole. `ArrayRows` gives the same two methods over already warped rows
+(tests, tools).
 """
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol, Sequence
 
 import numpy as np
 
-from multispin.speculative.warp import SamplingParams, warp
+from multispin.speculative.warp import SamplingParams, warp_tensor
+
+if TYPE_CHECKING:
+    import torch
 
 
 class WarpedRows(Protocol):
@@ -29,8 +34,8 @@ class WarpedRows(Protocol):
     def prob_at(self, rows: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         """p_row(token) for each pair, float64."""
 
-    def warped(self, rows: Sequence[int]) -> np.ndarray:
-        """The whole warped rows, float32 (len(rows), V)."""
+    def warped(self, rows: Sequence[int]) -> "torch.Tensor":
+        """The whole warped rows, a float32 tensor (len(rows), V) on the rows' device."""
 
 
 class ArrayRows:
@@ -43,8 +48,10 @@ class ArrayRows:
     def prob_at(self, rows: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         return self.probs[rows, tokens].astype(np.float64)
 
-    def warped(self, rows: Sequence[int]) -> np.ndarray:
-        return self.probs[np.asarray(rows, dtype=np.int64)]
+    def warped(self, rows: Sequence[int]) -> "torch.Tensor":
+        import torch
+
+        return torch.from_numpy(np.ascontiguousarray(self.probs[np.asarray(rows, dtype=np.int64)]))
 
 
 class TargetRows:
@@ -57,6 +64,14 @@ class TargetRows:
         self.params = params
         self.num_rows, self.vocab_size = self.logits.shape
 
+    @classmethod
+    def stacked(cls, blocks: Sequence, params: SamplingParams) -> "TargetRows":
+        """The rows of several blocks (each (n_i, V), tensors on one device or arrays) in order,
+        concatenated where they are: a model's on-device logits never pass through the CPU."""
+        import torch
+
+        return cls(torch.cat([torch.as_tensor(b) for b in blocks], dim=0), params)
+
     def _select(self, rows: np.ndarray):
         """A copy of the given rows, on the logits' device."""
         import torch
@@ -66,8 +81,8 @@ class TargetRows:
             return torch.from_numpy(self.logits.numpy()[rows])
         return self.logits.index_select(0, torch.as_tensor(rows, device=self.logits.device))
 
-    def warped(self, rows: Sequence[int]) -> np.ndarray:
-        return warp(self._select(np.asarray(rows, dtype=np.int64)), self.params)
+    def warped(self, rows: Sequence[int]) -> "torch.Tensor":
+        return warp_tensor(self._select(np.asarray(rows, dtype=np.int64)), self.params)
 
     def prob_at(self, rows: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         import torch
@@ -78,7 +93,10 @@ class TargetRows:
         params = self.params
         if params.top_p < 1.0:  # the nucleus needs the row's sorted mass: warp the rows whole
             uniq, where = np.unique(rows, return_inverse=True)
-            return self.warped(uniq)[where, tokens].astype(np.float64)
+            whole = self.warped(uniq)
+            on = whole.device
+            at = whole[torch.as_tensor(where, device=on), torch.as_tensor(tokens, device=on)]
+            return at.to(torch.float64).cpu().numpy()
         dev = self.logits.device
         t = torch.as_tensor(tokens, device=dev)
         x = self._select(rows).to(torch.float32)  # the rows the test reads, once each

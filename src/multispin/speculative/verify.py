@@ -10,11 +10,12 @@ needs the scalars q_i(x_i) for the acceptance test; the full q_j moves only afte
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
 from multispin.errors import ConfigError, ProtocolError
-from multispin.speculative.sampling import sample_categorical
+from multispin.speculative.sampling import sample_rows
 from multispin.speculative.target_rows import WarpedRows, as_rows
 
 DEFAULT_GAMMA_MAX = 20
@@ -60,10 +61,27 @@ class RaggedDrafts:
                 f"drafts: need {n} token ids and {n} draft probabilities "
                 f"(got {self.token_ids.shape[0]} and {self.draft_probs.shape[0]})"
             )
-        if n and (self.token_ids.min() < 0 or self.token_ids.max() >= vocab_size):
-            raise ProtocolError(f"draft token id: must be in 0..{vocab_size - 1}")
-        if n and not np.all((self.draft_probs > 0) & (self.draft_probs <= 1.0 + 1e-6)):
-            raise ProtocolError("draft probability q_i(x_i): must be in (0, 1] (a drafted token has q > 0)")
+        check_draft("drafts", self.token_ids.tolist(), self.draft_probs.tolist(), vocab_size)
+
+
+# a decoded q̂ sums to 1 in float32 at best: a drafted token's q̂(x) may exceed 1 by rounding
+Q_SLACK = 1e-6
+
+
+def check_draft(where: str, tokens: Sequence[int], q_at_tokens: Sequence[float], vocab_size: int) -> None:
+    """The one check of drafted tokens and their q̂(x_i): ids in [0, V), each q̂(x_i) a finite
+    probability in (0, 1] (a drafted token has q > 0). Plain Python: a draft holds γ ≤ a few
+    dozen values, which numpy's per-call cost would outweigh (the wire checks every DRAFT)."""
+    if len(tokens) != len(q_at_tokens):
+        raise ProtocolError(f"{where}: {len(tokens)} token ids but {len(q_at_tokens)} q̂(x_i) values")
+    top = vocab_size - 1
+    for i, t in enumerate(tokens):
+        if not 0 <= t <= top:
+            raise ProtocolError(f"{where}.tokens[{i}]: {t} is not a token id in [0, {top}]")
+    for i, q in enumerate(q_at_tokens):
+        if not 0.0 < q <= 1.0 + Q_SLACK:  # False for NaN too
+            raise ProtocolError(f"{where}.q: every q̂(x_i) must be a finite probability in (0, 1] "
+                                f"(got {q!r} at position {i})")
 
 
 @dataclass(frozen=True)
@@ -128,6 +146,7 @@ def verify(
     bonus = np.full(k_dev, -1, dtype=np.int64)
     ok = ~rejected
     if ok.any():
-        bonus[ok] = sample_categorical(rows.warped(last_row[ok]), bonus_uniforms[ok])
+        # sampled where the rows are (the target's device); only the tokens come back
+        bonus[ok] = sample_rows(rows.warped(last_row[ok]), bonus_uniforms[ok]).cpu().numpy()
     rejection_row = np.where(rejected, last_row, -1)
     return VerifyResult(num_accepted, rejected, bonus, rejection_row)

@@ -48,7 +48,13 @@ class SamplingParams(SamplingFields):
 
 
 def warp(logits: np.ndarray | torch.Tensor, params: SamplingParams) -> np.ndarray:
-    """Warped probabilities (float32, rows sum to 1) for logits of shape (..., V).
+    """`warp_tensor` as a numpy array (for the codecs and the device side, which hold numpy rows)."""
+    return warp_tensor(logits, params).cpu().numpy()
+
+
+def warp_tensor(logits: np.ndarray | torch.Tensor, params: SamplingParams) -> torch.Tensor:
+    """Warped probabilities (float32, rows sum to 1) for logits of shape (..., V), a tensor on the
+    logits' own device (the server's rows stay on the target's GPU until the verdict).
 
     Greedy puts all mass on the first arg-max. top-k keeps exactly k tokens (ties broken by
     index, so the support never exceeds k). top-p keeps the smallest prefix of the sorted
@@ -62,7 +68,7 @@ def warp(logits: np.ndarray | torch.Tensor, params: SamplingParams) -> np.ndarra
     if params.greedy:
         out = torch.zeros_like(x)
         out.scatter_(-1, x.argmax(dim=-1, keepdim=True), 1.0)
-        return out.numpy()
+        return out
     if params.temperature != 1.0:  # x / 1 is x: skip a pass over every row
         x = x / params.temperature
     vocab = x.shape[-1]
@@ -79,7 +85,7 @@ def warp(logits: np.ndarray | torch.Tensor, params: SamplingParams) -> np.ndarra
         drop = torch.zeros_like(drop_sorted).scatter_(-1, order, drop_sorted)
         probs = probs.masked_fill(drop, 0.0)
         probs = probs / probs.sum(dim=-1, keepdim=True)
-    return probs.numpy()
+    return probs
 
 
 def shared_vocab_size(draft_valid: int, target_valid: int,

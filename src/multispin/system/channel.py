@@ -1,4 +1,4 @@
-"""Device drop, block fading and the per-round :class:`~multispin.system.instance.Instance`.
+"""Device drop, block fading and the per-round `multispin.system.instance.Instance`.
 
 Randomness is keyed by (seed, stream, index): every draw is a pure function of the scenario seed,
 so the optimiser, the simulator and the running system see the same world. Streams:
@@ -9,7 +9,7 @@ so the optimiser, the simulator and the running system see the same world. Strea
 - ``fading``: |ζ|² with ζ ~ CN(0, 1) per device and link, redrawn every round (block fading);
 - ``saa`` / ``modes``: uniforms of the optimiser (SAA outcomes, random-mode baseline) per round;
 - ``fading_process`` / ``pilot`` / ``posterior``: the channel process of
-  :mod:`multispin.system.channel_process` (mobility and pilot errors, when a scenario asks for them).
+  `multispin.system.channel_process` (mobility and pilot errors, when a scenario asks for them).
 """
 
 from __future__ import annotations
@@ -160,5 +160,5 @@ class World:
 
 
 def build_instance(scenario: Scenario, round_index: int = 0) -> Instance:
-    """Round ``round_index``'s :class:`Instance` of a scenario (shortcut for ``World(s).instance(r)``)."""
+    """Round ``round_index``'s `Instance` of a scenario (shortcut for ``World(s).instance(r)``)."""
     return World(scenario).instance(round_index)

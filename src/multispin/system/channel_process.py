@@ -1,6 +1,6 @@
 """Channels that evolve between rounds and are known only through noisy, aged pilots (issue 26).
 
-The paper (and :class:`~multispin.system.channel.ChannelGenerator`, still the default) redraws an
+The paper (and `multispin.system.channel.ChannelGenerator`, still the default) redraws an
 independent Rayleigh block every round and lets the server know it exactly. Here instead:
 
 - **Time correlation.** Each link's small-scale fading ζ ~ CN(0, 1) follows a first-order

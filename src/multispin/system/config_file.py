@@ -1,7 +1,7 @@
 """Reading a configuration file into a plain dict: YAML, TOML or JSON text (a parse error names the
 line and column), dotted keys expanded into nested tables, and the line and column where a key
 path is written, for an error about its value. Knows nothing of what the dict describes, so the
-scenario (:mod:`.scenario`) and the ``--scenario`` vocabulary (:mod:`.scenario_io`) both use it.
+scenario (`.scenario`) and the ``--scenario`` vocabulary ([`.scenario_io`][multispin.system.scenario_io]) both use it.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def expand_dotted(data: Any) -> Any:
 
 
 def parse_text(text: str, suffix: str, where: str) -> Any:
-    """The data in ``text``, read as the file type ``suffix`` (one of :data:`FILE_SUFFIXES`);
+    """The data in ``text``, read as the file type ``suffix`` (one of `FILE_SUFFIXES`);
     a ConfigError names ``where`` and, when the parser says it, the line and column."""
     try:
         if suffix in (".yaml", ".yml"):

@@ -1,6 +1,6 @@
 """One round's world as arrays: what the optimiser, the simulator and the running system consume.
 
-An :class:`Instance` is built from a validated scenario (:func:`multispin.system.build_instance`)
+An `Instance` is built from a validated scenario (`multispin.system.build_instance`)
 or directly by the runtime from its current channel and acceptance estimates. It holds no
 randomness: everything random (fading, tasks) was drawn before it was built.
 """
@@ -77,12 +77,12 @@ class Instance:
       correction id where signalling counts);
     - ``dl_payload_bits`` (K,): bits S_k^dl it moves in DL mode (p_j, plus the correction id);
       ``None`` means the same as ``payload_bits`` (one codec for both links, the paper's model),
-      also after ``replace(payload_bits=…)``; read it through :attr:`payload_bits_dl`. A running
+      also after ``replace(payload_bits=…)``; read it through `payload_bits_dl`. A running
       system's UL and DL codecs may differ, and so may S^ul and S^dl;
     - ``draft_upload_bits_per_token``: UL bits per drafted token (id + q_i(x_i)); 0 reproduces
       the paper, which neglects the upload. When > 0 every device uploads at P^ul on an equal
       share B/K right after drafting, which adds ``bits / rate`` per drafted token to its
-      compute-phase time (:attr:`token_latency_s`).
+      compute-phase time (`token_latency_s`).
     """
 
     gain_ul: np.ndarray

@@ -3,8 +3,8 @@
 These are the exact sizes of the encodings; the codecs themselves (encode/decode, exactness per
 mode) live in ``multispin.speculative``. Keeping the counts here lets the optimiser stay pure numpy.
 
-Two uses: the scenario's payload *model* (:func:`distribution_bits`, one codec for both links,
-for optimisation studies), and the running system's :class:`WirePayload` (the bits of what a
+Two uses: the scenario's payload *model* (`distribution_bits`, one codec for both links,
+for optimisation studies), and the running system's `WirePayload` (the bits of what a
 round actually moves, from the UL and DL codecs and the pair's vocabulary).
 """
 
@@ -96,7 +96,7 @@ class WirePayload:
     The one source of the running system's bits (docs/system-model.md §4): the in-process loop and the
     networked server log them per device and round, and the planner plans and charges with them.
     A scenario's ``payload`` section is a payload *model* for optimisation studies; a running
-    system takes this instead (:meth:`from_codecs`).
+    system takes this instead (`from_codecs`).
     """
 
     vocab_size: int

@@ -4,7 +4,7 @@ An acceptance profile (``multispin measure --out``) or a compute profile (``mult
 --out``) is measured on one model pair; applied to a scenario of another vocabulary (the tiny
 pair's V = 256 on paper-qwen's V = 151,665) its numbers describe other models, so it is refused,
 or applied with a warning when forced. A compute fit that explains little of the timings
-(R² < :data:`MIN_R2`) is applied with a warning.
+(R² < `MIN_R2`) is applied with a warning.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def check_vocabulary(profile: dict, vocab_size: int, scenario_name: str, what: s
 
 
 def warn_poor_fit(profile: dict, where: Any = "compute profile") -> bool:
-    """Warn when a compute fit's R² is below :data:`MIN_R2`; True when it warned."""
+    """Warn when a compute fit's R² is below `MIN_R2`; True when it warned."""
     r2 = profile.get("r2")
     if not isinstance(r2, (int, float)) or r2 >= MIN_R2:
         return False

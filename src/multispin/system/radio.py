@@ -3,7 +3,7 @@
 Every function is a pure numpy function that broadcasts over its array arguments. Powers are in
 watts (`*_w`) unless the name says dBm, bandwidths in Hz, payloads in bits, latencies in seconds.
 The noise power spectral density `noise_psd_w_per_hz` already includes the noise figure (see
-:func:`noise_psd_w_per_hz`).
+`noise_psd_w_per_hz`).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def latency_s(bits, bandwidth_hz, power_w, gain, noise_psd_w_per_hz):
 def power_for_latency_w(bits, latency_s_, bandwidth_hz, gain, noise_psd_w_per_hz):
     """Transmit power that moves ``bits`` in exactly ``latency_s_`` over ``bandwidth_hz``.
 
-    ``p(τ) = (N0·B / h) · (2^{S/(B·τ)} − 1)``: the inverse of :func:`latency_s` in the power.
+    ``p(τ) = (N0·B / h) · (2^{S/(B·τ)} − 1)``: the inverse of `latency_s` in the power.
     Strictly decreasing and convex in τ, and decreasing in B.
     """
     b = np.asarray(bandwidth_hz, dtype=float)

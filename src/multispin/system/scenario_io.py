@@ -9,7 +9,7 @@ its allowed values and, for a misspelt key, the closest real one.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Union
 
 import yaml
 

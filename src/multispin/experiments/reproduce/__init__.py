@@ -2,10 +2,10 @@
 checked-claims report, from one command.
 
 Modules: one per figure (``fig_*.py``, ``identification.py``: ``table``, ``plot``, ``describe``;
-runnable with ``--export/--plot``), :mod:`.studies` (what one drop computes, the grids),
-:mod:`.runner` (process pool, per-chunk cache, progress bar), :mod:`.stats` (means and CIs),
-:mod:`.claims` (the checks of docs/system-model.md §6), :mod:`.report` (report.md),
-:mod:`.pipeline` (everything, in order).
+runnable with ``--export/--plot``), `.studies` (what one drop computes, the grids),
+`.runner` (process pool, per-chunk cache, progress bar), `.stats` (means and CIs),
+`.claims` (the checks of docs/system-model.md §6), `.report` (report.md),
+`.pipeline` (everything, in order).
 """
 
 from multispin.experiments.reproduce.config import RunConfig

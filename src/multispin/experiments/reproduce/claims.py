@@ -1,13 +1,13 @@
 """The checked claims of docs/system-model.md §6, computed from the figure CSVs (never typed by hand).
 
-Every check is a function of figure tables (lists of CSV rows) and returns :class:`ClaimResult`
+Every check is a function of figure tables (lists of CSV rows) and returns `ClaimResult`
 rows: the claim, the criterion applied, the measured numbers behind it, and a status. A claim
 PASSes only where the 95% confidence intervals exclude the opposite, FAILs where they exclude the
 claim, and is INCONCLUSIVE in between (an interval spanning zero, a trend inside the noise, a
 band that the interval straddles); N/A when the run did not produce the table (or, for the
 defaults, in ``--quick``). Exact ties (both policies chose the same plan in every drop: a gain of
 0 with a zero-width interval) are reported and are neither wins nor losses. Sweep means are taken
-over the paper's two power ratios only (P^dl/P^ul = 4 and 16). :func:`check_dir` reads the CSVs
+over the paper's two power ratios only (P^dl/P^ul = 4 and 16). `check_dir` reads the CSVs
 of a run directory. Claims 6 and 7 are checked for the shipped search and for the paper's
 two-phase greedy side by side (ids 6p, 7p).
 """

@@ -1,11 +1,11 @@
 """One drop's numbers (what every point of every study computes, drop by drop) and the version of
 the code they depend on, part of every cache key.
 
-One drop = one :class:`~multispin.system.World` (the scenario with the drop's own seed: device
+One drop = one `multispin.system.World` (the scenario with the drop's own seed: device
 positions, tasks, draft latencies, fading, SAA samples), its round-0 instance, and the optimiser's
 plan plus whatever baselines the point asks for (``options``), all on the same SAA samples. The
-optimiser is used as shipped (:func:`multispin.optimize.plan.plan`, the baselines of §5.3). It
-needs nothing of the run's configuration or grids (:mod:`.config`, :mod:`.studies`), which both
+optimiser is used as shipped ([`multispin.optimize.plan.plan`][multispin.optimize.plan.plan], the baselines of §5.3). It
+needs nothing of the run's configuration or grids (`.config`, `.studies`), which both
 import it.
 """
 

@@ -1,6 +1,6 @@
 """Figure 8 (beyond the paper's assumptions): goodput under imperfect and outdated channel knowledge.
 
-Study ``csi`` (:mod:`.csi`): per model pair, a speed sweep (0–120 km/h at 3.5 GHz, pilot SNR 10 dB)
+Study ``csi`` (`.csi`): per model pair, a speed sweep (0–120 km/h at 3.5 GHz, pilot SNR 10 dB)
 and a pilot-SNR sweep on a static channel. For each mode rule (adaptive, all-UL, all-DL) three
 plans: perfect knowledge (the paper's assumption), naive (the estimate taken as exact) and robust
 (SAA over posterior channel draws), scored on the true channel. The gains are gains of means with

@@ -4,7 +4,7 @@ The paper publishes neither its noise level, nor whether verification cost grows
 tokens, nor its per-task acceptance rates (only the range 0.82–0.95), and it describes Rayleigh
 fading without saying whether its curves average over it. The study scores every claim that one
 setting can test (K = 20, a P^dl/P^ul sweep on the main pair) at each setting
-(:func:`~multispin.experiments.reproduce.studies.identification_settings`), with the same drops
+(`multispin.experiments.reproduce.studies.identification_settings`), with the same drops
 for every setting. It reports the map of claim statuses, the settings where every claim holds
 (or that there are none), and which claims never hold together: a conflict is a finding, not a
 reason to move a setting.

@@ -3,7 +3,7 @@ a progress bar.
 
 Work unit: one chunk of drops of one point. Its result is cached as
 ``OUT/cache/<study>/<key>.json``, ``key`` a hash of the point's full scenario, its options, the
-base seed, the drop range and the code version (:func:`~.drop.code_version`), so an interrupted
+base seed, the drop range and the code version (`.drop.code_version`), so an interrupted
 run resumes where it stopped and a changed configuration or optimiser recomputes. Every drop's
 seed depends only on (base seed, study, point, drop index), and rows are sorted by drop, so the
 results do not depend on the number of workers or on the order in which chunks finish.
@@ -63,7 +63,7 @@ def cache_cpu_seconds(out: Path) -> float:
 
 
 class RunStats:
-    """CPU seconds of the drops of the last :func:`run_points` call (computed now or read from the cache)."""
+    """CPU seconds of the drops of the last `run_points` call (computed now or read from the cache)."""
 
     cpu_s: float = 0.0
 

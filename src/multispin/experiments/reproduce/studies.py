@@ -1,12 +1,12 @@
 """The computations behind the figures: one drop's numbers, and each study's grid of points.
 
-One drop (:mod:`.drop`, whose ``run_drop`` and ``run_chunk`` are importable from here too) = one
-:class:`~multispin.system.World` (the scenario with the drop's own seed: device positions, tasks,
+One drop (`.drop`, whose ``run_drop`` and ``run_chunk`` are importable from here too) = one
+`multispin.system.World` (the scenario with the drop's own seed: device positions, tasks,
 draft latencies, fading, SAA samples), its round-0 instance, and the optimiser's plan plus whatever
 baselines the point asks for (``options``), all on the same SAA samples. The optimiser is used as
-shipped (:func:`multispin.optimize.plan.plan`, the baselines of §5.3).
+shipped ([`multispin.optimize.plan.plan`][multispin.optimize.plan.plan], the baselines of §5.3).
 
-Studies (each a list of :class:`~.config.Point`):
+Studies (each a list of `.config.Point`):
 
 - ``pdl``: P^dl/P^ul sweep per model pair: plan, mode split, draft-length baselines, G/G_max;
 - ``users``: K sweep at P^dl/P^ul = 4 and 16: plan against all-UL, all-DL and random;
@@ -15,7 +15,7 @@ Studies (each a list of :class:`~.config.Point`):
 - ``identification``: the unpublished settings (noise figure 0–30 dB, T_ver^tok, acceptance table,
   channel model) × P^dl/P^ul on the main pair: fewer drops, the same N_SAA;
 - ``csi``: imperfect and outdated channel knowledge (speed, pilot SNR): perfect, naive and robust
-  planning (:mod:`.csi`).
+  planning (`.csi`).
 """
 
 from __future__ import annotations

@@ -203,7 +203,7 @@ class DeviceClient:
         """Raise if the monitor reports the connection lost or the server refusing our key."""
         from zmq.utils.monitor import recv_monitor_message
 
-        while self._monitor.poll(0):
+        while self._monitor.get(zmq.EVENTS) & zmq.POLLIN:  # cheaper than poll(0), which builds a Poller
             ev = recv_monitor_message(self._monitor)["event"]
             if ev == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self._connected = True
@@ -304,6 +304,8 @@ class DeviceClient:
             return proto.send_correction(token, time.perf_counter() - t0)
         if isinstance(event, Committed):
             dev.commit(event.num_accepted, event.tokens)
+            if event.next is not None:  # the COMMIT carried the next round's PLAN: draft it now
+                return self._act(sock, proto, event.next)
         return None
 
     def _start(self, w: P.WelcomeMsg) -> P.Limits:

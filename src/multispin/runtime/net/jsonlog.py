@@ -24,6 +24,11 @@ class JsonlLog:
         self._t0 = time.monotonic()
         self._lock = threading.Lock()
 
+    @property
+    def active(self) -> bool:
+        """Whether a line goes anywhere (a file or a callback): else a caller need not build it."""
+        return self._fh is not None or self._on_event is not None
+
     def write(self, event: str, **fields_: Any) -> None:
         rec = {"event": event, "t_s": round(time.monotonic() - self._t0, 6), **fields_}
         self.write_record(rec)

@@ -146,7 +146,8 @@ class LocalTestbed:
 
     Hooks for a `multispin testbed` command: `policy` is a `RoundPolicy` (the optimiser-backed
     planner plugs in there; `draft_lengths` and `modes` build one from two fixed policies), and
-    `on_round` receives a `RoundEvent` after every round (records, timings, bits, drops).
+    `on_round` receives a `RoundEvent` after every round (records, timings, bits, drops), and
+    `before_commit` each round's index once it is durable, before its COMMITs go out.
 
     Steady-state runs give each device a queue of prompts (`prompt_queues`, fork and thread runners):
     device k's j-th prompt is a job of its own, device id k + K·j, started as soon as job j − 1
@@ -163,6 +164,7 @@ class LocalTestbed:
                  device_runner: DeviceRunner = "subprocess", threads: int = 1,
                  round_timeout_s: float = 30.0, join_timeout_s: float = 180.0,
                  idle_timeout_s: float = 60.0, on_round: Callable[[RoundEvent], None] | None = None,
+                 before_commit: Callable[[int], None] | None = None,
                  on_event: Callable[[dict], None] | None = None,
                  faults: dict[int, str] | None = None, server_options: dict | None = None,
                  device_options: dict | None = None, insecure: bool = False,
@@ -205,7 +207,8 @@ class LocalTestbed:
         opts.update(server_options or {})
         self.server = EdgeServer(ServerConfig.make(**opts), self.pair, self.secret, keys=server_keys,
                                  journal=journal, policy=policy, draft_lengths=draft_lengths, modes=modes,
-                                 log_path=log_path, on_round=on_round, on_event=on_event)
+                                 log_path=log_path, on_round=on_round, before_commit=before_commit,
+                                 on_event=on_event)
         self._handles: dict[int, _DeviceHandle] = {}
         self._retired: list[_DeviceHandle] = []
         self._server_thread: threading.Thread | None = None

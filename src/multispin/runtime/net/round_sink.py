@@ -1,6 +1,7 @@
-"""The testbed's per-round hook on the server (``on_round``): link emulation on the wall clock (each
-round delayed by the airtime of the bits it moved, as the planner charged them), one rounds.jsonl
-row per round (the server's `RoundEvent` next to the planner's `RoundCost`), progress reports."""
+"""The testbed's per-round hooks on the server: link emulation on the wall clock (``before_commit``:
+each round delayed by the airtime of the bits it moved, as the planner charged them, before its
+COMMITs go out), one rounds.jsonl row per round (``on_round``: the server's `RoundEvent` next to
+the planner's `RoundCost`), progress reports."""
 
 from __future__ import annotations
 
@@ -34,8 +35,8 @@ def round_row(event, cost) -> dict:
 
 
 class RoundSink:
-    """The server's per-round hook: emulates the airtime on the wall clock, keeps and writes the
-    rounds.jsonl rows, reports progress."""
+    """The server's per-round hooks: `emulate_link` (``before_commit``) sleeps the airtime on the
+    wall clock; the call (``on_round``) keeps and writes the rounds.jsonl row, reports progress."""
 
     def __init__(self, planner: ScenarioPlanner, wall_clock: bool, path: Path | None,
                  on_progress: Callable[[int, int], None] | None):
@@ -45,11 +46,16 @@ class RoundSink:
         self.tokens = 0
         self._fh = open(path, "w") if path else None
 
-    def __call__(self, event) -> None:
+    def emulate_link(self, round_idx: int) -> None:
+        """The round's airtime on the wall clock, before its COMMITs: a COMMIT carries the next
+        round's PLAN, so a sleep after it would let the devices draft during the airtime."""
         cost = self.planner.rounds[-1]  # the engine had the planner observe the round before this hook
         if self.wall_clock and cost.comm_latency_s > 0:
             time.sleep(cost.comm_latency_s)  # link emulation: the moved distributions' airtime
             self.airtime_s += cost.comm_latency_s
+
+    def __call__(self, event) -> None:
+        cost = self.planner.rounds[-1]
         self.tokens += cost.tokens
         row = round_row(event, cost)
         self.rows.append(row)

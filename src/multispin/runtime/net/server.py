@@ -4,8 +4,10 @@
 sans-I/O `ServerProtocol` (handshake, admission, what each connection owes), sends what that
 queues, and drives the `RoundEngine` (the round's token math and bookkeeping, shared with the
 in-process loop): PLAN to every active device, DRAFTs within the round timeout, one batched
-verify, VERDICTs, UL/DL corrections, then the round's commit: durable in the journal first,
-COMMITs after. Faults stay local: a malformed message, a stall or a crash drops that one session
+verify, VERDICTs to the rejected devices, UL/DL corrections, then the round's commit: durable in
+the journal first, COMMITs after, each carrying the device's PLAN of the next round when the
+server already knows it (`_plan_next`), so a device starts drafting on the message that ends
+its round. Faults stay local: a malformed message, a stall or a crash drops that one session
 with a logged reason and the round completes for the rest; a device that reconnects resumes from
 the server's record, so no token is lost or duplicated, and a server restarted on its journal
 resumes every session.
@@ -146,6 +148,7 @@ class EdgeServer:
                  policy: RoundPolicy | None = None, draft_lengths: DraftLengthPolicy | None = None,
                  modes: ModePolicy | None = None, log_path: str | Path | None = None,
                  on_round: Callable[[RoundEvent], None] | None = None,
+                 before_commit: Callable[[int], None] | None = None,
                  on_event: Callable[[dict], None] | None = None,
                  target_lm: BatchedLM | None = None):
         self.config = config
@@ -179,6 +182,12 @@ class EdgeServer:
             draft_lengths or UniformDraftLength(min(config.draft_len, config.gamma_max)),
             modes or mode_policy(config.mode, config.seed))
         self.on_round = on_round
+        # called with the round index once the round is durable and the policy observed it, before
+        # its COMMITs (and the next PLANs in them) go out: the testbed's link emulation sleeps the
+        # round's airtime here, so that no device drafts the next round during it
+        self.before_commit = before_commit
+        self._next: RoundOutcome | None = None  # the next round, planned at this one's commit
+        self._next_sent = 0.0  # when the COMMITs carrying its PLANs went out: where its wall time starts
         self.log = JsonlLog(log_path, on_event)
         self._init_bounds(config)
         self.ready = threading.Event()
@@ -437,7 +446,7 @@ class EdgeServer:
                 return "rounds"
             self._await_next_jobs()
             self._end_revoked_sessions()
-            if self._active():
+            if self._next is not None or self._active():
                 idle_since = None
                 self._round(self.round_idx)
                 self.proto.round_idx += 1
@@ -483,16 +492,25 @@ class EdgeServer:
     def _round(self, r: int) -> None:
         """The engine's steps, with drafts and corrections arriving as messages."""
         t0 = time.perf_counter()
-        active = self._active()
-        io = _RoundIO({d: self.proto.devices[d].conn for d in active})  # type: ignore[misc]
+        out, self._next = self._next, None
+        if out is None:
+            out = self.engine.plan(r, self._active())
+        else:  # its devices have been drafting since its PLANs left: so has the round
+            t0 = self._next_sent
+        # a round planned at the last commit runs the devices it planned (one that joined since
+        # waits for the next round); a planned device whose session ended since is dropped here
+        active = list(out.gammas)
+        io = _RoundIO({d: self.proto.devices[d].conn for d in active if self.proto.devices[d].conn})  # type: ignore[misc]
+        for d in active:
+            if d not in io.conns:
+                io.dropped[d] = self._why_closed(d)
         for c in io.conns.values():
-            c.bytes_in = c.bytes_out = 0
-        out = self.engine.plan(r, active)
+            if not self.proto.planned(c, r):  # a planned one was reset at the last round's end
+                c.bytes_in = c.bytes_out = 0
         self.engine.verify(out, self._collect_drafts(out, io))
         waiting = self._send_verdicts(out, io)
         self._collect_corrections(out, io, waiting)
         self._commit_round(out, io)
-        self.engine.close(out)
         for d in active:
             if d not in out.records and d not in io.dropped and not io.conns[d].alive:
                 io.dropped[d] = self._why_closed(d)
@@ -510,9 +528,12 @@ class EdgeServer:
             wire_bytes_down={d: c.bytes_out for d, c in io.conns.items()},
             round_wall_s=time.perf_counter() - t0,
         )
+        for c in io.conns.values():  # from here on, bytes count towards the next round
+            c.bytes_in = c.bytes_out = 0
         if self.config.history:
             self._events.append(event)
-        self.log.write_record(event.to_dict())
+        if self.log.active:  # a round's dict is most of a light round's bookkeeping: only if it goes somewhere
+            self.log.write_record(event.to_dict())
         if self.on_round is not None:
             self.on_round(event)
 
@@ -530,8 +551,10 @@ class EdgeServer:
         """PLAN to every active device, then every DRAFT that arrives within the round timeout."""
         r, timeout = out.round, self.config.round_timeout_s
         for d, c in io.conns.items():
-            self.proto.expect(c, ConnState.AWAIT_DRAFT, r, out.gammas[d])
-            self._send(c, P.PlanMsg(r, out.gammas[d]))
+            if not self.proto.planned(c, r):  # else its last COMMIT carried this PLAN
+                self.proto.expect(c, ConnState.AWAIT_DRAFT, r, out.gammas[d])
+                self.proto.send(c, P.PlanMsg(r, out.gammas[d]))
+        self._flush()
         self._pump_until(lambda: all(not c.alive or c.inbox is not None for c in io.conns.values()),
                          time.monotonic() + timeout)
         drafts: dict[int, Draft] = {}
@@ -551,29 +574,27 @@ class EdgeServer:
         return drafts
 
     def _send_verdicts(self, out: RoundOutcome, io: "_RoundIO") -> dict[int, str]:
-        """VERDICT to every verified device; accepted devices commit now, DL devices get p_j.
-        Returns the rejected devices whose correction is still owed, with their modes."""
+        """Accepted devices commit now (their COMMIT is their verdict); a rejected device gets its
+        VERDICT, with p_j in DL. Returns the rejected devices whose correction is still owed,
+        with their modes."""
         r, waiting = out.round, {}
         for d, v in out.verdicts.items():
             c = io.conns[d]
             if not c.alive:
                 io.dropped.setdefault(d, self._why_closed(d))
                 continue
-            mode = out.modes.get(d)
-            if not self._send(c, P.VerdictMsg(r, v.num_accepted, v.rejected, v.bonus_token, mode)):
-                continue
             if not v.rejected:
                 self.engine.commit(out, d, v.bonus_token)  # type: ignore[arg-type]  # sent with the round's commit
                 continue
-            if mode == "ul":
-                self.proto.expect(c, ConnState.AWAIT_Q, r)
-            else:
+            mode = out.modes[d]
+            p_payload = None
+            if mode == "dl":
                 p_payload = self.engine.p_payload(out, d)
                 io.payload_bytes[d] = len(p_payload)
-                self.proto.expect(c, ConnState.AWAIT_CORRECTION, r)
-                if not self._send(c, P.PPayloadMsg(r, p_payload)):
-                    continue
+            self.proto.expect(c, ConnState.AWAIT_Q if mode == "ul" else ConnState.AWAIT_CORRECTION, r)
+            self.proto.send(c, P.VerdictMsg(r, v.num_accepted, mode, p_payload))
             waiting[d] = mode
+        self._flush()  # a VERDICT that could not be sent dropped its session: the wait sees it
         return waiting
 
     def _collect_corrections(self, out: RoundOutcome, io: "_RoundIO", waiting: dict[int, str]) -> None:
@@ -606,9 +627,7 @@ class EdgeServer:
                 final = self.engine.correct_remotely(out, d, msg.payload)
             except (ProtocolError, ConfigError) as exc:
                 self._drop_in_round(io, d, "protocol", f"Q_PAYLOAD.payload: {exc}")
-                return
-            if not self._send(io.conns[d], P.CorrectionMsg(out.round, int(final))):
-                return
+                return  # the COMMIT carries the correction to the device
         else:
             assert isinstance(msg, P.CorrectionMsg)
             final = msg.token
@@ -617,15 +636,37 @@ class EdgeServer:
         self.engine.commit(out, d, final)  # sent with the round's commit
 
     def _commit_round(self, out: RoundOutcome, io: "_RoundIO") -> None:
-        """Make the round durable in the journal, then COMMIT (and BYE when done) to each device:
-        no device ever holds a token that a restart could take back."""
+        """Make the round durable in the journal, close it (the policy observes it), plan the
+        next round where that is safe, then COMMIT (and BYE when done) to each device, with its
+        next PLAN: no device ever holds a token that a restart could take back."""
         if self.journal is not None:
             self.journal.commit_round(out.round, {
                 d: DeviceRound(tuple(out.kept[d]), rec.draft_len, rec.mode, rec.payload_bits)
                 for d, rec in out.records.items()})
+        self.engine.close(out)
+        if self.before_commit is not None:
+            self.before_commit(out.round)
+        self._next = self._plan_next(out, io)
+        gammas = self._next.gammas if self._next is not None else {}
         for d in out.records:
-            self.proto.commit(io.conns[d], out.round, out.kept[d], out.records[d], d in out.finished)
+            self.proto.commit(io.conns[d], out.round, out.kept[d], out.records[d], d in out.finished,
+                              gammas.get(d) if io.conns[d].alive else None)
         self._flush()
+        self._next_sent = time.perf_counter()
+
+    def _plan_next(self, out: RoundOutcome, io: "_RoundIO") -> RoundOutcome | None:
+        """Round r + 1 planned now, so that its PLANs ride in round r's COMMITs; None where the
+        next round is not this one's continuation: a stop was asked for, r was the last round, or
+        a steady-state job finished (the next round waits for its successor, `_await_next_jobs`).
+        Planned now or at the next round's start, the policy sees the same outcomes in the same
+        order (plan(r + 1) after observe(r)) and the budget clip the same records."""
+        cfg, r = self.config, out.round
+        if self._stop.is_set() or (cfg.rounds is not None and r + 1 >= cfg.rounds):
+            return None
+        if cfg.job_slots and out.finished:
+            return None
+        active = [d for d in self._active() if d not in out.finished]
+        return self.engine.plan(r + 1, active) if active else None
 
     # ---------------------------------------------------------------- transport
 

@@ -20,8 +20,8 @@ connection's last frames (a BYE, say) before it reports the close.
 
 It also bounds the connections themselves (issue 22): a peer that finishes the transport
 handshake and then says nothing never reaches the protocol, so only the transport can count it.
-:meth:`overdue` names the connections open past the handshake deadline without an authenticated
-session on them (silent, refused, or stuck in the handshake), :meth:`excess` the ones over
+`overdue` names the connections open past the handshake deadline without an authenticated
+session on them (silent, refused, or stuck in the handshake), `excess` the ones over
 ``max_connections``, silent ones first and the oldest of those first (a device that has sent its
 HELLO keeps its place against a flood that sends nothing). The loop cuts them.
 Pure logic: the loop feeds it the monitor's events, the frames' fds and the clock.

@@ -18,7 +18,7 @@ from typing import Generator, Sequence
 import numpy as np
 
 from multispin.errors import ProtocolError
-from multispin.models.base import BatchedLM, BatchedSequence, SequenceLM, last_rows, next_logits
+from multispin.models.base import BatchedLM, BatchedSequence, SequenceLM, device_rows, last_rows, next_logits
 from multispin.speculative.codecs import Codec
 from multispin.speculative.residual import sample_residual
 from multispin.speculative.sampling import sample_categorical
@@ -46,20 +46,31 @@ class Draft:
     q_at_tokens: list[float]  # q̂_i(x_i), the scalars the server's acceptance test needs
 
 
-class DraftDevice:
-    """Device side: draft from the decoded q̂ (so lossy UL codecs stay exact), keep the encoded
-    rows until the verdict, then roll the draft cache back to the accepted length."""
+class _Role:
+    """What both ends of a round hold: a model, and the round's law, which the two must agree on
+    for the output to be exact (the sampling warp, both codecs, the seed of every draw; the
+    networked server sends them in WELCOME)."""
 
-    def __init__(self, device_id: int, lm: SequenceLM, sampling: SamplingParams, ul_codec: Codec,
-                 dl_codec: Codec, seed: int, prompt_ids: Sequence[int]):
-        if len(prompt_ids) == 0:
-            raise ProtocolError(f"device {device_id}: prompt must hold at least one token")
-        self.device_id = device_id
+    def __init__(self, lm, sampling: SamplingParams, ul_codec: Codec, dl_codec: Codec, seed: int):
         self.lm = lm
         self.sampling = sampling
         self.ul_codec = ul_codec
         self.dl_codec = dl_codec
         self.seed = seed
+
+
+class DraftDevice(_Role):
+    """Device side: draft from the decoded q̂ (so lossy UL codecs stay exact), keep the encoded
+    rows until the verdict, then roll the draft cache back to the accepted length."""
+
+    lm: SequenceLM
+
+    def __init__(self, device_id: int, lm: SequenceLM, sampling: SamplingParams, ul_codec: Codec,
+                 dl_codec: Codec, seed: int, prompt_ids: Sequence[int]):
+        if len(prompt_ids) == 0:
+            raise ProtocolError(f"device {device_id}: prompt must hold at least one token")
+        super().__init__(lm, sampling, ul_codec, dl_codec, seed)
+        self.device_id = device_id
         self.tokens: list[int] = [int(t) for t in prompt_ids]  # prompt + generated
         self.num_prompt = len(self.tokens)
         self._q_payloads: list[bytes] = []
@@ -172,21 +183,19 @@ class Verdict:
     rejected: bool
 
 
-class VerifierServer:
+class VerifierServer(_Role):
     """Server side: one batched target pass for all devices, acceptance tests, bonus tokens,
     and the p_j rows it holds for the correction step."""
 
+    lm: BatchedLM
+
     def __init__(self, lm: BatchedLM, sampling: SamplingParams, ul_codec: Codec, dl_codec: Codec,
                  seed: int, gamma_max: int = DEFAULT_GAMMA_MAX):
-        self.lm = lm
-        self.sampling = sampling
-        self.ul_codec = ul_codec
-        self.dl_codec = dl_codec
-        self.seed = seed
+        super().__init__(lm, sampling, ul_codec, dl_codec, seed)
         self.gamma_max = gamma_max
         self.records: dict[int, list[int]] = {}  # the server's record of each device's tokens
         self.num_prompt: dict[int, int] = {}
-        self._pending_p: dict[int, np.ndarray] = {}
+        self._pending_p: dict = {}  # device -> warped p_j, a tensor on the target's device
 
     def open(self, device_id: int, prompt_ids: Sequence[int]) -> None:
         self.records[device_id] = [int(t) for t in prompt_ids]
@@ -204,12 +213,12 @@ class VerifierServer:
     def verify(self, drafts: dict[int, Draft]) -> dict[int, Verdict]:
         ids = list(drafts)
         new = {d: self.records[d][self.lm.length(d) :] + drafts[d].tokens for d in ids}
-        logits = self.lm.extend_many(new)
+        logits = device_rows(self.lm, new)  # on the target's device until the verdict
         ragged = RaggedDrafts.from_lists([drafts[d].tokens for d in ids],
                                          [drafts[d].q_at_tokens for d in ids])
         rows = [logits[d][-(len(drafts[d].tokens) + 1) :] for d in ids]
         # Warped lazily: p_i(x_i) for the test, whole rows only for bonus and rejection rows.
-        target = TargetRows(np.concatenate(rows, axis=0), self.sampling)
+        target = TargetRows.stacked(rows, self.sampling)
         accept_u, bonus_u = [], []
         for d in ids:
             u = step_rng(self.seed, d, len(self.records[d]), _ACCEPT).random(len(drafts[d].tokens) + 1)
@@ -237,7 +246,7 @@ class VerifierServer:
 
     def send_p(self, device_id: int) -> bytes:
         """DL mode: the encoded p_j for the device to correct with."""
-        return self.dl_codec.encode(self._pending_p.pop(device_id))
+        return self.dl_codec.encode(self._pending_p.pop(device_id).cpu().numpy())
 
     def commit(self, device_id: int, new_tokens: Sequence[int]) -> None:
         self.records[device_id].extend(int(t) for t in new_tokens)

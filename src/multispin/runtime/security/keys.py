@@ -9,15 +9,15 @@ What: the server has one key pair; each device has its own. Files (made by ``mul
     DEVICE_DIR/device-N.key_secret   device N's secret key (0600)
     DEVICE_DIR/server.key            the server's public key the device connects to
 
-:func:`curve_server` makes a ROUTER a CURVE server whose authenticator (a ZAP handler on the
-socket's context) lets in only the keys of the allowed directory; :func:`curve_client` makes a
+`curve_server` makes a ROUTER a CURVE server whose authenticator (a ZAP handler on the
+socket's context) lets in only the keys of the allowed directory; `curve_client` makes a
 DEALER a CURVE client. Every message is then encrypted and authenticated, and a client without
 a key, with the wrong server key or with a key not allowed never gets a frame to the server.
 
-Why a key per device: the device id is bound to its public key (:class:`AllowedKeys`). libzmq
-stamps each received frame with the peer's public key (the ZAP ``User-Id``; :func:`peer_key`),
+Why a key per device: the device id is bound to its public key (`AllowedKeys`). libzmq
+stamps each received frame with the peer's public key (the ZAP ``User-Id``; `peer_key`),
 so the server checks a HELLO's device id against the key that sent it
-(:meth:`AllowedKeys.check_claim`): a device can claim only its own session.
+(`AllowedKeys.check_claim`): a device can claim only its own session.
 
 Like the loops it plugs into, this module imports ``zmq``; the round and the protocol objects
 never see keys.
@@ -237,7 +237,7 @@ class AllowedKeys:
         return self._ids.get(key)
 
     def check_claim(self, public_key: bytes | str | None, claimed_device_id: int) -> None:
-        """Raise :class:`SecurityError` unless ``public_key`` is allowed as ``claimed_device_id``
+        """Raise `SecurityError` unless ``public_key`` is allowed as ``claimed_device_id``
         (a HELLO's device id must be the id its sender's key is bound to)."""
         owner = self.identity_for(public_key)
         if owner is None:

@@ -1,8 +1,8 @@
 """Bounds on what an unauthenticated peer can cost the server: connections, handshakes, log lines.
 
-What: :class:`ConnectionBudget` admits a new peer only while there are fewer than
+What: `ConnectionBudget` admits a new peer only while there are fewer than
 ``max_connections`` peers and fewer than ``max_pending`` peers that have not finished the
-handshake, and expires a pending peer at its handshake deadline. :class:`RefusalLog` turns a
+handshake, and expires a pending peer at its handshake deadline. `RefusalLog` turns a
 stream of refusals into at most one summary line per cause per interval, with the count.
 
 Why: before a peer has authenticated, anything it makes the server keep (a connection entry, a

@@ -1,6 +1,6 @@
 """What a journal is checked for when it is opened, before any round is resumed from it.
 
-Four checks, in order, each refusing with one :class:`~multispin.errors.JournalDamaged` line
+Four checks, in order, each refusing with one [`JournalDamaged`][multispin.errors.JournalDamaged] line
 that names what is wrong and what the operator can do:
 
 1. **the files** (before SQLite touches them): a journal file that is missing while its head
@@ -8,7 +8,7 @@ that names what is wrong and what the operator can do:
    for a new, empty database and the run would silently start again from round 0.
 2. **SQLite's own check**: ``PRAGMA quick_check`` (pages, cells, free list; O(file size)) or, on
    request, the full ``integrity_check`` (indexes and constraints too).
-3. **the chain** (:mod:`~multispin.runtime.store.head`): rounds 0, 1, 2, … without a gap, each
+3. **the chain** (`multispin.runtime.store.head`): rounds 0, 1, 2, … without a gap, each
    row's link recomputed from its content. An edited token, a deleted row or a round moved
    elsewhere breaks it at that round.
 4. **the head** (writer only; a reader beside a writer may see the two files at different
@@ -16,7 +16,7 @@ that names what is wrong and what the operator can do:
    rounds means rounds were lost (a deleted, truncated or damaged WAL); one more round is the
    trace of a crash between the two writes (its COMMITs were never sent) and is fine.
 
-The repair (:mod:`~multispin.runtime.store.repair`) uses the same chain walk to find the last
+The repair (`multispin.runtime.store.repair`) uses the same chain walk to find the last
 good round.
 """
 

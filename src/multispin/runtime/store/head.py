@@ -1,7 +1,7 @@
 """The journal's chain of rounds and its head file: how a restart knows that no round was lost.
 
 What: every committed round carries a *link*, ``sha256(previous link ‖ the round's index and
-every device's committed tokens, draft length, mode, bits)``, starting from :data:`GENESIS`. The
+every device's committed tokens, draft length, mode, bits)``, starting from `GENESIS`. The
 head file (``JOURNAL-head``, beside the SQLite file) holds the index and link of the last round
 committed, fsynced after each round's SQLite commit and before any device is told of the round.
 
@@ -96,7 +96,7 @@ def read_head(path: Path) -> Optional[Head]:
 
 
 class HeadWriter:
-    """The writer's open head file: :meth:`write` is durable when it returns."""
+    """The writer's open head file: `write` is durable when it returns."""
 
     def __init__(self, path: Path) -> None:
         self.path = path

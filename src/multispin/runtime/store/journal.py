@@ -2,13 +2,13 @@
 
 What: one SQLite file holds each device's session (its identity, prompt token ids, sampling
 parameters, codec specs, seed) and, per round, each device's committed token ids with the draft
-length, correction mode and payload bits of that round. :meth:`Journal.commit_round` writes a
-round in one transaction; when it returns, the round is on disk. :meth:`Journal.recover` gives
+length, correction mode and payload bits of that round. `Journal.commit_round` writes a
+round in one transaction; when it returns, the round is on disk. `Journal.recover` gives
 back every session with its committed tokens and the index of the next round.
 
 Why: randomness is derived from (seed, device, round, purpose), so a server restarted from the
 journal continues every device's text exactly where the crashed one left it. The server sends a
-round's replies only after :meth:`~Journal.commit_round` has returned, so no device ever sees a
+round's replies only after `Journal.commit_round` has returned, so no device ever sees a
 token that a restart could take back.
 
 How it stays safe:
@@ -27,15 +27,15 @@ How it stays safe:
   servers cannot interleave rounds in one journal (readers need no lock).
 - **damage is refused, never resumed**: each round row carries a chain link over its content and
   the previous link, and ``PATH-head`` (fsynced after each commit) names the last round and its
-  link (:mod:`~multispin.runtime.store.head`). Opening checks the files, SQLite's
+  link (`multispin.runtime.store.head`). Opening checks the files, SQLite's
   ``quick_check`` (``check="full"``: ``integrity_check``), the chain and the head
-  (:mod:`~multispin.runtime.store.check`); a journal that lost or changed rounds raises
-  :class:`~multispin.errors.JournalDamaged` unless opened with ``repair=True``, which keeps
+  (`multispin.runtime.store.check`); a journal that lost or changed rounds raises
+  [`JournalDamaged`][multispin.errors.JournalDamaged] unless opened with ``repair=True``, which keeps
   the damaged files aside and rebuilds the journal from its last good round
-  (:mod:`~multispin.runtime.store.repair`).
+  (`multispin.runtime.store.repair`).
 
 A file that is not a journal (another SQLite database, a text file, a corrupted header) or one
-written by a newer schema raises one :class:`~multispin.errors.JournalError` naming the file.
+written by a newer schema raises one [`JournalError`][multispin.errors.JournalError] naming the file.
 The server wiring (a journal path on `serve`, reconnecting devices) lives in the loops, not here.
 """
 
@@ -50,7 +50,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from multispin.errors import JournalDamaged, JournalError
 from multispin.runtime.store.check import (
-    CHECKS, Evidence, compare_head, repair_hint, sqlite_check, walk_chain,
+    CHECKS, Evidence, compare_head, repair_hint, round_rows, sqlite_check, walk_chain,
 )
 from multispin.runtime.store.head import GENESIS, Head, HeadWriter, head_path, link
 from multispin.runtime.store.records import DeviceRound, RecoveredSession, Recovery, Repair, SessionRecord
@@ -394,7 +394,7 @@ class Journal:
 
         When this returns the round is durable: send the round's replies after it, never before.
         Returns True if the round was written, False if the very same round was already there
-        (a retry after an interrupted call). Raises :class:`JournalError` for a round committed
+        (a retry after an interrupted call). Raises `JournalError` for a round committed
         before with other content, a round out of order (rounds go 0, 1, 2, … without gaps), a
         device without a session, or a malformed entry; nothing is written then."""
         r = int(round_index)

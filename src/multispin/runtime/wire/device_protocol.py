@@ -2,8 +2,9 @@
 events out; explicit states; no sockets, no clocks, no threads, no model calls.
 
 The loop (`device.DeviceClient`) feeds each message to `receive`, does what the event asks
-(draft γ tokens, hand over q̂_j, sample the correction, apply the commit) and hands the result
-back through `send_draft` / `send_q` / `send_correction`, which return the message to send.
+(draft γ tokens, hand over q̂_j, sample the correction, apply the commit, then draft the next
+round if the COMMIT carried its PLAN) and hands the result back through `send_draft` / `send_q` /
+`send_correction`, which return the message to send.
 A server message that does not fit the state is a `RemoteProtocolError`; a call the state
 does not allow (the loop's own mistake) is a `LocalProtocolError`.
 
@@ -11,9 +12,10 @@ Handshake: START -hello-> AWAIT_CHALLENGE -WELCOME-> IDLE with per-device keys (
 authenticated both ends); in the plaintext debugging mode AWAIT_CHALLENGE -CHALLENGE->
 AWAIT_WELCOME (AUTH sent, from the shared secret) -WELCOME-> IDLE. `Welcomed`: the loop checks the
 session parameters and rebuilds its draft state.
-States of one round: IDLE -PLAN-> DRAFTING -send_draft-> DRAFTED -VERDICT-> (WAIT_COMMIT
-| SENDING_Q -send_q-> WAIT_CORRECTION | WAIT_P) ; WAIT_P -P_PAYLOAD-> CORRECTING
--send_correction-> WAIT_COMMIT ; WAIT_CORRECTION -CORRECTION-> WAIT_COMMIT -COMMIT-> IDLE.
+States of one round: IDLE -PLAN-> DRAFTING -send_draft-> DRAFTED, then
+  all accepted:  DRAFTED -COMMIT-> IDLE (or DRAFTING: the COMMIT carried the next PLAN)
+  UL rejection:  DRAFTED -VERDICT-> SENDING_Q -send_q-> WAIT_COMMIT -COMMIT-> IDLE | DRAFTING
+  DL rejection:  DRAFTED -VERDICT(p_j)-> CORRECTING -send_correction-> WAIT_COMMIT -COMMIT-> …
 BYE ends the session from any state (CLOSED).
 """
 
@@ -34,11 +36,9 @@ class DeviceState(enum.Enum):
     AWAIT_WELCOME = "await_welcome"  # AUTH sent
     IDLE = "idle"
     DRAFTING = "drafting"  # PLAN received; the loop drafts
-    DRAFTED = "drafted"  # DRAFT sent; waiting for VERDICT
+    DRAFTED = "drafted"  # DRAFT sent; waiting for VERDICT (rejected) or COMMIT (all accepted)
     SENDING_Q = "sending_q"  # rejected in UL mode; the loop hands over q̂_j
-    WAIT_CORRECTION = "wait_correction"
-    WAIT_P = "wait_p"
-    CORRECTING = "correcting"  # p_j received; the loop samples the correction
+    CORRECTING = "correcting"  # rejected in DL mode, p_j received; the loop samples the correction
     WAIT_COMMIT = "wait_commit"
     CLOSED = "closed"
 
@@ -72,6 +72,7 @@ class Committed:
     tokens: tuple[int, ...]  # to append (the loop rolls the draft cache back, then appends)
     length: int  # the token count after the append (checked against the server's)
     digest: bytes
+    next: DraftRequested | None = None  # the next round's PLAN, carried by this COMMIT
 
 
 @dataclass(frozen=True)
@@ -82,10 +83,10 @@ class Closed:
 
 Event = Welcomed | DraftRequested | QRequested | CorrectionRequested | Committed | Closed | None
 
-_ROUND_TYPES = (P.VerdictMsg, P.PPayloadMsg, P.CorrectionMsg, P.CommitMsg)
+_ROUND_TYPES = (P.VerdictMsg, P.CommitMsg)
 
 
-_SESSION_TYPES = ("PLAN", "VERDICT", "P_PAYLOAD", "CORRECTION", "COMMIT", "BYE", "ERROR")
+_SESSION_TYPES = ("PLAN", "VERDICT", "COMMIT", "BYE", "ERROR")
 
 
 class DeviceProtocol:
@@ -144,25 +145,19 @@ class DeviceProtocol:
             raise RemoteProtocolError(f"{msg.TYPE}: unexpected after BYE")
         if isinstance(msg, P.PlanMsg):
             self._expect(msg, DeviceState.IDLE)
-            self.round, self._verdict, self._correction = msg.round, None, None
-            self.state = DeviceState.DRAFTING
-            return DraftRequested(msg.round, msg.gamma)
+            return self._plan(msg.round, msg.gamma)
         if not isinstance(msg, _ROUND_TYPES):
             raise RemoteProtocolError(f"{msg.TYPE}: not a message a device takes in a session")
         if msg.round != self.round:
             raise RemoteProtocolError(f"{msg.TYPE}.round: {msg.round} but this device is in round {self.round}")
         if isinstance(msg, P.VerdictMsg):
             return self._on_verdict(msg)
-        if isinstance(msg, P.PPayloadMsg):
-            self._expect(msg, DeviceState.WAIT_P)
-            self.state = DeviceState.CORRECTING
-            return CorrectionRequested(self._verdict.num_accepted, msg.payload)  # type: ignore[union-attr]
-        if isinstance(msg, P.CorrectionMsg):
-            self._expect(msg, DeviceState.WAIT_CORRECTION)
-            self._correction = msg.token
-            self.state = DeviceState.WAIT_COMMIT
-            return None
         return self._on_commit(msg)
+
+    def _plan(self, round_idx: int, gamma: int) -> DraftRequested:
+        self.round, self._verdict, self._correction = round_idx, None, None
+        self.state = DeviceState.DRAFTING
+        return DraftRequested(round_idx, gamma)
 
     def _expect(self, msg: P.Message, state: DeviceState) -> None:
         if self.state is not state:
@@ -171,35 +166,36 @@ class DeviceProtocol:
     def _on_verdict(self, msg: P.VerdictMsg) -> Event:
         self._expect(msg, DeviceState.DRAFTED)
         drafted = len(self._draft)
-        if msg.num_accepted > drafted:
-            raise RemoteProtocolError(f"VERDICT.num_accepted: {msg.num_accepted} > drafted {drafted}")
-        if msg.rejected and msg.num_accepted >= drafted:
-            raise RemoteProtocolError("VERDICT.rejected: no drafted token left to reject")
+        if msg.num_accepted >= drafted:
+            raise RemoteProtocolError(f"VERDICT.num_accepted: {msg.num_accepted} leaves no drafted token "
+                                      f"of {drafted} to reject")
         self._verdict = msg
-        if not msg.rejected:
-            self.state = DeviceState.WAIT_COMMIT
-            return None
         if msg.mode == "ul":
             self.state = DeviceState.SENDING_Q
             return QRequested(msg.num_accepted)
-        self.state = DeviceState.WAIT_P
-        return None
+        self.state = DeviceState.CORRECTING
+        return CorrectionRequested(msg.num_accepted, msg.payload)  # type: ignore[arg-type]
 
     def _on_commit(self, msg: P.CommitMsg) -> Committed:
-        self._expect(msg, DeviceState.WAIT_COMMIT)
-        v = self._verdict
-        assert v is not None
-        final = v.bonus if not v.rejected else self._correction
-        expected = list(self._draft[: v.num_accepted]) + [final]
+        if self.state is DeviceState.DRAFTED:  # no VERDICT came: every drafted token was accepted
+            num_accepted, known = len(self._draft), list(self._draft)
+        else:
+            self._expect(msg, DeviceState.WAIT_COMMIT)
+            assert self._verdict is not None
+            num_accepted = self._verdict.num_accepted
+            # the final token: the device's own DL correction; a UL one it learns from this COMMIT
+            known = list(self._draft[:num_accepted]) + ([self._correction] if self._correction is not None else [])
         got = list(msg.tokens)
-        if got != expected[: len(got)]:
-            raise RemoteProtocolError(f"COMMIT.tokens: {got} do not extend this round's draft/verdict {expected}")
+        if len(got) > num_accepted + 1 or got[: len(known)] != known[: len(got)]:
+            raise RemoteProtocolError(f"COMMIT.tokens: {got} do not extend this round's {num_accepted} "
+                                      f"accepted draft tokens {known[:num_accepted]}")
         self.digest.update(got)
         if msg.length != self.digest.length or msg.digest != self.digest.digest():
             raise RemoteProtocolError(f"COMMIT.digest: the server's record ({msg.length} tokens) differs "
                                       f"from this device's ({self.digest.length} tokens)")
         self.state = DeviceState.IDLE
-        return Committed(msg.round, v.num_accepted, msg.tokens, msg.length, msg.digest)
+        nxt = self._plan(msg.round + 1, msg.next_gamma) if msg.next_gamma is not None else None
+        return Committed(msg.round, num_accepted, msg.tokens, msg.length, msg.digest, nxt)
 
     # -- what the loop sends --------------------------------------------------------------------
 
@@ -216,7 +212,7 @@ class DeviceProtocol:
 
     def send_q(self, payload: bytes) -> P.QPayloadMsg:
         self._require("Q_PAYLOAD", DeviceState.SENDING_Q)
-        self.state = DeviceState.WAIT_CORRECTION
+        self.state = DeviceState.WAIT_COMMIT
         return P.QPayloadMsg(self.round, payload)
 
     def send_correction(self, token: int, compute_s: float | None = None) -> P.CorrectionMsg:

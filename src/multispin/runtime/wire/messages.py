@@ -8,19 +8,29 @@ One round, server S and device D (ZeroMQ ROUTER at S, one DEALER per device):
     D → S  AUTH       HMAC-SHA256(secret, nonce ‖ device id)
     S → D  WELCOME    session parameters + the server's record of D's tokens (resume state)
     ------------------------------------------------------------------ every round r
-    S → D  PLAN       r, γ_D
+    S → D  PLAN       r, γ_D                 (only where the last COMMIT did not carry it)
     D → S  DRAFT      r, γ token ids, γ scalars q̂_i(x_i) (float64, packed)
-    S → D  VERDICT    r, accepted count, bonus token | rejected + mode
-      UL:  D → S  Q_PAYLOAD   codec bytes of q̂_j     S → D  CORRECTION  token id
-      DL:  S → D  P_PAYLOAD   codec bytes of p_j      D → S  CORRECTION  token id
-    S → D  COMMIT     r, tokens appended, length and sha256 digest of D's tokens so far
+    S → D  VERDICT    r, accepted count, mode (+ codec bytes of p_j in DL)   (rejected drafts only)
+      UL:  D → S  Q_PAYLOAD   codec bytes of q̂_j
+      DL:  D → S  CORRECTION  token id, sampled on the device from p_j
+    S → D  COMMIT     r, tokens appended (accepted drafts + bonus or correction), length and
+                      sha256 digest of D's tokens so far, and the next round's γ (its PLAN)
     ------------------------------------------------------------------
+
+Protocol version 2 (version 1 sent PLAN, VERDICT, CORRECTION and P_PAYLOAD as messages of their
+own: six to eight per device and round). Each message now carries everything its receiver acts
+on, so a device wakes twice in a round whose draft is all accepted (COMMIT + next PLAN, then it
+sends DRAFT) and four times after a rejection: an accepted draft's verdict is its COMMIT (the
+bonus is its last token), a UL correction's token reaches the device in the COMMIT, p_j rides in
+its VERDICT, and the next round's PLAN in the COMMIT whenever the server already knows that
+round (not for a session's first round, a device that joins or resumes between rounds, the
+last round, or a round before which a steady-state job hands over to its successor).
     S → D  BYE        done / shutdown (+ digest);  D → S  BYE (its own digest)
     either ERROR      code + one-line reason (the sender then forgets the session)
 
 Wire form: one ZeroMQ frame per message holding one msgpack map ``{"t": TYPE, field: value}``.
 Token ids are msgpack ints / int arrays; distributions and q scalars are msgpack ``bin``; no
-text or float arrays. A Q_PAYLOAD/P_PAYLOAD carries exactly ``codec.num_bytes(V)`` payload
+text or float arrays. A Q_PAYLOAD or DL VERDICT carries exactly ``codec.num_bytes(V)`` payload
 bytes, so what crosses the wire is what the optimiser plans with (plus a few envelope bytes).
 
 Limits (``Limits``): each message type has a byte limit derived from V, γ_max, the codecs' sizes
@@ -33,17 +43,17 @@ from __future__ import annotations
 
 import hashlib
 import math
+import struct
 from dataclasses import dataclass, fields
 from typing import Any, Callable, ClassVar, Iterable, Sequence
 
 import msgpack
-import numpy as np
 
 from multispin.errors import ProtocolError
 from multispin.runtime.security.auth import MAC_BYTES, NONCE_BYTES
-from multispin.speculative.verify import DEFAULT_GAMMA_MAX
+from multispin.speculative.verify import DEFAULT_GAMMA_MAX, check_draft
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: PLAN rides in COMMIT, p_j in VERDICT, no VERDICT for an accepted draft
 DIGEST_BYTES = 32
 MAX_ROUND = 2**31 - 1
 MAX_DEVICE_ID = 2**31 - 1
@@ -67,12 +77,19 @@ ERROR_CODES = ("auth", "refused", "protocol", "timeout", "replaced", "shutdown",
 MODES = ("ul", "dl")
 
 
+def _u32_bytes(tokens: Iterable[int]) -> tuple[bytes, int]:
+    """Token ids as little-endian uint32 bytes, and their count. struct, not numpy: a round
+    commits γ + 1 ids at most, and numpy's per-call cost is most of the work at that size."""
+    ids = tokens if isinstance(tokens, (list, tuple)) else list(tokens)
+    try:
+        return struct.pack(f"<{len(ids)}I", *ids), len(ids)
+    except struct.error:  # negative, ≥ 2^32 or not an integer
+        raise ProtocolError("tokens: ids must lie in [0, 2^32)") from None
+
+
 def token_digest(tokens: Iterable[int]) -> bytes:
     """sha256 of the token ids as little-endian uint32: the fingerprint both ends compare."""
-    arr = np.asarray(list(tokens), dtype=np.int64)
-    if arr.size and (arr.min() < 0 or arr.max() > MAX_U32):
-        raise ProtocolError("tokens: ids must lie in [0, 2^32)")
-    return hashlib.sha256(arr.astype("<u4").tobytes()).digest()
+    return hashlib.sha256(_u32_bytes(tokens)[0]).digest()
 
 
 class TokenDigest:
@@ -84,11 +101,9 @@ class TokenDigest:
         self.update(tokens)
 
     def update(self, tokens: Iterable[int]) -> None:
-        arr = np.asarray(list(tokens), dtype=np.int64)
-        if arr.size and (arr.min() < 0 or arr.max() > MAX_U32):
-            raise ProtocolError("tokens: ids must lie in [0, 2^32)")
-        self._h.update(arr.astype("<u4").tobytes())
-        self.length += int(arr.size)
+        raw, n = _u32_bytes(tokens)
+        self._h.update(raw)
+        self.length += n
 
     def digest(self) -> bytes:
         return self._h.copy().digest()
@@ -178,11 +193,10 @@ class Limits:
             + self._ids(self.max_context_tokens),
             "PLAN": env + 2 * i,
             "DRAFT": env + 2 * i + self._ids(g) + h + Q_SCALAR_BYTES * g,
-            "VERDICT": env + 4 * i + h,
+            "VERDICT": env + 3 * i + h + self.dl_payload_bytes,
             "Q_PAYLOAD": env + i + h + self.ul_payload_bytes,
-            "P_PAYLOAD": env + i + h + self.dl_payload_bytes,
             "CORRECTION": env + 3 * i,
-            "COMMIT": env + 2 * i + self._ids(g + 1) + h + DIGEST_BYTES,
+            "COMMIT": env + 3 * i + self._ids(g + 1) + h + DIGEST_BYTES,
             "BYE": env + i + reason + h + DIGEST_BYTES,
             "ERROR": env + h + 16 + reason,
         }
@@ -410,19 +424,17 @@ class DraftMsg(Message):
     def make(cls, round_idx: int, tokens: Sequence[int], q_at_tokens: Sequence[float],
              compute_s: float | None = None) -> "DraftMsg":
         return cls(round_idx, tuple(int(t) for t in tokens),
-                   np.asarray(q_at_tokens, dtype="<f8").tobytes(), compute_s)
+                   struct.pack(f"<{len(q_at_tokens)}d", *q_at_tokens), compute_s)
 
     @property
     def q_values(self) -> list[float]:
-        return [float(x) for x in np.frombuffer(self.q, dtype="<f8")]
+        return list(struct.unpack(f"<{len(self.q) // Q_SCALAR_BYTES}d", self.q))
 
     def validate(self, lim: Limits) -> None:
         if len(self.q) != Q_SCALAR_BYTES * len(self.tokens):
             raise ProtocolError(f"DRAFT.q: {len(self.q)} bytes for {len(self.tokens)} tokens "
                                 f"(need {Q_SCALAR_BYTES} per token)")
-        q = np.frombuffer(self.q, dtype="<f8")
-        if q.size and not (np.all(np.isfinite(q)) and np.all(q > 0) and np.all(q <= 1)):
-            raise ProtocolError("DRAFT.q: every q̂(x_i) must be a finite probability in (0, 1]")
+        check_draft("DRAFT", self.tokens, self.q_values, lim.vocab_size)
 
 
 def _check_q(where: str, v: Any) -> bytes:
@@ -433,22 +445,22 @@ def _check_q(where: str, v: Any) -> bytes:
 
 @dataclass(frozen=True)
 class VerdictMsg(Message):
+    """A rejected draft's verdict (an accepted one's is its COMMIT): the first rejected position
+    j = num_accepted, the correction's mode and, in DL, the codec bytes of p_j to correct from."""
+
     TYPE: ClassVar[str] = "VERDICT"
     round: int
     num_accepted: int
-    rejected: bool
-    bonus: int | None = None  # set iff every draft token was accepted
-    mode: str | None = None  # "ul" or "dl", set iff rejected
+    mode: str  # "ul": send q̂_j; "dl": sample the correction from `payload`
+    payload: bytes | None = None  # DL codec bytes of p_j, exactly codec.num_bytes(V); set iff mode is dl
     SPEC: ClassVar[dict[str, Check]] = {
-        "round": _ROUND, "num_accepted": _int(0, lambda lim: lim.gamma_max), "rejected": _bool,
-        "bonus": _opt(_token), "mode": _opt(_str(2, MODES)),
+        "round": _ROUND, "num_accepted": _int(0, lambda lim: max(0, lim.gamma_max - 1)),
+        "mode": _str(2, MODES), "payload": _opt(_bin(lambda lim: lim.dl_payload_bytes, "the DL codec")),
     }
 
     def validate(self, lim: Limits) -> None:
-        if self.rejected and (self.bonus is not None or self.mode is None):
-            raise ProtocolError("VERDICT.mode: a rejected verdict carries a mode and no bonus token")
-        if not self.rejected and (self.bonus is None or self.mode is not None):
-            raise ProtocolError("VERDICT.bonus: an accepted verdict carries a bonus token and no mode")
+        if (self.mode == "dl") != (self.payload is not None):
+            raise ProtocolError("VERDICT.payload: a DL verdict carries p_j, a UL verdict nothing")
 
 
 @dataclass(frozen=True)
@@ -462,17 +474,9 @@ class QPayloadMsg(Message):
 
 
 @dataclass(frozen=True)
-class PPayloadMsg(Message):
-    TYPE: ClassVar[str] = "P_PAYLOAD"
-    round: int
-    payload: bytes  # DL codec bytes of p_j, exactly codec.num_bytes(V)
-    SPEC: ClassVar[dict[str, Check]] = {
-        "round": _ROUND, "payload": _bin(lambda lim: lim.dl_payload_bytes, "the DL codec"),
-    }
-
-
-@dataclass(frozen=True)
 class CorrectionMsg(Message):
+    """DL: the correction the device sampled from p_j (a UL correction reaches it in COMMIT)."""
+
     TYPE: ClassVar[str] = "CORRECTION"
     round: int
     token: int
@@ -488,9 +492,11 @@ class CommitMsg(Message):
     tokens: tuple[int, ...]  # appended this round (accepted drafts + bonus/correction, clipped)
     length: int  # the device's token count after appending (prompt included)
     digest: bytes  # token_digest of those tokens
+    next_gamma: int | None = None  # the PLAN of round + 1 (γ), when the server already decided it
     SPEC: ClassVar[dict[str, Check]] = {
         "round": _ROUND, "tokens": _ids(1, lambda lim: lim.gamma_max + 1, "γ_max + 1"),
         "length": _int(1, lambda lim: lim.max_context_tokens), "digest": _DIGEST,
+        "next_gamma": _opt(_int(0, lambda lim: lim.gamma_max)),
     }
 
 
@@ -525,8 +531,7 @@ class ErrorMsg(Message):
 
 MESSAGE_CLASSES: dict[str, type[Message]] = {
     cls.TYPE: cls for cls in (HelloMsg, ChallengeMsg, AuthMsg, WelcomeMsg, PlanMsg, DraftMsg,
-                              VerdictMsg, QPayloadMsg, PPayloadMsg, CorrectionMsg, CommitMsg,
-                              ByeMsg, ErrorMsg)
+                              VerdictMsg, QPayloadMsg, CorrectionMsg, CommitMsg, ByeMsg, ErrorMsg)
 }
 MESSAGE_TYPES: tuple[str, ...] = tuple(MESSAGE_CLASSES)
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {
@@ -609,7 +614,6 @@ def encode_message(msg: Message, limits: Limits | None = None) -> bytes:
 
 __all__ = [
     "AuthMsg", "ByeMsg", "ChallengeMsg", "CommitMsg", "CorrectionMsg", "DraftMsg", "ErrorMsg",
-    "HelloMsg", "Limits", "Message", "MESSAGE_CLASSES", "MESSAGE_TYPES", "PPayloadMsg",
-    "PlanMsg", "PROTOCOL_VERSION", "QPayloadMsg", "TokenDigest", "VerdictMsg", "WelcomeMsg", "decode_message",
+    "HelloMsg", "Limits", "Message", "MESSAGE_CLASSES", "MESSAGE_TYPES", "PlanMsg", "PROTOCOL_VERSION", "QPayloadMsg", "TokenDigest", "VerdictMsg", "WelcomeMsg", "decode_message",
     "encode_message", "token_digest",
 ]

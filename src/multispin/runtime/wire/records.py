@@ -27,7 +27,7 @@ class RoundEvent:
     payload_bytes: dict[int, int]  # codec bytes of the one distribution moved (UL or DL)
     wire_bytes_up: dict[int, int]  # every byte each device sent this round (msgpack frames)
     wire_bytes_down: dict[int, int]
-    round_wall_s: float
+    round_wall_s: float  # from the round's PLANs leaving (in the last round's COMMITs, if they rode there) to its COMMITs
 
     @property
     def model_compute_s(self) -> float:

@@ -11,9 +11,10 @@ the plaintext debugging mode a shared secret answers a challenge: HELLO → CHAL
 AUTH → WELCOME. The loop (`server.EdgeServer`) sends what is in `outbox`, logs what is in
 `events`, and tells the object when a send failed (`drop(..., notify=False)`).
 
-Connection states: IDLE (owes nothing) → AWAIT_DRAFT (PLAN sent) → IDLE (DRAFT taken) →
-AWAIT_Q / AWAIT_CORRECTION (rejected) → IDLE; AWAIT_BYE after the server's BYE; CLOSED once
-the session ended (BYE, drop, replacement). A message the state does not allow (a remote
+Connection states: IDLE (owes nothing) → AWAIT_DRAFT (PLAN sent, or a COMMIT that carried the
+next round's PLAN) → IDLE (DRAFT taken) → AWAIT_Q / AWAIT_CORRECTION (rejected) → IDLE;
+AWAIT_BYE after the server's BYE (a DRAFT the device was drafting when the BYE went out is
+still taken, and dropped); CLOSED once the session ended (BYE, drop, replacement). A message the state does not allow (a remote
 protocol error) drops the session with a one-line reason, never raises: the device may reconnect
 and resume. A call the state does not allow (the loop's own mistake) raises `LocalProtocolError`.
 """
@@ -59,6 +60,7 @@ class Connection:
     round: int = -1  # the round the owed message belongs to
     gamma: int = 0  # the γ a owed DRAFT must hold
     inbox: P.Message | None = None  # the owed message, once it arrived
+    late_draft: int | None = None  # a BYE overtook the DRAFT of this round: take it, ignore it
     bytes_in: int = 0
     bytes_out: int = 0
 
@@ -354,6 +356,8 @@ class ServerProtocol:
 
     def bye(self, conn: Connection, reason: str) -> None:
         """The server's BYE with its digest of the device's record; the device owes its own."""
+        if conn.state is ConnState.AWAIT_DRAFT:  # a COMMIT planned a round that will not run
+            conn.late_draft = conn.round
         conn.state = ConnState.AWAIT_BYE
         self.send(conn, P.ByeMsg.make(reason, self.records[conn.device_id]))
 
@@ -366,10 +370,13 @@ class ServerProtocol:
             conn.state, conn.round, conn.gamma, conn.inbox = state, round_idx, gamma, None
 
     def commit(self, conn: Connection, round_idx: int, kept: Sequence[int], record: RoundRecord,
-               finished: bool) -> None:
+               finished: bool, next_gamma: int | None = None) -> None:
         """COMMIT the kept tokens (the engine already appended them to the record) over the
-        round's connection; BYE if the device is done."""
+        round's connection; BYE if the device is done. `next_gamma`: the PLAN of round
+        `round_idx + 1`, sent in the COMMIT (the connection then owes that round's DRAFT)."""
         self._require_idle(conn, "COMMIT")
+        if finished and next_gamma is not None:
+            raise LocalProtocolError(f"COMMIT: device {conn.device_id} is done; it gets no next PLAN")
         dev = self.devices[conn.device_id]
         dev.digest.update(kept)
         dev.num_rounds += 1
@@ -377,11 +384,21 @@ class ServerProtocol:
             dev.rounds.append(record)
         if conn.alive:
             conn.state = ConnState.IDLE
-        self.send(conn, P.CommitMsg(round_idx, tuple(kept), dev.digest.length, dev.digest.digest()))
+        self.send(conn, P.CommitMsg(round_idx, tuple(kept), dev.digest.length, dev.digest.digest(), next_gamma))
+        if next_gamma is not None:
+            self.expect(conn, ConnState.AWAIT_DRAFT, round_idx + 1, next_gamma)
         if finished:
             dev.finished = True
             if conn.alive:
                 self.bye(conn, "done")
+
+    @staticmethod
+    def planned(conn: Connection, round_idx: int) -> bool:
+        """Whether `conn` was given round `round_idx`'s PLAN already (in a COMMIT): it owes, or
+        has delivered, that round's DRAFT."""
+        if conn.round != round_idx:
+            return False
+        return conn.state is ConnState.AWAIT_DRAFT or isinstance(conn.inbox, P.DraftMsg)
 
     @staticmethod
     def _require_idle(conn: Connection, what: str) -> None:
@@ -400,6 +417,9 @@ class ServerProtocol:
                 self._on_bye(conn, msg)
             else:
                 self.drop(conn, "protocol", f"device left: {msg.reason}", notify=False)
+        elif (conn.state is ConnState.AWAIT_BYE and isinstance(msg, P.DraftMsg)
+              and msg.round == conn.late_draft):
+            conn.late_draft = None  # drafted for a round the BYE called off: nothing to do
         elif conn.state.value != msg.TYPE or getattr(msg, "round", None) != conn.round:
             want = f"{conn.state.value} for round {conn.round}" if conn.state.value else "nothing"
             self.drop(conn, "protocol", f"{msg.TYPE}: unexpected (round "
