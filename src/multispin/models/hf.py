@@ -139,9 +139,13 @@ class HFBatchedLM:
             # Padded query slots get in-range positions; their outputs are discarded.
             positions[b] = past[b] + torch.arange(max_new)
 
+        # One sequence alone (K = 1, a prefill): its cache is the batch's as it stands, and the
+        # model's output cache is its own, so neither the stacking nor the copy below is needed
+        # (each is a copy of the whole cache at every step).
+        alone = batch == 1
         cache = DynamicCache()
         if max_past:
-            cache = DynamicCache(self._stack_past(seq_ids, past, max_past))
+            cache = DynamicCache(self._kv[seq_ids[0]] if alone else self._stack_past(seq_ids, past, max_past))
         out = self.model(
             input_ids=input_ids.to(self._device), attention_mask=mask.to(self._device),
             position_ids=positions.to(self._device), past_key_values=cache, use_cache=True,
@@ -153,7 +157,8 @@ class HFBatchedLM:
             # Copies, not views: a view would keep the whole batch's cache alive for as long as
             # this sequence is not extended again (a finished device pinned its last round's
             # batch: 9 GB after 30 rounds of 32 SmolLM2 sequences).
-            self._kv[s] = [(k[b : b + 1, :, lo:hi].clone(), v[b : b + 1, :, lo:hi].clone()) for k, v in layers]
+            self._kv[s] = list(layers) if alone else [
+                (k[b : b + 1, :, lo:hi].clone(), v[b : b + 1, :, lo:hi].clone()) for k, v in layers]
             self._len[s] = past[b] + new[b]
             result[s] = _aligned_logits(out.logits[b, : new[b]], self.vocab_size)
         return result
