@@ -92,9 +92,9 @@ class CountingBatchedLM(HFBatchedLM):
         super().__init__(*args, **kwargs)
         self.batch_sizes: list[int] = []
 
-    def _extend_batch(self, new_tokens):
+    def _extend_batch(self, new_tokens, last):
         self.batch_sizes.append(len(new_tokens))
-        return super()._extend_batch(new_tokens)
+        return super()._extend_batch(new_tokens, last)
 
 
 def _run_tiny(sampling: SamplingParams, batched: bool, seed: int = 5):

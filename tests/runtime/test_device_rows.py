@@ -38,6 +38,44 @@ def test_hf_rows_on_device_equal_the_numpy_rows():
         assert np.array_equal(got[s].numpy(), ref[s])
 
 
+def _score_tails(tokens: dict, last: dict):
+    """The tiny target's rows for `tokens` asked with `last` and without, the caches after them,
+    and the number of positions the output head ran on in each pass."""
+    pair = load_tiny_pair()
+    kept, full = HFBatchedLM(pair.target, pair.vocab_size), HFBatchedLM(pair.target, pair.vocab_size)
+    for lm in (kept, full):
+        for s in tokens:
+            lm.open(s)
+    head_rows = []
+    hook = pair.target.lm_head.register_forward_hook(lambda _m, _i, out: head_rows.append(out.shape[1]))
+    try:
+        got, ref = kept.extend_many_on_device(tokens, last), full.extend_many_on_device(tokens)
+    finally:
+        hook.remove()
+    return got, ref, (kept, full), head_rows
+
+
+def test_hf_last_rows_are_the_tail_of_all_rows_and_the_head_computes_only_those():
+    """A prefill asks for its last row only: the head runs on the last positions (logits_to_keep),
+    the rows equal the tail of all rows, and the caches are the same."""
+    tokens = {0: list(range(5, 25)), 1: [9, 10, 11, 12, 13, 14]}  # right-padded to 20 positions
+    last = {0: 1, 1: 2}  # rows at position 19 and at 4..5
+    got, ref, (kept, full), head_rows = _score_tails(tokens, last)
+    assert head_rows == [16, 20]  # the first row wanted is at position 4
+    for s in tokens:
+        assert got[s].shape[0] == last[s] and ref[s].shape[0] == len(tokens[s])
+        assert torch.allclose(got[s], ref[s][-last[s]:], atol=1e-5)
+    step = {s: [7] for s in tokens}
+    nxt, nxt_ref = kept.extend_many(step), full.extend_many(step)
+    assert all(np.allclose(nxt[s], nxt_ref[s], atol=1e-5) for s in tokens)
+
+
+def test_hf_last_rows_cover_the_batch_from_its_first_wanted_row():
+    """Control: a sequence that wants its row at position 0 makes the head cover every position."""
+    _, _, _, head_rows = _score_tails({0: list(range(5, 25)), 1: [3, 4, 5, 6, 7]}, {0: 1, 1: 5})
+    assert head_rows == [20, 20]
+
+
 class TensorOnlyLM(MarkovBatchedLM):
     """A target whose rows exist only as tensors: asking it for numpy rows is an error."""
 
@@ -46,9 +84,10 @@ class TensorOnlyLM(MarkovBatchedLM):
     def extend_many(self, new_tokens):
         raise AssertionError("the server asked for numpy rows")
 
-    def extend_many_on_device(self, new_tokens):
+    def extend_many_on_device(self, new_tokens, last=None):
         TensorOnlyLM.calls += 1
-        return {s: torch.from_numpy(r) for s, r in super().extend_many(new_tokens).items()}
+        rows = super().extend_many(new_tokens)
+        return {s: torch.from_numpy(r[len(r) - (last or {}).get(s, len(r)):]) for s, r in rows.items()}
 
 
 def run(target, seed: int = 5) -> tuple[dict, roles.VerifierServer]:

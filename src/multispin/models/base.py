@@ -60,11 +60,17 @@ def last_rows(lm: "BatchedLM", new_tokens: dict[int, Sequence[int]]) -> dict[int
     return {s: rows[-1] for s, rows in lm.extend_many(new_tokens).items()}
 
 
-def device_rows(lm: "BatchedLM", new_tokens: dict[int, Sequence[int]]) -> dict:
+def device_rows(lm: "BatchedLM", new_tokens: dict[int, Sequence[int]],
+                last: dict[int, int] | None = None) -> dict:
     """`extend_many`, each sequence's logits left where the model computed them (a tensor on its
-    device, through ``extend_many_on_device``) where the model can; numpy rows otherwise."""
+    device, through ``extend_many_on_device``) where the model can; numpy rows otherwise. With
+    `last`, sequence s keeps only its last last[s] rows (a model with ``extend_many_on_device``
+    computes no others: a prompt's prefill scores one row, not one per prompt token)."""
     on_device = getattr(lm, "extend_many_on_device", None)
-    return on_device(new_tokens) if on_device is not None else lm.extend_many(new_tokens)
+    if on_device is not None:
+        return on_device(new_tokens, last)
+    rows = lm.extend_many(new_tokens)
+    return {s: r[len(r) - min(len(r), last[s]):] if last and s in last else r for s, r in rows.items()}
 
 
 class BatchedLM(Protocol):

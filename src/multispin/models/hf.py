@@ -9,6 +9,7 @@ out. Rollback is a per-device truncation, so rejected draft positions never ling
 
 from __future__ import annotations
 
+import inspect
 from typing import Sequence
 
 import numpy as np
@@ -34,6 +35,14 @@ def _aligned_logits(logits: torch.Tensor, vocab_size: int) -> torch.Tensor:
     return align_logits(logits, vocab_size).to(torch.float32)
 
 
+def _keeps_last_logits(model: torch.nn.Module) -> bool:
+    """Whether the model's forward takes ``logits_to_keep`` (transformers' causal LMs do): the
+    output head then runs on the last positions only. A prompt's prefill needs one row of its
+    logits, and the head is a fifth of SmolLM2-135M's and a quarter of Qwen2.5-0.5B's compute per
+    position, so scoring every prompt position's row would cost more than the whole head saves."""
+    return "logits_to_keep" in inspect.signature(model.forward).parameters
+
+
 def _to_numpy_logits(logits: torch.Tensor, vocab_size: int) -> np.ndarray:
     # .cpu() is free for CPU tensors and brings GPU logits to the numpy token math
     return _aligned_logits(logits, vocab_size).cpu().numpy()
@@ -46,6 +55,7 @@ class HFSequenceLM:
         self.model = model
         self.vocab_size = vocab_size
         self._device = next(model.parameters()).device
+        self._keeps_last = _keeps_last_logits(model)
         self.reset()
 
     @property
@@ -56,12 +66,20 @@ class HFSequenceLM:
         self._cache = DynamicCache()
         self._length = 0
 
-    @torch.inference_mode()
     def extend(self, token_ids: Sequence[int]) -> np.ndarray:
+        return self._extend(token_ids, None)
+
+    def extend_last(self, token_ids: Sequence[int]) -> np.ndarray:
+        """`extend`, the last row only (`models.base.next_logits`): the head runs once."""
+        return self._extend(token_ids, 1)[-1]
+
+    @torch.inference_mode()
+    def _extend(self, token_ids: Sequence[int], last: int | None) -> np.ndarray:
         if len(token_ids) == 0:
             raise ProtocolError("extend: need at least one token")
         ids = torch.tensor([list(token_ids)], dtype=torch.long, device=self._device)
-        out = self.model(input_ids=ids, past_key_values=self._cache, use_cache=True)
+        keep = {"logits_to_keep": last} if last is not None and self._keeps_last else {}
+        out = self.model(input_ids=ids, past_key_values=self._cache, use_cache=True, **keep)
         self._cache = out.past_key_values
         self._length += len(token_ids)
         return _to_numpy_logits(out.logits[0], self.vocab_size)
@@ -80,6 +98,7 @@ class HFBatchedLM:
         self.vocab_size = vocab_size
         self.pad_token_id = pad_token_id
         self._device = next(model.parameters()).device
+        self._keeps_last = _keeps_last_logits(model)
         self._kv: dict[int, KV | None] = {}
         self._len: dict[int, int] = {}
 
@@ -103,32 +122,47 @@ class HFBatchedLM:
     def extend_many(self, new_tokens: dict[int, Sequence[int]]) -> dict[int, np.ndarray]:
         return {s: rows.cpu().numpy() for s, rows in self.extend_many_on_device(new_tokens).items()}
 
+    def extend_many_last(self, new_tokens: dict[int, Sequence[int]]) -> dict[int, np.ndarray]:
+        """`extend_many`, each sequence's last row only (`models.base.last_rows`)."""
+        last = {s: 1 for s in new_tokens}
+        return {s: rows[-1].cpu().numpy() for s, rows in self.extend_many_on_device(new_tokens, last).items()}
+
     @torch.inference_mode()
-    def extend_many_on_device(self, new_tokens: dict[int, Sequence[int]]) -> dict[int, torch.Tensor]:
+    def extend_many_on_device(self, new_tokens: dict[int, Sequence[int]],
+                              last: dict[int, int] | None = None) -> dict[int, torch.Tensor]:
         """`extend_many` with each sequence's logits a float32 tensor on the model's device: the
         server's verify reads them there (`models.base.device_rows`), so on a GPU the rows of a
-        round reach the CPU only as the verdict."""
+        round reach the CPU only as the verdict. With `last`, sequence s gets only its last
+        last[s] rows (the output head runs on those positions only where the model allows)."""
         seq_ids = [s for s, toks in new_tokens.items() if len(toks) > 0]
         if not seq_ids:
             return {}
+        last = last or {}
         # A prefill (a new prompt) runs on its own: padded into the round's batch, one 500-token prompt
         # would make every device's few draft tokens a 500-token row (8× the work at K = 8).
         long = [s for s in seq_ids if len(new_tokens[s]) > PREFILL_ALONE_TOKENS]
         if long and len(seq_ids) > 1:
-            result = self._extend_batch({s: new_tokens[s] for s in seq_ids if s not in long})
+            result = self._extend_batch({s: new_tokens[s] for s in seq_ids if s not in long}, last)
             for s in long:
-                result.update(self._extend_batch({s: new_tokens[s]}))
+                result.update(self._extend_batch({s: new_tokens[s]}, last))
             return result
-        return self._extend_batch({s: new_tokens[s] for s in seq_ids})
+        return self._extend_batch({s: new_tokens[s] for s in seq_ids}, last)
 
-    def _extend_batch(self, new_tokens: dict[int, Sequence[int]]) -> dict[int, torch.Tensor]:
-        """One forward pass over every sequence in `new_tokens` (each with at least one token)."""
+    def _extend_batch(self, new_tokens: dict[int, Sequence[int]],
+                      last: dict[int, int]) -> dict[int, torch.Tensor]:
+        """One forward pass over every sequence in `new_tokens` (each with at least one token);
+        sequence s's last last[s] rows (all its rows where `last` does not name it)."""
         seq_ids = list(new_tokens)
         if not seq_ids:
             return {}
         past = [self._len[s] for s in seq_ids]
         new = [len(new_tokens[s]) for s in seq_ids]
         batch, max_past, max_new = len(seq_ids), max(past), max(new)
+        wanted = [min(last.get(s, n), n) for s, n in zip(seq_ids, new)]
+        # Right-padded inputs: sequence b's rows end at position new[b], so the head must cover the
+        # last max_new - min(new[b] - wanted[b]) positions of the batch.
+        first_kept = min(n - w for n, w in zip(new, wanted)) if self._keeps_last else 0
+        keep = {"logits_to_keep": max_new - first_kept} if first_kept else {}
 
         input_ids = torch.full((batch, max_new), self.pad_token_id, dtype=torch.long)
         mask = torch.zeros((batch, max_past + max_new), dtype=torch.long)
@@ -148,7 +182,7 @@ class HFBatchedLM:
             cache = DynamicCache(self._kv[seq_ids[0]] if alone else self._stack_past(seq_ids, past, max_past))
         out = self.model(
             input_ids=input_ids.to(self._device), attention_mask=mask.to(self._device),
-            position_ids=positions.to(self._device), past_key_values=cache, use_cache=True,
+            position_ids=positions.to(self._device), past_key_values=cache, use_cache=True, **keep,
         )
         layers = _cache_layers(out.past_key_values)
         result = {}
@@ -160,7 +194,8 @@ class HFBatchedLM:
             self._kv[s] = list(layers) if alone else [
                 (k[b : b + 1, :, lo:hi].clone(), v[b : b + 1, :, lo:hi].clone()) for k, v in layers]
             self._len[s] = past[b] + new[b]
-            result[s] = _aligned_logits(out.logits[b, : new[b]], self.vocab_size)
+            result[s] = _aligned_logits(out.logits[b, new[b] - wanted[b] - first_kept : new[b] - first_kept],
+                                        self.vocab_size)
         return result
 
     def _stack_past(self, seq_ids: list[int], past: list[int], max_past: int) -> KV:

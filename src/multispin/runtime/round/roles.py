@@ -213,10 +213,12 @@ class VerifierServer(_Role):
     def verify(self, drafts: dict[int, Draft]) -> dict[int, Verdict]:
         ids = list(drafts)
         new = {d: self.records[d][self.lm.length(d) :] + drafts[d].tokens for d in ids}
-        logits = device_rows(self.lm, new)  # on the target's device until the verdict
+        # The rows that score each device's drafts and its bonus token, on the target's device
+        # until the verdict (a prompt's prefill computes no rows for the prompt itself).
+        logits = device_rows(self.lm, new, {d: len(drafts[d].tokens) + 1 for d in ids})
         ragged = RaggedDrafts.from_lists([drafts[d].tokens for d in ids],
                                          [drafts[d].q_at_tokens for d in ids])
-        rows = [logits[d][-(len(drafts[d].tokens) + 1) :] for d in ids]
+        rows = [logits[d] for d in ids]
         # Warped lazily: p_i(x_i) for the test, whole rows only for bonus and rejection rows.
         target = TargetRows.stacked(rows, self.sampling)
         accept_u, bonus_u = [], []
