@@ -40,6 +40,7 @@ from multispin.speculative.warp import SamplingParams
 log = logging.getLogger("multispin.device")
 
 _FATAL_CODES = ("auth", "refused")
+_ZMQ_EVENTS, _ZMQ_POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
 
 
 class _Reconnect(Exception):
@@ -191,6 +192,8 @@ class DeviceClient:
         self._connected = False
         self._welcomed = False  # this connection's WELCOME arrived
         self._failed_handshakes = 0
+        self._poller = zmq.Poller()
+        self._poller.register(sock, zmq.POLLIN)
         sock.connect(self.server)
         try:
             return self._converse(sock, resume)
@@ -203,7 +206,8 @@ class DeviceClient:
         """Raise if the monitor reports the connection lost or the server refusing our key."""
         from zmq.utils.monitor import recv_monitor_message
 
-        while self._monitor.get(zmq.EVENTS) & zmq.POLLIN:  # cheaper than poll(0), which builds a Poller
+        # plain ints: cheaper than poll(0), which builds a Poller, and than get() with the enums
+        while self._monitor.getsockopt(_ZMQ_EVENTS) & _ZMQ_POLLIN:
             ev = recv_monitor_message(self._monitor)["event"]
             if ev == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self._connected = True
@@ -238,7 +242,7 @@ class DeviceClient:
             if left <= 0:
                 raise _Reconnect(f"server silent for {timeout_s:g} s")
             self._check_connection()
-            if sock.poll(int(min(left, 0.2) * 1000) + 1, zmq.POLLIN):
+            if self._poller.poll(int(min(left, 0.2) * 1000) + 1):  # sock.poll builds a Poller per call
                 frames = sock.recv_multipart()
                 if len(frames) != 1:
                     raise ProtocolError(f"message: expected one frame (got {len(frames)})")

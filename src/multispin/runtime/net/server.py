@@ -64,6 +64,8 @@ from multispin.system.payload import WirePayload
 log = logging.getLogger("multispin.server")
 
 _POLL_SLICE_S = 0.05
+_HOUSEKEEPING_S = 0.01  # how often the time-driven checks run while every connection has a session
+_ZMQ_EVENTS, _ZMQ_POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
 DEFAULT_MAX_PENDING = 64
 KEY_POLL_S = 1.0  # how often the allowed-keys folder is looked at for a change
 # the transport's own refusals (the socket monitor), before any frame reaches the protocol
@@ -203,6 +205,7 @@ class EdgeServer:
         self._monitor: zmq.Socket | None = None  # the socket's TCP connections opening and closing
         self._poller = zmq.Poller()
         self._transport = TransportPeers()
+        self._next_housekeeping = 0.0
         self._authenticator: Any = None
         self.journal: Journal | None = None
         self.recovered: list[int] = []  # devices restored from the journal at start
@@ -734,6 +737,7 @@ class EdgeServer:
         sock = self._sock
         assert sock is not None
         self._poller.poll(max(0, int(math.ceil(timeout_s * 1000))))
+        transport, proto, keyed = self._transport, self.proto, self.keys is not None
         while True:
             self._take_transport_events()  # a connection's ACCEPTED comes before its first frame
             try:
@@ -741,20 +745,27 @@ class EdgeServer:
             except zmq.Again:
                 break
             identity = frames[0].bytes
-            self._transport.seen(identity, frames[0].get(zmq.SRCFD))
-            key = peer_key(frames[1]) if len(frames) > 1 and self.keys is not None else None
-            self.proto.receive(identity, [f.bytes for f in frames[1:]], time.monotonic(), key)
-            self._flush()
+            if not transport.knows(identity):  # only a peer's first frame binds it to its connection
+                transport.seen(identity, frames[0].get(zmq.SRCFD))
+            key = peer_key(frames[1]) if keyed and len(frames) > 1 else None
+            proto.receive(identity, [f.bytes for f in frames[1:]], time.monotonic(), key)
+            if proto.outbox or proto.events:
+                self._flush()
         # only now: every frame a closed connection delivered before its close has been read
-        for identity in self._transport.take_lost():
-            self.proto.connection_lost(identity, "connection lost: the device closed it, or the "
-                                       f"transport cut it for a frame over {self.transport_limit_bytes} bytes")
+        for identity in transport.take_lost():
+            proto.connection_lost(identity, "connection lost: the device closed it, or the "
+                                  f"transport cut it for a frame over {self.transport_limit_bytes} bytes")
         now = time.monotonic()
-        self.proto.expire(now)
-        self._bound_connections(now)
-        self.refusals.tick(now)
-        self.churn.tick(now)
-        self._watch_keys(now)
+        # the time-driven checks (handshake deadlines, connection bounds, log intervals, the key
+        # folder) at most every _HOUSEKEEPING_S: a round's traffic wakes the loop several times
+        # per device, and the connection bounds walk every connection
+        if now >= self._next_housekeeping or proto.pending or transport.connections > len(proto.conns):
+            self._next_housekeeping = now + _HOUSEKEEPING_S
+            proto.expire(now)
+            self._bound_connections(now)
+            self.refusals.tick(now)
+            self.churn.tick(now)
+            self._watch_keys(now)
         self._flush()
 
     def _bound_connections(self, now: float) -> None:
@@ -777,7 +788,9 @@ class EdgeServer:
     def _take_transport_events(self) -> None:
         monitor = self._monitor
         assert monitor is not None
-        while monitor.get(zmq.EVENTS) & zmq.POLLIN:  # cheaper than poll(0), which builds a Poller
+        # getsockopt with plain ints: cheaper than poll(0), which builds a Poller, and than get()
+        # with the enums (this runs before every frame the loop reads)
+        while monitor.getsockopt(_ZMQ_EVENTS) & _ZMQ_POLLIN:
             event = recv_monitor_message(monitor)
             if event["event"] == zmq.EVENT_ACCEPTED:
                 fd = event["value"]

@@ -63,9 +63,14 @@ class TransportPeers:
             del self._link[peer]
             self._lost[peer] = None
 
+    def knows(self, peer: Hashable) -> bool:
+        """Whether ``peer`` is bound already (`seen` would do nothing): the loop then need not
+        read its frame's descriptor."""
+        return peer in self._link or peer in self._lost
+
     def seen(self, peer: Hashable, fd: int) -> None:
         """A frame of ``peer`` arrived from ``fd``."""
-        if peer in self._link or peer in self._lost:
+        if self.knows(peer):
             return
         generation = self._generation.get(fd, 0) + (fd not in self._open)
         self._link[peer] = (fd, generation)

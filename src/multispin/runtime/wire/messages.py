@@ -44,6 +44,7 @@ from __future__ import annotations
 import hashlib
 import math
 import struct
+import threading
 from dataclasses import dataclass, fields
 from typing import Any, Callable, ClassVar, Iterable, Sequence
 
@@ -230,7 +231,12 @@ def _int(lo: int | Callable[[Limits], int], hi: int | Callable[[Limits], int]) -
 
 
 def _token(where: str, v: Any, lim: Limits) -> int:
-    return _int(0, lim.vocab_size - 1)(where, v, lim)
+    # inline, not _int(...)(...): a closure built per call costs more than the check itself
+    if type(v) is not int:
+        raise ProtocolError(f"{where}: expected an integer in [0, {lim.vocab_size - 1}] (got {type(v).__name__})")
+    if not 0 <= v < lim.vocab_size:
+        raise ProtocolError(f"{where}: {v} is outside [0, {lim.vocab_size - 1}]")
+    return v
 
 
 def _bool(where: str, v: Any, lim: Limits) -> bool:
@@ -571,12 +577,14 @@ def decode_message(raw: bytes, limits: Limits, allowed: Iterable[str] | None = N
     if not isinstance(raw, (bytes, bytearray, memoryview)):
         raise ProtocolError(f"message: expected bytes (got {type(raw).__name__})")
     n = len(raw)
-    allowed = tuple(allowed) if allowed is not None else None
+    if allowed is not None and type(allowed) is not tuple:
+        allowed = tuple(allowed)
     biggest = limits.max_bytes_of(allowed)
     if n > biggest:
         raise ProtocolError(f"message: {n} bytes exceeds the largest allowed message ({biggest} bytes)")
     try:
-        obj = msgpack.unpackb(bytes(raw), raw=False, strict_map_key=True, ext_hook=_no_ext)
+        obj = msgpack.unpackb(raw if type(raw) is bytes else bytes(raw), raw=False, strict_map_key=True,
+                              ext_hook=_no_ext)
     except ProtocolError:
         raise
     except Exception as exc:  # msgpack raises several types (ExtraData, ValueError, UnicodeError...)
@@ -600,15 +608,27 @@ def decode_message(raw: bytes, limits: Limits, allowed: Iterable[str] | None = N
     return _build(cls, obj, limits)
 
 
+# one Packer reused (packb builds a Packer per call); not thread-safe, so one per thread
+_packers = threading.local()
+
+
+def _pack(obj: dict) -> bytes:
+    packer = getattr(_packers, "p", None)
+    if packer is None:
+        packer = _packers.p = msgpack.Packer(use_bin_type=True)
+    return packer.pack(obj)
+
+
 def encode_message(msg: Message, limits: Limits | None = None) -> bytes:
     """A message -> one msgpack frame. With `limits`, the sender checks what it sends exactly as
     the receiver will (a bug on our side then fails here, not on the far end)."""
-    raw = msgpack.packb(msg.to_wire(), use_bin_type=True)
+    wire = msg.to_wire()
+    raw = _pack(wire)
     if limits is not None:
         limit = limits.max_bytes(msg.TYPE)
         if len(raw) > limit:
             raise ProtocolError(f"{msg.TYPE}: message of {len(raw)} bytes exceeds its limit of {limit} bytes")
-        _build(type(msg), msg.to_wire(), limits)
+        _build(type(msg), wire, limits)  # the dict just packed: _build reads it, never changes it
     return raw
 
 
