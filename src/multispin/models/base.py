@@ -70,7 +70,7 @@ def device_rows(lm: "BatchedLM", new_tokens: dict[int, Sequence[int]],
     if on_device is not None:
         return on_device(new_tokens, last)
     rows = lm.extend_many(new_tokens)
-    return {s: r[len(r) - min(len(r), last[s]):] if last and s in last else r for s, r in rows.items()}
+    return {s: r[max(0, len(r) - last[s]):] if last and s in last else r for s, r in rows.items()}
 
 
 class BatchedLM(Protocol):

@@ -39,7 +39,7 @@ def _keeps_last_logits(model: torch.nn.Module) -> bool:
     """Whether the model's forward takes ``logits_to_keep`` (transformers' causal LMs do): the
     output head then runs on the last positions only. A prompt's prefill needs one row of its
     logits, and the head is a fifth of SmolLM2-135M's and a quarter of Qwen2.5-0.5B's compute per
-    position, so scoring every prompt position's row would cost more than the whole head saves."""
+    position: running it on every prompt position wastes most of a prefill's head."""
     return "logits_to_keep" in inspect.signature(model.forward).parameters
 
 

@@ -146,17 +146,12 @@ class RoundEngine:
     def generated(self, d: int) -> list[int]:
         return self.verifier.generated(d)
 
-    def _num_generated(self, d: int) -> int:
-        # a count, not len(generated(d)): that copies the whole record, several times per device
-        # and round (the budget clip, the commit, "finished")
-        return len(self.verifier.records[d]) - self.verifier.num_prompt[d]
-
     def budget(self, d: int) -> int:
-        return self.max_new_tokens - self._num_generated(d)
+        return self.max_new_tokens - self.verifier.num_generated(d)
 
     def finished(self, d: int) -> bool:
-        n = self._num_generated(d)
-        return n >= self.max_new_tokens or (n > 0 and self.verifier.records[d][-1] in self.eos_ids)
+        n = self.verifier.num_generated(d)
+        return n >= self.max_new_tokens or (n > 0 and self.verifier.last_token(d) in self.eos_ids)
 
     # -- the steps ----------------------------------------------------------------------------
 

@@ -205,6 +205,14 @@ class VerifierServer(_Role):
     def generated(self, device_id: int) -> list[int]:
         return self.records[device_id][self.num_prompt[device_id] :]
 
+    def num_generated(self, device_id: int) -> int:
+        """len(generated(device_id)) without copying the record (asked several times per device
+        and round: the budget clip, the commit, "finished")."""
+        return len(self.records[device_id]) - self.num_prompt[device_id]
+
+    def last_token(self, device_id: int) -> int:
+        return self.records[device_id][-1]
+
     def close(self, device_id: int) -> None:
         self.records.pop(device_id, None)
         self.num_prompt.pop(device_id, None)
