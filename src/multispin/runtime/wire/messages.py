@@ -218,25 +218,23 @@ class Limits:
 Check = Callable[[str, Any, Limits], Any]
 
 
+def _in_range(where: str, v: Any, lo: int, hi: int) -> int:
+    if type(v) is not int:
+        raise ProtocolError(f"{where}: expected an integer in [{lo}, {hi}] (got {type(v).__name__})")
+    if not lo <= v <= hi:
+        raise ProtocolError(f"{where}: {v} is outside [{lo}, {hi}]")
+    return v
+
+
 def _int(lo: int | Callable[[Limits], int], hi: int | Callable[[Limits], int]) -> Check:
     def check(where: str, v: Any, lim: Limits) -> int:
-        lo_v = lo(lim) if callable(lo) else lo
-        hi_v = hi(lim) if callable(hi) else hi
-        if type(v) is not int:
-            raise ProtocolError(f"{where}: expected an integer in [{lo_v}, {hi_v}] (got {type(v).__name__})")
-        if not lo_v <= v <= hi_v:
-            raise ProtocolError(f"{where}: {v} is outside [{lo_v}, {hi_v}]")
-        return v
+        return _in_range(where, v, lo(lim) if callable(lo) else lo, hi(lim) if callable(hi) else hi)
     return check
 
 
 def _token(where: str, v: Any, lim: Limits) -> int:
-    # inline, not _int(...)(...): a closure built per call costs more than the check itself
-    if type(v) is not int:
-        raise ProtocolError(f"{where}: expected an integer in [0, {lim.vocab_size - 1}] (got {type(v).__name__})")
-    if not 0 <= v < lim.vocab_size:
-        raise ProtocolError(f"{where}: {v} is outside [0, {lim.vocab_size - 1}]")
-    return v
+    # the range check itself, not _int(...)(...): a closure built per token costs more than the check
+    return _in_range(where, v, 0, lim.vocab_size - 1)
 
 
 def _bool(where: str, v: Any, lim: Limits) -> bool:
