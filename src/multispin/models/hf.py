@@ -17,6 +17,7 @@ import torch
 from transformers import DynamicCache
 
 from multispin.errors import ProtocolError
+from multispin.models.attention import share_kv_heads
 from multispin.models.base import BatchedLM, LoadedPair, SequenceLM
 from multispin.speculative.warp import align_logits
 
@@ -137,6 +138,7 @@ class HFBatchedLM:
         self.pad_token_id = pad_token_id
         self._device = next(model.parameters()).device
         self._keeps_last = _keeps_last_logits(model)
+        share_kv_heads(model)  # a padded batch has a mask: keep SDPA from copying the KV heads
         self._kv: dict[int, KV | None] = {}
         self._len: dict[int, int] = {}
         self._resident: _ResidentBatch | None = None
