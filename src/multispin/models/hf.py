@@ -100,12 +100,13 @@ class _ResidentBatch:
     SmolLM2-135M drafting step at batch 4). Column c of row b holds a token of sequence b where
     ``mask[b, c]`` is 1; the other columns (a shorter sequence's padding, rolled-back drafts) are
     masked out of attention, and positions are given explicitly, so the holes change nothing a
-    query sees."""
+    query sees. The cache object itself is kept: building a `DynamicCache` from tensors copies
+    them."""
 
-    def __init__(self, seq_ids: tuple[int, ...], kv: KV, mask: torch.Tensor):
+    def __init__(self, seq_ids: tuple[int, ...], cache: DynamicCache, mask: torch.Tensor):
         self.seq_ids = seq_ids
         self.row = {s: b for b, s in enumerate(seq_ids)}
-        self.kv = kv
+        self.cache = cache
         self.mask = mask  # (B, L) long, on the model's device
 
     def columns(self, seq_id: int) -> torch.Tensor:
@@ -128,9 +129,10 @@ RESIDENT_SLACK = 64  # hole columns a resident batch may carry beyond twice its 
 class HFBatchedLM:
     """Many sequences, one KV cache each; `extend_many` scores them in one forward pass.
 
-    A cache lives either on its own (``_kv``) or in the resident batch, the last
-    multi-sequence forward's stacked cache (`_ResidentBatch`), which the next forward over the
-    same sequences reuses as it stands."""
+    A cache lives either on its own (``_kv``, the `DynamicCache` its last forward returned: one
+    built from tensors would copy them) or in the resident batch, the last multi-sequence
+    forward's stacked cache (`_ResidentBatch`), which the next forward over the same sequences
+    reuses as it stands."""
 
     def __init__(self, model: torch.nn.Module, vocab_size: int, pad_token_id: int = 0):
         self.model = model
@@ -139,7 +141,7 @@ class HFBatchedLM:
         self._device = next(model.parameters()).device
         self._keeps_last = _keeps_last_logits(model)
         share_kv_heads(model)  # a padded batch has a mask: keep SDPA from copying the KV heads
-        self._kv: dict[int, KV | None] = {}
+        self._kv: dict[int, DynamicCache | None] = {}
         self._len: dict[int, int] = {}
         self._resident: _ResidentBatch | None = None
 
@@ -160,9 +162,10 @@ class HFBatchedLM:
         if length < self._len[seq_id]:
             if self._resident is not None and seq_id in self._resident.row:
                 self._resident.truncate(seq_id, length)
+            elif length:
+                self._kv[seq_id].crop(length)
             else:
-                kv = self._kv[seq_id]
-                self._kv[seq_id] = [(k[:, :, :length], v[:, :, :length]) for k, v in kv] if length else None
+                self._kv[seq_id] = None
             self._len[seq_id] = length
 
     def extend_many(self, new_tokens: dict[int, Sequence[int]]) -> dict[int, np.ndarray]:
@@ -232,9 +235,9 @@ class HFBatchedLM:
         # sequences, else their caches left-padded and stacked.
         alone = batch == 1
         if resident is not None:
-            cache, past_mask = DynamicCache(resident.kv), resident.mask
+            cache, past_mask = resident.cache, resident.mask
         elif max(past) and alone:
-            cache, past_mask = DynamicCache(self._kv[seq_ids[0]]), new_mask.new_ones((1, past[0]))
+            cache, past_mask = self._kv[seq_ids[0]], new_mask.new_ones((1, past[0]))
         elif max(past):
             cache, past_mask = DynamicCache(self._stack_past(seq_ids, past, max(past))), self._left_padded(past)
         else:
@@ -244,13 +247,12 @@ class HFBatchedLM:
             input_ids=input_ids.to(self._device), attention_mask=mask,
             position_ids=positions.to(self._device), past_key_values=cache, use_cache=True, **keep,
         )
-        layers = _cache_layers(out.past_key_values)
         for s, p, n in zip(seq_ids, past, new):
             self._len[s] = p + n
         if alone:
-            self._kv[seq_ids[0]] = list(layers)
+            self._kv[seq_ids[0]] = out.past_key_values
         else:
-            self._resident = _ResidentBatch(tuple(seq_ids), list(layers), mask)
+            self._resident = _ResidentBatch(tuple(seq_ids), out.past_key_values, mask)
             for s in seq_ids:
                 self._kv.pop(s, None)
             if self._resident.wasted([self._len[s] for s in seq_ids]):
@@ -266,10 +268,11 @@ class HFBatchedLM:
         extended again: a finished device pinned its last batch, 9 GB after 30 rounds of 32
         SmolLM2 sequences)."""
         resident, self._resident = self._resident, None
+        layers = _cache_layers(resident.cache)
         for s, b in resident.row.items():
             cols = resident.columns(s)
-            self._kv[s] = [(k[b : b + 1].index_select(2, cols), v[b : b + 1].index_select(2, cols))
-                           for k, v in resident.kv] if len(cols) else None
+            self._kv[s] = DynamicCache([(k[b : b + 1].index_select(2, cols), v[b : b + 1].index_select(2, cols))
+                                        for k, v in layers]) if len(cols) else None
 
     def _left_padded(self, past: list[int]) -> torch.Tensor:
         """The attention mask of `_stack_past`'s caches: row b's last past[b] columns."""
@@ -281,13 +284,14 @@ class HFBatchedLM:
     def _stack_past(self, seq_ids: list[int], past: list[int], max_past: int) -> KV:
         """Left-pad every sequence's cache to max_past and stack along the batch axis."""
         per_layer = []
-        n_layers = len(next(kv for kv in (self._kv[s] for s in seq_ids) if kv is not None))
+        caches = {s: _cache_layers(self._kv[s]) for s in seq_ids if self._kv[s] is not None}
+        n_layers = len(next(iter(caches.values())))
         for layer in range(n_layers):
             keys, values = [], []
             for s, length in zip(seq_ids, past):
-                kv = self._kv[s]
+                kv = caches.get(s)
                 if kv is None:
-                    ref_k, ref_v = next(self._kv[t][layer] for t in seq_ids if self._kv[t] is not None)
+                    ref_k, ref_v = next(iter(caches.values()))[layer]
                     k = ref_k.new_zeros(ref_k.shape[:2] + (max_past,) + ref_k.shape[3:])
                     v = ref_v.new_zeros(ref_v.shape[:2] + (max_past,) + ref_v.shape[3:])
                 else:
