@@ -1,10 +1,13 @@
 """Hugging Face transformers backend: any causal LM as a `SequenceLM` (device drafting) or a
 `BatchedLM` (server verification of many devices in one forward pass).
 
-The batched target keeps one KV cache per device. Each round it stacks the devices' caches
-(left-padded to a common length), appends every device's new tokens (right-padded), runs ONE
-forward pass with an attention mask and explicit positions, and slices each device's cache back
-out. Rollback is a per-device truncation, so rejected draft positions never linger.
+The batched model keeps one KV cache per sequence (a device). A forward over several sequences
+appends every sequence's new tokens (right-padded) to their stacked caches and runs ONE pass with
+an attention mask and explicit positions. The stacked cache then stays as it is for the next
+forward over the same sequences (the next drafting step, the next round's verify): a rollback
+masks the rejected positions out of it, and only when the set of sequences changes, or the holes
+outgrow the tokens, is each sequence's cache copied out and the batch stacked again (left-padded
+to a common length). Rejected draft positions are never attended to.
 """
 
 from __future__ import annotations
