@@ -562,8 +562,16 @@ class EdgeServer:
                 self.proto.expect(c, ConnState.AWAIT_DRAFT, r, out.gammas[d])
                 self.proto.send(c, P.PlanMsg(r, out.gammas[d]))
         self._flush()
-        self._pump_until(lambda: all(not c.alive or c.inbox is not None for c in io.conns.values()),
-                         time.monotonic() + timeout)
+        # the connections still owing their DRAFT, fewer at each wake-up (a DRAFT taken or a
+        # session ended stays so): a round's DRAFTs wake the loop up to K times, and each wake-up
+        # looks at the ones left, not at all K
+        owing = list(io.conns.values())
+
+        def all_in() -> bool:
+            owing[:] = [c for c in owing if c.alive and c.inbox is None]
+            return not owing
+
+        self._pump_until(all_in, time.monotonic() + timeout)
         drafts: dict[int, Draft] = {}
         for d, c in io.conns.items():
             if not c.alive:
