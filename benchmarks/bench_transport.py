@@ -19,8 +19,9 @@ the loops' public API). Overhead = wall − compute, in ms and as a share of the
 
 Wall times on a machine that other work loads swing by several times; the CPU time the run
 consumed does not (Markov rows: "cpu ms" = the server process's and the device processes' CPU
-per round, handshakes and warm-up included, model compute included; two checkouts doing the same
-rounds with the same seeds do the same model work, so their difference is the framework's).
+per round, handshakes and warm-up included, model compute included, the server's counted from
+after the device processes were forked; two checkouts doing the same rounds with the same seeds
+do the same model work, so their difference is the framework's).
 
 On a machine with fewer cores than devices the devices' drafting is time-sliced: a device's
 measured draft time then includes waiting for a core, which this benchmark counts as compute
@@ -160,9 +161,13 @@ def bench_markov(k: int, rounds: int, vocab: int = 64) -> dict[str, float]:
     report = ctx.SimpleQueue()  # (process CPU, compute CPU) of each device, at its end
     procs = [ctx.Process(target=_markov_device, args=(endpoint, d, draft, report), daemon=True)
              for d in range(k)]
-    cpu0 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     for p in procs:  # fork before the server thread exists
         p.start()
+    # the server's clock starts after the forks: forking K device processes out of this one (a
+    # process with torch loaded: 4-6 ms of this process's CPU per device) is the benchmark's own
+    # set-up, not the server's; counted, it was ~1 ms per round of "srv fw" at K = 32, 200 rounds
+    cpu0 = resource.getrusage(resource.RUSAGE_SELF), children0
     seen = _Rounds()
     config = ServerConfig.make(port=port, expected_devices=k, rounds=rounds + WARMUP,
                                max_new_tokens=100_000, seed=0, round_timeout_s=300)

@@ -10,6 +10,7 @@ round actually moves, from the UL and DL codecs and the pair's vocabulary).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -134,6 +135,9 @@ class WirePayload:
             return self.dl_distribution_bits + self.id_bits
         raise ConfigError(f"mode: must be 'ul' or 'dl' (got {mode!r})")
 
+    # asked once per device and round with a handful of (γ, mode) pairs: each computed once
+    # (RoundBits is frozen, so the one shared instance is safe)
+    @functools.lru_cache(maxsize=1024)
     def round_bits(self, draft_len: int, mode: str | None) -> RoundBits:
         """Bits of one device's round: ``mode`` is None when it was not rejected (bonus token)."""
         up = draft_len * self.draft_bits_per_token

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Sequence
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from multispin.errors import ConfigError, MultispinError, ProtocolError
 from multispin.models.base import LoadedPair, SequenceLM
@@ -204,8 +205,6 @@ class DeviceClient:
 
     def _check_connection(self) -> None:
         """Raise if the monitor reports the connection lost or the server refusing our key."""
-        from zmq.utils.monitor import recv_monitor_message
-
         # plain ints: cheaper than poll(0), which builds a Poller, and than get() with the enums
         while self._monitor.getsockopt(_ZMQ_EVENTS) & _ZMQ_POLLIN:
             ev = recv_monitor_message(self._monitor)["event"]

@@ -66,6 +66,10 @@ log = logging.getLogger("multispin.server")
 _POLL_SLICE_S = 0.05
 _HOUSEKEEPING_S = 0.01  # how often the time-driven checks run while every connection has a session
 _ZMQ_EVENTS, _ZMQ_POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
+# the socket calls of every message with plain ints, frame by frame: pyzmq's send_multipart and
+# recv_multipart combine its enum flags (an IntFlag object built per call) and wrap each frame
+_NOBLOCK, _MORE_NOBLOCK = int(zmq.NOBLOCK), int(zmq.SNDMORE | zmq.NOBLOCK)
+_RCVMORE, _SRCFD = int(zmq.RCVMORE), int(zmq.SRCFD)
 DEFAULT_MAX_PENDING = 64
 KEY_POLL_S = 1.0  # how often the allowed-keys folder is looked at for a change
 # the transport's own refusals (the socket monitor), before any frame reaches the protocol
@@ -558,8 +562,16 @@ class EdgeServer:
                 self.proto.expect(c, ConnState.AWAIT_DRAFT, r, out.gammas[d])
                 self.proto.send(c, P.PlanMsg(r, out.gammas[d]))
         self._flush()
-        self._pump_until(lambda: all(not c.alive or c.inbox is not None for c in io.conns.values()),
-                         time.monotonic() + timeout)
+        # the connections still owing their DRAFT, fewer at each wake-up (a DRAFT taken or a
+        # session ended stays so): a round's DRAFTs wake the loop up to K times, and each wake-up
+        # looks at the ones left, not at all K
+        owing = list(io.conns.values())
+
+        def all_in() -> bool:
+            owing[:] = [c for c in owing if c.alive and c.inbox is None]
+            return not owing
+
+        self._pump_until(all_in, time.monotonic() + timeout)
         drafts: dict[int, Draft] = {}
         for d, c in io.conns.items():
             if not c.alive:
@@ -683,15 +695,17 @@ class EdgeServer:
     def _flush(self) -> None:
         """Send what the protocol queued and log what it recorded; a connection that cannot take
         its message is dropped."""
-        proto = self.proto
+        proto, sock = self.proto, self._sock
+        assert sock is not None
         while proto.outbox or proto.events:
             outbox, proto.outbox = proto.outbox, []
             for identity, conn, msg in outbox:
                 if conn is not None and not conn.alive and msg.TYPE != "ERROR":
                     continue
                 raw = P.encode_message(msg)
-                try:
-                    self._sock.send_multipart([identity, raw], flags=zmq.NOBLOCK)  # type: ignore[union-attr]
+                try:  # ROUTER_MANDATORY: a vanished peer or a full queue fails the identity frame
+                    sock.send(identity, _MORE_NOBLOCK)
+                    sock.send(raw, _NOBLOCK)
                 except zmq.ZMQError as exc:
                     if conn is not None:
                         proto.drop(conn, "internal", f"send {msg.TYPE} failed: {exc.strerror}", notify=False)
@@ -741,14 +755,23 @@ class EdgeServer:
         while True:
             self._take_transport_events()  # a connection's ACCEPTED comes before its first frame
             try:
-                frames = sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
+                routing = sock.recv(_NOBLOCK, copy=False)  # a Frame: its SRCFD names the connection
             except zmq.Again:
                 break
-            identity = frames[0].bytes
+            identity = routing.bytes
             if not transport.knows(identity):  # only a peer's first frame binds it to its connection
-                transport.seen(identity, frames[0].get(zmq.SRCFD))
-            key = peer_key(frames[1]) if keyed and len(frames) > 1 else None
-            proto.receive(identity, [f.bytes for f in frames[1:]], time.monotonic(), key)
+                transport.seen(identity, routing.get(_SRCFD))
+            # a session's frames as bytes; a handshake's (key mode) as Frames, which name the key
+            # the transport authenticated (a session's key was checked at its HELLO)
+            handshake = keyed and identity not in proto.conns
+            frames = []
+            while sock.getsockopt(_RCVMORE):
+                frames.append(sock.recv(_NOBLOCK, copy=not handshake))
+            key = None
+            if handshake and frames:
+                key = peer_key(frames[0])
+                frames = [f.bytes for f in frames]
+            proto.receive(identity, frames, time.monotonic(), key)
             if proto.outbox or proto.events:
                 self._flush()
         # only now: every frame a closed connection delivered before its close has been read

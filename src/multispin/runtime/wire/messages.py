@@ -541,6 +541,14 @@ MESSAGE_TYPES: tuple[str, ...] = tuple(MESSAGE_CLASSES)
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {
     cls: tuple(f.name for f in fields(cls)) for cls in MESSAGE_CLASSES.values()  # type: ignore[arg-type]
 }
+# what `_build` reads per message, made once per type: the keys a wire map may hold, and each
+# field's name, its "TYPE.field" for error messages, its check and whether it may be absent
+_WIRE_KEYS: dict[type, frozenset[str]] = {cls: frozenset(cls.SPEC) | {"t"} for cls in _FIELD_NAMES}
+_FIELD_PLAN: dict[type, tuple[tuple[str, str, Check, bool], ...]] = {
+    cls: tuple((name, f"{cls.TYPE}.{name}", cls.SPEC[name], getattr(cls.SPEC[name], "optional", False))
+               for name in names)
+    for cls, names in _FIELD_NAMES.items()
+}
 
 
 # --------------------------------------------------------------------------------------------
@@ -553,18 +561,17 @@ def _no_ext(code: int, data: bytes) -> Any:
 
 
 def _build(cls: type[Message], obj: dict, lim: Limits) -> Message:
-    t = cls.TYPE
-    for key in obj:
-        if key != "t" and key not in cls.SPEC:
-            raise ProtocolError(f"{t}.{_one_line(key, 40)}: unknown field")
+    keys = _WIRE_KEYS[cls]
+    if not keys.issuperset(obj):
+        key = next(k for k in obj if k not in keys)
+        raise ProtocolError(f"{cls.TYPE}.{_one_line(key, 40)}: unknown field")
     kwargs = {}
-    for name in _FIELD_NAMES[cls]:
-        check = cls.SPEC[name]
+    for name, where, check, optional in _FIELD_PLAN[cls]:
         if name not in obj:
-            if getattr(check, "optional", False):
+            if optional:
                 continue
-            raise ProtocolError(f"{t}.{name}: missing")
-        kwargs[name] = check(f"{t}.{name}", obj[name], lim)
+            raise ProtocolError(f"{where}: missing")
+        kwargs[name] = check(where, obj[name], lim)
     msg = cls(**kwargs)
     msg.validate(lim)
     return msg
