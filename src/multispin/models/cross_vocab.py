@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from multispin.errors import ProtocolError
-from multispin.models.base import BatchedLM, BatchedSequence, SequenceLM, last_rows
+from multispin.models.base import BatchedLM, BatchedSequence, SequenceLM, last_rows, next_logits
 from multispin.models.draft_context import DEFAULT_LOOKBACK, DraftContext
 from multispin.models.vocab_map import TokenTable, VocabMap, token_table
 
@@ -90,7 +90,7 @@ class CrossVocabLM:
         feed = self._roll_back_for(want)
         if feed is None:
             return self._no_preference()
-        logits = self.draft_lm.extend(feed)[-1]
+        logits = next_logits(self.draft_lm, feed)  # one row: the head runs on the last position only
         self._fed = list(want)
         return logits
 
