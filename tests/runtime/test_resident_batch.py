@@ -82,3 +82,24 @@ def test_control_unmasked_rollback_changes_the_rows(monkeypatch):
     except RuntimeError:
         return  # the stale columns surfaced as a shape mismatch when the batch was restacked
     assert any(np.abs(g - r).max() > 1e-3 for g, r in zip(got, ref))
+
+
+def test_a_windowed_model_is_restacked_without_holes_after_every_forward():
+    """Gemma 3's sliding layers count a window in cache columns: holes would shrink it."""
+    import copy
+
+    model = copy.deepcopy(load_tiny_pair().target)
+    model.config.layer_types = ["sliding_attention"] + list(model.config.layer_types[1:])
+    model.config.sliding_window = 8
+    lm = HFBatchedLM(model, model.config.vocab_size)
+    for s in range(2):
+        lm.open(s)
+        lm.extend_many({s: [5, 6, 7]})
+    lm.extend_many({0: [8], 1: [9, 10]})
+    assert lm._resident is None  # control: the plain model keeps it (test above)
+    plain = HFBatchedLM(load_tiny_pair().target, model.config.vocab_size)
+    for s in range(2):
+        plain.open(s)
+        plain.extend_many({s: [5, 6, 7]})
+    plain.extend_many({0: [8], 1: [9, 10]})
+    assert plain._resident is not None

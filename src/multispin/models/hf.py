@@ -47,6 +47,17 @@ def _keeps_last_logits(model: torch.nn.Module) -> bool:
     return "logits_to_keep" in inspect.signature(model.forward).parameters
 
 
+def _attends_to_a_window(model: torch.nn.Module) -> bool:
+    """Whether some layer attends only to the last cache columns (Gemma 3's sliding layers). Its
+    window counts columns, so the holes a resident batch carries would shrink it: such a model's
+    batch is restacked without holes after every forward."""
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    types = getattr(config, "layer_types", None)
+    if types:
+        return any(t != "full_attention" for t in types)
+    return getattr(config, "sliding_window", None) is not None and getattr(config, "use_sliding_window", True)
+
+
 def _to_numpy_logits(logits: torch.Tensor, vocab_size: int) -> np.ndarray:
     # .cpu() is free for CPU tensors and brings GPU logits to the numpy token math
     return _aligned_logits(logits, vocab_size).cpu().numpy()
@@ -144,6 +155,7 @@ class HFBatchedLM:
         self._device = next(model.parameters()).device
         self._keeps_last = _keeps_last_logits(model)
         share_kv_heads(model)  # a padded batch has a mask: keep SDPA from copying the KV heads
+        self._holes_allowed = not _attends_to_a_window(model)
         self._kv: dict[int, DynamicCache | None] = {}
         self._len: dict[int, int] = {}
         self._resident: _ResidentBatch | None = None
@@ -258,7 +270,7 @@ class HFBatchedLM:
             self._resident = _ResidentBatch(tuple(seq_ids), out.past_key_values, mask)
             for s in seq_ids:
                 self._kv.pop(s, None)
-            if self._resident.wasted([self._len[s] for s in seq_ids]):
+            if not self._holes_allowed or self._resident.wasted([self._len[s] for s in seq_ids]):
                 self._evict()  # the next forward stacks the sequences afresh, without holes
         return {s: _aligned_logits(out.logits[b, new[b] - wanted[b] - first_kept : new[b] - first_kept],
                                    self.vocab_size)
