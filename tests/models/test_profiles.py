@@ -10,8 +10,10 @@ import pytest
 from multispin.models.profiles import (
     acceptance_table,
     compute_profile_path,
+    acceptance_profiles,
     device_alpha,
     profile_dir,
+    profile_folder,
 )
 from multispin.models.registry import REGISTERED
 from multispin.system import get_preset
@@ -94,3 +96,19 @@ def test_smollm2_cpu_preset_carries_the_measured_numbers():
     # the paper's radio, SmolLM2's vocabulary in the payload
     assert sc.radio == get_preset("paper-qwen").radio
     assert sc.payload.vocab_size == 49_152
+
+
+def test_a_cross_pair_keeps_its_profiles_beside_the_targets_own_drafts():
+    cross, target = "smollm2-135m:qwen2.5-coder-0.5b", "qwen2.5-coder-0.5b"
+    assert profile_folder(cross) == profile_folder(target) == target
+    own, beside = acceptance_profiles(cross), acceptance_profiles(target)
+    assert own and beside
+    assert {p["pair"] for p in own} == {cross} and {p["draft"] for p in own} == {"smollm2-135m"}
+    assert {p["pair"] for p in beside} == {target}  # the target's own drafts only: never mixed
+    assert compute_profile_path(cross) is None  # a compute profile is a pair's own (none here)
+
+
+@pytest.mark.parametrize("pair", ["a:b:c", "x:../y", ":", "a:", 7])
+def test_names_that_are_not_pairs_have_no_profile_folder(pair):
+    assert profile_folder(pair) is None
+    assert acceptance_profiles(pair) == []

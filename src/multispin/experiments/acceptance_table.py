@@ -20,7 +20,7 @@ import sys
 from dataclasses import dataclass
 
 from multispin.experiments.acceptance import SOURCE_LABELS, policy_label
-from multispin.models.profiles import PROFILES_ROOT, acceptance_profiles
+from multispin.models.profiles import PROFILES_ROOT, acceptance_profiles, profile_folder
 from multispin.system.scenario import MEASURED_POLICY as SAMPLED  # the testbed's default policy
 
 GREEDY = {"temperature": 0.0, "top_k": 0, "top_p": 1.0}
@@ -50,7 +50,7 @@ class Cell:
                  "--verdict-prompts", str(self.verdict_prompts), "--draft-len", str(GAMMA),
                  "--max-new-tokens", str(MAX_NEW_TOKENS), "--temperature", f"{self.sampling['temperature']:g}",
                  "--top-k", str(self.sampling["top_k"]), "--seed", "0", "--threads", "1",
-                 "--out", str(PROFILES_ROOT / self.pair)]
+                 "--out", str(PROFILES_ROOT / profile_folder(self.pair))]
         return args
 
     def shipped(self) -> bool:
@@ -60,6 +60,7 @@ class Cell:
 
 SMOLLM2_DRAFTS = ("q5g64", "q4g64", "q3g32", "q3g64")
 QWEN_DRAFTS = ("q4g128", "q3g32")
+CROSS_PAIR = "smollm2-135m:qwen2.5-coder-0.5b"
 # In order of value (the driver measures them in this order, as far as the CPU time goes): the
 # testbed's policy on the small pair first, then the larger pair (4× the compute per token), then
 # greedy. ShareGPT's first turns are long (up to 2,000 characters), so fewer of them.
@@ -71,10 +72,13 @@ GRID = (
     *(Cell("smollm2-135m", SMOLLM2_DRAFTS, s, GREEDY, n, v)
       for s, n, v in (("humaneval", 48, 8), ("mtbench", 80, 8), ("sharegpt", 32, 8))),
     *(Cell("qwen2.5-coder-0.5b", QWEN_DRAFTS, s, SAMPLED, n, 8) for s, n in (("mtbench", 40), ("sharegpt", 24))),
+    # a draft of its own family and vocabulary (SmolLM2-135M) for the Qwen target (issue 21)
+    *(Cell(CROSS_PAIR, ("smollm2-135m",), s, SAMPLED, n, 8)
+      for s, n in (("humaneval", 24), ("mtbench", 40), ("sharegpt", 24))),
 )
 
 
-PAIRS = ("smollm2-135m", "qwen2.5-coder-0.5b")
+PAIRS = ("smollm2-135m", "qwen2.5-coder-0.5b", CROSS_PAIR)
 TASK_ORDER = ("humaneval", "mt_bench", "mt_bench_math", "sharegpt")
 TASK_TITLE = {"humaneval": "HumanEval", "mt_bench": "MT-Bench", "mt_bench_math": "MT-Bench math (GSM8K stand-in)",
               "sharegpt": "ShareGPT chat"}
@@ -158,7 +162,7 @@ def render(pairs=PAIRS) -> str:
         mt = [p for p in profiles if p["source"] == "mtbench" and "groups" in p]
         if mt:
             cats = sorted({g for p in mt for g in p["groups"]})
-            lines += [f"MT-Bench per category ({pair}; 10 questions each, so wider intervals):", "",
+            lines += [f"MT-Bench per category ({pair}; each category has 10 of MT-Bench's 80 questions, fewer in a 40-prompt cell, so wider intervals):", "",
                       "| policy | draft | " + " | ".join(cats) + " |", "|---|---|" + "---|" * len(cats)]
             for p in sorted(mt, key=key):
                 lines.append(f"| {POLICY_TITLE.get(policy_label(p['sampling']), '')} | {p['draft']} | "

@@ -29,12 +29,26 @@ PROFILES_ROOT = Path(__file__).resolve().parent.parent / "data" / "profiles"
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
+def _plain(name) -> bool:
+    return isinstance(name, str) and bool(_PLAIN_NAME.match(name)) and ".." not in name
+
+
 def profile_dir(pair: str) -> Path | None:
     """The folder holding ``pair``'s measured profiles, or ``None`` when there is none."""
-    if not isinstance(pair, str) or not _PLAIN_NAME.match(pair) or ".." in pair:
+    if not _plain(pair):
         return None
     d = PROFILES_ROOT / pair
     return d if d.is_dir() else None
+
+
+def profile_folder(pair: str) -> str | None:
+    """The folder name of ``pair``'s acceptance profiles: its own, or for a cross-vocabulary pair
+    ``DRAFT:TARGET`` the target's (beside the target's own drafts; a profile's ``pair`` field
+    tells them apart). ``None`` for a name that is not a pair's."""
+    parts = pair.split(":") if isinstance(pair, str) else []
+    if len(parts) not in (1, 2) or not all(_plain(p) for p in parts):
+        return None
+    return parts[-1]
 
 
 # The prompt set a testbed device of each task is given (models.prompts, source "auto").
@@ -43,8 +57,12 @@ TASK_SOURCE = {"chat": "sharegpt", "code": "humaneval"}
 
 def acceptance_profiles(pair: str) -> list[dict]:
     """Every acceptance profile shipped for ``pair`` (``[]`` without profiles)."""
-    d = profile_dir(pair)
-    return [] if d is None else [json.loads(p.read_text()) for p in sorted(d.glob("acceptance-*.json"))]
+    folder = profile_folder(pair)
+    d = profile_dir(folder) if folder else None
+    if d is None:
+        return []
+    profiles = [json.loads(p.read_text()) for p in sorted(d.glob("acceptance-*.json"))]
+    return [p for p in profiles if p.get("pair", folder) == pair]
 
 
 def _same_policy(profile: dict, sampling) -> bool:
