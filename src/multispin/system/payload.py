@@ -10,9 +10,8 @@ round actually moves, from the UL and DL codecs and the pair's vocabulary).
 
 from __future__ import annotations
 
-import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from multispin.errors import ConfigError
 
@@ -107,6 +106,10 @@ class WirePayload:
     ul_codec: str = "?"
     dl_codec: str = "?"
     q_scalar_bits: int = Q_SCALAR_BITS
+    # round_bits is asked once per device and round with a handful of (γ, mode) pairs: each is
+    # computed once per payload (RoundBits is frozen, so one shared instance is safe). Kept on the
+    # instance so that the memo dies with it, unlike a class-level lru_cache holding every payload.
+    _round_bits_memo: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     @classmethod
     def from_codecs(cls, ul_codec, dl_codec, vocab_size: int, gamma_max: int) -> "WirePayload":
@@ -135,11 +138,15 @@ class WirePayload:
             return self.dl_distribution_bits + self.id_bits
         raise ConfigError(f"mode: must be 'ul' or 'dl' (got {mode!r})")
 
-    # asked once per device and round with a handful of (γ, mode) pairs: each computed once
-    # (RoundBits is frozen, so the one shared instance is safe)
-    @functools.lru_cache(maxsize=1024)
     def round_bits(self, draft_len: int, mode: str | None) -> RoundBits:
         """Bits of one device's round: ``mode`` is None when it was not rejected (bonus token)."""
+        key = (draft_len, mode)
+        bits = self._round_bits_memo.get(key)
+        if bits is None:
+            bits = self._round_bits_memo[key] = self._count_round_bits(draft_len, mode)
+        return bits
+
+    def _count_round_bits(self, draft_len: int, mode: str | None) -> RoundBits:
         up = draft_len * self.draft_bits_per_token
         if mode is None:
             return RoundBits(up, self.id_bits, 0, 0)  # the bonus id goes down
