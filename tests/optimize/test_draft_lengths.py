@@ -88,17 +88,13 @@ def test_max_g_max_is_exact():
         assert g_max(inst, max_g_max(inst)) == pytest.approx(best, rel=1e-12)
 
 
-def test_greedy_beats_uniform_on_the_preset_and_is_fast(qwen_world):
-    import time
-
+def test_greedy_beats_uniform_on_the_preset(qwen_world):
+    # its speed is benchmarks/bench_optimize.py's (section greedy), not a timed unit test's
     inst = qwen_world.instance(0)
     obj = SAAObjective(inst, qwen_world.saa_uniforms(0))
-    t0 = time.perf_counter()
     gr = local_search(obj)
-    elapsed = time.perf_counter() - t0
     assert gr.goodput_tokens_per_s >= best_uniform(obj).goodput_tokens_per_s
     assert gr.goodput_tokens_per_s >= paper_greedy(obj).goodput_tokens_per_s
-    assert elapsed < 10.0  # ~0.15 s unloaded; a generous bound for a busy CI box
     assert gr.goodput_tokens_per_s == pytest.approx(obj.value(gr.draft_len))
 
 
