@@ -4,6 +4,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
+# Test worker processes (pytest-xdist). Two, as on CI's 2 cores: the suite's network tests hold
+# liveness deadlines, so more workers than cores is untested.
+PYTEST_WORKERS ?= 2
 
 .PHONY: demo test bench docs docs-screenshots setup clean
 
@@ -22,7 +25,7 @@ demo: $(STAMP)
 	$(VENV)/bin/multispin demo
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS)
 
 # The documentation site (Material + mkdocstrings) into build/site; tests/test_docs.py builds it too.
 # It works opened from disk (file://); `mkdocs serve` serves it with live reload.
