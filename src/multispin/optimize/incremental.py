@@ -100,6 +100,36 @@ class IncrementalSAA:
         num = self.tokens() - inst.expected_tokens[k, gk] + inst.expected_tokens[k, cand]
         return num / (tc + (self.t_comm.sum() + delta) / self.n_saa)
 
+    def line_table(self) -> np.ndarray:
+        """`line_values` of every device at once, shape (K, γ_max + 1): row k is G with γ_k replaced
+        by each of 0..γ_max, the others fixed. One batch of flipped re-solves and one bincount, so
+        a step that weighs every single-device move costs a few numpy calls, not K of them."""
+        self.refresh_flips()
+        inst = self.inst
+        gmax, (n, k) = inst.gamma_max, self.levels.shape
+        use = self.levels < gmax
+        diff = np.where(use, self.flip - self.t_comm[:, None], 0.0)
+        # hist[k, l] = Σ over samples at level l of device k's (flipped − current)
+        bins = np.arange(k)[None, :] * (gmax + 1) + np.minimum(self.levels, gmax)
+        hist = np.bincount(bins.ravel(), weights=diff.ravel(), minlength=k * (gmax + 1)).reshape(k, gmax + 1)
+        cum = np.concatenate([np.zeros((k, 1)), np.cumsum(hist, axis=1)], axis=1)  # (K, γ_max + 2)
+        cand = np.arange(gmax + 1)[None, :]
+        gk = self.gamma[:, None]
+        at_gk = np.take_along_axis(cum, gk, axis=1)
+        delta = np.where(cand >= gk, cum[:, :gmax + 1] - at_gk, at_gk - cum[:, :gmax + 1])
+        lat = self.gamma * inst.token_latency_s
+        top = np.argsort(-lat, kind="stable")[:2]
+        others = np.full(k, lat[top[0]] if k else 0.0)
+        if k > 1:
+            others[top[0]] = lat[top[1]]
+        else:
+            others[:] = 0.0
+        draft = np.maximum(others[:, None], cand * inst.token_latency_s[:, None])
+        tc = draft + self._t_fixed + inst.compute.t_ver_tok_s * (self.gamma.sum() - gk + cand)
+        e = inst.expected_tokens
+        num = self.tokens() - e[np.arange(k), self.gamma][:, None] + e[:, :gmax + 1]
+        return num / (tc + (self.t_comm.sum() + delta) / n)
+
     def set_device(self, k: int, new: int) -> None:
         """Move γ_k to ``new`` (uses the flipped column computed by `line_values`)."""
         old = self.gamma[k]
