@@ -32,17 +32,26 @@ import time
 import numpy as np
 
 from multispin.optimize.draft_lengths import (
+    _GROUP_FRACTIONS,
     _REL_IMPROVEMENT,
     DraftPlan,
+    _switched_off,
+    _weakness_orders,
     _check_gamma,
     max_g_max,
 )
 from multispin.optimize.goodput import SAAObjective, t_comp_s
 from multispin.optimize.incremental import IncrementalSAA
 
-_COARSE_FRACTION = 8
-_COARSE_MIN = 400
-_CLIMBS = 3
+# Subsample sizes: a climb step re-solves up to (samples × K) flipped outcomes, so the sizes scale
+# as 1/K (each clipped to [_MIN_SAMPLES, N_SAA]): the coarse climbs from every start, then the
+# best point climbed again on a larger subsample.
+_COARSE_ROWS = 2500
+_MID_ROWS = 5000
+_MIN_SAMPLES = 62
+_CLIMBS = 2
+_POLISH_SHIFTS = (1, -1, 2, -2)
+_UNIFORM_CANDIDATES = 2  # uniform γ's (best on the subsample) judged on all samples
 
 
 class _Deadline:
@@ -54,32 +63,6 @@ class _Deadline:
 
     def passed(self) -> bool:
         return self.limit is not None and self.clock() - self.start >= self.limit
-
-
-def exact_best_uniform(obj: SAAObjective, order=None) -> tuple[np.ndarray, float, int]:
-    """The best single γ for all devices on every sample of ``obj`` (first maximum on ties), by
-    branch and bound over the grid: E[T_comm] at a uniform γ never falls as γ grows (each sample's
-    rejected set only gains devices, and T_comm* of a larger set is never shorter), so the E[T_comm]
-    of a smaller evaluated γ bounds G of every larger one from above. ``order``: the γ's to try
-    first (e.g. ranked on a subsample). Returns (γ, G, γ's evaluated)."""
-    inst = obj.inst
-    k, gmax = inst.num_devices, inst.gamma_max
-    grid = np.arange(gmax + 1)
-    num = inst.expected_tokens[:, grid].sum(axis=0)  # (G+1,)
-    tc = t_comp_s(inst, np.repeat(grid[:, None], k, axis=1))
-    comm = np.full(gmax + 1, np.nan)
-    order = list(grid[::-1]) if order is None else [int(g) for g in order] + [g for g in grid if g not in set(order)]
-    best_val, best_g = -np.inf, 0
-    for g in order:
-        lower = comm[:g + 1][np.isfinite(comm[:g + 1])]
-        floor = lower.max() if lower.size else 0.0
-        if num[g] / (tc[g] + floor) < best_val:
-            continue
-        comm[g] = float(np.mean(obj.t_comm_samples(np.full(k, g))))
-        val = num[g] / (tc[g] + comm[g])
-        if val > best_val or (val == best_val and g < best_g):
-            best_val, best_g = float(val), int(g)
-    return np.full(k, best_g, dtype=np.int64), best_val, int(np.isfinite(comm).sum())
 
 
 def _climb(state: IncrementalSAA, deadline: _Deadline) -> float:
@@ -107,9 +90,8 @@ def _climb(state: IncrementalSAA, deadline: _Deadline) -> float:
             cur = state.value()
             continue
         drafting = state.gamma > 0
-        cands = np.unique(np.asarray([np.where(drafting, np.clip(state.gamma + d, 0, gmax), state.gamma)
-                                      for d in (1, -1)] + [np.clip(state.gamma + d, 0, gmax) for d in (1, -1)]),
-                          axis=0)
+        shifted = [np.where(drafting, np.clip(state.gamma + d, 0, gmax), state.gamma) for d in (1, -1)]
+        cands = np.unique(np.asarray(shifted + [np.clip(state.gamma + d, 0, gmax) for d in (1, -1)]), axis=0)
         cands = cands[np.any(cands != state.gamma[None, :], axis=1)]
         if cands.shape[0] == 0:
             break
@@ -122,11 +104,15 @@ def _climb(state: IncrementalSAA, deadline: _Deadline) -> float:
     return cur
 
 
-def _pm1_polish(obj: SAAObjective, gamma: np.ndarray, deadline: _Deadline) -> tuple[np.ndarray, float, int]:
-    """Best single-device ±1 move on every sample while one raises G (or until the deadline)."""
+def _polish(obj: SAAObjective, gamma: np.ndarray, deadline: _Deadline) -> tuple[np.ndarray, float, int]:
+    """On every sample: the best single-device ±1 move while one raises G, then a joint shift of
+    every drafting device by ±1 or ±2 (T_comp is set by the slowest drafter, so a lone +1 often
+    cannot pay), and again, until neither raises G or the deadline passes. Each move re-solves only
+    the samples whose outcome changes."""
+    inst = obj.inst
     g = gamma.copy()
     t_cur = obj.t_comm_samples(g)
-    cur = obj.inst.expected_tokens[np.arange(g.size), g].sum() / (float(t_comp_s(obj.inst, g)) + t_cur.mean())
+    cur = inst.expected_tokens[np.arange(g.size), g].sum() / (float(t_comp_s(inst, g)) + t_cur.mean())
     solves = obj.n_saa
     while not deadline.passed():
         best_val, best = -np.inf, None
@@ -136,13 +122,26 @@ def _pm1_polish(obj: SAAObjective, gamma: np.ndarray, deadline: _Deadline) -> tu
             k = int(np.argmax(values))
             if values[k] > best_val:
                 best_val, best = float(values[k]), (delta, k, changes)
-        if best is None or not best_val > cur * (1 + _REL_IMPROVEMENT):
+        if best is not None and best_val > cur * (1 + _REL_IMPROVEMENT):
+            delta, k, (cand, rows, t_new) = best
+            g[k] += delta
+            sel = cand == k
+            t_cur[rows[sel]] = t_new[sel]
+            cur = best_val
+            continue
+        drafting = g > 0
+        shifts = [np.where(drafting, np.clip(g + d, 0, inst.gamma_max), g) for d in _POLISH_SHIFTS]
+        shifts = [c for c in shifts if not np.array_equal(c, g)]
+        if not shifts or deadline.passed():
             break
-        delta, k, (cand, rows, t_new) = best
-        g[k] += delta
-        sel = cand == k
-        t_cur[rows[sel]] = t_new[sel]
-        cur = best_val
+        state = IncrementalSAA(obj, g, t_comm=t_cur)
+        vals, changes = state.candidate_values(np.asarray(shifts))
+        solves += state.solves
+        i = int(np.argmax(vals))
+        if not vals[i] > cur * (1 + _REL_IMPROVEMENT):
+            break
+        state.move_to(changes, i)
+        g, t_cur, cur = state.gamma.copy(), state.t_comm, float(vals[i])
     return g, float(cur), solves
 
 
@@ -157,7 +156,8 @@ def fast_search(obj: SAAObjective, warm_start=None, extra_starts=None, deadline_
     deadline = _Deadline(deadline_s, clock)
     inst = obj.inst
     k = inst.num_devices
-    coarse = obj.head(obj.n_saa // _COARSE_FRACTION) if obj.n_saa >= _COARSE_MIN else obj
+    n_coarse, n_mid = (int(np.clip(rows // k, _MIN_SAMPLES, obj.n_saa)) for rows in (_COARSE_ROWS, _MID_ROWS))
+    coarse = obj.head(n_coarse) if n_coarse < obj.n_saa else obj
     starts: dict[str, np.ndarray] = {}
     if warm_start is not None:
         starts["warm"] = _check_gamma(obj, warm_start, "warm_start")
@@ -178,33 +178,34 @@ def fast_search(obj: SAAObjective, warm_start=None, extra_starts=None, deadline_
         if val > best_val:
             best_g, best_val = g.copy(), val
 
-    state = None
-    if not deadline.passed():
-        # the best uniform γ: ranked on the subsample, then found exactly on every sample
-        cstate = IncrementalSAA(coarse, co)
-        grid = np.arange(inst.gamma_max + 1)
-        uvals, _ = cstate.candidate_values(np.repeat(grid[:, None], k, axis=1))
-        uni, uval, n_eval = exact_best_uniform(obj, order=np.argsort(-uvals, kind="stable"))
-        solves += cstate.solves + n_eval * obj.n_saa
-        baselines["best_uniform"] = uval
-        consider("best_uniform", uni, uval)
-        starts = {"best_uniform": uni, "computation_only": co, **starts}
-        names = list(starts)
-        svals, _ = cstate.candidate_values(np.asarray([starts[n] for n in names]))
-        state = cstate
     ends: dict[str, np.ndarray] = {}
-    if state is not None:
+    if not deadline.passed():
+        # uniform γ's ranked on the subsample; the best two are starts (and judged on all samples)
+        state = IncrementalSAA(coarse, co)
+        grid = np.arange(inst.gamma_max + 1)
+        uvals, _ = state.candidate_values(np.repeat(grid[:, None], k, axis=1))
+        top = np.argsort(-uvals, kind="stable")[:_UNIFORM_CANDIDATES]
+        starts = {**{f"uniform_{int(g)}": np.full(k, int(g), dtype=np.int64) for g in top},
+                  "computation_only": co, **starts}
+        # computation-only with the weakest devices off: where rejections are expensive the best
+        # plans have a subset drafting, which no single-device move reaches from all or none
+        order = _weakness_orders(inst)[0]
+        for f, g in zip(_GROUP_FRACTIONS, _switched_off(co, order)):
+            starts[f"computation_only_off_{int(100 * f)}pct"] = g
+        names = list(starts)
+        svals, _ = state.candidate_values(np.asarray([starts[n] for n in names]))
         for i in np.argsort(-svals, kind="stable")[:climbs]:
             if deadline.passed():
                 break
             _, changes = state.candidate_values(starts[names[i]][None, :])
             state.move_to(changes, 0)
             _climb(state, deadline)
-            ends[names[i]] = state.gamma.copy()
-        solves += state.solves - cstate.solves
-    # every start and coarse end on all samples; the best is polished by ±1 moves
-    points = {**{f"coarse_{n}": g for n, g in ends.items()}, **{n: g for n, g in starts.items()
-                                                                 if n not in ("best_uniform", "computation_only")}}
+            ends[f"coarse_{names[i]}"] = state.gamma.copy()
+        solves += state.solves
+    # every start and coarse end on all samples; the best is then polished by ±1 moves
+    # (the other starts were judged on the subsample; only those climbed count through their ends)
+    points = {n: g for n, g in {**starts, **ends}.items()
+              if n.startswith(("uniform_", "warm", "extra_", "coarse_"))}
     if points and not deadline.passed():
         full = IncrementalSAA(obj, best_g)
         pnames = list(points)
@@ -212,8 +213,21 @@ def fast_search(obj: SAAObjective, warm_start=None, extra_starts=None, deadline_
         solves += full.solves
         for n, v in zip(pnames, vals):
             consider(n, points[n], float(v))
+        uni = [float(v) for n, v in zip(pnames, vals) if n.startswith("uniform_")]
+        if uni:
+            baselines["best_uniform"] = max(uni)
+    if n_mid > n_coarse and not deadline.passed():
+        # the best point so far climbed again on a larger subsample: the coarse optimum sits up to a
+        # few lengths off the full one where several devices must move together
+        mid = obj.head(n_mid) if n_mid < obj.n_saa else obj
+        mstate = IncrementalSAA(mid, best_g)
+        _climb(mstate, deadline)
+        solves += mstate.solves
+        if not np.array_equal(mstate.gamma, best_g):
+            consider("mid", mstate.gamma, obj.value(mstate.gamma))
+            solves += obj.n_saa
     if not deadline.passed():
-        g, val, s = _pm1_polish(obj, best_g, deadline)
+        g, val, s = _polish(obj, best_g, deadline)
         solves += s
         consider("polished", g, val)
     return DraftPlan(best_g, obj.evaluate(best_g), "fast", solves, trace, baselines)

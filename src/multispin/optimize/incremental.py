@@ -30,18 +30,19 @@ def sample_levels(obj: SAAObjective) -> np.ndarray:
 class IncrementalSAA:
     """The SAA goodput at a current γ, with cheap evaluation of moves away from it."""
 
-    def __init__(self, obj: SAAObjective, gamma):
+    def __init__(self, obj: SAAObjective, gamma, t_comm: np.ndarray | None = None):
         self.obj = obj
         inst = obj.inst
         self.inst = inst
         self.levels = sample_levels(obj)
         self.gamma = np.asarray(gamma, dtype=np.int64).copy()
         self.rejected = self.gamma[None, :] > self.levels
-        self.t_comm = obj.t_comm_rows(self.rejected)
+        # ``t_comm``: the samples' T_comm* at γ when the caller has it (saves one solve of every row)
+        self.t_comm = obj.t_comm_rows(self.rejected) if t_comm is None else np.array(t_comm, dtype=float)
         n, k = self.levels.shape
         self.flip = np.zeros((n, k))
         self.flip_valid = np.zeros((n, k), dtype=bool)
-        self.solves = n
+        self.solves = n if t_comm is None else 0
         c = inst.compute
         self._t_fixed = c.t_ver0_s + k * c.t_ver1_s + c.t_ver_tok_s * k
 
