@@ -37,6 +37,10 @@ def test_incremental_equals_full_evaluation_on_random_moves(obj):
         if step % 3 != 2:  # one device: the whole line, then a move along it
             dev = int(rng.integers(k))
             line = state.line_values(dev)
+            if step % 4 == 0:  # every device's line at once equals each device's own
+                table = state.line_table()
+                for d in range(k):
+                    np.testing.assert_allclose(table[d], state.line_values(d), rtol=1e-12, atol=0)
             for j in rng.choice(gmax + 1, size=4, replace=False):
                 g = state.gamma.copy()
                 g[dev] = j
@@ -61,3 +65,11 @@ def test_levels_are_the_last_accepted_draft_length():
     for g in range(obj.inst.gamma_max + 1):
         accepted = obj.uniforms <= surv[np.arange(k), g][None, :]
         assert np.array_equal(accepted, lv >= g)
+
+
+def test_a_given_t_comm_starts_the_state_without_a_solve():
+    obj = next(_objectives())
+    g = np.full(obj.inst.num_devices, 3)
+    state = IncrementalSAA(obj, g, t_comm=obj.t_comm_samples(g))
+    assert state.solves == 0
+    _assert_state_exact(state, obj)

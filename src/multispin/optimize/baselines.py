@@ -23,17 +23,23 @@ from multispin.optimize.draft_lengths import (
 from multispin.optimize.goodput import SAAObjective
 from multispin.system.instance import Instance
 
-DRAFT_POLICIES = ("greedy", "greedy_paper", "best_uniform", "computation_only", "oracle", "certified")
+DRAFT_POLICIES = ("greedy", "fast", "greedy_paper", "best_uniform", "computation_only", "oracle", "certified")
 MODE_BASELINES = ("all_ul", "all_dl", "random")
 
 
-def optimise_draft_lengths(obj: SAAObjective, policy: str = "greedy", extra_starts=None) -> DraftPlan:
+def optimise_draft_lengths(obj: SAAObjective, policy: str = "greedy", extra_starts=None,
+                           warm_start=None, deadline_s: float | None = None) -> DraftPlan:
     """Draft lengths by name: ``greedy`` (the shipped search, which also starts from
-    ``extra_starts``), ``greedy_paper``, ``best_uniform``, ``computation_only`` or ``oracle``
-    (exhaustive, small K) or ``certified`` (the shipped search, then branch and bound from its plan:
-    `multispin.optimize.certified`, K ≤ 12)."""
+    ``extra_starts``), ``fast`` (the per-round search, `multispin.optimize.fast_search`: also
+    takes ``warm_start`` and ``deadline_s``), ``greedy_paper``, ``best_uniform``,
+    ``computation_only`` or ``oracle`` (exhaustive, small K) or ``certified`` (the shipped search,
+    then branch and bound from its plan: `multispin.optimize.certified`, K ≤ 12)."""
     if policy == "greedy":
         return local_search(obj, extra_starts)
+    if policy == "fast":
+        from multispin.optimize.fast_search import fast_search
+
+        return fast_search(obj, warm_start, extra_starts, deadline_s)
     if policy == "certified":
         from dataclasses import replace
 

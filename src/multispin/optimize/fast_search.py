@@ -11,18 +11,22 @@ with far fewer T_comm solves and far fewer Python-level steps:
   single-device moves). A step takes the best single-device move, or all improving devices' best
   lengths at once when that is better; where no single move helps, joint ±1 shifts of the drafting
   devices.
-- **Few starts**: the previous round's plan (``warm_start``), the best uniform γ and
-  computation-only γ (both exact on all samples: they are the baselines the plan must never fall
-  below), any ``extra_starts``; only the best ``climbs`` of them (by their value on the subsample)
-  are climbed.
-- **A ±1 polish on all samples**: the coarse optimum, then the best single-device ±1 move
-  while one raises G; each move re-solves only the samples whose outcome changes.
-- **Anytime**: with ``deadline_s`` (CPU seconds of this process from the call) every phase
-  stops at the first check past it and the best plan evaluated on all samples so far is returned;
-  it is never below the starts evaluated by then (computation-only and the best uniform γ first).
+- **Few starts**: the two best uniform γ's on the subsample, computation-only, computation-only
+  with the weakest 25/50/75% of the drafting devices off, any ``extra_starts``; only the best
+  ``climbs`` (2) of them on the subsample are climbed.
+- **A second climb on a larger subsample** (about 5,000 / K samples) from the best point on all
+  samples, then a **polish on all samples**: the best single-device ±1 move while one raises
+  G, then joint ±1/±2 shifts of the drafting devices; each move re-solves only the samples whose
+  outcome changes.
+- **Warm start** (``warm_start``, last round's plan): polished on all samples and taken only where
+  it ends strictly higher than the search, so on an unchanged round the plan is the cold start's.
+- **Anytime**: with ``deadline_s`` every phase stops at the first check past it and the best plan
+  evaluated on all samples so far is returned (computation-only, evaluated first, at the least).
 
-The paper's greedy is not run (its +1 climb alone costs about as much as this whole search); the
-tests check on 200 drops that the plan is never below it.
+Sizes are in rows: a climb step on n samples re-solves up to n·K flipped outcomes, so the
+subsamples shrink as 1/K (2,500/K and 5,000/K samples, at least 62). The paper's greedy is not run
+(its +1 climb alone costs about as much as this whole search) and the best uniform γ is found among
+the subsample's two best: the tests check on 200 drops that the plan is never below either.
 """
 
 from __future__ import annotations
@@ -146,28 +150,30 @@ def _polish(obj: SAAObjective, gamma: np.ndarray, deadline: _Deadline) -> tuple[
 
 
 def fast_search(obj: SAAObjective, warm_start=None, extra_starts=None, deadline_s: float | None = None,
-                climbs: int = _CLIMBS, clock=time.process_time) -> DraftPlan:
-    """Draft lengths for one round (see the module doc). ``warm_start``: last round's γ (K draft
-    lengths); ``extra_starts``: more γ's (dict name → γ, or a list); ``deadline_s``: stop after this
-    many seconds of ``clock`` (default: CPU time of this process) and return the best plan so far;
-    ``climbs``: how many of the best starts are climbed. Never below computation-only (evaluated
-    first) on all samples; never below the best uniform γ once it is found (it is, unless the
-    deadline cuts in first)."""
+                climbs: int | None = None, clock=time.process_time) -> DraftPlan:
+    """Draft lengths for one round (see the module doc).
+
+    ``warm_start``: last round's γ (K draft lengths), polished on all samples after the search
+    and taken only where it ends strictly higher, so on an unchanged round (the same instance and
+    samples) the plan is the cold start's. ``extra_starts``: more γ's (dict name → γ, or a list),
+    starts of the climbs. ``deadline_s``: stop at the first check after this many seconds of
+    ``clock`` (default: this process's CPU time) and return the best plan evaluated on all samples
+    so far (computation-only, evaluated first, at the least). ``climbs``: how many of the best
+    starts (on the subsample) are climbed."""
     deadline = _Deadline(deadline_s, clock)
     inst = obj.inst
     k = inst.num_devices
-    n_coarse, n_mid = (int(np.clip(rows // k, _MIN_SAMPLES, obj.n_saa)) for rows in (_COARSE_ROWS, _MID_ROWS))
-    coarse = obj.head(n_coarse) if n_coarse < obj.n_saa else obj
+    climbs = _CLIMBS if climbs is None else climbs
+    warm = None if warm_start is None else _check_gamma(obj, warm_start, "warm_start")
     starts: dict[str, np.ndarray] = {}
-    if warm_start is not None:
-        starts["warm"] = _check_gamma(obj, warm_start, "warm_start")
     if extra_starts is not None:
         items = extra_starts.items() if isinstance(extra_starts, dict) else enumerate(extra_starts)
         for name, g in items:
             starts[f"extra_{name}"] = _check_gamma(obj, g, "extra_starts")
+    n_coarse, n_mid = (int(np.clip(rows // k, _MIN_SAMPLES, obj.n_saa)) for rows in (_COARSE_ROWS, _MID_ROWS))
+    coarse = obj.head(n_coarse) if n_coarse < obj.n_saa else obj
     co = max_g_max(inst)
-    best_g = co
-    best_val = obj.value(co)
+    best_g, best_val = co, obj.value(co)
     baselines = {"computation_only": best_val}
     trace: list = [("computation_only", best_val)]
     solves = obj.n_saa
@@ -180,7 +186,7 @@ def fast_search(obj: SAAObjective, warm_start=None, extra_starts=None, deadline_
 
     ends: dict[str, np.ndarray] = {}
     if not deadline.passed():
-        # uniform γ's ranked on the subsample; the best two are starts (and judged on all samples)
+        # uniform γ's ranked on the subsample: the best two are starts, and judged on all samples
         state = IncrementalSAA(coarse, co)
         grid = np.arange(inst.gamma_max + 1)
         uvals, _ = state.candidate_values(np.repeat(grid[:, None], k, axis=1))
@@ -189,8 +195,7 @@ def fast_search(obj: SAAObjective, warm_start=None, extra_starts=None, deadline_
                   "computation_only": co, **starts}
         # computation-only with the weakest devices off: where rejections are expensive the best
         # plans have a subset drafting, which no single-device move reaches from all or none
-        order = _weakness_orders(inst)[0]
-        for f, g in zip(_GROUP_FRACTIONS, _switched_off(co, order)):
+        for f, g in zip(_GROUP_FRACTIONS, _switched_off(co, _weakness_orders(inst)[0])):
             starts[f"computation_only_off_{int(100 * f)}pct"] = g
         names = list(starts)
         svals, _ = state.candidate_values(np.asarray([starts[n] for n in names]))
@@ -202,10 +207,9 @@ def fast_search(obj: SAAObjective, warm_start=None, extra_starts=None, deadline_
             _climb(state, deadline)
             ends[f"coarse_{names[i]}"] = state.gamma.copy()
         solves += state.solves
-    # every start and coarse end on all samples; the best is then polished by ±1 moves
-    # (the other starts were judged on the subsample; only those climbed count through their ends)
-    points = {n: g for n, g in {**starts, **ends}.items()
-              if n.startswith(("uniform_", "warm", "extra_", "coarse_"))}
+    # the climbs' ends, the uniform candidates and the caller's starts on all samples (the other
+    # starts were judged on the subsample and count through their ends)
+    points = {n: g for n, g in {**starts, **ends}.items() if n.startswith(("uniform_", "extra_", "coarse_"))}
     if points and not deadline.passed():
         full = IncrementalSAA(obj, best_g)
         pnames = list(points)
@@ -213,14 +217,11 @@ def fast_search(obj: SAAObjective, warm_start=None, extra_starts=None, deadline_
         solves += full.solves
         for n, v in zip(pnames, vals):
             consider(n, points[n], float(v))
-        uni = [float(v) for n, v in zip(pnames, vals) if n.startswith("uniform_")]
-        if uni:
-            baselines["best_uniform"] = max(uni)
+        baselines["best_uniform"] = max(float(v) for n, v in zip(pnames, vals) if n.startswith("uniform_"))
     if n_mid > n_coarse and not deadline.passed():
-        # the best point so far climbed again on a larger subsample: the coarse optimum sits up to a
-        # few lengths off the full one where several devices must move together
-        mid = obj.head(n_mid) if n_mid < obj.n_saa else obj
-        mstate = IncrementalSAA(mid, best_g)
+        # the best point climbed again on a larger subsample: the coarse optimum can sit a few
+        # lengths off the full one where several devices must move together
+        mstate = IncrementalSAA(obj.head(n_mid) if n_mid < obj.n_saa else obj, best_g)
         _climb(mstate, deadline)
         solves += mstate.solves
         if not np.array_equal(mstate.gamma, best_g):
@@ -230,4 +231,8 @@ def fast_search(obj: SAAObjective, warm_start=None, extra_starts=None, deadline_
         g, val, s = _polish(obj, best_g, deadline)
         solves += s
         consider("polished", g, val)
+    if warm is not None and not deadline.passed():
+        g, val, s = _polish(obj, warm, deadline)
+        solves += s
+        consider("warm_polished", g, val)
     return DraftPlan(best_g, obj.evaluate(best_g), "fast", solves, trace, baselines)

@@ -125,10 +125,12 @@ def plan(
     warm_start: np.ndarray | None = None,
     extra_starts=None,
     channel_gains=None,
+    deadline_s: float | None = None,
 ) -> Plan:
     """Draft lengths γ per device that maximise the SAA goodput of this round's instance.
 
     ``uniforms`` (N_SAA, K) or ``rng`` (draws them); ``policy`` one of greedy (shipped),
+    fast (the per-round search: the same plans at a tenth of the CPU, `multispin.optimize.fast_search`),
     greedy_paper, best_uniform, computation_only, oracle; ``modes`` the reactive policy the plan
     assumes (optimal, all_ul, all_dl, random — random needs ``mode_uniforms`` or ``rng``);
     ``split``: equal or optimized bandwidth split. ``warm_start`` (K draft lengths, e.g. last
@@ -138,6 +140,8 @@ def plan(
     planning, every SAA sample on its own channel draw (e.g. from the posterior of the channel
     given its estimate, `multispin.system.channel_process.ChannelEstimate.posterior_gains`);
     the policies that enumerate the instance's own rejected sets (oracle, certified) refuse it.
+    ``deadline_s`` (policy ``fast`` only): CPU seconds after which the search returns the best plan
+    found so far.
     """
     if policy not in DRAFT_POLICIES:
         raise ConfigError(f"policy: unknown value {policy!r} (allowed: {', '.join(DRAFT_POLICIES)})")
@@ -154,12 +158,18 @@ def plan(
         raise ConfigError(f"policy: {policy!r} enumerates one channel's rejected sets; robust planning over "
                           "channel samples allows greedy, greedy_paper, best_uniform, computation_only")
     obj = SAAObjective(inst, u, modes, split, mode_uniforms if modes == "random" else None, channel_gains)
+    if deadline_s is not None and (policy != "fast" or not deadline_s >= 0):
+        raise ConfigError(f"deadline_s: a number of seconds ≥ 0, for policy fast only (got {deadline_s!r} "
+                          f"with policy {policy!r})")
     starts = dict(extra_starts or {})
     if warm_start is not None:
-        if policy not in ("greedy", "certified"):
-            raise ConfigError(f"warm_start: only the shipped search (policy greedy) takes one (got {policy!r})")
-        starts["warm"] = np.asarray(warm_start)
-    dp = optimise_draft_lengths(obj, policy, starts or None)
+        if policy not in ("greedy", "certified", "fast"):
+            raise ConfigError(f"warm_start: only the searches (policies greedy, certified, fast) take one "
+                              f"(got {policy!r})")
+        if policy != "fast":
+            starts["warm"] = np.asarray(warm_start)
+    dp = optimise_draft_lengths(obj, policy, starts or None,
+                                warm_start if policy == "fast" else None, deadline_s)
     return Plan(dp.draft_len, dp.goodput, dp.policy, modes, split, expected_tokens(inst, dp.draft_len),
                 rejection_prob(inst, dp.draft_len), dict(dp.baselines), dp.upper_bound, dp.proven_optimal)
 
