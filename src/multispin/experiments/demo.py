@@ -96,7 +96,7 @@ class PolicyRuns:
                                else paired_difference(self.log, target_only.log, (self.policy, "target_only")).to_dict()),
             "forecast_tokens_per_s": float(np.mean([x["forecast_tokens_per_s"] for x in s])),
             **{k: f[k] for k in ("free_comm_tokens_per_s", "mean_t_comp_s", "mean_t_comm_s", "tokens_per_round",
-                                 "drafting_share", "mean_gamma")},
+                                 "drafting_share", "mean_gamma", "mean_planning_cpu_s")},
             "dl_share": float(np.mean([x["dl_share"] for x in s])),
             "bits_charged_per_token": float(np.mean([x["bits_charged_per_token"] for x in s])),
             "steady_state": f["steady_state"],

@@ -243,6 +243,7 @@ def steady_state_figures(rows: list[dict], devices: int) -> dict:
         "goodput_tokens_per_s": tokens / (comp + comm) if comp + comm > 0 else 0.0,
         "free_comm_tokens_per_s": tokens / comp if comp > 0 else 0.0,
         "mean_t_comp_s": comp / n if n else 0.0, "mean_t_comm_s": comm / n if n else 0.0,
+        "mean_planning_cpu_s": sum(r.get("planning_cpu_s", 0.0) for r in rows) / n if n else 0.0,
         "tokens_per_round": tokens / n if n else 0.0,
         "drafting_share": float(np.mean([g > 0 for g in gammas])) if gammas else 0.0,
         "mean_gamma": float(np.mean(gammas)) if gammas else 0.0,
@@ -303,7 +304,7 @@ def run_testbed(config: TestbedConfig, pair=None,
     gamma_max = scenario.optimizer.gamma_max
     choice = payload_choice(config, pair.vocab_size, gamma_max)
     planner = ScenarioPlanner(scenario, range(config.devices), choice.wire, policy=config.policy,
-                              split=config.split)
+                              split=config.split, charge_planning=config.clock == "wall")
     out = Path(config.out) if config.out else None
     if out:
         out.mkdir(parents=True, exist_ok=True)

@@ -30,6 +30,8 @@ def round_row(event, cost) -> dict:
         "tokens_gained": {str(d): r.tokens_gained for d, r in recs.items()},
         "comp_latency_s": cost.comp_latency_s, "comm_latency_s": cost.comm_latency_s,
         "planned_goodput_tokens_per_s": cost.planned_goodput_tokens_per_s,
+        "planning_cpu_s": cost.planning_cpu_s, "planning_wall_s": cost.planning_wall_s,
+        "planning_charged_s": cost.planning_charged_s,
         "verify_s": event.verify_s, "round_wall_s": event.round_wall_s, "dropped": keyed(event.dropped),
     }
 

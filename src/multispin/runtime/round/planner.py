@@ -37,6 +37,7 @@ id k + K·j (`LocalTestbed(prompt_queues=...)`) and keeps device k's channel and
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -104,10 +105,15 @@ class RoundCost:
     deferred_bits: dict[int, int] = field(default_factory=dict)
     retransmitted_bits: dict[int, int] = field(default_factory=dict)
     retransmission_s: float = 0.0
+    # the planner's time for this round's γ (CPU of the planning thread, and wall), and what of it
+    # the clock charges (the CPU time with `ScenarioPlanner.charge_planning`, else 0)
+    planning_cpu_s: float = 0.0
+    planning_wall_s: float = 0.0
+    planning_charged_s: float = 0.0
 
     @property
     def latency_s(self) -> float:
-        return self.comp_latency_s + self.comm_latency_s
+        return self.comp_latency_s + self.comm_latency_s + self.planning_charged_s
 
     def to_dict(self) -> dict:
         return {**self.__dict__, "latency_s": self.latency_s}
@@ -190,6 +196,8 @@ class ScenarioRoundPlan(RoundPlan):
     instance: Any = None  # optimize Instance of the active devices
     proactive: Any = None  # optimize.plan's result
     decision: Any = None  # optimize.reactive's result, set by `modes`
+    planning_cpu_s: float = 0.0  # what `ScenarioPlanner.plan` took (thread CPU, wall)
+    planning_wall_s: float = 0.0
 
 
 @dataclass
@@ -204,6 +212,13 @@ class ScenarioPlanner:
     online: bool = True  # update acceptance estimates from verdicts
     prior_alpha: np.ndarray | None = None  # default: the scenario's per-device α
     n_saa: int | None = None
+    # the draft-length search run every round (`optimize.plan` policies): "fast" plans within a
+    # tenth of the round at K = 20 (docs/optimiser.md)
+    draft_policy: str = "fast"
+    # charge each round the CPU time its planning took (on the round's critical path: γ is known
+    # only once planned); measured and recorded either way. Off by default: the host's CPU time
+    # is not the scenario's server's and would make the virtual clock non-deterministic.
+    charge_planning: bool = False
     rounds: list[RoundCost] = field(default_factory=list)
     # per round: (Instance of the active devices, γ drafted, their scenario indices)
     history: list[tuple] = field(default_factory=list)
@@ -214,6 +229,10 @@ class ScenarioPlanner:
         if len(self.device_ids) != self.scenario.devices.count:
             raise ConfigError(f"devices: the scenario has {self.scenario.devices.count} devices, "
                               f"the run has {len(self.device_ids)}")
+        from multispin.optimize.baselines import DRAFT_POLICIES
+
+        if self.draft_policy not in DRAFT_POLICIES:
+            raise ConfigError(f"draft_policy: unknown value {self.draft_policy!r} (allowed: {', '.join(DRAFT_POLICIES)})")
         if not isinstance(self.payload, WirePayload):
             raise ConfigError(f"payload: need a WirePayload (the codecs' bits), got {type(self.payload).__name__}")
         self.world = World(self.scenario)
@@ -254,7 +273,13 @@ class ScenarioPlanner:
     def plan(self, round_idx: int, active: Sequence[int]) -> ScenarioRoundPlan:
         """γ for the active devices from this round's channel (or its estimate) and the current
         acceptance estimates; the plan's instance carries the true channel, which the modes and the
-        clock use."""
+        clock use. The time it took (thread CPU and wall) rides on the plan to the round's cost."""
+        cpu0, wall0 = time.thread_time(), time.perf_counter()
+        rplan = self._plan(round_idx, active)
+        rplan.planning_cpu_s, rplan.planning_wall_s = time.thread_time() - cpu0, time.perf_counter() - wall0
+        return rplan
+
+    def _plan(self, round_idx: int, active: Sequence[int]) -> ScenarioRoundPlan:
         active = list(active)
         idx = [self._index(d) for d in active]
         true_ch, seen_ch, posterior = self._round_channel(round_idx)
@@ -277,7 +302,8 @@ class ScenarioPlanner:
         u = stream(self.scenario.seed, "saa", round_idx).random((self._n_saa, len(idx)))
         mode_u = stream(self.scenario.seed, "modes", round_idx).random(u.shape) if modes == "random" else None
         if posterior is None:
-            proactive = plan(seen, uniforms=u, modes=modes, split=self.split, mode_uniforms=mode_u)
+            proactive = plan(seen, uniforms=u, modes=modes, split=self.split, mode_uniforms=mode_u,
+                             policy=self.draft_policy)
         else:
             from multispin.optimize.robust import plan_on_estimate
 
@@ -377,6 +403,8 @@ class ScenarioPlanner:
             comp_latency_s=float(t_comp_s(rplan.instance, gamma)), comm_latency_s=comm_s,
             deferred_bits=deferred, retransmitted_bits=retx, retransmission_s=retx_s,
             tokens=sum(r.tokens_gained for r in records.values()),
+            planning_cpu_s=rplan.planning_cpu_s, planning_wall_s=rplan.planning_wall_s,
+            planning_charged_s=rplan.planning_cpu_s if self.charge_planning else 0.0,
             planned_goodput_tokens_per_s=float(proactive.goodput_tokens_per_s),
             expected_tokens=float(proactive.goodput.expected_tokens),
             expected_latency_s=float(proactive.goodput.t_comp_s + proactive.goodput.e_t_comm_s),
