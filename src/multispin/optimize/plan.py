@@ -138,6 +138,7 @@ def plan(
     planning, every SAA sample on its own channel draw (e.g. from the posterior of the channel
     given its estimate, `multispin.system.channel_process.ChannelEstimate.posterior_gains`);
     the policies that enumerate the instance's own rejected sets (oracle, certified) refuse it.
+    With ``inst.gamma_cap`` (e.g. each job's remaining budget − 1) no device is planned past its cap.
     """
     if policy not in DRAFT_POLICIES:
         raise ConfigError(f"policy: unknown value {policy!r} (allowed: {', '.join(DRAFT_POLICIES)})")
@@ -160,8 +161,13 @@ def plan(
             raise ConfigError(f"warm_start: only the shipped search (policy greedy) takes one (got {policy!r})")
         starts["warm"] = np.asarray(warm_start)
     dp = optimise_draft_lengths(obj, policy, starts or None)
-    return Plan(dp.draft_len, dp.goodput, dp.policy, modes, split, expected_tokens(inst, dp.draft_len),
-                rejection_prob(inst, dp.draft_len), dict(dp.baselines), dp.upper_bound, dp.proven_optimal)
+    # past a device's gamma_cap the objective is flat in its tokens and outcomes, so a search may
+    # stop there; the engine would draft the cap, which is never worse (T_comp can only fall)
+    draft_len, value = inst.capped(dp.draft_len), dp.goodput
+    if not np.array_equal(draft_len, dp.draft_len):
+        value = obj.evaluate(draft_len)
+    return Plan(draft_len, value, dp.policy, modes, split, expected_tokens(inst, draft_len),
+                rejection_prob(inst, draft_len), dict(dp.baselines), dp.upper_bound, dp.proven_optimal)
 
 
 @dataclass(frozen=True)
