@@ -88,7 +88,8 @@ class AcceptanceEstimator:
             if denom > 0:
                 tau2 = max(0.0, (spread - rho * (1 - rho) * (seen.sum() - 1)) / denom)
         m = rho * (1 - rho) / tau2 - 1.0 if tau2 > 0 else np.inf
-        return rho, max(m, 0.0), rho * (1 - rho) / (w + big_n)
+        # at least one pseudo-trial at ρ: a device without verdicts plans on its group's rate
+        return rho, max(m, 1.0), rho * (1 - rho) / (w + big_n)
 
     def posterior(self) -> tuple[np.ndarray, np.ndarray]:
         """(estimate, standard deviation) of every device's α."""
