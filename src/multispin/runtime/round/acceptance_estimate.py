@@ -102,11 +102,14 @@ class AcceptanceEstimator:
             rho, m, var_rho = self._group_fit(members)
             s, n = self.own_successes[members], self.own_trials[members]
             if np.isinf(m):
-                est[members], sd[members] = rho, np.sqrt(var_rho)
-                continue
+                m = 1e12  # τ² = 0: every member on the group rate (its interval still widened below)
             a = (s + m * rho) / (n + m)
             shrink = m / (n + m)  # the weight of the (uncertain) group rate in each estimate
-            sd[members] = np.sqrt(a * (1 - a) / (n + m + 1) + shrink ** 2 * var_rho)
+            # τ² from a few members is itself uncertain (often 0 when the spread is real): the
+            # interval also allows the whole distance of a member's own rate from ρ as its bias
+            own = np.divide(s, n, out=np.full(n.shape, rho), where=n > 0)
+            excess = (own - rho) ** 2
+            sd[members] = np.sqrt(a * (1 - a) / (n + m + 1) + shrink ** 2 * (var_rho + excess))
             est[members] = a
         return est, sd
 
