@@ -136,7 +136,7 @@ class _Recorder:
     def __init__(self):
         self.calls = []
 
-    def plan(self, round_idx, active):
+    def plan(self, round_idx, active, caps=None):
         self.calls.append(("plan", round_idx, tuple(active)))
         return RoundPlan(round_idx, {d: 4 for d in active})
 

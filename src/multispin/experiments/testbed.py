@@ -215,13 +215,14 @@ def build_scenario(config: TestbedConfig):
 
 def with_measured_acceptance(scenario, pair_name: str, drafts: list[str], tasks: list[str], sampling=None):
     """The scenario with each device's α set to the measured α of its (draft, task) under the
-    run's sampling policy where the package ships a profile for the pair (`multispin measure`),
+    run's sampling policy where the package ships a profile for the pair (`multispin measure`;
+    the α its verdicts see in a run, `models.profiles.run_alpha`, docs/acceptance.md),
     the scenario's own α elsewhere. Returns the scenario and whether every device's α was measured."""
     from multispin.models.profiles import device_alpha
     from multispin.system.channel import World
 
     assumed = World(scenario).drop.alpha
-    alpha = [device_alpha(pair_name, d, t, sampling) for d, t in zip(drafts, tasks)]
+    alpha = [device_alpha(pair_name, d, t, sampling, kind="run") for d, t in zip(drafts, tasks)]
     if all(a is None for a in alpha):
         return scenario, False
     filled = [float(a) if a is not None else float(b) for a, b in zip(alpha, assumed)]
@@ -251,6 +252,11 @@ def steady_state_figures(rows: list[dict], devices: int) -> dict:
     }
 
 
+def forecast_rounds(config: "TestbedConfig") -> int:
+    """Model rounds the forecast spends: two replicas of a steady-state run (40 for a makespan)."""
+    return 2 * config.rounds if config.rounds else 40
+
+
 def _run_figures(config: TestbedConfig, planner: ScenarioPlanner, rows: list[dict], airtime_s: float) -> dict:
     """The run's figures (`steady_state_figures`), goodput on the wall clock when that is the clock,
     the model's forecast (fresh channels, independent of the run) and its prediction conditioned on
@@ -268,7 +274,14 @@ def _run_figures(config: TestbedConfig, planner: ScenarioPlanner, rows: list[dic
         **figures,
         "virtual_time_s": planner.virtual_time_s,
         "planned_goodput_tokens_per_s": planner.planned_goodput_tokens_per_s,
-        **forecast_goodput(planner.scenario, planner.payload, config.policy, split=config.split, seed=config.seed),
+        # the forecast replays the run's jobs (budgets) and its online estimator; the budget-blind
+        # forecast at the prior α (the model before either) is kept next to it
+        **forecast_goodput(planner.scenario, planner.payload, config.policy, rounds=forecast_rounds(config),
+                           split=config.split, seed=config.seed, max_new_tokens=config.max_new_tokens,
+                           online=planner.online, horizon=config.rounds or forecast_rounds(config)),
+        "budget_blind_forecast_tokens_per_s": forecast_goodput(
+            planner.scenario, planner.payload, config.policy, split=config.split,
+            seed=config.seed)["forecast_tokens_per_s"],
         # the models at the realised rounds' γ and channels: a consistency check, not a prediction
         **{f"conditioned_{k}": v for k, v in pred.items()},
         "dl_share": planner.dl_share(),

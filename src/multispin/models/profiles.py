@@ -6,6 +6,9 @@ Layout (package data, ``multispin/data/profiles/<pair>/``):
   draft, one prompt set and one sampling policy (α = E[Σ min(p, q)] with its 95% CI,
   per-position acceptance, mean accepted length, the i.i.d. check; ``docs/acceptance.md`` is
   the table of them all, with the commands that measured them);
+* the α a running system sees (`run_alpha`): a profile's teacher-forced α corrected by its own
+  verdict rounds, shrunk across every shipped profile (empirical Bayes; docs/acceptance.md says
+  why the planner uses it);
 * ``compute.json``: what ``multispin profile --out`` writes on the host that measured it
   (T_ver^0, T_ver^1, T_ver^tok, each draft's seconds per token, host facts).
 
@@ -22,7 +25,10 @@ from __future__ import annotations
 
 import json
 import re
+from functools import lru_cache
 from pathlib import Path
+
+import numpy as np
 
 PROFILES_ROOT = Path(__file__).resolve().parent.parent / "data" / "profiles"
 
@@ -95,8 +101,94 @@ def compute_profile_path(pair: str) -> Path | None:
     return path if path.is_file() else None
 
 
-def device_alpha(pair: str, draft: str, task: str, sampling=None) -> float | None:
+ALPHA_KINDS = ("teacher_forced", "run")
+
+
+def device_alpha(pair: str, draft: str, task: str, sampling=None, kind: str = "teacher_forced") -> float | None:
     """Measured α of one draft for a testbed device of ``task`` (chat: ShareGPT, code: HumanEval,
-    see ``TASK_SOURCE``) under ``sampling``, or ``None`` when it was not measured."""
-    row = acceptance_table(pair, sampling).get(draft, {})
-    return row.get(TASK_SOURCE.get(task, task))
+    see ``TASK_SOURCE``) under ``sampling``, or ``None`` when it was not measured. ``kind``:
+    ``teacher_forced`` (the profile's E[Σ min(p, q)], the table of docs/acceptance.md) or ``run``
+    (`run_alpha`: what the running system's verdicts see, what the planner plans on)."""
+    if kind not in ALPHA_KINDS:
+        raise ValueError(f"kind: unknown value {kind!r} (allowed: {', '.join(ALPHA_KINDS)})")
+    label = TASK_SOURCE.get(task, task)
+    if kind == "teacher_forced":
+        return acceptance_table(pair, sampling).get(draft, {}).get(label)
+    for data in acceptance_profiles(pair):
+        if str(data["draft"]) == draft and _same_policy(data, sampling) and label in data["tasks"]:
+            entry = data["tasks"][label]
+            alpha = entry["alpha"] if isinstance(entry, dict) else entry
+            # a label beside the profile's own (MT-Bench math) has no verdicts of its own
+            return run_alpha(data) if float(alpha) == float(data["alpha"]) else float(alpha)
+    return None
+
+
+# ---- the α a running system sees --------------------------------------------------------------
+#
+# Teacher forcing scores every position of the target's text; a run tests only the positions its
+# verdicts reach: the position after a bonus (which follows a fully accepted draft, an easy
+# stretch) is never drafted, the position after a rejection always is. When acceptance varies
+# along a text (easy and hard stretches), the run's positions are the harder ones, so the i.i.d.
+# rate its verdicts see is lower than E[Σ min(p, q)]. Each profile's verdict rounds measure that
+# rate directly, but from few prompts (8-16); `run_alpha` combines the two: the gap δ = verdict
+# α − teacher-forced α of each profile is shrunk towards the gap across all shipped profiles
+# (normal-normal empirical Bayes, method-of-moments spread), and added to the teacher-forced α.
+
+
+def verdict_alpha(profile: dict) -> tuple[float, float] | None:
+    """(α, trials) of a profile's verdict rounds under the i.i.d. model: accepted tokens over
+    accepted tokens plus rejections (the estimator the running system uses), or ``None`` without
+    verdict rounds."""
+    check, rounds = profile.get("iid_check") or {}, profile.get("num_rounds", 0)
+    length = [float(x) for x in check.get("measured", [])]
+    if not rounds or not length or not np.all(np.isfinite(length)):
+        return None
+    accepted = length[-1] - 1.0  # per round
+    all_accepted = length[-1] - (length[-2] if len(length) > 1 else 1.0)  # P(every position accepted)
+    tested = accepted + 1.0 - all_accepted
+    if tested <= 0:
+        return None
+    return accepted / tested, rounds * tested
+
+
+def _gap_and_variance(profile: dict) -> tuple[float, float] | None:
+    v = verdict_alpha(profile)
+    if v is None:
+        return None
+    alpha, trials = v
+    # binomial variance: verdicts of one prompt are correlated, so this is a lower bound and the
+    # spread across profiles (τ²) absorbs the rest
+    return alpha - float(profile["alpha"]), max(alpha * (1 - alpha), 1e-4) / trials
+
+
+def gap_prior(profiles: list[dict]) -> tuple[float, float]:
+    """(μ, τ²) of the gap δ = verdict α − teacher-forced α across ``profiles`` (precision-weighted
+    mean, method-of-moments spread; (0, 0) with fewer than two profiles with verdicts)."""
+    pairs = [x for x in (_gap_and_variance(p) for p in profiles) if x is not None]
+    if len(pairs) < 2:
+        return 0.0, 0.0
+    d, var = (np.array(x) for x in zip(*pairs))
+    w = 1.0 / var
+    mu = float(np.sum(w * d) / np.sum(w))
+    q = float(np.sum(w * (d - mu) ** 2))
+    tau2 = max(0.0, (q - (d.size - 1)) / (np.sum(w) - np.sum(w ** 2) / np.sum(w)))
+    return mu, float(tau2)
+
+
+@lru_cache(maxsize=1)
+def shipped_gap_prior() -> tuple[float, float]:
+    """`gap_prior` over every acceptance profile the package ships."""
+    return gap_prior([json.loads(p.read_text()) for p in sorted(PROFILES_ROOT.glob("*/acceptance-*.json"))])
+
+
+def run_alpha(profile: dict, prior: tuple[float, float] | None = None) -> float:
+    """The α a running system's verdicts see for ``profile``: its teacher-forced α plus the
+    empirical-Bayes estimate of its gap (``prior``: (μ, τ²) of the gap, default the shipped
+    profiles'); the teacher-forced α itself when the profile has no verdict rounds."""
+    own = _gap_and_variance(profile)
+    if own is None:
+        return float(profile["alpha"])
+    mu, tau2 = shipped_gap_prior() if prior is None else prior
+    gap, var = own
+    weight = tau2 / (tau2 + var) if tau2 > 0 else 0.0
+    return float(np.clip(float(profile["alpha"]) + mu + weight * (gap - mu), 0.0, 1.0))

@@ -142,6 +142,7 @@ def plan(
     the policies that enumerate the instance's own rejected sets (oracle, certified) refuse it.
     ``deadline_s`` (policy ``fast`` only): CPU seconds after which the search returns the best plan
     found so far.
+    With ``inst.gamma_cap`` (e.g. each job's remaining budget − 1) no device is planned past its cap.
     """
     if policy not in DRAFT_POLICIES:
         raise ConfigError(f"policy: unknown value {policy!r} (allowed: {', '.join(DRAFT_POLICIES)})")
@@ -170,8 +171,13 @@ def plan(
             starts["warm"] = np.asarray(warm_start)
     dp = optimise_draft_lengths(obj, policy, starts or None,
                                 warm_start if policy == "fast" else None, deadline_s)
-    return Plan(dp.draft_len, dp.goodput, dp.policy, modes, split, expected_tokens(inst, dp.draft_len),
-                rejection_prob(inst, dp.draft_len), dict(dp.baselines), dp.upper_bound, dp.proven_optimal)
+    # past a device's gamma_cap the objective is flat in its tokens and outcomes, so a search may
+    # stop there; the engine would draft the cap, which is never worse (T_comp can only fall)
+    draft_len, value = inst.capped(dp.draft_len), dp.goodput
+    if not np.array_equal(draft_len, dp.draft_len):
+        value = obj.evaluate(draft_len)
+    return Plan(draft_len, value, dp.policy, modes, split, expected_tokens(inst, draft_len),
+                rejection_prob(inst, draft_len), dict(dp.baselines), dp.upper_bound, dp.proven_optimal)
 
 
 @dataclass(frozen=True)

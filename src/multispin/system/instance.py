@@ -82,7 +82,11 @@ class Instance:
     - ``draft_upload_bits_per_token``: UL bits per drafted token (id + q_i(x_i)); 0 reproduces
       the paper, which neglects the upload. When > 0 every device uploads at P^ul on an equal
       share B/K right after drafting, which adds ``bits / rate`` per drafted token to its
-      compute-phase time (`token_latency_s`).
+      compute-phase time (`token_latency_s`);
+    - ``gamma_cap`` (K,) or ``None``: the longest draft each device can use this round (a job
+      with b tokens left drafts at most b − 1, the round engine's clip). A γ above the cap is
+      drafted as the cap, so past it the survival and expected-token tables stay flat: such a γ
+      gains nothing and risks nothing, and `capped` maps a plan onto what the engine drafts.
     """
 
     gain_ul: np.ndarray
@@ -96,6 +100,7 @@ class Instance:
     draft_upload_bits_per_token: float = 0.0
     distance_m: np.ndarray | None = None
     dl_payload_bits: np.ndarray | None = None
+    gamma_cap: np.ndarray | None = None
     survival: np.ndarray = field(init=False, repr=False)
     expected_tokens: np.ndarray = field(init=False, repr=False)
     token_latency_s: np.ndarray = field(init=False, repr=False)
@@ -143,8 +148,19 @@ class Instance:
         surv = np.ones((k, g + 1))
         if g:
             surv[:, 1:] = np.cumprod(per_pos, axis=1)
+        if self.gamma_cap is not None:
+            cap = np.asarray(self.gamma_cap)
+            _check(cap.shape == (k,) and bool(np.all(cap == np.round(cap))) and bool(np.all((cap >= 0) & (cap <= g))),
+                   "gamma_cap", f"{k} integers in [0, {g}]", self.gamma_cap)
+            cap = _readonly(cap, dtype=np.int64)
+            set_(self, "gamma_cap", cap)
+            # γ past the cap is drafted as the cap: the tables repeat the cap's column
+            surv = surv[np.arange(k)[:, None], np.minimum(np.arange(g + 1)[None, :], cap[:, None])]
         set_(self, "survival", _readonly(surv))
-        set_(self, "expected_tokens", _readonly(np.cumsum(surv, axis=1)))
+        et = np.cumsum(surv, axis=1)
+        if self.gamma_cap is not None:
+            et = et[np.arange(k)[:, None], np.minimum(np.arange(g + 1)[None, :], self.gamma_cap[:, None])]
+        set_(self, "expected_tokens", _readonly(et))
         if self.draft_upload_bits_per_token > 0:
             r = rate_bps(self.radio.bandwidth_hz / k, self.radio.p_ul_w, gu, self.radio.noise_psd_w_per_hz)
             t = t + self.draft_upload_bits_per_token / r
@@ -176,6 +192,11 @@ class Instance:
         """True when every device moves as many bits in DL mode as in UL mode (S^ul = S^dl)."""
         return self.dl_payload_bits is None or bool(np.array_equal(self.payload_bits, self.dl_payload_bits))
 
+    def capped(self, gamma) -> np.ndarray:
+        """γ as the engine drafts it: at most each device's ``gamma_cap`` (unchanged without caps)."""
+        g = np.asarray(gamma, dtype=np.int64)
+        return g if self.gamma_cap is None else np.minimum(g, self.gamma_cap)
+
     def replace(self, **changes) -> "Instance":
         """A copy with some fields changed (``radio=…``, ``alpha=…``, ``gain_ul=…``)."""
         return dataclasses.replace(self, **changes)
@@ -200,4 +221,5 @@ class Instance:
             draft_upload_bits_per_token=self.draft_upload_bits_per_token,
             distance_m=None if self.distance_m is None else self.distance_m[idx],
             dl_payload_bits=None if self.dl_payload_bits is None else self.dl_payload_bits[idx],
+            gamma_cap=None if self.gamma_cap is None else self.gamma_cap[idx],
         )

@@ -45,7 +45,11 @@ class RoundPolicy(Protocol):
     """Proactive plan, reactive modes and feedback, in the order the engine calls them (the
     shape of Hugging Face's candidate generator with `update_candidate_strategy`)."""
 
-    def plan(self, round_idx: int, active: Sequence[int]) -> RoundPlan: ...
+    def plan(self, round_idx: int, active: Sequence[int],
+             caps: Mapping[int, int] | None = None) -> RoundPlan:
+        """γ per active device; ``caps``: the longest draft the engine lets each one use
+        (its remaining budget − 1, at most γ_max), so a budget-aware policy plans within them."""
+        ...
 
     def modes(self, plan: RoundPlan, rejected: Sequence[int]) -> Mapping[int, Mode]: ...
 
@@ -59,8 +63,9 @@ class PolicyPair:
     draft_lengths: DraftLengthPolicy
     mode_policy: ModePolicy
 
-    def plan(self, round_idx: int, active: Sequence[int]) -> RoundPlan:
-        return RoundPlan(round_idx, self.draft_lengths(round_idx, list(active)))
+    def plan(self, round_idx: int, active: Sequence[int],
+             caps: Mapping[int, int] | None = None) -> RoundPlan:
+        return RoundPlan(round_idx, self.draft_lengths(round_idx, list(active)))  # the engine clips
 
     def modes(self, plan: RoundPlan, rejected: Sequence[int]) -> Mapping[int, Mode]:
         return self.mode_policy(plan.round, list(rejected))
@@ -155,9 +160,14 @@ class RoundEngine:
 
     # -- the steps ----------------------------------------------------------------------------
 
+    def gamma_cap(self, d: int) -> int:
+        """The longest draft device d can use now: γ + 1 tokens must fit its budget."""
+        return max(0, min(self.budget(d) - 1, self.verifier.gamma_max))
+
     def plan(self, r: int, active: Sequence[int]) -> RoundOutcome:
-        """Ask the draft-length policy and clip each γ so that γ + 1 tokens fit the budget."""
-        plan = self.policy.plan(r, list(active))
+        """Ask the policy, telling it each device's cap, and clip each γ to it."""
+        caps = {d: self.gamma_cap(d) for d in active}
+        plan = self.policy.plan(r, list(active), caps)
         planned = plan.draft_lengths
         gammas = {}
         for d in active:
@@ -165,7 +175,7 @@ class RoundEngine:
                 want = int(planned[d])
             except (KeyError, TypeError, ValueError):
                 raise ConfigError(f"draft-length policy: no integer γ for device {d} in round {r}") from None
-            gammas[d] = max(0, min(want, self.budget(d) - 1, self.verifier.gamma_max))
+            gammas[d] = max(0, min(want, caps[d]))
         return RoundOutcome(r, gammas, plan)
 
     def verify(self, out: RoundOutcome, drafts: Mapping[int, Draft]) -> None:

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -47,6 +47,7 @@ from multispin.errors import ConfigError
 from multispin.optimize.goodput import t_comp_s
 from multispin.optimize.plan import plan
 from multispin.optimize.reactive import reactive
+from multispin.runtime.round.acceptance_estimate import ALPHA_CEIL, ALPHA_FLOOR, AcceptanceEstimator  # noqa: F401
 from multispin.runtime.round.policies import POLICIES, TARGET_ONLY, policy_name
 from multispin.runtime.round.engine import Mode, RoundOutcome, RoundPlan, RoundRecord
 from multispin.system.channel import World, stream
@@ -54,33 +55,6 @@ from multispin.system.channel_process import ChannelProcess, uses_channel_proces
 from multispin.system.payload import WirePayload
 from multispin.system.radio import rate_bps
 from multispin.system.scenario import Scenario
-
-ALPHA_FLOOR, ALPHA_CEIL = 0.02, 0.995
-
-
-class AcceptanceEstimator:
-    """Per-device acceptance rate from verdicts, starting from a prior.
-
-    Under the i.i.d. model every drafted position reached is a Bernoulli(α) trial: a round with
-    a accepted tokens and a rejection adds a successes and 1 failure; all γ accepted adds γ
-    successes. The prior counts as `prior_weight` trials at the profile's α.
-    """
-
-    def __init__(self, prior_alpha: np.ndarray, prior_weight: float = 8.0):
-        prior = np.clip(np.asarray(prior_alpha, dtype=float), ALPHA_FLOOR, ALPHA_CEIL)
-        self.successes = prior * prior_weight
-        self.trials = np.full(prior.shape, float(prior_weight))
-
-    def update(self, index: int, draft_len: int, num_accepted: int, rejected: bool) -> None:
-        if draft_len == 0:
-            return
-        self.successes[index] += num_accepted
-        self.trials[index] += num_accepted + (1 if rejected else 0)
-
-    @property
-    def alpha(self) -> np.ndarray:
-        return np.clip(self.successes / self.trials, ALPHA_FLOOR, ALPHA_CEIL)
-
 
 @dataclass
 class RoundCost:
@@ -154,25 +128,14 @@ def model_predictions(planner: "ScenarioPlanner", mc_rounds: int, seed: int) -> 
             "montecarlo_tokens_per_s": mc_tok / mc_time if mc_time else 0.0}
 
 
-# channel rounds the forecast plans on: far past any run, so it never sees a realised channel
-FORECAST_ROUND_OFFSET = 1 << 40
-
-
 def forecast_goodput(scenario: Scenario, payload: WirePayload, policy: str, rounds: int = 40,
-                     split: str = "equal", seed: int = 0) -> dict[str, float]:
-    """The model's forecast of a policy's steady-state goodput, independent of any run: on
-    `rounds` fresh channel draws the policy plans every device with the scenario's (profile) α, and
-    the analytic model scores each plan (Σ E[N_k] exactly, E[T_comm] on 4,000 fresh outcome
-    uniforms); the ratio of sums, next to the same plans' free-communication value Σ E[N] / Σ T_comp."""
-    k = scenario.devices.count
-    planner = ScenarioPlanner(scenario, range(k), payload, policy=policy, split=split, online=False)
-    rng = np.random.default_rng([seed, 43])
-    tokens = comp = comm = 0.0
-    for r in range(FORECAST_ROUND_OFFSET, FORECAST_ROUND_OFFSET + rounds):
-        rp = planner.plan(r, range(k))
-        n, tc, tm = analytic_round(rp.instance, np.asarray(rp.proactive.draft_len), POLICIES[planner.policy], split, rng)
-        tokens, comp, comm = tokens + n, comp + tc, comm + tm
-    return {"forecast_tokens_per_s": tokens / (comp + comm), "forecast_free_comm_tokens_per_s": tokens / comp}
+                     split: str = "equal", seed: int = 0, **model) -> dict[str, float]:
+    """The model's forecast of a policy's goodput, independent of any run
+    (`multispin.runtime.round.forecast`; ``model``: ``max_new_tokens``, ``online``, ``horizon``).
+    Without them: every device planned at the scenario's α, prompts that never end."""
+    from multispin.runtime.round.forecast import forecast_goodput as forecast
+
+    return forecast(scenario, payload, policy, rounds, split, seed, **model)
 
 
 def target_only_plan(inst):
@@ -270,28 +233,35 @@ class ScenarioPlanner:
                                             self.scenario.radio.reciprocity)
         return self.process.gains(state), est.naive(), posterior
 
-    def plan(self, round_idx: int, active: Sequence[int]) -> ScenarioRoundPlan:
+    def plan(self, round_idx: int, active: Sequence[int],
+             caps: Mapping[int, int] | None = None) -> ScenarioRoundPlan:
         """γ for the active devices from this round's channel (or its estimate) and the current
-        acceptance estimates; the plan's instance carries the true channel, which the modes and the
-        clock use. The time it took (thread CPU and wall) rides on the plan to the round's cost."""
+        acceptance estimates, never past a device's cap (``caps``: the engine's remaining budget − 1);
+        the plan's instance carries the true channel, which the modes and the clock use. The time it
+        took (thread CPU and wall) rides on the plan to the round's cost."""
         cpu0, wall0 = time.thread_time(), time.perf_counter()
-        rplan = self._plan(round_idx, active)
+        rplan = self._plan(round_idx, active, caps)
         rplan.planning_cpu_s, rplan.planning_wall_s = time.thread_time() - cpu0, time.perf_counter() - wall0
         return rplan
 
-    def _plan(self, round_idx: int, active: Sequence[int]) -> ScenarioRoundPlan:
+    def _plan(self, round_idx: int, active: Sequence[int],
+              caps: Mapping[int, int] | None = None) -> ScenarioRoundPlan:
         active = list(active)
         idx = [self._index(d) for d in active]
         true_ch, seen_ch, posterior = self._round_channel(round_idx)
         alpha = self.estimator.alpha if self.online else np.asarray(self.world.drop.alpha)
         wire, k = self.payload, self.scenario.devices.count
+        gamma_cap = None
+        if caps is not None:
+            gmax = self.scenario.optimizer.gamma_max
+            gamma_cap = np.array([min(max(int(caps[d]), 0), gmax) for d in active], dtype=np.int64)
 
         def wired(ch):
             return self.world.instance(round_idx, ch).replace(
                 alpha=alpha, payload_bits=np.full(k, float(wire.correction_bits("ul"))),
                 dl_payload_bits=np.full(k, float(wire.correction_bits("dl"))),
                 draft_upload_bits_per_token=float(wire.draft_bits_per_token),
-            ).subset(idx)
+            ).subset(idx).replace(gamma_cap=gamma_cap)
 
         inst = wired(true_ch)
         self._true_channel = true_ch

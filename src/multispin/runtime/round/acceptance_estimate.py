@@ -1,0 +1,118 @@
+"""Online acceptance estimates from verdicts: each device's α, shrunk towards its group's.
+
+Under the i.i.d. model every drafted position a verdict reaches is a Bernoulli(α) trial: a round
+that accepted a tokens and rejected the next adds a successes and 1 failure; all γ accepted adds
+γ successes.
+
+Devices that run the same draft on the same task (here: devices that share a prior α) have the
+same acceptance up to the prompts they happen to get, so a device's own few verdicts are a noisy
+estimate of it. Planning on that noise hands lucky devices long drafts, and the longest draft
+sets every device's T_comp. `AcceptanceEstimator` therefore plans each device on an empirical
+Bayes (beta-binomial) estimate:
+
+- the group's rate ρ pools the prior (``prior_weight`` trials at the prior α) and every member's
+  trials;
+- the spread τ² of the members' true rates around ρ is estimated by moments (the members' rates
+  spread more than their binomial noise, or not at all);
+- device k with n_k trials and s_k successes plans on (s_k + m·ρ) / (n_k + m), m = ρ(1 − ρ)/τ² − 1:
+  its own rate once it has many more trials than m, the group's while it has few, and the
+  group's always when τ² = 0.
+
+``pooling="device"`` is the estimate without a group (``prior_weight`` trials at the prior, then
+the device's own trials): kept to measure what pooling changes.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Sequence
+
+import numpy as np
+
+from multispin.errors import ConfigError
+
+ALPHA_FLOOR, ALPHA_CEIL = 0.02, 0.995
+Pooling = Literal["group", "device"]
+POOLINGS = ("group", "device")
+
+
+def groups_of(prior_alpha: Sequence[float]) -> np.ndarray:
+    """Group index per device: devices with the same prior α (same draft and task) share one."""
+    _, inverse = np.unique(np.asarray(prior_alpha, dtype=float), return_inverse=True)
+    return inverse.ravel()
+
+
+class AcceptanceEstimator:
+    """Per-device acceptance rate from verdicts, starting from a prior (module docstring)."""
+
+    def __init__(self, prior_alpha: np.ndarray, prior_weight: float = 8.0, pooling: Pooling = "group",
+                 groups: Sequence[int] | None = None):
+        if pooling not in POOLINGS:
+            raise ConfigError(f"pooling: unknown value {pooling!r} (allowed: {', '.join(POOLINGS)})")
+        self.prior = np.clip(np.asarray(prior_alpha, dtype=float), ALPHA_FLOOR, ALPHA_CEIL)
+        self.prior_weight = float(prior_weight)
+        self.pooling = pooling
+        self.groups = groups_of(self.prior) if groups is None else np.asarray(groups, dtype=int)
+        if self.groups.shape != self.prior.shape:
+            raise ConfigError(f"groups: need one group per device ({self.prior.size}), got {self.groups.size}")
+        self.own_successes = np.zeros(self.prior.shape)
+        self.own_trials = np.zeros(self.prior.shape)
+
+    def update(self, index: int, draft_len: int, num_accepted: int, rejected: bool) -> None:
+        if draft_len == 0:
+            return
+        self.own_successes[index] += num_accepted
+        self.own_trials[index] += num_accepted + (1 if rejected else 0)
+
+    # the pre-pooling view (successes and trials with the prior's pseudo-trials), kept for callers
+    @property
+    def successes(self) -> np.ndarray:
+        return self.prior * self.prior_weight + self.own_successes
+
+    @property
+    def trials(self) -> np.ndarray:
+        return self.prior_weight + self.own_trials
+
+    def _group_fit(self, members: np.ndarray) -> tuple[float, float, float]:
+        """(ρ, m, var ρ) of one group: pooled rate, prior strength of the spread, ρ's variance."""
+        s, n = self.own_successes[members], self.own_trials[members]
+        w = self.prior_weight * members.size  # each member's prior trials count once in the pool
+        rho = float((w * self.prior[members].mean() + s.sum()) / (w + n.sum()))
+        rho = min(max(rho, ALPHA_FLOOR), ALPHA_CEIL)
+        seen = n > 0
+        big_n = n[seen].sum()
+        tau2 = 0.0
+        if seen.sum() >= 2 and big_n > 0:
+            rates = s[seen] / n[seen]
+            spread = float(np.sum(n[seen] * (rates - rho) ** 2))
+            denom = big_n - float(np.sum(n[seen] ** 2)) / big_n
+            if denom > 0:
+                tau2 = max(0.0, (spread - rho * (1 - rho) * (seen.sum() - 1)) / denom)
+        m = rho * (1 - rho) / tau2 - 1.0 if tau2 > 0 else np.inf
+        # at least one pseudo-trial at ρ: a device without verdicts plans on its group's rate
+        return rho, max(m, 1.0), rho * (1 - rho) / (w + big_n)
+
+    def posterior(self) -> tuple[np.ndarray, np.ndarray]:
+        """(estimate, standard deviation) of every device's α."""
+        if self.pooling == "device":
+            a, n = self.successes / self.trials, self.trials
+            return a, np.sqrt(a * (1 - a) / (n + 1))
+        est, sd = np.empty(self.prior.shape), np.empty(self.prior.shape)
+        for g in np.unique(self.groups):
+            members = np.flatnonzero(self.groups == g)
+            rho, m, var_rho = self._group_fit(members)
+            s, n = self.own_successes[members], self.own_trials[members]
+            if np.isinf(m):
+                m = 1e12  # τ² = 0: every member on the group rate (its interval still widened below)
+            a = (s + m * rho) / (n + m)
+            shrink = m / (n + m)  # the weight of the (uncertain) group rate in each estimate
+            # τ² from a few members is itself uncertain (often 0 when the spread is real): the
+            # interval also allows the whole distance of a member's own rate from ρ as its bias
+            own = np.divide(s, n, out=np.full(n.shape, rho), where=n > 0)
+            excess = (own - rho) ** 2
+            sd[members] = np.sqrt(a * (1 - a) / (n + m + 1) + shrink ** 2 * (var_rho + excess))
+            est[members] = a
+        return est, sd
+
+    @property
+    def alpha(self) -> np.ndarray:
+        return np.clip(self.posterior()[0], ALPHA_FLOOR, ALPHA_CEIL)
