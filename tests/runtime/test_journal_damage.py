@@ -100,9 +100,9 @@ DAMAGE = [
     ("deleted WAL", True, _delete("-wal", "-shm"), "rounds 0..49 are missing", 0),
     ("0-byte file", True, lambda p: os.truncate(p, 0), "the journal file is empty (0 bytes)", 0),
     ("truncated WAL", True, lambda p: os.truncate(f"{p}-wal", os.path.getsize(f"{p}-wal") // 2),
-     "rounds 23..49 are missing", 23),
+     "rounds 25..49 are missing", 25),
     ("flipped WAL bytes", True, lambda p: _flip(f"{p}-wal", os.path.getsize(f"{p}-wal") // 2, 64),
-     "rounds 23..49 are missing", 23),
+     "rounds 25..49 are missing", 25),
     ("edited token", True, lambda p: _sql(p, "UPDATE round_tokens SET tokens = '[1,2,3]' "
                                             "WHERE round_index = 20 AND device_id = 1"),
      "round 20 does not match its chain link", 20),
@@ -203,8 +203,8 @@ def test_a_version_1_journal_is_migrated_to_the_chain(tmp_path):
     head, and is then protected like any other."""
     path = _journal(tmp_path, crash=False)
     path.with_name(path.name + "-head").unlink()
-    _sql(path, "ALTER TABLE rounds DROP COLUMN link", "DELETE FROM schema_version WHERE version = 2",
-         "INSERT INTO schema_version VALUES (1, 0)")
+    _sql(path, "ALTER TABLE rounds DROP COLUMN link", "ALTER TABLE sessions DROP COLUMN seal",
+         "DELETE FROM schema_version WHERE version >= 2", "INSERT INTO schema_version VALUES (1, 0)")
     with Journal(path) as j:
         assert j.recover().next_round == N
     _sql(path, "UPDATE round_tokens SET tokens = '[5]' WHERE round_index = 3 AND device_id = 0")

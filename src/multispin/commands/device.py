@@ -46,8 +46,10 @@ def device(
     then print the text it generated.
 
     Exit 0: the text is finished and its digest is the server's. Exit 1 (one line says why): the
-    session ended before the text was finished, or the digests differ; the partial text is still
-    printed. Exit 2: a bad flag, or the server refused this device or could not be reached."""
+    session ended before the text was finished (the server stopped, or went away and did not come
+    back within --reconnects), or the digests differ; the partial text is still printed and
+    written to --result (finished: false). Exit 2: a bad flag, or the server refused this device
+    or could never be reached."""
     setup_logging(log_level)
     set_threads(threads)
     from multispin.commands._outcome import device_failure

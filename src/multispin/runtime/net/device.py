@@ -167,9 +167,11 @@ class DeviceClient:
                     failures = 1 if self.sessions > sessions else failures + 1
                     self._event("reconnect", reason=str(exc), attempt=failures)
                     if failures > self.reconnects:
-                        hint = "" if self.sessions else f"; is `multispin serve` running at {self.server}?"
-                        raise ProtocolError(f"device {self.device_id}: gave up after {self.reconnects} "
-                                            f"reconnects ({exc}){hint}") from None
+                        why = f"gave up after {self.reconnects} reconnects ({exc})"
+                        if self.sessions:  # a server that went away mid-text: the partial text is an outcome
+                            return self._outcome(False, why)
+                        raise ProtocolError(f"device {self.device_id}: {why}; is `multispin serve` running "
+                                            f"at {self.server}?") from None
                     log.warning("device %d: %s; reconnecting (%d/%d)", self.device_id, exc, failures,
                                 self.reconnects)
                     time.sleep(min(2.0, 0.1 * 2 ** (failures - 1)))

@@ -1,6 +1,6 @@
 """What a journal is checked for when it is opened, before any round is resumed from it.
 
-Four checks, in order, each refusing with one [`JournalDamaged`][multispin.errors.JournalDamaged] line
+Five checks, in order, each refusing with one [`JournalDamaged`][multispin.errors.JournalDamaged] line
 that names what is wrong and what the operator can do:
 
 1. **the files** (before SQLite touches them): a journal file that is missing while its head
@@ -11,10 +11,18 @@ that names what is wrong and what the operator can do:
 3. **the chain** (`multispin.runtime.store.head`): rounds 0, 1, 2, … without a gap, each
    row's link recomputed from its content. An edited token, a deleted row or a round moved
    elsewhere breaks it at that round.
-4. **the head** (writer only; a reader beside a writer may see the two files at different
+4. **the sessions** (schema 3): each session row (identity, prompt, settings, codecs, seed, first
+   round, when it started and ended) against its own checksum, and every device that has rounds
+   against its session row. A flipped prompt or seed would otherwise be resumed (and the device
+   refused, or the settings blamed, only after the model loaded).
+5. **the head** (writer only; a reader beside a writer may see the two files at different
    moments): the database must hold the round the head file names, with the same link. Fewer
    rounds means rounds were lost (a deleted, truncated or damaged WAL); one more round is the
-   trace of a crash between the two writes (its COMMITs were never sent) and is fine.
+   trace of a crash between the two writes (its COMMITs were never sent) and is fine. A journal
+   database without its head file is refused even with no round in it: the head is written
+   before the schema, and the schema is checkpointed into the main file at creation, so the main
+   file alone says "a journal was here" after its WAL, -shm and head were all deleted (otherwise
+   SQLite reads it as an empty database and the run silently starts again from round 0).
 
 The repair (`multispin.runtime.store.repair`) uses the same chain walk to find the last
 good round.
@@ -30,7 +38,7 @@ from pathlib import Path
 from typing import Optional
 
 from multispin.errors import JournalDamaged
-from multispin.runtime.store.head import GENESIS, Head, head_path, link, read_head
+from multispin.runtime.store.head import GENESIS, Head, head_path, link, read_head, session_seal
 
 CHECKS = ("quick", "full")
 
@@ -143,6 +151,28 @@ def walk_chain(db: sqlite3.Connection, path: Path, stop_at_damage: bool = False)
     return links
 
 
+SESSION_COLUMNS = ("device_id, identity, prompt_ids, sampling, ul_codec, dl_codec, seed, first_round, "
+                   "created_s, ended")
+
+
+def check_sessions(db: sqlite3.Connection, path: Path) -> None:
+    """Every session row matches its seal, and every device with rounds has its session row."""
+    try:
+        for row in db.execute(f"SELECT {SESSION_COLUMNS}, seal FROM sessions ORDER BY device_id"):
+            if session_seal(row[:-1]) != row[-1]:
+                raise JournalDamaged(f"{path}: damaged journal (table sessions: device {row[0]}'s session does "
+                                     "not match its checksum: its prompt, settings, codecs, seed or identity "
+                                     f"were edited or damaged); {repair_hint()}")
+        orphan = db.execute("SELECT min(device_id) FROM round_tokens WHERE device_id NOT IN "
+                            "(SELECT device_id FROM sessions)").fetchone()[0]
+    except (sqlite3.DatabaseError, ValueError, TypeError, OverflowError) as exc:
+        raise JournalDamaged(f"{path}: damaged journal (table sessions cannot be read: {exc}); "
+                             f"{repair_hint()}") from None
+    if orphan is not None:
+        raise JournalDamaged(f"{path}: damaged journal (table sessions: device {orphan}'s session row was "
+                             f"deleted; its rounds remain); {repair_hint()}")
+
+
 def compare_head(path: Path, links: list[bytes], head: Optional[Head], fresh_ok: bool) -> None:
     """Refuse a database that lacks rounds its head file says were committed.
 
@@ -150,9 +180,10 @@ def compare_head(path: Path, links: list[bytes], head: Optional[Head], fresh_ok:
     last = len(links) - 1
     holds = f"the database holds rounds 0..{last}" if last >= 0 else "the database holds no round"
     if head is None:
-        if last >= 0 and not fresh_ok:
+        if not fresh_ok:
             raise JournalDamaged(f"{path}: its head file {head_path(path).name} is missing ({holds}), so "
-                                 f"lost rounds cannot be ruled out; restore it, or {repair_hint(len(links))}")
+                                 "lost rounds cannot be ruled out (were the journal's side files deleted?); "
+                                 f"restore it, or {repair_hint(len(links))}")
         return
     if last < head.round:
         missing = f"round {head.round} is" if last + 1 == head.round else f"rounds {last + 1}..{head.round} are"
@@ -167,4 +198,5 @@ def compare_head(path: Path, links: list[bytes], head: Optional[Head], fresh_ok:
                              f"is older than the database (restored from a copy?); {repair_hint(len(links))}")
 
 
-__all__ = ["CHECKS", "Evidence", "compare_head", "repair_hint", "sqlite_check", "walk_chain"]
+__all__ = ["CHECKS", "SESSION_COLUMNS", "Evidence", "check_sessions", "compare_head", "repair_hint",
+           "sqlite_check", "walk_chain"]

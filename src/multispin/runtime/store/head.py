@@ -49,6 +49,15 @@ def link(prev: bytes, round_index: int, rows: Iterable[Sequence]) -> bytes:
     return hashlib.sha256(prev + json.dumps(body, separators=(",", ":")).encode()).digest()
 
 
+def session_seal(row: Sequence) -> bytes:
+    """The checksum of one session row: (device, identity, prompt ids as JSON, sampling as JSON,
+    UL codec, DL codec, seed, first round, created, ended), the values as the journal stores them."""
+    d, ident, prompt, sampling, ul, dl, seed, first, created, ended = row
+    body = [int(d), str(ident), str(prompt), str(sampling), str(ul), str(dl), int(seed), int(first),
+            repr(float(created)), None if ended is None else str(ended)]
+    return hashlib.sha256(b"session\0" + json.dumps(body, separators=(",", ":")).encode()).digest()
+
+
 @dataclass(frozen=True)
 class Head:
     round: int  # the last round committed (-1: none)
@@ -129,4 +138,4 @@ class HeadWriter:
             self._fd = None
 
 
-__all__ = ["GENESIS", "Head", "HeadWriter", "head_path", "link", "read_head"]
+__all__ = ["GENESIS", "Head", "HeadWriter", "head_path", "link", "read_head", "session_seal"]

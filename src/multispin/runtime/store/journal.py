@@ -25,10 +25,11 @@ How it stays safe:
   and a gap is refused. No round is ever committed twice.
 - **one writer**: a writer holds an exclusive lock on ``PATH-writer.lock`` while open, so two
   servers cannot interleave rounds in one journal (readers need no lock).
-- **damage is refused, never resumed**: each round row carries a chain link over its content and
-  the previous link, and ``PATH-head`` (fsynced after each commit) names the last round and its
-  link (`multispin.runtime.store.head`). Opening checks the files, SQLite's
-  ``quick_check`` (``check="full"``: ``integrity_check``), the chain and the head
+- **damage is refused, never resumed**: each session row carries a seal (``sessions.seal``, the
+  sha256 of its other columns), each round row a chain link over its content and the previous
+  link, and ``PATH-head`` (fsynced after each commit) names the last round and its link
+  (`multispin.runtime.store.head`). Opening checks the files, SQLite's
+  ``quick_check`` (``check="full"``: ``integrity_check``), the sessions, the chain and the head
   (`multispin.runtime.store.check`); a journal that lost or changed rounds raises
   [`JournalDamaged`][multispin.errors.JournalDamaged] unless opened with ``repair=True``, which keeps
   the damaged files aside and rebuilds the journal from its last good round
@@ -42,6 +43,7 @@ The server wiring (a journal path on `serve`, reconnecting devices) lives in the
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import time
@@ -50,17 +52,24 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from multispin.errors import JournalDamaged, JournalError
 from multispin.runtime.store.check import (
-    CHECKS, Evidence, compare_head, repair_hint, round_rows, sqlite_check, walk_chain,
+    CHECKS, SESSION_COLUMNS, Evidence, check_sessions, compare_head, repair_hint, round_rows, sqlite_check,
+    walk_chain,
 )
-from multispin.runtime.store.head import GENESIS, Head, HeadWriter, head_path, link
+from multispin.runtime.store.head import GENESIS, Head, HeadWriter, head_path, link, session_seal
 from multispin.runtime.store.records import DeviceRound, RecoveredSession, Recovery, Repair, SessionRecord
 from multispin.runtime.store.repair import rebuild
 
-#: 2: rounds.link (the chain) and the head file; a version-1 journal is migrated when a writer opens it
-SCHEMA_VERSION = 2
+#: 2: rounds.link (the chain) and the head file; 3: sessions.seal (each session row's checksum).
+#: Older journals are migrated when a writer opens them.
+SCHEMA_VERSION = 3
 #: SQLite's 32-bit application id in the file header: "MSPJ" (MultiSPin Journal)
 APPLICATION_ID = 0x4D53504A
 MODES = ("ul", "dl")
+#: how long a write waits, retrying, for SQLite's write lock held by another process; the
+#: devices wait for the round's COMMIT meanwhile (their --server-timeout is 120 s by default)
+LOCK_WAIT_S = 60.0
+
+log = logging.getLogger("multispin.journal")
 
 _SCHEMA = """
 CREATE TABLE schema_version (
@@ -77,7 +86,10 @@ CREATE TABLE sessions (
     seed        INTEGER NOT NULL,
     first_round INTEGER NOT NULL,   -- the first round the device takes part in
     created_s   REAL NOT NULL,
-    ended       TEXT                -- NULL while the session is live, else why it ended
+    -- NULL while the session is live, else why it ended (no comment after the last column's
+    -- comma: SQLite's DROP COLUMN would join the closing parenthesis to it)
+    ended       TEXT,
+    seal        BLOB
 );
 CREATE TABLE rounds (
     round_index INTEGER PRIMARY KEY,
@@ -109,10 +121,15 @@ class Journal:
     ``Journal(path, readonly=True)`` opens an existing one for reading beside a writer.
 
     ``check``: "quick" (SQLite's quick_check) or "full" (integrity_check) on open. ``repair``:
-    a damaged journal is rebuilt from its last good round instead of refused (see `repaired`)."""
+    a damaged journal is rebuilt from its last good round instead of refused (see `repaired`).
+
+    SQLite's write lock: held by another process when a writer opens (a ``sqlite3`` shell in a
+    transaction, a backup tool), the open is refused after ``timeout_s``; held while the journal
+    is open, each write waits for it, retrying with backoff, for up to ``lock_wait_s`` before it
+    fails (a brief backup is waited out, a lock held for good ends the run)."""
 
     def __init__(self, path: str | os.PathLike, *, readonly: bool = False, timeout_s: float = 5.0,
-                 check: str = "quick", repair: bool = False) -> None:
+                 check: str = "quick", repair: bool = False, lock_wait_s: float = LOCK_WAIT_S) -> None:
         self.path = Path(path)
         self.readonly = readonly
         self.repaired: Optional[Repair] = None
@@ -120,6 +137,7 @@ class Journal:
         self._lock_fd: Optional[int] = None
         self._head: Optional[HeadWriter] = None
         self._timeout_s = timeout_s
+        self.lock_wait_s = lock_wait_s
         self.check = check
         if check not in CHECKS:
             raise JournalError(f"check: one of {', '.join(CHECKS)} (got {check!r})")
@@ -132,7 +150,10 @@ class Journal:
         if not readonly:
             self._take_writer_lock()
         try:
-            self._open_checked()
+            try:
+                self._open_checked()
+            except sqlite3.Error as exc:  # wherever else SQLite trips on a damaged file: one line too
+                raise JournalDamaged(f"{self.path}: damaged journal (SQLite: {exc}); {repair_hint()}") from None
         except JournalDamaged as exc:
             if not repair:
                 self._abandon()
@@ -171,10 +192,19 @@ class Journal:
         if self.readonly:
             return
         self._db = self._connect(readonly=False)
+        self._head = HeadWriter(head_path(self.path))
+        if version == 0:
+            # the head before the schema: a journal database is never without its head file, so
+            # one found without it is refused (its side files were deleted), never taken as new
+            self._enter_wal()
+            self._head.reset(Head(-1, GENESIS))
         self._setup(version)
+        if version < SCHEMA_VERSION:
+            # the schema into the main file: with the WAL, -shm and head all deleted, the main file
+            # still says "a journal was here" (SQLite alone would read an empty database)
+            self._checkpoint()
         if links is None:  # created now, or migrated from version 1: nothing to compare yet
             links = walk_chain(self._db, self.path)
-        self._head = HeadWriter(head_path(self.path))
         current = Head(len(links) - 1, links[-1] if links else GENESIS)
         if fresh or version < 2 or evidence.head is None:
             self._head.reset(current)
@@ -192,6 +222,8 @@ class Journal:
                 version = self._identify(db)
                 sqlite_check(db, self.path, self.check)
                 links = walk_chain(db, self.path) if version >= 2 else None
+                if version >= 3:
+                    check_sessions(db, self.path)
             except BaseException:
                 db.close()
                 raise
@@ -200,7 +232,8 @@ class Journal:
                 return version, links
             db.close()
         if version != 1:  # an empty file too: SQLite reads a journal whose WAL vanished as empty
-            compare_head(self.path, links or [], None if fresh else evidence.head, fresh_ok=fresh)
+            # no head is expected where there is no journal yet (version 0) or a repair starts one
+            compare_head(self.path, links or [], None if fresh else evidence.head, fresh_ok=fresh or version == 0)
         return version, links
 
     def _connect(self, readonly: bool) -> sqlite3.Connection:
@@ -278,22 +311,51 @@ class Journal:
                                f"multispin reads ({SCHEMA_VERSION}); upgrade multispin")
         return int(version)
 
+    def _enter_wal(self) -> None:
+        try:
+            mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            raise JournalError(f"{self.path}: cannot set up the journal ({exc})") from None
+        if str(mode).lower() != "wal":
+            raise JournalError(f"{self.path}: the file system does not allow WAL mode (got {mode})")
+
+    def _probe_write_lock(self) -> None:
+        """Refuse to start on a journal whose SQLite write lock another process holds: every
+        round would wait for it (and the first would fail), so say so now, in one line."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc):
+                raise
+            raise JournalError(f"{self.path}: another process holds its write lock (an open sqlite3 "
+                               f"transaction? a backup?) and did not release it within {self._timeout_s:g} s; "
+                               "end that process's transaction and start again") from None
+        self._db.execute("ROLLBACK")
+
+    def _checkpoint(self) -> None:
+        """Copy the WAL into the main file (synced), as far as no reader's snapshot holds it back."""
+        try:
+            self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise JournalError(f"{self.path}: cannot checkpoint the journal ({exc})") from None
+
     def _setup(self, version: int) -> None:
         """The writer's connection: the schema created (version 0) or migrated, then its pragmas."""
         db = self._db
+        self._enter_wal()
         try:
-            if version == 0:
-                self._create()
-            mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise JournalError(f"{self.path}: the file system does not allow WAL mode (got {mode})")
             db.execute("PRAGMA synchronous = FULL")
             db.execute("PRAGMA foreign_keys = ON")
+            self._probe_write_lock()
+            if version == 0:
+                self._create()
         except sqlite3.DatabaseError as exc:
             raise JournalError(f"{self.path}: cannot set up the journal ({exc})") from None
         self._version = version or SCHEMA_VERSION
-        if self._version < SCHEMA_VERSION:
+        if self._version < 2:
             self._migrate_to_chain()
+        if self._version < 3:
+            self._migrate_to_seals()
 
     def _migrate_to_chain(self) -> None:
         """Version 1 → 2: every round gets its link (the head file is written by the caller)."""
@@ -303,12 +365,20 @@ class Journal:
             for (r,) in db.execute("SELECT round_index FROM rounds ORDER BY round_index").fetchall():
                 prev = link(prev, r, round_rows(db, r))
                 db.execute("UPDATE rounds SET link = ? WHERE round_index = ?", (prev, r))
+            db.execute("INSERT INTO schema_version VALUES (?, ?)", (2, time.time()))
+        self._version = 2
+
+    def _migrate_to_seals(self) -> None:
+        """Version 2 → 3: every session row gets its seal."""
+        with self._write() as db:
+            db.execute("ALTER TABLE sessions ADD COLUMN seal BLOB")
+            for row in db.execute(f"SELECT {SESSION_COLUMNS} FROM sessions").fetchall():
+                db.execute("UPDATE sessions SET seal = ? WHERE device_id = ?", (session_seal(row), row[0]))
             db.execute("INSERT INTO schema_version VALUES (?, ?)", (SCHEMA_VERSION, time.time()))
         self._version = SCHEMA_VERSION
 
     def _create(self) -> None:
         db = self._db
-        db.execute("PRAGMA journal_mode = WAL")
         db.execute("BEGIN IMMEDIATE")
         try:
             db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
@@ -377,17 +447,22 @@ class Journal:
                     return False
                 raise JournalError(f"{self.path}: device {s.device_id} already has another session "
                                    f"(different {_first_difference(old, row)})")
-            db.execute("INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)", (*row, time.time()))
+            full = (*row, time.time(), None)
+            db.execute(f"INSERT INTO sessions ({SESSION_COLUMNS}, seal) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       (*full, session_seal(full)))
         return True
 
     def end_session(self, device_id: int, reason: str) -> None:
         """Mark a session ended (finished, said BYE, dropped for a violation); durable on return."""
         with self._write() as db:
-            cur = db.execute("UPDATE sessions SET ended = ? WHERE device_id = ? AND ended IS NULL",
-                             (str(reason), int(device_id)))
-            if cur.rowcount == 0 and db.execute("SELECT 1 FROM sessions WHERE device_id = ?",
-                                                (int(device_id),)).fetchone() is None:
+            row = db.execute(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE device_id = ?",
+                             (int(device_id),)).fetchone()
+            if row is None:
                 raise JournalError(f"{self.path}: no session for device {device_id}")
+            if row[-1] is None:  # its seal covers why it ended
+                ended = (*row[:-1], str(reason))
+                db.execute("UPDATE sessions SET ended = ?, seal = ? WHERE device_id = ?",
+                           (str(reason), session_seal(ended), int(device_id)))
 
     def commit_round(self, round_index: int, devices: Mapping[int, DeviceRound]) -> bool:
         """Write round ``round_index`` (every device's committed tokens) in one transaction.
@@ -469,8 +544,8 @@ class Journal:
                 end = db.execute("SELECT reason FROM run_end ORDER BY ended_s DESC LIMIT 1").fetchone()
             finally:
                 db.execute("COMMIT")
-        except (sqlite3.DatabaseError, ValueError, KeyError) as exc:
-            raise JournalError(f"{self.path}: damaged journal ({exc})") from None
+        except (sqlite3.DatabaseError, ValueError, KeyError, TypeError) as exc:
+            raise JournalError(f"{self.path}: damaged journal ({type(exc).__name__}: {exc})") from None
         return Recovery(sessions, int(nxt), end[0] if end else None)
 
     def round(self, round_index: int) -> dict[int, DeviceRound]:
@@ -492,11 +567,27 @@ class _Transaction:
         self.journal = journal
 
     def __enter__(self) -> sqlite3.Connection:
-        try:
-            self.journal._db.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise JournalError(f"{self.journal.path}: cannot start a write ({exc})") from None
-        return self.journal._db
+        j = self.journal
+        give_up = time.monotonic() + j.lock_wait_s
+        pause = 0.05
+        while True:
+            try:  # each try waits up to the connection's timeout_s in SQLite's busy handler
+                j._db.execute("BEGIN IMMEDIATE")
+                return j._db
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc):
+                    raise JournalError(f"{j.path}: cannot start a write ({exc})") from None
+                left = give_up - time.monotonic()
+                if left <= 0:
+                    raise JournalError(f"{j.path}: another process held its write lock for over "
+                                       f"{j.lock_wait_s:g} s; gave up waiting") from None
+                if pause == 0.05:
+                    log.warning("%s: another process holds the journal's write lock; retrying for up to "
+                                "%.0f s", j.path, j.lock_wait_s)
+                time.sleep(min(pause, left))
+                pause = min(2 * pause, 2.0)
+            except sqlite3.Error as exc:
+                raise JournalError(f"{j.path}: cannot start a write ({exc})") from None
 
     def __exit__(self, etype, exc, tb) -> bool:
         db = self.journal._db
@@ -513,6 +604,14 @@ class _Transaction:
         if isinstance(exc, sqlite3.Error):
             raise JournalError(f"{self.journal.path}: write failed ({exc})") from None
         return False
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    """SQLITE_BUSY / SQLITE_LOCKED: another connection holds the lock."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (5, 6)
+    return "locked" in str(exc) or "busy" in str(exc)
 
 
 def _first_difference(old: Sequence[Any], new: Sequence[Any]) -> str:
