@@ -38,7 +38,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     # an undefined estimate is reported by the verb in one line instead
     warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"numpy(\.|$)")
     try:
-        with catch_signals():
+        # as a program (no argv given), a Ctrl-C ends the process within seconds, whatever runs
+        with catch_signals(bounded=argv is None):
             code = exit_code(app(args=args, prog_name="multispin", standalone_mode=False))
     except NoArgsIsHelpError as exc:
         exc.show()

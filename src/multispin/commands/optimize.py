@@ -14,6 +14,7 @@ from rich.table import Table
 from multispin.commands._app import app
 from multispin.jsonout import versioned
 from multispin.commands._flag_groups import RADIO, takes
+from multispin.commands._scenario_fields import check_scenario_fields
 from multispin.commands._options import (
     LogLevel, choice_option, json_option, legacy_option, log_level_option, pick_flag, pick_scenario,
     scenario_option, setup_logging,
@@ -197,8 +198,10 @@ def optimize(
 ) -> None:
     """Optimise one round: draft lengths per device, UL/DL modes and powers, against the baselines."""
     setup_logging(log_level)
+    spec = pick_scenario(scenario, preset=preset, config=config)
+    check_scenario_fields("optimize", spec)
     with _progress(devices) as status:
-        report = build_report(scenario=pick_scenario(scenario, preset=preset, config=config), devices=devices,
+        report = build_report(scenario=spec, devices=devices,
                               **radio, seed=seed,
                               round_index=round_index, n_saa=n_saa,
                               draft_policy=pick_flag("--draft-policy", draft_policy, "greedy", policy=policy), split=split,

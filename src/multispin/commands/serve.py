@@ -9,10 +9,39 @@ import typer
 
 from multispin.commands._app import app
 from multispin.commands._flag_groups import MACHINE, ROUND, takes
+from multispin.commands._interrupt import drain_on_signal
 from multispin.commands._options import emit_json, json_option, pair_option
 from multispin.jsonout import versioned
 
 DEFAULT_JOURNAL = Path("runs/serve/journal.sqlite")
+
+
+def check_port_free(host: str, port: int) -> None:
+    """A port that another process holds (a second `serve`) is refused in one line before the model
+    loads (the server binds only once it is built). A free port can still be taken in between:
+    the server's own bind error then says so."""
+    import errno
+    import socket
+
+    from multispin.errors import ConfigError
+
+    if port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(None if host in ("*", "") else host, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    except socket.gaierror:
+        return  # an unknown host: the server's bind names it
+    family, kind, proto, _, addr = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds (TIME_WAIT is free)
+        try:
+            probe.bind(addr)
+        except OSError as exc:
+            if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+                why = "in use (another `multispin serve`?)" if exc.errno == errno.EADDRINUSE else "not allowed"
+                raise ConfigError(f"--port: {port} on {host} is {why}; pick another "
+                                  "(--port 0: any free one)") from None
 
 
 @app.command()
@@ -83,6 +112,7 @@ def serve(
     # fail fast, before loading any model
     security = server_security(keys, insecure, secret)
     check_connection_flags(max_connections, max_pending)
+    check_port_free(host, port)
     if log is not None:
         check_parent_exists(Path(log), "--log")
 
@@ -103,6 +133,7 @@ def serve(
         if opened is not None:
             opened.close()
         raise
+    drain_on_signal()  # the first Ctrl-C drains the round (no grace timer); a second one ends at once
     install_signal_handlers(server)
     resumed = f", resuming {len(server.recovered)} device(s) from {journal}" if server.recovered else ""
 

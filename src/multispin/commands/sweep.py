@@ -12,6 +12,7 @@ import typer
 from multispin.commands._app import app
 from multispin.commands._flag_groups import RADIO, takes
 from multispin.commands._interrupt import reported_interrupt
+from multispin.commands._scenario_fields import check_scenario_fields
 from multispin.commands._options import (
     LogLevel, json_option, log_level_option, pick_scenario, scenario_option, setup_logging, table_console,
 )
@@ -109,7 +110,9 @@ def sweep(
         if len(values) != 1:
             raise ConfigError(f"--set: {name}: one value (sweep several with --over; got {len(values)})")
         fixed[name] = values[0]
-    sc = api.scenario(pick_scenario(scenario), devices=devices, **radio, n_saa=n_saa, fields=fixed or None)
+    spec = pick_scenario(scenario)
+    check_scenario_fields("sweep", spec, extra=[*fixed, *grid])
+    sc = api.scenario(spec, devices=devices, **radio, n_saa=n_saa, fields=fixed or None)
     names = [p.strip() for p in policies.split(",") if p.strip()]
     with reported_interrupt():
         table = api.sweep(sc, over=grid, drops=drops, policies=names, seed=seed, workers=workers, out=out,

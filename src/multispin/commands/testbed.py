@@ -14,11 +14,15 @@ from rich.table import Table
 from multispin.commands._app import app
 from multispin.commands._flag_groups import CSI, LINK, MACHINE, RADIO, takes
 from multispin.commands._interrupt import reported_interrupt
+from multispin.commands._scenario_fields import check_scenario_fields, running_values
 from multispin.commands._options import (
     choice_option, json_option, legacy_option, pair_option, pick_scenario, scenario_option, table_console,
 )
 from multispin.jsonout import versioned
 from multispin.runtime.round.policies import POLICIES, policy_spelling
+
+Split = Literal["equal", "optimized"]
+DEVICES_SHOWN = "the scenario file's devices.count; 8 with a preset"
 
 
 def _run_with_progress(config, pair, progress: Progress, label: str):
@@ -80,7 +84,8 @@ def _headline(config, pair) -> str:
 @takes(RADIO, CSI, LINK, MACHINE)
 def testbed(
     pair: str = pair_option(),
-    devices: int = typer.Option(8, min=1, max=256, metavar="INT", help="number of device processes K (1..256)"),
+    devices: Optional[int] = typer.Option(None, min=1, max=256, metavar="INT", show_default=DEVICES_SHOWN,
+                                          help="number of device processes K (1..256)"),
     rounds: Optional[int] = typer.Option(None, min=1, max=4096, metavar="INT", show_default="until every device is done",
                                          help="run this many rounds in steady state (each device works through a "
                                               "queue of prompts, max-new-tokens each)"),
@@ -94,11 +99,13 @@ def testbed(
     policy: str = choice_option("adaptive", tuple(POLICIES), "--policy", spelling=policy_spelling,
                                 help="correction modes: the optimiser's, all UL, all DL, a fair coin; or "
                                      "target_only (γ = 0)"),
-    split: Literal["equal", "optimized"] = typer.Option("equal", help="bandwidth split among rejected devices"),
+    split: Optional[Split] = typer.Option(None, show_default="the scenario file's radio.bandwidth_split; equal",
+                                          help="bandwidth split among rejected devices"),
     radio: dict = RADIO.slot,
     csi: dict = CSI.slot,
     tasks: Literal["chat", "code", "mixed"] = typer.Option("mixed", help="prompt tasks"),
-    seed: int = typer.Option(0, metavar="INT", help="seed of prompts, channel and sampling"),
+    seed: Optional[int] = typer.Option(None, min=0, metavar="INT", show_default="the scenario file's seed; 0",
+                                       help="seed of prompts, channel and sampling"),
     runner: Literal["fork", "subprocess", "thread"] = typer.Option("fork", help="how device processes start"),
     link: dict = LINK.slot,
     out: Path = typer.Option(Path("out/testbed"), metavar="DIR", help="folder for rounds.jsonl, server.jsonl, summary.json"),
@@ -112,9 +119,12 @@ def testbed(
     from multispin.experiments.testbed import TestbedConfig, build_scenario
 
     scenario = pick_scenario(scenario, preset=preset)
-    config = TestbedConfig.make(pair=pair, devices=devices, rounds=rounds, max_new_tokens=max_new_tokens,
-                                drafts=draft or None, clock=clock, scenario=scenario, policy=policy, split=split,
-                                **radio, **csi, **link, tasks=tasks, seed=seed, runner=runner, out=out)
+    given = check_scenario_fields("testbed", scenario)
+    picked = running_values(scenario, given, devices=devices, seed=seed, n_saa=None, split=split)
+    devices = picked["devices"]
+    config = TestbedConfig.make(pair=pair, rounds=rounds, max_new_tokens=max_new_tokens,
+                                drafts=draft or None, clock=clock, scenario=scenario, policy=policy,
+                                **picked, **radio, **csi, **link, tasks=tasks, runner=runner, out=out)
     build_scenario(config)  # a bad scenario stops here, before any model loads
     # the devices draft in their own processes: only the target moves to the GPU
     loaded = place_pair(resolve_pair(pair), machine["placement"], drafts=False)
@@ -133,7 +143,8 @@ def testbed(
 @takes(RADIO, CSI, LINK, MACHINE)
 def demo(
     pair: str = pair_option(help="model pair (smollm2-135m is embedded; tiny needs no download)"),
-    devices: int = typer.Option(8, min=1, max=256, metavar="INT", help="number of devices K (1..256)"),
+    devices: Optional[int] = typer.Option(None, min=1, max=256, metavar="INT", show_default=DEVICES_SHOWN,
+                                          help="number of devices K (1..256)"),
     rounds: int = typer.Option(20, min=2, max=4096, metavar="INT",
                                help="measured rounds per policy and seed (every device has work in every one)"),
     seeds: int = typer.Option(1, min=1, max=100, metavar="INT", help="drops (seeds SEED, SEED+1, …) per policy"),
@@ -146,7 +157,8 @@ def demo(
                                               help="draft model, repeatable (cycled over devices); default: "
                                                    "the pair's default draft on every device, as in the paper"),
     sweep: Literal["none", "pdl"] = typer.Option("none", help="pdl: repeat at P^dl/P^ul = 0, 6, 12, 18 dB and plot"),
-    seed: int = typer.Option(0, metavar="INT", help="first seed (same prompts and channel for every policy)"),
+    seed: Optional[int] = typer.Option(None, min=0, metavar="INT", show_default="the scenario file's seed; 0",
+                                       help="first seed (same prompts and channel for every policy)"),
     link: dict = LINK.slot,
     out: Path = typer.Option(Path("out/demo"), metavar="DIR", help="output folder (summary.json, demo.png, logs)"),
     machine: dict = MACHINE.slot,
@@ -160,7 +172,10 @@ def demo(
     from multispin.experiments.testbed import build_scenario
 
     scenario = pick_scenario(scenario, preset=preset)
-    config = DemoConfig.make(pair=pair, devices=devices, rounds=rounds, seeds=seeds, seed=seed,
+    given = check_scenario_fields("demo", scenario)
+    picked = running_values(scenario, given, devices=devices, seed=seed, n_saa=None, split=None)
+    devices, seed = picked["devices"], picked["seed"]
+    config = DemoConfig.make(pair=pair, rounds=rounds, seeds=seeds, **picked,
                              max_new_tokens=max_new_tokens, scenario=scenario, **radio, **csi, **link,
                              drafts=draft or None, sweep=sweep, out=out)
     build_scenario(config.testbed("adaptive", seed, radio["p_dl_dbm"], out))  # a bad scenario stops here, before any model loads

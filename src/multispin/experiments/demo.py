@@ -56,6 +56,8 @@ class DemoConfig(StrictConfig):
     dl_codec: str | None = None
     sweep: Literal["none", "pdl"] = "none"
     out: Path = Path("out/demo")
+    n_saa: int = Field(300, ge=10, le=100_000)  # SAA samples of the per-round plan (TestbedConfig.n_saa)
+    split: Literal["equal", "optimized"] = "equal"
 
     def testbed(self, policy: str, seed: int, p_dl_dbm: float | None, out: Path) -> TestbedConfig:
         return TestbedConfig.make(pair=self.pair, devices=self.devices, rounds=self.rounds,
@@ -63,7 +65,7 @@ class DemoConfig(StrictConfig):
                                   p_dl_dbm=p_dl_dbm, p_ul_dbm=self.p_ul_dbm, noise_figure_db=self.noise_figure_db,
                                   speed_kmh=self.speed_kmh, pilot_snr_db=self.pilot_snr_db,
                                   csi_planning=self.csi_planning, drafts=self.drafts, top_k=self.top_k, ul_codec=self.ul_codec,
-                                  dl_codec=self.dl_codec, seed=seed, out=out)
+                                  dl_codec=self.dl_codec, seed=seed, out=out, n_saa=self.n_saa, split=self.split)
 
     def sweep_points(self) -> list[tuple[float | None, float | None]]:
         """(P^dl/P^ul offset in dB or None, P^dl in dBm or None for the scenario's) per point."""

@@ -11,6 +11,12 @@ search with optimal modes, and each baseline with its own optimised draft length
 samples. Per point and policy the table gives the mean goodput with its 95% interval (bootstrap,
 `multispin.experiments.reproduce.stats`) and adaptive's gain over the policy as a ratio of
 means with the paired delta-method interval.
+
+Channel knowledge (``channel.speed_kmh``, ``channel.pilot_snr_db``, ``channel.planning``): a point
+whose scenario moves its devices or estimates its channel from pilots runs the channel-knowledge
+drop of ``multispin reproduce`` (`multispin.experiments.reproduce.csi`): each policy plans on the
+aged, noisy estimate (naively or robustly, as ``channel.planning`` says) and is scored on the true
+channel. That drop compares adaptive, all-UL and all-DL modes only; other policies are refused.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ SWEEP_POLICIES = {
 }
 DEFAULT_POLICIES = ("adaptive", "all_ul", "all_dl")
 STUDY = "sweep"
+# the channel-knowledge drop's suffix per policy (multispin.experiments.reproduce.csi.CSI_MODES)
+CSI_POLICIES = {"adaptive": "", "all_ul": "_all_ul", "all_dl": "_all_dl"}
 
 
 @dataclass(frozen=True)
@@ -111,6 +119,9 @@ def grid_points(sc, over: Mapping[str, Sequence[Any]], policies: Sequence[str]) 
     if sc.radio.bandwidth_split != "equal":
         raise ConfigError("radio.bandwidth_split: the sweep plans with the equal split, as the reproduction "
                           f"does (the scenario has {sc.radio.bandwidth_split!r})")
+    from multispin.experiments.reproduce.csi import CSI_REPLICATES
+    from multispin.system.channel_process import uses_channel_process
+
     needs = {SWEEP_POLICIES[p][2] for p in policies} - {None}
     options = {k: True for k in sorted(needs)}
     base = sc.to_dict()
@@ -118,10 +129,33 @@ def grid_points(sc, over: Mapping[str, Sequence[Any]], policies: Sequence[str]) 
     points = []
     for values in itertools.product(*(over[n] for n in names)):
         overrides = dict(zip(names, values))
-        sc.override(overrides)  # ConfigError naming the field for a bad value, before any drop runs
+        point_sc = sc.override(overrides)  # ConfigError naming the field for a bad value, before any drop runs
+        point_options = options
+        if uses_channel_process(point_sc):  # mobility or pilots: the channel-knowledge drop (module doc)
+            other = [p for p in policies if p not in CSI_POLICIES]
+            if other:
+                raise ConfigError(f"policies: {', '.join(other)}: not compared under channel.speed_kmh / "
+                                  f"channel.pilot_snr_db (allowed there: {', '.join(CSI_POLICIES)})")
+            point_options = {"csi": True, "replicates": CSI_REPLICATES, "planning": point_sc.channel.planning}
         # seed_params=(): every point draws the same drops (common random numbers across the grid)
-        points.append(_ScenarioPoint(STUDY, overrides, sc.name, overrides, options, seed_params=(), base=base))
+        points.append(_ScenarioPoint(STUDY, overrides, sc.name, overrides, point_options, seed_params=(),
+                                     base=base))
     return points
+
+
+def csi_rows(rows: Sequence[dict], planning: str) -> list[dict]:
+    """A channel-knowledge drop's rows in the sweep's columns: each policy's goodput and γ as planned
+    under ``planning`` (naive or robust) and scored on the true channel."""
+    out = []
+    for r in rows:
+        row = {k: r[k] for k in ("drop", "drop_seed") if k in r}
+        for policy, suffix in CSI_POLICIES.items():
+            g, gamma, _ = SWEEP_POLICIES[policy]
+            row[g] = r[f"goodput_{planning}{suffix}"]
+            row[gamma] = r[f"gamma_{planning}{suffix}"]
+        row["goodput_perfect_knowledge"] = r["goodput_perfect"]
+        out.append(row)
+    return out
 
 
 def table_rows(points: Sequence[Point], summaries: Sequence[dict], policies: Sequence[str]) -> list[dict]:
@@ -160,7 +194,8 @@ def run_sweep(sc, over: Mapping[str, Sequence[Any]], drops: int = 10, policies: 
         done = str(exc).split(";")[0]
         how = "rerun the same command to resume" if out is not None else "nothing was kept (give --out to resume)"
         raise Interrupted.after(exc, f"{done}; {how}") from None
-    summaries = [summarise(p.params, results[(p.study, p.id)]) for p in points]
+    summaries = [summarise(p.params, csi_rows(results[(p.study, p.id)], p.options["planning"])
+                           if p.options.get("csi") else results[(p.study, p.id)]) for p in points]
     return SweepTable(sc.name, {k: list(v) for k, v in over.items()}, policies, drops, base_seed,
                       table_rows(points, summaries, policies), summaries)
 

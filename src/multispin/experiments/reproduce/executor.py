@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import multiprocessing
+import signal
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -58,8 +59,15 @@ def _pool_context():
     return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
+def _ignore_sigint() -> None:
+    """A worker leaves a terminal's Ctrl-C (sent to the whole process group) to the parent, which
+    kills it: no KeyboardInterrupt traceback from every worker."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _pool(fn, calls, workers) -> Iterator[tuple[Any, Any]]:
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(calls)), mp_context=_pool_context())
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(calls)), mp_context=_pool_context(),
+                               initializer=_ignore_sigint)
     try:
         pending = {pool.submit(fn, *args): key for key, args in calls.items()}
         while pending:
@@ -67,10 +75,13 @@ def _pool(fn, calls, workers) -> Iterator[tuple[Any, Any]]:
             for fut in done:
                 yield pending.pop(fut), fut.result()
     except BaseException:
-        # Ctrl-C or an error: stop the workers now (finished units are already with the caller)
+        # Ctrl-C or an error: stop the workers now (finished units are already with the caller).
+        # Their handles first: shutdown() forgets them, and a worker left computing kept the
+        # interpreter's exit waiting on the pool's thread for a minute or more.
+        workers_alive = list((getattr(pool, "_processes", None) or {}).values())
+        for proc in workers_alive:
+            proc.kill()
         pool.shutdown(wait=False, cancel_futures=True)
-        for proc in list((getattr(pool, "_processes", None) or {}).values()):
-            proc.terminate()
         raise
     pool.shutdown(wait=True)
 

@@ -15,6 +15,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal, Sequence
@@ -29,6 +30,18 @@ from multispin.runtime.net.server import EdgeServer, ServerConfig
 from multispin.speculative.warp import SamplingParams
 
 DeviceRunner = Literal["subprocess", "fork", "thread"]
+# the device processes of every LocalTestbed of this process, so that a hard stop (a second
+# Ctrl-C, multispin.commands._interrupt) leaves none behind
+_LIVE_DEVICES: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+
+def kill_device_processes() -> None:
+    """Kill every device process a LocalTestbed of this process started (a hard stop)."""
+    for proc in list(_LIVE_DEVICES):
+        try:
+            proc.kill()
+        except Exception:
+            pass
 
 
 def free_port() -> int:
@@ -169,7 +182,8 @@ class LocalTestbed:
                  faults: dict[int, str] | None = None, server_options: dict | None = None,
                  device_options: dict | None = None, insecure: bool = False,
                  journal: str | Path | None = None,
-                 prompt_queues: Sequence[Sequence[str]] | None = None):
+                 prompt_queues: Sequence[Sequence[str]] | None = None,
+                 start_timeout_s: float | None = None):
         if device_runner not in ("subprocess", "fork", "thread"):
             raise ConfigError(f"device_runner: must be subprocess, fork or thread (got {device_runner!r})")
         if num_devices < 1:
@@ -181,6 +195,10 @@ class LocalTestbed:
         server_keys = self._make_security(secret, insecure, ids)
         sampling = sampling or SamplingParams()
         self.num_devices = num_devices
+        # the server thread's start (bind, warm-up): generous, and growing with the devices it
+        # expects, so that a loaded host does not fail a healthy run; a dead server fails at once
+        self.start_timeout_s = float(start_timeout_s or os.environ.get("MULTISPIN_SERVER_START_TIMEOUT_S")
+                                     or 120.0 + 5.0 * num_devices)
         self.runner: DeviceRunner = device_runner
         self.threads = threads
         self.faults = dict(faults or {})
@@ -280,8 +298,14 @@ class LocalTestbed:
 
         self._server_thread = threading.Thread(target=body, name="multispin-server", daemon=True)
         self._server_thread.start()
-        if not self.server.ready.wait(60):
-            raise ProtocolError("server: did not start within 60 s")
+        # short waits: a server thread that died is reported at once, and a Ctrl-C acts at once
+        deadline = time.monotonic() + self.start_timeout_s
+        while not self.server.ready.wait(0.2):
+            if self._server_done.is_set():
+                break
+            if time.monotonic() > deadline:
+                raise ProtocolError(f"server: did not start within {self.start_timeout_s:g} s "
+                                    "(start_timeout_s; a loaded host may need more)")
         if self._server_error is not None:
             raise self._server_error
 
@@ -318,6 +342,7 @@ class LocalTestbed:
             handle.proc = ctx.Process(target=_fork_device_main, args=(jobs, str(result), self.threads),
                                       name=f"multispin-device-{k}", daemon=True)
             handle.proc.start()
+            _LIVE_DEVICES.add(handle.proc)
         else:
             cmd = [sys.executable, "-m", "multispin", "device",
                    "--server", self.endpoint, "--device-id", str(k), "--pair", self.pair.name,
@@ -338,6 +363,7 @@ class LocalTestbed:
             handle.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
                                            stderr=open(self._tmp / f"device-{k}-{self._attempt}.err", "w"),
                                            preexec_fn=_ignore_sigint)
+            _LIVE_DEVICES.add(handle.proc)
         self._handles[k] = handle
         return handle
 
