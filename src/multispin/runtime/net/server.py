@@ -19,6 +19,7 @@ sender's key; `secret` alone is the plaintext debugging mode.
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import math
@@ -29,6 +30,11 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
+
+try:
+    import resource
+except ImportError:  # not POSIX: the descriptor budget is unbounded (_descriptor_budget)
+    resource = None  # type: ignore[assignment]
 from pathlib import Path
 from typing import Any, Callable, Literal
 
@@ -72,6 +78,9 @@ _NOBLOCK, _MORE_NOBLOCK = int(zmq.NOBLOCK), int(zmq.SNDMORE | zmq.NOBLOCK)
 _RCVMORE, _SRCFD = int(zmq.RCVMORE), int(zmq.SRCFD)
 DEFAULT_MAX_PENDING = 64
 KEY_POLL_S = 1.0  # how often the allowed-keys folder is looked at for a change
+# descriptors kept free of connections: the journal's and the log's files, a key reload
+FD_HEADROOM = 32
+OUT_OF_DESCRIPTORS = "out of file descriptors"
 # the transport's own refusals (the socket monitor), before any frame reaches the protocol
 _TRANSPORT_REFUSALS = {
     zmq.EVENT_HANDSHAKE_FAILED_AUTH: ("auth", "transport: the key is not allowed"),
@@ -228,6 +237,7 @@ class EdgeServer:
         self._keys_seen = self.allowed.signature() if self.allowed is not None else None
         self._next_key_poll = 0.0
         self._check_revoked = False
+        self._fd_budget = 1 << 30  # connections the descriptor limit allows (measured once bound)
 
     def _make_protocol(self) -> ServerProtocol:
         cfg = self.config
@@ -304,18 +314,23 @@ class EdgeServer:
         if self.allowed is None or (not self._reload_keys.is_set() and now < self._next_key_poll):
             return
         self._next_key_poll = now + KEY_POLL_S
-        seen = self.allowed.signature()
-        if not self._reload_keys.is_set() and seen == self._keys_seen:
-            return
-        self._reload_keys.clear()
-        self._keys_seen = seen
         before = self.allowed.ids()
         try:
+            seen = self.allowed.signature()
+            if not self._reload_keys.is_set() and seen == self._keys_seen:
+                return
             self.allowed.reload()
+        except OSError as exc:  # out of descriptors (a flood): the old set stays, polled again next time
+            self.refusals.refused(OUT_OF_DESCRIPTORS, now, peer=f"allowed keys not re-read ({exc.strerror})")
+            return
         except SecurityError as exc:  # a half-copied or misnamed file: keep serving the old set
+            self._reload_keys.clear()
+            self._keys_seen = seen
             log.warning("allowed keys not reloaded, the previous %d stay: %s", len(before), exc)
             self.log.write("keys_reload_failed", reason=str(exc))
             return
+        self._reload_keys.clear()
+        self._keys_seen = seen
         after = self.allowed.ids()
         added, removed = sorted(after - before), sorted(before - after)
         log.warning("allowed keys reloaded: %d key(s)%s%s", len(after),
@@ -396,6 +411,10 @@ class EdgeServer:
             except zmq.ZMQError as exc:
                 raise ConfigError(f"port: cannot bind {self.config.bind_endpoint} ({exc})") from None
             self.endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
+            self._fd_budget = _descriptor_budget(FD_HEADROOM)
+            if self._fd_budget < self.proto.budget.limits.max_connections:
+                log.info("the descriptor limit allows %d connections at once (fewer than max_connections %d)",
+                         self._fd_budget, self.proto.budget.limits.max_connections)
             if self.journal is not None and self.journal.repaired is not None:
                 self.log.write("journal_repaired", **self.journal.repaired.to_dict())
             self.log.write("start", endpoint=self.endpoint, pair=self.pair.name,
@@ -799,12 +818,19 @@ class EdgeServer:
         (its HELLO waits in its socket) and gets in when a slot is free."""
         established = self.proto.conns.__contains__
         limits = self.proto.budget.limits
+        # at most what the descriptor limit leaves: beyond it libzmq cannot accept, and a device
+        # would wait in the kernel's backlog behind the flood; below it, the oldest silent
+        # connection makes room for each newcomer
+        most = min(limits.max_connections, self._fd_budget)
         for cause, cut in ((HANDSHAKE_DEADLINE, self._transport.overdue(now, limits.handshake_deadline_s,
                                                                          established)),
-                           (TOO_MANY_CONNECTIONS, self._transport.excess(limits.max_connections, established))):
+                           (TOO_MANY_CONNECTIONS, self._transport.excess(most, established))):
             for fd, tag in cut:
                 silent = not self._transport.spoke(fd)
-                if _cut_connection(fd, tag) and silent:  # one that spoke was answered by the protocol
+                done = _cut_connection(fd, tag)
+                if done is None:  # the shutdown failed: try again at the next check
+                    self._transport.uncut(fd)
+                elif done and silent:  # one that spoke was answered by the protocol
                     self.transport_refused += 1
                     self.refusals.refused(cause, now, peer="transport: a connection that sent nothing")
 
@@ -884,39 +910,64 @@ class EdgeServer:
         return summary
 
 
-def _addresses(fd: int) -> tuple | None:
-    """(local, peer) address of the TCP connection on libzmq's descriptor ``fd``, read through a
-    duplicate (closing it leaves libzmq's descriptor alone); None if it is not a socket."""
+def _borrowed(fd: int) -> socket.socket | None:
+    """A socket object on libzmq's descriptor ``fd`` itself, not a duplicate: at the descriptor
+    limit (a flood) there is no spare descriptor for os.dup, and the connections to cut are the
+    very ones holding them. The caller must `detach` it (closing it would close libzmq's)."""
     try:
-        dup = socket.socket(fileno=os.dup(fd))
-    except OSError:
+        return socket.socket(fileno=fd)
+    except OSError:  # not a socket (any more)
+        return None
+
+
+def _addresses(fd: int) -> tuple | None:
+    """(local, peer) address of the TCP connection on libzmq's descriptor ``fd``; None if it is
+    not a connected socket."""
+    sock = _borrowed(fd)
+    if sock is None:
         return None
     try:
-        return dup.getsockname(), dup.getpeername()
+        return sock.getsockname(), sock.getpeername()
     except OSError:
         return None
     finally:
-        dup.close()
+        sock.detach()
 
 
-def _cut_connection(fd: int, tag: tuple | None) -> bool:
+def _cut_connection(fd: int, tag: tuple | None) -> bool | None:
     """Shut down the connection on libzmq's descriptor ``fd``: libzmq reads the end, closes the
     descriptor itself and reports DISCONNECTED. Only if the descriptor still holds the very
     connection its ACCEPTED named (same local and peer address): a descriptor closed and reused
-    meanwhile is left alone. libzmq has no call to close one peer of a ROUTER."""
+    meanwhile is left alone (False). None: the shutdown itself failed, worth another try. Needs
+    no descriptor of its own. libzmq has no call to close one peer of a ROUTER."""
     if tag is None or _addresses(fd) != tag:
         return False
-    try:
-        dup = socket.socket(fileno=os.dup(fd))
-    except OSError:
+    sock = _borrowed(fd)
+    if sock is None:
         return False
     try:
-        dup.shutdown(socket.SHUT_RDWR)
+        sock.shutdown(socket.SHUT_RDWR)
         return True
-    except OSError:
-        return False
+    except OSError as exc:
+        return False if exc.errno == errno.ENOTCONN else None  # ENOTCONN: the peer is gone already
     finally:
-        dup.close()
+        sock.detach()
+
+
+def _descriptor_budget(headroom: int) -> int:
+    """How many more descriptors this process may open, less ``headroom`` (the journal, the
+    log, a key reload): the connections the server keeps at most. Unbounded where the limit or
+    the open descriptors cannot be read."""
+    if resource is None:
+        return 1 << 30
+    try:
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        used = len(os.listdir("/proc/self/fd"))
+    except (OSError, ValueError):
+        return 1 << 30
+    if soft == resource.RLIM_INFINITY:
+        return 1 << 30
+    return max(1, soft - used - headroom)
 
 
 def install_signal_handlers(server: EdgeServer) -> None:
