@@ -122,6 +122,12 @@ class ServerConfig(SamplingFields):
                                     f"{DEFAULT_MAX_PENDING}, at most max_connections; given, it must fit in them)")
     refusal_log_interval_s: float = Field(10.0, gt=0, description="one log line per refusal cause per interval "
                                           "(and per device and cause for drops and resumes)")
+    max_draft_misses: int = Field(2, ge=1, description="draft deadlines (round_timeout_s) a device may miss in "
+                                  "a row; at the last it is told to back off (ERROR busy, HELLOs busy for "
+                                  "straggler_backoff_s)")
+    straggler_backoff_s: float | None = Field(None, gt=0, description="how long a straggler is kept out "
+                                              "(None: 10 × max_draft_misses × round_timeout_s, so that "
+                                              "stragglers cost the others at most ~1/11 of the time)")
     max_replacements_per_min: int = Field(10, ge=1, description="new sessions of one device (replacing its "
                                           "live one or resuming) in a minute; the next is told to retry later")
     history: bool = Field(False, description="keep every round's event and record in memory for the "
@@ -233,6 +239,8 @@ class EdgeServer:
         # drops and resumes, per device and cause: one valid key can make them at will
         self.churn = RefusalLog(config.refusal_log_interval_s, emit=self._log_refusals, label="churn")
         self.transport_refused = 0  # connections the transport turned away, never seen by the protocol
+        # draft deadlines missed and stragglers told to back off: what slow devices cost the others
+        self.stragglers = {"missed": 0, "backed_off": 0}
         self._reload_keys = threading.Event()
         self._keys_seen = self.allowed.signature() if self.allowed is not None else None
         self._next_key_poll = 0.0
@@ -597,8 +605,9 @@ class EdgeServer:
                 io.dropped.setdefault(d, self._why_closed(d))
                 continue
             if c.inbox is None:
-                self._drop_in_round(io, d, "timeout", f"no DRAFT within {timeout:g} s in round {r}")
+                self._skip_straggler(io, d, r)
                 continue
+            self.proto.drafted(d)
             msg = c.inbox
             assert isinstance(msg, P.DraftMsg)
             c.inbox = None
@@ -606,6 +615,24 @@ class EdgeServer:
             if msg.compute_s is not None:
                 io.draft_s[d] = msg.compute_s
         return drafts
+
+    def _skip_straggler(self, io: "_RoundIO", d: int, r: int) -> None:
+        """No DRAFT by the deadline: the round goes on without device d, whose record stays (it
+        resumes at its next HELLO); at its max_draft_misses-th miss in a row it is told to back
+        off, so one slow device costs the others at most that many deadlines per back-off."""
+        cfg = self.config
+        timeout = cfg.round_timeout_s
+        backoff = cfg.straggler_backoff_s or 10 * cfg.max_draft_misses * timeout
+        self.stragglers["missed"] += 1
+        backed_off = self.proto.missed_draft(d, time.monotonic(), cfg.max_draft_misses, backoff)
+        self.log.write("straggler", device=d, round=r, waited_s=timeout,
+                       misses=self.proto.devices[d].draft_misses, backed_off=backed_off)
+        if backed_off:
+            self.stragglers["backed_off"] += 1
+            self._drop_in_round(io, d, "busy", f"no DRAFT within {timeout:g} s in round {r}, "
+                                f"{cfg.max_draft_misses} rounds in a row: back off for {backoff:g} s")
+        else:
+            self._drop_in_round(io, d, "timeout", f"no DRAFT within {timeout:g} s in round {r}")
 
     def _send_verdicts(self, out: RoundOutcome, io: "_RoundIO") -> dict[int, str]:
         """Accepted devices commit now (their COMMIT is their verdict); a rejected device gets its
@@ -892,7 +919,8 @@ class EdgeServer:
         summary = ServerSummary(self.round_idx, stop_reason, wall_s, devices, refused,
                                 list(self._events), dict(self.refusals.totals), dict(self.churn.totals))
         self.log.write("shutdown", reason=stop_reason, rounds=self.round_idx, refused=refused,
-                       refusals=self.refusals.totals, churn=self.churn.totals, wall_s=wall_s)
+                       refusals=self.refusals.totals, churn=self.churn.totals, stragglers=self.stragglers,
+                       wall_s=wall_s)
         self.log.close()
         if self.journal is not None:
             if stop_reason == "done":
