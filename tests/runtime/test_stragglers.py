@@ -67,10 +67,10 @@ def _run(pair, max_draft_misses: int, until, limit_s: float = 90.0):
         while not until(server, threads) and time.monotonic() < deadline:
             time.sleep(0.05)
     finally:
+        server.request_stop("test over")  # first: the honest devices are told BYE, not left mid-round
+        th.join(60)
         for c in clients:
             c.stop()
-        server.request_stop("test over")
-        th.join(60)
         for t in threads:
             t.join(30)
     return box["summary"], server
@@ -96,7 +96,8 @@ def test_a_straggler_costs_the_others_at_most_one_deadline_per_miss_then_backs_o
     held = _held(summary)
     assert len(held) == 2  # two deadlines waited out, then it was told to back off
     assert "back off" in held[-1].dropped[2]
-    assert server.stragglers == {"missed": 2, "backed_off": 1}
+    assert summary.stragglers == {"missed": 2, "backed_off": 1, "held_at_most_s": 2 * 0.5}
+    assert summary.to_dict()["stragglers"] == summary.stragglers  # in `serve --summary` and testbed's
     assert summary.refusals.get("busy", 0) >= 1  # its HELLOs while kept out
     late = [e for e in summary.events if e.round > held[-1].round]
     assert late and all(set(e.records) == {0, 1} for e in late)  # the others went on, every round

@@ -240,7 +240,8 @@ class EdgeServer:
         self.churn = RefusalLog(config.refusal_log_interval_s, emit=self._log_refusals, label="churn")
         self.transport_refused = 0  # connections the transport turned away, never seen by the protocol
         # draft deadlines missed and stragglers told to back off: what slow devices cost the others
-        self.stragglers = {"missed": 0, "backed_off": 0}
+        # (held_at_most_s: the deadlines waited out; the others' loss is at most that)
+        self.stragglers: dict[str, float] = {"missed": 0, "backed_off": 0, "held_at_most_s": 0.0}
         self._reload_keys = threading.Event()
         self._keys_seen = self.allowed.signature() if self.allowed is not None else None
         self._next_key_poll = 0.0
@@ -624,6 +625,7 @@ class EdgeServer:
         timeout = cfg.round_timeout_s
         backoff = cfg.straggler_backoff_s or 10 * cfg.max_draft_misses * timeout
         self.stragglers["missed"] += 1
+        self.stragglers["held_at_most_s"] += timeout
         backed_off = self.proto.missed_draft(d, time.monotonic(), cfg.max_draft_misses, backoff)
         self.log.write("straggler", device=d, round=r, waited_s=timeout,
                        misses=self.proto.devices[d].draft_misses, backed_off=backed_off)
@@ -917,7 +919,8 @@ class EdgeServer:
         self.churn.flush(time.monotonic())
         refused = self.proto.refused + self.transport_refused
         summary = ServerSummary(self.round_idx, stop_reason, wall_s, devices, refused,
-                                list(self._events), dict(self.refusals.totals), dict(self.churn.totals))
+                                list(self._events), dict(self.refusals.totals), dict(self.churn.totals),
+                                dict(self.stragglers))
         self.log.write("shutdown", reason=stop_reason, rounds=self.round_idx, refused=refused,
                        refusals=self.refusals.totals, churn=self.churn.totals, stragglers=self.stragglers,
                        wall_s=wall_s)
