@@ -600,11 +600,14 @@ def test_the_key_watcher_out_of_descriptors_keeps_its_keys_and_polls_again(pair,
         raise OSError(errno.EMFILE, "Too many open files")
 
     shutil.copyfile(stash, server_keys / "allowed" / "device-1.key")
-    monkeypatch.setattr(allowed, "signature", out_of_descriptors)
-    for t in range(5):  # five polls, one second apart, all out of descriptors
-        server._watch_keys(1000.0 + t)
-        server.refusals.tick(1000.0 + t)
+    calls = []
+    monkeypatch.setattr(allowed, "signature", lambda: calls.append(1) or out_of_descriptors())
+    server.request_key_reload()  # SIGHUP too: once per poll, not at every turn of the loop
+    for t in range(50):  # five seconds of loop turns, all out of descriptors
+        server._watch_keys(1000.0 + t / 10)
+        server.refusals.tick(1000.0 + t / 10)
     assert allowed.ids() == {0}
+    assert len(calls) == 5
     assert len(lines) == 1 and "out of file descriptors" in lines[0]  # once per interval, not per poll
     monkeypatch.setattr(allowed, "signature", real)
     server._watch_keys(1006.0)

@@ -245,6 +245,7 @@ class EdgeServer:
         self._reload_keys = threading.Event()
         self._keys_seen = self.allowed.signature() if self.allowed is not None else None
         self._next_key_poll = 0.0
+        self._keys_retry_at = 0.0
         self._check_revoked = False
         self._fd_budget = 1 << 30  # connections the descriptor limit allows (measured once bound)
 
@@ -322,6 +323,8 @@ class EdgeServer:
         ends before the next round (`_end_revoked_sessions`)."""
         if self.allowed is None or (not self._reload_keys.is_set() and now < self._next_key_poll):
             return
+        if now < self._keys_retry_at:  # out of descriptors at the last look: once per poll, even on SIGHUP
+            return
         self._next_key_poll = now + KEY_POLL_S
         before = self.allowed.ids()
         try:
@@ -330,6 +333,7 @@ class EdgeServer:
                 return
             self.allowed.reload()
         except OSError as exc:  # out of descriptors (a flood): the old set stays, polled again next time
+            self._keys_retry_at = now + KEY_POLL_S
             self.refusals.refused(OUT_OF_DESCRIPTORS, now, peer=f"allowed keys not re-read ({exc.strerror})")
             return
         except SecurityError as exc:  # a half-copied or misnamed file: keep serving the old set
