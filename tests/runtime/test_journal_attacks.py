@@ -11,7 +11,6 @@ from `serve`, before any model loads), or, for a lock taken during a run, waited
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import shutil
@@ -25,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from multispin.errors import JournalDamaged, JournalError
-from multispin.runtime.store.journal import DeviceRound, Journal, SessionRecord
+from multispin.runtime.store.journal import DeviceRound, Journal
 
 K, N = 3, 20
 SECRET = "journal-attack-test-secret"
