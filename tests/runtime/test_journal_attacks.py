@@ -11,7 +11,6 @@ from `serve`, before any model loads), or, for a lock taken during a run, waited
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import shutil
@@ -25,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from multispin.errors import JournalDamaged, JournalError
-from multispin.runtime.store.journal import DeviceRound, Journal, SessionRecord
+from multispin.runtime.store.journal import DeviceRound, Journal
 
 K, N = 3, 20
 SECRET = "journal-attack-test-secret"
@@ -141,6 +140,24 @@ def test_a_changed_session_is_refused_before_the_model_loads(multispin, monkeypa
     con.close()
     line = _serve_refuses(multispin, monkeypatch, path, says)
     assert "table sessions" in line
+
+
+def test_repair_leaves_out_a_changed_session(tmp_path):
+    """`--journal-repair` on a flipped seed: the damaged session is not kept (its device starts
+    again from its prompt, the same text since the seed is the server's), the others are, and
+    the rebuilt journal opens cleanly."""
+    path = _journal(tmp_path, crash=True)
+    con = sqlite3.connect(path)
+    con.execute("UPDATE sessions SET seed = 1 WHERE device_id = 1")
+    con.commit()
+    con.close()
+    with Journal(path, repair=True) as j:
+        assert "device 1's session does not match" in j.repaired.problem
+        rec = j.recover()
+        assert sorted(rec.sessions) == [0, 2] and rec.next_round == 0  # device 1 was in round 0
+        assert {d: s.session.seed for d, s in rec.sessions.items()} == {0: 1234567, 2: 1234569}
+    with Journal(path) as j:
+        assert sorted(j.recover().sessions) == [0, 2]
 
 
 def test_single_bit_flips_in_the_sessions_page_are_refused_or_harmless(tmp_path):

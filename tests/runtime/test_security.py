@@ -457,12 +457,20 @@ def _fds(pid: int) -> int:
 
 
 @pytest.mark.skipif(not __import__("os").path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
-def test_a_silent_dealer_flood_at_ulimit_256_costs_no_descriptors_and_a_device_gets_in(pair, tmp_path):
+@pytest.mark.parametrize("bounds", [["--max-connections", "50", "--max-pending", "10"], []],
+                         ids=["max-connections 50", "default bounds over the descriptor limit"])
+def test_a_silent_dealer_flood_at_ulimit_256_costs_no_descriptors_and_a_device_gets_in(pair, tmp_path, bounds):
     """300 ZeroMQ DEALERs finish the transport handshake and never send: they used to hold all of
     a `ulimit -n 256` server's descriptors with nothing logged, and a device gave up (issue 22,
     item 2). The transport now cuts connections past the handshake deadline without a session
     and those over --max-connections (silent ones first): the device gets in and finishes, the
-    cuts are counted, and the descriptors return to their baseline once the flood stops."""
+    cuts are counted, and the descriptors return to their baseline once the flood stops.
+
+    With the default bounds (256 + 64 connections, more than the 256 descriptors) the server
+    used to sit at the limit: a cut needed a spare descriptor (os.dup) and was never retried, so
+    nothing was cut and the device got in only after the flood ended. Now a cut needs no
+    descriptor, a failed one is retried, and the connections kept are bounded by what the
+    descriptor limit leaves, the oldest silent one making room for each newcomer."""
     import os
     import resource
     import subprocess
@@ -472,7 +480,7 @@ def test_a_silent_dealer_flood_at_ulimit_256_costs_no_descriptors_and_a_device_g
 
     port, log = free_port(), tmp_path / "server.jsonl"
     cmd = [sys.executable, "-m", "multispin", "serve", "--pair", "tiny", "--insecure", "--port", str(port),
-           "--handshake-timeout", "2", "--max-connections", "50", "--max-pending", "10", "--devices", "2",
+           "--handshake-timeout", "2", *bounds, "--devices", "2",
            "--max-new-tokens", "8", "--no-journal", "--join-timeout", "120", "--threads", "1", "--log", str(log)]
     env = dict(os.environ, MULTISPIN_SECRET=SECRET, MULTISPIN_TEST_THREADS="1")
     server = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -498,7 +506,7 @@ def test_a_silent_dealer_flood_at_ulimit_256_costs_no_descriptors_and_a_device_g
             assert th0.is_alive() and time.monotonic() < deadline, b0
             peak = max(peak, _fds(server.pid))
             time.sleep(0.2)
-        assert peak < 256 - 20  # never near the limit: the journal and log still had descriptors
+        assert peak < 256 - 8  # never at the limit: the journal, the log and a key reload still had descriptors
         for s in flood:
             s.close()
         time.sleep(2.0 + 1.5)  # one handshake deadline after the flood stopped
@@ -518,6 +526,92 @@ def test_a_silent_dealer_flood_at_ulimit_256_costs_no_descriptors_and_a_device_g
         shutdown["refusals"].get("too many connections", 0) >= 300
     refusal_lines = [ln for ln in log.read_text().splitlines() if '"event":"refusals"' in ln]
     assert 1 <= len(refusal_lines) <= 20  # logged, and bounded
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not __import__("os").path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
+def test_a_raw_tcp_flood_at_ulimit_256_leaves_a_keyed_server_serving(pair, tmp_path):
+    """270 raw TCP connections (no ZeroMQ greeting, no key) against `serve --keys` at
+    `ulimit -n 256`: the allowed-keys watcher used to meet EMFILE listing its folder and end the
+    server (exit 2, "allowed: Too many open files"). Now it keeps the keys it has and looks again
+    at its next poll; the server stays up through several polls and a device finishes."""
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    from multispin.runtime.net.launcher import free_port
+    from multispin.runtime.net.server import KEY_POLL_S
+
+    server_keys, device_keys = create_keyring(tmp_path / "keys", [0])
+    port, log = free_port(), tmp_path / "server.jsonl"
+    cmd = [sys.executable, "-m", "multispin", "serve", "--pair", "tiny", "--keys", str(server_keys), "--port",
+           str(port), "--handshake-timeout", "2", "--max-new-tokens", "8", "--no-journal", "--join-timeout", "120",
+           "--threads", "1", "--log", str(log)]
+    env = dict(os.environ, MULTISPIN_TEST_THREADS="1")
+    server = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256)))
+    flood: list[socket.socket] = []
+    try:
+        deadline = time.monotonic() + 120
+        while not (log.exists() and '"event":"start"' in log.read_text()):
+            assert server.poll() is None and time.monotonic() < deadline, server.communicate()
+            time.sleep(0.1)
+        for _ in range(270):
+            s = socket.socket()
+            s.setblocking(False)
+            try:
+                s.connect(("127.0.0.1", port))
+            except BlockingIOError:
+                pass
+            flood.append(s)
+        time.sleep(4 * KEY_POLL_S)  # the watcher looks at its folder several times meanwhile
+        assert server.poll() is None, server.communicate()
+        th0, b0 = _device(pair, f"tcp://127.0.0.1:{port}", 0, keys=device_keys[0], server_timeout_s=60,
+                          reconnects=10)
+        th0.join(120)
+        assert b0.get("outcome") is not None and b0["outcome"].finished, b0
+        out, err = server.communicate(timeout=60)
+    finally:
+        for s in flood:
+            s.close()
+        if server.poll() is None:
+            server.kill()
+    assert server.returncode == 0, err
+    assert "Too many open files" not in err.replace("allowed keys not re-read (Too many open files)", "")
+
+
+def test_the_key_watcher_out_of_descriptors_keeps_its_keys_and_polls_again(pair, tmp_path, monkeypatch):
+    """EMFILE while listing the allowed-keys folder is a passing state: the loop goes on with
+    the keys it has, says so once per interval, and a key added meanwhile is let in at the
+    first poll after descriptors are back (a reload that fails for a bad file would instead
+    wait for the folder to change again)."""
+    import errno
+
+    server_keys, _ = create_keyring(tmp_path / "keys", [0, 1])
+    stash = tmp_path / "device-1.key"
+    shutil.move(server_keys / "allowed" / "device-1.key", stash)
+    server = EdgeServer(ServerConfig.make(port=0, refusal_log_interval_s=60), pair, keys=server_keys)
+    lines: list[str] = []
+    server.refusals.emit = lines.append
+    allowed, real = server.allowed, server.allowed.signature
+
+    def out_of_descriptors():
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    shutil.copyfile(stash, server_keys / "allowed" / "device-1.key")
+    calls = []
+    monkeypatch.setattr(allowed, "signature", lambda: calls.append(1) or out_of_descriptors())
+    server.request_key_reload()  # SIGHUP too: once per poll, not at every turn of the loop
+    for t in range(50):  # five seconds of loop turns, all out of descriptors
+        server._watch_keys(1000.0 + t / 10)
+        server.refusals.tick(1000.0 + t / 10)
+    assert allowed.ids() == {0}
+    assert len(calls) == 5
+    assert len(lines) == 1 and "out of file descriptors" in lines[0]  # once per interval, not per poll
+    monkeypatch.setattr(allowed, "signature", real)
+    server._watch_keys(1006.0)
+    assert allowed.ids() == {0, 1}
 
 
 def test_a_connection_is_cut_only_while_its_descriptor_holds_it():

@@ -19,6 +19,7 @@ sender's key; `secret` alone is the plaintext debugging mode.
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import math
@@ -29,6 +30,11 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
+
+try:
+    import resource
+except ImportError:  # not POSIX: the descriptor budget is unbounded (_descriptor_budget)
+    resource = None  # type: ignore[assignment]
 from pathlib import Path
 from typing import Any, Callable, Literal
 
@@ -72,6 +78,9 @@ _NOBLOCK, _MORE_NOBLOCK = int(zmq.NOBLOCK), int(zmq.SNDMORE | zmq.NOBLOCK)
 _RCVMORE, _SRCFD = int(zmq.RCVMORE), int(zmq.SRCFD)
 DEFAULT_MAX_PENDING = 64
 KEY_POLL_S = 1.0  # how often the allowed-keys folder is looked at for a change
+# descriptors kept free of connections: the journal's and the log's files, a key reload
+FD_HEADROOM = 32
+OUT_OF_DESCRIPTORS = "out of file descriptors"
 # the transport's own refusals (the socket monitor), before any frame reaches the protocol
 _TRANSPORT_REFUSALS = {
     zmq.EVENT_HANDSHAKE_FAILED_AUTH: ("auth", "transport: the key is not allowed"),
@@ -113,6 +122,12 @@ class ServerConfig(SamplingFields):
                                     f"{DEFAULT_MAX_PENDING}, at most max_connections; given, it must fit in them)")
     refusal_log_interval_s: float = Field(10.0, gt=0, description="one log line per refusal cause per interval "
                                           "(and per device and cause for drops and resumes)")
+    max_draft_misses: int = Field(2, ge=1, description="draft deadlines (round_timeout_s) a device may miss in "
+                                  "a row; at the last it is told to back off (ERROR busy, HELLOs busy for "
+                                  "straggler_backoff_s)")
+    straggler_backoff_s: float | None = Field(None, gt=0, description="how long a straggler is kept out "
+                                              "(None: 10 × max_draft_misses × round_timeout_s, so that "
+                                              "stragglers cost the others at most ~1/11 of the time)")
     max_replacements_per_min: int = Field(10, ge=1, description="new sessions of one device (replacing its "
                                           "live one or resuming) in a minute; the next is told to retry later")
     history: bool = Field(False, description="keep every round's event and record in memory for the "
@@ -224,10 +239,15 @@ class EdgeServer:
         # drops and resumes, per device and cause: one valid key can make them at will
         self.churn = RefusalLog(config.refusal_log_interval_s, emit=self._log_refusals, label="churn")
         self.transport_refused = 0  # connections the transport turned away, never seen by the protocol
+        # draft deadlines missed and stragglers told to back off: what slow devices cost the others
+        # (held_at_most_s: the deadlines waited out; the others' loss is at most that)
+        self.stragglers: dict[str, float] = {"missed": 0, "backed_off": 0, "held_at_most_s": 0.0}
         self._reload_keys = threading.Event()
         self._keys_seen = self.allowed.signature() if self.allowed is not None else None
         self._next_key_poll = 0.0
+        self._keys_retry_at = 0.0
         self._check_revoked = False
+        self._fd_budget = 1 << 30  # connections the descriptor limit allows (measured once bound)
 
     def _make_protocol(self) -> ServerProtocol:
         cfg = self.config
@@ -303,19 +323,27 @@ class EdgeServer:
         ends before the next round (`_end_revoked_sessions`)."""
         if self.allowed is None or (not self._reload_keys.is_set() and now < self._next_key_poll):
             return
-        self._next_key_poll = now + KEY_POLL_S
-        seen = self.allowed.signature()
-        if not self._reload_keys.is_set() and seen == self._keys_seen:
+        if now < self._keys_retry_at:  # out of descriptors at the last look: once per poll, even on SIGHUP
             return
-        self._reload_keys.clear()
-        self._keys_seen = seen
+        self._next_key_poll = now + KEY_POLL_S
         before = self.allowed.ids()
         try:
+            seen = self.allowed.signature()
+            if not self._reload_keys.is_set() and seen == self._keys_seen:
+                return
             self.allowed.reload()
+        except OSError as exc:  # out of descriptors (a flood): the old set stays, polled again next time
+            self._keys_retry_at = now + KEY_POLL_S
+            self.refusals.refused(OUT_OF_DESCRIPTORS, now, peer=f"allowed keys not re-read ({exc.strerror})")
+            return
         except SecurityError as exc:  # a half-copied or misnamed file: keep serving the old set
+            self._reload_keys.clear()
+            self._keys_seen = seen
             log.warning("allowed keys not reloaded, the previous %d stay: %s", len(before), exc)
             self.log.write("keys_reload_failed", reason=str(exc))
             return
+        self._reload_keys.clear()
+        self._keys_seen = seen
         after = self.allowed.ids()
         added, removed = sorted(after - before), sorted(before - after)
         log.warning("allowed keys reloaded: %d key(s)%s%s", len(after),
@@ -396,6 +424,10 @@ class EdgeServer:
             except zmq.ZMQError as exc:
                 raise ConfigError(f"port: cannot bind {self.config.bind_endpoint} ({exc})") from None
             self.endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
+            self._fd_budget = _descriptor_budget(FD_HEADROOM)
+            if self._fd_budget < self.proto.budget.limits.max_connections:
+                log.info("the descriptor limit allows %d connections at once (fewer than max_connections %d)",
+                         self._fd_budget, self.proto.budget.limits.max_connections)
             if self.journal is not None and self.journal.repaired is not None:
                 self.log.write("journal_repaired", **self.journal.repaired.to_dict())
             self.log.write("start", endpoint=self.endpoint, pair=self.pair.name,
@@ -578,8 +610,9 @@ class EdgeServer:
                 io.dropped.setdefault(d, self._why_closed(d))
                 continue
             if c.inbox is None:
-                self._drop_in_round(io, d, "timeout", f"no DRAFT within {timeout:g} s in round {r}")
+                self._skip_straggler(io, d, r)
                 continue
+            self.proto.drafted(d)
             msg = c.inbox
             assert isinstance(msg, P.DraftMsg)
             c.inbox = None
@@ -587,6 +620,25 @@ class EdgeServer:
             if msg.compute_s is not None:
                 io.draft_s[d] = msg.compute_s
         return drafts
+
+    def _skip_straggler(self, io: "_RoundIO", d: int, r: int) -> None:
+        """No DRAFT by the deadline: the round goes on without device d, whose record stays (it
+        resumes at its next HELLO); at its max_draft_misses-th miss in a row it is told to back
+        off, so one slow device costs the others at most that many deadlines per back-off."""
+        cfg = self.config
+        timeout = cfg.round_timeout_s
+        backoff = cfg.straggler_backoff_s or 10 * cfg.max_draft_misses * timeout
+        self.stragglers["missed"] += 1
+        self.stragglers["held_at_most_s"] += timeout
+        backed_off = self.proto.missed_draft(d, time.monotonic(), cfg.max_draft_misses, backoff)
+        self.log.write("straggler", device=d, round=r, waited_s=timeout,
+                       misses=self.proto.devices[d].draft_misses, backed_off=backed_off)
+        if backed_off:
+            self.stragglers["backed_off"] += 1
+            self._drop_in_round(io, d, "busy", f"no DRAFT within {timeout:g} s in round {r}, "
+                                f"{cfg.max_draft_misses} rounds in a row: back off for {backoff:g} s")
+        else:
+            self._drop_in_round(io, d, "timeout", f"no DRAFT within {timeout:g} s in round {r}")
 
     def _send_verdicts(self, out: RoundOutcome, io: "_RoundIO") -> dict[int, str]:
         """Accepted devices commit now (their COMMIT is their verdict); a rejected device gets its
@@ -799,12 +851,19 @@ class EdgeServer:
         (its HELLO waits in its socket) and gets in when a slot is free."""
         established = self.proto.conns.__contains__
         limits = self.proto.budget.limits
+        # at most what the descriptor limit leaves: beyond it libzmq cannot accept, and a device
+        # would wait in the kernel's backlog behind the flood; below it, the oldest silent
+        # connection makes room for each newcomer
+        most = min(limits.max_connections, self._fd_budget)
         for cause, cut in ((HANDSHAKE_DEADLINE, self._transport.overdue(now, limits.handshake_deadline_s,
                                                                          established)),
-                           (TOO_MANY_CONNECTIONS, self._transport.excess(limits.max_connections, established))):
+                           (TOO_MANY_CONNECTIONS, self._transport.excess(most, established))):
             for fd, tag in cut:
                 silent = not self._transport.spoke(fd)
-                if _cut_connection(fd, tag) and silent:  # one that spoke was answered by the protocol
+                done = _cut_connection(fd, tag)
+                if done is None:  # the shutdown failed: try again at the next check
+                    self._transport.uncut(fd)
+                elif done and silent:  # one that spoke was answered by the protocol
                     self.transport_refused += 1
                     self.refusals.refused(cause, now, peer="transport: a connection that sent nothing")
 
@@ -864,9 +923,11 @@ class EdgeServer:
         self.churn.flush(time.monotonic())
         refused = self.proto.refused + self.transport_refused
         summary = ServerSummary(self.round_idx, stop_reason, wall_s, devices, refused,
-                                list(self._events), dict(self.refusals.totals), dict(self.churn.totals))
+                                list(self._events), dict(self.refusals.totals), dict(self.churn.totals),
+                                dict(self.stragglers))
         self.log.write("shutdown", reason=stop_reason, rounds=self.round_idx, refused=refused,
-                       refusals=self.refusals.totals, churn=self.churn.totals, wall_s=wall_s)
+                       refusals=self.refusals.totals, churn=self.churn.totals, stragglers=self.stragglers,
+                       wall_s=wall_s)
         self.log.close()
         if self.journal is not None:
             if stop_reason == "done":
@@ -884,39 +945,64 @@ class EdgeServer:
         return summary
 
 
-def _addresses(fd: int) -> tuple | None:
-    """(local, peer) address of the TCP connection on libzmq's descriptor ``fd``, read through a
-    duplicate (closing it leaves libzmq's descriptor alone); None if it is not a socket."""
+def _borrowed(fd: int) -> socket.socket | None:
+    """A socket object on libzmq's descriptor ``fd`` itself, not a duplicate: at the descriptor
+    limit (a flood) there is no spare descriptor for os.dup, and the connections to cut are the
+    very ones holding them. The caller must `detach` it (closing it would close libzmq's)."""
     try:
-        dup = socket.socket(fileno=os.dup(fd))
-    except OSError:
+        return socket.socket(fileno=fd)
+    except OSError:  # not a socket (any more)
+        return None
+
+
+def _addresses(fd: int) -> tuple | None:
+    """(local, peer) address of the TCP connection on libzmq's descriptor ``fd``; None if it is
+    not a connected socket."""
+    sock = _borrowed(fd)
+    if sock is None:
         return None
     try:
-        return dup.getsockname(), dup.getpeername()
+        return sock.getsockname(), sock.getpeername()
     except OSError:
         return None
     finally:
-        dup.close()
+        sock.detach()
 
 
-def _cut_connection(fd: int, tag: tuple | None) -> bool:
+def _cut_connection(fd: int, tag: tuple | None) -> bool | None:
     """Shut down the connection on libzmq's descriptor ``fd``: libzmq reads the end, closes the
     descriptor itself and reports DISCONNECTED. Only if the descriptor still holds the very
     connection its ACCEPTED named (same local and peer address): a descriptor closed and reused
-    meanwhile is left alone. libzmq has no call to close one peer of a ROUTER."""
+    meanwhile is left alone (False). None: the shutdown itself failed, worth another try. Needs
+    no descriptor of its own. libzmq has no call to close one peer of a ROUTER."""
     if tag is None or _addresses(fd) != tag:
         return False
-    try:
-        dup = socket.socket(fileno=os.dup(fd))
-    except OSError:
+    sock = _borrowed(fd)
+    if sock is None:
         return False
     try:
-        dup.shutdown(socket.SHUT_RDWR)
+        sock.shutdown(socket.SHUT_RDWR)
         return True
-    except OSError:
-        return False
+    except OSError as exc:
+        return False if exc.errno == errno.ENOTCONN else None  # ENOTCONN: the peer is gone already
     finally:
-        dup.close()
+        sock.detach()
+
+
+def _descriptor_budget(headroom: int) -> int:
+    """How many more descriptors this process may open, less ``headroom`` (the journal, the
+    log, a key reload): the connections the server keeps at most. Unbounded where the limit or
+    the open descriptors cannot be read."""
+    if resource is None:
+        return 1 << 30
+    try:
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        used = len(os.listdir("/proc/self/fd"))
+    except (OSError, ValueError):
+        return 1 << 30
+    if soft == resource.RLIM_INFINITY:
+        return 1 << 30
+    return max(1, soft - used - headroom)
 
 
 def install_signal_handlers(server: EdgeServer) -> None:

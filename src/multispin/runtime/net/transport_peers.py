@@ -110,6 +110,10 @@ class TransportPeers:
         """Whether the open connection on ``fd`` has delivered a frame."""
         return (fd, self._generation.get(fd, 0)) in self._peers
 
+    def uncut(self, fd: int) -> None:
+        """The cut of the open connection on ``fd`` failed: name it again at the next check."""
+        self._cut.discard((fd, self._generation.get(fd, 0)))
+
     def _mark_cut(self, keys: list[tuple[int, int]]) -> list[tuple[int, Any]]:
         self._cut.update(keys)
         return [(fd, self._tag.get((fd, g))) for fd, g in keys]

@@ -25,6 +25,7 @@ never see keys.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -139,6 +140,10 @@ def create_keyring(directory: str | os.PathLike, device_ids) -> tuple[Path, dict
 
 # -- loading -----------------------------------------------------------------------------------
 
+#: a process (EMFILE) or the system (ENFILE) out of file descriptors: a passing state, not a bad file
+OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE)
+
+
 def _load(path: Path, want_secret: bool) -> tuple[bytes, Optional[bytes]]:
     import zmq.auth
 
@@ -151,7 +156,11 @@ def _load(path: Path, want_secret: bool) -> tuple[bytes, Optional[bytes]]:
                                 f"run `chmod 600 {path}`")
     try:
         public, secret = zmq.auth.load_certificate(path)
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        if exc.errno in OUT_OF_DESCRIPTORS:  # the process, not the file: the caller retries later
+            raise
+        raise SecurityError(f"{path}: not a key file ({' '.join(str(exc).split())})") from None
+    except ValueError as exc:
         raise SecurityError(f"{path}: not a key file ({' '.join(str(exc).split())})") from None
     if len(public) != 40 or (want_secret and (secret is None or len(secret) != 40)):
         raise SecurityError(f"{path}: not a CurveZMQ key file (a key is 40 Z85 characters)")
@@ -194,7 +203,9 @@ class AllowedKeys:
         self.reload()
 
     def reload(self) -> None:
-        """Read the folder again (after ``multispin keys device --allow`` while serving)."""
+        """Read the folder again (after ``multispin keys device --allow`` while serving). Raises
+        SecurityError for a bad folder or key file, OSError when out of descriptors (nothing
+        changes then)."""
         if not self.directory.is_dir():
             raise SecurityError(f"{self.directory}: no allowed-keys folder")
         ids: dict[bytes, int] = {}
@@ -213,11 +224,14 @@ class AllowedKeys:
 
     def signature(self) -> tuple:
         """What changes when a key file is added, removed or rewritten (cheap: one stat per
-        file), so that a server can notice a change without re-reading every key."""
+        file), so that a server can notice a change without re-reading every key. Raises
+        OSError when the process is out of descriptors (the folder cannot be listed now)."""
         try:
             return tuple(sorted((p.name, st.st_mtime_ns, st.st_size) for p in self.directory.iterdir()
                                 if p.name.endswith(".key") for st in (p.stat(),)))
-        except OSError:
+        except OSError as exc:
+            if exc.errno in OUT_OF_DESCRIPTORS:
+                raise
             return ("unreadable",)
 
     def ids(self) -> set[int]:

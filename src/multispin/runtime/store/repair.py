@@ -13,7 +13,8 @@ is why the repair is never automatic and always says how many rounds it drops.
 
 Without its sessions no round can be kept (a round's tokens mean nothing without the prompt they
 continue): a journal whose sessions cannot be read is rebuilt empty, and every device starts
-again from its prompt, with the same text.
+again from its prompt, with the same text. A session that fails its seal is left out, and with
+it every round from the first one its device took part in.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from multispin.errors import JournalError
-from multispin.runtime.store.check import round_rows, walk_chain
-from multispin.runtime.store.head import head_path, read_head
+from multispin.runtime.store.check import SESSION_COLUMNS, round_rows, walk_chain
+from multispin.runtime.store.head import head_path, read_head, session_seal
 from multispin.runtime.store.records import DeviceRound, Repair, SessionRecord
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -77,9 +78,12 @@ def _salvage(path: Path, scratch: Path) -> _Salvage:
     db = sqlite3.connect(copy, isolation_level=None)
     try:
         try:
-            for d, ident, prompt, sampling, ul, dl, seed, first in db.execute(
-                    "SELECT device_id, identity, prompt_ids, sampling, ul_codec, dl_codec, seed, first_round "
-                    "FROM sessions ORDER BY device_id"):
+            sealed = "seal" in {r[1] for r in db.execute("PRAGMA table_info(sessions)")}
+            for row in db.execute(f"SELECT {SESSION_COLUMNS}, {'seal' if sealed else 'NULL'} FROM sessions "
+                                  "ORDER BY device_id"):
+                if sealed and session_seal(row[:-1]) != row[-1]:
+                    continue  # a damaged session is not kept: its device starts again from its prompt
+                d, ident, prompt, sampling, ul, dl, seed, first = row[:8]
                 out.sessions.append(SessionRecord(int(d), ident, tuple(json.loads(prompt)), json.loads(sampling),
                                                   ul, dl, int(seed), int(first)))
         except (sqlite3.DatabaseError, ValueError, TypeError):

@@ -98,10 +98,13 @@ class ServerSummary:
     events: list[RoundEvent] = field(default_factory=list)  # empty unless the server keeps history
     refusals: dict[str, int] = field(default_factory=dict)  # refusals per cause
     churn: dict[str, int] = field(default_factory=dict)  # drops and resumes per device and cause
+    # draft deadlines missed, stragglers told to back off, and the most the others waited for them
+    stragglers: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self, with_events: bool = False) -> dict[str, Any]:
         out = {"rounds": self.rounds, "stop_reason": self.stop_reason, "wall_s": self.wall_s,
                "refused": self.refused, "refusals": dict(self.refusals), "churn": dict(self.churn),
+               "stragglers": dict(self.stragglers),
                "devices": {str(d): r.to_dict() for d, r in sorted(self.devices.items())}}
         if with_events:
             out["events"] = [e.to_dict() for e in self.events]

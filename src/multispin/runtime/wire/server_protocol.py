@@ -92,6 +92,8 @@ class DeviceEntry:
     num_rounds: int = 0  # rounds the device committed in (this server process)
     client_digest: bytes | None = None
     resumed_at: list[float] = field(default_factory=list)  # when a new session replaced or resumed one
+    draft_misses: int = 0  # draft deadlines missed in a row (a DRAFT in time resets it)
+    backoff_until: float = 0.0  # a straggler told to back off: its HELLOs are busy until then
 
 
 class ServerProtocol:
@@ -252,11 +254,28 @@ class ServerProtocol:
         dev = self.devices.get(d)
         if dev is None:
             return None
+        if now < dev.backoff_until:
+            return (f"device {d} missed its draft deadline {dev.draft_misses} rounds in a row; back off for "
+                    f"{dev.backoff_until - now:.0f} s")
         dev.resumed_at = [t for t in dev.resumed_at if now - t < REPLACEMENT_WINDOW_S]
         if len(dev.resumed_at) < self.max_replacements:
             return None
         return (f"device {d}'s session was replaced {len(dev.resumed_at)} times in the last "
                 f"{REPLACEMENT_WINDOW_S:g} s; retry later")
+
+    def missed_draft(self, d: int, now: float, max_misses: int, backoff_s: float) -> bool:
+        """Device d missed its draft deadline once more; True when that makes ``max_misses`` in a
+        row: it is then told to back off (its HELLOs are busy for ``backoff_s``)."""
+        dev = self.devices[d]
+        dev.draft_misses += 1
+        if dev.draft_misses < max_misses:
+            return False
+        dev.backoff_until = now + backoff_s
+        return True
+
+    def drafted(self, d: int) -> None:
+        """Device d's DRAFT came in time: its misses start again from zero."""
+        self.devices[d].draft_misses = 0
 
     def _admission_refusal(self, hello: P.HelloMsg) -> str | None:
         d = hello.device_id
