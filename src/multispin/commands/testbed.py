@@ -12,6 +12,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from multispin.commands._app import app
+from multispin.commands._checks import FORCE_HELP, check_out_free
 from multispin.commands._flag_groups import CSI, LINK, MACHINE, RADIO, takes
 from multispin.commands._interrupt import reported_interrupt
 from multispin.commands._scenario_fields import check_scenario_fields, running_values
@@ -109,6 +110,7 @@ def testbed(
     runner: Literal["fork", "subprocess", "thread"] = typer.Option("fork", help="how device processes start"),
     link: dict = LINK.slot,
     out: Path = typer.Option(Path("out/testbed"), metavar="DIR", help="folder for rounds.jsonl, server.jsonl, summary.json"),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
     machine: dict = MACHINE.slot,
     as_json: bool = json_option(help="print the summary as JSON"),
     preset: Optional[str] = legacy_option("--preset"),
@@ -119,6 +121,7 @@ def testbed(
     from multispin.experiments.testbed import TestbedConfig, build_scenario
 
     scenario = pick_scenario(scenario, preset=preset)
+    check_out_free(out, force, "testbed", ("summary.json", "rounds.jsonl"))
     given = check_scenario_fields("testbed", scenario)
     picked = running_values(scenario, given, devices=devices, seed=seed, n_saa=None, split=split)
     devices = picked["devices"]
@@ -161,6 +164,7 @@ def demo(
                                        help="first seed (same prompts and channel for every policy)"),
     link: dict = LINK.slot,
     out: Path = typer.Option(Path("out/demo"), metavar="DIR", help="output folder (summary.json, demo.png, logs)"),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
     machine: dict = MACHINE.slot,
     as_json: bool = json_option(help="print the summary as JSON"),
     preset: Optional[str] = legacy_option("--preset"),
@@ -172,6 +176,7 @@ def demo(
     from multispin.experiments.testbed import build_scenario
 
     scenario = pick_scenario(scenario, preset=preset)
+    check_out_free(out, force, "demo", ("summary.json", "demo.png"))
     given = check_scenario_fields("demo", scenario)
     picked = running_values(scenario, given, devices=devices, seed=seed, n_saa=None, split=None)
     devices, seed = picked["devices"], picked["seed"]

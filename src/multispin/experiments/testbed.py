@@ -250,15 +250,19 @@ def steady_state_figures(rows: list[dict], devices: int) -> dict:
     }
 
 
-def _run_figures(config: TestbedConfig, planner: ScenarioPlanner, rows: list[dict], airtime_s: float) -> dict:
+def _run_figures(config: TestbedConfig, planner: ScenarioPlanner, rows: list[dict], airtime_s: float,
+                 predict: bool = True) -> dict:
     """The run's figures (`steady_state_figures`), goodput on the wall clock when that is the clock,
     the model's forecast (fresh channels, independent of the run) and its prediction conditioned on
-    the realised rounds, and the mean γ per device slot."""
+    the realised rounds, and the mean γ per device slot. ``predict=False`` (an interrupted run,
+    which must stop within seconds): no forecast and no conditioned prediction (None)."""
     figures = steady_state_figures(rows, config.devices)
     if config.clock == "wall":
         wall = sum(row["round_wall_s"] for row in rows) + airtime_s
         figures["goodput_tokens_per_s"] = figures["tokens"] / wall if wall else 0.0
-    pred = model_predictions(planner, mc_rounds=200, seed=config.seed) if planner.rounds else {}
+    pred = model_predictions(planner, mc_rounds=200, seed=config.seed) if planner.rounds and predict else {}
+    forecast = (forecast_goodput(planner.scenario, planner.payload, config.policy, split=config.split, seed=config.seed)
+                if predict else {"forecast_tokens_per_s": None})
     gammas: dict[int, list[int]] = {d: [] for d in range(config.devices)}
     for row in rows:
         for d, g in row["gamma"].items():
@@ -267,7 +271,7 @@ def _run_figures(config: TestbedConfig, planner: ScenarioPlanner, rows: list[dic
         **figures,
         "virtual_time_s": planner.virtual_time_s,
         "planned_goodput_tokens_per_s": planner.planned_goodput_tokens_per_s,
-        **forecast_goodput(planner.scenario, planner.payload, config.policy, split=config.split, seed=config.seed),
+        **forecast,
         # the models at the realised rounds' γ and channels: a consistency check, not a prediction
         **{f"conditioned_{k}": v for k, v in pred.items()},
         "dl_share": planner.dl_share(),
@@ -333,7 +337,8 @@ def run_testbed(config: TestbedConfig, pair=None,
     records = summary.server.devices
     result = {
         "pair": pair.name, "policy": config.policy, "clock": config.clock, "scenario": config.scenario,
-        "devices": config.devices, **_run_figures(config, planner, rows, sink.airtime_s), "wall_time_s": wall_s,
+        "devices": config.devices, **_run_figures(config, planner, rows, sink.airtime_s, predict=interrupted is None),
+        "wall_time_s": wall_s,
         **bits_per_token(rows, choice.wire),
         "exact": choice.exact,
         "payload": choice.to_dict(),
