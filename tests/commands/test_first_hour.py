@@ -98,3 +98,22 @@ def test_measure_samples_as_the_runs_do_by_default():
     assert res.returncode == 0, res.stderr
     top_k, _ = compact_exact_defaults(256)  # the tiny pair's vocabulary
     assert json.loads(res.stdout)["sampling"]["top_k"] == top_k == 256
+
+
+def test_the_readmes_key_folders_are_ignored_by_git():
+    """The README's `multispin keys` lines write secret keys under the working folder (the
+    repository's root when run from it): git must never pick them up."""
+    import re
+    import shutil
+
+    root = Path(cli.__file__).parents[2]
+    if shutil.which("git") is None or not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    folders = re.findall(r"multispin keys (?:server|device) (\S+)", (root / "README.md").read_text())
+    assert folders
+    for folder in folders:
+        secret = f"{folder}/server.key_secret"
+        res = subprocess.run(["git", "check-ignore", "-q", secret], cwd=root)
+        assert res.returncode == 0, f"{secret} is not ignored by git"
+    # negative control: a tracked path is not ignored
+    assert subprocess.run(["git", "check-ignore", "-q", "README.md"], cwd=root).returncode == 1
