@@ -117,3 +117,17 @@ def test_the_readmes_key_folders_are_ignored_by_git():
         assert res.returncode == 0, f"{secret} is not ignored by git"
     # negative control: a tracked path is not ignored
     assert subprocess.run(["git", "check-ignore", "-q", "README.md"], cwd=root).returncode == 1
+
+
+@pytest.mark.slow
+def test_the_demo_describes_its_intervals_and_names_non_default_settings(tmp_path):
+    """Before: summary.json named a moving-block bootstrap (the code computes batch means with a
+    jackknife) and the title of a run at 30 km/h and pilot SNR 0 dB read as the default run's."""
+    out = tmp_path / "demo"
+    res = run("demo", "--pair", "tiny", "--devices", "2", "--rounds", "2", "--max-new-tokens", "4",
+              "--speed-kmh", "30", "--pilot-snr-db", "0", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    method = json.loads((out / "summary.json").read_text())["method"]
+    assert "batch means" in method and "jackknife" in method and "bootstrap" not in method
+    title = next(ln for ln in res.stdout.splitlines() if "multispin demo:" in ln)
+    assert "30 km/h" in title and "pilot SNR 0 dB" in title, title

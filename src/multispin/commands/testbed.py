@@ -172,7 +172,9 @@ def demo(
     """Adaptive vs all_ul vs all_dl vs target_only in steady state, paired, with 95% intervals."""
     from multispin.models.placement import place_pair
     from multispin.models.registry import resolve_pair
-    from multispin.experiments.demo import DemoConfig, describe_setup, plot_demo, plot_sweep, run_demo
+    from multispin.experiments.demo import (
+        DemoConfig, describe_setup, non_default_settings, plot_demo, plot_sweep, run_demo,
+    )
     from multispin.experiments.testbed import build_scenario
 
     scenario = pick_scenario(scenario, preset=preset)
@@ -206,6 +208,8 @@ def demo(
     con = table_console()
     for point in result.points:
         title = f"multispin demo: {pair}, K={devices}, {scenario} profile, virtual clock, steady state"
+        if non_default_settings(config):
+            title += f", {non_default_settings(config)}"
         if point.offset_db is not None:
             title += f", P^dl = P^ul + {point.offset_db:g} dB"
         con.print(_demo_table(point, title))
