@@ -131,3 +131,15 @@ def test_the_demo_describes_its_intervals_and_names_non_default_settings(tmp_pat
     assert "batch means" in method and "jackknife" in method and "bootstrap" not in method
     title = next(ln for ln in res.stdout.splitlines() if "multispin demo:" in ln)
     assert "30 km/h" in title and "pilot SNR 0 dB" in title, title
+
+
+@pytest.mark.slow
+def test_a_wall_clock_run_says_which_profile_the_forecast_uses(tmp_path):
+    """Before: G 7.5 on the host's clock next to the A100 forecast 46.4, without a word."""
+    res = run("testbed", "--pair", "tiny", "--devices", "2", "--max-new-tokens", "8", "--clock", "wall",
+              "--out", str(tmp_path / "tb"))
+    assert res.returncode == 0, res.stderr
+    note = " ".join(res.stdout.split())
+    assert "the forecast times compute with the profile of scenario paper-qwen (T_ver0 42.8 ms" in note, res.stdout
+    summary = json.loads((tmp_path / "tb" / "summary.json").read_text())
+    assert summary["forecast_compute"]["t_ver0_s"] == 0.0428

@@ -137,8 +137,12 @@ def testbed(
     if as_json:
         typer.echo(json.dumps(versioned(result.summary, "testbed-summary")))
         return
+    from multispin.experiments.testbed import forecast_note
+
     con = table_console()
     con.print(_table([result], f"multispin testbed: {pair}, K={devices}, {scenario}"))
+    if forecast_note(result.summary):
+        con.print(forecast_note(result.summary), highlight=False)
     con.print(f"logs and summary in {out}/")
 
 

@@ -207,6 +207,18 @@ class TestbedResult:
     texts: dict[int, str] = field(default_factory=dict)
 
 
+def forecast_note(summary: dict) -> str:
+    """On the wall clock, the one line that says which compute profile the forecast assumes: the
+    scenario's (the paper presets': an A100), not this host's stopwatch."""
+    if summary.get("clock") != "wall" or "forecast_compute" not in summary:
+        return ""
+    c = summary["forecast_compute"]
+    return (f"note: G is this host's wall clock, but the forecast times compute with the profile of scenario "
+            f"{c['scenario']} (T_ver0 {1e3 * c['t_ver0_s']:.1f} ms, T_ver1 {1e3 * c['t_ver1_s']:.1f} ms, "
+            f"T^dft {1e3 * c['draft_latency_s_per_token']:.1f} ms/token), not this host's; for a forecast of this "
+            "host, time it (`multispin profile --out compute.json`) and put those numbers in the scenario")
+
+
 def build_scenario(config: TestbedConfig):
     from multispin.system.scenario_io import FLAG_FIELDS, resolve_scenario, with_overrides
 
@@ -344,6 +356,11 @@ def run_testbed(config: TestbedConfig, pair=None,
         "payload": choice.to_dict(),
         "payload_headline": choice.headline,
         "noise_psd_w_per_hz": planner.world.radio_params().noise_psd_w_per_hz,
+        # what the forecast (and the virtual clock) times compute with: the scenario's profile, which
+        # on the wall clock is not this host's (a run says so: `forecast_note`)
+        "forecast_compute": {**planner.scenario.compute.model_dump(mode="json"),
+                             "draft_latency_s_per_token": planner.scenario.devices.draft_latency_s_per_token,
+                             "scenario": planner.scenario.name},
         # mobility and channel knowledge the run planned under (docs/channel-knowledge.md)
         "channel": planner.scenario.channel.model_dump(mode="json"),
         "alpha_estimate": {str(d): float(a) for d, a in enumerate(planner.estimator.alpha)},
