@@ -136,3 +136,134 @@ def test_library_page_examples_run(capsys):
         exec(compile(code, "docs/examples/library.md", "exec"), {})
     out = capsys.readouterr().out
     assert "tokens/s" in out and "simulated" in out
+
+
+# ---------------------------------------------------------------------------- documented commands
+
+DOC_PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+BASH_BLOCK = re.compile(r"```(?:bash|sh|console)\n(.*?)```", re.S)
+
+
+def documented_commands() -> list[tuple[str, list[str]]]:
+    """(page, argv) of every `multispin ...` line of a bash block in the README and docs/ (a
+    trailing comment and a redirection dropped; `\\` continuations joined)."""
+    import shlex
+
+    out = []
+    for page in DOC_PAGES:
+        for block in BASH_BLOCK.findall(page.read_text()):
+            for line in block.replace("\\\n", " ").splitlines():
+                line = line.strip().removeprefix("$ ")
+                if not re.match(r"^(\.venv/bin/)?multispin ", line):
+                    continue
+                argv = shlex.split(line, comments=True)[1:]
+                for cut in (">", ">>", "|", "&&", "&", "2>&1"):
+                    if cut in argv:
+                        argv = argv[:argv.index(cut)]
+                out.append((page.relative_to(ROOT).as_posix(), argv))
+    return out
+
+
+def test_every_documented_command_parses():
+    """Every command of the README and docs/ names a verb and flags that exist, with values its
+    flags accept (parsed as the CLI parses them, not run: a full reproduction takes half an hour;
+    the ones that run offline in seconds run in the tests of their verbs, and the measure/profile →
+    optimize chains below). Negative control: a misspelt flag fails."""
+    from typer import Exit
+    from typer._click.exceptions import UsageError
+    from typer.main import get_command
+
+    from multispin import cli
+
+    group = get_command(cli.app)
+
+    def parse(argv: list[str]) -> None:
+        with group.make_context("multispin", list(argv)) as ctx:
+            verb = group.get_command(ctx, argv[0])
+            assert verb is not None, f"no verb {argv[0]!r}"
+            rest = argv[1:]
+            if hasattr(verb, "get_command"):  # a verb with sub-verbs (scenario show, keys server)
+                with verb.make_context(argv[0], list(rest), parent=ctx) as sub:
+                    verb = verb.get_command(sub, rest[0])
+                    rest = rest[1:]
+            try:
+                verb.make_context(argv[0], list(rest), parent=ctx)
+            except Exit:  # --help, --version
+                pass
+
+    with pytest.raises(UsageError):
+        parse(["optimize", "--pdl-dbmm", "16"])
+    commands = documented_commands()
+    assert len(commands) >= 60
+    bad = []
+    for page, argv in commands:
+        try:
+            parse(argv)
+        except (UsageError, AssertionError) as exc:
+            bad.append((page, " ".join(argv), str(exc)))
+    assert not bad, bad
+
+
+# "measure (or profile), then optimize": the optimize lines run as written, in a folder where the
+# profiles they read exist. `measure`/`profile` on the real pair take minutes; the profiles the
+# package ships (the same commands' output, docs/acceptance.md) stand in for their files.
+PROFILE_STAND_INS = {"profile.json": "acceptance-q4g64-sharegpt-t1-topk1024.json", "compute.json": "compute.json"}
+
+
+@pytest.mark.slow
+def test_measure_or_profile_then_optimize_runs_as_documented(multispin, tmp_path, monkeypatch):
+    """Before: all five exited 2 (the default scenario has the Qwen vocabulary and refused a
+    SmolLM2 profile)."""
+    import shutil
+
+    shipped = ROOT / "src" / "multispin" / "data" / "profiles" / "smollm2-135m"
+    for name, source in PROFILE_STAND_INS.items():
+        shutil.copy(shipped / source, tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    chain = [(page, argv) for page, argv in documented_commands()
+             if argv[0] in ("optimize", "scenario") and any(a in argv for a in ("--acceptance-profile", "--compute-profile", "show"))]
+    runnable = [(p, a) for p, a in chain if not any(x.endswith(".json") and x not in PROFILE_STAND_INS and x != "c.json"
+                                                   for x in a)]
+    ran = 0
+    for page, argv in runnable:
+        if argv[:2] == ["scenario", "show"]:  # `scenario show PRESET > my-scenario.yaml`
+            res = multispin(*argv)
+            (tmp_path / "my-scenario.yaml").write_text(res.out)
+        elif "c.json" in argv:  # the tiny profile of the optimize page: made by its own line, in seconds
+            if not (tmp_path / "c.json").exists():
+                assert multispin("profile", "--pair", "tiny", "--max-batch", "2", "--max-draft-len", "2",
+                                 "--repeats", "1", "--out", "c.json").code == 0
+            res = multispin(*argv, "--n-saa", "50")
+        else:
+            res = multispin(*argv, "--n-saa", "50")  # N_SAA only shortens the test: the scenario is as written
+        assert res.code == 0, (page, " ".join(argv), res.err)
+        ran += 1
+    assert ran >= 6, runnable
+
+
+def _prose(html: str) -> str:
+    """A page's text outside maths, code and scripts."""
+    html = re.sub(r'<(span|div) class="arithmatex">.*?</\1>', "", html, flags=re.S)
+    return re.sub(r"<code>.*?</code>|<pre.*?</pre>|<script.*?</script>", "", html, flags=re.S)
+
+
+RAW_TEX = re.compile(r"[^\s<>]{0,20}[_^]\{[^}]*\}")
+
+
+def test_pages_render_as_written(site):
+    """A `*` in prose is emphasis to Markdown (T*(R) lost its star and turned paragraphs italic);
+    list items need four spaces of indentation (the 5-step protocol rendered as 9 steps); TeX
+    belongs inside \\( \\) (raw `_{}`/`^{}` showed as typed); the search works from file:// (its
+    index inlined by the offline plugin). Negative control: the raw-TeX pattern finds one."""
+    assert RAW_TEX.search("gains L_{s,k} tokens")
+    optimiser = (site / "optimiser.html").read_text()
+    assert optimiser.count("T*(R)") >= 4 and "<em>(R)" not in optimiser
+    model = (site / "system-model.html").read_text()
+    start = model.index("Plan (proactive)")
+    protocol = model[model.rindex("<ol>", 0, start):model.index("</ol>", start)]
+    top_level = re.sub(r"<ul>.*?</ul>", "", protocol, flags=re.S)
+    assert top_level.count("<li>") == 5
+    raw = {p.name: RAW_TEX.findall(_prose(p.read_text())) for p in site.rglob("*.html")
+           if p.name not in ("api.html", "cli.html")}
+    assert not {k: v for k, v in raw.items() if v}
+    assert (site / "search" / "search_index.js").exists()

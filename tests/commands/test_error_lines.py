@@ -121,13 +121,19 @@ def test_a_profile_of_another_vocabulary_is_refused_or_forced(multispin, tmp_pat
     comp, acc = _tiny_profiles(tmp_path)
     small = ["--devices", "3", "--n-saa", "20", "--no-baselines", "--json"]
     for flag, path in (("--compute-profile", comp), ("--acceptance-profile", acc)):
-        res = multispin("optimize", flag, str(path), *small)
+        # a scenario the user names keeps its vocabulary
+        res = multispin("optimize", "--scenario", "paper-qwen", flag, str(path), *small)
         assert res.code == 2 and res.err.count("\n") == 1, res.err
         assert "measured on pair 'tiny' (V = 256), but scenario 'paper-qwen' has payload.vocab_size = 151,665" in res.err
         assert "--force" in res.err
-        res = multispin("optimize", flag, str(path), "--force", *small)
+        res = multispin("optimize", "--scenario", "paper-qwen", flag, str(path), "--force", *small)
         assert res.code == 0, res.err
         assert "WARNING" in res.err and "applied anyway (forced)" in res.err
+        # without --scenario: the default scenario with the profile's vocabulary, said in one line
+        res = multispin("optimize", flag, str(path), *small)
+        assert res.code == 0 and res.err == ("scenario: paper-qwen with payload.vocab_size = 256, the profiles' "
+                                             "pair's (--scenario names another)\n"), res.err
+        assert json.loads(res.out)["payload_bits"] < 151_665
     # a scenario of the profile's vocabulary takes it without a word
     f = tmp_path / "tiny.yaml"
     f.write_text("preset: paper-qwen\npayload: {vocab_size: 256, v_eff: 64}\n")

@@ -104,3 +104,75 @@ def test_reported_interrupt_shows_the_partial_result_then_one_line(capsys):
             raise Interrupted("interrupted after 3 rounds", signal.SIGTERM, partial="texts")
     assert exc.value.exit_code == 143 and shown == ["texts"]
     assert capsys.readouterr().err == "interrupted after 3 rounds\n"
+
+
+# Ctrl-C ends the process within seconds whatever runs (STOP_GRACE_S after the first signal, at
+# once on a second). The bound below is far above that grace, for a loaded CI host, and far below
+# what it was: a reproduce with a worker pool took 48-125 s after one Ctrl-C and hung after two.
+STOPPED_WITHIN_S = 25
+
+
+def _descendants(pid: int) -> list[int]:
+    """Processes below ``pid`` (from /proc): the pool's forkserver and its workers."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def _stops_within(proc, sigs: int) -> None:
+    for i in range(sigs):
+        os.killpg(proc.pid, signal.SIGINT)
+        time.sleep(0.05)
+    proc.wait(timeout=STOPPED_WITHIN_S)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+@pytest.mark.parametrize("presses", [1, 2])
+def test_reproduce_with_a_worker_pool_stops_within_seconds(tmp_path, presses):
+    """One Ctrl-C: the line and 130, not a minute's wait on the pool; two: 130 at once, no traceback."""
+    args = ["reproduce", "--quick", "--out", str(tmp_path / "r"), "--figure", "fig1_mode_split", "--workers", "2",
+            "--no-progress"]
+    proc, _, err = _start(args, tmp_path)
+    deadline = time.monotonic() + 240
+    while len(_descendants(proc.pid)) < 3:  # the forkserver and both workers
+        assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
+        time.sleep(0.2)
+    time.sleep(1.0)  # the workers are computing
+    _stops_within(proc, presses)
+    assert proc.returncode == 130
+    text = err.read_text()
+    assert "Traceback" not in text and len(text.strip().splitlines()) == 1, text
+    assert text.startswith("interrupted"), text
+
+
+@pytest.mark.slow
+def _rounds_logged(folder: Path) -> int:
+    return max((_lines(p) for p in folder.rglob("rounds.jsonl")), default=0)
+
+
+@pytest.mark.parametrize("verb,ready", [
+    ("testbed", lambda out, folder: "payload:" in out),  # models loaded, devices and server starting
+    ("demo", lambda out, folder: "devices:" in out),  # set-up said, the first policy starting
+    ("demo", lambda out, folder: _rounds_logged(folder) >= 2),  # rounds running
+])
+def test_testbed_and_demo_stop_within_seconds_at_each_phase(tmp_path, verb, ready):
+    folder = tmp_path / "o"
+    args = [verb, "--pair", "tiny", "--devices", "2", "--rounds", "60", "--out", str(folder)]
+    proc, out, err = _start(args, tmp_path)
+    deadline = time.monotonic() + 240
+    while not ready(out.read_text(), folder):
+        assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
+        time.sleep(0.1)
+    _stops_within(proc, 1)
+    assert proc.returncode == 130
+    assert "Traceback" not in err.read_text() and "ProtocolError" not in err.read_text()

@@ -31,3 +31,32 @@ def check_codecs_fit(ul_codec: str, dl_codec: str, vocab_size: int) -> None:
         verdict = make_codec(spec).exactness(mode, greedy, vocab_size)
         if not verdict.exact:
             raise ConfigError(f"{flag}: {verdict.reason}")
+
+
+FORCE_HELP = "write into an --out folder that holds a previous run's results, replacing them"
+
+
+def check_out_free(out: Path, force: bool, verb: str, holds: tuple[str, ...]) -> None:
+    """A folder that holds a previous run's results (any of ``holds``) is never written over
+    silently: one line naming --out and --force instead (a rerun must not lose an 8-minute result)."""
+    found = next((name for name in holds if (Path(out) / name).exists()), None)
+    if found is not None and not force:
+        raise ConfigError(f"--out: {out} holds a previous `multispin {verb}` run ({found}); give another "
+                          "--out, or --force to replace it")
+
+
+def check_reproduce_out(out: Path, force: bool, config: dict) -> None:
+    """``reproduce`` resumes in its --out (the same command continues an interrupted run, from the
+    cache) but does not replace a finished run made with other settings without --force."""
+    import json
+
+    try:
+        before = json.loads((Path(out) / "run.json").read_text()).get("config", {})
+    except (OSError, ValueError):
+        return
+    keys = ("quick", "preset", "seed", "drops", "n_saa", "noise_figure_db", "figures")
+    changed = [k for k in keys if k in before and before[k] != config.get(k)]
+    if changed and not force:
+        was = ", ".join(f"{k} {before[k]}" for k in changed)
+        raise ConfigError(f"--out: {out} holds a finished `multispin reproduce` run with other settings ({was}); "
+                          "give another --out, or --force to replace it (the same settings resume)")

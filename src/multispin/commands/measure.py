@@ -32,7 +32,9 @@ def measure(
     draft_len: int = typer.Option(8, min=1, max=20, metavar="INT", help="draft length γ"),
     max_new_tokens: int = typer.Option(64, min=2, max=4096, metavar="INT", help="tokens generated per prompt"),
     temperature: float = typer.Option(1.0, min=0.0, metavar="FLOAT", help="sampling temperature (0 = greedy)"),
-    top_k: int = typer.Option(0, min=0, metavar="INT", help="top-k cut (0 = off; the testbed samples with 1024)"),
+    top_k: Optional[int] = typer.Option(None, min=0, metavar="INT",
+                                        show_default="min(1024, V): what testbed and demo sample with",
+                                        help="top-k cut (0 = off)"),
     seed: int = typer.Option(0, metavar="INT", help="seed of prompt choice and sampling"),
     source: Literal["auto", "builtin", "sharegpt", "humaneval", "mtbench"] = typer.Option(
         "auto", help="prompt source (auto: the task's dataset, built-in prompts when offline; "
@@ -51,13 +53,17 @@ def measure(
     from multispin.models.placement import place_pair
     from multispin.models.registry import resolve_pair
 
+    from multispin.experiments.testbed import compact_exact_defaults
+
     config = MeasureConfig.make(pair=pair, drafts=draft or None, task=task, prompts=prompts,
                                 verdict_prompts=verdict_prompts, draft_len=draft_len,
-                                max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k,
+                                max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k or 0,
                                 seed=seed, source=source, batch=batch)
     with step_progress() as progress:
         progress.loading(f"loading {pair}…")
         loaded = place_pair(resolve_pair(pair, drafts=draft or None), machine["placement"])
+        if top_k is None:  # the runs' own cut (the same function picks it), so α describes them
+            config = config.model_copy(update={"top_k": compact_exact_defaults(loaded.vocab_size)[0]})
         profiles = [versioned(json_safe(p), "acceptance-profile")
                     for p in run_measure(config, pair=loaded, progress=progress).values()]
     written = []

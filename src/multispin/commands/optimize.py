@@ -93,6 +93,29 @@ def build_report(
     return api.plan(sc, round_index, draft_policy=draft_policy, baselines=baselines).to_dict()
 
 
+def scenario_for_profiles(acceptance_profile, compute_profile):
+    """Without ``--scenario``: the default scenario with the vocabulary of the profiles given, when
+    they were measured on another pair (None otherwise), and the line that says so.
+
+    "measure (or profile), then optimize" means "plan for the pair I measured": the paper's radio,
+    devices and compute, with that pair's payload (``payload.vocab_size``; the profiles replace
+    α and the compute). A scenario the user names keeps its own vocabulary (refused unless --force)."""
+    from multispin.commands._options import DEFAULT_SCENARIO
+    from multispin.system.profile_fit import profile_vocab_size, read_profile
+    from multispin.system.scenario_io import resolve_scenario
+
+    sources = [("acceptance_profile", p) for p in acceptance_profile or []]
+    sources += [("compute_profile", compute_profile)] if compute_profile else []
+    vocab = {profile_vocab_size(read_profile(p, what)) for what, p in sources} - {None}
+    base = resolve_scenario(DEFAULT_SCENARIO)
+    if len(vocab) != 1 or base.payload.vocab_size in vocab:
+        return None, ""  # none named, or profiles of different pairs: the vocabulary check says which
+    v = vocab.pop()
+    sc = base.override({"payload.vocab_size": v, "payload.v_eff": min(base.payload.v_eff, v)})
+    return sc, (f"scenario: {DEFAULT_SCENARIO} with payload.vocab_size = {v:,}, the profiles' pair's "
+                "(--scenario names another)")
+
+
 @contextlib.contextmanager
 def _progress(devices: Optional[int]):
     """A spinner with the elapsed time on stderr; for large K, the expected time up front."""
@@ -199,6 +222,11 @@ def optimize(
     """Optimise one round: draft lengths per device, UL/DL modes and powers, against the baselines."""
     setup_logging(log_level)
     spec = pick_scenario(scenario, preset=preset, config=config)
+    if scenario is None and preset is None and config is None:
+        matched, line = scenario_for_profiles(acceptance_profile, compute_profile)
+        if matched is not None:
+            spec = matched
+            typer.echo(line, err=True)
     check_scenario_fields("optimize", spec)
     with _progress(devices) as status:
         report = build_report(scenario=spec, devices=devices,

@@ -11,6 +11,7 @@ from typing import Literal, Optional
 import typer
 
 from multispin.commands._app import app
+from multispin.commands._checks import FORCE_HELP, check_reproduce_out
 from multispin.commands._interrupt import reported_interrupt
 from multispin.commands._options import (
     LogLevel, choice_option, legacy_option, log_level_option, noise_figure_option, pick_scenario,
@@ -65,13 +66,14 @@ def reproduce(
         help="another run's OUT: the report sets its claim verdicts beside this run's (e.g. measured vs assumed acceptance)"),
     report_only: bool = typer.Option(False, "--report-only",
                                      help="redraw the PNGs and rewrite claims and report.md from OUT's CSVs"),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP + " (the same settings resume without it)"),
     log_level: LogLevel = log_level_option(),
     preset: Optional[str] = legacy_option("--preset"),
 ) -> None:
     """Reproduce the paper: per figure a CSV and a PNG, and report.md with the checked claims."""
     setup_logging(log_level)
     from multispin.experiments.reproduce.config import RunConfig, default_workers
-    from multispin.experiments.reproduce.pipeline import rebuild_report
+    from multispin.experiments.reproduce.pipeline import figure_modules, rebuild_report
     from multispin.experiments.reproduce.pipeline import reproduce as run
 
     cfg = RunConfig(out=out, quick=quick, preset=pick_scenario(scenario, default="all", preset=preset),
@@ -80,6 +82,9 @@ def reproduce(
                     figures=tuple(figure) if figure else None, use_cache=not no_cache, progress=not no_progress,
                     executor=executor, address=address, compare_with=compare_with)
     command = "multispin " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    figure_modules(cfg.figures)  # an unknown figure is the one line, before any banner
+    if not report_only:
+        check_reproduce_out(out, force, cfg.to_dict())
     if not quick and not report_only:
         out.mkdir(parents=True, exist_ok=True)  # an unwritable --out is the one line, not this one
         typer.echo(full_run_line(cfg.workers, out, figure), err=True)

@@ -12,6 +12,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from multispin.commands._app import app
+from multispin.commands._checks import FORCE_HELP, check_out_free
 from multispin.commands._flag_groups import CSI, LINK, MACHINE, RADIO, takes
 from multispin.commands._interrupt import reported_interrupt
 from multispin.commands._scenario_fields import check_scenario_fields, running_values
@@ -109,6 +110,7 @@ def testbed(
     runner: Literal["fork", "subprocess", "thread"] = typer.Option("fork", help="how device processes start"),
     link: dict = LINK.slot,
     out: Path = typer.Option(Path("out/testbed"), metavar="DIR", help="folder for rounds.jsonl, server.jsonl, summary.json"),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
     machine: dict = MACHINE.slot,
     as_json: bool = json_option(help="print the summary as JSON"),
     preset: Optional[str] = legacy_option("--preset"),
@@ -119,6 +121,7 @@ def testbed(
     from multispin.experiments.testbed import TestbedConfig, build_scenario
 
     scenario = pick_scenario(scenario, preset=preset)
+    check_out_free(out, force, "testbed", ("summary.json", "rounds.jsonl"))
     given = check_scenario_fields("testbed", scenario)
     picked = running_values(scenario, given, devices=devices, seed=seed, n_saa=None, split=split)
     devices = picked["devices"]
@@ -134,8 +137,12 @@ def testbed(
     if as_json:
         typer.echo(json.dumps(versioned(result.summary, "testbed-summary")))
         return
+    from multispin.experiments.testbed import forecast_note
+
     con = table_console()
     con.print(_table([result], f"multispin testbed: {pair}, K={devices}, {scenario}"))
+    if forecast_note(result.summary):
+        con.print(forecast_note(result.summary), highlight=False)
     con.print(f"logs and summary in {out}/")
 
 
@@ -161,6 +168,7 @@ def demo(
                                        help="first seed (same prompts and channel for every policy)"),
     link: dict = LINK.slot,
     out: Path = typer.Option(Path("out/demo"), metavar="DIR", help="output folder (summary.json, demo.png, logs)"),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
     machine: dict = MACHINE.slot,
     as_json: bool = json_option(help="print the summary as JSON"),
     preset: Optional[str] = legacy_option("--preset"),
@@ -168,10 +176,13 @@ def demo(
     """Adaptive vs all_ul vs all_dl vs target_only in steady state, paired, with 95% intervals."""
     from multispin.models.placement import place_pair
     from multispin.models.registry import resolve_pair
-    from multispin.experiments.demo import DemoConfig, describe_setup, plot_demo, plot_sweep, run_demo
+    from multispin.experiments.demo import (
+        DemoConfig, describe_setup, non_default_settings, plot_demo, plot_sweep, run_demo,
+    )
     from multispin.experiments.testbed import build_scenario
 
     scenario = pick_scenario(scenario, preset=preset)
+    check_out_free(out, force, "demo", ("summary.json", "demo.png"))
     given = check_scenario_fields("demo", scenario)
     picked = running_values(scenario, given, devices=devices, seed=seed, n_saa=None, split=None)
     devices, seed = picked["devices"], picked["seed"]
@@ -201,6 +212,8 @@ def demo(
     con = table_console()
     for point in result.points:
         title = f"multispin demo: {pair}, K={devices}, {scenario} profile, virtual clock, steady state"
+        if non_default_settings(config):
+            title += f", {non_default_settings(config)}"
         if point.offset_db is not None:
             title += f", P^dl = P^ul + {point.offset_db:g} dB"
         con.print(_demo_table(point, title))

@@ -26,7 +26,9 @@ from pydantic import Field
 
 from multispin.config import StrictConfig
 from multispin.errors import Interrupted
-from multispin.experiments.paired import PairedDifference, RoundLog, goodput_interval, paired_difference
+from multispin.experiments.paired import (
+    MAX_BATCHES_PER_SEED, MIN_BATCH_ROUNDS, PairedDifference, RoundLog, goodput_interval, paired_difference,
+)
 from multispin.experiments.testbed import (
     TestbedConfig, TestbedResult, build_scenario, run_testbed, steady_state_figures,
 )
@@ -140,10 +142,36 @@ class DemoResult:
 
     def to_dict(self) -> dict:
         return {"config": json.loads(self.config.model_dump_json()), "setup": self.setup,
-                "method": ("steady-state goodput Σ tokens / Σ (T_comp + T_comm) over every measured round; "
-                           "95% intervals: paired moving-block bootstrap over rounds (seeds resampled "
-                           "when there are several), percentile method"),
+                "method": METHOD,
                 "points": [p.to_dict() for p in self.points]}
+
+
+# what summary.json says of its intervals: what multispin.experiments.paired computes
+METHOD = ("steady-state goodput Σ tokens / Σ (T_comp + T_comm) over every measured round; 95% intervals: "
+          f"batch means (each seed's rounds cut into consecutive batches of at least {MIN_BATCH_ROUNDS} rounds, "
+          f"at most {MAX_BATCHES_PER_SEED} per seed, the same cuts for every policy, so differences stay paired) "
+          "with a leave-one-batch-out jackknife of the ratio of sums, on the log scale with Student's t "
+          "over the batches of every seed")
+
+# settings a title names when they differ from these (the defaults of `multispin demo`)
+_LABELS = {"p_dl_dbm": ("P^dl {} dBm", None), "p_ul_dbm": ("P^ul {} dBm", None),
+           "noise_figure_db": ("NF {} dB", None), "speed_kmh": ("{} km/h", None),
+           "pilot_snr_db": ("pilot SNR {} dB", None), "csi_planning": ("{} planning", None),
+           "top_k": ("top-k {}", None), "ul_codec": ("UL {}", None), "dl_codec": ("DL {}", None),
+           "drafts": ("drafts {}", None), "max_new_tokens": ("{} tokens per prompt", 64),
+           "n_saa": ("N_SAA {}", 300), "split": ("{} split", "equal")}
+
+
+def non_default_settings(config: "DemoConfig") -> str:
+    """The settings that differ from the demo's defaults, for titles and figures: a run at 30 km/h
+    or pilot SNR 0 dB must not look like the default run."""
+    parts = []
+    for name, (fmt, default) in _LABELS.items():
+        value = getattr(config, name)
+        if value != default:
+            parts.append(fmt.format(",".join(value) if isinstance(value, list) else f"{value:g}"
+                                    if isinstance(value, float) else value))
+    return ", ".join(parts)
 
 
 ProgressHook = Callable[[str, int], Callable[[int, int], None]]  # (label, rounds) -> per-round callback
@@ -248,8 +276,9 @@ def plot_demo(result: DemoResult, path: Path) -> Path:
     ax2.legend()
     ax2.grid(alpha=0.3)
     cfg = result.config
+    extra = non_default_settings(cfg)
     fig.suptitle(f"multispin demo: {cfg.pair}, K={cfg.devices}, {cfg.scenario} profile, {cfg.rounds} rounds × "
-                 f"{cfg.seeds} seed(s), steady state, 95% intervals")
+                 f"{cfg.seeds} seed(s), steady state, 95% intervals" + (f"\n{extra}" if extra else ""))
     return _save(fig, path)
 
 
@@ -276,8 +305,9 @@ def plot_sweep(result: DemoResult, path: Path) -> Path:
     ax.grid(alpha=0.3)
     ax.legend()
     cfg = result.config
-    ax.set_title(f"{cfg.pair}, K={cfg.devices}, {cfg.scenario}, {cfg.rounds} rounds × {cfg.seeds} seed(s)",
-                 fontsize=10)
+    extra = non_default_settings(cfg)
+    ax.set_title(f"{cfg.pair}, K={cfg.devices}, {cfg.scenario}, {cfg.rounds} rounds × {cfg.seeds} seed(s)"
+                 + (f"\n{extra}" if extra else ""), fontsize=10)
     return _save(fig, path)
 
 

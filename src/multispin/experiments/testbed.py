@@ -207,6 +207,18 @@ class TestbedResult:
     texts: dict[int, str] = field(default_factory=dict)
 
 
+def forecast_note(summary: dict) -> str:
+    """On the wall clock, the one line that says which compute profile the forecast assumes: the
+    scenario's (the paper presets': an A100), not this host's stopwatch."""
+    if summary.get("clock") != "wall" or "forecast_compute" not in summary:
+        return ""
+    c = summary["forecast_compute"]
+    return (f"note: G is this host's wall clock, but the forecast times compute with the profile of scenario "
+            f"{c['scenario']} (T_ver0 {1e3 * c['t_ver0_s']:.1f} ms, T_ver1 {1e3 * c['t_ver1_s']:.1f} ms, "
+            f"T^dft {1e3 * c['draft_latency_s_per_token']:.1f} ms/token), not this host's; for a forecast of this "
+            "host, time it (`multispin profile --out compute.json`) and put those numbers in the scenario")
+
+
 def build_scenario(config: TestbedConfig):
     from multispin.system.scenario_io import FLAG_FIELDS, resolve_scenario, with_overrides
 
@@ -257,15 +269,30 @@ def forecast_rounds(config: "TestbedConfig") -> int:
     return 2 * config.rounds if config.rounds else 40
 
 
-def _run_figures(config: TestbedConfig, planner: ScenarioPlanner, rows: list[dict], airtime_s: float) -> dict:
+def _run_figures(config: TestbedConfig, planner: ScenarioPlanner, rows: list[dict], airtime_s: float,
+                 predict: bool = True) -> dict:
     """The run's figures (`steady_state_figures`), goodput on the wall clock when that is the clock,
     the model's forecast (fresh channels, independent of the run) and its prediction conditioned on
-    the realised rounds, and the mean γ per device slot."""
+    the realised rounds, and the mean γ per device slot. ``predict=False`` (an interrupted run,
+    which must stop within seconds): no forecast and no conditioned prediction (None)."""
     figures = steady_state_figures(rows, config.devices)
     if config.clock == "wall":
         wall = sum(row["round_wall_s"] for row in rows) + airtime_s
         figures["goodput_tokens_per_s"] = figures["tokens"] / wall if wall else 0.0
-    pred = model_predictions(planner, mc_rounds=200, seed=config.seed) if planner.rounds else {}
+    pred = model_predictions(planner, mc_rounds=200, seed=config.seed) if planner.rounds and predict else {}
+    if predict:
+        # the forecast replays the run's jobs (budgets) and its online estimator; the budget-blind
+        # forecast at the prior α (the model before either) is kept next to it
+        forecast = {
+            **forecast_goodput(planner.scenario, planner.payload, config.policy, rounds=forecast_rounds(config),
+                               split=config.split, seed=config.seed, max_new_tokens=config.max_new_tokens,
+                               online=planner.online, horizon=config.rounds or forecast_rounds(config)),
+            "budget_blind_forecast_tokens_per_s": forecast_goodput(
+                planner.scenario, planner.payload, config.policy, split=config.split,
+                seed=config.seed)["forecast_tokens_per_s"],
+        }
+    else:
+        forecast = {"forecast_tokens_per_s": None, "budget_blind_forecast_tokens_per_s": None}
     gammas: dict[int, list[int]] = {d: [] for d in range(config.devices)}
     for row in rows:
         for d, g in row["gamma"].items():
@@ -274,14 +301,7 @@ def _run_figures(config: TestbedConfig, planner: ScenarioPlanner, rows: list[dic
         **figures,
         "virtual_time_s": planner.virtual_time_s,
         "planned_goodput_tokens_per_s": planner.planned_goodput_tokens_per_s,
-        # the forecast replays the run's jobs (budgets) and its online estimator; the budget-blind
-        # forecast at the prior α (the model before either) is kept next to it
-        **forecast_goodput(planner.scenario, planner.payload, config.policy, rounds=forecast_rounds(config),
-                           split=config.split, seed=config.seed, max_new_tokens=config.max_new_tokens,
-                           online=planner.online, horizon=config.rounds or forecast_rounds(config)),
-        "budget_blind_forecast_tokens_per_s": forecast_goodput(
-            planner.scenario, planner.payload, config.policy, split=config.split,
-            seed=config.seed)["forecast_tokens_per_s"],
+        **forecast,
         # the models at the realised rounds' γ and channels: a consistency check, not a prediction
         **{f"conditioned_{k}": v for k, v in pred.items()},
         "dl_share": planner.dl_share(),
@@ -347,12 +367,18 @@ def run_testbed(config: TestbedConfig, pair=None,
     records = summary.server.devices
     result = {
         "pair": pair.name, "policy": config.policy, "clock": config.clock, "scenario": config.scenario,
-        "devices": config.devices, **_run_figures(config, planner, rows, sink.airtime_s), "wall_time_s": wall_s,
+        "devices": config.devices, **_run_figures(config, planner, rows, sink.airtime_s, predict=interrupted is None),
+        "wall_time_s": wall_s,
         **bits_per_token(rows, choice.wire),
         "exact": choice.exact,
         "payload": choice.to_dict(),
         "payload_headline": choice.headline,
         "noise_psd_w_per_hz": planner.world.radio_params().noise_psd_w_per_hz,
+        # what the forecast (and the virtual clock) times compute with: the scenario's profile, which
+        # on the wall clock is not this host's (a run says so: `forecast_note`)
+        "forecast_compute": {**planner.scenario.compute.model_dump(mode="json"),
+                             "draft_latency_s_per_token": planner.scenario.devices.draft_latency_s_per_token,
+                             "scenario": planner.scenario.name},
         # mobility and channel knowledge the run planned under (docs/channel-knowledge.md)
         "channel": planner.scenario.channel.model_dump(mode="json"),
         "alpha_estimate": {str(d): float(a) for d, a in enumerate(planner.estimator.alpha)},

@@ -39,6 +39,7 @@ from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
 
 log = logging.getLogger("multispin.device")
+REFUSED_HINT_AFTER_S = 3.0  # refused connections for this long: the hint that nothing listens there
 
 _FATAL_CODES = ("auth", "refused")
 _ZMQ_EVENTS, _ZMQ_POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
@@ -189,12 +190,14 @@ class DeviceClient:
             curve_client(sock, self.keys)
         # the lost connection (server crash, restart) and a refused key, as they happen
         self._monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED
+                                                | zmq.EVENT_CONNECT_RETRIED
                                                 | zmq.EVENT_HANDSHAKE_FAILED_AUTH
                                                 | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
                                                 | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
         self._connected = False
         self._welcomed = False  # this connection's WELCOME arrived
         self._failed_handshakes = 0
+        self._refused_since: float | None = None  # connection refused (nothing listens) since then
         self._poller = zmq.Poller()
         self._poller.register(sock, zmq.POLLIN)
         sock.connect(self.server)
@@ -212,6 +215,16 @@ class DeviceClient:
             ev = recv_monitor_message(self._monitor)["event"]
             if ev == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self._connected = True
+            elif ev == zmq.EVENT_CONNECT_RETRIED and not self._connected:
+                # ZeroMQ retries a refused connection silently: say so within seconds, once (a device
+                # may start before its server, so it keeps trying)
+                self._refused_since = self._refused_since or time.monotonic()
+                waited = time.monotonic() - self._refused_since
+                if waited >= REFUSED_HINT_AFTER_S and not getattr(self, "_hinted", False):
+                    self._hinted = True
+                    log.warning("device %d: nothing accepts connections at %s (refused for %.0f s); is "
+                                "`multispin serve` running there, on this port? still trying", self.device_id,
+                                self.server, waited)
             elif ev == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
                 raise _Fatal(f"device {self.device_id}: the server refused this device's key "
                              "(not in its allowed set)")

@@ -131,6 +131,16 @@ def _write_result(path: Path, payload: dict) -> None:
     os.replace(tmp, path)  # a reader never sees half a file
 
 
+def _remove_in_background(folder: Path) -> None:
+    """Delete ``folder`` in a process of its own, which outlives this one (a steady-state run's
+    key folder holds a key pair per job: thousands of files, seconds to delete on a busy disk)."""
+    try:
+        subprocess.Popen(["rm", "-rf", str(folder)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
@@ -237,6 +247,7 @@ class LocalTestbed:
         self._server_error: BaseException | None = None
         self._started = 0.0
         self._attempt = 0
+        self._stopped = False
 
     @staticmethod
     def _check_queues(queues: Sequence[Sequence[str]] | None, prompts: Sequence[str] | None,
@@ -368,6 +379,7 @@ class LocalTestbed:
         return handle
 
     def stop(self) -> None:
+        self._stopped = True
         self.server.request_stop("stop")
 
     def wait(self, timeout_s: float = 600.0) -> TestbedSummary:
@@ -408,7 +420,10 @@ class LocalTestbed:
             and out["tokens"] == self._summary.devices[d].tokens
             for d, out in devices.items()
         ) and set(devices) >= {d for d, r in self._summary.devices.items() if r.finished}
-        shutil.rmtree(self._tmp, ignore_errors=True)
+        if self._stopped:  # Ctrl-C: the stop must not wait on deleting thousands of throw-away keys
+            _remove_in_background(self._tmp)
+        else:
+            shutil.rmtree(self._tmp, ignore_errors=True)
         return TestbedSummary(self._summary, devices, consistent,
                               time.perf_counter() - self._started, self.log_path)
 
