@@ -5,15 +5,16 @@ takes 0.3–0.5 s at K = 20 and seconds at K = 50 on one core: longer than the r
 search reaches the same plans (tests: within 0.5% of it on ≥ 99% of drops, never below a baseline)
 with far fewer T_comm solves and far fewer Python-level steps:
 
-- **Coarse climbs on a subsample** (1/8 of the samples when N_SAA ≥ 400, common random numbers:
-  the first rows of the same uniforms), each step vectorised over every device and every
-  length at once (`IncrementalSAA.line_table`: one bincount gives G for all K·(γ_max + 1)
-  single-device moves). A step takes the best single-device move, or all improving devices' best
-  lengths at once when that is better; where no single move helps, joint ±1 shifts of the drafting
-  devices.
+- **Coarse climbs on a subsample** (common random numbers: the first rows of the same uniforms),
+  each step vectorised over every device and every length at once (`IncrementalSAA.line_table`:
+  one bincount gives G for all K·(γ_max + 1) single-device moves). A step takes the best
+  single-device move, or all improving devices' best lengths at once when that is better; where no
+  single move helps, joint ±1 shifts of the drafting devices or idle devices switched on together.
+  A climb that reaches a point an earlier one passed through stops.
 - **Few starts**: the two best uniform γ's on the subsample, computation-only, computation-only
-  with the weakest 25/50/75% of the drafting devices off, any ``extra_starts``; only the best
-  ``climbs`` (2) of them on the subsample are climbed.
+  with the weakest 25/50/75% of the drafting devices off, the best two of "the m devices with the
+  cheapest rejections at one length" (m on a geometric grid), any ``extra_starts``; only the best
+  ``climbs`` (3) of them on the subsample are climbed.
 - **A second climb on a larger subsample** (about 5,000 / K samples) from the best point on all
   samples, then a **polish on all samples**: the best single-device ±1 move while one raises
   G, then joint ±1/±2 shifts of the drafting devices; each move re-solves only the samples whose
@@ -24,7 +25,7 @@ with far fewer T_comm solves and far fewer Python-level steps:
   evaluated on all samples so far is returned (computation-only, evaluated first, at the least).
 
 Sizes are in rows: a climb step on n samples re-solves up to n·K flipped outcomes, so the
-subsamples shrink as 1/K (2,500/K and 5,000/K samples, at least 62). The paper's greedy is not run
+subsamples shrink as 1/K (1,250/K and 5,000/K samples, at least 62). The paper's greedy is not run
 (its +1 climb alone costs about as much as this whole search) and the best uniform γ is found among
 the subsample's two best: the tests check on 200 drops that the plan is never below either.
 """
@@ -51,7 +52,7 @@ from multispin.optimize.incremental import IncrementalSAA
 # Subsample sizes: a climb step re-solves up to (samples × K) flipped outcomes, so the sizes scale
 # as 1/K (each clipped to [_MIN_SAMPLES, N_SAA]): the coarse climbs from every start, then the
 # best point climbed again on a larger subsample.
-_COARSE_ROWS = 2500
+_COARSE_ROWS = 1250
 _MID_ROWS = 5000
 _MIN_SAMPLES = 62
 _CLIMBS = 3
