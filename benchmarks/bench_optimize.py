@@ -7,6 +7,10 @@
 2. Vectorised throughput (outcomes per second) of the reactive solver.
 3. The full draft-length optimisation (N_SAA = 1000) for K = 20, 50, 100, 200: the shipped search,
    the ±1 search shipped before it and the paper's greedy.
+3a. Planning inside the round: CPU per plan of the per-round search (policy fast, with and without
+   a deadline of 10% of the round), the shipped search and the paper's greedy, against the round
+   they plan (T_comp + E[T_comm]), with each plan's shortfall to the best of them, K = 8, 20, 50,
+   200 (``--planning`` runs this section alone).
 3b. Shortfall of each policy to the best known γ (a slow reference search) per (P^dl, noise figure).
 4. Shipped search vs the exhaustive oracle on small K: gap distribution.
 5. Adaptive modes and greedy draft lengths vs every baseline on the paper-qwen preset.
@@ -36,6 +40,7 @@ from multispin.optimize.draft_lengths import (  # noqa: E402
     pm1_search,
     reference_search,
 )
+from multispin.optimize.fast_search import fast_search  # noqa: E402
 from multispin.optimize.goodput import SAAObjective  # noqa: E402
 from multispin.optimize.reactive import brute_force_oracle, optimal_modes_batch, reactive  # noqa: E402
 from multispin.system import World, get_preset  # noqa: E402
@@ -133,10 +138,47 @@ def section_greedy(quick: bool) -> None:
               f" {np.mean(go):9.1f} {np.mean(gp):9.1f}")
 
 
+def section_round_planning(quick: bool) -> None:
+    print("\n== 3a. planning inside the round, N_SAA = 1000 (paper-qwen, P^dl/P^ul = 4; CPU of one core per plan, "
+          "median over drops; short: G below the best of the plans, mean over drops) ==")
+    print(f"  {'K':>4s} {'drops':>5s} {'round':>9s} | {'fast CPU':>9s} {'% rnd':>6s} {'short':>7s} | "
+          f"{'deadline':>9s} {'short':>7s} | {'shipped':>9s} {'% rnd':>6s} {'short':>7s} | {'paper':>9s} {'short':>7s}")
+    for k, drops in ((8, 3), (20, 3), (50, 2), (200, 1)):
+        if quick and k > 20:
+            continue
+        cols: dict[str, list] = {}
+        for seed in range(drops):
+            w = world(k, seed)
+            obj = SAAObjective(w.instance(0), w.saa_uniforms(0))
+            fast, _, t_fast = timed(lambda: fast_search(obj))
+            round_s = fast.goodput.t_comp_s + fast.goodput.e_t_comm_s
+            cut, _, t_cut = timed(lambda: fast_search(obj, deadline_s=0.1 * round_s))
+            paper, _, t_paper = timed(lambda: paper_greedy(obj))
+            # the shipped search takes ~26 s at K = 200: measured there only without --quick
+            shipped, t_shipped = (None, float("nan")) if k > 50 and quick else timed(lambda: local_search(obj))[::2]
+            plans = [p for p in (fast, cut, paper, shipped) if p is not None]
+            best = max(p.goodput_tokens_per_s for p in plans)
+            for name, p, t in (("fast", fast, t_fast), ("cut", cut, t_cut), ("paper", paper, t_paper),
+                               ("shipped", shipped, t_shipped)):
+                cols.setdefault(name, []).append((t, float("nan") if p is None else 1 - p.goodput_tokens_per_s / best))
+            cols.setdefault("round", []).append((round_s, 0.0))
+
+        def med(name):
+            return statistics.median(t for t, _ in cols[name])
+
+        def short(name):
+            return f"{100 * np.mean([s for _, s in cols[name]]):6.2f}%"
+
+        rnd = med("round")
+        print(f"  {k:4d} {drops:5d} {fmt_s(rnd):>9s} | {fmt_s(med('fast')):>9s} {100 * med('fast') / rnd:5.1f}% "
+              f"{short('fast')} | {fmt_s(med('cut')):>9s} {short('cut')} | {fmt_s(med('shipped')):>9s} "
+              f"{100 * med('shipped') / rnd:5.1f}% {short('shipped')} | {fmt_s(med('paper')):>9s} {short('paper')}")
+
+
 def section_shortfall(quick: bool) -> None:
     print("\n== 3b. shortfall to the best known γ (K = 20, N_SAA = 1000, paper-qwen; reference: iterated local "
           "search, 8 random restarts + 8 kicks, started from every policy's γ) ==")
-    policies = {"shipped": local_search, "old ±1": pm1_search, "paper greedy": paper_greedy,
+    policies = {"shipped": local_search, "fast": fast_search, "old ±1": pm1_search, "paper greedy": paper_greedy,
                 "best uniform": best_uniform, "computation-only": computation_only}
     drops = 1 if quick else 4
     print(f"  {'P^dl':>5s} {'NF':>3s}  " + "  ".join(f"{n:>30s}" for n in policies))
@@ -255,6 +297,7 @@ def section_extensions(quick: bool) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller sizes (CI smoke run)")
+    ap.add_argument("--planning", action="store_true", help="only section 3a (planning inside the round)")
     args = ap.parse_args()
     t0 = time.perf_counter()
     try:
@@ -263,9 +306,14 @@ def main() -> None:
         print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; times are CPU (process) seconds")
     except OSError:
         pass
+    if args.planning:
+        section_round_planning(args.quick)
+        print(f"\n(total {time.perf_counter() - t0:.0f} s)")
+        return
     section_reactive(args.quick)
     section_throughput(args.quick)
     section_greedy(args.quick)
+    section_round_planning(args.quick)
     section_shortfall(args.quick)
     section_gap(args.quick)
     section_baselines(args.quick)

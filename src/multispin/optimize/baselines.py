@@ -23,7 +23,9 @@ from multispin.optimize.draft_lengths import (
 from multispin.optimize.goodput import SAAObjective
 from multispin.system.instance import Instance
 
-DRAFT_POLICIES = ("greedy", "fast", "greedy_paper", "best_uniform", "computation_only", "oracle", "certified")
+DRAFT_POLICIES = ("greedy", "greedy_paper", "best_uniform", "computation_only", "oracle", "certified")
+# what `plan` takes: the CLI's draft policies and the running system's per-round search
+PLAN_POLICIES = DRAFT_POLICIES + ("fast",)
 MODE_BASELINES = ("all_ul", "all_dl", "random")
 
 
@@ -57,7 +59,7 @@ def optimise_draft_lengths(obj: SAAObjective, policy: str = "greedy", extra_star
         return computation_only(obj)
     if policy == "oracle":
         return exhaustive_oracle(obj)
-    raise ConfigError(f"policy: unknown value {policy!r} (allowed: {', '.join(DRAFT_POLICIES)})")
+    raise ConfigError(f"policy: unknown value {policy!r} (allowed: {', '.join(PLAN_POLICIES)})")
 
 
 def baselines(

@@ -290,13 +290,13 @@ def _climb(state: IncrementalSAA, orders, visited: set, trace: list, compound: b
     if arrived():
         return None
     while True:
-        state.refresh_flips()
         # Every device's best γ_k with the others fixed, all taken at once when that raises G: far
         # from an optimum this replaces a sweep of one-by-one moves, each of which would invalidate
-        # the other devices' flipped outcomes.
-        lines = [state.line_values(k) for k in range(inst.num_devices)]
-        best = np.array([int(np.argmax(v)) for v in lines])
-        gains = np.array([v[j] for v, j in zip(lines, best)]) > cur * (1 + _REL_IMPROVEMENT)
+        # the other devices' flipped outcomes. (`line_table`: every device's `line_values` in one
+        # batch, equal to them bit for bit.)
+        lines = state.line_table()
+        best = np.argmax(lines, axis=1)
+        gains = lines[np.arange(inst.num_devices), best] > cur * (1 + _REL_IMPROVEMENT)
         if np.count_nonzero(gains & (best != state.gamma)) > 1:
             joint = np.where(gains, best, state.gamma)
             vals, changes = state.candidate_values(joint[None, :])

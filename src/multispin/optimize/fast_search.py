@@ -5,15 +5,16 @@ takes 0.3–0.5 s at K = 20 and seconds at K = 50 on one core: longer than the r
 search reaches the same plans (tests: within 0.5% of it on ≥ 99% of drops, never below a baseline)
 with far fewer T_comm solves and far fewer Python-level steps:
 
-- **Coarse climbs on a subsample** (1/8 of the samples when N_SAA ≥ 400, common random numbers:
-  the first rows of the same uniforms), each step vectorised over every device and every
-  length at once (`IncrementalSAA.line_table`: one bincount gives G for all K·(γ_max + 1)
-  single-device moves). A step takes the best single-device move, or all improving devices' best
-  lengths at once when that is better; where no single move helps, joint ±1 shifts of the drafting
-  devices.
+- **Coarse climbs on a subsample** (common random numbers: the first rows of the same uniforms),
+  each step vectorised over every device and every length at once (`IncrementalSAA.line_table`:
+  one bincount gives G for all K·(γ_max + 1) single-device moves). A step takes the best
+  single-device move, or all improving devices' best lengths at once when that is better; where no
+  single move helps, joint ±1 shifts of the drafting devices or idle devices switched on together.
+  A climb that reaches a point an earlier one passed through stops.
 - **Few starts**: the two best uniform γ's on the subsample, computation-only, computation-only
-  with the weakest 25/50/75% of the drafting devices off, any ``extra_starts``; only the best
-  ``climbs`` (2) of them on the subsample are climbed.
+  with the weakest 25/50/75% of the drafting devices off, the best two of "the m devices with the
+  cheapest rejections at one length" (m on a geometric grid), any ``extra_starts``; only the best
+  ``climbs`` (3) of them on the subsample are climbed.
 - **A second climb on a larger subsample** (about 5,000 / K samples) from the best point on all
   samples, then a **polish on all samples**: the best single-device ±1 move while one raises
   G, then joint ±1/±2 shifts of the drafting devices; each move re-solves only the samples whose
@@ -24,7 +25,7 @@ with far fewer T_comm solves and far fewer Python-level steps:
   evaluated on all samples so far is returned (computation-only, evaluated first, at the least).
 
 Sizes are in rows: a climb step on n samples re-solves up to n·K flipped outcomes, so the
-subsamples shrink as 1/K (2,500/K and 5,000/K samples, at least 62). The paper's greedy is not run
+subsamples shrink as 1/K (1,250/K and 5,000/K samples, at least 62). The paper's greedy is not run
 (its +1 climb alone costs about as much as this whole search) and the best uniform γ is found among
 the subsample's two best: the tests check on 200 drops that the plan is never below either.
 """
@@ -40,6 +41,7 @@ from multispin.optimize.draft_lengths import (
     _REL_IMPROVEMENT,
     DraftPlan,
     _switched_off,
+    _switched_on,
     _weakness_orders,
     _check_gamma,
     max_g_max,
@@ -50,10 +52,10 @@ from multispin.optimize.incremental import IncrementalSAA
 # Subsample sizes: a climb step re-solves up to (samples × K) flipped outcomes, so the sizes scale
 # as 1/K (each clipped to [_MIN_SAMPLES, N_SAA]): the coarse climbs from every start, then the
 # best point climbed again on a larger subsample.
-_COARSE_ROWS = 2500
+_COARSE_ROWS = 1250
 _MID_ROWS = 5000
 _MIN_SAMPLES = 62
-_CLIMBS = 2
+_CLIMBS = 3
 _POLISH_SHIFTS = (1, -1, 2, -2)
 _UNIFORM_CANDIDATES = 2  # uniform γ's (best on the subsample) judged on all samples
 
@@ -69,14 +71,21 @@ class _Deadline:
         return self.limit is not None and self.clock() - self.start >= self.limit
 
 
-def _climb(state: IncrementalSAA, deadline: _Deadline) -> float:
+def _climb(state: IncrementalSAA, deadline: _Deadline, visited: set | None = None) -> float | None:
     """Steepest ascent over single-device moves (all evaluated at once), joint moves of every
     improving device, and joint ±1 shifts of the drafting devices; until none raises G or the
-    deadline passes."""
+    deadline passes. ``visited``: points earlier climbs passed through; a climb that reaches one
+    stops there and returns None (that climb went on from it, only upwards)."""
     inst = state.inst
     gmax = inst.gamma_max
     cur = state.value()
+    visited = set() if visited is None else visited
+    orders = _weakness_orders(inst)
     while not deadline.passed():
+        key = state.gamma.tobytes()
+        if key in visited:
+            return None
+        visited.add(key)
         table = state.line_table()  # (K, γ_max + 1)
         best = np.argmax(table, axis=1)
         gains = table[np.arange(inst.num_devices), best]
@@ -95,7 +104,11 @@ def _climb(state: IncrementalSAA, deadline: _Deadline) -> float:
             continue
         drafting = state.gamma > 0
         shifted = [np.where(drafting, np.clip(state.gamma + d, 0, gmax), state.gamma) for d in (1, -1)]
-        cands = np.unique(np.asarray(shifted + [np.clip(state.gamma + d, 0, gmax) for d in (1, -1)]), axis=0)
+        # escapes: joint ±1 shifts, and idle devices switched on at the drafting devices' mean length
+        # (one switched on alone raises T_comp; several with everyone one longer can pay)
+        switched = [g for order in orders for g in _switched_on(state.gamma, order)]
+        cands = np.unique(np.asarray(shifted + switched + [np.clip(state.gamma + d, 0, gmax) for d in (1, -1)]),
+                          axis=0)
         cands = cands[np.any(cands != state.gamma[None, :], axis=1)]
         if cands.shape[0] == 0:
             break
@@ -108,21 +121,19 @@ def _climb(state: IncrementalSAA, deadline: _Deadline) -> float:
     return cur
 
 
-def _polish(obj: SAAObjective, gamma: np.ndarray, deadline: _Deadline) -> tuple[np.ndarray, float, int]:
+def _polish(obj: SAAObjective, gamma: np.ndarray, t_cur: np.ndarray, deadline: _Deadline):
     """On every sample: the best single-device ±1 move while one raises G, then a joint shift of
     every drafting device by ±1 or ±2 (T_comp is set by the slowest drafter, so a lone +1 often
     cannot pay), and again, until neither raises G or the deadline passes. Each move re-solves only
-    the samples whose outcome changes."""
+    the samples whose outcome changes. ``t_cur``: the samples' T_comm* at ``gamma``. Returns
+    (γ, G, T_comm* per sample)."""
     inst = obj.inst
-    g = gamma.copy()
-    t_cur = obj.t_comm_samples(g)
+    g, t_cur = gamma.copy(), t_cur.copy()
     cur = inst.expected_tokens[np.arange(g.size), g].sum() / (float(t_comp_s(inst, g)) + t_cur.mean())
-    solves = obj.n_saa
     while not deadline.passed():
         best_val, best = -np.inf, None
         for delta in (1, -1):
             values, changes = obj.step_values(g, t_cur, delta)
-            solves += changes[1].size
             k = int(np.argmax(values))
             if values[k] > best_val:
                 best_val, best = float(values[k]), (delta, k, changes)
@@ -140,13 +151,65 @@ def _polish(obj: SAAObjective, gamma: np.ndarray, deadline: _Deadline) -> tuple[
             break
         state = IncrementalSAA(obj, g, t_comm=t_cur)
         vals, changes = state.candidate_values(np.asarray(shifts))
-        solves += state.solves
         i = int(np.argmax(vals))
         if not vals[i] > cur * (1 + _REL_IMPROVEMENT):
             break
         state.move_to(changes, i)
         g, t_cur, cur = state.gamma.copy(), state.t_comm, float(vals[i])
-    return g, float(cur), solves
+    return g, float(cur), t_cur
+
+
+def _group_starts(obj: SAAObjective, count: int = 2) -> dict[str, np.ndarray]:
+    """The best ``count`` points of "the m devices with the cheapest rejections all at length L, the
+    others off" (`draft_lengths.group_level_starts`) over m on a geometric grid and every L: where
+    no device gains from drafting alone (all off is a trap for every single move) a few devices
+    drafting together can."""
+    inst = obj.inst
+    k, gmax = inst.num_devices, inst.gamma_max
+    if gmax == 0:
+        return {}
+    best_first = _weakness_orders(inst)[0][::-1]
+    sizes = np.unique(np.round(np.geomspace(1, k, num=min(k, 10))).astype(int))
+    cands = np.zeros((sizes.size * gmax, k), dtype=np.int64)
+    for j, m in enumerate(sizes):
+        cands[j * gmax:(j + 1) * gmax, best_first[:m]] = np.arange(1, gmax + 1)[:, None]
+    vals, _ = IncrementalSAA(obj, np.zeros(k, dtype=np.int64)).candidate_values(cands)
+    top = np.argsort(-vals, kind="stable")[:count]
+    return {f"group_{sizes[i // gmax]}_at_{i % gmax + 1}": cands[i] for i in top}
+
+
+class _Best:
+    """The best plan on every sample so far, with its samples' T_comm* (no re-solve to report it)."""
+
+    def __init__(self, state: IncrementalSAA):
+        self.state = state  # on all samples, kept at the best γ
+        self.gamma, self.value, self.t_comm = state.gamma.copy(), state.value(), state.t_comm.copy()
+        self.trace: list = [("computation_only", self.value)]
+
+    def offer(self, names: list[str], gammas: np.ndarray) -> np.ndarray:
+        """Judge γ's on every sample (one batch, re-solving only outcomes that differ from the best);
+        move to the best of them if it beats the current best. Returns their values."""
+        vals, changes = self.state.candidate_values(gammas)
+        for n, v in zip(names, vals):
+            self.trace.append((n, float(v)))
+        i = int(np.argmax(vals))
+        if vals[i] > self.value:
+            self.state.move_to(changes, i)
+            self.gamma, self.value, self.t_comm = self.state.gamma.copy(), float(vals[i]), self.state.t_comm.copy()
+        return vals
+
+    def take(self, name: str, gamma: np.ndarray, value: float, t_comm: np.ndarray) -> None:
+        """A γ whose samples' T_comm* the caller already has (the polish's)."""
+        self.trace.append((name, value))
+        if value > self.value:
+            self.gamma, self.value, self.t_comm = gamma.copy(), value, t_comm.copy()
+            self.state = IncrementalSAA(self.state.obj, gamma, t_comm=t_comm)
+
+    def goodput(self, obj: SAAObjective):
+        from multispin.optimize.goodput import _goodput
+
+        num = float(np.sum(obj.inst.expected_tokens[np.arange(self.gamma.size), self.gamma]))
+        return _goodput(num, float(t_comp_s(obj.inst, self.gamma)), float(np.mean(self.t_comm)))
 
 
 def fast_search(obj: SAAObjective, warm_start=None, extra_starts=None, deadline_s: float | None = None,
@@ -172,18 +235,11 @@ def fast_search(obj: SAAObjective, warm_start=None, extra_starts=None, deadline_
             starts[f"extra_{name}"] = _check_gamma(obj, g, "extra_starts")
     n_coarse, n_mid = (int(np.clip(rows // k, _MIN_SAMPLES, obj.n_saa)) for rows in (_COARSE_ROWS, _MID_ROWS))
     coarse = obj.head(n_coarse) if n_coarse < obj.n_saa else obj
+    solves0 = obj.num_solves
     co = max_g_max(inst)
-    best_g, best_val = co, obj.value(co)
-    baselines = {"computation_only": best_val}
-    trace: list = [("computation_only", best_val)]
-    solves = obj.n_saa
-
-    def consider(name: str, g: np.ndarray, val: float) -> None:
-        nonlocal best_g, best_val
-        trace.append((name, val))
-        if val > best_val:
-            best_g, best_val = g.copy(), val
-
+    best = _Best(IncrementalSAA(obj, co))
+    baselines = {"computation_only": best.value}
+    mid_solves = 0
     ends: dict[str, np.ndarray] = {}
     if not deadline.passed():
         # uniform γ's ranked on the subsample: the best two are starts, and judged on all samples
@@ -197,42 +253,42 @@ def fast_search(obj: SAAObjective, warm_start=None, extra_starts=None, deadline_
         # plans have a subset drafting, which no single-device move reaches from all or none
         for f, g in zip(_GROUP_FRACTIONS, _switched_off(co, _weakness_orders(inst)[0])):
             starts[f"computation_only_off_{int(100 * f)}pct"] = g
+        starts.update(_group_starts(coarse.head(min(coarse.n_saa, _MIN_SAMPLES))))
         names = list(starts)
         svals, _ = state.candidate_values(np.asarray([starts[n] for n in names]))
+        visited: set = set()
         for i in np.argsort(-svals, kind="stable")[:climbs]:
             if deadline.passed():
                 break
             _, changes = state.candidate_values(starts[names[i]][None, :])
             state.move_to(changes, 0)
-            _climb(state, deadline)
-            ends[f"coarse_{names[i]}"] = state.gamma.copy()
-        solves += state.solves
+            if _climb(state, deadline, visited) is not None:
+                ends[f"coarse_{names[i]}"] = state.gamma.copy()
     # the climbs' ends, the uniform candidates and the caller's starts on all samples (the other
     # starts were judged on the subsample and count through their ends)
     points = {n: g for n, g in {**starts, **ends}.items() if n.startswith(("uniform_", "extra_", "coarse_"))}
     if points and not deadline.passed():
-        full = IncrementalSAA(obj, best_g)
         pnames = list(points)
-        vals, _ = full.candidate_values(np.asarray([points[n] for n in pnames]))
-        solves += full.solves
-        for n, v in zip(pnames, vals):
-            consider(n, points[n], float(v))
+        vals = best.offer(pnames, np.asarray([points[n] for n in pnames]))
         baselines["best_uniform"] = max(float(v) for n, v in zip(pnames, vals) if n.startswith("uniform_"))
     if n_mid > n_coarse and not deadline.passed():
         # the best point climbed again on a larger subsample: the coarse optimum can sit a few
         # lengths off the full one where several devices must move together
-        mstate = IncrementalSAA(obj.head(n_mid) if n_mid < obj.n_saa else obj, best_g)
+        mid = obj.head(n_mid) if n_mid < obj.n_saa else obj
+        mstate = IncrementalSAA(mid, best.gamma)
         _climb(mstate, deadline)
-        solves += mstate.solves
-        if not np.array_equal(mstate.gamma, best_g):
-            consider("mid", mstate.gamma, obj.value(mstate.gamma))
-            solves += obj.n_saa
+        mid_solves = mid.num_solves if mid is not obj else 0
+        if not np.array_equal(mstate.gamma, best.gamma):
+            best.offer(["mid"], mstate.gamma[None, :])
     if not deadline.passed():
-        g, val, s = _polish(obj, best_g, deadline)
-        solves += s
-        consider("polished", g, val)
+        g, val, t = _polish(obj, best.gamma, best.t_comm, deadline)
+        best.take("polished", g, val, t)
     if warm is not None and not deadline.passed():
-        g, val, s = _polish(obj, warm, deadline)
-        solves += s
-        consider("warm_polished", g, val)
-    return DraftPlan(best_g, obj.evaluate(best_g), "fast", solves, trace, baselines)
+        _, changes = best.state.candidate_values(warm[None, :])
+        t_warm = best.t_comm.copy()
+        t_warm[changes[2]] = changes[3]
+        g, val, t = _polish(obj, warm, t_warm, deadline)
+        best.take("warm_polished", g, val, t)
+    # T_comm* solves on every objective used (subsamples included)
+    solves = obj.num_solves - solves0 + coarse.num_solves * (coarse is not obj) + mid_solves
+    return DraftPlan(best.gamma, best.goodput(obj), "fast", solves, best.trace, baselines)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from multispin.errors import ConfigError
-from multispin.optimize.baselines import DRAFT_POLICIES, baselines, optimise_draft_lengths
+from multispin.optimize.baselines import PLAN_POLICIES, baselines, optimise_draft_lengths
 from multispin.optimize.bound import communication_bound
 from multispin.optimize.draft_lengths import goodput_upper_bound
 from multispin.optimize.bandwidth import optimized_split_batch
@@ -144,8 +144,8 @@ def plan(
     found so far.
     With ``inst.gamma_cap`` (e.g. each job's remaining budget − 1) no device is planned past its cap.
     """
-    if policy not in DRAFT_POLICIES:
-        raise ConfigError(f"policy: unknown value {policy!r} (allowed: {', '.join(DRAFT_POLICIES)})")
+    if policy not in PLAN_POLICIES:
+        raise ConfigError(f"policy: unknown value {policy!r} (allowed: {', '.join(PLAN_POLICIES)})")
     if modes not in MODE_POLICIES:
         raise ConfigError(f"modes: unknown value {modes!r} (allowed: {', '.join(MODE_POLICIES)})")
     if split not in SPLITS:

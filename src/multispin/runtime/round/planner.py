@@ -192,10 +192,10 @@ class ScenarioPlanner:
         if len(self.device_ids) != self.scenario.devices.count:
             raise ConfigError(f"devices: the scenario has {self.scenario.devices.count} devices, "
                               f"the run has {len(self.device_ids)}")
-        from multispin.optimize.baselines import DRAFT_POLICIES
+        from multispin.optimize.baselines import PLAN_POLICIES
 
-        if self.draft_policy not in DRAFT_POLICIES:
-            raise ConfigError(f"draft_policy: unknown value {self.draft_policy!r} (allowed: {', '.join(DRAFT_POLICIES)})")
+        if self.draft_policy not in PLAN_POLICIES:
+            raise ConfigError(f"draft_policy: unknown value {self.draft_policy!r} (allowed: {', '.join(PLAN_POLICIES)})")
         if not isinstance(self.payload, WirePayload):
             raise ConfigError(f"payload: need a WirePayload (the codecs' bits), got {type(self.payload).__name__}")
         self.world = World(self.scenario)
