@@ -21,8 +21,12 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install --quiet -e ".[test,docs,cluster]"
 	touch $(STAMP)
 
+# `multispin demo` never writes over an earlier run (it refuses, naming --out and --force): a
+# second `make demo` keeps out/demo and writes to a new timestamped folder beside it.
 demo: $(STAMP)
-	$(VENV)/bin/multispin demo
+	@out=out/demo; if [ -e $$out/summary.json ] || [ -e $$out/demo.png ]; then \
+	  out=out/demo-$$(date +%Y%m%d-%H%M%S); echo "out/demo holds an earlier run; this one writes to $$out"; fi; \
+	  $(VENV)/bin/multispin demo --out $$out
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS)
