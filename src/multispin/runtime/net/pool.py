@@ -12,8 +12,10 @@ reconnect-with-resume and fault hooks, on a thread of its own. The pool shares t
 
 The server cannot tell a pooled device from a lone one: the messages are the same bytes, and a
 device's tokens come from its own random stream (seed, device, position), whoever shares its
-batch. (A padded batch can change the floating-point rounding of a logit; on the tiny pair's
-float64 models it changes nothing, and the tests compare pooled and lone runs byte for byte.)
+batch. A padded batch can change the last bits of a float32 logit (up to 8e-6 in q̂(x) measured
+on SmolLM2-135M's draft at batch 8), so on float32 models a pooled device's token can, rarely,
+differ from a lone one's, the output law being exact either way; on the tiny pair's float64
+models nothing changes, and the tests compare pooled and lone runs byte for byte.
 
 Pools on several hosts join one server as lone devices do, each with its own device ids; a pool
 runs as a Ray actor (`ray_pool_actor`) where a cluster should place it.
@@ -38,7 +40,12 @@ from multispin.runtime.wire import messages as P
 
 log = logging.getLogger("multispin.pool")
 
-GATHER_S = 0.02  # how long a round's first draft request waits for the pool's others to arrive
+# How long a draft request waits for the pool's other members after the latest request. Every
+# member the server planned asks within milliseconds (one flush sends a round's PLANs), so the wait
+# ends as soon as all have asked; it runs out only when a member was not planned (a stalled or
+# crashed peer, a device that joined mid-round). Long, so that a loaded host's slow thread still
+# joins its batch: the batches, and with them the logits' float rounding, do not depend on timing.
+GATHER_S = 2.0
 
 
 def parse_device_ids(spec: str) -> list[int]:
@@ -100,7 +107,8 @@ class DraftBatcher:
     """The pool's drafter (`DeviceClient(drafter=...)`): a device thread hands in its draft request
     and blocks until a batch containing it has run. A batch runs once every member (a device
     thread in its session) has asked, or `gather_s` after the latest request: a member that the
-    server did not plan this round costs that wait, no more. The first thread to find the batch
+    server did not plan this round costs that wait, no more. In a run without faults every live
+    member is planned in every round, so each batch is every live member, whatever the timing. The first thread to find the batch
     due runs it (no thread of its own); the compute seconds each device reports are its batch's."""
 
     def __init__(self, lock: threading.RLock, gather_s: float = GATHER_S):
