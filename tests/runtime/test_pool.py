@@ -65,12 +65,18 @@ def test_device_ids_parse_ranges_and_lists():
 # ---- a pool and lone devices: the same texts, records and wire bytes ---------------------------
 
 
-def _testbed(pair, runner, tmp_path, **kw):
+def _testbed(pair, runner, tmp_path, steady: bool):
+    """Five devices with γ 1..4 and mixed modes: each writing one text (they finish at different
+    rounds, so the pool's batches shrink), or in steady state (each device a queue of prompts, a
+    new session per job, 8 rounds: every job lasts a round at least, so no queue runs out)."""
     k = 5
+    jobs = {"prompt_queues": [[PROMPTS[(d + j) % len(PROMPTS)] for j in range(8)] for d in range(k)],
+            "rounds": 8} if steady else {"prompts": PROMPTS}
+    gammas = {d + k * j: 1 + d % 4 for d in range(k) for j in range(8)}
     return run_local_testbed(
-        pair, k, max_new_tokens=24, draft_lengths=FixedDraftLengths({d: 1 + d % 4 for d in range(k)}),
-        modes=RandomMode(7), seed=7, ul_codec="dense-fp16", prompts=PROMPTS, device_runner=runner,
-        round_timeout_s=120, timeout_s=400, log_path=tmp_path / f"{runner}.jsonl", **kw)
+        pair, k, max_new_tokens=24 if not steady else 8, draft_lengths=FixedDraftLengths(gammas),
+        modes=RandomMode(7), seed=7, ul_codec="dense-fp16", device_runner=runner,
+        round_timeout_s=120, timeout_s=400, log_path=tmp_path / f"{runner}.jsonl", **jobs)
 
 
 def _wire(summary_log) -> list[dict]:
@@ -80,16 +86,17 @@ def _wire(summary_log) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_a_pool_and_lone_devices_give_byte_identical_texts_and_round_records(pair, tmp_path):
-    lone = _testbed(pair, "fork", tmp_path)
-    pooled = _testbed(pair, "pool", tmp_path)
-    assert lone.server.stop_reason == pooled.server.stop_reason == "done"
+@pytest.mark.parametrize("steady", [False, True], ids=["one-text-each", "steady-state"])
+def test_a_pool_and_lone_devices_give_byte_identical_texts_and_round_records(pair, tmp_path, steady):
+    lone = _testbed(pair, "fork", tmp_path, steady)
+    pooled = _testbed(pair, "pool", tmp_path, steady)
+    assert lone.server.stop_reason == pooled.server.stop_reason == ("rounds" if steady else "done")
     assert pooled.consistent and lone.consistent
     assert pooled.tokens() == lone.tokens()
-    texts = {d: pair.tokenizer.decode(t) for d, t in pooled.tokens().items()}
-    assert texts == {d: pair.tokenizer.decode(t) for d, t in lone.tokens().items()}
-    assert all(pooled.devices[d]["text"] == lone.devices[d]["text"] for d in range(5))
-    for d in range(5):
+    ids = sorted(lone.server.devices)
+    assert sorted(pooled.server.devices) == ids and len(ids) > (5 if steady else 4)
+    assert all(pooled.devices[d]["text"] == lone.devices[d]["text"] for d in ids if d in lone.devices)
+    for d in ids:
         assert ([r.to_dict() for r in pooled.server.devices[d].rounds]
                 == [r.to_dict() for r in lone.server.devices[d].rounds]), f"device {d}"
         assert pooled.server.devices[d].digest_match is True
@@ -97,6 +104,24 @@ def test_a_pool_and_lone_devices_give_byte_identical_texts_and_round_records(pai
     assert _wire(tmp_path / "pool.jsonl") == _wire(tmp_path / "fork.jsonl")
     modes = {r.mode for rec in pooled.server.devices.values() for r in rec.rounds}
     assert {"ul", "dl"} <= modes
+
+
+@pytest.mark.slow
+def test_control_a_pool_that_gives_devices_each_others_rows_is_caught(pair, tmp_path, monkeypatch):
+    """Negative control for the comparison above: a batching bug (each device of a batch gets its
+    neighbour's logits row; a lone device, its batch of one, is unaffected) shows in the tokens.
+    The forked processes inherit the patched module."""
+    lone = _testbed(pair, "fork", tmp_path, steady=False)
+    real = roles._forward
+
+    def rotated(devices, group, step):
+        rows = real(devices, group, step)
+        return {d: rows[group[(i + 1) % len(group)]] for i, d in enumerate(group)}
+
+    monkeypatch.setattr(roles, "_forward", rotated)
+    pooled = _testbed(pair, "pool", tmp_path, steady=False)
+    assert pooled.consistent  # still a valid run, the server agrees with every device
+    assert pooled.tokens() != lone.tokens()
 
 
 def test_a_pool_drafts_its_devices_together_and_matches_lone_devices(pair, tmp_path):

@@ -180,7 +180,7 @@ class LocalTestbed:
     `on_round` receives a `RoundEvent` after every round (records, timings, bits, drops), and
     `before_commit` each round's index once it is durable, before its COMMITs go out.
 
-    Steady-state runs give each device a queue of prompts (`prompt_queues`, fork and thread runners):
+    Steady-state runs give each device a queue of prompts (`prompt_queues`, fork, thread and pool runners):
     device k's j-th prompt is a job of its own, device id k + K·j, started as soon as job j − 1
     ends (EOS or its budget); the server waits for it before the next round (`job_slots`), so every
     round runs every device while its queue lasts."""
