@@ -100,7 +100,8 @@ def testbed(
     tasks: Literal["chat", "code", "mixed"] = typer.Option("mixed", help="prompt tasks"),
     seed: int = typer.Option(0, metavar="INT", help="seed of prompts, channel and sampling"),
     runner: Literal["fork", "subprocess", "thread", "pool"] = typer.Option(
-        "fork", help="how device processes start (pool: every device in one process, drafting batched)"),
+        "pool", help="how devices run: one pool process drafting them in batched forwards, or a process "
+                     "(fork, subprocess) or thread each"),
     link: dict = LINK.slot,
     out: Path = typer.Option(Path("out/testbed"), metavar="DIR", help="folder for rounds.jsonl, server.jsonl, summary.json"),
     machine: dict = MACHINE.slot,
