@@ -238,6 +238,9 @@ class DevicePool:
                              on_event=on_event)
         self.on_job = on_job
         self.lock = threading.RLock()
+        # loading a draft and the tokenizer (a Rust tokenizer refuses concurrent calls) are not
+        # for several slot threads at once
+        self._setup = threading.Lock()
         self.batcher = DraftBatcher(self.lock, gather_s)
         self._shared: dict[str, BatchedLM] = dict(draft_models or {})  # else loaded from the pair
         self._clients: dict[int, DeviceClient] = {}
@@ -257,8 +260,9 @@ class DevicePool:
 
         name = self._draft_of[dev.device_id]
         keys, secret = self._credentials[dev.device_id]
-        lm = PooledSequence(self._draft_model(name), dev.device_id, self.lock)
-        ids = encode_prompt(self.pair, dev.prompt) if isinstance(dev.prompt, str) else list(dev.prompt)
+        with self._setup:
+            lm = PooledSequence(self._draft_model(name), dev.device_id, self.lock)
+            ids = encode_prompt(self.pair, dev.prompt) if isinstance(dev.prompt, str) else list(dev.prompt)
         client = DeviceClient(self.server, dev.device_id, secret, lm, ids,
                               keys=keys, pair_name=self.pair.name, draft_name=name, fault=dev.fault,
                               drafter=self.batcher, **self._options)
@@ -287,7 +291,8 @@ class DevicePool:
                 if lm is not None:
                     lm.close()
             if isinstance(outcome, DeviceOutcome) and self.pair.tokenizer is not None:
-                outcome.text = self.pair.tokenizer.decode(outcome.generated, skip_special_tokens=True)
+                with self._setup:
+                    outcome.text = self.pair.tokenizer.decode(outcome.generated, skip_special_tokens=True)
             results.append(outcome)
             if self.on_job is not None:
                 self.on_job(outcome.to_dict())
