@@ -20,7 +20,7 @@ On a host with fewer cores than device processes the fork runner's devices wait 
 the wall time shows it; the CPU column does not. Linux only (/proc).
 
 Run: .venv/bin/python benchmarks/bench_pool.py [--pair smollm2-135m] [--devices 8 20 64]
-     [--tiny-above 20] [--rounds 10] [--warmup 2] [--runners pool fork] [--json]
+     [--tiny-above 20] [--rounds 10] [--warmup 2] [--runners pool fork] [--json] [--texts DIR]
 (--tiny-above K: configurations with more than K devices use the tiny pair; the table says which.)
 """
 
@@ -129,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--runners", nargs="+", default=["pool", "fork"], choices=["pool", "fork", "thread", "subprocess"])
     ap.add_argument("--json", action="store_true", help="one JSON line per configuration")
+    ap.add_argument("--texts", type=Path, metavar="DIR", help="also write each run's texts to DIR/PAIR-K-RUNNER.json")
     args = ap.parse_args(argv)
     rows = []
     for k in args.devices:
@@ -139,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
             if "texts" in row:  # same seed, so the same texts whatever the runner (float32: see pool.py)
                 row["texts_equal_first_runner"] = first is None or first["texts"] == row["texts"]
             rows.append(row)
+            if args.texts and "texts" in row:
+                args.texts.mkdir(parents=True, exist_ok=True)
+                (args.texts / f"{pair}-{k}-{runner}.json").write_text(json.dumps(row["texts"]))
             if args.json:
                 print(json.dumps({key: v for key, v in row.items() if key != "texts"}), flush=True)
     if not args.json:
