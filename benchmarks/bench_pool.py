@@ -1,7 +1,8 @@
 """Device pools against one process per device: the networked testbed's rounds per second, CPU per
 round and peak memory at K = 8, 20, 64.
 
-Each configuration is one `multispin testbed` run as a subprocess (virtual clock, steady state:
+Each configuration is one `multispin testbed` run as a subprocess (virtual clock, steady state,
+the defaults of `TestbedConfig` but a round timeout of 30 min:
 every device has work in every round), with devices as forked processes (`--runner fork`, one
 process and one draft model per device) or as one pool (`--runner pool`, every device in one
 process, drafting in batched forwards). While it runs, this script samples the run's process tree
@@ -86,13 +87,24 @@ def _rounds_done(path: Path) -> int:
         return 0
 
 
-def measure(pair: str, devices: int, runner: str, rounds: int, warmup: int, timeout_s: float = 3600) -> dict:
+# `multispin testbed` with a round timeout for a loaded host: a speed benchmark should not drop a
+# device (a pool drafts its K prefills of round 0 one after another in one process)
+_RUN = """
+import json, sys
+from multispin.experiments.testbed import TestbedConfig, run_testbed
+res = run_testbed(TestbedConfig.make(**json.loads(sys.argv[1])))
+print(json.dumps({k: res.summary.get(k) for k in ("consistent", "digests_match")}))
+"""
+
+
+def measure(pair: str, devices: int, runner: str, rounds: int, warmup: int, timeout_s: float = 3600,
+            round_timeout_s: float = 1800.0) -> dict:
     """One testbed run of warmup + rounds (+ 1, so that the processes are alive at the last
     measured round's end) rounds; its rounds/s, CPU per round and peak ΣPSS."""
     out = Path(tempfile.mkdtemp(prefix="bench-pool-"))
-    cmd = [sys.executable, "-m", "multispin", "testbed", "--pair", pair, "--devices", str(devices),
-           "--rounds", str(warmup + rounds + 1), "--runner", runner, "--clock", "virtual",
-           "--out", str(out), "--json"]
+    config = dict(pair=pair, devices=devices, rounds=warmup + rounds + 1, runner=runner, clock="virtual",
+                  out=str(out), round_timeout_s=round_timeout_s)
+    cmd = [sys.executable, "-c", _RUN, json.dumps(config)]
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peak, marks = 0, {}
@@ -111,7 +123,7 @@ def measure(pair: str, devices: int, runner: str, rounds: int, warmup: int, time
     total_s = time.perf_counter() - started
     if proc.returncode != 0 or len(marks) < 2:
         return {"pair": pair, "devices": devices, "runner": runner, "error": stderr.strip().splitlines()[-1:]}
-    summary = json.loads(stdout)
+    summary = json.loads(stdout.strip().splitlines()[-1])
     texts = json.loads((out / "summary.json").read_text())["texts"]
     (t0, c0), (t1, c1) = marks[warmup], marks[warmup + rounds]
     return {"pair": pair, "devices": devices, "runner": runner, "rounds": rounds,
