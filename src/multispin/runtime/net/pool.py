@@ -174,6 +174,19 @@ class DraftBatcher:
         self._cv.notify_all()
 
 
+def limit_malloc_arenas(arenas: int = 2) -> None:
+    """Cap glibc's malloc arenas for this process (no-op elsewhere). glibc gives threads that
+    allocate arenas of their own (up to 8 per core) and keeps what is freed in each; the batch runs
+    on whichever device thread found it due, so the drafts' tensors landed in a dozen arenas:
+    peak ΣPSS 8.2 GB against 5.6 GB with two (SmolLM2-135M, K = 20, bench_pool.py)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").mallopt(-8, arenas)  # M_ARENA_MAX
+    except (OSError, AttributeError):
+        pass
+
+
 @dataclass(frozen=True)
 class PoolDevice:
     """One device of a pool: its id, prompt, draft and (tests only) fault."""
@@ -301,6 +314,7 @@ class DevicePool:
 
     def run(self) -> list[DeviceOutcome | JobError]:
         """Run every slot on a thread of its own; each device's outcome (or error), slot by slot."""
+        limit_malloc_arenas()  # before the slot threads allocate anything
         per_slot: list[list] = [[] for _ in self.slots]
         threads = [threading.Thread(target=self._run_slot, args=(slot, per_slot[i]), daemon=True,
                                     name=f"multispin-pool-{slot[0].device_id}")
