@@ -100,3 +100,11 @@ def test_bench_engine_steps_are_warping_or_corrections():
     ms, fwd = bench.repeated(steps, None, 2)
     assert fwd == [] and all(len(v) == 2 for v in ms.values())
     assert bench.spread([3.0, 1.0, 2.0]) == "2.0 (1.0–3.0)"
+
+
+def test_bench_pool_measures_a_pooled_testbed(tmp_path):
+    """bench_pool.py on the tiny pair, one small configuration: a consistent run with its figures."""
+    row = _load("bench_pool").measure("tiny", 2, "pool", rounds=1, warmup=1)
+    assert "error" not in row, row
+    assert row["consistent"] and row["digests_match"] and len(row["texts"]) == 2
+    assert row["rounds_per_s"] > 0 and row["cpu_s_per_round"] > 0 and row["peak_pss_gb"] > 0

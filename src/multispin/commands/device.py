@@ -1,9 +1,10 @@
-"""`multispin device`: one device of the networked testbed (draft model + prompt)."""
+"""`multispin device`: one device of the networked testbed (draft model + prompt), or with
+``--devices`` a pool of them in one process (`multispin.runtime.net.pool`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -19,7 +20,11 @@ from multispin.jsonout import versioned
 def device(
     server: str = typer.Option("tcp://127.0.0.1:5555", metavar="HOST:PORT",
                                help="the edge server's endpoint (tcp:// is optional)"),
-    device_id: int = typer.Option(..., min=0, metavar="INT", help="this device's id (unique per server)"),
+    device_id: Optional[int] = typer.Option(None, min=0, metavar="INT", show_default="required without --devices",
+                                            help="this device's id (unique per server)"),
+    devices: Optional[str] = typer.Option(
+        None, "--devices", metavar="IDS", help="host a pool of devices in this process instead of one "
+        "(ids such as 0-19 or 0-3,8): each its own session and key, drafting in batched forwards"),
     keys: Optional[Path] = typer.Option(
         None, "--keys", metavar="DEVICE_DIR", show_default="required unless --insecure",
         help="this device's key folder (`multispin keys device --allow`): its key pair and server.key"),
@@ -30,7 +35,9 @@ def device(
     pair: str = pair_option(help="model pair (the server's)"),
     draft: Optional[str] = typer.Option(None, metavar="NAME", show_default="the pair's first",
                                         help="draft model of this device"),
-    prompt: str = typer.Option(..., metavar="TEXT", help="this device's prompt"),
+    prompt: Optional[List[str]] = typer.Option(
+        None, metavar="TEXT", show_default="required; a pool: the built-in chat prompts",
+        help="this device's prompt (a pool: repeat it, cycled over the devices)"),
     resume: bool = typer.Option(True, help="continue the server's record of this device if it holds one"),
     reconnects: int = typer.Option(5, min=0, metavar="INT", help="reconnect attempts after a lost session"),
     server_timeout: float = typer.Option(120.0, min=0.1, metavar="SECONDS",
@@ -49,7 +56,12 @@ def device(
     session ended before the text was finished (the server stopped, or went away and did not come
     back within --reconnects), or the digests differ; the partial text is still printed and
     written to --result (finished: false). Exit 2: a bad flag, or the server refused this device
-    or could never be reached."""
+    or could never be reached.
+
+    With --devices, one process hosts them all (a device pool): each device has its own session,
+    key (DEVICE_DIR/device-N, or DEVICE_DIR itself holding every pair) and socket, as if alone,
+    and the pool drafts devices sharing a draft model in one batched forward per step. Exit 0
+    when every device finished with the server's digest, else 1 (the other texts are printed)."""
     setup_logging(log_level)
     set_threads(threads)
     from multispin.commands._outcome import device_failure
@@ -57,6 +69,18 @@ def device(
     from multispin.runtime.security.auth import resolve_secret
     from multispin.runtime.net.device import run_device
 
+    if devices is not None or device_id is None or len(prompt or ()) != 1:
+        from multispin.commands._pool import check_one_device, run_pool_command
+
+        if devices is None:
+            check_one_device(device_id, prompt)
+        else:
+            run_pool_command(server=server, device_id=device_id, devices=devices, keys=keys, insecure=insecure,
+                             secret=secret, pair=pair, draft=draft, prompts=prompt, resume=resume,
+                             reconnects=reconnects, server_timeout=server_timeout, result=result,
+                             as_json=as_json)
+            return
+    prompt_text = prompt[0]  # type: ignore[index]
     if insecure and keys is not None:
         raise ConfigError("--insecure: plaintext has no keys; drop --keys or --insecure")
     if not insecure and secret:
@@ -64,7 +88,7 @@ def device(
     if not insecure and keys is None:
         raise ConfigError("--keys: give this device's key folder (make it with `multispin keys device DIR "
                           "--device-id N --allow SERVER_DIR`), or --insecure for a plaintext debugging run")
-    outcome = run_device(server, device_id, resolve_secret(secret) if insecure else None, pair, draft, prompt,
+    outcome = run_device(server, device_id, resolve_secret(secret) if insecure else None, pair, draft, prompt_text,
                          keys=keys, resume=resume, reconnects=reconnects, server_timeout_s=server_timeout,
                          fault=fault)
     doc = versioned(outcome.to_dict(), "device")

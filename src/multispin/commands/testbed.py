@@ -107,7 +107,9 @@ def testbed(
     tasks: Literal["chat", "code", "mixed"] = typer.Option("mixed", help="prompt tasks"),
     seed: Optional[int] = typer.Option(None, min=0, metavar="INT", show_default="the scenario file's seed; 0",
                                        help="seed of prompts, channel and sampling"),
-    runner: Literal["fork", "subprocess", "thread"] = typer.Option("fork", help="how device processes start"),
+    runner: Literal["fork", "subprocess", "thread", "pool"] = typer.Option(
+        "fork", help="how devices run: a process (fork, subprocess) or thread each, or one pool process "
+                     "drafting them in batched forwards"),
     link: dict = LINK.slot,
     out: Path = typer.Option(Path("out/testbed"), metavar="DIR", help="folder for rounds.jsonl, server.jsonl, summary.json"),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),

@@ -123,7 +123,8 @@ class TestbedConfig(StrictConfig):
                 raise PydanticCustomError("codec", "{why}", {"why": str(exc)}) from None
         return spec
     seed: int = 0
-    runner: Literal["subprocess", "fork", "thread"] = "fork"
+    # pool: every device in one process, drafting in batched forwards (the same texts: see runtime/net/pool.py)
+    runner: Literal["subprocess", "fork", "thread", "pool"] = "fork"
     round_timeout_s: float = Field(120.0, gt=0)
     n_saa: int = Field(300, ge=10, le=100_000)
     out: Path | None = None

@@ -34,7 +34,7 @@ from multispin.runtime.wire.device_protocol import (
     Closed, Committed, CorrectionRequested, DeviceProtocol, DraftRequested, Event, QRequested, Welcomed,
 )
 from multispin.runtime.security.keys import DeviceKeys, curve_client, load_device_keys
-from multispin.runtime.round.roles import DraftDevice
+from multispin.runtime.round.roles import Draft, DraftDevice
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
 
@@ -43,6 +43,17 @@ REFUSED_HINT_AFTER_S = 3.0  # refused connections for this long: the hint that n
 
 _FATAL_CODES = ("auth", "refused")
 _ZMQ_EVENTS, _ZMQ_POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
+
+
+Drafter = Callable[[DraftDevice, int], "tuple[Draft, float]"]
+
+
+def draft_alone(dev: DraftDevice, gamma: int) -> tuple[Draft, float]:
+    """A lone device's draft: its own forward passes; (the draft, its compute seconds). A pool
+    (`multispin.runtime.net.pool`) plugs in a drafter that batches the devices it hosts."""
+    t0 = time.perf_counter()
+    draft = dev.draft(gamma)
+    return draft, time.perf_counter() - t0
 
 
 class _Reconnect(Exception):
@@ -109,7 +120,8 @@ class DeviceClient:
                  pair_name: str = "", draft_name: str = "",
                  resume: bool = True, reconnects: int = 5, server_timeout_s: float = 120.0,
                  handshake_timeout_s: float = 30.0, max_context_tokens: int = 1 << 16,
-                 fault: str | None = None, on_event: Callable[[dict], None] | None = None):
+                 fault: str | None = None, on_event: Callable[[dict], None] | None = None,
+                 drafter: Drafter | None = None):
         if not isinstance(device_id, int) or not 0 <= device_id <= P.MAX_DEVICE_ID:
             raise ConfigError(f"device_id: must be an integer in [0, {P.MAX_DEVICE_ID}] (got {device_id!r})")
         if len(prompt_ids) == 0:
@@ -128,6 +140,7 @@ class DeviceClient:
         self.handshake_timeout_s = min(handshake_timeout_s, server_timeout_s)
         self.fault = _Fault.parse(fault)
         self.on_event = on_event
+        self.drafter = drafter or draft_alone
         self._handshake_limits = P.Limits(vocab_size=lm.vocab_size, max_prompt_tokens=len(self.prompt_ids),
                                           max_new_tokens=max(1, max_context_tokens - len(self.prompt_ids)))
         self._stop = threading.Event()
@@ -310,10 +323,9 @@ class DeviceClient:
         assert dev is not None
         if isinstance(event, DraftRequested):
             self._fault_hook(sock, event.round)
-            t0 = time.perf_counter()
-            draft = dev.draft(event.gamma)
+            draft, seconds = self.drafter(dev, event.gamma)
             self.rounds += 1
-            return proto.send_draft(draft.tokens, draft.q_at_tokens, time.perf_counter() - t0)
+            return proto.send_draft(draft.tokens, draft.q_at_tokens, seconds)
         if isinstance(event, QRequested):
             return proto.send_q(dev.upload_q(event.position))
         if isinstance(event, CorrectionRequested):

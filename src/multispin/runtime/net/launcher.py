@@ -1,6 +1,7 @@
 """The local testbed launcher: one `EdgeServer` (a thread of this process) and K devices on
-127.0.0.1, as ``python -m multispin device`` subprocesses, forked processes or threads; returns
-every device's tokens next to the server's records (`TestbedSummary`)."""
+127.0.0.1, as ``python -m multispin device`` subprocesses, forked processes, threads, or one
+forked device pool (`multispin.runtime.net.pool`: every device in one process, drafting in
+batched forwards); returns every device's tokens next to the server's records (`TestbedSummary`)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,9 @@ from multispin.runtime.round.engine import DraftLengthPolicy, ModePolicy, RoundP
 from multispin.runtime.net.server import EdgeServer, ServerConfig
 from multispin.speculative.warp import SamplingParams
 
-DeviceRunner = Literal["subprocess", "fork", "thread"]
+DeviceRunner = Literal["subprocess", "fork", "thread", "pool"]
+POOL_HANDLE = -1  # the pool runner's one handle (a forked process hosting every device)
+_POOL_OPTIONS = ("resume", "reconnects", "server_timeout_s")  # device options a pool passes on
 # the device processes of every LocalTestbed of this process, so that a hard stop (a second
 # Ctrl-C, multispin.commands._interrupt) leaves none behind
 _LIVE_DEVICES: "weakref.WeakSet[Any]" = weakref.WeakSet()
@@ -141,6 +144,34 @@ def _remove_in_background(folder: Path) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def _fork_pool_main(server: str, pair: LoadedPair, slots: list, credentials: dict, options: dict,
+                    result_path: str, threads: int) -> None:
+    """Body of the forked pool process: every device's jobs, each outcome written as it ends (the
+    launcher may end the process once the server stopped, as it ends a forked device)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    path, done, lock = Path(result_path), [], threading.Lock()
+
+    def on_job(outcome: dict) -> None:
+        with lock:
+            done.append(outcome)
+            _write_result(path, {"jobs": list(done)})
+
+    code = 0
+    try:
+        import torch
+
+        torch.set_num_threads(threads)
+        from multispin.runtime.net.pool import DevicePool
+
+        DevicePool(server, pair, slots, on_job=on_job, **credentials, **options).run()
+        payload = {"jobs": done}
+    except BaseException as exc:
+        payload, code = {"jobs": done, "error": f"{type(exc).__name__}: {exc}"}, 1
+    _write_result(path, payload)
+    os._exit(code)
+
+
 def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
@@ -172,7 +203,7 @@ class LocalTestbed:
     `on_round` receives a `RoundEvent` after every round (records, timings, bits, drops), and
     `before_commit` each round's index once it is durable, before its COMMITs go out.
 
-    Steady-state runs give each device a queue of prompts (`prompt_queues`, fork and thread runners):
+    Steady-state runs give each device a queue of prompts (`prompt_queues`, fork, thread and pool runners):
     device k's j-th prompt is a job of its own, device id k + K·j, started as soon as job j − 1
     ends (EOS or its budget); the server waits for it before the next round (`job_slots`), so every
     round runs every device while its queue lasts."""
@@ -194,8 +225,8 @@ class LocalTestbed:
                  journal: str | Path | None = None,
                  prompt_queues: Sequence[Sequence[str]] | None = None,
                  start_timeout_s: float | None = None):
-        if device_runner not in ("subprocess", "fork", "thread"):
-            raise ConfigError(f"device_runner: must be subprocess, fork or thread (got {device_runner!r})")
+        if device_runner not in ("subprocess", "fork", "thread", "pool"):
+            raise ConfigError(f"device_runner: must be subprocess, fork, thread or pool (got {device_runner!r})")
         if num_devices < 1:
             raise ConfigError(f"num_devices: must be >= 1 (got {num_devices})")
         self.pair = _resolve_pair(pair)
@@ -224,7 +255,7 @@ class LocalTestbed:
         self.drafts = {k + num_devices * j: names[k % len(names)]
                        for k in range(num_devices) for j in range(self.num_jobs)}
         self.prompts = {k + num_devices * j: queues[k][j] for k in range(num_devices) for j in range(self.num_jobs)}
-        self.port = free_port() if device_runner == "fork" else 0
+        self.port = free_port() if device_runner in ("fork", "pool") else 0
         opts = dict(host="127.0.0.1", port=self.port, expected_devices=num_devices,
                     max_devices=ids, rounds=rounds, max_new_tokens=max_new_tokens,
                     job_slots=num_devices if self.num_jobs > 1 else None,
@@ -286,7 +317,10 @@ class LocalTestbed:
 
     def start(self) -> "LocalTestbed":
         self._started = time.perf_counter()
-        if self.runner == "fork":
+        if self.runner == "pool":  # forked before any thread of ours exists, as below
+            self._start_pool()
+            self._start_server()
+        elif self.runner == "fork":
             # Fork before any thread of ours exists: a forked child inherits no locks in use.
             for k in range(self.num_devices):
                 self.start_device(k)
@@ -326,10 +360,31 @@ class LocalTestbed:
         opts.update(self.device_options)
         return opts
 
+    def _start_pool(self) -> _DeviceHandle:
+        """Every device in one forked pool process: device k's jobs are the pool's slot k."""
+        from multispin.runtime.net.pool import PoolDevice
+
+        self._attempt += 1
+        handle = _DeviceHandle(POOL_HANDLE, "pool", self._tmp / f"pool-{self._attempt}.json")
+        slots = [[PoolDevice(d, self.prompts[d], self.drafts[d], self.faults.pop(k, None) if j == 0 else None)
+                  for j in range(self.num_jobs) for d in [k + self.num_devices * j]]
+                 for k in range(self.num_devices)]
+        credentials = {"secret": self.secret} if self.insecure else {"keys": dict(self.device_keys)}
+        options = {key: self.device_options[key] for key in _POOL_OPTIONS if key in self.device_options}
+        handle.proc = multiprocessing.get_context("fork").Process(
+            target=_fork_pool_main, name="multispin-pool", daemon=True,
+            args=(self.endpoint, self.pair, slots, credentials, options, str(handle.result_path), self.threads))
+        handle.proc.start()
+        _LIVE_DEVICES.add(handle.proc)
+        self._handles[POOL_HANDLE] = handle
+        return handle
+
     def start_device(self, k: int, runner: DeviceRunner | None = None,
                      fault: str | None = None) -> _DeviceHandle:
         """Start (or restart, resuming from the server's record) device k."""
         runner = runner or self.runner
+        if runner == "pool":  # a pooled device restarts as a forked one: the pool process runs on
+            runner = "fork"
         fault = fault if fault is not None else (self.faults.pop(k, None))
         self._attempt += 1
         result = self._tmp / f"device-{k}-{self._attempt}.json"
@@ -406,7 +461,9 @@ class LocalTestbed:
                     out = json.loads(h.result_path.read_text())
                 except ValueError:
                     out = None
-            if out is not None and "jobs" in out:  # thread and fork runners: one outcome per job
+            if out is not None and "jobs" in out:  # thread, fork and pool runners: one outcome per job
+                if "error" in out:  # the pool process itself failed
+                    devices[h.device_id] = {"device_id": h.device_id, "error": out["error"]}
                 for job in out["jobs"]:
                     # a job the stopped server never admitted is no result; an error always is one
                     if job["device_id"] in self._summary.devices or "error" in job:

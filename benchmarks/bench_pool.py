@@ -1,0 +1,174 @@
+"""Device pools against one process per device: the networked testbed's rounds per second, CPU per
+round and peak memory at K = 8, 20, 64.
+
+Each configuration is one `multispin testbed` run as a subprocess (virtual clock, steady state,
+the defaults of `TestbedConfig` but a round timeout of 30 min:
+every device has work in every round), with devices as forked processes (`--runner fork`, one
+process and one draft model per device) or as one pool (`--runner pool`, every device in one
+process, drafting in batched forwards). While it runs, this script samples the run's process tree
+(the testbed process, which holds the server, and its device processes) every 0.2 s:
+
+- rounds/s: measured rounds over the wall time between the end of the warm-up rounds and the end
+  of the last measured round (rounds.jsonl is written as each round ends);
+- CPU per round: the tree's user + system CPU over the same window, per round (server and devices
+  together: what the rounds cost this host, model compute included);
+- same texts: whether the run's texts equal the first runner's at that K (same seed);
+- peak ΣPSS: the largest sum of the tree's proportional set sizes (/proc/PID/smaps_rollup) seen
+  during the run, setup included (shared pages counted once: the forked devices share the
+  parent's pages until they write them).
+
+On a host with fewer cores than device processes the fork runner's devices wait for a core, and
+the wall time shows it; the CPU column does not. Linux only (/proc).
+
+Run: .venv/bin/python benchmarks/bench_pool.py [--pair smollm2-135m] [--devices 8 20 64]
+     [--tiny-above 20] [--rounds 10] [--warmup 2] [--runners pool fork] [--json] [--texts DIR]
+(--tiny-above K: configurations with more than K devices use the tiny pair; the table says which.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _children(pid: int) -> list[int]:
+    kids: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as fh:
+                kids += [int(x) for x in fh.read().split()]
+    except OSError:
+        pass
+    return kids
+
+
+def _tree(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += _children(p)
+    return out
+
+
+def _cpu_s(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
+    except OSError:
+        return 0.0
+
+
+def _pss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _rounds_done(path: Path) -> int:
+    try:
+        with open(path) as fh:
+            return sum(1 for _ in fh)
+    except OSError:
+        return 0
+
+
+# `multispin testbed` with a round timeout for a loaded host: a speed benchmark should not drop a
+# device (a pool drafts its K prefills of round 0 one after another in one process)
+_RUN = """
+import json, sys
+from multispin.experiments.testbed import TestbedConfig, run_testbed
+res = run_testbed(TestbedConfig.make(**json.loads(sys.argv[1])))
+print(json.dumps({k: res.summary.get(k) for k in ("consistent", "digests_match")}))
+"""
+
+
+def measure(pair: str, devices: int, runner: str, rounds: int, warmup: int, timeout_s: float = 3600,
+            round_timeout_s: float = 1800.0) -> dict:
+    """One testbed run of warmup + rounds (+ 1, so that the processes are alive at the last
+    measured round's end) rounds; its rounds/s, CPU per round and peak ΣPSS."""
+    out = Path(tempfile.mkdtemp(prefix="bench-pool-"))
+    config = dict(pair=pair, devices=devices, rounds=warmup + rounds + 1, runner=runner, clock="virtual",
+                  out=str(out), round_timeout_s=round_timeout_s)
+    cmd = [sys.executable, "-c", _RUN, json.dumps(config)]
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak, marks = 0, {}
+    deadline = time.monotonic() + timeout_s
+    while proc.poll() is None and time.monotonic() < deadline:
+        tree = _tree(proc.pid)
+        peak = max(peak, sum(_pss_bytes(p) for p in tree))
+        done = _rounds_done(out / "rounds.jsonl")
+        for mark in (warmup, warmup + rounds):
+            if mark not in marks and done >= mark:
+                marks[mark] = (time.perf_counter(), sum(_cpu_s(p) for p in tree))
+        time.sleep(0.2)
+    if proc.poll() is None:
+        proc.kill()
+    stdout, stderr = proc.communicate()
+    total_s = time.perf_counter() - started
+    if proc.returncode != 0 or len(marks) < 2:
+        return {"pair": pair, "devices": devices, "runner": runner, "error": stderr.strip().splitlines()[-1:]}
+    summary = json.loads(stdout.strip().splitlines()[-1])
+    texts = json.loads((out / "summary.json").read_text())["texts"]
+    (t0, c0), (t1, c1) = marks[warmup], marks[warmup + rounds]
+    return {"pair": pair, "devices": devices, "runner": runner, "rounds": rounds,
+            "rounds_per_s": rounds / (t1 - t0), "cpu_s_per_round": (c1 - c0) / rounds,
+            "peak_pss_gb": peak / 1e9, "wall_s": total_s, "consistent": summary.get("consistent"),
+            "digests_match": summary.get("digests_match"), "texts": texts}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--pair", default="smollm2-135m")
+    ap.add_argument("--devices", type=int, nargs="+", default=[8, 20, 64])
+    ap.add_argument("--tiny-above", type=int, default=20, help="more devices than this: the tiny pair")
+    ap.add_argument("--rounds", type=int, default=10, help="measured rounds per configuration")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--runners", nargs="+", default=["pool", "fork"], choices=["pool", "fork", "thread", "subprocess"])
+    ap.add_argument("--json", action="store_true", help="one JSON line per configuration")
+    ap.add_argument("--texts", type=Path, metavar="DIR", help="also write each run's texts to DIR/PAIR-K-RUNNER.json")
+    args = ap.parse_args(argv)
+    rows = []
+    for k in args.devices:
+        pair = "tiny" if k > args.tiny_above else args.pair
+        for runner in args.runners:
+            row = measure(pair, k, runner, args.rounds, args.warmup)
+            first = next((r for r in rows if r["devices"] == k and "texts" in r), None)
+            if "texts" in row:  # same seed, so the same texts whatever the runner (float32: see pool.py)
+                row["texts_equal_first_runner"] = first is None or first["texts"] == row["texts"]
+            rows.append(row)
+            if args.texts and "texts" in row:
+                args.texts.mkdir(parents=True, exist_ok=True)
+                (args.texts / f"{pair}-{k}-{runner}.json").write_text(json.dumps(row["texts"]))
+            if args.json:
+                print(json.dumps({key: v for key, v in row.items() if key != "texts"}), flush=True)
+    if not args.json:
+        print(f"{'pair':<14}{'K':>4} {'runner':<8}{'rounds/s':>10}{'CPU s/round':>13}{'peak ΣPSS GB':>14}"
+              f"{'run s':>8}  ok    same texts")
+        for r in rows:
+            if "error" in r:
+                print(f"{r['pair']:<14}{r['devices']:>4} {r['runner']:<8} error: {r['error']}")
+                continue
+            print(f"{r['pair']:<14}{r['devices']:>4} {r['runner']:<8}{r['rounds_per_s']:>10.2f}"
+                  f"{r['cpu_s_per_round']:>13.2f}{r['peak_pss_gb']:>14.2f}{r['wall_s']:>8.0f}  "
+                  f"{str(r['consistent'] and r['digests_match']):<6}{r['texts_equal_first_runner']}")
+    return 0 if all("error" not in r and r["consistent"] and r["digests_match"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

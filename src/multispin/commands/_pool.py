@@ -1,0 +1,66 @@
+"""`multispin device --devices IDS`: a device pool (`multispin.runtime.net.pool`) from the command
+line, with the lone device's flags; and the checks that tell a lone device's flags from a pool's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional, Sequence
+
+import typer
+
+from multispin.errors import ConfigError
+
+
+def check_one_device(device_id: Optional[int], prompts: Optional[Sequence[str]]) -> None:
+    """A lone device needs its id and exactly one prompt."""
+    if device_id is None:
+        raise ConfigError("--device-id: required for one device (or --devices IDS for a pool)")
+    if not prompts:
+        raise ConfigError("--prompt: required for one device")
+    if len(prompts) > 1:
+        raise ConfigError(f"--prompt: one device takes one prompt (got {len(prompts)}; a pool takes several)")
+
+
+def run_pool_command(*, server: str, device_id: Optional[int], devices: str, keys: Optional[Path],
+                     insecure: bool, secret: Optional[str], pair: str, draft: Optional[str],
+                     prompts: Optional[Sequence[str]], resume: bool, reconnects: int, server_timeout: float,
+                     result: Optional[Path], as_json: bool) -> None:
+    from multispin.commands._options import emit_json
+    from multispin.commands._outcome import device_failure
+    from multispin.jsonout import versioned
+    from multispin.runtime.net.device import DeviceOutcome
+    from multispin.runtime.net.pool import parse_device_ids, run_pool
+    from multispin.runtime.security.auth import resolve_secret
+
+    if device_id is not None:
+        raise ConfigError("--device-id: give --device-id for one device or --devices for a pool, not both")
+    ids = parse_device_ids(devices)
+    if insecure and keys is not None:
+        raise ConfigError("--insecure: plaintext has no keys; drop --keys or --insecure")
+    if not insecure and secret:
+        raise ConfigError("--secret: only with --insecure (encrypted runs authenticate devices by key)")
+    if not insecure and keys is None:
+        raise ConfigError("--keys: give the folder of the pool's device keys (DIR/device-N for each, or every "
+                          "pair in DIR), or --insecure for a plaintext debugging run")
+    if not prompts:
+        from multispin.runtime.round.session import default_prompts
+
+        prompts = default_prompts(len(ids), 0)
+    outcomes = run_pool(server, ids, pair, list(prompts), drafts=[draft] if draft else None,
+                        secret=resolve_secret(secret) if insecure else None, keys=keys, resume=resume,
+                        reconnects=reconnects, server_timeout_s=server_timeout)
+    doc = versioned({"devices": [o.to_dict() for o in outcomes]}, "device-pool")
+    failures = [device_failure(o) if isinstance(o, DeviceOutcome) else f"device {o.device_id}: {o.error}"
+                for o in outcomes]
+    missing = sorted(set(ids) - {o.device_id for o in outcomes})
+    if not emit_json(doc, result, as_json):
+        for o in outcomes:
+            if isinstance(o, DeviceOutcome):
+                typer.echo(f"device {o.device_id}: {len(o.generated)} tokens, {o.sessions} session(s), {o.reason}",
+                           err=True)
+                typer.echo(f"--- device {o.device_id} ---\n{o.text}")
+    failures = [f for f in failures if f is not None] + [f"device {d}: never ran" for d in missing]
+    if failures:
+        for f in failures:
+            typer.echo(f"error: {f}", err=True)
+        raise typer.Exit(1)
