@@ -60,3 +60,14 @@ def check_reproduce_out(out: Path, force: bool, config: dict) -> None:
         was = ", ".join(f"{k} {before[k]}" for k in changed)
         raise ConfigError(f"--out: {out} holds a finished `multispin reproduce` run with other settings ({was}); "
                           "give another --out, or --force to replace it (the same settings resume)")
+
+
+def check_credentials(insecure: bool, keys: object, secret: object, keys_hint: str) -> None:
+    """A device (or a pool) is either encrypted with its keys or a plaintext debugging run with a
+    shared secret, never a mix; ``keys_hint`` says what --keys should name."""
+    if insecure and keys is not None:
+        raise ConfigError("--insecure: plaintext has no keys; drop --keys or --insecure")
+    if not insecure and secret:
+        raise ConfigError("--secret: only with --insecure (encrypted runs authenticate devices by key)")
+    if not insecure and keys is None:
+        raise ConfigError(f"--keys: give {keys_hint}, or --insecure for a plaintext debugging run")

@@ -27,6 +27,7 @@ def run_pool_command(*, server: str, device_id: Optional[int], devices: str, key
                      result: Optional[Path], as_json: bool) -> None:
     from multispin.commands._options import emit_json
     from multispin.commands._outcome import device_failure
+    from multispin.commands._checks import check_credentials
     from multispin.jsonout import versioned
     from multispin.runtime.net.device import DeviceOutcome
     from multispin.runtime.net.pool import parse_device_ids, run_pool
@@ -35,13 +36,8 @@ def run_pool_command(*, server: str, device_id: Optional[int], devices: str, key
     if device_id is not None:
         raise ConfigError("--device-id: give --device-id for one device or --devices for a pool, not both")
     ids = parse_device_ids(devices)
-    if insecure and keys is not None:
-        raise ConfigError("--insecure: plaintext has no keys; drop --keys or --insecure")
-    if not insecure and secret:
-        raise ConfigError("--secret: only with --insecure (encrypted runs authenticate devices by key)")
-    if not insecure and keys is None:
-        raise ConfigError("--keys: give the folder of the pool's device keys (DIR/device-N for each, or every "
-                          "pair in DIR), or --insecure for a plaintext debugging run")
+    check_credentials(insecure, keys, secret, "the folder of the pool's device keys (DIR/device-N for each, "
+                      "or every pair in DIR)")
     if not prompts:
         from multispin.runtime.round.session import default_prompts
 

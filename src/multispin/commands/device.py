@@ -64,8 +64,8 @@ def device(
     when every device finished with the server's digest, else 1 (the other texts are printed)."""
     setup_logging(log_level)
     set_threads(threads)
+    from multispin.commands._checks import check_credentials
     from multispin.commands._outcome import device_failure
-    from multispin.errors import ConfigError
     from multispin.runtime.security.auth import resolve_secret
     from multispin.runtime.net.device import run_device
 
@@ -81,13 +81,8 @@ def device(
                              as_json=as_json)
             return
     prompt_text = prompt[0]  # type: ignore[index]
-    if insecure and keys is not None:
-        raise ConfigError("--insecure: plaintext has no keys; drop --keys or --insecure")
-    if not insecure and secret:
-        raise ConfigError("--secret: only with --insecure (encrypted runs authenticate devices by key)")
-    if not insecure and keys is None:
-        raise ConfigError("--keys: give this device's key folder (make it with `multispin keys device DIR "
-                          "--device-id N --allow SERVER_DIR`), or --insecure for a plaintext debugging run")
+    check_credentials(insecure, keys, secret, "this device's key folder (make it with `multispin keys device "
+                      "DIR --device-id N --allow SERVER_DIR`)")
     outcome = run_device(server, device_id, resolve_secret(secret) if insecure else None, pair, draft, prompt_text,
                          keys=keys, resume=resume, reconnects=reconnects, server_timeout_s=server_timeout,
                          fault=fault)
