@@ -35,7 +35,7 @@ def parts(pair_name: str, policy: str, seeds: list[int], rounds: int = 40) -> No
     from multispin.models.profiles import device_alpha
     from multispin.models.prompts import assign_tasks
     from multispin.models.registry import resolve_pair
-    from multispin.runtime.round.planner import forecast_goodput
+    from multispin.runtime.round.forecast import forecast_goodput
 
     pair = resolve_pair(pair_name)
     for seed in seeds:

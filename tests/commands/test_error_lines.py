@@ -39,8 +39,8 @@ REQUIRED = _required_params()
 
 def test_the_verbs_have_required_parameters_to_check():
     names = {(" ".join(path), p.name) for path, p, _ in REQUIRED}
-    assert {("device", "prompt"), ("device", "device_id"), ("keys device", "device_id"),
-            ("keys device", "directory"), ("keys server", "directory"), ("scenario show", "name")} <= names
+    assert {("keys device", "device_id"), ("keys device", "directory"), ("keys server", "directory"),
+            ("scenario show", "name")} <= names
 
 
 @pytest.mark.parametrize("path, param, others", REQUIRED,
@@ -67,6 +67,9 @@ def test_the_reported_cases(multispin, monkeypatch):
     monkeypatch.setenv("MULTISPIN_SECRET", "test-secret-0123456789")
     res = multispin("device", "--server", "127.0.0.1:5999", "--device-id", "0", "--keys", "x")
     assert res.err == "error: --prompt: required (TEXT: this device's prompt)\n"
+    # a lone device's id is required where no --devices makes it a pool (so not by the parser)
+    res = multispin("device", "--server", "127.0.0.1:5999", "--prompt", "hi", "--keys", "x")
+    assert res.err == "error: --device-id: required (INT: this device's id; or --devices IDS for a pool)\n"
     res = multispin("keys", "device", "keys/dev2")
     assert res.err == "error: --device-id: required (INT: the device id the key is bound to)\n"
 

@@ -267,8 +267,8 @@ def test_cli_device_pool_runs_every_device(pair, tmp_path, multispin, monkeypatc
 @pytest.mark.parametrize("args,message", [
     (["--devices", "3-1"], "devices: range 3-1"),
     (["--devices", "0-1", "--device-id", "0"], "--device-id: give --device-id for one device or --devices"),
-    (["--prompt", "x"], "--device-id: required for one device"),
-    (["--device-id", "0"], "--prompt: required for one device"),
+    (["--prompt", "x"], "--device-id: required (INT: this device's id"),
+    (["--device-id", "0"], "--prompt: required (TEXT: this device's prompt)"),
     (["--device-id", "0", "--prompt", "a", "--prompt", "b"], "--prompt: one device takes one prompt"),
 ])
 def test_cli_device_pool_bad_flags_are_one_line_errors(multispin, args, message):

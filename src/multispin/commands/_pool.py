@@ -14,9 +14,9 @@ from multispin.errors import ConfigError
 def check_one_device(device_id: Optional[int], prompts: Optional[Sequence[str]]) -> None:
     """A lone device needs its id and exactly one prompt."""
     if device_id is None:
-        raise ConfigError("--device-id: required for one device (or --devices IDS for a pool)")
+        raise ConfigError("--device-id: required (INT: this device's id; or --devices IDS for a pool)")
     if not prompts:
-        raise ConfigError("--prompt: required for one device")
+        raise ConfigError("--prompt: required (TEXT: this device's prompt)")
     if len(prompts) > 1:
         raise ConfigError(f"--prompt: one device takes one prompt (got {len(prompts)}; a pool takes several)")
 

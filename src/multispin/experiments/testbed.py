@@ -40,7 +40,8 @@ from pydantic_core import PydanticCustomError
 
 from multispin.config import StrictConfig
 from multispin.errors import Interrupted
-from multispin.runtime.round.planner import ScenarioPlanner, forecast_goodput, model_predictions
+from multispin.runtime.round.forecast import forecast_goodput
+from multispin.runtime.round.planner import ScenarioPlanner, model_predictions
 from multispin.runtime.round.policies import policy_spelling
 from multispin.runtime.net.round_sink import RoundSink
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX

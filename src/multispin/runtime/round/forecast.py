@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from multispin.runtime.round.planner import ScenarioPlanner, analytic_round
 from multispin.runtime.round.policies import POLICIES
 from multispin.system.payload import WirePayload
 from multispin.system.scenario import Scenario
@@ -46,8 +47,6 @@ def forecast_goodput(scenario: Scenario, payload: WirePayload, policy: str, roun
     """Forecast goodput Σ E[N] / Σ (T_comp + E[T_comm]) over ``rounds`` model rounds (module
     docstring), next to the same plans' free-communication value Σ E[N] / Σ T_comp. ``horizon``:
     rounds per replica (the run's length; default ``rounds``)."""
-    from multispin.runtime.round.planner import ScenarioPlanner, analytic_round
-
     k = scenario.devices.count
     horizon = max(1, min(horizon or rounds, rounds))
     rng = np.random.default_rng([seed, 43])

@@ -128,16 +128,6 @@ def model_predictions(planner: "ScenarioPlanner", mc_rounds: int, seed: int) -> 
             "montecarlo_tokens_per_s": mc_tok / mc_time if mc_time else 0.0}
 
 
-def forecast_goodput(scenario: Scenario, payload: WirePayload, policy: str, rounds: int = 40,
-                     split: str = "equal", seed: int = 0, **model) -> dict[str, float]:
-    """The model's forecast of a policy's goodput, independent of any run
-    (`multispin.runtime.round.forecast`; ``model``: ``max_new_tokens``, ``online``, ``horizon``).
-    Without them: every device planned at the scenario's α, prompts that never end."""
-    from multispin.runtime.round.forecast import forecast_goodput as forecast
-
-    return forecast(scenario, payload, policy, rounds, split, seed, **model)
-
-
 def target_only_plan(inst):
     """The plan of plain decoding: γ = 0 everywhere, one token per device, no communication."""
     from multispin.optimize.goodput import expected_tokens, goodput, rejection_prob
