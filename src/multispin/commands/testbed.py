@@ -243,16 +243,18 @@ def _demo_table(point, title: str) -> Table:
     t = _right_aligned(title, "G: steady-state sum goodput Σ tokens / Σ (T_comp + T_comm), tokens/s, with its "
                                    "95% interval; vs TO: paired difference to target_only; forecast: the model's "
                                    "prediction on fresh channels, independent of the run; free: G had the air been "
-                                   "free; T_comp / T_comm: mean per round (ms); tok/rd: tokens per round (all devices); "
+                                   "free; T_comp / T_comm: mean per round (ms); plan: the planner's CPU per round (ms; "
+                                   "not charged on the virtual clock); tok/rd: tokens per round (all devices); "
                                    "draft: share of devices drafting; γ̄: mean draft length; DL: share of corrections "
                                    "in DL mode; rec: every text equals the server's record",
-                       ("policy", "G [95%]", "vs TO", "forecast", "free", "T_comp", "T_comm", "tok/rd", "draft", "γ̄",
+                       ("policy", "G [95%]", "vs TO", "forecast", "free", "T_comp", "T_comm", "plan", "tok/rd", "draft", "γ̄",
                         "DL", "rec"))
     for r in point.rows:
         g, vs = r["goodput_tokens_per_s"], r["vs_target_only"]
         vs_txt = "—" if vs is None else (f"{vs['pct']['estimate']:+.1f}%" + ("" if vs["significant"] else " (n.s.)"))
         t.add_row(r["policy"], f"{g['estimate']:.1f} [{g['low']:.1f}, {g['high']:.1f}]", vs_txt,
                   f"{r['forecast_tokens_per_s']:.1f}", f"{r['free_comm_tokens_per_s']:.1f}",
-                  f"{1e3 * r['mean_t_comp_s']:.0f}", f"{1e3 * r['mean_t_comm_s']:.0f}", f"{r['tokens_per_round']:.1f}",
+                  f"{1e3 * r['mean_t_comp_s']:.0f}", f"{1e3 * r['mean_t_comm_s']:.0f}",
+                  f"{1e3 * r['mean_planning_cpu_s']:.1f}", f"{r['tokens_per_round']:.1f}",
                   f"{r['drafting_share']:.2f}", f"{r['mean_gamma']:.1f}", f"{r['dl_share']:.2f}", "ok" if r["records_match"] and r["steady_state"] else "MISMATCH")
     return t
