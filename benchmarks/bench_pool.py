@@ -99,10 +99,10 @@ print(json.dumps({k: res.summary.get(k) for k in ("consistent", "digests_match")
 
 def measure(pair: str, devices: int, runner: str, rounds: int, warmup: int, timeout_s: float = 3600,
             round_timeout_s: float = 1800.0) -> dict:
-    """One testbed run of warmup + rounds (+ 1, so that the processes are alive at the last
+    """One testbed run of warmup + rounds (+ 5, so that the processes are alive at the last
     measured round's end) rounds; its rounds/s, CPU per round and peak ΣPSS."""
     out = Path(tempfile.mkdtemp(prefix="bench-pool-"))
-    config = dict(pair=pair, devices=devices, rounds=warmup + rounds + 1, runner=runner, clock="virtual",
+    config = dict(pair=pair, devices=devices, rounds=warmup + rounds + 5, runner=runner, clock="virtual",
                   out=str(out), round_timeout_s=round_timeout_s)
     cmd = [sys.executable, "-c", _RUN, json.dumps(config)]
     started = time.perf_counter()
@@ -113,10 +113,13 @@ def measure(pair: str, devices: int, runner: str, rounds: int, warmup: int, time
         tree = _tree(proc.pid)
         peak = max(peak, sum(_pss_bytes(p) for p in tree))
         done = _rounds_done(out / "rounds.jsonl")
-        for mark in (warmup, warmup + rounds):
-            if mark not in marks and done >= mark:
-                marks[mark] = (time.perf_counter(), sum(_cpu_s(p) for p in tree))
-        time.sleep(0.2)
+        # one mark per poll: a window whose both ends fell in one poll measured nothing (no time,
+        # no CPU), so its end waits for the next poll, where it counts the rounds really done
+        if warmup not in marks and done >= warmup:
+            marks[warmup] = (time.perf_counter(), sum(_cpu_s(p) for p in tree), done)
+        elif warmup in marks and len(marks) == 1 and done >= warmup + rounds:
+            marks[warmup + rounds] = (time.perf_counter(), sum(_cpu_s(p) for p in tree), done)
+        time.sleep(0.05)
     if proc.poll() is None:
         proc.kill()
     stdout, stderr = proc.communicate()
@@ -125,9 +128,9 @@ def measure(pair: str, devices: int, runner: str, rounds: int, warmup: int, time
         return {"pair": pair, "devices": devices, "runner": runner, "error": stderr.strip().splitlines()[-1:]}
     summary = json.loads(stdout.strip().splitlines()[-1])
     texts = json.loads((out / "summary.json").read_text())["texts"]
-    (t0, c0), (t1, c1) = marks[warmup], marks[warmup + rounds]
-    return {"pair": pair, "devices": devices, "runner": runner, "rounds": rounds,
-            "rounds_per_s": rounds / (t1 - t0), "cpu_s_per_round": (c1 - c0) / rounds,
+    (t0, c0, n0), (t1, c1, n1) = marks[warmup], marks[warmup + rounds]
+    return {"pair": pair, "devices": devices, "runner": runner, "rounds": n1 - n0,
+            "rounds_per_s": (n1 - n0) / (t1 - t0), "cpu_s_per_round": (c1 - c0) / (n1 - n0),
             "peak_pss_gb": peak / 1e9, "wall_s": total_s, "consistent": summary.get("consistent"),
             "digests_match": summary.get("digests_match"), "texts": texts}
 

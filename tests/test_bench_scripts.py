@@ -104,7 +104,7 @@ def test_bench_engine_steps_are_warping_or_corrections():
 
 def test_bench_pool_measures_a_pooled_testbed(tmp_path):
     """bench_pool.py on the tiny pair, one small configuration: a consistent run with its figures."""
-    row = _load("bench_pool").measure("tiny", 2, "pool", rounds=1, warmup=1)
+    row = _load("bench_pool").measure("tiny", 2, "pool", rounds=5, warmup=1)
     assert "error" not in row, row
     assert row["consistent"] and row["digests_match"] and len(row["texts"]) == 2
     assert row["rounds_per_s"] > 0 and row["cpu_s_per_round"] > 0 and row["peak_pss_gb"] > 0
