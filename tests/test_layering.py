@@ -93,7 +93,8 @@ def test_helpers_import_no_layer():
 
 def test_every_package_of_the_tree_has_a_layer_or_is_a_known_helper():
     """A new subpackage must be placed in LAYERS (or it would escape the upward check)."""
-    helpers = {"multispin", "multispin._version", "multispin.config", "multispin.errors", "multispin.jsonout"}
+    helpers = {"multispin", "multispin._version", "multispin.config", "multispin.errors", "multispin.jsonout",
+               "multispin.vocabulary"}
     unplaced = sorted(m for m in ig.modules(SRC, "multispin") if ig.layer_of(m, LAYERS) is None and m not in helpers)
     assert not unplaced, f"modules in no layer: {unplaced}"
 
@@ -117,6 +118,84 @@ def test_no_figure_module_imports_the_pipeline():
     assert figures, "no figure modules found: the pattern is stale"
     back = [e for e in _edges() if e.src in figures and e.dst == "multispin.experiments.reproduce.pipeline"]
     assert not back, "figure modules importing the pipeline:\n" + "\n".join(f"{e.src}:{e.line} ({e.kind})" for e in back)
+
+
+# ----------------------------------------------------------------------------- the vocabulary
+
+VOCABULARY = "multispin.vocabulary"
+# what the vocabulary may import: the standard library and the error types, nothing that loads
+# numpy or a layer (the command line lists its names in help texts; the token math imports it)
+VOCABULARY_MAY_IMPORT = {"multispin.errors"}
+
+
+def foreign_imports(src: Path, root: str, module: str, allowed: set[str]) -> list[str]:
+    """Modules ``module`` imports (at any level) that are neither the standard library nor in
+    ``allowed``."""
+    import sys
+
+    path = ig.modules(src, root)[module]
+    names = []
+    for node, _kind in ig._imports(ig.ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ig.ast.Import):
+            names += [a.name for a in node.names]
+        elif node.level == 0:
+            names.append(node.module or "")
+        else:
+            names.append(root + "." + (node.module or ""))
+    return sorted(n for n in names if n not in allowed and n.split(".")[0] not in sys.stdlib_module_names)
+
+
+def test_the_vocabulary_is_dependency_free():
+    assert foreign_imports(SRC, "multispin", VOCABULARY, VOCABULARY_MAY_IMPORT) == []
+
+
+def test_dependency_check_sees_a_foreign_import(tmp_path):
+    """Negative control: numpy at module level, a layer inside a function and a relative import are
+    reported; the standard library and the allowed helper are not."""
+    root = _write(tmp_path, {"pkg/__init__.py": "", "pkg/errors.py": "",
+                             "pkg/words.py": "import re\nfrom typing import Literal\nimport numpy as np\n"
+                                             "from pkg.errors import E\nfrom . import layer\n"
+                                             "def f():\n    from pkg.low import x\n"})
+    assert foreign_imports(root, "pkg", "pkg.words", {"pkg.errors"}) == ["numpy", "pkg.", "pkg.low"]
+
+
+# The words the vocabulary defines, as literals: written anywhere else they are a second
+# definition that can drift (a test's expected values live in tests/, not here).
+VOCABULARY_LITERALS = (("ul", "dl"), ("optimal", "all_ul", "all_dl", "random"),
+                       ("adaptive", "all_ul", "all_dl", "target_only"),
+                       ("greedy", "greedy_paper", "best_uniform", "computation_only", "oracle", "certified"))
+
+
+def literal_redefinitions(src: Path, root: str, literals, home: str) -> list[str]:
+    """``module:line`` of every tuple, list or set literal outside ``home`` whose string elements
+    are exactly one of ``literals`` (in order). Dicts keyed by the words (a figure's style per
+    policy) are uses, not definitions."""
+    found = []
+    wanted = {tuple(w) for w in literals}
+    for name, path in ig.modules(src, root).items():
+        if name == home:
+            continue
+        for node in ig.ast.walk(ig.ast.parse(path.read_text(), str(path))):
+            elts = node.elts if isinstance(node, (ig.ast.Tuple, ig.ast.List, ig.ast.Set)) else None
+            if elts and all(isinstance(e, ig.ast.Constant) and isinstance(e.value, str) for e in elts):
+                if tuple(e.value for e in elts) in wanted:
+                    found.append(f"{name}:{node.lineno}")
+    return found
+
+
+def test_no_module_redefines_the_vocabulary():
+    found = literal_redefinitions(SRC, "multispin", VOCABULARY_LITERALS, VOCABULARY)
+    assert not found, "the vocabulary's words written out again (import them from multispin.vocabulary):\n" \
+        + "\n".join(found)
+
+
+def test_redefinition_check_sees_a_tuple_and_a_list(tmp_path):
+    """Negative control: a tuple and a list (in a function) with the vocabulary's words are found;
+    the home module, another order, a subset and a dict keyed by the words are not."""
+    root = _write(tmp_path, {"pkg/__init__.py": "", "pkg/words.py": "LINKS = ('ul', 'dl')\n",
+                             "pkg/a.py": "M = ('ul', 'dl')\nN = ('dl', 'ul')\nO = ('ul',)\n",
+                             "pkg/b.py": "def f(m):\n    return m in ['ul', 'dl']\nD = {'ul': 1, 'dl': 2}\n"})
+    assert sorted(literal_redefinitions(root, "pkg", [("ul", "dl")], "pkg.words")) == ["pkg.a:1", "pkg.b:2"]
 
 
 # ----------------------------------------------------------------------------- the checker itself

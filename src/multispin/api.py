@@ -315,7 +315,7 @@ def plot(table: "SweepTable", path: Union[None, str, Path] = None, *, field: Opt
     return plot_sweep(table, Path(path) if path is not None else None, field)
 
 
-def generate(pair: str = "smollm2-135m", *, devices: int = 4, draft_len: int = 4, mode: str = "mixed",
+def generate(pair: str = "smollm2-135m", *, devices: int = 4, draft_len: int = 4, mode: str = "random",
              max_new_tokens: int = 32, prompts: Optional[Sequence[str]] = None,
              drafts: Optional[Sequence[str]] = None, seed: int = 0, device: str = "cpu",
              **options: Any) -> "GenerationResult":

@@ -33,7 +33,7 @@ def test_every_verb_help_has_real_metavars(multispin, verb):
 
 
 @pytest.mark.parametrize("verb, flag, choices", [
-    ("generate", "--mode", "<ul|dl|mixed>"), ("serve", "--mode", "<ul|dl|mixed>"),
+    ("generate", "--mode", "<ul|dl|random>"), ("serve", "--mode", "<ul|dl|random>"),
     ("optimize", "--draft-policy", "<greedy|greedy_paper|best_uniform|computation_only|oracle|certified>"),
     ("testbed", "--policy", "<adaptive|all_ul|all_dl|random|target_only>"), ("testbed", "--clock", "<virtual|wall>"),
     ("measure", "--task", "<chat|code>"), ("generate", "--log-level", "<debug|info|warning|error>"),

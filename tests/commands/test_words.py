@@ -76,7 +76,7 @@ def test_one_vocabulary_of_policy_names(multispin):
 
     from multispin import api
     from multispin.experiments.testbed import TestbedConfig
-    from multispin.runtime.round.policies import POLICIES
+    from multispin.vocabulary import RUN_POLICIES as POLICIES
 
     help_text = multispin("testbed", "-h").out + multispin("demo", "-h").out
     assert "all_ul" in help_text and not [w for w in ("all-ul", "all-dl", "target-only") if w in help_text]
@@ -99,7 +99,7 @@ def test_draft_policy_and_mode_policy_have_separate_names(multispin):
     from multispin.commands.optimize import DRAFT_POLICIES
     from multispin.optimize.baselines import DRAFT_POLICIES as OPTIMISER_DRAFT_POLICIES
 
-    assert DRAFT_POLICIES == OPTIMISER_DRAFT_POLICIES
+    assert DRAFT_POLICIES is OPTIMISER_DRAFT_POLICIES  # one tuple, the vocabulary's
     out = multispin("optimize", "-h").out
     assert "--draft-policy" in out and "--policy " not in out
     new = multispin("optimize", "--devices", "3", "--n-saa", "30", "--draft-policy", "best_uniform", "--json")

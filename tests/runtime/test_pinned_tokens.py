@@ -3,7 +3,7 @@
 Each run's tokens and round records (γ, accepted counts, rejection positions, modes, bits) are
 reduced to canonical JSON and compared with tests/runtime/data/pinned_runs.json: the in-process
 loop, the networked testbed (thread devices over ZeroMQ) and the testbed with the optimiser in the
-loop, all on the tiny pair (float64 weights, so no rounding flips a token) with mixed modes.
+loop, all on the tiny pair (float64 weights, so no rounding flips a token) with random modes (the fair coin).
 
 A change of behaviour fails here. If the change is intended, regenerate the file with
 ``MULTISPIN_REPIN=1 pytest tests/runtime/test_pinned_tokens.py`` and say why in the commit.

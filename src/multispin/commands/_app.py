@@ -34,7 +34,7 @@ def _patch_help_metavars() -> None:
     """typer 0.29 labels every option `<type>`: `<bool>` even for flags, which take no value,
     and `<str>`/`<int>` where a name would teach more. Flags get no label; other options without
     an explicit metavar get the conventional upper-case one (INT, FLOAT, TEXT, PATH); choices
-    stay listed (`<ul|dl|mixed>`)."""
+    stay listed (`<ul|dl|random>`)."""
     try:
         from typer.core import TyperOption
     except ImportError:  # another typer: its own labels are fine

@@ -18,10 +18,11 @@ from typing import Any, Callable, Optional
 import typer
 
 from multispin.commands._options import (
-    CODECS, LogLevel, Mode, TorchDevice, csi_planning_option, log_level_option, noise_figure_option,
+    CODECS, LogLevel, TorchDevice, choice_option, csi_planning_option, log_level_option, noise_figure_option,
     pdl_option, pilot_snr_option, pul_option, set_threads, setup_logging, speed_option, threads_option,
     torch_device_option,
 )
+from multispin.vocabulary import FIXED_MODES, mode_spelling
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,8 @@ ROUND = group(
     "round_settings",
     draft_len=(int, typer.Option(4, min=0, max=20, metavar="INT",
                                  help="draft length γ for every device, 0..20 (0 = target only)")),
-    mode=(Mode, typer.Option("mixed", help="correction mode of rejected devices (mixed: fair coin per rejection)")),
+    mode=(str, choice_option("random", FIXED_MODES, "--mode", spelling=mode_spelling,
+                             help="correction mode of rejected devices (random: a fair coin per rejection)")),
     temperature=(float, typer.Option(1.0, min=0.0, metavar="FLOAT", help="sampling temperature (0 = greedy)")),
     top_k=(int, typer.Option(0, min=0, metavar="INT", help="top-k cut (0 = off)")),
     top_p=(float, typer.Option(1.0, metavar="FLOAT", help="nucleus mass in (0, 1] (1 = off)")),

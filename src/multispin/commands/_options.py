@@ -18,7 +18,6 @@ from multispin.errors import ConfigError
 DEFAULT_SCENARIO = "paper-qwen"
 LogLevel = Literal["debug", "info", "warning", "error"]
 TorchDevice = Literal["auto", "cpu", "cuda"]
-Mode = Literal["ul", "dl", "mixed"]
 CODECS = "dense-fp32, dense-fp16, dense-bf16, sparse:v_eff=N,q=B, lattice:l=L"
 
 SCENARIO_HELP = ("scenario: a preset (paper-qwen, paper-r1, smollm2-cpu) or a YAML/TOML/JSON file "

@@ -19,10 +19,8 @@ from multispin.commands._options import (
     LogLevel, choice_option, json_option, legacy_option, log_level_option, pick_flag, pick_scenario,
     scenario_option, setup_logging,
 )
+from multispin.vocabulary import DRAFT_POLICIES
 
-# the draft-length policies, as multispin.optimize.baselines.DRAFT_POLICIES (test_help checks):
-# the help lists them without importing the optimiser
-DRAFT_POLICIES = ("greedy", "greedy_paper", "best_uniform", "computation_only", "oracle", "certified")
 Split = Literal["equal", "optimized"]
 
 

@@ -20,7 +20,7 @@ from multispin.commands._options import (
     choice_option, json_option, legacy_option, pair_option, pick_scenario, scenario_option, table_console,
 )
 from multispin.jsonout import versioned
-from multispin.runtime.round.policies import POLICIES, policy_spelling
+from multispin.vocabulary import RUN_POLICIES as POLICIES, policy_spelling
 
 Split = Literal["equal", "optimized"]
 DEVICES_SHOWN = "the scenario file's devices.count; 8 with a preset"

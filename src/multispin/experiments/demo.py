@@ -32,8 +32,8 @@ from multispin.experiments.paired import (
 from multispin.experiments.testbed import (
     TestbedConfig, TestbedResult, build_scenario, run_testbed, steady_state_figures,
 )
+from multispin.vocabulary import DEMO_POLICIES as POLICIES
 
-POLICIES = ("adaptive", "all_ul", "all_dl", "target_only")
 BASELINES = POLICIES[1:]
 SWEEP_OFFSETS_DB = (0.0, 6.0, 12.0, 18.0)
 

@@ -28,7 +28,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from multispin.errors import ConfigError, Interrupted
 from multispin.experiments.reproduce.config import Point, RunConfig
-from multispin.runtime.round.policies import policy_spelling
+from multispin.vocabulary import policy_spelling
 
 # policy -> (the per-drop goodput column, its γ column, which baselines the drop must run)
 SWEEP_POLICIES = {

@@ -42,19 +42,16 @@ from multispin.config import StrictConfig
 from multispin.errors import Interrupted
 from multispin.runtime.round.forecast import forecast_goodput
 from multispin.runtime.round.planner import ScenarioPlanner, model_predictions
-from multispin.runtime.round.policies import policy_spelling
 from multispin.runtime.net.round_sink import RoundSink
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 from multispin.system.payload import WirePayload
+from multispin.vocabulary import RunPolicy as Policy, policy_links, policy_spelling
 
 Clock = Literal["virtual", "wall"]
-Policy = Literal["adaptive", "all_ul", "all_dl", "random", "target_only"]  # runtime.planner.POLICIES
 
 COMPACT_V_EFF = 1024  # the paper's V_eff
 MAX_SESSIONS = 4096  # the server's limit on distinct device ids (ServerConfig.max_devices)
 PAPER_PAYLOAD_BITS = 34_816  # 1024 · (18 + 16) at V = 151,665 (docs/system-model.md §2)
-_POLICY_MODES = {"adaptive": ("ul", "dl"), "random": ("ul", "dl"), "all_ul": ("ul",), "all_dl": ("dl",),
-                 "target_only": ()}
 
 
 def compact_exact_defaults(vocab_size: int, v_eff: int = COMPACT_V_EFF) -> tuple[int, str]:
@@ -180,7 +177,7 @@ def payload_choice(config: "TestbedConfig", vocab_size: int, gamma_max: int = DE
     ul = make_codec(config.ul_codec or codec)
     dl = make_codec(config.dl_codec or codec)
     wire = WirePayload.from_codecs(ul, dl, vocab_size, gamma_max)
-    verdicts = exactness_by_mode(ul, dl, sampling, vocab_size, _POLICY_MODES[config.policy])
+    verdicts = exactness_by_mode(ul, dl, sampling, vocab_size, policy_links(config.policy))
     default = config.top_k is None and config.ul_codec is None and config.dl_codec is None
     return PayloadChoice(sampling, wire, verdicts, default)
 

@@ -22,11 +22,9 @@ from multispin.optimize.draft_lengths import (
 )
 from multispin.optimize.goodput import SAAObjective
 from multispin.system.instance import Instance
+from multispin.vocabulary import DRAFT_POLICIES, MODE_RULES, PLAN_POLICIES  # noqa: F401 (importable from here)
 
-DRAFT_POLICIES = ("greedy", "greedy_paper", "best_uniform", "computation_only", "oracle", "certified")
-# what `plan` takes: the CLI's draft policies and the running system's per-round search
-PLAN_POLICIES = DRAFT_POLICIES + ("fast",)
-MODE_BASELINES = ("all_ul", "all_dl", "random")
+MODE_BASELINES = tuple(m for m in MODE_RULES if m != "optimal")
 
 
 def optimise_draft_lengths(obj: SAAObjective, policy: str = "greedy", extra_starts=None,

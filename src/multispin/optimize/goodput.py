@@ -23,6 +23,7 @@ import numpy as np
 from multispin.errors import ConfigError
 from multispin.optimize.reactive import MODE_POLICIES, SPLITS, t_comm_batch
 from multispin.system.instance import Instance
+from multispin.vocabulary import COIN_UL_BELOW
 
 
 def _gamma(inst: Instance, gamma) -> np.ndarray:
@@ -178,7 +179,7 @@ class SAAObjective:
         if self.split == "equal" and mask.shape[0] < 64:  # too few rows for deduplication to pay
             self.num_solves += mask.shape[0]
             return t_comm_batch(mask, self.inst, self.modes, self.split, mu)
-        key_src = mask if self.modes != "random" else np.concatenate([mask, mask & (mu < 0.5)], axis=1)
+        key_src = mask if self.modes != "random" else np.concatenate([mask, mask & (mu < COIN_UL_BELOW)], axis=1)
         keys = _row_keys(key_src)
         _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
         if self.split == "equal":

@@ -40,8 +40,9 @@ from scipy.optimize import brentq
 from multispin.errors import ConfigError
 from multispin.system.instance import Instance
 from multispin.system.radio import LN2, latency_s, power_for_latency_w
+from multispin.vocabulary import MODE_RULES
 
-MODE_POLICIES = ("optimal", "all_ul", "all_dl", "random")
+MODE_POLICIES = MODE_RULES  # the optimiser's `modes=` values: the mode rules
 SPLITS = ("equal", "optimized")
 METHODS = ("auto", "fast", "bisection", "scan")
 

@@ -43,6 +43,7 @@ from multispin.optimize.modes import (  # noqa: F401
     ul_latency_s,
 )
 from multispin.system.instance import Instance
+from multispin.vocabulary import COIN_UL_BELOW
 
 
 def fixed_modes_latency_s(rejected, is_ul, inst: Instance, rtol: float = 1e-12, gains=None) -> np.ndarray:
@@ -74,7 +75,9 @@ def fixed_modes_latency_s(rejected, is_ul, inst: Instance, rtol: float = 1e-12, 
 
 
 def policy_ul_mask(rejected: np.ndarray, modes: str, mode_uniforms: np.ndarray | None = None) -> np.ndarray:
-    """UL mask of a fixed-mode policy: all_ul, all_dl, or random (UL where the mode uniform < 1/2)."""
+    """UL mask of a fixed-mode policy: all_ul, all_dl, or random (UL where the mode uniform is
+    below the fair coin's threshold; the runtime draws the uniforms with
+    `multispin.system.channel.coin_uniforms`)."""
     if modes == "all_ul":
         return rejected.copy()
     if modes == "all_dl":
@@ -82,7 +85,7 @@ def policy_ul_mask(rejected: np.ndarray, modes: str, mode_uniforms: np.ndarray |
     if modes == "random":
         if mode_uniforms is None:
             raise ConfigError("mode_uniforms: the random mode policy needs pre-drawn uniforms (one per device)")
-        return rejected & (np.broadcast_to(mode_uniforms, rejected.shape) < 0.5)
+        return rejected & (np.broadcast_to(mode_uniforms, rejected.shape) < COIN_UL_BELOW)
     raise ConfigError(f"modes: unknown value {modes!r} (allowed: {', '.join(MODE_POLICIES)})")
 
 

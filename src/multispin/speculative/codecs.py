@@ -46,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from multispin.errors import ConfigError, ProtocolError, config_error_from_validation
 from multispin.speculative.warp import SamplingParams
+from multispin.vocabulary import LINK_MODES, LinkMode
 
 PAPER_PAYLOAD_BITS = 34_816
 PAPER_VOCAB = 151_665
@@ -65,7 +66,7 @@ class Exactness(NamedTuple):
 
 
 def exactness_by_mode(ul_codec: "Codec", dl_codec: "Codec", sampling: SamplingParams, vocab_size: int,
-                      modes: tuple[str, ...] = ("ul", "dl")) -> dict[str, Exactness]:
+                      modes: tuple[str, ...] = LINK_MODES) -> dict[str, Exactness]:
     """The verdict of each mode for the codec that moves its distribution (UL: q̂_j, DL: p_j)."""
     return {m: (ul_codec if m == "ul" else dl_codec).exactness(m, sampling, vocab_size) for m in modes}
 
@@ -249,11 +250,11 @@ class Codec(abc.ABC):
         p = np.asarray(probs)
         return self.decode(self.encode(p), int(p.shape[-1]) if p.ndim else 0)
 
-    def exactness(self, mode: Literal["ul", "dl"], sampling: SamplingParams,
+    def exactness(self, mode: LinkMode, sampling: SamplingParams,
                   vocab_size: int) -> Exactness:
         """Whether moving a row with this codec keeps the output law exactly the target's."""
-        if mode not in ("ul", "dl"):
-            raise ConfigError(f"mode: must be 'ul' or 'dl' (got {mode!r})")
+        if mode not in LINK_MODES:
+            raise ConfigError(f"mode: must be one of {', '.join(LINK_MODES)} (got {mode!r})")
         if not isinstance(sampling, SamplingParams):
             raise ConfigError(f"sampling: need a SamplingParams (got {type(sampling).__name__})")
         vocab = _check_vocab(vocab_size)

@@ -8,6 +8,8 @@ so the optimiser, the simulator and the running system see the same world. Strea
 - ``draft``: each device's draft latency, profile × U[1, jitter_max] (once);
 - ``fading``: |ζ|² with ζ ~ CN(0, 1) per device and link, redrawn every round (block fading);
 - ``saa`` / ``modes``: uniforms of the optimiser (SAA outcomes, random-mode baseline) per round;
+- ``coin``: the fair coin of the ``random`` mode rule, one uniform per round and device id
+  (`fair_coin_ul`: every run that flips it, simulated or real, flips the same coin);
 - ``fading_process`` / ``pilot`` / ``posterior``: the channel process of
   `multispin.system.channel_process` (mobility and pilot errors, when a scenario asks for them).
 """
@@ -21,15 +23,29 @@ import numpy as np
 from multispin.system.instance import ComputeParams, Instance, RadioParams
 from multispin.system.radio import path_loss_linear
 from multispin.system.scenario import DropRule, Scenario
+from multispin.vocabulary import COIN_UL_BELOW
 
 STREAMS = {"drop": 1, "tasks": 2, "draft": 3, "fading": 4, "saa": 5, "modes": 6, "montecarlo": 7,
            # the time-correlated, imperfectly known channel (system.channel_process)
-           "fading_process": 8, "pilot": 9, "posterior": 10}
+           "fading_process": 8, "pilot": 9, "posterior": 10, "coin": 11}
 
 
 def stream(seed: int, name: str, index: int = 0) -> np.random.Generator:
     """The generator of one named random stream (see module doc) for round ``index``."""
     return np.random.default_rng([int(seed), STREAMS[name], int(index)])
+
+
+def coin_uniforms(seed: int, round_index: int, device_ids) -> np.ndarray:
+    """The fair coin's uniforms of round ``round_index``, one per device id: each a pure function
+    of (seed, round, device id), so a device's flip does not depend on which others were rejected
+    with it, nor on their order."""
+    key = (int(seed), STREAMS["coin"], int(round_index))
+    return np.array([np.random.default_rng([*key, int(d)]).random() for d in device_ids], dtype=float)
+
+
+def fair_coin_ul(seed: int, round_index: int, device_ids) -> np.ndarray:
+    """Which of ``device_ids`` the fair coin sends UL in round ``round_index`` (the others DL)."""
+    return coin_uniforms(seed, round_index, device_ids) < COIN_UL_BELOW
 
 
 def draw_distances_m(rng: np.random.Generator, count: int, drop: DropRule) -> np.ndarray:

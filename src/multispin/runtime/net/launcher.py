@@ -213,7 +213,7 @@ class LocalTestbed:
                  modes: ModePolicy | None = None, secret: str | bytes | None = None,
                  log_path: str | Path | None = None, *, policy: RoundPolicy | None = None, seed: int = 0,
                  sampling: SamplingParams | None = None, draft_len: int = 4,
-                 mode: str = "mixed", ul_codec: str = "dense-fp32", dl_codec: str = "dense-fp32",
+                 mode: str = "random", ul_codec: str = "dense-fp32", dl_codec: str = "dense-fp32",
                  drafts: Sequence[str] | None = None, prompts: Sequence[str] | None = None,
                  device_runner: DeviceRunner = "subprocess", threads: int = 1,
                  round_timeout_s: float = 30.0, join_timeout_s: float = 180.0,

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal
 
 import zmq
-from pydantic import Field
+from pydantic import Field, field_validator
 from zmq.utils.monitor import recv_monitor_message
 
 from multispin.errors import ConfigError, ProtocolError, SecurityError
@@ -66,6 +66,7 @@ from multispin.speculative.codecs import exactness_by_mode, make_codec
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 from multispin.speculative.warp import SamplingFields
 from multispin.system.payload import WirePayload
+from multispin.vocabulary import FixedMode, mode_spelling
 
 log = logging.getLogger("multispin.server")
 
@@ -107,7 +108,7 @@ class ServerConfig(SamplingFields):
     max_prompt_tokens: int = Field(4096, ge=1, le=1 << 20)
     gamma_max: int = Field(DEFAULT_GAMMA_MAX, ge=0, le=256)
     draft_len: int = Field(4, ge=0, le=256, description="γ of the default (uniform) draft-length policy")
-    mode: Literal["ul", "dl", "mixed"] = "mixed"  # the default mode policy
+    mode: FixedMode = "random"  # the default mode policy
     seed: int = Field(0, ge=0, le=P.MAX_SEED)
     ul_codec: str = "dense-fp32"
     dl_codec: str = "dense-fp32"
@@ -139,6 +140,12 @@ class ServerConfig(SamplingFields):
     @property
     def bind_endpoint(self) -> str:
         return f"tcp://{self.host}:{self.port if self.port else '*'}"
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _mode_spelling(cls, mode):
+        """``mixed`` (the fair coin's earlier name) is ``random``."""
+        return mode_spelling(mode)
 
 
 # --------------------------------------------------------------------------------------------

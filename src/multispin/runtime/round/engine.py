@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Literal, Mapping, Protocol, Sequence
+from typing import Mapping, Protocol, Sequence
 
 from multispin.errors import ConfigError
 from multispin.runtime.round.roles import Draft, Verdict, VerifierServer
 from multispin.system.payload import RoundBits, WirePayload
+from multispin.vocabulary import LINK_MODES, LinkMode
 
-Mode = Literal["ul", "dl"]
-MODES: tuple[Mode, ...] = ("ul", "dl")
 
 
 class DraftLengthPolicy(Protocol):
@@ -29,7 +28,7 @@ class DraftLengthPolicy(Protocol):
 
 
 class ModePolicy(Protocol):
-    def __call__(self, round_idx: int, rejected: Sequence[int]) -> Mapping[int, Mode]: ...
+    def __call__(self, round_idx: int, rejected: Sequence[int]) -> Mapping[int, LinkMode]: ...
 
 
 @dataclass
@@ -51,7 +50,7 @@ class RoundPolicy(Protocol):
         (its remaining budget − 1, at most γ_max), so a budget-aware policy plans within them."""
         ...
 
-    def modes(self, plan: RoundPlan, rejected: Sequence[int]) -> Mapping[int, Mode]: ...
+    def modes(self, plan: RoundPlan, rejected: Sequence[int]) -> Mapping[int, LinkMode]: ...
 
     def observe(self, outcome: "RoundOutcome") -> None: ...
 
@@ -67,7 +66,7 @@ class PolicyPair:
              caps: Mapping[int, int] | None = None) -> RoundPlan:
         return RoundPlan(round_idx, self.draft_lengths(round_idx, list(active)))  # the engine clips
 
-    def modes(self, plan: RoundPlan, rejected: Sequence[int]) -> Mapping[int, Mode]:
+    def modes(self, plan: RoundPlan, rejected: Sequence[int]) -> Mapping[int, LinkMode]:
         return self.mode_policy(plan.round, list(rejected))
 
     def observe(self, outcome: "RoundOutcome") -> None:
@@ -86,7 +85,7 @@ class RoundRecord:
     draft_len: int
     num_accepted: int
     rejection_position: int | None
-    mode: Mode | None
+    mode: LinkMode | None
     tokens_gained: int
     payload_bits: int  # the one vocabulary-wide distribution moved (0 if none)
     uplink_bits: int  # everything the device sent (drafts, q̂_j or correction id)
@@ -121,7 +120,7 @@ class RoundOutcome:
     gammas: dict[int, int]  # γ of every device active at the round's start (after the clip)
     plan: RoundPlan | None = None  # the policy's plan for the round
     rejected: list[int] = field(default_factory=list)
-    modes: dict[int, Mode] = field(default_factory=dict)
+    modes: dict[int, LinkMode] = field(default_factory=dict)
     records: dict[int, RoundRecord] = field(default_factory=dict)  # devices that committed
     kept: dict[int, list[int]] = field(default_factory=dict)  # the tokens each committed
     finished: list[int] = field(default_factory=list)  # devices done after their commit
@@ -187,7 +186,7 @@ class RoundEngine:
         out.rejected = [d for d in drafts if out.verdicts[d].rejected]
         chosen = dict(self.policy.modes(out.plan, list(out.rejected)))  # type: ignore[arg-type]
         for d in out.rejected:
-            if chosen.get(d) not in MODES:
+            if chosen.get(d) not in LINK_MODES:
                 raise ConfigError(f"mode policy: need 'ul' or 'dl' for device {d} in round {out.round} "
                                   f"(got {chosen.get(d)!r})")
         out.modes = {d: chosen[d] for d in out.rejected}

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from multispin.runtime.round.planner import ScenarioPlanner, analytic_round
-from multispin.runtime.round.policies import POLICIES
+from multispin.vocabulary import RUN_POLICIES as POLICIES
 from multispin.system.payload import WirePayload
 from multispin.system.scenario import Scenario
 

@@ -11,13 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-import numpy as np
-
-from multispin.errors import ConfigError
 from multispin.runtime.round.roles import DraftDevice, VerifierServer, draft_all
-from multispin.runtime.round.engine import Mode, ModePolicy, RoundEngine, RoundOutcome, RoundPolicy, RoundRecord
+from multispin.runtime.round.engine import ModePolicy, RoundEngine, RoundOutcome, RoundPolicy, RoundRecord
 from multispin.speculative.stats import AcceptanceStats
+from multispin.system.channel import fair_coin_ul
 from multispin.system.payload import WirePayload
+from multispin.vocabulary import DL, UL, LinkMode, fixed_mode
 
 
 @dataclass
@@ -42,30 +41,31 @@ class UniformDraftLength:
 
 @dataclass
 class FixedMode:
-    mode: Mode
+    mode: LinkMode
 
-    def __call__(self, round_idx: int, rejected: Sequence[int]) -> dict[int, Mode]:
+    def __call__(self, round_idx: int, rejected: Sequence[int]) -> dict[int, LinkMode]:
         return {d: self.mode for d in rejected}
 
 
 @dataclass
 class RandomMode:
-    """Each rejected device independently UL or DL with probability 1/2 (seeded per round)."""
+    """Each rejected device independently UL or DL with probability 1/2: the fair coin of the
+    ``random`` mode rule (`multispin.system.channel.fair_coin_ul`), the same coin the testbed's
+    ``--policy random`` flips, so runs of either are paired on common random numbers."""
 
     seed: int
 
-    def __call__(self, round_idx: int, rejected: Sequence[int]) -> dict[int, Mode]:
-        rng = np.random.default_rng([self.seed, round_idx, 7])
-        return {d: ("ul" if rng.random() < 0.5 else "dl") for d in rejected}
+    def __call__(self, round_idx: int, rejected: Sequence[int]) -> dict[int, LinkMode]:
+        ul = fair_coin_ul(self.seed, round_idx, rejected)
+        return {d: (UL if u else DL) for d, u in zip(rejected, ul)}
 
 
 def mode_policy(mode: str, seed: int) -> ModePolicy:
-    """The policy behind `--mode`: ul, dl, or mixed (a fair coin per rejected device)."""
-    if mode == "mixed":
+    """The policy behind `--mode`: ul, dl, or random (the fair coin per rejected device)."""
+    canon = fixed_mode(mode)
+    if canon == "random":
         return RandomMode(seed)
-    if mode in ("ul", "dl"):
-        return FixedMode(mode)  # type: ignore[arg-type]
-    raise ConfigError(f"mode: must be ul, dl or mixed (got {mode!r})")
+    return FixedMode(canon)  # type: ignore[arg-type]
 
 
 @dataclass

@@ -48,13 +48,13 @@ from multispin.optimize.goodput import t_comp_s
 from multispin.optimize.plan import plan
 from multispin.optimize.reactive import reactive
 from multispin.runtime.round.acceptance_estimate import ALPHA_CEIL, ALPHA_FLOOR, AcceptanceEstimator  # noqa: F401
-from multispin.runtime.round.policies import POLICIES, TARGET_ONLY, policy_name
-from multispin.runtime.round.engine import Mode, RoundOutcome, RoundPlan, RoundRecord
-from multispin.system.channel import World, stream
+from multispin.runtime.round.engine import RoundOutcome, RoundPlan, RoundRecord
+from multispin.system.channel import World, coin_uniforms, stream
 from multispin.system.channel_process import ChannelProcess, uses_channel_process
 from multispin.system.payload import WirePayload
 from multispin.system.radio import rate_bps
 from multispin.system.scenario import Scenario
+from multispin.vocabulary import PLAN_POLICIES, RUN_POLICIES as POLICIES, TARGET_ONLY, LinkMode, policy_name
 
 @dataclass
 class RoundCost:
@@ -182,8 +182,6 @@ class ScenarioPlanner:
         if len(self.device_ids) != self.scenario.devices.count:
             raise ConfigError(f"devices: the scenario has {self.scenario.devices.count} devices, "
                               f"the run has {len(self.device_ids)}")
-        from multispin.optimize.baselines import PLAN_POLICIES
-
         if self.draft_policy not in PLAN_POLICIES:
             raise ConfigError(f"draft_policy: unknown value {self.draft_policy!r} (allowed: {', '.join(PLAN_POLICIES)})")
         if not isinstance(self.payload, WirePayload):
@@ -274,14 +272,14 @@ class ScenarioPlanner:
         gammas = {d: int(g) for d, g in zip(active, proactive.draft_len)}
         return ScenarioRoundPlan(round_idx, gammas, active, inst, proactive)
 
-    def modes(self, rplan: ScenarioRoundPlan, rejected: Sequence[int]) -> dict[int, Mode]:
+    def modes(self, rplan: ScenarioRoundPlan, rejected: Sequence[int]) -> dict[int, LinkMode]:
         """Modes, powers and bandwidths for the rejected set; the decision stays on the plan."""
         pos = {d: i for i, d in enumerate(rplan.active)}
         mask = np.zeros(len(rplan.active), dtype=bool)
         mask[[pos[d] for d in rejected]] = True
         mode_u = None
-        if POLICIES[self.policy] == "random":
-            mode_u = stream(self.scenario.seed, "modes", 10_000 + rplan.round).random((1, mask.size))
+        if POLICIES[self.policy] == "random":  # the fair coin, flipped per device id (as `generate` flips it)
+            mode_u = coin_uniforms(self.scenario.seed, rplan.round, rplan.active)[None, :]
         rplan.decision = reactive(mask, rplan.instance, split=self.split, modes=POLICIES[self.policy],
                                   mode_uniforms=mode_u)
         names = rplan.decision.mode_names()

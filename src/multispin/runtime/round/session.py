@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from multispin.errors import Interrupted
 from multispin.models.base import BatchedSequence, LoadedPair
@@ -22,19 +22,26 @@ from multispin.speculative.codecs import exactness_by_mode, make_codec
 from multispin.speculative.stats import AcceptanceStats
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 from multispin.speculative.warp import SamplingFields
+from multispin.vocabulary import FixedMode, fixed_mode_links, mode_spelling
 
 
 class GenerateConfig(SamplingFields):
     pair: str = DEFAULT_PAIR
     devices: int = Field(4, ge=1, le=256)
     draft_len: int = Field(4, ge=0, le=DEFAULT_GAMMA_MAX)
-    mode: Literal["ul", "dl", "mixed"] = "mixed"
+    mode: FixedMode = "random"
     seed: int = 0
     max_new_tokens: int = Field(32, ge=1, le=8192)
     ul_codec: str = "dense-fp32"
     dl_codec: str = "dense-fp32"
     drafts: list[str] | None = None  # draft model per device, cycled; default: all of the pair's
     prompts: list[str] | None = None  # cycled over devices; default: built-in prompts
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _mode_spelling(cls, mode):
+        """``mixed`` (the fair coin's earlier name) is ``random``."""
+        return mode_spelling(mode)
 
 
 @dataclass
@@ -82,7 +89,7 @@ def generate(config: GenerateConfig, pair: LoadedPair | None = None,
     pair = pair or resolve_pair(config.pair, drafts=config.drafts)
     sampling = config.sampling
     ul_codec, dl_codec = make_codec(config.ul_codec), make_codec(config.dl_codec)
-    used = ("ul", "dl") if config.mode == "mixed" else (config.mode,)
+    used = fixed_mode_links(config.mode)
     notes = [f"{m.upper()} codec {(ul_codec if m == 'ul' else dl_codec).name} is not exact here: {v.reason}"
              for m, v in exactness_by_mode(ul_codec, dl_codec, sampling, pair.vocab_size, used).items()
              if not v.exact]

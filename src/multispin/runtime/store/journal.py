@@ -58,13 +58,13 @@ from multispin.runtime.store.check import (
 from multispin.runtime.store.head import GENESIS, Head, HeadWriter, head_path, link, session_seal
 from multispin.runtime.store.records import DeviceRound, RecoveredSession, Recovery, Repair, SessionRecord
 from multispin.runtime.store.repair import rebuild
+from multispin.vocabulary import LINK_MODES
 
 #: 2: rounds.link (the chain) and the head file; 3: sessions.seal (each session row's checksum).
 #: Older journals are migrated when a writer opens them.
 SCHEMA_VERSION = 3
 #: SQLite's 32-bit application id in the file header: "MSPJ" (MultiSPin Journal)
 APPLICATION_ID = 0x4D53504A
-MODES = ("ul", "dl")
 #: how long a write waits, retrying, for SQLite's write lock held by another process; the
 #: devices wait for the round's COMMIT meanwhile (their --server-timeout is 120 s by default)
 LOCK_WAIT_S = 60.0
@@ -475,9 +475,9 @@ class Journal:
         r = int(round_index)
         rows = []
         for d, e in sorted(devices.items()):
-            if e.mode is not None and e.mode not in MODES:
+            if e.mode is not None and e.mode not in LINK_MODES:
                 raise JournalError(f"{self.path}: round {r}, device {d}: mode must be one of "
-                                   f"{', '.join(MODES)} or None (got {e.mode!r})")
+                                   f"{', '.join(LINK_MODES)} or None (got {e.mode!r})")
             if int(e.draft_len) < 0 or int(e.bits) < 0:
                 raise JournalError(f"{self.path}: round {r}, device {d}: draft_len and bits must be "
                                    f">= 0 (got {e.draft_len}, {e.bits})")

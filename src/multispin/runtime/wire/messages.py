@@ -53,6 +53,7 @@ import msgpack
 from multispin.errors import ProtocolError
 from multispin.runtime.security.auth import MAC_BYTES, NONCE_BYTES
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX, check_draft
+from multispin.vocabulary import LINK_MODES
 
 PROTOCOL_VERSION = 2  # 2: PLAN rides in COMMIT, p_j in VERDICT, no VERDICT for an accepted draft
 DIGEST_BYTES = 32
@@ -75,7 +76,6 @@ ENVELOPE_BYTES = 160
 # busy: the server is at its connection or handshake limit; try again (the others that refuse a
 # HELLO, auth and refused, are final)
 ERROR_CODES = ("auth", "refused", "protocol", "timeout", "replaced", "shutdown", "internal", "busy")
-MODES = ("ul", "dl")
 
 
 def _u32_bytes(tokens: Iterable[int]) -> tuple[bytes, int]:
@@ -459,7 +459,7 @@ class VerdictMsg(Message):
     payload: bytes | None = None  # DL codec bytes of p_j, exactly codec.num_bytes(V); set iff mode is dl
     SPEC: ClassVar[dict[str, Check]] = {
         "round": _ROUND, "num_accepted": _int(0, lambda lim: max(0, lim.gamma_max - 1)),
-        "mode": _str(2, MODES), "payload": _opt(_bin(lambda lim: lim.dl_payload_bytes, "the DL codec")),
+        "mode": _str(2, LINK_MODES), "payload": _opt(_bin(lambda lim: lim.dl_payload_bytes, "the DL codec")),
     }
 
     def validate(self, lim: Limits) -> None:

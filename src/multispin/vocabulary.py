@@ -1,0 +1,113 @@
+"""The project's words for its concepts, each defined once: links, mode rules, run policies, draft policies.
+
+Every layer (the token math, the optimiser, the runtime, the command line) imports its names from
+here, so that ``ul`` means the same thing in a journal row, a wire message, the optimiser's mask
+and a ``--mode`` flag. It imports nothing of the package's layers (only `multispin.errors`), so the
+innermost layer may read it and the command line may list its names in its help without loading
+numpy or torch.
+
+- **Link modes** (``ul``, ``dl``): how one rejected device is corrected. UL: it uploads its draft
+  distribution q and the server samples the correction; DL: the server sends the target
+  distribution p and the device samples it.
+- **Mode rules** (``optimal``, ``all_ul``, ``all_dl``, ``random``): how the links of one round's
+  rejected set are chosen; the optimiser's ``modes=`` argument.
+- **Run policies** (``adaptive``, ``all_ul``, ``all_dl``, ``random``, ``target_only``): what a
+  testbed or demo run compares; each is a mode rule (``target_only`` drafts nothing, so its rule
+  never acts).
+- **Fixed modes** (``ul``, ``dl``, ``random``): the ``--mode`` of ``generate`` and ``serve``, which
+  draft a fixed γ: one link for every rejection, or the fair coin.
+- **Draft policies**: how the optimiser chooses the draft lengths γ.
+
+The fair coin (``random``) is one function, `multispin.system.channel.fair_coin_ul`, keyed in the
+one registry of random streams, so ``generate --mode random`` and ``testbed --policy random`` with
+the same seed choose the same links for the same rejected devices.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from multispin.errors import ConfigError
+
+# ----------------------------------------------------------------------------- links
+
+LinkMode = Literal["ul", "dl"]
+UL: LinkMode = "ul"
+DL: LinkMode = "dl"
+LINK_MODES: tuple[LinkMode, ...] = (UL, DL)
+
+# ----------------------------------------------------------------------------- mode rules
+
+ModeRule = Literal["optimal", "all_ul", "all_dl", "random"]
+MODE_RULES: tuple[ModeRule, ...] = ("optimal", "all_ul", "all_dl", "random")
+# the links each rule may pick (a run's payload needs the codecs of these links only)
+RULE_LINKS: dict[str, tuple[LinkMode, ...]] = {
+    "optimal": LINK_MODES, "all_ul": (UL,), "all_dl": (DL,), "random": LINK_MODES}
+# the fair coin: a rejected device goes UL where its uniform draw is below this
+COIN_UL_BELOW = 0.5
+
+# ----------------------------------------------------------------------------- run policies
+
+RunPolicy = Literal["adaptive", "all_ul", "all_dl", "random", "target_only"]
+TARGET_ONLY = "target_only"
+# policy -> its mode rule; the names are the optimiser's baseline names (all_ul in the CLI, the
+# API and every JSON alike)
+RUN_POLICIES: dict[str, ModeRule] = {"adaptive": "optimal", "all_ul": "all_ul", "all_dl": "all_dl",
+                                     "random": "random", TARGET_ONLY: "optimal"}
+# the policies a demo compares: the optimiser, the two one-link baselines and plain decoding
+DEMO_POLICIES: tuple[str, ...] = ("adaptive", "all_ul", "all_dl", TARGET_ONLY)
+
+
+def policy_links(policy: str) -> tuple[LinkMode, ...]:
+    """The links a run policy may use (none for ``target_only``: it never corrects)."""
+    return () if policy == TARGET_ONLY else RULE_LINKS[RUN_POLICIES[policy]]
+
+
+def policy_spelling(name):
+    """The one vocabulary's spelling of a policy name: the hyphenated names of earlier versions
+    (``all-ul``, ``target-only``) still work, as hidden aliases."""
+    return name.replace("-", "_") if isinstance(name, str) else name
+
+
+def policy_name(name: str) -> str:
+    """``name`` (any spelling, `policy_spelling`) as a policy of RUN_POLICIES, or a ConfigError
+    naming the allowed values."""
+    canon = policy_spelling(name)
+    if canon not in RUN_POLICIES:
+        raise ConfigError(f"policy: unknown value {name!r} (allowed: {', '.join(RUN_POLICIES)})")
+    return canon
+
+
+# ----------------------------------------------------------------------------- fixed modes (--mode)
+
+FixedMode = Literal["ul", "dl", "random"]
+FIXED_MODES: tuple[str, ...] = (UL, DL, "random")
+# ``mixed`` was the fair coin's name before it took the policies' name; it still works, unlisted
+_FIXED_MODE_ALIASES = {"mixed": "random"}
+
+
+def mode_spelling(name):
+    """A ``--mode`` value in the current spelling (``mixed`` → ``random``)."""
+    return _FIXED_MODE_ALIASES.get(name, name) if isinstance(name, str) else name
+
+
+def fixed_mode(name: str) -> str:
+    """``name`` as one of FIXED_MODES (aliases accepted), or a ConfigError naming the allowed values."""
+    canon = mode_spelling(name)
+    if canon not in FIXED_MODES:
+        raise ConfigError(f"mode: unknown value {name!r} (allowed: {', '.join(FIXED_MODES)})")
+    return canon
+
+
+def fixed_mode_links(mode: str) -> tuple[LinkMode, ...]:
+    """The links a ``--mode`` may use."""
+    canon = fixed_mode(mode)
+    return LINK_MODES if canon == "random" else (canon,)  # type: ignore[return-value]
+
+
+# ----------------------------------------------------------------------------- draft policies
+
+# how the optimiser chooses γ (optimize.baselines); ``fast`` is the runtime planner's search
+DRAFT_POLICIES: tuple[str, ...] = ("greedy", "greedy_paper", "best_uniform", "computation_only", "oracle",
+                                   "certified")
+PLAN_POLICIES: tuple[str, ...] = DRAFT_POLICIES + ("fast",)
