@@ -19,8 +19,7 @@ SRC = str(Path(cli.__file__).parents[1])  # this checkout's package
 
 # a valid value, other than every preset's, for each field some verb ignores
 IGNORED_VALUES = {
-    "payload.codec": "lattice", "payload.vocab_size": 1000, "payload.v_eff": 10, "payload.value_bits": 8,
-    "payload.lattice_resolution": 64, "payload.count_signalling_bits": True,
+    "payload.codec": "lattice:l=64", "payload.vocab_size": 1000, "payload.count_signalling_bits": True,
     "channel.speed_kmh": 30, "channel.carrier_hz": 2.0e9, "channel.pilot_snr_db": 10, "channel.planning": "robust",
     "channel.correction_deadline_s": 0.1,
 }

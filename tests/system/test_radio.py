@@ -9,7 +9,7 @@ import pytest
 
 from multispin.errors import ConfigError
 from multispin.system import ComputeParams, Instance, RadioParams
-from multispin.system.payload import distribution_bits, draft_upload_bits_per_token, token_id_bits
+from multispin.system.payload import PAPER_PAYLOAD_BITS, distribution_bits, draft_upload_bits_per_token, token_id_bits
 from multispin.system.radio import (
     dbm_to_w,
     latency_s,
@@ -43,14 +43,15 @@ def test_rate_latency_power_are_consistent():
 
 def test_payload_bits():
     assert token_id_bits(151_665) == 18
-    assert distribution_bits("sparse-topk", 151_665, 1024, 16) == 34_816
+    assert distribution_bits("sparse:v_eff=1024,q=16", 151_665) == 34_816 == PAPER_PAYLOAD_BITS
+    assert distribution_bits("sparse-v1024-q16") == 34_816  # a codec's name, at the paper's V
     assert distribution_bits("dense-fp32", 151_665) == 151_665 * 32
     assert distribution_bits("dense-fp16", 1000) == 16_000
-    assert distribution_bits("lattice", vocab_size=5, lattice_resolution=4) == math.ceil(math.log2(math.comb(8, 4)))
-    assert distribution_bits("lattice", vocab_size=151_665, lattice_resolution=1024) == math.ceil(
-        math.log2(math.comb(1024 + 151_664, 151_664)))
+    assert distribution_bits("lattice:l=4", 5) == math.ceil(math.log2(math.comb(8, 4)))
+    assert distribution_bits("lattice:l=1024", 151_665) == math.ceil(math.log2(math.comb(1024 + 151_664, 151_664)))
+    assert distribution_bits("lattice", 151_665) == distribution_bits("lattice:l=1000", 151_665)  # one default
     assert draft_upload_bits_per_token(151_665) == 34
-    with pytest.raises(ConfigError, match="payload.codec"):
+    with pytest.raises(ConfigError, match="codec"):
         distribution_bits("zip")
 
 
@@ -84,17 +85,25 @@ def test_instance_tables_and_validation():
     assert sub.num_devices == 1 and sub.alpha.tolist() == [0.8]
 
 
-@pytest.mark.parametrize("codec,spec,kw", [
-    ("sparse-topk", "sparse:v_eff=1024,q=16", dict(v_eff=1024, value_bits=16)),
-    ("sparse-topk", "sparse:v_eff=64,q=32", dict(v_eff=64, value_bits=32)),
-    ("dense-fp32", "dense-fp32", {}),
-    ("dense-fp16", "dense-fp16", {}),
-    ("lattice", "lattice:l=1000", dict(lattice_resolution=1000)),
-    ("lattice", "lattice:l=7", dict(lattice_resolution=7)),
-])
+@pytest.mark.parametrize("spec", ["sparse:v_eff=1024,q=16", "sparse:v_eff=64,q=32", "dense-fp32", "dense-fp16",
+                                  "dense-bf16", "lattice:l=1000", "lattice:l=7"])
 @pytest.mark.parametrize("vocab", [49_152, 151_665])
-def test_optimiser_bit_counts_equal_the_codecs_own(codec, spec, kw, vocab):
-    """The optimiser plans with exactly the bits the engine's codecs put on the wire."""
+def test_optimiser_bit_counts_equal_the_codecs_own(spec, vocab):
+    """The optimiser plans with exactly the bits the engine's codecs put on the wire, and a
+    scenario's payload names its codec as --ul-codec does."""
     from multispin.speculative.codecs import make_codec
+    from multispin.system.scenario import get_preset
 
-    assert distribution_bits(codec, vocab, **kw) == make_codec(spec).bits(vocab)
+    assert distribution_bits(spec, vocab) == make_codec(spec).bits(vocab)
+    sc = get_preset("paper-qwen").override({"payload.codec": spec, "payload.vocab_size": vocab})
+    assert sc.payload.distribution_bits == make_codec(spec).bits(vocab)
+
+
+def test_a_scenario_refuses_a_bad_codec_spec_naming_the_field():
+    from multispin.system.scenario import get_preset
+
+    for bad in ("sparse-topk", "zip", "sparse:v_eff=1024,q=8"):
+        with pytest.raises(ConfigError, match="payload.codec"):
+            get_preset("paper-qwen").override({"payload.codec": bad})
+    with pytest.raises(ConfigError, match="payload.codec: v_eff"):
+        get_preset("paper-qwen").override({"payload.codec": "sparse:v_eff=512,q=16", "payload.vocab_size": 100})

@@ -109,7 +109,13 @@ def scenario_for_profiles(acceptance_profile, compute_profile):
     if len(vocab) != 1 or base.payload.vocab_size in vocab:
         return None, ""  # none named, or profiles of different pairs: the vocabulary check says which
     v = vocab.pop()
-    sc = base.override({"payload.vocab_size": v, "payload.v_eff": min(base.payload.v_eff, v)})
+    from multispin.speculative.codecs import make_codec
+
+    codec = make_codec(base.payload.codec)  # a sparse codec keeps at most V entries
+    over: dict = {"payload.vocab_size": v}
+    if getattr(codec, "v_eff", 0) > v:
+        over["payload.codec"] = f"sparse:v_eff={v},q={codec.q}"
+    sc = base.override(over)
     return sc, (f"scenario: {DEFAULT_SCENARIO} with payload.vocab_size = {v:,}, the profiles' pair's "
                 "(--scenario names another)")
 

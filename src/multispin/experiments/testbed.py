@@ -44,14 +44,13 @@ from multispin.runtime.round.forecast import forecast_goodput
 from multispin.runtime.round.planner import ScenarioPlanner, model_predictions
 from multispin.runtime.net.round_sink import RoundSink
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
-from multispin.system.payload import WirePayload
+from multispin.system.payload import PAPER_PAYLOAD_BITS, WirePayload
 from multispin.vocabulary import RunPolicy as Policy, policy_links, policy_spelling
 
 Clock = Literal["virtual", "wall"]
 
 COMPACT_V_EFF = 1024  # the paper's V_eff
 MAX_SESSIONS = 4096  # the server's limit on distinct device ids (ServerConfig.max_devices)
-PAPER_PAYLOAD_BITS = 34_816  # 1024 · (18 + 16) at V = 151,665 (docs/system-model.md §2)
 
 
 def compact_exact_defaults(vocab_size: int, v_eff: int = COMPACT_V_EFF) -> tuple[int, str]:

@@ -1,7 +1,8 @@
 """Bit counts of what moves over the air (docs/system-model.md §4), as the optimiser sees them.
 
-These are the exact sizes of the encodings; the codecs themselves (encode/decode, exactness per
-mode) live in ``multispin.speculative``. Keeping the counts here lets the optimiser stay pure numpy.
+A distribution's size is its codec's: `distribution_bits` is `speculative.codecs`' ``bits(V)``
+of the codec a spec names, so the optimiser plans with exactly the bits the engine puts on the
+wire, and the scenario file names its codec in the same words as ``--ul-codec``.
 
 Two uses: the scenario's payload *model* (`distribution_bits`, one codec for both links,
 for optimisation studies), and the running system's `WirePayload` (the bits of what a
@@ -14,8 +15,7 @@ import math
 from dataclasses import dataclass, field
 
 from multispin.errors import ConfigError
-
-CODECS = ("sparse-topk", "dense-fp32", "dense-fp16", "lattice")
+from multispin.speculative.codecs import PAPER_PAYLOAD_BITS, PAPER_VOCAB, make_codec  # noqa: F401 (re-exported)
 
 
 def token_id_bits(vocab_size: int) -> int:
@@ -25,33 +25,11 @@ def token_id_bits(vocab_size: int) -> int:
     return int(math.ceil(math.log2(vocab_size)))
 
 
-def distribution_bits(
-    codec: str,
-    vocab_size: int = 151_665,
-    v_eff: int = 1024,
-    value_bits: int = 16,
-    lattice_resolution: int = 1024,
-) -> int:
-    """Size S in bits of one encoded distribution (q_j in UL mode, p_j in DL mode).
-
-    - ``sparse-topk``: V_eff (index, value) pairs, ⌈log2 V⌉ + Q bits each (the paper: 34,816 bits);
-    - ``dense-fp32`` / ``dense-fp16``: V values at 32 / 16 bits;
-    - ``lattice``: integer counts summing to ℓ over V cells, ⌈log2 C(ℓ+V−1, V−1)⌉ bits.
-    """
-    if codec == "sparse-topk":
-        if not 1 <= v_eff <= vocab_size:
-            raise ConfigError(f"payload.v_eff: must be in [1, vocab_size={vocab_size}] (got {v_eff})")
-        return int(v_eff * (token_id_bits(vocab_size) + value_bits))
-    if codec == "dense-fp32":
-        return int(vocab_size * 32)
-    if codec == "dense-fp16":
-        return int(vocab_size * 16)
-    if codec == "lattice":
-        if lattice_resolution < 1:
-            raise ConfigError(f"payload.lattice_resolution: must be in [1, inf) (got {lattice_resolution})")
-        # Exact integer arithmetic: the bits to index C(ℓ+V−1, V−1) count vectors (no float rounding).
-        return (math.comb(lattice_resolution + vocab_size - 1, lattice_resolution) - 1).bit_length()
-    raise ConfigError(f"payload.codec: unknown codec {codec!r} (allowed: {', '.join(CODECS)})")
+def distribution_bits(spec: str, vocab_size: int = PAPER_VOCAB) -> int:
+    """Size S in bits of one distribution (q_j in UL mode, p_j in DL mode) encoded by the codec
+    ``spec`` names (`multispin.speculative.codecs.make_codec`: ``sparse:v_eff=1024,q=16``, the
+    paper's 34,816 bits at V = 151,665; ``dense-fp32``; ``lattice:l=1000``; …)."""
+    return int(make_codec(spec).bits(vocab_size))
 
 
 def draft_upload_bits_per_token(vocab_size: int, prob_bits: int = 16) -> int:

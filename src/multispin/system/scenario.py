@@ -27,6 +27,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, mod
 from pydantic_core import PydanticCustomError
 
 from multispin.errors import ConfigError, config_error_from_validation, did_you_mean
+from multispin.speculative.codecs import make_codec
 from multispin.system.config_file import FILE_SUFFIXES, expand_dotted, locate, parse_text
 from multispin.system.profile_fit import check_vocabulary, read_profile, warn_poor_fit
 from multispin.system.payload import distribution_bits, draft_upload_bits_per_token, token_id_bits
@@ -68,6 +69,15 @@ Seconds = Annotated[float, _range(0, None, unit="s")]
 # front ends measure about 5-9 dB; 7 dB is the middle of that range. One value for every preset,
 # verb and the reproduction (docs/system-model.md §2); --noise-figure-db changes it.
 DEFAULT_NOISE_FIGURE_DB = 7.0
+
+def _codec_spec(spec: str) -> str:
+    """A codec spec `make_codec` accepts (its message names the forms it takes)."""
+    try:
+        make_codec(spec)
+    except ConfigError as exc:
+        raise PydanticCustomError("codec", "{m}", {"m": str(exc)}) from None
+    return spec
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -171,17 +181,15 @@ class PayloadConfig(_Model):
     bits of its own UL and DL codecs and its pair's vocabulary (`system.payload.WirePayload`).
     """
 
-    codec: Literal["sparse-topk", "dense-fp32", "dense-fp16", "lattice"] = "sparse-topk"
+    # a codec spec, as --ul-codec takes it: sparse:v_eff=N,q=16|32, dense-fp32|fp16|bf16, lattice:l=N
+    codec: Annotated[str, AfterValidator(_codec_spec)] = "sparse:v_eff=1024,q=16"
     vocab_size: Annotated[int, _range(2, 100_000_000)] = 151_665
-    v_eff: Annotated[int, _range(1, 100_000_000)] = 1024
-    value_bits: Annotated[int, _range(1, 64)] = 16
-    lattice_resolution: Annotated[int, _range(1, 1_000_000)] = 1024
     count_signalling_bits: bool = True
 
     @property
     def distribution_bits(self) -> int:
-        """S: bits of one encoded distribution."""
-        return distribution_bits(self.codec, self.vocab_size, self.v_eff, self.value_bits, self.lattice_resolution)
+        """S: bits of one encoded distribution (the codec's own count)."""
+        return distribution_bits(self.codec, self.vocab_size)
 
     @property
     def payload_bits(self) -> int:
@@ -254,9 +262,10 @@ class Scenario(_Model):
                 and self.radio.fading != "rayleigh":
             raise PydanticCustomError("channel", "channel.speed_kmh / channel.pilot_snr_db: need radio.fading = "
                                       "rayleigh (got {f})", {"f": self.radio.fading})
-        if self.payload.codec == "sparse-topk" and self.payload.v_eff > self.payload.vocab_size:
-            raise PydanticCustomError("range", "payload.v_eff: must be in [1, vocab_size={v}] (got {e})",
-                                      {"v": self.payload.vocab_size, "e": self.payload.v_eff})
+        v_eff = getattr(make_codec(self.payload.codec), "v_eff", None)
+        if v_eff is not None and v_eff > self.payload.vocab_size:
+            raise PydanticCustomError("range", "payload.codec: v_eff must be in [1, vocab_size={v}] (got {e})",
+                                      {"v": self.payload.vocab_size, "e": v_eff})
         return self
 
     # ------------------------------------------------------------------ derived values
@@ -450,7 +459,7 @@ _PAPER_COMMON: dict[str, Any] = {
         "bandwidth_split": "equal",
     },
     "payload": {
-        "codec": "sparse-topk", "vocab_size": 151_665, "v_eff": 1024, "value_bits": 16,
+        "codec": "sparse:v_eff=1024,q=16", "vocab_size": 151_665,
         # The paper neglects drafting uploads and correction ids; set true to count them.
         "count_signalling_bits": False,
     },
