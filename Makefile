@@ -8,7 +8,7 @@ STAMP   = $(VENV)/.installed
 # liveness deadlines, so more workers than cores is untested.
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo test bench docs docs-screenshots setup clean
+.PHONY: demo test test-fast lint bench docs docs-screenshots setup clean
 
 setup: $(STAMP)
 
@@ -28,8 +28,21 @@ demo: $(STAMP)
 	  out=out/demo-$$(date +%Y%m%d-%H%M%S); echo "out/demo holds an earlier run; this one writes to $$out"; fi; \
 	  $(VENV)/bin/multispin demo --out $$out
 
-test: $(STAMP)
+# The whole suite, after the linters (CI runs this).
+test: lint
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS)
+
+# The quick loop while editing: everything but the tests marked integration (real sockets,
+# processes, models) or slow; a few minutes on 2 cores.
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) -m "not integration and not slow"
+
+# Lint and import order (ruff), format (ruff format --check: nothing is rewritten here) and the
+# types of the token math, the optimiser and the runtime (mypy); settings in pyproject.toml.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 # The documentation site (Material + mkdocstrings) into build/site; tests/test_docs.py builds it too.
 # It works opened from disk (file://); `mkdocs serve` serves it with live reload.

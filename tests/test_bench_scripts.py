@@ -14,8 +14,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import multispin.runtime.round.roles as roles
 from multispin.speculative.sampling import sample_categorical
+
+# real sockets, processes or models: `make test-fast` leaves these out
+pytestmark = pytest.mark.integration
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 

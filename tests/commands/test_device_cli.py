@@ -14,6 +14,9 @@ from multispin.models.registry import resolve_pair
 from multispin.runtime.security.keys import create_keyring
 from multispin.runtime.net.server import EdgeServer, ServerConfig
 
+# real sockets, processes or models: `make test-fast` leaves these out
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture
 def keyring(tmp_path):

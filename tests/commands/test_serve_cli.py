@@ -18,6 +18,9 @@ import pytest
 from multispin.commands._outcome import serve_failure
 from multispin.runtime.wire.records import DeviceRecord, ServerSummary
 
+# real sockets, processes or models: `make test-fast` leaves these out
+pytestmark = pytest.mark.integration
+
 _CRASHED_WRITER = textwrap.dedent("""
     import json, os, sys
     from multispin.runtime.store.journal import DeviceRound, Journal, SessionRecord

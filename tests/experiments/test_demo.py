@@ -18,6 +18,9 @@ from multispin.runtime.net.launcher import LocalTestbed
 from multispin.runtime.round.local import FixedMode, UniformDraftLength
 from multispin.runtime.round.session import encode_prompt
 
+# real sockets, processes or models: `make test-fast` leaves these out
+pytestmark = pytest.mark.integration
+
 
 def test_steady_state_every_round_runs_every_device_and_next_prompts_start_from_their_own_context():
     pair = resolve_pair("tiny")

@@ -14,6 +14,9 @@ from multispin.experiments.testbed import TestbedConfig, run_testbed
 from multispin.models.profiles import run_alpha
 from multispin.system.scenario_io import resolve_scenario
 
+# real sockets, processes or models: `make test-fast` leaves these out
+pytestmark = pytest.mark.integration
+
 SEEDS = range(5)
 DEVICES, ROUNDS, BUDGET = 8, 20, 10
 

@@ -13,6 +13,9 @@ from multispin.errors import ConfigError
 from multispin.experiments.testbed import TestbedConfig, run_testbed
 from multispin.speculative.codecs import make_codec
 
+# real sockets, processes or models: `make test-fast` leaves these out
+pytestmark = pytest.mark.integration
+
 ROW_KEYS = {"round", "gamma", "rejected", "modes", "power_w", "bandwidth_hz", "payload_bits",
             "uplink_bits", "downlink_bits", "tokens_gained", "comp_latency_s", "comm_latency_s"}
 

@@ -15,6 +15,9 @@ from multispin.system.channel_process import ChannelProcess
 
 from test_testbed import AIRTIME_RUN, _airtime_errors
 
+# real sockets, processes or models: `make test-fast` leaves these out
+pytestmark = pytest.mark.integration
+
 
 @pytest.mark.parametrize("planning", ["naive", "robust"])
 def test_testbed_runs_with_mobility_and_charges_the_true_channel(tmp_path, planning):

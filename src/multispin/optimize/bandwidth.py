@@ -377,7 +377,9 @@ def optimized_split_batch(
             ns = np.concatenate([np.full(int((n <= cnt).sum()), n) for n in range(k + 1)])
             consider(rows, ns)
         else:
-            n0 = optimal_modes_batch(mask, inst, return_modes=True).is_ul.sum(axis=1)
+            is_ul = optimal_modes_batch(mask, inst, return_modes=True).is_ul
+            assert is_ul is not None  # asked for (return_modes)
+            n0 = is_ul.sum(axis=1)
             live = np.flatnonzero(cnt > 0)
             t0 = consider(live, n0[live])
             cur_t = np.full(m_rows, np.inf)

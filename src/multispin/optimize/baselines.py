@@ -75,7 +75,7 @@ def baselines(
     ``modes``: all_ul, all_dl and random modes, each with draft lengths optimised for it by
     ``policy``. ``draft_lengths``: best_uniform, computation_only and the paper's greedy, with the
     optimal modes."""
-    out = {}
+    out: dict[str, DraftPlan] = {}
     if modes:
         # the random policy has no per-set T* for a branch and bound: mode baselines use the shipped search
         search = "greedy" if policy == "certified" else policy

@@ -30,6 +30,7 @@ All policies maximise (or, for computation-only, ignore communication in) the SA
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -382,7 +383,7 @@ _POLISH_ONE_FROM_K = 50
 
 
 def _climb_all(obj: SAAObjective, points: dict[str, np.ndarray], trace: list,
-               compound: bool = True) -> dict[str, tuple]:
+               compound: bool = True) -> dict[str, Any]:
     """Climb from every point (most promising first) on ``obj``; name → (value or None, γ).
     ``compound=False`` (the subsample climbs, to stay in the time budget) skips the compound
     escape, which the polishing climbs on every sample still try."""
@@ -391,7 +392,7 @@ def _climb_all(obj: SAAObjective, points: dict[str, np.ndarray], trace: list,
     values, _ = state.candidate_values(np.asarray([points[n] for n in names]))
     orders = _weakness_orders(obj.inst)
     visited: set = set()
-    out = {}
+    out: dict[str, Any] = {}  # name → (value or None, γ); "_solves" → the solves it took
     for i in np.argsort(-values, kind="stable"):
         _, changes = state.candidate_values(points[names[i]][None, :])
         state.move_to(changes, 0)
@@ -478,11 +479,12 @@ def reference_search(obj: SAAObjective, rng: np.random.Generator, restarts: int 
         _, changes = state.candidate_values(np.asarray(g)[None, :])
         state.move_to(changes, 0)
         val = _climb(state, orders, set(), [])
-        if val > best_val:
+        if val is not None and val > best_val:
             best_val, best_g = val, state.gamma.copy()
 
     for g in points:
         climb_from(g)
+    assert best_g is not None, "reference_search: no start reached a point"
     for _ in range(kicks):
         g = best_g.copy()
         pick = rng.random(k) < 1 / 3
@@ -571,4 +573,5 @@ def exhaustive_oracle(obj: SAAObjective, max_vectors: int = 2_000_000, chunk: in
         i = int(np.argmax(vals))
         if vals[i] > best_val:
             best_val, best_g = float(vals[i]), gs[i].copy()
+    assert best_g is not None  # total ≥ 1 vectors were scored
     return DraftPlan(best_g, obj.evaluate(best_g), "exhaustive_oracle", total)

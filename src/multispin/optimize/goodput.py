@@ -148,7 +148,7 @@ class SAAObjective:
             if not (np.all(np.isfinite(gu)) and np.all(gu > 0) and np.all(np.isfinite(gd)) and np.all(gd > 0)):
                 raise ConfigError("channel_gains: must be in (0, inf)")
             self.channel_gains = (gu, gd)
-        self._cache: dict[bytes, float] = {}
+        self._cache: dict[bytes | int, float] = {}
         self.num_solves = 0
 
     def head(self, m: int) -> "SAAObjective":
@@ -179,7 +179,10 @@ class SAAObjective:
         if self.split == "equal" and mask.shape[0] < 64:  # too few rows for deduplication to pay
             self.num_solves += mask.shape[0]
             return t_comm_batch(mask, self.inst, self.modes, self.split, mu)
-        key_src = mask if self.modes != "random" else np.concatenate([mask, mask & (mu < COIN_UL_BELOW)], axis=1)
+        key_src = mask
+        if self.modes == "random":  # the coin's side is part of the outcome
+            assert mu is not None, "the random mode rule needs its coin's uniforms"
+            key_src = np.concatenate([mask, mask & (mu < COIN_UL_BELOW)], axis=1)
         keys = _row_keys(key_src)
         _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
         if self.split == "equal":

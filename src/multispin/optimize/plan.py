@@ -66,7 +66,7 @@ def certify(inst: Instance, goodput_tokens_per_s: float, baselines: dict[str, fl
     """The [`Certificate`][multispin.optimize.plan.Certificate] of a plan reaching ``goodput_tokens_per_s`` against ``baselines``;
     with the plan's objective ``obj`` and ``draft_len``, also the communication-aware bound
     (``bound``, e.g. a branch and bound's, replaces it where it is lower)."""
-    name = max(baselines, key=baselines.get) if baselines else "none"
+    name = max(baselines, key=lambda b: baselines[b]) if baselines else "none"
     free = goodput_upper_bound(inst)
     comm, method = float("nan"), "none"
     if obj is not None and draft_len is not None:
@@ -194,10 +194,12 @@ class DeviceStats:
 def device_stats(inst: Instance, gamma, uniforms: np.ndarray, split: str = "equal") -> DeviceStats:
     """Who is served in UL/DL over the SAA outcomes at draft lengths γ, and their UL latencies."""
     o = outcomes(inst, gamma, uniforms)
+    is_ul: np.ndarray | None
     if split == "optimized":
         is_ul = optimized_split_batch(o, inst).is_ul
     else:
         is_ul = optimal_modes_batch(o, inst, return_modes=True).is_ul
+    assert is_ul is not None  # asked for (return_modes)
     n = o.shape[0]
     rej = o.sum(axis=0)
     share = inst.radio.bandwidth_hz / np.maximum(o.sum(axis=1), 1)

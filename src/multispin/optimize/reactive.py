@@ -233,11 +233,15 @@ def reactive(
     if split == "optimized":
         fixed = None if modes == "optimal" else policy_ul_mask(mask, modes, mode_uniforms)
         dec = optimized_split_batch(mask, inst, is_ul=fixed, return_allocation=True)
+        assert dec.is_ul is not None and dec.power_w is not None and dec.bandwidth_hz is not None \
+            and dec.device_latency_s is not None  # asked for (return_allocation)
         mode = np.where(mask[0], np.where(dec.is_ul[0], UL, DL), NONE).astype(np.int8)
         return ReactiveDecision(mode, dec.power_w[0], dec.bandwidth_hz[0], dec.device_latency_s[0],
                                 float(dec.latency_s[0]))
     if modes == "optimal":
-        is_ul = optimal_modes_batch(mask, inst, return_modes=True, rtol=rtol).is_ul[0]
+        chosen = optimal_modes_batch(mask, inst, return_modes=True, rtol=rtol).is_ul
+        assert chosen is not None  # asked for (return_modes)
+        is_ul = chosen[0]
     else:
         is_ul = policy_ul_mask(mask, modes, mode_uniforms)[0]
     rej = mask[0]

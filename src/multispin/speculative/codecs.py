@@ -39,7 +39,7 @@ import abc
 import math
 import re
 from functools import lru_cache
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -66,7 +66,7 @@ class Exactness(NamedTuple):
 
 
 def exactness_by_mode(ul_codec: "Codec", dl_codec: "Codec", sampling: SamplingParams, vocab_size: int,
-                      modes: tuple[str, ...] = LINK_MODES) -> dict[str, Exactness]:
+                      modes: tuple[LinkMode, ...] = LINK_MODES) -> dict[str, Exactness]:
     """The verdict of each mode for the codec that moves its distribution (UL: q̂_j, DL: p_j)."""
     return {m: (ul_codec if m == "ul" else dl_codec).exactness(m, sampling, vocab_size) for m in modes}
 
@@ -147,7 +147,7 @@ def _index_bits(vocab_size: int) -> int:
 
 
 # Float formats: (numpy dtype of the raw bits, numpy float dtype, sign-bit mask)
-_RAW = {
+_RAW: dict[int, tuple[np.dtype, np.dtype, Any]] = {
     32: (np.dtype("<u4"), np.dtype("<f4"), np.uint32(0x8000_0000)),
     16: (np.dtype("<u2"), np.dtype("<f2"), np.uint16(0x8000)),
 }
@@ -679,14 +679,13 @@ def _parse_kv(family: str, text: str) -> dict:
 
 
 def _build(family: str, kwargs: dict) -> Codec:
-    model = _SparseParams if family == "sparse" else _LatticeParams
     try:
-        params = model(**kwargs)
+        if family == "sparse":
+            sparse = _SparseParams(**kwargs)
+            return SparseCodec(sparse.v_eff, sparse.q)
+        return LatticeCodec(_LatticeParams(**kwargs).l)
     except ValidationError as exc:
         raise config_error_from_validation(exc, prefix=family) from None
-    if family == "sparse":
-        return SparseCodec(params.v_eff, params.q)
-    return LatticeCodec(params.l)
 
 
 def make_codec(spec: str) -> Codec:

@@ -21,8 +21,8 @@ class AcceptanceStats:
     num_drafts: int = 0
     num_draft_tokens: int = 0
     num_accepted_tokens: int = 0
-    accepted_per_position: np.ndarray = field(default=None)  # type: ignore[assignment]
-    drafts_per_position: np.ndarray = field(default=None)  # type: ignore[assignment]
+    accepted_per_position: np.ndarray = field(default=None)  # type: ignore[arg-type]  # filled in __post_init__
+    drafts_per_position: np.ndarray = field(default=None)  # type: ignore[arg-type]
 
     def __post_init__(self) -> None:
         if self.accepted_per_position is None:

@@ -34,7 +34,7 @@ class WarpedRows(Protocol):
     def prob_at(self, rows: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         """p_row(token) for each pair, float64."""
 
-    def warped(self, rows: Sequence[int]) -> "torch.Tensor":
+    def warped(self, rows: Sequence[int] | np.ndarray) -> "torch.Tensor":
         """The whole warped rows, a float32 tensor (len(rows), V) on the rows' device."""
 
 
@@ -48,7 +48,7 @@ class ArrayRows:
     def prob_at(self, rows: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         return self.probs[rows, tokens].astype(np.float64)
 
-    def warped(self, rows: Sequence[int]) -> "torch.Tensor":
+    def warped(self, rows: Sequence[int] | np.ndarray) -> "torch.Tensor":
         import torch
 
         return torch.from_numpy(np.ascontiguousarray(self.probs[np.asarray(rows, dtype=np.int64)]))
@@ -81,7 +81,7 @@ class TargetRows:
             return torch.from_numpy(self.logits.numpy()[rows])
         return self.logits.index_select(0, torch.as_tensor(rows, device=self.logits.device))
 
-    def warped(self, rows: Sequence[int]) -> "torch.Tensor":
+    def warped(self, rows: Sequence[int] | np.ndarray) -> "torch.Tensor":
         return warp_tensor(self._select(np.asarray(rows, dtype=np.int64)), self.params)
 
     def prob_at(self, rows: np.ndarray, tokens: np.ndarray) -> np.ndarray:

@@ -12,7 +12,7 @@ import pytest
 from multispin.models.registry import resolve_pair
 from multispin.runtime.net.server import EdgeServer, ServerConfig
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.integration]  # real sockets and processes
 
 SECRET = "vanished-server-test-secret"
 

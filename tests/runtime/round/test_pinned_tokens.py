@@ -1,12 +1,12 @@
 """Tokens of a few runs, pinned byte for byte across refactors of the runtime.
 
 Each run's tokens and round records (γ, accepted counts, rejection positions, modes, bits) are
-reduced to canonical JSON and compared with tests/runtime/data/pinned_runs.json: the in-process
+reduced to canonical JSON and compared with tests/runtime/round/data/pinned_runs.json: the in-process
 loop, the networked testbed (thread devices over ZeroMQ) and the testbed with the optimiser in the
 loop, all on the tiny pair (float64 weights, so no rounding flips a token) with random modes (the fair coin).
 
 A change of behaviour fails here. If the change is intended, regenerate the file with
-``MULTISPIN_REPIN=1 pytest tests/runtime/test_pinned_tokens.py`` and say why in the commit.
+``MULTISPIN_REPIN=1 pytest tests/runtime/round/test_pinned_tokens.py`` and say why in the commit.
 """
 
 from __future__ import annotations
@@ -102,6 +102,7 @@ def test_tokens_are_pinned(pair, name):
     assert _canonical(got) == _canonical(pinned)
 
 
+@pytest.mark.integration
 def test_networked_equals_in_process_pin():
     """The networked run is the in-process run, byte for byte (same seed, same policies)."""
     pinned = json.loads(PINNED.read_text())

@@ -42,6 +42,9 @@ from multispin.runtime.round.session import encode_prompt
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
 
+# real sockets, processes or models: `make test-fast` leaves these out
+pytestmark = pytest.mark.integration
+
 SECRET = "test-secret-0123456789"
 PROMPTS = ["Hello edge server", "The channel is", "abc", "Speculative decoding at the edge"]
 

@@ -24,12 +24,12 @@ from multispin.runtime.round.engine import PolicyPair
 from multispin.runtime.round.session import encode_prompt
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
-from test_exactness import (DRAFT, MARG_T1, N_DEVICES, N_POSITIONS, P_PASS, PROMPT, T1, TARGET, min_p_value,
-                            run_engine)
+from exactness_engine import DRAFT, MARG_T1, N_DEVICES, N_POSITIONS, P_PASS, PROMPT, T1, TARGET, run_engine
+from exactness_stats import min_p_value
 
 
 def run_batched_engine(mode: str, gamma: int, n_devices: int = N_DEVICES, seed: int = 11) -> np.ndarray:
-    """test_exactness.run_engine with every device drafting on one shared MarkovBatchedLM."""
+    """exactness_engine.run_engine with every device drafting on one shared MarkovBatchedLM."""
     codec = make_codec("dense-fp32")
     server = roles.VerifierServer(MarkovBatchedLM(TARGET), T1, codec, codec, seed)
     shared = MarkovBatchedLM(DRAFT)

@@ -10,44 +10,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from exactness_stats import exact_marginals as enumerate_marginals
-from exactness_stats import min_p_value
 import multispin.runtime.round.roles as roles
-from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_tables
-from multispin.runtime.round.local import FixedDraftLengths, FixedMode, run_rounds
-from multispin.runtime.round.engine import PolicyPair
+from exactness_engine import DRAFT, MARG_T1, P_PASS, PROMPT, T1, TARGET, VOCAB, exact_marginals, run_engine
+from exactness_stats import min_p_value
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.residual import residual_distribution
 from multispin.speculative.sampling import sample_categorical
 from multispin.speculative.warp import SamplingParams, warp
-
-VOCAB = 8
-PROMPT = [0]
-N_DEVICES = 3000
-N_POSITIONS = 3
-P_PASS = 1e-4  # a correct engine fails a single test with this probability
-TARGET, DRAFT = make_tables(VOCAB, seed=3, scale=1.5, draft_noise=1.2)
-
-
-def exact_marginals(sampling: SamplingParams) -> np.ndarray:
-    """Law of emitted tokens 1..N_POSITIONS under the target alone, by enumeration."""
-    return enumerate_marginals(TARGET, PROMPT, N_POSITIONS, sampling)
-
-
-def run_engine(mode: str, gamma: int, sampling: SamplingParams, ul: str = "dense-fp32",
-               dl: str = "dense-fp32", seed: int = 11, n_devices: int = N_DEVICES) -> np.ndarray:
-    ul_codec, dl_codec = make_codec(ul), make_codec(dl)
-    server = roles.VerifierServer(MarkovBatchedLM(TARGET), sampling, ul_codec, dl_codec, seed)
-    devices = {k: roles.DraftDevice(k, MarkovSequenceLM(DRAFT), sampling, ul_codec, dl_codec, seed,
-                                    PROMPT) for k in range(n_devices)}
-    run_rounds(server, devices, PolicyPair(FixedDraftLengths({k: gamma for k in devices}), FixedMode(mode)),
-               max_new_tokens=max(N_POSITIONS, gamma + 1), eos_ids=())
-    return np.array([devices[k].generated[:N_POSITIONS] for k in devices])
-
-
-T1 = SamplingParams()
-MARG_T1 = exact_marginals(T1)
-
 
 @pytest.mark.parametrize("gamma", [1, 3, 7])
 @pytest.mark.parametrize("mode", ["ul", "dl"])

@@ -32,7 +32,10 @@ from multispin.runtime.net.pool import DevicePool, PoolDevice, parse_device_ids,
 from multispin.runtime.net.server import EdgeServer, ServerConfig
 from multispin.runtime.round.local import FixedDraftLengths, FixedMode, RandomMode
 from multispin.runtime.security.keys import create_keyring
-from test_exactness import DRAFT, MARG_T1, N_POSITIONS, P_PASS, PROMPT, TARGET, VOCAB, T1, run_engine
+from exactness_engine import DRAFT, MARG_T1, N_POSITIONS, P_PASS, PROMPT, T1, TARGET, VOCAB, run_engine
+
+# real sockets, processes or models: `make test-fast` leaves these out
+pytestmark = pytest.mark.integration
 
 SECRET = "pool-test-secret-0123456789"
 PROMPTS = ["Hello edge server", "The channel is", "abc", "Speculative decoding at the edge", "xyz"]
@@ -172,7 +175,7 @@ SLOTS, JOBS = 40, 15  # 600 device ids, 40 at a time
 
 
 def run_pool_engine(mode: str, gamma: int) -> dict[int, list[int]]:
-    """test_exactness.run_engine through the network: a server verifying on the Markov target, and
+    """exactness_engine.run_engine through the network: a server verifying on the Markov target, and
     one pool of SLOTS devices drafting on a shared Markov draft; slot k runs device ids
     k, k + SLOTS, … one after another (steady-state jobs)."""
     n = SLOTS * JOBS

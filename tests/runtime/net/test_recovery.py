@@ -32,7 +32,7 @@ from multispin.runtime.round.session import encode_prompt
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.integration]  # real sockets and processes
 
 K, MAX_NEW, GAMMA, SEED = 4, 24, 3, 5
 PROMPTS = ["Hello edge server", "The channel is", "abc", "Speculative decoding at the edge"]

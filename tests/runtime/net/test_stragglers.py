@@ -20,7 +20,7 @@ from multispin.models.tiny import load_tiny_pair
 from multispin.runtime.net.device import build_device_client
 from multispin.runtime.net.server import EdgeServer, ServerConfig
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.integration]  # real sockets and processes
 
 SECRET = "straggler-test-secret-0123"
 PROMPTS = ["Hello edge server", "The channel is", "Speculative decoding at the edge"]

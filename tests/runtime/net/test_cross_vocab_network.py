@@ -19,6 +19,9 @@ from multispin.runtime.round.session import GenerateConfig, encode_prompt, gener
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
 
+# real sockets, processes or models: `make test-fast` leaves these out
+pytestmark = pytest.mark.integration
+
 PROMPTS = ["the cat and the dog", "in the rain", "answer: the", "an edge server"]
 DRAFTS = ["merged", "close"]
 

@@ -24,6 +24,9 @@ from multispin.runtime.security.keys import create_device_keys, create_keyring, 
 from multispin.runtime.net.server import EdgeServer, ServerConfig
 from multispin.runtime.round.session import encode_prompt
 
+# real sockets, processes or models: `make test-fast` leaves these out
+pytestmark = pytest.mark.integration
+
 SECRET = "test-secret-0123456789"
 PROMPTS = ["Hello edge server", "The channel is", "abc", "Speculative decoding at the edge"]
 
