@@ -11,7 +11,7 @@ forward pass, used by the server for verification). Backends implement both.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -60,7 +60,7 @@ def last_rows(lm: "BatchedLM", new_tokens: dict[int, Sequence[int]]) -> dict[int
     return {s: rows[-1] for s, rows in lm.extend_many(new_tokens).items()}
 
 
-def device_rows(lm: "BatchedLM", new_tokens: dict[int, Sequence[int]],
+def device_rows(lm: "BatchedLM", new_tokens: Mapping[int, Sequence[int]],
                 last: dict[int, int] | None = None) -> dict:
     """`extend_many`, each sequence's logits left where the model computed them (a tensor on its
     device, through ``extend_many_on_device``) where the model can; numpy rows otherwise. With

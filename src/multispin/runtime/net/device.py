@@ -317,7 +317,7 @@ class DeviceClient:
             if reply is not None:
                 self._send(sock, reply, limits)
 
-    def _act(self, sock: zmq.Socket, proto: DeviceProtocol, event: Event) -> P.Message | None:
+    def _act(self, sock: zmq.Socket, proto: DeviceProtocol, event: Event | P.AuthMsg) -> P.Message | None:
         """Do what the protocol's event asks of the model; return the message to send, if any."""
         dev = self.device
         assert dev is not None

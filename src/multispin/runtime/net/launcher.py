@@ -165,7 +165,7 @@ def _fork_pool_main(server: str, pair: LoadedPair, slots: list, credentials: dic
         from multispin.runtime.net.pool import DevicePool
 
         DevicePool(server, pair, slots, on_job=on_job, **credentials, **options).run()
-        payload = {"jobs": done}
+        payload: dict[str, Any] = {"jobs": done}
     except BaseException as exc:
         payload, code = {"jobs": done, "error": f"{type(exc).__name__}: {exc}"}, 1
     _write_result(path, payload)
@@ -250,7 +250,8 @@ class LocalTestbed:
             from multispin.runtime.round.session import default_prompts  # the built-in set ships with the package
 
             prompts = default_prompts(num_devices, seed)
-        queues = prompt_queues or [[prompts[k % len(prompts)]] for k in range(num_devices)]
+        # prompts is set above whenever there are no queues
+        queues = prompt_queues or [[prompts[k % len(prompts)]] for k in range(num_devices)]  # type: ignore[index,arg-type]
         # keyed by device id: a job runs its device's draft on its own prompt
         self.drafts = {k + num_devices * j: names[k % len(names)]
                        for k in range(num_devices) for j in range(self.num_jobs)}
@@ -420,6 +421,7 @@ class LocalTestbed:
                 cmd += ["--fault", fault]
             if self.insecure:
                 cmd += ["--insecure"]
+                assert self.secret is not None  # set for every --insecure run
                 env = dict(os.environ, MULTISPIN_SECRET=self.secret.decode())  # never in argv
             else:
                 cmd += ["--keys", str(self.device_keys[k])]

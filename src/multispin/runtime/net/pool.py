@@ -247,7 +247,7 @@ class DevicePool:
         names = {d.device_id: d.draft or self.pair.default_draft for s in self.slots for d in s}
         self.pair.check_drafts(sorted(set(names.values())), "draft")
         self._draft_of = names
-        self._options = dict(resume=resume, reconnects=reconnects, server_timeout_s=server_timeout_s,
+        self._options: dict[str, Any] = dict(resume=resume, reconnects=reconnects, server_timeout_s=server_timeout_s,
                              on_event=on_event)
         self.on_job = on_job
         self.lock = threading.RLock()

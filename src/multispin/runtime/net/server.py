@@ -502,8 +502,8 @@ class EdgeServer:
             now = time.monotonic()
             idle_since = idle_since or now
             if now - idle_since > cfg.idle_timeout_s:
-                waiting = sorted(d for d, dev in self.proto.devices.items() if not dev.finished)
-                self.log.write("idle_timeout", waiting_for=waiting)
+                unfinished = sorted(d for d, dev in self.proto.devices.items() if not dev.finished)
+                self.log.write("idle_timeout", waiting_for=unfinished)
                 return "idle"
             self._pump(_POLL_SLICE_S)
 
@@ -651,7 +651,7 @@ class EdgeServer:
         """Accepted devices commit now (their COMMIT is their verdict); a rejected device gets its
         VERDICT, with p_j in DL. Returns the rejected devices whose correction is still owed,
         with their modes."""
-        r, waiting = out.round, {}
+        r, waiting = out.round, dict[int, str]()
         for d, v in out.verdicts.items():
             c = io.conns[d]
             if not c.alive:
@@ -829,13 +829,14 @@ class EdgeServer:
             key = None
             if handshake and frames:
                 key = peer_key(frames[0])
-                frames = [f.bytes for f in frames]
-            proto.receive(identity, frames, time.monotonic(), key)
+                frames = [f.bytes for f in frames]  # type: ignore[union-attr]  # copy=False: Frames
+            proto.receive(identity, frames, time.monotonic(), key)  # type: ignore[arg-type]  # bytes by now
             if proto.outbox or proto.events:
                 self._flush()
         # only now: every frame a closed connection delivered before its close has been read
-        for identity in transport.take_lost():
-            proto.connection_lost(identity, "connection lost: the device closed it, or the "
+        for lost in transport.take_lost():
+            assert isinstance(lost, bytes)  # the peers are the ZeroMQ identities it was told
+            proto.connection_lost(lost, "connection lost: the device closed it, or the "
                                   f"transport cut it for a frame over {self.transport_limit_bytes} bytes")
         now = time.monotonic()
         # the time-driven checks (handshake deadlines, connection bounds, log intervals, the key
@@ -879,7 +880,7 @@ class EdgeServer:
         assert monitor is not None
         # getsockopt with plain ints: cheaper than poll(0), which builds a Poller, and than get()
         # with the enums (this runs before every frame the loop reads)
-        while monitor.getsockopt(_ZMQ_EVENTS) & _ZMQ_POLLIN:
+        while monitor.getsockopt(_ZMQ_EVENTS) & _ZMQ_POLLIN:  # type: ignore[operator]  # an int option
             event = recv_monitor_message(monitor)
             if event["event"] == zmq.EVENT_ACCEPTED:
                 fd = event["value"]
@@ -887,7 +888,7 @@ class EdgeServer:
             elif event["event"] == zmq.EVENT_DISCONNECTED:
                 self._transport.disconnected(event["value"])
             elif event["event"] in _TRANSPORT_REFUSALS:
-                code, reason = _TRANSPORT_REFUSALS[event["event"]]
+                code, reason = _TRANSPORT_REFUSALS[event["event"]]  # type: ignore[index]  # an int of the enum
                 self.transport_refused += 1
                 self.refusals.refused(code, time.monotonic(), peer=reason)
 

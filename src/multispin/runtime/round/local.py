@@ -136,6 +136,7 @@ def _one_round(engine: RoundEngine, devices: dict[int, DraftDevice], r: int,
     for d in active:
         v, dev = out.verdicts[d], devices[d]
         if not v.rejected:
+            assert v.bonus_token is not None  # every accepted draft earns its bonus token
             final = v.bonus_token
         elif out.modes[d] == "ul":
             final = engine.correct_remotely(out, d, dev.upload_q(v.num_accepted))

@@ -283,7 +283,7 @@ class ScenarioPlanner:
         rplan.decision = reactive(mask, rplan.instance, split=self.split, modes=POLICIES[self.policy],
                                   mode_uniforms=mode_u)
         names = rplan.decision.mode_names()
-        return {d: names[pos[d]] for d in rejected}  # type: ignore[misc]
+        return {d: names[pos[d]] for d in rejected}
 
     def observe(self, outcome: RoundOutcome) -> None:
         """Charge the round to the scenario's clock (`rounds`) and update the acceptance estimates."""
@@ -311,6 +311,7 @@ class ScenarioPlanner:
         device's link; each is cut at the deadline again if it misses it. Returns the bits resent
         per device and the airtime charged."""
         r, ch = self.scenario.radio, self._true_channel
+        assert ch is not None, "_retransmit: after a round was planned"
         n0 = self.scenario.noise_psd_w_per_hz
         sent, total = {}, 0.0
         for d, (bits, mode) in list(self._pending.items()):
@@ -333,7 +334,8 @@ class ScenarioPlanner:
                 self.estimator.update(self._index(d), r.draft_len, r.num_accepted,
                                       r.rejection_position is not None)
         rejected = [d for d, r in records.items() if r.rejection_position is not None]
-        modes, power, bw, gain, charged, airtime = {}, {}, {}, {}, {}, {}
+        modes: dict[int, str] = {}
+        power, bw, gain, charged, airtime = {}, {}, {}, {}, {}
         if rplan.decision is not None:
             # Charge only devices that actually moved a distribution (a dropped device moved none),
             # each for the correction bits its record says it moved, under this round's rate of its link.
@@ -349,7 +351,9 @@ class ScenarioPlanner:
         self.history.append((rplan.instance, gamma, [self._index(d) for d in rplan.active]))
         comm_s = max(airtime.values(), default=0.0)
         deadline = self.scenario.channel.correction_deadline_s
-        deferred, retx, retx_s = {}, {}, 0.0
+        deferred: dict[int, int] = {}
+        retx: dict[int, int] = {}
+        retx_s = 0.0
         if deadline is not None:
             retx, retx_s = self._retransmit(deadline)
             deferred = {d: charged[d] for d, a in airtime.items() if a > deadline}

@@ -85,7 +85,7 @@ class DraftDevice(_Role):
     def draft(self, gamma: int) -> Draft:
         return draft_all({self.device_id: self}, {self.device_id: gamma})[self.device_id]
 
-    def drafting(self, gamma: int) -> Generator[Sequence[int], np.ndarray, Draft]:
+    def drafting(self, gamma: int) -> Generator[Sequence[int], np.ndarray | None, Draft]:
         """The draft step by step: yields the tokens the draft model must append next, receives
         the logits row after the last of them, and returns the `Draft`. `draft_all` drives many
         devices' drafts in lock-step, so devices that share one draft module take each step in
@@ -101,6 +101,7 @@ class DraftDevice(_Role):
         logits = yield pending
         tokens, q_at = [], []
         for i in range(gamma):
+            assert logits is not None, "drafting: resumed without the logits of the tokens it asked for"
             payload = self.ul_codec.encode(warp(logits, self.sampling))
             q_hat = self.ul_codec.decode(payload, self.lm.vocab_size)
             tok = int(sample_categorical(q_hat, rng.random()))
@@ -171,8 +172,10 @@ def _forward(devices: dict[int, DraftDevice], group: list[int],
     first = devices[group[0]].lm
     if len(group) == 1 or not isinstance(first, BatchedSequence):
         return {d: next_logits(devices[d].lm, step[d]) for d in group}
-    rows = last_rows(first.batched, {devices[d].lm.seq_id: step[d] for d in group})
-    return {d: rows[devices[d].lm.seq_id] for d in group}
+    seqs = {d: devices[d].lm for d in group}  # one BatchedLM's sequences (draft_all groups them)
+    ids = {d: s.seq_id for d, s in seqs.items() if isinstance(s, BatchedSequence)}
+    rows = last_rows(first.batched, {ids[d]: step[d] for d in group})
+    return {d: rows[ids[d]] for d in group}
 
 
 @dataclass(frozen=True)

@@ -115,7 +115,7 @@ def create_device_keys(device_dir: str | os.PathLike, device_id: int, *,
             raise SecurityError(f"{target}: device {device_id} is already allowed with another key "
                                 "(pass --force to replace it)")
     public, _ = _create_pair(device_dir, device_name(device_id), {"device-id": str(int(device_id))}, force)
-    if server is not None:
+    if server is not None and allow is not None:
         try:
             shutil.copyfile(public, server.allowed_dir / f"{device_name(device_id)}.key")
             shutil.copyfile(Path(allow) / f"{SERVER_NAME}.key", device_dir / f"{SERVER_NAME}.key")
@@ -170,6 +170,7 @@ def _load(path: Path, want_secret: bool) -> tuple[bytes, Optional[bytes]]:
 def load_server_keys(server_dir: str | os.PathLike) -> ServerKeys:
     server_dir = Path(server_dir)
     public, secret = _load(server_dir / f"{SERVER_NAME}.key_secret", want_secret=True)
+    assert secret is not None  # want_secret: _load refuses a file without one
     allowed = server_dir / ALLOWED_DIR
     if not allowed.is_dir():
         raise SecurityError(f"{allowed}: no allowed-keys folder (make it with `multispin keys server`)")
@@ -188,6 +189,7 @@ def load_device_keys(device_dir: str | os.PathLike, device_id: Optional[int] = N
             raise SecurityError(f"{device_dir}: {len(found)} device key pairs; give the device id")
         device_id = int(found[0].name[len("device-"):-len(".key_secret")])
     public, secret = _load(device_dir / f"{device_name(device_id)}.key_secret", want_secret=True)
+    assert secret is not None  # want_secret: _load refuses a file without one
     server_file = device_dir / f"{SERVER_NAME}.key"
     server_public = _load(server_file, want_secret=False)[0] if server_file.exists() else None
     return DeviceKeys(int(device_id), public, secret, server_public)

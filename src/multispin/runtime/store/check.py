@@ -133,8 +133,8 @@ def walk_chain(db: sqlite3.Connection, path: Path, stop_at_damage: bool = False)
         rows = db.execute("SELECT r.round_index, r.link, t.device_id, t.tokens, t.draft_len, t.mode, t.bits "
                           "FROM rounds r LEFT JOIN round_tokens t USING (round_index) "
                           "ORDER BY r.round_index, t.device_id")
-        for r, group in groupby(rows, key=lambda row: row[0]):
-            group = list(group)
+        for r, grouped in groupby(rows, key=lambda row: row[0]):
+            group = list(grouped)
             if r != len(links):
                 return bad(f"round {len(links)} is missing; the next round is {r}")
             entries = [(d, json.loads(toks), g, m, b) for _, _, d, toks, g, m, b in group if d is not None]

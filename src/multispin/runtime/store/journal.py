@@ -133,9 +133,10 @@ class Journal:
         self.path = Path(path)
         self.readonly = readonly
         self.repaired: Optional[Repair] = None
-        self._db: Optional[sqlite3.Connection] = None
+        # the connection and the head writer: set while the journal is open, None once closed
+        self._db: sqlite3.Connection = None  # type: ignore[assignment]
         self._lock_fd: Optional[int] = None
-        self._head: Optional[HeadWriter] = None
+        self._head: HeadWriter = None  # type: ignore[assignment]
         self._timeout_s = timeout_s
         self.lock_wait_s = lock_wait_s
         self.check = check
@@ -191,6 +192,7 @@ class Journal:
             raise
         if self.readonly:
             return
+        assert evidence is not None  # gathered for every writer
         self._db = self._connect(readonly=False)
         self._head = HeadWriter(head_path(self.path))
         if version == 0:
@@ -233,7 +235,8 @@ class Journal:
             db.close()
         if version != 1:  # an empty file too: SQLite reads a journal whose WAL vanished as empty
             # no head is expected where there is no journal yet (version 0) or a repair starts one
-            compare_head(self.path, links or [], None if fresh else evidence.head, fresh_ok=fresh or version == 0)
+            compare_head(self.path, links or [], None if fresh or evidence is None else evidence.head,
+                         fresh_ok=fresh or version == 0)
         return version, links
 
     def _connect(self, readonly: bool) -> sqlite3.Connection:
@@ -395,11 +398,11 @@ class Journal:
         db = getattr(self, "_db", None)
         if db is not None:
             db.close()
-            self._db = None
+            self._db = None  # type: ignore[assignment]
         head = getattr(self, "_head", None)
         if head is not None:
             head.close()
-            self._head = None
+            self._head = None  # type: ignore[assignment]
         if not keep_lock:
             self._release_writer_lock()
 
@@ -589,12 +592,12 @@ class _Transaction:
             except sqlite3.Error as exc:
                 raise JournalError(f"{j.path}: cannot start a write ({exc})") from None
 
-    def __exit__(self, etype, exc, tb) -> bool:
+    def __exit__(self, etype, exc, tb) -> None:  # never swallows the exception
         db = self.journal._db
         if etype is None:
             try:
                 db.execute("COMMIT")
-                return False
+                return
             except sqlite3.Error as err:
                 exc, etype = err, type(err)
         try:
@@ -603,7 +606,6 @@ class _Transaction:
             pass
         if isinstance(exc, sqlite3.Error):
             raise JournalError(f"{self.journal.path}: write failed ({exc})") from None
-        return False
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:

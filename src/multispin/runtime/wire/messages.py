@@ -538,13 +538,13 @@ MESSAGE_CLASSES: dict[str, type[Message]] = {
                               VerdictMsg, QPayloadMsg, CorrectionMsg, CommitMsg, ByeMsg, ErrorMsg)
 }
 MESSAGE_TYPES: tuple[str, ...] = tuple(MESSAGE_CLASSES)
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {
+_FIELD_NAMES: dict[type[Message], tuple[str, ...]] = {
     cls: tuple(f.name for f in fields(cls)) for cls in MESSAGE_CLASSES.values()  # type: ignore[arg-type]
 }
 # what `_build` reads per message, made once per type: the keys a wire map may hold, and each
 # field's name, its "TYPE.field" for error messages, its check and whether it may be absent
-_WIRE_KEYS: dict[type, frozenset[str]] = {cls: frozenset(cls.SPEC) | {"t"} for cls in _FIELD_NAMES}
-_FIELD_PLAN: dict[type, tuple[tuple[str, str, Check, bool], ...]] = {
+_WIRE_KEYS: dict[type[Message], frozenset[str]] = {cls: frozenset(cls.SPEC) | {"t"} for cls in _FIELD_NAMES}
+_FIELD_PLAN: dict[type[Message], tuple[tuple[str, str, Check, bool], ...]] = {
     cls: tuple((name, f"{cls.TYPE}.{name}", cls.SPEC[name], getattr(cls.SPEC[name], "optional", False))
                for name in names)
     for cls, names in _FIELD_NAMES.items()

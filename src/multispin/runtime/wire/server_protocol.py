@@ -186,6 +186,7 @@ class ServerProtocol:
     def expire(self, now: float) -> None:
         """Refuse every handshake whose AUTH is overdue."""
         for identity in self.budget.expired(now):
+            assert isinstance(identity, bytes)  # the budget holds what `receive` admitted: ZeroMQ identities
             pend = self.pending.pop(identity, None)
             self.refuse(identity, "auth", f"no AUTH within {self.handshake_timeout_s:g} s",
                         device=pend.hello.device_id if pend else None)
