@@ -47,7 +47,10 @@ def parts(pair_name: str, policy: str, seeds: list[int], rounds: int = 40) -> No
                                                    for d, t in zip(drafts, tasks)]})
         run, _ = with_measured_acceptance(base, pair_name, drafts, tasks, choice.sampling)
         budgets = dict(max_new_tokens=64, horizon=20)
-        f = lambda sc, **kw: forecast_goodput(sc, choice.wire, policy, rounds=rounds, seed=seed, **kw)["forecast_tokens_per_s"]  # noqa: E731
+
+        def f(sc, choice=choice, seed=seed, **kw):
+            return forecast_goodput(sc, choice.wire, policy, rounds=rounds, seed=seed, **kw)["forecast_tokens_per_s"]
+
         print(json.dumps({"seed": seed, "policy": policy, "F0": f(tf), "F1": f(run), "F2": f(run, **budgets),
                           "F3": f(run, online=True, **budgets)}), flush=True)
 

@@ -130,7 +130,7 @@ def _descendants(pid: int) -> list[int]:
 
 
 def _stops_within(proc, sigs: int) -> None:
-    for i in range(sigs):
+    for _ in range(sigs):
         os.killpg(proc.pid, signal.SIGINT)
         time.sleep(0.05)
     proc.wait(timeout=STOPPED_WITHIN_S)

@@ -59,7 +59,9 @@ def test_tokens_written_end_at_the_budget_and_add_accepted_plus_one(tiny_run):
 def test_generate_tables_are_unchanged_by_plot(multispin, tmp_path):
     plain, drawn = multispin(*GENERATE), multispin(*GENERATE, "--plot", str(tmp_path / "g.png"))
     assert plain.code == drawn.code == 0 and "figure:" in drawn.err
-    strip = lambda out: [ln for ln in out.splitlines() if "multispin generate:" not in ln]  # title has the wall time
+    def strip(out):  # the title line has the wall time
+        return [ln for ln in out.splitlines() if "multispin generate:" not in ln]
+
     assert strip(plain.out) == strip(drawn.out)
 
 

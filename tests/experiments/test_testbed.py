@@ -36,7 +36,7 @@ def test_virtual_clock_run_logs_every_round(tmp_path, policy):
     # every moved distribution is charged airtime, and only then
     for row in lines:
         assert (row["comm_latency_s"] > 0) == bool(row["modes"])
-        for d, m in row["modes"].items():
+        for d in row["modes"]:
             assert row["power_w"][d] > 0 and row["bandwidth_hz"][d] > 0
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["policy"] == policy and set(summary["texts"]) == {"0", "1", "2"}

@@ -104,7 +104,7 @@ def test_maximise_ratio_is_the_exact_maximum():
         hi = lo + rng.integers(0, 4, k)
         res = maximise_ratio(inst, a, 0.01, lo=lo, hi=hi)
         best = -np.inf
-        for g in itertools.product(*[range(l, h + 1) for l, h in zip(lo, hi)]):
+        for g in itertools.product(*[range(low, h + 1) for low, h in zip(lo, hi)]):
             g = np.array(g)
             den = t_comp_s(inst, g) + a[np.arange(k), g].sum() - 0.01
             best = max(best, inst.expected_tokens[np.arange(k), g].sum() / den)
@@ -129,7 +129,7 @@ def test_max_weights_are_below_the_max_on_every_set(weights):
 
 def test_single_device_latency_is_below_t_comm_of_every_set():
     """max_{k∈R} ℓ_k ≤ T*(R) on every set, for every deterministic mode policy and both splits."""
-    for i, inst in enumerate(random_preset_instances(8, seed=7, max_devices=5)):
+    for inst in random_preset_instances(8, seed=7, max_devices=5):
         for modes, split in (("optimal", "equal"), ("all_ul", "equal"), ("all_dl", "equal"), ("optimal", "optimized")):
             obj = SAAObjective(inst, np.zeros((1, inst.num_devices)), modes, split)
             table = t_comm_table(obj)

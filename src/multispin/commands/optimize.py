@@ -232,7 +232,7 @@ def optimize(
             spec = matched
             typer.echo(line, err=True)
     check_scenario_fields("optimize", spec)
-    with _progress(devices) as status:
+    with _progress(devices):
         report = build_report(scenario=spec, devices=devices,
                               **radio, seed=seed,
                               round_index=round_index, n_saa=n_saa,

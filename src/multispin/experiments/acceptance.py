@@ -108,8 +108,9 @@ def _runs(make_target, make_draft, prompts, gamma: int, sampling: SamplingParams
         devices = {k: DraftDevice(k, BatchedSequence(shared, k), sampling, codec, codec, seed, list(prompts[k]))
                    for k in range(lo, min(lo + batch, len(prompts)))}
         before = max_new_tokens * lo
-        logs = run_rounds(server, devices, policy, max_new_tokens, eos_ids, on_round=lambda r, recs: say(
-            Step(phase, before + sum(tokens_done(d) for d in devices.values()), total, "tokens")))
+        logs = run_rounds(server, devices, policy, max_new_tokens, eos_ids, on_round=lambda r, recs, before=before,
+                          devices=devices: say(Step(phase, before + sum(tokens_done(d) for d in devices.values()),
+                                                    total, "tokens")))
         out += [(devices[k], logs[k]) for k in devices]
     say(Step(phase, total, total, "tokens"))
     return out

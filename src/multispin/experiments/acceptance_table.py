@@ -139,7 +139,7 @@ def render(pairs=PAIRS) -> str:
                   "|---|---|---|---|---|---|---|---|---|"]
         drafts = list(dict.fromkeys(d for c in cells for d in c.drafts))
 
-        def key(p):
+        def key(p, drafts=drafts):
             label = SOURCE_LABELS[p["source"]]
             order = drafts.index(p["draft"]) if p["draft"] in drafts else len(drafts)
             return (policy_label(p["sampling"]), order, TASK_ORDER.index(label))

@@ -47,7 +47,7 @@ def time_verification(target, batch_sizes, draft_lens, repeats: int = 3,
         for gamma in draft_lens:
             new = {s: rng.integers(3, target.vocab_size, gamma + 1).tolist() for s in range(b)}
 
-            def step():
+            def step(new=new, b=b):
                 target.extend_many(new)
                 for s in range(b):
                     target.rollback(s, PAST_TOKENS)

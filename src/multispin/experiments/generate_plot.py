@@ -37,7 +37,7 @@ def plot_generate(doc: dict, path) -> Path:
             ax1.scatter(rounds[at], np.asarray(dev["accepted_counts"])[at], color=color, marker=marker, s=28, zorder=3)
         ax2.plot(np.concatenate([[0], rounds]), np.concatenate([[0], tokens_written(dev)]), color=color,
                  marker=".", label=label)
-    for mode, (marker, text) in _END_MARKER.items():
+    for marker, text in _END_MARKER.values():
         ax1.scatter([], [], color="gray", marker=marker, label=text)
     ax1.plot([], [], color="gray", linestyle="--", label="draft length γ")
     cfg = doc["config"]

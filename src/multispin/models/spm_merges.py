@@ -32,7 +32,7 @@ def bpe_model_from_scores(
     ids = {piece: i for i, (piece, _) in enumerate(vocab)}
     mergeable = {piece for i, (piece, _) in enumerate(vocab) if i < len(kinds) and kinds[i] == _NORMAL}
     ranked = []
-    for i, (piece, score) in enumerate(vocab):
+    for piece, score in vocab:
         if piece not in mergeable or len(piece) < 2:
             continue
         for k in range(1, len(piece)):

@@ -154,8 +154,8 @@ def _max_game_shares(values: np.ndarray, members: np.ndarray, floor: np.ndarray)
     vs = np.take_along_axis(v, order, axis=1)
     vs = np.where(np.isfinite(vs), vs, floor[:, None])
     nxt = np.concatenate([vs[:, 1:], floor[:, None]], axis=1)
-    l = np.arange(1, k + 1)[None, :]
-    terms = (vs - nxt) / l
+    rank = np.arange(1, k + 1)[None, :]
+    terms = (vs - nxt) / rank
     shares_sorted = np.cumsum(terms[:, ::-1], axis=1)[:, ::-1]
     out = np.zeros((n, k))
     np.put_along_axis(out, order, shares_sorted, axis=1)

@@ -130,9 +130,9 @@ def test_server_killed_at_a_round_and_restarted_from_its_journal(pair, expected,
     # resumed, not regenerated from the prompt (the same seed would regenerate the same text)
     start = json.loads((tmp_path / "b.jsonl").read_text().splitlines()[0])
     assert start["event"] == "start" and start["recovered"] == list(range(K)) and start["next_round"] >= kill_after
-    for th, box in devices:
+    for th, _box in devices:
         th.join(60)
-    for k, (th, box) in enumerate(devices):
+    for k, (_th, box) in enumerate(devices):
         outcome = box["outcome"]
         assert outcome.finished and outcome.generated == expected[k], f"device {k}"
         assert outcome.sessions == 2  # one session per server process
@@ -168,9 +168,9 @@ def test_a_damaged_journal_is_refused_and_repair_resumes_with_the_same_texts(pai
     log = [json.loads(line) for line in (tmp_path / "c.jsonl").read_text().splitlines()]
     repaired = next(e for e in log if e["event"] == "journal_repaired")
     assert repaired["lost_rounds"] and repaired["kept_aside"]
-    for th, box in devices:
+    for th, _box in devices:
         th.join(60)
-    for k, (th, box) in enumerate(devices):
+    for k, (_th, box) in enumerate(devices):
         outcome = box["outcome"]
         assert outcome.finished and outcome.generated == expected[k], f"device {k}"
         assert outcome.server_digest == outcome.digest

@@ -113,7 +113,7 @@ def test_no_key_a_wrong_server_key_or_a_key_not_allowed_never_reach_the_protocol
     hello = P.encode_message(P.HelloMsg(0, (65, 66), True, "x"))
     try:
         socks = {}
-        plain = socks["no key"] = ctx.socket(zmq.DEALER)
+        socks["no key"] = ctx.socket(zmq.DEALER)
         wrong_server = socks["wrong server key"] = ctx.socket(zmq.DEALER)
         curve_client(wrong_server, load_device_keys(device_keys[0], 0), load_device_keys(strangers[0], 0).public)
         not_allowed = socks["key not allowed"] = ctx.socket(zmq.DEALER)
@@ -218,7 +218,7 @@ def test_a_flood_of_silent_connections_costs_bounded_log_lines_and_devices_finis
             s.close()
         ctx.destroy(linger=0)
     summary = box["summary"]
-    for k, (t, b) in enumerate(devs):
+    for k, (_t, b) in enumerate(devs):
         assert b["outcome"].finished and b["outcome"].tokens == summary.devices[k].tokens
     assert sorted(summary.devices) == [0, 1]
     assert closed == len(raw)  # silent TCP peers are closed at the handshake deadline

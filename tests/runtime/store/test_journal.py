@@ -137,7 +137,7 @@ _CHILD = textwrap.dedent("""
 def test_kill_9_while_committing_loses_no_reported_round_and_leaves_nothing_partial(tmp_path, after):
     path = tmp_path / "j.db"
     reported = -1
-    for life in range(2):  # killed twice: the second life resumes from the first one's journal
+    for _life in range(2):  # killed twice: the second life resumes from the first one's journal
         code = _CHILD.format(tests=os.path.dirname(__file__), path=str(path))
         child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
         reader = None

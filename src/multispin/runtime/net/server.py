@@ -903,7 +903,7 @@ class EdgeServer:
         self.proto.closing = True
         try:
             if self._sock is not None and self.endpoint is not None:
-                for d, dev in sorted(self.proto.devices.items()):
+                for _d, dev in sorted(self.proto.devices.items()):
                     c = dev.conn
                     if c is not None and c.alive and c.state is not ConnState.AWAIT_BYE:
                         self.proto.bye(c, "done" if dev.finished else stop_reason)
