@@ -653,14 +653,6 @@ _SPEC_FORMS = [
 ]
 
 
-def codec_names() -> list[str]:
-    """The accepted codec spec forms (N a positive integer), for CLI help and error messages.
-
-    Also accepted: "sparse" (v_eff=1024, q=16, the paper's), "lattice" (l=1000), and every
-    codec's own `name` ("sparse-v1024-q16", "lattice-l1000")."""
-    return list(_SPEC_FORMS)
-
-
 def _unknown(spec: object) -> ConfigError:
     return ConfigError(f"codec: unknown {spec!r}; expected one of {', '.join(_SPEC_FORMS)}")
 
