@@ -139,7 +139,7 @@ def test_a_profile_of_another_vocabulary_is_refused_or_forced(multispin, tmp_pat
         assert json.loads(res.out)["payload_bits"] < 151_665
     # a scenario of the profile's vocabulary takes it without a word
     f = tmp_path / "tiny.yaml"
-    f.write_text("preset: paper-qwen\npayload: {vocab_size: 256, v_eff: 64}\n")
+    f.write_text("preset: paper-qwen\npayload: {vocab_size: 256, codec: 'sparse:v_eff=64,q=16'}\n")
     res = multispin("optimize", "--scenario", str(f), "--compute-profile", str(comp), *small)
     assert res.code == 0 and res.err == "", res.err
 
@@ -147,7 +147,7 @@ def test_a_profile_of_another_vocabulary_is_refused_or_forced(multispin, tmp_pat
 def test_a_poor_compute_fit_warns(multispin, tmp_path):
     comp, _ = _tiny_profiles(tmp_path, r2=0.0)
     f = tmp_path / "tiny.yaml"
-    f.write_text("preset: paper-qwen\npayload: {vocab_size: 256, v_eff: 64}\n")
+    f.write_text("preset: paper-qwen\npayload: {vocab_size: 256, codec: 'sparse:v_eff=64,q=16'}\n")
     res = multispin("optimize", "--scenario", str(f), "--compute-profile", str(comp),
                     "--devices", "3", "--n-saa", "20", "--no-baselines", "--json")
     assert res.code == 0 and "R² = 0.000 < 0.5" in res.err

@@ -33,7 +33,7 @@ def test_profile_then_optimize_with_defaults(multispin, tiny_profile):
     assert list(per_draft) == ["close", "mid", "far"]
     assert prof["vocab_size"] == 256  # the tiny pair's, so a scenario of that vocabulary takes it
     tiny = tiny_profile.parent / "tiny.yaml"
-    tiny.write_text("preset: paper-qwen\npayload: {vocab_size: 256, v_eff: 64}\n")
+    tiny.write_text("preset: paper-qwen\npayload: {vocab_size: 256, codec: 'sparse:v_eff=64,q=16'}\n")
     res = multispin("optimize", "--scenario", str(tiny), "--compute-profile", str(tiny_profile), "--devices", "6",
                     "--n-saa", "50", "--no-baselines", "--json")
     assert res.code == 0, res.err
