@@ -103,7 +103,7 @@ def run_drop(scenario: dict[str, Any], options: dict[str, Any]) -> dict[str, flo
         opt = SAAObjective(inst, u, "optimal", "optimized").value(g)
         row["goodput_opt_split"] = opt
         row["gain_opt_split_pct"] = _pct(opt, gp.goodput_tokens_per_s)
-        lat = World(sc.override({"payload.codec": "lattice"}))
+        lat = World(sc.override({"payload.codec": "lattice:l=1024"}))  # the figure's ℓ, as before
         pl = plan(lat.instance(0), uniforms=u)
         row["goodput_lattice"] = pl.goodput_tokens_per_s
         row["gain_lattice_pct"] = _pct(pl.goodput_tokens_per_s, gp.goodput_tokens_per_s)
