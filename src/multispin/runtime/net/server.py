@@ -36,7 +36,7 @@ try:
 except ImportError:  # not POSIX: the descriptor budget is unbounded (_descriptor_budget)
     resource = None  # type: ignore[assignment]
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable
 
 import zmq
 from pydantic import Field, field_validator

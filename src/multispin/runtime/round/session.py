@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Literal
+from typing import Callable
 
 from pydantic import Field, field_validator
 
