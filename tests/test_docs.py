@@ -110,6 +110,7 @@ def test_example_pages_show_a_picture():
 OUTPUT = re.compile(r"<!-- output: (.+?) -->\n```text\n(.*?)```", re.S)
 
 
+@pytest.mark.integration  # runs the quoted commands, the testbed over sockets among them
 def test_quoted_outputs_are_what_the_cli_prints_now(multispin, tmp_path):
     """Each block marked `<!-- output: ARGS -->` is the real output of `multispin ARGS` (``{tmp}``:
     a scratch folder): every line of it (but the `$ command` line) is a line the command prints

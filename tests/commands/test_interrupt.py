@@ -19,6 +19,9 @@ import pytest
 from multispin import cli
 from multispin.commands._interrupt import catch_signals, exit_code, reported_interrupt
 
+# real processes, signals and sockets: `make test-fast` leaves these out
+pytestmark = pytest.mark.integration
+
 SRC = str(Path(cli.__file__).parents[1])  # this checkout's package
 
 
