@@ -86,8 +86,8 @@ class PolicyRuns:
 
     @cached_property
     def log(self) -> RoundLog:
-        return RoundLog.of([[sum(r["tokens_gained"].values()) for r in res.rounds] for res in self.results],
-                           [[r["comp_latency_s"] + r["comm_latency_s"] for r in res.rounds] for res in self.results])
+        return RoundLog.of([[r.tokens for r in res.rounds] for res in self.results],
+                           [[r.comp_latency_s + r.comm_latency_s for r in res.rounds] for res in self.results])
 
     def row(self, target_only: "PolicyRuns") -> dict:
         """The table row: goodput with its interval, the gain over target-only, what it is made of."""
@@ -267,8 +267,8 @@ def plot_demo(result: DemoResult, path: Path) -> Path:
     ax1.grid(alpha=0.3, axis="y")
     for p in POLICIES:
         res = point.runs[p].results[0]
-        t = np.cumsum([r["comp_latency_s"] + r["comm_latency_s"] for r in res.rounds])
-        n = np.cumsum([sum(r["tokens_gained"].values()) for r in res.rounds])
+        t = np.cumsum([r.comp_latency_s + r.comm_latency_s for r in res.rounds])
+        n = np.cumsum([r.tokens for r in res.rounds])
         ax2.plot(np.concatenate([[0], t]), np.concatenate([[0], n]), label=p, linestyle=_STYLE[p][0],
                  color=_STYLE[p][2])
     ax2.set_xlabel("scenario time (s)")

@@ -84,6 +84,11 @@ class RoundCost:
     planning_cpu_s: float = 0.0
     planning_wall_s: float = 0.0
     planning_charged_s: float = 0.0
+    # per device on the clock: the correction's airtime on its mode's link, the drafting compute
+    # (γ·T_k^dft) and the drafting uploads' airtime at P^ul on B/K (both inside T_comp)
+    airtime_s: dict[int, float] = field(default_factory=dict)
+    draft_compute_s: dict[int, float] = field(default_factory=dict)
+    draft_upload_s: dict[int, float] = field(default_factory=dict)
 
     @property
     def latency_s(self) -> float:
@@ -287,12 +292,15 @@ class ScenarioPlanner:
         names = rplan.decision.mode_names()
         return {d: names[pos[d]] for d in rejected}  # type: ignore[misc]
 
-    def observe(self, outcome: RoundOutcome) -> None:
-        """Charge the round to the scenario's clock (`rounds`) and update the acceptance estimates."""
+    def observe(self, outcome: RoundOutcome) -> RoundCost:
+        """Charge the round to the scenario's clock (`rounds`), update the acceptance estimates and
+        return the round's cost (the engine carries it on the outcome)."""
         rplan = outcome.plan
         assert isinstance(rplan, ScenarioRoundPlan), "observe: the outcome of a round this planner planned"
-        self.rounds.append(self._charge(rplan, outcome.records))
-        self._last_round_s = self.rounds[-1].latency_s  # the channel ages over the round's actual duration
+        cost = self._charge(rplan, outcome.records)
+        self.rounds.append(cost)
+        self._last_round_s = cost.latency_s  # the channel ages over the round's actual duration
+        return cost
 
     # -- bookkeeping ----------------------------------------------------------------------
 
@@ -357,7 +365,12 @@ class ScenarioPlanner:
             deferred = {d: charged[d] for d, a in airtime.items() if a > deadline}
             self._pending.update({d: (charged[d], modes[d]) for d in deferred})
             comm_s = min(comm_s, deadline) + retx_s
+        inst = rplan.instance
+        t_dft = {d: float(gamma[pos[d]] * inst.draft_latency_s[pos[d]]) for d in rplan.active}
+        t_up = {d: float(gamma[pos[d]] * (inst.token_latency_s[pos[d]] - inst.draft_latency_s[pos[d]]))
+                for d in rplan.active}
         return RoundCost(
+            airtime_s=dict(airtime), draft_compute_s=t_dft, draft_upload_s=t_up,
             round=rplan.round, draft_len={d: int(gamma[pos[d]]) for d in rplan.active}, rejected=rejected,
             modes=modes, power_w=power, bandwidth_hz=bw, gain=gain, charged_bits=charged,
             comp_latency_s=float(t_comp_s(rplan.instance, gamma)), comm_latency_s=comm_s,
