@@ -74,6 +74,27 @@ def _table(results, title: str) -> Table:
     return t
 
 
+_SERVICE_CAPTION = ("worst G: the lowest per-device goodput (tokens/s); Jain: fairness index of the per-device "
+                    "goodputs (1 = equal); γ=0: share of device-rounds not drafting; TTFT p95 and TPOT p50/p95/p99 "
+                    "(ms) on the run's clock; J/tok: device energy per generated token (docs/service.md)")
+
+
+def _ms(x) -> str:
+    return "—" if x is None else f"{1e3 * x:.0f}"
+
+
+def _service_table(rows, title: str) -> Table:
+    """One line per (label, service metrics dict) pair: what each device gets and spends."""
+    t = _right_aligned(title, _SERVICE_CAPTION,
+                       ("policy", "worst G", "Jain", "γ=0", "TTFT p95", "TPOT p50", "p95", "p99", "J/tok"))
+    for label, s in rows:
+        e = s.get("energy_per_token_j")
+        t.add_row(label, f"{s['worst_device_goodput_tokens_per_s']:.1f}", f"{s['jain_index']:.3f}",
+                  f"{s['gamma0_share']:.2f}", _ms(s["ttft_s"]["p95"]), _ms(s["tpot_s"]["p50"]),
+                  _ms(s["tpot_s"]["p95"]), _ms(s["tpot_s"]["p99"]), "—" if e is None else f"{e:.3f}")
+    return t
+
+
 def _headline(config, pair) -> str:
     """The run's sampling policy, codecs, bits and exactness (APPROXIMATE first when it is)."""
     from multispin.experiments.testbed import payload_choice
@@ -143,6 +164,7 @@ def testbed(
 
     con = table_console()
     con.print(_table([result], f"multispin testbed: {pair}, K={devices}, {scenario}"))
+    con.print(_service_table([(result.summary["policy"], result.summary["service"])], "what each device gets"))
     if forecast_note(result.summary):
         con.print(forecast_note(result.summary), highlight=False)
     con.print(f"logs and summary in {out}/")
@@ -219,6 +241,7 @@ def demo(
         if point.offset_db is not None:
             title += f", P^dl = P^ul + {point.offset_db:g} dB"
         con.print(_demo_table(point, title))
+        con.print(_service_table([(r["policy"], r["service"]) for r in point.rows], "what each device gets"))
         for c in point.comparisons:
             con.print(("[bold]" if c is point.comparisons[0] else "") + c.verdict, highlight=False)
     d0 = result.points[0].runs["adaptive"].results[0].texts.get(0, "")

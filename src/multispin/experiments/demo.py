@@ -29,6 +29,7 @@ from multispin.errors import Interrupted
 from multispin.experiments.paired import (
     MAX_BATCHES_PER_SEED, MIN_BATCH_ROUNDS, PairedDifference, RoundLog, goodput_interval, paired_difference,
 )
+from multispin.experiments.service import pooled_service_metrics
 from multispin.experiments.testbed import (
     TestbedConfig, TestbedResult, build_scenario, run_testbed, steady_state_figures,
 )
@@ -106,7 +107,15 @@ class PolicyRuns:
             "steady_state": f["steady_state"],
             "records_match": all(x["consistent"] and x["digests_match"] for x in s),
             "jobs_finished": sum(x["jobs_finished"] for x in s),
+            # what each device gets, pooled over the seeds (experiments/service.py)
+            "service": self.service(),
         }
+
+    def service(self) -> dict:
+        scenario = build_scenario(self.results[0].config)
+        return pooled_service_metrics([res.rounds for res in self.results], self.results[0].config.devices,
+                                      energy=scenario.energy, p_ul_w=scenario.radio.p_ul_w,
+                                      clock=self.results[0].config.clock)
 
 
 @dataclass

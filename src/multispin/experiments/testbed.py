@@ -43,6 +43,7 @@ from multispin.errors import Interrupted
 from multispin.runtime.round.forecast import forecast_goodput
 from multispin.runtime.round.planner import ScenarioPlanner, model_predictions
 from multispin.runtime.round.policies import policy_spelling
+from multispin.experiments.service import service_metrics
 from multispin.runtime.net.round_sink import RoundSink
 from multispin.runtime.wire.round_row import RoundRow
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
@@ -88,6 +89,9 @@ class TestbedConfig(StrictConfig):
     speed_kmh: float | None = None
     pilot_snr_db: float | None = None
     csi_planning: Literal["naive", "robust"] | None = None
+    # what the planner maximises (None: the scenario's, whose default is the paper's sum; docs/service.md)
+    objective: Literal["sum", "proportional-fair", "max-min", "energy"] | None = None
+    energy_weight: float | None = Field(None, ge=0, description="tokens per joule (objective energy)")
     tasks: Literal["chat", "code", "mixed"] = "mixed"
     temperature: float = Field(1.0, ge=0.0)
     top_k: int | None = Field(None, ge=0, description="top-k cut (0 = off); None: the compact exact default")
@@ -373,6 +377,9 @@ def run_testbed(config: TestbedConfig, pair=None,
         "devices": config.devices, **_run_figures(config, planner, rows, sink.airtime_s, predict=interrupted is None),
         "wall_time_s": wall_s,
         **bits_per_token(rows, choice.wire),
+        # what each device gets and spends (experiments/service.py, docs/service.md)
+        "service": service_metrics(rows, config.devices, energy=planner.scenario.energy,
+                                   p_ul_w=planner.scenario.radio.p_ul_w, clock=config.clock),
         "exact": choice.exact,
         "payload": choice.to_dict(),
         "payload_headline": choice.headline,
