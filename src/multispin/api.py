@@ -110,6 +110,8 @@ class RoundPlan:
     report: "OptimizeReport"
     #: the SAA uniforms (N_SAA, K) the plan was optimised on (common random numbers)
     uniforms: np.ndarray
+    #: a non-sum objective's plan on the same samples (``plan(objective=...)``), else None
+    objective: Optional[dict] = None
 
     @property
     def draft_len(self) -> np.ndarray:
@@ -203,6 +205,7 @@ class RoundPlan:
             "t_ver_tok_s": sc.compute.t_ver_tok_s,
             "gamma_max": sc.optimizer.gamma_max,
             "n_saa": sc.optimizer.n_saa,
+            **({"objective": self.objective} if self.objective is not None else {}),
         })
 
     def to_json(self) -> str:
@@ -216,7 +219,7 @@ class RoundPlan:
 
 
 def plan(sc: "Scenario", round_index: int = 0, *, draft_policy: str = "greedy", baselines: bool = True,
-         policy: Optional[str] = None) -> RoundPlan:
+         policy: Optional[str] = None, objective: Optional[str] = None) -> RoundPlan:
     """Plan one round of a scenario as ``multispin optimize`` does.
 
     Args:
@@ -228,6 +231,10 @@ def plan(sc: "Scenario", round_index: int = 0, *, draft_policy: str = "greedy", 
         baselines: also compute every baseline on the same samples (the shipped search starts
             from each of them, so it never ends below one).
         policy: the old name of ``draft_policy``, still accepted.
+        objective: ``sum`` (the paper's, the plan above), ``proportional-fair``, ``max-min`` or
+            ``energy`` (None: the scenario's ``optimizer.objective``). A non-sum objective's plan on
+            the same samples is added as ``objective`` (its γ, value, per-device goodputs, the sum
+            goodput it gives and whether the search was exhaustive: `multispin.optimize.objectives`).
     """
     from multispin.optimize.plan import optimize_instance
     from multispin.system.channel import World
@@ -239,7 +246,26 @@ def plan(sc: "Scenario", round_index: int = 0, *, draft_policy: str = "greedy", 
     u = world.saa_uniforms(r)
     rep = optimize_instance(inst, u, world.mode_uniforms(r), policy=draft_policy,
                             split=sc.radio.bandwidth_split, with_baselines=baselines)
-    return RoundPlan(sc, r, inst, rep, u)
+    return RoundPlan(sc, r, inst, rep, u, _objective_plan(sc, inst, u, rep, objective))
+
+
+def _objective_plan(sc, inst, u, rep, objective: Optional[str]) -> Optional[dict]:
+    """A non-sum objective's plan on the plan's samples, next to the sum's (None for ``sum``)."""
+    from multispin.optimize.objectives import EnergyModel, check_objective, plan_objective, score
+
+    name = check_objective(objective if objective is not None else sc.optimizer.objective)
+    if name == "sum":
+        return None
+    p, s, _ = plan_objective(inst, name, uniforms=u, energy=EnergyModel.of(sc), split=sc.radio.bandwidth_split,
+                             starts=[rep.plan.draft_len])
+    g = rep.plan.goodput
+    sum_g = rep.plan.expected_tokens / (g.t_comp_s + g.e_t_comm_s)  # the sum plan's per-device goodputs
+    return {"name": name, "search": p.policy.split(":")[1], "draft_len": p.draft_len.tolist(),
+            "value": s.value, "device_goodput_tokens_per_s": s.device_goodput.tolist(),
+            "goodput_tokens_per_s": p.goodput_tokens_per_s,
+            "worst_device_goodput_tokens_per_s": float(s.device_goodput.min()),
+            "sum_plan_worst_device_goodput_tokens_per_s": float(sum_g.min()),
+            "sum_plan_value": (score(name, sum_g) if name != "energy" else None)}
 
 
 def _one_draft_policy(draft_policy: str, policy: Optional[str]) -> str:

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from multispin.commands._app import app
 from multispin.commands._checks import FORCE_HELP, check_out_free
-from multispin.commands._flag_groups import CSI, LINK, MACHINE, RADIO, takes
+from multispin.commands._flag_groups import CSI, LINK, MACHINE, OBJECTIVE, RADIO, takes
 from multispin.commands._interrupt import reported_interrupt
 from multispin.commands._scenario_fields import check_scenario_fields, running_values
 from multispin.commands._options import (
@@ -103,7 +103,7 @@ def _headline(config, pair) -> str:
 
 
 @app.command()
-@takes(RADIO, CSI, LINK, MACHINE)
+@takes(RADIO, CSI, OBJECTIVE, LINK, MACHINE)
 def testbed(
     pair: str = pair_option(),
     devices: Optional[int] = typer.Option(None, min=1, max=256, metavar="INT", show_default=DEVICES_SHOWN,
@@ -125,6 +125,7 @@ def testbed(
                                           help="bandwidth split among rejected devices"),
     radio: dict = RADIO.slot,
     csi: dict = CSI.slot,
+    objective: dict = OBJECTIVE.slot,
     tasks: Literal["chat", "code", "mixed"] = typer.Option("mixed", help="prompt tasks"),
     seed: Optional[int] = typer.Option(None, min=0, metavar="INT", show_default="the scenario file's seed; 0",
                                        help="seed of prompts, channel and sampling"),
@@ -150,7 +151,7 @@ def testbed(
     devices = picked["devices"]
     config = TestbedConfig.make(pair=pair, rounds=rounds, max_new_tokens=max_new_tokens,
                                 drafts=draft or None, clock=clock, scenario=scenario, policy=policy,
-                                **picked, **radio, **csi, **link, tasks=tasks, runner=runner, out=out)
+                                **picked, **radio, **csi, **objective, **link, tasks=tasks, runner=runner, out=out)
     build_scenario(config)  # a bad scenario stops here, before any model loads
     # the devices draft in their own processes: only the target moves to the GPU
     loaded = place_pair(resolve_pair(pair), machine["placement"], drafts=False)
@@ -171,7 +172,7 @@ def testbed(
 
 
 @app.command()
-@takes(RADIO, CSI, LINK, MACHINE)
+@takes(RADIO, CSI, OBJECTIVE, LINK, MACHINE)
 def demo(
     pair: str = pair_option(help="model pair (smollm2-135m is embedded; tiny needs no download)"),
     devices: Optional[int] = typer.Option(None, min=1, max=256, metavar="INT", show_default=DEVICES_SHOWN,
@@ -184,6 +185,7 @@ def demo(
     scenario: Optional[str] = scenario_option(),
     radio: dict = RADIO.slot,
     csi: dict = CSI.slot,
+    objective: dict = OBJECTIVE.slot,
     draft: Optional[list[str]] = typer.Option(None, "--draft", metavar="NAME",
                                               help="draft model, repeatable (cycled over devices); default: "
                                                    "the pair's default draft on every device, as in the paper"),
@@ -211,7 +213,7 @@ def demo(
     picked = running_values(scenario, given, devices=devices, seed=seed, n_saa=None, split=None)
     devices, seed = picked["devices"], picked["seed"]
     config = DemoConfig.make(pair=pair, rounds=rounds, seeds=seeds, **picked,
-                             max_new_tokens=max_new_tokens, scenario=scenario, **radio, **csi, **link,
+                             max_new_tokens=max_new_tokens, scenario=scenario, **radio, **csi, **objective, **link,
                              drafts=draft or None, sweep=sweep, out=out)
     build_scenario(config.testbed("adaptive", seed, radio["p_dl_dbm"], out))  # a bad scenario stops here, before any model loads
     with Console(stderr=True).status(f"loading {pair}…"):

@@ -53,6 +53,8 @@ class DemoConfig(StrictConfig):
     speed_kmh: float | None = None  # mobility and channel knowledge (None: the scenario's)
     pilot_snr_db: float | None = None
     csi_planning: Literal["naive", "robust"] | None = None
+    objective: Literal["sum", "proportional-fair", "max-min", "energy"] | None = None  # None: the scenario's
+    energy_weight: float | None = Field(None, ge=0)
     drafts: list[str] | None = None  # cycled over devices; None: the pair's default draft everywhere
     top_k: int | None = Field(None, ge=0)
     ul_codec: str | None = None
@@ -67,7 +69,8 @@ class DemoConfig(StrictConfig):
                                   max_new_tokens=self.max_new_tokens, scenario=self.scenario, policy=policy,
                                   p_dl_dbm=p_dl_dbm, p_ul_dbm=self.p_ul_dbm, noise_figure_db=self.noise_figure_db,
                                   speed_kmh=self.speed_kmh, pilot_snr_db=self.pilot_snr_db,
-                                  csi_planning=self.csi_planning, drafts=self.drafts, top_k=self.top_k, ul_codec=self.ul_codec,
+                                  csi_planning=self.csi_planning, objective=self.objective,
+                                  energy_weight=self.energy_weight, drafts=self.drafts, top_k=self.top_k, ul_codec=self.ul_codec,
                                   dl_codec=self.dl_codec, seed=seed, out=out, n_saa=self.n_saa, split=self.split)
 
     def sweep_points(self) -> list[tuple[float | None, float | None]]:

@@ -156,6 +156,10 @@ class ScenarioRoundPlan(RoundPlan):
     decision: Any = None  # optimize.reactive's result, set by `modes`
     planning_cpu_s: float = 0.0  # what `ScenarioPlanner.plan` took (thread CPU, wall)
     planning_wall_s: float = 0.0
+    # a non-sum objective (scenario.optimizer.objective): the plan's score and the search that
+    # picks the energy objective's modes after verification
+    objective_score: Any = None
+    objective_search: Any = None
 
 
 @dataclass
@@ -194,6 +198,10 @@ class ScenarioPlanner:
         if not isinstance(self.payload, WirePayload):
             raise ConfigError(f"payload: need a WirePayload (the codecs' bits), got {type(self.payload).__name__}")
         self.world = World(self.scenario)
+        self.objective = self.scenario.optimizer.objective
+        if self.objective != "sum" and self.scenario.channel.planning == "robust":
+            raise ConfigError(f"objective: {self.objective!r} plans on the known channel; channel.planning "
+                              "'robust' allows the objective 'sum' only")
         self._slots = len(self.device_ids)
         self._slot_of_id = {d: i for i, d in enumerate(self.device_ids)}
         prior = self.world.drop.alpha if self.prior_alpha is None else self.prior_alpha
@@ -274,10 +282,18 @@ class ScenarioPlanner:
 
             proactive = plan_on_estimate(seen, u, "robust", (posterior[0][:, idx], posterior[1][:, idx]),
                                          modes=modes, split=self.split, mode_uniforms=mode_u)
+        score = search = None
+        if self.objective != "sum":
+            from multispin.optimize.objectives import EnergyModel, plan_objective
+
+            proactive, score, search = plan_objective(
+                seen, self.objective, uniforms=u, energy=EnergyModel.of(self.scenario), modes=modes,
+                split=self.split, mode_uniforms=mode_u, starts=[proactive.draft_len])
         # a round with no observation after it (the forecast) ages the channel by its planned duration
         self._last_round_s = proactive.goodput.t_comp_s + proactive.goodput.e_t_comm_s
         gammas = {d: int(g) for d, g in zip(active, proactive.draft_len)}
-        return ScenarioRoundPlan(round_idx, gammas, active, inst, proactive)
+        return ScenarioRoundPlan(round_idx, gammas, active, inst, proactive, objective_score=score,
+                                 objective_search=search)
 
     def modes(self, rplan: ScenarioRoundPlan, rejected: Sequence[int]) -> dict[int, Mode]:
         """Modes, powers and bandwidths for the rejected set; the decision stays on the plan."""
@@ -287,8 +303,14 @@ class ScenarioPlanner:
         mode_u = None
         if POLICIES[self.policy] == "random":
             mode_u = stream(self.scenario.seed, "modes", 10_000 + rplan.round).random((1, mask.size))
-        rplan.decision = reactive(mask, rplan.instance, split=self.split, modes=POLICIES[self.policy],
-                                  mode_uniforms=mode_u)
+        modes = POLICIES[self.policy]
+        if rplan.objective_search is not None and self.objective == "energy" and modes == "optimal":
+            # the energy objective's modes for this rejected set (not the UL prefix in general), at
+            # the plan's value as Dinkelbach's λ; the reactive solver then sets the powers for them
+            # (its coin policy with coins fixed to the modes: UL where the coin is < 1/2)
+            ul = rplan.objective_search.energy_modes(mask, rplan.objective_score.value)[0]
+            modes, mode_u = "random", np.where(ul, 0.0, 1.0)[None, :]
+        rplan.decision = reactive(mask, rplan.instance, split=self.split, modes=modes, mode_uniforms=mode_u)
         names = rplan.decision.mode_names()
         return {d: names[pos[d]] for d in rejected}  # type: ignore[misc]
 
