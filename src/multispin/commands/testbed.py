@@ -165,7 +165,8 @@ def testbed(
 
     con = table_console()
     con.print(_table([result], f"multispin testbed: {pair}, K={devices}, {scenario}"))
-    con.print(_service_table([(result.summary["policy"], result.summary["service"])], "what each device gets"))
+    label = result.summary["policy"] + ("" if result.summary["objective"] == "sum" else f" ({result.summary['objective']})")
+    con.print(_service_table([(label, result.summary["service"])], "what each device gets"))
     if forecast_note(result.summary):
         con.print(forecast_note(result.summary), highlight=False)
     con.print(f"logs and summary in {out}/")

@@ -377,6 +377,7 @@ def run_testbed(config: TestbedConfig, pair=None,
         "devices": config.devices, **_run_figures(config, planner, rows, sink.airtime_s, predict=interrupted is None),
         "wall_time_s": wall_s,
         **bits_per_token(rows, choice.wire),
+        "objective": planner.scenario.optimizer.objective,
         # what each device gets and spends (experiments/service.py, docs/service.md)
         "service": service_metrics(rows, config.devices, energy=planner.scenario.energy,
                                    p_ul_w=planner.scenario.radio.p_ul_w, clock=config.clock),
