@@ -45,7 +45,8 @@ _CHANNEL_KNOWLEDGE = ("channel.speed_kmh", "channel.carrier_hz", "channel.pilot_
 # estimator's prior where the pair ships no measured α; compute and draft latencies are the virtual clock's)
 USED: dict[str, tuple[str, ...]] = {
     "optimize": _EVERY_VERB + ("payload.", "energy."),
-    "sweep": _EVERY_VERB + ("payload.",) + _CHANNEL_KNOWLEDGE,
+    "sweep": tuple(p for p in _EVERY_VERB if p != "optimizer.") + ("optimizer.gamma_max", "optimizer.n_saa",
+                                                                   "payload.") + _CHANNEL_KNOWLEDGE,
     "testbed": _EVERY_VERB + ("channel.", "energy."),
     "demo": _EVERY_VERB + ("channel.", "energy."),
 }
