@@ -244,9 +244,10 @@ def demo(
         if point.offset_db is not None:
             title += f", P^dl = P^ul + {point.offset_db:g} dB"
         con.print(_demo_table(point, title))
-        con.print(_service_table([(r["policy"], r["service"]) for r in point.rows], "what each device gets"))
         for c in point.comparisons:
             con.print(("[bold]" if c is point.comparisons[0] else "") + c.verdict, highlight=False)
+        # after the verdicts: the goodput table, its caption and verdicts stay one block
+        con.print(_service_table([(r["policy"], r["service"]) for r in point.rows], "what each device gets"))
     d0 = result.points[0].runs["adaptive"].results[0].texts.get(0, "")
     con.print(f"[bold]device 0 wrote:[/bold] {d0[:300]!r}")
     err.print(f"figure: {png}" + (f", sweep: {sweep_png}" if sweep_png else "")
