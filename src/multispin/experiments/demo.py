@@ -171,7 +171,8 @@ _LABELS = {"p_dl_dbm": ("P^dl {} dBm", None), "p_ul_dbm": ("P^ul {} dBm", None),
            "pilot_snr_db": ("pilot SNR {} dB", None), "csi_planning": ("{} planning", None),
            "top_k": ("top-k {}", None), "ul_codec": ("UL {}", None), "dl_codec": ("DL {}", None),
            "drafts": ("drafts {}", None), "max_new_tokens": ("{} tokens per prompt", 64),
-           "n_saa": ("N_SAA {}", 300), "split": ("{} split", "equal")}
+           "n_saa": ("N_SAA {}", 300), "split": ("{} split", "equal"),
+           "objective": ("objective {}", None), "energy_weight": ("w {} tokens/J", None)}
 
 
 def non_default_settings(config: "DemoConfig") -> str:
