@@ -36,7 +36,8 @@ if TYPE_CHECKING:  # the heavy layers load only when a function needs them
     from multispin.system.instance import Instance
     from multispin.system.scenario import Scenario
 
-__all__ = ["RoundPlan", "evaluate", "generate", "instance", "plan", "plot", "scenario", "sweep", "testbed"]
+__all__ = ["RoundPlan", "capacity", "evaluate", "generate", "instance", "plan", "plot", "scenario", "sweep",
+           "testbed"]
 
 
 def scenario(
@@ -294,6 +295,25 @@ def evaluate(p: RoundPlan, rounds: int = 10_000, *, draft_len=None, modes: str =
            else stream(p.scenario.seed, "montecarlo", p.round_index))
     gamma = p.draft_len if draft_len is None else np.asarray(draft_len)
     return simulate_rounds(p.instance, gamma, rounds, rng, modes=modes, split=p.scenario.radio.bandwidth_split)
+
+
+def capacity(sc: Union[str, Path, "Scenario"] = "paper-qwen", *, policy: str = "adaptive", objective: str = "sum",
+             tpot_target_s: float = 0.1, quantile: float = 95.0, max_devices: int = 16, drops: int = 3,
+             rounds: int = 200) -> dict[str, Any]:
+    """How many devices one server carries while the ``quantile``-th percentile of every device's
+    time per output token stays within ``tpot_target_s`` (the model: each K planned with
+    ``objective`` under the ``policy``'s modes and its rounds simulated; docs/service.md).
+
+    Returns ``{"capacity": K, "points": [{"devices", "tpot_quantile_s", "served"}, ...]}``.
+    """
+    from dataclasses import asdict
+
+    from multispin.experiments.capacity import capacity as _capacity
+
+    spec = sc if not isinstance(sc, (str, Path)) else scenario(sc)
+    k, points = _capacity(spec, policy=policy, objective=objective, tpot_target_s=tpot_target_s, quantile=quantile,
+                          max_devices=max_devices, drops=drops, rounds=rounds)
+    return {"capacity": k, "points": [asdict(p) for p in points]}
 
 
 def sweep(sc: Union[str, Path, "Scenario"], over: Mapping[str, Sequence[Any]], drops: int = 10,
