@@ -76,7 +76,7 @@ def test_scenario_takes_files_fields_and_refuses_nonsense(tmp_path):
 
 def test_all_lists_only_the_api():
     assert set(ms.__all__) == {"__version__", *api.__all__}
-    assert set(api.__all__) == {"RoundPlan", "evaluate", "generate", "instance", "plan", "plot", "scenario", "sweep",
+    assert set(api.__all__) == {"RoundPlan", "capacity", "evaluate", "generate", "instance", "plan", "plot", "scenario", "sweep",
                                 "testbed"}
     import multispin.optimize as opt
 

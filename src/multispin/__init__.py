@@ -8,7 +8,7 @@ load on first use, so ``import multispin`` (and the CLI's start) stays fast.
 
 from multispin._version import __version__
 
-__all__ = ["RoundPlan", "__version__", "evaluate", "generate", "instance", "plan", "plot", "scenario", "sweep",
+__all__ = ["RoundPlan", "__version__", "capacity", "evaluate", "generate", "instance", "plan", "plot", "scenario", "sweep",
            "testbed"]
 
 

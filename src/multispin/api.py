@@ -36,7 +36,8 @@ if TYPE_CHECKING:  # the heavy layers load only when a function needs them
     from multispin.system.instance import Instance
     from multispin.system.scenario import Scenario
 
-__all__ = ["RoundPlan", "evaluate", "generate", "instance", "plan", "plot", "scenario", "sweep", "testbed"]
+__all__ = ["RoundPlan", "capacity", "evaluate", "generate", "instance", "plan", "plot", "scenario", "sweep",
+           "testbed"]
 
 
 def scenario(
@@ -110,6 +111,8 @@ class RoundPlan:
     report: "OptimizeReport"
     #: the SAA uniforms (N_SAA, K) the plan was optimised on (common random numbers)
     uniforms: np.ndarray
+    #: a non-sum objective's plan on the same samples (``plan(objective=...)``), else None
+    objective: Optional[dict] = None
 
     @property
     def draft_len(self) -> np.ndarray:
@@ -203,6 +206,7 @@ class RoundPlan:
             "t_ver_tok_s": sc.compute.t_ver_tok_s,
             "gamma_max": sc.optimizer.gamma_max,
             "n_saa": sc.optimizer.n_saa,
+            **({"objective": self.objective} if self.objective is not None else {}),
         })
 
     def to_json(self) -> str:
@@ -216,7 +220,7 @@ class RoundPlan:
 
 
 def plan(sc: "Scenario", round_index: int = 0, *, draft_policy: str = "greedy", baselines: bool = True,
-         policy: Optional[str] = None) -> RoundPlan:
+         policy: Optional[str] = None, objective: Optional[str] = None) -> RoundPlan:
     """Plan one round of a scenario as ``multispin optimize`` does.
 
     Args:
@@ -228,6 +232,10 @@ def plan(sc: "Scenario", round_index: int = 0, *, draft_policy: str = "greedy", 
         baselines: also compute every baseline on the same samples (the shipped search starts
             from each of them, so it never ends below one).
         policy: the old name of ``draft_policy``, still accepted.
+        objective: ``sum`` (the paper's, the plan above), ``proportional-fair``, ``max-min`` or
+            ``energy`` (None: the scenario's ``optimizer.objective``). A non-sum objective's plan on
+            the same samples is added as ``objective`` (its γ, value, per-device goodputs, the sum
+            goodput it gives and whether the search was exhaustive: `multispin.optimize.objectives`).
     """
     from multispin.optimize.plan import optimize_instance
     from multispin.system.channel import World
@@ -239,7 +247,26 @@ def plan(sc: "Scenario", round_index: int = 0, *, draft_policy: str = "greedy", 
     u = world.saa_uniforms(r)
     rep = optimize_instance(inst, u, world.mode_uniforms(r), policy=draft_policy,
                             split=sc.radio.bandwidth_split, with_baselines=baselines)
-    return RoundPlan(sc, r, inst, rep, u)
+    return RoundPlan(sc, r, inst, rep, u, _objective_plan(sc, inst, u, rep, objective))
+
+
+def _objective_plan(sc, inst, u, rep, objective: Optional[str]) -> Optional[dict]:
+    """A non-sum objective's plan on the plan's samples, next to the sum's (None for ``sum``)."""
+    from multispin.optimize.objectives import EnergyModel, check_objective, plan_objective, score
+
+    name = check_objective(objective if objective is not None else sc.optimizer.objective)
+    if name == "sum":
+        return None
+    p, s, _ = plan_objective(inst, name, uniforms=u, energy=EnergyModel.of(sc), split=sc.radio.bandwidth_split,
+                             starts=[rep.plan.draft_len])
+    g = rep.plan.goodput
+    sum_g = rep.plan.expected_tokens / (g.t_comp_s + g.e_t_comm_s)  # the sum plan's per-device goodputs
+    return {"name": name, "search": p.policy.split(":")[1], "draft_len": p.draft_len.tolist(),
+            "value": s.value, "device_goodput_tokens_per_s": s.device_goodput.tolist(),
+            "goodput_tokens_per_s": p.goodput_tokens_per_s,
+            "worst_device_goodput_tokens_per_s": float(s.device_goodput.min()),
+            "sum_plan_worst_device_goodput_tokens_per_s": float(sum_g.min()),
+            "sum_plan_value": (score(name, sum_g) if name != "energy" else None)}
 
 
 def _one_draft_policy(draft_policy: str, policy: Optional[str]) -> str:
@@ -268,6 +295,25 @@ def evaluate(p: RoundPlan, rounds: int = 10_000, *, draft_len=None, modes: str =
            else stream(p.scenario.seed, "montecarlo", p.round_index))
     gamma = p.draft_len if draft_len is None else np.asarray(draft_len)
     return simulate_rounds(p.instance, gamma, rounds, rng, modes=modes, split=p.scenario.radio.bandwidth_split)
+
+
+def capacity(sc: Union[str, Path, "Scenario"] = "paper-qwen", *, policy: str = "adaptive", objective: str = "sum",
+             tpot_target_s: float = 0.1, quantile: float = 95.0, max_devices: int = 16, drops: int = 3,
+             rounds: int = 200) -> dict[str, Any]:
+    """How many devices one server carries while the ``quantile``-th percentile of every device's
+    time per output token stays within ``tpot_target_s`` (the model: each K planned with
+    ``objective`` under the ``policy``'s modes and its rounds simulated; docs/service.md).
+
+    Returns ``{"capacity": K, "points": [{"devices", "tpot_quantile_s", "served"}, ...]}``.
+    """
+    from dataclasses import asdict
+
+    from multispin.experiments.capacity import capacity as _capacity
+
+    spec = sc if not isinstance(sc, (str, Path)) else scenario(sc)
+    k, points = _capacity(spec, policy=policy, objective=objective, tpot_target_s=tpot_target_s, quantile=quantile,
+                          max_devices=max_devices, drops=drops, rounds=rounds)
+    return {"capacity": k, "points": [asdict(p) for p in points]}
 
 
 def sweep(sc: Union[str, Path, "Scenario"], over: Mapping[str, Sequence[Any]], drops: int = 10,

@@ -22,6 +22,8 @@ IGNORED_VALUES = {
     "payload.codec": "lattice:l=64", "payload.vocab_size": 1000, "payload.count_signalling_bits": True,
     "channel.speed_kmh": 30, "channel.carrier_hz": 2.0e9, "channel.pilot_snr_db": 10, "channel.planning": "robust",
     "channel.correction_deadline_s": 0.1,
+    "optimizer.objective": "max-min", "optimizer.energy_weight_tokens_per_j": 2.0, "energy.pa_efficiency": 0.3,
+    "energy.rx_power_w": 0.5, "energy.draft_power_w": 3.0, "energy.idle_power_w": 0.1,
 }
 # the cheapest run of each verb past its flags (the refusal must come before any of it)
 VERB_ARGS = {"optimize": ["--devices", "2", "--n-saa", "10"], "sweep": ["--over", "radio.p_dl_dbm=10,20", "--drops", "2"],

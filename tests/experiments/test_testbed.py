@@ -47,8 +47,8 @@ def test_wall_clock_includes_emulated_airtime(tmp_path):
                              runner="thread", out=tmp_path, p_dl_dbm=-20.0)
     res = run_testbed(cfg)
     rows = res.rounds
-    airtime = sum(r["comm_latency_s"] for r in rows)
-    compute = sum(r["round_wall_s"] for r in rows)
+    airtime = sum(r.comm_latency_s for r in rows)
+    compute = sum(r.round_wall_s for r in rows)
     assert res.summary["goodput_tokens_per_s"] == pytest.approx(res.summary["tokens"] / (compute + airtime))
 
 

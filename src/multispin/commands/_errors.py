@@ -19,6 +19,8 @@ FLAG_FIELDS: dict[str, tuple[str, ...]] = {
     "radio.bandwidth_split": ("--split",),
     "devices.count": ("--devices",),
     "optimizer.n_saa": ("--n-saa",),
+    "optimizer.objective": ("--objective",),
+    "optimizer.energy_weight_tokens_per_j": ("--energy-weight",),
     "seed": ("--seed",),
     "scenario": ("--scenario", "--preset", "--config"),
     "acceptance_profile": ("--acceptance-profile",),

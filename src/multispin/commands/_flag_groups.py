@@ -92,6 +92,21 @@ _CODEC_HELP = ("codec of {what} (dense-fp32, dense-fp16, dense-bf16, sparse:v_ef
                "default: sparse:v_eff=1024,q=32, exact with the default top-k")
 _TOP_K_HELP = "top-k sampling cut (0 = off); default: 1024 (= V_eff, so both modes are exact)"
 
+# what the planner maximises (optimize, testbed, demo; docs/service.md), as
+# multispin.optimize.objectives.OBJECTIVES (a test checks): the CLI starts without loading numpy
+OBJECTIVES = ("sum", "proportional-fair", "max-min", "energy")
+OBJECTIVE = group(
+    "objective",
+    objective=(Optional[str], choice_option(None, OBJECTIVES, "--objective", show_default="the scenario's; sum",
+                                            help="what the plan maximises: sum goodput (the paper's), "
+                                                 "proportional-fair (Σ log G_k), max-min (worst device) or "
+                                                 "energy (sum goodput less w × device power)")),
+    energy_weight=(Optional[float], typer.Option(None, "--energy-weight", min=0.0, metavar="TOKENS/J",
+                                                 show_default="the scenario's; 1",
+                                                 help="w of --objective energy: tokens one joule of device "
+                                                      "energy is worth")),
+)
+
 # sampling cut and codecs that the testbed picks by itself unless told (testbed, demo)
 LINK = group(
     "link",

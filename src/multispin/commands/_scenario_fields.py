@@ -26,12 +26,15 @@ _RUNNING_PAYLOAD = ("the running system sends what its sampling and codecs choos
                     "optimize's, sweep's and reproduce's")
 _ONE_KNOWN_ROUND = ("optimize plans one round on a channel known exactly; mobility, pilot SNR and robust "
                     "planning are studied by `multispin sweep`, testbed and demo")
+_SUM_ONLY = ("sweep compares policies on the sum goodput; objectives and device energy are planned and "
+             "reported by optimize, testbed and demo")
 _NO_DEADLINE = "the optimiser's model has no correction deadline, only the running system's clock has (testbed, demo)"
 
 # verb -> dotted prefix -> why the verb does not use the field (a prefix covers the table's fields)
 IGNORED: dict[str, dict[str, str]] = {
     "optimize": {"channel.": _ONE_KNOWN_ROUND},
-    "sweep": {"channel.correction_deadline_s": _NO_DEADLINE},
+    "sweep": {"channel.correction_deadline_s": _NO_DEADLINE, "optimizer.objective": _SUM_ONLY,
+              "optimizer.energy_weight_tokens_per_j": _SUM_ONLY, "energy.": _SUM_ONLY},
     "testbed": {"payload.": _RUNNING_PAYLOAD},
     "demo": {"payload.": _RUNNING_PAYLOAD},
 }
@@ -41,10 +44,11 @@ _CHANNEL_KNOWLEDGE = ("channel.speed_kmh", "channel.carrier_hz", "channel.pilot_
 # verb -> dotted prefixes the verb uses (testbed and demo: tasks and devices.acceptance are the online
 # estimator's prior where the pair ships no measured α; compute and draft latencies are the virtual clock's)
 USED: dict[str, tuple[str, ...]] = {
-    "optimize": _EVERY_VERB + ("payload.",),
-    "sweep": _EVERY_VERB + ("payload.",) + _CHANNEL_KNOWLEDGE,
-    "testbed": _EVERY_VERB + ("channel.",),
-    "demo": _EVERY_VERB + ("channel.",),
+    "optimize": _EVERY_VERB + ("payload.", "energy."),
+    "sweep": tuple(p for p in _EVERY_VERB if p != "optimizer.") + ("optimizer.gamma_max", "optimizer.n_saa",
+                                                                   "payload.") + _CHANNEL_KNOWLEDGE,
+    "testbed": _EVERY_VERB + ("channel.", "energy."),
+    "demo": _EVERY_VERB + ("channel.", "energy."),
 }
 
 

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from multispin.commands._app import app
 from multispin.jsonout import versioned
-from multispin.commands._flag_groups import RADIO, takes
+from multispin.commands._flag_groups import OBJECTIVE, RADIO, takes
 from multispin.commands._scenario_fields import check_scenario_fields
 from multispin.commands._options import (
     LogLevel, choice_option, json_option, legacy_option, log_level_option, pick_flag, pick_scenario,
@@ -67,6 +67,8 @@ def build_report(
     noise_figure_db: Optional[float] = None,
     draft: Optional[str] = None,
     force: bool = False,
+    objective: Optional[str] = None,
+    energy_weight: Optional[float] = None,
 ) -> dict:
     """The report of ``multispin optimize`` as one JSON-ready dict (also used by the table view):
     [`multispin.api.RoundPlan.to_dict`][multispin.api.RoundPlan.to_dict] of the plan the flags describe.
@@ -83,6 +85,10 @@ def build_report(
     sc = api.scenario(scenario, devices=devices, p_dl_dbm=p_dl_dbm, p_ul_dbm=p_ul_dbm,
                       noise_figure_db=noise_figure_db, seed=seed, n_saa=n_saa, split=split)
     check_practical_size(sc)
+    if objective is not None or energy_weight is not None:
+        sc = sc.override({k: v for k, v in {"optimizer.objective": objective,
+                                             "optimizer.energy_weight_tokens_per_j": energy_weight}.items()
+                          if v is not None})
     if acceptance_profile:
         sc = sc.with_acceptance_profile(acceptance_profile, force=force)
     if compute_profile:
@@ -177,6 +183,12 @@ def _print_tables(r: dict) -> None:
                   f"{c['communication_bound_tokens_per_s']:.2f}  (ours {c['gap_to_communication_bound_pct']:.1f}% "
                   f"below){proven}")
     out.print(s)
+    if r.get("objective"):
+        o = r["objective"]
+        out.print(f"objective {o['name']} ({o['search']} search): γ = {o['draft_len']}, value {o['value']:.4g}; "
+                  f"sum goodput {o['goodput_tokens_per_s']:.2f} tokens/s (sum plan {r['goodput_tokens_per_s']:.2f}); "
+                  f"worst device {o['worst_device_goodput_tokens_per_s']:.2f} tokens/s "
+                  f"(sum plan {o['sum_plan_worst_device_goodput_tokens_per_s']:.2f})", highlight=False)
     out.print(f"radio: B={r['bandwidth_hz'] / 1e6:g} MHz, P^ul={r['p_ul_dbm']:g} dBm, P^dl={r['p_dl_dbm']:.2f} dBm, "
               f"N0={r['noise_psd_dbm_per_hz']:g} dBm/Hz + NF {r['noise_figure_db']:g} dB, "
               f"S={r['payload_bits']} bits ({r['codec']})")
@@ -189,12 +201,13 @@ def _print_tables(r: dict) -> None:
 
 
 @app.command()
-@takes(RADIO)
+@takes(RADIO, OBJECTIVE)
 def optimize(
     scenario: Optional[str] = scenario_option(),
     devices: Optional[int] = typer.Option(None, min=1, metavar="INT", show_default="the scenario's",
                                           help="number of devices K (K² × N_SAA at most 50 million: memory; time grows like K³)"),
     radio: dict = RADIO.slot,
+    objective: dict = OBJECTIVE.slot,
     seed: Optional[int] = typer.Option(None, min=0, metavar="INT", show_default="the scenario's",
                                        help="scenario seed (drop, tasks, fading, SAA)"),
     round_index: int = typer.Option(0, "--round", min=0, metavar="INT",
@@ -234,7 +247,7 @@ def optimize(
     check_scenario_fields("optimize", spec)
     with _progress(devices):
         report = build_report(scenario=spec, devices=devices,
-                              **radio, seed=seed,
+                              **radio, **objective, seed=seed,
                               round_index=round_index, n_saa=n_saa,
                               draft_policy=pick_flag("--draft-policy", draft_policy, "greedy", policy=policy), split=split,
                               acceptance_profile=acceptance_profile, compute_profile=compute_profile,

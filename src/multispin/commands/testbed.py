@@ -13,7 +13,7 @@ from rich.table import Table
 
 from multispin.commands._app import app
 from multispin.commands._checks import FORCE_HELP, check_out_free
-from multispin.commands._flag_groups import CSI, LINK, MACHINE, RADIO, takes
+from multispin.commands._flag_groups import CSI, LINK, MACHINE, OBJECTIVE, RADIO, takes
 from multispin.commands._interrupt import reported_interrupt
 from multispin.commands._scenario_fields import check_scenario_fields, running_values
 from multispin.commands._options import (
@@ -74,6 +74,27 @@ def _table(results, title: str) -> Table:
     return t
 
 
+_SERVICE_CAPTION = ("worst G: the lowest per-device goodput (tokens/s); Jain: fairness index of the per-device "
+                    "goodputs (1 = equal); γ=0: share of device-rounds not drafting; TTFT p95 and TPOT p50/p95/p99 "
+                    "(ms) on the run's clock; J/tok: device energy per generated token (docs/service.md)")
+
+
+def _ms(x) -> str:
+    return "—" if x is None else f"{1e3 * x:.0f}"
+
+
+def _service_table(rows, title: str) -> Table:
+    """One line per (label, service metrics dict) pair: what each device gets and spends."""
+    t = _right_aligned(title, _SERVICE_CAPTION,
+                       ("policy", "worst G", "Jain", "γ=0", "TTFT p95", "TPOT p50", "p95", "p99", "J/tok"))
+    for label, s in rows:
+        e = s.get("energy_per_token_j")
+        t.add_row(label, f"{s['worst_device_goodput_tokens_per_s']:.1f}", f"{s['jain_index']:.3f}",
+                  f"{s['gamma0_share']:.2f}", _ms(s["ttft_s"]["p95"]), _ms(s["tpot_s"]["p50"]),
+                  _ms(s["tpot_s"]["p95"]), _ms(s["tpot_s"]["p99"]), "—" if e is None else f"{e:.3f}")
+    return t
+
+
 def _headline(config, pair) -> str:
     """The run's sampling policy, codecs, bits and exactness (APPROXIMATE first when it is)."""
     from multispin.experiments.testbed import payload_choice
@@ -82,7 +103,7 @@ def _headline(config, pair) -> str:
 
 
 @app.command()
-@takes(RADIO, CSI, LINK, MACHINE)
+@takes(RADIO, CSI, OBJECTIVE, LINK, MACHINE)
 def testbed(
     pair: str = pair_option(),
     devices: Optional[int] = typer.Option(None, min=1, max=256, metavar="INT", show_default=DEVICES_SHOWN,
@@ -104,6 +125,7 @@ def testbed(
                                           help="bandwidth split among rejected devices"),
     radio: dict = RADIO.slot,
     csi: dict = CSI.slot,
+    objective: dict = OBJECTIVE.slot,
     tasks: Literal["chat", "code", "mixed"] = typer.Option("mixed", help="prompt tasks"),
     seed: Optional[int] = typer.Option(None, min=0, metavar="INT", show_default="the scenario file's seed; 0",
                                        help="seed of prompts, channel and sampling"),
@@ -129,7 +151,7 @@ def testbed(
     devices = picked["devices"]
     config = TestbedConfig.make(pair=pair, rounds=rounds, max_new_tokens=max_new_tokens,
                                 drafts=draft or None, clock=clock, scenario=scenario, policy=policy,
-                                **picked, **radio, **csi, **link, tasks=tasks, runner=runner, out=out)
+                                **picked, **radio, **csi, **objective, **link, tasks=tasks, runner=runner, out=out)
     build_scenario(config)  # a bad scenario stops here, before any model loads
     # the devices draft in their own processes: only the target moves to the GPU
     loaded = place_pair(resolve_pair(pair), machine["placement"], drafts=False)
@@ -143,13 +165,15 @@ def testbed(
 
     con = table_console()
     con.print(_table([result], f"multispin testbed: {pair}, K={devices}, {scenario}"))
+    label = result.summary["policy"] + ("" if result.summary["objective"] == "sum" else f" ({result.summary['objective']})")
+    con.print(_service_table([(label, result.summary["service"])], "what each device gets"))
     if forecast_note(result.summary):
         con.print(forecast_note(result.summary), highlight=False)
     con.print(f"logs and summary in {out}/")
 
 
 @app.command()
-@takes(RADIO, CSI, LINK, MACHINE)
+@takes(RADIO, CSI, OBJECTIVE, LINK, MACHINE)
 def demo(
     pair: str = pair_option(help="model pair (smollm2-135m is embedded; tiny needs no download)"),
     devices: Optional[int] = typer.Option(None, min=1, max=256, metavar="INT", show_default=DEVICES_SHOWN,
@@ -162,6 +186,7 @@ def demo(
     scenario: Optional[str] = scenario_option(),
     radio: dict = RADIO.slot,
     csi: dict = CSI.slot,
+    objective: dict = OBJECTIVE.slot,
     draft: Optional[list[str]] = typer.Option(None, "--draft", metavar="NAME",
                                               help="draft model, repeatable (cycled over devices); default: "
                                                    "the pair's default draft on every device, as in the paper"),
@@ -189,7 +214,7 @@ def demo(
     picked = running_values(scenario, given, devices=devices, seed=seed, n_saa=None, split=None)
     devices, seed = picked["devices"], picked["seed"]
     config = DemoConfig.make(pair=pair, rounds=rounds, seeds=seeds, **picked,
-                             max_new_tokens=max_new_tokens, scenario=scenario, **radio, **csi, **link,
+                             max_new_tokens=max_new_tokens, scenario=scenario, **radio, **csi, **objective, **link,
                              drafts=draft or None, sweep=sweep, out=out)
     build_scenario(config.testbed("adaptive", seed, radio["p_dl_dbm"], out))  # a bad scenario stops here, before any model loads
     with Console(stderr=True).status(f"loading {pair}…"):
@@ -221,6 +246,8 @@ def demo(
         con.print(_demo_table(point, title))
         for c in point.comparisons:
             con.print(("[bold]" if c is point.comparisons[0] else "") + c.verdict, highlight=False)
+        # after the verdicts: the goodput table, its caption and verdicts stay one block
+        con.print(_service_table([(r["policy"], r["service"]) for r in point.rows], "what each device gets"))
     d0 = result.points[0].runs["adaptive"].results[0].texts.get(0, "")
     con.print(f"[bold]device 0 wrote:[/bold] {d0[:300]!r}")
     err.print(f"figure: {png}" + (f", sweep: {sweep_png}" if sweep_png else "")

@@ -29,6 +29,7 @@ from multispin.errors import Interrupted
 from multispin.experiments.paired import (
     MAX_BATCHES_PER_SEED, MIN_BATCH_ROUNDS, PairedDifference, RoundLog, goodput_interval, paired_difference,
 )
+from multispin.experiments.service import pooled_service_metrics
 from multispin.experiments.testbed import (
     TestbedConfig, TestbedResult, build_scenario, run_testbed, steady_state_figures,
 )
@@ -52,6 +53,8 @@ class DemoConfig(StrictConfig):
     speed_kmh: float | None = None  # mobility and channel knowledge (None: the scenario's)
     pilot_snr_db: float | None = None
     csi_planning: Literal["naive", "robust"] | None = None
+    objective: Literal["sum", "proportional-fair", "max-min", "energy"] | None = None  # None: the scenario's
+    energy_weight: float | None = Field(None, ge=0)
     drafts: list[str] | None = None  # cycled over devices; None: the pair's default draft everywhere
     top_k: int | None = Field(None, ge=0)
     ul_codec: str | None = None
@@ -66,7 +69,8 @@ class DemoConfig(StrictConfig):
                                   max_new_tokens=self.max_new_tokens, scenario=self.scenario, policy=policy,
                                   p_dl_dbm=p_dl_dbm, p_ul_dbm=self.p_ul_dbm, noise_figure_db=self.noise_figure_db,
                                   speed_kmh=self.speed_kmh, pilot_snr_db=self.pilot_snr_db,
-                                  csi_planning=self.csi_planning, drafts=self.drafts, top_k=self.top_k, ul_codec=self.ul_codec,
+                                  csi_planning=self.csi_planning, objective=self.objective,
+                                  energy_weight=self.energy_weight, drafts=self.drafts, top_k=self.top_k, ul_codec=self.ul_codec,
                                   dl_codec=self.dl_codec, seed=seed, out=out, n_saa=self.n_saa, split=self.split)
 
     def sweep_points(self) -> list[tuple[float | None, float | None]]:
@@ -86,8 +90,8 @@ class PolicyRuns:
 
     @cached_property
     def log(self) -> RoundLog:
-        return RoundLog.of([[sum(r["tokens_gained"].values()) for r in res.rounds] for res in self.results],
-                           [[r["comp_latency_s"] + r["comm_latency_s"] for r in res.rounds] for res in self.results])
+        return RoundLog.of([[r.tokens for r in res.rounds] for res in self.results],
+                           [[r.comp_latency_s + r.comm_latency_s for r in res.rounds] for res in self.results])
 
     def row(self, target_only: "PolicyRuns") -> dict:
         """The table row: goodput with its interval, the gain over target-only, what it is made of."""
@@ -106,7 +110,15 @@ class PolicyRuns:
             "steady_state": f["steady_state"],
             "records_match": all(x["consistent"] and x["digests_match"] for x in s),
             "jobs_finished": sum(x["jobs_finished"] for x in s),
+            # what each device gets, pooled over the seeds (experiments/service.py)
+            "service": self.service(),
         }
+
+    def service(self) -> dict:
+        scenario = build_scenario(self.results[0].config)
+        return pooled_service_metrics([res.rounds for res in self.results], self.results[0].config.devices,
+                                      energy=scenario.energy, p_ul_w=scenario.radio.p_ul_w,
+                                      clock=self.results[0].config.clock)
 
 
 @dataclass
@@ -159,7 +171,8 @@ _LABELS = {"p_dl_dbm": ("P^dl {} dBm", None), "p_ul_dbm": ("P^ul {} dBm", None),
            "pilot_snr_db": ("pilot SNR {} dB", None), "csi_planning": ("{} planning", None),
            "top_k": ("top-k {}", None), "ul_codec": ("UL {}", None), "dl_codec": ("DL {}", None),
            "drafts": ("drafts {}", None), "max_new_tokens": ("{} tokens per prompt", 64),
-           "n_saa": ("N_SAA {}", 300), "split": ("{} split", "equal")}
+           "n_saa": ("N_SAA {}", 300), "split": ("{} split", "equal"),
+           "objective": ("objective {}", None), "energy_weight": ("w {} tokens/J", None)}
 
 
 def non_default_settings(config: "DemoConfig") -> str:
@@ -267,8 +280,8 @@ def plot_demo(result: DemoResult, path: Path) -> Path:
     ax1.grid(alpha=0.3, axis="y")
     for p in POLICIES:
         res = point.runs[p].results[0]
-        t = np.cumsum([r["comp_latency_s"] + r["comm_latency_s"] for r in res.rounds])
-        n = np.cumsum([sum(r["tokens_gained"].values()) for r in res.rounds])
+        t = np.cumsum([r.comp_latency_s + r.comm_latency_s for r in res.rounds])
+        n = np.cumsum([r.tokens for r in res.rounds])
         ax2.plot(np.concatenate([[0], t]), np.concatenate([[0], n]), label=p, linestyle=_STYLE[p][0],
                  color=_STYLE[p][2])
     ax2.set_xlabel("scenario time (s)")

@@ -42,7 +42,9 @@ from multispin.config import StrictConfig
 from multispin.errors import Interrupted
 from multispin.runtime.round.forecast import forecast_goodput
 from multispin.runtime.round.planner import ScenarioPlanner, model_predictions
+from multispin.experiments.service import service_metrics
 from multispin.runtime.net.round_sink import RoundSink
+from multispin.runtime.wire.round_row import RoundRow
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 from multispin.system.payload import PAPER_PAYLOAD_BITS, WirePayload
 from multispin.vocabulary import RunPolicy as Policy, policy_links, policy_spelling
@@ -83,6 +85,9 @@ class TestbedConfig(StrictConfig):
     speed_kmh: float | None = None
     pilot_snr_db: float | None = None
     csi_planning: Literal["naive", "robust"] | None = None
+    # what the planner maximises (None: the scenario's, whose default is the paper's sum; docs/service.md)
+    objective: Literal["sum", "proportional-fair", "max-min", "energy"] | None = None
+    energy_weight: float | None = Field(None, ge=0, description="tokens per joule (objective energy)")
     tasks: Literal["chat", "code", "mixed"] = "mixed"
     temperature: float = Field(1.0, ge=0.0)
     top_k: int | None = Field(None, ge=0, description="top-k cut (0 = off); None: the compact exact default")
@@ -181,14 +186,14 @@ def payload_choice(config: "TestbedConfig", vocab_size: int, gamma_max: int = DE
     return PayloadChoice(sampling, wire, verdicts, default)
 
 
-def bits_per_token(rows: list[dict], wire: WirePayload) -> dict[str, float]:
+def bits_per_token(rows: list[RoundRow], wire: WirePayload) -> dict[str, float]:
     """Bits moved up and down per generated token, and the bits the clock charged per token
     (drafting uploads in T_comp, correction bits in T_comm; the verdict's bonus id or rejection
     position goes down uncharged, as in the model)."""
-    tokens = sum(sum(r["tokens_gained"].values()) for r in rows)
-    up = sum(sum(r["uplink_bits"].values()) for r in rows)
-    down = sum(sum(r["downlink_bits"].values()) for r in rows)
-    charged = sum(sum(r["charged_bits"].values()) + wire.draft_bits_per_token * sum(r["gamma"].values())
+    tokens = sum(r.tokens for r in rows)
+    up = sum(sum(r.uplink_bits.values()) for r in rows)
+    down = sum(sum(r.downlink_bits.values()) for r in rows)
+    charged = sum(sum(r.charged_bits.values()) + wire.draft_bits_per_token * sum(r.gamma.values())
                   for r in rows)
     per = (lambda x: x / tokens) if tokens else (lambda x: 0.0)
     return {"bits_up_per_token": per(up), "bits_down_per_token": per(down),
@@ -201,7 +206,7 @@ class TestbedResult:
 
     config: TestbedConfig
     summary: dict
-    rounds: list[dict] = field(default_factory=list)
+    rounds: list[RoundRow] = field(default_factory=list)  # rounds.jsonl, typed
     texts: dict[int, str] = field(default_factory=dict)
 
 
@@ -239,26 +244,26 @@ def with_measured_acceptance(scenario, pair_name: str, drafts: list[str], tasks:
     return scenario.override({"devices.acceptance": filled}), all(a is not None for a in alpha)
 
 
-def steady_state_figures(rows: list[dict], devices: int) -> dict:
+def steady_state_figures(rows: list[RoundRow], devices: int) -> dict:
     """What a run is made of, from its rounds.jsonl rows: the goodput Σ tokens / Σ (T_comp + T_comm)
     (the paper's ratio of sums), the mean T_comp and T_comm, tokens per round, the share of devices
     drafting (γ > 0), mean γ, and the goodput had the air been free (Σ tokens / Σ T_comp); whether
     every round ran every device (steady state)."""
     n = len(rows)
-    tokens = sum(sum(r["tokens_gained"].values()) for r in rows)
-    comp = sum(r["comp_latency_s"] for r in rows)
-    comm = sum(r["comm_latency_s"] for r in rows)
-    gammas = [g for r in rows for g in r["gamma"].values()]
+    tokens = sum(r.tokens for r in rows)
+    comp = sum(r.comp_latency_s for r in rows)
+    comm = sum(r.comm_latency_s for r in rows)
+    gammas = [g for r in rows for g in r.gamma.values()]
     return {
         "rounds": n, "tokens": tokens,
         "goodput_tokens_per_s": tokens / (comp + comm) if comp + comm > 0 else 0.0,
         "free_comm_tokens_per_s": tokens / comp if comp > 0 else 0.0,
         "mean_t_comp_s": comp / n if n else 0.0, "mean_t_comm_s": comm / n if n else 0.0,
-        "mean_planning_cpu_s": sum(r.get("planning_cpu_s", 0.0) for r in rows) / n if n else 0.0,
+        "mean_planning_cpu_s": sum(r.planning_cpu_s for r in rows) / n if n else 0.0,
         "tokens_per_round": tokens / n if n else 0.0,
         "drafting_share": float(np.mean([g > 0 for g in gammas])) if gammas else 0.0,
         "mean_gamma": float(np.mean(gammas)) if gammas else 0.0,
-        "steady_state": bool(rows) and all(len(r["gamma"]) == devices for r in rows),
+        "steady_state": bool(rows) and all(len(r.gamma) == devices for r in rows),
     }
 
 
@@ -267,7 +272,7 @@ def forecast_rounds(config: "TestbedConfig") -> int:
     return 2 * config.rounds if config.rounds else 40
 
 
-def _run_figures(config: TestbedConfig, planner: ScenarioPlanner, rows: list[dict], airtime_s: float,
+def _run_figures(config: TestbedConfig, planner: ScenarioPlanner, rows: list[RoundRow], airtime_s: float,
                  predict: bool = True) -> dict:
     """The run's figures (`steady_state_figures`), goodput on the wall clock when that is the clock,
     the model's forecast (fresh channels, independent of the run) and its prediction conditioned on
@@ -275,7 +280,7 @@ def _run_figures(config: TestbedConfig, planner: ScenarioPlanner, rows: list[dic
     which must stop within seconds): no forecast and no conditioned prediction (None)."""
     figures = steady_state_figures(rows, config.devices)
     if config.clock == "wall":
-        wall = sum(row["round_wall_s"] for row in rows) + airtime_s
+        wall = sum(row.round_wall_s for row in rows) + airtime_s
         figures["goodput_tokens_per_s"] = figures["tokens"] / wall if wall else 0.0
     pred = model_predictions(planner, mc_rounds=200, seed=config.seed) if planner.rounds and predict else {}
     if predict:
@@ -293,8 +298,8 @@ def _run_figures(config: TestbedConfig, planner: ScenarioPlanner, rows: list[dic
         forecast = {"forecast_tokens_per_s": None, "budget_blind_forecast_tokens_per_s": None}
     gammas: dict[int, list[int]] = {d: [] for d in range(config.devices)}
     for row in rows:
-        for d, g in row["gamma"].items():
-            gammas[int(d) % config.devices].append(g)
+        for d, g in row.gamma.items():
+            gammas[d % config.devices].append(g)
     return {
         **figures,
         "virtual_time_s": planner.virtual_time_s,
@@ -339,7 +344,7 @@ def run_testbed(config: TestbedConfig, pair=None,
     out = Path(config.out) if config.out else None
     if out:
         out.mkdir(parents=True, exist_ok=True)
-    sink = RoundSink(planner, config.clock == "wall", out / "rounds.jsonl" if out else None, on_progress)
+    sink = RoundSink(config.clock == "wall", out / "rounds.jsonl" if out else None, on_progress)
     bed = LocalTestbed(
         pair, config.devices, config.max_new_tokens, config.rounds, policy=planner,
         log_path=(out / "server.jsonl") if out else None, seed=config.seed, sampling=choice.sampling,
@@ -368,6 +373,10 @@ def run_testbed(config: TestbedConfig, pair=None,
         "devices": config.devices, **_run_figures(config, planner, rows, sink.airtime_s, predict=interrupted is None),
         "wall_time_s": wall_s,
         **bits_per_token(rows, choice.wire),
+        "objective": planner.scenario.optimizer.objective,
+        # what each device gets and spends (experiments/service.py, docs/service.md)
+        "service": service_metrics(rows, config.devices, energy=planner.scenario.energy,
+                                   p_ul_w=planner.scenario.radio.p_ul_w, clock=config.clock),
         "exact": choice.exact,
         "payload": choice.to_dict(),
         "payload_headline": choice.headline,

@@ -202,10 +202,31 @@ class PayloadConfig(_Model):
 
 
 class OptimizerConfig(_Model):
-    """γ_max (tokens) and the SAA sample count N_SAA."""
+    """γ_max (tokens), the SAA sample count N_SAA and the objective (docs/service.md).
+
+    ``objective``: ``sum`` (the paper's Σ_k G_k), ``proportional-fair`` (Σ_k log G_k),
+    ``max-min`` (min_k G_k) or ``energy`` (Σ_k G_k − w·Σ_k P̄_k: tokens per second less
+    ``energy_weight_tokens_per_j`` times the devices' mean power, `energy`'s model).
+    """
 
     gamma_max: Annotated[int, _range(0, 64)] = 20
     n_saa: Annotated[int, _range(1, 1_000_000)] = 1000
+    objective: Literal["sum", "proportional-fair", "max-min", "energy"] = "sum"
+    energy_weight_tokens_per_j: Annotated[float, _range(0, 1e6, unit="tokens/J")] = 1.0
+
+
+class EnergyConfig(_Model):
+    """The devices' energy model (docs/service.md: each default and where it comes from).
+
+    A device spends, per round: P_tx / η_PA over its uplink airtime (drafting uploads at P^ul and,
+    in UL mode, the correction at its planned power), ``rx_power_w`` over its DL correction's
+    airtime, ``draft_power_w`` over its drafting compute (γ·T^dft) and ``idle_power_w`` for the
+    rest of the round (waiting for the server)."""
+
+    pa_efficiency: Annotated[float, _range(0, 1, lo_open=True)] = 0.25
+    rx_power_w: Annotated[float, _range(0, 100, unit="W")] = 1.0
+    draft_power_w: Annotated[float, _range(0, 1000, unit="W")] = 4.0
+    idle_power_w: Annotated[float, _range(0, 100, unit="W")] = 0.2
 
 
 class ChannelConfig(_Model):
@@ -241,6 +262,7 @@ class Scenario(_Model):
     payload: PayloadConfig = PayloadConfig()
     optimizer: OptimizerConfig = OptimizerConfig()
     channel: ChannelConfig = ChannelConfig()
+    energy: EnergyConfig = EnergyConfig()
     seed: Annotated[int, _range(0, 2**63 - 1)] = 0
 
     @model_validator(mode="after")

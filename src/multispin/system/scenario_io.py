@@ -42,6 +42,7 @@ FLAG_FIELDS = {
     "noise_figure_db": "radio.noise_figure_db", "seed": "seed", "n_saa": "optimizer.n_saa",
     "split": "radio.bandwidth_split", "speed_kmh": "channel.speed_kmh",
     "pilot_snr_db": "channel.pilot_snr_db", "csi_planning": "channel.planning",
+    "objective": "optimizer.objective", "energy_weight": "optimizer.energy_weight_tokens_per_j",
 }
 
 

@@ -21,8 +21,8 @@ def test_a_device_whose_server_never_returns_exits_1_with_its_partial_text(multi
     pair = resolve_pair("tiny")
     hang, hung = threading.Event(), threading.Event()
 
-    def freeze_after_round_2(r: int) -> None:  # the server's loop stops answering, mid-text
-        if r == 2:
+    def freeze_after_round_2(out) -> None:  # the server's loop stops answering, mid-text
+        if out.round == 2:
             hung.set()
             hang.wait(120)
 

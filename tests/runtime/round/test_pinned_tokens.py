@@ -72,8 +72,8 @@ def _planned(pair) -> dict:
     cfg = TestbedConfig.make(pair="tiny", devices=3, rounds=4, max_new_tokens=60, policy="random",
                              runner="thread", seed=2, drafts=list(pair.drafts))  # as pinned: drafts cycled
     res = run_testbed(cfg, pair=pair)
-    rows = [{k: row[k] for k in ("gamma", "modes", "tokens_gained", "correction_bits", "uplink_bits",
-                                  "downlink_bits")} for row in res.rounds]
+    rows = [{k: row.to_dict()[k] for k in ("gamma", "modes", "tokens_gained", "correction_bits", "uplink_bits",
+                                           "downlink_bits")} for row in res.rounds]
     return {"texts": {str(k): v for k, v in sorted(res.texts.items())}, "rounds": rows}
 
 

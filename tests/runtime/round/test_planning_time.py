@@ -66,11 +66,10 @@ def test_rounds_jsonl_rows_carry_the_planning_time(monkeypatch, tmp_path):
     from multispin.runtime.wire.records import RoundEvent
 
     planner = _planned_run(monkeypatch, True, rounds=2)
-    sink = RoundSink(planner, False, tmp_path / "rounds.jsonl", None)
-    planner.rounds = planner.rounds[:1]  # the sink reads the planner's last round
+    sink = RoundSink(False, tmp_path / "rounds.jsonl", None)
     sink(RoundEvent(round=0, gammas={}, records={}, rejected=[], modes={}, dropped={}, verify_s=0.0,
                     server_correction_s=0.0, draft_compute_s={}, device_correction_s={}, payload_bytes={},
-                    wire_bytes_up={}, wire_bytes_down={}, round_wall_s=0.0))
+                    wire_bytes_up={}, wire_bytes_down={}, round_wall_s=0.0, cost=planner.rounds[0]))
     sink.close()
     row = json.loads((tmp_path / "rounds.jsonl").read_text().splitlines()[0])
     assert row["planning_cpu_s"] == pytest.approx(0.125) and row["planning_wall_s"] == pytest.approx(0.25)

@@ -26,7 +26,7 @@ from multispin.models.base import LoadedPair
 from multispin.runtime.security.auth import resolve_secret
 from multispin.runtime.security.keys import create_keyring
 from multispin.runtime.wire.records import RoundEvent, ServerSummary, TestbedSummary
-from multispin.runtime.round.engine import DraftLengthPolicy, ModePolicy, RoundPolicy
+from multispin.runtime.round.engine import DraftLengthPolicy, ModePolicy, RoundOutcome, RoundPolicy
 from multispin.runtime.net.server import EdgeServer, ServerConfig
 from multispin.speculative.warp import SamplingParams
 
@@ -201,7 +201,7 @@ class LocalTestbed:
     Hooks for a `multispin testbed` command: `policy` is a `RoundPolicy` (the optimiser-backed
     planner plugs in there; `draft_lengths` and `modes` build one from two fixed policies), and
     `on_round` receives a `RoundEvent` after every round (records, timings, bits, drops), and
-    `before_commit` each round's index once it is durable, before its COMMITs go out.
+    `before_commit` each round's `RoundOutcome` (with its cost) once it is durable, before its COMMITs go out.
 
     Steady-state runs give each device a queue of prompts (`prompt_queues`, fork, thread and pool runners):
     device k's j-th prompt is a job of its own, device id k + K·j, started as soon as job j − 1
@@ -218,7 +218,7 @@ class LocalTestbed:
                  device_runner: DeviceRunner = "subprocess", threads: int = 1,
                  round_timeout_s: float = 30.0, join_timeout_s: float = 180.0,
                  idle_timeout_s: float = 60.0, on_round: Callable[[RoundEvent], None] | None = None,
-                 before_commit: Callable[[int], None] | None = None,
+                 before_commit: Callable[[RoundOutcome], None] | None = None,
                  on_event: Callable[[dict], None] | None = None,
                  faults: dict[int, str] | None = None, server_options: dict | None = None,
                  device_options: dict | None = None, insecure: bool = False,

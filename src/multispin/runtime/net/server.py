@@ -176,7 +176,7 @@ class EdgeServer:
                  policy: RoundPolicy | None = None, draft_lengths: DraftLengthPolicy | None = None,
                  modes: ModePolicy | None = None, log_path: str | Path | None = None,
                  on_round: Callable[[RoundEvent], None] | None = None,
-                 before_commit: Callable[[int], None] | None = None,
+                 before_commit: Callable[[RoundOutcome], None] | None = None,
                  on_event: Callable[[dict], None] | None = None,
                  target_lm: BatchedLM | None = None):
         self.config = config
@@ -210,7 +210,7 @@ class EdgeServer:
             draft_lengths or UniformDraftLength(min(config.draft_len, config.gamma_max)),
             modes or mode_policy(config.mode, config.seed))
         self.on_round = on_round
-        # called with the round index once the round is durable and the policy observed it, before
+        # called with the round's outcome (its cost included) once the round is durable and the policy observed it, before
         # its COMMITs (and the next PLANs in them) go out: the testbed's link emulation sleeps the
         # round's airtime here, so that no device drafts the next round during it
         self.before_commit = before_commit
@@ -572,7 +572,7 @@ class EdgeServer:
             device_correction_s=io.correction_s, payload_bytes=io.payload_bytes,
             wire_bytes_up={d: c.bytes_in for d, c in io.conns.items()},
             wire_bytes_down={d: c.bytes_out for d, c in io.conns.items()},
-            round_wall_s=time.perf_counter() - t0,
+            round_wall_s=time.perf_counter() - t0, cost=out.cost,
         )
         for c in io.conns.values():  # from here on, bytes count towards the next round
             c.bytes_in = c.bytes_out = 0
@@ -719,7 +719,7 @@ class EdgeServer:
                 for d, rec in out.records.items()})
         self.engine.close(out)
         if self.before_commit is not None:
-            self.before_commit(out.round)
+            self.before_commit(out)
         self._next = self._plan_next(out, io)
         gammas = self._next.gammas if self._next is not None else {}
         for d in out.records:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Mapping, Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 from multispin.errors import ConfigError
 from multispin.runtime.round.roles import Draft, Verdict, VerifierServer
@@ -52,7 +52,10 @@ class RoundPolicy(Protocol):
 
     def modes(self, plan: RoundPlan, rejected: Sequence[int]) -> Mapping[int, LinkMode]: ...
 
-    def observe(self, outcome: "RoundOutcome") -> None: ...
+    def observe(self, outcome: "RoundOutcome") -> object | None:
+        """Learn from the round; return what the round cost on the policy's clock (a planner's
+        `RoundCost`), or None for a policy that keeps no clock. The engine puts it on the outcome."""
+        ...
 
 
 @dataclass
@@ -70,7 +73,7 @@ class PolicyPair:
         return self.mode_policy(plan.round, list(rejected))
 
     def observe(self, outcome: "RoundOutcome") -> None:
-        pass
+        return None
 
     @property
     def name(self) -> str:
@@ -127,6 +130,7 @@ class RoundOutcome:
     verdicts: dict[int, Verdict] = field(default_factory=dict)
     verify_s: float = 0.0  # the one batched verify call
     server_correction_s: float = 0.0  # residual sampling (UL) and p_j encoding (DL) at the server
+    cost: Any = None  # what the policy's observe() charged the round (None: a policy without a clock)
 
 
 class RoundEngine:
@@ -227,5 +231,5 @@ class RoundEngine:
         for d in out.verdicts:
             if d not in out.records:
                 self.verifier.abandon(d)
-        self.policy.observe(out)
+        out.cost = self.policy.observe(out)
         return out

@@ -84,6 +84,11 @@ class RoundCost:
     planning_cpu_s: float = 0.0
     planning_wall_s: float = 0.0
     planning_charged_s: float = 0.0
+    # per device on the clock: the correction's airtime on its mode's link, the drafting compute
+    # (γ·T_k^dft) and the drafting uploads' airtime at P^ul on B/K (both inside T_comp)
+    airtime_s: dict[int, float] = field(default_factory=dict)
+    draft_compute_s: dict[int, float] = field(default_factory=dict)
+    draft_upload_s: dict[int, float] = field(default_factory=dict)
 
     @property
     def latency_s(self) -> float:
@@ -151,6 +156,10 @@ class ScenarioRoundPlan(RoundPlan):
     decision: Any = None  # optimize.reactive's result, set by `modes`
     planning_cpu_s: float = 0.0  # what `ScenarioPlanner.plan` took (thread CPU, wall)
     planning_wall_s: float = 0.0
+    # a non-sum objective (scenario.optimizer.objective): the plan's score and the search that
+    # picks the energy objective's modes after verification
+    objective_score: Any = None
+    objective_search: Any = None
 
 
 @dataclass
@@ -187,6 +196,10 @@ class ScenarioPlanner:
         if not isinstance(self.payload, WirePayload):
             raise ConfigError(f"payload: need a WirePayload (the codecs' bits), got {type(self.payload).__name__}")
         self.world = World(self.scenario)
+        self.objective = self.scenario.optimizer.objective
+        if self.objective != "sum" and self.scenario.channel.planning == "robust":
+            raise ConfigError(f"objective: {self.objective!r} plans on the known channel; channel.planning "
+                              "'robust' allows the objective 'sum' only")
         self._slots = len(self.device_ids)
         self._slot_of_id = {d: i for i, d in enumerate(self.device_ids)}
         prior = self.world.drop.alpha if self.prior_alpha is None else self.prior_alpha
@@ -267,10 +280,18 @@ class ScenarioPlanner:
 
             proactive = plan_on_estimate(seen, u, "robust", (posterior[0][:, idx], posterior[1][:, idx]),
                                          modes=modes, split=self.split, mode_uniforms=mode_u)
+        score = search = None
+        if self.objective != "sum":
+            from multispin.optimize.objectives import EnergyModel, plan_objective
+
+            proactive, score, search = plan_objective(
+                seen, self.objective, uniforms=u, energy=EnergyModel.of(self.scenario), modes=modes,
+                split=self.split, mode_uniforms=mode_u, starts=[proactive.draft_len])
         # a round with no observation after it (the forecast) ages the channel by its planned duration
         self._last_round_s = proactive.goodput.t_comp_s + proactive.goodput.e_t_comm_s
         gammas = {d: int(g) for d, g in zip(active, proactive.draft_len)}
-        return ScenarioRoundPlan(round_idx, gammas, active, inst, proactive)
+        return ScenarioRoundPlan(round_idx, gammas, active, inst, proactive, objective_score=score,
+                                 objective_search=search)
 
     def modes(self, rplan: ScenarioRoundPlan, rejected: Sequence[int]) -> dict[int, LinkMode]:
         """Modes, powers and bandwidths for the rejected set; the decision stays on the plan."""
@@ -280,17 +301,26 @@ class ScenarioPlanner:
         mode_u = None
         if POLICIES[self.policy] == "random":  # the fair coin, flipped per device id (as `generate` flips it)
             mode_u = coin_uniforms(self.scenario.seed, rplan.round, rplan.active)[None, :]
-        rplan.decision = reactive(mask, rplan.instance, split=self.split, modes=POLICIES[self.policy],
-                                  mode_uniforms=mode_u)
+        modes = POLICIES[self.policy]
+        if rplan.objective_search is not None and self.objective == "energy" and modes == "optimal":
+            # the energy objective's modes for this rejected set (not the UL prefix in general), at
+            # the plan's value as Dinkelbach's λ; the reactive solver then sets the powers for them
+            # (its coin policy with coins fixed to the modes: UL where the coin is < 1/2)
+            ul = rplan.objective_search.energy_modes(mask, rplan.objective_score.value)[0]
+            modes, mode_u = "random", np.where(ul, 0.0, 1.0)[None, :]
+        rplan.decision = reactive(mask, rplan.instance, split=self.split, modes=modes, mode_uniforms=mode_u)
         names = rplan.decision.mode_names()
         return {d: names[pos[d]] for d in rejected}
 
-    def observe(self, outcome: RoundOutcome) -> None:
-        """Charge the round to the scenario's clock (`rounds`) and update the acceptance estimates."""
+    def observe(self, outcome: RoundOutcome) -> RoundCost:
+        """Charge the round to the scenario's clock (`rounds`), update the acceptance estimates and
+        return the round's cost (the engine carries it on the outcome)."""
         rplan = outcome.plan
         assert isinstance(rplan, ScenarioRoundPlan), "observe: the outcome of a round this planner planned"
-        self.rounds.append(self._charge(rplan, outcome.records))
-        self._last_round_s = self.rounds[-1].latency_s  # the channel ages over the round's actual duration
+        cost = self._charge(rplan, outcome.records)
+        self.rounds.append(cost)
+        self._last_round_s = cost.latency_s  # the channel ages over the round's actual duration
+        return cost
 
     # -- bookkeeping ----------------------------------------------------------------------
 
@@ -359,7 +389,12 @@ class ScenarioPlanner:
             deferred = {d: charged[d] for d, a in airtime.items() if a > deadline}
             self._pending.update({d: (charged[d], modes[d]) for d in deferred})
             comm_s = min(comm_s, deadline) + retx_s
+        inst = rplan.instance
+        t_dft = {d: float(gamma[pos[d]] * inst.draft_latency_s[pos[d]]) for d in rplan.active}
+        t_up = {d: float(gamma[pos[d]] * (inst.token_latency_s[pos[d]] - inst.draft_latency_s[pos[d]]))
+                for d in rplan.active}
         return RoundCost(
+            airtime_s=dict(airtime), draft_compute_s=t_dft, draft_upload_s=t_up,
             round=rplan.round, draft_len={d: int(gamma[pos[d]]) for d in rplan.active}, rejected=rejected,
             modes=modes, power_w=power, bandwidth_hz=bw, gain=gain, charged_bits=charged,
             comp_latency_s=float(t_comp_s(rplan.instance, gamma)), comm_latency_s=comm_s,

@@ -28,6 +28,7 @@ class RoundEvent:
     wire_bytes_up: dict[int, int]  # every byte each device sent this round (msgpack frames)
     wire_bytes_down: dict[int, int]
     round_wall_s: float  # from the round's PLANs leaving (in the last round's COMMITs, if they rode there) to its COMMITs
+    cost: Any = None  # what the policy charged the round on its clock (`RoundOutcome.cost`), if it keeps one
 
     @property
     def model_compute_s(self) -> float:

@@ -1,0 +1,84 @@
+"""Capacity under a service target: how many devices one server carries while each device's time
+per output token stays within a target (docs/service.md), under a mode policy and an objective.
+
+For K = 1, 2, … the model plans each round of a drop (`optimize.plan` for the sum, the objective's
+search otherwise) and simulates rounds at that plan: per device-round, the tokens N_k and the
+round's duration T (T_comp + T_comm of the rejected set under the policy's modes); TPOT samples
+are T / N_k, as in a run's summary (`experiments.service`). K is served when the pooled
+q-th percentile of TPOT is at most the target; the capacity is the largest K served with every
+smaller K served too (adding a device never shortens a round, so the first miss ends the count).
+
+This is the model, not the running system: the testbed's TPOT percentiles are in its summary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from multispin.errors import ConfigError
+
+POLICY_MODES = {"adaptive": "optimal", "all_ul": "all_ul", "all_dl": "all_dl"}
+
+
+def round_tpot_samples(inst, gamma: np.ndarray, modes: str, rng: np.random.Generator, rounds: int,
+                       split: str = "equal") -> np.ndarray:
+    """TPOT samples T / N_k of `rounds` simulated rounds at draft lengths γ (one per device-round)."""
+    from multispin.optimize.goodput import t_comp_s
+    from multispin.optimize.reactive import t_comm_batch
+
+    k = inst.num_devices
+    u = rng.random((rounds, k))
+    surv = inst.survival  # (K, γ_max + 1): P(the first i drafts are all accepted)
+    # N_k = 1 + the accepted drafts: draft i counts while u < P(first i accepted), i ≤ γ_k
+    idx = np.arange(surv.shape[1])[None, :]
+    counted = (u[:, :, None] < surv[None, :, :]) & (idx[None, :, :] >= 1) & (idx[None, :, :] <= gamma[None, :, None])
+    tokens = 1 + counted.sum(axis=2)
+    rejected = u > surv[np.arange(k), gamma][None, :]
+    mu = rng.random(u.shape) if modes == "random" else None
+    t = float(t_comp_s(inst, gamma)) + t_comm_batch(rejected, inst, modes, split, mu)
+    return (t[:, None] / tokens).ravel()
+
+
+@dataclass(frozen=True)
+class CapacityPoint:
+    devices: int
+    tpot_quantile_s: float
+    served: bool
+
+
+def capacity(scenario, *, policy: str = "adaptive", objective: str = "sum", tpot_target_s: float = 0.1,
+             quantile: float = 95.0, max_devices: int = 16, drops: int = 3, rounds: int = 200,
+             n_saa: int = 200) -> tuple[int, list[CapacityPoint]]:
+    """(the capacity, the TPOT quantile at each K tried) for ``scenario`` (its radio, compute and
+    seed); ``drops`` drops per K (seeds scenario.seed, +1, …), samples pooled over them."""
+    from multispin.optimize.objectives import EnergyModel, plan_objective
+    from multispin.optimize.plan import plan
+    from multispin.system.channel import World, stream
+
+    if policy not in POLICY_MODES:
+        raise ConfigError(f"policy: unknown value {policy!r} (allowed: {', '.join(POLICY_MODES)})")
+    if not tpot_target_s > 0:
+        raise ConfigError(f"tpot_target_s: must be > 0 (got {tpot_target_s!r})")
+    modes = POLICY_MODES[policy]
+    points: list[CapacityPoint] = []
+    best = 0
+    for k in range(1, max_devices + 1):
+        samples = []
+        for d in range(drops):
+            sc = scenario.override({"devices.count": k, "seed": scenario.seed + d})
+            inst = World(sc).instance(0)
+            u = stream(sc.seed, "saa", 0).random((n_saa, k))
+            p = plan(inst, uniforms=u, modes=modes, policy="fast" if modes == "optimal" else "greedy")
+            if objective != "sum":
+                p = plan_objective(inst, objective, uniforms=u, energy=EnergyModel.of(sc), modes=modes,
+                                   starts=[p.draft_len])[0]
+            rng = stream(sc.seed, "montecarlo", k)  # the outcomes simulated at the plan
+            samples.append(round_tpot_samples(inst, p.draft_len, modes, rng, rounds))
+        q = float(np.percentile(np.concatenate(samples), quantile))
+        points.append(CapacityPoint(k, q, q <= tpot_target_s))
+        if q > tpot_target_s:
+            break
+        best = k
+    return best, points
