@@ -74,3 +74,25 @@ def test_seeds_run_in_a_process_pool_give_the_numbers_run_one_after_another_give
     for a, b in zip(serial.points[0].rows, par.points[0].rows):
         assert a["per_seed"] == b["per_seed"]
     assert serial.points[0].comparisons[0].pct == par.points[0].comparisons[0].pct
+
+
+def test_demo_study_on_the_cli_prints_the_one_verdict_and_the_forecast_ratio(tmp_path):
+    from typer.testing import CliRunner
+
+    from multispin.cli import app
+
+    res = CliRunner().invoke(app, ["demo", "--pair", "tiny", "--devices", "2", "--study", "--rounds", "2",
+                                   "--seeds", "2", "--max-new-tokens", "4", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert "adaptive vs all_dl: " in res.output and "adaptive vs all_ul" not in res.output
+    assert "realised / forecast over 2 seeds (95% interval): adaptive " in res.output
+    assert "steady state: 2 rounds × 2 seed(s)" in res.output
+
+
+def test_demo_refuses_an_unknown_executor_in_one_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from multispin.cli import app
+
+    res = CliRunner().invoke(app, ["demo", "--pair", "tiny", "--executor", "cloud", "--out", str(tmp_path)])
+    assert res.exit_code == 2 and "--executor" in res.output and "serial" in res.output
