@@ -18,6 +18,9 @@ from multispin.models.registry import resolve_pair
 def test_the_demo_defaults_to_the_papers_k_on_a_device_pool_and_testbed_keeps_its_own():
     cfg = DemoConfig()
     assert cfg.devices == DEMO_DEVICES == 20 and cfg.runner == "pool"
+    tb = cfg.testbed("all_ul", 0, None, cfg.out)
+    # the pool drafts for all K devices: its rounds get the longer timeout, not the lone device's 120 s
+    assert tb.runner == "pool" and tb.devices == 20 and tb.round_timeout_s == cfg.round_timeout_s > 120
     assert running_values("paper-qwen", set(), {"devices": DEMO_DEVICES}, devices=None)["devices"] == 20
     assert running_values("paper-qwen", set(), devices=None)["devices"] == 8  # testbed's default
     assert running_values("paper-qwen", set(), {"devices": DEMO_DEVICES}, devices=5)["devices"] == 5  # a flag wins

@@ -67,6 +67,9 @@ class DemoConfig(StrictConfig):
     runner: Literal["pool", "fork", "thread", "subprocess"] = "pool"
     policies: tuple[str, ...] = POLICIES  # adaptive first; the study runs STUDY_POLICIES
     executor: Literal["serial", "local", "ray"] = "serial"  # where the seeds of one policy run
+    # a pool does all K devices' drafting in one process: on a loaded 2-core host its first round (K
+    # prompts' prefill) took over the testbed's 120 s and every device was dropped from it
+    round_timeout_s: float = Field(600.0, gt=0)
     workers: int = Field(1, ge=1, le=256)  # seeds at a time (local, ray)
 
     @field_validator("policies")
@@ -85,7 +88,7 @@ class DemoConfig(StrictConfig):
                                   speed_kmh=self.speed_kmh, pilot_snr_db=self.pilot_snr_db,
                                   csi_planning=self.csi_planning, drafts=self.drafts, top_k=self.top_k, ul_codec=self.ul_codec,
                                   dl_codec=self.dl_codec, seed=seed, out=out, n_saa=self.n_saa, split=self.split,
-                                  runner=self.runner)
+                                  runner=self.runner, round_timeout_s=self.round_timeout_s)
 
     def sweep_points(self) -> list[tuple[float | None, float | None]]:
         """(P^dl/P^ul offset in dB or None, P^dl in dBm or None for the scenario's) per point."""
