@@ -157,14 +157,16 @@ RUNNING_DEFAULTS = {"devices": ("devices.count", 8), "seed": ("seed", 0), "n_saa
                     "split": ("radio.bandwidth_split", "equal")}
 
 
-def running_values(spec, given: set[str], **flags: Any) -> dict[str, Any]:
-    """testbed/demo: each of ``flags`` (None: not given) as the flag, the file or the verb says."""
+def running_values(spec, given: set[str], defaults: dict[str, Any] | None = None, **flags: Any) -> dict[str, Any]:
+    """testbed/demo: each of ``flags`` (None: not given) as the flag, the file or the verb says
+    (``defaults``: the verb's own, over RUNNING_DEFAULTS)."""
     from multispin.system.scenario_io import resolve_scenario
 
     out = {}
     sc = None
     for name, value in flags.items():
         field, default = RUNNING_DEFAULTS[name]
+        default = (defaults or {}).get(name, default)
         if value is None and field in given:
             sc = sc or resolve_scenario(spec)
             node: Any = sc

@@ -16,6 +16,7 @@ from multispin.commands._checks import FORCE_HELP, check_out_free
 from multispin.commands._flag_groups import CSI, LINK, MACHINE, OBJECTIVE, RADIO, takes
 from multispin.commands._interrupt import reported_interrupt
 from multispin.commands._scenario_fields import check_scenario_fields, running_values
+from multispin.experiments.demo_defaults import DEMO_DEVICES, DEMO_ROUNDS, STUDY_POLICIES, STUDY_ROUNDS, STUDY_SEEDS
 from multispin.commands._options import (
     choice_option, json_option, legacy_option, pair_option, pick_scenario, scenario_option, table_console,
 )
@@ -176,11 +177,23 @@ def testbed(
 @takes(RADIO, CSI, OBJECTIVE, LINK, MACHINE)
 def demo(
     pair: str = pair_option(help="model pair (smollm2-135m is embedded; tiny needs no download)"),
-    devices: Optional[int] = typer.Option(None, min=1, max=256, metavar="INT", show_default=DEVICES_SHOWN,
+    devices: Optional[int] = typer.Option(None, min=1, max=256, metavar="INT",
+                                          show_default=f"the scenario file's devices.count; {DEMO_DEVICES} with a preset",
                                           help="number of devices K (1..256)"),
-    rounds: int = typer.Option(20, min=2, max=4096, metavar="INT",
-                               help="measured rounds per policy and seed (every device has work in every one)"),
-    seeds: int = typer.Option(1, min=1, max=100, metavar="INT", help="drops (seeds SEED, SEED+1, …) per policy"),
+    rounds: Optional[int] = typer.Option(None, min=2, max=4096, metavar="INT",
+                                         show_default=f"{DEMO_ROUNDS}; {STUDY_ROUNDS} with --study",
+                                         help="measured rounds per policy and seed (every device has work in every one)"),
+    seeds: Optional[int] = typer.Option(None, min=1, max=100, metavar="INT",
+                                        show_default=f"1; {STUDY_SEEDS} with --study",
+                                        help="drops (seeds SEED, SEED+1, …) per policy"),
+    study: bool = typer.Option(False, "--study",
+                               help="the paper's subtle comparison: adaptive vs all_dl only, "
+                                    f"{STUDY_SEEDS} seeds × {STUDY_ROUNDS} rounds by default"),
+    runner: Literal["pool", "fork", "thread", "subprocess"] = typer.Option(
+        "pool", help="pool: every device in one process, drafting in batched forwards; fork: one process per device"),
+    executor: Literal["serial", "local", "ray"] = typer.Option(
+        "serial", help="where a policy's seeds run: one after another here, in a local process pool, or on Ray"),
+    workers: int = typer.Option(1, min=1, max=256, metavar="INT", help="seeds at a time (--executor local or ray)"),
     max_new_tokens: int = typer.Option(64, min=1, max=8192, metavar="INT",
                                        help="budget of each prompt; a device then starts its next prompt"),
     scenario: Optional[str] = scenario_option(),
@@ -204,16 +217,24 @@ def demo(
     from multispin.models.placement import place_pair
     from multispin.models.registry import resolve_pair
     from multispin.experiments.demo import (
-        DemoConfig, describe_setup, non_default_settings, plot_demo, plot_sweep, run_demo,
+        POLICIES as DEMO_POLICIES, DemoConfig, describe_setup, non_default_settings, plot_demo, plot_sweep, run_demo,
     )
     from multispin.experiments.testbed import build_scenario
 
     scenario = pick_scenario(scenario, preset=preset)
     check_out_free(out, force, "demo", ("summary.json", "demo.png"))
     given = check_scenario_fields("demo", scenario)
-    picked = running_values(scenario, given, devices=devices, seed=seed, n_saa=None, split=None)
+    picked = running_values(scenario, given, {"devices": DEMO_DEVICES}, devices=devices, seed=seed, n_saa=None,
+                            split=None)
     devices, seed = picked["devices"], picked["seed"]
-    config = DemoConfig.make(pair=pair, rounds=rounds, seeds=seeds, **picked,
+    if executor != "serial":
+        from multispin.experiments.reproduce.executor import check_executor
+
+        check_executor("local" if executor == "local" else "ray", None)
+    config = DemoConfig.make(pair=pair, rounds=rounds or (STUDY_ROUNDS if study else DEMO_ROUNDS),
+                             seeds=seeds or (STUDY_SEEDS if study else 1), **picked,
+                             runner=runner, executor=executor, workers=workers,
+                             policies=STUDY_POLICIES if study else DEMO_POLICIES,
                              max_new_tokens=max_new_tokens, scenario=scenario, **radio, **csi, **objective, **link,
                              drafts=draft or None, sweep=sweep, out=out)
     build_scenario(config.testbed("adaptive", seed, radio["p_dl_dbm"], out))  # a bad scenario stops here, before any model loads
@@ -246,6 +267,11 @@ def demo(
         con.print(_demo_table(point, title))
         for c in point.comparisons:
             con.print(("[bold]" if c is point.comparisons[0] else "") + c.verdict, highlight=False)
+        ratios = [(r["policy"], r["realised_over_forecast"]) for r in point.rows
+                  if r["policy"] != "target_only" and (r["realised_over_forecast"] or {}).get("low") is not None]
+        if ratios:
+            con.print(f"realised / forecast over {ratios[0][1]['seeds']} seeds (95% interval): " + "; ".join(
+                f"{p} {x['estimate']:.3f} ({x['low']:.3f}–{x['high']:.3f})" for p, x in ratios), highlight=False)
         # after the verdicts: the goodput table, its caption and verdicts stay one block
         con.print(_service_table([(r["policy"], r["service"]) for r in point.rows], "what each device gets"))
     d0 = result.points[0].runs["adaptive"].results[0].texts.get(0, "")

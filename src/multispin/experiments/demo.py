@@ -22,10 +22,12 @@ from pathlib import Path
 from typing import Callable, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from multispin.config import StrictConfig
 from multispin.errors import Interrupted
+from multispin.experiments.demo_defaults import DEMO_DEVICES, DEMO_ROUNDS
 from multispin.experiments.paired import (
     MAX_BATCHES_PER_SEED, MIN_BATCH_ROUNDS, PairedDifference, RoundLog, goodput_interval, paired_difference,
 )
@@ -41,8 +43,8 @@ SWEEP_OFFSETS_DB = (0.0, 6.0, 12.0, 18.0)
 
 class DemoConfig(StrictConfig):
     pair: str = "smollm2-135m"
-    devices: int = Field(8, ge=1, le=256)
-    rounds: int = Field(20, ge=2, le=4096, description="measured rounds per policy and seed")
+    devices: int = Field(DEMO_DEVICES, ge=1, le=256)
+    rounds: int = Field(DEMO_ROUNDS, ge=2, le=4096, description="measured rounds per policy and seed")
     seeds: int = Field(1, ge=1, le=100, description="drops: seeds seed, seed + 1, …")
     seed: int = Field(0, ge=0)
     max_new_tokens: int = Field(64, ge=1, le=8192, description="budget of each prompt")
@@ -63,6 +65,24 @@ class DemoConfig(StrictConfig):
     out: Path = Path("out/demo")
     n_saa: int = Field(300, ge=10, le=100_000)  # SAA samples of the per-round plan (TestbedConfig.n_saa)
     split: Literal["equal", "optimized"] = "equal"
+    # pool: every device in one process, drafting in batched forwards (a K = 20 round costs about a
+    # third of the CPU of one process per device); every policy runs on the same runner
+    runner: Literal["pool", "fork", "thread", "subprocess"] = "pool"
+    policies: tuple[str, ...] = POLICIES  # adaptive first; the study runs STUDY_POLICIES
+    executor: Literal["serial", "local", "ray"] = "serial"  # where the seeds of one policy run
+    # a pool does all K devices' drafting in one process: on a loaded 2-core host its first round (K
+    # prompts' prefill) took over the testbed's 120 s and every device was dropped from it
+    round_timeout_s: float = Field(600.0, gt=0)
+    workers: int = Field(1, ge=1, le=256)  # seeds at a time (local, ray)
+
+    @field_validator("policies")
+    @classmethod
+    def _known_policies(cls, policies: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [p for p in policies if p not in POLICIES]
+        if bad or "adaptive" not in policies or len(policies) < 2 or len(set(policies)) != len(policies):
+            raise PydanticCustomError("policies", "adaptive and at least one other of {allowed}, each once",
+                                      {"allowed": ", ".join(POLICIES)})
+        return ("adaptive",) + tuple(p for p in POLICIES if p in policies and p != "adaptive")
 
     def testbed(self, policy: str, seed: int, p_dl_dbm: float | None, out: Path) -> TestbedConfig:
         return TestbedConfig.make(pair=self.pair, devices=self.devices, rounds=self.rounds,
@@ -71,7 +91,8 @@ class DemoConfig(StrictConfig):
                                   speed_kmh=self.speed_kmh, pilot_snr_db=self.pilot_snr_db,
                                   csi_planning=self.csi_planning, objective=self.objective,
                                   energy_weight=self.energy_weight, drafts=self.drafts, top_k=self.top_k, ul_codec=self.ul_codec,
-                                  dl_codec=self.dl_codec, seed=seed, out=out, n_saa=self.n_saa, split=self.split)
+                                  dl_codec=self.dl_codec, seed=seed, out=out, n_saa=self.n_saa, split=self.split,
+                                  runner=self.runner, round_timeout_s=self.round_timeout_s)
 
     def sweep_points(self) -> list[tuple[float | None, float | None]]:
         """(P^dl/P^ul offset in dB or None, P^dl in dBm or None for the scenario's) per point."""
@@ -93,18 +114,26 @@ class PolicyRuns:
         return RoundLog.of([[r.tokens for r in res.rounds] for res in self.results],
                            [[r.comp_latency_s + r.comm_latency_s for r in res.rounds] for res in self.results])
 
-    def row(self, target_only: "PolicyRuns") -> dict:
-        """The table row: goodput with its interval, the gain over target-only, what it is made of."""
+    def row(self, target_only: "PolicyRuns | None") -> dict:
+        """The table row: goodput with its interval, the gain over target-only (None when target-only
+        did not run), what it is made of."""
         s = [res.summary for res in self.results]
         f = steady_state_figures([r for res in self.results for r in res.rounds], s[0]["devices"])
         return {
             "policy": self.policy,
             "goodput_tokens_per_s": goodput_interval(self.log).to_dict(),
-            "vs_target_only": (None if self is target_only
+            "vs_target_only": (None if target_only is None or self is target_only
                                else paired_difference(self.log, target_only.log, (self.policy, "target_only")).to_dict()),
             "forecast_tokens_per_s": float(np.mean([x["forecast_tokens_per_s"] for x in s])),
+            # per seed: realised / forecast is judged over seeds (each seed is one independent run)
+            "per_seed": [{"seed": res.config.seed, "goodput_tokens_per_s": x["goodput_tokens_per_s"],
+                          "forecast_tokens_per_s": x["forecast_tokens_per_s"],
+                          "budget_blind_forecast_tokens_per_s": x.get("budget_blind_forecast_tokens_per_s")}
+                         for res, x in zip(self.results, s)],
             **{k: f[k] for k in ("free_comm_tokens_per_s", "mean_t_comp_s", "mean_t_comm_s", "tokens_per_round",
                                  "drafting_share", "mean_gamma", "mean_planning_cpu_s")},
+            "realised_over_forecast": forecast_ratio([x["goodput_tokens_per_s"] for x in s],
+                                                     [x["forecast_tokens_per_s"] for x in s]),
             "dl_share": float(np.mean([x["dl_share"] for x in s])),
             "bits_charged_per_token": float(np.mean([x["bits_charged_per_token"] for x in s])),
             "steady_state": f["steady_state"],
@@ -121,6 +150,21 @@ class PolicyRuns:
                                       clock=self.results[0].config.clock)
 
 
+def forecast_ratio(realised: list[float], forecast: list[float], level: float = 0.95) -> dict | None:
+    """Realised / forecast goodput, the mean over seeds (each seed one independent run) with its
+    Student t interval; None without a forecast, the interval None with one seed."""
+    if any(f is None or not f > 0 for f in forecast):
+        return None
+    r = np.asarray(realised, float) / np.asarray(forecast, float)
+    out = {"estimate": float(r.mean()), "low": None, "high": None, "seeds": int(r.size)}
+    if r.size >= 2:
+        from scipy import stats
+
+        half = float(stats.t.ppf((1 + level) / 2, r.size - 1) * r.std(ddof=1) / np.sqrt(r.size))
+        out.update(low=float(r.mean() - half), high=float(r.mean() + half))
+    return out
+
+
 @dataclass
 class SweepPoint:
     offset_db: float | None
@@ -130,15 +174,19 @@ class SweepPoint:
     comparisons: list[PairedDifference] = field(default_factory=list)
 
     @property
+    def baselines(self) -> list[str]:
+        return [p for p in BASELINES if p in self.runs]
+
+    @property
     def best_baseline(self) -> str:
-        return max(BASELINES, key=lambda p: self.runs[p].log.goodput)
+        return max(self.baselines, key=lambda p: self.runs[p].log.goodput)
 
     def summarise(self) -> None:
-        target = self.runs["target_only"]
-        self.rows = [self.runs[p].row(target) for p in POLICIES]
+        target = self.runs.get("target_only")
+        self.rows = [self.runs[p].row(target) for p in POLICIES if p in self.runs]
         adaptive = self.runs["adaptive"].log
         best = self.best_baseline  # the verdict that matters first: adaptive against the best other policy
-        order = [best] + [p for p in BASELINES if p != best]
+        order = [best] + [p for p in self.baselines if p != best]
         self.comparisons = [paired_difference(adaptive, self.runs[p].log, ("adaptive", p)) for p in order]
 
     def to_dict(self) -> dict:
@@ -227,20 +275,21 @@ def _run_points(config: DemoConfig, pair, progress: ProgressHook | None, finishe
     points, target_only = [], None
     for offset, p_dl in config.sweep_points():
         runs: dict[str, PolicyRuns] = {}
-        for policy in POLICIES:
+        for policy in config.policies:
             if policy == "target_only" and target_only is not None:
                 runs[policy] = target_only  # no airtime: the same run at every power
                 continue
-            results = []
+            calls = {}
             for i in range(config.seeds):
                 seed = config.seed + i
                 folder = config.out / (f"pdl+{offset:g}dB" if offset is not None else "") / f"seed-{seed}" / policy
-                label = f"{policy:>11} seed {seed}" + (f" +{offset:g} dB" if offset is not None else "")
-                hook = progress(label, config.rounds) if progress else None
-                results.append(run_testbed(config.testbed(policy, seed, p_dl, folder), pair=pair, on_progress=hook))
-                finished.append({"policy": policy, "seed": seed, "pdl_offset_db": offset, "folder": str(folder)})
-            runs[policy] = PolicyRuns(policy, results)
-        target_only = runs["target_only"]
+                calls[seed] = config.testbed(policy, seed, p_dl, folder)
+            results = dict(_run_seeds(config, calls, pair, progress, offset))
+            for seed in sorted(results):
+                finished.append({"policy": policy, "seed": seed, "pdl_offset_db": offset,
+                                 "folder": str(calls[seed].out)})
+            runs[policy] = PolicyRuns(policy, [results[s] for s in sorted(results)])
+        target_only = runs.get("target_only")
         point = SweepPoint(offset, p_dl, runs)
         point.summarise()
         points.append(point)
@@ -250,6 +299,25 @@ def _run_points(config: DemoConfig, pair, progress: ProgressHook | None, finishe
 
     (config.out / "summary.json").write_text(json.dumps(versioned(result.to_dict(), "demo-summary"), indent=2))
     return result
+
+
+def _run_seeds(config: DemoConfig, calls: dict, pair, progress: ProgressHook | None, offset):
+    """(seed, TestbedResult) of one policy's seeds: one after another in this process (with the
+    progress bars), or in parallel on a process pool or Ray, each worker loading the pair itself
+    (seeds fix every random number, so the results do not depend on where they ran)."""
+    if config.executor == "serial" or len(calls) == 1:
+        for seed, tb in calls.items():
+            label = f"{tb.policy:>11} seed {seed}" + (f" +{offset:g} dB" if offset is not None else "")
+            hook = progress(label, config.rounds) if progress else None
+            yield seed, run_testbed(tb, pair=pair, on_progress=hook)
+        return
+    from multispin.experiments.reproduce.executor import run_calls
+
+    yield from run_calls(_run_one, {seed: (tb,) for seed, tb in calls.items()}, config.executor, config.workers)
+
+
+def _run_one(tb: TestbedConfig) -> TestbedResult:
+    return run_testbed(tb)
 
 
 _STYLE = {"adaptive": ("-", "o", "tab:blue"), "all_ul": ("--", "s", "tab:orange"),
@@ -267,18 +335,19 @@ def plot_demo(result: DemoResult, path: Path) -> Path:
     point = result.points[0]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     rows = {r["policy"]: r for r in point.rows}
-    spec = [p for p in POLICIES if p != "target_only"]
+    spec = [p for p in POLICIES if p != "target_only" and p in rows]
     est = [rows[p]["goodput_tokens_per_s"]["estimate"] for p in spec]
     err = np.array([[e - rows[p]["goodput_tokens_per_s"]["low"], rows[p]["goodput_tokens_per_s"]["high"] - e]
                     for p, e in zip(spec, est)]).T
     ax1.bar(spec, est, yerr=err, capsize=6, color=[_STYLE[p][2] for p in spec], alpha=0.8)
-    ax1.axhline(rows["target_only"]["goodput_tokens_per_s"]["estimate"], color="black", linestyle=":",
-                label="target_only")
+    if "target_only" in rows:
+        ax1.axhline(rows["target_only"]["goodput_tokens_per_s"]["estimate"], color="black", linestyle=":",
+                    label="target_only")
     ax1.plot(spec, [rows[p]["forecast_tokens_per_s"] for p in spec], "kx", label="model forecast")
     ax1.set_ylabel("steady-state sum goodput (tokens/s)")
     ax1.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
     ax1.grid(alpha=0.3, axis="y")
-    for p in POLICIES:
+    for p in point.runs:
         res = point.runs[p].results[0]
         t = np.cumsum([r.comp_latency_s + r.comm_latency_s for r in res.rounds])
         n = np.cumsum([r.tokens for r in res.rounds])
@@ -305,6 +374,8 @@ def plot_sweep(result: DemoResult, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     x = np.array([p.offset_db for p in result.points], dtype=float)
     for i, policy in enumerate(POLICIES):
+        if policy not in result.points[0].runs:
+            continue
         g = [next(r for r in p.rows if r["policy"] == policy)["goodput_tokens_per_s"] for p in result.points]
         est = np.array([v["estimate"] for v in g])
         err = np.array([[e - v["low"] for e, v in zip(est, g)], [v["high"] - e for e, v in zip(est, g)]])
