@@ -19,11 +19,19 @@ from multispin.optimize.goodput import SAAObjective, t_comp_s
 
 
 def sample_levels(obj: SAAObjective) -> np.ndarray:
-    """``L[s, k]`` = the largest γ ≤ γ_max with u_{s,k} ≤ P(first γ tokens of device k accepted)."""
+    """``L[s, k]`` = the largest γ ≤ γ_max with u_{s,k} ≤ P(first γ tokens of device k accepted).
+
+    Computed once per objective (its uniforms and instance never change) and kept on it: a search
+    builds many states on one objective. Callers must not write into the array."""
+    cached = getattr(obj, "_sample_levels", None)
+    if cached is not None and cached[0] is obj.uniforms and cached[1] is obj.inst:
+        return cached[2]
     surv = obj.inst.survival[:, 1:]  # (K, γ_max), non-increasing in γ; P(γ = 0 accepted) = 1
     levels = np.zeros(obj.uniforms.shape, dtype=np.int64)
     for g in range(surv.shape[1]):  # a loop over γ keeps memory at O(N·K)
         levels += obj.uniforms <= surv[None, :, g]
+    levels.flags.writeable = False
+    obj._sample_levels = (obj.uniforms, obj.inst, levels)
     return levels
 
 
