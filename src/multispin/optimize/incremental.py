@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from multispin.optimize.flips import FlipSolver, closed_form_applies
 from multispin.optimize.goodput import SAAObjective, t_comp_s
 
 
@@ -38,8 +39,14 @@ def sample_levels(obj: SAAObjective) -> np.ndarray:
 class IncrementalSAA:
     """The SAA goodput at a current γ, with cheap evaluation of moves away from it."""
 
-    def __init__(self, obj: SAAObjective, gamma, t_comm: np.ndarray | None = None):
+    def __init__(self, obj: SAAObjective, gamma, t_comm: np.ndarray | None = None, closed_form: bool = False):
         self.obj = obj
+        # ``closed_form``: flipped outcomes from `multispin.optimize.flips` (O(log K) each instead of a
+        # K-wide solve) where it covers the objective. Its values differ from the solver's by rounding
+        # (up to ~1e-10 relative where a deep fade's 1/h dominates a sum), so they only rank moves:
+        # the samples' T_comm* at the current γ, and so every value() and candidate_values(), stay the
+        # solver's.
+        self._flipper = FlipSolver(obj.inst) if closed_form and closed_form_applies(obj) else None
         inst = obj.inst
         self.inst = inst
         self.levels = sample_levels(obj)
@@ -73,7 +80,11 @@ class IncrementalSAA:
 
     def _solve_flips(self, rows: np.ndarray, cols: np.ndarray) -> None:
         """Re-solve the flipped entries (rows[i], cols[i]) in one batch and mark them valid."""
-        if rows.size:
+        if rows.size and self._flipper is not None:
+            self.flip[rows, cols] = self._flipper(self.rejected, rows, cols)
+            self.flip_valid[rows, cols] = True
+            self.solves += rows.size
+        elif rows.size:
             i = np.arange(rows.size)
             masks = self.rejected[rows].copy()
             masks[i, cols] = ~masks[i, cols]
@@ -146,9 +157,13 @@ class IncrementalSAA:
         rows = np.flatnonzero((self.levels[:, k] >= lo) & (self.levels[:, k] < hi))
         if rows.size:
             t_old = self.t_comm[rows].copy()
-            self.t_comm[rows] = self._flip_column(k)[rows]
+            if self._flipper is None:
+                self.t_comm[rows] = self._flip_column(k)[rows]
             self.flip[rows, k] = t_old  # flipping back gives the old value: still valid
             self.rejected[rows, k] = ~self.rejected[rows, k]
+            if self._flipper is not None:  # the solver's values at the new point (see __init__)
+                self.t_comm[rows] = self.obj.t_comm_rows(self.rejected[rows], rows)
+                self.solves += rows.size
             valid_k = self.flip_valid[rows, k]
             self.flip_valid[rows] = False
             self.flip_valid[rows, k] = valid_k
