@@ -48,7 +48,7 @@ from multispin.optimize.draft_lengths import (
 )
 from multispin.optimize.flips import FlipSolver, closed_form_applies
 from multispin.optimize.goodput import SAAObjective, t_comp_s
-from multispin.optimize.incremental import IncrementalSAA, sample_levels
+from multispin.optimize.incremental import IncrementalSAA, sample_levels, t_comp_unchecked
 
 # Subsample sizes: a climb step re-solves up to (samples × K) flipped outcomes, so the sizes scale
 # as 1/K (each clipped to [_MIN_SAMPLES, N_SAA]): the coarse climbs from every start, then the
@@ -160,7 +160,7 @@ class _ClosedFormSteps:
             gg[np.arange(k), np.arange(k)] += delta
             gg = np.clip(gg, 0, inst.gamma_max)
             dnum = e[np.arange(k), np.clip(g + delta, 0, inst.gamma_max)] - e[np.arange(k), g]
-            vals = (num + dnum) / (t_comp_s(inst, gg) + (t_cur.sum() + dsum) / t_cur.size)
+            vals = (num + dnum) / (t_comp_unchecked(inst, gg) + (t_cur.sum() + dsum) / t_cur.size)
             out[i] = np.where(movable[i], vals, -np.inf)
         return out
 
@@ -177,7 +177,7 @@ def _polish(obj: SAAObjective, gamma: np.ndarray, t_cur: np.ndarray, deadline: _
     the solver's."""
     inst = obj.inst
     g, t_cur = gamma.copy(), t_cur.copy()
-    cur = inst.expected_tokens[np.arange(g.size), g].sum() / (float(t_comp_s(inst, g)) + t_cur.mean())
+    cur = inst.expected_tokens[np.arange(g.size), g].sum() / (float(t_comp_unchecked(inst, g)) + t_cur.mean())
     steps = _ClosedFormSteps(obj) if closed_form_applies(obj) else None
     while not deadline.passed():
         if steps is not None:
@@ -191,7 +191,7 @@ def _polish(obj: SAAObjective, gamma: np.ndarray, t_cur: np.ndarray, deadline: _
                 t_new = t_cur.copy()
                 t_new[rows] = obj.t_comm_rows(new_g[None, :] > steps.levels[rows], rows)
                 val = float(inst.expected_tokens[np.arange(g.size), new_g].sum()
-                            / (float(t_comp_s(inst, new_g)) + t_new.mean()))
+                            / (float(t_comp_unchecked(inst, new_g)) + t_new.mean()))
                 if val > cur * (1 + _REL_IMPROVEMENT):
                     g, t_cur, cur = new_g, t_new, val
                     steps.moved(g, rows)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from multispin.optimize.flips import FlipSolver, closed_form_applies
-from multispin.optimize.goodput import SAAObjective, t_comp_s
+from multispin.optimize.goodput import SAAObjective
 
 
 def sample_levels(obj: SAAObjective) -> np.ndarray:
@@ -34,6 +34,15 @@ def sample_levels(obj: SAAObjective) -> np.ndarray:
     levels.flags.writeable = False
     obj._sample_levels = (obj.uniforms, obj.inst, levels)
     return levels
+
+
+def t_comp_unchecked(inst, gamma: np.ndarray) -> np.ndarray:
+    """`multispin.optimize.goodput.t_comp_s` (the same operations, so the same values) without its
+    validation of γ: a search's own candidates are valid by construction, and on its hot path the
+    checks cost as much as the arithmetic."""
+    c = inst.compute
+    draft = np.max(gamma * inst.token_latency_s, axis=-1)
+    return draft + c.t_ver0_s + inst.num_devices * c.t_ver1_s + c.t_ver_tok_s * np.sum(gamma + 1, axis=-1)
 
 
 class IncrementalSAA:
@@ -73,7 +82,7 @@ class IncrementalSAA:
 
     def value(self) -> float:
         """G at the current γ."""
-        tc = float(t_comp_s(self.inst, self.gamma))
+        tc = float(t_comp_unchecked(self.inst, self.gamma))
         return self.tokens() / (tc + float(np.mean(self.t_comm)))
 
     # ------------------------------------------------------------------ one device, every γ_k'
@@ -183,7 +192,7 @@ class IncrementalSAA:
         self.solves += rows.size
         dsum = np.bincount(cand_idx, weights=t_new - self.t_comm[rows], minlength=gammas.shape[0])
         num = inst.expected_tokens[np.arange(inst.num_devices)[None, :], gammas].sum(axis=1)
-        values = num / (t_comp_s(inst, gammas) + (self.t_comm.sum() + dsum) / self.n_saa)
+        values = num / (t_comp_unchecked(inst, gammas) + (self.t_comm.sum() + dsum) / self.n_saa)
         return values, (gammas, cand_idx, rows, t_new)
 
     def move_to(self, changes, i: int) -> None:
