@@ -19,6 +19,10 @@ with far fewer T_comm solves and far fewer Python-level steps:
   samples, then a **polish on all samples**: the best single-device ±1 move while one raises
   G, then joint ±1/±2 shifts of the drafting devices; each move re-solves only the samples whose
   outcome changes.
+- **Flipped outcomes in closed form** (`multispin.optimize.flips`, where it covers the objective):
+  the climbs' line tables and the polish's ±1 moves are ranked by them (O(log K) per flip instead
+  of a K-wide solve); every move taken is re-solved by the solver, so each G compared or reported
+  is the solver's.
 - **Warm start** (``warm_start``, last round's plan): polished on all samples and taken only where
   it ends strictly higher than the search, so on an unchanged round the plan is the cold start's.
 - **Anytime**: with ``deadline_s`` every phase stops at the first check past it and the best plan
