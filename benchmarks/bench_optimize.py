@@ -10,7 +10,8 @@
 3a. Planning inside the round: CPU per plan of the per-round search (policy fast, with and without
    a deadline of 10% of the round), the shipped search and the paper's greedy, against the round
    they plan (T_comp + E[T_comm]), with each plan's shortfall to the best of them, K = 8, 20, 50,
-   200 (``--planning`` runs this section alone).
+   200 (``--planning`` runs this section alone), and the certificate's CPU (the communication-aware
+   bound of the fast plan, K ≤ 20).
 3b. Shortfall of each policy to the best known γ (a slow reference search) per (P^dl, noise figure).
 4. Shipped search vs the exhaustive oracle on small K: gap distribution.
 5. Adaptive modes and greedy draft lengths vs every baseline on the paper-qwen preset.
@@ -31,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from multispin.optimize.bandwidth import optimized_split_batch  # noqa: E402
 from multispin.optimize.baselines import baselines  # noqa: E402
+from multispin.optimize.bound import communication_bound  # noqa: E402
 from multispin.optimize.draft_lengths import (  # noqa: E402
     best_uniform,
     computation_only,
@@ -142,7 +144,8 @@ def section_round_planning(quick: bool) -> None:
     print("\n== 3a. planning inside the round, N_SAA = 1000 (paper-qwen, P^dl/P^ul = 4; CPU of one core per plan, "
           "median over drops; short: G below the best of the plans, mean over drops) ==")
     print(f"  {'K':>4s} {'drops':>5s} {'round':>9s} | {'fast CPU':>9s} {'% rnd':>6s} {'short':>7s} | "
-          f"{'deadline':>9s} {'short':>7s} | {'shipped':>9s} {'% rnd':>6s} {'short':>7s} | {'paper':>9s} {'short':>7s}")
+          f"{'deadline':>9s} {'short':>7s} | {'shipped':>9s} {'% rnd':>6s} {'short':>7s} | {'paper':>9s} {'short':>7s} | "
+          f"{'cert':>9s}")
     for k, drops in ((8, 3), (20, 3), (50, 2), (200, 1)):
         if quick and k > 20:
             continue
@@ -162,6 +165,8 @@ def section_round_planning(quick: bool) -> None:
                                ("shipped", shipped, t_shipped)):
                 cols.setdefault(name, []).append((t, float("nan") if p is None else 1 - p.goodput_tokens_per_s / best))
             cols.setdefault("round", []).append((round_s, 0.0))
+            if k <= 20:  # the communication-aware certificate of the fast plan (its exact table: K ≤ 20)
+                cols.setdefault("cert", []).append((timed(lambda: communication_bound(obj, fast.draft_len))[2], 0.0))
 
         def med(name):
             return statistics.median(t for t, _ in cols[name])
@@ -172,7 +177,8 @@ def section_round_planning(quick: bool) -> None:
         rnd = med("round")
         print(f"  {k:4d} {drops:5d} {fmt_s(rnd):>9s} | {fmt_s(med('fast')):>9s} {100 * med('fast') / rnd:5.1f}% "
               f"{short('fast')} | {fmt_s(med('cut')):>9s} {short('cut')} | {fmt_s(med('shipped')):>9s} "
-              f"{100 * med('shipped') / rnd:5.1f}% {short('shipped')} | {fmt_s(med('paper')):>9s} {short('paper')}")
+              f"{100 * med('shipped') / rnd:5.1f}% {short('shipped')} | {fmt_s(med('paper')):>9s} {short('paper')} | "
+              f"{fmt_s(med('cert')) if 'cert' in cols else '':>9s}")
 
 
 def section_shortfall(quick: bool) -> None:

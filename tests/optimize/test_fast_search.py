@@ -39,9 +39,10 @@ _CASES = [(i, 20, 1000) for i in range(100)] + [(i, 8, 1000) for i in range(100,
 def _judge(case) -> dict:
     i, k, n_saa = case
     obj = _drop(i, k, n_saa, deep_fade=i % 4 == 3)
-    base = max(p.goodput_tokens_per_s for p in (best_uniform(obj), computation_only(obj), paper_greedy(obj)))
+    paper = paper_greedy(obj).goodput_tokens_per_s  # once: it is both a baseline and the control
+    base = max(best_uniform(obj).goodput_tokens_per_s, computation_only(obj).goodput_tokens_per_s, paper)
     return {"fast": fast_search(obj).goodput_tokens_per_s, "shipped": local_search(obj).goodput_tokens_per_s,
-            "paper": paper_greedy(obj).goodput_tokens_per_s, "baseline": base}
+            "paper": paper, "baseline": base}
 
 
 @pytest.mark.slow

@@ -19,6 +19,10 @@ with far fewer T_comm solves and far fewer Python-level steps:
   samples, then a **polish on all samples**: the best single-device ±1 move while one raises
   G, then joint ±1/±2 shifts of the drafting devices; each move re-solves only the samples whose
   outcome changes.
+- **Flipped outcomes in closed form** (`multispin.optimize.flips`, where it covers the objective):
+  the climbs' line tables and the polish's ±1 moves are ranked by them (O(log K) per flip instead
+  of a K-wide solve); every move taken is re-solved by the solver, so each G compared or reported
+  is the solver's.
 - **Warm start** (``warm_start``, last round's plan): polished on all samples and taken only where
   it ends strictly higher than the search, so on an unchanged round the plan is the cold start's.
 - **Anytime**: with ``deadline_s`` every phase stops at the first check past it and the best plan
@@ -46,8 +50,9 @@ from multispin.optimize.draft_lengths import (
     _check_gamma,
     max_g_max,
 )
+from multispin.optimize.flips import FlipSolver, closed_form_applies
 from multispin.optimize.goodput import SAAObjective, t_comp_s
-from multispin.optimize.incremental import IncrementalSAA
+from multispin.optimize.incremental import IncrementalSAA, sample_levels, t_comp_unchecked
 
 # Subsample sizes: a climb step re-solves up to (samples × K) flipped outcomes, so the sizes scale
 # as 1/K (each clipped to [_MIN_SAMPLES, N_SAA]): the coarse climbs from every start, then the
@@ -121,29 +126,94 @@ def _climb(state: IncrementalSAA, deadline: _Deadline, visited: set | None = Non
     return cur
 
 
+class _ClosedFormSteps:
+    """G after each single-device ±1 move, from `multispin.optimize.flips` (only the samples whose
+    outcome changes: level = γ_k for +1, γ_k − 1 for −1), to rank the moves. Flipped values are
+    kept per (sample, device) and recomputed only where a move changed the sample's outcome."""
+
+    def __init__(self, obj: SAAObjective):
+        self.obj, self.inst = obj, obj.inst
+        self.flipper = FlipSolver(obj.inst)
+        self.levels = sample_levels(obj)
+        self.flip = np.zeros(self.levels.shape)
+        self.valid = np.zeros(self.levels.shape, dtype=bool)
+        self.rejected = None
+
+    def moved(self, g: np.ndarray, rows: np.ndarray) -> None:
+        """The samples ``rows`` changed outcome (γ is now ``g``): their flipped values are stale."""
+        self.valid[rows] = False
+        self.rejected = g[None, :] > self.levels
+
+    def values(self, g: np.ndarray, t_cur: np.ndarray) -> np.ndarray:
+        """(2, K): G after +1 (row 0) and −1 (row 1) of each device; −inf where it cannot move."""
+        inst, k = self.inst, g.size
+        if self.rejected is None:
+            self.rejected = g[None, :] > self.levels
+        movable = [g < inst.gamma_max, g > 0]
+        need = [(self.levels == (g + min(d, 0))[None, :]) & mv[None, :] for d, mv in zip((1, -1), movable)]
+        rows, cols = np.nonzero((need[0] | need[1]) & ~self.valid)
+        self.flip[rows, cols] = self.flipper(self.rejected, rows, cols)
+        self.valid[rows, cols] = True
+        num = float(inst.expected_tokens[np.arange(k), g].sum())
+        e = inst.expected_tokens
+        out = np.full((2, k), -np.inf)
+        for i, delta in enumerate((1, -1)):
+            r, c = np.nonzero(need[i])
+            dsum = np.bincount(c, weights=self.flip[r, c] - t_cur[r], minlength=k)
+            gg = np.broadcast_to(g, (k, k)).copy()
+            gg[np.arange(k), np.arange(k)] += delta
+            gg = np.clip(gg, 0, inst.gamma_max)
+            dnum = e[np.arange(k), np.clip(g + delta, 0, inst.gamma_max)] - e[np.arange(k), g]
+            vals = (num + dnum) / (t_comp_unchecked(inst, gg) + (t_cur.sum() + dsum) / t_cur.size)
+            out[i] = np.where(movable[i], vals, -np.inf)
+        return out
+
+
 def _polish(obj: SAAObjective, gamma: np.ndarray, t_cur: np.ndarray, deadline: _Deadline):
     """On every sample: the best single-device ±1 move while one raises G, then a joint shift of
     every drafting device by ±1 or ±2 (T_comp is set by the slowest drafter, so a lone +1 often
     cannot pay), and again, until neither raises G or the deadline passes. Each move re-solves only
     the samples whose outcome changes. ``t_cur``: the samples' T_comm* at ``gamma``. Returns
-    (γ, G, T_comm* per sample)."""
+    (γ, G, T_comm* per sample).
+
+    Where `multispin.optimize.flips` covers the objective, the ±1 moves are ranked by its values
+    and the chosen one re-solved by the solver (taken only if that raises G): G and T_comm* stay
+    the solver's."""
     inst = obj.inst
     g, t_cur = gamma.copy(), t_cur.copy()
-    cur = inst.expected_tokens[np.arange(g.size), g].sum() / (float(t_comp_s(inst, g)) + t_cur.mean())
+    cur = inst.expected_tokens[np.arange(g.size), g].sum() / (float(t_comp_unchecked(inst, g)) + t_cur.mean())
+    steps = _ClosedFormSteps(obj) if closed_form_applies(obj) else None
     while not deadline.passed():
-        best_val, best = -np.inf, None
-        for delta in (1, -1):
-            values, changes = obj.step_values(g, t_cur, delta)
-            k = int(np.argmax(values))
-            if values[k] > best_val:
-                best_val, best = float(values[k]), (delta, k, changes)
-        if best is not None and best_val > cur * (1 + _REL_IMPROVEMENT):
-            delta, k, (cand, rows, t_new) = best
-            g[k] += delta
-            sel = cand == k
-            t_cur[rows[sel]] = t_new[sel]
-            cur = best_val
-            continue
+        if steps is not None:
+            table = steps.values(g, t_cur)
+            i, k = np.unravel_index(int(np.argmax(table)), table.shape)
+            if table[i, k] > cur * (1 + _REL_IMPROVEMENT):
+                delta = 1 if i == 0 else -1
+                rows = np.flatnonzero(steps.levels[:, k] == g[k] + min(delta, 0))
+                new_g = g.copy()
+                new_g[k] += delta
+                t_new = t_cur.copy()
+                t_new[rows] = obj.t_comm_rows(new_g[None, :] > steps.levels[rows], rows)
+                val = float(inst.expected_tokens[np.arange(g.size), new_g].sum()
+                            / (float(t_comp_unchecked(inst, new_g)) + t_new.mean()))
+                if val > cur * (1 + _REL_IMPROVEMENT):
+                    g, t_cur, cur = new_g, t_new, val
+                    steps.moved(g, rows)
+                    continue
+        else:
+            best_val, best = -np.inf, None
+            for delta in (1, -1):
+                values, changes = obj.step_values(g, t_cur, delta)
+                k = int(np.argmax(values))
+                if values[k] > best_val:
+                    best_val, best = float(values[k]), (delta, k, changes)
+            if best is not None and best_val > cur * (1 + _REL_IMPROVEMENT):
+                delta, k, (cand, rows, t_new) = best
+                g[k] += delta
+                sel = cand == k
+                t_cur[rows[sel]] = t_new[sel]
+                cur = best_val
+                continue
         drafting = g > 0
         shifts = [np.where(drafting, np.clip(g + d, 0, inst.gamma_max), g) for d in _POLISH_SHIFTS]
         shifts = [c for c in shifts if not np.array_equal(c, g)]
@@ -155,6 +225,8 @@ def _polish(obj: SAAObjective, gamma: np.ndarray, t_cur: np.ndarray, deadline: _
         if not vals[i] > cur * (1 + _REL_IMPROVEMENT):
             break
         state.move_to(changes, i)
+        if steps is not None:
+            steps.moved(state.gamma, changes[2][changes[1] == i])
         g, t_cur, cur = state.gamma.copy(), state.t_comm, float(vals[i])
     return g, float(cur), t_cur
 
@@ -243,7 +315,7 @@ def fast_search(obj: SAAObjective, warm_start=None, extra_starts=None, deadline_
     ends: dict[str, np.ndarray] = {}
     if not deadline.passed():
         # uniform γ's ranked on the subsample: the best two are starts, and judged on all samples
-        state = IncrementalSAA(coarse, co)
+        state = IncrementalSAA(coarse, co, closed_form=True)
         grid = np.arange(inst.gamma_max + 1)
         uvals, _ = state.candidate_values(np.repeat(grid[:, None], k, axis=1))
         top = np.argsort(-uvals, kind="stable")[:_UNIFORM_CANDIDATES]
@@ -275,7 +347,7 @@ def fast_search(obj: SAAObjective, warm_start=None, extra_starts=None, deadline_
         # the best point climbed again on a larger subsample: the coarse optimum can sit a few
         # lengths off the full one where several devices must move together
         mid = obj.head(n_mid) if n_mid < obj.n_saa else obj
-        mstate = IncrementalSAA(mid, best.gamma)
+        mstate = IncrementalSAA(mid, best.gamma, closed_form=True)
         _climb(mstate, deadline)
         mid_solves = mid.num_solves if mid is not obj else 0
         if not np.array_equal(mstate.gamma, best.gamma):

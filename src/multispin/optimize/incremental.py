@@ -15,23 +15,47 @@ from __future__ import annotations
 
 import numpy as np
 
-from multispin.optimize.goodput import SAAObjective, t_comp_s
+from multispin.optimize.flips import FlipSolver, closed_form_applies
+from multispin.optimize.goodput import SAAObjective
 
 
 def sample_levels(obj: SAAObjective) -> np.ndarray:
-    """``L[s, k]`` = the largest γ ≤ γ_max with u_{s,k} ≤ P(first γ tokens of device k accepted)."""
+    """``L[s, k]`` = the largest γ ≤ γ_max with u_{s,k} ≤ P(first γ tokens of device k accepted).
+
+    Computed once per objective (its uniforms and instance never change) and kept on it: a search
+    builds many states on one objective. Callers must not write into the array."""
+    cached = getattr(obj, "_sample_levels", None)
+    if cached is not None and cached[0] is obj.uniforms and cached[1] is obj.inst:
+        return cached[2]
     surv = obj.inst.survival[:, 1:]  # (K, γ_max), non-increasing in γ; P(γ = 0 accepted) = 1
     levels = np.zeros(obj.uniforms.shape, dtype=np.int64)
     for g in range(surv.shape[1]):  # a loop over γ keeps memory at O(N·K)
         levels += obj.uniforms <= surv[None, :, g]
+    levels.flags.writeable = False
+    obj._sample_levels = (obj.uniforms, obj.inst, levels)
     return levels
+
+
+def t_comp_unchecked(inst, gamma: np.ndarray) -> np.ndarray:
+    """`multispin.optimize.goodput.t_comp_s` (the same operations, so the same values) without its
+    validation of γ: a search's own candidates are valid by construction, and on its hot path the
+    checks cost as much as the arithmetic."""
+    c = inst.compute
+    draft = np.max(gamma * inst.token_latency_s, axis=-1)
+    return draft + c.t_ver0_s + inst.num_devices * c.t_ver1_s + c.t_ver_tok_s * np.sum(gamma + 1, axis=-1)
 
 
 class IncrementalSAA:
     """The SAA goodput at a current γ, with cheap evaluation of moves away from it."""
 
-    def __init__(self, obj: SAAObjective, gamma, t_comm: np.ndarray | None = None):
+    def __init__(self, obj: SAAObjective, gamma, t_comm: np.ndarray | None = None, closed_form: bool = False):
         self.obj = obj
+        # ``closed_form``: flipped outcomes from `multispin.optimize.flips` (O(log K) each instead of a
+        # K-wide solve) where it covers the objective. Its values differ from the solver's by rounding
+        # (up to ~1e-10 relative where a deep fade's 1/h dominates a sum), so they only rank moves:
+        # the samples' T_comm* at the current γ, and so every value() and candidate_values(), stay the
+        # solver's.
+        self._flipper = FlipSolver(obj.inst) if closed_form and closed_form_applies(obj) else None
         inst = obj.inst
         self.inst = inst
         self.levels = sample_levels(obj)
@@ -58,14 +82,18 @@ class IncrementalSAA:
 
     def value(self) -> float:
         """G at the current γ."""
-        tc = float(t_comp_s(self.inst, self.gamma))
+        tc = float(t_comp_unchecked(self.inst, self.gamma))
         return self.tokens() / (tc + float(np.mean(self.t_comm)))
 
     # ------------------------------------------------------------------ one device, every γ_k'
 
     def _solve_flips(self, rows: np.ndarray, cols: np.ndarray) -> None:
         """Re-solve the flipped entries (rows[i], cols[i]) in one batch and mark them valid."""
-        if rows.size:
+        if rows.size and self._flipper is not None:
+            self.flip[rows, cols] = self._flipper(self.rejected, rows, cols)
+            self.flip_valid[rows, cols] = True
+            self.solves += rows.size
+        elif rows.size:
             i = np.arange(rows.size)
             masks = self.rejected[rows].copy()
             masks[i, cols] = ~masks[i, cols]
@@ -138,9 +166,13 @@ class IncrementalSAA:
         rows = np.flatnonzero((self.levels[:, k] >= lo) & (self.levels[:, k] < hi))
         if rows.size:
             t_old = self.t_comm[rows].copy()
-            self.t_comm[rows] = self._flip_column(k)[rows]
+            if self._flipper is None:
+                self.t_comm[rows] = self._flip_column(k)[rows]
             self.flip[rows, k] = t_old  # flipping back gives the old value: still valid
             self.rejected[rows, k] = ~self.rejected[rows, k]
+            if self._flipper is not None:  # the solver's values at the new point (see __init__)
+                self.t_comm[rows] = self.obj.t_comm_rows(self.rejected[rows], rows)
+                self.solves += rows.size
             valid_k = self.flip_valid[rows, k]
             self.flip_valid[rows] = False
             self.flip_valid[rows, k] = valid_k
@@ -160,7 +192,7 @@ class IncrementalSAA:
         self.solves += rows.size
         dsum = np.bincount(cand_idx, weights=t_new - self.t_comm[rows], minlength=gammas.shape[0])
         num = inst.expected_tokens[np.arange(inst.num_devices)[None, :], gammas].sum(axis=1)
-        values = num / (t_comp_s(inst, gammas) + (self.t_comm.sum() + dsum) / self.n_saa)
+        values = num / (t_comp_unchecked(inst, gammas) + (self.t_comm.sum() + dsum) / self.n_saa)
         return values, (gammas, cand_idx, rows, t_new)
 
     def move_to(self, changes, i: int) -> None:

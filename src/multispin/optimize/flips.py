@@ -1,0 +1,106 @@
+"""T* of a rejected set with one device added or removed, for many (set, device) pairs at once.
+
+The incremental search (`multispin.optimize.incremental`) needs, per sample and device, T* of the
+sample's rejected set with that device's bit flipped: N·K sets, each a K-wide solve, so a table of
+flips costs O(N·K²). In the paper's case (optimal modes, equal split, one payload size S on both
+links) the solver's structure (`multispin.optimize.modes._optimal_fast`) gives a flip from a few
+per-set arrays in O(log K):
+
+With the devices ordered by x_k = P^ul·h_k^ul (largest first), S_j = Σ of 1/h^dl over the members
+of R after j, ``T*(R) = τ(max(Y(R), P^dl/S(R)), B/|R|)``, ``Y(R) = max_{j∈R} f_j``,
+``f_j = min(x_j, P^dl/S_j)``. Adding (g = +1/h_k^dl) or removing (g = −1/h_k^dl) device k at
+position p leaves f_j of the members after p unchanged (a suffix maximum), adds f_k when adding,
+and turns f_j of the members before p into ``min(x_j, P^dl/(S_j + g))``: x_j falls and
+P^dl/(S_j + g) rises along the order, so that maximum sits where they cross, the first member with
+``g ≤ D_j = P^dl/x_j − S_j`` (D rises along the order): one bisection per pair.
+
+Values equal the solver's up to the order of the sums (≈ 1e-16 relative; tests compare to 1e-12).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from multispin.optimize.modes import _latency_from_x_s
+from multispin.system.instance import Instance
+
+
+def closed_form_applies(obj) -> bool:
+    """Whether `FlipSolver` covers this objective's T* (else the caller solves the flipped sets)."""
+    inst = obj.inst
+    return (obj.modes == "optimal" and obj.split == "equal" and obj.channel_gains is None
+            and inst.uniform_payload and inst.payload_bits[0] == inst.payload_bits_dl[0])
+
+
+class FlipSolver:
+    """T* of ``rejected[row]`` with device ``col``'s bit flipped, for arrays of (row, col) pairs."""
+
+    def __init__(self, inst: Instance):
+        x = inst.p_ul_w * inst.gain_ul
+        self.perm = np.argsort(-x, kind="stable")  # the solver's order: largest x first
+        self.pos = np.empty(inst.num_devices, dtype=np.int64)
+        self.pos[self.perm] = np.arange(inst.num_devices)
+        self.x = x[self.perm]
+        self.g = 1.0 / inst.gain_dl[self.perm]
+        self.p_dl = inst.radio.p_dl_w
+        self.bw = inst.radio.bandwidth_hz
+        self.n0 = inst.radio.noise_psd_w_per_hz
+        self.bits = float(inst.payload_bits[0])
+        self.k = inst.num_devices
+
+    def __call__(self, rejected: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        if rows.size == 0:
+            return np.zeros(0)
+        k, p_dl = self.k, self.p_dl
+        uniq, inv = np.unique(rows, return_inverse=True)
+        inv = inv.ravel()
+        o = rejected[uniq][:, self.perm]  # (U, K), in the solver's order
+        w = np.where(o, self.g[None, :], 0.0)
+        s_incl = np.cumsum(w[:, ::-1], axis=1)[:, ::-1]
+        s_excl = np.zeros_like(w)
+        s_excl[:, :-1] = s_incl[:, 1:]
+        with np.errstate(divide="ignore"):
+            f = np.where(o, np.minimum(self.x[None, :], p_dl / s_excl), -np.inf)
+        # after[:, i]: max of f over the members after position i
+        after = np.full_like(f, -np.inf)
+        after[:, :-1] = np.maximum.accumulate(f[:, ::-1], axis=1)[:, ::-1][:, 1:]
+        cnt = o.sum(axis=1)
+        before = np.zeros((uniq.size, k + 1), dtype=np.int64)  # members at positions < i
+        before[:, 1:] = np.cumsum(o, axis=1)
+        # the members of every set, set after set, in order: rank r of set u is entry start[u] + r
+        mu, mp = np.nonzero(o)
+        start = np.concatenate([[0], np.cumsum(cnt)[:-1]])
+        # one entry more (never a member's) so that every index below is in range
+        x_m = np.append(self.x[mp], 1.0)
+        s_m = np.append(s_excl[mu, mp], 0.0)
+        d_m = p_dl / x_m - s_m
+
+        p = self.pos[cols]
+        adding = ~o[inv, p]
+        g = np.where(adding, self.g[p], -self.g[p])
+        m = before[inv, p]  # members before p: ranks 0..m−1
+        base = start[inv]
+        lo, hi = np.zeros_like(m), m.copy()
+        for _ in range(int(np.ceil(np.log2(k + 1))) + 1):  # the first rank < m with g ≤ D
+            open_ = lo < hi
+            mid = (lo + hi) // 2
+            go_right = open_ & (d_m[base + mid] < g)
+            lo = np.where(go_right, mid + 1, lo)
+            hi = np.where(open_ & ~go_right, mid, hi)
+        c = lo
+        at_c = np.where(c < m, x_m[base + c], -np.inf)
+        prev = np.maximum(c - 1, 0)
+        # S of the member at rank c−1 after the flip: exactly 0 when k was the only member after it
+        s_prev = s_m[base + prev] + g
+        s_prev = np.where(~adding & (cnt[inv] - prev - 2 == 0), 0.0, s_prev)
+        with np.errstate(divide="ignore"):
+            below_c = np.where(c > 0, np.minimum(x_m[base + prev], p_dl / s_prev), -np.inf)
+            own = np.where(adding, np.minimum(self.x[p], p_dl / s_excl[inv, p]), -np.inf)
+        y = np.maximum(np.maximum(at_c, below_c), np.maximum(own, after[inv, p]))
+        n_new = cnt[inv] + np.where(adding, 1, -1)
+        s_new = np.where(n_new == 0, 0.0, s_incl[inv, 0] + g)
+        with np.errstate(divide="ignore"):
+            q = np.where(s_new > 0, p_dl / s_new, np.inf)
+        b = self.bw / np.maximum(n_new, 1)
+        t = _latency_from_x_s(np.maximum(y, q), self.bits, b, self.n0)
+        return np.where(n_new > 0, t, 0.0)
