@@ -19,10 +19,16 @@ LIMIT = 60  # the issue's longest acceptable function, in lines
 def sources(rev: str | None) -> dict[str, str]:
     if rev is None:
         return {p.name: p.read_text() for p in sorted((ROOT / RUNTIME).glob("*.py"))}
-    names = subprocess.run(["git", "ls-tree", "--name-only", f"{rev}:{RUNTIME}"], cwd=ROOT, check=True,
-                           capture_output=True, text=True).stdout.split()
-    return {n: subprocess.run(["git", "show", f"{rev}:{RUNTIME}/{n}"], cwd=ROOT, check=True,
-                              capture_output=True, text=True).stdout for n in names if n.endswith(".py")}
+    names = subprocess.run(
+        ["git", "ls-tree", "--name-only", f"{rev}:{RUNTIME}"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout.split()
+    return {
+        n: subprocess.run(
+            ["git", "show", f"{rev}:{RUNTIME}/{n}"], cwd=ROOT, check=True, capture_output=True, text=True
+        ).stdout
+        for n in names
+        if n.endswith(".py")
+    }
 
 
 def measure(files: dict[str, str]) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:

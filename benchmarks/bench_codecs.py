@@ -67,8 +67,13 @@ def median_ms(fn, repeats: int) -> tuple[float, object]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--codecs", nargs="+", default=DEFAULT_CODECS, metavar="SPEC",
-                        help="codec specs, e.g. dense-fp16 sparse:v_eff=1024,q=16 lattice:l=1000")
+    parser.add_argument(
+        "--codecs",
+        nargs="+",
+        default=DEFAULT_CODECS,
+        metavar="SPEC",
+        help="codec specs, e.g. dense-fp16 sparse:v_eff=1024,q=16 lattice:l=1000",
+    )
     args = parser.parse_args()
     specs = args.codecs
     vocab = PAPER_VOCAB
@@ -85,8 +90,10 @@ def main() -> None:
             assert len(payload) == codec.num_bytes(vocab)
             dec_ms, p_hat = median_ms(lambda: codec.decode(payload, vocab), args.repeats)
             tv = 0.5 * float(np.abs(p_hat - p.astype(np.float64)).sum())
-            print(f"{codec.name:<18} {bits:>10,} {codec.num_bytes(vocab):>9,} "
-                  f"{bits / PAPER_PAYLOAD_BITS:>8.3f} {enc_ms:>9.2f} {dec_ms:>9.2f} {tv:>11.3e}")
+            print(
+                f"{codec.name:<18} {bits:>10,} {codec.num_bytes(vocab):>9,} "
+                f"{bits / PAPER_PAYLOAD_BITS:>8.3f} {enc_ms:>9.2f} {dec_ms:>9.2f} {tv:>11.3e}"
+            )
 
 
 if __name__ == "__main__":

@@ -96,12 +96,19 @@ def main() -> None:
         with torch.inference_mode():
             out = target.generate(x, attention_mask=torch.ones_like(x), **kw)
         wall = time.perf_counter() - t0
-        return out[0, len(ids):].tolist(), wall, counter.calls - before
+        return out[0, len(ids) :].tolist(), wall, counter.calls - before
 
     def ms_run(batch: list[str]) -> tuple[list[list[int]], float, int]:
-        cfg = GenerateConfig(pair=PAIR, devices=len(batch), draft_len=args.gamma, mode="ul",
-                             temperature=0.0, max_new_tokens=args.max_new_tokens, prompts=batch,
-                             drafts=[draft_name])
+        cfg = GenerateConfig(
+            pair=PAIR,
+            devices=len(batch),
+            draft_len=args.gamma,
+            mode="ul",
+            temperature=0.0,
+            max_new_tokens=args.max_new_tokens,
+            prompts=batch,
+            drafts=[draft_name],
+        )
         before = counter.calls
         res = generate(cfg, pair=pair)
         return [d.tokens for d in res.devices], res.wall_s, counter.calls - before
@@ -133,14 +140,18 @@ def main() -> None:
     def per_pass(r):
         return sum(n for n, _, _ in r) / max(1, sum(p for _, _, p in r))
 
-    print(f"{PAIR}, greedy, γ={args.gamma}, {len(texts)} {args.task} prompts, ≤{args.max_new_tokens} new "
-          f"tokens, {args.threads} threads on {args.device}")
+    print(
+        f"{PAIR}, greedy, γ={args.gamma}, {len(texts)} {args.task} prompts, ≤{args.max_new_tokens} new "
+        f"tokens, {args.threads} threads on {args.device}"
+    )
     print(f"{'method':<16}{'tokens/s':>10}{'tok/target pass':>17}{'exact':>7}")
     for key, name in (("plain", "target only"), ("hf", "HF assisted"), ("ms", "multispin K=1")):
         ex = "yes" if key == "plain" or exact[key] else "NO"
         print(f"{name:<16}{statistics.mean(speed(rows[key])):>10.2f}{per_pass(rows[key]):>17.2f}{ex:>7}")
     g, lo, hi = paired_ratio(speed(rows["ms"]), speed(rows["hf"]))
-    print(f"multispin K=1 / HF assisted speed: {g:.2f}x (95% interval {lo:.2f} … {hi:.2f}, {len(texts)} paired prompts)")
+    print(
+        f"multispin K=1 / HF assisted speed: {g:.2f}x (95% interval {lo:.2f} … {hi:.2f}, {len(texts)} paired prompts)"
+    )
 
     groups = [texts[i : i + 4] for i in range(0, len(texts) - 3, 4)]
     ms4, hf4, exact4 = [], [], True
@@ -158,9 +169,11 @@ def main() -> None:
         hf4.append(n_hf4 / t_hf4)
     if groups:
         g, lo, hi = paired_ratio(ms4, hf4)
-        print(f"K=4: multispin one batched loop {statistics.mean(ms4):.2f} tokens/s vs 4 HF loops "
-              f"{statistics.mean(hf4):.2f} tokens/s: {g:.2f}x (95% interval {lo:.2f} … {hi:.2f}, "
-              f"{len(groups)} paired groups; exact {'yes' if exact4 else 'NO'})")
+        print(
+            f"K=4: multispin one batched loop {statistics.mean(ms4):.2f} tokens/s vs 4 HF loops "
+            f"{statistics.mean(hf4):.2f} tokens/s: {g:.2f}x (95% interval {lo:.2f} … {hi:.2f}, "
+            f"{len(groups)} paired groups; exact {'yes' if exact4 else 'NO'})"
+        )
 
 
 if __name__ == "__main__":

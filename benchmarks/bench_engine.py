@@ -69,8 +69,14 @@ def _time_once(fn, sync=lambda: None) -> float:
 DRAFT_NOISE = 0.35
 
 
-def engine_round(rng: np.random.Generator, k: int = K, gamma: int = GAMMA, vocab: int = VOCAB,
-                 draft_noise: float = DRAFT_NOISE, device: str = "cpu"):
+def engine_round(
+    rng: np.random.Generator,
+    k: int = K,
+    gamma: int = GAMMA,
+    vocab: int = VOCAB,
+    draft_noise: float = DRAFT_NOISE,
+    device: str = "cpu",
+):
     """Build one round's inputs (k devices, γ tokens each, vocabulary `vocab`) and return closures
     for each engine step ("warping: ..." and "corrections: ..."), the reference steps, and the
     round's verdicts and its per-token acceptance (the rows' mean Σ min(p, q)). The server's steps read
@@ -83,7 +89,7 @@ def engine_round(rng: np.random.Generator, k: int = K, gamma: int = GAMMA, vocab
     q_rows = warp(logits + noise, sampling)
     tokens, q_at = [], []
     for j in range(k):
-        rows = q_rows[j * (gamma + 1): j * (gamma + 1) + gamma]
+        rows = q_rows[j * (gamma + 1) : j * (gamma + 1) + gamma]
         toks = [int(sample_categorical(r, u)) for r, u in zip(rows, rng.random(gamma))]
         tokens.append(toks)
         q_at.append([float(r[t]) for r, t in zip(rows, toks)])
@@ -117,9 +123,11 @@ def engine_round(rng: np.random.Generator, k: int = K, gamma: int = GAMMA, vocab
 
     steps = {
         "warping: verify (p_i(x_i), verdicts, bonus rows)": lambda: verify(
-            drafts, TargetRows(on_device, sampling), acc_u, bonus_u),
-        f"warping: the {len(rejected)} rejection rows p_j": synced(lambda: TargetRows(on_device, sampling).warped(
-            result.rejection_row[rejected])),
+            drafts, TargetRows(on_device, sampling), acc_u, bonus_u
+        ),
+        f"warping: the {len(rejected)} rejection rows p_j": synced(
+            lambda: TargetRows(on_device, sampling).warped(result.rejection_row[rejected])
+        ),
         f"corrections: {len(ul)} UL (decode q̂_j, sample at the server)": correct_ul,
         f"corrections: {len(dl)} DL (encode p_j; device decodes, samples)": correct_dl,
     }
@@ -141,20 +149,30 @@ def engine_round(rng: np.random.Generator, k: int = K, gamma: int = GAMMA, vocab
 def model_forward(device: str = "cpu"):
     """One forward pass of a Qwen2.5-0.5B-shaped target over the round's K·(γ+1) tokens, as a
     closure that waits for the device."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM, DynamicCache
+    from transformers import DynamicCache, Qwen2Config, Qwen2ForCausalLM
 
-    config = Qwen2Config(vocab_size=151_936, hidden_size=896, intermediate_size=4864,
-                         num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
-                         tie_word_embeddings=True)
+    config = Qwen2Config(
+        vocab_size=151_936,
+        hidden_size=896,
+        intermediate_size=4864,
+        num_hidden_layers=24,
+        num_attention_heads=14,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
+    )
     dtype = torch.bfloat16 if device == "cuda" else torch.float32  # as models/placement.py places it
     model = Qwen2ForCausalLM(config).eval().to(device=device, dtype=dtype)
     head_dim = config.hidden_size // config.num_attention_heads
     sync = _sync_for(device)
 
     def forward():
-        past = [(torch.zeros(K, 2, PAST, head_dim, device=device, dtype=dtype),
-                 torch.zeros(K, 2, PAST, head_dim, device=device, dtype=dtype))
-                for _ in range(config.num_hidden_layers)]
+        past = [
+            (
+                torch.zeros(K, 2, PAST, head_dim, device=device, dtype=dtype),
+                torch.zeros(K, 2, PAST, head_dim, device=device, dtype=dtype),
+            )
+            for _ in range(config.num_hidden_layers)
+        ]
         ids = torch.randint(0, VOCAB, (K, GAMMA + 1), device=device)
         with torch.inference_mode():
             model(input_ids=ids, past_key_values=DynamicCache(past), use_cache=True)
@@ -189,8 +207,9 @@ def repeated(steps: dict, forward, repeats: int) -> tuple[dict[str, list[float]]
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--no-model", action="store_true", help="skip the 0.5B forward pass")
-    parser.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu",
-                        help="where the forward pass runs (cuda: bfloat16)")
+    parser.add_argument(
+        "--device", choices=("cpu", "cuda", "auto"), default="cpu", help="where the forward pass runs (cuda: bfloat16)"
+    )
     parser.add_argument("--repeats", type=int, default=5, help="repetitions (>= 2) for the spread")
     args = parser.parse_args()
     from multispin.errors import ConfigError
@@ -204,9 +223,11 @@ def main() -> None:
         parser.error(str(exc))
     steps, reference, result, acceptance = engine_round(np.random.default_rng(0), device=device)
     accepted = int(result.num_accepted.sum())
-    print(f"K={K}, γ={GAMMA}, V={VOCAB:,}, torch threads={torch.get_num_threads()}, {args.repeats} repetitions; "
-          f"per-token acceptance Σ min(p, q) = {acceptance:.3f}; {accepted} of {K * GAMMA} draft tokens "
-          f"accepted, {int(result.rejected.sum())} devices rejected")
+    print(
+        f"K={K}, γ={GAMMA}, V={VOCAB:,}, torch threads={torch.get_num_threads()}, {args.repeats} repetitions; "
+        f"per-token acceptance Σ min(p, q) = {acceptance:.3f}; {accepted} of {K * GAMMA} draft tokens "
+        f"accepted, {int(result.rejected.sum())} devices rejected"
+    )
     forward = None if args.no_model else model_forward(device)
     ms, fwd = repeated(steps, forward, args.repeats)
     print("  median (min–max) over repetitions, ms")

@@ -22,11 +22,16 @@ from pathlib import Path
 
 import zmq
 
-from multispin.runtime.store.journal import DeviceRound, Journal, SessionRecord
 from multispin.runtime.security.keys import (
-    AllowedKeys, create_device_keys, create_server_keys, curve_client, curve_server,
-    load_device_keys, load_server_keys,
+    AllowedKeys,
+    create_device_keys,
+    create_server_keys,
+    curve_client,
+    curve_server,
+    load_device_keys,
+    load_server_keys,
 )
+from multispin.runtime.store.journal import DeviceRound, Journal, SessionRecord
 
 
 def journal_ms(k: int, rounds: int, synchronous: str, root: Path) -> tuple[float, float]:
@@ -34,8 +39,9 @@ def journal_ms(k: int, rounds: int, synchronous: str, root: Path) -> tuple[float
     with Journal(path) as j:
         j._db.execute(f"PRAGMA synchronous = {synchronous}")
         for d in range(k):
-            j.open_session(SessionRecord(d, f"key{d}", tuple(range(64)), {"temperature": 1.0},
-                                         "dense-fp32", "dense-fp32", 0))
+            j.open_session(
+                SessionRecord(d, f"key{d}", tuple(range(64)), {"temperature": 1.0}, "dense-fp32", "dense-fp32", 0)
+            )
         times = []
         for r in range(rounds):
             entry = {d: DeviceRound(tuple(range(r % 5 + 1)), 4, ("ul", "dl", None)[d % 3], 4096) for d in range(k)}

@@ -76,8 +76,9 @@ def fmt_s(s: float) -> str:
 
 
 def world(k: int = 20, seed: int = 0, ratio: float = 4.0, preset: str = "paper-qwen") -> World:
-    return World(get_preset(preset).override({"devices.count": k, "seed": seed,
-                                              "radio.p_dl_dbm": 10 + 10 * np.log10(ratio)}))
+    return World(
+        get_preset(preset).override({"devices.count": k, "seed": seed, "radio.p_dl_dbm": 10 + 10 * np.log10(ratio)})
+    )
 
 
 def section_reactive(quick: bool) -> None:
@@ -116,8 +117,10 @@ def section_throughput(quick: bool) -> None:
 
 def section_greedy(quick: bool) -> None:
     print("\n== 3. draft-length optimisation, N_SAA = 1000 (paper-qwen, P^dl/P^ul = 4) ==")
-    print(f"  {'K':>4s} {'shipped CPU':>12s} {'(wall)':>11s} {'old ±1 CPU':>11s} {'paper CPU':>11s} {'G shipped':>10s}"
-          f" {'G old ±1':>9s} {'G paper':>9s}  (tokens/s, mean over drops; times: median over drops)")
+    print(
+        f"  {'K':>4s} {'shipped CPU':>12s} {'(wall)':>11s} {'old ±1 CPU':>11s} {'paper CPU':>11s} {'G shipped':>10s}"
+        f" {'G old ±1':>9s} {'G paper':>9s}  (tokens/s, mean over drops; times: median over drops)"
+    )
     for k, drops in ((20, 5), (50, 2), (100, 1), (200, 1)):
         if quick and k > 50:
             continue
@@ -135,17 +138,23 @@ def section_greedy(quick: bool) -> None:
             gs.append(s.goodput_tokens_per_s)
             go.append(o.goodput_tokens_per_s)
             gp.append(p.goodput_tokens_per_s)
-        print(f"  {k:4d} {fmt_s(statistics.median(ts)):>12s} {fmt_s(statistics.median(tw)):>11s}"
-              f" {fmt_s(statistics.median(to)):>11s} {fmt_s(statistics.median(tp)):>11s} {np.mean(gs):10.1f}"
-              f" {np.mean(go):9.1f} {np.mean(gp):9.1f}")
+        print(
+            f"  {k:4d} {fmt_s(statistics.median(ts)):>12s} {fmt_s(statistics.median(tw)):>11s}"
+            f" {fmt_s(statistics.median(to)):>11s} {fmt_s(statistics.median(tp)):>11s} {np.mean(gs):10.1f}"
+            f" {np.mean(go):9.1f} {np.mean(gp):9.1f}"
+        )
 
 
 def section_round_planning(quick: bool) -> None:
-    print("\n== 3a. planning inside the round, N_SAA = 1000 (paper-qwen, P^dl/P^ul = 4; CPU of one core per plan, "
-          "median over drops; short: G below the best of the plans, mean over drops) ==")
-    print(f"  {'K':>4s} {'drops':>5s} {'round':>9s} | {'fast CPU':>9s} {'% rnd':>6s} {'short':>7s} | "
-          f"{'deadline':>9s} {'short':>7s} | {'shipped':>9s} {'% rnd':>6s} {'short':>7s} | {'paper':>9s} {'short':>7s} | "
-          f"{'cert':>9s}")
+    print(
+        "\n== 3a. planning inside the round, N_SAA = 1000 (paper-qwen, P^dl/P^ul = 4; CPU of one core per plan, "
+        "median over drops; short: G below the best of the plans, mean over drops) =="
+    )
+    print(
+        f"  {'K':>4s} {'drops':>5s} {'round':>9s} | {'fast CPU':>9s} {'% rnd':>6s} {'short':>7s} | "
+        f"{'deadline':>9s} {'short':>7s} | {'shipped':>9s} {'% rnd':>6s} {'short':>7s} | {'paper':>9s} {'short':>7s} | "
+        f"{'cert':>9s}"
+    )
     for k, drops in ((8, 3), (20, 3), (50, 2), (200, 1)):
         if quick and k > 20:
             continue
@@ -161,8 +170,12 @@ def section_round_planning(quick: bool) -> None:
             shipped, t_shipped = (None, float("nan")) if k > 50 and quick else timed(lambda: local_search(obj))[::2]
             plans = [p for p in (fast, cut, paper, shipped) if p is not None]
             best = max(p.goodput_tokens_per_s for p in plans)
-            for name, p, t in (("fast", fast, t_fast), ("cut", cut, t_cut), ("paper", paper, t_paper),
-                               ("shipped", shipped, t_shipped)):
+            for name, p, t in (
+                ("fast", fast, t_fast),
+                ("cut", cut, t_cut),
+                ("paper", paper, t_paper),
+                ("shipped", shipped, t_shipped),
+            ):
                 cols.setdefault(name, []).append((t, float("nan") if p is None else 1 - p.goodput_tokens_per_s / best))
             cols.setdefault("round", []).append((round_s, 0.0))
             if k <= 20:  # the communication-aware certificate of the fast plan (its exact table: K ≤ 20)
@@ -175,17 +188,27 @@ def section_round_planning(quick: bool) -> None:
             return f"{100 * np.mean([s for _, s in cols[name]]):6.2f}%"
 
         rnd = med("round")
-        print(f"  {k:4d} {drops:5d} {fmt_s(rnd):>9s} | {fmt_s(med('fast')):>9s} {100 * med('fast') / rnd:5.1f}% "
-              f"{short('fast')} | {fmt_s(med('cut')):>9s} {short('cut')} | {fmt_s(med('shipped')):>9s} "
-              f"{100 * med('shipped') / rnd:5.1f}% {short('shipped')} | {fmt_s(med('paper')):>9s} {short('paper')} | "
-              f"{fmt_s(med('cert')) if 'cert' in cols else '':>9s}")
+        print(
+            f"  {k:4d} {drops:5d} {fmt_s(rnd):>9s} | {fmt_s(med('fast')):>9s} {100 * med('fast') / rnd:5.1f}% "
+            f"{short('fast')} | {fmt_s(med('cut')):>9s} {short('cut')} | {fmt_s(med('shipped')):>9s} "
+            f"{100 * med('shipped') / rnd:5.1f}% {short('shipped')} | {fmt_s(med('paper')):>9s} {short('paper')} | "
+            f"{fmt_s(med('cert')) if 'cert' in cols else '':>9s}"
+        )
 
 
 def section_shortfall(quick: bool) -> None:
-    print("\n== 3b. shortfall to the best known γ (K = 20, N_SAA = 1000, paper-qwen; reference: iterated local "
-          "search, 8 random restarts + 8 kicks, started from every policy's γ) ==")
-    policies = {"shipped": local_search, "fast": fast_search, "old ±1": pm1_search, "paper greedy": paper_greedy,
-                "best uniform": best_uniform, "computation-only": computation_only}
+    print(
+        "\n== 3b. shortfall to the best known γ (K = 20, N_SAA = 1000, paper-qwen; reference: iterated local "
+        "search, 8 random restarts + 8 kicks, started from every policy's γ) =="
+    )
+    policies = {
+        "shipped": local_search,
+        "fast": fast_search,
+        "old ±1": pm1_search,
+        "paper greedy": paper_greedy,
+        "best uniform": best_uniform,
+        "computation-only": computation_only,
+    }
     drops = 1 if quick else 4
     print(f"  {'P^dl':>5s} {'NF':>3s}  " + "  ".join(f"{n:>30s}" for n in policies))
     print(f"  {'dBm':>5s} {'dB':>3s}  " + "  ".join(f"{'median / p90 / max / >1%':>30s}" for _ in policies))
@@ -194,20 +217,31 @@ def section_shortfall(quick: bool) -> None:
         for pdl in (10.0, 16.0, 22.0, 28.0):
             short = {n: [] for n in policies}
             for seed in range(drops):
-                w = World(get_preset("paper-qwen").override({"seed": 100 + seed, "radio.p_dl_dbm": pdl,
-                                                             "radio.noise_figure_db": nf}))
+                w = World(
+                    get_preset("paper-qwen").override(
+                        {"seed": 100 + seed, "radio.p_dl_dbm": pdl, "radio.noise_figure_db": nf}
+                    )
+                )
                 obj = SAAObjective(w.instance(0), w.saa_uniforms(0))
                 found = {n: fn(obj) for n, fn in policies.items()}
                 ref = reference_search(obj, np.random.default_rng(seed), 8, 8, [p.draft_len for p in found.values()])
                 for n, p in found.items():
                     short[n].append(1 - p.goodput_tokens_per_s / ref.goodput_tokens_per_s)
                     every[n].append(short[n][-1])
-            print(f"  {pdl:5.0f} {nf:3.0f}  " + "  ".join(
-                f"{np.median(v):7.2%} {np.percentile(v, 90):7.2%} {max(v):7.2%} {np.mean(np.asarray(v) > 0.01):5.0%}"
-                for v in short.values()))
-    print("  all   all  " + "  ".join(
-        f"{np.median(v):7.2%} {np.percentile(v, 90):7.2%} {max(v):7.2%} {np.mean(np.asarray(v) > 0.01):5.0%}"
-        for v in every.values()))
+            print(
+                f"  {pdl:5.0f} {nf:3.0f}  "
+                + "  ".join(
+                    f"{np.median(v):7.2%} {np.percentile(v, 90):7.2%} {max(v):7.2%} {np.mean(np.asarray(v) > 0.01):5.0%}"
+                    for v in short.values()
+                )
+            )
+    print(
+        "  all   all  "
+        + "  ".join(
+            f"{np.median(v):7.2%} {np.percentile(v, 90):7.2%} {max(v):7.2%} {np.mean(np.asarray(v) > 0.01):5.0%}"
+            for v in every.values()
+        )
+    )
 
 
 def section_gap(quick: bool) -> None:
@@ -225,16 +259,22 @@ def section_gap(quick: bool) -> None:
             inst = inst.replace(gamma_max=8)
         obj = SAAObjective(inst, rng.random((300, k)))
         best = exhaustive_oracle(obj).goodput_tokens_per_s
-        for name, fn in (("shipped search", local_search), ("paper greedy", paper_greedy),
-                         ("best uniform", best_uniform), ("computation-only", computation_only)):
+        for name, fn in (
+            ("shipped search", local_search),
+            ("paper greedy", paper_greedy),
+            ("best uniform", best_uniform),
+            ("computation-only", computation_only),
+        ):
             gaps[name].append(1 - fn(obj).goodput_tokens_per_s / best)
     n = len(gaps["shipped search"])
     print(f"  {n} instances; gap = 1 − G/G_oracle")
     print(f"  {'policy':18s} {'median':>8s} {'mean':>8s} {'p90':>8s} {'max':>8s} {'at 0':>6s}")
     for name, v in gaps.items():
         v = np.asarray(v)
-        print(f"  {name:18s} {np.median(v):8.2%} {v.mean():8.2%} {np.percentile(v, 90):8.2%} {v.max():8.2%}"
-              f" {np.mean(v < 1e-12):6.0%}")
+        print(
+            f"  {name:18s} {np.median(v):8.2%} {v.mean():8.2%} {np.percentile(v, 90):8.2%} {v.max():8.2%}"
+            f" {np.mean(v < 1e-12):6.0%}"
+        )
 
 
 def section_baselines(quick: bool) -> None:
@@ -255,8 +295,10 @@ def section_baselines(quick: bool) -> None:
         print(f"  P^dl/P^ul = {ratio:4.0f}: G = {np.mean(g_ours):.1f} tokens/s, mean γ = {np.mean(gam):.1f}")
         for k, v in gains.items():
             v = np.asarray(v)
-            print(f"    vs {k:17s} median {100 * np.median(v):+7.1f}%   mean {100 * v.mean():+8.1f}%"
-                  f"   min {100 * v.min():+7.1f}%   max {100 * v.max():+9.1f}%")
+            print(
+                f"    vs {k:17s} median {100 * np.median(v):+7.1f}%   mean {100 * v.mean():+8.1f}%"
+                f"   min {100 * v.min():+7.1f}%   max {100 * v.max():+9.1f}%"
+            )
 
 
 def section_extensions(quick: bool) -> None:
@@ -272,7 +314,9 @@ def section_extensions(quick: bool) -> None:
             opt = SAAObjective(inst, u, split="optimized").evaluate(plan.draft_len)
             red.append(1 - opt.e_t_comm_s / plan.goodput.e_t_comm_s)
             gain.append(opt.goodput_tokens_per_s / plan.goodput_tokens_per_s - 1)
-        print(f"  P^dl/P^ul = {ratio:4.0f}, same γ: E[T_comm] −{100 * np.mean(red):.1f}%, G +{100 * np.mean(gain):.2f}%")
+        print(
+            f"  P^dl/P^ul = {ratio:4.0f}, same γ: E[T_comm] −{100 * np.mean(red):.1f}%, G +{100 * np.mean(gain):.2f}%"
+        )
     for k in (50,):
         w = world(k, 0, 4.0)
         inst, u = w.instance(0), w.saa_uniforms(0)[:300]
@@ -280,9 +324,11 @@ def section_extensions(quick: bool) -> None:
         obj = SAAObjective(inst, u, split="optimized")
         replanned, _, dt = timed(lambda: local_search(obj, [eq.draft_len]))  # the equal-split plan as a start
         same = obj.evaluate(eq.draft_len)
-        print(f"  K = {k}, N_SAA = 300: same γ G +{100 * (same.goodput_tokens_per_s / eq.goodput_tokens_per_s - 1):.2f}%,"
-              f" re-planned with the split G +{100 * (replanned.goodput_tokens_per_s / eq.goodput_tokens_per_s - 1):.2f}%"
-              f" (re-planning took {dt:.1f} s CPU)")
+        print(
+            f"  K = {k}, N_SAA = 300: same γ G +{100 * (same.goodput_tokens_per_s / eq.goodput_tokens_per_s - 1):.2f}%,"
+            f" re-planned with the split G +{100 * (replanned.goodput_tokens_per_s / eq.goodput_tokens_per_s - 1):.2f}%"
+            f" (re-planning took {dt:.1f} s CPU)"
+        )
     print("\n== 6b. extension: verification cost per batch token T_ver^tok (K = 20, P^dl/P^ul = 4) ==")
     for t_tok in (0.0005, 0.001, 0.002):
         gains, gam_n, gam_a = [], [], []
@@ -296,8 +342,10 @@ def section_extensions(quick: bool) -> None:
             gains.append(aware.goodput_tokens_per_s / g_naive - 1)
             gam_n.append(naive.mean())
             gam_a.append(aware.draft_len.mean())
-        print(f"  T_ver^tok = {1e3 * t_tok:.1f} ms: planning with it vs as if 0: G +{100 * np.mean(gains):.2f}%"
-              f" (mean γ {np.mean(gam_n):.1f} → {np.mean(gam_a):.1f})")
+        print(
+            f"  T_ver^tok = {1e3 * t_tok:.1f} ms: planning with it vs as if 0: G +{100 * np.mean(gains):.2f}%"
+            f" (mean γ {np.mean(gam_n):.1f} → {np.mean(gam_a):.1f})"
+        )
 
 
 def main() -> None:

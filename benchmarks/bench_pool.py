@@ -97,13 +97,27 @@ print(json.dumps({k: res.summary.get(k) for k in ("consistent", "digests_match")
 """
 
 
-def measure(pair: str, devices: int, runner: str, rounds: int, warmup: int, timeout_s: float = 3600,
-            round_timeout_s: float = 1800.0) -> dict:
+def measure(
+    pair: str,
+    devices: int,
+    runner: str,
+    rounds: int,
+    warmup: int,
+    timeout_s: float = 3600,
+    round_timeout_s: float = 1800.0,
+) -> dict:
     """One testbed run of warmup + rounds (+ 5, so that the processes are alive at the last
     measured round's end) rounds; its rounds/s, CPU per round and peak ΣPSS."""
     out = Path(tempfile.mkdtemp(prefix="bench-pool-"))
-    config = dict(pair=pair, devices=devices, rounds=warmup + rounds + 5, runner=runner, clock="virtual",
-                  out=str(out), round_timeout_s=round_timeout_s)
+    config = dict(
+        pair=pair,
+        devices=devices,
+        rounds=warmup + rounds + 5,
+        runner=runner,
+        clock="virtual",
+        out=str(out),
+        round_timeout_s=round_timeout_s,
+    )
     cmd = [sys.executable, "-c", _RUN, json.dumps(config)]
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -129,10 +143,19 @@ def measure(pair: str, devices: int, runner: str, rounds: int, warmup: int, time
     summary = json.loads(stdout.strip().splitlines()[-1])
     texts = json.loads((out / "summary.json").read_text())["texts"]
     (t0, c0, n0), (t1, c1, n1) = marks[warmup], marks[warmup + rounds]
-    return {"pair": pair, "devices": devices, "runner": runner, "rounds": n1 - n0,
-            "rounds_per_s": (n1 - n0) / (t1 - t0), "cpu_s_per_round": (c1 - c0) / (n1 - n0),
-            "peak_pss_gb": peak / 1e9, "wall_s": total_s, "consistent": summary.get("consistent"),
-            "digests_match": summary.get("digests_match"), "texts": texts}
+    return {
+        "pair": pair,
+        "devices": devices,
+        "runner": runner,
+        "rounds": n1 - n0,
+        "rounds_per_s": (n1 - n0) / (t1 - t0),
+        "cpu_s_per_round": (c1 - c0) / (n1 - n0),
+        "peak_pss_gb": peak / 1e9,
+        "wall_s": total_s,
+        "consistent": summary.get("consistent"),
+        "digests_match": summary.get("digests_match"),
+        "texts": texts,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,15 +184,19 @@ def main(argv: list[str] | None = None) -> int:
             if args.json:
                 print(json.dumps({key: v for key, v in row.items() if key != "texts"}), flush=True)
     if not args.json:
-        print(f"{'pair':<14}{'K':>4} {'runner':<8}{'rounds/s':>10}{'CPU s/round':>13}{'peak ΣPSS GB':>14}"
-              f"{'run s':>8}  ok    same texts")
+        print(
+            f"{'pair':<14}{'K':>4} {'runner':<8}{'rounds/s':>10}{'CPU s/round':>13}{'peak ΣPSS GB':>14}"
+            f"{'run s':>8}  ok    same texts"
+        )
         for r in rows:
             if "error" in r:
                 print(f"{r['pair']:<14}{r['devices']:>4} {r['runner']:<8} error: {r['error']}")
                 continue
-            print(f"{r['pair']:<14}{r['devices']:>4} {r['runner']:<8}{r['rounds_per_s']:>10.2f}"
-                  f"{r['cpu_s_per_round']:>13.2f}{r['peak_pss_gb']:>14.2f}{r['wall_s']:>8.0f}  "
-                  f"{str(r['consistent'] and r['digests_match']):<6}{r['texts_equal_first_runner']}")
+            print(
+                f"{r['pair']:<14}{r['devices']:>4} {r['runner']:<8}{r['rounds_per_s']:>10.2f}"
+                f"{r['cpu_s_per_round']:>13.2f}{r['peak_pss_gb']:>14.2f}{r['wall_s']:>8.0f}  "
+                f"{str(r['consistent'] and r['digests_match']):<6}{r['texts_equal_first_runner']}"
+            )
     return 0 if all("error" not in r and r["consistent"] and r["digests_match"] for r in rows) else 1
 
 

@@ -149,12 +149,29 @@ def child_main(spec_path: str) -> None:
         pair = LoadedPair(name="markov", tokenizer=None, target=None, drafts={}, vocab_size=VOCAB)
         target_lm = MarkovBatchedLM(target)
     k = spec["k"]
-    config = ServerConfig.make(port=spec["port"], expected_devices=k, max_devices=k, rounds=spec["rounds"],
-                               max_new_tokens=spec["max_new"], draft_len=GAMMA, seed=SEED,
-                               round_timeout_s=120, join_timeout_s=120, history=spec["history"],
-                               max_pending=max(64, k))
-    rec: dict = {"wall": [], "compute": [], "tokens": [], "active": [], "t_end": [], "commit": [],
-                 "rss": {}, "held": {}}
+    config = ServerConfig.make(
+        port=spec["port"],
+        expected_devices=k,
+        max_devices=k,
+        rounds=spec["rounds"],
+        max_new_tokens=spec["max_new"],
+        draft_len=GAMMA,
+        seed=SEED,
+        round_timeout_s=120,
+        join_timeout_s=120,
+        history=spec["history"],
+        max_pending=max(64, k),
+    )
+    rec: dict = {
+        "wall": [],
+        "compute": [],
+        "tokens": [],
+        "active": [],
+        "t_end": [],
+        "commit": [],
+        "rss": {},
+        "held": {},
+    }
     rss_at = set(spec["rss_at"])
     held = [0]
     cpu0 = [0.0, 0.0]
@@ -176,8 +193,15 @@ def child_main(spec_path: str) -> None:
             rec["held"][ev.round + 1] = held[0]
 
     keys = {"keys": spec["keys"]} if spec["keys"] else {}
-    server = EdgeServer(config, pair, None if spec["keys"] else SECRET, journal=spec["journal"],
-                        on_round=on_round, target_lm=target_lm, **keys)
+    server = EdgeServer(
+        config,
+        pair,
+        None if spec["keys"] else SECRET,
+        journal=spec["journal"],
+        on_round=on_round,
+        target_lm=target_lm,
+        **keys,
+    )
     if server.journal is not None:
         inner = server.journal.commit_round
 
@@ -192,9 +216,14 @@ def child_main(spec_path: str) -> None:
     summary = server.run()
     cpu_s, span_s = time.process_time() - cpu0[0], rec["t_end"][-1] - cpu0[1] if rec["t_end"] else 0.0
     rec["commit"] = rec["commit"][WARMUP:]
-    rec.update(rounds=summary.rounds, stop=summary.stop_reason, cpu_s=cpu_s, span_s=span_s,
-               measured=len(rec["wall"]),
-               digests_ok=all(r.digest_match is not False for r in summary.devices.values()))
+    rec.update(
+        rounds=summary.rounds,
+        stop=summary.stop_reason,
+        cpu_s=cpu_s,
+        span_s=span_s,
+        measured=len(rec["wall"]),
+        digests_ok=all(r.digest_match is not False for r in summary.devices.values()),
+    )
     del rec["t_end"]
     Path(spec["out"]).write_text(json.dumps(rec))
 
@@ -209,8 +238,15 @@ class Bench:
         self.args = args
         self.tmp = Path(tempfile.mkdtemp(prefix="bench-server-"))
         self.jdir = Path(tempfile.mkdtemp(prefix="bench-server-journal-", dir=args.journal_dir))
-        kmax = max([8] + args.journal_devices + args.tiny_devices + args.key_devices + args.recovery_devices
-                   + args.memory_devices + args.capacity_devices)
+        kmax = max(
+            [8]
+            + args.journal_devices
+            + args.tiny_devices
+            + args.key_devices
+            + args.recovery_devices
+            + args.memory_devices
+            + args.capacity_devices
+        )
         self.server_keys, self.device_keys = create_keyring(self.tmp / "keys", range(kmax))
         _, self.draft_table = make_tables(VOCAB, seed=0, scale=1.5, draft_noise=1.0)
         self._n = 0
@@ -228,8 +264,19 @@ class Bench:
             self._tiny = load_tiny_pair()
         return self._tiny
 
-    def run(self, k: int, rounds: int, *, pair: str = "markov", secure: bool = True, journal: bool = False,
-            history: bool = False, rss_at=(), runner: str | None = None, timeout_s: float = 900) -> dict:
+    def run(
+        self,
+        k: int,
+        rounds: int,
+        *,
+        pair: str = "markov",
+        secure: bool = True,
+        journal: bool = False,
+        history: bool = False,
+        rss_at=(),
+        runner: str | None = None,
+        timeout_s: float = 900,
+    ) -> dict:
         """One server child + K device threads; returns the child's measurements plus this
         (device) process's CPU seconds over the same run."""
         from multispin.runtime.net.device import DeviceClient, build_device_client
@@ -239,9 +286,18 @@ class Bench:
         port = free_port()
         endpoint = f"tcp://127.0.0.1:{port}"
         jpath = self.jdir / f"journal-{self._n}.sqlite" if journal else None
-        spec = dict(pair=pair, k=k, port=port, rounds=rounds + WARMUP, max_new=(rounds + WARMUP) * (GAMMA + 1) + 64,
-                    keys=str(self.server_keys) if secure else None, journal=str(jpath) if jpath else None,
-                    history=history, rss_at=sorted(rss_at), out=str(self.tmp / f"out-{self._n}.json"))
+        spec = dict(
+            pair=pair,
+            k=k,
+            port=port,
+            rounds=rounds + WARMUP,
+            max_new=(rounds + WARMUP) * (GAMMA + 1) + 64,
+            keys=str(self.server_keys) if secure else None,
+            journal=str(jpath) if jpath else None,
+            history=history,
+            rss_at=sorted(rss_at),
+            out=str(self.tmp / f"out-{self._n}.json"),
+        )
         spec_path = self.tmp / f"spec-{self._n}.json"
         spec_path.write_text(json.dumps(spec))
         clients = []
@@ -252,17 +308,34 @@ class Bench:
                 from multispin.runtime.round.session import default_prompts
 
                 prompt = default_prompts(k, SEED)[d]
-                clients.append(build_device_client(endpoint, d, secret, self.tiny, None, prompt,
-                                                   server_timeout_s=120, reconnects=5, **kw))
+                clients.append(
+                    build_device_client(
+                        endpoint, d, secret, self.tiny, None, prompt, server_timeout_s=120, reconnects=5, **kw
+                    )
+                )
             else:
                 from multispin.models.synthetic import MarkovSequenceLM
 
-                clients.append(DeviceClient(endpoint, d, secret, MarkovSequenceLM(self.draft_table),
-                                            [1, 2, 3 + d % 7], server_timeout_s=120, reconnects=5, **kw))
+                clients.append(
+                    DeviceClient(
+                        endpoint,
+                        d,
+                        secret,
+                        MarkovSequenceLM(self.draft_table),
+                        [1, 2, 3 + d % 7],
+                        server_timeout_s=120,
+                        reconnects=5,
+                        **kw,
+                    )
+                )
         env = dict(os.environ)
         env.pop("MULTISPIN_SECRET", None)
-        proc = subprocess.Popen([sys.executable, str(HERE), "--child", str(spec_path)], env=env,
-                                stdout=subprocess.DEVNULL, stderr=open(self.tmp / f"err-{self._n}.txt", "w"))
+        proc = subprocess.Popen(
+            [sys.executable, str(HERE), "--child", str(spec_path)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.tmp / f"err-{self._n}.txt", "w"),
+        )
         outcomes: dict[int, object] = {}
         runner = runner or self.args.devices_as
         if runner == "fork":
@@ -270,11 +343,13 @@ class Bench:
 
             ctx = multiprocessing.get_context("fork")
             cpu_files = [self.tmp / f"cpu-{self._n}-{d}.txt" for d in range(k)]
-            children = [ctx.Process(target=_forked_device, args=(c, str(f)), daemon=True)
-                        for c, f in zip(clients, cpu_files)]
+            children = [
+                ctx.Process(target=_forked_device, args=(c, str(f)), daemon=True) for c, f in zip(clients, cpu_files)
+            ]
             for c in children:  # this process has no other thread now: forking is safe
                 c.start()
         else:
+
             def body(c) -> None:
                 try:
                     outcomes[c.device_id] = c.run()
@@ -359,11 +434,15 @@ def journal_and_keys(bench: Bench, sections: set[str]) -> None:
     cases: dict[tuple, dict[str, dict]] = {}
     if "journal" in sections:
         for k in a.journal_devices:
-            cases[("markov", k)] = {"base": dict(k=k, rounds=a.rounds),
-                                    "journal": dict(k=k, rounds=a.rounds, journal=True)}
+            cases[("markov", k)] = {
+                "base": dict(k=k, rounds=a.rounds),
+                "journal": dict(k=k, rounds=a.rounds, journal=True),
+            }
         for k in a.tiny_devices:
-            cases[("tiny", k)] = {"base": dict(k=k, rounds=a.tiny_rounds, pair="tiny"),
-                                  "journal": dict(k=k, rounds=a.tiny_rounds, pair="tiny", journal=True)}
+            cases[("tiny", k)] = {
+                "base": dict(k=k, rounds=a.tiny_rounds, pair="tiny"),
+                "journal": dict(k=k, rounds=a.tiny_rounds, pair="tiny", journal=True),
+            }
     if "keys" in sections:
         for k in a.key_devices:
             case = cases.setdefault(("markov", k), {"base": dict(k=k, rounds=a.rounds)})
@@ -372,8 +451,11 @@ def journal_and_keys(bench: Bench, sections: set[str]) -> None:
     for (pair, k), variants in cases.items():
         t0 = time.perf_counter()
         results[(pair, k)] = interleaved(bench, variants, a.repeats)
-        print(f"  [{pair} K={k}: {len(variants)} variants x {a.repeats} in {time.perf_counter() - t0:.1f} s, "
-              f"load {loadavg()}]", flush=True)
+        print(
+            f"  [{pair} K={k}: {len(variants)} variants x {a.repeats} in {time.perf_counter() - t0:.1f} s, "
+            f"load {loadavg()}]",
+            flush=True,
+        )
 
     def row_delta(base: list[dict], other: list[dict]) -> tuple[float, float, float, float, float, str]:
         """Pooled means of A and B; Δ = the median over repeats of (B's run mean - A's run mean), in
@@ -386,8 +468,10 @@ def journal_and_keys(bench: Bench, sections: set[str]) -> None:
 
     if "journal" in sections:
         print("\nTable 1. Journal cost per round: the same run without and with journal= (encrypted both)")
-        head = (f"{'pair':>6} {'K':>3} {'rounds':>6} {'no journal ms':>13} {'journal ms':>10} {'Δ ms':>7} {'Δ %':>6} "
-                f"{'±':>5} {'commit ms':>9} {'commit p90':>10} {'commit %':>8} {'KiB':>5}  Δ per repeat (ms)")
+        head = (
+            f"{'pair':>6} {'K':>3} {'rounds':>6} {'no journal ms':>13} {'journal ms':>10} {'Δ ms':>7} {'Δ %':>6} "
+            f"{'±':>5} {'commit ms':>9} {'commit p90':>10} {'commit %':>8} {'KiB':>5}  Δ per repeat (ms)"
+        )
         print(head)
         print("-" * len(head))
         for (pair, k), res in results.items():
@@ -397,20 +481,26 @@ def journal_and_keys(bench: Bench, sections: set[str]) -> None:
             commits = pooled(res["journal"], "commit")
             c = mean(commits) * 1e3
             n = sum(r["measured"] for r in res["journal"])
-            print(f"{pair:>6} {k:>3} {n:>6} {b:>13.2f} {o:>10.2f} {d:>+7.2f} {pct:>+6.1f} {spread:>5.1f} {c:>9.3f} "
-                  f"{p90(commits) * 1e3:>10.3f} {100 * c / b:>8.1f} "
-                  f"{mean(r['journal_kib'] for r in res['journal']):>5.0f}  {reps}")
-        print("(round ms = mean round wall time pooled over all runs; rounds = measured rounds per variant; "
-              "Δ = median "
-              "over repeats of the paired difference of run means, ± = half its spread; commit = Journal.commit_round "
-              "timed in the server (SQLite transaction + fsync), mean and p90, and its mean as % of the journal-less "
-              "round; KiB = journal + WAL after one run)")
+            print(
+                f"{pair:>6} {k:>3} {n:>6} {b:>13.2f} {o:>10.2f} {d:>+7.2f} {pct:>+6.1f} {spread:>5.1f} {c:>9.3f} "
+                f"{p90(commits) * 1e3:>10.3f} {100 * c / b:>8.1f} "
+                f"{mean(r['journal_kib'] for r in res['journal']):>5.0f}  {reps}"
+            )
+        print(
+            "(round ms = mean round wall time pooled over all runs; rounds = measured rounds per variant; "
+            "Δ = median "
+            "over repeats of the paired difference of run means, ± = half its spread; commit = Journal.commit_round "
+            "timed in the server (SQLite transaction + fsync), mean and p90, and its mean as % of the journal-less "
+            "round; KiB = journal + WAL after one run)"
+        )
     if "keys" in sections:
         print("\nTable 2. Encryption cost per round: CurveZMQ per-device keys vs plaintext shared secret (no journal)")
-        head = (f"{'pair':>6} {'K':>3} {'rounds':>6} {'plaintext ms':>12} {'curve ms':>9} {'Δ ms':>7} {'Δ %':>6} "
-                f"{'±':>5} "
-                f"{'srv CPU plain':>13} {'srv CPU curve':>13} {'dev CPU plain':>13} {'dev CPU curve':>13}  "
-                f"Δ per repeat (ms)")
+        head = (
+            f"{'pair':>6} {'K':>3} {'rounds':>6} {'plaintext ms':>12} {'curve ms':>9} {'Δ ms':>7} {'Δ %':>6} "
+            f"{'±':>5} "
+            f"{'srv CPU plain':>13} {'srv CPU curve':>13} {'dev CPU plain':>13} {'dev CPU curve':>13}  "
+            f"Δ per repeat (ms)"
+        )
         print(head)
         print("-" * len(head))
         for (pair, k), res in results.items():
@@ -422,12 +512,16 @@ def journal_and_keys(bench: Bench, sections: set[str]) -> None:
             def dev_cpu(runs: list[dict]) -> float:
                 return 1e3 * sum(r["dev_cpu_s"] for r in runs) / sum(r["rounds"] for r in runs)
 
-            print(f"{pair:>6} {k:>3} {n:>6} {b:>12.2f} {o:>9.2f} {d:>+7.2f} {pct:>+6.1f} {spread:>5.1f} "
-                  f"{cpu_ms_per_round(res['insecure']):>13.2f} {cpu_ms_per_round(res['base']):>13.2f} "
-                  f"{dev_cpu(res['insecure']):>13.2f} {dev_cpu(res['base']):>13.2f}  {reps}")
-        print("(srv CPU = the server process's CPU ms per measured round, zmq I/O threads (where CURVE runs) "
-              "included; dev CPU = all K devices' CPU ms per round, whole run incl. the handshakes; Δ and ± as "
-              "in table 1)")
+            print(
+                f"{pair:>6} {k:>3} {n:>6} {b:>12.2f} {o:>9.2f} {d:>+7.2f} {pct:>+6.1f} {spread:>5.1f} "
+                f"{cpu_ms_per_round(res['insecure']):>13.2f} {cpu_ms_per_round(res['base']):>13.2f} "
+                f"{dev_cpu(res['insecure']):>13.2f} {dev_cpu(res['base']):>13.2f}  {reps}"
+            )
+        print(
+            "(srv CPU = the server process's CPU ms per measured round, zmq I/O threads (where CURVE runs) "
+            "included; dev CPU = all K devices' CPU ms per round, whole run incl. the handshakes; Δ and ± as "
+            "in table 1)"
+        )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -470,11 +564,11 @@ def recovery(bench: Bench) -> None:
     import torch
 
     from multispin.models.hf import HFBatchedLM, HFSequenceLM
-    from multispin.runtime.round import roles
     from multispin.runtime.net.device import build_device_client
     from multispin.runtime.net.launcher import free_port
-    from multispin.runtime.round.local import RandomMode, UniformDraftLength, run_rounds
+    from multispin.runtime.round import roles
     from multispin.runtime.round.engine import PolicyPair
+    from multispin.runtime.round.local import RandomMode, UniformDraftLength, run_rounds
     from multispin.runtime.round.session import default_prompts, encode_prompt
     from multispin.speculative.codecs import make_codec
     from multispin.speculative.warp import SamplingParams
@@ -484,28 +578,55 @@ def recovery(bench: Bench) -> None:
     torch.set_num_threads(1)
     logging.getLogger("multispin.device").setLevel(logging.ERROR)  # "lost the connection; reconnecting" x K
     # what the restart's spawn -> start is made of: a fresh interpreter's imports, then the model build
-    probe = subprocess.run([sys.executable, "-c", "import time; t0 = time.perf_counter(); import multispin.cli, "
-                            "multispin.commands.serve, multispin.models.tiny as m; t1 = time.perf_counter(); "
-                            "m.load_tiny_pair(); print(t1 - t0, time.perf_counter() - t1)"],
-                           capture_output=True, text=True, check=True)
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import time; t0 = time.perf_counter(); import multispin.cli, "
+            "multispin.commands.serve, multispin.models.tiny as m; t1 = time.perf_counter(); "
+            "m.load_tiny_pair(); print(t1 - t0, time.perf_counter() - t1)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     import_s, build_s = map(float, probe.stdout.split())
-    print(f"\nTable 3. Recovery after SIGKILL of `multispin serve --pair tiny` (journal on {a.journal_dir}), "
-          f"devices = threads, max_new_tokens {a.recovery_max_new}, γ = {GAMMA}")
-    head = (f"{'K':>3} {'try':>3} {'phase':>7} {'spawn→start s':>13} {'start→round s':>13} {'spawn→round s':>13} "
-            f"{'reconnect s':>11} {'kill→round s':>12} {'killed at':>9} {'next_round':>10} {'recovered':>9} "
-            f"{'texts':>9} {'recover() ms':>12}")
+    print(
+        f"\nTable 3. Recovery after SIGKILL of `multispin serve --pair tiny` (journal on {a.journal_dir}), "
+        f"devices = threads, max_new_tokens {a.recovery_max_new}, γ = {GAMMA}"
+    )
+    head = (
+        f"{'K':>3} {'try':>3} {'phase':>7} {'spawn→start s':>13} {'start→round s':>13} {'spawn→round s':>13} "
+        f"{'reconnect s':>11} {'kill→round s':>12} {'killed at':>9} {'next_round':>10} {'recovered':>9} "
+        f"{'texts':>9} {'recover() ms':>12}"
+    )
     print(head)
     print("-" * len(head))
     for k in a.recovery_devices:
         prompts = default_prompts(k, SEED)
         codec = make_codec("dense-fp32")
-        ref_server = roles.VerifierServer(HFBatchedLM(pair.target, pair.vocab_size), SamplingParams(), codec, codec,
-                                          SEED)
-        ref_devs = {d: roles.DraftDevice(d, HFSequenceLM(pair.drafts[pair.default_draft], pair.vocab_size),
-                                         SamplingParams(), codec, codec, SEED, encode_prompt(pair, prompts[d]))
-                    for d in range(k)}
-        run_rounds(ref_server, ref_devs, PolicyPair(UniformDraftLength(GAMMA), RandomMode(SEED)),
-                   a.recovery_max_new, pair.eos_token_ids)
+        ref_server = roles.VerifierServer(
+            HFBatchedLM(pair.target, pair.vocab_size), SamplingParams(), codec, codec, SEED
+        )
+        ref_devs = {
+            d: roles.DraftDevice(
+                d,
+                HFSequenceLM(pair.drafts[pair.default_draft], pair.vocab_size),
+                SamplingParams(),
+                codec,
+                codec,
+                SEED,
+                encode_prompt(pair, prompts[d]),
+            )
+            for d in range(k)
+        }
+        run_rounds(
+            ref_server,
+            ref_devs,
+            PolicyPair(UniformDraftLength(GAMMA), RandomMode(SEED)),
+            a.recovery_max_new,
+            pair.eos_token_ids,
+        )
         expected = {d: dev.generated for d, dev in ref_devs.items()}
         for attempt in range(a.recovery_repeats):
             root = bench.tmp / f"recovery-{k}-{attempt}"
@@ -514,14 +635,51 @@ def recovery(bench: Bench) -> None:
             port = free_port()
 
             def cmd(log: Path) -> list[str]:
-                return [sys.executable, "-m", "multispin", "serve", "--pair", "tiny", "--port", str(port),
-                        "--devices", str(k), "--max-new-tokens", str(a.recovery_max_new), "--draft-len", str(GAMMA),
-                        "--seed", str(SEED), "--threads", "1", "--keys", str(bench.server_keys), "--journal",
-                        str(journal), "--log", str(log), "--round-timeout", "30", "--join-timeout", "120"]
+                return [
+                    sys.executable,
+                    "-m",
+                    "multispin",
+                    "serve",
+                    "--pair",
+                    "tiny",
+                    "--port",
+                    str(port),
+                    "--devices",
+                    str(k),
+                    "--max-new-tokens",
+                    str(a.recovery_max_new),
+                    "--draft-len",
+                    str(GAMMA),
+                    "--seed",
+                    str(SEED),
+                    "--threads",
+                    "1",
+                    "--keys",
+                    str(bench.server_keys),
+                    "--journal",
+                    str(journal),
+                    "--log",
+                    str(log),
+                    "--round-timeout",
+                    "30",
+                    "--join-timeout",
+                    "120",
+                ]
 
-            clients = [build_device_client(f"tcp://127.0.0.1:{port}", d, None, pair, None, prompts[d],
-                                           keys=bench.device_keys[d], server_timeout_s=60, reconnects=20)
-                       for d in range(k)]
+            clients = [
+                build_device_client(
+                    f"tcp://127.0.0.1:{port}",
+                    d,
+                    None,
+                    pair,
+                    None,
+                    prompts[d],
+                    keys=bench.device_keys[d],
+                    server_timeout_s=60,
+                    reconnects=20,
+                )
+                for d in range(k)
+            ]
             outcomes: dict = {}
 
             def body(c) -> None:
@@ -535,8 +693,9 @@ def recovery(bench: Bench) -> None:
             procs = []
             try:
                 t_spawn = time.monotonic()
-                first = subprocess.Popen(cmd(root / "a.jsonl"), env=env, stdout=subprocess.DEVNULL,
-                                         stderr=open(root / "a.err", "w"))
+                first = subprocess.Popen(
+                    cmd(root / "a.jsonl"), env=env, stdout=subprocess.DEVNULL, stderr=open(root / "a.err", "w")
+                )
                 procs.append(first)
                 threads = [threading.Thread(target=body, args=(c,), daemon=True) for c in clients]
                 for t in threads:
@@ -547,8 +706,9 @@ def recovery(bench: Bench) -> None:
                 first.wait(30)
                 killed_at = len([x for x in _log_lines(root / "a.jsonl") if '"event":"round"' in x])
                 t_spawn2 = time.monotonic()
-                second = subprocess.Popen(cmd(root / "b.jsonl"), env=env, stdout=subprocess.PIPE,
-                                          stderr=open(root / "b.err", "w"), text=True)
+                second = subprocess.Popen(
+                    cmd(root / "b.jsonl"), env=env, stdout=subprocess.PIPE, stderr=open(root / "b.err", "w"), text=True
+                )
                 procs.append(second)
                 warm = _watch(second, root / "b.jsonl", t_spawn2, 1, 300)
                 second.communicate(timeout=600)
@@ -565,26 +725,41 @@ def recovery(bench: Bench) -> None:
                 j.recover()
             recover_ms = (time.perf_counter() - t0) * 1e3
             start = warm["start_line"]
-            same = sum(1 for d in range(k) if not isinstance(outcomes.get(d), BaseException) and outcomes.get(d)
-                       is not None and outcomes[d].finished and outcomes[d].generated == expected[d])
+            same = sum(
+                1
+                for d in range(k)
+                if not isinstance(outcomes.get(d), BaseException)
+                and outcomes.get(d) is not None
+                and outcomes[d].finished
+                and outcomes[d].generated == expected[d]
+            )
             rec_ok = "all" if start.get("recovered") == list(range(k)) else str(len(start.get("recovered") or []))
             reconnect_cold = cold["first_round"] - cold["start"] - cold["first_round_wall"]
-            print(f"{k:>3} {attempt + 1:>3} {'cold':>7} {cold['start']:>13.2f} "
-                  f"{cold['first_round'] - cold['start']:>13.2f} {cold['first_round']:>13.2f} {reconnect_cold:>11.2f}")
-            print(f"{k:>3} {attempt + 1:>3} {'restart':>7} {warm['start']:>13.2f} "
-                  f"{warm['first_round'] - warm['start']:>13.2f} {warm['first_round']:>13.2f} "
-                  f"{warm['first_round'] - warm['start'] - warm['first_round_wall']:>11.2f} "
-                  f"{warm['first_round'] + (t_spawn2 - t_kill):>12.2f} {killed_at:>9} {start.get('next_round')!s:>10} "
-                  f"{rec_ok:>9} {f'{same}/{k} same':>9} {recover_ms:>12.1f}", flush=True)
+            print(
+                f"{k:>3} {attempt + 1:>3} {'cold':>7} {cold['start']:>13.2f} "
+                f"{cold['first_round'] - cold['start']:>13.2f} {cold['first_round']:>13.2f} {reconnect_cold:>11.2f}"
+            )
+            print(
+                f"{k:>3} {attempt + 1:>3} {'restart':>7} {warm['start']:>13.2f} "
+                f"{warm['first_round'] - warm['start']:>13.2f} {warm['first_round']:>13.2f} "
+                f"{warm['first_round'] - warm['start'] - warm['first_round_wall']:>11.2f} "
+                f"{warm['first_round'] + (t_spawn2 - t_kill):>12.2f} {killed_at:>9} {start.get('next_round')!s:>10} "
+                f"{rec_ok:>9} {f'{same}/{k} same':>9} {recover_ms:>12.1f}",
+                flush=True,
+            )
             for p in bench.jdir.glob(journal.name + "*"):
                 p.unlink()
-    print("(cold = the first start, devices already waiting; restart = the same command on the journal after "
-          "SIGKILL; reconnect = start→round less that round's own wall time; texts = devices whose final tokens "
-          "equal the uninterrupted in-process run; recover() = "
-          "Journal.recover() of the finished run's journal, read-only, timed here)")
-    print(f"(spawn→start, for scale: a fresh interpreter importing the serve command and the tiny pair takes "
-          f"{import_s:.2f} s, load_tiny_pair() {build_s:.2f} s; the rest is the interpreter itself, "
-          f"EdgeServer (journal recovery) and the bind)")
+    print(
+        "(cold = the first start, devices already waiting; restart = the same command on the journal after "
+        "SIGKILL; reconnect = start→round less that round's own wall time; texts = devices whose final tokens "
+        "equal the uninterrupted in-process run; recover() = "
+        "Journal.recover() of the finished run's journal, read-only, timed here)"
+    )
+    print(
+        f"(spawn→start, for scale: a fresh interpreter importing the serve command and the tiny pair takes "
+        f"{import_s:.2f} s, load_tiny_pair() {build_s:.2f} s; the rest is the interpreter itself, "
+        f"EdgeServer (journal recovery) and the bind)"
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -595,8 +770,10 @@ def recovery(bench: Bench) -> None:
 def memory(bench: Bench) -> None:
     a = bench.args
     marks = sorted(set([WARMUP] + a.memory_rounds))
-    print(f"\nTable 4. Server RSS (MiB, after gc.collect()) over long runs, Markov, encrypted, no journal, "
-          f"devices never finish")
+    print(
+        "\nTable 4. Server RSS (MiB, after gc.collect()) over long runs, Markov, encrypted, no journal, "
+        "devices never finish"
+    )
     cols = " ".join(f"{'@' + str(m):>8}" for m in marks)
     head = f"{'history':>8} {'K':>3} {cols} {'MiB/1k rounds':>13} {'tokens held':>11} {'B/token':>8} {'run s':>6}"
     print(head)
@@ -612,10 +789,14 @@ def memory(bench: Bench) -> None:
             growth = (rss[hi] - rss[lo]) / (hi - lo) * 1000
             per_token = (rss[hi] - rss[lo]) * 2**20 / max(1, held[hi] - held[lo])
             vals = " ".join(f"{rss[m]:>8.1f}" for m in marks)
-            print(f"{str(history):>8} {k:>3} {vals} {growth:>13.2f} {held[hi]:>11} {per_token:>8.1f} {wall:>6.0f}",
-                  flush=True)
-    print(f"(growth and B/token between rounds {marks[1] if len(marks) > 2 else marks[0]} and {marks[-1]}; "
-          "tokens held = tokens committed over all devices)")
+            print(
+                f"{str(history):>8} {k:>3} {vals} {growth:>13.2f} {held[hi]:>11} {per_token:>8.1f} {wall:>6.0f}",
+                flush=True,
+            )
+    print(
+        f"(growth and B/token between rounds {marks[1] if len(marks) > 2 else marks[0]} and {marks[-1]}; "
+        "tokens held = tokens committed over all devices)"
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -626,8 +807,10 @@ def memory(bench: Bench) -> None:
 def capacity(bench: Bench) -> None:
     a = bench.args
     print(f"\nTable 5. Devices one server holds: encrypted, no journal, Markov, devices = {a.capacity_devices_as}")
-    head = (f"{'K':>4} {'rounds':>6} {'round ms':>8} {'p90 ms':>7} {'rounds/s':>8} {'tokens/s':>8} "
-            f"{'tok/round':>9} {'srv CPU ms/rnd':>14} {'dev CPU ms/rnd':>14} {'srv-bound rounds/s':>18}")
+    head = (
+        f"{'K':>4} {'rounds':>6} {'round ms':>8} {'p90 ms':>7} {'rounds/s':>8} {'tokens/s':>8} "
+        f"{'tok/round':>9} {'srv CPU ms/rnd':>14} {'dev CPU ms/rnd':>14} {'srv-bound rounds/s':>18}"
+    )
     print(head)
     print("-" * len(head))
     for k in a.capacity_devices:
@@ -636,22 +819,31 @@ def capacity(bench: Bench) -> None:
         rps = n / r["span_s"]
         tps = sum(r["tokens"]) / r["span_s"]
         srv = 1e3 * r["cpu_s"] / n
-        print(f"{k:>4} {n:>6} {mean(r['wall']) * 1e3:>8.2f} {p90(r['wall']) * 1e3:>7.2f} {rps:>8.1f} {tps:>8.0f} "
-              f"{mean(r['tokens']):>9.1f} {srv:>14.2f} {1e3 * r['dev_cpu_s'] / r['rounds']:>14.2f} {1e3 / srv:>18.1f}",
-              flush=True)
-    print("(rounds/s from the end of the warm-up to the last round; srv CPU = the server process over the same "
-          "rounds; dev CPU = all K devices together, whole run incl. joins and warm-up, per round; "
-          "srv-bound = 1000 / srv CPU ms: the server alone on one core)")
+        print(
+            f"{k:>4} {n:>6} {mean(r['wall']) * 1e3:>8.2f} {p90(r['wall']) * 1e3:>7.2f} {rps:>8.1f} {tps:>8.0f} "
+            f"{mean(r['tokens']):>9.1f} {srv:>14.2f} {1e3 * r['dev_cpu_s'] / r['rounds']:>14.2f} {1e3 / srv:>18.1f}",
+            flush=True,
+        )
+    print(
+        "(rounds/s from the end of the warm-up to the last round; srv CPU = the server process over the same "
+        "rounds; dev CPU = all K devices together, whole run incl. joins and warm-up, per round; "
+        "srv-bound = 1000 / srv CPU ms: the server alone on one core)"
+    )
 
 
 def main() -> None:
     if len(sys.argv) == 3 and sys.argv[1] == "--child":
         child_main(sys.argv[2])
         return
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("--sections", nargs="+", default=["journal", "keys", "recovery", "memory", "capacity"],
-                    choices=["journal", "keys", "recovery", "memory", "capacity"])
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    ap.add_argument(
+        "--sections",
+        nargs="+",
+        default=["journal", "keys", "recovery", "memory", "capacity"],
+        choices=["journal", "keys", "recovery", "memory", "capacity"],
+    )
     ap.add_argument("--rounds", type=int, default=60, help="measured rounds per Markov run (tables 1, 2)")
     ap.add_argument("--tiny-rounds", type=int, default=30, help="measured rounds per tiny-pair run (table 1)")
     ap.add_argument("--repeats", type=int, default=5, help="interleaved repeats of each variant (tables 1, 2)")
@@ -663,23 +855,36 @@ def main() -> None:
     ap.add_argument("--recovery-max-new", type=int, default=48, help="tokens per device in table 3")
     ap.add_argument("--kill-after", type=int, default=5, help="round lines before the SIGKILL (table 3)")
     ap.add_argument("--memory-devices", type=int, nargs="*", default=[64])
-    ap.add_argument("--memory-rounds", type=int, nargs="+", default=[200, 1000],
-                    help="rounds after which the server's RSS is read (table 4)")
+    ap.add_argument(
+        "--memory-rounds",
+        type=int,
+        nargs="+",
+        default=[200, 1000],
+        help="rounds after which the server's RSS is read (table 4)",
+    )
     ap.add_argument("--capacity-devices", type=int, nargs="*", default=[8, 32, 64, 128])
     ap.add_argument("--capacity-rounds", type=int, default=100)
-    ap.add_argument("--devices-as", choices=["thread", "fork"], default="fork",
-                    help="the devices of tables 1, 2, 4: forked processes or threads of this process")
-    ap.add_argument("--capacity-devices-as", choices=["thread", "fork"], default="thread",
-                    help="the devices of table 5")
+    ap.add_argument(
+        "--devices-as",
+        choices=["thread", "fork"],
+        default="fork",
+        help="the devices of tables 1, 2, 4: forked processes or threads of this process",
+    )
+    ap.add_argument(
+        "--capacity-devices-as", choices=["thread", "fork"], default="thread", help="the devices of table 5"
+    )
     ap.add_argument("--journal-dir", default=".", help="where journals are written (its disk decides the fsync)")
     args = ap.parse_args()
     sections = set(args.sections)
     import torch  # now, once: the devices' first warp() would import it in every forked process
 
     torch.set_num_threads(1)
-    print(f"bench_server: {os.cpu_count()} CPU cores, load average {loadavg()} at start; server = child process; "
-          f"devices = {args.devices_as} (tables 1, 2, 4), thread (table 3), {args.capacity_devices_as} (table 5); "
-          f"Markov V = {VOCAB}, γ = {GAMMA}, mixed UL/DL, {WARMUP} warm-up rounds", flush=True)
+    print(
+        f"bench_server: {os.cpu_count()} CPU cores, load average {loadavg()} at start; server = child process; "
+        f"devices = {args.devices_as} (tables 1, 2, 4), thread (table 3), {args.capacity_devices_as} (table 5); "
+        f"Markov V = {VOCAB}, γ = {GAMMA}, mixed UL/DL, {WARMUP} warm-up rounds",
+        flush=True,
+    )
     t0 = time.perf_counter()
     bench = Bench(args)
     try:

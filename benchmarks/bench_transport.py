@@ -66,9 +66,9 @@ from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_t
 from multispin.models.tiny import load_tiny_pair
 from multispin.runtime.net.device import DeviceClient
 from multispin.runtime.net.launcher import free_port, run_local_testbed
+from multispin.runtime.net.server import EdgeServer, ServerConfig
 from multispin.runtime.round.local import RandomMode, UniformDraftLength
 from multispin.runtime.wire.records import RoundEvent
-from multispin.runtime.net.server import EdgeServer, ServerConfig
 
 SECRET = "bench-transport-secret"
 GAMMA = 4
@@ -101,11 +101,16 @@ def summarise(rounds: _Rounds) -> dict[str, float]:
     down = [sum(e.wire_bytes_down.values()) for e in ev]
     mean = statistics.fmean
     return {
-        "rounds": len(ev), "wall_ms": 1e3 * mean(wall), "draft_ms": 1e3 * mean(draft),
-        "verify_ms": 1e3 * mean(verify), "compute_ms": 1e3 * mean(compute),
-        "overhead_ms": 1e3 * mean(overhead), "overhead_p90_ms": 1e3 * sorted(overhead)[int(0.9 * (len(overhead) - 1))],
+        "rounds": len(ev),
+        "wall_ms": 1e3 * mean(wall),
+        "draft_ms": 1e3 * mean(draft),
+        "verify_ms": 1e3 * mean(verify),
+        "compute_ms": 1e3 * mean(compute),
+        "overhead_ms": 1e3 * mean(overhead),
+        "overhead_p90_ms": 1e3 * sorted(overhead)[int(0.9 * (len(overhead) - 1))],
         "overhead_share": sum(overhead) / max(sum(wall), 1e-12),
-        "period_ms": 1e3 * period, "period_overhead_ms": 1e3 * (period - mean(compute)),
+        "period_ms": 1e3 * period,
+        "period_overhead_ms": 1e3 * (period - mean(compute)),
         "ratio": sum(overhead) / max(sum(compute), 1e-12),
         "kB_per_round": (mean(up) + mean(down)) / 1e3,
     }
@@ -114,10 +119,20 @@ def summarise(rounds: _Rounds) -> dict[str, float]:
 def bench_tiny(k: int, rounds: int) -> dict[str, float]:
     seen = _Rounds()
     summary = run_local_testbed(
-        load_tiny_pair(), k, max_new_tokens=100_000, rounds=rounds + WARMUP,
-        draft_lengths=UniformDraftLength(GAMMA), modes=RandomMode(0), secret=SECRET,
-        device_runner="fork", threads=1, round_timeout_s=300, on_round=seen,
-        server_options={"max_prompt_tokens": 4096}, timeout_s=1800)
+        load_tiny_pair(),
+        k,
+        max_new_tokens=100_000,
+        rounds=rounds + WARMUP,
+        draft_lengths=UniformDraftLength(GAMMA),
+        modes=RandomMode(0),
+        secret=SECRET,
+        device_runner="fork",
+        threads=1,
+        round_timeout_s=300,
+        on_round=seen,
+        server_options={"max_prompt_tokens": 4096},
+        timeout_s=1800,
+    )
     assert summary.consistent, "device tokens differ from the server's records"
     return summarise(seen)
 
@@ -136,6 +151,7 @@ class _ThreadCPU:
                 return fn(*args, **kwargs)
             finally:
                 self.s += time.thread_time() - t0
+
         return timed
 
 
@@ -159,8 +175,7 @@ def bench_markov(k: int, rounds: int, vocab: int = 64) -> dict[str, float]:
     endpoint = f"tcp://127.0.0.1:{port}"
     ctx = multiprocessing.get_context("fork")
     report = ctx.SimpleQueue()  # (process CPU, compute CPU) of each device, at its end
-    procs = [ctx.Process(target=_markov_device, args=(endpoint, d, draft, report), daemon=True)
-             for d in range(k)]
+    procs = [ctx.Process(target=_markov_device, args=(endpoint, d, draft, report), daemon=True) for d in range(k)]
     children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     for p in procs:  # fork before the server thread exists
         p.start()
@@ -169,10 +184,18 @@ def bench_markov(k: int, rounds: int, vocab: int = 64) -> dict[str, float]:
     # set-up, not the server's; counted, it was ~1 ms per round of "srv fw" at K = 32, 200 rounds
     cpu0 = resource.getrusage(resource.RUSAGE_SELF), children0
     seen = _Rounds()
-    config = ServerConfig.make(port=port, expected_devices=k, rounds=rounds + WARMUP,
-                               max_new_tokens=100_000, seed=0, round_timeout_s=300)
-    server = EdgeServer(config, pair, SECRET, draft_lengths=UniformDraftLength(GAMMA),
-                        modes=RandomMode(0), on_round=seen, target_lm=MarkovBatchedLM(target))
+    config = ServerConfig.make(
+        port=port, expected_devices=k, rounds=rounds + WARMUP, max_new_tokens=100_000, seed=0, round_timeout_s=300
+    )
+    server = EdgeServer(
+        config,
+        pair,
+        SECRET,
+        draft_lengths=UniformDraftLength(GAMMA),
+        modes=RandomMode(0),
+        on_round=seen,
+        target_lm=MarkovBatchedLM(target),
+    )
     compute = _ThreadCPU()  # the server's model compute, on the server's thread
     for name in ("verify", "correct_remotely", "p_payload"):
         setattr(server.engine, name, compute.wrap(getattr(server.engine, name)))
@@ -189,28 +212,47 @@ def bench_markov(k: int, rounds: int, vocab: int = 64) -> dict[str, float]:
     n = len(seen.events)
     srv_fw = 1e3 * (used[0] - compute.s) / n
     dev_fw = 1e3 * statistics.fmean(cpu - comp for cpu, comp in devices) / n
-    row = {**summarise(seen), "server_cpu_ms": 1e3 * used[0] / n, "devices_cpu_ms": 1e3 * used[1] / n,
-           "cpu_ms": 1e3 * sum(used) / n, "server_fw_cpu_ms": srv_fw, "device_fw_cpu_ms": dev_fw,
-           "fw_cpu_ms": srv_fw + dev_fw}
+    row = {
+        **summarise(seen),
+        "server_cpu_ms": 1e3 * used[0] / n,
+        "devices_cpu_ms": 1e3 * used[1] / n,
+        "cpu_ms": 1e3 * sum(used) / n,
+        "server_fw_cpu_ms": srv_fw,
+        "device_fw_cpu_ms": dev_fw,
+        "fw_cpu_ms": srv_fw + dev_fw,
+    }
     row["fw_share"] = row["fw_cpu_ms"] / max(row["fw_cpu_ms"] + row["compute_ms"], 1e-12)
     return row
 
 
 def table(title: str, rows: list[tuple[int, dict[str, float]]]) -> None:
     print(f"\n{title}")
-    head = (f"{'K':>3} {'rounds':>6} {'wall ms':>9} {'period ms':>9} {'draft ms':>9} {'verify ms':>9} "
-            f"{'compute ms':>10} {'overhead ms':>11} {'p90 ms':>7} {'of wall':>7} {'overhead/compute':>16} "
-            f"{'kB/round':>8}" + (f" {'cpu ms':>7} {'srv fw':>7} {'dev fw':>7} {'fw cpu':>7} {'fw share':>8}"
-                                  if "cpu_ms" in rows[0][1] else ""))
+    head = (
+        f"{'K':>3} {'rounds':>6} {'wall ms':>9} {'period ms':>9} {'draft ms':>9} {'verify ms':>9} "
+        f"{'compute ms':>10} {'overhead ms':>11} {'p90 ms':>7} {'of wall':>7} {'overhead/compute':>16} "
+        f"{'kB/round':>8}"
+        + (
+            f" {'cpu ms':>7} {'srv fw':>7} {'dev fw':>7} {'fw cpu':>7} {'fw share':>8}"
+            if "cpu_ms" in rows[0][1]
+            else ""
+        )
+    )
     print(head)
     print("-" * len(head))
     for k, r in rows:
-        print(f"{k:>3} {r['rounds']:>6} {r['wall_ms']:>9.2f} {r['period_ms']:>9.2f} {r['draft_ms']:>9.2f} "
-              f"{r['verify_ms']:>9.2f} {r['compute_ms']:>10.2f} {r['overhead_ms']:>11.2f} "
-              f"{r['overhead_p90_ms']:>7.2f} {r['overhead_share']:>7.1%} {r['ratio']:>16.3f} "
-              f"{r['kB_per_round']:>8.1f}" + (f" {r['cpu_ms']:>7.2f} {r['server_fw_cpu_ms']:>7.2f} "
-                                              f"{r['device_fw_cpu_ms']:>7.2f} {r['fw_cpu_ms']:>7.2f} "
-                                              f"{r['fw_share']:>8.1%}" if "cpu_ms" in r else ""))
+        print(
+            f"{k:>3} {r['rounds']:>6} {r['wall_ms']:>9.2f} {r['period_ms']:>9.2f} {r['draft_ms']:>9.2f} "
+            f"{r['verify_ms']:>9.2f} {r['compute_ms']:>10.2f} {r['overhead_ms']:>11.2f} "
+            f"{r['overhead_p90_ms']:>7.2f} {r['overhead_share']:>7.1%} {r['ratio']:>16.3f} "
+            f"{r['kB_per_round']:>8.1f}"
+            + (
+                f" {r['cpu_ms']:>7.2f} {r['server_fw_cpu_ms']:>7.2f} "
+                f"{r['device_fw_cpu_ms']:>7.2f} {r['fw_cpu_ms']:>7.2f} "
+                f"{r['fw_share']:>8.1%}"
+                if "cpu_ms" in r
+                else ""
+            )
+        )
 
 
 def main() -> None:
@@ -227,14 +269,18 @@ def main() -> None:
     benches = []
     if not args.no_tiny:
         load_tiny_pair()  # build once, before forking
-        benches.append(("tiny", "tiny pair (2-layer Qwen2, V = 256): framework overhead vs model "
-                        "compute per round", bench_tiny))
+        benches.append(
+            ("tiny", "tiny pair (2-layer Qwen2, V = 256): framework overhead vs model compute per round", bench_tiny)
+        )
     if not args.no_markov:
-        benches.append(("markov", "synthetic Markov models (compute < 1 ms): the framework's own "
-                        "cost per round", bench_markov))
+        benches.append(
+            ("markov", "synthetic Markov models (compute < 1 ms): the framework's own cost per round", bench_markov)
+        )
     if not args.json:
-        print(f"bench_transport: protocol {PROTOCOL_VERSION}, γ = {GAMMA}, mixed UL/DL, devices = "
-              f"forked processes, {os.cpu_count()} CPU cores, {args.rounds} rounds after {WARMUP} warm-up")
+        print(
+            f"bench_transport: protocol {PROTOCOL_VERSION}, γ = {GAMMA}, mixed UL/DL, devices = "
+            f"forked processes, {os.cpu_count()} CPU cores, {args.rounds} rounds after {WARMUP} warm-up"
+        )
     t0 = time.perf_counter()
     for name, title, bench in benches:
         rows = [(k, bench(k, args.rounds)) for k in args.devices]

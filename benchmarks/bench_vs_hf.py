@@ -73,8 +73,7 @@ def timed(pair: LoadedPair, draft: torch.nn.Module, run) -> Measured:
     return Measured(tokens, seconds, t_calls[0], d_calls[0])
 
 
-def hf_runner(pair: LoadedPair, draft: torch.nn.Module | None, prompts: list[list[int]], gamma: int,
-              max_new: int):
+def hf_runner(pair: LoadedPair, draft: torch.nn.Module | None, prompts: list[list[int]], gamma: int, max_new: int):
     """HF greedy generation, one prompt after another (assisted when `draft` is given)."""
     if draft is not None:
         cfg = draft.generation_config
@@ -91,10 +90,19 @@ def hf_runner(pair: LoadedPair, draft: torch.nn.Module | None, prompts: list[lis
         for ids in prompts:
             x = torch.tensor([ids], dtype=torch.long, device=pair.target.device)
             kw = {"assistant_model": draft} if draft is not None else {}
-            y = pair.target.generate(x, attention_mask=torch.ones_like(x), do_sample=False, max_new_tokens=max_new,
-                                     eos_token_id=eos, pad_token_id=pad, temperature=None,
-                                     top_p=None, top_k=None, **kw)
-            out.append(y[0, len(ids):].tolist())
+            y = pair.target.generate(
+                x,
+                attention_mask=torch.ones_like(x),
+                do_sample=False,
+                max_new_tokens=max_new,
+                eos_token_id=eos,
+                pad_token_id=pad,
+                temperature=None,
+                top_p=None,
+                top_k=None,
+                **kw,
+            )
+            out.append(y[0, len(ids) :].tolist())
         return out
 
     return run
@@ -102,9 +110,18 @@ def hf_runner(pair: LoadedPair, draft: torch.nn.Module | None, prompts: list[lis
 
 def ms_runner(pair: LoadedPair, draft_name: str, texts: list[str], gamma: int, max_new: int, together: bool):
     """multispin `generate`, greedy: all prompts as devices of one run, or one run per prompt."""
+
     def config(prompts: list[str]) -> GenerateConfig:
-        return GenerateConfig(pair=pair.name, devices=len(prompts), draft_len=gamma, max_new_tokens=max_new,
-                              temperature=0.0, drafts=[draft_name], prompts=prompts, seed=0)
+        return GenerateConfig(
+            pair=pair.name,
+            devices=len(prompts),
+            draft_len=gamma,
+            max_new_tokens=max_new,
+            temperature=0.0,
+            drafts=[draft_name],
+            prompts=prompts,
+            seed=0,
+        )
 
     def run() -> list[list[int]]:
         groups = [texts] if together else [[t] for t in texts]
@@ -115,8 +132,12 @@ def ms_runner(pair: LoadedPair, draft_name: str, texts: list[str], gamma: int, m
 
 def paired_summary(ratios: list[float]) -> dict:
     mean, lo, hi, n = mean_ci(math.log(r) for r in ratios)
-    return {"ratio": math.exp(mean), "ci95": [math.exp(lo), math.exp(hi)] if n > 1 else None,
-            "range": [min(ratios), max(ratios)], "ratios": ratios}
+    return {
+        "ratio": math.exp(mean),
+        "ci95": [math.exp(lo), math.exp(hi)] if n > 1 else None,
+        "range": [min(ratios), max(ratios)],
+        "ratios": ratios,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,20 +160,30 @@ def main(argv: list[str] | None = None) -> int:
     texts = default_prompts(args.prompts, 0)
     prompts = [encode_prompt(pair, t) for t in texts]
     g, n = args.gamma, args.max_new_tokens
+
     def configurations(n: int) -> dict:
         return {
-            "target-only, K = 1": (hf_runner(pair, None, prompts, g, n),
-                                   ms_runner(pair, draft_name, texts, 0, n, False)),
-            f"speculative, K = 1, γ = {g}": (hf_runner(pair, draft, prompts, g, n),
-                                             ms_runner(pair, draft_name, texts, g, n, False)),
-            f"K = {len(texts)} in one batched run vs {len(texts)} HF assisted loops":
-                (None, ms_runner(pair, draft_name, texts, g, n, True)),
+            "target-only, K = 1": (
+                hf_runner(pair, None, prompts, g, n),
+                ms_runner(pair, draft_name, texts, 0, n, False),
+            ),
+            f"speculative, K = 1, γ = {g}": (
+                hf_runner(pair, draft, prompts, g, n),
+                ms_runner(pair, draft_name, texts, g, n, False),
+            ),
+            f"K = {len(texts)} in one batched run vs {len(texts)} HF assisted loops": (
+                None,
+                ms_runner(pair, draft_name, texts, g, n, True),
+            ),
         }
 
     configs = configurations(n)
     spec_key = list(configs)[1]
-    print(f"pair {pair.name}, draft {draft_name}, γ = {g}, {len(texts)} prompts, {n} new tokens, greedy, "
-          f"{args.reps} interleaved repetitions, torch threads {torch.get_num_threads()}", flush=True)
+    print(
+        f"pair {pair.name}, draft {draft_name}, γ = {g}, {len(texts)} prompts, {n} new tokens, greedy, "
+        f"{args.reps} interleaved repetitions, torch threads {torch.get_num_threads()}",
+        flush=True,
+    )
 
     # Warm-up (first calls allocate and pick kernels), untimed: every path with 2 new tokens.
     for hf, ms in configurations(min(n, 2)).values():
@@ -187,24 +218,45 @@ def main(argv: list[str] | None = None) -> int:
             **paired_summary(ratios),
         }
 
-    print(f"\n| configuration | HF tok/s | multispin tok/s | paired ratio (95% CI) [range] "
-          f"| HF passes target/draft | multispin passes target/draft |")
+    print(
+        "\n| configuration | HF tok/s | multispin tok/s | paired ratio (95% CI) [range] "
+        "| HF passes target/draft | multispin passes target/draft |"
+    )
     print("|---|---|---|---|---|---|")
     for key, row in table.items():
         ci = "–".join(f"{x:.2f}" for x in row["ci95"]) if row["ci95"] else "n/a"
         rng = "–".join(f"{x:.2f}" for x in row["range"])
-        print(f"| {key} | {row['hf_tok_s']:.2f} | {row['ms_tok_s']:.2f} | {row['ratio']:.2f} ({ci}) [{rng}] "
-              f"| {row['hf_passes']['target']}/{row['hf_passes']['draft']} "
-              f"| {row['ms_passes']['target']}/{row['ms_passes']['draft']} |")
+        print(
+            f"| {key} | {row['hf_tok_s']:.2f} | {row['ms_tok_s']:.2f} | {row['ratio']:.2f} ({ci}) [{rng}] "
+            f"| {row['hf_passes']['target']}/{row['hf_passes']['draft']} "
+            f"| {row['ms_passes']['target']}/{row['ms_passes']['draft']} |"
+        )
     n_tokens = sum(len(t) for t in greedy)
-    print(f"\ntokens: {n_tokens} over {len(greedy)} prompts; "
-          + ("every run emitted the target's greedy tokens" if not mismatches
-             else f"MISMATCH against the target's greedy tokens: {', '.join(sorted(set(mismatches)))}"))
+    print(
+        f"\ntokens: {n_tokens} over {len(greedy)} prompts; "
+        + (
+            "every run emitted the target's greedy tokens"
+            if not mismatches
+            else f"MISMATCH against the target's greedy tokens: {', '.join(sorted(set(mismatches)))}"
+        )
+    )
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"pair": pair.name, "draft": draft_name, "gamma": g, "prompts": len(texts),
-                       "max_new_tokens": n, "reps": args.reps, "torch_threads": torch.get_num_threads(),
-                       "tokens_equal": not mismatches, "configurations": table}, fh, indent=2)
+            json.dump(
+                {
+                    "pair": pair.name,
+                    "draft": draft_name,
+                    "gamma": g,
+                    "prompts": len(texts),
+                    "max_new_tokens": n,
+                    "reps": args.reps,
+                    "torch_threads": torch.get_num_threads(),
+                    "tokens_equal": not mismatches,
+                    "configurations": table,
+                },
+                fh,
+                indent=2,
+            )
     return 1 if mismatches else 0
 
 

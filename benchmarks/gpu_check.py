@@ -46,8 +46,13 @@ def progress(msg: str) -> None:
 def environment(device: str) -> dict:
     import transformers
 
-    env = {"python": platform.python_version(), "torch": torch.__version__,
-           "transformers": transformers.__version__, "device": device, "torch_threads": torch.get_num_threads()}
+    env = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "device": device,
+        "torch_threads": torch.get_num_threads(),
+    }
     if device == "cuda":
         props = torch.cuda.get_device_properties(0)
         env.update(gpu=props.name, gpu_memory_gib=round(props.total_memory / 2**30, 1), cuda=torch.version.cuda)
@@ -76,7 +81,7 @@ def verify_grid(pair, batches: list[int], gammas: list[int], past: int, repeats:
                 for s in range(b):
                     lm.rollback(s, past)
             rows.append({"batch": b, "gamma": g, "ms": statistics.median(times)})
-        done = ", ".join(f"{r['ms']:.1f}" for r in rows[-len(gammas):])
+        done = ", ".join(f"{r['ms']:.1f}" for r in rows[-len(gammas) :])
         progress(f"verify grid: batch {b} done ({done} ms for γ = {gammas[0]}..{gammas[-1]})")
     return {"past_tokens": past, "dtype": str(next(pair.target.parameters()).dtype), "rows": rows}
 
@@ -87,10 +92,16 @@ def engine(k: int, gamma: int, vocab: int, device: str) -> dict:
 
     steps, _, result, _ = engine_round(np.random.default_rng(0), k, gamma, vocab, device=device)
     ms = {name: median_ms(fn) for name, fn in steps.items()}
-    return {"k": k, "gamma": gamma, "vocab": vocab,
-            "where": f"verify, rejection rows and UL corrections on {device}; DL decoding on the CPU",
-            "steps_ms": ms, "total_ms": sum(ms.values()), "rejected": int(result.rejected.sum()),
-            "accepted": int(result.num_accepted.sum())}
+    return {
+        "k": k,
+        "gamma": gamma,
+        "vocab": vocab,
+        "where": f"verify, rejection rows and UL corrections on {device}; DL decoding on the CPU",
+        "steps_ms": ms,
+        "total_ms": sum(ms.values()),
+        "rejected": int(result.rejected.sum()),
+        "accepted": int(result.num_accepted.sum()),
+    }
 
 
 def agreement(ref: dict, got: dict) -> dict:
@@ -102,16 +113,20 @@ def agreement(ref: dict, got: dict) -> dict:
         n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
         prefix[d] = n
     equal = [d for d in ref if ref[d] == got.get(d)]
-    return {"equal_devices": equal, "all_equal": len(equal) == len(ref),
-            "agreeing_prefix": {str(d): n for d, n in prefix.items()},
-            "length": {str(d): len(t) for d, t in ref.items()}}
+    return {
+        "equal_devices": equal,
+        "all_equal": len(equal) == len(ref),
+        "agreeing_prefix": {str(d): n for d, n in prefix.items()},
+        "length": {str(d): len(t) for d, t in ref.items()},
+    }
 
 
 def run_generate(pair, devices: int, max_new: int, gamma: int) -> tuple[dict[int, list[int]], float]:
     from multispin.runtime.round.session import GenerateConfig, generate
 
-    config = GenerateConfig(pair=pair.name, devices=devices, draft_len=gamma, max_new_tokens=max_new,
-                            temperature=0.0, seed=0)
+    config = GenerateConfig(
+        pair=pair.name, devices=devices, draft_len=gamma, max_new_tokens=max_new, temperature=0.0, seed=0
+    )
     res = generate(config, pair=pair)
     return {d.device_id: d.tokens for d in res.devices}, res.wall_s
 
@@ -119,11 +134,11 @@ def run_generate(pair, devices: int, max_new: int, gamma: int) -> tuple[dict[int
 def run_testbed_wall(pair, devices: int, max_new: int) -> tuple[dict[int, str], dict]:
     from multispin.experiments.testbed import TestbedConfig, run_testbed
 
-    config = TestbedConfig.make(pair=pair.name, devices=devices, max_new_tokens=max_new, clock="wall",
-                                temperature=0.0, seed=0)
+    config = TestbedConfig.make(
+        pair=pair.name, devices=devices, max_new_tokens=max_new, clock="wall", temperature=0.0, seed=0
+    )
     res = run_testbed(config, pair=pair)
-    keep = ("wall_time_s", "goodput_tokens_per_s", "rounds", "tokens", "mean_t_comp_s", "mean_t_comm_s",
-            "consistent")
+    keep = ("wall_time_s", "goodput_tokens_per_s", "rounds", "tokens", "mean_t_comp_s", "mean_t_comm_s", "consistent")
     return {int(d): t for d, t in res.texts.items()}, {k: res.summary[k] for k in keep if k in res.summary}
 
 
@@ -148,8 +163,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     quick = args.quick
     devices, max_new, gamma = (2, 8, 2) if quick else (8, 32, 4)
-    doc: dict = {"schema": "multispin-gpu-check/1", "pair": pair.name, "quick": quick,
-                 "environment": environment(device)}
+    doc: dict = {
+        "schema": "multispin-gpu-check/1",
+        "pair": pair.name,
+        "quick": quick,
+        "environment": environment(device),
+    }
     progress(f"environment: {json.dumps(doc['environment'])}")
 
     # CPU references first: placing the pair on the GPU moves these very modules.
@@ -161,15 +180,24 @@ def main(argv: list[str] | None = None) -> int:
     target_placed = place_pair(pair, device, drafts=False)  # the testbed forks: drafts stay on the CPU
     progress(f"testbed --clock wall --device {device}")
     tb_dev, tb_dev_summary = run_testbed_wall(target_placed, devices, max_new)
-    doc["testbed"] = {"devices": devices, "max_new_tokens": max_new, "reference_cpu": tb_cpu_summary,
-                      "on_device": tb_dev_summary, "agreement_of_texts": agreement(tb_cpu, tb_dev)}
+    doc["testbed"] = {
+        "devices": devices,
+        "max_new_tokens": max_new,
+        "reference_cpu": tb_cpu_summary,
+        "on_device": tb_dev_summary,
+        "agreement_of_texts": agreement(tb_cpu, tb_dev),
+    }
 
     placed = place_pair(pair, device)
     progress(f"generate --device {device}")
     gen_dev, gen_dev_s = run_generate(placed, devices, max_new, gamma)
-    doc["generate"] = {"devices": devices, "max_new_tokens": max_new, "gamma": gamma,
-                       "wall_s": {"reference_cpu": gen_cpu_s, "on_device": gen_dev_s},
-                       "agreement_of_tokens": agreement(gen_cpu, gen_dev)}
+    doc["generate"] = {
+        "devices": devices,
+        "max_new_tokens": max_new,
+        "gamma": gamma,
+        "wall_s": {"reference_cpu": gen_cpu_s, "on_device": gen_dev_s},
+        "agreement_of_tokens": agreement(gen_cpu, gen_dev),
+    }
 
     progress("verify grid")
     batches, gammas = ([1, 2], [1, 2]) if quick else ([1, 2, 4, 8, 16, 32], list(range(1, 9)))
@@ -180,8 +208,10 @@ def main(argv: list[str] | None = None) -> int:
     doc["elapsed_s"] = time.perf_counter() - START
 
     Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")
-    progress(f"wrote {args.out}: CPU and {device} agree on every device: generate "
-             f"{doc['generate']['agreement_of_tokens']['all_equal']}, testbed {doc['testbed']['agreement_of_texts']['all_equal']}")
+    progress(
+        f"wrote {args.out}: CPU and {device} agree on every device: generate "
+        f"{doc['generate']['agreement_of_tokens']['all_equal']}, testbed {doc['testbed']['agreement_of_texts']['all_equal']}"
+    )
     return 0
 
 

@@ -27,14 +27,28 @@ def exact_marginals(sampling: SamplingParams) -> np.ndarray:
     return enumerate_marginals(TARGET, PROMPT, N_POSITIONS, sampling)
 
 
-def run_engine(mode: str, gamma: int, sampling: SamplingParams, ul: str = "dense-fp32",
-               dl: str = "dense-fp32", seed: int = 11, n_devices: int = N_DEVICES) -> np.ndarray:
+def run_engine(
+    mode: str,
+    gamma: int,
+    sampling: SamplingParams,
+    ul: str = "dense-fp32",
+    dl: str = "dense-fp32",
+    seed: int = 11,
+    n_devices: int = N_DEVICES,
+) -> np.ndarray:
     ul_codec, dl_codec = make_codec(ul), make_codec(dl)
     server = roles.VerifierServer(MarkovBatchedLM(TARGET), sampling, ul_codec, dl_codec, seed)
-    devices = {k: roles.DraftDevice(k, MarkovSequenceLM(DRAFT), sampling, ul_codec, dl_codec, seed,
-                                    PROMPT) for k in range(n_devices)}
-    run_rounds(server, devices, PolicyPair(FixedDraftLengths({k: gamma for k in devices}), FixedMode(mode)),
-               max_new_tokens=max(N_POSITIONS, gamma + 1), eos_ids=())
+    devices = {
+        k: roles.DraftDevice(k, MarkovSequenceLM(DRAFT), sampling, ul_codec, dl_codec, seed, PROMPT)
+        for k in range(n_devices)
+    }
+    run_rounds(
+        server,
+        devices,
+        PolicyPair(FixedDraftLengths({k: gamma for k in devices}), FixedMode(mode)),
+        max_new_tokens=max(N_POSITIONS, gamma + 1),
+        eos_ids=(),
+    )
     return np.array([devices[k].generated[:N_POSITIONS] for k in devices])
 
 

@@ -4,7 +4,7 @@ emitted tokens against it."""
 from __future__ import annotations
 
 import itertools
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from scipy import stats
@@ -13,8 +13,9 @@ from multispin.models.synthetic import MarkovTable
 from multispin.speculative.warp import SamplingParams, warp
 
 
-def exact_marginals(table: MarkovTable, prompt: Sequence[int], n_positions: int,
-                    sampling: SamplingParams) -> np.ndarray:
+def exact_marginals(
+    table: MarkovTable, prompt: Sequence[int], n_positions: int, sampling: SamplingParams
+) -> np.ndarray:
     """Law of emitted tokens 1..n_positions under the target `table` alone, by enumeration:
     (n_positions, V)."""
     vocab = table.vocab_size

@@ -50,17 +50,24 @@ def modules(src_dir: Path, package: str) -> dict[str, Path]:
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _is_main(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
-            and len(test.comparators) == 1 and isinstance(test.comparators[0], ast.Constant)
-            and test.comparators[0].value == "__main__")
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and len(test.comparators) == 1
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value == "__main__"
+    )
 
 
 def _imports(tree: ast.Module):
     """(node, kind) for every Import/ImportFrom in the tree."""
+
     def walk(node: ast.AST, kind: str):
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.Import, ast.ImportFrom)):
@@ -75,6 +82,7 @@ def _imports(tree: ast.Module):
                     yield from walk(ast.Module(body=[stmt], type_ignores=[]), kind)
             else:
                 yield from walk(child, kind)
+
     yield from walk(tree, "module")
 
 
@@ -98,7 +106,7 @@ def edges(src_dir: Path, package: str) -> list[Edge]:
             else:
                 if node.level:
                     base_parts = here.split(".")
-                    base_parts = base_parts[:len(base_parts) - (node.level - 1)]
+                    base_parts = base_parts[: len(base_parts) - (node.level - 1)]
                     base = ".".join(base_parts + ([node.module] if node.module else []))
                 else:
                     base = node.module or ""
@@ -193,10 +201,14 @@ def upward(es: list[Edge], layers: dict[str, int], kinds=("module", "function", 
 
 def report(src_dir: Path, package: str, layers: dict[str, int] | None = None) -> str:
     es = edges(src_dir, package)
-    lines = [f"{len(modules(src_dir, package))} modules, "
-             + ", ".join(f"{sum(e.kind == k for e in es)} {k}-level imports" for k in KINDS)]
-    for title, kinds in (("module-level cycles", ("module",)),
-                         ("cycles with function-level imports too", ("module", "function"))):
+    lines = [
+        f"{len(modules(src_dir, package))} modules, "
+        + ", ".join(f"{sum(e.kind == k for e in es)} {k}-level imports" for k in KINDS)
+    ]
+    for title, kinds in (
+        ("module-level cycles", ("module",)),
+        ("cycles with function-level imports too", ("module", "function")),
+    ):
         comps = cycles(graph(es, kinds))
         lines.append(f"{title}: {len(comps)}")
         lines += [f"  [{len(c)}] " + " ".join(c) for c in comps]

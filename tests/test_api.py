@@ -21,7 +21,7 @@ SRC = ROOT / "src" / "multispin"
 
 def test_the_readme_library_example_runs(capsys):
     text = (ROOT / "README.md").read_text()
-    section = text[text.index("## As a library"):text.index("## Tests")]
+    section = text[text.index("## As a library") : text.index("## Tests")]
     blocks = re.findall(r"```python\n(.*?)```", section, re.S)
     assert blocks, "the README's library section lost its example"
     for code in blocks:
@@ -37,8 +37,22 @@ def test_api_docstring_examples_run():
 def test_the_cli_prints_what_the_api_returns(multispin):
     sc = ms.scenario("paper-r1", devices=5, p_dl_dbm=20, n_saa=200, seed=3)
     p = ms.plan(sc, round_index=2)
-    res = multispin("optimize", "--scenario", "paper-r1", "--devices", "5", "--pdl-dbm", "20", "--n-saa", "200",
-                    "--seed", "3", "--round", "2", "--json")
+    res = multispin(
+        "optimize",
+        "--scenario",
+        "paper-r1",
+        "--devices",
+        "5",
+        "--pdl-dbm",
+        "20",
+        "--n-saa",
+        "200",
+        "--seed",
+        "3",
+        "--round",
+        "2",
+        "--json",
+    )
     assert res.code == 0, res.err
     r = json.loads(res.out)
     assert r["goodput_tokens_per_s"] == pytest.approx(p.goodput_tokens_per_s, rel=1e-12)
@@ -76,8 +90,18 @@ def test_scenario_takes_files_fields_and_refuses_nonsense(tmp_path):
 
 def test_all_lists_only_the_api():
     assert set(ms.__all__) == {"__version__", *api.__all__}
-    assert set(api.__all__) == {"RoundPlan", "capacity", "evaluate", "generate", "instance", "plan", "plot", "scenario", "sweep",
-                                "testbed"}
+    assert set(api.__all__) == {
+        "RoundPlan",
+        "capacity",
+        "evaluate",
+        "generate",
+        "instance",
+        "plan",
+        "plot",
+        "scenario",
+        "sweep",
+        "testbed",
+    }
     import multispin.optimize as opt
 
     assert len(opt.__all__) <= 15 and "plan" in opt.__all__ and "two_phase_greedy" not in opt.__all__
@@ -137,8 +161,10 @@ def test_importing_the_api_and_the_session_does_not_load_torch_or_transformers()
     import subprocess
     import sys
 
-    code = ("import sys, multispin, multispin.api, multispin.cli, multispin.runtime.round.session; "
-            "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
+    code = (
+        "import sys, multispin, multispin.api, multispin.cli, multispin.runtime.round.session; "
+        "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
+    )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "[]"
@@ -153,10 +179,33 @@ def test_a_plan_serialises_to_what_optimize_json_prints():
 
     sc = ms.scenario("paper-r1", devices=4, p_dl_dbm=20, n_saa=100, seed=3)
     mine = json.loads(ms.plan(sc, round_index=1, draft_policy="best_uniform").to_json())
-    res = subprocess.run([sys.executable, "-m", "multispin", "optimize", "--scenario", "paper-r1", "--devices", "4",
-                          "--pdl-dbm", "20", "--n-saa", "100", "--seed", "3", "--round", "1", "--draft-policy",
-                          "best_uniform", "--json"], capture_output=True, text=True, timeout=120,
-                         env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "multispin",
+            "optimize",
+            "--scenario",
+            "paper-r1",
+            "--devices",
+            "4",
+            "--pdl-dbm",
+            "20",
+            "--n-saa",
+            "100",
+            "--seed",
+            "3",
+            "--round",
+            "1",
+            "--draft-policy",
+            "best_uniform",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
+    )
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout) == mine and mine["schema"] == "multispin.optimize"
     assert mine["draft_policy"] == "best_uniform" and len(mine["devices"]) == 4

@@ -33,7 +33,18 @@ def _load(name: str):
     return module
 
 
-TINY = ["--pair", "tiny", "--draft", "far", "--prompts", "2", "--max-new-tokens", "8", "--reps", "1"]  # "far": rejections
+TINY = [
+    "--pair",
+    "tiny",
+    "--draft",
+    "far",
+    "--prompts",
+    "2",
+    "--max-new-tokens",
+    "8",
+    "--reps",
+    "1",
+]  # "far": rejections
 
 
 def test_bench_vs_hf_runs_and_checks_tokens(tmp_path):
@@ -58,8 +69,13 @@ def test_gpu_check_runs_on_the_cpu(tmp_path):
     stage, and CPU against CPU agrees on every device."""
     out = tmp_path / "gpu_check.json"
     env = {**os.environ, "PYTHON": sys.executable}
-    proc = subprocess.run(["bash", str(BENCH / "gpu_check.sh"), "--device", "cpu", "--pair", "tiny", "--quick",
-                           "--out", str(out)], env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        ["bash", str(BENCH / "gpu_check.sh"), "--device", "cpu", "--pair", "tiny", "--quick", "--out", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "[gpu_check" in proc.stderr  # progress lines
     doc = json.loads(out.read_text())
@@ -71,8 +87,13 @@ def test_gpu_check_runs_on_the_cpu(tmp_path):
 
 def test_gpu_check_bad_device_is_one_line(tmp_path):
     env = {**os.environ, "PYTHON": sys.executable}
-    proc = subprocess.run(["bash", str(BENCH / "gpu_check.sh"), "--device", "tpu", "--out", str(tmp_path / "x")],
-                          env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        ["bash", str(BENCH / "gpu_check.sh"), "--device", "tpu", "--out", str(tmp_path / "x")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith("gpu_check: device: unknown value 'tpu'")
     assert "Traceback" not in proc.stderr

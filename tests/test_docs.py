@@ -21,8 +21,14 @@ ROOT = Path(__file__).resolve().parents[1]
 def site(tmp_path_factory):
     site = tmp_path_factory.mktemp("docs") / "site"
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
-    res = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(site)],
-                         cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
+    res = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(site)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     return site
 
@@ -55,8 +61,11 @@ def _docstrings_with_a_role(source: str) -> list[str]:
     """The module, class and function docstrings of ``source`` that hold a Sphinx role."""
     import ast
 
-    nodes = [n for n in ast.walk(ast.parse(source))
-             if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))]
+    nodes = [
+        n
+        for n in ast.walk(ast.parse(source))
+        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
     return [doc for doc in (ast.get_docstring(n) for n in nodes) if doc and RAW_ROLE.search(doc)]
 
 
@@ -74,7 +83,10 @@ def test_no_docstring_keeps_a_sphinx_role():
 def test_maths_render_with_the_vendored_mathjax(site):
     page = (site / "system-model.html").read_text()
     assert page.count('class="arithmatex"') >= 5 and "T_\\mathrm{comp}" in page
-    assert 'src="javascripts/mathjax/tex-svg.js"' in page and (site / "javascripts/mathjax/tex-svg.js").stat().st_size > 10**6
+    assert (
+        'src="javascripts/mathjax/tex-svg.js"' in page
+        and (site / "javascripts/mathjax/tex-svg.js").stat().st_size > 10**6
+    )
 
 
 def test_the_site_works_from_file_urls(site):
@@ -100,7 +112,9 @@ NO_PICTURE_YET: set[str] = set()
 
 
 def test_example_pages_show_a_picture():
-    with_picture = {p.name for p in _example_pages() if re.search(r"!\[[^\]]*\]\(\.\./images/[\w.-]+\.png\)", p.read_text())}
+    with_picture = {
+        p.name for p in _example_pages() if re.search(r"!\[[^\]]*\]\(\.\./images/[\w.-]+\.png\)", p.read_text())
+    }
     for p in _example_pages():
         for img in re.findall(r"\(\.\./images/([\w.-]+\.png)\)", p.read_text()):
             assert (ROOT / "docs" / "images" / img).exists(), img
@@ -160,7 +174,7 @@ def documented_commands() -> list[tuple[str, list[str]]]:
                 argv = shlex.split(line, comments=True)[1:]
                 for cut in (">", ">>", "|", "&&", "&", "2>&1"):
                     if cut in argv:
-                        argv = argv[:argv.index(cut)]
+                        argv = argv[: argv.index(cut)]
                 out.append((page.relative_to(ROOT).as_posix(), argv))
     return out
 
@@ -221,10 +235,17 @@ def test_measure_or_profile_then_optimize_runs_as_documented(multispin, tmp_path
     for name, source in PROFILE_STAND_INS.items():
         shutil.copy(shipped / source, tmp_path / name)
     monkeypatch.chdir(tmp_path)
-    chain = [(page, argv) for page, argv in documented_commands()
-             if argv[0] in ("optimize", "scenario") and any(a in argv for a in ("--acceptance-profile", "--compute-profile", "show"))]
-    runnable = [(p, a) for p, a in chain if not any(x.endswith(".json") and x not in PROFILE_STAND_INS and x != "c.json"
-                                                   for x in a)]
+    chain = [
+        (page, argv)
+        for page, argv in documented_commands()
+        if argv[0] in ("optimize", "scenario")
+        and any(a in argv for a in ("--acceptance-profile", "--compute-profile", "show"))
+    ]
+    runnable = [
+        (p, a)
+        for p, a in chain
+        if not any(x.endswith(".json") and x not in PROFILE_STAND_INS and x != "c.json" for x in a)
+    ]
     ran = 0
     for page, argv in runnable:
         if argv[:2] == ["scenario", "show"]:  # `scenario show PRESET > my-scenario.yaml`
@@ -232,8 +253,22 @@ def test_measure_or_profile_then_optimize_runs_as_documented(multispin, tmp_path
             (tmp_path / "my-scenario.yaml").write_text(res.out)
         elif "c.json" in argv:  # the tiny profile of the optimize page: made by its own line, in seconds
             if not (tmp_path / "c.json").exists():
-                assert multispin("profile", "--pair", "tiny", "--max-batch", "2", "--max-draft-len", "2",
-                                 "--repeats", "1", "--out", "c.json").code == 0
+                assert (
+                    multispin(
+                        "profile",
+                        "--pair",
+                        "tiny",
+                        "--max-batch",
+                        "2",
+                        "--max-draft-len",
+                        "2",
+                        "--repeats",
+                        "1",
+                        "--out",
+                        "c.json",
+                    ).code
+                    == 0
+                )
             res = multispin(*argv, "--n-saa", "50")
         else:
             res = multispin(*argv, "--n-saa", "50")  # N_SAA only shortens the test: the scenario is as written
@@ -261,10 +296,13 @@ def test_pages_render_as_written(site):
     assert optimiser.count("T*(R)") >= 4 and "<em>(R)" not in optimiser
     model = (site / "system-model.html").read_text()
     start = model.index("Plan (proactive)")
-    protocol = model[model.rindex("<ol>", 0, start):model.index("</ol>", start)]
+    protocol = model[model.rindex("<ol>", 0, start) : model.index("</ol>", start)]
     top_level = re.sub(r"<ul>.*?</ul>", "", protocol, flags=re.S)
     assert top_level.count("<li>") == 5
-    raw = {p.name: RAW_TEX.findall(_prose(p.read_text())) for p in site.rglob("*.html")
-           if p.name not in ("api.html", "cli.html")}
+    raw = {
+        p.name: RAW_TEX.findall(_prose(p.read_text()))
+        for p in site.rglob("*.html")
+        if p.name not in ("api.html", "cli.html")
+    }
     assert not {k: v for k, v in raw.items() if v}
     assert (site / "search" / "search_index.js").exists()

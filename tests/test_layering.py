@@ -14,7 +14,9 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 # order is DESIGN.md's, except that models/ sits above speculative/: models.hf imports
 # speculative.warp, and speculative/ imports nothing of models/ (pure token math).
 LAYERS = {
-    "multispin.cli": 7, "multispin.commands": 7, "multispin.__main__": 7,  # the command line
+    "multispin.cli": 7,
+    "multispin.commands": 7,
+    "multispin.__main__": 7,  # the command line
     "multispin.api": 7,  # the Python front door: calls every layer, as the CLI does
     "multispin.experiments": 6,
     "multispin.runtime": 5,
@@ -51,7 +53,7 @@ def ring_of(module: str, package: str) -> str | None:
     """The ring (first subpackage below ``package``) that holds ``module``; None for the package itself."""
     if not module.startswith(package + "."):
         return None
-    return module[len(package) + 1:].split(".")[0]
+    return module[len(package) + 1 :].split(".")[0]
 
 
 def ring_violations(es, package: str, may_import: dict[str, set[str]]) -> list:
@@ -86,15 +88,27 @@ def test_no_layer_imports_a_layer_above_it():
 
 
 def test_helpers_import_no_layer():
-    bad = [e for e in _edges() if e.kind != "typing" and ig.layer_of(e.src, LAYERS) is None
-           and ig.layer_of(e.dst, LAYERS) is not None and (e.src, e.dst) not in HELPER_IMPORTS_ALLOWED]
+    bad = [
+        e
+        for e in _edges()
+        if e.kind != "typing"
+        and ig.layer_of(e.src, LAYERS) is None
+        and ig.layer_of(e.dst, LAYERS) is not None
+        and (e.src, e.dst) not in HELPER_IMPORTS_ALLOWED
+    ]
     assert not bad, "helpers importing a layer:\n" + "\n".join(f"{e.src}:{e.line} -> {e.dst}" for e in bad)
 
 
 def test_every_package_of_the_tree_has_a_layer_or_is_a_known_helper():
     """A new subpackage must be placed in LAYERS (or it would escape the upward check)."""
-    helpers = {"multispin", "multispin._version", "multispin.config", "multispin.errors", "multispin.jsonout",
-               "multispin.vocabulary"}
+    helpers = {
+        "multispin",
+        "multispin._version",
+        "multispin.config",
+        "multispin.errors",
+        "multispin.jsonout",
+        "multispin.vocabulary",
+    }
     unplaced = sorted(m for m in ig.modules(SRC, "multispin") if ig.layer_of(m, LAYERS) is None and m not in helpers)
     assert not unplaced, f"modules in no layer: {unplaced}"
 
@@ -102,12 +116,16 @@ def test_every_package_of_the_tree_has_a_layer_or_is_a_known_helper():
 def test_runtime_rings_import_only_inwards():
     bad = ring_violations(_edges(), RUNTIME, RINGS_MAY_IMPORT)
     assert not bad, "ring imports against RINGS_MAY_IMPORT:\n" + "\n".join(
-        f"{e.src}:{e.line} -> {e.dst} ({e.kind})" for e in bad)
+        f"{e.src}:{e.line} -> {e.dst} ({e.kind})" for e in bad
+    )
 
 
 def test_every_runtime_module_is_in_a_ring():
-    outside = sorted(m for m in ig.modules(SRC, "multispin") if m.startswith(RUNTIME + ".")
-                     and ring_of(m, RUNTIME) not in RINGS_MAY_IMPORT)
+    outside = sorted(
+        m
+        for m in ig.modules(SRC, "multispin")
+        if m.startswith(RUNTIME + ".") and ring_of(m, RUNTIME) not in RINGS_MAY_IMPORT
+    )
     assert not outside, f"runtime modules in no ring: {outside}"
 
 
@@ -117,7 +135,9 @@ def test_no_figure_module_imports_the_pipeline():
     figures = {m for m in ig.modules(SRC, "multispin") if m.startswith("multispin.experiments.reproduce.fig_")}
     assert figures, "no figure modules found: the pattern is stale"
     back = [e for e in _edges() if e.src in figures and e.dst == "multispin.experiments.reproduce.pipeline"]
-    assert not back, "figure modules importing the pipeline:\n" + "\n".join(f"{e.src}:{e.line} ({e.kind})" for e in back)
+    assert not back, "figure modules importing the pipeline:\n" + "\n".join(
+        f"{e.src}:{e.line} ({e.kind})" for e in back
+    )
 
 
 # ----------------------------------------------------------------------------- the vocabulary
@@ -152,18 +172,27 @@ def test_the_vocabulary_is_dependency_free():
 def test_dependency_check_sees_a_foreign_import(tmp_path):
     """Negative control: numpy at module level, a layer inside a function and a relative import are
     reported; the standard library and the allowed helper are not."""
-    root = _write(tmp_path, {"pkg/__init__.py": "", "pkg/errors.py": "",
-                             "pkg/words.py": "import re\nfrom typing import Literal\nimport numpy as np\n"
-                                             "from pkg.errors import E\nfrom . import layer\n"
-                                             "def f():\n    from pkg.low import x\n"})
+    root = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/errors.py": "",
+            "pkg/words.py": "import re\nfrom typing import Literal\nimport numpy as np\n"
+            "from pkg.errors import E\nfrom . import layer\n"
+            "def f():\n    from pkg.low import x\n",
+        },
+    )
     assert foreign_imports(root, "pkg", "pkg.words", {"pkg.errors"}) == ["numpy", "pkg.", "pkg.low"]
 
 
 # The words the vocabulary defines, as literals: written anywhere else they are a second
 # definition that can drift (a test's expected values live in tests/, not here).
-VOCABULARY_LITERALS = (("ul", "dl"), ("optimal", "all_ul", "all_dl", "random"),
-                       ("adaptive", "all_ul", "all_dl", "target_only"),
-                       ("greedy", "greedy_paper", "best_uniform", "computation_only", "oracle", "certified"))
+VOCABULARY_LITERALS = (
+    ("ul", "dl"),
+    ("optimal", "all_ul", "all_dl", "random"),
+    ("adaptive", "all_ul", "all_dl", "target_only"),
+    ("greedy", "greedy_paper", "best_uniform", "computation_only", "oracle", "certified"),
+)
 
 
 def literal_redefinitions(src: Path, root: str, literals, home: str) -> list[str]:
@@ -185,16 +214,23 @@ def literal_redefinitions(src: Path, root: str, literals, home: str) -> list[str
 
 def test_no_module_redefines_the_vocabulary():
     found = literal_redefinitions(SRC, "multispin", VOCABULARY_LITERALS, VOCABULARY)
-    assert not found, "the vocabulary's words written out again (import them from multispin.vocabulary):\n" \
-        + "\n".join(found)
+    assert not found, "the vocabulary's words written out again (import them from multispin.vocabulary):\n" + "\n".join(
+        found
+    )
 
 
 def test_redefinition_check_sees_a_tuple_and_a_list(tmp_path):
     """Negative control: a tuple and a list (in a function) with the vocabulary's words are found;
     the home module, another order, a subset and a dict keyed by the words are not."""
-    root = _write(tmp_path, {"pkg/__init__.py": "", "pkg/words.py": "LINKS = ('ul', 'dl')\n",
-                             "pkg/a.py": "M = ('ul', 'dl')\nN = ('dl', 'ul')\nO = ('ul',)\n",
-                             "pkg/b.py": "def f(m):\n    return m in ['ul', 'dl']\nD = {'ul': 1, 'dl': 2}\n"})
+    root = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/words.py": "LINKS = ('ul', 'dl')\n",
+            "pkg/a.py": "M = ('ul', 'dl')\nN = ('dl', 'ul')\nO = ('ul',)\n",
+            "pkg/b.py": "def f(m):\n    return m in ['ul', 'dl']\nD = {'ul': 1, 'dl': 2}\n",
+        },
+    )
     assert sorted(literal_redefinitions(root, "pkg", [("ul", "dl")], "pkg.words")) == ["pkg.a:1", "pkg.b:2"]
 
 
@@ -210,37 +246,47 @@ def _write(root: Path, files: dict[str, str]) -> Path:
 
 
 def test_checker_reports_a_module_level_cycle_and_only_that(tmp_path):
-    src = _write(tmp_path, {
-        "pkg/__init__.py": "",
-        "pkg/low/__init__.py": "",
-        "pkg/low/a.py": "from pkg.low import b\n",  # a submodule named in `from … import`
-        "pkg/low/b.py": "from . import c\n",  # relative
-        "pkg/low/c.py": "import pkg.low.a\n",  # closes a → b → c → a
-        "pkg/low/d.py": "def f():\n    from pkg.low import e\n",
-        "pkg/low/e.py": "from pkg.low.d import f\n",  # d ↔ e only through a function
-        "pkg/low/t.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.low import u\n",
-        "pkg/low/u.py": "import pkg.low.t\n",  # t ↔ u only for the type checker
-        "pkg/low/m.py": "from pkg.low.n import x\n",
-        "pkg/low/n.py": "x = 1\nif __name__ == '__main__':\n    from pkg.low import m\n",  # only as a script
-    })
+    src = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/low/__init__.py": "",
+            "pkg/low/a.py": "from pkg.low import b\n",  # a submodule named in `from … import`
+            "pkg/low/b.py": "from . import c\n",  # relative
+            "pkg/low/c.py": "import pkg.low.a\n",  # closes a → b → c → a
+            "pkg/low/d.py": "def f():\n    from pkg.low import e\n",
+            "pkg/low/e.py": "from pkg.low.d import f\n",  # d ↔ e only through a function
+            "pkg/low/t.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.low import u\n",
+            "pkg/low/u.py": "import pkg.low.t\n",  # t ↔ u only for the type checker
+            "pkg/low/m.py": "from pkg.low.n import x\n",
+            "pkg/low/n.py": "x = 1\nif __name__ == '__main__':\n    from pkg.low import m\n",  # only as a script
+        },
+    )
     es = ig.edges(src, "pkg")
     assert ig.cycles(ig.graph(es, ("module",))) == [["pkg.low.a", "pkg.low.b", "pkg.low.c"]]
-    assert ig.cycles(ig.graph(es, ("module", "function"))) == [["pkg.low.a", "pkg.low.b", "pkg.low.c"],
-                                                               ["pkg.low.d", "pkg.low.e"]]
-    assert {(e.src, e.dst, e.kind) for e in es} >= {("pkg.low.t", "pkg.low.u", "typing"),
-                                                    ("pkg.low.n", "pkg.low.m", "main")}
+    assert ig.cycles(ig.graph(es, ("module", "function"))) == [
+        ["pkg.low.a", "pkg.low.b", "pkg.low.c"],
+        ["pkg.low.d", "pkg.low.e"],
+    ]
+    assert {(e.src, e.dst, e.kind) for e in es} >= {
+        ("pkg.low.t", "pkg.low.u", "typing"),
+        ("pkg.low.n", "pkg.low.m", "main"),
+    }
     assert "module-level cycles: 1" in ig.report(src, "pkg")
 
 
 def test_checker_counts_a_package_import_as_its_init(tmp_path):
-    src = _write(tmp_path, {
-        "pkg/__init__.py": "",
-        "pkg/sub/__init__.py": "from pkg.sub.impl import thing\n",
-        "pkg/sub/impl.py": "thing = 1\n",
-        "pkg/user.py": "from pkg.sub import thing\n",  # a name of the package: its __init__
-        "pkg/other.py": "from pkg.sub.impl import thing\nimport pkg.user\n",
-        "pkg/back.py": "",
-    })
+    src = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/sub/__init__.py": "from pkg.sub.impl import thing\n",
+            "pkg/sub/impl.py": "thing = 1\n",
+            "pkg/user.py": "from pkg.sub import thing\n",  # a name of the package: its __init__
+            "pkg/other.py": "from pkg.sub.impl import thing\nimport pkg.user\n",
+            "pkg/back.py": "",
+        },
+    )
     es = {(e.src, e.dst) for e in ig.edges(src, "pkg")}
     assert ("pkg.user", "pkg.sub") in es and ("pkg.sub", "pkg.sub.impl") in es
     assert ("pkg.other", "pkg.sub.impl") in es and ("pkg.other", "pkg.user") in es
@@ -248,14 +294,17 @@ def test_checker_counts_a_package_import_as_its_init(tmp_path):
 
 
 def test_checker_reports_an_upward_import(tmp_path):
-    src = _write(tmp_path, {
-        "pkg/__init__.py": "",
-        "pkg/helper.py": "",
-        "pkg/top/__init__.py": "",
-        "pkg/top/run.py": "from pkg.low.calc import f\nfrom pkg import helper\n",
-        "pkg/low/__init__.py": "",
-        "pkg/low/calc.py": "from pkg import helper\ndef f():\n    from pkg.top import run\n",  # up, in a function
-    })
+    src = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/helper.py": "",
+            "pkg/top/__init__.py": "",
+            "pkg/top/run.py": "from pkg.low.calc import f\nfrom pkg import helper\n",
+            "pkg/low/__init__.py": "",
+            "pkg/low/calc.py": "from pkg import helper\ndef f():\n    from pkg.top import run\n",  # up, in a function
+        },
+    )
     layers = {"pkg.top": 2, "pkg.low": 1}
     ups = ig.upward(ig.edges(src, "pkg"), layers)
     assert [(e.src, e.dst, e.kind, e.line) for e in ups] == [("pkg.low.calc", "pkg.top.run", "function", 3)]
@@ -284,35 +333,55 @@ def test_only_the_loops_and_the_key_module_import_zmq():
 
 def test_zmq_check_sees_a_function_level_import(tmp_path):
     """Negative control: a zmq import hidden in a function of another module is found."""
-    root = _write(tmp_path, {"pkg/__init__.py": "", "pkg/a.py": "def f():\n    import zmq.auth\n",
-                             "pkg/b.py": "x = 1\n"})
+    root = _write(
+        tmp_path, {"pkg/__init__.py": "", "pkg/a.py": "def f():\n    import zmq.auth\n", "pkg/b.py": "x = 1\n"}
+    )
     assert _importers_of("zmq", root, "pkg") == {"pkg.a"}
 
 
 def test_ring_check_reports_an_outward_import(tmp_path):
     """Negative control: a wire module importing a loop (in a function) and a leaf importing a
     ring are reported; inward imports and imports within a ring are not."""
-    src = _write(tmp_path, {
-        "pkg/__init__.py": "",
-        "pkg/round/__init__.py": "", "pkg/round/engine.py": "",
-        "pkg/wire/__init__.py": "", "pkg/wire/messages.py": "from pkg.round import engine\n",
-        "pkg/wire/server.py": "from pkg.wire import messages\ndef f():\n    from pkg.net import loop\n",
-        "pkg/net/__init__.py": "", "pkg/net/loop.py": "from pkg.wire import server\n",
-        "pkg/store/__init__.py": "", "pkg/store/journal.py": "import pkg.round.engine\n",
-    })
-    bad = ring_violations(ig.edges(src, "pkg"), "pkg", {"round": set(), "wire": {"round"},
-                                                        "net": {"round", "wire"}, "store": set()})
-    assert sorted((e.src, e.dst) for e in bad) == [("pkg.store.journal", "pkg.round.engine"),
-                                                   ("pkg.wire.server", "pkg.net.loop")]
+    src = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/round/__init__.py": "",
+            "pkg/round/engine.py": "",
+            "pkg/wire/__init__.py": "",
+            "pkg/wire/messages.py": "from pkg.round import engine\n",
+            "pkg/wire/server.py": "from pkg.wire import messages\ndef f():\n    from pkg.net import loop\n",
+            "pkg/net/__init__.py": "",
+            "pkg/net/loop.py": "from pkg.wire import server\n",
+            "pkg/store/__init__.py": "",
+            "pkg/store/journal.py": "import pkg.round.engine\n",
+        },
+    )
+    bad = ring_violations(
+        ig.edges(src, "pkg"), "pkg", {"round": set(), "wire": {"round"}, "net": {"round", "wire"}, "store": set()}
+    )
+    assert sorted((e.src, e.dst) for e in bad) == [
+        ("pkg.store.journal", "pkg.round.engine"),
+        ("pkg.wire.server", "pkg.net.loop"),
+    ]
 
 
 def test_the_architecture_page_names_every_runtime_module_in_its_ring():
     """docs/architecture.md is where a maintainer looks a module up: every module of runtime/ must
     be listed in its ring's row, so a new module (or a move) that the page misses fails here."""
     page = (SRC.parent / "docs" / "architecture.md").read_text()
-    rows = {line.split("|")[1].strip().strip("`").rstrip("/").split("/")[-1]: line
-            for line in page.splitlines() if line.startswith("| `runtime/")}
+    rows = {
+        line.split("|")[1].strip().strip("`").rstrip("/").split("/")[-1]: line
+        for line in page.splitlines()
+        if line.startswith("| `runtime/")
+    }
     assert set(rows) == set(RINGS_MAY_IMPORT), f"ring rows on the page: {sorted(rows)}"
-    missing = [m for m in ig.modules(SRC, "multispin") if m.startswith(RUNTIME + ".") and m.count(".") == 3
-               and not m.endswith("__init__") and f"`{m.rsplit('.', 1)[1]}.py`" not in rows[ring_of(m, RUNTIME)]]
+    missing = [
+        m
+        for m in ig.modules(SRC, "multispin")
+        if m.startswith(RUNTIME + ".")
+        and m.count(".") == 3
+        and not m.endswith("__init__")
+        and f"`{m.rsplit('.', 1)[1]}.py`" not in rows[ring_of(m, RUNTIME)]
+    ]
     assert not missing, f"runtime modules the architecture page does not list in their ring: {missing}"

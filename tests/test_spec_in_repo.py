@@ -22,15 +22,23 @@ def _project_files():
 
 def test_the_spec_is_complete_in_the_docs():
     text = SPEC.read_text()
-    for section in ("## 1. One round of the protocol", "## 2. Latency", "## 3. Goodput",
-                    "## 4. What moves over the air", "## 5. Optimisation", "## 6. Headline claims of the paper"):
+    for section in (
+        "## 1. One round of the protocol",
+        "## 2. Latency",
+        "## 3. Goodput",
+        "## 4. What moves over the air",
+        "## 5. Optimisation",
+        "## 6. Headline claims of the paper",
+    ):
         assert section in text, section
     assert "8–15%" in text and "5–10%" in text  # the published claims
 
 
 def test_nothing_refers_outside_the_repository():
     here = Path(__file__).resolve()
-    found = {str(p.relative_to(ROOT)) for p in _project_files() if p.resolve() != here and OUTSIDE.search(p.read_text())}
+    found = {
+        str(p.relative_to(ROOT)) for p in _project_files() if p.resolve() != here and OUTSIDE.search(p.read_text())
+    }
     assert not found, f"references outside the repository (cite docs/system-model.md): {sorted(found)}"
 
 

@@ -30,10 +30,22 @@ def main(argv: list[str]) -> None:
             caps = []
             for off in offsets:
                 sc = ms.scenario("paper-qwen", p_dl_dbm=base.radio.p_ul_dbm + off, fields={"optimizer.gamma_max": 8})
-                caps.append(capacity(sc, policy=policy, objective=objective, tpot_target_s=target, max_devices=24,
-                                     drops=drops, rounds=200, n_saa=200)[0])
-            print(json.dumps({"policy": policy, "objective": objective, "pdl_over_pul_db": offsets,
-                              "capacity": caps}), flush=True)
+                caps.append(
+                    capacity(
+                        sc,
+                        policy=policy,
+                        objective=objective,
+                        tpot_target_s=target,
+                        max_devices=24,
+                        drops=drops,
+                        rounds=200,
+                        n_saa=200,
+                    )[0]
+                )
+            print(
+                json.dumps({"policy": policy, "objective": objective, "pdl_over_pul_db": offsets, "capacity": caps}),
+                flush=True,
+            )
             ax.plot(offsets, caps, style, color=color, label=f"{policy}, {objective}")
     ax.set_xlabel("P^dl / P^ul (dB)")
     ax.set_ylabel(f"devices served (p95 TPOT ≤ {1e3 * target:g} ms)")

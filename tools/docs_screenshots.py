@@ -15,8 +15,17 @@ import sys
 import tempfile
 from pathlib import Path
 
-PAGES = ("index", "api", "system-model", "architecture", "examples/sweep", "examples/demo", "examples/optimize",
-         "examples/generate", "examples/scenarios")
+PAGES = (
+    "index",
+    "api",
+    "system-model",
+    "architecture",
+    "examples/sweep",
+    "examples/demo",
+    "examples/optimize",
+    "examples/generate",
+    "examples/scenarios",
+)
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 
 
@@ -34,12 +43,28 @@ def main(site: Path, out: Path) -> int:
         png = out / f"{page.replace('/', '_')}.png"
         # the virtual-time budget lets MathJax typeset before the shot is taken
         # no background networking: this machine's closed network refuses it, slowly
-        subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                        "--no-first-run", "--disable-quic", f"--user-data-dir={profile}",
-                        "--virtual-time-budget=5000", "--window-size=1280,1600", f"--screenshot={png}",
-                        (site / f"{page}.html").resolve().as_uri()],
-                       check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            [
+                browser,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+                "--disable-quic",
+                f"--user-data-dir={profile}",
+                "--virtual-time-budget=5000",
+                "--window-size=1280,1600",
+                f"--screenshot={png}",
+                (site / f"{page}.html").resolve().as_uri(),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         print(png)
     return 0
 

@@ -23,11 +23,22 @@ def runs(pair: str, policy: str, seeds: list[int]) -> None:
 
     for s in seeds:
         t = time.time()
-        sm = run_testbed(TestbedConfig.make(pair=pair, devices=8, rounds=20, max_new_tokens=64, policy=policy,
-                                            seed=s)).summary
-        print(json.dumps({"seed": s, "policy": policy, "wall": round(time.time() - t, 1),
-                          "real": sm["goodput_tokens_per_s"], "forecast": sm["forecast_tokens_per_s"],
-                          "blind": sm["budget_blind_forecast_tokens_per_s"]}), flush=True)
+        sm = run_testbed(
+            TestbedConfig.make(pair=pair, devices=8, rounds=20, max_new_tokens=64, policy=policy, seed=s)
+        ).summary
+        print(
+            json.dumps(
+                {
+                    "seed": s,
+                    "policy": policy,
+                    "wall": round(time.time() - t, 1),
+                    "real": sm["goodput_tokens_per_s"],
+                    "forecast": sm["forecast_tokens_per_s"],
+                    "blind": sm["budget_blind_forecast_tokens_per_s"],
+                }
+            ),
+            flush=True,
+        )
 
 
 def parts(pair_name: str, policy: str, seeds: list[int], rounds: int = 40) -> None:
@@ -43,16 +54,28 @@ def parts(pair_name: str, policy: str, seeds: list[int], rounds: int = 40) -> No
         drafts, tasks = [pair.default_draft] * 8, assign_tasks(8, cfg.tasks, seed)
         choice = payload_choice(cfg, pair.vocab_size)
         base = build_scenario(cfg)
-        tf = base.override({"devices.acceptance": [device_alpha(pair_name, d, t, choice.sampling)
-                                                   for d, t in zip(drafts, tasks)]})
+        tf = base.override(
+            {"devices.acceptance": [device_alpha(pair_name, d, t, choice.sampling) for d, t in zip(drafts, tasks)]}
+        )
         run, _ = with_measured_acceptance(base, pair_name, drafts, tasks, choice.sampling)
         budgets = dict(max_new_tokens=64, horizon=20)
 
         def f(sc, choice=choice, seed=seed, **kw):
             return forecast_goodput(sc, choice.wire, policy, rounds=rounds, seed=seed, **kw)["forecast_tokens_per_s"]
 
-        print(json.dumps({"seed": seed, "policy": policy, "F0": f(tf), "F1": f(run), "F2": f(run, **budgets),
-                          "F3": f(run, online=True, **budgets)}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "seed": seed,
+                    "policy": policy,
+                    "F0": f(tf),
+                    "F1": f(run),
+                    "F2": f(run, **budgets),
+                    "F3": f(run, online=True, **budgets),
+                }
+            ),
+            flush=True,
+        )
 
 
 def tiny(alpha: float, seeds: list[int], budget: int, policy: str, tag: str) -> None:
@@ -63,12 +86,33 @@ def tiny(alpha: float, seeds: list[int], budget: int, policy: str, tag: str) -> 
     path = Path(f"/tmp/forecast-gap-{tag}.json")
     path.write_text(sc.model_dump_json())
     for s in seeds:
-        sm = run_testbed(TestbedConfig.make(pair="tiny", devices=8, rounds=20, max_new_tokens=budget, policy=policy,
-                                            runner="thread", scenario=str(path), seed=s, drafts=["close"],
-                                            tasks="chat")).summary
-        print(json.dumps({"tag": tag, "seed": s, "budget": budget, "real": sm["goodput_tokens_per_s"],
-                          "forecast": sm["forecast_tokens_per_s"],
-                          "blind": sm.get("budget_blind_forecast_tokens_per_s")}), flush=True)
+        sm = run_testbed(
+            TestbedConfig.make(
+                pair="tiny",
+                devices=8,
+                rounds=20,
+                max_new_tokens=budget,
+                policy=policy,
+                runner="thread",
+                scenario=str(path),
+                seed=s,
+                drafts=["close"],
+                tasks="chat",
+            )
+        ).summary
+        print(
+            json.dumps(
+                {
+                    "tag": tag,
+                    "seed": s,
+                    "budget": budget,
+                    "real": sm["goodput_tokens_per_s"],
+                    "forecast": sm["forecast_tokens_per_s"],
+                    "blind": sm.get("budget_blind_forecast_tokens_per_s"),
+                }
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

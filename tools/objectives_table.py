@@ -16,8 +16,13 @@ import numpy as np
 from scipy import stats
 
 OBJECTIVES = ("sum", "proportional-fair", "max-min", "energy")
-FIGURES = ("goodput_tokens_per_s", "worst_device_goodput_tokens_per_s", "jain_index", "tpot_p95_s",
-           "energy_per_token_j")
+FIGURES = (
+    "goodput_tokens_per_s",
+    "worst_device_goodput_tokens_per_s",
+    "jain_index",
+    "tpot_p95_s",
+    "energy_per_token_j",
+)
 
 
 def _ci(x: np.ndarray) -> tuple[float, float, float]:
@@ -42,15 +47,38 @@ def main(argv: list[str]) -> None:
         for objective in OBJECTIVES:
             got = rows.setdefault((policy, objective), {f: [] for f in FIGURES})
             for seed in seeds:
-                s = run_testbed(TestbedConfig.make(pair=pair, devices=k, rounds=rounds, max_new_tokens=64,
-                                                   policy=policy, objective=objective, seed=seed, runner="thread",
-                                                   n_saa=100, **radio)).summary
+                s = run_testbed(
+                    TestbedConfig.make(
+                        pair=pair,
+                        devices=k,
+                        rounds=rounds,
+                        max_new_tokens=64,
+                        policy=policy,
+                        objective=objective,
+                        seed=seed,
+                        runner="thread",
+                        n_saa=100,
+                        **radio,
+                    )
+                ).summary
                 sv = s["service"]
-                for f, v in zip(FIGURES, (s["goodput_tokens_per_s"], sv["worst_device_goodput_tokens_per_s"],
-                                          sv["jain_index"], sv["tpot_s"]["p95"], sv["energy_per_token_j"])):
+                for f, v in zip(
+                    FIGURES,
+                    (
+                        s["goodput_tokens_per_s"],
+                        sv["worst_device_goodput_tokens_per_s"],
+                        sv["jain_index"],
+                        sv["tpot_s"]["p95"],
+                        sv["energy_per_token_j"],
+                    ),
+                ):
                     got[f].append(float(v))
-                print(json.dumps({"policy": policy, "objective": objective, "seed": seed,
-                                  **{f: got[f][-1] for f in FIGURES}}), flush=True)
+                print(
+                    json.dumps(
+                        {"policy": policy, "objective": objective, "seed": seed, **{f: got[f][-1] for f in FIGURES}}
+                    ),
+                    flush=True,
+                )
     print("| policy | objective | " + " | ".join(FIGURES) + " |")
     print("|---" * (2 + len(FIGURES)) + "|")
     for (policy, objective), got in rows.items():

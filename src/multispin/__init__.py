@@ -8,8 +8,19 @@ load on first use, so ``import multispin`` (and the CLI's start) stays fast.
 
 from multispin._version import __version__
 
-__all__ = ["RoundPlan", "__version__", "capacity", "evaluate", "generate", "instance", "plan", "plot", "scenario", "sweep",
-           "testbed"]
+__all__ = [
+    "RoundPlan",
+    "__version__",
+    "capacity",
+    "evaluate",
+    "generate",
+    "instance",
+    "plan",
+    "plot",
+    "scenario",
+    "sweep",
+    "testbed",
+]
 
 
 def __getattr__(name: str):

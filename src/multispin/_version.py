@@ -12,12 +12,14 @@ def source_version() -> str:
 
     here = Path(__file__).resolve().parent
     try:
-        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=here, capture_output=True, text=True,
-                             timeout=10)
+        top = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"], cwd=here, capture_output=True, text=True, timeout=10
+        )
         if top.returncode != 0 or not (Path(top.stdout.strip()) / "src" / "multispin").resolve() == here:
             return __version__
-        res = subprocess.run(["git", "describe", "--always", "--dirty", "--tags"], cwd=here, capture_output=True,
-                             text=True, timeout=10)
+        res = subprocess.run(
+            ["git", "describe", "--always", "--dirty", "--tags"], cwd=here, capture_output=True, text=True, timeout=10
+        )
     except (OSError, subprocess.SubprocessError):
         return __version__
     return res.stdout.strip() if res.returncode == 0 and res.stdout.strip() else __version__

@@ -20,42 +20,42 @@ reproduces the command's numbers from the same scenario, round and policy.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 if TYPE_CHECKING:  # the heavy layers load only when a function needs them
+    from multispin.experiments.sweep import SweepTable
+    from multispin.experiments.testbed import TestbedResult
     from multispin.optimize.montecarlo import MonteCarloResult
     from multispin.optimize.plan import Certificate, OptimizeReport
     from multispin.optimize.reactive import ReactiveDecision
     from multispin.runtime.round.session import GenerationResult
-    from multispin.experiments.sweep import SweepTable
-    from multispin.experiments.testbed import TestbedResult
     from multispin.system.instance import Instance
     from multispin.system.scenario import Scenario
 
-__all__ = ["RoundPlan", "capacity", "evaluate", "generate", "instance", "plan", "plot", "scenario", "sweep",
-           "testbed"]
+__all__ = ["RoundPlan", "capacity", "evaluate", "generate", "instance", "plan", "plot", "scenario", "sweep", "testbed"]
 
 
 def scenario(
-    spec: Union[str, Path, "Scenario"] = "paper-qwen",
+    spec: str | Path | Scenario = "paper-qwen",
     *,
-    devices: Optional[int] = None,
-    p_dl_dbm: Optional[float] = None,
-    p_ul_dbm: Optional[float] = None,
-    noise_figure_db: Optional[float] = None,
-    seed: Optional[int] = None,
-    n_saa: Optional[int] = None,
-    split: Optional[str] = None,
-    fields: Optional[Mapping[str, Any]] = None,
-    acceptance_profile: Union[None, str, Path, dict, Sequence] = None,
-    compute_profile: Union[None, str, Path, dict] = None,
-    draft: Optional[str] = None,
+    devices: int | None = None,
+    p_dl_dbm: float | None = None,
+    p_ul_dbm: float | None = None,
+    noise_figure_db: float | None = None,
+    seed: int | None = None,
+    n_saa: int | None = None,
+    split: str | None = None,
+    fields: Mapping[str, Any] | None = None,
+    acceptance_profile: None | str | Path | dict | Sequence = None,
+    compute_profile: None | str | Path | dict = None,
+    draft: str | None = None,
     force: bool = False,
-) -> "Scenario":
+) -> Scenario:
     """A validated scenario, built the way ``--scenario`` and the flags of every verb build it.
 
     Args:
@@ -80,8 +80,16 @@ def scenario(
     """
     from multispin.system.scenario_io import resolve_scenario, with_overrides
 
-    sc = with_overrides(resolve_scenario(spec), devices=devices, p_dl_dbm=p_dl_dbm, p_ul_dbm=p_ul_dbm,
-                        noise_figure_db=noise_figure_db, seed=seed, n_saa=n_saa, split=split)
+    sc = with_overrides(
+        resolve_scenario(spec),
+        devices=devices,
+        p_dl_dbm=p_dl_dbm,
+        p_ul_dbm=p_ul_dbm,
+        noise_figure_db=noise_figure_db,
+        seed=seed,
+        n_saa=n_saa,
+        split=split,
+    )
     if fields:
         sc = sc.override(dict(fields))
     if acceptance_profile is not None:
@@ -91,7 +99,7 @@ def scenario(
     return sc
 
 
-def instance(sc: "Scenario", round_index: int = 0) -> "Instance":
+def instance(sc: Scenario, round_index: int = 0) -> Instance:
     """Round ``round_index``'s arrays (channel gains, acceptance, draft latencies, radio and
     compute parameters) of a scenario: what the optimiser decides on."""
     from multispin.system.channel import World
@@ -105,14 +113,14 @@ class RoundPlan:
     the baselines on the same samples and the certificate; [`decide`][multispin.api.RoundPlan.decide] gives the modes and
     powers for any outcome (rejected set) of the round."""
 
-    scenario: "Scenario"
+    scenario: Scenario
     round_index: int
-    instance: "Instance"
-    report: "OptimizeReport"
+    instance: Instance
+    report: OptimizeReport
     #: the SAA uniforms (N_SAA, K) the plan was optimised on (common random numbers)
     uniforms: np.ndarray
     #: a non-sum objective's plan on the same samples (``plan(objective=...)``), else None
-    objective: Optional[dict] = None
+    objective: dict | None = None
 
     @property
     def draft_len(self) -> np.ndarray:
@@ -130,11 +138,11 @@ class RoundPlan:
         return dict(self.report.baselines)
 
     @property
-    def certificate(self) -> "Certificate":
+    def certificate(self) -> Certificate:
         """The plan next to the best baseline and to the free-communication upper bound."""
         return self.report.certificate
 
-    def decide(self, rejected, modes: str = "optimal") -> "ReactiveDecision":
+    def decide(self, rejected, modes: str = "optimal") -> ReactiveDecision:
         """Modes (1 UL, 2 DL, 0 not rejected), powers (W), bandwidths (Hz) and latencies for
         one outcome: ``rejected`` is a list of device indices or a (K,) boolean mask."""
         from multispin.optimize.reactive import reactive
@@ -153,61 +161,66 @@ class RoundPlan:
         sc, inst, rep = self.scenario, self.instance, self.report
         drop = World(sc).drop
         p, st, radio = rep.plan, rep.stats, sc.radio
-        devices = [{
-            "device": k,
-            "task": drop.task[k],
-            "distance_m": float(drop.distance_m[k]),
-            "channel_gain": float(inst.gain_ul[k]),
-            "channel_gain_db": float(linear_to_db(inst.gain_ul[k])),
-            "channel_gain_dl": float(inst.gain_dl[k]),
-            "alpha": float(drop.alpha[k]),
-            "draft_latency_s": float(inst.draft_latency_s[k]),
-            "draft_len": int(p.draft_len[k]),
-            "rejection_prob": float(p.rejection_prob[k]),
-            "expected_tokens": float(p.expected_tokens[k]),
-            "ul_latency_s": float(st.ul_latency_s_given_rejected[k]),
-            "ul_latency_s_full_band": float(st.ul_latency_s_alone[k]),
-            "ul_share": float(st.ul_share[k]),
-            "dl_share": float(st.dl_share[k]),
-            "ul_share_given_rejected": float(st.ul_share_given_rejected[k]),
-        } for k in range(inst.num_devices)]
-        return json_safe({
-            "scenario": sc.name,
-            "seed": sc.seed,
-            "round": self.round_index,
-            "draft_policy": p.policy,
-            "bandwidth_split": radio.bandwidth_split,
-            "acceptance_assumed": bool(drop.acceptance_assumed),
-            "acceptance_source": sc.tasks.source,
-            "goodput_tokens_per_s": p.goodput.goodput_tokens_per_s,
-            "g_max_tokens_per_s": p.goodput.g_max_tokens_per_s,
-            "e_t_comm_s": p.goodput.e_t_comm_s,
-            "t_comp_s": p.goodput.t_comp_s,
-            "expected_tokens_per_round": p.goodput.expected_tokens,
-            "baselines": dict(rep.baselines),
-            "certificate": rep.certificate.to_dict(),
-            "baseline_draft_len": dict(rep.baseline_draft_len),
-            "devices": devices,
-            "num_devices": inst.num_devices,
-            "bandwidth_hz": radio.bandwidth_hz,
-            "p_ul_dbm": radio.p_ul_dbm,
-            "p_dl_dbm": radio.p_dl_dbm_value,
-            "p_dl_w": radio.p_dl_watts,
-            "noise_psd_dbm_per_hz": radio.noise_psd_dbm_per_hz,
-            "noise_figure_db": radio.noise_figure_db,
-            "path_loss_db_at_1m": radio.path_loss_db_at_1m,
-            "path_loss_exponent": radio.path_loss_exponent,
-            "reciprocity": radio.reciprocity,
-            "codec": sc.payload.codec,
-            "payload_bits": int(sc.payload.payload_bits),
-            "count_signalling_bits": sc.payload.count_signalling_bits,
-            "t_ver0_s": sc.compute.t_ver0_s,
-            "t_ver1_s": sc.compute.t_ver1_s,
-            "t_ver_tok_s": sc.compute.t_ver_tok_s,
-            "gamma_max": sc.optimizer.gamma_max,
-            "n_saa": sc.optimizer.n_saa,
-            **({"objective": self.objective} if self.objective is not None else {}),
-        })
+        devices = [
+            {
+                "device": k,
+                "task": drop.task[k],
+                "distance_m": float(drop.distance_m[k]),
+                "channel_gain": float(inst.gain_ul[k]),
+                "channel_gain_db": float(linear_to_db(inst.gain_ul[k])),
+                "channel_gain_dl": float(inst.gain_dl[k]),
+                "alpha": float(drop.alpha[k]),
+                "draft_latency_s": float(inst.draft_latency_s[k]),
+                "draft_len": int(p.draft_len[k]),
+                "rejection_prob": float(p.rejection_prob[k]),
+                "expected_tokens": float(p.expected_tokens[k]),
+                "ul_latency_s": float(st.ul_latency_s_given_rejected[k]),
+                "ul_latency_s_full_band": float(st.ul_latency_s_alone[k]),
+                "ul_share": float(st.ul_share[k]),
+                "dl_share": float(st.dl_share[k]),
+                "ul_share_given_rejected": float(st.ul_share_given_rejected[k]),
+            }
+            for k in range(inst.num_devices)
+        ]
+        return json_safe(
+            {
+                "scenario": sc.name,
+                "seed": sc.seed,
+                "round": self.round_index,
+                "draft_policy": p.policy,
+                "bandwidth_split": radio.bandwidth_split,
+                "acceptance_assumed": bool(drop.acceptance_assumed),
+                "acceptance_source": sc.tasks.source,
+                "goodput_tokens_per_s": p.goodput.goodput_tokens_per_s,
+                "g_max_tokens_per_s": p.goodput.g_max_tokens_per_s,
+                "e_t_comm_s": p.goodput.e_t_comm_s,
+                "t_comp_s": p.goodput.t_comp_s,
+                "expected_tokens_per_round": p.goodput.expected_tokens,
+                "baselines": dict(rep.baselines),
+                "certificate": rep.certificate.to_dict(),
+                "baseline_draft_len": dict(rep.baseline_draft_len),
+                "devices": devices,
+                "num_devices": inst.num_devices,
+                "bandwidth_hz": radio.bandwidth_hz,
+                "p_ul_dbm": radio.p_ul_dbm,
+                "p_dl_dbm": radio.p_dl_dbm_value,
+                "p_dl_w": radio.p_dl_watts,
+                "noise_psd_dbm_per_hz": radio.noise_psd_dbm_per_hz,
+                "noise_figure_db": radio.noise_figure_db,
+                "path_loss_db_at_1m": radio.path_loss_db_at_1m,
+                "path_loss_exponent": radio.path_loss_exponent,
+                "reciprocity": radio.reciprocity,
+                "codec": sc.payload.codec,
+                "payload_bits": int(sc.payload.payload_bits),
+                "count_signalling_bits": sc.payload.count_signalling_bits,
+                "t_ver0_s": sc.compute.t_ver0_s,
+                "t_ver1_s": sc.compute.t_ver1_s,
+                "t_ver_tok_s": sc.compute.t_ver_tok_s,
+                "gamma_max": sc.optimizer.gamma_max,
+                "n_saa": sc.optimizer.n_saa,
+                **({"objective": self.objective} if self.objective is not None else {}),
+            }
+        )
 
     def to_json(self) -> str:
         """The JSON text ``multispin optimize --json`` prints for the same scenario, round and
@@ -219,8 +232,15 @@ class RoundPlan:
         return json.dumps(versioned(self.to_dict(), "optimize"))
 
 
-def plan(sc: "Scenario", round_index: int = 0, *, draft_policy: str = "greedy", baselines: bool = True,
-         policy: Optional[str] = None, objective: Optional[str] = None) -> RoundPlan:
+def plan(
+    sc: Scenario,
+    round_index: int = 0,
+    *,
+    draft_policy: str = "greedy",
+    baselines: bool = True,
+    policy: str | None = None,
+    objective: str | None = None,
+) -> RoundPlan:
     """Plan one round of a scenario as ``multispin optimize`` does.
 
     Args:
@@ -245,44 +265,53 @@ def plan(sc: "Scenario", round_index: int = 0, *, draft_policy: str = "greedy", 
     world = World(sc)
     inst = world.instance(r)
     u = world.saa_uniforms(r)
-    rep = optimize_instance(inst, u, world.mode_uniforms(r), policy=draft_policy,
-                            split=sc.radio.bandwidth_split, with_baselines=baselines)
+    rep = optimize_instance(
+        inst, u, world.mode_uniforms(r), policy=draft_policy, split=sc.radio.bandwidth_split, with_baselines=baselines
+    )
     return RoundPlan(sc, r, inst, rep, u, _objective_plan(sc, inst, u, rep, objective))
 
 
-def _objective_plan(sc, inst, u, rep, objective: Optional[str]) -> Optional[dict]:
+def _objective_plan(sc, inst, u, rep, objective: str | None) -> dict | None:
     """A non-sum objective's plan on the plan's samples, next to the sum's (None for ``sum``)."""
     from multispin.optimize.objectives import EnergyModel, check_objective, plan_objective, score
 
     name = check_objective(objective if objective is not None else sc.optimizer.objective)
     if name == "sum":
         return None
-    p, s, _ = plan_objective(inst, name, uniforms=u, energy=EnergyModel.of(sc), split=sc.radio.bandwidth_split,
-                             starts=[rep.plan.draft_len])
+    p, s, _ = plan_objective(
+        inst, name, uniforms=u, energy=EnergyModel.of(sc), split=sc.radio.bandwidth_split, starts=[rep.plan.draft_len]
+    )
     g = rep.plan.goodput
     sum_g = rep.plan.expected_tokens / (g.t_comp_s + g.e_t_comm_s)  # the sum plan's per-device goodputs
-    return {"name": name, "search": p.policy.split(":")[1], "draft_len": p.draft_len.tolist(),
-            "value": s.value, "device_goodput_tokens_per_s": s.device_goodput.tolist(),
-            "goodput_tokens_per_s": p.goodput_tokens_per_s,
-            "worst_device_goodput_tokens_per_s": float(s.device_goodput.min()),
-            "sum_plan_worst_device_goodput_tokens_per_s": float(sum_g.min()),
-            "sum_plan_value": (score(name, sum_g) if name != "energy" else None)}
+    return {
+        "name": name,
+        "search": p.policy.split(":")[1],
+        "draft_len": p.draft_len.tolist(),
+        "value": s.value,
+        "device_goodput_tokens_per_s": s.device_goodput.tolist(),
+        "goodput_tokens_per_s": p.goodput_tokens_per_s,
+        "worst_device_goodput_tokens_per_s": float(s.device_goodput.min()),
+        "sum_plan_worst_device_goodput_tokens_per_s": float(sum_g.min()),
+        "sum_plan_value": (score(name, sum_g) if name != "energy" else None),
+    }
 
 
-def _one_draft_policy(draft_policy: str, policy: Optional[str]) -> str:
+def _one_draft_policy(draft_policy: str, policy: str | None) -> str:
     """``draft_policy``, or the old keyword ``policy`` when only that one is given."""
     from multispin.errors import ConfigError
 
     if policy is None or policy == draft_policy:
         return draft_policy
     if draft_policy != "greedy":
-        raise ConfigError(f"draft_policy: conflicting values ({draft_policy!r}, and {policy!r} as policy); "
-                          "give only draft_policy")
+        raise ConfigError(
+            f"draft_policy: conflicting values ({draft_policy!r}, and {policy!r} as policy); give only draft_policy"
+        )
     return policy
 
 
-def evaluate(p: RoundPlan, rounds: int = 10_000, *, draft_len=None, modes: str = "optimal",
-             seed: Optional[int] = None) -> "MonteCarloResult":
+def evaluate(
+    p: RoundPlan, rounds: int = 10_000, *, draft_len=None, modes: str = "optimal", seed: int | None = None
+) -> MonteCarloResult:
     """Monte Carlo of ``rounds`` rounds at the plan's γ (or ``draft_len``) on its instance, with
     fresh acceptance draws; randomness from the scenario's ``montecarlo`` stream (or ``seed``)."""
     from multispin.errors import ConfigError
@@ -291,15 +320,22 @@ def evaluate(p: RoundPlan, rounds: int = 10_000, *, draft_len=None, modes: str =
 
     if not isinstance(rounds, int) or rounds < 1:
         raise ConfigError(f"rounds: must be an integer in [1, inf) (got {rounds!r})")
-    rng = (np.random.default_rng(seed) if seed is not None
-           else stream(p.scenario.seed, "montecarlo", p.round_index))
+    rng = np.random.default_rng(seed) if seed is not None else stream(p.scenario.seed, "montecarlo", p.round_index)
     gamma = p.draft_len if draft_len is None else np.asarray(draft_len)
     return simulate_rounds(p.instance, gamma, rounds, rng, modes=modes, split=p.scenario.radio.bandwidth_split)
 
 
-def capacity(sc: Union[str, Path, "Scenario"] = "paper-qwen", *, policy: str = "adaptive", objective: str = "sum",
-             tpot_target_s: float = 0.1, quantile: float = 95.0, max_devices: int = 16, drops: int = 3,
-             rounds: int = 200) -> dict[str, Any]:
+def capacity(
+    sc: str | Path | Scenario = "paper-qwen",
+    *,
+    policy: str = "adaptive",
+    objective: str = "sum",
+    tpot_target_s: float = 0.1,
+    quantile: float = 95.0,
+    max_devices: int = 16,
+    drops: int = 3,
+    rounds: int = 200,
+) -> dict[str, Any]:
     """How many devices one server carries while the ``quantile``-th percentile of every device's
     time per output token stays within ``tpot_target_s`` (the model: each K planned with
     ``objective`` under the ``policy``'s modes and its rounds simulated; docs/service.md).
@@ -311,14 +347,30 @@ def capacity(sc: Union[str, Path, "Scenario"] = "paper-qwen", *, policy: str = "
     from multispin.experiments.capacity import capacity as _capacity
 
     spec = sc if not isinstance(sc, (str, Path)) else scenario(sc)
-    k, points = _capacity(spec, policy=policy, objective=objective, tpot_target_s=tpot_target_s, quantile=quantile,
-                          max_devices=max_devices, drops=drops, rounds=rounds)
+    k, points = _capacity(
+        spec,
+        policy=policy,
+        objective=objective,
+        tpot_target_s=tpot_target_s,
+        quantile=quantile,
+        max_devices=max_devices,
+        drops=drops,
+        rounds=rounds,
+    )
     return {"capacity": k, "points": [asdict(p) for p in points]}
 
 
-def sweep(sc: Union[str, Path, "Scenario"], over: Mapping[str, Sequence[Any]], drops: int = 10,
-          policies: Sequence[str] = ("adaptive", "all_ul", "all_dl"), *, seed: Optional[int] = None,
-          workers: int = 1, out: Union[None, str, Path] = None, progress: bool = False) -> "SweepTable":
+def sweep(
+    sc: str | Path | Scenario,
+    over: Mapping[str, Sequence[Any]],
+    drops: int = 10,
+    policies: Sequence[str] = ("adaptive", "all_ul", "all_dl"),
+    *,
+    seed: int | None = None,
+    workers: int = 1,
+    out: None | str | Path = None,
+    progress: bool = False,
+) -> SweepTable:
     """Goodput of ``policies`` at every point of a grid, each with its 95% interval (``multispin sweep``).
 
         >>> import multispin as ms
@@ -348,11 +400,19 @@ def sweep(sc: Union[str, Path, "Scenario"], over: Mapping[str, Sequence[Any]], d
     """
     from multispin.experiments.sweep import run_sweep
 
-    return run_sweep(sc if not isinstance(sc, (str, Path)) else scenario(sc), over, drops, policies, seed=seed,
-                     workers=workers, out=Path(out) if out is not None else None, progress=progress)
+    return run_sweep(
+        sc if not isinstance(sc, (str, Path)) else scenario(sc),
+        over,
+        drops,
+        policies,
+        seed=seed,
+        workers=workers,
+        out=Path(out) if out is not None else None,
+        progress=progress,
+    )
 
 
-def plot(table: "SweepTable", path: Union[None, str, Path] = None, *, field: Optional[str] = None):
+def plot(table: SweepTable, path: None | str | Path = None, *, field: str | None = None):
     """The sweep's goodput against its swept field, one line per policy with its 95% band (a
     matplotlib Figure; saved as PNG to ``path`` when given). ``field``: the x axis of a sweep over
     several fields (one panel per combination of the others)."""
@@ -361,10 +421,19 @@ def plot(table: "SweepTable", path: Union[None, str, Path] = None, *, field: Opt
     return plot_sweep(table, Path(path) if path is not None else None, field)
 
 
-def generate(pair: str = "smollm2-135m", *, devices: int = 4, draft_len: int = 4, mode: str = "random",
-             max_new_tokens: int = 32, prompts: Optional[Sequence[str]] = None,
-             drafts: Optional[Sequence[str]] = None, seed: int = 0, device: str = "cpu",
-             **options: Any) -> "GenerationResult":
+def generate(
+    pair: str = "smollm2-135m",
+    *,
+    devices: int = 4,
+    draft_len: int = 4,
+    mode: str = "random",
+    max_new_tokens: int = 32,
+    prompts: Sequence[str] | None = None,
+    drafts: Sequence[str] | None = None,
+    seed: int = 0,
+    device: str = "cpu",
+    **options: Any,
+) -> GenerationResult:
     """Real tokens from K devices and one server in this process (``multispin generate``).
 
     ``options``: ``temperature``, ``top_k``, ``top_p``, ``ul_codec``, ``dl_codec``. ``device``:
@@ -375,15 +444,32 @@ def generate(pair: str = "smollm2-135m", *, devices: int = 4, draft_len: int = 4
     from multispin.runtime.round.session import GenerateConfig
     from multispin.runtime.round.session import generate as run
 
-    config = GenerateConfig.make(pair=pair, devices=devices, draft_len=draft_len, mode=mode,
-                                 max_new_tokens=max_new_tokens, prompts=list(prompts) if prompts else None,
-                                 drafts=list(drafts) if drafts else None, seed=seed, **options)
+    config = GenerateConfig.make(
+        pair=pair,
+        devices=devices,
+        draft_len=draft_len,
+        mode=mode,
+        max_new_tokens=max_new_tokens,
+        prompts=list(prompts) if prompts else None,
+        drafts=list(drafts) if drafts else None,
+        seed=seed,
+        **options,
+    )
     return run(config, pair=place_pair(resolve_pair(pair, drafts=config.drafts), device))
 
 
-def testbed(sc: Union[str, Path] = "paper-qwen", pair: str = "smollm2-135m", *, devices: int = 8,
-            policy: str = "adaptive", rounds: Optional[int] = None, max_new_tokens: int = 64,
-            out: Union[None, str, Path] = None, device: str = "cpu", **options: Any) -> "TestbedResult":
+def testbed(
+    sc: str | Path = "paper-qwen",
+    pair: str = "smollm2-135m",
+    *,
+    devices: int = 8,
+    policy: str = "adaptive",
+    rounds: int | None = None,
+    max_new_tokens: int = 64,
+    out: None | str | Path = None,
+    device: str = "cpu",
+    **options: Any,
+) -> TestbedResult:
     """The networked system (``multispin testbed``): an edge server and K device processes over
     ZeroMQ on this machine, re-planned every round with the optimiser.
 
@@ -392,12 +478,20 @@ def testbed(sc: Union[str, Path] = "paper-qwen", pair: str = "smollm2-135m", *, 
     ``seed``, ``ul_codec``, ...). ``result.summary`` holds the goodput next to the analytic and
     Monte Carlo predictions; ``result.texts`` every device's text.
     """
+    from multispin.experiments.testbed import TestbedConfig, run_testbed
     from multispin.models.placement import place_pair
     from multispin.models.registry import resolve_pair
-    from multispin.experiments.testbed import TestbedConfig, run_testbed
 
-    config = TestbedConfig.make(scenario=str(sc), pair=pair, devices=devices, policy=policy, rounds=rounds,
-                                max_new_tokens=max_new_tokens, out=out, **options)
+    config = TestbedConfig.make(
+        scenario=str(sc),
+        pair=pair,
+        devices=devices,
+        policy=policy,
+        rounds=rounds,
+        max_new_tokens=max_new_tokens,
+        out=out,
+        **options,
+    )
     return run_testbed(config, pair=place_pair(resolve_pair(pair), device, drafts=False))
 
 

@@ -10,26 +10,32 @@ from __future__ import annotations
 
 import sys
 import warnings
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import typer
 
 # `app` (created in commands/_app.py, so that a verb module need not import this one) is
 # re-exported here; verbs live in their own modules and register themselves on it when imported.
-from multispin.commands import generate, measure, profile, testbed  # noqa: F401
-from multispin.commands import optimize  # noqa: F401
-from multispin.commands import serve, device  # noqa: F401
-from multispin.commands import reproduce  # noqa: F401
-from multispin.commands import scenario  # noqa: F401
-from multispin.commands import keys  # noqa: F401
-from multispin.commands import sweep  # noqa: F401
+from multispin.commands import (  # noqa: F401  # noqa: F401
+    device,
+    generate,
+    keys,  # noqa: F401
+    measure,
+    optimize,  # noqa: F401
+    profile,
+    reproduce,  # noqa: F401
+    scenario,  # noqa: F401
+    serve,
+    sweep,  # noqa: F401
+    testbed,
+)
 from multispin.commands._app import app
 from multispin.commands._errors import library_error_line, usage_error_line
 from multispin.commands._interrupt import catch_signals, exit_code
 from multispin.errors import MultispinError
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     """Run the command line; exit 2 with one line on stderr for every user mistake."""
     from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 

@@ -53,7 +53,7 @@ class Interrupted(KeyboardInterrupt):
         self.partial = partial
 
     @classmethod
-    def after(cls, exc: BaseException, message: str, partial: Any = None) -> "Interrupted":
+    def after(cls, exc: BaseException, message: str, partial: Any = None) -> Interrupted:
         """The same interruption as ``exc`` (its signal), told with ``message``."""
         return cls(message, getattr(exc, "signum", 2), partial)
 
@@ -79,7 +79,7 @@ def _got(err: dict) -> str:
     if err.get("type") == "missing" or isinstance(got, dict):
         return ""
     text = repr(got)
-    return f" (got {text if len(text) <= _MAX_GOT else text[:_MAX_GOT - 3] + '...'})"
+    return f" (got {text if len(text) <= _MAX_GOT else text[: _MAX_GOT - 3] + '...'})"
 
 
 def config_error_from_validation(exc: Any, prefix: str = "") -> ConfigError:
@@ -96,7 +96,7 @@ def config_error_from_validation(exc: Any, prefix: str = "") -> ConfigError:
         msg = str(err.get("msg", "invalid"))
         head = _FIELD_HEAD.match(msg) if not loc else None
         if head:
-            loc, msg = tuple(head.group(1).split(".")), msg[head.end():]
+            loc, msg = tuple(head.group(1).split(".")), msg[head.end() :]
         locs.append(loc)
         field = ".".join(str(p) for p in loc) or "value"
         if prefix:

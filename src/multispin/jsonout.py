@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from multispin._version import __version__
 
@@ -23,8 +23,12 @@ SCHEMA_VERSIONS = {
 
 def versioned(doc: dict[str, Any], schema: str) -> dict[str, Any]:
     """``doc`` with the version fields first (a field of ``doc`` with the same name wins)."""
-    return {"multispin_version": __version__, "schema": f"multispin.{schema}",
-            "schema_version": SCHEMA_VERSIONS.get(schema, SCHEMA_VERSION), **doc}
+    return {
+        "multispin_version": __version__,
+        "schema": f"multispin.{schema}",
+        "schema_version": SCHEMA_VERSIONS.get(schema, SCHEMA_VERSION),
+        **doc,
+    }
 
 
 def json_safe(v: Any) -> Any:
@@ -40,7 +44,7 @@ def json_safe(v: Any) -> Any:
     return v
 
 
-def write_json(doc: Any, path: Path, indent: Optional[int] = None) -> None:
+def write_json(doc: Any, path: Path, indent: int | None = None) -> None:
     """``doc`` as a JSON file at ``path`` (its folder made if missing), ending in a newline."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=indent) + "\n", encoding="utf-8")

@@ -42,7 +42,11 @@ ModeRule = Literal["optimal", "all_ul", "all_dl", "random"]
 MODE_RULES: tuple[ModeRule, ...] = ("optimal", "all_ul", "all_dl", "random")
 # the links each rule may pick (a run's payload needs the codecs of these links only)
 RULE_LINKS: dict[str, tuple[LinkMode, ...]] = {
-    "optimal": LINK_MODES, "all_ul": (UL,), "all_dl": (DL,), "random": LINK_MODES}
+    "optimal": LINK_MODES,
+    "all_ul": (UL,),
+    "all_dl": (DL,),
+    "random": LINK_MODES,
+}
 # the fair coin: a rejected device goes UL where its uniform draw is below this
 COIN_UL_BELOW = 0.5
 
@@ -52,8 +56,13 @@ RunPolicy = Literal["adaptive", "all_ul", "all_dl", "random", "target_only"]
 TARGET_ONLY = "target_only"
 # policy -> its mode rule; the names are the optimiser's baseline names (all_ul in the CLI, the
 # API and every JSON alike)
-RUN_POLICIES: dict[str, ModeRule] = {"adaptive": "optimal", "all_ul": "all_ul", "all_dl": "all_dl",
-                                     "random": "random", TARGET_ONLY: "optimal"}
+RUN_POLICIES: dict[str, ModeRule] = {
+    "adaptive": "optimal",
+    "all_ul": "all_ul",
+    "all_dl": "all_dl",
+    "random": "random",
+    TARGET_ONLY: "optimal",
+}
 # the policies a demo compares: the optimiser, the two one-link baselines and plain decoding
 DEMO_POLICIES: tuple[str, ...] = ("adaptive", "all_ul", "all_dl", TARGET_ONLY)
 
@@ -108,6 +117,5 @@ def fixed_mode_links(mode: str) -> tuple[LinkMode, ...]:
 # ----------------------------------------------------------------------------- draft policies
 
 # how the optimiser chooses γ (optimize.baselines); ``fast`` is the runtime planner's search
-DRAFT_POLICIES: tuple[str, ...] = ("greedy", "greedy_paper", "best_uniform", "computation_only", "oracle",
-                                   "certified")
+DRAFT_POLICIES: tuple[str, ...] = ("greedy", "greedy_paper", "best_uniform", "computation_only", "oracle", "certified")
 PLAN_POLICIES: tuple[str, ...] = DRAFT_POLICIES + ("fast",)

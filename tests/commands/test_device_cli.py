@@ -11,8 +11,8 @@ import time
 import pytest
 
 from multispin.models.registry import resolve_pair
-from multispin.runtime.security.keys import create_keyring
 from multispin.runtime.net.server import EdgeServer, ServerConfig
+from multispin.runtime.security.keys import create_keyring
 
 # real sockets, processes or models: `make test-fast` leaves these out
 pytestmark = pytest.mark.integration
@@ -26,9 +26,18 @@ def keyring(tmp_path):
 @pytest.fixture
 def server(keyring, request):
     pair = resolve_pair("tiny")
-    cfg = ServerConfig.make(host="127.0.0.1", port=0, expected_devices=1, max_new_tokens=8, draft_len=3,
-                            mode="mixed", temperature=0.0, seed=0, join_timeout_s=60,
-                            **getattr(request, "param", {}))
+    cfg = ServerConfig.make(
+        host="127.0.0.1",
+        port=0,
+        expected_devices=1,
+        max_new_tokens=8,
+        draft_len=3,
+        mode="mixed",
+        temperature=0.0,
+        seed=0,
+        join_timeout_s=60,
+        **getattr(request, "param", {}),
+    )
     srv = EdgeServer(cfg, pair, keys=keyring[0])
     box = {}
     thread = threading.Thread(target=lambda: box.setdefault("result", srv.run()), daemon=True)
@@ -43,9 +52,23 @@ def test_device_prints_and_saves_its_text_and_takes_host_port(multispin, tmp_pat
     srv, box, pair = server
     host_port = srv.endpoint.removeprefix("tcp://")  # no tcp:// (used to hang silently)
     result = tmp_path / "out" / "device0.json"
-    res = multispin("device", "--server", host_port, "--device-id", "0", "--pair", "tiny",
-                    "--prompt", "Hello edge", "--result", str(result), "--server-timeout", "30",
-                    "--keys", str(keyring[1][0]))
+    res = multispin(
+        "device",
+        "--server",
+        host_port,
+        "--device-id",
+        "0",
+        "--pair",
+        "tiny",
+        "--prompt",
+        "Hello edge",
+        "--result",
+        str(result),
+        "--server-timeout",
+        "30",
+        "--keys",
+        str(keyring[1][0]),
+    )
     assert res.code == 0, res.err  # finished, digest matches
     saved = json.loads(result.read_text())
     expected = pair.tokenizer.decode(saved["generated"], skip_special_tokens=True)
@@ -63,8 +86,23 @@ def test_server_timeout_bounds_the_handshake_and_reconnects_are_logged(multispin
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     t0 = time.monotonic()
-    res = multispin("device", "--server", f"127.0.0.1:{port}", "--device-id", "0", "--pair", "tiny",
-                    "--prompt", "x", "--server-timeout", "1", "--reconnects", "1", "--keys", str(keyring[1][0]))
+    res = multispin(
+        "device",
+        "--server",
+        f"127.0.0.1:{port}",
+        "--device-id",
+        "0",
+        "--pair",
+        "tiny",
+        "--prompt",
+        "x",
+        "--server-timeout",
+        "1",
+        "--reconnects",
+        "1",
+        "--keys",
+        str(keyring[1][0]),
+    )
     took = time.monotonic() - t0
     assert res.code == 2
     assert took < 15, f"took {took:.1f} s"
@@ -78,8 +116,21 @@ def test_server_timeout_bounds_the_handshake_and_reconnects_are_logged(multispin
 def test_a_device_that_did_not_finish_exits_1_with_its_partial_text(multispin, server, keyring):
     """The server stops after one round (--rounds 1): the device used to exit 0 although its
     text was not finished (issue 22, item 4)."""
-    res = multispin("device", "--server", server[0].endpoint, "--device-id", "0", "--pair", "tiny",
-                    "--prompt", "Hello edge", "--server-timeout", "30", "--keys", str(keyring[1][0]))
+    res = multispin(
+        "device",
+        "--server",
+        server[0].endpoint,
+        "--device-id",
+        "0",
+        "--pair",
+        "tiny",
+        "--prompt",
+        "Hello edge",
+        "--server-timeout",
+        "30",
+        "--keys",
+        str(keyring[1][0]),
+    )
     assert res.code == 1
     last = res.err.strip().splitlines()[-1]
     assert last.startswith("error: device 0: did not finish its text (") and "the session ended: rounds" in last
@@ -92,10 +143,25 @@ def test_a_digest_that_differs_from_the_servers_exits_1(multispin, monkeypatch, 
 
     outcome = DeviceOutcome(0, [1, 2, 3], 1, "aa" * 32, True, "done", 1, 2, server_digest, text="x")
     monkeypatch.setattr("multispin.runtime.net.device.run_device", lambda *a, **k: outcome)
-    res = multispin("device", "--server", "127.0.0.1:1", "--device-id", "0", "--pair", "tiny", "--prompt", "x",
-                    "--keys", str(keyring[1][0]), "--json")
+    res = multispin(
+        "device",
+        "--server",
+        "127.0.0.1:1",
+        "--device-id",
+        "0",
+        "--pair",
+        "tiny",
+        "--prompt",
+        "x",
+        "--keys",
+        str(keyring[1][0]),
+        "--json",
+    )
     assert res.code == code, res.err
     assert json.loads(res.out)["finished"] is True  # the outcome is printed either way
     if code:
-        assert res.err.strip().splitlines()[-1].startswith(
-            "error: device 0: its tokens differ from the server's record (digest aaaaaaaaaaaa")
+        assert (
+            res.err.strip()
+            .splitlines()[-1]
+            .startswith("error: device 0: its tokens differ from the server's record (digest aaaaaaaaaaaa")
+        )

@@ -39,14 +39,18 @@ REQUIRED = _required_params()
 
 def test_the_verbs_have_required_parameters_to_check():
     names = {(" ".join(path), p.name) for path, p, _ in REQUIRED}
-    assert {("keys device", "device_id"), ("keys device", "directory"), ("keys server", "directory"),
-            ("scenario show", "name")} <= names
+    assert {
+        ("keys device", "device_id"),
+        ("keys device", "directory"),
+        ("keys server", "directory"),
+        ("scenario show", "name"),
+    } <= names
 
 
-@pytest.mark.parametrize("path, param, others", REQUIRED,
-                         ids=[f"{' '.join(p)} {q.name}" for p, q, _ in REQUIRED])
-def test_missing_required_parameter_names_itself_and_what_it_expects(multispin, monkeypatch, tmp_path,
-                                                                     path, param, others):
+@pytest.mark.parametrize("path, param, others", REQUIRED, ids=[f"{' '.join(p)} {q.name}" for p, q, _ in REQUIRED])
+def test_missing_required_parameter_names_itself_and_what_it_expects(
+    multispin, monkeypatch, tmp_path, path, param, others
+):
     monkeypatch.setenv("MULTISPIN_SECRET", "test-secret-0123456789")
     args = list(path)
     for q in others:  # every other required one given, so the line is about `param`
@@ -59,7 +63,7 @@ def test_missing_required_parameter_names_itself_and_what_it_expects(multispin, 
     name = param.opts[0] if param.param_type_name == "option" else param.metavar
     head = f"error: {name}: required ("
     assert res.err.startswith(head), res.err
-    expects = res.err[len(head):].strip().rstrip(")")
+    expects = res.err[len(head) :].strip().rstrip(")")
     assert len(expects) > 3, res.err  # says what it takes, not `error: --prompt: `
 
 
@@ -113,8 +117,19 @@ def test_a_file_without_preset_suggests_one(multispin, tmp_path):
 
 def _tiny_profiles(tmp_path, r2=0.98):
     comp = tmp_path / "c.json"
-    comp.write_text(json.dumps({"pair": "tiny", "vocab_size": 256, "t_ver0_s": 0.01, "t_ver1_s": 0.001,
-                                "t_ver_tok_s": 0.0, "r2": r2, "draft_latency_s_per_token": {"close": 0.001}}))
+    comp.write_text(
+        json.dumps(
+            {
+                "pair": "tiny",
+                "vocab_size": 256,
+                "t_ver0_s": 0.01,
+                "t_ver1_s": 0.001,
+                "t_ver_tok_s": 0.0,
+                "r2": r2,
+                "draft_latency_s_per_token": {"close": 0.001},
+            }
+        )
+    )
     acc = tmp_path / "a.json"
     acc.write_text(json.dumps({"pair": "tiny", "tasks": {"chat": 0.5}}))  # V from the registered pair
     return comp, acc
@@ -127,15 +142,18 @@ def test_a_profile_of_another_vocabulary_is_refused_or_forced(multispin, tmp_pat
         # a scenario the user names keeps its vocabulary
         res = multispin("optimize", "--scenario", "paper-qwen", flag, str(path), *small)
         assert res.code == 2 and res.err.count("\n") == 1, res.err
-        assert "measured on pair 'tiny' (V = 256), but scenario 'paper-qwen' has payload.vocab_size = 151,665" in res.err
+        assert (
+            "measured on pair 'tiny' (V = 256), but scenario 'paper-qwen' has payload.vocab_size = 151,665" in res.err
+        )
         assert "--force" in res.err
         res = multispin("optimize", "--scenario", "paper-qwen", flag, str(path), "--force", *small)
         assert res.code == 0, res.err
         assert "WARNING" in res.err and "applied anyway (forced)" in res.err
         # without --scenario: the default scenario with the profile's vocabulary, said in one line
         res = multispin("optimize", flag, str(path), *small)
-        assert res.code == 0 and res.err == ("scenario: paper-qwen with payload.vocab_size = 256, the profiles' "
-                                             "pair's (--scenario names another)\n"), res.err
+        assert res.code == 0 and res.err == (
+            "scenario: paper-qwen with payload.vocab_size = 256, the profiles' pair's (--scenario names another)\n"
+        ), res.err
         assert json.loads(res.out)["payload_bits"] < 151_665
     # a scenario of the profile's vocabulary takes it without a word
     f = tmp_path / "tiny.yaml"
@@ -148,14 +166,35 @@ def test_a_poor_compute_fit_warns(multispin, tmp_path):
     comp, _ = _tiny_profiles(tmp_path, r2=0.0)
     f = tmp_path / "tiny.yaml"
     f.write_text("preset: paper-qwen\npayload: {vocab_size: 256, codec: 'sparse:v_eff=64,q=16'}\n")
-    res = multispin("optimize", "--scenario", str(f), "--compute-profile", str(comp),
-                    "--devices", "3", "--n-saa", "20", "--no-baselines", "--json")
+    res = multispin(
+        "optimize",
+        "--scenario",
+        str(f),
+        "--compute-profile",
+        str(comp),
+        "--devices",
+        "3",
+        "--n-saa",
+        "20",
+        "--no-baselines",
+        "--json",
+    )
     assert res.code == 0 and "R² = 0.000 < 0.5" in res.err
 
 
 def test_missing_option_through_the_installed_entry_point():
-    env = {"MULTISPIN_SECRET": "test-secret-0123456789", "PATH": "",
-           "PYTHONPATH": str(Path(cli.__file__).parents[1])}  # this checkout's package
-    res = subprocess.run([sys.executable, "-c", "from multispin.cli import main; main()", "keys", "device", "k"],
-                         capture_output=True, text=True, env=env, timeout=120)
-    assert res.returncode == 2 and res.stderr == "error: --device-id: required (INT: the device id the key is bound to)\n"
+    env = {
+        "MULTISPIN_SECRET": "test-secret-0123456789",
+        "PATH": "",
+        "PYTHONPATH": str(Path(cli.__file__).parents[1]),
+    }  # this checkout's package
+    res = subprocess.run(
+        [sys.executable, "-c", "from multispin.cli import main; main()", "keys", "device", "k"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert (
+        res.returncode == 2 and res.stderr == "error: --device-id: required (INT: the device id the key is bound to)\n"
+    )

@@ -19,8 +19,22 @@ def tiny_profile(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("profile") / "c.json"
     with pytest.raises(SystemExit) as exc:
-        cli.main(["profile", "--pair", "tiny", "--max-batch", "2", "--max-draft-len", "2", "--repeats", "1",
-                  "--out", str(out), "--json"])
+        cli.main(
+            [
+                "profile",
+                "--pair",
+                "tiny",
+                "--max-batch",
+                "2",
+                "--max-draft-len",
+                "2",
+                "--repeats",
+                "1",
+                "--out",
+                str(out),
+                "--json",
+            ]
+        )
     assert exc.value.code == 0
     return out
 
@@ -34,13 +48,37 @@ def test_profile_then_optimize_with_defaults(multispin, tiny_profile):
     assert prof["vocab_size"] == 256  # the tiny pair's, so a scenario of that vocabulary takes it
     tiny = tiny_profile.parent / "tiny.yaml"
     tiny.write_text("preset: paper-qwen\npayload: {vocab_size: 256, codec: 'sparse:v_eff=64,q=16'}\n")
-    res = multispin("optimize", "--scenario", str(tiny), "--compute-profile", str(tiny_profile), "--devices", "6",
-                    "--n-saa", "50", "--no-baselines", "--json")
+    res = multispin(
+        "optimize",
+        "--scenario",
+        str(tiny),
+        "--compute-profile",
+        str(tiny_profile),
+        "--devices",
+        "6",
+        "--n-saa",
+        "50",
+        "--no-baselines",
+        "--json",
+    )
     assert res.code == 0, res.err
     got = [d["draft_latency_s"] for d in json.loads(res.out)["devices"]]
     assert got == pytest.approx([per_draft[n] for n in ("close", "mid", "far")] * 2)  # drafts in turn
-    res = multispin("optimize", "--scenario", str(tiny), "--compute-profile", str(tiny_profile), "--draft", "mid",
-                    "--devices", "6", "--n-saa", "50", "--no-baselines", "--json")
+    res = multispin(
+        "optimize",
+        "--scenario",
+        str(tiny),
+        "--compute-profile",
+        str(tiny_profile),
+        "--draft",
+        "mid",
+        "--devices",
+        "6",
+        "--n-saa",
+        "50",
+        "--no-baselines",
+        "--json",
+    )
     assert res.code == 0, res.err
     mid = per_draft["mid"]
     assert all(mid <= d["draft_latency_s"] <= 1.15 * mid for d in json.loads(res.out)["devices"])
@@ -62,18 +100,30 @@ def test_serve_stops_on_a_codec_the_vocabulary_cannot_carry(multispin, monkeypat
     """`serve --ul-codec sparse:v_eff=99999999` warned, then waited for devices."""
     monkeypatch.setenv("MULTISPIN_SECRET", "test-secret-0123456789")
     t0 = time.monotonic()
-    res = multispin("serve", "--pair", "tiny", "--port", "0", "--ul-codec", "sparse:v_eff=99999999",
-                    "--join-timeout", "60", "--insecure", "--no-journal")
+    res = multispin(
+        "serve",
+        "--pair",
+        "tiny",
+        "--port",
+        "0",
+        "--ul-codec",
+        "sparse:v_eff=99999999",
+        "--join-timeout",
+        "60",
+        "--insecure",
+        "--no-journal",
+    )
     assert res.code == 2 and time.monotonic() - t0 < 30
-    assert res.err.strip() == ("error: ul_codec: sparse.v_eff: must be <= vocab_size 256 (got 99999999); "
-                               "sparse-v99999999-q16 cannot carry this row")
+    assert res.err.strip() == (
+        "error: ul_codec: sparse.v_eff: must be <= vocab_size 256 (got 99999999); "
+        "sparse-v99999999-q16 cannot carry this row"
+    )
 
 
 def test_json_outputs_say_who_wrote_them(multispin):
     r = json.loads(multispin("optimize", "--devices", "2", "--n-saa", "20", "--no-baselines", "--json").out)
     assert (r["multispin_version"], r["schema"], r["schema_version"]) == (__version__, "multispin.optimize", 2)
-    g = json.loads(multispin("generate", "--pair", "tiny", "--devices", "1", "--max-new-tokens", "2",
-                             "--json").out)
+    g = json.loads(multispin("generate", "--pair", "tiny", "--devices", "1", "--max-new-tokens", "2", "--json").out)
     assert (g["multispin_version"], g["schema"]) == (__version__, "multispin.generate")
 
 

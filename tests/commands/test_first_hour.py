@@ -24,8 +24,9 @@ ENV = {**os.environ, "PYTHONPATH": SRC}
 
 
 def run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "multispin", *args], capture_output=True, text=True, env=ENV,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "multispin", *args], capture_output=True, text=True, env=ENV, timeout=timeout
+    )
 
 
 @pytest.mark.parametrize("verb,marker", [("testbed", "summary.json"), ("demo", "summary.json")])
@@ -49,8 +50,11 @@ def test_reproduce_resumes_its_own_run_but_refuses_to_replace_another(tmp_path):
     finished = RunConfig(out=out, quick=True, preset="all", seed=0, figures=("fig1_mode_split",)).to_dict()
     (out / "run.json").write_text(json.dumps({"config": finished}))
     res = run("reproduce", "--quick", "--seed", "1", "--figure", "fig1_mode_split", "--out", str(out))
-    assert res.returncode == 2 and "holds a finished `multispin reproduce` run with other settings (seed 0)" \
-        in res.stderr and "--force" in res.stderr, res.stderr
+    assert (
+        res.returncode == 2
+        and "holds a finished `multispin reproduce` run with other settings (seed 0)" in res.stderr
+        and "--force" in res.stderr
+    ), res.stderr
 
 
 def test_an_unknown_figure_is_the_only_line(tmp_path):
@@ -66,8 +70,16 @@ def test_serve_on_a_busy_port_fails_before_loading_the_model(tmp_path):
         held.bind(("127.0.0.1", 0))
         held.listen()
         port = held.getsockname()[1]
-        res = run("serve", "--pair", str(tmp_path / "no-such-model"), "--port", str(port), "--insecure",
-                  "--secret", "busy-port-test-secret-0123")
+        res = run(
+            "serve",
+            "--pair",
+            str(tmp_path / "no-such-model"),
+            "--port",
+            str(port),
+            "--insecure",
+            "--secret",
+            "busy-port-test-secret-0123",
+        )
     assert res.returncode == 2
     assert res.stderr.startswith(f"error: --port: {port} on 127.0.0.1 is in use"), res.stderr
 
@@ -76,10 +88,26 @@ def test_serve_on_a_busy_port_fails_before_loading_the_model(tmp_path):
 def test_a_device_on_a_wrong_port_is_told_within_seconds(tmp_path):
     """Before: ZeroMQ retried the refused connection silently; the hint came after 232 s."""
     err = tmp_path / "err"
-    proc = subprocess.Popen([sys.executable, "-m", "multispin", "device", "--server", f"tcp://127.0.0.1:{free_port()}",
-                             "--device-id", "0", "--insecure", "--pair", "tiny", "--prompt", "hi"],
-                            stdout=subprocess.DEVNULL, stderr=err.open("w"),
-                            env={**ENV, "MULTISPIN_SECRET": "wrong-port-test-secret-0123"})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "multispin",
+            "device",
+            "--server",
+            f"tcp://127.0.0.1:{free_port()}",
+            "--device-id",
+            "0",
+            "--insecure",
+            "--pair",
+            "tiny",
+            "--prompt",
+            "hi",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=err.open("w"),
+        env={**ENV, "MULTISPIN_SECRET": "wrong-port-test-secret-0123"},
+    )
     try:
         deadline = time.monotonic() + 120  # the hint comes 3 s after the first refusal; this is the load's margin
         while "nothing accepts connections at tcp://127.0.0.1:" not in err.read_text():
@@ -93,8 +121,20 @@ def test_a_device_on_a_wrong_port_is_told_within_seconds(tmp_path):
 
 def test_measure_samples_as_the_runs_do_by_default():
     """Before: `measure` sampled without a top-k cut while testbed and demo cut at 1024."""
-    res = run("measure", "--pair", "tiny", "--prompts", "2", "--max-new-tokens", "4", "--draft-len", "2",
-              "--source", "builtin", "--json")
+    res = run(
+        "measure",
+        "--pair",
+        "tiny",
+        "--prompts",
+        "2",
+        "--max-new-tokens",
+        "4",
+        "--draft-len",
+        "2",
+        "--source",
+        "builtin",
+        "--json",
+    )
     assert res.returncode == 0, res.stderr
     top_k, _ = compact_exact_defaults(256)  # the tiny pair's vocabulary
     assert json.loads(res.stdout)["sampling"]["top_k"] == top_k == 256
@@ -124,8 +164,23 @@ def test_the_demo_describes_its_intervals_and_names_non_default_settings(tmp_pat
     """Before: summary.json named a moving-block bootstrap (the code computes batch means with a
     jackknife) and the title of a run at 30 km/h and pilot SNR 0 dB read as the default run's."""
     out = tmp_path / "demo"
-    res = run("demo", "--pair", "tiny", "--devices", "2", "--rounds", "2", "--max-new-tokens", "4",
-              "--speed-kmh", "30", "--pilot-snr-db", "0", "--out", str(out))
+    res = run(
+        "demo",
+        "--pair",
+        "tiny",
+        "--devices",
+        "2",
+        "--rounds",
+        "2",
+        "--max-new-tokens",
+        "4",
+        "--speed-kmh",
+        "30",
+        "--pilot-snr-db",
+        "0",
+        "--out",
+        str(out),
+    )
     assert res.returncode == 0, res.stderr
     method = json.loads((out / "summary.json").read_text())["method"]
     assert "batch means" in method and "jackknife" in method and "bootstrap" not in method
@@ -136,8 +191,19 @@ def test_the_demo_describes_its_intervals_and_names_non_default_settings(tmp_pat
 @pytest.mark.slow
 def test_a_wall_clock_run_says_which_profile_the_forecast_uses(tmp_path):
     """Before: G 7.5 on the host's clock next to the A100 forecast 46.4, without a word."""
-    res = run("testbed", "--pair", "tiny", "--devices", "2", "--max-new-tokens", "8", "--clock", "wall",
-              "--out", str(tmp_path / "tb"))
+    res = run(
+        "testbed",
+        "--pair",
+        "tiny",
+        "--devices",
+        "2",
+        "--max-new-tokens",
+        "8",
+        "--clock",
+        "wall",
+        "--out",
+        str(tmp_path / "tb"),
+    )
     assert res.returncode == 0, res.stderr
     note = " ".join(res.stdout.split())
     assert "the forecast times compute with the profile of scenario paper-qwen (T_ver0 42.8 ms" in note, res.stdout

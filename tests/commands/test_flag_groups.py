@@ -12,8 +12,12 @@ from typer.testing import CliRunner
 from multispin.commands._flag_groups import RADIO, group, takes
 
 SEEN: list = []
-PAIR = group("pair", before=lambda v: SEEN.append(("before", dict(v))),
-             alpha=(int, typer.Option(1, "--alpha")), beta=(Optional[str], typer.Option(None, "--beta")))
+PAIR = group(
+    "pair",
+    before=lambda v: SEEN.append(("before", dict(v))),
+    alpha=(int, typer.Option(1, "--alpha")),
+    beta=(Optional[str], typer.Option(None, "--beta")),
+)
 
 
 def _app(verb) -> typer.Typer:
@@ -43,11 +47,14 @@ def test_group_flags_are_listed_where_the_group_stands():
     names = list(__import__("inspect").signature(verb).parameters)
     assert names == ["first", "alpha", "beta", "last"]
     help_text = CliRunner().invoke(_app(verb), ["verb", "--help"], terminal_width=200).output
-    assert help_text.index("--first") < help_text.index("--alpha") < help_text.index("--beta") < help_text.index("--last")
+    assert (
+        help_text.index("--first") < help_text.index("--alpha") < help_text.index("--beta") < help_text.index("--last")
+    )
 
 
 def test_a_verb_without_the_group_parameter_is_refused():
     with pytest.raises(TypeError, match="no parameter for flag group"):
+
         @takes(PAIR)
         def verb(first: int = typer.Option(0)):
             pass

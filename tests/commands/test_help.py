@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from multispin import __version__, cli
+from multispin import __version__
 
 VERBS = ["generate", "measure", "profile", "testbed", "demo", "optimize", "serve", "device", "reproduce", "sweep"]
 
@@ -32,13 +32,20 @@ def test_every_verb_help_has_real_metavars(multispin, verb):
     assert "--help" in res.out
 
 
-@pytest.mark.parametrize("verb, flag, choices", [
-    ("generate", "--mode", "<ul|dl|random>"), ("serve", "--mode", "<ul|dl|random>"),
-    ("optimize", "--draft-policy", "<greedy|greedy_paper|best_uniform|computation_only|oracle|certified>"),
-    ("testbed", "--policy", "<adaptive|all_ul|all_dl|random|target_only>"), ("testbed", "--clock", "<virtual|wall>"),
-    ("measure", "--task", "<chat|code>"), ("generate", "--log-level", "<debug|info|warning|error>"),
-    ("generate", "--device", "<auto|cpu|cuda>"), ("reproduce", "--scenario", "<paper-qwen|paper-r1|all|measured-smollm2-a100|measured-smollm2-host>"),
-])
+@pytest.mark.parametrize(
+    "verb, flag, choices",
+    [
+        ("generate", "--mode", "<ul|dl|random>"),
+        ("serve", "--mode", "<ul|dl|random>"),
+        ("optimize", "--draft-policy", "<greedy|greedy_paper|best_uniform|computation_only|oracle|certified>"),
+        ("testbed", "--policy", "<adaptive|all_ul|all_dl|random|target_only>"),
+        ("testbed", "--clock", "<virtual|wall>"),
+        ("measure", "--task", "<chat|code>"),
+        ("generate", "--log-level", "<debug|info|warning|error>"),
+        ("generate", "--device", "<auto|cpu|cuda>"),
+        ("reproduce", "--scenario", "<paper-qwen|paper-r1|all|measured-smollm2-a100|measured-smollm2-host>"),
+    ],
+)
 def test_choices_are_listed(multispin, verb, flag, choices):
     line = next(ln for ln in multispin(verb, "-h").out.splitlines() if re.search(rf"{flag}\s", ln))
     assert choices in line, line
@@ -48,17 +55,25 @@ def _option_block(help_text: str, flag: str) -> str:
     """The help lines of one option (its first line up to the next option's)."""
     lines = help_text.splitlines()
     start = next(i for i, ln in enumerate(lines) if re.search(rf"│[\s*]+{re.escape(flag)}\s", ln))
-    end = next((i for i in range(start + 1, len(lines)) if re.match(r"│[\s*]+-", lines[i]) or "╰" in lines[i]),
-               len(lines))
+    end = next(
+        (i for i in range(start + 1, len(lines)) if re.match(r"│[\s*]+-", lines[i]) or "╰" in lines[i]), len(lines)
+    )
     return " ".join(ln.strip("│ ") for ln in lines[start:end])
 
 
-@pytest.mark.parametrize("verb, flag, default", [
-    ("optimize", "--pdl-dbm", "the scenario's"), ("optimize", "--scenario", "paper-qwen"),
-    ("testbed", "--scenario", "paper-qwen"), ("reproduce", "--workers", "all cores"),
-    ("serve", "--rounds", "until every device is done"), ("generate", "--draft", "all of the pair's"),
-    ("device", "--secret", "$MULTISPIN_SECRET"), ("demo", "--noise-figure-db", "the scenario's"),
-])
+@pytest.mark.parametrize(
+    "verb, flag, default",
+    [
+        ("optimize", "--pdl-dbm", "the scenario's"),
+        ("optimize", "--scenario", "paper-qwen"),
+        ("testbed", "--scenario", "paper-qwen"),
+        ("reproduce", "--workers", "all cores"),
+        ("serve", "--rounds", "until every device is done"),
+        ("generate", "--draft", "all of the pair's"),
+        ("device", "--secret", "$MULTISPIN_SECRET"),
+        ("demo", "--noise-figure-db", "the scenario's"),
+    ],
+)
 def test_defaults_are_shown_even_when_computed(multispin, verb, flag, default):
     block = _option_block(multispin(verb, "-h").out, flag)
     assert f"[default: ({default})]" in block or f"[default: {default}]" in block, block

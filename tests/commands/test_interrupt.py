@@ -28,9 +28,14 @@ SRC = str(Path(cli.__file__).parents[1])  # this checkout's package
 def _start(args, tmp_path: Path) -> tuple[subprocess.Popen, Path, Path]:
     out, err = tmp_path / "stdout", tmp_path / "stderr"
     env = {**os.environ, "PYTHONPATH": SRC, "MULTISPIN_SECRET": "test-secret-0123456789"}
-    proc = subprocess.Popen([sys.executable, "-m", "multispin", *args], stdout=out.open("w"), stderr=err.open("w"),
-                            env=env, start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "multispin", *args],
+        stdout=out.open("w"),
+        stderr=err.open("w"),
+        env=env,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     return proc, out, err
 
 
@@ -143,8 +148,17 @@ def _stops_within(proc, sigs: int) -> None:
 @pytest.mark.parametrize("presses", [1, 2])
 def test_reproduce_with_a_worker_pool_stops_within_seconds(tmp_path, presses):
     """One Ctrl-C: the line and 130, not a minute's wait on the pool; two: 130 at once, no traceback."""
-    args = ["reproduce", "--quick", "--out", str(tmp_path / "r"), "--figure", "fig1_mode_split", "--workers", "2",
-            "--no-progress"]
+    args = [
+        "reproduce",
+        "--quick",
+        "--out",
+        str(tmp_path / "r"),
+        "--figure",
+        "fig1_mode_split",
+        "--workers",
+        "2",
+        "--no-progress",
+    ]
     proc, _, err = _start(args, tmp_path)
     deadline = time.monotonic() + 240
     while len(_descendants(proc.pid)) < 3:  # the forkserver and both workers
@@ -163,11 +177,14 @@ def _rounds_logged(folder: Path) -> int:
     return max((_lines(p) for p in folder.rglob("rounds.jsonl")), default=0)
 
 
-@pytest.mark.parametrize("verb,ready", [
-    ("testbed", lambda out, folder: "payload:" in out),  # models loaded, devices and server starting
-    ("demo", lambda out, folder: "devices:" in out),  # set-up said, the first policy starting
-    ("demo", lambda out, folder: _rounds_logged(folder) >= 2),  # rounds running
-])
+@pytest.mark.parametrize(
+    "verb,ready",
+    [
+        ("testbed", lambda out, folder: "payload:" in out),  # models loaded, devices and server starting
+        ("demo", lambda out, folder: "devices:" in out),  # set-up said, the first policy starting
+        ("demo", lambda out, folder: _rounds_logged(folder) >= 2),  # rounds running
+    ],
+)
 def test_testbed_and_demo_stop_within_seconds_at_each_phase(tmp_path, verb, ready):
     folder = tmp_path / "o"
     args = [verb, "--pair", "tiny", "--devices", "2", "--rounds", "60", "--out", str(folder)]

@@ -19,13 +19,25 @@ SRC = str(Path(cli.__file__).parents[1])  # this checkout's package
 
 def _multispin(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": SRC}
-    return subprocess.run([sys.executable, "-m", "multispin", *args], capture_output=True, text=True,
-                          env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "multispin", *args], capture_output=True, text=True, env=env, timeout=300
+    )
 
 
 def test_measure_without_full_rounds_says_why_and_shows_no_nan():
-    res = _multispin("measure", "--pair", "tiny", "--prompts", "2", "--max-new-tokens", "8", "--draft-len", "8",
-                     "--source", "builtin")
+    res = _multispin(
+        "measure",
+        "--pair",
+        "tiny",
+        "--prompts",
+        "2",
+        "--max-new-tokens",
+        "8",
+        "--draft-len",
+        "8",
+        "--source",
+        "builtin",
+    )
     assert res.returncode == 0, res.stderr
     assert "nan" not in res.stdout.lower()
     assert "Warning" not in res.stderr, res.stderr  # numpy's RuntimeWarnings stay inside
@@ -40,8 +52,20 @@ def test_measure_without_full_rounds_says_why_and_shows_no_nan():
 
 
 def test_measure_json_is_strict_json_with_the_notes():
-    res = _multispin("measure", "--pair", "tiny", "--prompts", "2", "--max-new-tokens", "8", "--draft-len", "8",
-                     "--source", "builtin", "--json")
+    res = _multispin(
+        "measure",
+        "--pair",
+        "tiny",
+        "--prompts",
+        "2",
+        "--max-new-tokens",
+        "8",
+        "--draft-len",
+        "8",
+        "--source",
+        "builtin",
+        "--json",
+    )
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout, parse_constant=lambda c: pytest.fail(f"{c} in the JSON"))
     assert doc["mean_accepted_length"] is None and doc["per_position_rate"] == [None] * 8
@@ -49,8 +73,9 @@ def test_measure_json_is_strict_json_with_the_notes():
 
 
 def test_profile_reports_each_batch_size():
-    res = _multispin("profile", "--pair", "tiny", "--max-batch", "2", "--max-draft-len", "1", "--repeats", "1",
-                     "--json")
+    res = _multispin(
+        "profile", "--pair", "tiny", "--max-batch", "2", "--max-draft-len", "1", "--repeats", "1", "--json"
+    )
     assert res.returncode == 0, res.stderr
     assert "timing drafts: 3/3 drafts" in res.stderr
     assert "timing verification: 1/2 batch sizes" in res.stderr and "timing verification: 2/2 batch sizes" in res.stderr
@@ -63,6 +88,8 @@ def test_undefined_positions_are_named_in_one_note():
     from multispin.experiments.acceptance import undefined_notes
 
     notes = undefined_notes(0.4, 10, np.array([0.5, 0.2, np.nan, np.nan, 0.1, np.nan]), 6)
-    assert notes == ["acceptance at position 3–4, 6: no round reached it (every draft was rejected earlier); "
-                     "more --prompts give it samples"]
+    assert notes == [
+        "acceptance at position 3–4, 6: no round reached it (every draft was rejected earlier); "
+        "more --prompts give it samples"
+    ]
     assert undefined_notes(0.4, 10, np.array([0.5, 0.2]), 2) == []

@@ -15,8 +15,9 @@ def test_the_cli_lists_the_optimisers_objectives():
 def test_a_bad_objective_is_one_line_naming_the_flag_and_the_values(multispin):
     for verb in ("optimize", "testbed", "demo"):
         res = multispin(verb, "--objective", "fairest")
-        assert res.code == 2 and res.err == ("error: --objective: 'fairest' is not one of 'sum', "
-                                             "'proportional-fair', 'max-min', 'energy'\n"), (verb, res.err)
+        assert res.code == 2 and res.err == (
+            "error: --objective: 'fairest' is not one of 'sum', 'proportional-fair', 'max-min', 'energy'\n"
+        ), (verb, res.err)
 
 
 def test_optimize_reports_the_objectives_plan_beside_the_sums():
@@ -24,8 +25,24 @@ def test_optimize_reports_the_objectives_plan_beside_the_sums():
 
     from multispin.cli import app
 
-    res = CliRunner().invoke(app, ["optimize", "--devices", "3", "--n-saa", "64", "--pul-dbm", "0", "--pdl-dbm", "10",
-                                   "--objective", "max-min", "--no-baselines", "--json"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "optimize",
+            "--devices",
+            "3",
+            "--n-saa",
+            "64",
+            "--pul-dbm",
+            "0",
+            "--pdl-dbm",
+            "10",
+            "--objective",
+            "max-min",
+            "--no-baselines",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output.splitlines()[-1])
     o = doc["objective"]

@@ -16,8 +16,22 @@ def _run(args):
 
 
 def test_json_report_has_the_documented_fields():
-    res = _run(["optimize", "--scenario", "paper-qwen", "--devices", "6", "--pdl-dbm", "16", "--seed", "0",
-                "--n-saa", "300", "--json"])
+    res = _run(
+        [
+            "optimize",
+            "--scenario",
+            "paper-qwen",
+            "--devices",
+            "6",
+            "--pdl-dbm",
+            "16",
+            "--seed",
+            "0",
+            "--n-saa",
+            "300",
+            "--json",
+        ]
+    )
     assert res.exit_code == 0, res.output
     r = json.loads(res.stdout)
     assert r["goodput_tokens_per_s"] > 0
@@ -25,8 +39,16 @@ def test_json_report_has_the_documented_fields():
     assert all(r["goodput_tokens_per_s"] >= g * (1 - 1e-9) for g in r["baselines"].values())
     assert len(r["devices"]) == 6
     for d in r["devices"]:
-        for key in ("alpha", "draft_latency_s", "channel_gain", "draft_len", "distance_m", "rejection_prob",
-                    "ul_latency_s", "ul_share"):
+        for key in (
+            "alpha",
+            "draft_latency_s",
+            "channel_gain",
+            "draft_len",
+            "distance_m",
+            "rejection_prob",
+            "ul_latency_s",
+            "ul_share",
+        ):
             assert key in d
         assert 0 <= d["draft_len"] <= 20 and 0 < d["alpha"] < 1
     assert r["bandwidth_hz"] == 10e6 and r["p_ul_dbm"] == 10.0 and r["p_dl_dbm"] == 16.0
@@ -39,12 +61,14 @@ def test_json_report_has_the_documented_fields():
     assert c["best_baseline_tokens_per_s"] == max(r["baselines"].values())
     assert c["best_baseline"] in r["baselines"] and c["gain_over_best_baseline_pct"] >= -1e-9
     assert c["upper_bound_tokens_per_s"] >= r["g_max_tokens_per_s"] * (1 - 1e-12)
-    assert c["gap_to_upper_bound_pct"] == pytest.approx(100 * (1 - r["goodput_tokens_per_s"]
-                                                                / c["upper_bound_tokens_per_s"]))
+    assert c["gap_to_upper_bound_pct"] == pytest.approx(
+        100 * (1 - r["goodput_tokens_per_s"] / c["upper_bound_tokens_per_s"])
+    )
     # the communication-aware bound: above the plan, never above the free-communication bound
     assert r["goodput_tokens_per_s"] <= c["communication_bound_tokens_per_s"] <= c["upper_bound_tokens_per_s"]
     assert c["gap_to_communication_bound_pct"] == pytest.approx(
-        100 * (1 - r["goodput_tokens_per_s"] / c["communication_bound_tokens_per_s"]))
+        100 * (1 - r["goodput_tokens_per_s"] / c["communication_bound_tokens_per_s"])
+    )
     assert c["bound_method"] == "single_device+table" and c["proven_optimal"] is False
 
 
@@ -69,8 +93,11 @@ def test_table_output_and_config_file(tmp_path):
     r = json.loads(res.stdout)
     assert r["acceptance_assumed"] is False and {d["alpha"] for d in r["devices"]} <= {0.9, 0.85, 0.8, 0.83}
     comp = tmp_path / "compute.json"
-    comp.write_text(json.dumps({"t_ver0_s": 0.02, "t_ver1_s": 0.003, "t_ver_tok_s": 0.0005,
-                                "draft_latency_s_per_token": {"d": 0.005}}))
+    comp.write_text(
+        json.dumps(
+            {"t_ver0_s": 0.02, "t_ver1_s": 0.003, "t_ver_tok_s": 0.0005, "draft_latency_s_per_token": {"d": 0.005}}
+        )
+    )
     res = _run(["optimize", "--scenario", str(cfg), "--compute-profile", str(comp), "--json", "--no-baselines"])
     r = json.loads(res.stdout)
     assert (r["t_ver0_s"], r["t_ver1_s"], r["t_ver_tok_s"]) == (0.02, 0.003, 0.0005)
@@ -86,17 +113,22 @@ def test_optimized_split_from_the_command_line():
 @pytest.mark.parametrize(
     "args, start",
     [
-        (["--scenario", "gpt-4"], "error: --scenario: unknown preset 'gpt-4' (allowed: paper-qwen, paper-r1, "
-                                      "smollm2-cpu, measured-smollm2-a100, measured-smollm2-host, "
-                                      "or a .yaml/.yml/.toml/.json file)"),
+        (
+            ["--scenario", "gpt-4"],
+            "error: --scenario: unknown preset 'gpt-4' (allowed: paper-qwen, paper-r1, "
+            "smollm2-cpu, measured-smollm2-a100, measured-smollm2-host, "
+            "or a .yaml/.yml/.toml/.json file)",
+        ),
         (["--scenario", "paper-qwn"], "error: --scenario: unknown preset 'paper-qwn' (did you mean paper-qwen?)"),
         (["--devices", "0"], "error: --devices: Input should be greater than or equal to 1 (got '0')"),
         (["--pdl-dbm", "99"], "error: --pdl-dbm [radio.p_dl_dbm]: must be in [-60, 70] dBm (got 99.0)"),
         (["--split", "half"], "error: --split: 'half' is not one of 'equal', 'optimized'"),
         (["--draft-policy", "magic"], "error: --draft-policy: 'magic' is not one of 'greedy', 'greedy_paper'"),
         (["--policy", "magic"], "error: --policy: 'magic' is not one of 'greedy', 'greedy_paper'"),  # the old name
-        (["--draft-policy", "oracle", "--policy", "certified"],
-         "error: --draft-policy: conflicting flags (--draft-policy oracle, --policy certified)"),
+        (
+            ["--draft-policy", "oracle", "--policy", "certified"],
+            "error: --draft-policy: conflicting flags (--draft-policy oracle, --policy certified)",
+        ),
     ],
 )
 def test_user_mistakes_are_one_line_and_exit_2(monkeypatch, capsys, args, start):

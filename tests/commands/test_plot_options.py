@@ -59,6 +59,7 @@ def test_tokens_written_end_at_the_budget_and_add_accepted_plus_one(tiny_run):
 def test_generate_tables_are_unchanged_by_plot(multispin, tmp_path):
     plain, drawn = multispin(*GENERATE), multispin(*GENERATE, "--plot", str(tmp_path / "g.png"))
     assert plain.code == drawn.code == 0 and "figure:" in drawn.err
+
     def strip(out):  # the title line has the wall time
         return [ln for ln in out.splitlines() if "multispin generate:" not in ln]
 
@@ -67,7 +68,10 @@ def test_generate_tables_are_unchanged_by_plot(multispin, tmp_path):
 
 def test_scenario_show_plot_prints_the_same_yaml_and_draws(multispin, tmp_path):
     png = tmp_path / "s.png"
-    plain, drawn = multispin("scenario", "show", "paper-qwen"), multispin("scenario", "show", "paper-qwen", "--plot", str(png))
+    plain, drawn = (
+        multispin("scenario", "show", "paper-qwen"),
+        multispin("scenario", "show", "paper-qwen", "--plot", str(png)),
+    )
     assert plain.code == drawn.code == 0 and plain.out == drawn.out
     assert f"figure: {png}" in drawn.err and png.stat().st_size > 10_000
     bad = multispin("scenario", "show", "nothere", "--plot", str(tmp_path / "x.png"))
@@ -80,8 +84,9 @@ def test_scenario_airtimes_are_the_models_and_dl_is_faster_only_with_more_power(
     t = correction_airtime_s(world, rounds=30)
     radio = world.radio_params()
     ch = world.channel.draw(7)
-    assert t["UL"][7] == pytest.approx(latency_s(sc.payload.payload_bits, radio.bandwidth_hz, radio.p_ul_w,
-                                                 ch.gain_ul, radio.noise_psd_w_per_hz))
+    assert t["UL"][7] == pytest.approx(
+        latency_s(sc.payload.payload_bits, radio.bandwidth_hz, radio.p_ul_w, ch.gain_ul, radio.noise_psd_w_per_hz)
+    )
     # the paper's P^dl (16 dBm) > P^ul (10 dBm) on reciprocal channels: DL is faster for every device
     # in every round; with P^dl below P^ul it is slower (the negative control)
     assert np.all(t["DL"] < t["UL"])

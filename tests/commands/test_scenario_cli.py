@@ -60,22 +60,45 @@ def test_conflicting_scenario_flags_are_an_error(multispin, tmp_path):
     cfg.write_text("preset: paper-qwen\n")
     res = multispin("optimize", "--config", str(cfg), "--preset", "paper-r1")
     assert res.code == 2 and res.err.startswith("error: scenario: conflicting flags"), res.err
-    res = multispin("optimize", "--scenario", "paper-r1", "--preset", "paper-r1", "--devices", "2",
-                    "--n-saa", "20", "--no-baselines", "--json")
+    res = multispin(
+        "optimize",
+        "--scenario",
+        "paper-r1",
+        "--preset",
+        "paper-r1",
+        "--devices",
+        "2",
+        "--n-saa",
+        "20",
+        "--no-baselines",
+        "--json",
+    )
     assert res.code == 0 and json.loads(res.out)["scenario"] == "paper-r1"  # the same one twice is fine
 
 
-@pytest.mark.parametrize("name, text, expected", [
-    ("bad.yaml", "preset: paper-r1\nradio:\n  p_dl_dbm: [1\n", "at line 4, column 1"),
-    ("bad.json", '{"preset": "paper-r1",\n "radio": {"p_dl_dbm": 9,}}', "at line 2, column 26"),
-    ("bad.toml", "[radio]\np_dl_dbm = = 3\n", "line 2"),
-    ("range.yaml", "preset: paper-r1\ndevices:\n  count: 4\nradio:\n  p_dl_dbm: 99\n",
-     "range.yaml:5:3: radio.p_dl_dbm: must be in [-60, 70] dBm (got 99)"),
-    ("typo.yaml", "preset: paper-r1\nradio:\n  p_dl_dmb: 20\n",
-     "typo.yaml:3:3: radio.p_dl_dmb: unknown field (did you mean p_dl_dbm?)"),
-    ("typo-preset.yaml", "preset: paper-qwn\n", "typo-preset.yaml:1:1: preset: unknown preset 'paper-qwn' "
-                                                 "(did you mean paper-qwen?)"),
-])
+@pytest.mark.parametrize(
+    "name, text, expected",
+    [
+        ("bad.yaml", "preset: paper-r1\nradio:\n  p_dl_dbm: [1\n", "at line 4, column 1"),
+        ("bad.json", '{"preset": "paper-r1",\n "radio": {"p_dl_dbm": 9,}}', "at line 2, column 26"),
+        ("bad.toml", "[radio]\np_dl_dbm = = 3\n", "line 2"),
+        (
+            "range.yaml",
+            "preset: paper-r1\ndevices:\n  count: 4\nradio:\n  p_dl_dbm: 99\n",
+            "range.yaml:5:3: radio.p_dl_dbm: must be in [-60, 70] dBm (got 99)",
+        ),
+        (
+            "typo.yaml",
+            "preset: paper-r1\nradio:\n  p_dl_dmb: 20\n",
+            "typo.yaml:3:3: radio.p_dl_dmb: unknown field (did you mean p_dl_dbm?)",
+        ),
+        (
+            "typo-preset.yaml",
+            "preset: paper-qwn\n",
+            "typo-preset.yaml:1:1: preset: unknown preset 'paper-qwn' (did you mean paper-qwen?)",
+        ),
+    ],
+)
 def test_file_errors_name_line_column_and_suggest(multispin, tmp_path, name, text, expected):
     path = tmp_path / name
     path.write_text(text)
@@ -90,13 +113,17 @@ def test_dotted_keys_and_json_files_work_as_the_readme_writes_them(multispin, tm
     r = json.loads(multispin("optimize", "--scenario", str(dotted), "--no-baselines", "--json").out)
     assert (r["p_dl_dbm"], r["num_devices"], r["n_saa"]) == (22.0, 3, 50)
     as_json = tmp_path / "s.json"
-    as_json.write_text(json.dumps({"preset": "paper-qwen", "radio": {"p_dl_dbm": 22}, "devices.count": 3,
-                                   "optimizer": {"n_saa": 50}}))
+    as_json.write_text(
+        json.dumps({"preset": "paper-qwen", "radio": {"p_dl_dbm": 22}, "devices.count": 3, "optimizer": {"n_saa": 50}})
+    )
     r2 = json.loads(multispin("optimize", "--scenario", str(as_json), "--no-baselines", "--json").out)
     assert r2["goodput_tokens_per_s"] == r["goodput_tokens_per_s"]
 
 
 def test_noise_figure_flag_reaches_the_scenario(multispin):
-    r = json.loads(multispin("optimize", "--devices", "2", "--n-saa", "20", "--noise-figure-db", "22",
-                             "--no-baselines", "--json").out)
+    r = json.loads(
+        multispin(
+            "optimize", "--devices", "2", "--n-saa", "20", "--noise-figure-db", "22", "--no-baselines", "--json"
+        ).out
+    )
     assert r["noise_figure_db"] == 22.0

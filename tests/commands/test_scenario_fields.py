@@ -13,26 +13,45 @@ from pathlib import Path
 import pytest
 
 from multispin import cli
-from multispin.commands._scenario_fields import IGNORED, VERBS, schema_fields, uses, why_ignored
+from multispin.commands._scenario_fields import VERBS, schema_fields, uses, why_ignored
 
 SRC = str(Path(cli.__file__).parents[1])  # this checkout's package
 
 # a valid value, other than every preset's, for each field some verb ignores
 IGNORED_VALUES = {
-    "payload.codec": "lattice:l=64", "payload.vocab_size": 1000, "payload.count_signalling_bits": True,
-    "channel.speed_kmh": 30, "channel.carrier_hz": 2.0e9, "channel.pilot_snr_db": 10, "channel.planning": "robust",
+    "payload.codec": "lattice:l=64",
+    "payload.vocab_size": 1000,
+    "payload.count_signalling_bits": True,
+    "channel.speed_kmh": 30,
+    "channel.carrier_hz": 2.0e9,
+    "channel.pilot_snr_db": 10,
+    "channel.planning": "robust",
     "channel.correction_deadline_s": 0.1,
-    "optimizer.objective": "max-min", "optimizer.energy_weight_tokens_per_j": 2.0, "energy.pa_efficiency": 0.3,
-    "energy.rx_power_w": 0.5, "energy.draft_power_w": 3.0, "energy.idle_power_w": 0.1,
+    "optimizer.objective": "max-min",
+    "optimizer.energy_weight_tokens_per_j": 2.0,
+    "energy.pa_efficiency": 0.3,
+    "energy.rx_power_w": 0.5,
+    "energy.draft_power_w": 3.0,
+    "energy.idle_power_w": 0.1,
 }
 # the cheapest run of each verb past its flags (the refusal must come before any of it)
-VERB_ARGS = {"optimize": ["--devices", "2", "--n-saa", "10"], "sweep": ["--over", "radio.p_dl_dbm=10,20", "--drops", "2"],
-             "testbed": ["--pair", "tiny"], "demo": ["--pair", "tiny"]}
+VERB_ARGS = {
+    "optimize": ["--devices", "2", "--n-saa", "10"],
+    "sweep": ["--over", "radio.p_dl_dbm=10,20", "--drops", "2"],
+    "testbed": ["--pair", "tiny"],
+    "demo": ["--pair", "tiny"],
+}
 
 
 def run(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "multispin", *args], capture_output=True, text=True, cwd=cwd,
-                          env={**os.environ, "PYTHONPATH": SRC}, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "multispin", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": SRC},
+        timeout=timeout,
+    )
 
 
 def test_every_field_is_used_or_refused_by_every_verb():
@@ -85,7 +104,9 @@ def test_sweep_honours_pilot_snr_and_speed(tmp_path):
 
 def test_sweep_refuses_a_correction_deadline(tmp_path):
     res = run("sweep", "--over", "radio.p_dl_dbm=10,20", "--set", "channel.correction_deadline_s=0.1")
-    assert res.returncode == 2 and res.stderr.startswith("error: channel.correction_deadline_s: set in the flags"), res.stderr
+    assert res.returncode == 2 and res.stderr.startswith("error: channel.correction_deadline_s: set in the flags"), (
+        res.stderr
+    )
 
 
 @pytest.mark.slow

@@ -33,14 +33,28 @@ _CRASHED_WRITER = textwrap.dedent("""
 
 
 def _serve(multispin, *args: str):
-    return multispin("serve", "--pair", "tiny", "--insecure", "--secret", "serve-cli-test-secret", "--port", "0",
-                     "--join-timeout", "0.3", "--idle-timeout", "0.3", *args)
+    return multispin(
+        "serve",
+        "--pair",
+        "tiny",
+        "--insecure",
+        "--secret",
+        "serve-cli-test-secret",
+        "--port",
+        "0",
+        "--join-timeout",
+        "0.3",
+        "--idle-timeout",
+        "0.3",
+        *args,
+    )
 
 
 def _crashed_journal(tmp_path, sampling: dict | None = None):
     path = tmp_path / "j.sqlite"
-    subprocess.run([sys.executable, "-c", _CRASHED_WRITER, str(path), json.dumps(sampling or {})], check=True,
-                   timeout=60)
+    subprocess.run(
+        [sys.executable, "-c", _CRASHED_WRITER, str(path), json.dumps(sampling or {})], check=True, timeout=60
+    )
     return path
 
 
@@ -54,8 +68,7 @@ def _tiny_session_params() -> dict:
 
 
 @pytest.mark.parametrize("damage", ["deleted WAL", "edited token"])
-def test_a_damaged_journal_is_one_line_and_exit_2_before_the_model_loads(multispin, tmp_path, monkeypatch,
-                                                                         damage):
+def test_a_damaged_journal_is_one_line_and_exit_2_before_the_model_loads(multispin, tmp_path, monkeypatch, damage):
     path = _crashed_journal(tmp_path)
     if damage == "deleted WAL":
         for tail in ("-wal", "-shm"):
@@ -89,14 +102,19 @@ def test_journal_repair_resumes_with_a_warning(multispin, tmp_path):
     assert list(tmp_path.glob("j.sqlite.damaged-*"))
 
 
-@pytest.mark.parametrize("args, says", [
-    (["--journal", "{tmp}/no/such/dir/j.sqlite"], "error: --journal: the folder {tmp}/no/such/dir does not exist"),
-    (["--log", "{tmp}/nowhere/log.jsonl", "--no-journal"], "error: --log: the folder {tmp}/nowhere does not exist"),
-    (["--max-connections", "2", "--max-pending", "10", "--no-journal"],
-     "error: --max-pending: 10 is more than --max-connections 2"),
-    (["--journal-repair", "--no-journal"], "error: --journal-repair: there is no journal to repair"),
-    (["--journal-check", "fast"], "error: --journal-check:"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--journal", "{tmp}/no/such/dir/j.sqlite"], "error: --journal: the folder {tmp}/no/such/dir does not exist"),
+        (["--log", "{tmp}/nowhere/log.jsonl", "--no-journal"], "error: --log: the folder {tmp}/nowhere does not exist"),
+        (
+            ["--max-connections", "2", "--max-pending", "10", "--no-journal"],
+            "error: --max-pending: 10 is more than --max-connections 2",
+        ),
+        (["--journal-repair", "--no-journal"], "error: --journal-repair: there is no journal to repair"),
+        (["--journal-check", "fast"], "error: --journal-check:"),
+    ],
+)
 def test_mistakes_are_one_line_naming_the_flag_and_create_nothing(multispin, tmp_path, args, says):
     res = _serve(multispin, *[a.format(tmp=tmp_path) for a in args])
     assert res.code == 2
@@ -112,13 +130,19 @@ def test_max_connections_alone_lowers_only_the_default_pending_limit():
 
     target, _ = make_tables(16, seed=0)
     pair = LoadedPair(name="markov", tokenizer=None, target=None, drafts={}, vocab_size=16)
-    server = EdgeServer(ServerConfig.make(port=0, max_connections=2), pair, "serve-cli-test-secret", target_lm=MarkovBatchedLM(target))
+    server = EdgeServer(
+        ServerConfig.make(port=0, max_connections=2), pair, "serve-cli-test-secret", target_lm=MarkovBatchedLM(target)
+    )
     assert server.proto.budget.limits.max_pending == 2
     from multispin.errors import ConfigError
 
     with pytest.raises(ConfigError, match="max_pending: must be in 1..max_connections=2"):
-        EdgeServer(ServerConfig.make(port=0, max_connections=2, max_pending=10), pair, "serve-cli-test-secret",
-                   target_lm=MarkovBatchedLM(target))
+        EdgeServer(
+            ServerConfig.make(port=0, max_connections=2, max_pending=10),
+            pair,
+            "serve-cli-test-secret",
+            target_lm=MarkovBatchedLM(target),
+        )
 
 
 def test_a_bind_failure_is_one_line_without_the_waiting_banner(multispin):
@@ -126,8 +150,17 @@ def test_a_bind_failure_is_one_line_without_the_waiting_banner(multispin):
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        res = multispin("serve", "--pair", "tiny", "--insecure", "--secret", "serve-cli-test-secret", "--port", str(port),
-                        "--no-journal")
+        res = multispin(
+            "serve",
+            "--pair",
+            "tiny",
+            "--insecure",
+            "--secret",
+            "serve-cli-test-secret",
+            "--port",
+            str(port),
+            "--no-journal",
+        )
     assert res.code == 2
     assert "waiting for" not in res.err
     lines = res.err.strip().splitlines()
@@ -148,15 +181,21 @@ def _record(d: int, finished: bool, match, drops=()) -> DeviceRecord:
     return DeviceRecord(d, "x", 2, [1, 2, 3], finished, 1, list(drops), [], "aa", "aa", match)
 
 
-@pytest.mark.parametrize("stop, devices, failure", [
-    ("done", [_record(0, True, True), _record(1, True, True)], None),
-    ("rounds", [_record(0, False, None)], None),  # stopped as asked
-    ("SIGTERM", [_record(0, False, None)], None),
-    ("done", [_record(0, True, True), _record(1, True, False)], "device(s) 1: the device's digest differs"),
-    ("idle", [_record(0, True, True), _record(1, False, None, ["no DRAFT within 3 s in round 4"])],
-     "device(s) 1 did not finish (the server stopped: idle); device 1's session ended: no DRAFT"),
-    ("no devices", [], "no device joined"),
-])
+@pytest.mark.parametrize(
+    "stop, devices, failure",
+    [
+        ("done", [_record(0, True, True), _record(1, True, True)], None),
+        ("rounds", [_record(0, False, None)], None),  # stopped as asked
+        ("SIGTERM", [_record(0, False, None)], None),
+        ("done", [_record(0, True, True), _record(1, True, False)], "device(s) 1: the device's digest differs"),
+        (
+            "idle",
+            [_record(0, True, True), _record(1, False, None, ["no DRAFT within 3 s in round 4"])],
+            "device(s) 1 did not finish (the server stopped: idle); device 1's session ended: no DRAFT",
+        ),
+        ("no devices", [], "no device joined"),
+    ],
+)
 def test_serve_failure(stop, devices, failure):
     summary = ServerSummary(5, stop, 1.0, {r.device_id: r for r in devices}, 0)
     got = serve_failure(summary)

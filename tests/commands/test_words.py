@@ -15,6 +15,7 @@ def _fake_run(calls):
     def run(cfg, command=""):
         calls.append(cfg)
         return SimpleNamespace(report=cfg.out / "report.md", claims=[], wall_s=0.0)
+
     return run
 
 
@@ -37,8 +38,12 @@ def test_full_reproduce_states_duration_and_folder_first(multispin, monkeypatch,
 def test_source_version_is_git_describe_in_a_checkout():
     got = source_version()
     try:
-        described = subprocess.run(["git", "describe", "--always", "--dirty", "--tags"], capture_output=True,
-                                   text=True, cwd=__import__("pathlib").Path(__file__).parent).stdout.strip()
+        described = subprocess.run(
+            ["git", "describe", "--always", "--dirty", "--tags"],
+            capture_output=True,
+            text=True,
+            cwd=__import__("pathlib").Path(__file__).parent,
+        ).stdout.strip()
     except OSError:
         described = ""
     assert got == (described or __version__)

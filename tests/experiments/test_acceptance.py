@@ -15,8 +15,16 @@ SAMPLING = SamplingParams()
 
 def _measure(target: MarkovTable, draft: MarkovTable, n_prompts=60, seed=0):
     prompts = [[k % target.vocab_size] for k in range(n_prompts)]
-    measured = measure_prompts(lambda: MarkovBatchedLM(target), {"d": lambda: MarkovBatchedLM(draft)},
-                               prompts, GAMMA, SAMPLING, seed, 40, batch=16)["d"]
+    measured = measure_prompts(
+        lambda: MarkovBatchedLM(target),
+        {"d": lambda: MarkovBatchedLM(draft)},
+        prompts,
+        GAMMA,
+        SAMPLING,
+        seed,
+        40,
+        batch=16,
+    )["d"]
     return measured, summarise(measured, GAMMA, seed)
 
 
@@ -29,8 +37,7 @@ def _context_free(table: MarkovTable) -> MarkovTable:
 def test_iid_draft_matches_prediction_within_ci():
     target, draft = (_context_free(t) for t in make_tables(10, seed=1, scale=1.5, draft_noise=1.0))
     measured, s = _measure(target, draft)
-    exact_alpha = float(np.minimum(warp(target.logits[0, 0], SAMPLING),
-                                   warp(draft.logits[0, 0], SAMPLING)).sum())
+    exact_alpha = float(np.minimum(warp(target.logits[0, 0], SAMPLING), warp(draft.logits[0, 0], SAMPLING)).sum())
     assert abs(s["alpha"] - exact_alpha) < 1e-6
     lo, hi = s["mean_accepted_length_ci95"]
     assert lo <= s["iid_prediction"] <= hi
@@ -64,9 +71,26 @@ def test_alpha_matches_independent_computation_on_markov_models():
 
 def test_measure_cli_runs_offline_on_tiny(tmp_path):
     out = tmp_path / "profile.json"
-    res = CliRunner().invoke(app, ["measure", "--pair", "tiny", "--draft", "close", "--prompts", "4",
-                                   "--draft-len", "3", "--max-new-tokens", "8", "--source", "builtin",
-                                   "--out", str(out)])
+    res = CliRunner().invoke(
+        app,
+        [
+            "measure",
+            "--pair",
+            "tiny",
+            "--draft",
+            "close",
+            "--prompts",
+            "4",
+            "--draft-len",
+            "3",
+            "--max-new-tokens",
+            "8",
+            "--source",
+            "builtin",
+            "--out",
+            str(out),
+        ],
+    )
     assert res.exit_code == 0, res.output
     profile = json.loads(out.read_text())
     assert profile["draft"] == "close" and 0 < profile["alpha"] < 1
@@ -92,13 +116,15 @@ def _stream(rates, alpha: float, n_prompts: int, rounds: int, seed: int) -> list
 
 def test_iid_check_passes_iid_streams_and_detects_position_decay():
     gamma, alpha = 8, 0.8
-    passed = sum(bool(summarise(_stream([alpha] * gamma, alpha, 40, 10, s), gamma, s)["iid_check"]["holds"])
-                 for s in range(40))
+    passed = sum(
+        bool(summarise(_stream([alpha] * gamma, alpha, 40, 10, s), gamma, s)["iid_check"]["holds"]) for s in range(40)
+    )
     assert passed >= 34  # a 95% interval: about 38 of 40 (≥ 34 with probability > 0.99)
     # Negative control: acceptance decaying with the position while the overlap still says 0.8.
-    decaying = [alpha * 0.93 ** i for i in range(gamma)]
-    detected = sum(not summarise(_stream(decaying, alpha, 40, 10, s), gamma, s)["iid_check"]["holds"]
-                   for s in range(10))
+    decaying = [alpha * 0.93**i for i in range(gamma)]
+    detected = sum(
+        not summarise(_stream(decaying, alpha, 40, 10, s), gamma, s)["iid_check"]["holds"] for s in range(10)
+    )
     assert detected >= 9
 
 

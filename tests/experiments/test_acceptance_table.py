@@ -21,20 +21,27 @@ def _profiles():
 
 
 def test_the_docs_table_is_current_with_the_shipped_profiles():
-    assert (ROOT / at.DOC_PATH).read_text() == at.render(), \
+    assert (ROOT / at.DOC_PATH).read_text() == at.render(), (
         "docs/acceptance.md is stale: run `python -m multispin.experiments.acceptance_table render`"
+    )
 
 
-@pytest.mark.parametrize("profile", _profiles(), ids=lambda p: f"{p['pair']}/{p['draft']}/{p['source']}/"
-                                                            f"{policy_label(p['sampling'])}")
+@pytest.mark.parametrize(
+    "profile", _profiles(), ids=lambda p: f"{p['pair']}/{p['draft']}/{p['source']}/{policy_label(p['sampling'])}"
+)
 def test_shipped_profiles_are_what_their_cell_says(profile):
     pair = profile["pair"]
     assert profile["vocab_size"] == VOCAB[pair]
     # a registered pair's RTN drafts; a cross-vocabulary pair's one draft is the model it names
     drafts = REGISTERED[pair].default_drafts or (pair.split(":")[0],)
     assert profile["draft"] in drafts
-    cell = next(c for c in at.GRID if c.pair == pair and c.source == profile["source"]
-                and policy_label(c.sampling) == policy_label(profile["sampling"]))
+    cell = next(
+        c
+        for c in at.GRID
+        if c.pair == pair
+        and c.source == profile["source"]
+        and policy_label(c.sampling) == policy_label(profile["sampling"])
+    )
     assert profile["draft"] in cell.drafts
     assert profile["num_prompts"] == cell.prompts and profile["verdict_prompts"] == cell.verdict_prompts
     assert profile["draft_len"] == at.GAMMA and profile["max_new_tokens"] == at.MAX_NEW_TOKENS
@@ -61,8 +68,7 @@ def test_measured_presets_carry_the_profiles_numbers():
 
 
 def _profile(alpha: float, rates: list[float]) -> dict:
-    return {"draft": "d", "source": "humaneval", "sampling": at.SAMPLED, "alpha": alpha,
-            "per_position_rate": rates}
+    return {"draft": "d", "source": "humaneval", "sampling": at.SAMPLED, "alpha": alpha, "per_position_rate": rates}
 
 
 def test_iid_cost_is_zero_when_the_profile_is_iid_and_positive_when_it_decays():
@@ -104,8 +110,19 @@ def test_reproduce_quick_on_measured_acceptance_writes_what_the_paper_scenario_d
     outs = {}
     for scenario in ("paper-qwen", "measured-smollm2-a100"):
         out = outs[scenario] = tmp_path / scenario
-        args = ["reproduce", "--quick", "--scenario", scenario, "--figure", "fig1_mode_split", "--out", str(out),
-                "--workers", "2", "--no-progress"]
+        args = [
+            "reproduce",
+            "--quick",
+            "--scenario",
+            scenario,
+            "--figure",
+            "fig1_mode_split",
+            "--out",
+            str(out),
+            "--workers",
+            "2",
+            "--no-progress",
+        ]
         if scenario != "paper-qwen":
             args += ["--compare-with", str(outs["paper-qwen"])]
         res = CliRunner().invoke(app, args)

@@ -25,7 +25,7 @@ def _tokens_from(tpot: np.ndarray, inst, gamma, rounds: int, seed: int) -> np.nd
     u = rng.random((rounds, inst.num_devices))
     rej = u > inst.survival[np.arange(inst.num_devices), gamma][None, :]
     t = float(t_comp_s(inst, gamma)) + t_comm_batch(rej, inst)
-    return (t[:, None] / tpot.reshape(rounds, -1))
+    return t[:, None] / tpot.reshape(rounds, -1)
 
 
 def _mean_tokens_test(sampler) -> bool:

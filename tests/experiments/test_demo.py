@@ -26,8 +26,18 @@ def test_steady_state_every_round_runs_every_device_and_next_prompts_start_from_
     pair = resolve_pair("tiny")
     k, rounds = 3, 14
     queues = device_prompt_queues(["chat", "code", "chat"], rounds, seed=2, source="builtin")
-    bed = LocalTestbed(pair, k, max_new_tokens=3, rounds=rounds, prompt_queues=queues, device_runner="thread",
-                       draft_lengths=UniformDraftLength(2), modes=FixedMode("dl"), seed=2, sampling=None)
+    bed = LocalTestbed(
+        pair,
+        k,
+        max_new_tokens=3,
+        rounds=rounds,
+        prompt_queues=queues,
+        device_runner="thread",
+        draft_lengths=UniformDraftLength(2),
+        modes=FixedMode("dl"),
+        seed=2,
+        sampling=None,
+    )
     bed.start()
     summary = bed.wait(120)
     events = summary.server.events
@@ -52,8 +62,9 @@ def _rows(path):
 
 
 def test_target_only_runs_through_the_loop_at_gamma_zero_and_matches_the_formula(tmp_path):
-    cfg = TestbedConfig.make(pair="tiny", devices=4, rounds=6, max_new_tokens=5, policy="target_only",
-                             runner="thread", out=tmp_path)
+    cfg = TestbedConfig.make(
+        pair="tiny", devices=4, rounds=6, max_new_tokens=5, policy="target_only", runner="thread", out=tmp_path
+    )
     res = run_testbed(cfg)
     rows = _rows(tmp_path / "rounds.jsonl")
     assert len(rows) == 6 and all(g == 0 for r in rows for g in r["gamma"].values())
@@ -107,7 +118,7 @@ def _columns_and_caption(text: str) -> tuple[list[str], str]:
     header = next(ln for ln in lines if ln.startswith("┃"))
     bottom = next(i for i, ln in enumerate(lines) if ln.startswith("└"))
     caption = []
-    for ln in lines[bottom + 1:]:
+    for ln in lines[bottom + 1 :]:
         if ln.startswith("adaptive vs "):
             break
         caption.append(ln)
@@ -115,8 +126,10 @@ def _columns_and_caption(text: str) -> tuple[list[str], str]:
 
 
 def test_demo_cli_prints_setup_table_verdicts_and_writes_json_and_png(tmp_path):
-    res = CliRunner().invoke(app, ["demo", "--pair", "tiny", "--devices", "2", "--rounds", "6",
-                                   "--max-new-tokens", "8", "--out", str(tmp_path)])
+    res = CliRunner().invoke(
+        app,
+        ["demo", "--pair", "tiny", "--devices", "2", "--rounds", "6", "--max-new-tokens", "8", "--out", str(tmp_path)],
+    )
     assert res.exit_code == 0, res.output
     lines = res.stdout.strip().splitlines()
     assert lines[0].startswith("devices: ") and "α" in lines[0]
@@ -130,16 +143,47 @@ def test_demo_cli_prints_setup_table_verdicts_and_writes_json_and_png(tmp_path):
     assert (tmp_path / "demo.png").stat().st_size > 10_000
     doc = json.loads((tmp_path / "summary.json").read_text())
     assert [r["policy"] for r in doc["points"][0]["policies"]] == list(POLICIES)
-    js = CliRunner().invoke(app, ["demo", "--pair", "tiny", "--devices", "2", "--rounds", "4", "--max-new-tokens",
-                                  "8", "--out", str(tmp_path / "j"), "--json"])
+    js = CliRunner().invoke(
+        app,
+        [
+            "demo",
+            "--pair",
+            "tiny",
+            "--devices",
+            "2",
+            "--rounds",
+            "4",
+            "--max-new-tokens",
+            "8",
+            "--out",
+            str(tmp_path / "j"),
+            "--json",
+        ],
+    )
     assert js.exit_code == 0, js.output
     doc = json.loads(js.stdout.strip().splitlines()[-1])
     assert doc["schema"] == "multispin.demo-summary" and doc["multispin_version"]
 
 
 def test_demo_sweep_runs_every_power_and_plots(tmp_path):
-    res = CliRunner().invoke(app, ["demo", "--pair", "tiny", "--devices", "2", "--rounds", "4", "--max-new-tokens",
-                                   "6", "--sweep", "pdl", "--out", str(tmp_path)])
+    res = CliRunner().invoke(
+        app,
+        [
+            "demo",
+            "--pair",
+            "tiny",
+            "--devices",
+            "2",
+            "--rounds",
+            "4",
+            "--max-new-tokens",
+            "6",
+            "--sweep",
+            "pdl",
+            "--out",
+            str(tmp_path),
+        ],
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads((tmp_path / "summary.json").read_text())
     offsets = [p["pdl_over_pul_db"] for p in doc["points"]]

@@ -26,8 +26,9 @@ def test_the_demo_defaults_to_the_papers_k_on_a_device_pool_and_testbed_keeps_it
     assert running_values("paper-qwen", set(), {"devices": DEMO_DEVICES}, devices=5)["devices"] == 5  # a flag wins
 
 
-@pytest.mark.parametrize("policies", [("all_ul", "all_dl"), ("adaptive",), ("adaptive", "greedy"),
-                                      ("adaptive", "all_dl", "all_dl")])
+@pytest.mark.parametrize(
+    "policies", [("all_ul", "all_dl"), ("adaptive",), ("adaptive", "greedy"), ("adaptive", "all_dl", "all_dl")]
+)
 def test_a_demo_needs_adaptive_and_another_known_policy_each_once(policies):
     with pytest.raises(ConfigError, match="policies: adaptive and at least one other"):
         DemoConfig.make(policies=policies)
@@ -35,7 +36,10 @@ def test_a_demo_needs_adaptive_and_another_known_policy_each_once(policies):
 
 def test_policies_run_in_the_demos_order_adaptive_first():
     assert DemoConfig.make(policies=("target_only", "all_dl", "adaptive")).policies == (
-        "adaptive", "all_dl", "target_only")
+        "adaptive",
+        "all_dl",
+        "target_only",
+    )
 
 
 def test_forecast_ratio_is_the_mean_over_seeds_with_a_t_interval():
@@ -51,8 +55,9 @@ def test_forecast_ratio_is_the_mean_over_seeds_with_a_t_interval():
 @pytest.fixture(scope="module")
 def tiny_study(tmp_path_factory):
     out = tmp_path_factory.mktemp("study")
-    cfg = DemoConfig.make(pair="tiny", devices=2, rounds=4, seeds=2, max_new_tokens=5, policies=STUDY_POLICIES,
-                          out=out / "serial", seed=4)
+    cfg = DemoConfig.make(
+        pair="tiny", devices=2, rounds=4, seeds=2, max_new_tokens=5, policies=STUDY_POLICIES, out=out / "serial", seed=4
+    )
     return cfg, run_demo(cfg, resolve_pair("tiny"))
 
 
@@ -72,8 +77,10 @@ def test_the_study_compares_adaptive_with_all_dl_only(tiny_study):
 @pytest.mark.slow
 def test_seeds_run_in_a_process_pool_give_the_numbers_run_one_after_another_give(tiny_study):
     cfg, serial = tiny_study
-    par = run_demo(cfg.model_copy(update={"executor": "local", "workers": 2, "out": cfg.out.parent / "local"}),
-                   resolve_pair("tiny"))
+    par = run_demo(
+        cfg.model_copy(update={"executor": "local", "workers": 2, "out": cfg.out.parent / "local"}),
+        resolve_pair("tiny"),
+    )
     for a, b in zip(serial.points[0].rows, par.points[0].rows):
         assert a["per_seed"] == b["per_seed"]
     assert serial.points[0].comparisons[0].pct == par.points[0].comparisons[0].pct
@@ -84,8 +91,25 @@ def test_demo_study_on_the_cli_prints_the_one_verdict_and_the_forecast_ratio(tmp
 
     from multispin.cli import app
 
-    res = CliRunner().invoke(app, ["demo", "--pair", "tiny", "--devices", "2", "--study", "--rounds", "2",
-                                   "--seeds", "2", "--max-new-tokens", "4", "--out", str(tmp_path)])
+    res = CliRunner().invoke(
+        app,
+        [
+            "demo",
+            "--pair",
+            "tiny",
+            "--devices",
+            "2",
+            "--study",
+            "--rounds",
+            "2",
+            "--seeds",
+            "2",
+            "--max-new-tokens",
+            "4",
+            "--out",
+            str(tmp_path),
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "adaptive vs all_dl: " in res.output and "adaptive vs all_ul" not in res.output
     assert "realised / forecast over 2 seeds (95% interval): adaptive " in res.output

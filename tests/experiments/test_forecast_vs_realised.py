@@ -30,16 +30,38 @@ def _interval(ratios) -> tuple[float, float]:
 @pytest.mark.slow
 def test_forecast_matches_the_realised_goodput_and_the_budget_blind_one_does_not(tmp_path):
     # the draft's α, measured apart from the runs (other prompts, other seed) as a profile would be
-    profile = measure(MeasureConfig(pair="tiny", drafts=["close"], task="chat", prompts=48, draft_len=3,
-                                    max_new_tokens=BUDGET, temperature=1.0, seed=99))["close"]
+    profile = measure(
+        MeasureConfig(
+            pair="tiny",
+            drafts=["close"],
+            task="chat",
+            prompts=48,
+            draft_len=3,
+            max_new_tokens=BUDGET,
+            temperature=1.0,
+            seed=99,
+        )
+    )["close"]
     alpha = run_alpha(profile)
-    scenario = resolve_scenario("paper-qwen").override({"devices.count": DEVICES, "devices.acceptance": [alpha] * DEVICES})
+    scenario = resolve_scenario("paper-qwen").override(
+        {"devices.count": DEVICES, "devices.acceptance": [alpha] * DEVICES}
+    )
     path = tmp_path / "scenario.json"
     path.write_text(scenario.model_dump_json())
     model, blind = [], []
     for seed in SEEDS:
-        cfg = TestbedConfig.make(pair="tiny", devices=DEVICES, rounds=ROUNDS, max_new_tokens=BUDGET, policy="adaptive",
-                                 runner="thread", scenario=str(path), seed=seed, drafts=["close"], tasks="chat")
+        cfg = TestbedConfig.make(
+            pair="tiny",
+            devices=DEVICES,
+            rounds=ROUNDS,
+            max_new_tokens=BUDGET,
+            policy="adaptive",
+            runner="thread",
+            scenario=str(path),
+            seed=seed,
+            drafts=["close"],
+            tasks="chat",
+        )
         s = run_testbed(cfg).summary
         model.append(s["goodput_tokens_per_s"] / s["forecast_tokens_per_s"])
         blind.append(s["goodput_tokens_per_s"] / s["budget_blind_forecast_tokens_per_s"])

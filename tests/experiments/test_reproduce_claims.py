@@ -19,13 +19,26 @@ def _users(gain_ul: float, gain_dl: float = 5.0, gain_rand: float = 5.0, half: f
         for k in (2, 10, 20, 30):
             g_ul = gain_ul + (3.0 if ratio == 16 else 0.0) + 0.1 * k
             g_dl = gain_dl + (0.5 * k if ratio == 4 else 0.1 * k)
-            rows.append({"preset": "paper-qwen", "pdl_ratio": ratio, "devices": k, "n_drops": 100,
-                         "goodput": 300.0, "goodput_all_ul": 300.0 / (1 + g_ul / 100), "gamma_all_ul": 3.0,
-                         "gom_vs_all_ul_pct": g_ul, "gom_vs_all_ul_pct_lo": g_ul - half,
-                         "gom_vs_all_ul_pct_hi": g_ul + half,
-                         "gom_vs_all_dl_pct": g_dl, "gom_vs_all_dl_pct_lo": g_dl - 0.2, "gom_vs_all_dl_pct_hi": g_dl + 0.2,
-                         "gom_vs_random_pct": gain_rand, "gom_vs_random_pct_lo": gain_rand - half,
-                         "gom_vs_random_pct_hi": gain_rand + half})
+            rows.append(
+                {
+                    "preset": "paper-qwen",
+                    "pdl_ratio": ratio,
+                    "devices": k,
+                    "n_drops": 100,
+                    "goodput": 300.0,
+                    "goodput_all_ul": 300.0 / (1 + g_ul / 100),
+                    "gamma_all_ul": 3.0,
+                    "gom_vs_all_ul_pct": g_ul,
+                    "gom_vs_all_ul_pct_lo": g_ul - half,
+                    "gom_vs_all_ul_pct_hi": g_ul + half,
+                    "gom_vs_all_dl_pct": g_dl,
+                    "gom_vs_all_dl_pct_lo": g_dl - 0.2,
+                    "gom_vs_all_dl_pct_hi": g_dl + 0.2,
+                    "gom_vs_random_pct": gain_rand,
+                    "gom_vs_random_pct_lo": gain_rand - half,
+                    "gom_vs_random_pct_hi": gain_rand + half,
+                }
+            )
     return rows
 
 
@@ -97,16 +110,29 @@ def test_claim_3_needs_all_ul_to_draft():
 
 def _pdl(gammas, dl, preset="paper-qwen", uniform=10.0, comp=7.0, half=0.5):
     ratios = (1, 2, 4, 8, 16, 32, 64)
-    return [{"preset": preset, "pdl_ratio": r, "gamma_mean": g, "gamma_mean_lo": g - 0.2, "gamma_mean_hi": g + 0.2,
-             "frac_no_draft": 0.1, "dl_fraction": d, "dl_fraction_lo": max(0.0, d - 0.03),
-             "dl_fraction_hi": min(1.0, d + 0.03),
-             "gom_vs_best_uniform_pct": uniform, "gom_vs_best_uniform_pct_lo": uniform - half,
-             "gom_vs_best_uniform_pct_hi": uniform + half,
-             "gom_vs_computation_only_pct": comp, "gom_vs_computation_only_pct_lo": comp - half,
-             "gom_vs_computation_only_pct_hi": comp + half,
-             "gom_paper_vs_best_uniform_pct": 0.5, "gom_paper_vs_best_uniform_pct_lo": -1.0,
-             "gom_paper_vs_best_uniform_pct_hi": 2.0}
-            for r, g, d in zip(ratios, gammas, dl)]
+    return [
+        {
+            "preset": preset,
+            "pdl_ratio": r,
+            "gamma_mean": g,
+            "gamma_mean_lo": g - 0.2,
+            "gamma_mean_hi": g + 0.2,
+            "frac_no_draft": 0.1,
+            "dl_fraction": d,
+            "dl_fraction_lo": max(0.0, d - 0.03),
+            "dl_fraction_hi": min(1.0, d + 0.03),
+            "gom_vs_best_uniform_pct": uniform,
+            "gom_vs_best_uniform_pct_lo": uniform - half,
+            "gom_vs_best_uniform_pct_hi": uniform + half,
+            "gom_vs_computation_only_pct": comp,
+            "gom_vs_computation_only_pct_lo": comp - half,
+            "gom_vs_computation_only_pct_hi": comp + half,
+            "gom_paper_vs_best_uniform_pct": 0.5,
+            "gom_paper_vs_best_uniform_pct_lo": -1.0,
+            "gom_paper_vs_best_uniform_pct_hi": 2.0,
+        }
+        for r, g, d in zip(ratios, gammas, dl)
+    ]
 
 
 def test_draft_length_trend_and_dl_share():
@@ -128,8 +154,10 @@ def test_scheme_gains_inside_and_outside_the_band():
     assert res["6 (Qwen)"].status == PASS
     assert res["6p (Qwen)"].status != PASS  # the paper's greedy: CI spans zero in the fabricated table
     assert claims.check_beats_computation_only(rows)[0].status == PASS
-    big = [{**r, "gom_vs_best_uniform_pct": 40.0, "gom_vs_best_uniform_pct_lo": 39.0,
-            "gom_vs_best_uniform_pct_hi": 41.0} for r in rows]
+    big = [
+        {**r, "gom_vs_best_uniform_pct": 40.0, "gom_vs_best_uniform_pct_lo": 39.0, "gom_vs_best_uniform_pct_hi": 41.0}
+        for r in rows
+    ]
     assert claims.check_beats_uniform(big)[0].status == FAIL
     neg = [{**r, **_gain("gom_vs_computation_only_pct", -1.0 if r["pdl_ratio"] == 4 else 8.0, 0.5)} for r in rows]
     assert claims.check_beats_computation_only(neg)[0].status == FAIL
@@ -150,8 +178,16 @@ def test_scheme_claims_ignore_ratios_the_paper_did_not_use():
 
 
 def test_defaults_claim_and_missing_tables():
-    good = {"devices": 20, "bandwidth_mhz": 10.0, "p_ul_dbm": 10.0, "pdl_ratios": "1 2 4 8 16", "acceptance_min": 0.84,
-            "acceptance_max": 0.93, "tasks": 4, "n_saa": 1000}
+    good = {
+        "devices": 20,
+        "bandwidth_mhz": 10.0,
+        "p_ul_dbm": 10.0,
+        "pdl_ratios": "1 2 4 8 16",
+        "acceptance_min": 0.84,
+        "acceptance_max": 0.93,
+        "tasks": 4,
+        "n_saa": 1000,
+    }
     assert claims.check_defaults(good).status == PASS
     bad = claims.check_defaults({**good, "n_saa": 200})
     assert bad.status == FAIL and "N_SAA" in bad.measured

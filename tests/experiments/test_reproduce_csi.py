@@ -14,9 +14,19 @@ OPTIONS = {"csi": True, "replicates": 2}
 
 
 def _scenario(speed_kmh, pilot_snr_db, seed=11):
-    return get_preset("paper-qwen").override({
-        "devices.count": 4, "optimizer.n_saa": 64, "seed": seed,
-        "channel.speed_kmh": speed_kmh, "channel.pilot_snr_db": pilot_snr_db}).to_dict()
+    return (
+        get_preset("paper-qwen")
+        .override(
+            {
+                "devices.count": 4,
+                "optimizer.n_saa": 64,
+                "seed": seed,
+                "channel.speed_kmh": speed_kmh,
+                "channel.pilot_snr_db": pilot_snr_db,
+            }
+        )
+        .to_dict()
+    )
 
 
 def test_with_static_perfect_pilots_the_three_plans_score_the_same():
@@ -50,13 +60,21 @@ def test_grid_quick_and_full():
 
 
 def _row(speed, v, lo, hi):
-    return {"preset": "paper-qwen", "sweep": "speed", "speed_kmh": speed, "pilot_snr_db": 10.0,
-            "gom_robust_vs_naive_pct": v, "gom_robust_vs_naive_pct_lo": lo, "gom_robust_vs_naive_pct_hi": hi}
+    return {
+        "preset": "paper-qwen",
+        "sweep": "speed",
+        "speed_kmh": speed,
+        "pilot_snr_db": 10.0,
+        "gom_robust_vs_naive_pct": v,
+        "gom_robust_vs_naive_pct_lo": lo,
+        "gom_robust_vs_naive_pct_hi": hi,
+    }
 
 
 def test_statement_sorts_points_by_their_interval():
-    text = fig.statement([_row(3.0, 5.0, 1.0, 9.0), _row(30.0, 2.0, -1.0, 5.0), _row(120.0, -4.0, -6.0, -2.0),
-                          _row(60.0, 0.0, 0.0, 0.0)])
+    text = fig.statement(
+        [_row(3.0, 5.0, 1.0, 9.0), _row(30.0, 2.0, -1.0, 5.0), _row(120.0, -4.0, -6.0, -2.0), _row(60.0, 0.0, 0.0, 0.0)]
+    )
     assert "**matters** at 3 km/h" in text
     assert "**no difference** at 30 km/h: 2.0 [-1.0, 5.0]%, 60 km/h" in text
     assert "**hurts** at 120 km/h" in text

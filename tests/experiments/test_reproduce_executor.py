@@ -15,8 +15,18 @@ from multispin.experiments.reproduce.pipeline import export_figures
 
 
 def _cfg(out: Path, **kw) -> RunConfig:
-    base = dict(out=out, quick=True, preset="paper-qwen", seed=5, workers=1, drops=2, n_saa=40, progress=False,
-                figures=(fig_resources.NAME,), use_cache=False)
+    base = dict(
+        out=out,
+        quick=True,
+        preset="paper-qwen",
+        seed=5,
+        workers=1,
+        drops=2,
+        n_saa=40,
+        progress=False,
+        figures=(fig_resources.NAME,),
+        use_cache=False,
+    )
     base.update(kw)
     return RunConfig(**base)
 
@@ -31,7 +41,9 @@ def test_bad_executor_flags_are_config_errors(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="address: a cluster address needs --executor ray"):
         _cfg(tmp_path, address="head:6379")
     real = executor.importlib.util.find_spec
-    monkeypatch.setattr(executor.importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    monkeypatch.setattr(
+        executor.importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a)
+    )
     with pytest.raises(ConfigError, match=r"pip install 'multispin\[cluster\]'"):
         _cfg(tmp_path, executor="ray")
 

@@ -44,9 +44,16 @@ def _users_rows():
     rows = []
     for preset, ratio, k in itertools.product(("paper-qwen", "paper-r1"), (4, 16), (2, 10, 20)):
         r = {"preset": preset, "pdl_ratio": ratio, "devices": k, "n_saa": 1000, "n_drops": 4}
-        for m, v in (("goodput", 10.0 * k), ("goodput_all_ul", 9.0 * k), ("goodput_all_dl", 10.0 * k),
-                     ("goodput_random", 9.0 * k), ("gom_vs_all_ul_pct", 11.1), ("gom_vs_all_dl_pct", 0.0),
-                     ("gom_vs_random_pct", 11.1), ("g_ratio_bound", 0.5)):
+        for m, v in (
+            ("goodput", 10.0 * k),
+            ("goodput_all_ul", 9.0 * k),
+            ("goodput_all_dl", 10.0 * k),
+            ("goodput_random", 9.0 * k),
+            ("gom_vs_all_ul_pct", 11.1),
+            ("gom_vs_all_dl_pct", 0.0),
+            ("gom_vs_random_pct", 11.1),
+            ("g_ratio_bound", 0.5),
+        ):
             r[m], r[m + "_lo"], r[m + "_hi"] = v, v - 1.0, v + 1.0
         rows.append(r)
     return rows

@@ -15,8 +15,17 @@ from multispin.experiments.reproduce.stats import mean_ci, summarise
 
 
 def _cfg(out: Path, **kw) -> RunConfig:
-    base = dict(out=out, quick=True, preset="paper-qwen", seed=3, workers=1, drops=2, n_saa=40, progress=False,
-                figures=(fig_resources.NAME,))
+    base = dict(
+        out=out,
+        quick=True,
+        preset="paper-qwen",
+        seed=3,
+        workers=1,
+        drops=2,
+        n_saa=40,
+        progress=False,
+        figures=(fig_resources.NAME,),
+    )
     base.update(kw)
     return RunConfig(**base)
 
@@ -28,8 +37,12 @@ def _csvs(out: Path) -> dict[str, bytes]:
 def test_drop_seeds_are_stable_and_distinct():
     a = drop_seed(0, "pdl", '{"pdl_ratio":4}', 0)
     assert a == drop_seed(0, "pdl", '{"pdl_ratio":4}', 0)
-    others = {drop_seed(0, "pdl", '{"pdl_ratio":4}', 1), drop_seed(1, "pdl", '{"pdl_ratio":4}', 0),
-              drop_seed(0, "users", '{"pdl_ratio":4}', 0), drop_seed(0, "pdl", '{"pdl_ratio":16}', 0)}
+    others = {
+        drop_seed(0, "pdl", '{"pdl_ratio":4}', 1),
+        drop_seed(1, "pdl", '{"pdl_ratio":4}', 0),
+        drop_seed(0, "users", '{"pdl_ratio":4}', 0),
+        drop_seed(0, "pdl", '{"pdl_ratio":16}', 0),
+    }
     assert a not in others and len(others) == 4
     assert 0 <= a < 2**63
 
@@ -38,8 +51,10 @@ def test_mean_ci_and_summary():
     m, lo, hi, n = mean_ci([1.0, 2.0, 3.0, float("nan")])
     assert (m, n) == (2.0, 3)
     assert lo == pytest.approx(2.0 - 4.302652729911275 / math.sqrt(3)) and hi == pytest.approx(2 * m - lo)
-    row = summarise({"preset": "x"}, [{"drop": 0, "goodput": 1.0, "dl_fraction": float("nan")},
-                                      {"drop": 1, "goodput": 3.0, "dl_fraction": 0.5}])
+    row = summarise(
+        {"preset": "x"},
+        [{"drop": 0, "goodput": 1.0, "dl_fraction": float("nan")}, {"drop": 1, "goodput": 3.0, "dl_fraction": 0.5}],
+    )
     assert row["n_drops"] == 2 and row["goodput"] == 2.0 and row["dl_fraction_n"] == 1
     assert "drop" not in row
 
@@ -59,8 +74,13 @@ def test_non_negative_metrics_get_intervals_that_stay_non_negative():
     _, tlo, thi, _ = mean_ci(v)
     _, blo, bhi, _ = bootstrap_mean_ci(v)
     assert blo == pytest.approx(tlo, abs=0.15) and bhi == pytest.approx(thi, abs=0.15)
-    row = summarise({}, [{"drop": i, "gamma_mean": g, "frac_no_draft": f, "gain_vs_all_ul_pct": p}
-                         for i, (g, f, p) in enumerate(zip(gammas, [1.0, 1.0, 1.0, 0.2], [-5.0, 1.0, 2.0, 30.0]))])
+    row = summarise(
+        {},
+        [
+            {"drop": i, "gamma_mean": g, "frac_no_draft": f, "gain_vs_all_ul_pct": p}
+            for i, (g, f, p) in enumerate(zip(gammas, [1.0, 1.0, 1.0, 0.2], [-5.0, 1.0, 2.0, 30.0]))
+        ],
+    )
     assert row["gamma_mean_lo"] >= 0 and 0 <= row["frac_no_draft_lo"] <= row["frac_no_draft_hi"] <= 1
     assert row["gain_vs_all_ul_pct_lo"] == mean_ci([-5.0, 1.0, 2.0, 30.0])[1]  # signed: Student t
 
@@ -110,8 +130,23 @@ def test_one_figure_runs_through_the_command_and_redraws_from_its_csv(tmp_path):
     from multispin.cli import app
 
     out = tmp_path / "fig4"
-    args = ["reproduce", "--figure", fig_resources.NAME, "--out", str(out), "--quick", "--scenario", "paper-qwen",
-            "--workers", "1", "--drops", "2", "--n-saa", "40", "--no-progress"]
+    args = [
+        "reproduce",
+        "--figure",
+        fig_resources.NAME,
+        "--out",
+        str(out),
+        "--quick",
+        "--scenario",
+        "paper-qwen",
+        "--workers",
+        "1",
+        "--drops",
+        "2",
+        "--n-saa",
+        "40",
+        "--no-progress",
+    ]
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 0, r.output
     csv, png = out / f"{fig_resources.NAME}.csv", out / f"{fig_resources.NAME}.png"

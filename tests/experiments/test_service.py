@@ -13,11 +13,30 @@ from multispin.runtime.wire.round_row import RoundRow
 
 
 def _row(r: int, gamma: dict, tokens: dict, comp: float, comm: float, **kw) -> RoundRow:
-    base = dict(round=r, gamma=gamma, rejected=[], modes={}, power_w={}, bandwidth_hz={}, gain={},
-                charged_bits={}, payload_bits={}, correction_bits={}, uplink_bits={}, downlink_bits={},
-                tokens_gained=tokens, comp_latency_s=comp, comm_latency_s=comm,
-                planned_goodput_tokens_per_s=0.0, planning_cpu_s=0.0, planning_wall_s=0.0,
-                planning_charged_s=0.0, verify_s=0.0, round_wall_s=0.0, dropped={})
+    base = dict(
+        round=r,
+        gamma=gamma,
+        rejected=[],
+        modes={},
+        power_w={},
+        bandwidth_hz={},
+        gain={},
+        charged_bits={},
+        payload_bits={},
+        correction_bits={},
+        uplink_bits={},
+        downlink_bits={},
+        tokens_gained=tokens,
+        comp_latency_s=comp,
+        comm_latency_s=comm,
+        planned_goodput_tokens_per_s=0.0,
+        planning_cpu_s=0.0,
+        planning_wall_s=0.0,
+        planning_charged_s=0.0,
+        verify_s=0.0,
+        round_wall_s=0.0,
+        dropped={},
+    )
     return RoundRow(**{**base, **kw})
 
 
@@ -69,9 +88,12 @@ def _recompute(lines: list[dict], devices: int) -> dict:
     g = [t / total for t in tokens]
     tpot = [t / n for r, t in zip(lines, dur) for n in r["tokens_gained"].values() if n > 0]
     gammas = [v for r in lines for v in r["gamma"].values()]
-    return {"g": g, "jain": sum(g) ** 2 / (devices * sum(x * x for x in g)),
-            "tpot": [float(np.percentile(tpot, q)) for q in (50, 95, 99)],
-            "gamma0": sum(v == 0 for v in gammas) / len(gammas)}
+    return {
+        "g": g,
+        "jain": sum(g) ** 2 / (devices * sum(x * x for x in g)),
+        "tpot": [float(np.percentile(tpot, q)) for q in (50, 95, 99)],
+        "gamma0": sum(v == 0 for v in gammas) / len(gammas),
+    }
 
 
 def _check(summary: dict, again: dict, devices: int) -> None:

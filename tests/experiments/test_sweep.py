@@ -29,7 +29,13 @@ def table():
 
 def test_rows_per_point_and_policy_with_intervals(table):
     assert [(r["radio.p_dl_dbm"], r["policy"]) for r in table.rows] == [
-        (10, "adaptive"), (10, "all_ul"), (10, "all_dl"), (30, "adaptive"), (30, "all_ul"), (30, "all_dl")]
+        (10, "adaptive"),
+        (10, "all_ul"),
+        (10, "all_dl"),
+        (30, "adaptive"),
+        (30, "all_ul"),
+        (30, "all_dl"),
+    ]
     for r in table.rows:
         assert r["n_drops"] == 4
         assert r["goodput_low"] <= r["goodput_tokens_per_s"] <= r["goodput_high"]
@@ -75,12 +81,10 @@ def test_every_point_sees_the_same_drops(table):
 
 
 def test_same_seed_same_table_and_the_cache_resumes(table, tmp_path):
-    again = ms.sweep(ms.scenario(**SMALL), over=GRID, drops=4, policies=["adaptive", "all_ul", "all_dl"],
-                     out=tmp_path)
+    again = ms.sweep(ms.scenario(**SMALL), over=GRID, drops=4, policies=["adaptive", "all_ul", "all_dl"], out=tmp_path)
     assert again.to_json() == table.to_json()
     assert list((tmp_path / "cache" / "sweep").glob("*.json"))
-    cached = ms.sweep(ms.scenario(**SMALL), over=GRID, drops=4, policies=["adaptive", "all_ul", "all_dl"],
-                      out=tmp_path)
+    cached = ms.sweep(ms.scenario(**SMALL), over=GRID, drops=4, policies=["adaptive", "all_ul", "all_dl"], out=tmp_path)
     assert cached.to_json() == table.to_json()
     other = ms.sweep(ms.scenario(**SMALL), over=GRID, drops=4, policies=["adaptive", "all_ul", "all_dl"], seed=7)
     assert other.to_json() != table.to_json()
@@ -89,7 +93,8 @@ def test_same_seed_same_table_and_the_cache_resumes(table, tmp_path):
 def test_bad_sweeps_are_one_config_error():
     sc = ms.scenario(**SMALL)
     for kwargs, start in [
-        (dict(over={}), "over:"), (dict(over={"radio.p_dl_dbm": []}), "over: radio.p_dl_dbm"),
+        (dict(over={}), "over:"),
+        (dict(over={"radio.p_dl_dbm": []}), "over: radio.p_dl_dbm"),
         (dict(over={"radio.p_dl_dbm": [999]}), "radio.p_dl_dbm: must be in"),
         (dict(over=GRID, policies=["target_only"]), "policies: unknown policy 'target_only'"),
         (dict(over=GRID, drops=1), "drops: must be in [2, inf)"),
@@ -111,13 +116,26 @@ def test_plot_draws_one_line_per_policy(table, tmp_path):
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
-    return subprocess.run([sys.executable, "-m", "multispin", *args], capture_output=True, text=True, env=env,
-                          timeout=120, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "multispin", *args], capture_output=True, text=True, env=env, timeout=120, cwd=ROOT
+    )
 
 
 def test_the_cli_prints_what_the_api_returns(table, tmp_path):
-    args = ["sweep", "--devices", "4", "--n-saa", "40", "--over", "radio.p_dl_dbm=10,30", "--drops", "4",
-            "--policies", "adaptive,all_ul,all_dl", "--no-progress"]
+    args = [
+        "sweep",
+        "--devices",
+        "4",
+        "--n-saa",
+        "40",
+        "--over",
+        "radio.p_dl_dbm=10,30",
+        "--drops",
+        "4",
+        "--policies",
+        "adaptive,all_ul,all_dl",
+        "--no-progress",
+    ]
     res = _cli(*args, "--json", "--plot", str(tmp_path / "s.png"))
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout) == json.loads(table.to_json())
@@ -131,11 +149,30 @@ def test_the_cli_prints_what_the_api_returns(table, tmp_path):
 
 
 def test_set_holds_a_field_fixed():
-    res = _cli("sweep", "--devices", "3", "--n-saa", "30", "--set", "radio.bandwidth_hz=5e6", "--over",
-               "radio.p_dl_dbm=20", "--drops", "2", "--policies", "adaptive", "--json", "--no-progress")
+    res = _cli(
+        "sweep",
+        "--devices",
+        "3",
+        "--n-saa",
+        "30",
+        "--set",
+        "radio.bandwidth_hz=5e6",
+        "--over",
+        "radio.p_dl_dbm=20",
+        "--drops",
+        "2",
+        "--policies",
+        "adaptive",
+        "--json",
+        "--no-progress",
+    )
     assert res.returncode == 0, res.stderr
-    want = ms.sweep(ms.scenario(devices=3, n_saa=30, fields={"radio.bandwidth_hz": 5e6}),
-                    over={"radio.p_dl_dbm": [20]}, drops=2, policies=["adaptive"])
+    want = ms.sweep(
+        ms.scenario(devices=3, n_saa=30, fields={"radio.bandwidth_hz": 5e6}),
+        over={"radio.p_dl_dbm": [20]},
+        drops=2,
+        policies=["adaptive"],
+    )
     assert json.loads(res.stdout) == json.loads(want.to_json())
 
 

@@ -16,14 +16,27 @@ from multispin.speculative.codecs import make_codec
 # real sockets, processes or models: `make test-fast` leaves these out
 pytestmark = pytest.mark.integration
 
-ROW_KEYS = {"round", "gamma", "rejected", "modes", "power_w", "bandwidth_hz", "payload_bits",
-            "uplink_bits", "downlink_bits", "tokens_gained", "comp_latency_s", "comm_latency_s"}
+ROW_KEYS = {
+    "round",
+    "gamma",
+    "rejected",
+    "modes",
+    "power_w",
+    "bandwidth_hz",
+    "payload_bits",
+    "uplink_bits",
+    "downlink_bits",
+    "tokens_gained",
+    "comp_latency_s",
+    "comm_latency_s",
+}
 
 
 @pytest.mark.parametrize("policy", ["adaptive", "all_dl"])
 def test_virtual_clock_run_logs_every_round(tmp_path, policy):
-    cfg = TestbedConfig.make(pair="tiny", devices=3, rounds=5, max_new_tokens=200, policy=policy,
-                             runner="thread", out=tmp_path)
+    cfg = TestbedConfig.make(
+        pair="tiny", devices=3, rounds=5, max_new_tokens=200, policy=policy, runner="thread", out=tmp_path
+    )
     res = run_testbed(cfg)
     lines = [json.loads(x) for x in (tmp_path / "rounds.jsonl").read_text().splitlines()]
     assert len(lines) == 5 == res.summary["rounds"]
@@ -43,8 +56,16 @@ def test_virtual_clock_run_logs_every_round(tmp_path, policy):
 
 
 def test_wall_clock_includes_emulated_airtime(tmp_path):
-    cfg = TestbedConfig.make(pair="tiny", devices=2, rounds=3, max_new_tokens=100, clock="wall",
-                             runner="thread", out=tmp_path, p_dl_dbm=-20.0)
+    cfg = TestbedConfig.make(
+        pair="tiny",
+        devices=2,
+        rounds=3,
+        max_new_tokens=100,
+        clock="wall",
+        runner="thread",
+        out=tmp_path,
+        p_dl_dbm=-20.0,
+    )
     res = run_testbed(cfg)
     rows = res.rounds
     airtime = sum(r.comm_latency_s for r in rows)
@@ -60,11 +81,9 @@ def test_bad_testbed_values_are_one_line_errors():
 
 
 def test_devices_plan_with_the_measured_acceptance_of_their_draft_and_task():
+    from multispin.experiments.testbed import build_scenario, payload_choice, with_measured_acceptance
     from multispin.models.profiles import device_alpha
-    from multispin.experiments.testbed import build_scenario, with_measured_acceptance
     from multispin.system.channel import World
-
-    from multispin.experiments.testbed import payload_choice
 
     config = TestbedConfig.make(devices=3)
     base = build_scenario(config)
@@ -88,8 +107,18 @@ def test_devices_plan_with_the_measured_acceptance_of_their_draft_and_task():
 
 # ---- the clock charges the airtime of what the system sent ----
 
-AIRTIME_RUN = dict(pair="tiny", devices=4, rounds=6, max_new_tokens=200, policy="random", runner="thread",
-                   ul_codec="dense-fp16", dl_codec="sparse:v_eff=64,q=32", top_k=64, p_dl_dbm=20.0)
+AIRTIME_RUN = dict(
+    pair="tiny",
+    devices=4,
+    rounds=6,
+    max_new_tokens=200,
+    policy="random",
+    runner="thread",
+    ul_codec="dense-fp16",
+    dl_codec="sparse:v_eff=64,q=32",
+    top_k=64,
+    p_dl_dbm=20.0,
+)
 
 
 def _airtime_errors(rows: list[dict], noise_psd_w_per_hz: float) -> list[float]:
@@ -98,9 +127,11 @@ def _airtime_errors(rows: list[dict], noise_psd_w_per_hz: float) -> list[float]:
     power, bandwidth and gain (the bits as the server's record logs them)."""
     errors = []
     for row in rows:
-        airtime = [row["correction_bits"][d] / (b * math.log2(1 + row["power_w"][d] * row["gain"][d]
-                                                                / (noise_psd_w_per_hz * b)))
-                   for d, b in row["bandwidth_hz"].items()]
+        airtime = [
+            row["correction_bits"][d]
+            / (b * math.log2(1 + row["power_w"][d] * row["gain"][d] / (noise_psd_w_per_hz * b)))
+            for d, b in row["bandwidth_hz"].items()
+        ]
         expected = max(airtime, default=0.0)
         errors.append(abs(row["comm_latency_s"] - expected) / max(expected, 1e-300))
     return errors
@@ -131,8 +162,7 @@ def test_airtime_check_catches_charging_the_scenario_payload(tmp_path, monkeypat
     bits) instead of the bits the codecs moved fails the same check."""
     from multispin.runtime.round.planner import ScenarioPlanner
 
-    monkeypatch.setattr(ScenarioPlanner, "_charged_bits",
-                        lambda self, record: self.scenario.payload.payload_bits)
+    monkeypatch.setattr(ScenarioPlanner, "_charged_bits", lambda self, record: self.scenario.payload.payload_bits)
     res = run_testbed(TestbedConfig.make(**AIRTIME_RUN, out=tmp_path))
     rows = [json.loads(x) for x in (tmp_path / "rounds.jsonl").read_text().splitlines()]
     _codec_bits_check(rows)  # the wire is unchanged; only the clock is wrong
@@ -140,9 +170,26 @@ def test_airtime_check_catches_charging_the_scenario_payload(tmp_path, monkeypat
 
 
 def test_an_approximate_codec_is_announced_first_and_in_the_summary(tmp_path):
-    res = CliRunner().invoke(app, ["testbed", "--pair", "tiny", "--devices", "2", "--rounds", "2",
-                                   "--runner", "thread", "--top-k", "0", "--dl-codec", "sparse:v_eff=16,q=16",
-                                   "--out", str(tmp_path)])
+    res = CliRunner().invoke(
+        app,
+        [
+            "testbed",
+            "--pair",
+            "tiny",
+            "--devices",
+            "2",
+            "--rounds",
+            "2",
+            "--runner",
+            "thread",
+            "--top-k",
+            "0",
+            "--dl-codec",
+            "sparse:v_eff=16,q=16",
+            "--out",
+            str(tmp_path),
+        ],
+    )
     assert res.exit_code == 0, res.output
     first = res.output.strip().splitlines()[0]
     assert first.startswith("APPROXIMATE") and "sparse-v16-q16" in first
@@ -162,5 +209,7 @@ def test_the_default_is_exact_and_says_so(tmp_path):
     ul_only = TestbedConfig.make(pair="tiny", policy="all_ul", top_k=0, dl_codec="sparse:v_eff=4,q=16")
     from multispin.experiments.testbed import payload_choice
 
-    assert payload_choice(ul_only, 256).exact and not payload_choice(ul_only.model_copy(
-        update={"policy": "adaptive"}), 256).exact
+    assert (
+        payload_choice(ul_only, 256).exact
+        and not payload_choice(ul_only.model_copy(update={"policy": "adaptive"}), 256).exact
+    )

@@ -8,12 +8,11 @@ import json
 
 import numpy as np
 import pytest
+from test_testbed import AIRTIME_RUN, _airtime_errors
 
 from multispin.experiments.testbed import TestbedConfig, build_scenario, run_testbed
 from multispin.system.channel import World
 from multispin.system.channel_process import ChannelProcess
-
-from test_testbed import AIRTIME_RUN, _airtime_errors
 
 # real sockets, processes or models: `make test-fast` leaves these out
 pytestmark = pytest.mark.integration
@@ -21,13 +20,19 @@ pytestmark = pytest.mark.integration
 
 @pytest.mark.parametrize("planning", ["naive", "robust"])
 def test_testbed_runs_with_mobility_and_charges_the_true_channel(tmp_path, planning):
-    cfg = TestbedConfig.make(**{**AIRTIME_RUN, "policy": "adaptive"}, speed_kmh=3.0, pilot_snr_db=5.0,
-                             csi_planning=planning, out=tmp_path)
+    cfg = TestbedConfig.make(
+        **{**AIRTIME_RUN, "policy": "adaptive"}, speed_kmh=3.0, pilot_snr_db=5.0, csi_planning=planning, out=tmp_path
+    )
     res = run_testbed(cfg)
     rows = [json.loads(x) for x in (tmp_path / "rounds.jsonl").read_text().splitlines()]
     assert res.summary["consistent"] and res.summary["goodput_tokens_per_s"] > 0
-    assert res.summary["channel"] == {"speed_kmh": 3.0, "carrier_hz": 3.5e9, "pilot_snr_db": 5.0,
-                                      "planning": planning, "correction_deadline_s": None}
+    assert res.summary["channel"] == {
+        "speed_kmh": 3.0,
+        "carrier_hz": 3.5e9,
+        "pilot_snr_db": 5.0,
+        "planning": planning,
+        "correction_deadline_s": None,
+    }
     assert max(_airtime_errors(rows, res.summary["noise_psd_w_per_hz"])) < 1e-9
     # the logged gains are the process's blocks, each aged over the previous round's charged duration
     sc = build_scenario(cfg)

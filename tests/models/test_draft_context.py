@@ -18,8 +18,10 @@ from multispin.models.piece_tokenizer import PieceTokenizer
 from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_tables
 from multispin.models.tiny import TinyTokenizer, tiny_merged_tokenizer
 
-TEXT = ("the thing and the other thing, singing in the rain quietly;\n"
-        "an answer to the question is in the text, and the rest is noise. ") * 6
+TEXT = (
+    "the thing and the other thing, singing in the rain quietly;\n"
+    "an answer to the question is in the text, and the rest is noise. "
+) * 6
 
 
 def random_walk(ctx: DraftContext, ids: list[int], seed: int, check) -> None:
@@ -248,7 +250,7 @@ def test_sequences_of_a_cross_draft_step_in_one_batched_pass():
     target, draft = TinyTokenizer(), tiny_merged_tokenizer()
     cross = CrossDraft.between(draft, target)
     _, table = make_tables(len(draft), seed=4, scale=1.0)
-    texts = [target.encode(TEXT[i * 50: i * 50 + 200]) for i in range(4)]
+    texts = [target.encode(TEXT[i * 50 : i * 50 + 200]) for i in range(4)]
     counting = _CountingBatched(table)
     batched = cross.batched(counting)
     alone = {s: cross.wrap(MarkovSequenceLM(table)) for s in range(4)}
@@ -262,7 +264,7 @@ def test_sequences_of_a_cross_draft_step_in_one_batched_pass():
         for s in range(4):
             if pos[s] < len(texts[s]):
                 n = rng.randint(1, 4)
-                step[s] = texts[s][pos[s]: pos[s] + n]
+                step[s] = texts[s][pos[s] : pos[s] + n]
                 pos[s] += len(step[s])
         before = counting.calls
         rows = batched.extend_many_last(step)

@@ -24,8 +24,9 @@ class _Module:
 
 
 def _pair():
-    return LoadedPair(name="fake", tokenizer=None, target=_Module(), drafts={"a": _Module(), "b": _Module()},
-                      vocab_size=8)
+    return LoadedPair(
+        name="fake", tokenizer=None, target=_Module(), drafts={"a": _Module(), "b": _Module()}, vocab_size=8
+    )
 
 
 def test_cpu_is_the_default_and_leaves_the_pair_as_loaded():

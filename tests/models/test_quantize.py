@@ -20,20 +20,26 @@ def _tiny_lm(tied: bool) -> nn.Module:
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(0)
-    config = Qwen2Config(vocab_size=300, hidden_size=64, intermediate_size=128,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         tie_word_embeddings=tied)
+    config = Qwen2Config(
+        vocab_size=300,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=tied,
+    )
     return Qwen2ForCausalLM(config).eval()
 
 
-@pytest.mark.parametrize("name,expected", [("q4g64", (4, 64)), ("q2g8", (2, 8)),
-                                           ("q8g1024", (8, 1024)), ("Q3G32", (3, 32))])
+@pytest.mark.parametrize(
+    "name,expected", [("q4g64", (4, 64)), ("q2g8", (2, 8)), ("q8g1024", (8, 1024)), ("Q3G32", (3, 32))]
+)
 def test_parse_draft_name(name, expected):
     assert parse_draft_name(name) == expected
 
 
-@pytest.mark.parametrize("name", ["q1g64", "q9g64", "q4g48", "q4g4", "q4g0", "q4", "4g64",
-                                  "foo", "", "q4g64x"])
+@pytest.mark.parametrize("name", ["q1g64", "q9g64", "q4g48", "q4g4", "q4g0", "q4", "4g64", "foo", "", "q4g64x"])
 def test_parse_draft_name_rejects(name):
     with pytest.raises(ConfigError) as info:
         parse_draft_name(name)
@@ -61,13 +67,11 @@ def test_quantize_weight_levels_error_and_determinism():
                 assert groups[row, g].unique().numel() <= 2**bits
         # Asymmetric: each group's extremes are kept exactly.
         wg = w.reshape(16, 4, 64)
-        assert torch.allclose(groups.amin(-1), wg.amin(-1)) and torch.allclose(
-            groups.amax(-1), wg.amax(-1), atol=1e-6)
+        assert torch.allclose(groups.amin(-1), wg.amin(-1)) and torch.allclose(groups.amax(-1), wg.amax(-1), atol=1e-6)
         errors.append(float((q - w).pow(2).mean()))
     assert all(a > b for a, b in zip(errors, errors[1:])), errors
     # Smaller groups, smaller error.
-    assert float((quantize_weight(w, 3, 16) - w).pow(2).mean()) < float(
-        (quantize_weight(w, 3, 128) - w).pow(2).mean())
+    assert float((quantize_weight(w, 3, 16) - w).pow(2).mean()) < float((quantize_weight(w, 3, 128) - w).pow(2).mean())
 
 
 def test_quantize_weight_symmetric_and_edge_groups():
@@ -81,8 +85,7 @@ def test_quantize_weight_symmetric_and_edge_groups():
     assert sq[:, :64].reshape(4, 64).unique().numel() <= 4 * 15
     const = torch.full((2, 64), 0.37)
     assert torch.equal(quantize_weight(const, 2, 32), const)
-    assert torch.equal(quantize_weight(torch.zeros(2, 64), 2, 32, symmetric=True),
-                       torch.zeros(2, 64))
+    assert torch.equal(quantize_weight(torch.zeros(2, 64), 2, 32, symmetric=True), torch.zeros(2, 64))
     with pytest.raises(ConfigError):
         quantize_weight(w, 1, 64)
     with pytest.raises(ConfigError):
@@ -102,8 +105,7 @@ def test_quantize_rtn_copies_and_skips_head_and_embeddings(tied):
     assert torch.equal(d_state["model.embed_tokens.weight"], before["model.embed_tokens.weight"])
     if tied:
         assert draft.lm_head.weight is draft.model.embed_tokens.weight
-    changed = [name for name, mod in draft.named_modules()
-               if isinstance(mod, nn.Linear) and name != "lm_head"]
+    changed = [name for name, mod in draft.named_modules() if isinstance(mod, nn.Linear) and name != "lm_head"]
     assert len(changed) == 2 * 7
     for name in changed:
         w = d_state[name + ".weight"]
@@ -123,8 +125,7 @@ def test_quantize_rtn_is_deterministic_and_more_bits_is_closer():
     ids = torch.tensor([[5, 17, 42, 99, 7, 250, 3, 3]])
     with torch.no_grad():
         ref = model(ids).logits
-        errs = [float((quantize_named(model, f"q{bits}g32")(ids).logits - ref).abs().mean())
-                for bits in (2, 4, 8)]
+        errs = [float((quantize_named(model, f"q{bits}g32")(ids).logits - ref).abs().mean()) for bits in (2, 4, 8)]
     assert errs[0] > errs[1] > errs[2] > 0, errs
     with pytest.raises(ConfigError):
         quantize_rtn(model, 9, 32)

@@ -18,8 +18,10 @@ from multispin.models.base import LoadedPair
 from multispin.models.registry import pair_names, resolve_pair
 
 VOCAB = 300
-CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<eos>{% endfor %}"
-                 "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<eos>{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
 
 
 @pytest.fixture(autouse=True)
@@ -43,9 +45,16 @@ def _save_model(path, *, seed=0, swap=False, extra_tokens=0, chat=False, prefix=
     if chat:
         tok.chat_template = CHAT_TEMPLATE
     torch.manual_seed(seed)
-    cfg = Qwen2Config(vocab_size=VOCAB + 20 + extra_tokens, hidden_size=64, intermediate_size=128,
-                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                      eos_token_id=1, tie_word_embeddings=False)
+    cfg = Qwen2Config(
+        vocab_size=VOCAB + 20 + extra_tokens,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        eos_token_id=1,
+        tie_word_embeddings=False,
+    )
     model = Qwen2ForCausalLM(cfg)
     path.mkdir(parents=True)
     model.save_pretrained(path)
@@ -163,8 +172,7 @@ def test_hub_ids_fail_offline_with_clear_error(monkeypatch):
 
 def test_registered_name_with_local_override(tmp_path, monkeypatch):
     path = _save_model(tmp_path / "override")
-    monkeypatch.setattr(acquire, "pip_download",
-                        lambda r, d: pytest.fail("must not download with a local override"))
+    monkeypatch.setattr(acquire, "pip_download", lambda r, d: pytest.fail("must not download with a local override"))
     pair = resolve_pair("smollm2-135m", drafts=["q8g32"], local_path=str(path))
     assert pair.name == "smollm2-135m" and list(pair.drafts) == ["q8g32"]
     assert pair.notes["source"] == str(path)
@@ -219,18 +227,23 @@ def test_real_smollm2_pair_forward():
     tok = pair.tokenizer
     assert tok.convert_ids_to_tokens(2) == "<|im_end|>"
     ids = tok.apply_chat_template(
-        [{"role": "user", "content": "Name the three primary colours and explain why they are "
-                                     "called primary."}],
-        add_generation_prompt=True, tokenize=True)
+        [{"role": "user", "content": "Name the three primary colours and explain why they are called primary."}],
+        add_generation_prompt=True,
+        tokenize=True,
+    )
     ids = list(ids["input_ids"] if isinstance(ids, dict) else ids)
     assert tok.decode(tok.encode("Hello world")) == "Hello world"  # no stray BOS
     with torch.no_grad():
-        out = pair.target.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids),
-                                   dtype=torch.long), max_new_tokens=12, do_sample=False)
+        out = pair.target.generate(
+            torch.tensor([ids]),
+            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+            max_new_tokens=12,
+            do_sample=False,
+        )
         seq = out[:, : len(ids) + 12]
         t_logits = pair.target(seq).logits[0].float().numpy()
         d_logits = pair.drafts[pair.default_draft](seq).logits[0].float().numpy()
-    text = tok.decode(out[0, len(ids):], skip_special_tokens=True)
+    text = tok.decode(out[0, len(ids) :], skip_special_tokens=True)
     assert t_logits.shape == d_logits.shape == (seq.shape[1], 49152)
     assert np.isfinite(t_logits).all() and np.isfinite(d_logits).all()
     assert len(text.strip()) > 0
@@ -244,8 +257,9 @@ def test_real_smollm2_pair_forward():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(os.environ.get("MULTISPIN_TEST_QWEN") != "1",
-                    reason="optional 478 MB model: set MULTISPIN_TEST_QWEN=1 to run")
+@pytest.mark.skipif(
+    os.environ.get("MULTISPIN_TEST_QWEN") != "1", reason="optional 478 MB model: set MULTISPIN_TEST_QWEN=1 to run"
+)
 def test_real_qwen_pair_vocabulary():
     pair = resolve_pair("qwen2.5-coder-0.5b", drafts=["q4g128"])
     assert pair.vocab_size == len(pair.tokenizer) == 151_665

@@ -14,28 +14,63 @@ from multispin.models.spm_merges import bpe_model_from_scores, unigram_to_bpe
 
 # (piece, score, GGUF type) as llama.cpp stores a SentencePiece-BPE vocabulary: score = -rank,
 # so short frequent pieces score highest and a long word far below the sum of its parts
-TABLE = [("<unk>", 0.0, 2), ("<ctl>", 0.0, 3), ("\n", 0.0, 4), ("<0x41>", 0.0, 6),
-         ("▁", -1.0, 1), ("w", -2.0, 1), ("o", -3.0, 1), ("r", -4.0, 1), ("l", -5.0, 1),
-         ("d", -6.0, 1), ("or", -7.0, 1), ("ld", -8.0, 1), ("▁w", -9.0, 1), ("▁wor", -10.0, 1),
-         ("▁world", -100.0, 1), ("<c", -101.0, 1), ("tl>", -102.0, 1)]
+TABLE = [
+    ("<unk>", 0.0, 2),
+    ("<ctl>", 0.0, 3),
+    ("\n", 0.0, 4),
+    ("<0x41>", 0.0, 6),
+    ("▁", -1.0, 1),
+    ("w", -2.0, 1),
+    ("o", -3.0, 1),
+    ("r", -4.0, 1),
+    ("l", -5.0, 1),
+    ("d", -6.0, 1),
+    ("or", -7.0, 1),
+    ("ld", -8.0, 1),
+    ("▁w", -9.0, 1),
+    ("▁wor", -10.0, 1),
+    ("▁world", -100.0, 1),
+    ("<c", -101.0, 1),
+    ("tl>", -102.0, 1),
+]
 
 
 def _tokenizer_json(model: dict) -> dict:
-    return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [
-        {"id": 1, "content": "<ctl>", "single_word": False, "lstrip": False, "rstrip": False,
-         "normalized": False, "special": True}],
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [
+            {
+                "id": 1,
+                "content": "<ctl>",
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
+        ],
         "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "▁"},
-        "pre_tokenizer": None, "post_processor": None,
-        "decoder": {"type": "Sequence", "decoders": [
-            {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
-            {"type": "ByteFallback"}, {"type": "Fuse"}]},
-        "model": model}
+        "pre_tokenizer": None,
+        "post_processor": None,
+        "decoder": {
+            "type": "Sequence",
+            "decoders": [
+                {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+                {"type": "ByteFallback"},
+                {"type": "Fuse"},
+            ],
+        },
+        "model": model,
+    }
 
 
 def _unigram() -> dict:
     # what transformers' GGUF converter writes: the scores as Unigram log-probabilities
-    return _tokenizer_json({"type": "Unigram", "unk_id": 0, "byte_fallback": True,
-                            "vocab": [[p, s] for p, s, _ in TABLE]})
+    return _tokenizer_json(
+        {"type": "Unigram", "unk_id": 0, "byte_fallback": True, "vocab": [[p, s] for p, s, _ in TABLE]}
+    )
 
 
 def _tokens(data: dict, text: str) -> list[str]:
@@ -58,8 +93,10 @@ def test_unigram_model_is_rebuilt_as_bpe_and_splits_as_sentencepiece_does():
     assert data["model"]["type"] == "BPE" and data["model"]["byte_fallback"]
     assert _tokens(data, " world") == ["▁world"]
     assert _tokens(data, " world<ctl>") == ["▁world", "<ctl>"]
-    assert Tokenizer.from_str(json.dumps(data)).decode(
-        Tokenizer.from_str(json.dumps(data)).encode(" world").ids) == " world"
+    assert (
+        Tokenizer.from_str(json.dumps(data)).decode(Tokenizer.from_str(json.dumps(data)).encode(" world").ids)
+        == " world"
+    )
 
 
 def test_control_the_unigram_model_of_the_same_scores_splits_the_word():

@@ -37,8 +37,13 @@ def test_intersection_and_index_arrays_both_ways():
     outside_t = np.setdiff1d(np.arange(len(TARGET)), VOCAB.shared_target)
     assert np.all(VOCAB.target_to_draft[outside_t] == -1)
     assert VOCAB.draft_to_target[DRAFT.encode("ba")[0]] == -1
-    assert VOCAB.coverage.to_dict() == {"shared": 4, "draft_tokens": 5, "target_tokens": 6,
-                                        "draft_fraction": 0.8, "target_fraction": 0.6667}
+    assert VOCAB.coverage.to_dict() == {
+        "shared": 4,
+        "draft_tokens": 5,
+        "target_tokens": 6,
+        "draft_fraction": 0.8,
+        "target_fraction": 0.6667,
+    }
     assert TARGET.decode(TARGET.encode("abc bb")) == "abc bb"
     assert VOCAB.text_coverage(TARGET.encode("abc bb")) == 0.5  # "ab" " " shared; "c" "bb" not
 
@@ -66,8 +71,11 @@ def test_proposal_is_restricted_to_the_intersection_and_renormalised():
     np.testing.assert_allclose(q[:, VOCAB.shared_target], q_draft[:, VOCAB.shared_draft] / mass)
     # the logits route (what a device warps) gives the same law, at any temperature
     for sampling in (SamplingParams(), SamplingParams(temperature=0.6)):
-        np.testing.assert_allclose(warp(VOCAB.target_logits(draft_logits), sampling),
-                                   VOCAB.target_probs(warp(draft_logits, sampling)), atol=1e-6)
+        np.testing.assert_allclose(
+            warp(VOCAB.target_logits(draft_logits), sampling),
+            VOCAB.target_probs(warp(draft_logits, sampling)),
+            atol=1e-6,
+        )
 
 
 def test_a_row_without_mass_on_the_intersection_becomes_uniform_over_it():
@@ -86,6 +94,7 @@ def test_no_shared_token_is_a_vocabulary_mismatch():
 
 # |I|, Gemma 3 270M's ordinary tokens, Qwen2.5's ordinary tokens (docs/cross-vocabulary.md)
 GEMMA_COVERAGE = (95_904, 255_730, 151_643)
+
 
 def _cached_tokenizer(name: str):
     from multispin.models.acquire import model_dir
@@ -154,10 +163,11 @@ def test_real_pair_round_trips_and_specials(real):
     _check_round_trips_and_specials(draft, target, vocab)
     for t in vocab.shared_target[::500]:  # both byte-level: even the token strings are the same
         assert target.convert_ids_to_tokens(int(t)) == draft.convert_ids_to_tokens(int(vocab.target_to_draft[t]))
-    names = {target.convert_ids_to_tokens(t): draft.convert_ids_to_tokens(d)
-             for t, d in vocab.special_target_to_draft.items()}
-    assert names == {"<|im_start|>": "<|im_start|>", "<|im_end|>": "<|im_end|>",
-                     "<|endoftext|>": "<|endoftext|>"}
+    names = {
+        target.convert_ids_to_tokens(t): draft.convert_ids_to_tokens(d)
+        for t, d in vocab.special_target_to_draft.items()
+    }
+    assert names == {"<|im_start|>": "<|im_start|>", "<|im_end|>": "<|im_end|>", "<|endoftext|>": "<|endoftext|>"}
 
 
 @pytest.mark.slow
@@ -179,4 +189,7 @@ def test_gemma_round_trips_and_specials(gemma):
     assert cross.draft_table.start == (draft.bos_token_id,)  # Gemma reads <bos> first
     assert cross.draft_table.encode("Hello world") == draft.encode("Hello world", add_special_tokens=False)
     assert draft.convert_ids_to_tokens(cross.draft_table.encode(" reverse a string")) == [
-        "▁reverse", "▁a", "▁string"]  # SentencePiece-BPE merges, not Unigram pieces
+        "▁reverse",
+        "▁a",
+        "▁string",
+    ]  # SentencePiece-BPE merges, not Unigram pieces

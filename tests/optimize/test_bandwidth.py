@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from _builders import make_instance, random_preset_instances
 from scipy.special import lambertw
 
 from multispin.optimize.bandwidth import (
@@ -18,8 +19,6 @@ from multispin.optimize.bandwidth import (
 )
 from multispin.optimize.reactive import optimal_modes_batch, reactive, t_comm_batch
 from multispin.system.radio import latency_s
-
-from _builders import make_instance, random_preset_instances
 
 
 def test_newton_solvers_match_lambert_w():

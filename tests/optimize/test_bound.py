@@ -7,6 +7,7 @@ import itertools
 
 import numpy as np
 import pytest
+from _builders import random_preset_instances
 
 from multispin.optimize.bound import (
     communication_bound,
@@ -27,8 +28,6 @@ from multispin.optimize.draft_lengths import (
 )
 from multispin.optimize.goodput import SAAObjective, t_comp_s
 from multispin.system import World, get_preset
-
-from _builders import random_preset_instances
 
 _GMAX_FOR_K = {1: 20, 2: 20, 3: 12, 4: 8, 5: 6, 6: 4}  # every γ vector enumerable
 
@@ -77,8 +76,10 @@ def test_bound_is_above_every_plan_on_200_drops(capsys):
     on a wrong inequality (the power budget shrunk instead of relaxed)."""
     ratios = np.asarray(_check_drops(200, wrong=False))
     with capsys.disabled():
-        print(f"\n[bound / best plan on 200 drops: median {np.median(ratios):.4f}, 90th pct "
-              f"{np.percentile(ratios, 90):.4f}, max {ratios.max():.4f}]")
+        print(
+            f"\n[bound / best plan on 200 drops: median {np.median(ratios):.4f}, 90th pct "
+            f"{np.percentile(ratios, 90):.4f}, max {ratios.max():.4f}]"
+        )
     assert np.all(ratios >= 1 - 1e-12)
     wrong = np.asarray(_check_drops(60, wrong=True))
     assert np.any(wrong < 1 - 1e-6)  # negative control: the wrong bound falls below a plan
@@ -150,8 +151,11 @@ def test_conjugate_offsets_make_every_weight_vector_valid():
 def test_bound_on_the_paper_scenario_is_tighter_than_free_communication():
     """K = 20 drop of the paper's scenario (P^dl 22 dBm, noise figure 10 dB): above the plan, and
     much closer to it than the free-communication bound."""
-    w = World(get_preset("paper-qwen").override({"seed": 5006, "radio.p_dl_dbm": 22.0,
-                                                 "radio.noise_figure_db": 10.0, "optimizer.n_saa": 300}))
+    w = World(
+        get_preset("paper-qwen").override(
+            {"seed": 5006, "radio.p_dl_dbm": 22.0, "radio.noise_figure_db": 10.0, "optimizer.n_saa": 300}
+        )
+    )
     obj = SAAObjective(w.instance(0), w.saa_uniforms(0))
     plan = local_search(obj)
     cb = communication_bound(obj, plan.draft_len)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _builders import random_preset_instances
 
 from multispin.errors import ConfigError
 from multispin.optimize import plan
@@ -12,8 +13,6 @@ from multispin.optimize.bound import subset_bits
 from multispin.optimize.certified import branch_and_bound, superset_min
 from multispin.optimize.draft_lengths import exhaustive_oracle, paper_greedy
 from multispin.optimize.goodput import SAAObjective
-
-from _builders import random_preset_instances
 
 _GMAX_FOR_K = {1: 20, 2: 20, 3: 12, 4: 8, 5: 6}
 
@@ -64,5 +63,6 @@ def test_certified_refuses_what_it_cannot_prove():
     with pytest.raises(ConfigError, match="certified"):
         branch_and_bound(SAAObjective(big, np.zeros((2, 13))), np.zeros(13, dtype=np.int64))
     with pytest.raises(ConfigError, match="deterministic"):
-        branch_and_bound(SAAObjective(inst, np.zeros((2, 1)), "random", mode_uniforms=np.zeros((2, 1))),
-                         np.zeros(1, dtype=np.int64))
+        branch_and_bound(
+            SAAObjective(inst, np.zeros((2, 1)), "random", mode_uniforms=np.zeros((2, 1))), np.zeros(1, dtype=np.int64)
+        )

@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
+from _builders import make_instance, random_preset_instances
 
 from multispin.errors import ConfigError
 from multispin.optimize import plan
@@ -13,18 +14,14 @@ from multispin.optimize.draft_lengths import (
     best_uniform,
     computation_only,
     exhaustive_oracle,
+    local_search,
     max_g_max,
     paper_greedy,
-    local_search,
     pm1_search,
     reference_search,
-    two_phase_greedy,
 )
-from multispin.optimize.incremental import IncrementalSAA
 from multispin.optimize.goodput import SAAObjective, g_max
 from multispin.system import World, get_preset
-
-from _builders import make_instance, random_preset_instances
 
 
 def _gap(value, best):
@@ -62,8 +59,10 @@ def test_greedy_versus_the_exhaustive_oracle_on_small_k(capsys):
         print(f"\n[gap to the exhaustive oracle over {n} instances: median / mean / 90th pct / max / share at 0]")
         for name, v in gaps.items():
             v = np.asarray(v)
-            print(f"  {name:17s} {np.median(v):7.2%} {v.mean():7.2%} {np.percentile(v, 90):7.2%} {v.max():7.2%}"
-                  f" {np.mean(v < 1e-12):6.0%}")
+            print(
+                f"  {name:17s} {np.median(v):7.2%} {v.mean():7.2%} {np.percentile(v, 90):7.2%} {v.max():7.2%}"
+                f" {np.mean(v < 1e-12):6.0%}"
+            )
         print(f"  paper greedy below the best uniform γ in {paper_below_uniform}/{n} instances")
     g = np.asarray(gaps["greedy"])
     assert np.median(g) < 1e-9 and g.max() < 0.05
@@ -71,8 +70,15 @@ def test_greedy_versus_the_exhaustive_oracle_on_small_k(capsys):
 
 
 def test_exhaustive_oracle_is_exhaustive():
-    inst = make_instance([1e-3, 2e-4, 5e-5], bandwidth_hz=3.0, p_dl_w=1e-3, alpha=np.array([0.9, 0.8, 0.7]),
-                         gamma_max=4, t_ver=(0.01, 0.001), draft_latency_s=[0.01, 0.012, 0.009])
+    inst = make_instance(
+        [1e-3, 2e-4, 5e-5],
+        bandwidth_hz=3.0,
+        p_dl_w=1e-3,
+        alpha=np.array([0.9, 0.8, 0.7]),
+        gamma_max=4,
+        t_ver=(0.01, 0.001),
+        draft_latency_s=[0.01, 0.012, 0.009],
+    )
     obj = SAAObjective(inst, np.random.default_rng(1).random((200, 3)))
     best = max(itertools.product(range(5), repeat=3), key=lambda g: obj.value(np.array(g)))
     orc = exhaustive_oracle(obj)
@@ -82,8 +88,13 @@ def test_exhaustive_oracle_is_exhaustive():
 def test_max_g_max_is_exact():
     rng = np.random.default_rng(2)
     for t_tok in (0.0, 0.004):
-        inst = make_instance([1.0] * 3, alpha=rng.uniform(0.6, 0.95, 3), gamma_max=6,
-                             draft_latency_s=rng.uniform(0.01, 0.03, 3), t_ver=(0.04, 0.005, t_tok))
+        inst = make_instance(
+            [1.0] * 3,
+            alpha=rng.uniform(0.6, 0.95, 3),
+            gamma_max=6,
+            draft_latency_s=rng.uniform(0.01, 0.03, 3),
+            t_ver=(0.04, 0.005, t_tok),
+        )
         best = max(g_max(inst, np.array(g)) for g in itertools.product(range(7), repeat=3))
         assert g_max(inst, max_g_max(inst)) == pytest.approx(best, rel=1e-12)
 
@@ -146,8 +157,17 @@ def test_plan_entry_point(qwen_world):
 def _drop(i: int, n_saa: int, k: int = 20, preset: str = "paper-qwen"):
     """Drop i of a grid over P^dl 10–28 dBm × noise figure 0–22 dB (fixed seeds)."""
     pdl, nf = (10.0, 16.0, 22.0, 28.0)[i % 4], (0.0, 10.0, 22.0)[(i // 4) % 3]
-    w = World(get_preset(preset).override({"devices.count": k, "seed": 5000 + i, "radio.p_dl_dbm": pdl,
-                                           "radio.noise_figure_db": nf, "optimizer.n_saa": n_saa}))
+    w = World(
+        get_preset(preset).override(
+            {
+                "devices.count": k,
+                "seed": 5000 + i,
+                "radio.p_dl_dbm": pdl,
+                "radio.noise_figure_db": nf,
+                "optimizer.n_saa": n_saa,
+            }
+        )
+    )
     return w.instance(0), w.saa_uniforms(0), w.mode_uniforms(0)
 
 
@@ -161,8 +181,12 @@ def _judge_drop(i: int, n_saa: int = 200) -> dict:
     old = pm1_search(obj)
     ref = reference_search(obj, np.random.default_rng(i), restarts=3, kicks=3, starts=[ours.draft_len, old.draft_len])
     best = max(ref.goodput_tokens_per_s, ours.goodput_tokens_per_s, old.goodput_tokens_per_s)
-    return {"ours": ours.goodput_tokens_per_s, "old": old.goodput_tokens_per_s, "best": best,
-            "baseline": max(dp.goodput_tokens_per_s for dp in base.values())}
+    return {
+        "ours": ours.goodput_tokens_per_s,
+        "old": old.goodput_tokens_per_s,
+        "best": best,
+        "baseline": max(dp.goodput_tokens_per_s for dp in base.values()),
+    }
 
 
 @pytest.mark.slow
@@ -184,9 +208,11 @@ def test_shipped_search_on_200_drops_never_loses_and_is_near_the_reference(capsy
     with capsys.disabled():
         for name, g in (("shipped", ours), ("old ±1", old)):
             s = 1 - g / best
-            print(f"\n[{name}: shortfall to the best known, median {np.median(s):.3%}, 90th pct "
-                  f"{np.percentile(s, 90):.3%}, max {s.max():.3%}, > 0.5% in {np.mean(s > 0.005):.1%}, "
-                  f"below a baseline in {np.sum(g < base * (1 - 1e-12))} drops]")
+            print(
+                f"\n[{name}: shortfall to the best known, median {np.median(s):.3%}, 90th pct "
+                f"{np.percentile(s, 90):.3%}, max {s.max():.3%}, > 0.5% in {np.mean(s > 0.005):.1%}, "
+                f"below a baseline in {np.sum(g < base * (1 - 1e-12))} drops]"
+            )
     assert np.all(ours >= base * (1 - 1e-12))
     assert np.mean(short <= 0.005) >= 0.99
     # negative control: the search shipped before fails the same criteria
@@ -228,8 +254,11 @@ def test_issue_reproducers_reach_the_best_known_plan(noise_figure_db, p_dl_dbm, 
     102.7 where 146.6 exists) now reach the best known plan through the CLI's path."""
     from multispin.optimize.plan import optimize_instance
 
-    w = World(get_preset("paper-qwen").override({"devices.count": 20, "seed": seed, "radio.p_dl_dbm": p_dl_dbm,
-                                                 "radio.noise_figure_db": noise_figure_db}))
+    w = World(
+        get_preset("paper-qwen").override(
+            {"devices.count": 20, "seed": seed, "radio.p_dl_dbm": p_dl_dbm, "radio.noise_figure_db": noise_figure_db}
+        )
+    )
     rep = optimize_instance(w.instance(0), w.saa_uniforms(0), w.mode_uniforms(0))
     assert rep.plan.goodput_tokens_per_s >= at_least
     assert rep.plan.draft_len.max() > 0
@@ -248,8 +277,15 @@ def test_issue27_reproducer_reaches_the_better_optimum():
     from multispin.optimize import draft_lengths as dl
     from multispin.optimize.plan import optimize_instance
 
-    sc = get_preset("paper-qwen").override({"devices.count": 20, "seed": 7, "radio.p_dl_dbm": 10.0,
-                                            "radio.noise_figure_db": 15.0, "payload.count_signalling_bits": False})
+    sc = get_preset("paper-qwen").override(
+        {
+            "devices.count": 20,
+            "seed": 7,
+            "radio.p_dl_dbm": 10.0,
+            "radio.noise_figure_db": 15.0,
+            "payload.count_signalling_bits": False,
+        }
+    )
     w = World(sc)
     inst = w.instance(0)
     inst = inst.replace(dl_payload_bits=inst.payload_bits / 4)

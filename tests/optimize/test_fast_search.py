@@ -20,8 +20,17 @@ def _drop(i: int, k: int, n_saa: int, deep_fade: bool = False):
     """Drop i of the grid P^dl 10–28 dBm × noise figure 0–22 dB (the shipped search's test grid);
     with ``deep_fade`` a third of the devices lose 20–50 dB on both links."""
     pdl, nf = (10.0, 16.0, 22.0, 28.0)[i % 4], (0.0, 10.0, 22.0)[(i // 4) % 3]
-    w = World(get_preset("paper-qwen").override({"devices.count": k, "seed": 7000 + i, "radio.p_dl_dbm": pdl,
-                                                 "radio.noise_figure_db": nf, "optimizer.n_saa": n_saa}))
+    w = World(
+        get_preset("paper-qwen").override(
+            {
+                "devices.count": k,
+                "seed": 7000 + i,
+                "radio.p_dl_dbm": pdl,
+                "radio.noise_figure_db": nf,
+                "optimizer.n_saa": n_saa,
+            }
+        )
+    )
     inst = w.instance(0)
     if deep_fade:
         rng = np.random.default_rng(i)
@@ -32,8 +41,11 @@ def _drop(i: int, k: int, n_saa: int, deep_fade: bool = False):
 
 # 200 drops: K = 20 at the default N_SAA (the paper's round), K = 8, and K = 50 at N_SAA = 400 (to
 # keep the shipped search's side of the comparison affordable); every fourth drop deep-faded
-_CASES = [(i, 20, 1000) for i in range(100)] + [(i, 8, 1000) for i in range(100, 160)] + \
-         [(i, 50, 400) for i in range(160, 200)]
+_CASES = (
+    [(i, 20, 1000) for i in range(100)]
+    + [(i, 8, 1000) for i in range(100, 160)]
+    + [(i, 50, 400) for i in range(160, 200)]
+)
 
 
 def _judge(case) -> dict:
@@ -41,8 +53,12 @@ def _judge(case) -> dict:
     obj = _drop(i, k, n_saa, deep_fade=i % 4 == 3)
     paper = paper_greedy(obj).goodput_tokens_per_s  # once: it is both a baseline and the control
     base = max(best_uniform(obj).goodput_tokens_per_s, computation_only(obj).goodput_tokens_per_s, paper)
-    return {"fast": fast_search(obj).goodput_tokens_per_s, "shipped": local_search(obj).goodput_tokens_per_s,
-            "paper": paper, "baseline": base}
+    return {
+        "fast": fast_search(obj).goodput_tokens_per_s,
+        "shipped": local_search(obj).goodput_tokens_per_s,
+        "paper": paper,
+        "baseline": base,
+    }
 
 
 @pytest.mark.slow
@@ -57,9 +73,11 @@ def test_fast_search_reaches_the_shipped_plans_on_200_drops(capsys):
     fast, shipped, paper, base = (np.array([r[n] for r in rows]) for n in ("fast", "shipped", "paper", "baseline"))
     short = 1 - fast / shipped
     with capsys.disabled():
-        print(f"\n[fast vs shipped: shortfall median {np.median(short):.3%}, max {short.max():.3%}, "
-              f"> 0.5% in {np.mean(short > 0.005):.1%}, equal in {np.mean(np.abs(short) < 1e-12):.0%}, "
-              f"above in {np.mean(short < -1e-12):.0%}]")
+        print(
+            f"\n[fast vs shipped: shortfall median {np.median(short):.3%}, max {short.max():.3%}, "
+            f"> 0.5% in {np.mean(short > 0.005):.1%}, equal in {np.mean(np.abs(short) < 1e-12):.0%}, "
+            f"above in {np.mean(short < -1e-12):.0%}]"
+        )
     assert np.all(fast >= base * (1 - 1e-12))
     assert np.mean(short <= 0.005) >= 0.99
     assert np.mean(1 - paper / shipped <= 0.005) < 0.99

@@ -5,6 +5,7 @@ device added or removed equals the solver's on that set, on random sets of rando
 from __future__ import annotations
 
 import numpy as np
+from _builders import random_preset_instances
 
 from multispin.optimize.flips import FlipSolver, closed_form_applies
 from multispin.optimize.goodput import SAAObjective
@@ -12,12 +13,12 @@ from multispin.optimize.incremental import IncrementalSAA
 from multispin.optimize.reactive import t_comm_batch
 from multispin.system import World, get_preset
 
-from _builders import random_preset_instances
-
 
 def _instances():
-    out = [i.replace(payload_bits=np.full(i.num_devices, i.payload_bits[0]), dl_payload_bits=None)
-           for i in random_preset_instances(24, seed=5, max_devices=12, deep_fade_prob=0.3)]
+    out = [
+        i.replace(payload_bits=np.full(i.num_devices, i.payload_bits[0]), dl_payload_bits=None)
+        for i in random_preset_instances(24, seed=5, max_devices=12, deep_fade_prob=0.3)
+    ]
     for k in (20, 200):
         out.append(World(get_preset("paper-qwen").override({"devices.count": k, "seed": k})).instance(0))
     return out

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _builders import make_instance
 
 from multispin.errors import ConfigError
+from multispin.optimize.draft_lengths import local_search
 from multispin.optimize.goodput import (
     SAAObjective,
     acceptance_prob,
@@ -17,11 +19,8 @@ from multispin.optimize.goodput import (
     rejection_prob,
     t_comp_s,
 )
-from multispin.optimize.draft_lengths import local_search
 from multispin.optimize.montecarlo import simulate_rounds
 from multispin.system import World, get_preset
-
-from _builders import make_instance
 
 
 def test_token_formulas_match_the_closed_forms():

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _builders import random_preset_instances
 
 from multispin.optimize.goodput import SAAObjective
 from multispin.optimize.incremental import IncrementalSAA, sample_levels
-
-from _builders import random_preset_instances
 
 
 def _objectives():

@@ -11,9 +11,9 @@ import pytest
 from multispin import api as ms
 from multispin.optimize import objectives as obj
 from multispin.optimize.goodput import t_comp_s
+from multispin.optimize.modes import dl_latency_s, ul_latency_s
 from multispin.optimize.plan import plan
 from multispin.optimize.reactive import fixed_modes_latency_s
-from multispin.optimize.modes import dl_latency_s, ul_latency_s
 from multispin.system.energy import device_round_energy
 from multispin.system.scenario import EnergyConfig
 
@@ -51,8 +51,10 @@ def _brute(inst, u, objective: str):
         g = np.array(gamma)
         n = np.array([inst.survival[j, : g[j] + 1].sum() for j in range(k)])
         rej = u > inst.survival[np.arange(k), g][None, :]
-        comm = [min(fixed_modes_latency_s(r[None, :], ul[None, :], inst)[0] for ul in _modes(r)) if r.any() else 0.0
-                for r in rej]
+        comm = [
+            min(fixed_modes_latency_s(r[None, :], ul[None, :], inst)[0] for ul in _modes(r)) if r.any() else 0.0
+            for r in rej
+        ]
         dev = n / (float(t_comp_s(inst, g)) + float(np.mean(comm)))
         v = {"sum": dev.sum(), "proportional-fair": np.log(dev).sum(), "max-min": dev.min()}[objective]
         if v > best[0]:
@@ -91,11 +93,19 @@ def _energy_brute(inst, u, e: EnergyConfig, w: float) -> float:
                 tau_dl = dl_latency_s(dl[None, :], inst, np.array([bw]))[0] if dl.any() else 0.0
                 tau_ul = ul_latency_s(inst, bw)
                 t = tc + tcomm
-                joules = sum(device_round_energy(
-                    e, round_s=t, draft_compute_s=g[j] * inst.draft_latency_s[j], draft_upload_s=g[j] * t_up_tok[j],
-                    p_ul_w=inst.p_ul_w[j], mode=("ul" if ul[j] else "dl") if r[j] else None,
-                    airtime_s=(tau_ul[j] if ul[j] else tau_dl) if r[j] else 0.0,
-                    correction_power_w=inst.p_ul_w[j]).total_j for j in range(k))
+                joules = sum(
+                    device_round_energy(
+                        e,
+                        round_s=t,
+                        draft_compute_s=g[j] * inst.draft_latency_s[j],
+                        draft_upload_s=g[j] * t_up_tok[j],
+                        p_ul_w=inst.p_ul_w[j],
+                        mode=("ul" if ul[j] else "dl") if r[j] else None,
+                        airtime_s=(tau_ul[j] if ul[j] else tau_dl) if r[j] else 0.0,
+                        correction_power_w=inst.p_ul_w[j],
+                    ).total_j
+                    for j in range(k)
+                )
                 options.append((joules, t))
             per_sample.append(np.array(options))
         lo, hi = -1e4, 1e4
@@ -119,8 +129,9 @@ def test_the_energy_objective_equals_brute_force_with_device_joules():
 def test_the_energy_objective_without_weight_is_the_sum():
     sc, inst, u = _drop(3, 4, 2)
     free = obj.EnergyModel(weight_tokens_per_j=0.0)
-    assert (obj.ObjectiveSearch(inst, u, "energy", free).search()[0].value
-            == pytest.approx(obj.ObjectiveSearch(inst, u, "sum").search()[0].value, rel=1e-12))
+    assert obj.ObjectiveSearch(inst, u, "energy", free).search()[0].value == pytest.approx(
+        obj.ObjectiveSearch(inst, u, "sum").search()[0].value, rel=1e-12
+    )
 
 
 def test_the_sum_objective_is_the_shipped_plans_objective():
@@ -196,8 +207,10 @@ def test_a_wrong_energy_constant_is_caught():
     e = EnergyConfig()
     sc, inst, u = _drop(1, 3, 2)
     want = _energy_brute(inst, u, e, 5.0)
-    for wrong in (obj.EnergyModel(e.pa_efficiency, e.rx_power_w, 2 * e.draft_power_w, e.idle_power_w, 5.0),
-                  obj.EnergyModel(e.pa_efficiency, e.rx_power_w, e.draft_power_w, 2 * e.idle_power_w, 5.0)):
+    for wrong in (
+        obj.EnergyModel(e.pa_efficiency, e.rx_power_w, 2 * e.draft_power_w, e.idle_power_w, 5.0),
+        obj.EnergyModel(e.pa_efficiency, e.rx_power_w, e.draft_power_w, 2 * e.idle_power_w, 5.0),
+    ):
         got = obj.ObjectiveSearch(inst, u, "energy", wrong).search()[0]
         assert got.value != pytest.approx(want, rel=1e-7)
 

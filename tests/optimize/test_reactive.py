@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from _builders import make_instance, random_preset_instances
 
 from multispin.errors import ConfigError
 from multispin.optimize.reactive import (
@@ -22,9 +23,6 @@ from multispin.optimize.reactive import (
     t_comm_batch,
 )
 from multispin.system.radio import latency_s
-
-from _builders import make_instance, random_preset_instances
-
 
 # ----------------------------------------------------------------------------- hand-solved
 
@@ -104,8 +102,9 @@ def test_dl_root_closed_form_brent_and_bisection_agree(qwen_world):
             continue
         b = inst.radio.bandwidth_hz / d.sum()
         closed = dl_latency_s(d[None], inst, b)[0]
-        brent = dl_power_equalisation(inst.gain_dl[d], inst.payload_bits[d], b, inst.radio.p_dl_w,
-                                      inst.radio.noise_psd_w_per_hz)
+        brent = dl_power_equalisation(
+            inst.gain_dl[d], inst.payload_bits[d], b, inst.radio.p_dl_w, inst.radio.noise_psd_w_per_hz
+        )
         assert brent.latency_s == pytest.approx(closed, rel=1e-10)
         assert brent.power_w.sum() <= inst.radio.p_dl_w * (1 + 1e-12)
         assert brent.power_w.sum() == pytest.approx(inst.radio.p_dl_w, rel=1e-9)
@@ -116,8 +115,9 @@ def test_dl_root_closed_form_brent_and_bisection_agree(qwen_world):
     b = inst.radio.bandwidth_hz / masks.sum(axis=1)
     vec = dl_latency_s(masks, het, b)
     for m, bb, v in zip(masks, b, vec):
-        brent = dl_power_equalisation(het.gain_dl[m], het.payload_bits[m], bb, het.radio.p_dl_w,
-                                      het.radio.noise_psd_w_per_hz)
+        brent = dl_power_equalisation(
+            het.gain_dl[m], het.payload_bits[m], bb, het.radio.p_dl_w, het.radio.noise_psd_w_per_hz
+        )
         assert v == pytest.approx(brent.latency_s, rel=1e-9)
 
 
@@ -228,8 +228,9 @@ def test_reactive_latencies_use_each_links_payload(qwen_world):
     """One round's decision: UL devices are charged S^ul, DL devices S^dl, at the returned powers."""
     inst = qwen_world.instance(2)
     rng = np.random.default_rng(9)
-    inst = inst.replace(payload_bits=np.full(inst.num_devices, 8_686.0),
-                        dl_payload_bits=np.full(inst.num_devices, 49_168.0))
+    inst = inst.replace(
+        payload_bits=np.full(inst.num_devices, 8_686.0), dl_payload_bits=np.full(inst.num_devices, 49_168.0)
+    )
     for _ in range(30):
         rej = rng.random(inst.num_devices) < 0.5
         d = reactive(rej, inst)
@@ -244,8 +245,9 @@ def test_reactive_latencies_use_each_links_payload(qwen_world):
 def test_linear_scan_oracle_matches(qwen_world):
     inst = qwen_world.instance(4)
     masks = np.random.default_rng(5).random((200, inst.num_devices)) < 0.3
-    assert np.allclose(linear_scan_oracle(masks, inst).latency_s, optimal_modes_batch(masks, inst).latency_s,
-                       rtol=1e-12)
+    assert np.allclose(
+        linear_scan_oracle(masks, inst).latency_s, optimal_modes_batch(masks, inst).latency_s, rtol=1e-12
+    )
 
 
 def test_zero_dl_power_means_all_ul(qwen_world):

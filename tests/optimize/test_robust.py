@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _builders import make_instance
 
 from multispin.errors import ConfigError
 from multispin.optimize.goodput import SAAObjective
@@ -14,12 +15,20 @@ from multispin.optimize.robust import plan_on_estimate
 from multispin.system import World, get_preset
 from multispin.system.channel_process import ChannelProcess
 
-from _builders import make_instance
-
 
 def _row_by_row(mask, inst, modes, split, mu, gu, gd):
-    return np.array([t_comm_batch(mask[m:m + 1], inst.replace(gain_ul=gu[m], gain_dl=gd[m]), modes, split,
-                                  None if mu is None else mu[m:m + 1])[0] for m in range(mask.shape[0])])
+    return np.array(
+        [
+            t_comm_batch(
+                mask[m : m + 1],
+                inst.replace(gain_ul=gu[m], gain_dl=gd[m]),
+                modes,
+                split,
+                None if mu is None else mu[m : m + 1],
+            )[0]
+            for m in range(mask.shape[0])
+        ]
+    )
 
 
 @pytest.mark.parametrize("modes", ["optimal", "all_ul", "all_dl", "random"])
@@ -55,8 +64,15 @@ def test_per_row_channels_on_the_slow_paths_solve_each_row_on_its_channel():
 def _round(speed_kmh, pilot_snr_db, seed=3, k=12, n_saa=300):
     """One round under the channel process: the estimate-based instance, the posterior draws, the
     uniforms and the true channel's instance."""
-    sc = get_preset("paper-qwen").override({"devices.count": k, "seed": seed, "optimizer.n_saa": n_saa,
-                                            "channel.speed_kmh": speed_kmh, "channel.pilot_snr_db": pilot_snr_db})
+    sc = get_preset("paper-qwen").override(
+        {
+            "devices.count": k,
+            "seed": seed,
+            "optimizer.n_saa": n_saa,
+            "channel.speed_kmh": speed_kmh,
+            "channel.pilot_snr_db": pilot_snr_db,
+        }
+    )
     world = World(sc)
     proc = ChannelProcess(sc, world.drop.distance_m)
     now, est = proc.step(proc.initial(), 1, 0.05)
@@ -67,7 +83,9 @@ def _round(speed_kmh, pilot_snr_db, seed=3, k=12, n_saa=300):
 
 def test_with_static_perfect_knowledge_the_robust_plan_is_todays_plan():
     inst, gains, u, true_inst = _round(speed_kmh=0.0, pilot_snr_db=None)
-    assert np.allclose(inst.gain_ul, true_inst.gain_ul, rtol=1e-12, atol=0)  # ρ = 1, no error: the estimate is the channel
+    assert np.allclose(
+        inst.gain_ul, true_inst.gain_ul, rtol=1e-12, atol=0
+    )  # ρ = 1, no error: the estimate is the channel
     today = plan(inst, uniforms=u)
     robust = plan_on_estimate(inst, u, "robust", gains)
     assert np.array_equal(robust.draft_len, today.draft_len)

@@ -119,12 +119,15 @@ def test_fp16_keeps_small_probabilities():
 def test_bf16_rounds_to_nearest_even():
     from multispin.speculative.codecs import _bf16_bits
 
-    vals = np.array([
-        np.uint32(0x3F80_8000),  # exactly halfway, even below: stays 0x3F80
-        np.uint32(0x3F81_8000),  # exactly halfway, odd below: rounds up to 0x3F82
-        np.uint32(0x3F80_8001),  # above halfway: up
-        np.uint32(0x3F80_7FFF),  # below halfway: down
-    ], dtype=np.uint32).view(np.float32)
+    vals = np.array(
+        [
+            np.uint32(0x3F80_8000),  # exactly halfway, even below: stays 0x3F80
+            np.uint32(0x3F81_8000),  # exactly halfway, odd below: rounds up to 0x3F82
+            np.uint32(0x3F80_8001),  # above halfway: up
+            np.uint32(0x3F80_7FFF),  # below halfway: down
+        ],
+        dtype=np.uint32,
+    ).view(np.float32)
     assert _bf16_bits(vals.astype(np.float64)).tolist() == [0x3F80, 0x3F82, 0x3F81, 0x3F80]
 
 
@@ -285,25 +288,28 @@ TOP2000 = SamplingParams(top_k=2000)
 NUCLEUS = SamplingParams(top_p=0.9)
 
 
-@pytest.mark.parametrize("spec,sampling,exact", [
-    ("dense-fp32", FULL, True),
-    ("dense-fp32", NUCLEUS, True),
-    ("dense-fp16", FULL, False),
-    ("dense-fp16", GREEDY, True),
-    ("dense-bf16", TOP16, False),
-    ("dense-bf16", GREEDY, True),
-    ("sparse:v_eff=1024,q=32", TOP16, True),
-    ("sparse:v_eff=1024,q=32", SamplingParams(top_k=1024), True),
-    ("sparse:v_eff=1024,q=32", TOP2000, False),
-    ("sparse:v_eff=1024,q=32", FULL, False),
-    ("sparse:v_eff=1024,q=32", NUCLEUS, False),  # nucleus support is not bounded in advance
-    ("sparse:v_eff=1024,q=32", SamplingParams(top_k=16, top_p=0.5), True),
-    ("sparse:v_eff=1024,q=16", TOP16, False),
-    ("sparse:v_eff=1024,q=16", GREEDY, True),
-    ("sparse:v_eff=1,q=32", GREEDY, True),
-    ("lattice:l=1000", TOP16, False),
-    ("lattice:l=1000", GREEDY, True),
-])
+@pytest.mark.parametrize(
+    "spec,sampling,exact",
+    [
+        ("dense-fp32", FULL, True),
+        ("dense-fp32", NUCLEUS, True),
+        ("dense-fp16", FULL, False),
+        ("dense-fp16", GREEDY, True),
+        ("dense-bf16", TOP16, False),
+        ("dense-bf16", GREEDY, True),
+        ("sparse:v_eff=1024,q=32", TOP16, True),
+        ("sparse:v_eff=1024,q=32", SamplingParams(top_k=1024), True),
+        ("sparse:v_eff=1024,q=32", TOP2000, False),
+        ("sparse:v_eff=1024,q=32", FULL, False),
+        ("sparse:v_eff=1024,q=32", NUCLEUS, False),  # nucleus support is not bounded in advance
+        ("sparse:v_eff=1024,q=32", SamplingParams(top_k=16, top_p=0.5), True),
+        ("sparse:v_eff=1024,q=16", TOP16, False),
+        ("sparse:v_eff=1024,q=16", GREEDY, True),
+        ("sparse:v_eff=1,q=32", GREEDY, True),
+        ("lattice:l=1000", TOP16, False),
+        ("lattice:l=1000", GREEDY, True),
+    ],
+)
 def test_exactness_table(spec: str, sampling: SamplingParams, exact: bool):
     codec = make_codec(spec)
     ul = codec.exactness("ul", sampling, PAPER_VOCAB)
@@ -355,23 +361,26 @@ def test_make_codec_forms_and_names():
     assert not make_codec("sparse").lossless and not make_codec("lattice").lossless
 
 
-@pytest.mark.parametrize("spec,needle", [
-    ("dense-fp8", "codec: unknown"),
-    ("gzip", "codec: unknown"),
-    ("", "codec: unknown"),
-    ("sparse:v_eff=0,q=16", "sparse.v_eff"),
-    ("sparse:v_eff=-3", "sparse.v_eff"),
-    ("sparse-v0-q16", "sparse.v_eff"),
-    ("sparse:v_eff=abc", "sparse.v_eff"),
-    ("sparse:v_eff=1024,q=8", "sparse.q"),
-    ("sparse:v_eff=1024,q=64", "16 or 32"),
-    ("sparse:v_eff=1024,foo=1", "sparse.foo"),
-    ("sparse:v_eff", "key=value"),
-    ("sparse:q=16,q=32", "given twice"),
-    ("lattice:l=0", "lattice.l"),
-    ("lattice-l0", "lattice.l"),
-    ("lattice:ell=5", "lattice.ell"),
-])
+@pytest.mark.parametrize(
+    "spec,needle",
+    [
+        ("dense-fp8", "codec: unknown"),
+        ("gzip", "codec: unknown"),
+        ("", "codec: unknown"),
+        ("sparse:v_eff=0,q=16", "sparse.v_eff"),
+        ("sparse:v_eff=-3", "sparse.v_eff"),
+        ("sparse-v0-q16", "sparse.v_eff"),
+        ("sparse:v_eff=abc", "sparse.v_eff"),
+        ("sparse:v_eff=1024,q=8", "sparse.q"),
+        ("sparse:v_eff=1024,q=64", "16 or 32"),
+        ("sparse:v_eff=1024,foo=1", "sparse.foo"),
+        ("sparse:v_eff", "key=value"),
+        ("sparse:q=16,q=32", "given twice"),
+        ("lattice:l=0", "lattice.l"),
+        ("lattice-l0", "lattice.l"),
+        ("lattice:ell=5", "lattice.ell"),
+    ],
+)
 def test_bad_specs(spec: str, needle: str):
     with pytest.raises(ConfigError) as info:
         make_codec(spec)
@@ -427,16 +436,19 @@ def test_bad_vocab_size():
         make_codec("dense-fp32").exactness("up", FULL, 8)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("bad,needle", [
-    (np.array([0.5, np.nan, 0.5]), "finite"),
-    (np.array([0.5, np.inf, 0.5]), "finite"),
-    (np.array([0.6, -0.1, 0.5]), ">= 0"),
-    (np.array([0.5, 0.6, 0.5]), "sum to 1"),
-    (np.zeros(4), "sum to 1"),
-    (np.zeros((2, 4)), "1-D"),
-    (np.zeros(0), "1-D"),
-    (np.array(["a", "b"]), "real-valued"),
-])
+@pytest.mark.parametrize(
+    "bad,needle",
+    [
+        (np.array([0.5, np.nan, 0.5]), "finite"),
+        (np.array([0.5, np.inf, 0.5]), "finite"),
+        (np.array([0.6, -0.1, 0.5]), ">= 0"),
+        (np.array([0.5, 0.6, 0.5]), "sum to 1"),
+        (np.zeros(4), "sum to 1"),
+        (np.zeros((2, 4)), "1-D"),
+        (np.zeros(0), "1-D"),
+        (np.array(["a", "b"]), "real-valued"),
+    ],
+)
 def test_bad_probability_rows(bad, needle: str):
     for spec in ("dense-fp32", "dense-fp16", "dense-bf16", "sparse:v_eff=1,q=16", "lattice:l=3"):
         with pytest.raises(ConfigError, match=needle):

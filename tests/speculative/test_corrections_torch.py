@@ -14,15 +14,18 @@ import numpy as np
 import pytest
 import torch
 
-from multispin.speculative.residual import (residual_distribution, residual_rows, sample_residual,
-                                             sample_residuals)
+from multispin.speculative.residual import residual_distribution, residual_rows, sample_residual, sample_residuals
 from multispin.speculative.sampling import sample_categorical, sample_rows
 from multispin.speculative.warp import SamplingParams, warp, warp_tensor
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 VOCAB = 20_000
-POLICIES = {"t1": SamplingParams(), "top-k": SamplingParams(temperature=0.8, top_k=300),
-            "top-p": SamplingParams(top_p=0.9), "greedy": SamplingParams(temperature=0.0)}
+POLICIES = {
+    "t1": SamplingParams(),
+    "top-k": SamplingParams(temperature=0.8, top_k=300),
+    "top-p": SamplingParams(top_p=0.9),
+    "greedy": SamplingParams(temperature=0.0),
+}
 
 
 def rows_pair(seed: int, params: SamplingParams, n: int = 24) -> tuple[np.ndarray, np.ndarray]:
@@ -64,8 +67,7 @@ def test_correction_tokens_equal_the_reference(name, seed, device):
         assert got.device.type == device
         assert got.cpu().tolist() == sample_categorical(reference, u).tolist()
     # the one-row form both roles call (UL at the server, DL on the device)
-    assert sample_residual(torch.from_numpy(p[0]).to(device), q[0], 0.37) == \
-        int(sample_categorical(reference[0], 0.37))
+    assert sample_residual(torch.from_numpy(p[0]).to(device), q[0], 0.37) == int(sample_categorical(reference[0], 0.37))
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -41,7 +41,7 @@ def drafts_for(rng, lens, logits, params: SamplingParams) -> RaggedDrafts:
     starts = np.concatenate([[0], np.cumsum(lens)]) + np.arange(len(lens) + 1)
     tokens, q_at = [], []
     for j, g in enumerate(lens):
-        rows = q_rows[starts[j]: starts[j] + g]
+        rows = q_rows[starts[j] : starts[j] + g]
         toks = [int(sample_categorical(r, u)) for r, u in zip(rows, rng.random(g))]
         tokens.append(toks)
         q_at.append([float(r[t]) for r, t in zip(rows, toks)])
@@ -57,8 +57,11 @@ def test_prob_at_and_rows_equal_the_reference(name, device):
     lazy = TargetRows(torch.from_numpy(logits).to(device), params)
     rows = rng.integers(0, len(logits), 500)
     # tokens: half at random, half at each row's most likely ids (where the mass is)
-    tokens = np.where(rng.random(500) < 0.5, rng.integers(0, logits.shape[1], 500),
-                      np.argsort(-logits[rows], axis=1)[np.arange(500), rng.integers(0, 5, 500)])
+    tokens = np.where(
+        rng.random(500) < 0.5,
+        rng.integers(0, logits.shape[1], 500),
+        np.argsort(-logits[rows], axis=1)[np.arange(500), rng.integers(0, 5, 500)],
+    )
     np.testing.assert_allclose(lazy.prob_at(rows, tokens), reference[rows, tokens], rtol=0, atol=1e-6)
     assert (lazy.prob_at(rows, tokens) > 0).tolist() == (reference[rows, tokens] > 0).tolist()
     some = rng.integers(0, len(logits), 7)

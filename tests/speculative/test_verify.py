@@ -27,9 +27,14 @@ def test_ragged_batch_with_pinned_uniforms():
     # Device 2: γ=3, second token rejected (p(x)=0.1 < u·q = 0.9·0.5).
     drafts = RaggedDrafts.from_lists([[0, 1], [], [1, 2, 0]], [[0.5, 0.5], [], [0.5, 0.5, 0.5]])
     target = _rows(
-        [0.6, 0.4, 0.0], [0.2, 0.8, 0.0], [0.0, 0.0, 1.0],  # device 0: p1, p2, p3
+        [0.6, 0.4, 0.0],
+        [0.2, 0.8, 0.0],
+        [0.0, 0.0, 1.0],  # device 0: p1, p2, p3
         [0.0, 1.0, 0.0],  # device 1: p1
-        [0.1, 0.9, 0.0], [0.9, 0.0, 0.1], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0],  # device 2
+        [0.1, 0.9, 0.0],
+        [0.9, 0.0, 0.1],
+        [1.0, 0.0, 0.0],
+        [0.0, 0.0, 1.0],  # device 2
     )
     res = verify(drafts, target, np.array([0.1, 0.3, 0.2, 0.9, 0.0]), np.array([0.5, 0.5, 0.5]))
     assert res.num_accepted.tolist() == [2, 0, 1]
@@ -50,8 +55,9 @@ def test_acceptance_threshold_is_min_one_p_over_q():
 def test_verify_rejects_bad_input():
     target = _rows([0.5, 0.5], [0.5, 0.5])
     with pytest.raises(ConfigError, match="draft_len"):
-        verify(RaggedDrafts.from_lists([[0] * 3], [[0.5] * 3]), np.ones((4, 2)) / 2,
-               np.zeros(3), np.zeros(1), gamma_max=2)
+        verify(
+            RaggedDrafts.from_lists([[0] * 3], [[0.5] * 3]), np.ones((4, 2)) / 2, np.zeros(3), np.zeros(1), gamma_max=2
+        )
     with pytest.raises(ProtocolError, match="token id"):
         verify(RaggedDrafts.from_lists([[7]], [[0.5]]), target, np.zeros(1), np.zeros(1))
     with pytest.raises(ProtocolError, match=r"drafts.q: every q̂\(x_i\) must be a finite probability"):
@@ -111,15 +117,18 @@ def test_acceptance_stats_use_vllm_definitions():
     assert s.token_acceptance_rate == 4 / 6
 
 
-@pytest.mark.parametrize("tokens, q, needle", [
-    ([0, 7], [0.5, 0.5], "DRAFT.tokens[1]: 7 is not a token id in [0, 3]"),
-    ([0, -1], [0.5, 0.5], "DRAFT.tokens[1]: -1"),
-    ([0, 1], [0.5, 0.0], "got 0.0 at position 1"),
-    ([0, 1], [0.5, float("nan")], "got nan at position 1"),
-    ([0, 1], [0.5, float("inf")], "got inf at position 1"),
-    ([0, 1], [0.5, 1.0 + 2 * Q_SLACK], "finite probability in (0, 1]"),
-    ([0, 1], [0.5], "2 token ids but 1 q̂(x_i) values"),
-])
+@pytest.mark.parametrize(
+    "tokens, q, needle",
+    [
+        ([0, 7], [0.5, 0.5], "DRAFT.tokens[1]: 7 is not a token id in [0, 3]"),
+        ([0, -1], [0.5, 0.5], "DRAFT.tokens[1]: -1"),
+        ([0, 1], [0.5, 0.0], "got 0.0 at position 1"),
+        ([0, 1], [0.5, float("nan")], "got nan at position 1"),
+        ([0, 1], [0.5, float("inf")], "got inf at position 1"),
+        ([0, 1], [0.5, 1.0 + 2 * Q_SLACK], "finite probability in (0, 1]"),
+        ([0, 1], [0.5], "2 token ids but 1 q̂(x_i) values"),
+    ],
+)
 def test_one_draft_check_for_the_wire_and_the_ragged_batch(tokens, q, needle):
     """`check_draft` is what DRAFT's decoder and `RaggedDrafts.validate` both run."""
     with pytest.raises(ProtocolError) as info:

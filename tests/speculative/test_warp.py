@@ -44,12 +44,15 @@ def test_same_policy_gives_same_rows_for_draft_and_target():
     assert np.all(np.abs(warp(logits, params).sum(-1) - 1) < 1e-5)
 
 
-@pytest.mark.parametrize("field,value,needle", [
-    ("temperature", -0.1, "temperature"),
-    ("top_p", 0.0, "top_p"),
-    ("top_p", 1.5, "top_p"),
-    ("top_k", -1, "top_k"),
-])
+@pytest.mark.parametrize(
+    "field,value,needle",
+    [
+        ("temperature", -0.1, "temperature"),
+        ("top_p", 0.0, "top_p"),
+        ("top_p", 1.5, "top_p"),
+        ("top_k", -1, "top_k"),
+    ],
+)
 def test_bad_sampling_values_give_one_line_error(field, value, needle):
     with pytest.raises(ConfigError) as err:
         SamplingParams.make(**{field: value})

@@ -24,9 +24,14 @@ def test_drop_is_deterministic_and_within_the_rule():
 
 
 def test_explicit_lists_override_the_draws():
-    sc = get_preset("paper-qwen").override({"devices.count": 2, "devices.distances_m": [150.0, 250.0],
-                                            "devices.acceptance": [0.5, 0.6],
-                                            "devices.draft_latencies_s_per_token": [0.01, 0.02]})
+    sc = get_preset("paper-qwen").override(
+        {
+            "devices.count": 2,
+            "devices.distances_m": [150.0, 250.0],
+            "devices.acceptance": [0.5, 0.6],
+            "devices.draft_latencies_s_per_token": [0.01, 0.02],
+        }
+    )
     d = drop_devices(sc)
     assert d.distance_m.tolist() == [150.0, 250.0] and d.alpha.tolist() == [0.5, 0.6]
     assert d.draft_latency_s.tolist() == [0.01, 0.02] and not d.acceptance_assumed
@@ -71,7 +76,7 @@ def test_no_reciprocity_and_no_fading():
 
 def test_path_loss_law():
     assert path_loss_linear(1.0) == pytest.approx(1e-3)
-    assert path_loss_linear(100.0) == pytest.approx(1e-3 * 100 ** -3.5)
+    assert path_loss_linear(100.0) == pytest.approx(1e-3 * 100**-3.5)
 
 
 def test_instance_from_scenario():

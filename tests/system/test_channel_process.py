@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from multispin.errors import ConfigError
-from multispin.system import get_preset
 from multispin.system import channel_process as cp
-from multispin.system.channel_process import ChannelProcess, doppler_hz, error_variance, time_correlation
+from multispin.system import get_preset
+from multispin.system.channel_process import ChannelProcess, doppler_hz, time_correlation
 
 K = 4000  # devices per draw: the statistics below average over devices and rounds
 ROUNDS = 6
@@ -36,18 +36,25 @@ def _process_statistics(speed_kmh: float) -> dict[str, float]:
     ul = np.array([s.z[0] for s in z])  # (ROUNDS + 1, K)
     lag = (ul[1:] * np.conj(ul[:-1])).real.ravel()
     p = np.abs(ul) ** 2
-    return {"rho_hat": float(lag.mean()), "rho_se": float(lag.std() / np.sqrt(lag.size)),
-            "power_corr": float(np.corrcoef(p[1:].ravel(), p[:-1].ravel())[0, 1]),
-            "mean_power": float(p.mean()), "n": float(lag.size), "rho": proc.rho(DT_S)}
+    return {
+        "rho_hat": float(lag.mean()),
+        "rho_se": float(lag.std() / np.sqrt(lag.size)),
+        "power_corr": float(np.corrcoef(p[1:].ravel(), p[:-1].ravel())[0, 1]),
+        "mean_power": float(p.mean()),
+        "n": float(lag.size),
+        "rho": proc.rho(DT_S),
+    }
 
 
 def _process_ok(st: dict[str, float]) -> bool:
     """The check every process must pass: lag-1 correlation ρ, power correlation ρ² (Rayleigh) and a
     CN(0, 1) marginal, each within 5 standard errors."""
     rho, n = st["rho"], st["n"]
-    return (_z_score(st["rho_hat"], rho, st["rho_se"]) < 5
-            and _z_score(st["power_corr"], rho * rho, (1 - rho ** 4) / np.sqrt(n) + 1e-3) < 5
-            and _z_score(st["mean_power"], 1.0, 1.0 / np.sqrt(n)) < 5)
+    return (
+        _z_score(st["rho_hat"], rho, st["rho_se"]) < 5
+        and _z_score(st["power_corr"], rho * rho, (1 - rho**4) / np.sqrt(n) + 1e-3) < 5
+        and _z_score(st["mean_power"], 1.0, 1.0 / np.sqrt(n)) < 5
+    )
 
 
 def test_doppler_and_jakes_correlation_match_known_values():
@@ -57,7 +64,7 @@ def test_doppler_and_jakes_correlation_match_known_values():
     first_zero = 2.404825557695773 / (2 * np.pi * 100.0)  # J0's first zero, at f_D = 100 Hz
     assert abs(time_correlation(100.0, first_zero)) < 1e-12
     x = 2 * np.pi * 10.0 * 1e-3  # small argument: J0(x) ≈ 1 − x²/4 + x⁴/64
-    assert time_correlation(10.0, 1e-3) == pytest.approx(1 - x * x / 4 + x ** 4 / 64, rel=1e-9)
+    assert time_correlation(10.0, 1e-3) == pytest.approx(1 - x * x / 4 + x**4 / 64, rel=1e-9)
     with pytest.raises(ConfigError, match="dt_s"):
         time_correlation(10.0, -1.0)
 
@@ -73,7 +80,7 @@ def test_negative_control_broken_processes_fail_the_same_check(monkeypatch):
     monkeypatch.setattr(cp, "gauss_markov_step", lambda z, rho, w: rho * z + (1 - rho) * w)
     assert not _process_ok(_process_statistics(3.0))
     # ρ² used where ρ belongs: the right marginal, the wrong memory
-    monkeypatch.setattr(cp, "gauss_markov_step", lambda z, rho, w: rho ** 2 * z + np.sqrt(1 - rho ** 4) * w)
+    monkeypatch.setattr(cp, "gauss_markov_step", lambda z, rho, w: rho**2 * z + np.sqrt(1 - rho**4) * w)
     assert not _process_ok(_process_statistics(3.0))
 
 
@@ -96,8 +103,7 @@ def _pilot_error_ok(proc: ChannelProcess, snr_db: float) -> bool:
     e = (est.z_hat - state.z)[0]
     var = 10 ** (-snr_db / 10)
     cross = np.mean(e * np.conj(state.z[0]))
-    return (_z_score(float(np.mean(np.abs(e) ** 2)), var, var / np.sqrt(K)) < 5
-            and abs(cross) < 5 * np.sqrt(var / K))
+    return _z_score(float(np.mean(np.abs(e) ** 2)), var, var / np.sqrt(K)) < 5 and abs(cross) < 5 * np.sqrt(var / K)
 
 
 @pytest.mark.parametrize("snr_db", [0.0, 10.0, 25.0])
@@ -131,7 +137,7 @@ def test_posterior_moments_match_the_process():
 
 def test_negative_control_unshrunk_posterior_fails():
     # ρ·ζ̂ with variance 1 − ρ²: right without estimation error, wrong with it
-    assert not _posterior_ok(lambda e: (e.rho * e.z_hat, 1 - e.rho ** 2))
+    assert not _posterior_ok(lambda e: (e.rho * e.z_hat, 1 - e.rho**2))
 
 
 def test_posterior_draws_have_the_posterior_moments():

@@ -12,8 +12,16 @@ E = EnergyConfig(pa_efficiency=0.25, rx_power_w=1.0, draft_power_w=4.0, idle_pow
 
 def _ul_round(energy=E):
     # 0.1 s round: 30 ms drafting, 2 ms drafting uploads at 0.2 W, a 10 ms UL correction at 0.1 W
-    return device_round_energy(energy, round_s=0.1, draft_compute_s=0.03, draft_upload_s=0.002, p_ul_w=0.2,
-                               mode="ul", airtime_s=0.01, correction_power_w=0.1)
+    return device_round_energy(
+        energy,
+        round_s=0.1,
+        draft_compute_s=0.03,
+        draft_upload_s=0.002,
+        p_ul_w=0.2,
+        mode="ul",
+        airtime_s=0.01,
+        correction_power_w=0.1,
+    )
 
 
 def hand_ul_joules() -> float:
@@ -31,8 +39,16 @@ def test_a_scripted_ul_round_gives_the_hand_computed_joules():
 
 
 def test_dl_mode_charges_the_device_reception_not_transmission_for_the_correction():
-    e = device_round_energy(E, round_s=0.1, draft_compute_s=0.03, draft_upload_s=0.0, p_ul_w=0.2,
-                            mode="dl", airtime_s=0.01, correction_power_w=5.0)  # the server's power
+    e = device_round_energy(
+        E,
+        round_s=0.1,
+        draft_compute_s=0.03,
+        draft_upload_s=0.0,
+        p_ul_w=0.2,
+        mode="dl",
+        airtime_s=0.01,
+        correction_power_w=5.0,
+    )  # the server's power
     assert e.transmit_j == 0.0
     assert e.receive_j == pytest.approx(0.01, abs=1e-12)
     assert e.total_j == pytest.approx(0.01 + 0.12 + 0.2 * 0.06, abs=1e-12)

@@ -56,9 +56,16 @@ def test_payload_bits():
 
 
 def _inst(**kw):
-    base = dict(gain_ul=[1e-12, 2e-12], gain_dl=[1e-12, 2e-12], alpha=[0.9, 0.8], draft_latency_s=0.01,
-                payload_bits=1000.0, radio=RadioParams(1e6, 0.01, 0.04, 4e-21), compute=ComputeParams(0.04, 0.01),
-                gamma_max=5)
+    base = dict(
+        gain_ul=[1e-12, 2e-12],
+        gain_dl=[1e-12, 2e-12],
+        alpha=[0.9, 0.8],
+        draft_latency_s=0.01,
+        payload_bits=1000.0,
+        radio=RadioParams(1e6, 0.01, 0.04, 4e-21),
+        compute=ComputeParams(0.04, 0.01),
+        gamma_max=5,
+    )
     base.update(kw)
     return Instance(**base)
 
@@ -66,7 +73,7 @@ def _inst(**kw):
 def test_instance_tables_and_validation():
     inst = _inst()
     assert inst.survival.shape == (2, 6)
-    assert inst.expected_tokens[0, 3] == pytest.approx((1 - 0.9 ** 4) / 0.1)
+    assert inst.expected_tokens[0, 3] == pytest.approx((1 - 0.9**4) / 0.1)
     per_pos = _inst(alpha=[[0.9, 0.8, 0.7, 0.6, 0.5], [0.5] * 5])
     assert per_pos.survival[0, 3] == pytest.approx(0.9 * 0.8 * 0.7)
     with pytest.raises(ConfigError, match="alpha"):
@@ -85,8 +92,18 @@ def test_instance_tables_and_validation():
     assert sub.num_devices == 1 and sub.alpha.tolist() == [0.8]
 
 
-@pytest.mark.parametrize("spec", ["sparse:v_eff=1024,q=16", "sparse:v_eff=64,q=32", "dense-fp32", "dense-fp16",
-                                  "dense-bf16", "lattice:l=1000", "lattice:l=7"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "sparse:v_eff=1024,q=16",
+        "sparse:v_eff=64,q=32",
+        "dense-fp32",
+        "dense-fp16",
+        "dense-bf16",
+        "lattice:l=1000",
+        "lattice:l=7",
+    ],
+)
 @pytest.mark.parametrize("vocab", [49_152, 151_665])
 def test_optimiser_bit_counts_equal_the_codecs_own(spec, vocab):
     """The optimiser plans with exactly the bits the engine's codecs put on the wire, and a

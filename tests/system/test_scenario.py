@@ -20,8 +20,7 @@ def _one_line(exc: pytest.ExceptionInfo) -> str:
 
 def test_presets_carry_the_paper_numbers():
     # the paper's and the host's presets first, then those on the shipped measured acceptance
-    assert preset_names() == ["paper-qwen", "paper-r1", "smollm2-cpu", "measured-smollm2-a100",
-                              "measured-smollm2-host"]
+    assert preset_names() == ["paper-qwen", "paper-r1", "smollm2-cpu", "measured-smollm2-a100", "measured-smollm2-host"]
     q = get_preset("paper-qwen")
     assert q.devices.count == 20
     assert q.radio.bandwidth_hz == 10e6
@@ -70,8 +69,12 @@ def test_yaml_and_toml_start_from_a_preset(tmp_path):
 
 def test_full_scenario_without_preset(tmp_path):
     data = {
-        "devices": {"count": 3, "distances_m": [100, 200, 300], "acceptance": [0.9, 0.8, 0.85],
-                    "draft_latency_s_per_token": 0.01},
+        "devices": {
+            "count": 3,
+            "distances_m": [100, 200, 300],
+            "acceptance": [0.9, 0.8, 0.85],
+            "draft_latency_s_per_token": 0.01,
+        },
         "tasks": {"acceptance": {"chat": 0.9}},
         "radio": {"bandwidth_hz": 1e6, "p_ul_dbm": 20, "p_dl_dbm": 30},
         "compute": {"t_ver0_s": 0.04, "t_ver1_s": 0.01},
@@ -122,8 +125,10 @@ def test_missing_field_names_it_and_its_range():
 def test_unknown_preset_and_unknown_field():
     with pytest.raises(ConfigError) as exc:
         get_preset("paper-llama")
-    assert _one_line(exc) == ("preset: unknown preset 'paper-llama' (allowed: paper-qwen, paper-r1, smollm2-cpu, "
-                               "measured-smollm2-a100, measured-smollm2-host)")
+    assert _one_line(exc) == (
+        "preset: unknown preset 'paper-llama' (allowed: paper-qwen, paper-r1, smollm2-cpu, "
+        "measured-smollm2-a100, measured-smollm2-host)"
+    )
     with pytest.raises(ConfigError) as exc:
         scenario_from_dict({"preset": "nope"})
     assert "allowed: paper-qwen, paper-r1" in _one_line(exc)
@@ -183,8 +188,14 @@ def test_acceptance_profile_json(tmp_path):
 
 
 def test_compute_profile_json(tmp_path):
-    prof = {"pair": "x", "draft_latency_s_per_token": {"smollm2-135m": 0.004}, "t_ver0_s": 0.02,
-            "t_ver1_s": 0.003, "t_ver_tok_s": 0.0004, "r2": 0.99}
+    prof = {
+        "pair": "x",
+        "draft_latency_s_per_token": {"smollm2-135m": 0.004},
+        "t_ver0_s": 0.02,
+        "t_ver1_s": 0.003,
+        "t_ver_tok_s": 0.0004,
+        "r2": 0.99,
+    }
     p = tmp_path / "compute.json"
     p.write_text(json.dumps(prof))
     sc = get_preset("paper-qwen").with_compute_profile(p)

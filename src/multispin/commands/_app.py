@@ -24,8 +24,9 @@ def _show_version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", is_eager=True, callback=_show_version,
-                                 help="print the version and exit"),
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_show_version, help="print the version and exit"
+    ),
 ) -> None:
     """Multi-access speculative inference at the wireless edge."""
 
@@ -42,8 +43,15 @@ def _patch_help_metavars() -> None:
     original = TyperOption.display_type_rich
     if getattr(original, "_multispin", False):
         return
-    names = {"<int>": "INT", "<float>": "FLOAT", "<str>": "TEXT", "<path>": "PATH",
-             "<list[str]>": "TEXT", "<list[int]>": "INT", "<list[path]>": "PATH"}
+    names = {
+        "<int>": "INT",
+        "<float>": "FLOAT",
+        "<str>": "TEXT",
+        "<path>": "PATH",
+        "<list[str]>": "TEXT",
+        "<list[int]>": "INT",
+        "<list[path]>": "PATH",
+    }
 
     def display_type_rich(self, ctx):
         if self.metavar is not None:

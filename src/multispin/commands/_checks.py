@@ -41,8 +41,10 @@ def check_out_free(out: Path, force: bool, verb: str, holds: tuple[str, ...]) ->
     silently: one line naming --out and --force instead (a rerun must not lose an 8-minute result)."""
     found = next((name for name in holds if (Path(out) / name).exists()), None)
     if found is not None and not force:
-        raise ConfigError(f"--out: {out} holds a previous `multispin {verb}` run ({found}); give another "
-                          "--out, or --force to replace it")
+        raise ConfigError(
+            f"--out: {out} holds a previous `multispin {verb}` run ({found}); give another "
+            "--out, or --force to replace it"
+        )
 
 
 def check_reproduce_out(out: Path, force: bool, config: dict) -> None:
@@ -58,8 +60,10 @@ def check_reproduce_out(out: Path, force: bool, config: dict) -> None:
     changed = [k for k in keys if k in before and before[k] != config.get(k)]
     if changed and not force:
         was = ", ".join(f"{k} {before[k]}" for k in changed)
-        raise ConfigError(f"--out: {out} holds a finished `multispin reproduce` run with other settings ({was}); "
-                          "give another --out, or --force to replace it (the same settings resume)")
+        raise ConfigError(
+            f"--out: {out} holds a finished `multispin reproduce` run with other settings ({was}); "
+            "give another --out, or --force to replace it (the same settings resume)"
+        )
 
 
 def check_credentials(insecure: bool, keys: object, secret: object, keys_hint: str) -> None:

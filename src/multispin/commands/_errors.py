@@ -8,7 +8,7 @@ the user reads the name they wrote.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 # Scenario fields that a command-line flag sets, and the flags (new spelling first) that set them.
 # A message about the field names the flag when the user typed one of them.
@@ -29,18 +29,18 @@ FLAG_FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 
-def value_given(args: Sequence[str], opts: Sequence[str]) -> Optional[str]:
+def value_given(args: Sequence[str], opts: Sequence[str]) -> str | None:
     """The text the user gave for an option (the parser's messages do not repeat it)."""
     for i, a in enumerate(args):
         for o in opts:
             if a == o and i + 1 < len(args):
                 return args[i + 1]
             if a.startswith(o + "="):
-                return a[len(o) + 1:]
+                return a[len(o) + 1 :]
     return None
 
 
-def flag_typed(args: Sequence[str], opts: Sequence[str]) -> Optional[str]:
+def flag_typed(args: Sequence[str], opts: Sequence[str]) -> str | None:
     """The first of ``opts`` that the user typed (``--pdl-dbm`` or ``--pdl-dbm=VALUE``), else None."""
     for a in args:
         for o in opts:
@@ -103,7 +103,7 @@ def library_error_line(exc, args: Sequence[str]) -> str:
         if len(typed) != 1:  # none typed (the value came from elsewhere), or a conflict between them
             break
         flag = typed.pop()
-        rest = text[len(field) + 2:]
+        rest = text[len(field) + 2 :]
         label = flag if "." not in field else f"{flag} [{field}]"
         return f"{label}: {rest}"
     return text

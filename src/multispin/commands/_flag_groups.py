@@ -12,14 +12,27 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import typer
 
 from multispin.commands._options import (
-    CODECS, LogLevel, TorchDevice, choice_option, csi_planning_option, log_level_option, noise_figure_option,
-    pdl_option, pilot_snr_option, pul_option, set_threads, setup_logging, speed_option, threads_option,
+    CODECS,
+    LogLevel,
+    TorchDevice,
+    choice_option,
+    csi_planning_option,
+    log_level_option,
+    noise_figure_option,
+    pdl_option,
+    pilot_snr_option,
+    pul_option,
+    set_threads,
+    setup_logging,
+    speed_option,
+    threads_option,
     torch_device_option,
 )
 from multispin.vocabulary import FIXED_MODES, mode_spelling
@@ -39,13 +52,15 @@ class FlagGroup:
 
 def group(name: str, before: Optional[Callable[[dict], None]] = None, **flags: tuple[Any, Any]) -> FlagGroup:
     """A group of ``flags``: name -> (annotation, typer.Option(...))."""
-    params = tuple(inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=a, default=o)
-                   for n, (a, o) in flags.items())
+    params = tuple(
+        inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=a, default=o) for n, (a, o) in flags.items()
+    )
     return FlagGroup(name, params, before)
 
 
 def takes(*groups: FlagGroup):
     """Decorate a verb whose parameters named after ``groups`` each receive that group's values."""
+
     def decorate(verb: Callable) -> Callable:
         sig = inspect.signature(verb, eval_str=True)
         by_name = {g.name: g for g in groups}
@@ -88,8 +103,10 @@ CSI = group(
     csi_planning=(Optional[str], csi_planning_option()),
 )
 
-_CODEC_HELP = ("codec of {what} (dense-fp32, dense-fp16, dense-bf16, sparse:v_eff=N,q=16|32, lattice:l=N); "
-               "default: sparse:v_eff=1024,q=32, exact with the default top-k")
+_CODEC_HELP = (
+    "codec of {what} (dense-fp32, dense-fp16, dense-bf16, sparse:v_eff=N,q=16|32, lattice:l=N); "
+    "default: sparse:v_eff=1024,q=32, exact with the default top-k"
+)
 _TOP_K_HELP = "top-k sampling cut (0 = off); default: 1024 (= V_eff, so both modes are exact)"
 
 # what the planner maximises (optimize, testbed, demo; docs/service.md), as
@@ -97,33 +114,62 @@ _TOP_K_HELP = "top-k sampling cut (0 = off); default: 1024 (= V_eff, so both mod
 OBJECTIVES = ("sum", "proportional-fair", "max-min", "energy")
 OBJECTIVE = group(
     "objective",
-    objective=(Optional[str], choice_option(None, OBJECTIVES, "--objective", show_default="the scenario's; sum",
-                                            help="what the plan maximises: sum goodput (the paper's), "
-                                                 "proportional-fair (Σ log G_k), max-min (worst device) or "
-                                                 "energy (sum goodput less w × device power)")),
-    energy_weight=(Optional[float], typer.Option(None, "--energy-weight", min=0.0, metavar="TOKENS/J",
-                                                 show_default="the scenario's; 1",
-                                                 help="w of --objective energy: tokens one joule of device "
-                                                      "energy is worth")),
+    objective=(
+        Optional[str],
+        choice_option(
+            None,
+            OBJECTIVES,
+            "--objective",
+            show_default="the scenario's; sum",
+            help="what the plan maximises: sum goodput (the paper's), "
+            "proportional-fair (Σ log G_k), max-min (worst device) or "
+            "energy (sum goodput less w × device power)",
+        ),
+    ),
+    energy_weight=(
+        Optional[float],
+        typer.Option(
+            None,
+            "--energy-weight",
+            min=0.0,
+            metavar="TOKENS/J",
+            show_default="the scenario's; 1",
+            help="w of --objective energy: tokens one joule of device energy is worth",
+        ),
+    ),
 )
 
 # sampling cut and codecs that the testbed picks by itself unless told (testbed, demo)
 LINK = group(
     "link",
     top_k=(Optional[int], typer.Option(None, "--top-k", min=0, metavar="INT", help=_TOP_K_HELP)),
-    ul_codec=(Optional[str], typer.Option(None, "--ul-codec", metavar="CODEC",
-                                          help=_CODEC_HELP.format(what="q_j in UL mode"))),
-    dl_codec=(Optional[str], typer.Option(None, "--dl-codec", metavar="CODEC",
-                                          help=_CODEC_HELP.format(what="p_j in DL mode"))),
+    ul_codec=(
+        Optional[str],
+        typer.Option(None, "--ul-codec", metavar="CODEC", help=_CODEC_HELP.format(what="q_j in UL mode")),
+    ),
+    dl_codec=(
+        Optional[str],
+        typer.Option(None, "--dl-codec", metavar="CODEC", help=_CODEC_HELP.format(what="p_j in DL mode")),
+    ),
 )
 
 # one round's settings, the same on every device (generate, serve)
 ROUND = group(
     "round_settings",
-    draft_len=(int, typer.Option(4, min=0, max=20, metavar="INT",
-                                 help="draft length γ for every device, 0..20 (0 = target only)")),
-    mode=(str, choice_option("random", FIXED_MODES, "--mode", spelling=mode_spelling,
-                             help="correction mode of rejected devices (random: a fair coin per rejection)")),
+    draft_len=(
+        int,
+        typer.Option(4, min=0, max=20, metavar="INT", help="draft length γ for every device, 0..20 (0 = target only)"),
+    ),
+    mode=(
+        str,
+        choice_option(
+            "random",
+            FIXED_MODES,
+            "--mode",
+            spelling=mode_spelling,
+            help="correction mode of rejected devices (random: a fair coin per rejection)",
+        ),
+    ),
     temperature=(float, typer.Option(1.0, min=0.0, metavar="FLOAT", help="sampling temperature (0 = greedy)")),
     top_k=(int, typer.Option(0, min=0, metavar="INT", help="top-k cut (0 = off)")),
     top_p=(float, typer.Option(1.0, metavar="FLOAT", help="nucleus mass in (0, 1] (1 = off)")),

@@ -24,19 +24,19 @@ import socket
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterator, Optional
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import typer
 
 from multispin.errors import Interrupted
-
 
 # seconds from the first Ctrl-C (or SIGTERM) to the end of the process, clean stop or not
 STOP_GRACE_S = float(os.environ.get("MULTISPIN_STOP_GRACE_S", "4"))
 
 
 class _State:
-    signum: Optional[int] = None  # the signal that stopped the verb, once one has
+    signum: int | None = None  # the signal that stopped the verb, once one has
     reported: bool = False  # the verb printed its own line
     drain: bool = False  # the verb stops on its own after the first signal (no grace timer)
     watching: bool = False  # a watcher thread bounds the stop (the program, not a test's call)
@@ -140,7 +140,7 @@ def catch_signals(bounded: bool = False) -> Iterator[None]:
     sigs = [signal.SIGTERM] + ([signal.SIGINT] if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN else [])
     old = {s: signal.signal(s, _on_signal) for s in sigs}
     try:
-        with (_watcher() if bounded else contextlib.nullcontext()):
+        with _watcher() if bounded else contextlib.nullcontext():
             try:
                 yield
             finally:
@@ -163,7 +163,7 @@ def exit_code(code: Any) -> Any:
 
 
 @contextlib.contextmanager
-def reported_interrupt(show_partial: Optional[Callable[[Any], None]] = None) -> Iterator[None]:
+def reported_interrupt(show_partial: Callable[[Any], None] | None = None) -> Iterator[None]:
     """On Ctrl-C or SIGTERM inside the block: ``show_partial(exc.partial)`` when the experiment
     left partial results, then the interruption's one line on stderr, then exit 128 + signum."""
     try:

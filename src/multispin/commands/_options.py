@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Callable, Literal, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Literal
 
 import typer
 
@@ -20,13 +21,14 @@ LogLevel = Literal["debug", "info", "warning", "error"]
 TorchDevice = Literal["auto", "cpu", "cuda"]
 CODECS = "dense-fp32, dense-fp16, dense-bf16, sparse:v_eff=N,q=B, lattice:l=L"
 
-SCENARIO_HELP = ("scenario: a preset (paper-qwen, paper-r1, smollm2-cpu) or a YAML/TOML/JSON file "
-                 "(`multispin scenario show PRESET` prints one to start from)")
+SCENARIO_HELP = (
+    "scenario: a preset (paper-qwen, paper-r1, smollm2-cpu) or a YAML/TOML/JSON file "
+    "(`multispin scenario show PRESET` prints one to start from)"
+)
 
 
 def scenario_option(default_shown: str = DEFAULT_SCENARIO):
-    return typer.Option(None, "--scenario", metavar="PRESET|FILE", show_default=default_shown,
-                        help=SCENARIO_HELP)
+    return typer.Option(None, "--scenario", metavar="PRESET|FILE", show_default=default_shown, help=SCENARIO_HELP)
 
 
 def legacy_option(*decls: str):
@@ -35,7 +37,7 @@ def legacy_option(*decls: str):
     return typer.Option(None, *decls, hidden=True)
 
 
-def pick_flag(flag: str, value, default, field: Optional[str] = None, **legacy):
+def pick_flag(flag: str, value, default, field: str | None = None, **legacy):
     """The one value that ``flag`` and its old spellings (``legacy``: name -> value) give; two
     different ones are an error (under ``field``, else the flag), not a silent choice."""
     given = {flag: value, **{f"--{k.replace('_', '-')}": v for k, v in legacy.items()}}
@@ -46,16 +48,23 @@ def pick_flag(flag: str, value, default, field: Optional[str] = None, **legacy):
     return next(iter(named.values()), default)
 
 
-def pick_scenario(scenario: Optional[str], default: str = DEFAULT_SCENARIO, **legacy: Optional[str]) -> str:
+def pick_scenario(scenario: str | None, default: str = DEFAULT_SCENARIO, **legacy: str | None) -> str:
     """The one scenario the flags name (``--scenario`` or the old ``--preset``/``--config``)."""
     return pick_flag("--scenario", scenario, default, field="scenario", **legacy)
 
 
-def choice_option(default: Optional[str], choices: Sequence[str], *decls: str, help: str,
-                  spelling: Optional[Callable[[str], str]] = None, **kw):
+def choice_option(
+    default: str | None,
+    choices: Sequence[str],
+    *decls: str,
+    help: str,
+    spelling: Callable[[str], str] | None = None,
+    **kw,
+):
     """An option whose value is one of ``choices``, all listed in the help; ``spelling`` maps an
     old spelling to the current one first, so old spellings keep working without being listed."""
-    def check(value: Optional[str]) -> Optional[str]:
+
+    def check(value: str | None) -> str | None:
         if value is None:
             return None
         canon = spelling(value) if spelling else value
@@ -67,40 +76,69 @@ def choice_option(default: Optional[str], choices: Sequence[str], *decls: str, h
 
 
 def pdl_option():
-    return typer.Option(None, "--pdl-dbm", metavar="DBM", show_default="the scenario's",
-                        help="server DL power budget P^dl (dBm, -60..70)")
+    return typer.Option(
+        None,
+        "--pdl-dbm",
+        metavar="DBM",
+        show_default="the scenario's",
+        help="server DL power budget P^dl (dBm, -60..70)",
+    )
 
 
 def pul_option():
-    return typer.Option(None, "--pul-dbm", metavar="DBM", show_default="the scenario's",
-                        help="device max UL power P^ul (dBm, -60..60)")
+    return typer.Option(
+        None, "--pul-dbm", metavar="DBM", show_default="the scenario's", help="device max UL power P^ul (dBm, -60..60)"
+    )
 
 
 def noise_figure_option(default_shown: str = "the scenario's"):
-    return typer.Option(None, "--noise-figure-db", metavar="DB", show_default=default_shown,
-                        help="receiver noise figure (dB, 0..40), added to N0")
+    return typer.Option(
+        None,
+        "--noise-figure-db",
+        metavar="DB",
+        show_default=default_shown,
+        help="receiver noise figure (dB, 0..40), added to N0",
+    )
 
 
 def speed_option():
-    return typer.Option(None, "--speed-kmh", metavar="KMH", show_default="the scenario's: independent blocks",
-                        help="device speed (km/h, 0..500): the channel ages between rounds (Jakes, ρ = J0(2π f_D Δt)) "
-                             "and rounds are planned on the previous round's pilots")
+    return typer.Option(
+        None,
+        "--speed-kmh",
+        metavar="KMH",
+        show_default="the scenario's: independent blocks",
+        help="device speed (km/h, 0..500): the channel ages between rounds (Jakes, ρ = J0(2π f_D Δt)) "
+        "and rounds are planned on the previous round's pilots",
+    )
 
 
 def pilot_snr_option():
-    return typer.Option(None, "--pilot-snr-db", metavar="DB", show_default="the scenario's: exact",
-                        help="pilot SNR (dB, -30..80): the channel estimate's error variance is 10^(-SNR/10)")
+    return typer.Option(
+        None,
+        "--pilot-snr-db",
+        metavar="DB",
+        show_default="the scenario's: exact",
+        help="pilot SNR (dB, -30..80): the channel estimate's error variance is 10^(-SNR/10)",
+    )
 
 
 def csi_planning_option():
-    return choice_option(None, ("naive", "robust"), "--csi-planning", show_default="the scenario's: naive",
-                         help="naive: plan on the channel estimate as if exact; robust: over posterior channel draws")
+    return choice_option(
+        None,
+        ("naive", "robust"),
+        "--csi-planning",
+        show_default="the scenario's: naive",
+        help="naive: plan on the channel estimate as if exact; robust: over posterior channel draws",
+    )
 
 
-def pair_option(default: str = "smollm2-135m", help: str = "model pair: smollm2-135m, "
-                "qwen2.5-coder-0.5b, smollm2-135m:qwen2.5-coder-0.5b, gemma3-270m:qwen2.5-coder-0.5b "
-                "(Gemma Terms of Use), tiny, tiny-cross, "
-                "DRAFT:TARGET (tokenizers may differ) or a local model directory"):
+def pair_option(
+    default: str = "smollm2-135m",
+    help: str = "model pair: smollm2-135m, "
+    "qwen2.5-coder-0.5b, smollm2-135m:qwen2.5-coder-0.5b, gemma3-270m:qwen2.5-coder-0.5b "
+    "(Gemma Terms of Use), tiny, tiny-cross, "
+    "DRAFT:TARGET (tokenizers may differ) or a local model directory",
+):
     return typer.Option(default, "--pair", metavar="PAIR", help=help)
 
 
@@ -127,13 +165,13 @@ def log_level_option():
 
 
 def torch_device_option():
-    return typer.Option("cpu", "--device", help="where the models run: cpu, cuda (target in bfloat16), "
-                                                "or auto (cuda when available)")
+    return typer.Option(
+        "cpu", "--device", help="where the models run: cpu, cuda (target in bfloat16), or auto (cuda when available)"
+    )
 
 
 def threads_option():
-    return typer.Option(None, "--threads", min=1, metavar="INT", show_default="torch's",
-                        help="torch intra-op threads")
+    return typer.Option(None, "--threads", min=1, metavar="INT", show_default="torch's", help="torch intra-op threads")
 
 
 class _StderrHandler(logging.StreamHandler):
@@ -162,7 +200,7 @@ def setup_logging(level: str) -> None:
     logger.setLevel(getattr(logging, level.upper()))
 
 
-def set_threads(threads: Optional[int]) -> None:
+def set_threads(threads: int | None) -> None:
     if threads:
         import torch
 

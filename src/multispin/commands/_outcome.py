@@ -9,7 +9,7 @@ is worth keeping, but a script must not take it for a finished one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover - the verbs import these lazily (the CLI starts fast)
     from multispin.runtime.net.device import DeviceOutcome
@@ -19,19 +19,20 @@ if TYPE_CHECKING:  # pragma: no cover - the verbs import these lazily (the CLI s
 _ASKED_TO_STOP = ("rounds", "signal", "SIGTERM", "SIGINT")
 
 
-def device_failure(outcome: "DeviceOutcome") -> Optional[str]:
+def device_failure(outcome: DeviceOutcome) -> str | None:
     """None when the device finished and its digest matches the server's, else why not."""
     who = f"device {outcome.device_id}"
     if not outcome.finished:
-        return (f"{who}: did not finish its text ({len(outcome.generated)} tokens; the session ended: "
-                f"{outcome.reason})")
+        return f"{who}: did not finish its text ({len(outcome.generated)} tokens; the session ended: {outcome.reason})"
     if outcome.server_digest is not None and outcome.server_digest != outcome.digest:
-        return (f"{who}: its tokens differ from the server's record (digest {outcome.digest[:12]}…, "
-                f"the server's {outcome.server_digest[:12]}…)")
+        return (
+            f"{who}: its tokens differ from the server's record (digest {outcome.digest[:12]}…, "
+            f"the server's {outcome.server_digest[:12]}…)"
+        )
     return None
 
 
-def serve_failure(summary: "ServerSummary") -> Optional[str]:
+def serve_failure(summary: ServerSummary) -> str | None:
     """None when every device finished with the server's digest (or the run was stopped as asked)."""
     mismatched = sorted(d for d, rec in summary.devices.items() if rec.digest_match is False)
     if mismatched:
@@ -45,8 +46,7 @@ def serve_failure(summary: "ServerSummary") -> Optional[str]:
         return None
     d, rec = next(iter(unfinished.items()))
     last = f"; device {d}'s session ended: {rec.drops[-1]}" if rec.drops else ""
-    return (f"device(s) {_ids(unfinished)} did not finish (the server stopped: {summary.stop_reason})"
-            f"{last}")
+    return f"device(s) {_ids(unfinished)} did not finish (the server stopped: {summary.stop_reason}){last}"
 
 
 def _ids(ids) -> str:

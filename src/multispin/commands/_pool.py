@@ -3,15 +3,15 @@ line, with the lone device's flags; and the checks that tell a lone device's fla
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 import typer
 
 from multispin.errors import ConfigError
 
 
-def check_one_device(device_id: Optional[int], prompts: Optional[Sequence[str]]) -> None:
+def check_one_device(device_id: int | None, prompts: Sequence[str] | None) -> None:
     """A lone device needs its id and exactly one prompt."""
     if device_id is None:
         raise ConfigError("--device-id: required (INT: this device's id; or --devices IDS for a pool)")
@@ -21,13 +21,26 @@ def check_one_device(device_id: Optional[int], prompts: Optional[Sequence[str]])
         raise ConfigError(f"--prompt: one device takes one prompt (got {len(prompts)}; a pool takes several)")
 
 
-def run_pool_command(*, server: str, device_id: Optional[int], devices: str, keys: Optional[Path],
-                     insecure: bool, secret: Optional[str], pair: str, draft: Optional[str],
-                     prompts: Optional[Sequence[str]], resume: bool, reconnects: int, server_timeout: float,
-                     result: Optional[Path], as_json: bool) -> None:
+def run_pool_command(
+    *,
+    server: str,
+    device_id: int | None,
+    devices: str,
+    keys: Path | None,
+    insecure: bool,
+    secret: str | None,
+    pair: str,
+    draft: str | None,
+    prompts: Sequence[str] | None,
+    resume: bool,
+    reconnects: int,
+    server_timeout: float,
+    result: Path | None,
+    as_json: bool,
+) -> None:
+    from multispin.commands._checks import check_credentials
     from multispin.commands._options import emit_json
     from multispin.commands._outcome import device_failure
-    from multispin.commands._checks import check_credentials
     from multispin.jsonout import versioned
     from multispin.runtime.net.device import DeviceOutcome
     from multispin.runtime.net.pool import parse_device_ids, run_pool
@@ -36,24 +49,36 @@ def run_pool_command(*, server: str, device_id: Optional[int], devices: str, key
     if device_id is not None:
         raise ConfigError("--device-id: give --device-id for one device or --devices for a pool, not both")
     ids = parse_device_ids(devices)
-    check_credentials(insecure, keys, secret, "the folder of the pool's device keys (DIR/device-N for each, "
-                      "or every pair in DIR)")
+    check_credentials(
+        insecure, keys, secret, "the folder of the pool's device keys (DIR/device-N for each, or every pair in DIR)"
+    )
     if not prompts:
         from multispin.runtime.round.session import default_prompts
 
         prompts = default_prompts(len(ids), 0)
-    outcomes = run_pool(server, ids, pair, list(prompts), drafts=[draft] if draft else None,
-                        secret=resolve_secret(secret) if insecure else None, keys=keys, resume=resume,
-                        reconnects=reconnects, server_timeout_s=server_timeout)
+    outcomes = run_pool(
+        server,
+        ids,
+        pair,
+        list(prompts),
+        drafts=[draft] if draft else None,
+        secret=resolve_secret(secret) if insecure else None,
+        keys=keys,
+        resume=resume,
+        reconnects=reconnects,
+        server_timeout_s=server_timeout,
+    )
     doc = versioned({"devices": [o.to_dict() for o in outcomes]}, "device-pool")
-    failures = [device_failure(o) if isinstance(o, DeviceOutcome) else f"device {o.device_id}: {o.error}"
-                for o in outcomes]
+    failures = [
+        device_failure(o) if isinstance(o, DeviceOutcome) else f"device {o.device_id}: {o.error}" for o in outcomes
+    ]
     missing = sorted(set(ids) - {o.device_id for o in outcomes})
     if not emit_json(doc, result, as_json):
         for o in outcomes:
             if isinstance(o, DeviceOutcome):
-                typer.echo(f"device {o.device_id}: {len(o.generated)} tokens, {o.sessions} session(s), {o.reason}",
-                           err=True)
+                typer.echo(
+                    f"device {o.device_id}: {len(o.generated)} tokens, {o.sessions} session(s), {o.reason}", err=True
+                )
                 typer.echo(f"--- device {o.device_id} ---\n{o.text}")
     failures = [f for f in failures if f is not None] + [f"device {d}: never ran" for d in missing]
     if failures:

@@ -12,11 +12,18 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from typing import Iterator, Optional
+from collections.abc import Iterator
 
 from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
-                           TimeElapsedColumn, TimeRemainingColumn)
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from multispin.experiments.progress import Step
 
@@ -56,7 +63,7 @@ class _Bars:
     def __init__(self, progress: Progress) -> None:
         self.progress = progress
         self.tasks: dict[str, int] = {}
-        self.spinner: Optional[int] = None
+        self.spinner: int | None = None
 
     def loading(self, text: str) -> None:
         self.spinner = self.progress.add_task(text, total=None, unit="")
@@ -71,14 +78,22 @@ class _Bars:
 
 
 @contextlib.contextmanager
-def step_progress(console: Optional[Console] = None) -> Iterator:
+def step_progress(console: Console | None = None) -> Iterator:
     """A reporter to pass as an experiment's ``progress``; ``.loading(text)`` shows a spinner
     (on a terminal) until the first step."""
     err = console or Console(stderr=True)
     if not err.is_terminal:
         yield _Lines()
         return
-    with Progress(SpinnerColumn(), TextColumn("{task.description:<20}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("{task.fields[unit]}"), TimeElapsedColumn(), TextColumn("ETA"),
-                  TimeRemainingColumn(), console=err) as progress:
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description:<20}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[unit]}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=err,
+    ) as progress:
         yield _Bars(progress)

@@ -54,8 +54,12 @@ def cli_reference_markdown() -> str:
 
     root = get_command(cli.app)
     ctx = Context(root, info_name="multispin")
-    out = ["Generated from the command itself (`multispin VERB -h` shows the same).", "",
-           *_options_table(root, ctx), ""]
+    out = [
+        "Generated from the command itself (`multispin VERB -h` shows the same).",
+        "",
+        *_options_table(root, ctx),
+        "",
+    ]
     for name, cmd in root.commands.items():
         out += _section(cmd, Context(cmd, info_name=name, parent=ctx), 2)
     return "\n".join(out)

@@ -14,27 +14,38 @@ from none; ``sweep --set``/``--over`` set their fields.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, Union, get_args, get_origin
+from typing import Any, Union, get_args, get_origin
 
 from multispin.errors import ConfigError
 
 VERBS = ("optimize", "sweep", "testbed", "demo")
 
-_RUNNING_PAYLOAD = ("the running system sends what its sampling and codecs choose (--top-k, --ul-codec, "
-                    "--dl-codec) at the pair's vocabulary and charges those bits; the payload model is "
-                    "optimize's, sweep's and reproduce's")
-_ONE_KNOWN_ROUND = ("optimize plans one round on a channel known exactly; mobility, pilot SNR and robust "
-                    "planning are studied by `multispin sweep`, testbed and demo")
-_SUM_ONLY = ("sweep compares policies on the sum goodput; objectives and device energy are planned and "
-             "reported by optimize, testbed and demo")
+_RUNNING_PAYLOAD = (
+    "the running system sends what its sampling and codecs choose (--top-k, --ul-codec, "
+    "--dl-codec) at the pair's vocabulary and charges those bits; the payload model is "
+    "optimize's, sweep's and reproduce's"
+)
+_ONE_KNOWN_ROUND = (
+    "optimize plans one round on a channel known exactly; mobility, pilot SNR and robust "
+    "planning are studied by `multispin sweep`, testbed and demo"
+)
+_SUM_ONLY = (
+    "sweep compares policies on the sum goodput; objectives and device energy are planned and "
+    "reported by optimize, testbed and demo"
+)
 _NO_DEADLINE = "the optimiser's model has no correction deadline, only the running system's clock has (testbed, demo)"
 
 # verb -> dotted prefix -> why the verb does not use the field (a prefix covers the table's fields)
 IGNORED: dict[str, dict[str, str]] = {
     "optimize": {"channel.": _ONE_KNOWN_ROUND},
-    "sweep": {"channel.correction_deadline_s": _NO_DEADLINE, "optimizer.objective": _SUM_ONLY,
-              "optimizer.energy_weight_tokens_per_j": _SUM_ONLY, "energy.": _SUM_ONLY},
+    "sweep": {
+        "channel.correction_deadline_s": _NO_DEADLINE,
+        "optimizer.objective": _SUM_ONLY,
+        "optimizer.energy_weight_tokens_per_j": _SUM_ONLY,
+        "energy.": _SUM_ONLY,
+    },
     "testbed": {"payload.": _RUNNING_PAYLOAD},
     "demo": {"payload.": _RUNNING_PAYLOAD},
 }
@@ -45,8 +56,9 @@ _CHANNEL_KNOWLEDGE = ("channel.speed_kmh", "channel.carrier_hz", "channel.pilot_
 # estimator's prior where the pair ships no measured α; compute and draft latencies are the virtual clock's)
 USED: dict[str, tuple[str, ...]] = {
     "optimize": _EVERY_VERB + ("payload.", "energy."),
-    "sweep": tuple(p for p in _EVERY_VERB if p != "optimizer.") + ("optimizer.gamma_max", "optimizer.n_saa",
-                                                                   "payload.") + _CHANNEL_KNOWLEDGE,
+    "sweep": tuple(p for p in _EVERY_VERB if p != "optimizer.")
+    + ("optimizer.gamma_max", "optimizer.n_saa", "payload.")
+    + _CHANNEL_KNOWLEDGE,
     "testbed": _EVERY_VERB + ("channel.", "energy."),
     "demo": _EVERY_VERB + ("channel.", "energy."),
 }
@@ -56,7 +68,7 @@ def _under(field: str, prefixes: Iterable[str]) -> bool:
     return any(field == p or (p.endswith(".") and field.startswith(p)) for p in prefixes)
 
 
-def schema_fields(model: Optional[type] = None, prefix: str = "") -> list[str]:
+def schema_fields(model: type | None = None, prefix: str = "") -> list[str]:
     """Every leaf of the scenario schema by dotted name (a table of tasks counts as one leaf)."""
     from pydantic import BaseModel
 
@@ -75,7 +87,7 @@ def schema_fields(model: Optional[type] = None, prefix: str = "") -> list[str]:
     return out
 
 
-def why_ignored(verb: str, field: str) -> Optional[str]:
+def why_ignored(verb: str, field: str) -> str | None:
     """The reason ``verb`` does not use ``field``; None where it uses it."""
     for prefix, why in IGNORED[verb].items():
         if _under(field, [prefix]):
@@ -104,12 +116,19 @@ def _schema_defaults() -> dict[str, Any]:
     """The defaults of the schema's optional tables (required tables have none)."""
     from multispin.system.scenario import ChannelConfig, OptimizerConfig, PayloadConfig
 
-    return {**_leaves({"payload": PayloadConfig().model_dump(mode="json"),
-                       "optimizer": OptimizerConfig().model_dump(mode="json"),
-                       "channel": ChannelConfig().model_dump(mode="json")}), "seed": 0}
+    return {
+        **_leaves(
+            {
+                "payload": PayloadConfig().model_dump(mode="json"),
+                "optimizer": OptimizerConfig().model_dump(mode="json"),
+                "channel": ChannelConfig().model_dump(mode="json"),
+            }
+        ),
+        "seed": 0,
+    }
 
 
-def fields_set(spec: Union[str, Path, Any]) -> set[str]:
+def fields_set(spec: str | Path | Any) -> set[str]:
     """The dotted fields that ``--scenario spec`` sets (module doc): none for a preset."""
     from multispin.system.config_file import expand_dotted, parse_text
     from multispin.system.scenario import PRESETS, Scenario, get_preset
@@ -134,8 +153,9 @@ def refuse_ignored(verb: str, fields: Iterable[str], where: str) -> None:
     for field in sorted(fields):
         why = why_ignored(verb, field)
         if why is not None:
-            raise ConfigError(f"{field}: set in {where}, but `multispin {verb}` does not use it: {why}; "
-                              "remove it there")
+            raise ConfigError(
+                f"{field}: set in {where}, but `multispin {verb}` does not use it: {why}; remove it there"
+            )
 
 
 def check_scenario_fields(verb: str, spec, extra: Iterable[str] = ()) -> set[str]:
@@ -153,8 +173,12 @@ def check_scenario_fields(verb: str, spec, extra: Iterable[str] = ()) -> set[str
 # testbed and demo run fewer devices and SAA samples than the paper's presets (real models on one
 # host): their own defaults, which a scenario *file* that sets the field overrides (a 3-device file
 # runs 3 devices); a flag overrides both
-RUNNING_DEFAULTS = {"devices": ("devices.count", 8), "seed": ("seed", 0), "n_saa": ("optimizer.n_saa", 300),
-                    "split": ("radio.bandwidth_split", "equal")}
+RUNNING_DEFAULTS = {
+    "devices": ("devices.count", 8),
+    "seed": ("seed", 0),
+    "n_saa": ("optimizer.n_saa", 300),
+    "split": ("radio.bandwidth_split", "equal"),
+}
 
 
 def running_values(spec, given: set[str], defaults: dict[str, Any] | None = None, **flags: Any) -> dict[str, Any]:

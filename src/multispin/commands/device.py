@@ -4,13 +4,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
 from multispin.commands._app import app
 from multispin.commands._options import (
-    emit_json, LogLevel, json_option, log_level_option, pair_option, set_threads, setup_logging,
+    LogLevel,
+    emit_json,
+    json_option,
+    log_level_option,
+    pair_option,
+    set_threads,
+    setup_logging,
     threads_option,
 )
 from multispin.jsonout import versioned
@@ -18,36 +23,59 @@ from multispin.jsonout import versioned
 
 @app.command()
 def device(
-    server: str = typer.Option("tcp://127.0.0.1:5555", metavar="HOST:PORT",
-                               help="the edge server's endpoint (tcp:// is optional)"),
-    device_id: Optional[int] = typer.Option(None, min=0, metavar="INT", show_default="required without --devices",
-                                            help="this device's id (unique per server)"),
-    devices: Optional[str] = typer.Option(
-        None, "--devices", metavar="IDS", help="host a pool of devices in this process instead of one "
-        "(ids such as 0-19 or 0-3,8): each its own session and key, drafting in batched forwards"),
-    keys: Optional[Path] = typer.Option(
-        None, "--keys", metavar="DEVICE_DIR", show_default="required unless --insecure",
-        help="this device's key folder (`multispin keys device --allow`): its key pair and server.key"),
+    server: str = typer.Option(
+        "tcp://127.0.0.1:5555", metavar="HOST:PORT", help="the edge server's endpoint (tcp:// is optional)"
+    ),
+    device_id: int | None = typer.Option(
+        None,
+        min=0,
+        metavar="INT",
+        show_default="required without --devices",
+        help="this device's id (unique per server)",
+    ),
+    devices: str | None = typer.Option(
+        None,
+        "--devices",
+        metavar="IDS",
+        help="host a pool of devices in this process instead of one "
+        "(ids such as 0-19 or 0-3,8): each its own session and key, drafting in batched forwards",
+    ),
+    keys: Path | None = typer.Option(
+        None,
+        "--keys",
+        metavar="DEVICE_DIR",
+        show_default="required unless --insecure",
+        help="this device's key folder (`multispin keys device --allow`): its key pair and server.key",
+    ),
     insecure: bool = typer.Option(False, "--insecure", help="plaintext and one shared secret (debugging only)"),
-    secret: Optional[str] = typer.Option(
-        None, metavar="TEXT", show_default="$MULTISPIN_SECRET",
-        help="with --insecure: the shared secret (prefer $MULTISPIN_SECRET, which keeps it out of `ps`)"),
+    secret: str | None = typer.Option(
+        None,
+        metavar="TEXT",
+        show_default="$MULTISPIN_SECRET",
+        help="with --insecure: the shared secret (prefer $MULTISPIN_SECRET, which keeps it out of `ps`)",
+    ),
     pair: str = pair_option(help="model pair (the server's)"),
-    draft: Optional[str] = typer.Option(None, metavar="NAME", show_default="the pair's first",
-                                        help="draft model of this device"),
-    prompt: Optional[List[str]] = typer.Option(
-        None, metavar="TEXT", show_default="required; a pool: the built-in chat prompts",
-        help="this device's prompt (a pool: repeat it, cycled over the devices)"),
+    draft: str | None = typer.Option(
+        None, metavar="NAME", show_default="the pair's first", help="draft model of this device"
+    ),
+    prompt: list[str] | None = typer.Option(
+        None,
+        metavar="TEXT",
+        show_default="required; a pool: the built-in chat prompts",
+        help="this device's prompt (a pool: repeat it, cycled over the devices)",
+    ),
     resume: bool = typer.Option(True, help="continue the server's record of this device if it holds one"),
     reconnects: int = typer.Option(5, min=0, metavar="INT", help="reconnect attempts after a lost session"),
-    server_timeout: float = typer.Option(120.0, min=0.1, metavar="SECONDS",
-                                         help="seconds of server silence (handshake included) before reconnecting"),
-    threads: Optional[int] = threads_option(),
-    result: Optional[Path] = typer.Option(None, metavar="FILE",
-                                          help="write the outcome (text, tokens, digest) as JSON here"),
+    server_timeout: float = typer.Option(
+        120.0, min=0.1, metavar="SECONDS", help="seconds of server silence (handshake included) before reconnecting"
+    ),
+    threads: int | None = threads_option(),
+    result: Path | None = typer.Option(
+        None, metavar="FILE", help="write the outcome (text, tokens, digest) as JSON here"
+    ),
     log_level: LogLevel = log_level_option(),
     as_json: bool = json_option(help="print the outcome as one JSON object"),
-    fault: Optional[str] = typer.Option(None, hidden=True, help="fault injection for tests"),
+    fault: str | None = typer.Option(None, hidden=True, help="fault injection for tests"),
 ) -> None:
     """Run one device: draft, upload, correct in UL or DL mode as the server says, until done;
     then print the text it generated.
@@ -66,8 +94,8 @@ def device(
     set_threads(threads)
     from multispin.commands._checks import check_credentials
     from multispin.commands._outcome import device_failure
-    from multispin.runtime.security.auth import resolve_secret
     from multispin.runtime.net.device import run_device
+    from multispin.runtime.security.auth import resolve_secret
 
     if devices is not None or device_id is None or len(prompt or ()) != 1:
         from multispin.commands._pool import check_one_device, run_pool_command
@@ -75,21 +103,49 @@ def device(
         if devices is None:
             check_one_device(device_id, prompt)
         else:
-            run_pool_command(server=server, device_id=device_id, devices=devices, keys=keys, insecure=insecure,
-                             secret=secret, pair=pair, draft=draft, prompts=prompt, resume=resume,
-                             reconnects=reconnects, server_timeout=server_timeout, result=result,
-                             as_json=as_json)
+            run_pool_command(
+                server=server,
+                device_id=device_id,
+                devices=devices,
+                keys=keys,
+                insecure=insecure,
+                secret=secret,
+                pair=pair,
+                draft=draft,
+                prompts=prompt,
+                resume=resume,
+                reconnects=reconnects,
+                server_timeout=server_timeout,
+                result=result,
+                as_json=as_json,
+            )
             return
     prompt_text = prompt[0]  # type: ignore[index]
-    check_credentials(insecure, keys, secret, "this device's key folder (make it with `multispin keys device "
-                      "DIR --device-id N --allow SERVER_DIR`)")
-    outcome = run_device(server, device_id, resolve_secret(secret) if insecure else None, pair, draft, prompt_text,
-                         keys=keys, resume=resume, reconnects=reconnects, server_timeout_s=server_timeout,
-                         fault=fault)
+    check_credentials(
+        insecure,
+        keys,
+        secret,
+        "this device's key folder (make it with `multispin keys device DIR --device-id N --allow SERVER_DIR`)",
+    )
+    outcome = run_device(
+        server,
+        device_id,
+        resolve_secret(secret) if insecure else None,
+        pair,
+        draft,
+        prompt_text,
+        keys=keys,
+        resume=resume,
+        reconnects=reconnects,
+        server_timeout_s=server_timeout,
+        fault=fault,
+    )
     doc = versioned(outcome.to_dict(), "device")
     if not emit_json(doc, result, as_json):
-        typer.echo(f"device {device_id}: {len(outcome.generated)} tokens, {outcome.sessions} session(s), "
-                   f"{outcome.reason}", err=True)
+        typer.echo(
+            f"device {device_id}: {len(outcome.generated)} tokens, {outcome.sessions} session(s), {outcome.reason}",
+            err=True,
+        )
         typer.echo(outcome.text)
     failure = device_failure(outcome)
     if failure is not None:

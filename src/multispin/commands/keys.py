@@ -11,14 +11,14 @@ server's public key next to the device's keys. Secret keys are written 0600.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 from multispin.commands._app import app
 
-keys_app = typer.Typer(no_args_is_help=True,
-                       help="Key pairs for encrypted, per-device authenticated connections (CurveZMQ).")
+keys_app = typer.Typer(
+    no_args_is_help=True, help="Key pairs for encrypted, per-device authenticated connections (CurveZMQ)."
+)
 app.add_typer(keys_app, name="keys")
 
 
@@ -39,9 +39,12 @@ def server(
 def device(
     directory: Path = typer.Argument(..., metavar="DEVICE_DIR", help="folder for the device's keys"),
     device_id: int = typer.Option(..., "--device-id", min=0, metavar="INT", help="the device id the key is bound to"),
-    allow: Optional[Path] = typer.Option(
-        None, "--allow", metavar="SERVER_DIR",
-        help="allow the key on this server (copies it to SERVER_DIR/allowed, and server.key here)"),
+    allow: Path | None = typer.Option(
+        None,
+        "--allow",
+        metavar="SERVER_DIR",
+        help="allow the key on this server (copies it to SERVER_DIR/allowed, and server.key here)",
+    ),
     force: bool = typer.Option(False, "--force", help="replace existing keys for this device id"),
 ) -> None:
     """Make device N's key pair; with --allow, let it in on the server as device N only."""
@@ -53,5 +56,6 @@ def device(
     if allow is not None:
         typer.echo(f"allowed as {allow / 'allowed' / public.name}; server key copied to {directory / 'server.key'}")
     else:
-        typer.echo(f"not yet allowed: copy {public} to SERVER_DIR/allowed/{public.name} "
-                   "and the server's server.key here")
+        typer.echo(
+            f"not yet allowed: copy {public} to SERVER_DIR/allowed/{public.name} and the server's server.key here"
+        )

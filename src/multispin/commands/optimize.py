@@ -5,20 +5,27 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-from typing import Literal, Optional
+from typing import Literal
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from multispin.commands._app import app
-from multispin.jsonout import versioned
 from multispin.commands._flag_groups import OBJECTIVE, RADIO, takes
-from multispin.commands._scenario_fields import check_scenario_fields
 from multispin.commands._options import (
-    LogLevel, choice_option, json_option, legacy_option, log_level_option, pick_flag, pick_scenario,
-    scenario_option, setup_logging,
+    LogLevel,
+    choice_option,
+    json_option,
+    legacy_option,
+    log_level_option,
+    pick_flag,
+    pick_scenario,
+    scenario_option,
+    setup_logging,
 )
+from multispin.commands._scenario_fields import check_scenario_fields
+from multispin.jsonout import versioned
 from multispin.vocabulary import DRAFT_POLICIES
 
 Split = Literal["equal", "optimized"]
@@ -40,10 +47,15 @@ def check_practical_size(scenario) -> None:
     k, n = scenario.devices.count, scenario.optimizer.n_saa
     if n * k * k > MAX_SAA_CELLS:
         n_fits = MAX_SAA_CELLS // (k * k)
-        fix = (f"lower --n-saa to {n_fits} or --devices" if n_fits >= 1 else
-               f"--devices at most {math.isqrt(MAX_SAA_CELLS)}")
-        raise ConfigError(f"devices.count² × optimizer.n_saa: {k}² × {n} = {n * k * k:,} exceeds the practical "
-                          f"limit {MAX_SAA_CELLS:,} (memory, about 50 bytes each); {fix}")
+        fix = (
+            f"lower --n-saa to {n_fits} or --devices"
+            if n_fits >= 1
+            else f"--devices at most {math.isqrt(MAX_SAA_CELLS)}"
+        )
+        raise ConfigError(
+            f"devices.count² × optimizer.n_saa: {k}² × {n} = {n * k * k:,} exceeds the practical "
+            f"limit {MAX_SAA_CELLS:,} (memory, about 50 bytes each); {fix}"
+        )
 
 
 def expected_seconds(k: int) -> float:
@@ -53,22 +65,22 @@ def expected_seconds(k: int) -> float:
 
 def build_report(
     scenario: str = "paper-qwen",
-    devices: Optional[int] = None,
-    p_dl_dbm: Optional[float] = None,
-    p_ul_dbm: Optional[float] = None,
-    seed: Optional[int] = None,
+    devices: int | None = None,
+    p_dl_dbm: float | None = None,
+    p_ul_dbm: float | None = None,
+    seed: int | None = None,
     round_index: int = 0,
-    n_saa: Optional[int] = None,
+    n_saa: int | None = None,
     draft_policy: str = "greedy",
-    split: Optional[str] = None,
+    split: str | None = None,
     acceptance_profile=None,
-    compute_profile: Optional[str] = None,
+    compute_profile: str | None = None,
     baselines: bool = True,
-    noise_figure_db: Optional[float] = None,
-    draft: Optional[str] = None,
+    noise_figure_db: float | None = None,
+    draft: str | None = None,
     force: bool = False,
-    objective: Optional[str] = None,
-    energy_weight: Optional[float] = None,
+    objective: str | None = None,
+    energy_weight: float | None = None,
 ) -> dict:
     """The report of ``multispin optimize`` as one JSON-ready dict (also used by the table view):
     [`multispin.api.RoundPlan.to_dict`][multispin.api.RoundPlan.to_dict] of the plan the flags describe.
@@ -82,13 +94,28 @@ def build_report(
         raise ConfigError(f"round: must be in [0, inf) (got {round_index})")
     if draft is not None and not compute_profile:
         raise ConfigError("draft: names a draft of --compute-profile; give --compute-profile too")
-    sc = api.scenario(scenario, devices=devices, p_dl_dbm=p_dl_dbm, p_ul_dbm=p_ul_dbm,
-                      noise_figure_db=noise_figure_db, seed=seed, n_saa=n_saa, split=split)
+    sc = api.scenario(
+        scenario,
+        devices=devices,
+        p_dl_dbm=p_dl_dbm,
+        p_ul_dbm=p_ul_dbm,
+        noise_figure_db=noise_figure_db,
+        seed=seed,
+        n_saa=n_saa,
+        split=split,
+    )
     check_practical_size(sc)
     if objective is not None or energy_weight is not None:
-        sc = sc.override({k: v for k, v in {"optimizer.objective": objective,
-                                             "optimizer.energy_weight_tokens_per_j": energy_weight}.items()
-                          if v is not None})
+        sc = sc.override(
+            {
+                k: v
+                for k, v in {
+                    "optimizer.objective": objective,
+                    "optimizer.energy_weight_tokens_per_j": energy_weight,
+                }.items()
+                if v is not None
+            }
+        )
     if acceptance_profile:
         sc = sc.with_acceptance_profile(acceptance_profile, force=force)
     if compute_profile:
@@ -122,12 +149,13 @@ def scenario_for_profiles(acceptance_profile, compute_profile):
     if getattr(codec, "v_eff", 0) > v:
         over["payload.codec"] = f"sparse:v_eff={v},q={codec.q}"
     sc = base.override(over)
-    return sc, (f"scenario: {DEFAULT_SCENARIO} with payload.vocab_size = {v:,}, the profiles' pair's "
-                "(--scenario names another)")
+    return sc, (
+        f"scenario: {DEFAULT_SCENARIO} with payload.vocab_size = {v:,}, the profiles' pair's (--scenario names another)"
+    )
 
 
 @contextlib.contextmanager
-def _progress(devices: Optional[int]):
+def _progress(devices: int | None):
     """A spinner with the elapsed time on stderr; for large K, the expected time up front."""
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -136,8 +164,14 @@ def _progress(devices: Optional[int]):
         label += f" (K={devices}: about {expected_seconds(devices) / 60:.0f} min on 2 cores)"
     err = Console(stderr=True)
     # on a pipe or a log file a spinner only adds a blank line before the result or the error
-    with Progress(SpinnerColumn(), TextColumn(label), TimeElapsedColumn(), console=err, transient=True,
-                  disable=not err.is_terminal) as progress:
+    with Progress(
+        SpinnerColumn(),
+        TextColumn(label),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    ) as progress:
         progress.add_task(label, total=None)
         yield progress
 
@@ -152,16 +186,40 @@ def _print_tables(r: dict) -> None:
     out = Console()
     if not out.is_terminal:
         out = Console(width=160)
-    t = Table(title=f"multispin optimize: {r['scenario']}, K={r['num_devices']}, P^dl={r['p_dl_dbm']:.2f} dBm, "
-                    f"seed {r['seed']}, round {r['round']}, draft policy {r['draft_policy']}, {r['bandwidth_split']} split")
-    for col in ("dev", "task", "dist m", "gain dB", "α", "T^dft ms", "γ", "P(rej)", "E[N]",
-                "UL ms | rej", "UL share", "DL share"):
+    t = Table(
+        title=f"multispin optimize: {r['scenario']}, K={r['num_devices']}, P^dl={r['p_dl_dbm']:.2f} dBm, "
+        f"seed {r['seed']}, round {r['round']}, draft policy {r['draft_policy']}, {r['bandwidth_split']} split"
+    )
+    for col in (
+        "dev",
+        "task",
+        "dist m",
+        "gain dB",
+        "α",
+        "T^dft ms",
+        "γ",
+        "P(rej)",
+        "E[N]",
+        "UL ms | rej",
+        "UL share",
+        "DL share",
+    ):
         t.add_column(escape(col), justify="right")
     for d in r["devices"]:
-        t.add_row(str(d["device"]), d["task"], f"{d['distance_m']:.0f}", f"{d['channel_gain_db']:.1f}",
-                  f"{d['alpha']:.3f}", f"{1e3 * d['draft_latency_s']:.1f}", str(d["draft_len"]),
-                  f"{d['rejection_prob']:.3f}", f"{d['expected_tokens']:.2f}", _fmt_ms(d["ul_latency_s"]),
-                  f"{d['ul_share']:.2f}", f"{d['dl_share']:.2f}")
+        t.add_row(
+            str(d["device"]),
+            d["task"],
+            f"{d['distance_m']:.0f}",
+            f"{d['channel_gain_db']:.1f}",
+            f"{d['alpha']:.3f}",
+            f"{1e3 * d['draft_latency_s']:.1f}",
+            str(d["draft_len"]),
+            f"{d['rejection_prob']:.3f}",
+            f"{d['expected_tokens']:.2f}",
+            _fmt_ms(d["ul_latency_s"]),
+            f"{d['ul_share']:.2f}",
+            f"{d['dl_share']:.2f}",
+        )
     out.print(t)
     s = Table(title="summary (per round; SAA over the same samples)")
     s.add_column("quantity")
@@ -175,66 +233,104 @@ def _print_tables(r: dict) -> None:
         gain = 100 * (r["goodput_tokens_per_s"] / g - 1) if g else float("nan")
         s.add_row(f"baseline {name} (tokens/s)", f"{g:.2f}  (ours {gain:+.1f}%)")
     c = r["certificate"]
-    s.add_row("free-communication bound max_γ G_max (tokens/s)",
-              f"{c['upper_bound_tokens_per_s']:.2f}  (ours {c['gap_to_upper_bound_pct']:.1f}% below)")
+    s.add_row(
+        "free-communication bound max_γ G_max (tokens/s)",
+        f"{c['upper_bound_tokens_per_s']:.2f}  (ours {c['gap_to_upper_bound_pct']:.1f}% below)",
+    )
     if c.get("communication_bound_tokens_per_s") is not None:
         proven = "  proven optimal" if c.get("proven_optimal") else ""
-        s.add_row(escape("communication-aware bound on max_γ G (tokens/s)"),
-                  f"{c['communication_bound_tokens_per_s']:.2f}  (ours {c['gap_to_communication_bound_pct']:.1f}% "
-                  f"below){proven}")
+        s.add_row(
+            escape("communication-aware bound on max_γ G (tokens/s)"),
+            f"{c['communication_bound_tokens_per_s']:.2f}  (ours {c['gap_to_communication_bound_pct']:.1f}% "
+            f"below){proven}",
+        )
     out.print(s)
     if r.get("objective"):
         o = r["objective"]
-        out.print(f"objective {o['name']} ({o['search']} search): γ = {o['draft_len']}, value {o['value']:.4g}; "
-                  f"sum goodput {o['goodput_tokens_per_s']:.2f} tokens/s (sum plan {r['goodput_tokens_per_s']:.2f}); "
-                  f"worst device {o['worst_device_goodput_tokens_per_s']:.2f} tokens/s "
-                  f"(sum plan {o['sum_plan_worst_device_goodput_tokens_per_s']:.2f})", highlight=False)
-    out.print(f"radio: B={r['bandwidth_hz'] / 1e6:g} MHz, P^ul={r['p_ul_dbm']:g} dBm, P^dl={r['p_dl_dbm']:.2f} dBm, "
-              f"N0={r['noise_psd_dbm_per_hz']:g} dBm/Hz + NF {r['noise_figure_db']:g} dB, "
-              f"S={r['payload_bits']} bits ({r['codec']})")
+        out.print(
+            f"objective {o['name']} ({o['search']} search): γ = {o['draft_len']}, value {o['value']:.4g}; "
+            f"sum goodput {o['goodput_tokens_per_s']:.2f} tokens/s (sum plan {r['goodput_tokens_per_s']:.2f}); "
+            f"worst device {o['worst_device_goodput_tokens_per_s']:.2f} tokens/s "
+            f"(sum plan {o['sum_plan_worst_device_goodput_tokens_per_s']:.2f})",
+            highlight=False,
+        )
+    out.print(
+        f"radio: B={r['bandwidth_hz'] / 1e6:g} MHz, P^ul={r['p_ul_dbm']:g} dBm, P^dl={r['p_dl_dbm']:.2f} dBm, "
+        f"N0={r['noise_psd_dbm_per_hz']:g} dBm/Hz + NF {r['noise_figure_db']:g} dB, "
+        f"S={r['payload_bits']} bits ({r['codec']})"
+    )
     # a line of its own: wrapped into the radio line, the break fell after a dangling "; "
-    out.print(f"compute: T_ver0={1e3 * r['t_ver0_s']:g} ms, T_ver1={1e3 * r['t_ver1_s']:g} ms, "
-              f"T_ver_tok={1e3 * r['t_ver_tok_s']:g} ms; N_SAA={r['n_saa']}")
+    out.print(
+        f"compute: T_ver0={1e3 * r['t_ver0_s']:g} ms, T_ver1={1e3 * r['t_ver1_s']:g} ms, "
+        f"T_ver_tok={1e3 * r['t_ver_tok_s']:g} ms; N_SAA={r['n_saa']}"
+    )
     if r["acceptance_assumed"]:
-        out.print("[yellow]note:[/yellow] per-task acceptance rates are assumed (the paper gives only a range); "
-                  "pass --acceptance-profile with measured rates.")
+        out.print(
+            "[yellow]note:[/yellow] per-task acceptance rates are assumed (the paper gives only a range); "
+            "pass --acceptance-profile with measured rates."
+        )
 
 
 @app.command()
 @takes(RADIO, OBJECTIVE)
 def optimize(
-    scenario: Optional[str] = scenario_option(),
-    devices: Optional[int] = typer.Option(None, min=1, metavar="INT", show_default="the scenario's",
-                                          help="number of devices K (K² × N_SAA at most 50 million: memory; time grows like K³)"),
+    scenario: str | None = scenario_option(),
+    devices: int | None = typer.Option(
+        None,
+        min=1,
+        metavar="INT",
+        show_default="the scenario's",
+        help="number of devices K (K² × N_SAA at most 50 million: memory; time grows like K³)",
+    ),
     radio: dict = RADIO.slot,
     objective: dict = OBJECTIVE.slot,
-    seed: Optional[int] = typer.Option(None, min=0, metavar="INT", show_default="the scenario's",
-                                       help="scenario seed (drop, tasks, fading, SAA)"),
-    round_index: int = typer.Option(0, "--round", min=0, metavar="INT",
-                                    help="round index (block fading is redrawn per round)"),
-    n_saa: Optional[int] = typer.Option(None, "--n-saa", min=1, metavar="INT", show_default="the scenario's",
-                                        help="SAA outcome samples N_SAA"),
-    draft_policy: Optional[str] = choice_option(
-        None, DRAFT_POLICIES, "--draft-policy", show_default="greedy",
+    seed: int | None = typer.Option(
+        None, min=0, metavar="INT", show_default="the scenario's", help="scenario seed (drop, tasks, fading, SAA)"
+    ),
+    round_index: int = typer.Option(
+        0, "--round", min=0, metavar="INT", help="round index (block fading is redrawn per round)"
+    ),
+    n_saa: int | None = typer.Option(
+        None, "--n-saa", min=1, metavar="INT", show_default="the scenario's", help="SAA outcome samples N_SAA"
+    ),
+    draft_policy: str | None = choice_option(
+        None,
+        DRAFT_POLICIES,
+        "--draft-policy",
+        show_default="greedy",
         help="how draft lengths are chosen; certified: branch and bound to the proven SAA optimum (K ≤ 12, "
-             "20 s budget)"),
-    split: Optional[Split] = typer.Option(None, show_default="the scenario's",
-                                          help="bandwidth split among rejected devices: equal (paper) or optimized"),
-    acceptance_profile: Optional[list[str]] = typer.Option(
-        None, "--acceptance-profile", metavar="FILE",
-        help="measured acceptance-profile JSON, from `multispin measure --out` (repeat for several tasks)"),
-    compute_profile: Optional[str] = typer.Option(None, "--compute-profile", metavar="FILE",
-                                                  help="measured compute-profile JSON, from `multispin profile --out`"),
-    draft: Optional[str] = typer.Option(None, "--draft", metavar="NAME", show_default="the profile's drafts in turn",
-                                        help="draft whose T^dft every device takes from a compute profile that times several"),
-    force: bool = typer.Option(False, "--force", help="apply a profile measured on another vocabulary than the "
-                                                      "scenario's (warns instead of refusing)"),
+        "20 s budget)",
+    ),
+    split: Split | None = typer.Option(
+        None, show_default="the scenario's", help="bandwidth split among rejected devices: equal (paper) or optimized"
+    ),
+    acceptance_profile: list[str] | None = typer.Option(
+        None,
+        "--acceptance-profile",
+        metavar="FILE",
+        help="measured acceptance-profile JSON, from `multispin measure --out` (repeat for several tasks)",
+    ),
+    compute_profile: str | None = typer.Option(
+        None, "--compute-profile", metavar="FILE", help="measured compute-profile JSON, from `multispin profile --out`"
+    ),
+    draft: str | None = typer.Option(
+        None,
+        "--draft",
+        metavar="NAME",
+        show_default="the profile's drafts in turn",
+        help="draft whose T^dft every device takes from a compute profile that times several",
+    ),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="apply a profile measured on another vocabulary than the scenario's (warns instead of refusing)",
+    ),
     no_baselines: bool = typer.Option(False, "--no-baselines", help="skip the baselines"),
     as_json: bool = json_option(),
     log_level: LogLevel = log_level_option(),
-    preset: Optional[str] = legacy_option("--preset"),
-    config: Optional[str] = legacy_option("--config"),
-    policy: Optional[str] = choice_option(None, DRAFT_POLICIES, "--policy", help="", hidden=True),
+    preset: str | None = legacy_option("--preset"),
+    config: str | None = legacy_option("--config"),
+    policy: str | None = choice_option(None, DRAFT_POLICIES, "--policy", help="", hidden=True),
 ) -> None:
     """Optimise one round: draft lengths per device, UL/DL modes and powers, against the baselines."""
     setup_logging(log_level)
@@ -246,12 +342,22 @@ def optimize(
             typer.echo(line, err=True)
     check_scenario_fields("optimize", spec)
     with _progress(devices):
-        report = build_report(scenario=spec, devices=devices,
-                              **radio, **objective, seed=seed,
-                              round_index=round_index, n_saa=n_saa,
-                              draft_policy=pick_flag("--draft-policy", draft_policy, "greedy", policy=policy), split=split,
-                              acceptance_profile=acceptance_profile, compute_profile=compute_profile,
-                              draft=draft, force=force, baselines=not no_baselines)
+        report = build_report(
+            scenario=spec,
+            devices=devices,
+            **radio,
+            **objective,
+            seed=seed,
+            round_index=round_index,
+            n_saa=n_saa,
+            draft_policy=pick_flag("--draft-policy", draft_policy, "greedy", policy=policy),
+            split=split,
+            acceptance_profile=acceptance_profile,
+            compute_profile=compute_profile,
+            draft=draft,
+            force=force,
+            baselines=not no_baselines,
+        )
     if as_json:
         typer.echo(json.dumps(versioned(report, "optimize")))
     else:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -21,13 +20,15 @@ from multispin.jsonout import versioned, write_json
 @takes(MACHINE)
 def profile(
     pair: str = pair_option(),
-    draft: Optional[list[str]] = typer.Option(None, metavar="NAME", show_default="all of the pair's",
-                                              help="drafts to time (repeat)"),
+    draft: list[str] | None = typer.Option(
+        None, metavar="NAME", show_default="all of the pair's", help="drafts to time (repeat)"
+    ),
     max_batch: int = typer.Option(8, min=1, max=256, metavar="INT", help="largest batch of devices timed"),
     max_draft_len: int = typer.Option(8, min=1, max=20, metavar="INT", help="largest γ timed"),
     repeats: int = typer.Option(3, min=1, max=100, metavar="INT", help="timed repeats per point (median)"),
-    out: Optional[Path] = typer.Option(None, metavar="FILE",
-                                       help="write the compute profile JSON here (for `optimize --compute-profile`)"),
+    out: Path | None = typer.Option(
+        None, metavar="FILE", help="write the compute profile JSON here (for `optimize --compute-profile`)"
+    ),
     machine: dict = MACHINE.slot,
     as_json: bool = json_option(help="print the profile as JSON"),
 ) -> None:
@@ -37,12 +38,14 @@ def profile(
     from multispin.models.registry import resolve_pair
     from multispin.system.profile_fit import warn_poor_fit
 
-    powers = lambda top: sorted({min(2 ** i, top) for i in range(top.bit_length() + 1)})  # noqa: E731
+    powers = lambda top: sorted({min(2**i, top) for i in range(top.bit_length() + 1)})  # noqa: E731
     with step_progress() as progress:
         progress.loading(f"loading {pair}…")
         loaded = place_pair(resolve_pair(pair, drafts=draft or None), machine["placement"])
-        result = versioned(profile_pair(loaded, powers(max_batch), powers(max_draft_len), repeats,
-                                        progress=progress), "compute-profile")
+        result = versioned(
+            profile_pair(loaded, powers(max_batch), powers(max_draft_len), repeats, progress=progress),
+            "compute-profile",
+        )
     warn_poor_fit(result, f"profile of {pair}")
     if out is not None:
         write_json(result, out, indent=2)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -22,16 +21,21 @@ def list_presets() -> None:
 
     for name in preset_names():
         sc = resolve_scenario(name)
-        typer.echo(f"{name}\tK={sc.devices.count}\tP^dl={sc.radio.p_dl_dbm_value:.2f} dBm\t"
-                   f"acceptance {'assumed' if sc.tasks.assumed else 'measured'}")
+        typer.echo(
+            f"{name}\tK={sc.devices.count}\tP^dl={sc.radio.p_dl_dbm_value:.2f} dBm\t"
+            f"acceptance {'assumed' if sc.tasks.assumed else 'measured'}"
+        )
 
 
 @scenario_app.command("show")
 def show(
     name: str = typer.Argument(..., metavar="PRESET|FILE", help="a preset name or a scenario file"),
-    plot: Optional[Path] = typer.Option(None, "--plot", metavar="PNG",
-                                        help="draw the drop on the path-loss curve and each device's "
-                                             "UL/DL airtime of one correction"),
+    plot: Path | None = typer.Option(
+        None,
+        "--plot",
+        metavar="PNG",
+        help="draw the drop on the path-loss curve and each device's UL/DL airtime of one correction",
+    ),
 ) -> None:
     """Print a scenario as a YAML file to start from: `multispin scenario show paper-qwen > s.yaml`."""
     from multispin.system.scenario_io import resolve_scenario, scenario_yaml

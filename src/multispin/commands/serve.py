@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal
 
 import typer
 
@@ -28,8 +28,9 @@ def check_port_free(host: str, port: int) -> None:
     if port == 0:
         return
     try:
-        infos = socket.getaddrinfo(None if host in ("*", "") else host, port, type=socket.SOCK_STREAM,
-                                   flags=socket.AI_PASSIVE)
+        infos = socket.getaddrinfo(
+            None if host in ("*", "") else host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
     except socket.gaierror:
         return  # an unknown host: the server's bind names it
     family, kind, proto, _, addr = infos[0]
@@ -40,8 +41,7 @@ def check_port_free(host: str, port: int) -> None:
         except OSError as exc:
             if exc.errno in (errno.EADDRINUSE, errno.EACCES):
                 why = "in use (another `multispin serve`?)" if exc.errno == errno.EADDRINUSE else "not allowed"
-                raise ConfigError(f"--port: {port} on {host} is {why}; pick another "
-                                  "(--port 0: any free one)") from None
+                raise ConfigError(f"--port: {port} on {host} is {why}; pick another (--port 0: any free one)") from None
 
 
 @app.command()
@@ -50,50 +50,82 @@ def serve(
     pair: str = pair_option(),
     host: str = typer.Option("127.0.0.1", metavar="ADDRESS", help="address to bind (loopback by default)"),
     port: int = typer.Option(5555, min=0, max=65535, metavar="INT", help="TCP port (0 = any free port)"),
-    keys: Optional[Path] = typer.Option(
-        None, "--keys", metavar="SERVER_DIR", show_default="required unless --insecure",
-        help="the server's key folder (`multispin keys server`): encrypted, per-device authenticated"),
-    insecure: bool = typer.Option(False, "--insecure",
-                                  help="plaintext and one shared secret (debugging only; no per-device identity)"),
-    secret: Optional[str] = typer.Option(
-        None, metavar="TEXT", show_default="$MULTISPIN_SECRET",
-        help="with --insecure: the shared secret (prefer $MULTISPIN_SECRET, out of `ps`)"),
-    journal: Optional[Path] = typer.Option(
-        DEFAULT_JOURNAL, "--journal", metavar="FILE",
+    keys: Path | None = typer.Option(
+        None,
+        "--keys",
+        metavar="SERVER_DIR",
+        show_default="required unless --insecure",
+        help="the server's key folder (`multispin keys server`): encrypted, per-device authenticated",
+    ),
+    insecure: bool = typer.Option(
+        False, "--insecure", help="plaintext and one shared secret (debugging only; no per-device identity)"
+    ),
+    secret: str | None = typer.Option(
+        None,
+        metavar="TEXT",
+        show_default="$MULTISPIN_SECRET",
+        help="with --insecure: the shared secret (prefer $MULTISPIN_SECRET, out of `ps`)",
+    ),
+    journal: Path | None = typer.Option(
+        DEFAULT_JOURNAL,
+        "--journal",
+        metavar="FILE",
         help="crash-safe journal of sessions and committed rounds; a restart on it resumes every device "
-             "(a damaged one is refused)"),
+        "(a damaged one is refused)",
+    ),
     no_journal: bool = typer.Option(False, "--no-journal", help="keep nothing on disk (a crash loses the texts)"),
     journal_check: Literal["quick", "full"] = typer.Option(
-        "quick", "--journal-check",
-        help="SQLite's check of the journal on open: quick (quick_check) or full (integrity_check, slower)"),
+        "quick",
+        "--journal-check",
+        help="SQLite's check of the journal on open: quick (quick_check) or full (integrity_check, slower)",
+    ),
     journal_repair: bool = typer.Option(
-        False, "--journal-repair",
+        False,
+        "--journal-repair",
         help="resume a damaged journal from its last good round (later rounds are regenerated, with the "
-             "same texts); the damaged files are kept aside"),
+        "same texts); the damaged files are kept aside",
+    ),
     devices: int = typer.Option(1, min=1, max=256, metavar="INT", help="devices K to wait for before round 0"),
-    rounds: Optional[int] = typer.Option(None, min=1, metavar="INT", show_default="until every device is done",
-                                         help="stop after this many rounds"),
+    rounds: int | None = typer.Option(
+        None, min=1, metavar="INT", show_default="until every device is done", help="stop after this many rounds"
+    ),
     max_new_tokens: int = typer.Option(32, min=1, max=8192, metavar="INT", help="tokens to generate per device"),
     round_settings: dict = ROUND.slot,
-    round_timeout: float = typer.Option(30.0, min=0.1, metavar="SECONDS",
-                                        help="seconds to wait for a device's reply in a round phase"),
-    join_timeout: float = typer.Option(120.0, min=0.1, metavar="SECONDS",
-                                       help="seconds to wait for K devices before round 0"),
-    idle_timeout: float = typer.Option(60.0, min=0.1, metavar="SECONDS",
-                                       help="seconds to wait for detached, unfinished devices"),
+    round_timeout: float = typer.Option(
+        30.0, min=0.1, metavar="SECONDS", help="seconds to wait for a device's reply in a round phase"
+    ),
+    join_timeout: float = typer.Option(
+        120.0, min=0.1, metavar="SECONDS", help="seconds to wait for K devices before round 0"
+    ),
+    idle_timeout: float = typer.Option(
+        60.0, min=0.1, metavar="SECONDS", help="seconds to wait for detached, unfinished devices"
+    ),
     max_devices: int = typer.Option(256, min=1, metavar="INT", help="distinct device ids served"),
-    max_connections: Optional[int] = typer.Option(None, min=1, max=65536, metavar="INT",
-                                                  show_default="max devices + max pending",
-                                                  help="sessions and handshakes at once; more are told to retry"),
-    max_pending: Optional[int] = typer.Option(None, min=1, max=65536, metavar="INT",
-                                              show_default="64, at most --max-connections",
-                                              help="handshakes in flight at once"),
-    handshake_timeout: float = typer.Option(10.0, min=0.1, metavar="SECONDS",
-                                            help="a connection that has not finished its handshake by then is closed"),
-    log: Optional[str] = typer.Option(None, "--log", metavar="FILE",
-                                      help="JSON-lines log file (one line per round and event)"),
-    summary: Optional[Path] = typer.Option(None, metavar="FILE",
-                                           help="write the final summary (records, digests) as JSON here"),
+    max_connections: int | None = typer.Option(
+        None,
+        min=1,
+        max=65536,
+        metavar="INT",
+        show_default="max devices + max pending",
+        help="sessions and handshakes at once; more are told to retry",
+    ),
+    max_pending: int | None = typer.Option(
+        None,
+        min=1,
+        max=65536,
+        metavar="INT",
+        show_default="64, at most --max-connections",
+        help="handshakes in flight at once",
+    ),
+    handshake_timeout: float = typer.Option(
+        10.0, min=0.1, metavar="SECONDS", help="a connection that has not finished its handshake by then is closed"
+    ),
+    log: str | None = typer.Option(
+        None, "--log", metavar="FILE", help="JSON-lines log file (one line per round and event)"
+    ),
+    summary: Path | None = typer.Option(
+        None, metavar="FILE", help="write the final summary (records, digests) as JSON here"
+    ),
     machine: dict = MACHINE.slot,
     as_json: bool = json_option(help="print the summary as one JSON object"),
 ) -> None:
@@ -117,18 +149,28 @@ def serve(
         check_parent_exists(Path(log), "--log")
 
     config = ServerConfig.make(
-        host=host, port=port, expected_devices=devices, max_devices=max(max_devices, devices),
-        rounds=rounds, max_new_tokens=max_new_tokens, **round_settings, round_timeout_s=round_timeout,
-        join_timeout_s=join_timeout, idle_timeout_s=idle_timeout, max_connections=max_connections,
-        max_pending=max_pending, handshake_timeout_s=handshake_timeout,
+        host=host,
+        port=port,
+        expected_devices=devices,
+        max_devices=max(max_devices, devices),
+        rounds=rounds,
+        max_new_tokens=max_new_tokens,
+        **round_settings,
+        round_timeout_s=round_timeout,
+        join_timeout_s=join_timeout,
+        idle_timeout_s=idle_timeout,
+        max_connections=max_connections,
+        max_pending=max_pending,
+        handshake_timeout_s=handshake_timeout,
     )
     opened = open_journal(None if no_journal else journal, journal_check, journal_repair)
     try:
         # the devices draft in their own processes: only the target moves to the GPU
         loaded = place_pair(resolve_pair(pair), machine["placement"], drafts=False)
         check_codecs_fit(config.ul_codec, config.dl_codec, loaded.vocab_size)  # before waiting for anyone
-        server = EdgeServer(config, loaded, security.get("secret"), keys=security.get("keys"),
-                            journal=opened, log_path=log)
+        server = EdgeServer(
+            config, loaded, security.get("secret"), keys=security.get("keys"), journal=opened, log_path=log
+        )
     except BaseException:
         if opened is not None:
             opened.close()
@@ -138,26 +180,32 @@ def serve(
     resumed = f", resuming {len(server.recovered)} device(s) from {journal}" if server.recovered else ""
 
     def banner(endpoint: str) -> None:  # only once bound: a failed bind is one error line, no banner
-        typer.echo(f"multispin serve: {pair} on {endpoint} ({'PLAINTEXT' if insecure else 'encrypted'}), "
-                   f"waiting for {devices} device(s){resumed}", err=True)
+        typer.echo(
+            f"multispin serve: {pair} on {endpoint} ({'PLAINTEXT' if insecure else 'encrypted'}), "
+            f"waiting for {devices} device(s){resumed}",
+            err=True,
+        )
 
     result = server.run(on_ready=banner)
     doc = versioned(result.to_dict(), "serve")
     if not emit_json(doc, summary, as_json):
-        typer.echo(f"stopped ({result.stop_reason}) after {result.rounds} rounds, {result.wall_s:.2f} s; "
-                   f"{result.refused} connection(s) refused")
+        typer.echo(
+            f"stopped ({result.stop_reason}) after {result.rounds} rounds, {result.wall_s:.2f} s; "
+            f"{result.refused} connection(s) refused"
+        )
         for d, rec in sorted(result.devices.items()):
             match = {True: "digest match", False: "DIGEST MISMATCH", None: "no final digest"}[rec.digest_match]
-            typer.echo(f"device {d}: {len(rec.generated)} tokens, {rec.sessions} session(s), "
-                       f"{'finished' if rec.finished else 'unfinished'}, {match}")
+            typer.echo(
+                f"device {d}: {len(rec.generated)} tokens, {rec.sessions} session(s), "
+                f"{'finished' if rec.finished else 'unfinished'}, {match}"
+            )
     failure = serve_failure(result)
     if failure is not None:
         typer.echo(f"error: {failure}", err=True)
         raise typer.Exit(1)
 
 
-
-def open_journal(path: Optional[Path], check: str, repair: bool):
+def open_journal(path: Path | None, check: str, repair: bool):
     """The journal, checked (and repaired if asked) before any model is loaded: a damaged one is
     one line and exit 2 within a second, not after minutes of loading."""
     from multispin.commands._checks import check_parent_exists
@@ -175,17 +223,19 @@ def open_journal(path: Optional[Path], check: str, repair: bool):
     return Journal(path, check=check, repair=repair)
 
 
-def check_connection_flags(max_connections: Optional[int], max_pending: Optional[int]) -> None:
+def check_connection_flags(max_connections: int | None, max_pending: int | None) -> None:
     """A handshake holds a connection: more pending handshakes than connections is a mistake to
     name, not a limit to lower silently."""
     from multispin.errors import ConfigError
 
     if max_connections is not None and max_pending is not None and max_pending > max_connections:
-        raise ConfigError(f"--max-pending: {max_pending} is more than --max-connections {max_connections} "
-                          "(each pending handshake holds a connection); lower it or raise --max-connections")
+        raise ConfigError(
+            f"--max-pending: {max_pending} is more than --max-connections {max_connections} "
+            "(each pending handshake holds a connection); lower it or raise --max-connections"
+        )
 
 
-def server_security(keys: Optional[Path], insecure: bool, secret: Optional[str]) -> dict:
+def server_security(keys: Path | None, insecure: bool, secret: str | None) -> dict:
     """The server's keys (the default) or, with --insecure only, the shared secret."""
     from multispin.errors import ConfigError
     from multispin.runtime.security.auth import resolve_secret
@@ -198,6 +248,8 @@ def server_security(keys: Optional[Path], insecure: bool, secret: Optional[str])
     if secret:
         raise ConfigError("--secret: only with --insecure (encrypted runs authenticate devices by key)")
     if keys is None:
-        raise ConfigError("--keys: give the server's key folder (make it with `multispin keys server DIR`), "
-                          "or --insecure for a plaintext debugging run")
+        raise ConfigError(
+            "--keys: give the server's key folder (make it with `multispin keys server DIR`), "
+            "or --insecure for a plaintext debugging run"
+        )
     return {"keys": load_server_keys(keys)}

@@ -5,17 +5,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
 from multispin.commands._app import app
 from multispin.commands._flag_groups import RADIO, takes
 from multispin.commands._interrupt import reported_interrupt
-from multispin.commands._scenario_fields import check_scenario_fields
 from multispin.commands._options import (
-    LogLevel, json_option, log_level_option, pick_scenario, scenario_option, setup_logging, table_console,
+    LogLevel,
+    json_option,
+    log_level_option,
+    pick_scenario,
+    scenario_option,
+    setup_logging,
+    table_console,
 )
+from multispin.commands._scenario_fields import check_scenario_fields
 from multispin.errors import ConfigError
 
 # the keys of multispin.experiments.sweep.SWEEP_POLICIES (test_sweep checks), listed without importing it
@@ -40,7 +46,7 @@ def parse_assignment(text: str, flag: str) -> tuple[str, list[Any]]:
     return name.strip(), [_value(v.strip()) for v in values.split(",") if v.strip()]
 
 
-def _fmt(v: Optional[float], lo: Optional[float], hi: Optional[float], unit: str = "") -> str:
+def _fmt(v: float | None, lo: float | None, hi: float | None, unit: str = "") -> str:
     if v is None:
         return "—"
     if lo is None or hi is None:
@@ -55,46 +61,70 @@ def print_table(doc: dict) -> None:
     from rich.table import Table
 
     fields = list(doc["over"])
-    t = Table(title=f"multispin sweep: {doc['scenario']}, {doc['drops']} drops per point, seed {doc['seed']}",
-              caption="the same drops for every point and policy; G: mean sum goodput over the drops, tokens/s, "
-                      "with its 95% interval; adaptive vs: "
-                      "100·(mean G_adaptive / mean G_policy − 1), paired on the same drops, 95% interval; "
-                      "γ̄: mean draft length")
+    t = Table(
+        title=f"multispin sweep: {doc['scenario']}, {doc['drops']} drops per point, seed {doc['seed']}",
+        caption="the same drops for every point and policy; G: mean sum goodput over the drops, tokens/s, "
+        "with its 95% interval; adaptive vs: "
+        "100·(mean G_adaptive / mean G_policy − 1), paired on the same drops, 95% interval; "
+        "γ̄: mean draft length",
+    )
     for col in (*fields, "policy", "G [95%]", "adaptive vs [95%]", "γ̄"):
         t.add_column(col, justify="right")
     for r in doc["rows"]:
-        t.add_row(*(f"{r[f]:g}" if isinstance(r[f], (int, float)) else str(r[f]) for f in fields), r["policy"],
-                  _fmt(r["goodput_tokens_per_s"], r["goodput_low"], r["goodput_high"]),
-                  _fmt(r["adaptive_gain_pct"], r["adaptive_gain_low"], r["adaptive_gain_high"], "%"),
-                  "—" if r["mean_draft_len"] is None else f"{r['mean_draft_len']:.1f}")
+        t.add_row(
+            *(f"{r[f]:g}" if isinstance(r[f], (int, float)) else str(r[f]) for f in fields),
+            r["policy"],
+            _fmt(r["goodput_tokens_per_s"], r["goodput_low"], r["goodput_high"]),
+            _fmt(r["adaptive_gain_pct"], r["adaptive_gain_low"], r["adaptive_gain_high"], "%"),
+            "—" if r["mean_draft_len"] is None else f"{r['mean_draft_len']:.1f}",
+        )
     table_console().print(t)
 
 
 @app.command()
 @takes(RADIO)
 def sweep(
-    over: list[str] = typer.Option(..., "--over", metavar="FIELD=V1,V2,…",
-                                   help="a scenario field and its values, e.g. radio.p_dl_dbm=10,16,22 (repeat: "
-                                        "the grid is every combination)"),
-    scenario: Optional[str] = scenario_option(),
-    set_fields: Optional[list[str]] = typer.Option(None, "--set", metavar="FIELD=VALUE",
-                                                   help="a scenario field held fixed, e.g. radio.bandwidth_hz=5e6 "
-                                                        "(repeatable)"),
-    devices: Optional[int] = typer.Option(None, min=1, metavar="INT", show_default="the scenario's",
-                                          help="number of devices K"),
+    over: list[str] = typer.Option(
+        ...,
+        "--over",
+        metavar="FIELD=V1,V2,…",
+        help="a scenario field and its values, e.g. radio.p_dl_dbm=10,16,22 (repeat: the grid is every combination)",
+    ),
+    scenario: str | None = scenario_option(),
+    set_fields: list[str] | None = typer.Option(
+        None,
+        "--set",
+        metavar="FIELD=VALUE",
+        help="a scenario field held fixed, e.g. radio.bandwidth_hz=5e6 (repeatable)",
+    ),
+    devices: int | None = typer.Option(
+        None, min=1, metavar="INT", show_default="the scenario's", help="number of devices K"
+    ),
     radio: dict = RADIO.slot,
-    n_saa: Optional[int] = typer.Option(None, "--n-saa", min=1, metavar="INT", show_default="the scenario's",
-                                        help="SAA samples per drop"),
-    policies: str = typer.Option("adaptive,all_ul,all_dl", "--policies", metavar="P1,P2,…",
-                                 help=f"policies to compare, comma-separated: {POLICY_NAMES}"),
+    n_saa: int | None = typer.Option(
+        None, "--n-saa", min=1, metavar="INT", show_default="the scenario's", help="SAA samples per drop"
+    ),
+    policies: str = typer.Option(
+        "adaptive,all_ul,all_dl",
+        "--policies",
+        metavar="P1,P2,…",
+        help=f"policies to compare, comma-separated: {POLICY_NAMES}",
+    ),
     drops: int = typer.Option(10, "--drops", min=2, metavar="INT", help="drops per point (at least 2)"),
-    seed: Optional[int] = typer.Option(None, "--seed", min=0, metavar="INT", show_default="the scenario's",
-                                       help="base seed of the drops"),
+    seed: int | None = typer.Option(
+        None, "--seed", min=0, metavar="INT", show_default="the scenario's", help="base seed of the drops"
+    ),
     workers: int = typer.Option(1, "--workers", min=1, metavar="INT", help="worker processes"),
-    out: Optional[Path] = typer.Option(None, "--out", metavar="DIR", show_default="no cache",
-                                       help="folder for the cache of finished drops (a rerun resumes)"),
-    plot: Optional[Path] = typer.Option(None, "--plot", metavar="PNG", help="draw goodput against the first "
-                                                                            "--over field with 95% bands"),
+    out: Path | None = typer.Option(
+        None,
+        "--out",
+        metavar="DIR",
+        show_default="no cache",
+        help="folder for the cache of finished drops (a rerun resumes)",
+    ),
+    plot: Path | None = typer.Option(
+        None, "--plot", metavar="PNG", help="draw goodput against the first --over field with 95% bands"
+    ),
     as_json: bool = json_option(help="print the table as JSON (what multispin.sweep(...).to_json() gives)"),
     no_progress: bool = typer.Option(False, "--no-progress", help="no progress bar on stderr"),
     log_level: LogLevel = log_level_option(),
@@ -115,8 +145,9 @@ def sweep(
     sc = api.scenario(spec, devices=devices, **radio, n_saa=n_saa, fields=fixed or None)
     names = [p.strip() for p in policies.split(",") if p.strip()]
     with reported_interrupt():
-        table = api.sweep(sc, over=grid, drops=drops, policies=names, seed=seed, workers=workers, out=out,
-                          progress=not no_progress)
+        table = api.sweep(
+            sc, over=grid, drops=drops, policies=names, seed=seed, workers=workers, out=out, progress=not no_progress
+        )
     if plot is not None:
         api.plot(table, plot, field=next(iter(grid)))
     if as_json:

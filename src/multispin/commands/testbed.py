@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal
 
 import typer
 from rich.console import Console
@@ -15,13 +15,20 @@ from multispin.commands._app import app
 from multispin.commands._checks import FORCE_HELP, check_out_free
 from multispin.commands._flag_groups import CSI, LINK, MACHINE, OBJECTIVE, RADIO, takes
 from multispin.commands._interrupt import reported_interrupt
+from multispin.commands._options import (
+    choice_option,
+    json_option,
+    legacy_option,
+    pair_option,
+    pick_scenario,
+    scenario_option,
+    table_console,
+)
 from multispin.commands._scenario_fields import check_scenario_fields, running_values
 from multispin.experiments.demo_defaults import DEMO_DEVICES, DEMO_ROUNDS, STUDY_POLICIES, STUDY_ROUNDS, STUDY_SEEDS
-from multispin.commands._options import (
-    choice_option, json_option, legacy_option, pair_option, pick_scenario, scenario_option, table_console,
-)
 from multispin.jsonout import versioned
-from multispin.vocabulary import RUN_POLICIES as POLICIES, policy_spelling
+from multispin.vocabulary import RUN_POLICIES as POLICIES
+from multispin.vocabulary import policy_spelling
 
 Split = Literal["equal", "optimized"]
 DEVICES_SHOWN = "the scenario file's devices.count; 8 with a preset"
@@ -42,9 +49,14 @@ def _run_with_progress(config, pair, progress: Progress, label: str):
 
 
 def _progress() -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("round {task.completed}"),
-                    TextColumn("{task.fields[tokens]} tokens"), TimeElapsedColumn(),
-                    console=Console(stderr=True))
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("round {task.completed}"),
+        TextColumn("{task.fields[tokens]} tokens"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+    )
 
 
 def _right_aligned(title: str, caption: str, columns: tuple[str, ...]) -> Table:
@@ -55,29 +67,41 @@ def _right_aligned(title: str, caption: str, columns: tuple[str, ...]) -> Table:
 
 
 def _table(results, title: str) -> Table:
-    t = _right_aligned(title, "G: tokens/s on the scenario clock; forecast: the model's prediction on "
-                                   "fresh channels, independent of the run; model / MC: what the analytic "
-                                   "model and the Monte Carlo simulator give at the realised rounds' γ and channels; "
-                                   "DL: share of corrections in DL mode; γ̄: mean draft length; "
-                                   "up / down: kbit moved per token on each link (drafts with their "
-                                   "q scalars, ids, rejection positions, distributions); chg: kbit per "
-                                   "token the clock charged airtime for; rec: every device's text "
-                                   "equals the server's record",
-                       ("policy", "G", "forecast", "model", "MC", "DL", "γ̄", "up", "down", "chg", "rec"))
+    t = _right_aligned(
+        title,
+        "G: tokens/s on the scenario clock; forecast: the model's prediction on "
+        "fresh channels, independent of the run; model / MC: what the analytic "
+        "model and the Monte Carlo simulator give at the realised rounds' γ and channels; "
+        "DL: share of corrections in DL mode; γ̄: mean draft length; "
+        "up / down: kbit moved per token on each link (drafts with their "
+        "q scalars, ids, rejection positions, distributions); chg: kbit per "
+        "token the clock charged airtime for; rec: every device's text "
+        "equals the server's record",
+        ("policy", "G", "forecast", "model", "MC", "DL", "γ̄", "up", "down", "chg", "rec"),
+    )
     for r in results:
         s = r.summary
-        t.add_row(s["policy"], f"{s['goodput_tokens_per_s']:.1f}", f"{s['forecast_tokens_per_s']:.1f}",
-                  f"{s.get('conditioned_analytic_tokens_per_s', float('nan')):.1f}",
-                  f"{s.get('conditioned_montecarlo_tokens_per_s', float('nan')):.1f}",
-                  f"{s['dl_share']:.2f}", f"{s['mean_gamma']:.1f}", f"{s['bits_up_per_token'] / 1e3:.1f}",
-                  f"{s['bits_down_per_token'] / 1e3:.1f}", f"{s['bits_charged_per_token'] / 1e3:.1f}",
-                  "ok" if s["consistent"] and s["digests_match"] else "MISMATCH")
+        t.add_row(
+            s["policy"],
+            f"{s['goodput_tokens_per_s']:.1f}",
+            f"{s['forecast_tokens_per_s']:.1f}",
+            f"{s.get('conditioned_analytic_tokens_per_s', float('nan')):.1f}",
+            f"{s.get('conditioned_montecarlo_tokens_per_s', float('nan')):.1f}",
+            f"{s['dl_share']:.2f}",
+            f"{s['mean_gamma']:.1f}",
+            f"{s['bits_up_per_token'] / 1e3:.1f}",
+            f"{s['bits_down_per_token'] / 1e3:.1f}",
+            f"{s['bits_charged_per_token'] / 1e3:.1f}",
+            "ok" if s["consistent"] and s["digests_match"] else "MISMATCH",
+        )
     return t
 
 
-_SERVICE_CAPTION = ("worst G: the lowest per-device goodput (tokens/s); Jain: fairness index of the per-device "
-                    "goodputs (1 = equal); γ=0: share of device-rounds not drafting; TTFT p95 and TPOT p50/p95/p99 "
-                    "(ms) on the run's clock; J/tok: device energy per generated token (docs/service.md)")
+_SERVICE_CAPTION = (
+    "worst G: the lowest per-device goodput (tokens/s); Jain: fairness index of the per-device "
+    "goodputs (1 = equal); γ=0: share of device-rounds not drafting; TTFT p95 and TPOT p50/p95/p99 "
+    "(ms) on the run's clock; J/tok: device energy per generated token (docs/service.md)"
+)
 
 
 def _ms(x) -> str:
@@ -86,13 +110,22 @@ def _ms(x) -> str:
 
 def _service_table(rows, title: str) -> Table:
     """One line per (label, service metrics dict) pair: what each device gets and spends."""
-    t = _right_aligned(title, _SERVICE_CAPTION,
-                       ("policy", "worst G", "Jain", "γ=0", "TTFT p95", "TPOT p50", "p95", "p99", "J/tok"))
+    t = _right_aligned(
+        title, _SERVICE_CAPTION, ("policy", "worst G", "Jain", "γ=0", "TTFT p95", "TPOT p50", "p95", "p99", "J/tok")
+    )
     for label, s in rows:
         e = s.get("energy_per_token_j")
-        t.add_row(label, f"{s['worst_device_goodput_tokens_per_s']:.1f}", f"{s['jain_index']:.3f}",
-                  f"{s['gamma0_share']:.2f}", _ms(s["ttft_s"]["p95"]), _ms(s["tpot_s"]["p50"]),
-                  _ms(s["tpot_s"]["p95"]), _ms(s["tpot_s"]["p99"]), "—" if e is None else f"{e:.3f}")
+        t.add_row(
+            label,
+            f"{s['worst_device_goodput_tokens_per_s']:.1f}",
+            f"{s['jain_index']:.3f}",
+            f"{s['gamma0_share']:.2f}",
+            _ms(s["ttft_s"]["p95"]),
+            _ms(s["tpot_s"]["p50"]),
+            _ms(s["tpot_s"]["p95"]),
+            _ms(s["tpot_s"]["p99"]),
+            "—" if e is None else f"{e:.3f}",
+        )
     return t
 
 
@@ -107,52 +140,92 @@ def _headline(config, pair) -> str:
 @takes(RADIO, CSI, OBJECTIVE, LINK, MACHINE)
 def testbed(
     pair: str = pair_option(),
-    devices: Optional[int] = typer.Option(None, min=1, max=256, metavar="INT", show_default=DEVICES_SHOWN,
-                                          help="number of device processes K (1..256)"),
-    rounds: Optional[int] = typer.Option(None, min=1, max=4096, metavar="INT", show_default="until every device is done",
-                                         help="run this many rounds in steady state (each device works through a "
-                                              "queue of prompts, max-new-tokens each)"),
+    devices: int | None = typer.Option(
+        None, min=1, max=256, metavar="INT", show_default=DEVICES_SHOWN, help="number of device processes K (1..256)"
+    ),
+    rounds: int | None = typer.Option(
+        None,
+        min=1,
+        max=4096,
+        metavar="INT",
+        show_default="until every device is done",
+        help="run this many rounds in steady state (each device works through a queue of prompts, max-new-tokens each)",
+    ),
     max_new_tokens: int = typer.Option(64, min=1, max=8192, metavar="INT", help="tokens per device (per prompt)"),
-    draft: Optional[list[str]] = typer.Option(None, "--draft", metavar="NAME",
-                                              help="draft model, repeatable (cycled over devices); default: "
-                                                   "the pair's default draft on every device"),
+    draft: list[str] | None = typer.Option(
+        None,
+        "--draft",
+        metavar="NAME",
+        help="draft model, repeatable (cycled over devices); default: the pair's default draft on every device",
+    ),
     clock: Literal["virtual", "wall"] = typer.Option(
-        "virtual", help="virtual: the scenario's compute profile and airtime; wall: this host, airtime emulated"),
-    scenario: Optional[str] = scenario_option(),
-    policy: str = choice_option("adaptive", tuple(POLICIES), "--policy", spelling=policy_spelling,
-                                help="correction modes: the optimiser's, all UL, all DL, a fair coin; or "
-                                     "target_only (γ = 0)"),
-    split: Optional[Split] = typer.Option(None, show_default="the scenario file's radio.bandwidth_split; equal",
-                                          help="bandwidth split among rejected devices"),
+        "virtual", help="virtual: the scenario's compute profile and airtime; wall: this host, airtime emulated"
+    ),
+    scenario: str | None = scenario_option(),
+    policy: str = choice_option(
+        "adaptive",
+        tuple(POLICIES),
+        "--policy",
+        spelling=policy_spelling,
+        help="correction modes: the optimiser's, all UL, all DL, a fair coin; or target_only (γ = 0)",
+    ),
+    split: Split | None = typer.Option(
+        None,
+        show_default="the scenario file's radio.bandwidth_split; equal",
+        help="bandwidth split among rejected devices",
+    ),
     radio: dict = RADIO.slot,
     csi: dict = CSI.slot,
     objective: dict = OBJECTIVE.slot,
     tasks: Literal["chat", "code", "mixed"] = typer.Option("mixed", help="prompt tasks"),
-    seed: Optional[int] = typer.Option(None, min=0, metavar="INT", show_default="the scenario file's seed; 0",
-                                       help="seed of prompts, channel and sampling"),
+    seed: int | None = typer.Option(
+        None,
+        min=0,
+        metavar="INT",
+        show_default="the scenario file's seed; 0",
+        help="seed of prompts, channel and sampling",
+    ),
     runner: Literal["fork", "subprocess", "thread", "pool"] = typer.Option(
-        "fork", help="how devices run: a process (fork, subprocess) or thread each, or one pool process "
-                     "drafting them in batched forwards"),
+        "fork",
+        help="how devices run: a process (fork, subprocess) or thread each, or one pool process "
+        "drafting them in batched forwards",
+    ),
     link: dict = LINK.slot,
-    out: Path = typer.Option(Path("out/testbed"), metavar="DIR", help="folder for rounds.jsonl, server.jsonl, summary.json"),
+    out: Path = typer.Option(
+        Path("out/testbed"), metavar="DIR", help="folder for rounds.jsonl, server.jsonl, summary.json"
+    ),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
     machine: dict = MACHINE.slot,
     as_json: bool = json_option(help="print the summary as JSON"),
-    preset: Optional[str] = legacy_option("--preset"),
+    preset: str | None = legacy_option("--preset"),
 ) -> None:
     """Run the edge server and K devices over real sockets, re-planning every round."""
+    from multispin.experiments.testbed import TestbedConfig, build_scenario
     from multispin.models.placement import place_pair
     from multispin.models.registry import resolve_pair
-    from multispin.experiments.testbed import TestbedConfig, build_scenario
 
     scenario = pick_scenario(scenario, preset=preset)
     check_out_free(out, force, "testbed", ("summary.json", "rounds.jsonl"))
     given = check_scenario_fields("testbed", scenario)
     picked = running_values(scenario, given, devices=devices, seed=seed, n_saa=None, split=split)
     devices = picked["devices"]
-    config = TestbedConfig.make(pair=pair, rounds=rounds, max_new_tokens=max_new_tokens,
-                                drafts=draft or None, clock=clock, scenario=scenario, policy=policy,
-                                **picked, **radio, **csi, **objective, **link, tasks=tasks, runner=runner, out=out)
+    config = TestbedConfig.make(
+        pair=pair,
+        rounds=rounds,
+        max_new_tokens=max_new_tokens,
+        drafts=draft or None,
+        clock=clock,
+        scenario=scenario,
+        policy=policy,
+        **picked,
+        **radio,
+        **csi,
+        **objective,
+        **link,
+        tasks=tasks,
+        runner=runner,
+        out=out,
+    )
     build_scenario(config)  # a bad scenario stops here, before any model loads
     # the devices draft in their own processes: only the target moves to the GPU
     loaded = place_pair(resolve_pair(pair), machine["placement"], drafts=False)
@@ -166,7 +239,9 @@ def testbed(
 
     con = table_console()
     con.print(_table([result], f"multispin testbed: {pair}, K={devices}, {scenario}"))
-    label = result.summary["policy"] + ("" if result.summary["objective"] == "sum" else f" ({result.summary['objective']})")
+    label = result.summary["policy"] + (
+        "" if result.summary["objective"] == "sum" else f" ({result.summary['objective']})"
+    )
     con.print(_service_table([(label, result.summary["service"])], "what each device gets"))
     if forecast_note(result.summary):
         con.print(forecast_note(result.summary), highlight=False)
@@ -177,67 +252,121 @@ def testbed(
 @takes(RADIO, CSI, OBJECTIVE, LINK, MACHINE)
 def demo(
     pair: str = pair_option(help="model pair (smollm2-135m is embedded; tiny needs no download)"),
-    devices: Optional[int] = typer.Option(None, min=1, max=256, metavar="INT",
-                                          show_default=f"the scenario file's devices.count; {DEMO_DEVICES} with a preset",
-                                          help="number of devices K (1..256)"),
-    rounds: Optional[int] = typer.Option(None, min=2, max=4096, metavar="INT",
-                                         show_default=f"{DEMO_ROUNDS}; {STUDY_ROUNDS} with --study",
-                                         help="measured rounds per policy and seed (every device has work in every one)"),
-    seeds: Optional[int] = typer.Option(None, min=1, max=100, metavar="INT",
-                                        show_default=f"1; {STUDY_SEEDS} with --study",
-                                        help="drops (seeds SEED, SEED+1, …) per policy"),
-    study: bool = typer.Option(False, "--study",
-                               help="the paper's subtle comparison: adaptive vs all_dl only, "
-                                    f"{STUDY_SEEDS} seeds × {STUDY_ROUNDS} rounds by default"),
+    devices: int | None = typer.Option(
+        None,
+        min=1,
+        max=256,
+        metavar="INT",
+        show_default=f"the scenario file's devices.count; {DEMO_DEVICES} with a preset",
+        help="number of devices K (1..256)",
+    ),
+    rounds: int | None = typer.Option(
+        None,
+        min=2,
+        max=4096,
+        metavar="INT",
+        show_default=f"{DEMO_ROUNDS}; {STUDY_ROUNDS} with --study",
+        help="measured rounds per policy and seed (every device has work in every one)",
+    ),
+    seeds: int | None = typer.Option(
+        None,
+        min=1,
+        max=100,
+        metavar="INT",
+        show_default=f"1; {STUDY_SEEDS} with --study",
+        help="drops (seeds SEED, SEED+1, …) per policy",
+    ),
+    study: bool = typer.Option(
+        False,
+        "--study",
+        help="the paper's subtle comparison: adaptive vs all_dl only, "
+        f"{STUDY_SEEDS} seeds × {STUDY_ROUNDS} rounds by default",
+    ),
     runner: Literal["pool", "fork", "thread", "subprocess"] = typer.Option(
-        "pool", help="pool: every device in one process, drafting in batched forwards; fork: one process per device"),
+        "pool", help="pool: every device in one process, drafting in batched forwards; fork: one process per device"
+    ),
     executor: Literal["serial", "local", "ray"] = typer.Option(
-        "serial", help="where a policy's seeds run: one after another here, in a local process pool, or on Ray"),
+        "serial", help="where a policy's seeds run: one after another here, in a local process pool, or on Ray"
+    ),
     workers: int = typer.Option(1, min=1, max=256, metavar="INT", help="seeds at a time (--executor local or ray)"),
-    max_new_tokens: int = typer.Option(64, min=1, max=8192, metavar="INT",
-                                       help="budget of each prompt; a device then starts its next prompt"),
-    scenario: Optional[str] = scenario_option(),
+    max_new_tokens: int = typer.Option(
+        64, min=1, max=8192, metavar="INT", help="budget of each prompt; a device then starts its next prompt"
+    ),
+    scenario: str | None = scenario_option(),
     radio: dict = RADIO.slot,
     csi: dict = CSI.slot,
     objective: dict = OBJECTIVE.slot,
-    draft: Optional[list[str]] = typer.Option(None, "--draft", metavar="NAME",
-                                              help="draft model, repeatable (cycled over devices); default: "
-                                                   "the pair's default draft on every device, as in the paper"),
+    draft: list[str] | None = typer.Option(
+        None,
+        "--draft",
+        metavar="NAME",
+        help="draft model, repeatable (cycled over devices); default: "
+        "the pair's default draft on every device, as in the paper",
+    ),
     sweep: Literal["none", "pdl"] = typer.Option("none", help="pdl: repeat at P^dl/P^ul = 0, 6, 12, 18 dB and plot"),
-    seed: Optional[int] = typer.Option(None, min=0, metavar="INT", show_default="the scenario file's seed; 0",
-                                       help="first seed (same prompts and channel for every policy)"),
+    seed: int | None = typer.Option(
+        None,
+        min=0,
+        metavar="INT",
+        show_default="the scenario file's seed; 0",
+        help="first seed (same prompts and channel for every policy)",
+    ),
     link: dict = LINK.slot,
     out: Path = typer.Option(Path("out/demo"), metavar="DIR", help="output folder (summary.json, demo.png, logs)"),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
     machine: dict = MACHINE.slot,
     as_json: bool = json_option(help="print the summary as JSON"),
-    preset: Optional[str] = legacy_option("--preset"),
+    preset: str | None = legacy_option("--preset"),
 ) -> None:
     """Adaptive vs all_ul vs all_dl vs target_only in steady state, paired, with 95% intervals."""
-    from multispin.models.placement import place_pair
-    from multispin.models.registry import resolve_pair
     from multispin.experiments.demo import (
-        POLICIES as DEMO_POLICIES, DemoConfig, describe_setup, non_default_settings, plot_demo, plot_sweep, run_demo,
+        POLICIES as DEMO_POLICIES,
+    )
+    from multispin.experiments.demo import (
+        DemoConfig,
+        describe_setup,
+        non_default_settings,
+        plot_demo,
+        plot_sweep,
+        run_demo,
     )
     from multispin.experiments.testbed import build_scenario
+    from multispin.models.placement import place_pair
+    from multispin.models.registry import resolve_pair
 
     scenario = pick_scenario(scenario, preset=preset)
     check_out_free(out, force, "demo", ("summary.json", "demo.png"))
     given = check_scenario_fields("demo", scenario)
-    picked = running_values(scenario, given, {"devices": DEMO_DEVICES}, devices=devices, seed=seed, n_saa=None,
-                            split=None)
+    picked = running_values(
+        scenario, given, {"devices": DEMO_DEVICES}, devices=devices, seed=seed, n_saa=None, split=None
+    )
     devices, seed = picked["devices"], picked["seed"]
     if executor != "serial":
         from multispin.experiments.reproduce.executor import check_executor
 
         check_executor("local" if executor == "local" else "ray", None)
-    config = DemoConfig.make(pair=pair, rounds=rounds or (STUDY_ROUNDS if study else DEMO_ROUNDS),
-                             seeds=seeds or (STUDY_SEEDS if study else 1), **picked,
-                             runner=runner, executor=executor, workers=workers,
-                             policies=STUDY_POLICIES if study else DEMO_POLICIES,
-                             max_new_tokens=max_new_tokens, scenario=scenario, **radio, **csi, **objective, **link,
-                             drafts=draft or None, sweep=sweep, out=out)
-    build_scenario(config.testbed("adaptive", seed, radio["p_dl_dbm"], out))  # a bad scenario stops here, before any model loads
+    config = DemoConfig.make(
+        pair=pair,
+        rounds=rounds or (STUDY_ROUNDS if study else DEMO_ROUNDS),
+        seeds=seeds or (STUDY_SEEDS if study else 1),
+        **picked,
+        runner=runner,
+        executor=executor,
+        workers=workers,
+        policies=STUDY_POLICIES if study else DEMO_POLICIES,
+        max_new_tokens=max_new_tokens,
+        scenario=scenario,
+        **radio,
+        **csi,
+        **objective,
+        **link,
+        drafts=draft or None,
+        sweep=sweep,
+        out=out,
+    )
+    build_scenario(
+        config.testbed("adaptive", seed, radio["p_dl_dbm"], out)
+    )  # a bad scenario stops here, before any model loads
     with Console(stderr=True).status(f"loading {pair}…"):
         loaded = place_pair(resolve_pair(pair), machine["placement"], drafts=False)
     setup = describe_setup(config, loaded)
@@ -245,6 +374,7 @@ def demo(
         typer.echo(_setup_lines(setup, config))  # the first lines: who drafts what, at which α, and the payload
     err = Console(stderr=True)
     with reported_interrupt(), _progress() as progress:
+
         def hook(label: str, total: int):
             task = progress.add_task(label, total=total, tokens=0)
             return lambda r, tokens: progress.update(task, completed=r + 1, tokens=tokens)
@@ -267,17 +397,26 @@ def demo(
         con.print(_demo_table(point, title))
         for c in point.comparisons:
             con.print(("[bold]" if c is point.comparisons[0] else "") + c.verdict, highlight=False)
-        ratios = [(r["policy"], r["realised_over_forecast"]) for r in point.rows
-                  if r["policy"] != "target_only" and (r["realised_over_forecast"] or {}).get("low") is not None]
+        ratios = [
+            (r["policy"], r["realised_over_forecast"])
+            for r in point.rows
+            if r["policy"] != "target_only" and (r["realised_over_forecast"] or {}).get("low") is not None
+        ]
         if ratios:
-            con.print(f"realised / forecast over {ratios[0][1]['seeds']} seeds (95% interval): " + "; ".join(
-                f"{p} {x['estimate']:.3f} ({x['low']:.3f}–{x['high']:.3f})" for p, x in ratios), highlight=False)
+            con.print(
+                f"realised / forecast over {ratios[0][1]['seeds']} seeds (95% interval): "
+                + "; ".join(f"{p} {x['estimate']:.3f} ({x['low']:.3f}–{x['high']:.3f})" for p, x in ratios),
+                highlight=False,
+            )
         # after the verdicts: the goodput table, its caption and verdicts stay one block
         con.print(_service_table([(r["policy"], r["service"]) for r in point.rows], "what each device gets"))
     d0 = result.points[0].runs["adaptive"].results[0].texts.get(0, "")
     con.print(f"[bold]device 0 wrote:[/bold] {d0[:300]!r}")
-    err.print(f"figure: {png}" + (f", sweep: {sweep_png}" if sweep_png else "")
-              + f"; summary: {out}/summary.json; per-round logs: {out}/…/<policy>/rounds.jsonl")
+    err.print(
+        f"figure: {png}"
+        + (f", sweep: {sweep_png}" if sweep_png else "")
+        + f"; summary: {out}/summary.json; per-round logs: {out}/…/<policy>/rounds.jsonl"
+    )
 
 
 def _setup_lines(s: dict, cfg) -> str:
@@ -287,27 +426,55 @@ def _setup_lines(s: dict, cfg) -> str:
         by.setdefault((d, t), []).append(a)
     parts = ", ".join(f"{d} on {t} ×{len(a)} (α {a[0]:.2f})" for (d, t), a in sorted(by.items()))
     source = "measured (multispin measure profiles)" if s["alpha_prior_measured"] else "the scenario's (assumed)"
-    return (f"devices: {parts}; α {source}\n"
-            f"steady state: {cfg.rounds} rounds × {cfg.seeds} seed(s) per policy, each device working "
-            f"through a queue of its task's prompts ({cfg.max_new_tokens} tokens each)\n{s['payload_headline']}")
+    return (
+        f"devices: {parts}; α {source}\n"
+        f"steady state: {cfg.rounds} rounds × {cfg.seeds} seed(s) per policy, each device working "
+        f"through a queue of its task's prompts ({cfg.max_new_tokens} tokens each)\n{s['payload_headline']}"
+    )
 
 
 def _demo_table(point, title: str) -> Table:
-    t = _right_aligned(title, "G: steady-state sum goodput Σ tokens / Σ (T_comp + T_comm), tokens/s, with its "
-                                   "95% interval; vs TO: paired difference to target_only; forecast: the model's "
-                                   "prediction on fresh channels, independent of the run; free: G had the air been "
-                                   "free; T_comp / T_comm: mean per round (ms); plan: the planner's CPU per round (ms; "
-                                   "not charged on the virtual clock); tok/rd: tokens per round (all devices); "
-                                   "draft: share of devices drafting; γ̄: mean draft length; DL: share of corrections "
-                                   "in DL mode; rec: every text equals the server's record",
-                       ("policy", "G [95%]", "vs TO", "forecast", "free", "T_comp", "T_comm", "plan", "tok/rd", "draft", "γ̄",
-                        "DL", "rec"))
+    t = _right_aligned(
+        title,
+        "G: steady-state sum goodput Σ tokens / Σ (T_comp + T_comm), tokens/s, with its "
+        "95% interval; vs TO: paired difference to target_only; forecast: the model's "
+        "prediction on fresh channels, independent of the run; free: G had the air been "
+        "free; T_comp / T_comm: mean per round (ms); plan: the planner's CPU per round (ms; "
+        "not charged on the virtual clock); tok/rd: tokens per round (all devices); "
+        "draft: share of devices drafting; γ̄: mean draft length; DL: share of corrections "
+        "in DL mode; rec: every text equals the server's record",
+        (
+            "policy",
+            "G [95%]",
+            "vs TO",
+            "forecast",
+            "free",
+            "T_comp",
+            "T_comm",
+            "plan",
+            "tok/rd",
+            "draft",
+            "γ̄",
+            "DL",
+            "rec",
+        ),
+    )
     for r in point.rows:
         g, vs = r["goodput_tokens_per_s"], r["vs_target_only"]
         vs_txt = "—" if vs is None else (f"{vs['pct']['estimate']:+.1f}%" + ("" if vs["significant"] else " (n.s.)"))
-        t.add_row(r["policy"], f"{g['estimate']:.1f} [{g['low']:.1f}, {g['high']:.1f}]", vs_txt,
-                  f"{r['forecast_tokens_per_s']:.1f}", f"{r['free_comm_tokens_per_s']:.1f}",
-                  f"{1e3 * r['mean_t_comp_s']:.0f}", f"{1e3 * r['mean_t_comm_s']:.0f}",
-                  f"{1e3 * r['mean_planning_cpu_s']:.1f}", f"{r['tokens_per_round']:.1f}",
-                  f"{r['drafting_share']:.2f}", f"{r['mean_gamma']:.1f}", f"{r['dl_share']:.2f}", "ok" if r["records_match"] and r["steady_state"] else "MISMATCH")
+        t.add_row(
+            r["policy"],
+            f"{g['estimate']:.1f} [{g['low']:.1f}, {g['high']:.1f}]",
+            vs_txt,
+            f"{r['forecast_tokens_per_s']:.1f}",
+            f"{r['free_comm_tokens_per_s']:.1f}",
+            f"{1e3 * r['mean_t_comp_s']:.0f}",
+            f"{1e3 * r['mean_t_comm_s']:.0f}",
+            f"{1e3 * r['mean_planning_cpu_s']:.1f}",
+            f"{r['tokens_per_round']:.1f}",
+            f"{r['drafting_share']:.2f}",
+            f"{r['mean_gamma']:.1f}",
+            f"{r['dl_share']:.2f}",
+            "ok" if r["records_match"] and r["steady_state"] else "MISMATCH",
+        )
     return t

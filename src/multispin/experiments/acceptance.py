@@ -18,17 +18,17 @@ prompts are independent); a prompt's α and its verdicts are resampled together.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 from pydantic import Field
 
 from multispin.experiments.progress import Progress, Step, reporter
 from multispin.models.base import BatchedLM, BatchedSequence
+from multispin.runtime.round.engine import PolicyPair
 from multispin.runtime.round.local import FixedMode, UniformDraftLength, run_rounds
 from multispin.runtime.round.roles import DraftDevice, VerifierServer
-from multispin.runtime.round.engine import PolicyPair
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingFields, SamplingParams, warp
 
@@ -65,32 +65,68 @@ def iid_mean_accepted_length(alpha: float, gamma: int) -> float:
     return (1.0 - alpha ** (gamma + 1)) / (1.0 - alpha)
 
 
-def measure_prompts(make_target: Callable[[], BatchedLM], make_drafts: dict[str, Callable[[], BatchedLM]],
-                    prompts: Sequence[Sequence[int]], gamma: int, sampling: SamplingParams, seed: int,
-                    max_new_tokens: int, eos_ids: Sequence[int] = (), batch: int = 32,
-                    verdict_prompts: int | None = None, groups: Sequence[str] | None = None,
-                    progress: Progress | None = None) -> dict[str, list[PromptMeasurement]]:
+def measure_prompts(
+    make_target: Callable[[], BatchedLM],
+    make_drafts: dict[str, Callable[[], BatchedLM]],
+    prompts: Sequence[Sequence[int]],
+    gamma: int,
+    sampling: SamplingParams,
+    seed: int,
+    max_new_tokens: int,
+    eos_ids: Sequence[int] = (),
+    batch: int = 32,
+    verdict_prompts: int | None = None,
+    groups: Sequence[str] | None = None,
+    progress: Progress | None = None,
+) -> dict[str, list[PromptMeasurement]]:
     """Each draft's measurement on every prompt (the three steps of this module's docstring).
     ``progress`` receives a `Step` after every round and every scored prompt."""
     say = reporter(progress)
     n_verdicts = len(prompts) if verdict_prompts is None else min(verdict_prompts, len(prompts))
-    texts = [dev.tokens for dev, _ in _runs(make_target, make_target, prompts, 0, sampling, seed,
-                                             max_new_tokens, eos_ids, batch, say, "target text")]
-    overlaps = _teacher_forced_overlaps(make_target, make_drafts, texts, [len(p) for p in prompts],
-                                        sampling, say)
+    texts = [
+        dev.tokens
+        for dev, _ in _runs(
+            make_target, make_target, prompts, 0, sampling, seed, max_new_tokens, eos_ids, batch, say, "target text"
+        )
+    ]
+    overlaps = _teacher_forced_overlaps(make_target, make_drafts, texts, [len(p) for p in prompts], sampling, say)
     out = {}
     for name, make_draft in make_drafts.items():
-        runs = _runs(make_target, make_draft, prompts[:n_verdicts], gamma, sampling, seed,
-                     max_new_tokens, eos_ids, batch, say, f"verdicts {name}")
+        runs = _runs(
+            make_target,
+            make_draft,
+            prompts[:n_verdicts],
+            gamma,
+            sampling,
+            seed,
+            max_new_tokens,
+            eos_ids,
+            batch,
+            say,
+            f"verdicts {name}",
+        )
         accepted = [[r.num_accepted for r in log if r.draft_len == gamma] for _, log in runs]
         accepted += [[] for _ in range(len(prompts) - n_verdicts)]
-        out[name] = [PromptMeasurement(ov, acc, gamma, groups[k] if groups is not None else "")
-                     for k, (ov, acc) in enumerate(zip(overlaps[name], accepted))]
+        out[name] = [
+            PromptMeasurement(ov, acc, gamma, groups[k] if groups is not None else "")
+            for k, (ov, acc) in enumerate(zip(overlaps[name], accepted))
+        ]
     return out
 
 
-def _runs(make_target, make_draft, prompts, gamma: int, sampling: SamplingParams, seed: int,
-          max_new_tokens: int, eos_ids: Sequence[int], batch: int, say: Progress, phase: str):
+def _runs(
+    make_target,
+    make_draft,
+    prompts,
+    gamma: int,
+    sampling: SamplingParams,
+    seed: int,
+    max_new_tokens: int,
+    eos_ids: Sequence[int],
+    batch: int,
+    say: Progress,
+    phase: str,
+):
     """(device, round log) of every prompt, run as devices of Multi-SPIN runs of ``batch``
     devices that draft on one shared model (γ = 0: target-only, the draft model is never used)."""
     eos, total, out = set(eos_ids), max_new_tokens * len(prompts), []
@@ -105,19 +141,29 @@ def _runs(make_target, make_draft, prompts, gamma: int, sampling: SamplingParams
     for lo in range(0, len(prompts), batch):
         server = VerifierServer(make_target(), sampling, codec, codec, seed)
         shared = make_draft()
-        devices = {k: DraftDevice(k, BatchedSequence(shared, k), sampling, codec, codec, seed, list(prompts[k]))
-                   for k in range(lo, min(lo + batch, len(prompts)))}
+        devices = {
+            k: DraftDevice(k, BatchedSequence(shared, k), sampling, codec, codec, seed, list(prompts[k]))
+            for k in range(lo, min(lo + batch, len(prompts)))
+        }
         before = max_new_tokens * lo
-        logs = run_rounds(server, devices, policy, max_new_tokens, eos_ids, on_round=lambda r, recs, before=before,
-                          devices=devices: say(Step(phase, before + sum(tokens_done(d) for d in devices.values()),
-                                                    total, "tokens")))
+        logs = run_rounds(
+            server,
+            devices,
+            policy,
+            max_new_tokens,
+            eos_ids,
+            on_round=lambda r, recs, before=before, devices=devices: say(
+                Step(phase, before + sum(tokens_done(d) for d in devices.values()), total, "tokens")
+            ),
+        )
         out += [(devices[k], logs[k]) for k in devices]
     say(Step(phase, total, total, "tokens"))
     return out
 
 
-def _teacher_forced_overlaps(make_target, make_drafts, texts: list[list[int]], prompt_lens: list[int],
-                             sampling: SamplingParams, say: Progress) -> dict[str, list[np.ndarray]]:
+def _teacher_forced_overlaps(
+    make_target, make_drafts, texts: list[list[int]], prompt_lens: list[int], sampling: SamplingParams, say: Progress
+) -> dict[str, list[np.ndarray]]:
     """Σ min(p, q) at every generated position of every text, for each draft: one pass of the
     target and one of each draft over each whole text."""
     target = make_target()
@@ -185,8 +231,10 @@ def _estimates(measured: list[PromptMeasurement], gamma: int, samples: np.ndarra
     verdict depends only on the tokens before it), so one run at γ gives every shorter γ'."""
     overlap_sum = np.array([m.overlap.sum(dtype=float) for m in measured], dtype=float)
     overlap_n = np.array([m.overlap.size for m in measured], dtype=float)
-    hist = np.array([np.bincount(np.asarray(m.accepted, dtype=int), minlength=gamma + 1)[: gamma + 1]
-                     for m in measured], dtype=float).reshape(len(measured), gamma + 1)
+    hist = np.array(
+        [np.bincount(np.asarray(m.accepted, dtype=int), minlength=gamma + 1)[: gamma + 1] for m in measured],
+        dtype=float,
+    ).reshape(len(measured), gamma + 1)
     with np.errstate(invalid="ignore", divide="ignore"):
         alpha = overlap_sum[samples].sum(1) / overlap_n[samples].sum(1)
         counts = hist[samples].sum(1)  # (B, γ+1): rounds that accepted exactly a tokens
@@ -226,8 +274,12 @@ def _alpha_of(measured: list[PromptMeasurement], gamma: int, rng: np.random.Gene
     n = len(measured)
     alpha = _estimates(measured, gamma, np.arange(n)[None, :])["alpha"][0]
     boot = _estimates(measured, gamma, rng.integers(0, n, (N_BOOTSTRAP, n)))["alpha"]
-    return {"alpha": float(alpha), "alpha_ci95": _ci(boot), "num_prompts": n,
-            "num_tokens": int(sum(m.overlap.size for m in measured))}
+    return {
+        "alpha": float(alpha),
+        "alpha_ci95": _ci(boot),
+        "num_prompts": n,
+        "num_tokens": int(sum(m.overlap.size for m in measured)),
+    }
 
 
 def _ci(values) -> list[float]:
@@ -255,13 +307,17 @@ def undefined_notes(alpha: float, n_rounds: int, conditional: np.ndarray, gamma:
     if not np.isfinite(alpha):
         notes.append("α: no token was generated")
     if n_rounds == 0:
-        notes.append(f"mean accepted length and per-position acceptance: no round drafted the full "
-                     f"γ = {gamma} (each prompt's text ended first); raise --max-new-tokens well above --draft-len")
+        notes.append(
+            f"mean accepted length and per-position acceptance: no round drafted the full "
+            f"γ = {gamma} (each prompt's text ended first); raise --max-new-tokens well above --draft-len"
+        )
         return notes
     unreached = [i + 1 for i, r in enumerate(conditional) if not np.isfinite(r)]
     if unreached:
-        notes.append(f"acceptance at position {_spans(unreached)}: no round reached it "
-                     f"(every draft was rejected earlier); more --prompts give it samples")
+        notes.append(
+            f"acceptance at position {_spans(unreached)}: no round reached it "
+            f"(every draft was rejected earlier); more --prompts give it samples"
+        )
     return notes
 
 
@@ -283,14 +339,22 @@ def measure(config: MeasureConfig, pair=None, progress: Progress | None = None) 
     measured = measure_prompts(
         lambda: HFBatchedLM(pair.target, pair.vocab_size, pad),
         {n: (lambda n=n: draft_batched(pair, n, pad)) for n in names},
-        [encode_prompt(pair, t) for t in texts], config.draft_len, sampling, config.seed,
-        config.max_new_tokens, pair.eos_token_ids, batch=config.batch,
-        verdict_prompts=config.verdict_prompts, groups=[categories.get(t, config.task) for t in texts],
+        [encode_prompt(pair, t) for t in texts],
+        config.draft_len,
+        sampling,
+        config.seed,
+        config.max_new_tokens,
+        pair.eos_token_ids,
+        batch=config.batch,
+        verdict_prompts=config.verdict_prompts,
+        groups=[categories.get(t, config.task) for t in texts],
         progress=progress,
     )
     label = SOURCE_LABELS.get(config.source, config.task)
-    return {name: _profile(pair, name, config, label, summarise(m, config.draft_len, config.seed))
-            for name, m in measured.items()}
+    return {
+        name: _profile(pair, name, config, label, summarise(m, config.draft_len, config.seed))
+        for name, m in measured.items()
+    }
 
 
 def policy_label(sampling: dict) -> str:
@@ -310,8 +374,9 @@ def profile_file_name(profile: dict) -> str:
 
 
 def _profile(pair, draft: str, config: MeasureConfig, label: str, summary: dict) -> dict:
-    tasks = {label: {"alpha": summary["alpha"], "alpha_ci95": summary["alpha_ci95"],
-                     "num_tokens": summary["num_tokens"]}}
+    tasks = {
+        label: {"alpha": summary["alpha"], "alpha_ci95": summary["alpha_ci95"], "num_tokens": summary["num_tokens"]}
+    }
     if "math" in summary.get("groups", {}):  # MT-Bench's math questions: the offline stand-in for GSM8K
         tasks["mt_bench_math"] = summary["groups"]["math"]
     return {
@@ -323,8 +388,9 @@ def _profile(pair, draft: str, config: MeasureConfig, label: str, summary: dict)
         "sampling": config.sampling.model_dump(),
         "seed": config.seed,
         "max_new_tokens": config.max_new_tokens,
-        "verdict_prompts": min(config.prompts, config.prompts if config.verdict_prompts is None
-                               else config.verdict_prompts),
+        "verdict_prompts": min(
+            config.prompts, config.prompts if config.verdict_prompts is None else config.verdict_prompts
+        ),
         **summary,
         # scenarios read per-task α from here (system.scenario.parse_acceptance_profile)
         "tasks": tasks,

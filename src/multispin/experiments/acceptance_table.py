@@ -46,11 +46,30 @@ class Cell:
         args = ["multispin", "measure", "--pair", self.pair]
         for d in self.drafts:
             args += ["--draft", d]
-        args += ["--task", SOURCES[self.source], "--source", self.source, "--prompts", str(self.prompts),
-                 "--verdict-prompts", str(self.verdict_prompts), "--draft-len", str(GAMMA),
-                 "--max-new-tokens", str(MAX_NEW_TOKENS), "--temperature", f"{self.sampling['temperature']:g}",
-                 "--top-k", str(self.sampling["top_k"]), "--seed", "0", "--threads", "1",
-                 "--out", str(PROFILES_ROOT / profile_folder(self.pair))]
+        args += [
+            "--task",
+            SOURCES[self.source],
+            "--source",
+            self.source,
+            "--prompts",
+            str(self.prompts),
+            "--verdict-prompts",
+            str(self.verdict_prompts),
+            "--draft-len",
+            str(GAMMA),
+            "--max-new-tokens",
+            str(MAX_NEW_TOKENS),
+            "--temperature",
+            f"{self.sampling['temperature']:g}",
+            "--top-k",
+            str(self.sampling["top_k"]),
+            "--seed",
+            "0",
+            "--threads",
+            "1",
+            "--out",
+            str(PROFILES_ROOT / profile_folder(self.pair)),
+        ]
         return args
 
     def shipped(self) -> bool:
@@ -69,19 +88,27 @@ GRID = (
     Cell("smollm2-135m", SMOLLM2_DRAFTS, "mtbench", SAMPLED, 80, 8),
     Cell("smollm2-135m", SMOLLM2_DRAFTS, "sharegpt", SAMPLED, 32, 8),
     Cell("qwen2.5-coder-0.5b", QWEN_DRAFTS, "humaneval", SAMPLED, 24, 8),
-    *(Cell("smollm2-135m", SMOLLM2_DRAFTS, s, GREEDY, n, v)
-      for s, n, v in (("humaneval", 48, 8), ("mtbench", 80, 8), ("sharegpt", 32, 8))),
+    *(
+        Cell("smollm2-135m", SMOLLM2_DRAFTS, s, GREEDY, n, v)
+        for s, n, v in (("humaneval", 48, 8), ("mtbench", 80, 8), ("sharegpt", 32, 8))
+    ),
     *(Cell("qwen2.5-coder-0.5b", QWEN_DRAFTS, s, SAMPLED, n, 8) for s, n in (("mtbench", 40), ("sharegpt", 24))),
     # a draft of its own family and vocabulary (SmolLM2-135M) for the Qwen target (issue 21)
-    *(Cell(CROSS_PAIR, ("smollm2-135m",), s, SAMPLED, n, 8)
-      for s, n in (("humaneval", 24), ("mtbench", 40), ("sharegpt", 24))),
+    *(
+        Cell(CROSS_PAIR, ("smollm2-135m",), s, SAMPLED, n, 8)
+        for s, n in (("humaneval", 24), ("mtbench", 40), ("sharegpt", 24))
+    ),
 )
 
 
 PAIRS = ("smollm2-135m", "qwen2.5-coder-0.5b", CROSS_PAIR)
 TASK_ORDER = ("humaneval", "mt_bench", "mt_bench_math", "sharegpt")
-TASK_TITLE = {"humaneval": "HumanEval", "mt_bench": "MT-Bench", "mt_bench_math": "MT-Bench math (GSM8K stand-in)",
-              "sharegpt": "ShareGPT chat"}
+TASK_TITLE = {
+    "humaneval": "HumanEval",
+    "mt_bench": "MT-Bench",
+    "mt_bench_math": "MT-Bench math (GSM8K stand-in)",
+    "sharegpt": "ShareGPT chat",
+}
 POLICY_TITLE = {"greedy": "greedy", "t1-topk1024": "T = 1, top-k 1024"}
 DOC_PATH = "docs/acceptance.md"
 FIGURE_PATH = "docs/images/acceptance-iid.png"
@@ -89,8 +116,12 @@ FIGURE_PATH = "docs/images/acceptance-iid.png"
 
 def table_profiles(pair: str, sampling: dict | None = None) -> list[dict]:
     """The shipped profiles of the table (measured on a named prompt set), of one policy or all."""
-    return [p for p in acceptance_profiles(pair) if p.get("source") in SOURCE_LABELS
-            and (sampling is None or policy_label(p["sampling"]) == policy_label(sampling))]
+    return [
+        p
+        for p in acceptance_profiles(pair)
+        if p.get("source") in SOURCE_LABELS
+        and (sampling is None or policy_label(p["sampling"]) == policy_label(sampling))
+    ]
 
 
 def _pm(value, ci, digits=3) -> str:
@@ -133,82 +164,128 @@ def render(pairs=PAIRS) -> str:
         missing += [c for c in cells if not c.shipped()]
         if not profiles:
             continue
-        lines += [f"## {pair}", "",
-                  "| policy | draft | task | α (95% CI) | prompts / tokens | mean accepted length, measured | "
-                  "i.i.d. prediction | i.i.d. holds? | verdict prompts / rounds |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## {pair}",
+            "",
+            "| policy | draft | task | α (95% CI) | prompts / tokens | mean accepted length, measured | "
+            "i.i.d. prediction | i.i.d. holds? | verdict prompts / rounds |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         drafts = list(dict.fromkeys(d for c in cells for d in c.drafts))
 
         def key(p, drafts=drafts):
             label = SOURCE_LABELS[p["source"]]
             order = drafts.index(p["draft"]) if p["draft"] in drafts else len(drafts)
             return (policy_label(p["sampling"]), order, TASK_ORDER.index(label))
+
         for p in sorted(profiles, key=key):
             policy = POLICY_TITLE.get(policy_label(p["sampling"]), policy_label(p["sampling"]))
             check = p["iid_check"]
             holds = {True: "yes", False: "**no**", None: "–"}[check["holds"]]
             for label, entry in p["tasks"].items():
                 n = entry.get("num_prompts", p["num_prompts"]) if label == "mt_bench_math" else p["num_prompts"]
-                row = [policy, p["draft"], TASK_TITLE.get(label, label), _pm(entry["alpha"], entry.get("alpha_ci95")),
-                       f"{n} / {entry['num_tokens']}"]
+                row = [
+                    policy,
+                    p["draft"],
+                    TASK_TITLE.get(label, label),
+                    _pm(entry["alpha"], entry.get("alpha_ci95")),
+                    f"{n} / {entry['num_tokens']}",
+                ]
                 if label == "mt_bench_math":
                     row += ["–", "–", "–", "–"]
                 else:
-                    row += [_pm(p["mean_accepted_length"], p["mean_accepted_length_ci95"], 2),
-                            f"{p['iid_prediction']:.2f}", holds,
-                            f"{p['verdict_prompts']} / {p['num_rounds']}"]
+                    row += [
+                        _pm(p["mean_accepted_length"], p["mean_accepted_length_ci95"], 2),
+                        f"{p['iid_prediction']:.2f}",
+                        holds,
+                        f"{p['verdict_prompts']} / {p['num_rounds']}",
+                    ]
                 lines.append("| " + " | ".join(row) + " |")
         lines.append("")
         mt = [p for p in profiles if p["source"] == "mtbench" and "groups" in p]
         if mt:
             cats = sorted({g for p in mt for g in p["groups"]})
-            lines += [f"MT-Bench per category ({pair}; each category has 10 of MT-Bench's 80 questions, fewer in a 40-prompt cell, so wider intervals):", "",
-                      "| policy | draft | " + " | ".join(cats) + " |", "|---|---|" + "---|" * len(cats)]
+            lines += [
+                f"MT-Bench per category ({pair}; each category has 10 of MT-Bench's 80 questions, fewer in a 40-prompt cell, so wider intervals):",
+                "",
+                "| policy | draft | " + " | ".join(cats) + " |",
+                "|---|---|" + "---|" * len(cats),
+            ]
             for p in sorted(mt, key=key):
-                lines.append(f"| {POLICY_TITLE.get(policy_label(p['sampling']), '')} | {p['draft']} | "
-                             + " | ".join(_pm(p["groups"][c]["alpha"], p["groups"][c]["alpha_ci95"], 2)
-                                          if c in p["groups"] else "–" for c in cats) + " |")
+                lines.append(
+                    f"| {POLICY_TITLE.get(policy_label(p['sampling']), '')} | {p['draft']} | "
+                    + " | ".join(
+                        _pm(p["groups"][c]["alpha"], p["groups"][c]["alpha_ci95"], 2) if c in p["groups"] else "–"
+                        for c in cats
+                    )
+                    + " |"
+                )
             lines.append("")
     lines += _run_alpha_lines(pairs)
     if table_profiles(pairs[0], SAMPLED):
-        lines += ["## Is acceptance i.i.d.?", "",
-                  f"![per-position acceptance and mean accepted length against the i.i.d. model]"
-                  f"({FIGURE_PATH.removeprefix('docs/')})", "",
-                  "Left: the conditional acceptance of each draft position (given every earlier one was accepted) "
-                  "with its 95% interval; the dotted line is the draft's α. Right: the measured mean accepted "
-                  "length at each γ (a run at γ = 8 gives every shorter γ, since a position's verdict depends only "
-                  r"on the tokens before it) against \((1 - \alpha^{\gamma+1})/(1 - \alpha)\).", ""]
+        lines += [
+            "## Is acceptance i.i.d.?",
+            "",
+            f"![per-position acceptance and mean accepted length against the i.i.d. model]"
+            f"({FIGURE_PATH.removeprefix('docs/')})",
+            "",
+            "Left: the conditional acceptance of each draft position (given every earlier one was accepted) "
+            "with its 95% interval; the dotted line is the draft's α. Right: the measured mean accepted "
+            "length at each γ (a run at γ = 8 gives every shorter γ, since a position's verdict depends only "
+            r"on the tokens before it) against \((1 - \alpha^{\gamma+1})/(1 - \alpha)\).",
+            "",
+        ]
     if COST_PATH.is_file():
         cost = json.loads(COST_PATH.read_text())
         lo, hi = cost["gain_pct_ci95"]
         flo, fhi = cost["iid_forecast_error_pct_ci95"]
-        lines += ["## What the i.i.d. assumption costs a plan", "",
-                  f"On {cost['drops']} drops of `{cost['preset']}` (K = 20, the paper's radio and A100 compute; "
-                  f"γ ≤ {cost['gamma_max']}, the measured positions), each device takes one measured profile "
-                  f"({', '.join(cost['profiles'])}, cycled: a labelled mixture of this project's drafts with the "
-                  "paper's compute). One plan uses each device's α (the paper's i.i.d. model), one its per-position "
-                  "rates; both are evaluated under the per-position model on the same fresh SAA samples "
-                  "(`python -m multispin.experiments.acceptance_table cost`).", "",
-                  f"- goodput of the per-position plan over the i.i.d. plan: **{cost['gain_pct']:+.2f}%** "
-                  f"(95% CI {lo:+.2f}% to {hi:+.2f}%, paired over drops);",
-                  f"- the i.i.d. plan's own forecast against its goodput under the per-position model: "
-                  f"{cost['iid_forecast_error_pct']:+.2f}% (95% CI {flo:+.2f}% to {fhi:+.2f}%).", ""]
+        lines += [
+            "## What the i.i.d. assumption costs a plan",
+            "",
+            f"On {cost['drops']} drops of `{cost['preset']}` (K = 20, the paper's radio and A100 compute; "
+            f"γ ≤ {cost['gamma_max']}, the measured positions), each device takes one measured profile "
+            f"({', '.join(cost['profiles'])}, cycled: a labelled mixture of this project's drafts with the "
+            "paper's compute). One plan uses each device's α (the paper's i.i.d. model), one its per-position "
+            "rates; both are evaluated under the per-position model on the same fresh SAA samples "
+            "(`python -m multispin.experiments.acceptance_table cost`).",
+            "",
+            f"- goodput of the per-position plan over the i.i.d. plan: **{cost['gain_pct']:+.2f}%** "
+            f"(95% CI {lo:+.2f}% to {hi:+.2f}%, paired over drops);",
+            f"- the i.i.d. plan's own forecast against its goodput under the per-position model: "
+            f"{cost['iid_forecast_error_pct']:+.2f}% (95% CI {flo:+.2f}% to {fhi:+.2f}%).",
+            "",
+        ]
     lines += _claims_lines()
-    lines += ["## How each cell was measured", "",
-              "Every cell is one command (all drafts of a cell share the target texts); "
-              "`python -m multispin.experiments.acceptance_table measure` runs the ones not shipped yet.", "",
-              "```bash"]
+    lines += [
+        "## How each cell was measured",
+        "",
+        "Every cell is one command (all drafts of a cell share the target texts); "
+        "`python -m multispin.experiments.acceptance_table measure` runs the ones not shipped yet.",
+        "",
+        "```bash",
+    ]
     lines += [shlex.join(c.command()).replace(str(PROFILES_ROOT), "src/multispin/data/profiles") for c in GRID]
     lines += ["```", ""]
     if missing:
-        lines += ["## Missing cells", "",
-                  "Not measured yet (the CPU time of this host ran out; the command above measures each):", ""]
-        lines += [f"- {c.pair}, {TASK_TITLE[c.task_label]}, {POLICY_TITLE[policy_label(c.sampling)]}, drafts "
-                  + ", ".join(c.drafts) for c in missing]
-        lines += ["", "Not in the grid at all: the Qwen pair under greedy decoding, its drafts q3g128 and q2g32, and "
-                  "a compute profile of the Qwen pair on this host (`multispin profile --pair qwen2.5-coder-0.5b`). "
-                  "A `measured-*` preset is offered only once its draft's four task labels are shipped "
-                  "(`measured-qwen-a100` is not yet).", ""]
+        lines += [
+            "## Missing cells",
+            "",
+            "Not measured yet (the CPU time of this host ran out; the command above measures each):",
+            "",
+        ]
+        lines += [
+            f"- {c.pair}, {TASK_TITLE[c.task_label]}, {POLICY_TITLE[policy_label(c.sampling)]}, drafts "
+            + ", ".join(c.drafts)
+            for c in missing
+        ]
+        lines += [
+            "",
+            "Not in the grid at all: the Qwen pair under greedy decoding, its drafts q3g128 and q2g32, and "
+            "a compute profile of the Qwen pair on this host (`multispin profile --pair qwen2.5-coder-0.5b`). "
+            "A `measured-*` preset is offered only once its draft's four task labels are shipped "
+            "(`measured-qwen-a100` is not yet).",
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -217,38 +294,45 @@ def _run_alpha_lines(pairs) -> list[str]:
     from multispin.models.profiles import run_alpha, shipped_gap_prior, verdict_alpha
 
     mu, tau2 = shipped_gap_prior()
-    lines = ["## The α the planner uses", "",
-             "A running system's verdicts need not see the teacher-forced α. Teacher forcing scores every position "
-             "of the target's text; a run's verdicts test only the positions they reach (the position after a "
-             "bonus token is never drafted, the one after a rejection always is), with the draft continuing its "
-             "own samples. Where acceptance varies along a text, the rate those verdicts see, accepted / "
-             "(accepted + rejections), differs from the mean of Σ min(p, q), either way: across the shipped "
-             "profiles the verdict α is between 0.05 below and 0.09 above the teacher-forced one. For the demo's "
-             "default draft on chat it is below (smollm2-135m, q5g64, ShareGPT: 0.840 teacher-forced, 0.827 "
-             "(0.812–0.842) over 5 demo runs' verdicts, 0.804 in the profile's own 8 verdict prompts), and "
-             "planning on 0.840 over-predicted the running system by about 2.7%.", "",
-             "The planner, the testbed's prior and the forecast use the **run α** "
-             "(`multispin.models.profiles.run_alpha`): the teacher-forced α plus the gap δ = verdict α − "
-             "teacher-forced α of the same profile, shrunk towards the gap across every shipped profile "
-             "(normal–normal empirical Bayes; each gap's variance is the binomial one of its verdict trials, "
-             "a lower bound since a prompt's verdicts are correlated, the spread across profiles absorbs the "
-             f"rest). Across the shipped profiles the gap is μ = {mu:+.3f} with spread τ = {tau2 ** 0.5:.3f}, so "
-             "a profile's own gap keeps 50–85% of its weight. Why not the verdict rates alone: 8–16 "
-             "verdict prompts give α to about ±0.02–0.04, which moves a forecast by several percent; why not the "
-             "per-position rates: they stop at γ = 8 and are noisier still. The per-position survival stays in "
-             "every profile (above, and the figure below). The teacher-forced α stays the table's α and the "
-             "`measured-*` presets' (optimisation studies with no running system).", "",
-             "| pair | policy | draft | task | teacher-forced α | verdict α (trials) | run α (planner) |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "## The α the planner uses",
+        "",
+        "A running system's verdicts need not see the teacher-forced α. Teacher forcing scores every position "
+        "of the target's text; a run's verdicts test only the positions they reach (the position after a "
+        "bonus token is never drafted, the one after a rejection always is), with the draft continuing its "
+        "own samples. Where acceptance varies along a text, the rate those verdicts see, accepted / "
+        "(accepted + rejections), differs from the mean of Σ min(p, q), either way: across the shipped "
+        "profiles the verdict α is between 0.05 below and 0.09 above the teacher-forced one. For the demo's "
+        "default draft on chat it is below (smollm2-135m, q5g64, ShareGPT: 0.840 teacher-forced, 0.827 "
+        "(0.812–0.842) over 5 demo runs' verdicts, 0.804 in the profile's own 8 verdict prompts), and "
+        "planning on 0.840 over-predicted the running system by about 2.7%.",
+        "",
+        "The planner, the testbed's prior and the forecast use the **run α** "
+        "(`multispin.models.profiles.run_alpha`): the teacher-forced α plus the gap δ = verdict α − "
+        "teacher-forced α of the same profile, shrunk towards the gap across every shipped profile "
+        "(normal–normal empirical Bayes; each gap's variance is the binomial one of its verdict trials, "
+        "a lower bound since a prompt's verdicts are correlated, the spread across profiles absorbs the "
+        f"rest). Across the shipped profiles the gap is μ = {mu:+.3f} with spread τ = {tau2**0.5:.3f}, so "
+        "a profile's own gap keeps 50–85% of its weight. Why not the verdict rates alone: 8–16 "
+        "verdict prompts give α to about ±0.02–0.04, which moves a forecast by several percent; why not the "
+        "per-position rates: they stop at γ = 8 and are noisier still. The per-position survival stays in "
+        "every profile (above, and the figure below). The teacher-forced α stays the table's α and the "
+        "`measured-*` presets' (optimisation studies with no running system).",
+        "",
+        "| pair | policy | draft | task | teacher-forced α | verdict α (trials) | run α (planner) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for pair in pairs:
         for prof in table_profiles(pair):
             v = verdict_alpha(prof)
             if v is None:
                 continue
             label = SOURCE_LABELS[prof["source"]]
-            lines.append(f"| {pair} | {POLICY_TITLE.get(policy_label(prof['sampling']), policy_label(prof['sampling']))} "
-                         f"| {prof['draft']} | {TASK_TITLE.get(label, label)} | {prof['alpha']:.3f} | "
-                         f"{v[0]:.3f} ({v[1]:.0f}) | {run_alpha(prof):.3f} |")
+            lines.append(
+                f"| {pair} | {POLICY_TITLE.get(policy_label(prof['sampling']), policy_label(prof['sampling']))} "
+                f"| {prof['draft']} | {TASK_TITLE.get(label, label)} | {prof['alpha']:.3f} | "
+                f"{v[0]:.3f} ({v[1]:.0f}) | {run_alpha(prof):.3f} |"
+            )
     return lines + [""]
 
 
@@ -264,8 +348,9 @@ def per_position_rates(profile: dict, gamma: int = GAMMA) -> list[float]:
     return rates + [profile["alpha"]] * (gamma - len(rates))
 
 
-def iid_assumption_cost(profiles: list[dict], drops: int = 30, seed: int = 0, preset: str = "paper-qwen",
-                        n_saa: int = 1000) -> dict:
+def iid_assumption_cost(
+    profiles: list[dict], drops: int = 30, seed: int = 0, preset: str = "paper-qwen", n_saa: int = 1000
+) -> dict:
     """What planning with the i.i.d. model costs when acceptance follows the measured per-position
     rates: on each drop of ``preset`` (K devices cycling over ``profiles``, γ ≤ 8 = the measured
     positions), one plan made with each device's α (i.i.d.) and one with its per-position rates,
@@ -295,18 +380,32 @@ def iid_assumption_cost(profiles: list[dict], drops: int = 30, seed: int = 0, pr
         pp_plan = plan(per_position, uniforms=u_plan)
         g_iid = judge.evaluate(iid_plan.draft_len).goodput_tokens_per_s
         g_pp = judge.evaluate(pp_plan.draft_len).goodput_tokens_per_s
-        rows.append({"drop": d, "iid_plan_tokens_per_s": g_iid, "per_position_plan_tokens_per_s": g_pp,
-                     "iid_planned_tokens_per_s": iid_plan.goodput_tokens_per_s,
-                     "gain_pct": 100.0 * (g_pp / g_iid - 1.0),
-                     "mean_gamma_iid": float(np.mean(iid_plan.draft_len)),
-                     "mean_gamma_per_position": float(np.mean(pp_plan.draft_len))})
+        rows.append(
+            {
+                "drop": d,
+                "iid_plan_tokens_per_s": g_iid,
+                "per_position_plan_tokens_per_s": g_pp,
+                "iid_planned_tokens_per_s": iid_plan.goodput_tokens_per_s,
+                "gain_pct": 100.0 * (g_pp / g_iid - 1.0),
+                "mean_gamma_iid": float(np.mean(iid_plan.draft_len)),
+                "mean_gamma_per_position": float(np.mean(pp_plan.draft_len)),
+            }
+        )
     mean, lo, hi, n = mean_ci([r["gain_pct"] for r in rows])
     forecast = mean_ci([100.0 * (r["iid_planned_tokens_per_s"] / r["iid_plan_tokens_per_s"] - 1.0) for r in rows])
-    return {"preset": preset, "gamma_max": GAMMA, "drops": drops, "seed": seed, "n_saa": n_saa,
-            "profiles": [f"{p['draft']}/{SOURCE_LABELS[p['source']]}/{policy_label(p['sampling'])}" for p in profiles],
-            "gain_pct": mean, "gain_pct_ci95": [lo, hi],
-            "iid_forecast_error_pct": forecast[0], "iid_forecast_error_pct_ci95": [forecast[1], forecast[2]],
-            "rows": rows}
+    return {
+        "preset": preset,
+        "gamma_max": GAMMA,
+        "drops": drops,
+        "seed": seed,
+        "n_saa": n_saa,
+        "profiles": [f"{p['draft']}/{SOURCE_LABELS[p['source']]}/{policy_label(p['sampling'])}" for p in profiles],
+        "gain_pct": mean,
+        "gain_pct_ci95": [lo, hi],
+        "iid_forecast_error_pct": forecast[0],
+        "iid_forecast_error_pct_ci95": [forecast[1], forecast[2]],
+        "rows": rows,
+    }
 
 
 def plot_iid(profiles: list[dict], path) -> None:
@@ -328,8 +427,15 @@ def plot_iid(profiles: list[dict], path) -> None:
                 rate = [r if r is not None else float("nan") for r in p["per_position_rate"]]
                 lo = [c[0] if c[0] is not None else float("nan") for c in p["per_position_ci95"]]
                 hi = [c[1] if c[1] is not None else float("nan") for c in p["per_position_ci95"]]
-                row[0].errorbar(pos, rate, yerr=[[r - a for r, a in zip(rate, lo)], [b - r for r, b in zip(rate, hi)]],
-                                color=color, marker="o", capsize=2, label=draft)
+                row[0].errorbar(
+                    pos,
+                    rate,
+                    yerr=[[r - a for r, a in zip(rate, lo)], [b - r for r, b in zip(rate, hi)]],
+                    color=color,
+                    marker="o",
+                    capsize=2,
+                    label=draft,
+                )
                 row[0].axhline(p["alpha"], color=color, linestyle=":")
                 check = p["iid_check"]
                 m_lo = [c[0] if c[0] is not None else float("nan") for c in check["measured_ci95"]]
@@ -337,13 +443,18 @@ def plot_iid(profiles: list[dict], path) -> None:
                 row[1].fill_between(check["draft_len"], m_lo, m_hi, color=color, alpha=0.2)
                 row[1].plot(check["draft_len"], check["measured"], color=color, marker="o", label=f"{draft} measured")
                 row[1].plot(check["draft_len"], check["iid"], color=color, linestyle="--", label=f"{draft} i.i.d.")
-        row[0].set(title=f"{TASK_TITLE[task]}: P(accept position i | reached)", xlabel="position i",
-                   ylabel="acceptance (dotted: α)")
+        row[0].set(
+            title=f"{TASK_TITLE[task]}: P(accept position i | reached)",
+            xlabel="position i",
+            ylabel="acceptance (dotted: α)",
+        )
         row[1].set(title=f"{TASK_TITLE[task]}: mean accepted length", xlabel="γ", ylabel="tokens per round")
         row[0].legend(fontsize=7)
         row[1].legend(fontsize=7, ncol=2)
-    fig.suptitle(f"Measured acceptance against the i.i.d. model ({profiles[0]['pair']}, "
-                 f"{POLICY_TITLE.get(policy_label(profiles[0]['sampling']), '')})")
+    fig.suptitle(
+        f"Measured acceptance against the i.i.d. model ({profiles[0]['pair']}, "
+        f"{POLICY_TITLE.get(policy_label(profiles[0]['sampling']), '')})"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -363,8 +474,9 @@ def compare_claims(out_root, drops: int = 4, workers: int = 2) -> dict:
     for scenario in dict.fromkeys(s for pair in CLAIMS_SCENARIOS for s in pair):
         if scenario not in preset_names():
             continue
-        cfg = RunConfig(out=Path(out_root) / scenario, quick=True, preset=scenario, drops=drops, workers=workers,
-                        progress=False)
+        cfg = RunConfig(
+            out=Path(out_root) / scenario, quick=True, preset=scenario, drops=drops, workers=workers, progress=False
+        )
         result = reproduce(cfg, f"multispin reproduce --quick --scenario {scenario} --drops {drops}")
         verdicts[scenario] = {c.id: c.status for c in result.claims}
         claims_text.update({c.id: c.claim for c in result.claims})
@@ -379,24 +491,36 @@ def _claims_lines() -> list[str]:
     if len(scenarios) < 2:
         return []
     base, measured = scenarios[0], scenarios[1:]
-    lines = ["## The paper's claims on measured acceptance", "",
-             f"Every claim checked by the same pipeline and checker (`multispin reproduce --quick`, "
-             f"{data['drops']} drops per point: a quick run, so INCONCLUSIVE is common) on the paper's assumed "
-             f"table (`{base}`) and on the presets with measured acceptance "
-             f"(`python -m multispin.experiments.acceptance_table claims`; for one run beside another, "
-             f"`multispin reproduce --scenario NAME --compare-with OTHER_OUT`).", "",
-             "| id | claim | " + " | ".join(f"`{s}`" for s in scenarios) + " |",
-             "|---|---|" + "---|" * len(scenarios)]
+    lines = [
+        "## The paper's claims on measured acceptance",
+        "",
+        f"Every claim checked by the same pipeline and checker (`multispin reproduce --quick`, "
+        f"{data['drops']} drops per point: a quick run, so INCONCLUSIVE is common) on the paper's assumed "
+        f"table (`{base}`) and on the presets with measured acceptance "
+        f"(`python -m multispin.experiments.acceptance_table claims`; for one run beside another, "
+        f"`multispin reproduce --scenario NAME --compare-with OTHER_OUT`).",
+        "",
+        "| id | claim | " + " | ".join(f"`{s}`" for s in scenarios) + " |",
+        "|---|---|" + "---|" * len(scenarios),
+    ]
     from multispin.experiments.reproduce.report import counterpart
 
     changed = []
     for cid in data["verdicts"][base]:  # the assumed run's claims; a per-pair claim's id names its pair
         row = [data["verdicts"][base][cid]] + [counterpart(cid, data["verdicts"][s]) or "–" for s in measured]
         lines.append(f"| {cid.split(' (')[0]} | {data['claims'][cid]} | " + " | ".join(row) + " |")
-        changed += [f"claim {cid.split(' (')[0]} ({s}: {v}, assumed: {row[0]})"
-                    for s, v in zip(measured, row[1:]) if v != row[0]]
-    lines += ["", ("Verdicts that change under measured acceptance: " + "; ".join(changed) + ".")
-              if changed else "No verdict changes under measured acceptance.", ""]
+        changed += [
+            f"claim {cid.split(' (')[0]} ({s}: {v}, assumed: {row[0]})"
+            for s, v in zip(measured, row[1:])
+            if v != row[0]
+        ]
+    lines += [
+        "",
+        ("Verdicts that change under measured acceptance: " + "; ".join(changed) + ".")
+        if changed
+        else "No verdict changes under measured acceptance.",
+        "",
+    ]
     return lines
 
 

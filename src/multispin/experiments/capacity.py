@@ -22,8 +22,9 @@ from multispin.errors import ConfigError
 POLICY_MODES = {"adaptive": "optimal", "all_ul": "all_ul", "all_dl": "all_dl"}
 
 
-def round_tpot_samples(inst, gamma: np.ndarray, modes: str, rng: np.random.Generator, rounds: int,
-                       split: str = "equal") -> np.ndarray:
+def round_tpot_samples(
+    inst, gamma: np.ndarray, modes: str, rng: np.random.Generator, rounds: int, split: str = "equal"
+) -> np.ndarray:
     """TPOT samples T / N_k of `rounds` simulated rounds at draft lengths γ (one per device-round)."""
     from multispin.optimize.goodput import t_comp_s
     from multispin.optimize.reactive import t_comm_batch
@@ -48,9 +49,18 @@ class CapacityPoint:
     served: bool
 
 
-def capacity(scenario, *, policy: str = "adaptive", objective: str = "sum", tpot_target_s: float = 0.1,
-             quantile: float = 95.0, max_devices: int = 16, drops: int = 3, rounds: int = 200,
-             n_saa: int = 200) -> tuple[int, list[CapacityPoint]]:
+def capacity(
+    scenario,
+    *,
+    policy: str = "adaptive",
+    objective: str = "sum",
+    tpot_target_s: float = 0.1,
+    quantile: float = 95.0,
+    max_devices: int = 16,
+    drops: int = 3,
+    rounds: int = 200,
+    n_saa: int = 200,
+) -> tuple[int, list[CapacityPoint]]:
     """(the capacity, the TPOT quantile at each K tried) for ``scenario`` (its radio, compute and
     seed); ``drops`` drops per K (seeds scenario.seed, +1, …), samples pooled over them."""
     from multispin.optimize.objectives import EnergyModel, plan_objective
@@ -72,8 +82,9 @@ def capacity(scenario, *, policy: str = "adaptive", objective: str = "sum", tpot
             u = stream(sc.seed, "saa", 0).random((n_saa, k))
             p = plan(inst, uniforms=u, modes=modes, policy="fast" if modes == "optimal" else "greedy")
             if objective != "sum":
-                p = plan_objective(inst, objective, uniforms=u, energy=EnergyModel.of(sc), modes=modes,
-                                   starts=[p.draft_len])[0]
+                p = plan_objective(
+                    inst, objective, uniforms=u, energy=EnergyModel.of(sc), modes=modes, starts=[p.draft_len]
+                )[0]
             rng = stream(sc.seed, "montecarlo", k)  # the outcomes simulated at the plan
             samples.append(round_tpot_samples(inst, p.draft_len, modes, rng, rounds))
         q = float(np.percentile(np.concatenate(samples), quantile))

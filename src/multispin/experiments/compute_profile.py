@@ -10,7 +10,7 @@ from __future__ import annotations
 import platform
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from scipy.optimize import nnls
@@ -31,8 +31,9 @@ def median_s(fn: Callable[[], None], repeats: int) -> float:
     return statistics.median(times)
 
 
-def time_verification(target, batch_sizes, draft_lens, repeats: int = 3,
-                      progress: Progress | None = None) -> list[dict]:
+def time_verification(
+    target, batch_sizes, draft_lens, repeats: int = 3, progress: Progress | None = None
+) -> list[dict]:
     """Median wall time of one batched target pass (a `BatchedLM`) per (batch size, γ);
     ``progress`` receives a `Step` after every batch size."""
     say = reporter(progress)
@@ -67,8 +68,12 @@ def fit_verification(rows: list[dict]) -> dict:
     pred = a @ coef
     ss_res = float(((y - pred) ** 2).sum())
     ss_tot = float(((y - y.mean()) ** 2).sum()) or 1.0
-    return {"t_ver0_s": float(coef[0]), "t_ver1_s": float(coef[1]), "t_ver_tok_s": float(coef[2]),
-            "r2": 1.0 - ss_res / ss_tot}
+    return {
+        "t_ver0_s": float(coef[0]),
+        "t_ver1_s": float(coef[1]),
+        "t_ver_tok_s": float(coef[2]),
+        "r2": 1.0 - ss_res / ss_tot,
+    }
 
 
 def time_draft_per_token(lm, tokens: int = 32, repeats: int = 3) -> float:
@@ -89,8 +94,9 @@ def time_draft_per_token(lm, tokens: int = 32, repeats: int = 3) -> float:
     return max(0.0, (median_s(run, repeats) - median_s(prefill_only, repeats)) / tokens)
 
 
-def profile_pair(pair, batch_sizes=(1, 2, 4, 8), draft_lens=(1, 2, 4, 8), repeats: int = 3,
-                 progress: Progress | None = None) -> dict:
+def profile_pair(
+    pair, batch_sizes=(1, 2, 4, 8), draft_lens=(1, 2, 4, 8), repeats: int = 3, progress: Progress | None = None
+) -> dict:
     """A compute profile of `pair` on this host (what `multispin profile` writes); ``progress``
     receives a `Step` after every draft timed and every batch size."""
     import torch
@@ -103,14 +109,19 @@ def profile_pair(pair, batch_sizes=(1, 2, 4, 8), draft_lens=(1, 2, 4, 8), repeat
     for i, name in enumerate(pair.drafts):
         drafts[name] = time_draft_per_token(draft_lm(pair, name), repeats=repeats)
         say(Step("timing drafts", i + 1, len(pair.drafts), "drafts"))
-    rows = time_verification(HFBatchedLM(pair.target, pair.vocab_size), batch_sizes, draft_lens, repeats,
-                             progress=progress)
+    rows = time_verification(
+        HFBatchedLM(pair.target, pair.vocab_size), batch_sizes, draft_lens, repeats, progress=progress
+    )
     fit = fit_verification(rows)
     return {
         "pair": pair.name,
         "vocab_size": pair.vocab_size,  # scenarios of another vocabulary refuse this profile
-        "host": {"machine": platform.machine(), "processor": platform.processor() or "unknown",
-                 "torch_threads": torch.get_num_threads(), "torch": torch.__version__},
+        "host": {
+            "machine": platform.machine(),
+            "processor": platform.processor() or "unknown",
+            "torch_threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+        },
         "draft_latency_s_per_token": drafts,
         **fit,
         "past_tokens": PAST_TOKENS,

@@ -16,10 +16,11 @@ every point.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Literal
 
 import numpy as np
 from pydantic import Field, field_validator
@@ -29,11 +30,20 @@ from multispin.config import StrictConfig
 from multispin.errors import Interrupted
 from multispin.experiments.demo_defaults import DEMO_DEVICES, DEMO_ROUNDS
 from multispin.experiments.paired import (
-    MAX_BATCHES_PER_SEED, MIN_BATCH_ROUNDS, PairedDifference, RoundLog, goodput_interval, paired_difference,
+    MAX_BATCHES_PER_SEED,
+    MIN_BATCH_ROUNDS,
+    PairedDifference,
+    RoundLog,
+    goodput_interval,
+    paired_difference,
 )
 from multispin.experiments.service import pooled_service_metrics
 from multispin.experiments.testbed import (
-    TestbedConfig, TestbedResult, build_scenario, run_testbed, steady_state_figures,
+    TestbedConfig,
+    TestbedResult,
+    build_scenario,
+    run_testbed,
+    steady_state_figures,
 )
 from multispin.vocabulary import DEMO_POLICIES as POLICIES
 
@@ -80,19 +90,38 @@ class DemoConfig(StrictConfig):
     def _known_policies(cls, policies: tuple[str, ...]) -> tuple[str, ...]:
         bad = [p for p in policies if p not in POLICIES]
         if bad or "adaptive" not in policies or len(policies) < 2 or len(set(policies)) != len(policies):
-            raise PydanticCustomError("policies", "adaptive and at least one other of {allowed}, each once",
-                                      {"allowed": ", ".join(POLICIES)})
+            raise PydanticCustomError(
+                "policies", "adaptive and at least one other of {allowed}, each once", {"allowed": ", ".join(POLICIES)}
+            )
         return ("adaptive",) + tuple(p for p in POLICIES if p in policies and p != "adaptive")
 
     def testbed(self, policy: str, seed: int, p_dl_dbm: float | None, out: Path) -> TestbedConfig:
-        return TestbedConfig.make(pair=self.pair, devices=self.devices, rounds=self.rounds,
-                                  max_new_tokens=self.max_new_tokens, scenario=self.scenario, policy=policy,
-                                  p_dl_dbm=p_dl_dbm, p_ul_dbm=self.p_ul_dbm, noise_figure_db=self.noise_figure_db,
-                                  speed_kmh=self.speed_kmh, pilot_snr_db=self.pilot_snr_db,
-                                  csi_planning=self.csi_planning, objective=self.objective,
-                                  energy_weight=self.energy_weight, drafts=self.drafts, top_k=self.top_k, ul_codec=self.ul_codec,
-                                  dl_codec=self.dl_codec, seed=seed, out=out, n_saa=self.n_saa, split=self.split,
-                                  runner=self.runner, round_timeout_s=self.round_timeout_s)
+        return TestbedConfig.make(
+            pair=self.pair,
+            devices=self.devices,
+            rounds=self.rounds,
+            max_new_tokens=self.max_new_tokens,
+            scenario=self.scenario,
+            policy=policy,
+            p_dl_dbm=p_dl_dbm,
+            p_ul_dbm=self.p_ul_dbm,
+            noise_figure_db=self.noise_figure_db,
+            speed_kmh=self.speed_kmh,
+            pilot_snr_db=self.pilot_snr_db,
+            csi_planning=self.csi_planning,
+            objective=self.objective,
+            energy_weight=self.energy_weight,
+            drafts=self.drafts,
+            top_k=self.top_k,
+            ul_codec=self.ul_codec,
+            dl_codec=self.dl_codec,
+            seed=seed,
+            out=out,
+            n_saa=self.n_saa,
+            split=self.split,
+            runner=self.runner,
+            round_timeout_s=self.round_timeout_s,
+        )
 
     def sweep_points(self) -> list[tuple[float | None, float | None]]:
         """(P^dl/P^ul offset in dB or None, P^dl in dBm or None for the scenario's) per point."""
@@ -111,10 +140,12 @@ class PolicyRuns:
 
     @cached_property
     def log(self) -> RoundLog:
-        return RoundLog.of([[r.tokens for r in res.rounds] for res in self.results],
-                           [[r.comp_latency_s + r.comm_latency_s for r in res.rounds] for res in self.results])
+        return RoundLog.of(
+            [[r.tokens for r in res.rounds] for res in self.results],
+            [[r.comp_latency_s + r.comm_latency_s for r in res.rounds] for res in self.results],
+        )
 
-    def row(self, target_only: "PolicyRuns | None") -> dict:
+    def row(self, target_only: PolicyRuns | None) -> dict:
         """The table row: goodput with its interval, the gain over target-only (None when target-only
         did not run), what it is made of."""
         s = [res.summary for res in self.results]
@@ -122,18 +153,37 @@ class PolicyRuns:
         return {
             "policy": self.policy,
             "goodput_tokens_per_s": goodput_interval(self.log).to_dict(),
-            "vs_target_only": (None if target_only is None or self is target_only
-                               else paired_difference(self.log, target_only.log, (self.policy, "target_only")).to_dict()),
+            "vs_target_only": (
+                None
+                if target_only is None or self is target_only
+                else paired_difference(self.log, target_only.log, (self.policy, "target_only")).to_dict()
+            ),
             "forecast_tokens_per_s": float(np.mean([x["forecast_tokens_per_s"] for x in s])),
             # per seed: realised / forecast is judged over seeds (each seed is one independent run)
-            "per_seed": [{"seed": res.config.seed, "goodput_tokens_per_s": x["goodput_tokens_per_s"],
-                          "forecast_tokens_per_s": x["forecast_tokens_per_s"],
-                          "budget_blind_forecast_tokens_per_s": x.get("budget_blind_forecast_tokens_per_s")}
-                         for res, x in zip(self.results, s)],
-            **{k: f[k] for k in ("free_comm_tokens_per_s", "mean_t_comp_s", "mean_t_comm_s", "tokens_per_round",
-                                 "drafting_share", "mean_gamma", "mean_planning_cpu_s")},
-            "realised_over_forecast": forecast_ratio([x["goodput_tokens_per_s"] for x in s],
-                                                     [x["forecast_tokens_per_s"] for x in s]),
+            "per_seed": [
+                {
+                    "seed": res.config.seed,
+                    "goodput_tokens_per_s": x["goodput_tokens_per_s"],
+                    "forecast_tokens_per_s": x["forecast_tokens_per_s"],
+                    "budget_blind_forecast_tokens_per_s": x.get("budget_blind_forecast_tokens_per_s"),
+                }
+                for res, x in zip(self.results, s)
+            ],
+            **{
+                k: f[k]
+                for k in (
+                    "free_comm_tokens_per_s",
+                    "mean_t_comp_s",
+                    "mean_t_comm_s",
+                    "tokens_per_round",
+                    "drafting_share",
+                    "mean_gamma",
+                    "mean_planning_cpu_s",
+                )
+            },
+            "realised_over_forecast": forecast_ratio(
+                [x["goodput_tokens_per_s"] for x in s], [x["forecast_tokens_per_s"] for x in s]
+            ),
             "dl_share": float(np.mean([x["dl_share"] for x in s])),
             "bits_charged_per_token": float(np.mean([x["bits_charged_per_token"] for x in s])),
             "steady_state": f["steady_state"],
@@ -145,9 +195,13 @@ class PolicyRuns:
 
     def service(self) -> dict:
         scenario = build_scenario(self.results[0].config)
-        return pooled_service_metrics([res.rounds for res in self.results], self.results[0].config.devices,
-                                      energy=scenario.energy, p_ul_w=scenario.radio.p_ul_w,
-                                      clock=self.results[0].config.clock)
+        return pooled_service_metrics(
+            [res.rounds for res in self.results],
+            self.results[0].config.devices,
+            energy=scenario.energy,
+            p_ul_w=scenario.radio.p_ul_w,
+            clock=self.results[0].config.clock,
+        )
 
 
 def forecast_ratio(realised: list[float], forecast: list[float], level: float = 0.95) -> dict | None:
@@ -190,8 +244,13 @@ class SweepPoint:
         self.comparisons = [paired_difference(adaptive, self.runs[p].log, ("adaptive", p)) for p in order]
 
     def to_dict(self) -> dict:
-        return {"pdl_over_pul_db": self.offset_db, "p_dl_dbm": self.p_dl_dbm, "best_baseline": self.best_baseline,
-                "policies": self.rows, "comparisons": [c.to_dict() for c in self.comparisons]}
+        return {
+            "pdl_over_pul_db": self.offset_db,
+            "p_dl_dbm": self.p_dl_dbm,
+            "best_baseline": self.best_baseline,
+            "policies": self.rows,
+            "comparisons": [c.to_dict() for c in self.comparisons],
+        }
 
 
 @dataclass
@@ -201,37 +260,55 @@ class DemoResult:
     setup: dict  # drafts, tasks, measured α, payload
 
     def to_dict(self) -> dict:
-        return {"config": json.loads(self.config.model_dump_json()), "setup": self.setup,
-                "method": METHOD,
-                "points": [p.to_dict() for p in self.points]}
+        return {
+            "config": json.loads(self.config.model_dump_json()),
+            "setup": self.setup,
+            "method": METHOD,
+            "points": [p.to_dict() for p in self.points],
+        }
 
 
 # what summary.json says of its intervals: what multispin.experiments.paired computes
-METHOD = ("steady-state goodput Σ tokens / Σ (T_comp + T_comm) over every measured round; 95% intervals: "
-          f"batch means (each seed's rounds cut into consecutive batches of at least {MIN_BATCH_ROUNDS} rounds, "
-          f"at most {MAX_BATCHES_PER_SEED} per seed, the same cuts for every policy, so differences stay paired) "
-          "with a leave-one-batch-out jackknife of the ratio of sums, on the log scale with Student's t "
-          "over the batches of every seed")
+METHOD = (
+    "steady-state goodput Σ tokens / Σ (T_comp + T_comm) over every measured round; 95% intervals: "
+    f"batch means (each seed's rounds cut into consecutive batches of at least {MIN_BATCH_ROUNDS} rounds, "
+    f"at most {MAX_BATCHES_PER_SEED} per seed, the same cuts for every policy, so differences stay paired) "
+    "with a leave-one-batch-out jackknife of the ratio of sums, on the log scale with Student's t "
+    "over the batches of every seed"
+)
 
 # settings a title names when they differ from these (the defaults of `multispin demo`)
-_LABELS = {"p_dl_dbm": ("P^dl {} dBm", None), "p_ul_dbm": ("P^ul {} dBm", None),
-           "noise_figure_db": ("NF {} dB", None), "speed_kmh": ("{} km/h", None),
-           "pilot_snr_db": ("pilot SNR {} dB", None), "csi_planning": ("{} planning", None),
-           "top_k": ("top-k {}", None), "ul_codec": ("UL {}", None), "dl_codec": ("DL {}", None),
-           "drafts": ("drafts {}", None), "max_new_tokens": ("{} tokens per prompt", 64),
-           "n_saa": ("N_SAA {}", 300), "split": ("{} split", "equal"),
-           "objective": ("objective {}", None), "energy_weight": ("w {} tokens/J", None)}
+_LABELS = {
+    "p_dl_dbm": ("P^dl {} dBm", None),
+    "p_ul_dbm": ("P^ul {} dBm", None),
+    "noise_figure_db": ("NF {} dB", None),
+    "speed_kmh": ("{} km/h", None),
+    "pilot_snr_db": ("pilot SNR {} dB", None),
+    "csi_planning": ("{} planning", None),
+    "top_k": ("top-k {}", None),
+    "ul_codec": ("UL {}", None),
+    "dl_codec": ("DL {}", None),
+    "drafts": ("drafts {}", None),
+    "max_new_tokens": ("{} tokens per prompt", 64),
+    "n_saa": ("N_SAA {}", 300),
+    "split": ("{} split", "equal"),
+    "objective": ("objective {}", None),
+    "energy_weight": ("w {} tokens/J", None),
+}
 
 
-def non_default_settings(config: "DemoConfig") -> str:
+def non_default_settings(config: DemoConfig) -> str:
     """The settings that differ from the demo's defaults, for titles and figures: a run at 30 km/h
     or pilot SNR 0 dB must not look like the default run."""
     parts = []
     for name, (fmt, default) in _LABELS.items():
         value = getattr(config, name)
         if value != default:
-            parts.append(fmt.format(",".join(value) if isinstance(value, list) else f"{value:g}"
-                                    if isinstance(value, float) else value))
+            parts.append(
+                fmt.format(
+                    ",".join(value) if isinstance(value, list) else f"{value:g}" if isinstance(value, float) else value
+                )
+            )
     return ", ".join(parts)
 
 
@@ -247,8 +324,14 @@ def describe_setup(config: DemoConfig, pair) -> dict:
     tb = config.testbed("adaptive", config.seed, config.p_dl_dbm, config.out)  # adaptive uses both modes
     drafts, tasks, scenario, measured = device_setup(tb, pair, "--draft")
     choice = payload_choice(tb, pair.vocab_size, scenario.optimizer.gamma_max)
-    return {"drafts": drafts, "tasks": tasks, "alpha_prior": [float(a) for a in World(scenario).drop.alpha],
-            "alpha_prior_measured": measured, "payload_headline": choice.headline, "exact": choice.exact}
+    return {
+        "drafts": drafts,
+        "tasks": tasks,
+        "alpha_prior": [float(a) for a in World(scenario).drop.alpha],
+        "alpha_prior_measured": measured,
+        "payload_headline": choice.headline,
+        "exact": choice.exact,
+    }
 
 
 def run_demo(config: DemoConfig, pair=None, progress: ProgressHook | None = None) -> DemoResult:
@@ -267,8 +350,9 @@ def run_demo(config: DemoConfig, pair=None, progress: ProgressHook | None = None
 
         doc = {"interrupted": True, "config": config.model_dump(mode="json"), "runs_finished": finished}
         path.write_text(json.dumps(versioned(doc, "demo-summary"), indent=2))
-        raise Interrupted.after(exc, f"interrupted after {len(finished)} finished testbed runs; "
-                                     f"partial summary in {path}") from None
+        raise Interrupted.after(
+            exc, f"interrupted after {len(finished)} finished testbed runs; partial summary in {path}"
+        ) from None
 
 
 def _run_points(config: DemoConfig, pair, progress: ProgressHook | None, finished: list[dict]) -> DemoResult:
@@ -286,8 +370,9 @@ def _run_points(config: DemoConfig, pair, progress: ProgressHook | None, finishe
                 calls[seed] = config.testbed(policy, seed, p_dl, folder)
             results = dict(_run_seeds(config, calls, pair, progress, offset))
             for seed in sorted(results):
-                finished.append({"policy": policy, "seed": seed, "pdl_offset_db": offset,
-                                 "folder": str(calls[seed].out)})
+                finished.append(
+                    {"policy": policy, "seed": seed, "pdl_offset_db": offset, "folder": str(calls[seed].out)}
+                )
             runs[policy] = PolicyRuns(policy, [results[s] for s in sorted(results)])
         target_only = runs.get("target_only")
         point = SweepPoint(offset, p_dl, runs)
@@ -320,8 +405,12 @@ def _run_one(tb: TestbedConfig) -> TestbedResult:
     return run_testbed(tb)
 
 
-_STYLE = {"adaptive": ("-", "o", "tab:blue"), "all_ul": ("--", "s", "tab:orange"),
-          "all_dl": ("-.", "^", "tab:green"), "target_only": (":", None, "black")}
+_STYLE = {
+    "adaptive": ("-", "o", "tab:blue"),
+    "all_ul": ("--", "s", "tab:orange"),
+    "all_dl": ("-.", "^", "tab:green"),
+    "target_only": (":", None, "black"),
+}
 
 
 def plot_demo(result: DemoResult, path: Path) -> Path:
@@ -337,12 +426,17 @@ def plot_demo(result: DemoResult, path: Path) -> Path:
     rows = {r["policy"]: r for r in point.rows}
     spec = [p for p in POLICIES if p != "target_only" and p in rows]
     est = [rows[p]["goodput_tokens_per_s"]["estimate"] for p in spec]
-    err = np.array([[e - rows[p]["goodput_tokens_per_s"]["low"], rows[p]["goodput_tokens_per_s"]["high"] - e]
-                    for p, e in zip(spec, est)]).T
+    err = np.array(
+        [
+            [e - rows[p]["goodput_tokens_per_s"]["low"], rows[p]["goodput_tokens_per_s"]["high"] - e]
+            for p, e in zip(spec, est)
+        ]
+    ).T
     ax1.bar(spec, est, yerr=err, capsize=6, color=[_STYLE[p][2] for p in spec], alpha=0.8)
     if "target_only" in rows:
-        ax1.axhline(rows["target_only"]["goodput_tokens_per_s"]["estimate"], color="black", linestyle=":",
-                    label="target_only")
+        ax1.axhline(
+            rows["target_only"]["goodput_tokens_per_s"]["estimate"], color="black", linestyle=":", label="target_only"
+        )
     ax1.plot(spec, [rows[p]["forecast_tokens_per_s"] for p in spec], "kx", label="model forecast")
     ax1.set_ylabel("steady-state sum goodput (tokens/s)")
     ax1.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
@@ -351,16 +445,19 @@ def plot_demo(result: DemoResult, path: Path) -> Path:
         res = point.runs[p].results[0]
         t = np.cumsum([r.comp_latency_s + r.comm_latency_s for r in res.rounds])
         n = np.cumsum([r.tokens for r in res.rounds])
-        ax2.plot(np.concatenate([[0], t]), np.concatenate([[0], n]), label=p, linestyle=_STYLE[p][0],
-                 color=_STYLE[p][2])
+        ax2.plot(
+            np.concatenate([[0], t]), np.concatenate([[0], n]), label=p, linestyle=_STYLE[p][0], color=_STYLE[p][2]
+        )
     ax2.set_xlabel("scenario time (s)")
     ax2.set_ylabel("tokens generated (all devices)")
     ax2.legend()
     ax2.grid(alpha=0.3)
     cfg = result.config
     extra = non_default_settings(cfg)
-    fig.suptitle(f"multispin demo: {cfg.pair}, K={cfg.devices}, {cfg.scenario} profile, {cfg.rounds} rounds × "
-                 f"{cfg.seeds} seed(s), steady state, 95% intervals" + (f"\n{extra}" if extra else ""))
+    fig.suptitle(
+        f"multispin demo: {cfg.pair}, K={cfg.devices}, {cfg.scenario} profile, {cfg.rounds} rounds × "
+        f"{cfg.seeds} seed(s), steady state, 95% intervals" + (f"\n{extra}" if extra else "")
+    )
     return _save(fig, path)
 
 
@@ -380,18 +477,25 @@ def plot_sweep(result: DemoResult, path: Path) -> Path:
         est = np.array([v["estimate"] for v in g])
         err = np.array([[e - v["low"] for e, v in zip(est, g)], [v["high"] - e for e, v in zip(est, g)]])
         style, marker, colour = _STYLE[policy]
-        ax.errorbar(x + (i - 1.5) * 0.25, est, yerr=err, linestyle=style, marker=marker, color=colour,
-                    capsize=4, label=policy)
-    ax.set_xlabel("P$^{dl}$ / P$^{ul}$ (dB)\nwhiskers: each policy's own 95% interval; the paired differences "
-                  "(printed, summary.json) are tighter", fontsize=9)
+        ax.errorbar(
+            x + (i - 1.5) * 0.25, est, yerr=err, linestyle=style, marker=marker, color=colour, capsize=4, label=policy
+        )
+    ax.set_xlabel(
+        "P$^{dl}$ / P$^{ul}$ (dB)\nwhiskers: each policy's own 95% interval; the paired differences "
+        "(printed, summary.json) are tighter",
+        fontsize=9,
+    )
     ax.set_ylabel("steady-state sum goodput (tokens/s)")
     ax.set_xticks(x)
     ax.grid(alpha=0.3)
     ax.legend()
     cfg = result.config
     extra = non_default_settings(cfg)
-    ax.set_title(f"{cfg.pair}, K={cfg.devices}, {cfg.scenario}, {cfg.rounds} rounds × {cfg.seeds} seed(s)"
-                 + (f"\n{extra}" if extra else ""), fontsize=10)
+    ax.set_title(
+        f"{cfg.pair}, K={cfg.devices}, {cfg.scenario}, {cfg.rounds} rounds × {cfg.seeds} seed(s)"
+        + (f"\n{extra}" if extra else ""),
+        fontsize=10,
+    )
     return _save(fig, path)
 
 

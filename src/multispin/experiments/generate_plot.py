@@ -10,8 +10,11 @@ import numpy as np
 
 # how a device's round ended: a correction sent in UL or DL mode, or every draft token accepted
 # (a bonus token), or no draft at all (γ = 0: the server writes the token itself)
-_END_MARKER = {"ul": ("o", "rejected, UL correction"), "dl": ("s", "rejected, DL correction"),
-               None: ("*", "no rejection (bonus token, or γ = 0)")}
+_END_MARKER = {
+    "ul": ("o", "rejected, UL correction"),
+    "dl": ("s", "rejected, DL correction"),
+    None: ("*", "no rejection (bonus token, or γ = 0)"),
+}
 
 
 def tokens_written(dev: dict) -> np.ndarray:
@@ -35,8 +38,13 @@ def plot_generate(doc: dict, path) -> Path:
         for mode, (marker, _) in _END_MARKER.items():
             at = [j for j, m in enumerate(dev["modes"]) if m == mode]
             ax1.scatter(rounds[at], np.asarray(dev["accepted_counts"])[at], color=color, marker=marker, s=28, zorder=3)
-        ax2.plot(np.concatenate([[0], rounds]), np.concatenate([[0], tokens_written(dev)]), color=color,
-                 marker=".", label=label)
+        ax2.plot(
+            np.concatenate([[0], rounds]),
+            np.concatenate([[0], tokens_written(dev)]),
+            color=color,
+            marker=".",
+            label=label,
+        )
     for marker, text in _END_MARKER.values():
         ax1.scatter([], [], color="gray", marker=marker, label=text)
     ax1.plot([], [], color="gray", linestyle="--", label="draft length γ")
@@ -48,8 +56,10 @@ def plot_generate(doc: dict, path) -> Path:
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.yaxis.get_major_locator().set_params(integer=True)
     ax1.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2, frameon=False)
-    fig.suptitle(f"multispin generate: {cfg['pair']}, K={len(doc['devices'])}, γ={cfg['draft_len']}, "
-                 f"mode={cfg['mode']}, T={cfg['temperature']:g}, seed {cfg['seed']}")
+    fig.suptitle(
+        f"multispin generate: {cfg['pair']}, K={len(doc['devices'])}, γ={cfg['draft_len']}, "
+        f"mode={cfg['mode']}, T={cfg['temperature']:g}, seed {cfg['seed']}"
+    )
     path = Path(path)
     save(fig, path)
     return path

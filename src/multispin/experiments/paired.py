@@ -25,8 +25,8 @@ identical runs (log 1 = 0).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 from scipy import stats
@@ -47,11 +47,13 @@ class RoundLog:
     latency_s: np.ndarray
 
     @classmethod
-    def of(cls, tokens, latency_s) -> "RoundLog":
+    def of(cls, tokens, latency_s) -> RoundLog:
         tok, lat = np.atleast_2d(np.asarray(tokens, float)), np.atleast_2d(np.asarray(latency_s, float))
         if tok.shape != lat.shape or tok.size == 0:
-            raise ConfigError(f"round log: tokens {tok.shape} and latencies {lat.shape} must be the same "
-                              "non-empty (seeds, rounds) shape")
+            raise ConfigError(
+                f"round log: tokens {tok.shape} and latencies {lat.shape} must be the same "
+                "non-empty (seeds, rounds) shape"
+            )
         return cls(tok, lat)
 
     @property
@@ -93,15 +95,22 @@ class PairedDifference:
     def verdict(self) -> str:
         """One line: the difference, its interval, and what it means."""
         p = self.pct
-        head = (f"{self.a} vs {self.b}: {_pct(p.estimate)} goodput (95% interval {_pct(p.low)} … "
-                f"{_pct(p.high)})")
+        head = f"{self.a} vs {self.b}: {_pct(p.estimate)} goodput (95% interval {_pct(p.low)} … {_pct(p.high)})"
         if not self.significant:
             return f"{head}: not significant"
         return f"{head}: {self.a} {'ahead' if p.estimate > 0 else 'behind'}"
 
     def to_dict(self) -> dict:
-        return {"a": self.a, "b": self.b, "pct": self.pct.to_dict(), "significant": self.significant,
-                "seeds": self.seeds, "rounds": self.rounds, "batches_per_seed": self.batches_per_seed, "verdict": self.verdict}
+        return {
+            "a": self.a,
+            "b": self.b,
+            "pct": self.pct.to_dict(),
+            "significant": self.significant,
+            "seeds": self.seeds,
+            "rounds": self.rounds,
+            "batches_per_seed": self.batches_per_seed,
+            "verdict": self.verdict,
+        }
 
 
 def _pct(x: float) -> str:
@@ -135,8 +144,9 @@ def _log_jackknife(ratio: Callable[[np.ndarray], np.ndarray], batches: int, leve
     return Interval(full, full * float(np.exp(-half)), full * float(np.exp(half)))
 
 
-def paired_difference(a: RoundLog, b: RoundLog, names: tuple[str, str] = ("a", "b"), *,
-                      batches: int | None = None, level: float = LEVEL) -> PairedDifference:
+def paired_difference(
+    a: RoundLog, b: RoundLog, names: tuple[str, str] = ("a", "b"), *, batches: int | None = None, level: float = LEVEL
+) -> PairedDifference:
     """G_a / G_b − 1 (percent) with its paired batch-means jackknife interval, built for the ratio
     G_a / G_b on the log scale (module docstring), so it never reaches −100%; `batches` per seed
     overrides the default."""

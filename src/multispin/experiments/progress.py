@@ -6,8 +6,8 @@ of the way in a log), so a script or a test can take the same reports as plain v
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,6 @@ class Step:
 Progress = Callable[[Step], None]
 
 
-def reporter(progress: Optional[Progress]) -> Progress:
+def reporter(progress: Progress | None) -> Progress:
     """``progress`` itself, or a callback that ignores every step."""
     return progress or (lambda step: None)

@@ -24,8 +24,9 @@ def correction_airtime_s(world: World, rounds: int = FADING_ROUNDS) -> dict[str,
     states = [world.channel.draw(r) for r in range(rounds)]
     gains = {"UL": np.array([s.gain_ul for s in states]), "DL": np.array([s.gain_dl for s in states])}
     power = {"UL": radio.p_ul_w, "DL": radio.p_dl_w}
-    return {link: latency_s(bits, radio.bandwidth_hz, power[link], g, radio.noise_psd_w_per_hz)
-            for link, g in gains.items()}
+    return {
+        link: latency_s(bits, radio.bandwidth_hz, power[link], g, radio.noise_psd_w_per_hz) for link, g in gains.items()
+    }
 
 
 def plot_scenario(scenario: Scenario, name: str, path) -> Path:
@@ -41,15 +42,28 @@ def plot_scenario(scenario: Scenario, name: str, path) -> Path:
     rule = scenario.devices.drop
     lo, hi = min(rule.min_distance_m, drop.distance_m.min()), max(rule.max_distance_m, drop.distance_m.max())
     d = np.linspace(lo, hi, 200)
-    ax1.plot(d, linear_to_db(path_loss_linear(d, radio.path_loss_db_at_1m, radio.path_loss_exponent)),
-             color="gray", linewidth=1, label=f"{radio.path_loss_db_at_1m:g} dB at 1 m, exponent {radio.path_loss_exponent:g}")
+    ax1.plot(
+        d,
+        linear_to_db(path_loss_linear(d, radio.path_loss_db_at_1m, radio.path_loss_exponent)),
+        color="gray",
+        linewidth=1,
+        label=f"{radio.path_loss_db_at_1m:g} dB at 1 m, exponent {radio.path_loss_exponent:g}",
+    )
     pl_db = linear_to_db(world.channel.path_loss)
     for i, task in enumerate(sorted(set(drop.task))):
         at = [k for k, t in enumerate(drop.task) if t == task]
-        ax1.scatter(drop.distance_m[at], pl_db[at], color=f"C{i}", zorder=3,
-                    label=f"{task} (α {drop.alpha[at[0]]:.2f}) ×{len(at)}")
-    ax1.set(xlabel="distance to the server (m)", ylabel="path loss (dB)",
-            title=f"the drop: {scenario.devices.count} devices (seed {scenario.seed})")
+        ax1.scatter(
+            drop.distance_m[at],
+            pl_db[at],
+            color=f"C{i}",
+            zorder=3,
+            label=f"{task} (α {drop.alpha[at[0]]:.2f}) ×{len(at)}",
+        )
+    ax1.set(
+        xlabel="distance to the server (m)",
+        ylabel="path loss (dB)",
+        title=f"the drop: {scenario.devices.count} devices (seed {scenario.seed})",
+    )
     ax1.legend(fontsize=7)
     order = np.argsort(drop.distance_m)
     rank = np.arange(1, order.size + 1)
@@ -57,13 +71,24 @@ def plot_scenario(scenario: Scenario, name: str, path) -> Path:
         ms = 1e3 * t[:, order]
         mid, p10, p90 = np.median(ms, 0), np.percentile(ms, 10, 0), np.percentile(ms, 90, 0)
         power = radio.p_ul_dbm if link == "UL" else radio.p_dl_dbm_value
-        ax2.errorbar(rank + shift, mid, yerr=[mid - p10, p90 - mid], fmt="o", markersize=3, capsize=2,
-                     color=color, label=f"{link} mode ({power:.1f} dBm)")
+        ax2.errorbar(
+            rank + shift,
+            mid,
+            yerr=[mid - p10, p90 - mid],
+            fmt="o",
+            markersize=3,
+            capsize=2,
+            color=color,
+            label=f"{link} mode ({power:.1f} dBm)",
+        )
     ax2.set_yscale("log")
     ax2.xaxis.get_major_locator().set_params(integer=True)
-    ax2.set(xlabel="device, nearest first", ylabel="airtime of one correction (ms)",
-            title=f"{scenario.payload.payload_bits:,} bits alone on {radio.bandwidth_hz / 1e6:g} MHz "
-                  f"(median, 10–90% over {FADING_ROUNDS} fading rounds)")
+    ax2.set(
+        xlabel="device, nearest first",
+        ylabel="airtime of one correction (ms)",
+        title=f"{scenario.payload.payload_bits:,} bits alone on {radio.bandwidth_hz / 1e6:g} MHz "
+        f"(median, 10–90% over {FADING_ROUNDS} fading rounds)",
+    )
     ax2.title.set_fontsize(9)
     ax2.legend(fontsize=7)
     for ax in (ax1, ax2):

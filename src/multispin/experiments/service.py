@@ -18,7 +18,7 @@ The run's clock: `virtual` charges each round T_comp + T_comm (+ planning where 
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -45,8 +45,9 @@ def jain_index(x: Sequence[float]) -> float:
 def percentiles(samples: Sequence[float]) -> dict[str, float | int | None]:
     """p50/p95/p99 (linear interpolation) and the sample count; None where there is no sample."""
     a = np.asarray(samples, dtype=float)
-    out: dict[str, float | int | None] = {f"p{q}": (float(np.percentile(a, q)) if a.size else None)
-                                          for q in PERCENTILES}
+    out: dict[str, float | int | None] = {
+        f"p{q}": (float(np.percentile(a, q)) if a.size else None) for q in PERCENTILES
+    }
     out["n"] = int(a.size)
     return out
 
@@ -77,20 +78,33 @@ def device_energy_j(row: RoundRow, d: int, duration_s: float, energy, p_ul_w: fl
     """Device id d's joules in one round (`system.energy.device_round_energy`)."""
     mode = row.modes.get(d)
     return device_round_energy(
-        energy, round_s=duration_s, draft_compute_s=row.draft_compute_s.get(d, 0.0),
-        draft_upload_s=row.draft_upload_s.get(d, 0.0), p_ul_w=p_ul_w, mode=mode,
-        airtime_s=row.airtime_s.get(d, 0.0), correction_power_w=row.power_w.get(d, 0.0)).total_j
+        energy,
+        round_s=duration_s,
+        draft_compute_s=row.draft_compute_s.get(d, 0.0),
+        draft_upload_s=row.draft_upload_s.get(d, 0.0),
+        p_ul_w=p_ul_w,
+        mode=mode,
+        airtime_s=row.airtime_s.get(d, 0.0),
+        correction_power_w=row.power_w.get(d, 0.0),
+    ).total_j
 
 
-def service_metrics(rows: Sequence[RoundRow], devices: int, *, energy=None, p_ul_w: float | None = None,
-                    clock: str = "virtual") -> dict:
+def service_metrics(
+    rows: Sequence[RoundRow], devices: int, *, energy=None, p_ul_w: float | None = None, clock: str = "virtual"
+) -> dict:
     """Per-device goodput, Jain's index, the γ = 0 share, TTFT and TPOT percentiles and (with an
     `EnergyConfig` and the devices' P^ul in W) energy per generated token, for a run of `devices` slots."""
     return pooled_service_metrics([rows], devices, energy=energy, p_ul_w=p_ul_w, clock=clock)
 
 
-def pooled_service_metrics(runs: Sequence[Sequence[RoundRow]], devices: int, *, energy=None,
-                           p_ul_w: float | None = None, clock: str = "virtual") -> dict:
+def pooled_service_metrics(
+    runs: Sequence[Sequence[RoundRow]],
+    devices: int,
+    *,
+    energy=None,
+    p_ul_w: float | None = None,
+    clock: str = "virtual",
+) -> dict:
     """`service_metrics` over several runs (seeds) of the same policy: G_k is slot k's tokens over
     all runs / their summed duration, the percentiles pool every run's samples."""
     total = 0.0
@@ -124,7 +138,8 @@ def pooled_service_metrics(runs: Sequence[Sequence[RoundRow]], devices: int, *, 
     }
     if energy is not None:
         out["device_energy_j"] = {str(k): float(v) for k, v in enumerate(joules)}
-        out["device_energy_per_token_j"] = {str(k): (float(joules[k] / tokens[k]) if tokens[k] else None)
-                                            for k in range(devices)}
+        out["device_energy_per_token_j"] = {
+            str(k): (float(joules[k] / tokens[k]) if tokens[k] else None) for k in range(devices)
+        }
         out["energy_per_token_j"] = float(joules.sum() / tokens.sum()) if tokens.sum() else None
     return out

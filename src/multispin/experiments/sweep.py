@@ -22,9 +22,10 @@ channel. That drop compares adaptive, all-UL and all-DL modes only; other polici
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any
 
 from multispin.errors import ConfigError, Interrupted
 from multispin.experiments.reproduce.config import Point, RunConfig
@@ -80,8 +81,16 @@ class SweepTable:
         """The JSON-ready table (what ``multispin sweep --json`` prints, less the version fields)."""
         from multispin.jsonout import json_safe
 
-        return json_safe({"scenario": self.scenario, "over": self.over, "policies": self.policies,
-                          "drops": self.drops, "seed": self.seed, "rows": self.rows})
+        return json_safe(
+            {
+                "scenario": self.scenario,
+                "over": self.over,
+                "policies": self.policies,
+                "drops": self.drops,
+                "seed": self.seed,
+                "rows": self.rows,
+            }
+        )
 
     def to_json(self) -> str:
         """The document ``multispin sweep --json`` prints for the same sweep."""
@@ -114,11 +123,14 @@ def grid_points(sc, over: Mapping[str, Sequence[Any]], policies: Sequence[str]) 
         if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
             raise ConfigError(f"over: {name}: needs a non-empty list of values (got {values!r})")
         if name in ("seed", "radio.bandwidth_split"):
-            raise ConfigError(f"over: {name}: cannot be swept (the drops set the seed; a drop plans with the "
-                              "equal split)")
+            raise ConfigError(
+                f"over: {name}: cannot be swept (the drops set the seed; a drop plans with the equal split)"
+            )
     if sc.radio.bandwidth_split != "equal":
-        raise ConfigError("radio.bandwidth_split: the sweep plans with the equal split, as the reproduction "
-                          f"does (the scenario has {sc.radio.bandwidth_split!r})")
+        raise ConfigError(
+            "radio.bandwidth_split: the sweep plans with the equal split, as the reproduction "
+            f"does (the scenario has {sc.radio.bandwidth_split!r})"
+        )
     from multispin.experiments.reproduce.csi import CSI_REPLICATES
     from multispin.system.channel_process import uses_channel_process
 
@@ -134,12 +146,13 @@ def grid_points(sc, over: Mapping[str, Sequence[Any]], policies: Sequence[str]) 
         if uses_channel_process(point_sc):  # mobility or pilots: the channel-knowledge drop (module doc)
             other = [p for p in policies if p not in CSI_POLICIES]
             if other:
-                raise ConfigError(f"policies: {', '.join(other)}: not compared under channel.speed_kmh / "
-                                  f"channel.pilot_snr_db (allowed there: {', '.join(CSI_POLICIES)})")
+                raise ConfigError(
+                    f"policies: {', '.join(other)}: not compared under channel.speed_kmh / "
+                    f"channel.pilot_snr_db (allowed there: {', '.join(CSI_POLICIES)})"
+                )
             point_options = {"csi": True, "replicates": CSI_REPLICATES, "planning": point_sc.channel.planning}
         # seed_params=(): every point draws the same drops (common random numbers across the grid)
-        points.append(_ScenarioPoint(STUDY, overrides, sc.name, overrides, point_options, seed_params=(),
-                                     base=base))
+        points.append(_ScenarioPoint(STUDY, overrides, sc.name, overrides, point_options, seed_params=(), base=base))
     return points
 
 
@@ -165,18 +178,34 @@ def table_rows(points: Sequence[Point], summaries: Sequence[dict], policies: Seq
         for p in policies:
             g, gamma, _ = SWEEP_POLICIES[p]
             gain = None if p == "adaptive" else f"gom_vs_{p}_pct"
-            rows.append({**point.params, "policy": p, "goodput_tokens_per_s": s.get(g),
-                         "goodput_low": s.get(g + "_lo"), "goodput_high": s.get(g + "_hi"),
-                         "adaptive_gain_pct": s.get(gain) if gain else None,
-                         "adaptive_gain_low": s.get(gain + "_lo") if gain else None,
-                         "adaptive_gain_high": s.get(gain + "_hi") if gain else None,
-                         "mean_draft_len": s.get(gamma), "n_drops": s["n_drops"]})
+            rows.append(
+                {
+                    **point.params,
+                    "policy": p,
+                    "goodput_tokens_per_s": s.get(g),
+                    "goodput_low": s.get(g + "_lo"),
+                    "goodput_high": s.get(g + "_hi"),
+                    "adaptive_gain_pct": s.get(gain) if gain else None,
+                    "adaptive_gain_low": s.get(gain + "_lo") if gain else None,
+                    "adaptive_gain_high": s.get(gain + "_hi") if gain else None,
+                    "mean_draft_len": s.get(gamma),
+                    "n_drops": s["n_drops"],
+                }
+            )
     return rows
 
 
-def run_sweep(sc, over: Mapping[str, Sequence[Any]], drops: int = 10, policies: Sequence[str] = DEFAULT_POLICIES,
-              *, seed: Optional[int] = None, workers: int = 1, out: Optional[Path] = None,
-              progress: bool = False) -> SweepTable:
+def run_sweep(
+    sc,
+    over: Mapping[str, Sequence[Any]],
+    drops: int = 10,
+    policies: Sequence[str] = DEFAULT_POLICIES,
+    *,
+    seed: int | None = None,
+    workers: int = 1,
+    out: Path | None = None,
+    progress: bool = False,
+) -> SweepTable:
     """Every point of the grid on ``drops`` drops (see the module doc). ``seed``: the base seed of
     the drops (default: the scenario's); ``out``: a folder for the per-chunk cache (an interrupted
     or repeated sweep reuses it; ``None``: no cache); ``workers``: processes for the drops."""
@@ -186,21 +215,41 @@ def run_sweep(sc, over: Mapping[str, Sequence[Any]], drops: int = 10, policies: 
     policies = check_policies(policies)
     points = grid_points(sc, over, policies)
     base_seed = int(sc.seed if seed is None else seed)
-    cfg = RunConfig(out=Path(out) if out is not None else Path("."), seed=base_seed, workers=workers,
-                    drops=drops, use_cache=out is not None, progress=progress)
+    cfg = RunConfig(
+        out=Path(out) if out is not None else Path("."),
+        seed=base_seed,
+        workers=workers,
+        drops=drops,
+        use_cache=out is not None,
+        progress=progress,
+    )
     try:
         results = run_points([(p, drops) for p in points], cfg)
     except Interrupted as exc:  # the runner's words are reproduce's (--no-cache): say it for a sweep
         done = str(exc).split(";")[0]
         how = "rerun the same command to resume" if out is not None else "nothing was kept (give --out to resume)"
         raise Interrupted.after(exc, f"{done}; {how}") from None
-    summaries = [summarise(p.params, csi_rows(results[(p.study, p.id)], p.options["planning"])
-                           if p.options.get("csi") else results[(p.study, p.id)]) for p in points]
-    return SweepTable(sc.name, {k: list(v) for k, v in over.items()}, policies, drops, base_seed,
-                      table_rows(points, summaries, policies), summaries)
+    summaries = [
+        summarise(
+            p.params,
+            csi_rows(results[(p.study, p.id)], p.options["planning"])
+            if p.options.get("csi")
+            else results[(p.study, p.id)],
+        )
+        for p in points
+    ]
+    return SweepTable(
+        sc.name,
+        {k: list(v) for k, v in over.items()},
+        policies,
+        drops,
+        base_seed,
+        table_rows(points, summaries, policies),
+        summaries,
+    )
 
 
-def plot_sweep(table: SweepTable, path: Optional[Path] = None, field_name: Optional[str] = None):
+def plot_sweep(table: SweepTable, path: Path | None = None, field_name: str | None = None):
     """Goodput against the swept field, one line per policy with its 95% band; saved to ``path``
     when given. A sweep over several fields needs ``field_name`` (the x axis) and draws one panel
     per combination of the others."""
@@ -218,15 +267,23 @@ def plot_sweep(table: SweepTable, path: Optional[Path] = None, field_name: Optio
     for ax, (key, rows) in zip(axes[0], panels.items()):
         for p in table.policies:
             pts = sorted((r for r in rows if r["policy"] == p), key=lambda r: r[x])
-            band(ax, [{x: r[x], "g": r["goodput_tokens_per_s"], "g_lo": r["goodput_low"],
-                       "g_hi": r["goodput_high"]} for r in pts], x, "g", p, style=STYLE[p])
+            band(
+                ax,
+                [
+                    {x: r[x], "g": r["goodput_tokens_per_s"], "g_lo": r["goodput_low"], "g_hi": r["goodput_high"]}
+                    for r in pts
+                ],
+                x,
+                "g",
+                p,
+                style=STYLE[p],
+            )
         if all(isinstance(v, (int, float)) for v in table.over[x]):
             value_ticks(ax, table.over[x])
         ax.set_xlabel(x)
         ax.set_ylabel("sum goodput G (tokens/s)")
         title = ", ".join(f"{k} = {v}" for k, v in zip(others, key))
-        ax.set_title(f"{table.scenario}{': ' + title if title else ''} ({table.drops} drops, 95% bands)",
-                     fontsize=9)
+        ax.set_title(f"{table.scenario}{': ' + title if title else ''} ({table.drops} drops, 95% bands)", fontsize=9)
         ax.grid(alpha=0.3)
         legend(ax)
     if path is not None:

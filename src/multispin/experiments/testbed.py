@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Literal
 
 import numpy as np
 from pydantic import Field, ValidationInfo, field_validator
@@ -40,14 +41,15 @@ from pydantic_core import PydanticCustomError
 
 from multispin.config import StrictConfig
 from multispin.errors import Interrupted
-from multispin.runtime.round.forecast import forecast_goodput
-from multispin.runtime.round.planner import ScenarioPlanner, model_predictions
 from multispin.experiments.service import service_metrics
 from multispin.runtime.net.round_sink import RoundSink
+from multispin.runtime.round.forecast import forecast_goodput
+from multispin.runtime.round.planner import ScenarioPlanner, model_predictions
 from multispin.runtime.wire.round_row import RoundRow
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 from multispin.system.payload import PAPER_PAYLOAD_BITS, WirePayload
-from multispin.vocabulary import RunPolicy as Policy, policy_links, policy_spelling
+from multispin.vocabulary import RunPolicy as Policy
+from multispin.vocabulary import policy_links, policy_spelling
 
 Clock = Literal["virtual", "wall"]
 
@@ -106,9 +108,12 @@ class TestbedConfig(StrictConfig):
         """A steady-state run queues `rounds` prompts per device, one session (device id) each."""
         devices = info.data.get("devices", 1)
         if rounds is not None and rounds * devices > MAX_SESSIONS:
-            raise PydanticCustomError("sessions", "at most {most} // devices = {fit} rounds with {devices} devices "
-                                      "(each device queues one prompt session per round); run several seeds",
-                                      {"most": MAX_SESSIONS, "fit": MAX_SESSIONS // devices, "devices": devices})
+            raise PydanticCustomError(
+                "sessions",
+                "at most {most} // devices = {fit} rounds with {devices} devices "
+                "(each device queues one prompt session per round); run several seeds",
+                {"most": MAX_SESSIONS, "fit": MAX_SESSIONS // devices, "devices": devices},
+            )
         return rounds
 
     @field_validator("ul_codec", "dl_codec")
@@ -124,6 +129,7 @@ class TestbedConfig(StrictConfig):
             except ConfigError as exc:
                 raise PydanticCustomError("codec", "{why}", {"why": str(exc)}) from None
         return spec
+
     seed: int = 0
     # pool: every device in one process, drafting in batched forwards (the same texts: see runtime/net/pool.py)
     runner: Literal["subprocess", "fork", "thread", "pool"] = "fork"
@@ -153,8 +159,10 @@ class PayloadChoice:
         if w.ul_codec == w.dl_codec:
             codecs = f"{w.ul_codec} both links, {w.ul_distribution_bits:,} bits per distribution"
         else:
-            codecs = (f"UL {w.ul_codec} {w.ul_distribution_bits:,} bits, DL {w.dl_codec} "
-                      f"{w.dl_distribution_bits:,} bits per distribution")
+            codecs = (
+                f"UL {w.ul_codec} {w.ul_distribution_bits:,} bits, DL {w.dl_codec} "
+                f"{w.dl_distribution_bits:,} bits per distribution"
+            )
         head = f"payload: {policy}; {codecs} at V={w.vocab_size:,} (paper: {PAPER_PAYLOAD_BITS:,})"
         if not self.exactness:
             return f"{head}; exact (target-only decoding corrects nothing)"
@@ -165,19 +173,25 @@ class PayloadChoice:
         return f"APPROXIMATE output law: {bad}. {head}"
 
     def to_dict(self) -> dict:
-        return {"sampling": self.sampling.model_dump(), **self.wire.to_dict(),
-                "paper_distribution_bits": PAPER_PAYLOAD_BITS, "default": self.default, "exact": self.exact,
-                "exactness": {m: {"exact": v.exact, "reason": v.reason} for m, v in self.exactness.items()}}
+        return {
+            "sampling": self.sampling.model_dump(),
+            **self.wire.to_dict(),
+            "paper_distribution_bits": PAPER_PAYLOAD_BITS,
+            "default": self.default,
+            "exact": self.exact,
+            "exactness": {m: {"exact": v.exact, "reason": v.reason} for m, v in self.exactness.items()},
+        }
 
 
-def payload_choice(config: "TestbedConfig", vocab_size: int, gamma_max: int = DEFAULT_GAMMA_MAX) -> PayloadChoice:
+def payload_choice(config: TestbedConfig, vocab_size: int, gamma_max: int = DEFAULT_GAMMA_MAX) -> PayloadChoice:
     """Sampling, codecs and bits of a testbed run on a pair with `vocab_size` tokens."""
     from multispin.speculative.codecs import exactness_by_mode, make_codec
     from multispin.speculative.warp import SamplingParams
 
     top_k, codec = compact_exact_defaults(vocab_size)
-    sampling = SamplingParams.make(temperature=config.temperature,
-                                   top_k=top_k if config.top_k is None else config.top_k)
+    sampling = SamplingParams.make(
+        temperature=config.temperature, top_k=top_k if config.top_k is None else config.top_k
+    )
     ul = make_codec(config.ul_codec or codec)
     dl = make_codec(config.dl_codec or codec)
     wire = WirePayload.from_codecs(ul, dl, vocab_size, gamma_max)
@@ -193,11 +207,9 @@ def bits_per_token(rows: list[RoundRow], wire: WirePayload) -> dict[str, float]:
     tokens = sum(r.tokens for r in rows)
     up = sum(sum(r.uplink_bits.values()) for r in rows)
     down = sum(sum(r.downlink_bits.values()) for r in rows)
-    charged = sum(sum(r.charged_bits.values()) + wire.draft_bits_per_token * sum(r.gamma.values())
-                  for r in rows)
+    charged = sum(sum(r.charged_bits.values()) + wire.draft_bits_per_token * sum(r.gamma.values()) for r in rows)
     per = (lambda x: x / tokens) if tokens else (lambda x: 0.0)
-    return {"bits_up_per_token": per(up), "bits_down_per_token": per(down),
-            "bits_charged_per_token": per(charged)}
+    return {"bits_up_per_token": per(up), "bits_down_per_token": per(down), "bits_charged_per_token": per(charged)}
 
 
 @dataclass
@@ -216,10 +228,12 @@ def forecast_note(summary: dict) -> str:
     if summary.get("clock") != "wall" or "forecast_compute" not in summary:
         return ""
     c = summary["forecast_compute"]
-    return (f"note: G is this host's wall clock, but the forecast times compute with the profile of scenario "
-            f"{c['scenario']} (T_ver0 {1e3 * c['t_ver0_s']:.1f} ms, T_ver1 {1e3 * c['t_ver1_s']:.1f} ms, "
-            f"T^dft {1e3 * c['draft_latency_s_per_token']:.1f} ms/token), not this host's; for a forecast of this "
-            "host, time it (`multispin profile --out compute.json`) and put those numbers in the scenario")
+    return (
+        f"note: G is this host's wall clock, but the forecast times compute with the profile of scenario "
+        f"{c['scenario']} (T_ver0 {1e3 * c['t_ver0_s']:.1f} ms, T_ver1 {1e3 * c['t_ver1_s']:.1f} ms, "
+        f"T^dft {1e3 * c['draft_latency_s_per_token']:.1f} ms/token), not this host's; for a forecast of this "
+        "host, time it (`multispin profile --out compute.json`) and put those numbers in the scenario"
+    )
 
 
 def build_scenario(config: TestbedConfig):
@@ -255,10 +269,12 @@ def steady_state_figures(rows: list[RoundRow], devices: int) -> dict:
     comm = sum(r.comm_latency_s for r in rows)
     gammas = [g for r in rows for g in r.gamma.values()]
     return {
-        "rounds": n, "tokens": tokens,
+        "rounds": n,
+        "tokens": tokens,
         "goodput_tokens_per_s": tokens / (comp + comm) if comp + comm > 0 else 0.0,
         "free_comm_tokens_per_s": tokens / comp if comp > 0 else 0.0,
-        "mean_t_comp_s": comp / n if n else 0.0, "mean_t_comm_s": comm / n if n else 0.0,
+        "mean_t_comp_s": comp / n if n else 0.0,
+        "mean_t_comm_s": comm / n if n else 0.0,
         "mean_planning_cpu_s": sum(r.planning_cpu_s for r in rows) / n if n else 0.0,
         "tokens_per_round": tokens / n if n else 0.0,
         "drafting_share": float(np.mean([g > 0 for g in gammas])) if gammas else 0.0,
@@ -267,13 +283,14 @@ def steady_state_figures(rows: list[RoundRow], devices: int) -> dict:
     }
 
 
-def forecast_rounds(config: "TestbedConfig") -> int:
+def forecast_rounds(config: TestbedConfig) -> int:
     """Model rounds the forecast spends: two replicas of a steady-state run (40 for a makespan)."""
     return 2 * config.rounds if config.rounds else 40
 
 
-def _run_figures(config: TestbedConfig, planner: ScenarioPlanner, rows: list[RoundRow], airtime_s: float,
-                 predict: bool = True) -> dict:
+def _run_figures(
+    config: TestbedConfig, planner: ScenarioPlanner, rows: list[RoundRow], airtime_s: float, predict: bool = True
+) -> dict:
     """The run's figures (`steady_state_figures`), goodput on the wall clock when that is the clock,
     the model's forecast (fresh channels, independent of the run) and its prediction conditioned on
     the realised rounds, and the mean γ per device slot. ``predict=False`` (an interrupted run,
@@ -287,12 +304,20 @@ def _run_figures(config: TestbedConfig, planner: ScenarioPlanner, rows: list[Rou
         # the forecast replays the run's jobs (budgets) and its online estimator; the budget-blind
         # forecast at the prior α (the model before either) is kept next to it
         forecast = {
-            **forecast_goodput(planner.scenario, planner.payload, config.policy, rounds=forecast_rounds(config),
-                               split=config.split, seed=config.seed, max_new_tokens=config.max_new_tokens,
-                               online=planner.online, horizon=config.rounds or forecast_rounds(config)),
+            **forecast_goodput(
+                planner.scenario,
+                planner.payload,
+                config.policy,
+                rounds=forecast_rounds(config),
+                split=config.split,
+                seed=config.seed,
+                max_new_tokens=config.max_new_tokens,
+                online=planner.online,
+                horizon=config.rounds or forecast_rounds(config),
+            ),
             "budget_blind_forecast_tokens_per_s": forecast_goodput(
-                planner.scenario, planner.payload, config.policy, split=config.split,
-                seed=config.seed)["forecast_tokens_per_s"],
+                planner.scenario, planner.payload, config.policy, split=config.split, seed=config.seed
+            )["forecast_tokens_per_s"],
         }
     else:
         forecast = {"forecast_tokens_per_s": None, "budget_blind_forecast_tokens_per_s": None}
@@ -326,8 +351,9 @@ def device_setup(config: TestbedConfig, pair, field_name: str = "drafts"):
     return drafts, tasks, scenario, measured
 
 
-def run_testbed(config: TestbedConfig, pair=None,
-                on_progress: Callable[[int, int], None] | None = None) -> TestbedResult:
+def run_testbed(
+    config: TestbedConfig, pair=None, on_progress: Callable[[int, int], None] | None = None
+) -> TestbedResult:
     """Run one testbed session; write rounds.jsonl, server.jsonl and summary.json under `out`."""
     from multispin.models.prompts import device_prompt_queues
     from multispin.models.registry import resolve_pair
@@ -339,19 +365,37 @@ def run_testbed(config: TestbedConfig, pair=None,
     queues = device_prompt_queues(tasks, config.rounds or 1, config.seed)
     gamma_max = scenario.optimizer.gamma_max
     choice = payload_choice(config, pair.vocab_size, gamma_max)
-    planner = ScenarioPlanner(scenario, range(config.devices), choice.wire, policy=config.policy,
-                              split=config.split, charge_planning=config.clock == "wall")
+    planner = ScenarioPlanner(
+        scenario,
+        range(config.devices),
+        choice.wire,
+        policy=config.policy,
+        split=config.split,
+        charge_planning=config.clock == "wall",
+    )
     out = Path(config.out) if config.out else None
     if out:
         out.mkdir(parents=True, exist_ok=True)
     sink = RoundSink(config.clock == "wall", out / "rounds.jsonl" if out else None, on_progress)
     bed = LocalTestbed(
-        pair, config.devices, config.max_new_tokens, config.rounds, policy=planner,
-        log_path=(out / "server.jsonl") if out else None, seed=config.seed, sampling=choice.sampling,
-        ul_codec=choice.wire.ul_codec, dl_codec=choice.wire.dl_codec, drafts=drafts, prompt_queues=queues,
-        device_runner=config.runner, round_timeout_s=config.round_timeout_s, on_round=sink,
+        pair,
+        config.devices,
+        config.max_new_tokens,
+        config.rounds,
+        policy=planner,
+        log_path=(out / "server.jsonl") if out else None,
+        seed=config.seed,
+        sampling=choice.sampling,
+        ul_codec=choice.wire.ul_codec,
+        dl_codec=choice.wire.dl_codec,
+        drafts=drafts,
+        prompt_queues=queues,
+        device_runner=config.runner,
+        round_timeout_s=config.round_timeout_s,
+        on_round=sink,
         before_commit=sink.emulate_link,
-        server_options={"gamma_max": gamma_max})
+        server_options={"gamma_max": gamma_max},
+    )
     if bed.server.wire != choice.wire:  # one payload truth: the server logs what the planner charges
         raise RuntimeError(f"payload: server moves {bed.server.wire}, planner charges {choice.wire}")
     started = time.perf_counter()
@@ -369,23 +413,34 @@ def run_testbed(config: TestbedConfig, pair=None,
 
     records = summary.server.devices
     result = {
-        "pair": pair.name, "policy": config.policy, "clock": config.clock, "scenario": config.scenario,
-        "devices": config.devices, **_run_figures(config, planner, rows, sink.airtime_s, predict=interrupted is None),
+        "pair": pair.name,
+        "policy": config.policy,
+        "clock": config.clock,
+        "scenario": config.scenario,
+        "devices": config.devices,
+        **_run_figures(config, planner, rows, sink.airtime_s, predict=interrupted is None),
         "wall_time_s": wall_s,
         **bits_per_token(rows, choice.wire),
         "objective": planner.scenario.optimizer.objective,
         # what each device gets and spends (experiments/service.py, docs/service.md)
-        "service": service_metrics(rows, config.devices, energy=planner.scenario.energy,
-                                   p_ul_w=planner.scenario.radio.p_ul_w, clock=config.clock),
+        "service": service_metrics(
+            rows,
+            config.devices,
+            energy=planner.scenario.energy,
+            p_ul_w=planner.scenario.radio.p_ul_w,
+            clock=config.clock,
+        ),
         "exact": choice.exact,
         "payload": choice.to_dict(),
         "payload_headline": choice.headline,
         "noise_psd_w_per_hz": planner.world.radio_params().noise_psd_w_per_hz,
         # what the forecast (and the virtual clock) times compute with: the scenario's profile, which
         # on the wall clock is not this host's (a run says so: `forecast_note`)
-        "forecast_compute": {**planner.scenario.compute.model_dump(mode="json"),
-                             "draft_latency_s_per_token": planner.scenario.devices.draft_latency_s_per_token,
-                             "scenario": planner.scenario.name},
+        "forecast_compute": {
+            **planner.scenario.compute.model_dump(mode="json"),
+            "draft_latency_s_per_token": planner.scenario.devices.draft_latency_s_per_token,
+            "scenario": planner.scenario.name,
+        },
         # mobility and channel knowledge the run planned under (docs/channel-knowledge.md)
         "channel": planner.scenario.channel.model_dump(mode="json"),
         "alpha_estimate": {str(d): float(a) for d, a in enumerate(planner.estimator.alpha)},
@@ -407,6 +462,9 @@ def run_testbed(config: TestbedConfig, pair=None,
         (out / "summary.json").write_text(json.dumps(doc, indent=2))
     if interrupted is not None:
         where = f"; partial summary in {out / 'summary.json'}" if out else ""
-        raise Interrupted.after(interrupted, f"interrupted after {len(rows)} rounds{where}",
-                                partial=TestbedResult(config, result, rows, texts))
+        raise Interrupted.after(
+            interrupted,
+            f"interrupted after {len(rows)} rounds{where}",
+            partial=TestbedResult(config, result, rows, texts),
+        )
     return TestbedResult(config, result, rows, texts)

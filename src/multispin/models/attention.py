@@ -18,17 +18,18 @@ import torch
 SHARED_KV_SDPA = "multispin_sdpa_shared_kv"
 
 
-def _sdpa_shared_kv(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
-                    is_causal=None, **kwargs):
+def _sdpa_shared_kv(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None, **kwargs):
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     if attention_mask is None or query.device.type != "cpu" or key.shape[1] == query.shape[1]:
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
-                                      scaling=scaling, is_causal=is_causal, **kwargs)
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
+        )
     if attention_mask.ndim == 4:
         attention_mask = attention_mask[:, :, :, : key.shape[-2]]
     out = torch.nn.functional.scaled_dot_product_attention(
-        query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling, enable_gqa=True)
+        query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling, enable_gqa=True
+    )
     return out.transpose(1, 2).contiguous(), None
 
 

@@ -10,8 +10,9 @@ forward pass, used by the server for verification). Backends implement both.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -51,7 +52,7 @@ def next_logits(lm: SequenceLM, token_ids: Sequence[int]) -> np.ndarray:
     return last(token_ids) if last is not None else lm.extend(token_ids)[-1]
 
 
-def last_rows(lm: "BatchedLM", new_tokens: dict[int, Sequence[int]]) -> dict[int, np.ndarray]:
+def last_rows(lm: BatchedLM, new_tokens: dict[int, Sequence[int]]) -> dict[int, np.ndarray]:
     """`extend_many`, keeping each sequence's last logits row only (through ``extend_many_last``
     where the model has it: a draft of another vocabulary gives that row cheaper than all rows)."""
     last = getattr(lm, "extend_many_last", None)
@@ -60,8 +61,7 @@ def last_rows(lm: "BatchedLM", new_tokens: dict[int, Sequence[int]]) -> dict[int
     return {s: rows[-1] for s, rows in lm.extend_many(new_tokens).items()}
 
 
-def device_rows(lm: "BatchedLM", new_tokens: Mapping[int, Sequence[int]],
-                last: dict[int, int] | None = None) -> dict:
+def device_rows(lm: BatchedLM, new_tokens: Mapping[int, Sequence[int]], last: dict[int, int] | None = None) -> dict:
     """`extend_many`, each sequence's logits left where the model computed them (a tensor on its
     device, through ``extend_many_on_device``) where the model can; numpy rows otherwise. With
     `last`, sequence s keeps only its last last[s] rows (a model with ``extend_many_on_device``
@@ -70,7 +70,7 @@ def device_rows(lm: "BatchedLM", new_tokens: Mapping[int, Sequence[int]],
     if on_device is not None:
         return on_device(new_tokens, last)
     rows = lm.extend_many(new_tokens)
-    return {s: r[max(0, len(r) - last[s]):] if last and s in last else r for s, r in rows.items()}
+    return {s: r[max(0, len(r) - last[s]) :] if last and s in last else r for s, r in rows.items()}
 
 
 class BatchedLM(Protocol):
@@ -145,6 +145,7 @@ class LoadedPair:
         """`names` if every one is a draft of this pair, else a one-line ConfigError."""
         unknown = [n for n in names if n not in self.drafts]
         if unknown:
-            raise ConfigError(f"{field_name}: unknown draft {unknown[0]!r} for pair {self.name} "
-                              f"(allowed: {', '.join(self.drafts)})")
+            raise ConfigError(
+                f"{field_name}: unknown draft {unknown[0]!r} for pair {self.name} (allowed: {', '.join(self.drafts)})"
+            )
         return list(names)

@@ -11,8 +11,9 @@ that is the draft's distribution restricted to I and renormalised: the proposal 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -25,13 +26,20 @@ from multispin.models.vocab_map import TokenTable, VocabMap, token_table
 class CrossVocabLM:
     """`SequenceLM` over the target's vocabulary, backed by a draft of another vocabulary."""
 
-    def __init__(self, draft_lm: SequenceLM, draft: TokenTable, target: TokenTable,
-                 vocab: VocabMap | None = None, lookback: int = DEFAULT_LOOKBACK):
+    def __init__(
+        self,
+        draft_lm: SequenceLM,
+        draft: TokenTable,
+        target: TokenTable,
+        vocab: VocabMap | None = None,
+        lookback: int = DEFAULT_LOOKBACK,
+    ):
         self.draft_lm = draft_lm
         self.vocab = vocab or VocabMap.build(draft, target)
         if self.vocab.draft_size != draft_lm.vocab_size:
-            raise ProtocolError(f"draft: the model has {draft_lm.vocab_size} logits but its "
-                                f"tokenizer {self.vocab.draft_size} tokens")
+            raise ProtocolError(
+                f"draft: the model has {draft_lm.vocab_size} logits but its tokenizer {self.vocab.draft_size} tokens"
+            )
         self.vocab_size = self.vocab.target_size
         self.context = DraftContext(draft, target, self.vocab, lookback)
         self._fed: list[int] = []  # draft ids in the draft model's cache
@@ -69,8 +77,7 @@ class CrossVocabLM:
             states.append(list(self.context.draft))
         final = states[-1]
         rows: list[np.ndarray | None] = [None] * len(states)
-        start = min(_common_prefix(self._fed, final), len(final) - 1,
-                    *(len(s) - 1 for s in states if s))
+        start = min(_common_prefix(self._fed, final), len(final) - 1, *(len(s) - 1 for s in states if s))
         if final and start >= 0:
             self.draft_lm.rollback(start)
             pass_rows = self.draft_lm.extend(final[start:])
@@ -131,7 +138,7 @@ class CrossDraft:
     vocab: VocabMap
 
     @classmethod
-    def between(cls, draft_tokenizer: Any, target_tokenizer: Any) -> "CrossDraft":
+    def between(cls, draft_tokenizer: Any, target_tokenizer: Any) -> CrossDraft:
         draft, target = token_table(draft_tokenizer), token_table(target_tokenizer)
         return cls(draft, target, VocabMap.build(draft, target))
 
@@ -139,7 +146,7 @@ class CrossDraft:
         """`draft_lm` (over the draft's ids) as a SequenceLM over the target's ids."""
         return CrossVocabLM(draft_lm, self.draft_table, self.target_table, self.vocab)
 
-    def batched(self, draft: BatchedLM) -> "CrossVocabBatchedLM":
+    def batched(self, draft: BatchedLM) -> CrossVocabBatchedLM:
         """A BatchedLM over the target's ids on `draft` (a BatchedLM over the draft's ids): the
         sequences' drafting steps run in one padded forward of the draft model."""
         return CrossVocabBatchedLM(self, draft)

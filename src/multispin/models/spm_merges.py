@@ -15,14 +15,12 @@ Unigram one. Pure JSON in, JSON out.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 _NORMAL = 1  # GGUF token type of an ordinary piece (control, user-defined, byte ... are not merged)
 
 
-def bpe_model_from_scores(
-    vocab: Sequence[tuple[str, float]], kinds: Sequence[int], unk_token: str
-) -> dict:
+def bpe_model_from_scores(vocab: Sequence[tuple[str, float]], kinds: Sequence[int], unk_token: str) -> dict:
     """A ``tokenizers`` BPE model (JSON dict) from SentencePiece pieces and scores.
 
     ``vocab[i]`` is (piece, score) of id i, spelt as in the GGUF file; ``kinds[i]`` its GGUF
@@ -42,10 +40,16 @@ def bpe_model_from_scores(
                 ranked.append((-score, ids[left], ids[right], left, right))
     ranked.sort()
     return {
-        "type": "BPE", "dropout": None, "unk_token": unk_token,
-        "continuing_subword_prefix": None, "end_of_word_suffix": None,
-        "fuse_unk": True, "byte_fallback": True, "ignore_merges": False,
-        "vocab": ids, "merges": [[left, right] for *_, left, right in ranked],
+        "type": "BPE",
+        "dropout": None,
+        "unk_token": unk_token,
+        "continuing_subword_prefix": None,
+        "end_of_word_suffix": None,
+        "fuse_unk": True,
+        "byte_fallback": True,
+        "ignore_merges": False,
+        "vocab": ids,
+        "merges": [[left, right] for *_, left, right in ranked],
     }
 
 

@@ -8,8 +8,8 @@ implement the engine's `SequenceLM` / `BatchedLM` protocols.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -31,8 +31,9 @@ class MarkovTable:
         return self.logits[a, b]
 
 
-def make_tables(vocab_size: int, seed: int, scale: float = 2.0, draft_noise: float = 1.0
-                ) -> tuple[MarkovTable, MarkovTable]:
+def make_tables(
+    vocab_size: int, seed: int, scale: float = 2.0, draft_noise: float = 1.0
+) -> tuple[MarkovTable, MarkovTable]:
     """(target, draft) tables; larger draft_noise means lower acceptance."""
     rng = np.random.default_rng(seed)
     shape = (vocab_size + 1, vocab_size + 1, vocab_size)

@@ -33,7 +33,8 @@ class TinyTokenizer:
 
     def decode(self, ids, skip_special_tokens: bool = True) -> str:
         return bytes(int(i) for i in ids if not (skip_special_tokens and int(i) == TINY_EOS)).decode(
-            "utf-8", errors="replace")
+            "utf-8", errors="replace"
+        )
 
     def __len__(self) -> int:
         return TINY_VOCAB
@@ -42,17 +43,26 @@ class TinyTokenizer:
         """Every id is its byte, except EOS (special): what a vocabulary map needs."""
         from multispin.models.vocab_map import TokenTable
 
-        return TokenTable(tuple(None if i == TINY_EOS else bytes([i]) for i in range(TINY_VOCAB)),
-                          {TINY_EOS: "<eos>"}, self.encode)
+        return TokenTable(
+            tuple(None if i == TINY_EOS else bytes([i]) for i in range(TINY_VOCAB)), {TINY_EOS: "<eos>"}, self.encode
+        )
 
 
 def _build_target(seed: int) -> torch.nn.Module:
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     config = Qwen2Config(
-        vocab_size=TINY_VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
-        tie_word_embeddings=False, eos_token_id=TINY_EOS, bos_token_id=1, pad_token_id=0,
+        vocab_size=TINY_VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        tie_word_embeddings=False,
+        eos_token_id=TINY_EOS,
+        bos_token_id=1,
+        pad_token_id=0,
     )
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config).to(torch.float64)
@@ -81,10 +91,36 @@ def tiny_merged_tokenizer():
     from multispin.models.piece_tokenizer import PieceTokenizer
 
     singles = [bytes([b]) for b in range(256) if b not in b"qzx"]
-    merges = ["th", "he", "in", "er", "an", " t", " a", "the", " the", "ing", "and", " and", "on",
-              "re", "at", "en", "nd", "es", "or", "to", " of", "is", "it", " i", " s", " w", "ll"]
-    return PieceTokenizer(singles + [m.encode() for m in merges], specials=["<pad>", "<eos>"],
-                          eos="<eos>")
+    merges = [
+        "th",
+        "he",
+        "in",
+        "er",
+        "an",
+        " t",
+        " a",
+        "the",
+        " the",
+        "ing",
+        "and",
+        " and",
+        "on",
+        "re",
+        "at",
+        "en",
+        "nd",
+        "es",
+        "or",
+        "to",
+        " of",
+        "is",
+        "it",
+        " i",
+        " s",
+        " w",
+        "ll",
+    ]
+    return PieceTokenizer(singles + [m.encode() for m in merges], specials=["<pad>", "<eos>"], eos="<eos>")
 
 
 def _cross_draft_model(target: torch.nn.Module, draft_tok, seed: int) -> torch.nn.Module:
@@ -98,8 +134,7 @@ def _cross_draft_model(target: torch.nn.Module, draft_tok, seed: int) -> torch.n
     noisy = perturbed_copy(target, TINY_DRAFTS["mid"], seed)
     state = {k: v for k, v in noisy.state_dict().items() if not k.endswith(("embed_tokens.weight", "lm_head.weight"))}
     draft.load_state_dict(state, strict=False)
-    rows = torch.tensor([draft_tok.piece(i)[0] if draft_tok.piece(i) else TINY_EOS
-                         for i in range(len(draft_tok))])
+    rows = torch.tensor([draft_tok.piece(i)[0] if draft_tok.piece(i) else TINY_EOS for i in range(len(draft_tok))])
     with torch.no_grad():
         draft.model.embed_tokens.weight.copy_(noisy.model.embed_tokens.weight[rows])
         draft.lm_head.weight.copy_(noisy.lm_head.weight[rows])
@@ -116,8 +151,13 @@ def load_tiny_cross_pair(seed: int = 0) -> LoadedPair:
     draft_tok = tiny_merged_tokenizer()
     drafts = {"merged": _cross_draft_model(base.target, draft_tok, seed + 7), "close": base.drafts["close"]}
     return LoadedPair(
-        name="tiny-cross", tokenizer=base.tokenizer, target=base.target, drafts=drafts,
-        vocab_size=TINY_VOCAB, eos_token_ids=(TINY_EOS,), use_chat_template=False,
+        name="tiny-cross",
+        tokenizer=base.tokenizer,
+        target=base.target,
+        drafts=drafts,
+        vocab_size=TINY_VOCAB,
+        eos_token_ids=(TINY_EOS,),
+        use_chat_template=False,
         notes={"kind": "the tiny pair's target; 'merged' drafts over another vocabulary"},
         cross_drafts={"merged": CrossDraft.between(draft_tok, base.tokenizer)},
     )
@@ -126,10 +166,14 @@ def load_tiny_cross_pair(seed: int = 0) -> LoadedPair:
 @functools.lru_cache(maxsize=4)
 def load_tiny_pair(seed: int = 0) -> LoadedPair:
     target = _build_target(seed)
-    drafts = {name: perturbed_copy(target, noise, seed + i + 1)
-              for i, (name, noise) in enumerate(TINY_DRAFTS.items())}
+    drafts = {name: perturbed_copy(target, noise, seed + i + 1) for i, (name, noise) in enumerate(TINY_DRAFTS.items())}
     return LoadedPair(
-        name="tiny", tokenizer=TinyTokenizer(), target=target, drafts=drafts,
-        vocab_size=TINY_VOCAB, eos_token_ids=(TINY_EOS,), use_chat_template=False,
+        name="tiny",
+        tokenizer=TinyTokenizer(),
+        target=target,
+        drafts=drafts,
+        vocab_size=TINY_VOCAB,
+        eos_token_ids=(TINY_EOS,),
+        use_chat_template=False,
         notes={"kind": "random-init Qwen2, 2 layers, float64; drafts are weight-perturbed copies"},
     )

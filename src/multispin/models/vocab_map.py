@@ -19,8 +19,9 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -61,8 +62,9 @@ class TokenTable:
 @functools.lru_cache(maxsize=1)
 def _byte_level_decoder() -> dict[str, int]:
     """GPT-2's printable stand-ins for the 256 bytes, inverted (char -> byte)."""
-    printable = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
-                 + list(range(ord("®"), ord("ÿ") + 1)))
+    printable = (
+        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    )
     chars, extra = list(printable), 0
     for b in range(256):
         if b not in printable:
@@ -144,10 +146,13 @@ class VocabCoverage:
         return self.shared / self.target_tokens if self.target_tokens else 0.0
 
     def to_dict(self) -> dict:
-        return {"shared": self.shared, "draft_tokens": self.draft_tokens,
-                "target_tokens": self.target_tokens,
-                "draft_fraction": round(self.draft_fraction, 4),
-                "target_fraction": round(self.target_fraction, 4)}
+        return {
+            "shared": self.shared,
+            "draft_tokens": self.draft_tokens,
+            "target_tokens": self.target_tokens,
+            "draft_fraction": round(self.draft_fraction, 4),
+            "target_fraction": round(self.target_fraction, 4),
+        }
 
 
 @dataclass(frozen=True)
@@ -174,7 +179,7 @@ class VocabMap:
         return int(self.draft_to_target.shape[0])
 
     @classmethod
-    def build(cls, draft: TokenTable, target: TokenTable) -> "VocabMap":
+    def build(cls, draft: TokenTable, target: TokenTable) -> VocabMap:
         by_bytes: dict[bytes, int] = {}
         for i, piece in enumerate(draft.pieces):
             if piece is not None and piece not in by_bytes:  # duplicates: the lowest id speaks
@@ -187,8 +192,10 @@ class VocabMap:
                 d_ids.append(d)
                 used.add(d)
         if not t_ids:
-            raise VocabularyMismatchError("vocabulary: draft and target share no token; a draft "
-                                          "must have at least one token of the target's vocabulary")
+            raise VocabularyMismatchError(
+                "vocabulary: draft and target share no token; a draft "
+                "must have at least one token of the target's vocabulary"
+            )
         shared_t, shared_d = np.array(t_ids, dtype=np.int64), np.array(d_ids, dtype=np.int64)
         d2t = np.full(draft.size, -1, dtype=np.int64)
         t2d = np.full(target.size, -1, dtype=np.int64)
@@ -196,8 +203,9 @@ class VocabMap:
         t2d[shared_t] = shared_d
         draft_special = {content: i for i, content in sorted(draft.specials.items(), reverse=True)}
         specials = {t: draft_special[c] for t, c in target.specials.items() if c in draft_special}
-        coverage = VocabCoverage(len(t_ids), sum(p is not None for p in draft.pieces),
-                                 sum(p is not None for p in target.pieces))
+        coverage = VocabCoverage(
+            len(t_ids), sum(p is not None for p in draft.pieces), sum(p is not None for p in target.pieces)
+        )
         return cls(shared_t, shared_d, d2t, t2d, specials, coverage)
 
     def target_logits(self, draft_logits: np.ndarray) -> np.ndarray:

@@ -21,6 +21,17 @@ from multispin.optimize.plan import Certificate, OptimizeReport, Plan, optimize_
 from multispin.optimize.reactive import ReactiveDecision, reactive
 
 __all__ = [
-    "Certificate", "Goodput", "MonteCarloResult", "OptimizeReport", "Plan", "ReactiveDecision", "SAAObjective",
-    "exact_goodput", "goodput", "optimize_instance", "plan", "reactive", "simulate_rounds",
+    "Certificate",
+    "Goodput",
+    "MonteCarloResult",
+    "OptimizeReport",
+    "Plan",
+    "ReactiveDecision",
+    "SAAObjective",
+    "exact_goodput",
+    "goodput",
+    "optimize_instance",
+    "plan",
+    "reactive",
+    "simulate_rounds",
 ]

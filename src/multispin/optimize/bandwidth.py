@@ -287,8 +287,9 @@ def _allocation(ul, dl, t, z, inst: Instance):
     n0 = inst.radio.noise_psd_w_per_hz
     tt = t[:, None]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        b_ul = ul_bandwidth_for_latency_hz(inst.payload_bits[None, :], tt, inst.p_ul_w[None, :],
-                                           inst.gain_ul[None, :], n0)
+        b_ul = ul_bandwidth_for_latency_hz(
+            inst.payload_bits[None, :], tt, inst.p_ul_w[None, :], inst.gain_ul[None, :], n0
+        )
         b_dl = inst.payload_bits_dl[None, :] * LN2 / (z * tt)
         p_dl = n0 * b_dl * np.expm1(z) / inst.gain_dl[None, :]
     bw = np.where(ul, b_ul, np.where(dl, b_dl, 0.0))
@@ -301,8 +302,9 @@ def _ul_rank(mask: np.ndarray, inst: Instance) -> np.ndarray:
     """Rank of each rejected device in the UL-latency order (rejected first)."""
     b = inst.radio.bandwidth_hz / np.maximum(mask.sum(axis=1), 1)
     with np.errstate(divide="ignore"):
-        key = inst.payload_bits[None, :] / (b[:, None] * np.log2(1 + inst.p_ul_w * inst.gain_ul /
-                                                                     (inst.radio.noise_psd_w_per_hz * b[:, None])))
+        key = inst.payload_bits[None, :] / (
+            b[:, None] * np.log2(1 + inst.p_ul_w * inst.gain_ul / (inst.radio.noise_psd_w_per_hz * b[:, None]))
+        )
     key = np.where(mask, key, np.inf)
     order = np.argsort(key, axis=1, kind="stable")
     rank = np.empty_like(order)
@@ -457,7 +459,7 @@ def brute_force_split_oracle(rejected, inst: Instance, max_rejected: int = 12) -
     rows_l, ul_l = [], []
     for r in np.flatnonzero(cnt > 0):
         idx = np.flatnonzero(mask[r])
-        codes = np.arange(2 ** idx.size)
+        codes = np.arange(2**idx.size)
         ul = np.zeros((codes.size, inst.num_devices), dtype=bool)
         ul[:, idx] = ((codes[:, None] >> np.arange(idx.size)[None, :]) & 1).astype(bool)
         rows_l.append(np.full(codes.size, r))

@@ -27,8 +27,9 @@ from multispin.vocabulary import DRAFT_POLICIES, MODE_RULES, PLAN_POLICIES  # no
 MODE_BASELINES = tuple(m for m in MODE_RULES if m != "optimal")
 
 
-def optimise_draft_lengths(obj: SAAObjective, policy: str = "greedy", extra_starts=None,
-                           warm_start=None, deadline_s: float | None = None) -> DraftPlan:
+def optimise_draft_lengths(
+    obj: SAAObjective, policy: str = "greedy", extra_starts=None, warm_start=None, deadline_s: float | None = None
+) -> DraftPlan:
     """Draft lengths by name: ``greedy`` (the shipped search, which also starts from
     ``extra_starts``), ``fast`` (the per-round search, `multispin.optimize.fast_search`: also
     takes ``warm_start`` and ``deadline_s``), ``greedy_paper``, ``best_uniform``,
@@ -47,8 +48,15 @@ def optimise_draft_lengths(obj: SAAObjective, policy: str = "greedy", extra_star
 
         start = local_search(obj, extra_starts)
         g, _, upper, proven, nodes = branch_and_bound(obj, start.draft_len)
-        return replace(start, draft_len=g, goodput=obj.evaluate(g), policy="certified",
-                       evaluations=start.evaluations + nodes, upper_bound=upper, proven_optimal=proven)
+        return replace(
+            start,
+            draft_len=g,
+            goodput=obj.evaluate(g),
+            policy="certified",
+            evaluations=start.evaluations + nodes,
+            upper_bound=upper,
+            proven_optimal=proven,
+        )
     if policy == "greedy_paper":
         return paper_greedy(obj)
     if policy == "best_uniform":
@@ -80,11 +88,13 @@ def baselines(
         # the random policy has no per-set T* for a branch and bound: mode baselines use the shipped search
         search = "greedy" if policy == "certified" else policy
         for m in MODE_BASELINES:
-            obj = SAAObjective(inst, uniforms, modes=m, split=split,
-                               mode_uniforms=mode_uniforms if m == "random" else None)
+            obj = SAAObjective(
+                inst, uniforms, modes=m, split=split, mode_uniforms=mode_uniforms if m == "random" else None
+            )
             out[m] = optimise_draft_lengths(obj, search)
     if draft_lengths:
         obj = SAAObjective(inst, uniforms, "optimal", split)
-        out.update(best_uniform=best_uniform(obj), computation_only=computation_only(obj),
-                   greedy_paper=paper_greedy(obj))
+        out.update(
+            best_uniform=best_uniform(obj), computation_only=computation_only(obj), greedy_paper=paper_greedy(obj)
+        )
     return out

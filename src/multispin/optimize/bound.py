@@ -65,8 +65,14 @@ class BoundResult:
 # --------------------------------------------------------------------------- exact ratio maximisation
 
 
-def maximise_ratio(inst: Instance, a: np.ndarray | None = None, offset: float = 0.0,
-                   lo: np.ndarray | None = None, hi: np.ndarray | None = None, const: float = 0.0) -> BoundResult:
+def maximise_ratio(
+    inst: Instance,
+    a: np.ndarray | None = None,
+    offset: float = 0.0,
+    lo: np.ndarray | None = None,
+    hi: np.ndarray | None = None,
+    const: float = 0.0,
+) -> BoundResult:
     """Exact ``max over lo ≤ γ ≤ hi`` of ``Σ E_k(γ_k) / (T_comp(γ) + const + Σ_k a[k, γ_k] − offset)``.
 
     For every cap τ on the drafting time (each value γ·T_k^dft), device k may draft up to
@@ -115,8 +121,9 @@ def maximise_ratio(inst: Instance, a: np.ndarray | None = None, offset: float = 
 # --------------------------------------------------------------------------- surrogates
 
 
-def surrogate_from_weights(obj: SAAObjective, weights: np.ndarray, offsets: np.ndarray, name: str,
-                           levels: np.ndarray | None = None) -> Surrogate:
+def surrogate_from_weights(
+    obj: SAAObjective, weights: np.ndarray, offsets: np.ndarray, name: str, levels: np.ndarray | None = None
+) -> Surrogate:
     """``a[k, g] = (1/N) Σ_s w_{s,k} 1[g > L_{s,k}]`` and offset ``mean_s h_s`` (see the module doc)."""
     inst = obj.inst
     k, gmax = inst.num_devices, inst.gamma_max
@@ -195,8 +202,9 @@ def max_ascending_weights(values: np.ndarray, rejected: np.ndarray) -> np.ndarra
     return inside + _max_game_shares(values, ~rejected, top)
 
 
-def single_device_surrogate(obj: SAAObjective, incumbent: np.ndarray, levels=None,
-                            latency: np.ndarray | None = None) -> Surrogate:
+def single_device_surrogate(
+    obj: SAAObjective, incumbent: np.ndarray, levels=None, latency: np.ndarray | None = None
+) -> Surrogate:
     """The surrogate of ``T*(R) ≥ max_{k∈R} ℓ_k``, tight (for that inequality) at the incumbent's
     rejected sets (``latency`` replaces ℓ: the tests' negative control)."""
     lv = sample_levels(obj) if levels is None else levels
@@ -268,8 +276,12 @@ def t_comm_table(obj: SAAObjective) -> np.ndarray:
     if obj.modes == "random":
         raise ValueError("the random mode policy has no per-set T* (its coins are per sample)")
     inst = obj.inst
-    if (obj.modes == "optimal" and obj.split == "equal" and inst.uniform_payload
-            and inst.payload_bits[0] == inst.payload_bits_dl[0]):
+    if (
+        obj.modes == "optimal"
+        and obj.split == "equal"
+        and inst.uniform_payload
+        and inst.payload_bits[0] == inst.payload_bits_dl[0]
+    ):
         return _optimal_table_by_doubling(inst)
     if obj.modes == "optimal" and obj.split == "equal" and k <= 16:
         return pattern_table(obj.inst, obj.modes, obj.split)
@@ -287,7 +299,7 @@ def _subset_sums(w: np.ndarray, k: int) -> np.ndarray:
     bit d are those without it plus w_jd, one addition per set."""
     out = np.zeros((w.shape[0], 1 << k))
     for d in range(k):
-        np.add(out[:, :1 << d], w[:, d:d + 1], out=out[:, 1 << d:2 << d])
+        np.add(out[:, : 1 << d], w[:, d : d + 1], out=out[:, 1 << d : 2 << d])
     return out
 
 
@@ -309,14 +321,14 @@ def conjugate_offsets(table: np.ndarray, weights: np.ndarray, block: int = 16, c
     buf = np.empty((min(block, w.shape[0]), min(chunk, n_h), 1 << m))
     inner = np.empty((min(block, w.shape[0]), n_h))
     for j0 in range(0, w.shape[0], block):
-        wb = w[j0:j0 + block]
+        wb = w[j0 : j0 + block]
         n_j = wb.shape[0]
         w_low = _subset_sums(wb[:, :m], m)[:, None, :]  # (J, 1, 2^m)
         for c0 in range(0, n_h, chunk):
-            b = buf[:n_j, :min(chunk, n_h - c0)]
-            np.subtract(w_low, t[None, c0:c0 + chunk], out=b)
-            b.max(axis=2, out=inner[:n_j, c0:c0 + b.shape[1]])
-        h[j0:j0 + n_j] = np.maximum(0.0, (_subset_sums(wb[:, m:], k - m) + inner[:n_j]).max(axis=1))
+            b = buf[:n_j, : min(chunk, n_h - c0)]
+            np.subtract(w_low, t[None, c0 : c0 + chunk], out=b)
+            b.max(axis=2, out=inner[:n_j, c0 : c0 + b.shape[1]])
+        h[j0 : j0 + n_j] = np.maximum(0.0, (_subset_sums(wb[:, m:], k - m) + inner[:n_j]).max(axis=1))
     # each sum rounds (K terms of size ≤ |w|, then the difference): widen by a bound on that error
     return h + 4 * k * np.finfo(float).eps * (np.abs(w).sum(axis=1) + np.abs(table).max())
 
@@ -381,8 +393,13 @@ def _table_candidates(obj: SAAObjective, rejected: np.ndarray):
     return d, conjugate_offsets(table, d)
 
 
-def communication_bound(obj: SAAObjective, incumbent: np.ndarray, iterations: int = _ITERATIONS,
-                        latency: np.ndarray | None = None, table: bool = True) -> CommunicationBound:
+def communication_bound(
+    obj: SAAObjective,
+    incumbent: np.ndarray,
+    iterations: int = _ITERATIONS,
+    latency: np.ndarray | None = None,
+    table: bool = True,
+) -> CommunicationBound:
     """An upper bound on max_γ G(γ) of ``obj`` (its own samples, mode policy and split).
 
     Each sample's weights are chosen among the valid candidates (the single-device greedy vectors
@@ -425,5 +442,6 @@ def communication_bound(obj: SAAObjective, incumbent: np.ndarray, iterations: in
         if any(np.array_equal(nxt, r) for r in seen):
             break
         seen.append(nxt)
-    return CommunicationBound(best, free, best_g, "single_device" + ("+table" if tab is not None else ""),
-                              tuple(values))
+    return CommunicationBound(
+        best, free, best_g, "single_device" + ("+table" if tab is not None else ""), tuple(values)
+    )

@@ -65,15 +65,21 @@ class _Exact:
         return res.value, res.draft_len
 
 
-def branch_and_bound(obj: SAAObjective, incumbent: np.ndarray, time_budget_s: float = DEFAULT_TIME_BUDGET_S,
-                     max_devices: int = CERTIFIED_MAX_DEVICES):
+def branch_and_bound(
+    obj: SAAObjective,
+    incumbent: np.ndarray,
+    time_budget_s: float = DEFAULT_TIME_BUDGET_S,
+    max_devices: int = CERTIFIED_MAX_DEVICES,
+):
     """``(γ, value, upper_bound, proven, nodes)``: the best γ found from ``incumbent``, a valid upper
     bound on max_γ G(γ), and whether the two meet (the module doc)."""
     inst = obj.inst
     k = inst.num_devices
     if k > max_devices:
-        raise ConfigError(f"devices: the certified policy (branch and bound) is limited to {max_devices} devices "
-                          f"(got {k}); use the shipped greedy, whose certificate is the communication-aware bound")
+        raise ConfigError(
+            f"devices: the certified policy (branch and bound) is limited to {max_devices} devices "
+            f"(got {k}); use the shipped greedy, whose certificate is the communication-aware bound"
+        )
     if obj.modes == "random":
         raise ConfigError("modes: the certified policy needs a deterministic mode policy (optimal, all_ul, all_dl)")
     ex = _Exact(obj)

@@ -78,8 +78,9 @@ def best_uniform(obj: SAAObjective) -> DraftPlan:
     return DraftPlan(g, obj.evaluate(g), "best_uniform", grid.size)
 
 
-def _phase2(obj: SAAObjective, gamma: np.ndarray, current: Goodput, evaluations: int, trace: list,
-            moves: tuple[int, ...] = (1,)):
+def _phase2(
+    obj: SAAObjective, gamma: np.ndarray, current: Goodput, evaluations: int, trace: list, moves: tuple[int, ...] = (1,)
+):
     """Repeatedly take the best single-device move in ``moves`` (+1, and −1 if listed) while G improves."""
     g = gamma.copy()
     t_cur = obj.t_comm_samples(g)
@@ -370,7 +371,7 @@ def group_level_starts(obj: SAAObjective, count: int = _GROUP_STARTS) -> dict[st
     best_first = _weakness_orders(inst)[0][::-1]
     cands = np.zeros((k * gmax, k), dtype=np.int64)
     for m in range(1, k + 1):
-        cands[(m - 1) * gmax:m * gmax, best_first[:m]] = np.arange(1, gmax + 1)[:, None]
+        cands[(m - 1) * gmax : m * gmax, best_first[:m]] = np.arange(1, gmax + 1)[:, None]
     vals, _ = IncrementalSAA(obj, np.zeros(k, dtype=np.int64)).candidate_values(cands)
     top = np.argsort(-vals, kind="stable")[:count]
     return {f"group_{int(i // gmax) + 1}_at_{int(i % gmax) + 1}": cands[i] for i in top}
@@ -382,8 +383,7 @@ _POLISHED = 2  # coarse optima re-climbed on every sample (1 from K = 50 on: a f
 _POLISH_ONE_FROM_K = 50
 
 
-def _climb_all(obj: SAAObjective, points: dict[str, np.ndarray], trace: list,
-               compound: bool = True) -> dict[str, Any]:
+def _climb_all(obj: SAAObjective, points: dict[str, np.ndarray], trace: list, compound: bool = True) -> dict[str, Any]:
     """Climb from every point (most promising first) on ``obj``; name → (value or None, γ).
     ``compound=False`` (the subsample climbs, to stay in the time budget) skips the compound
     escape, which the polishing climbs on every sample still try."""
@@ -458,8 +458,9 @@ def local_search(obj: SAAObjective, extra_starts=None) -> DraftPlan:
     return DraftPlan(best, obj.evaluate(best), "greedy", solves, trace, baselines)
 
 
-def reference_search(obj: SAAObjective, rng: np.random.Generator, restarts: int = 16, kicks: int = 16,
-                     starts=None) -> DraftPlan:
+def reference_search(
+    obj: SAAObjective, rng: np.random.Generator, restarts: int = 16, kicks: int = 16, starts=None
+) -> DraftPlan:
     """A slow reference for judging the shipped search: iterated local search with the same moves
     from ``restarts`` random points (random γ on a random subset of devices) and ``starts``, then
     ``kicks`` perturbations of the best point found (a random third of the devices set to random
@@ -511,7 +512,7 @@ def max_g_max(inst: Instance, chunk: int = 256) -> np.ndarray:
     caps = np.unique((grid[None, :] * t[:, None]).ravel())
     best_val, best_g = -np.inf, np.zeros(k, dtype=np.int64)
     for start in range(0, caps.size, chunk):
-        tau = caps[start:start + chunk, None]
+        tau = caps[start : start + chunk, None]
         with np.errstate(divide="ignore", invalid="ignore"):
             limit = np.where(t[None, :] > 0, np.floor(tau / t[None, :] * (1 + 1e-12)), gmax)
         limit = np.minimum(limit, gmax).astype(np.int64)  # (C, K)
@@ -563,7 +564,7 @@ def exhaustive_oracle(obj: SAAObjective, max_vectors: int = 2_000_000, chunk: in
     best_val, best_g = -np.inf, None
     idx = np.arange(total, dtype=np.int64)
     for start in range(0, total, chunk):
-        ids = idx[start:start + chunk]
+        ids = idx[start : start + chunk]
         gs = (ids[:, None] // ((gmax + 1) ** np.arange(k))[None, :]) % (gmax + 1)  # (C, K)
         thr = inst.survival[np.arange(k)[None, :], gs]  # (C, K)
         codes = ((u[None, :, :] > thr[:, None, :]) * weights).sum(axis=2)  # (C, N)

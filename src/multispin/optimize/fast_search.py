@@ -44,10 +44,10 @@ from multispin.optimize.draft_lengths import (
     _GROUP_FRACTIONS,
     _REL_IMPROVEMENT,
     DraftPlan,
+    _check_gamma,
     _switched_off,
     _switched_on,
     _weakness_orders,
-    _check_gamma,
     max_g_max,
 )
 from multispin.optimize.flips import FlipSolver, closed_form_applies
@@ -112,8 +112,7 @@ def _climb(state: IncrementalSAA, deadline: _Deadline, visited: set | None = Non
         # escapes: joint ±1 shifts, and idle devices switched on at the drafting devices' mean length
         # (one switched on alone raises T_comp; several with everyone one longer can pay)
         switched = [g for order in orders for g in _switched_on(state.gamma, order)]
-        cands = np.unique(np.asarray(shifted + switched + [np.clip(state.gamma + d, 0, gmax) for d in (1, -1)]),
-                          axis=0)
+        cands = np.unique(np.asarray(shifted + switched + [np.clip(state.gamma + d, 0, gmax) for d in (1, -1)]), axis=0)
         cands = cands[np.any(cands != state.gamma[None, :], axis=1)]
         if cands.shape[0] == 0:
             break
@@ -137,7 +136,7 @@ class _ClosedFormSteps:
         self.levels = sample_levels(obj)
         self.flip = np.zeros(self.levels.shape)
         self.valid = np.zeros(self.levels.shape, dtype=bool)
-        self.rejected = None
+        self.rejected: np.ndarray | None = None
 
     def moved(self, g: np.ndarray, rows: np.ndarray) -> None:
         """The samples ``rows`` changed outcome (γ is now ``g``): their flipped values are stale."""
@@ -186,7 +185,7 @@ def _polish(obj: SAAObjective, gamma: np.ndarray, t_cur: np.ndarray, deadline: _
     while not deadline.passed():
         if steps is not None:
             table = steps.values(g, t_cur)
-            i, k = np.unravel_index(int(np.argmax(table)), table.shape)
+            i, k = (int(x) for x in np.unravel_index(int(np.argmax(table)), table.shape))
             if table[i, k] > cur * (1 + _REL_IMPROVEMENT):
                 delta = 1 if i == 0 else -1
                 rows = np.flatnonzero(steps.levels[:, k] == g[k] + min(delta, 0))
@@ -194,8 +193,10 @@ def _polish(obj: SAAObjective, gamma: np.ndarray, t_cur: np.ndarray, deadline: _
                 new_g[k] += delta
                 t_new = t_cur.copy()
                 t_new[rows] = obj.t_comm_rows(new_g[None, :] > steps.levels[rows], rows)
-                val = float(inst.expected_tokens[np.arange(g.size), new_g].sum()
-                            / (float(t_comp_unchecked(inst, new_g)) + t_new.mean()))
+                val = float(
+                    inst.expected_tokens[np.arange(g.size), new_g].sum()
+                    / (float(t_comp_unchecked(inst, new_g)) + t_new.mean())
+                )
                 if val > cur * (1 + _REL_IMPROVEMENT):
                     g, t_cur, cur = new_g, t_new, val
                     steps.moved(g, rows)
@@ -244,7 +245,7 @@ def _group_starts(obj: SAAObjective, count: int = 2) -> dict[str, np.ndarray]:
     sizes = np.unique(np.round(np.geomspace(1, k, num=min(k, 10))).astype(int))
     cands = np.zeros((sizes.size * gmax, k), dtype=np.int64)
     for j, m in enumerate(sizes):
-        cands[j * gmax:(j + 1) * gmax, best_first[:m]] = np.arange(1, gmax + 1)[:, None]
+        cands[j * gmax : (j + 1) * gmax, best_first[:m]] = np.arange(1, gmax + 1)[:, None]
     vals, _ = IncrementalSAA(obj, np.zeros(k, dtype=np.int64)).candidate_values(cands)
     top = np.argsort(-vals, kind="stable")[:count]
     return {f"group_{sizes[i // gmax]}_at_{i % gmax + 1}": cands[i] for i in top}
@@ -284,8 +285,14 @@ class _Best:
         return _goodput(num, float(t_comp_s(obj.inst, self.gamma)), float(np.mean(self.t_comm)))
 
 
-def fast_search(obj: SAAObjective, warm_start=None, extra_starts=None, deadline_s: float | None = None,
-                climbs: int | None = None, clock=time.process_time) -> DraftPlan:
+def fast_search(
+    obj: SAAObjective,
+    warm_start=None,
+    extra_starts=None,
+    deadline_s: float | None = None,
+    climbs: int | None = None,
+    clock=time.process_time,
+) -> DraftPlan:
     """Draft lengths for one round (see the module doc).
 
     ``warm_start``: last round's γ (K draft lengths), polished on all samples after the search
@@ -319,8 +326,11 @@ def fast_search(obj: SAAObjective, warm_start=None, extra_starts=None, deadline_
         grid = np.arange(inst.gamma_max + 1)
         uvals, _ = state.candidate_values(np.repeat(grid[:, None], k, axis=1))
         top = np.argsort(-uvals, kind="stable")[:_UNIFORM_CANDIDATES]
-        starts = {**{f"uniform_{int(g)}": np.full(k, int(g), dtype=np.int64) for g in top},
-                  "computation_only": co, **starts}
+        starts = {
+            **{f"uniform_{int(g)}": np.full(k, int(g), dtype=np.int64) for g in top},
+            "computation_only": co,
+            **starts,
+        }
         # computation-only with the weakest devices off: where rejections are expensive the best
         # plans have a subset drafting, which no single-device move reaches from all or none
         for f, g in zip(_GROUP_FRACTIONS, _switched_off(co, _weakness_orders(inst)[0])):

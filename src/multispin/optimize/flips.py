@@ -28,8 +28,13 @@ from multispin.system.instance import Instance
 def closed_form_applies(obj) -> bool:
     """Whether `FlipSolver` covers this objective's T* (else the caller solves the flipped sets)."""
     inst = obj.inst
-    return (obj.modes == "optimal" and obj.split == "equal" and obj.channel_gains is None
-            and inst.uniform_payload and inst.payload_bits[0] == inst.payload_bits_dl[0])
+    return (
+        obj.modes == "optimal"
+        and obj.split == "equal"
+        and obj.channel_gains is None
+        and inst.uniform_payload
+        and inst.payload_bits[0] == inst.payload_bits_dl[0]
+    )
 
 
 class FlipSolver:

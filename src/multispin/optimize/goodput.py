@@ -151,11 +151,17 @@ class SAAObjective:
         self._cache: dict[bytes | int, float] = {}
         self.num_solves = 0
 
-    def head(self, m: int) -> "SAAObjective":
+    def head(self, m: int) -> SAAObjective:
         """The same objective on its first ``m`` samples (uniforms, mode coins and channel draws)."""
         cut = None if self.channel_gains is None else (self.channel_gains[0][:m], self.channel_gains[1][:m])
-        return SAAObjective(self.inst, self.uniforms[:m], self.modes, self.split,
-                            None if self.mode_uniforms is None else self.mode_uniforms[:m], cut)
+        return SAAObjective(
+            self.inst,
+            self.uniforms[:m],
+            self.modes,
+            self.split,
+            None if self.mode_uniforms is None else self.mode_uniforms[:m],
+            cut,
+        )
 
     @property
     def n_saa(self) -> int:
@@ -240,8 +246,9 @@ class SAAObjective:
             candidates = np.flatnonzero(movable)
         candidates = np.unique(np.asarray(candidates, dtype=np.int64))
         if candidates.size and (candidates[0] < 0 or candidates[-1] >= k or not np.all(movable[candidates])):
-            raise ConfigError(f"candidates: devices in [0, {k - 1}] that can move by {delta} "
-                              f"(got {candidates.tolist()})")
+            raise ConfigError(
+                f"candidates: devices in [0, {k - 1}] that can move by {delta} (got {candidates.tolist()})"
+            )
         values = np.full(k, -np.inf)
         empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
         if candidates.size == 0:
@@ -294,8 +301,9 @@ def pattern_table(inst: Instance, modes: str = "optimal", split: str = "equal", 
     return t_comm_batch(masks, inst, modes, split)
 
 
-def exact_goodput(inst: Instance, gamma, modes: str = "optimal", split: str = "equal",
-                  table: np.ndarray | None = None) -> Goodput:
+def exact_goodput(
+    inst: Instance, gamma, modes: str = "optimal", split: str = "equal", table: np.ndarray | None = None
+) -> Goodput:
     """G(γ) with E[T_comm] summed exactly over all 2^K outcomes (small K only)."""
     g = _gamma(inst, gamma)
     k = inst.num_devices

@@ -32,7 +32,7 @@ def sample_levels(obj: SAAObjective) -> np.ndarray:
     for g in range(surv.shape[1]):  # a loop over γ keeps memory at O(N·K)
         levels += obj.uniforms <= surv[None, :, g]
     levels.flags.writeable = False
-    obj._sample_levels = (obj.uniforms, obj.inst, levels)
+    obj._sample_levels = (obj.uniforms, obj.inst, levels)  # type: ignore[attr-defined]  # a cache riding on the objective
     return levels
 
 
@@ -145,7 +145,7 @@ class IncrementalSAA:
         cand = np.arange(gmax + 1)[None, :]
         gk = self.gamma[:, None]
         at_gk = np.take_along_axis(cum, gk, axis=1)
-        delta = np.where(cand >= gk, cum[:, :gmax + 1] - at_gk, at_gk - cum[:, :gmax + 1])
+        delta = np.where(cand >= gk, cum[:, : gmax + 1] - at_gk, at_gk - cum[:, : gmax + 1])
         lat = self.gamma * inst.token_latency_s
         top = np.argsort(-lat, kind="stable")[:2]
         others = np.full(k, lat[top[0]] if k else 0.0)
@@ -156,7 +156,7 @@ class IncrementalSAA:
         draft = np.maximum(others[:, None], cand * inst.token_latency_s[:, None])
         tc = draft + self._t_fixed + inst.compute.t_ver_tok_s * (self.gamma.sum() - gk + cand)
         e = inst.expected_tokens
-        num = self.tokens() - e[np.arange(k), self.gamma][:, None] + e[:, :gmax + 1]
+        num = self.tokens() - e[np.arange(k), self.gamma][:, None] + e[:, : gmax + 1]
         return num / (tc + (self.t_comm.sum() + delta) / n)
 
     def set_device(self, k: int, new: int) -> None:

@@ -183,8 +183,7 @@ def dl_latency_s(dl_mask, inst: Instance, bandwidth_hz, rtol: float = 1e-12) -> 
     b = np.broadcast_to(np.asarray(bandwidth_hz, dtype=float), (dl_mask.shape[0],))
     if inst.uniform_payload:
         w = np.where(dl_mask, 1.0 / inst.gain_dl, 0.0).sum(axis=1)
-        return dl_latency_closed_form_s(w, inst.payload_bits_dl[0], b, inst.radio.p_dl_w,
-                                        inst.radio.noise_psd_w_per_hz)
+        return dl_latency_closed_form_s(w, inst.payload_bits_dl[0], b, inst.radio.p_dl_w, inst.radio.noise_psd_w_per_hz)
     return _dl_latency_bisection(dl_mask, inst, b, rtol)
 
 
@@ -277,8 +276,7 @@ def _optimal_fast(mask: np.ndarray, inst: Instance, return_modes: bool, gains=No
     else:  # the latencies themselves, from the untransformed x of each link and its own payload
         s_dl = inst.payload_bits_dl[0]
         x_j = np.broadcast_to(x_sorted, o.shape)[rows, j]
-        t_split = np.maximum(_latency_from_x_s(x_j, s, b, n0),
-                             _latency_from_x_s(x_dl_after[rows, j], s_dl, b, n0))
+        t_split = np.maximum(_latency_from_x_s(x_j, s, b, n0), _latency_from_x_s(x_dl_after[rows, j], s_dl, b, n0))
         t = np.where(use_ul, t_split, _latency_from_x_s(x_dl_all, s_dl, b, n0))
     t = np.where(cnt > 0, t, 0.0)
     is_ul = None
@@ -352,7 +350,11 @@ def _optimal_scan(mask: np.ndarray, inst: Instance, return_modes: bool, rtol: fl
 
 
 def optimal_modes_batch(
-    rejected, inst: Instance, method: str = "auto", return_modes: bool = False, rtol: float = 1e-12,
+    rejected,
+    inst: Instance,
+    method: str = "auto",
+    return_modes: bool = False,
+    rtol: float = 1e-12,
     gains=None,
 ) -> BatchDecision:
     """Minimum T_comm over UL/DL splits (equal bandwidth split) for every outcome row.

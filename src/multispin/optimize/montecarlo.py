@@ -70,6 +70,10 @@ def simulate_rounds(
         rejected_count += rejected.sum(axis=0)
         done += m
     return MonteCarloResult(
-        rounds=n_rounds, tokens=tokens, time_s=n_rounds * tc + t_comm_total, mean_t_comm_s=t_comm_total / n_rounds,
-        rejection_rate=rejected_count / n_rounds, mean_tokens=tokens_dev / n_rounds,
+        rounds=n_rounds,
+        tokens=tokens,
+        time_s=n_rounds * tc + t_comm_total,
+        mean_t_comm_s=t_comm_total / n_rounds,
+        rejection_rate=rejected_count / n_rounds,
+        mean_tokens=tokens_dev / n_rounds,
     )

@@ -61,10 +61,15 @@ class EnergyModel:
     weight_tokens_per_j: float = 1.0
 
     @classmethod
-    def of(cls, scenario) -> "EnergyModel":
+    def of(cls, scenario) -> EnergyModel:
         e = scenario.energy
-        return cls(e.pa_efficiency, e.rx_power_w, e.draft_power_w, e.idle_power_w,
-                   scenario.optimizer.energy_weight_tokens_per_j)
+        return cls(
+            e.pa_efficiency,
+            e.rx_power_w,
+            e.draft_power_w,
+            e.idle_power_w,
+            scenario.optimizer.energy_weight_tokens_per_j,
+        )
 
 
 def score(objective: str, device_goodput: np.ndarray) -> float:
@@ -94,15 +99,28 @@ class RoundScore:
     @property
     def goodput(self) -> Goodput:
         n = float(self.expected_tokens.sum())
-        return Goodput(n / (self.t_comp_s + self.e_t_comm_s), n, self.t_comp_s, self.e_t_comm_s,
-                       n / self.t_comp_s if self.t_comp_s > 0 else float("inf"))
+        return Goodput(
+            n / (self.t_comp_s + self.e_t_comm_s),
+            n,
+            self.t_comp_s,
+            self.e_t_comm_s,
+            n / self.t_comp_s if self.t_comp_s > 0 else float("inf"),
+        )
 
 
 class ObjectiveSearch:
     """An objective on one round's instance and fixed SAA samples (common random numbers)."""
 
-    def __init__(self, inst: Instance, uniforms: np.ndarray, objective: str, energy: EnergyModel | None = None,
-                 modes: str = "optimal", split: str = "equal", mode_uniforms: np.ndarray | None = None):
+    def __init__(
+        self,
+        inst: Instance,
+        uniforms: np.ndarray,
+        objective: str,
+        energy: EnergyModel | None = None,
+        modes: str = "optimal",
+        split: str = "equal",
+        mode_uniforms: np.ndarray | None = None,
+    ):
         self.inst, self.objective = inst, check_objective(objective)
         if objective == "energy" and split != "equal":
             raise ConfigError("split: the energy objective charges airtimes on the equal split only (got 'optimized')")
@@ -120,8 +138,9 @@ class ObjectiveSearch:
         e, inst = self.energy, self.inst
         t_dft = gamma * inst.draft_latency_s
         t_up = gamma * (inst.token_latency_s - inst.draft_latency_s)
-        return float(np.sum(e.draft_power_w * t_dft + inst.p_ul_w * t_up / e.pa_efficiency
-                            - e.idle_power_w * (t_dft + t_up)))
+        return float(
+            np.sum(e.draft_power_w * t_dft + inst.p_ul_w * t_up / e.pa_efficiency - e.idle_power_w * (t_dft + t_up))
+        )
 
     def mode_table(self, row: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For one rejected set: candidate UL masks (C, K), each one's T_comm and outcome joules
@@ -129,17 +148,19 @@ class ObjectiveSearch:
         key = row.tobytes()
         if key in self._mode_tables:
             return self._mode_tables[key]
-        inst, e = self.inst, self.energy
+        inst = self.inst
         idx = np.flatnonzero(row)
         m = idx.size
         if m <= EXACT_MAX_REJECTED:
-            codes = np.arange(2 ** m, dtype=np.int64)
+            codes = np.arange(2**m, dtype=np.int64)
             ul = np.zeros((codes.size, inst.num_devices), dtype=bool)
             ul[:, idx] = ((codes[:, None] >> np.arange(m)[None, :]) & 1).astype(bool)
         else:  # the T_comm-optimal modes and every single flip of them
             from multispin.optimize.modes import optimal_modes_batch
 
-            best = optimal_modes_batch(row[None, :], inst, return_modes=True).is_ul[0]
+            is_ul = optimal_modes_batch(row[None, :], inst, return_modes=True).is_ul
+            assert is_ul is not None  # asked for with return_modes
+            best = is_ul[0]
             ul = np.repeat(best[None, :], m + 1, axis=0)
             ul[np.arange(1, m + 1), idx] ^= True
         t, j = self._outcome(row, ul)
@@ -157,8 +178,10 @@ class ObjectiveSearch:
         tau_ul = ul_latency_s(inst, bw)
         dl = rows & ~ul
         tau_dl = np.where(dl.any(axis=1), dl_latency_s(dl, inst, np.full(ul.shape[0], bw)), 0.0)
-        j = (np.sum(np.where(ul & rows, (inst.p_ul_w / e.pa_efficiency - e.idle_power_w) * tau_ul, 0.0), axis=1)
-             + dl.sum(axis=1) * (e.rx_power_w - e.idle_power_w) * tau_dl)
+        j = (
+            np.sum(np.where(ul & rows, (inst.p_ul_w / e.pa_efficiency - e.idle_power_w) * tau_ul, 0.0), axis=1)
+            + dl.sum(axis=1) * (e.rx_power_w - e.idle_power_w) * tau_dl
+        )
         return t, j
 
     def energy_modes(self, row: np.ndarray, lam: float) -> tuple[np.ndarray, float, float]:
@@ -189,9 +212,13 @@ class ObjectiveSearch:
             from multispin.optimize.modes import optimal_modes_batch
             from multispin.optimize.reactive import policy_ul_mask
 
-            ul = (optimal_modes_batch(rej, inst, return_modes=True).is_ul if self.modes == "optimal"
-                  else policy_ul_mask(rej, self.modes, self.mode_u))
-            j = np.array([self._outcome(rej[i], ul[i:i + 1])[1][0] for i in range(rej.shape[0])])
+            ul = (
+                optimal_modes_batch(rej, inst, return_modes=True).is_ul
+                if self.modes == "optimal"
+                else policy_ul_mask(rej, self.modes, self.mode_u)
+            )
+            assert ul is not None  # asked for with return_modes
+            j = np.array([self._outcome(rej[i], ul[i : i + 1])[1][0] for i in range(rej.shape[0])])
             return self._energy_score(gamma, n_k, tc, tcomm, j)
         keys, inverse = np.unique(rej, axis=0, return_inverse=True)
         inverse = inverse.reshape(-1)
@@ -207,6 +234,7 @@ class ObjectiveSearch:
             if abs(s.value - lam) <= 1e-12 * max(1.0, abs(lam)):
                 break
             lam = s.value
+        assert best is not None  # at least one iteration ran
         return best
 
     def _energy_score(self, gamma, n_k, tc, t, j, weights=None) -> RoundScore:
@@ -237,12 +265,14 @@ class ObjectiveSearch:
                 s = self.evaluate(np.array(gamma))
                 if best is None or s.value > best.value:
                     best = s
+            assert best is not None  # the grid holds γ = 0
             return best, True
         best = None
         for start in [np.zeros(len(caps), dtype=np.int64), *[np.minimum(np.asarray(s), caps) for s in starts]]:
             s = self._local(np.asarray(start, dtype=np.int64), caps)
             if best is None or s.value > best.value:
                 best = s
+        assert best is not None  # all zeros is always a start
         return best, False
 
     def _local(self, gamma: np.ndarray, caps: np.ndarray) -> RoundScore:
@@ -262,9 +292,18 @@ class ObjectiveSearch:
         return cur
 
 
-def plan_objective(inst: Instance, objective: str, *, uniforms: np.ndarray, energy: EnergyModel | None = None,
-                   modes: str = "optimal", split: str = "equal", mode_uniforms=None, starts=(),
-                   exact: bool | None = None):
+def plan_objective(
+    inst: Instance,
+    objective: str,
+    *,
+    uniforms: np.ndarray,
+    energy: EnergyModel | None = None,
+    modes: str = "optimal",
+    split: str = "equal",
+    mode_uniforms=None,
+    starts=(),
+    exact: bool | None = None,
+):
     """(an `optimize.plan.Plan` whose γ maximises ``objective`` on the samples, its `RoundScore`, the
     `ObjectiveSearch`, which picks the energy objective's modes after verification). The plan's
     ``goodput`` is the sum goodput at that γ; its ``policy`` names the objective and the search."""
@@ -275,6 +314,13 @@ def plan_objective(inst: Instance, objective: str, *, uniforms: np.ndarray, ener
     draft_len = inst.capped(best.draft_len)
     if not np.array_equal(draft_len, best.draft_len):
         best = search.evaluate(draft_len)
-    plan = Plan(draft_len, best.goodput, f"{objective}:{'exact' if was_exact else 'local'}", modes, split,
-                expected_tokens(inst, draft_len), rejection_prob(inst, draft_len))
+    plan = Plan(
+        draft_len,
+        best.goodput,
+        f"{objective}:{'exact' if was_exact else 'local'}",
+        modes,
+        split,
+        expected_tokens(inst, draft_len),
+        rejection_prob(inst, draft_len),
+    )
     return plan, best, search

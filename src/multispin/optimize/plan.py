@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from multispin.errors import ConfigError
+from multispin.optimize.bandwidth import optimized_split_batch
 from multispin.optimize.baselines import PLAN_POLICIES, baselines, optimise_draft_lengths
 from multispin.optimize.bound import communication_bound
 from multispin.optimize.draft_lengths import goodput_upper_bound
-from multispin.optimize.bandwidth import optimized_split_batch
 from multispin.optimize.goodput import Goodput, SAAObjective, expected_tokens, outcomes, rejection_prob
 from multispin.optimize.reactive import MODE_POLICIES, SPLITS, optimal_modes_batch, ul_latency_s
 from multispin.system.instance import Instance
@@ -55,14 +55,23 @@ class Certificate:
         return 100.0 * (1.0 - self.goodput_tokens_per_s / self.communication_bound_tokens_per_s)
 
     def to_dict(self) -> dict:
-        return {**self.__dict__, "gain_over_best_baseline_pct": self.gain_over_best_baseline_pct,
-                "gap_to_upper_bound_pct": self.gap_to_upper_bound_pct,
-                "gap_to_communication_bound_pct": self.gap_to_communication_bound_pct}
+        return {
+            **self.__dict__,
+            "gain_over_best_baseline_pct": self.gain_over_best_baseline_pct,
+            "gap_to_upper_bound_pct": self.gap_to_upper_bound_pct,
+            "gap_to_communication_bound_pct": self.gap_to_communication_bound_pct,
+        }
 
 
-def certify(inst: Instance, goodput_tokens_per_s: float, baselines: dict[str, float],
-            obj: SAAObjective | None = None, draft_len: np.ndarray | None = None,
-            proven_optimal: bool = False, bound: float | None = None) -> Certificate:
+def certify(
+    inst: Instance,
+    goodput_tokens_per_s: float,
+    baselines: dict[str, float],
+    obj: SAAObjective | None = None,
+    draft_len: np.ndarray | None = None,
+    proven_optimal: bool = False,
+    bound: float | None = None,
+) -> Certificate:
     """The [`Certificate`][multispin.optimize.plan.Certificate] of a plan reaching ``goodput_tokens_per_s`` against ``baselines``;
     with the plan's objective ``obj`` and ``draft_len``, also the communication-aware bound
     (``bound``, e.g. a branch and bound's, replaces it where it is lower)."""
@@ -76,8 +85,15 @@ def certify(inst: Instance, goodput_tokens_per_s: float, baselines: dict[str, fl
         comm, method = float(bound), "branch_and_bound"
     if proven_optimal:
         comm = min(comm, float(goodput_tokens_per_s)) if np.isfinite(comm) else float(goodput_tokens_per_s)
-    return Certificate(float(goodput_tokens_per_s), name, float(baselines.get(name, float("nan"))), free,
-                       float(comm), method, bool(proven_optimal))
+    return Certificate(
+        float(goodput_tokens_per_s),
+        name,
+        float(baselines.get(name, float("nan"))),
+        free,
+        float(comm),
+        method,
+        bool(proven_optimal),
+    )
 
 
 @dataclass(frozen=True)
@@ -156,28 +172,41 @@ def plan(
             raise ConfigError("mode_uniforms: the random mode policy needs mode uniforms or rng")
         mode_uniforms = rng.random(u.shape)
     if channel_gains is not None and policy in ("oracle", "certified"):
-        raise ConfigError(f"policy: {policy!r} enumerates one channel's rejected sets; robust planning over "
-                          "channel samples allows greedy, greedy_paper, best_uniform, computation_only")
+        raise ConfigError(
+            f"policy: {policy!r} enumerates one channel's rejected sets; robust planning over "
+            "channel samples allows greedy, greedy_paper, best_uniform, computation_only"
+        )
     obj = SAAObjective(inst, u, modes, split, mode_uniforms if modes == "random" else None, channel_gains)
     if deadline_s is not None and (policy != "fast" or not deadline_s >= 0):
-        raise ConfigError(f"deadline_s: a number of seconds ≥ 0, for policy fast only (got {deadline_s!r} "
-                          f"with policy {policy!r})")
+        raise ConfigError(
+            f"deadline_s: a number of seconds ≥ 0, for policy fast only (got {deadline_s!r} with policy {policy!r})"
+        )
     starts = dict(extra_starts or {})
     if warm_start is not None:
         if policy not in ("greedy", "certified", "fast"):
-            raise ConfigError(f"warm_start: only the searches (policies greedy, certified, fast) take one "
-                              f"(got {policy!r})")
+            raise ConfigError(
+                f"warm_start: only the searches (policies greedy, certified, fast) take one (got {policy!r})"
+            )
         if policy != "fast":
             starts["warm"] = np.asarray(warm_start)
-    dp = optimise_draft_lengths(obj, policy, starts or None,
-                                warm_start if policy == "fast" else None, deadline_s)
+    dp = optimise_draft_lengths(obj, policy, starts or None, warm_start if policy == "fast" else None, deadline_s)
     # past a device's gamma_cap the objective is flat in its tokens and outcomes, so a search may
     # stop there; the engine would draft the cap, which is never worse (T_comp can only fall)
     draft_len, value = inst.capped(dp.draft_len), dp.goodput
     if not np.array_equal(draft_len, dp.draft_len):
         value = obj.evaluate(draft_len)
-    return Plan(draft_len, value, dp.policy, modes, split, expected_tokens(inst, draft_len),
-                rejection_prob(inst, draft_len), dict(dp.baselines), dp.upper_bound, dp.proven_optimal)
+    return Plan(
+        draft_len,
+        value,
+        dp.policy,
+        modes,
+        split,
+        expected_tokens(inst, draft_len),
+        rejection_prob(inst, draft_len),
+        dict(dp.baselines),
+        dp.upper_bound,
+        dp.proven_optimal,
+    )
 
 
 @dataclass(frozen=True)
@@ -208,8 +237,10 @@ def device_stats(inst: Instance, gamma, uniforms: np.ndarray, split: str = "equa
         ul_given = np.where(rej > 0, is_ul.sum(axis=0) / rej, np.nan)
         lat_given = np.where(rej > 0, tau.sum(axis=0) / rej, np.nan)
     return DeviceStats(
-        ul_share=is_ul.sum(axis=0) / n, dl_share=(o & ~is_ul).sum(axis=0) / n,
-        ul_share_given_rejected=ul_given, ul_latency_s_given_rejected=lat_given,
+        ul_share=is_ul.sum(axis=0) / n,
+        dl_share=(o & ~is_ul).sum(axis=0) / n,
+        ul_share_given_rejected=ul_given,
+        ul_latency_s_given_rejected=lat_given,
         ul_latency_s_alone=ul_latency_s(inst, inst.radio.bandwidth_hz),
     )
 
@@ -250,6 +281,13 @@ def optimize_instance(
         rep.baseline_draft_len[name] = dp.draft_len.tolist()
     obj = SAAObjective(inst, uniforms, "optimal", split)
     bb = p.upper_bound if np.isfinite(p.upper_bound) else None
-    rep.certificate = certify(inst, p.goodput_tokens_per_s, rep.baselines or p.baselines, obj, p.draft_len,
-                              proven_optimal=p.proven_optimal, bound=bb)
+    rep.certificate = certify(
+        inst,
+        p.goodput_tokens_per_s,
+        rep.baselines or p.baselines,
+        obj,
+        p.draft_len,
+        proven_optimal=p.proven_optimal,
+        bound=bb,
+    )
     return rep

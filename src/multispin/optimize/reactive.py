@@ -22,6 +22,7 @@ import numpy as np
 
 from multispin.errors import ConfigError
 from multispin.optimize.bandwidth import optimized_split_batch
+
 # the equal-split solver's names stay importable from here (they lived in this module)
 from multispin.optimize.modes import (  # noqa: F401
     DL,
@@ -120,23 +121,24 @@ def t_comm_batch(
     return fixed_modes_latency_s(mask, policy_ul_mask(mask, modes, mode_uniforms), inst)
 
 
-def _t_comm_per_row_channel(mask, inst: Instance, modes: str, split: str, mode_uniforms, method: str,
-                            gains) -> np.ndarray:
+def _t_comm_per_row_channel(
+    mask, inst: Instance, modes: str, split: str, mode_uniforms, method: str, gains
+) -> np.ndarray:
     """`t_comm_batch` with row m on the channel ``(gains[0][m], gains[1][m])``."""
     gain_ul, gain_dl = (np.asarray(g, dtype=float) for g in gains)
     if gain_ul.shape != mask.shape or gain_dl.shape != mask.shape:
-        raise ConfigError(f"gains: needs two arrays of the outcome rows' shape {mask.shape} "
-                          f"(got {gain_ul.shape}, {gain_dl.shape})")
+        raise ConfigError(
+            f"gains: needs two arrays of the outcome rows' shape {mask.shape} (got {gain_ul.shape}, {gain_dl.shape})"
+        )
     if split == "equal" and inst.uniform_payload and method in ("auto", "fast"):
         if modes == "optimal":
             return optimal_modes_batch(mask, inst, method="fast", gains=(gain_ul, gain_dl)).latency_s
-        return fixed_modes_latency_s(mask, policy_ul_mask(mask, modes, mode_uniforms), inst,
-                                     gains=(gain_ul, gain_dl))
+        return fixed_modes_latency_s(mask, policy_ul_mask(mask, modes, mode_uniforms), inst, gains=(gain_ul, gain_dl))
     out = np.zeros(mask.shape[0])
     for m in range(mask.shape[0]):
         row = inst.replace(gain_ul=gain_ul[m], gain_dl=gain_dl[m])
-        mu = None if mode_uniforms is None else np.asarray(mode_uniforms)[m:m + 1]
-        out[m] = t_comm_batch(mask[m:m + 1], row, modes, split, mu, method)[0]
+        mu = None if mode_uniforms is None else np.asarray(mode_uniforms)[m : m + 1]
+        out[m] = t_comm_batch(mask[m : m + 1], row, modes, split, mu, method)[0]
     return out
 
 
@@ -163,7 +165,7 @@ def brute_force_oracle(rejected, inst: Instance, max_rejected: int = 22) -> Batc
         codes = np.arange(2**m, dtype=np.int64)
         best_t, best_code = np.inf, 0
         for start in range(0, codes.size, 1 << 16):
-            c = codes[start:start + (1 << 16)]
+            c = codes[start : start + (1 << 16)]
             bits = ((c[:, None] >> np.arange(m)[None, :]) & 1).astype(bool)
             ul = np.zeros((c.size, inst.num_devices), dtype=bool)
             ul[:, idx] = bits
@@ -233,11 +235,16 @@ def reactive(
     if split == "optimized":
         fixed = None if modes == "optimal" else policy_ul_mask(mask, modes, mode_uniforms)
         dec = optimized_split_batch(mask, inst, is_ul=fixed, return_allocation=True)
-        assert dec.is_ul is not None and dec.power_w is not None and dec.bandwidth_hz is not None \
-            and dec.device_latency_s is not None  # asked for (return_allocation)
+        assert (
+            dec.is_ul is not None
+            and dec.power_w is not None
+            and dec.bandwidth_hz is not None
+            and dec.device_latency_s is not None
+        )  # asked for (return_allocation)
         mode = np.where(mask[0], np.where(dec.is_ul[0], UL, DL), NONE).astype(np.int8)
-        return ReactiveDecision(mode, dec.power_w[0], dec.bandwidth_hz[0], dec.device_latency_s[0],
-                                float(dec.latency_s[0]))
+        return ReactiveDecision(
+            mode, dec.power_w[0], dec.bandwidth_hz[0], dec.device_latency_s[0], float(dec.latency_s[0])
+        )
     if modes == "optimal":
         chosen = optimal_modes_batch(mask, inst, return_modes=True, rtol=rtol).is_ul
         assert chosen is not None  # asked for (return_modes)
@@ -255,8 +262,14 @@ def reactive(
     lat[ul] = ul_latency_s(inst, bw)[ul]
     dl = mode == DL
     if dl.any():
-        split_dl = dl_power_equalisation(inst.gain_dl[dl], inst.payload_bits_dl[dl], bw[dl], inst.radio.p_dl_w,
-                                         inst.radio.noise_psd_w_per_hz, rtol=rtol)
+        split_dl = dl_power_equalisation(
+            inst.gain_dl[dl],
+            inst.payload_bits_dl[dl],
+            bw[dl],
+            inst.radio.p_dl_w,
+            inst.radio.noise_psd_w_per_hz,
+            rtol=rtol,
+        )
         power[dl] = split_dl.power_w
         lat[dl] = split_dl.latency_s
     return ReactiveDecision(mode, power, bw, lat, float(lat.max()) if m else 0.0)

@@ -53,5 +53,12 @@ def plan_on_estimate(
         return naive
     if posterior_gains is None:
         raise ConfigError("posterior_gains: robust planning needs the posterior channel draws")
-    return plan(inst, uniforms=uniforms, modes=modes, split=split, mode_uniforms=mode_uniforms,
-                channel_gains=posterior_gains, extra_starts={"naive": naive.draft_len})
+    return plan(
+        inst,
+        uniforms=uniforms,
+        modes=modes,
+        split=split,
+        mode_uniforms=mode_uniforms,
+        channel_gains=posterior_gains,
+        extra_starts={"naive": naive.draft_len},
+    )

@@ -65,8 +65,13 @@ class Exactness(NamedTuple):
     reason: str
 
 
-def exactness_by_mode(ul_codec: "Codec", dl_codec: "Codec", sampling: SamplingParams, vocab_size: int,
-                      modes: tuple[LinkMode, ...] = LINK_MODES) -> dict[str, Exactness]:
+def exactness_by_mode(
+    ul_codec: Codec,
+    dl_codec: Codec,
+    sampling: SamplingParams,
+    vocab_size: int,
+    modes: tuple[LinkMode, ...] = LINK_MODES,
+) -> dict[str, Exactness]:
     """The verdict of each mode for the codec that moves its distribution (UL: q̂_j, DL: p_j)."""
     return {m: (ul_codec if m == "ul" else dl_codec).exactness(m, sampling, vocab_size) for m in modes}
 
@@ -250,8 +255,7 @@ class Codec(abc.ABC):
         p = np.asarray(probs)
         return self.decode(self.encode(p), int(p.shape[-1]) if p.ndim else 0)
 
-    def exactness(self, mode: LinkMode, sampling: SamplingParams,
-                  vocab_size: int) -> Exactness:
+    def exactness(self, mode: LinkMode, sampling: SamplingParams, vocab_size: int) -> Exactness:
         """Whether moving a row with this codec keeps the output law exactly the target's."""
         if mode not in LINK_MODES:
             raise ConfigError(f"mode: must be one of {', '.join(LINK_MODES)} (got {mode!r})")
@@ -262,14 +266,17 @@ class Codec(abc.ABC):
         if unusable:
             return Exactness(False, unusable)
         if mode == "ul":
-            return Exactness(True, (
-                f"UL: the device draws its draft from the decoded q̂ = {self.name} roundtrip of q "
-                "and reports q̂(x); server and device use the same q̂"))
+            return Exactness(
+                True,
+                (
+                    f"UL: the device draws its draft from the decoded q̂ = {self.name} roundtrip of q "
+                    "and reports q̂(x); server and device use the same q̂"
+                ),
+            )
         if self.lossless:
             return Exactness(True, f"DL: {self.name} carries the float32 target row p bit for bit")
         if sampling.greedy:
-            return Exactness(True, (
-                f"DL, greedy: the one-hot target row is reproduced exactly by {self.name}"))
+            return Exactness(True, (f"DL, greedy: the one-hot target row is reproduced exactly by {self.name}"))
         return self._dl_exactness(sampling, vocab)
 
     @abc.abstractmethod
@@ -287,10 +294,7 @@ class Codec(abc.ABC):
         payload = bytes(payload)
         need = self.num_bytes(vocab)
         if len(payload) != need:
-            raise ConfigError(
-                f"payload: {self.name} needs {need} bytes for vocab_size {vocab} "
-                f"(got {len(payload)})"
-            )
+            raise ConfigError(f"payload: {self.name} needs {need} bytes for vocab_size {vocab} (got {len(payload)})")
         return payload, vocab
 
     def __repr__(self) -> str:
@@ -361,10 +365,14 @@ class DenseCodec(Codec):
 
     def _dl_exactness(self, sampling: SamplingParams, vocab_size: int) -> Exactness:
         sig = 11 if self.fmt == "fp16" else 8
-        return Exactness(False, (
-            f"DL: {self.name} rounds each p_i to {sig} significant bits and renormalises, so the "
-            "device's residual uses p̂ ≠ p and the output law only approximates the target "
-            "(exact only for greedy sampling or with dense-fp32)"))
+        return Exactness(
+            False,
+            (
+                f"DL: {self.name} rounds each p_i to {sig} significant bits and renormalises, so the "
+                "device's residual uses p̂ ≠ p and the output law only approximates the target "
+                "(exact only for greedy sampling or with dense-fp32)"
+            ),
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -404,8 +412,10 @@ class SparseCodec(Codec):
 
     def _unusable(self, vocab_size: int) -> str | None:
         if self.v_eff > vocab_size:
-            return (f"sparse.v_eff: must be <= vocab_size {vocab_size} "
-                    f"(got {self.v_eff}); {self.name} cannot carry this row")
+            return (
+                f"sparse.v_eff: must be <= vocab_size {vocab_size} "
+                f"(got {self.v_eff}); {self.name} cannot carry this row"
+            )
         return None
 
     def _check_fits(self, vocab_size: int) -> None:
@@ -423,8 +433,7 @@ class SparseCodec(Codec):
         raw = _quantise_values(vals, self.q, complete=complete)
         w = _index_bits(vocab)
         idx_bits = (idx[:, None] >> np.arange(w - 1, -1, -1, dtype=np.int64)) & 1
-        val_bits = (raw.astype(np.uint64)[:, None]
-                    >> np.arange(self.q - 1, -1, -1, dtype=np.uint64)) & np.uint64(1)
+        val_bits = (raw.astype(np.uint64)[:, None] >> np.arange(self.q - 1, -1, -1, dtype=np.uint64)) & np.uint64(1)
         matrix = np.concatenate([idx_bits.astype(np.uint8), val_bits.astype(np.uint8)], axis=1)
         return np.packbits(matrix.ravel()).tobytes()
 
@@ -458,18 +467,28 @@ class SparseCodec(Codec):
         support = sampling.support_size(vocab_size)
         fits = support <= self.v_eff
         if fits and self.q == 32:
-            return Exactness(True, (
-                f"DL: the policy keeps at most {support} tokens <= V_eff = {self.v_eff}, so every "
-                f"nonzero p_i travels as its float32 value and {self.name} returns p unchanged"))
+            return Exactness(
+                True,
+                (
+                    f"DL: the policy keeps at most {support} tokens <= V_eff = {self.v_eff}, so every "
+                    f"nonzero p_i travels as its float32 value and {self.name} returns p unchanged"
+                ),
+            )
         why = []
         if not fits:
-            why.append(f"the policy can put mass on {support} tokens > V_eff = {self.v_eff}, "
-                       "so the tail is dropped and p̂ is renormalised")
+            why.append(
+                f"the policy can put mass on {support} tokens > V_eff = {self.v_eff}, "
+                "so the tail is dropped and p̂ is renormalised"
+            )
         if self.q == 16:
             why.append("values are rounded to float16 (11 significant bits)")
-        return Exactness(False, (
-            f"DL: {self.name} is an approximation: {'; '.join(why)}; the device's residual uses "
-            "p̂ ≠ p (exact with q=32 and top_k <= V_eff, or greedy sampling)"))
+        return Exactness(
+            False,
+            (
+                f"DL: {self.name} is an approximation: {'; '.join(why)}; the device's residual uses "
+                "p̂ ≠ p (exact with q=32 and top_k <= V_eff, or greedy sampling)"
+            ),
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -522,8 +541,7 @@ def lattice_rank(counts: np.ndarray) -> int:
     ell = int(n.sum())
     if ell == 0:
         return 0
-    slots = (np.repeat(np.arange(n.shape[0], dtype=np.int64), n)
-             + np.arange(ell, dtype=np.int64)).tolist()
+    slots = (np.repeat(np.arange(n.shape[0], dtype=np.int64), n) + np.arange(ell, dtype=np.int64)).tolist()
     term = slots[0]  # C(c_0, 1)
     rank = term
     for s in range(1, ell):
@@ -574,8 +592,7 @@ def lattice_unrank(rank: int, resolution: int, vocab_size: int) -> np.ndarray:
     """
     total = _num_compositions(resolution, vocab_size)
     if not 0 <= rank < total:
-        raise ProtocolError(
-            f"lattice: rank out of range 0..C(ℓ+V−1, V−1)−1 (ℓ={resolution}, V={vocab_size})")
+        raise ProtocolError(f"lattice: rank out of range 0..C(ℓ+V−1, V−1)−1 (ℓ={resolution}, V={vocab_size})")
     slots = np.empty(resolution, dtype=np.int64)
     remaining = rank
     # Virtual star above the top one: slot ℓ+V−1 with term C(ℓ+V−1, ℓ+1), so that stepping down
@@ -634,10 +651,14 @@ class LatticeCodec(Codec):
         return counts / float(self.resolution)
 
     def _dl_exactness(self, sampling: SamplingParams, vocab_size: int) -> Exactness:
-        return Exactness(False, (
-            f"DL: {self.name} rounds p to multiples of 1/{self.resolution}, so the device's "
-            "residual uses p̂ ≠ p and the output law only approximates the target "
-            "(exact only for greedy sampling)"))
+        return Exactness(
+            False,
+            (
+                f"DL: {self.name} rounds p to multiples of 1/{self.resolution}, so the device's "
+                "residual uses p̂ ≠ p and the output law only approximates the target "
+                "(exact only for greedy sampling)"
+            ),
+        )
 
 
 # --------------------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ def residual_distribution(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     return np.where(degenerate, p64 / p64.sum(axis=-1, keepdims=True), diff / safe)
 
 
-def residual_rows(p, q) -> "torch.Tensor":
+def residual_rows(p, q) -> torch.Tensor:
     """norm(max(0, p - q)) along the last axis, float64, on p's device (p, q: tensors or arrays
     of one shape (..., V); q is moved to p's device)."""
     import torch
@@ -49,7 +49,7 @@ def residual_rows(p, q) -> "torch.Tensor":
     return out
 
 
-def sample_residuals(p, q, u) -> "torch.Tensor":
+def sample_residuals(p, q, u) -> torch.Tensor:
     """Correction tokens (int64, on p's device) for rows p, q of shape (N, V), one uniform each."""
     return sample_rows(residual_rows(p, q), u)
 

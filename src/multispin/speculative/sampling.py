@@ -42,7 +42,7 @@ def sample_categorical(probs: np.ndarray, u: np.ndarray | float) -> np.ndarray |
     return int(idx[0]) if single else idx
 
 
-def sample_rows(probs: "torch.Tensor", u) -> "torch.Tensor":
+def sample_rows(probs: torch.Tensor, u) -> torch.Tensor:
     """`sample_categorical` for a tensor of rows (N, V) on any device: int64 token ids (N,) on
     that device, one uniform per row (`u`: a sequence, array or tensor of N floats)."""
     import torch
@@ -50,8 +50,9 @@ def sample_rows(probs: "torch.Tensor", u) -> "torch.Tensor":
     if probs.ndim != 2:
         raise ValueError(f"probs: need rows of shape (N, V) (got {tuple(probs.shape)})")
     p = probs.to(torch.float64)
-    uu = torch.as_tensor(np.asarray(u, dtype=np.float64) if not torch.is_tensor(u) else u,
-                         dtype=torch.float64, device=p.device).reshape(-1)
+    uu = torch.as_tensor(
+        np.asarray(u, dtype=np.float64) if not torch.is_tensor(u) else u, dtype=torch.float64, device=p.device
+    ).reshape(-1)
     if uu.shape[0] != p.shape[0]:
         raise ValueError(f"u: need one uniform per row ({p.shape[0]}), got {uu.shape[0]}")
     cdf = torch.cumsum(p, dim=-1)

@@ -15,7 +15,8 @@ those rows are warped whole. `ArrayRows` gives the same two methods over already
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -34,7 +35,7 @@ class WarpedRows(Protocol):
     def prob_at(self, rows: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         """p_row(token) for each pair, float64."""
 
-    def warped(self, rows: Sequence[int] | np.ndarray) -> "torch.Tensor":
+    def warped(self, rows: Sequence[int] | np.ndarray) -> torch.Tensor:
         """The whole warped rows, a float32 tensor (len(rows), V) on the rows' device."""
 
 
@@ -48,7 +49,7 @@ class ArrayRows:
     def prob_at(self, rows: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         return self.probs[rows, tokens].astype(np.float64)
 
-    def warped(self, rows: Sequence[int] | np.ndarray) -> "torch.Tensor":
+    def warped(self, rows: Sequence[int] | np.ndarray) -> torch.Tensor:
         import torch
 
         return torch.from_numpy(np.ascontiguousarray(self.probs[np.asarray(rows, dtype=np.int64)]))
@@ -65,7 +66,7 @@ class TargetRows:
         self.num_rows, self.vocab_size = self.logits.shape
 
     @classmethod
-    def stacked(cls, blocks: Sequence, params: SamplingParams) -> "TargetRows":
+    def stacked(cls, blocks: Sequence, params: SamplingParams) -> TargetRows:
         """The rows of several blocks (each (n_i, V), tensors on one device or arrays) in order,
         concatenated where they are: a model's on-device logits never pass through the CPU."""
         import torch
@@ -81,7 +82,7 @@ class TargetRows:
             return torch.from_numpy(self.logits.numpy()[rows])
         return self.logits.index_select(0, torch.as_tensor(rows, device=self.logits.device))
 
-    def warped(self, rows: Sequence[int] | np.ndarray) -> "torch.Tensor":
+    def warped(self, rows: Sequence[int] | np.ndarray) -> torch.Tensor:
         return warp_tensor(self._select(np.asarray(rows, dtype=np.int64)), self.params)
 
     def prob_at(self, rows: np.ndarray, tokens: np.ndarray) -> np.ndarray:

@@ -9,8 +9,8 @@ needs the scalars q_i(x_i) for the acceptance test; the full q_j moves only afte
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -30,7 +30,7 @@ class RaggedDrafts:
     draft_probs: np.ndarray  # (Σγ,) float, q_i(x_i) > 0
 
     @classmethod
-    def from_lists(cls, tokens: list[list[int]], probs: list[list[float]]) -> "RaggedDrafts":
+    def from_lists(cls, tokens: list[list[int]], probs: list[list[float]]) -> RaggedDrafts:
         lens = np.array([len(t) for t in tokens], dtype=np.int64)
         flat_t = np.array([x for t in tokens for x in t], dtype=np.int64)
         flat_q = np.array([x for q in probs for x in q], dtype=np.float64)
@@ -80,8 +80,9 @@ def check_draft(where: str, tokens: Sequence[int], q_at_tokens: Sequence[float],
             raise ProtocolError(f"{where}.tokens[{i}]: {t} is not a token id in [0, {top}]")
     for i, q in enumerate(q_at_tokens):
         if not 0.0 < q <= 1.0 + Q_SLACK:  # False for NaN too
-            raise ProtocolError(f"{where}.q: every q̂(x_i) must be a finite probability in (0, 1] "
-                                f"(got {q!r} at position {i})")
+            raise ProtocolError(
+                f"{where}.q: every q̂(x_i) must be a finite probability in (0, 1] (got {q!r} at position {i})"
+            )
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ class VerifyResult:
 
 def verify(
     drafts: RaggedDrafts,
-    target_probs: "np.ndarray | WarpedRows",
+    target_probs: np.ndarray | WarpedRows,
     accept_uniforms: np.ndarray,
     bonus_uniforms: np.ndarray,
     gamma_max: int = DEFAULT_GAMMA_MAX,

@@ -27,7 +27,7 @@ class SamplingFields(StrictConfig):
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus mass in (0, 1]; 1 = off")
 
     @property
-    def sampling(self) -> "SamplingParams":
+    def sampling(self) -> SamplingParams:
         return SamplingParams(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p)
 
 
@@ -88,8 +88,9 @@ def warp_tensor(logits: np.ndarray | torch.Tensor, params: SamplingParams) -> to
     return probs
 
 
-def shared_vocab_size(draft_valid: int, target_valid: int,
-                      draft_digest: str | None = None, target_digest: str | None = None) -> int:
+def shared_vocab_size(
+    draft_valid: int, target_valid: int, draft_digest: str | None = None, target_digest: str | None = None
+) -> int:
     """Number of leading token ids both models share.
 
     Models often emit more logits than their tokenizer has tokens (Qwen2.5: 151,936 or 152,064
@@ -118,7 +119,5 @@ def align_logits(logits: np.ndarray | torch.Tensor, vocab_size: int) -> torch.Te
 
     x = torch.as_tensor(logits)
     if x.shape[-1] < vocab_size:
-        raise VocabularyMismatchError(
-            f"logits: width {x.shape[-1]} is smaller than the shared vocabulary {vocab_size}"
-        )
+        raise VocabularyMismatchError(f"logits: width {x.shape[-1]} is smaller than the shared vocabulary {vocab_size}")
     return x[..., :vocab_size]

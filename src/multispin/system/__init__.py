@@ -13,7 +13,20 @@ from multispin.system.scenario import (
 )
 
 __all__ = [
-    "ChannelGenerator", "ChannelState", "ComputeParams", "DeviceDrop", "Instance", "PRESETS", "RadioParams",
-    "Scenario", "World", "build_instance", "drop_devices", "get_preset", "load_acceptance_profile",
-    "load_scenario", "preset_names", "scenario_from_dict",
+    "ChannelGenerator",
+    "ChannelState",
+    "ComputeParams",
+    "DeviceDrop",
+    "Instance",
+    "PRESETS",
+    "RadioParams",
+    "Scenario",
+    "World",
+    "build_instance",
+    "drop_devices",
+    "get_preset",
+    "load_acceptance_profile",
+    "load_scenario",
+    "preset_names",
+    "scenario_from_dict",
 ]

@@ -25,9 +25,20 @@ from multispin.system.radio import path_loss_linear
 from multispin.system.scenario import DropRule, Scenario
 from multispin.vocabulary import COIN_UL_BELOW
 
-STREAMS = {"drop": 1, "tasks": 2, "draft": 3, "fading": 4, "saa": 5, "modes": 6, "montecarlo": 7,
-           # the time-correlated, imperfectly known channel (system.channel_process)
-           "fading_process": 8, "pilot": 9, "posterior": 10, "coin": 11}
+STREAMS = {
+    "drop": 1,
+    "tasks": 2,
+    "draft": 3,
+    "fading": 4,
+    "saa": 5,
+    "modes": 6,
+    "montecarlo": 7,
+    # the time-correlated, imperfectly known channel (system.channel_process)
+    "fading_process": 8,
+    "pilot": 9,
+    "posterior": 10,
+    "coin": 11,
+}
 
 
 def stream(seed: int, name: str, index: int = 0) -> np.random.Generator:
@@ -145,8 +156,12 @@ class World:
 
     def radio_params(self) -> RadioParams:
         r = self.scenario.radio
-        return RadioParams(bandwidth_hz=r.bandwidth_hz, p_ul_w=r.p_ul_w, p_dl_w=r.p_dl_watts,
-                           noise_psd_w_per_hz=self.scenario.noise_psd_w_per_hz)
+        return RadioParams(
+            bandwidth_hz=r.bandwidth_hz,
+            p_ul_w=r.p_ul_w,
+            p_dl_w=r.p_dl_watts,
+            noise_psd_w_per_hz=self.scenario.noise_psd_w_per_hz,
+        )
 
     def compute_params(self) -> ComputeParams:
         c = self.scenario.compute
@@ -156,10 +171,14 @@ class World:
         ch = channel if channel is not None else self.channel.draw(round_index)
         sc = self.scenario
         return Instance(
-            gain_ul=ch.gain_ul, gain_dl=ch.gain_dl, alpha=self.drop.alpha,
+            gain_ul=ch.gain_ul,
+            gain_dl=ch.gain_dl,
+            alpha=self.drop.alpha,
             draft_latency_s=self.drop.draft_latency_s,
             payload_bits=np.full(sc.devices.count, float(sc.payload.payload_bits)),
-            radio=self.radio_params(), compute=self.compute_params(), gamma_max=sc.optimizer.gamma_max,
+            radio=self.radio_params(),
+            compute=self.compute_params(),
+            gamma_max=sc.optimizer.gamma_max,
             draft_upload_bits_per_token=float(sc.payload.draft_upload_bits_per_token),
             distance_m=self.drop.distance_m,
         )

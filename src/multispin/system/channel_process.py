@@ -95,8 +95,9 @@ class ChannelEstimate:
         shrink = 1.0 / (1.0 + self.error_variance)
         return self.rho * shrink * self.z_hat, max(0.0, 1.0 - self.rho * self.rho * shrink)
 
-    def posterior_gains(self, rng: np.random.Generator, n: int, reciprocity: bool = True
-                        ) -> tuple[np.ndarray, np.ndarray]:
+    def posterior_gains(
+        self, rng: np.random.Generator, n: int, reciprocity: bool = True
+    ) -> tuple[np.ndarray, np.ndarray]:
         """``n`` draws of this round's power gains from the posterior: (gain_ul, gain_dl), each (n, K).
         Under reciprocity one draw serves both links."""
         mean, var = self.posterior_moments()
@@ -120,14 +121,16 @@ class ChannelProcess:
 
     def __init__(self, scenario: Scenario, distance_m: np.ndarray | None = None):
         if scenario.radio.fading != "rayleigh":
-            raise ConfigError("radio.fading: the channel process (channel.speed_kmh / channel.pilot_snr_db) "
-                              "needs rayleigh (got none)")
+            raise ConfigError(
+                "radio.fading: the channel process (channel.speed_kmh / channel.pilot_snr_db) needs rayleigh (got none)"
+            )
         self.scenario = scenario
         if distance_m is None:
             distance_m = drop_devices(scenario).distance_m
         r = scenario.radio
-        self.path_loss = path_loss_linear(np.asarray(distance_m, dtype=float), r.path_loss_db_at_1m,
-                                          r.path_loss_exponent)
+        self.path_loss = path_loss_linear(
+            np.asarray(distance_m, dtype=float), r.path_loss_db_at_1m, r.path_loss_exponent
+        )
         c = scenario.channel
         # no speed given: the paper's independent blocks (ρ = 0 between rounds)
         self.doppler_hz = None if c.speed_kmh is None else doppler_hz(c.speed_kmh, c.carrier_hz)
@@ -166,8 +169,9 @@ class ChannelProcess:
     def gains(self, state: FadingState) -> ChannelState:
         return state.gains(self.path_loss)
 
-    def step(self, prev: FadingState | None, round_index: int, dt_s: float = 0.0
-             ) -> tuple[FadingState, ChannelEstimate]:
+    def step(
+        self, prev: FadingState | None, round_index: int, dt_s: float = 0.0
+    ) -> tuple[FadingState, ChannelEstimate]:
         """Round ``round_index``'s block and what the server knows of it when it plans.
 
         Round 0 (or no ``prev``): the initial block, known from pilots of that block (ρ = 1).

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Optional
+from typing import Any
 
 import yaml
 
@@ -59,14 +59,13 @@ def parse_text(text: str, suffix: str, where: str) -> Any:
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         raise ConfigError(f"config: cannot parse {where}{at}: {exc.problem or exc.context}") from None
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"config: cannot parse {where} at line {exc.lineno}, column {exc.colno}: "
-                          f"{exc.msg}") from None
+        raise ConfigError(f"config: cannot parse {where} at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     except Exception as exc:  # tomllib says "... (at line L, column C)" itself
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"config: cannot parse {where}: {first}") from None
 
 
-def locate(text: str, loc) -> Optional[tuple[int, int]]:
+def locate(text: str, loc) -> tuple[int, int] | None:
     """(line, column), 1-based, where the key path ``loc`` is written in a YAML, TOML or JSON
     text: each key is searched after its parent, as a key (``key:``, ``key =``, ``"key":``,
     ``[key]``) or the head of a dotted key (``key.``)."""

@@ -31,9 +31,17 @@ class DeviceRoundEnergy:
         return self.transmit_j + self.receive_j + self.draft_j + self.idle_j
 
 
-def device_round_energy(energy, *, round_s: float, draft_compute_s: float, draft_upload_s: float,
-                        p_ul_w: float, mode: str | None, airtime_s: float, correction_power_w: float
-                        ) -> DeviceRoundEnergy:
+def device_round_energy(
+    energy,
+    *,
+    round_s: float,
+    draft_compute_s: float,
+    draft_upload_s: float,
+    p_ul_w: float,
+    mode: str | None,
+    airtime_s: float,
+    correction_power_w: float,
+) -> DeviceRoundEnergy:
     """One device's joules in one round of duration ``round_s`` under ``energy`` (an
     `EnergyConfig`): drafting ``draft_compute_s`` s, uploading drafts for ``draft_upload_s`` s at
     ``p_ul_w`` W radiated, and moving a correction in ``mode`` ("ul", "dl" or None) for
@@ -44,5 +52,9 @@ def device_round_energy(energy, *, round_s: float, draft_compute_s: float, draft
     tx = (p_ul_w * draft_upload_s + correction_power_w * ul_air) / eta
     rx = energy.rx_power_w * dl_air
     busy = draft_compute_s + draft_upload_s + ul_air + dl_air
-    return DeviceRoundEnergy(transmit_j=tx, receive_j=rx, draft_j=energy.draft_power_w * draft_compute_s,
-                             idle_j=energy.idle_power_w * max(0.0, round_s - busy))
+    return DeviceRoundEnergy(
+        transmit_j=tx,
+        receive_j=rx,
+        draft_j=energy.draft_power_w * draft_compute_s,
+        idle_j=energy.idle_power_w * max(0.0, round_s - busy),
+    )

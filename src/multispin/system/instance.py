@@ -36,13 +36,18 @@ class RadioParams:
     noise_psd_w_per_hz: float
 
     def __post_init__(self) -> None:
-        _check(np.isfinite(self.bandwidth_hz) and self.bandwidth_hz > 0, "bandwidth_hz", "(0, inf) Hz",
-               self.bandwidth_hz)
+        _check(
+            np.isfinite(self.bandwidth_hz) and self.bandwidth_hz > 0, "bandwidth_hz", "(0, inf) Hz", self.bandwidth_hz
+        )
         p_ul = np.asarray(self.p_ul_w, dtype=float)
         _check(bool(np.all(np.isfinite(p_ul)) and np.all(p_ul > 0)), "p_ul_w", "(0, inf) W", self.p_ul_w)
         _check(np.isfinite(self.p_dl_w) and self.p_dl_w >= 0, "p_dl_w", "[0, inf) W", self.p_dl_w)
-        _check(np.isfinite(self.noise_psd_w_per_hz) and self.noise_psd_w_per_hz > 0, "noise_psd_w_per_hz",
-               "(0, inf) W/Hz", self.noise_psd_w_per_hz)
+        _check(
+            np.isfinite(self.noise_psd_w_per_hz) and self.noise_psd_w_per_hz > 0,
+            "noise_psd_w_per_hz",
+            "(0, inf) W/Hz",
+            self.noise_psd_w_per_hz,
+        )
 
 
 @dataclass(frozen=True)
@@ -116,12 +121,15 @@ class Instance:
             _check(bool(np.all(np.isfinite(arr)) and np.all(arr > 0)), name, "(0, inf)", arr.min())
         set_(self, "gain_ul", gu)
         set_(self, "gain_dl", gd)
-        _check(isinstance(self.gamma_max, (int, np.integer)) and 0 <= self.gamma_max <= 256, "gamma_max",
-               "[0, 256]", self.gamma_max)
+        _check(
+            isinstance(self.gamma_max, (int, np.integer)) and 0 <= self.gamma_max <= 256,
+            "gamma_max",
+            "[0, 256]",
+            self.gamma_max,
+        )
         set_(self, "gamma_max", int(self.gamma_max))
         a = _readonly(self.alpha)
-        _check(a.shape in ((k,), (k, self.gamma_max)), "alpha", f"shape ({k},) or ({k}, {self.gamma_max})",
-               a.shape)
+        _check(a.shape in ((k,), (k, self.gamma_max)), "alpha", f"shape ({k},) or ({k}, {self.gamma_max})", a.shape)
         _check(bool(np.all((a >= 0) & (a <= 1))), "alpha", "[0, 1]", a.min() if a.size else a)
         set_(self, "alpha", a)
         t = _readonly(np.broadcast_to(np.asarray(self.draft_latency_s, dtype=float), (k,)))
@@ -132,13 +140,16 @@ class Instance:
         set_(self, "payload_bits", s)
         if self.dl_payload_bits is not None:  # None keeps DL tied to payload_bits through replace()
             s_dl = _readonly(np.broadcast_to(np.asarray(self.dl_payload_bits, dtype=float), (k,)))
-            _check(bool(np.all(np.isfinite(s_dl)) and np.all(s_dl > 0)), "dl_payload_bits", "(0, inf) bits",
-                   s_dl.min())
+            _check(bool(np.all(np.isfinite(s_dl)) and np.all(s_dl > 0)), "dl_payload_bits", "(0, inf) bits", s_dl.min())
             set_(self, "dl_payload_bits", s_dl)
         p_ul = np.asarray(self.radio.p_ul_w, dtype=float)
         _check(p_ul.ndim == 0 or p_ul.shape == (k,), "p_ul_w", f"a scalar or shape ({k},)", p_ul.shape)
-        _check(self.draft_upload_bits_per_token >= 0, "draft_upload_bits_per_token", "[0, inf) bits",
-               self.draft_upload_bits_per_token)
+        _check(
+            self.draft_upload_bits_per_token >= 0,
+            "draft_upload_bits_per_token",
+            "[0, inf) bits",
+            self.draft_upload_bits_per_token,
+        )
         if self.distance_m is not None:
             set_(self, "distance_m", _readonly(self.distance_m))
 
@@ -150,8 +161,12 @@ class Instance:
             surv[:, 1:] = np.cumprod(per_pos, axis=1)
         if self.gamma_cap is not None:
             cap = np.asarray(self.gamma_cap)
-            _check(cap.shape == (k,) and bool(np.all(cap == np.round(cap))) and bool(np.all((cap >= 0) & (cap <= g))),
-                   "gamma_cap", f"{k} integers in [0, {g}]", self.gamma_cap)
+            _check(
+                cap.shape == (k,) and bool(np.all(cap == np.round(cap))) and bool(np.all((cap >= 0) & (cap <= g))),
+                "gamma_cap",
+                f"{k} integers in [0, {g}]",
+                self.gamma_cap,
+            )
             cap = _readonly(cap, dtype=np.int64)
             set_(self, "gamma_cap", cap)
             # γ past the cap is drafted as the cap: the tables repeat the cap's column
@@ -184,8 +199,10 @@ class Instance:
     def uniform_payload(self) -> bool:
         """True when every device moves the same bits on each link (closed-form DL power split);
         the UL and the DL payloads may still differ from each other."""
-        return bool(np.all(self.payload_bits == self.payload_bits[0])
-                    and np.all(self.payload_bits_dl == self.payload_bits_dl[0]))
+        return bool(
+            np.all(self.payload_bits == self.payload_bits[0])
+            and np.all(self.payload_bits_dl == self.payload_bits_dl[0])
+        )
 
     @property
     def same_payload_both_links(self) -> bool:
@@ -197,27 +214,32 @@ class Instance:
         g = np.asarray(gamma, dtype=np.int64)
         return g if self.gamma_cap is None else np.minimum(g, self.gamma_cap)
 
-    def replace(self, **changes) -> "Instance":
+    def replace(self, **changes) -> Instance:
         """A copy with some fields changed (``radio=…``, ``alpha=…``, ``gain_ul=…``)."""
         return dataclasses.replace(self, **changes)
 
-    def with_radio(self, **changes) -> "Instance":
+    def with_radio(self, **changes) -> Instance:
         """A copy with some radio parameters changed (e.g. ``p_dl_w=…``)."""
         return self.replace(radio=dataclasses.replace(self.radio, **changes))
 
-    def with_compute(self, **changes) -> "Instance":
+    def with_compute(self, **changes) -> Instance:
         """A copy with some compute parameters changed (e.g. ``t_ver_tok_s=…``)."""
         return self.replace(compute=dataclasses.replace(self.compute, **changes))
 
-    def subset(self, devices) -> "Instance":
+    def subset(self, devices) -> Instance:
         """The instance restricted to some devices (indices or a boolean mask)."""
         idx = np.arange(self.num_devices)[np.asarray(devices)]
         p_ul = np.asarray(self.radio.p_ul_w, dtype=float)
         radio = self.radio if p_ul.ndim == 0 else dataclasses.replace(self.radio, p_ul_w=p_ul[idx])
         return Instance(
-            gain_ul=self.gain_ul[idx], gain_dl=self.gain_dl[idx], alpha=self.alpha[idx],
-            draft_latency_s=self.draft_latency_s[idx], payload_bits=self.payload_bits[idx], radio=radio,
-            compute=self.compute, gamma_max=self.gamma_max,
+            gain_ul=self.gain_ul[idx],
+            gain_dl=self.gain_dl[idx],
+            alpha=self.alpha[idx],
+            draft_latency_s=self.draft_latency_s[idx],
+            payload_bits=self.payload_bits[idx],
+            radio=radio,
+            compute=self.compute,
+            gamma_max=self.gamma_max,
             draft_upload_bits_per_token=self.draft_upload_bits_per_token,
             distance_m=None if self.distance_m is None else self.distance_m[idx],
             dl_payload_bits=None if self.dl_payload_bits is None else self.dl_payload_bits[idx],

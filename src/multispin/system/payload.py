@@ -90,10 +90,16 @@ class WirePayload:
     _round_bits_memo: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     @classmethod
-    def from_codecs(cls, ul_codec, dl_codec, vocab_size: int, gamma_max: int) -> "WirePayload":
+    def from_codecs(cls, ul_codec, dl_codec, vocab_size: int, gamma_max: int) -> WirePayload:
         """From two codecs (anything with ``name`` and ``bits(vocab_size)``) and the pair's V."""
-        return cls(vocab_size, int(ul_codec.bits(vocab_size)), int(dl_codec.bits(vocab_size)), gamma_max,
-                   ul_codec.name, dl_codec.name)
+        return cls(
+            vocab_size,
+            int(ul_codec.bits(vocab_size)),
+            int(dl_codec.bits(vocab_size)),
+            gamma_max,
+            ul_codec.name,
+            dl_codec.name,
+        )
 
     @property
     def id_bits(self) -> int:
@@ -130,17 +136,24 @@ class WirePayload:
             return RoundBits(up, self.id_bits, 0, 0)  # the bonus id goes down
         corr = self.correction_bits(mode)
         if mode == "ul":  # q_j up; rejection position and correction id down
-            return RoundBits(up + self.ul_distribution_bits, self.position_bits + self.id_bits,
-                             self.ul_distribution_bits, corr)
+            return RoundBits(
+                up + self.ul_distribution_bits, self.position_bits + self.id_bits, self.ul_distribution_bits, corr
+            )
         # DL: rejection position and p_j down; correction id up
-        return RoundBits(up + self.id_bits, self.position_bits + self.dl_distribution_bits,
-                         self.dl_distribution_bits, corr)
+        return RoundBits(
+            up + self.id_bits, self.position_bits + self.dl_distribution_bits, self.dl_distribution_bits, corr
+        )
 
     def to_dict(self) -> dict:
-        return {"vocab_size": self.vocab_size, "ul_codec": self.ul_codec, "dl_codec": self.dl_codec,
-                "ul_distribution_bits": self.ul_distribution_bits,
-                "dl_distribution_bits": self.dl_distribution_bits,
-                "ul_correction_bits": self.correction_bits("ul"),
-                "dl_correction_bits": self.correction_bits("dl"),
-                "draft_bits_per_token": self.draft_bits_per_token, "id_bits": self.id_bits,
-                "position_bits": self.position_bits}
+        return {
+            "vocab_size": self.vocab_size,
+            "ul_codec": self.ul_codec,
+            "dl_codec": self.dl_codec,
+            "ul_distribution_bits": self.ul_distribution_bits,
+            "dl_distribution_bits": self.dl_distribution_bits,
+            "ul_correction_bits": self.correction_bits("ul"),
+            "dl_correction_bits": self.correction_bits("dl"),
+            "draft_bits_per_token": self.draft_bits_per_token,
+            "id_bits": self.id_bits,
+            "position_bits": self.position_bits,
+        }

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any
 
 from multispin.errors import ConfigError
 
@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 MIN_R2 = 0.5
 
 
-def read_profile(source: Union[str, Path, dict], what: str) -> dict:
+def read_profile(source: str | Path | dict, what: str) -> dict:
     """The profile as a dict: ``source`` itself, or the JSON file it names (errors name ``what``)."""
     if isinstance(source, dict):
         return source
@@ -37,7 +37,7 @@ def read_profile(source: Union[str, Path, dict], what: str) -> dict:
     return data
 
 
-def profile_vocab_size(profile: dict) -> Optional[int]:
+def profile_vocab_size(profile: dict) -> int | None:
     """The vocabulary the profile was measured with: its ``vocab_size``, else that of the
     registered pair it names, else ``None`` (a hand-written profile: nothing to compare)."""
     v = profile.get("vocab_size")
@@ -49,16 +49,14 @@ def profile_vocab_size(profile: dict) -> Optional[int]:
     return info.vocab_size if info is not None else None
 
 
-def check_vocabulary(profile: dict, vocab_size: int, scenario_name: str, what: str,
-                     force: bool = False) -> None:
+def check_vocabulary(profile: dict, vocab_size: int, scenario_name: str, what: str, force: bool = False) -> None:
     """Refuse (or, with ``force``, warn about) a profile measured on another vocabulary."""
     v = profile_vocab_size(profile)
     if v is None or v == vocab_size:
         return
     pair = profile.get("pair")
     on = f"pair {pair!r} (V = {v:,})" if pair else f"V = {v:,}"
-    msg = (f"{what}: measured on {on}, but scenario {scenario_name!r} has payload.vocab_size = "
-           f"{vocab_size:,}")
+    msg = f"{what}: measured on {on}, but scenario {scenario_name!r} has payload.vocab_size = {vocab_size:,}"
     if force:
         log.warning("%s; applied anyway (forced)", msg)
         return
@@ -70,6 +68,11 @@ def warn_poor_fit(profile: dict, where: Any = "compute profile") -> bool:
     r2 = profile.get("r2")
     if not isinstance(r2, (int, float)) or r2 >= MIN_R2:
         return False
-    log.warning("%s: the fit of T_ver explains little of the timings (R² = %.3f < %.1f); time more "
-                "repeats (--repeats) or on an idle host before relying on it", where, r2, MIN_R2)
+    log.warning(
+        "%s: the fit of T_ver explains little of the timings (R² = %.3f < %.1f); time more "
+        "repeats (--repeats) or on an idle host before relying on it",
+        where,
+        r2,
+        MIN_R2,
+    )
     return True

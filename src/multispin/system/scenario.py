@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 import math
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
@@ -29,8 +29,8 @@ from pydantic_core import PydanticCustomError
 from multispin.errors import ConfigError, config_error_from_validation, did_you_mean
 from multispin.speculative.codecs import make_codec
 from multispin.system.config_file import FILE_SUFFIXES, expand_dotted, locate, parse_text
-from multispin.system.profile_fit import check_vocabulary, read_profile, warn_poor_fit
 from multispin.system.payload import distribution_bits, draft_upload_bits_per_token, token_id_bits
+from multispin.system.profile_fit import check_vocabulary, read_profile, warn_poor_fit
 from multispin.system.radio import dbm_to_w
 
 
@@ -42,8 +42,14 @@ def _fmt(v) -> str:
 
 def _range(lo=None, hi=None, *, lo_open: bool = False, hi_open: bool = False, unit: str = ""):
     """An AfterValidator that keeps a value in an interval and says the interval when it does not."""
-    text = (("(" if lo_open or lo is None else "[") + ("-inf" if lo is None else _fmt(lo)) + ", "
-            + _fmt(hi) + (")" if hi_open or hi is None else "]") + (f" {unit}" if unit else ""))
+    text = (
+        ("(" if lo_open or lo is None else "[")
+        + ("-inf" if lo is None else _fmt(lo))
+        + ", "
+        + _fmt(hi)
+        + (")" if hi_open or hi is None else "]")
+        + (f" {unit}" if unit else "")
+    )
 
     def check(v):
         ok = not (isinstance(v, float) and not math.isfinite(v))
@@ -70,6 +76,7 @@ Seconds = Annotated[float, _range(0, None, unit="s")]
 # verb and the reproduction (docs/system-model.md §2); --noise-figure-db changes it.
 DEFAULT_NOISE_FIGURE_DB = 7.0
 
+
 def _codec_spec(spec: str) -> str:
     """A codec spec `make_codec` accepts (its message names the forms it takes)."""
     try:
@@ -94,8 +101,11 @@ class DropRule(_Model):
     @model_validator(mode="after")
     def _order(self):
         if self.max_distance_m < self.min_distance_m:
-            raise PydanticCustomError("out_of_range", "max_distance_m must be ≥ min_distance_m (got {a} < {b})",
-                                      {"a": self.max_distance_m, "b": self.min_distance_m})
+            raise PydanticCustomError(
+                "out_of_range",
+                "max_distance_m must be ≥ min_distance_m (got {a} < {b})",
+                {"a": self.max_distance_m, "b": self.min_distance_m},
+            )
         return self
 
 
@@ -118,12 +128,12 @@ class DevicesConfig(_Model):
 
     count: Annotated[int, _range(1, 100_000)]
     drop: DropRule = DropRule()
-    distances_m: Optional[list[PositiveMeters]] = None
-    tasks: Optional[list[str]] = None
-    acceptance: Optional[list[Alpha]] = None
+    distances_m: list[PositiveMeters] | None = None
+    tasks: list[str] | None = None
+    acceptance: list[Alpha] | None = None
     draft_latency_s_per_token: PositiveSeconds
     draft_latency_jitter_max: Annotated[float, _range(1, 10)] = 1.15
-    draft_latencies_s_per_token: Optional[list[Seconds]] = None
+    draft_latencies_s_per_token: list[Seconds] | None = None
 
 
 class RadioConfig(_Model):
@@ -134,8 +144,8 @@ class RadioConfig(_Model):
 
     bandwidth_hz: Annotated[float, _range(0, 1e12, lo_open=True, unit="Hz")]
     p_ul_dbm: Annotated[float, _range(-60, 60, unit="dBm")]
-    p_dl_dbm: Optional[Annotated[float, _range(-60, 70, unit="dBm")]] = None
-    p_dl_w: Optional[Annotated[float, _range(0, 1e4, unit="W")]] = None
+    p_dl_dbm: Annotated[float, _range(-60, 70, unit="dBm")] | None = None
+    p_dl_w: Annotated[float, _range(0, 10000.0, unit="W")] | None = None
     noise_psd_dbm_per_hz: Annotated[float, _range(-230, -100, unit="dBm/Hz")] = -174.0
     noise_figure_db: Annotated[float, _range(0, 40, unit="dB")] = DEFAULT_NOISE_FIGURE_DB
     path_loss_db_at_1m: Annotated[float, _range(-200, 0, unit="dB")] = -30.0
@@ -242,13 +252,13 @@ class ChannelConfig(_Model):
     retransmitted at the next round, and the clock charges the retransmission.
     """
 
-    speed_kmh: Optional[Annotated[float, _range(0, 500, unit="km/h")]] = None
+    speed_kmh: Annotated[float, _range(0, 500, unit="km/h")] | None = None
     carrier_hz: Annotated[float, _range(0, 1e12, lo_open=True, unit="Hz")] = 3.5e9
-    pilot_snr_db: Optional[Annotated[float, _range(-30, 80, unit="dB")]] = None
+    pilot_snr_db: Annotated[float, _range(-30, 80, unit="dB")] | None = None
     planning: Literal["naive", "robust"] = "naive"
     # the running system's clock only: a correction whose airtime exceeds this deadline is cut
     # there and retransmitted at the next round on that round's channel (None: no deadline)
-    correction_deadline_s: Optional[Annotated[float, _range(0, None, lo_open=True, unit="s")]] = None
+    correction_deadline_s: Annotated[float, _range(0, None, lo_open=True, unit="s")] | None = None
 
 
 class Scenario(_Model):
@@ -271,23 +281,36 @@ class Scenario(_Model):
         for name in ("distances_m", "tasks", "acceptance", "draft_latencies_s_per_token"):
             v = getattr(self.devices, name)
             if v is not None and len(v) != k:
-                raise PydanticCustomError("length", "devices.{f}: needs devices.count = {k} entries (got {n})",
-                                          {"f": name, "k": k, "n": len(v)})
+                raise PydanticCustomError(
+                    "length",
+                    "devices.{f}: needs devices.count = {k} entries (got {n})",
+                    {"f": name, "k": k, "n": len(v)},
+                )
         if self.devices.distances_m is None and self.devices.drop.min_distance_m <= 0:
             raise PydanticCustomError("range", "devices.drop.min_distance_m: must be > 0", {})
         if self.devices.tasks is not None:
             unknown = sorted(set(self.devices.tasks) - set(self.tasks.acceptance))
             if unknown:
-                raise PydanticCustomError("task", "devices.tasks: unknown task(s) {u} (allowed: {a})",
-                                          {"u": ", ".join(unknown), "a": ", ".join(sorted(self.tasks.acceptance))})
-        if (self.channel.speed_kmh is not None or self.channel.pilot_snr_db is not None) \
-                and self.radio.fading != "rayleigh":
-            raise PydanticCustomError("channel", "channel.speed_kmh / channel.pilot_snr_db: need radio.fading = "
-                                      "rayleigh (got {f})", {"f": self.radio.fading})
+                raise PydanticCustomError(
+                    "task",
+                    "devices.tasks: unknown task(s) {u} (allowed: {a})",
+                    {"u": ", ".join(unknown), "a": ", ".join(sorted(self.tasks.acceptance))},
+                )
+        if (
+            self.channel.speed_kmh is not None or self.channel.pilot_snr_db is not None
+        ) and self.radio.fading != "rayleigh":
+            raise PydanticCustomError(
+                "channel",
+                "channel.speed_kmh / channel.pilot_snr_db: need radio.fading = rayleigh (got {f})",
+                {"f": self.radio.fading},
+            )
         v_eff = getattr(make_codec(self.payload.codec), "v_eff", None)
         if v_eff is not None and v_eff > self.payload.vocab_size:
-            raise PydanticCustomError("range", "payload.codec: v_eff must be in [1, vocab_size={v}] (got {e})",
-                                      {"v": self.payload.vocab_size, "e": v_eff})
+            raise PydanticCustomError(
+                "range",
+                "payload.codec: v_eff must be in [1, vocab_size={v}] (got {e})",
+                {"v": self.payload.vocab_size, "e": v_eff},
+            )
         return self
 
     # ------------------------------------------------------------------ derived values
@@ -298,7 +321,7 @@ class Scenario(_Model):
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
 
-    def override(self, changes: dict[str, Any]) -> "Scenario":
+    def override(self, changes: dict[str, Any]) -> Scenario:
         """A copy with fields set by dotted name, e.g. ``{"devices.count": 8, "radio.p_dl_dbm": 22}``.
 
         Setting one of ``radio.p_dl_dbm`` / ``radio.p_dl_w`` clears the other; setting
@@ -324,7 +347,7 @@ class Scenario(_Model):
                         data["devices"][name] = None
         return _validate(data)
 
-    def with_acceptance_profile(self, profile, force: bool = False) -> "Scenario":
+    def with_acceptance_profile(self, profile, force: bool = False) -> Scenario:
         """Replace the (assumed) task table with measured per-task acceptance rates.
 
         ``profile``: a path to an acceptance-profile JSON (what ``multispin measure --out`` writes),
@@ -346,8 +369,7 @@ class Scenario(_Model):
         data["tasks"] = {"acceptance": table, "assumed": False, "source": "measured: " + ", ".join(sources)}
         return _validate(data)
 
-
-    def with_compute_profile(self, profile, draft: Optional[str] = None, force: bool = False) -> "Scenario":
+    def with_compute_profile(self, profile, draft: str | None = None, force: bool = False) -> Scenario:
         """Replace the compute profile with a measured one (what ``multispin profile`` writes).
 
         Takes ``t_ver0_s``, ``t_ver1_s``, ``t_ver_tok_s`` and, when present,
@@ -369,8 +391,10 @@ class Scenario(_Model):
         if isinstance(d, dict):
             if draft is not None:
                 if draft not in d:
-                    raise ConfigError(f"compute_profile.draft_latency_s_per_token: no draft {draft!r} "
-                                      f"(allowed: {', '.join(map(str, d))})")
+                    raise ConfigError(
+                        f"compute_profile.draft_latency_s_per_token: no draft {draft!r} "
+                        f"(allowed: {', '.join(map(str, d))})"
+                    )
                 d = d[draft]
             elif len(d) == 1:
                 d = next(iter(d.values()))
@@ -388,7 +412,8 @@ class Scenario(_Model):
 
 # ---------------------------------------------------------------------------- errors
 
-def _allowed_for(model: type[BaseModel], loc: tuple) -> Optional[str]:
+
+def _allowed_for(model: type[BaseModel], loc: tuple) -> str | None:
     cls: Any = model
     info = None
     for part in loc:
@@ -481,7 +506,8 @@ _PAPER_COMMON: dict[str, Any] = {
         "bandwidth_split": "equal",
     },
     "payload": {
-        "codec": "sparse:v_eff=1024,q=16", "vocab_size": 151_665,
+        "codec": "sparse:v_eff=1024,q=16",
+        "vocab_size": 151_665,
         # The paper neglects drafting uploads and correction ids; set true to count them.
         "count_signalling_bits": False,
     },
@@ -489,9 +515,11 @@ _PAPER_COMMON: dict[str, Any] = {
     "seed": 0,
 }
 
-_ASSUMED_SOURCE = ("ASSUMED: the paper reports per-task acceptance only as the range 0.82-0.95 over "
-                   "HumanEval, GSM8K, MT-Bench and IFEval; these per-task values are placeholders inside "
-                   "that range. Replace them with a measured acceptance-profile JSON.")
+_ASSUMED_SOURCE = (
+    "ASSUMED: the paper reports per-task acceptance only as the range 0.82-0.95 over "
+    "HumanEval, GSM8K, MT-Bench and IFEval; these per-task values are placeholders inside "
+    "that range. Replace them with a measured acceptance-profile JSON."
+)
 
 PRESETS: dict[str, dict[str, Any]] = {
     "paper-qwen": {
@@ -539,10 +567,12 @@ PRESETS: dict[str, dict[str, Any]] = {
         "tasks": {
             "acceptance": {"chat": 0.7299, "code": 0.8073},
             "assumed": False,
-            "source": ("MEASURED: alpha per task of the q4g64 draft of smollm2-135m (multispin measure, T = 1, "
-                       "top-k 1024, gamma 8, seed 0; chat = 32 ShareGPT first turns, code = 48 HumanEval "
-                       "problems, 64 tokens each), data/profiles/smollm2-135m/acceptance-q4g64-<task>-t1-topk1024"
-                       ".json, docs/acceptance.md"),
+            "source": (
+                "MEASURED: alpha per task of the q4g64 draft of smollm2-135m (multispin measure, T = 1, "
+                "top-k 1024, gamma 8, seed 0; chat = 32 ShareGPT first turns, code = 48 HumanEval "
+                "problems, 64 tokens each), data/profiles/smollm2-135m/acceptance-q4g64-<task>-t1-topk1024"
+                ".json, docs/acceptance.md"
+            ),
         },
         # SmolLM2-135M target on this 2-core CPU host, 1 torch thread (data/profiles/smollm2-135m/compute.json)
         "compute": {"t_ver0_s": 0.3096, "t_ver1_s": 0.01512, "t_ver_tok_s": 0.01534},
@@ -577,10 +607,12 @@ def _measured_preset(name: str, base: str, pair: str, draft: str, compute: str) 
     data["tasks"] = {
         "acceptance": {t: round(table[t], 4) for t in MEASURED_TASKS},
         "assumed": False,
-        "source": (f"MEASURED acceptance, {compute} compute: alpha per task of the {draft} draft of {pair} "
-                   f"(multispin measure, T = 1, top-k 1024, gamma 8, seed 0; data/profiles/{pair}/, "
-                   f"docs/acceptance.md). mt_bench_math is MT-Bench's math category, the offline stand-in "
-                   f"for GSM8K; sharegpt stands in for no paper task (IFEval is not obtainable offline)."),
+        "source": (
+            f"MEASURED acceptance, {compute} compute: alpha per task of the {draft} draft of {pair} "
+            f"(multispin measure, T = 1, top-k 1024, gamma 8, seed 0; data/profiles/{pair}/, "
+            f"docs/acceptance.md). mt_bench_math is MT-Bench's math category, the offline stand-in "
+            f"for GSM8K; sharegpt stands in for no paper task (IFEval is not obtainable offline)."
+        ),
     }
     if pair == "smollm2-135m":
         data["payload"] = {**data["payload"], "vocab_size": 49_152}
@@ -599,8 +631,10 @@ def preset_names() -> list[str]:
 
 
 def _unknown_preset(name: Any) -> ConfigError:
-    return ConfigError(f"preset: unknown preset {name!r}{did_you_mean(name, preset_names())} (allowed: {', '.join(preset_names())})",
-                       locs=(("preset",),))
+    return ConfigError(
+        f"preset: unknown preset {name!r}{did_you_mean(name, preset_names())} (allowed: {', '.join(preset_names())})",
+        locs=(("preset",),),
+    )
 
 
 def _deep_merge(base: dict, over: dict) -> dict:
@@ -653,10 +687,11 @@ def _check_complete(data: dict[str, Any]) -> None:
         raise ConfigError(
             f"preset: not given, and {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing; "
             f"start from a preset (`preset: paper-qwen`, allowed: {', '.join(preset_names())}) "
-            f"or give every field (`multispin scenario show paper-qwen` prints one)")
+            f"or give every field (`multispin scenario show paper-qwen` prints one)"
+        )
 
 
-def load_scenario(path: Union[str, Path]) -> Scenario:
+def load_scenario(path: str | Path) -> Scenario:
     """Load a scenario from a YAML (.yaml/.yml), TOML (.toml) or JSON (.json) file.
 
     The file may start from a preset (``preset: paper-qwen``) and set any field, nested or
@@ -680,6 +715,7 @@ def load_scenario(path: Union[str, Path]) -> Scenario:
 
 # ---------------------------------------------------------------------------- acceptance profiles
 
+
 def parse_acceptance_profile(data: dict[str, Any]) -> dict[str, float]:
     """Per-task α from an acceptance-profile dict.
 
@@ -700,6 +736,6 @@ def parse_acceptance_profile(data: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def load_acceptance_profile(path: Union[str, Path]) -> dict[str, float]:
+def load_acceptance_profile(path: str | Path) -> dict[str, float]:
     """Read a measured acceptance-profile JSON (see `parse_acceptance_profile`)."""
     return parse_acceptance_profile(read_profile(path, "acceptance_profile"))

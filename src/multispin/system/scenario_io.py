@@ -9,19 +9,19 @@ its allowed values and, for a misspelt key, the closest real one.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import yaml
 
 from multispin.errors import ConfigError, did_you_mean
+
 # expand_dotted, load_scenario and FILE_SUFFIXES are re-exported: reading a file is the scenario's
 # own job (system/scenario.py), parsing one is system/config_file.py's
 from multispin.system.config_file import FILE_SUFFIXES, expand_dotted, locate  # noqa: F401
-from multispin.system.scenario import (  # noqa: F401
-    PRESETS, Scenario, get_preset, load_scenario, preset_names, scenario_from_dict)
+from multispin.system.scenario import PRESETS, Scenario, get_preset, load_scenario, preset_names, scenario_from_dict  # noqa: F401
 
 
-def resolve_scenario(spec: Union[str, Path, Scenario]) -> Scenario:
+def resolve_scenario(spec: str | Path | Scenario) -> Scenario:
     """A scenario from a preset name (``paper-qwen``, ``paper-r1``, ``smollm2-cpu``), a scenario
     file (``.yaml``, ``.yml``, ``.toml``, ``.json``), or a Scenario (returned as is)."""
     if isinstance(spec, Scenario):
@@ -32,17 +32,26 @@ def resolve_scenario(spec: Union[str, Path, Scenario]) -> Scenario:
     p = Path(text)
     if p.suffix.lower() in FILE_SUFFIXES or p.exists():
         return load_scenario(p)
-    raise ConfigError(f"scenario: unknown preset {text!r}{did_you_mean(text, preset_names())} "
-                      f"(allowed: {', '.join(preset_names())}, or a {'/'.join(FILE_SUFFIXES)} file)")
+    raise ConfigError(
+        f"scenario: unknown preset {text!r}{did_you_mean(text, preset_names())} "
+        f"(allowed: {', '.join(preset_names())}, or a {'/'.join(FILE_SUFFIXES)} file)"
+    )
 
 
 # The scenario field each command-line flag (and each keyword of `multispin.scenario`) sets.
 FLAG_FIELDS = {
-    "devices": "devices.count", "p_dl_dbm": "radio.p_dl_dbm", "p_ul_dbm": "radio.p_ul_dbm",
-    "noise_figure_db": "radio.noise_figure_db", "seed": "seed", "n_saa": "optimizer.n_saa",
-    "split": "radio.bandwidth_split", "speed_kmh": "channel.speed_kmh",
-    "pilot_snr_db": "channel.pilot_snr_db", "csi_planning": "channel.planning",
-    "objective": "optimizer.objective", "energy_weight": "optimizer.energy_weight_tokens_per_j",
+    "devices": "devices.count",
+    "p_dl_dbm": "radio.p_dl_dbm",
+    "p_ul_dbm": "radio.p_ul_dbm",
+    "noise_figure_db": "radio.noise_figure_db",
+    "seed": "seed",
+    "n_saa": "optimizer.n_saa",
+    "split": "radio.bandwidth_split",
+    "speed_kmh": "channel.speed_kmh",
+    "pilot_snr_db": "channel.pilot_snr_db",
+    "csi_planning": "channel.planning",
+    "objective": "optimizer.objective",
+    "energy_weight": "optimizer.energy_weight_tokens_per_j",
 }
 
 
@@ -58,19 +67,27 @@ def with_overrides(scenario: Scenario, /, **flags: Any) -> Scenario:
 
 # ---------------------------------------------------------------------------- starting points
 
+
 def scenario_yaml(name: str) -> str:
     """A preset written as a YAML scenario file to start from (every field, with units)."""
     sc = resolve_scenario(name)
-    head = (f"# multispin scenario, from preset {name!r}. Edit any field, then:\n"
-            f"#   multispin optimize --scenario THIS_FILE.yaml\n"
-            f"# Fields and ranges: multispin scenario schema\n")
+    head = (
+        f"# multispin scenario, from preset {name!r}. Edit any field, then:\n"
+        f"#   multispin optimize --scenario THIS_FILE.yaml\n"
+        f"# Fields and ranges: multispin scenario schema\n"
+    )
     return head + yaml.safe_dump(sc.to_dict(), sort_keys=False, allow_unicode=True)
 
 
 def scenario_schema() -> dict[str, Any]:
     """The JSON Schema of a scenario file (what [`load_scenario`][multispin.system.scenario_io.load_scenario] accepts, without ``preset``)."""
     schema = Scenario.model_json_schema()
-    schema["properties"] = {"preset": {"type": "string", "enum": preset_names(),
-                                       "description": "start from this preset and override its fields"},
-                            **schema.get("properties", {})}
+    schema["properties"] = {
+        "preset": {
+            "type": "string",
+            "enum": preset_names(),
+            "description": "start from this preset and override its fields",
+        },
+        **schema.get("properties", {}),
+    }
     return schema

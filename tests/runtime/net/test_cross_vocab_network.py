@@ -10,12 +10,12 @@ import pytest
 
 from multispin.models.hf import HFBatchedLM, draft_lm
 from multispin.models.registry import resolve_pair
-from multispin.runtime.wire import messages as P
-from multispin.runtime.round import roles
 from multispin.runtime.net.launcher import run_local_testbed
-from multispin.runtime.round.local import FixedDraftLengths, RandomMode, run_rounds
+from multispin.runtime.round import roles
 from multispin.runtime.round.engine import PolicyPair
+from multispin.runtime.round.local import FixedDraftLengths, RandomMode, run_rounds
 from multispin.runtime.round.session import GenerateConfig, encode_prompt, generate
+from multispin.runtime.wire import messages as P
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
 
@@ -40,16 +40,28 @@ def test_the_pair_mixes_families(pair):
 def test_networked_mixed_family_devices_match_in_process_and_the_server_record(pair, tmp_path):
     gammas, seed, n = {0: 3, 1: 4, 2: 2, 3: 3}, 5, 4
     codec = make_codec("dense-fp32")
-    server = roles.VerifierServer(HFBatchedLM(pair.target, pair.vocab_size), SamplingParams(),
-                                  codec, codec, seed)
-    devices = {k: roles.DraftDevice(k, draft_lm(pair, DRAFTS[k % 2]), SamplingParams(), codec, codec,
-                                    seed, encode_prompt(pair, PROMPTS[k])) for k in range(n)}
-    run_rounds(server, devices, PolicyPair(FixedDraftLengths(gammas), RandomMode(seed)), 20,
-               pair.eos_token_ids)
+    server = roles.VerifierServer(HFBatchedLM(pair.target, pair.vocab_size), SamplingParams(), codec, codec, seed)
+    devices = {
+        k: roles.DraftDevice(
+            k, draft_lm(pair, DRAFTS[k % 2]), SamplingParams(), codec, codec, seed, encode_prompt(pair, PROMPTS[k])
+        )
+        for k in range(n)
+    }
+    run_rounds(server, devices, PolicyPair(FixedDraftLengths(gammas), RandomMode(seed)), 20, pair.eos_token_ids)
     summary = run_local_testbed(
-        pair, n, max_new_tokens=20, draft_lengths=FixedDraftLengths(gammas), modes=RandomMode(seed),
-        secret="test-secret-0123456789", seed=seed, prompts=PROMPTS, drafts=DRAFTS,
-        device_runner="fork", round_timeout_s=60, timeout_s=300)
+        pair,
+        n,
+        max_new_tokens=20,
+        draft_lengths=FixedDraftLengths(gammas),
+        modes=RandomMode(seed),
+        secret="test-secret-0123456789",
+        seed=seed,
+        prompts=PROMPTS,
+        drafts=DRAFTS,
+        device_runner="fork",
+        round_timeout_s=60,
+        timeout_s=300,
+    )
     assert summary.server.stop_reason == "done" and summary.consistent
     assert summary.tokens() == {k: d.generated for k, d in devices.items()}
     for d, rec in summary.server.devices.items():
@@ -61,8 +73,9 @@ def test_networked_mixed_family_devices_match_in_process_and_the_server_record(p
 
 @pytest.mark.parametrize("mode", ["ul", "dl"])
 def test_greedy_equals_target_only(pair, mode):
-    base = dict(pair="tiny-cross", devices=2, drafts=DRAFTS, mode=mode, temperature=0.0,
-                max_new_tokens=24, prompts=PROMPTS[:2])
+    base = dict(
+        pair="tiny-cross", devices=2, drafts=DRAFTS, mode=mode, temperature=0.0, max_new_tokens=24, prompts=PROMPTS[:2]
+    )
     spec = generate(GenerateConfig(**base, draft_len=4), pair=pair)
     plain = generate(GenerateConfig(**base, draft_len=0), pair=pair)
     assert [d.tokens for d in spec.devices] == [d.tokens for d in plain.devices]
@@ -72,8 +85,20 @@ def test_greedy_equals_target_only(pair, mode):
 def test_generate_command_on_the_cross_pair(multispin):
     import json
 
-    res = multispin("generate", "--pair", "tiny-cross", "--devices", "2", "--draft", "merged",
-                    "--draft", "close", "--max-new-tokens", "6", "--json")
+    res = multispin(
+        "generate",
+        "--pair",
+        "tiny-cross",
+        "--devices",
+        "2",
+        "--draft",
+        "merged",
+        "--draft",
+        "close",
+        "--max-new-tokens",
+        "6",
+        "--json",
+    )
     assert res.code == 0, res.err
     out = json.loads(res.out)
     assert [d["draft"] for d in out["devices"]] == DRAFTS
@@ -108,8 +133,9 @@ def test_real_cross_pair_greedy_equals_target_only(draft):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _cached("smollm2-135m", "qwen2.5-coder-0.5b"),
-                    reason="SmolLM2-135M and Qwen2.5-Coder-0.5B are not both cached")
+@pytest.mark.skipif(
+    not _cached("smollm2-135m", "qwen2.5-coder-0.5b"), reason="SmolLM2-135M and Qwen2.5-Coder-0.5B are not both cached"
+)
 def test_real_cross_pair_prompts_use_the_targets_chat_template():
     """The target of a DRAFT:TARGET pair named by its registered name is an instruct model: its
     prompts go through the chat template (without it Qwen answered HumanEval prompts with EOS)."""
@@ -123,8 +149,10 @@ def test_real_cross_pair_prompts_use_the_targets_chat_template():
 def test_measure_scores_a_cross_vocabulary_draft_beside_a_same_vocabulary_one(pair):
     from multispin.experiments.acceptance import MeasureConfig, measure
 
-    out = measure(MeasureConfig(pair="tiny-cross", drafts=DRAFTS, prompts=2, draft_len=2,
-                                max_new_tokens=8, source="builtin"), pair=pair)
+    out = measure(
+        MeasureConfig(pair="tiny-cross", drafts=DRAFTS, prompts=2, draft_len=2, max_new_tokens=8, source="builtin"),
+        pair=pair,
+    )
     assert set(out) == set(DRAFTS)
     for profile in out.values():
         assert 0.0 <= profile["alpha"] <= 1.0 and profile["num_tokens"] > 0

@@ -26,17 +26,42 @@ def test_a_device_whose_server_never_returns_exits_1_with_its_partial_text(multi
             hung.set()
             hang.wait(120)
 
-    cfg = ServerConfig.make(host="127.0.0.1", port=0, expected_devices=1, max_new_tokens=500, draft_len=3,
-                            temperature=0.0, seed=0, join_timeout_s=60)
+    cfg = ServerConfig.make(
+        host="127.0.0.1",
+        port=0,
+        expected_devices=1,
+        max_new_tokens=500,
+        draft_len=3,
+        temperature=0.0,
+        seed=0,
+        join_timeout_s=60,
+    )
     srv = EdgeServer(cfg, pair, SECRET, before_commit=freeze_after_round_2)
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
     assert srv.ready.wait(30) and srv.endpoint
     result = tmp_path / "device0.json"
     try:
-        res = multispin("device", "--insecure", "--secret", SECRET, "--server", srv.endpoint, "--device-id", "0",
-                        "--pair", "tiny", "--prompt", "Hello edge", "--server-timeout", "1", "--reconnects", "1",
-                        "--result", str(result))
+        res = multispin(
+            "device",
+            "--insecure",
+            "--secret",
+            SECRET,
+            "--server",
+            srv.endpoint,
+            "--device-id",
+            "0",
+            "--pair",
+            "tiny",
+            "--prompt",
+            "Hello edge",
+            "--server-timeout",
+            "1",
+            "--reconnects",
+            "1",
+            "--result",
+            str(result),
+        )
     finally:
         hang.set()
         srv.request_stop("test over")

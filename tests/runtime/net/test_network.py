@@ -30,15 +30,15 @@ import zmq
 from multispin.errors import MultispinError
 from multispin.models.hf import HFBatchedLM, HFSequenceLM
 from multispin.models.tiny import load_tiny_pair
-from multispin.runtime.wire import messages as P
-from multispin.runtime.round import roles
-from multispin.runtime.security.auth import SECRET_ENV, compute_mac
 from multispin.runtime.net.device import build_device_client
-from multispin.runtime.round.local import FixedDraftLengths, FixedMode, RandomMode, run_rounds
-from multispin.runtime.round.engine import PolicyPair
 from multispin.runtime.net.launcher import LocalTestbed, free_port, run_local_testbed
 from multispin.runtime.net.server import EdgeServer, ServerConfig
+from multispin.runtime.round import roles
+from multispin.runtime.round.engine import PolicyPair
+from multispin.runtime.round.local import FixedDraftLengths, FixedMode, RandomMode, run_rounds
 from multispin.runtime.round.session import encode_prompt
+from multispin.runtime.security.auth import SECRET_ENV, compute_mac
+from multispin.runtime.wire import messages as P
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
 
@@ -54,15 +54,25 @@ def pair():
     return load_tiny_pair()
 
 
-def reference(pair, n, gammas, modes, seed, max_new_tokens, sampling=SamplingParams(),
-              ul="dense-fp32", dl="dense-fp32"):
+def reference(
+    pair, n, gammas, modes, seed, max_new_tokens, sampling=SamplingParams(), ul="dense-fp32", dl="dense-fp32"
+):
     """The in-process round loop on the same devices, prompts, drafts, seed and policies."""
     ul_c, dl_c = make_codec(ul), make_codec(dl)
     server = roles.VerifierServer(HFBatchedLM(pair.target, pair.vocab_size), sampling, ul_c, dl_c, seed)
     names = list(pair.drafts)
-    devices = {k: roles.DraftDevice(k, HFSequenceLM(pair.drafts[names[k % len(names)]], pair.vocab_size),
-                                    sampling, ul_c, dl_c, seed, encode_prompt(pair, PROMPTS[k % len(PROMPTS)]))
-               for k in range(n)}
+    devices = {
+        k: roles.DraftDevice(
+            k,
+            HFSequenceLM(pair.drafts[names[k % len(names)]], pair.vocab_size),
+            sampling,
+            ul_c,
+            dl_c,
+            seed,
+            encode_prompt(pair, PROMPTS[k % len(PROMPTS)]),
+        )
+        for k in range(n)
+    }
     logs = run_rounds(server, devices, PolicyPair(FixedDraftLengths(gammas), modes), max_new_tokens, pair.eos_token_ids)
     return {k: d.generated for k, d in devices.items()}, logs
 
@@ -91,9 +101,21 @@ def test_forked_device_processes_match_in_process_rounds_sampled(pair, tmp_path)
     ref, ref_logs = reference(pair, 3, gammas, RandomMode(11), 11, 24, ul="dense-fp16")
     logf = tmp_path / "server.jsonl"
     summary = run_local_testbed(
-        pair, 3, max_new_tokens=24, draft_lengths=FixedDraftLengths(gammas), modes=RandomMode(11),
-        secret=SECRET, log_path=logf, seed=11, ul_codec="dense-fp16", dl_codec="dense-fp32",
-        prompts=PROMPTS, device_runner="fork", round_timeout_s=60, timeout_s=300)
+        pair,
+        3,
+        max_new_tokens=24,
+        draft_lengths=FixedDraftLengths(gammas),
+        modes=RandomMode(11),
+        secret=SECRET,
+        log_path=logf,
+        seed=11,
+        ul_codec="dense-fp16",
+        dl_codec="dense-fp32",
+        prompts=PROMPTS,
+        device_runner="fork",
+        round_timeout_s=60,
+        timeout_s=300,
+    )
     assert summary.server.stop_reason == "done"
     assert summary.tokens() == ref
     for k in range(3):
@@ -105,11 +127,24 @@ def test_forked_device_processes_match_in_process_rounds_sampled(pair, tmp_path)
     lines = read_log(logf)
     rounds = [ln for ln in lines if ln["event"] == "round"]
     assert len(rounds) == summary.server.rounds
-    for key in ("gamma", "rejected", "modes", "uplink_bits", "downlink_bits", "tokens_gained",
-                "verify_s", "round_wall_s", "payload_bytes", "wire_bytes_up", "wire_bytes_down"):
+    for key in (
+        "gamma",
+        "rejected",
+        "modes",
+        "uplink_bits",
+        "downlink_bits",
+        "tokens_gained",
+        "verify_s",
+        "round_wall_s",
+        "payload_bytes",
+        "wire_bytes_up",
+        "wire_bytes_down",
+    ):
         assert key in rounds[0]
-    sizes = {"ul": make_codec("dense-fp16").num_bytes(pair.vocab_size),
-             "dl": make_codec("dense-fp32").num_bytes(pair.vocab_size)}
+    sizes = {
+        "ul": make_codec("dense-fp16").num_bytes(pair.vocab_size),
+        "dl": make_codec("dense-fp32").num_bytes(pair.vocab_size),
+    }
     moved = 0
     for ln in rounds:
         for d, mode in ln["modes"].items():
@@ -126,9 +161,19 @@ def test_cli_device_subprocesses_match_in_process_rounds_greedy(pair, tmp_path):
     sampling = SamplingParams(temperature=0)
     ref, _ = reference(pair, 2, gammas, FixedMode("dl"), 3, 16, sampling=sampling)
     bed = LocalTestbed(
-        "tiny", 2, max_new_tokens=16, draft_lengths=FixedDraftLengths(gammas), modes=FixedMode("dl"),
-        secret=SECRET, log_path=tmp_path / "s.jsonl", seed=3, sampling=sampling, prompts=PROMPTS,
-        device_runner="subprocess", round_timeout_s=60)
+        "tiny",
+        2,
+        max_new_tokens=16,
+        draft_lengths=FixedDraftLengths(gammas),
+        modes=FixedMode("dl"),
+        secret=SECRET,
+        log_path=tmp_path / "s.jsonl",
+        seed=3,
+        sampling=sampling,
+        prompts=PROMPTS,
+        device_runner="subprocess",
+        round_timeout_s=60,
+    )
     bed.start()
     # The secret travels in the environment, never on a command line (`ps` shows argv).
     assert all(SECRET not in " ".join(h.proc.args) for h in bed._handles.values())
@@ -169,16 +214,27 @@ class RawClient:
 
 
 def _server(pair, tmp_path, expected, **opts):
-    config = ServerConfig.make(port=0, expected_devices=expected, max_new_tokens=12, seed=1,
-                               draft_len=3, join_timeout_s=120, history=True, **opts)
+    config = ServerConfig.make(
+        port=0,
+        expected_devices=expected,
+        max_new_tokens=12,
+        seed=1,
+        draft_len=3,
+        join_timeout_s=120,
+        history=True,
+        **opts,
+    )
     events: list[dict] = []
     server = EdgeServer(config, pair, SECRET, log_path=tmp_path / "server.jsonl", on_event=events.append)
     box: dict = {}
     th = threading.Thread(target=lambda: box.setdefault("summary", server.run()), daemon=True)
     th.start()
     assert server.ready.wait(30)
-    limits = P.Limits(vocab_size=pair.vocab_size, ul_payload_bytes=server.limits.ul_payload_bytes,
-                      dl_payload_bytes=server.limits.dl_payload_bytes)
+    limits = P.Limits(
+        vocab_size=pair.vocab_size,
+        ul_payload_bytes=server.limits.ul_payload_bytes,
+        dl_payload_bytes=server.limits.dl_payload_bytes,
+    )
     return server, th, box, events, limits
 
 
@@ -252,8 +308,7 @@ def test_wrong_or_missing_authentication_is_refused_and_gets_no_session(pair, tm
 
 
 def test_bad_messages_drop_only_that_session(pair, tmp_path):
-    server, th, box, events, limits = _server(pair, tmp_path, expected=5, round_timeout_s=60,
-                                              idle_timeout_s=1.0)
+    server, th, box, events, limits = _server(pair, tmp_path, expected=5, round_timeout_s=60, idle_timeout_s=1.0)
     ctx = zmq.Context()
     try:
         devs = [_thread_device(pair, server.endpoint, k) for k in range(2)]
@@ -263,8 +318,9 @@ def test_bad_messages_drop_only_that_session(pair, tmp_path):
             raws[k].join(k, SECRET.encode())
         plans = {k: c.recv() for k, c in raws.items()}
         assert all(isinstance(p, P.PlanMsg) and p.round == 0 and p.gamma == 3 for p in plans.values())
-        oversized = msgpack.packb({"t": "DRAFT", "round": 0, "tokens": [1, 2, 3],
-                                   "q": b"\x00" * 24, "pad": b"x" * 600}, use_bin_type=True)
+        oversized = msgpack.packb(
+            {"t": "DRAFT", "round": 0, "tokens": [1, 2, 3], "q": b"\x00" * 24, "pad": b"x" * 600}, use_bin_type=True
+        )
         raws[2].send(oversized)
         raws[3].send(b"\x93\x01\x02")  # msgpack array, truncated
         raws[4].send(P.DraftMsg.make(0, [1, 2, 3, 4], [0.5] * 4))  # PLAN asked for γ = 3
@@ -309,9 +365,20 @@ def test_stalled_device_is_timed_out_and_resumes_from_the_server_record(pair, tm
     gammas = {0: 3, 1: 3, 2: 3}
     ref, _ = reference(pair, 3, gammas, RandomMode(4), 4, 20)
     summary = run_local_testbed(
-        pair, 3, max_new_tokens=20, draft_lengths=FixedDraftLengths(gammas), modes=RandomMode(4),
-        secret=SECRET, log_path=tmp_path / "s.jsonl", seed=4, prompts=PROMPTS,
-        device_runner="thread", round_timeout_s=3.0, faults={1: "stall:2:6"}, timeout_s=300)
+        pair,
+        3,
+        max_new_tokens=20,
+        draft_lengths=FixedDraftLengths(gammas),
+        modes=RandomMode(4),
+        secret=SECRET,
+        log_path=tmp_path / "s.jsonl",
+        seed=4,
+        prompts=PROMPTS,
+        device_runner="thread",
+        round_timeout_s=3.0,
+        faults={1: "stall:2:6"},
+        timeout_s=300,
+    )
     rec = summary.server.devices[1]
     assert rec.sessions == 2 and len(rec.drops) == 1 and "no DRAFT within 3 s in round 2" in rec.drops[0]
     stalled_round = summary.server.events[2]
@@ -335,10 +402,22 @@ def test_crashed_device_process_is_dropped_at_once_and_a_restart_resumes_it(pair
         if ev["event"] == "drop" and ev["device"] == 2:
             dropped.set()
 
-    bed = LocalTestbed(pair, 3, max_new_tokens=20, draft_lengths=FixedDraftLengths(gammas),
-                       modes=FixedMode("ul"), secret=SECRET, log_path=tmp_path / "s.jsonl", seed=6,
-                       prompts=PROMPTS, device_runner="fork", round_timeout_s=60.0,
-                       faults={2: "crash:3"}, on_event=on_event, idle_timeout_s=120)
+    bed = LocalTestbed(
+        pair,
+        3,
+        max_new_tokens=20,
+        draft_lengths=FixedDraftLengths(gammas),
+        modes=FixedMode("ul"),
+        secret=SECRET,
+        log_path=tmp_path / "s.jsonl",
+        seed=6,
+        prompts=PROMPTS,
+        device_runner="fork",
+        round_timeout_s=60.0,
+        faults={2: "crash:3"},
+        on_event=on_event,
+        idle_timeout_s=120,
+    )
     bed.start()
     assert dropped.wait(240), "the crashed device was never dropped"
     crashed = bed._handles[2]
@@ -367,15 +446,16 @@ def _greedy_reference(pair, prompt_ids, n):
         for _ in range(n):
             logits = pair.target(torch.tensor([ids])).logits[0, -1, : pair.vocab_size]
             ids.append(int(logits.to(torch.float32).argmax()))
-    return ids[len(prompt_ids):]
+    return ids[len(prompt_ids) :]
 
 
 def _greedy_raw_session(pair, tmp_path, ctx, round_timeout_s):
     """A greedy UL server for one hand-driven device 1 that has joined and got round 0's PLAN."""
     prompt = encode_prompt(pair, PROMPTS[1])
     greedy = _greedy_reference(pair, prompt, 12)
-    server, th, box, events, limits = _server(pair, tmp_path, expected=1, temperature=0.0, mode="ul",
-                                              round_timeout_s=round_timeout_s, idle_timeout_s=60)
+    server, th, box, events, limits = _server(
+        pair, tmp_path, expected=1, temperature=0.0, mode="ul", round_timeout_s=round_timeout_s, idle_timeout_s=60
+    )
     raw = RawClient(ctx, server.endpoint, limits)
     raw.join(1, SECRET.encode(), prompt=prompt)
     plan = raw.recv()
@@ -409,7 +489,9 @@ def test_session_lost_after_verify_gains_nothing_and_resume_continues_exactly(pa
     assert rec.sessions == 2 and rec.digest_match
 
 
-def test_an_accepted_round_is_one_commit_carrying_the_next_plan_and_a_device_lost_before_drafting_it_resumes(pair, tmp_path):
+def test_an_accepted_round_is_one_commit_carrying_the_next_plan_and_a_device_lost_before_drafting_it_resumes(
+    pair, tmp_path
+):
     """Protocol 2 on the wire: a draft the target accepts whole gets no VERDICT, its COMMIT (bonus
     included) carries round 1's PLAN. The device leaves right then, between that COMMIT and the
     DRAFT it owes; it resumes from the server's record and ends with the target's greedy text,
@@ -444,11 +526,38 @@ def test_sigterm_on_server_subprocess_drains_and_exits_cleanly(pair, tmp_path):
     logf, summf = tmp_path / "serve.jsonl", tmp_path / "summary.json"
     env = dict(os.environ, **{SECRET_ENV: SECRET, "MULTISPIN_TEST_THREADS": "1"})
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from multispin.cli import main; main()", "serve", "--pair", "tiny",
-         "--port", str(port), "--devices", "2", "--max-new-tokens", "2000", "--draft-len", "2",
-         "--threads", "1", "--log", str(logf), "--summary", str(summf), "--round-timeout", "30",
-         "--insecure", "--journal", str(tmp_path / "journal.sqlite")],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "from multispin.cli import main; main()",
+            "serve",
+            "--pair",
+            "tiny",
+            "--port",
+            str(port),
+            "--devices",
+            "2",
+            "--max-new-tokens",
+            "2000",
+            "--draft-len",
+            "2",
+            "--threads",
+            "1",
+            "--log",
+            str(logf),
+            "--summary",
+            str(summf),
+            "--round-timeout",
+            "30",
+            "--insecure",
+            "--journal",
+            str(tmp_path / "journal.sqlite"),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 240
         while not (logf.exists() and logf.read_text().strip()) and time.monotonic() < deadline:
@@ -492,9 +601,19 @@ def test_32_devices_50_rounds_without_deadlock(pair, tmp_path):
     (32 processes each importing torch would not fit a 2-core box); 50 rounds, mixed modes."""
     n = 32
     summary = run_local_testbed(
-        pair, n, max_new_tokens=500, rounds=50, draft_lengths=FixedDraftLengths({k: 1 + k % 3 for k in range(n)}),
-        modes=RandomMode(0), secret=SECRET, log_path=tmp_path / "load.jsonl", seed=0,
-        device_runner="thread", round_timeout_s=120, timeout_s=600)
+        pair,
+        n,
+        max_new_tokens=500,
+        rounds=50,
+        draft_lengths=FixedDraftLengths({k: 1 + k % 3 for k in range(n)}),
+        modes=RandomMode(0),
+        secret=SECRET,
+        log_path=tmp_path / "load.jsonl",
+        seed=0,
+        device_runner="thread",
+        round_timeout_s=120,
+        timeout_s=600,
+    )
     assert summary.server.stop_reason == "rounds" and summary.server.rounds == 50
     assert sorted(summary.devices) == list(range(n))
     for d, rec in summary.server.devices.items():

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 import multispin.runtime.round.roles as roles
+from exactness_engine import DRAFT, MARG_T1, N_POSITIONS, P_PASS, PROMPT, T1, TARGET, VOCAB, run_engine
 from exactness_stats import min_p_value
 from multispin.errors import ConfigError
 from multispin.models.base import LoadedPair
@@ -30,9 +31,8 @@ from multispin.models.tiny import load_tiny_pair
 from multispin.runtime.net.launcher import run_local_testbed
 from multispin.runtime.net.pool import DevicePool, PoolDevice, parse_device_ids, run_pool
 from multispin.runtime.net.server import EdgeServer, ServerConfig
-from multispin.runtime.round.local import FixedDraftLengths, FixedMode, RandomMode
+from multispin.runtime.round.local import FixedDraftLengths, RandomMode
 from multispin.runtime.security.keys import create_keyring
-from exactness_engine import DRAFT, MARG_T1, N_POSITIONS, P_PASS, PROMPT, T1, TARGET, VOCAB, run_engine
 
 # real sockets, processes or models: `make test-fast` leaves these out
 pytestmark = pytest.mark.integration
@@ -73,19 +73,35 @@ def _testbed(pair, runner, tmp_path, steady: bool):
     rounds, so the pool's batches shrink), or in steady state (each device a queue of prompts, a
     new session per job, 8 rounds: every job lasts a round at least, so no queue runs out)."""
     k = 5
-    jobs = {"prompt_queues": [[PROMPTS[(d + j) % len(PROMPTS)] for j in range(8)] for d in range(k)],
-            "rounds": 8} if steady else {"prompts": PROMPTS}
+    jobs = (
+        {"prompt_queues": [[PROMPTS[(d + j) % len(PROMPTS)] for j in range(8)] for d in range(k)], "rounds": 8}
+        if steady
+        else {"prompts": PROMPTS}
+    )
     gammas = {d + k * j: 1 + d % 4 for d in range(k) for j in range(8)}
     return run_local_testbed(
-        pair, k, max_new_tokens=24 if not steady else 8, draft_lengths=FixedDraftLengths(gammas),
-        modes=RandomMode(7), seed=7, ul_codec="dense-fp16", device_runner=runner,
-        round_timeout_s=120, timeout_s=400, log_path=tmp_path / f"{runner}.jsonl", **jobs)
+        pair,
+        k,
+        max_new_tokens=24 if not steady else 8,
+        draft_lengths=FixedDraftLengths(gammas),
+        modes=RandomMode(7),
+        seed=7,
+        ul_codec="dense-fp16",
+        device_runner=runner,
+        round_timeout_s=120,
+        timeout_s=400,
+        log_path=tmp_path / f"{runner}.jsonl",
+        **jobs,
+    )
 
 
 def _wire(summary_log) -> list[dict]:
     rows = [json.loads(line) for line in summary_log.read_text().splitlines()]
-    return [{key: r[key] for key in ("round", "gamma", "modes", "payload_bytes", "wire_bytes_up", "wire_bytes_down")}
-            for r in rows if r["event"] == "round"]
+    return [
+        {key: r[key] for key in ("round", "gamma", "modes", "payload_bytes", "wire_bytes_up", "wire_bytes_down")}
+        for r in rows
+        if r["event"] == "round"
+    ]
 
 
 @pytest.mark.slow
@@ -100,8 +116,9 @@ def test_a_pool_and_lone_devices_give_byte_identical_texts_and_round_records(pai
     assert sorted(pooled.server.devices) == ids and len(ids) > (5 if steady else 4)
     assert all(pooled.devices[d]["text"] == lone.devices[d]["text"] for d in ids if d in lone.devices)
     for d in ids:
-        assert ([r.to_dict() for r in pooled.server.devices[d].rounds]
-                == [r.to_dict() for r in lone.server.devices[d].rounds]), f"device {d}"
+        assert [r.to_dict() for r in pooled.server.devices[d].rounds] == [
+            r.to_dict() for r in lone.server.devices[d].rounds
+        ], f"device {d}"
         assert pooled.server.devices[d].digest_match is True
     # what the server sees: the same bytes per device and round in both directions
     assert _wire(tmp_path / "pool.jsonl") == _wire(tmp_path / "fork.jsonl")
@@ -137,13 +154,16 @@ def test_a_pool_drafts_its_devices_together_and_matches_lone_devices(pair, tmp_p
         server = EdgeServer(config, pair, SECRET, draft_lengths=FixedDraftLengths(gammas), modes=RandomMode(3))
         th, box = _serve(server)
         if pool:
-            p = DevicePool(server.endpoint, pair, [[PoolDevice(d, PROMPTS[d])] for d in range(4)], secret=SECRET,
-                           gather_s=5.0)  # generous: every batch waits for all four
+            p = DevicePool(
+                server.endpoint, pair, [[PoolDevice(d, PROMPTS[d])] for d in range(4)], secret=SECRET, gather_s=5.0
+            )  # generous: every batch waits for all four
             outcomes = p.run()
         else:
             outcomes = [None] * 4
-            threads = [threading.Thread(target=lambda d=d: outcomes.__setitem__(d, _lone(server.endpoint, pair, d)))
-                       for d in range(4)]
+            threads = [
+                threading.Thread(target=lambda d=d: outcomes.__setitem__(d, _lone(server.endpoint, pair, d)))
+                for d in range(4)
+            ]
             for t in threads:
                 t.start()
             for t in threads:
@@ -179,14 +199,24 @@ def run_pool_engine(mode: str, gamma: int) -> dict[int, list[int]]:
     one pool of SLOTS devices drafting on a shared Markov draft; slot k runs device ids
     k, k + SLOTS, … one after another (steady-state jobs)."""
     n = SLOTS * JOBS
-    config = ServerConfig.make(port=0, expected_devices=SLOTS, max_devices=n, job_slots=SLOTS,
-                               max_new_tokens=max(N_POSITIONS, gamma + 1), draft_len=gamma, mode=mode, seed=11,
-                               join_timeout_s=120, round_timeout_s=120)
+    config = ServerConfig.make(
+        port=0,
+        expected_devices=SLOTS,
+        max_devices=n,
+        job_slots=SLOTS,
+        max_new_tokens=max(N_POSITIONS, gamma + 1),
+        draft_len=gamma,
+        mode=mode,
+        seed=11,
+        join_timeout_s=120,
+        round_timeout_s=120,
+    )
     server = EdgeServer(config, MARKOV, SECRET, target_lm=MarkovBatchedLM(TARGET))
     th, box = _serve(server)
     slots = [[PoolDevice(k + SLOTS * j, tuple(PROMPT), "markov") for j in range(JOBS)] for k in range(SLOTS)]
-    outcomes = DevicePool(server.endpoint, MARKOV, slots, secret=SECRET,
-                          draft_models={"markov": MarkovBatchedLM(DRAFT)}).run()
+    outcomes = DevicePool(
+        server.endpoint, MARKOV, slots, secret=SECRET, draft_models={"markov": MarkovBatchedLM(DRAFT)}
+    ).run()
     th.join(300)
     assert box["summary"].stop_reason == "done"
     assert len(outcomes) == n and all(o.finished for o in outcomes)
@@ -217,8 +247,9 @@ def test_control_always_accepting_server_fails_the_law_through_a_pool(monkeypatc
 def test_several_pools_with_their_own_keys_join_one_server(pair, tmp_path):
     ids = [[0, 1, 2], [3, 4], [5]]
     server_keys, _ = create_keyring(tmp_path / "keys", range(6))
-    config = ServerConfig.make(port=0, expected_devices=6, max_new_tokens=16, seed=2, join_timeout_s=120,
-                               round_timeout_s=120)
+    config = ServerConfig.make(
+        port=0, expected_devices=6, max_new_tokens=16, seed=2, join_timeout_s=120, round_timeout_s=120
+    )
     server = EdgeServer(config, pair, keys=server_keys)
     th, box = _serve(server)
     results: list = [None] * len(ids)
@@ -255,8 +286,22 @@ def test_cli_device_pool_runs_every_device(pair, tmp_path, multispin, monkeypatc
     th, box = _serve(server)
     monkeypatch.setenv("MULTISPIN_SECRET", SECRET)
     result = tmp_path / "pool.json"
-    run = multispin("device", "--devices", "0-2", "--server", server.endpoint, "--insecure", "--pair", "tiny",
-                    "--prompt", "Hello", "--prompt", "abc", "--result", str(result))
+    run = multispin(
+        "device",
+        "--devices",
+        "0-2",
+        "--server",
+        server.endpoint,
+        "--insecure",
+        "--pair",
+        "tiny",
+        "--prompt",
+        "Hello",
+        "--prompt",
+        "abc",
+        "--result",
+        str(result),
+    )
     th.join(120)
     assert run.code == 0, run.err
     doc = json.loads(result.read_text())
@@ -267,13 +312,16 @@ def test_cli_device_pool_runs_every_device(pair, tmp_path, multispin, monkeypatc
     assert "--- device 2 ---" in run.out
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--devices", "3-1"], "devices: range 3-1"),
-    (["--devices", "0-1", "--device-id", "0"], "--device-id: give --device-id for one device or --devices"),
-    (["--prompt", "x"], "--device-id: required (INT: this device's id"),
-    (["--device-id", "0"], "--prompt: required (TEXT: this device's prompt)"),
-    (["--device-id", "0", "--prompt", "a", "--prompt", "b"], "--prompt: one device takes one prompt"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--devices", "3-1"], "devices: range 3-1"),
+        (["--devices", "0-1", "--device-id", "0"], "--device-id: give --device-id for one device or --devices"),
+        (["--prompt", "x"], "--device-id: required (INT: this device's id"),
+        (["--device-id", "0"], "--prompt: required (TEXT: this device's prompt)"),
+        (["--device-id", "0", "--prompt", "a", "--prompt", "b"], "--prompt: one device takes one prompt"),
+    ],
+)
 def test_cli_device_pool_bad_flags_are_one_line_errors(multispin, args, message):
     run = multispin("device", "--insecure", "--pair", "tiny", *args)
     assert run.code == 2

@@ -20,15 +20,15 @@ import pytest
 
 from multispin.models.hf import HFBatchedLM, HFSequenceLM
 from multispin.models.tiny import load_tiny_pair
-from multispin.runtime.round import roles
 from multispin.runtime.net.device import build_device_client
-from multispin.runtime.store.journal import Journal
-from multispin.runtime.security.keys import create_keyring
 from multispin.runtime.net.launcher import free_port
-from multispin.runtime.round.local import RandomMode, UniformDraftLength, run_rounds
-from multispin.runtime.round.engine import PolicyPair
 from multispin.runtime.net.server import EdgeServer, ServerConfig
+from multispin.runtime.round import roles
+from multispin.runtime.round.engine import PolicyPair
+from multispin.runtime.round.local import RandomMode, UniformDraftLength, run_rounds
 from multispin.runtime.round.session import encode_prompt
+from multispin.runtime.security.keys import create_keyring
+from multispin.runtime.store.journal import Journal
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
 
@@ -48,9 +48,18 @@ def expected(pair) -> dict[int, list[int]]:
     """Every device's tokens from the uninterrupted in-process loop."""
     codec = make_codec("dense-fp32")
     server = roles.VerifierServer(HFBatchedLM(pair.target, pair.vocab_size), SamplingParams(), codec, codec, SEED)
-    devices = {k: roles.DraftDevice(k, HFSequenceLM(pair.drafts[pair.default_draft], pair.vocab_size),
-                                    SamplingParams(), codec, codec, SEED, encode_prompt(pair, PROMPTS[k]))
-               for k in range(K)}
+    devices = {
+        k: roles.DraftDevice(
+            k,
+            HFSequenceLM(pair.drafts[pair.default_draft], pair.vocab_size),
+            SamplingParams(),
+            codec,
+            codec,
+            SEED,
+            encode_prompt(pair, PROMPTS[k]),
+        )
+        for k in range(K)
+    }
     run_rounds(server, devices, PolicyPair(UniformDraftLength(GAMMA), RandomMode(SEED)), MAX_NEW, pair.eos_token_ids)
     return {k: d.generated for k, d in devices.items()}
 
@@ -69,8 +78,9 @@ def _wait_for(cond, timeout_s: float, what: str) -> None:
 
 
 def _thread_device(pair, endpoint, k, keys):
-    client = build_device_client(endpoint, k, None, pair, None, PROMPTS[k], keys=keys, server_timeout_s=60,
-                                 reconnects=20)
+    client = build_device_client(
+        endpoint, k, None, pair, None, PROMPTS[k], keys=keys, server_timeout_s=60, reconnects=20
+    )
     box: dict = {}
     th = threading.Thread(target=lambda: box.setdefault("outcome", client.run()), daemon=True)
     th.start()
@@ -89,10 +99,36 @@ def _assert_journal_exact(path: Path, expected: dict[int, list[int]], pair) -> N
 
 
 def _serve_cmd(port, keys, journal, log):
-    return [sys.executable, "-m", "multispin", "serve", "--pair", "tiny", "--port", str(port), "--devices", str(K),
-            "--max-new-tokens", str(MAX_NEW), "--draft-len", str(GAMMA), "--seed", str(SEED), "--threads", "1",
-            "--keys", str(keys), "--journal", str(journal), "--log", str(log), "--round-timeout", "20",
-            "--join-timeout", "60"]
+    return [
+        sys.executable,
+        "-m",
+        "multispin",
+        "serve",
+        "--pair",
+        "tiny",
+        "--port",
+        str(port),
+        "--devices",
+        str(K),
+        "--max-new-tokens",
+        str(MAX_NEW),
+        "--draft-len",
+        str(GAMMA),
+        "--seed",
+        str(SEED),
+        "--threads",
+        "1",
+        "--keys",
+        str(keys),
+        "--journal",
+        str(journal),
+        "--log",
+        str(log),
+        "--round-timeout",
+        "20",
+        "--join-timeout",
+        "60",
+    ]
 
 
 def _serve_and_kill_at(pair, tmp_path: Path, kill_after: int):
@@ -101,12 +137,19 @@ def _serve_and_kill_at(pair, tmp_path: Path, kill_after: int):
     server_keys, device_keys = create_keyring(tmp_path / "keys", range(K))
     port, journal = free_port(), tmp_path / "journal.sqlite"
     env = dict(os.environ, MULTISPIN_TEST_THREADS="1")
-    first = subprocess.Popen(_serve_cmd(port, server_keys, journal, tmp_path / "a.jsonl"), env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    first = subprocess.Popen(
+        _serve_cmd(port, server_keys, journal, tmp_path / "a.jsonl"),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     devices = [_thread_device(pair, f"tcp://127.0.0.1:{port}", k, device_keys[k]) for k in range(K)]
     try:
-        _wait_for(lambda: _rounds_logged(tmp_path / "a.jsonl") >= kill_after or first.poll() is not None,
-                  240, f"round {kill_after}")
+        _wait_for(
+            lambda: _rounds_logged(tmp_path / "a.jsonl") >= kill_after or first.poll() is not None,
+            240,
+            f"round {kill_after}",
+        )
         assert first.poll() is None, first.communicate()[1]
     finally:
         first.send_signal(signal.SIGKILL)
@@ -119,8 +162,13 @@ def test_server_killed_at_a_round_and_restarted_from_its_journal(pair, expected,
     port, server_keys, journal, env, devices = _serve_and_kill_at(pair, tmp_path, kill_after)
     second = None
     try:
-        second = subprocess.Popen(_serve_cmd(port, server_keys, journal, tmp_path / "b.jsonl"), env=env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        second = subprocess.Popen(
+            _serve_cmd(port, server_keys, journal, tmp_path / "b.jsonl"),
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         out, err = second.communicate(timeout=300)
     finally:
         if second is not None and second.poll() is None:
@@ -151,14 +199,24 @@ def test_a_damaged_journal_is_refused_and_repair_resumes_with_the_same_texts(pai
     try:
         wal = Path(f"{journal}-wal")
         os.truncate(wal, wal.stat().st_size // 2)
-        refused = subprocess.run(_serve_cmd(port, server_keys, journal, tmp_path / "b.jsonl"), env=env,
-                                 capture_output=True, text=True, timeout=120)
+        refused = subprocess.run(
+            _serve_cmd(port, server_keys, journal, tmp_path / "b.jsonl"),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert refused.returncode == 2
         assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr
         assert "missing" in refused.stderr and "--journal-repair" in refused.stderr
         assert not (tmp_path / "b.jsonl").exists()  # refused before it started anything
-        second = subprocess.Popen(_serve_cmd(port, server_keys, journal, tmp_path / "c.jsonl") + ["--journal-repair"],
-                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        second = subprocess.Popen(
+            _serve_cmd(port, server_keys, journal, tmp_path / "c.jsonl") + ["--journal-repair"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         out, err = second.communicate(timeout=300)
     finally:
         if second is not None and second.poll() is None:
@@ -180,10 +238,24 @@ def test_a_damaged_journal_is_refused_and_repair_resumes_with_the_same_texts(pai
 
 def _server_thread(pair, tmp_path, round_timeout_s, on_round):
     server_keys, device_keys = create_keyring(tmp_path / "keys", range(K))
-    config = ServerConfig.make(port=0, expected_devices=K, max_new_tokens=MAX_NEW, seed=SEED, draft_len=GAMMA,
-                               round_timeout_s=round_timeout_s, join_timeout_s=120, idle_timeout_s=120)
-    server = EdgeServer(config, pair, keys=server_keys, journal=tmp_path / "journal.sqlite",
-                        log_path=tmp_path / "server.jsonl", on_round=on_round)
+    config = ServerConfig.make(
+        port=0,
+        expected_devices=K,
+        max_new_tokens=MAX_NEW,
+        seed=SEED,
+        draft_len=GAMMA,
+        round_timeout_s=round_timeout_s,
+        join_timeout_s=120,
+        idle_timeout_s=120,
+    )
+    server = EdgeServer(
+        config,
+        pair,
+        keys=server_keys,
+        journal=tmp_path / "journal.sqlite",
+        log_path=tmp_path / "server.jsonl",
+        on_round=on_round,
+    )
     box: dict = {}
     th = threading.Thread(target=lambda: box.setdefault("summary", server.run()), daemon=True)
     th.start()
@@ -192,11 +264,33 @@ def _server_thread(pair, tmp_path, round_timeout_s, on_round):
 
 
 def _device_process(server, k, keys, result):
-    cmd = [sys.executable, "-m", "multispin", "device", "--server", server.endpoint, "--device-id", str(k),
-           "--pair", "tiny", "--prompt", PROMPTS[k], "--keys", str(keys), "--threads", "1",
-           "--result", str(result), "--server-timeout", "60", "--reconnects", "20"]
-    return subprocess.Popen(cmd, env=dict(os.environ, MULTISPIN_TEST_THREADS="1"),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    cmd = [
+        sys.executable,
+        "-m",
+        "multispin",
+        "device",
+        "--server",
+        server.endpoint,
+        "--device-id",
+        str(k),
+        "--pair",
+        "tiny",
+        "--prompt",
+        PROMPTS[k],
+        "--keys",
+        str(keys),
+        "--threads",
+        "1",
+        "--result",
+        str(result),
+        "--server-timeout",
+        "60",
+        "--reconnects",
+        "20",
+    ]
+    return subprocess.Popen(
+        cmd, env=dict(os.environ, MULTISPIN_TEST_THREADS="1"), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
 
 
 @pytest.mark.parametrize("fault", ["kill", "stop"])
@@ -204,8 +298,9 @@ def test_device_killed_or_stopped_past_the_timeout_ends_with_the_same_text(pair,
     """Device 0 is a process: SIGKILL at round 3 and a fresh process resumes it, or SIGSTOP at round
     3 for longer than the round timeout (the server drops it and goes on), then SIGCONT."""
     seen = threading.Event()
-    server, th, box, keys = _server_thread(pair, tmp_path, 3.0 if fault == "stop" else 20.0,
-                                           lambda ev: ev.round >= 3 and seen.set())
+    server, th, box, keys = _server_thread(
+        pair, tmp_path, 3.0 if fault == "stop" else 20.0, lambda ev: ev.round >= 3 and seen.set()
+    )
     others = [_thread_device(pair, server.endpoint, k, keys[k]) for k in range(1, K)]
     proc = _device_process(server, 0, keys[0], tmp_path / "d0.json")
     try:

@@ -8,8 +8,8 @@ import pytest
 from multispin.errors import ConfigError
 from multispin.models.base import LoadedPair
 from multispin.models.synthetic import MarkovBatchedLM, make_tables
-from multispin.runtime.store.journal import DeviceRound, Journal, SessionRecord
 from multispin.runtime.net.server import EdgeServer, ServerConfig
+from multispin.runtime.store.journal import DeviceRound, Journal, SessionRecord
 
 V = 16
 SECRET = "journal-test-secret"
@@ -47,8 +47,10 @@ def test_a_restart_restores_every_session_and_the_next_round(tmp_path):
         server.journal.close()
 
 
-@pytest.mark.parametrize("change, field", [({"seed": 5}, "seed"), ({"temperature": 0.5}, "settings"),
-                                           ({"ul_codec": "dense-fp16"}, "UL codec")])
+@pytest.mark.parametrize(
+    "change, field",
+    [({"seed": 5}, "seed"), ({"temperature": 0.5}, "settings"), ({"ul_codec": "dense-fp16"}, "UL codec")],
+)
 def test_settings_that_differ_from_the_journal_are_refused(tmp_path, change, field):
     path = tmp_path / "j.sqlite"
     _journal_of_a_crashed_run(path)

@@ -36,9 +36,19 @@ def _run(pair, max_draft_misses: int, until, limit_s: float = 90.0):
     deadline at every PLAN, then comes back (resume). Runs until ``until(server, threads)``
     holds (or ``limit_s``); returns (the round events, the server, round index at the end)."""
     timeout = 0.5
-    cfg = ServerConfig.make(port=0, expected_devices=3, max_new_tokens=100_000, draft_len=3, seed=1,
-                            temperature=0.0, join_timeout_s=120, round_timeout_s=timeout, history=True,
-                            max_draft_misses=max_draft_misses, straggler_backoff_s=600)
+    cfg = ServerConfig.make(
+        port=0,
+        expected_devices=3,
+        max_new_tokens=100_000,
+        draft_len=3,
+        seed=1,
+        temperature=0.0,
+        join_timeout_s=120,
+        round_timeout_s=timeout,
+        history=True,
+        max_draft_misses=max_draft_misses,
+        straggler_backoff_s=600,
+    )
     pair = dataclasses.replace(pair, eos_token_ids=())
     server = EdgeServer(cfg, pair, SECRET)
     box: dict = {}
@@ -47,8 +57,9 @@ def _run(pair, max_draft_misses: int, until, limit_s: float = 90.0):
     assert server.ready.wait(30)
     clients = []
     for k in range(3):
-        client = build_device_client(server.endpoint, k, SECRET, pair, None, PROMPTS[k], reconnects=3,
-                                     server_timeout_s=60)
+        client = build_device_client(
+            server.endpoint, k, SECRET, pair, None, PROMPTS[k], reconnects=3, server_timeout_s=60
+        )
         if k == 2:  # never drafts in time: sleeps past the deadline at every PLAN, then rejoins
             client._fault_hook = lambda sock, r: time.sleep(timeout + 0.3)
         clients.append(client)

@@ -68,6 +68,7 @@ def test_an_unreported_descriptor_binds_to_its_first_accept():
 def test_negative_control_binding_to_the_closed_generation_misses_the_loss():
     """What the generation rule is for: bind a first frame read from a closed fd to that fd's
     current (closed) generation, and the peer's own connection closing is never reported."""
+
     class Naive(TransportPeers):
         def seen(self, peer, fd):
             if peer not in self._link and peer not in self._lost:

@@ -15,17 +15,17 @@ import numpy as np
 import pytest
 
 import multispin.runtime.round.roles as roles
+from exactness_engine import DRAFT, MARG_T1, N_DEVICES, N_POSITIONS, P_PASS, PROMPT, T1, TARGET, run_engine
+from exactness_stats import min_p_value
 from multispin.models.base import BatchedSequence
 from multispin.models.hf import HFBatchedLM, HFSequenceLM
 from multispin.models.synthetic import MarkovBatchedLM
 from multispin.models.tiny import load_tiny_pair
-from multispin.runtime.round.local import FixedDraftLengths, FixedMode, RandomMode, run_rounds
 from multispin.runtime.round.engine import PolicyPair
+from multispin.runtime.round.local import FixedDraftLengths, FixedMode, RandomMode, run_rounds
 from multispin.runtime.round.session import encode_prompt
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
-from exactness_engine import DRAFT, MARG_T1, N_DEVICES, N_POSITIONS, P_PASS, PROMPT, T1, TARGET, run_engine
-from exactness_stats import min_p_value
 
 
 def run_batched_engine(mode: str, gamma: int, n_devices: int = N_DEVICES, seed: int = 11) -> np.ndarray:
@@ -33,10 +33,16 @@ def run_batched_engine(mode: str, gamma: int, n_devices: int = N_DEVICES, seed: 
     codec = make_codec("dense-fp32")
     server = roles.VerifierServer(MarkovBatchedLM(TARGET), T1, codec, codec, seed)
     shared = MarkovBatchedLM(DRAFT)
-    devices = {k: roles.DraftDevice(k, BatchedSequence(shared, k), T1, codec, codec, seed, PROMPT)
-               for k in range(n_devices)}
-    run_rounds(server, devices, PolicyPair(FixedDraftLengths({k: gamma for k in devices}), FixedMode(mode)),
-               max_new_tokens=max(N_POSITIONS, gamma + 1), eos_ids=())
+    devices = {
+        k: roles.DraftDevice(k, BatchedSequence(shared, k), T1, codec, codec, seed, PROMPT) for k in range(n_devices)
+    }
+    run_rounds(
+        server,
+        devices,
+        PolicyPair(FixedDraftLengths({k: gamma for k in devices}), FixedMode(mode)),
+        max_new_tokens=max(N_POSITIONS, gamma + 1),
+        eos_ids=(),
+    )
     return np.array([devices[k].generated[:N_POSITIONS] for k in devices])
 
 
@@ -54,8 +60,7 @@ def test_control_always_accept_fails_with_batched_drafting(monkeypatch):
 
 @pytest.mark.parametrize("mode,gamma", [("ul", 3), ("dl", 5)])
 def test_batched_drafting_gives_the_tokens_of_drafting_alone_markov(mode, gamma):
-    assert np.array_equal(run_batched_engine(mode, gamma, n_devices=300),
-                          run_engine(mode, gamma, T1, n_devices=300))
+    assert np.array_equal(run_batched_engine(mode, gamma, n_devices=300), run_engine(mode, gamma, T1, n_devices=300))
 
 
 def _rotate_batch_rows(monkeypatch) -> None:
@@ -106,15 +111,14 @@ def _run_tiny(sampling: SamplingParams, batched: bool, seed: int = 5):
     for k, name in enumerate(DRAFT_OF):
         lm = BatchedSequence(shared[name], k) if batched else HFSequenceLM(pair.drafts[name], pair.vocab_size)
         devices[k] = roles.DraftDevice(k, lm, sampling, ul, dl, seed, encode_prompt(pair, PROMPTS[k]))
-    logs = run_rounds(server, devices, PolicyPair(FixedDraftLengths(GAMMAS), RandomMode(seed)), 20,
-                      pair.eos_token_ids)
-    result = {k: (devices[k].generated, [(r.draft_len, r.num_accepted, r.mode) for r in logs[k]])
-              for k in devices}
+    logs = run_rounds(server, devices, PolicyPair(FixedDraftLengths(GAMMAS), RandomMode(seed)), 20, pair.eos_token_ids)
+    result = {k: (devices[k].generated, [(r.draft_len, r.num_accepted, r.mode) for r in logs[k]]) for k in devices}
     return result, {name: lm.batch_sizes for name, lm in shared.items()}
 
 
-@pytest.mark.parametrize("sampling", [SamplingParams(temperature=1.0), SamplingParams(temperature=0.0)],
-                         ids=["sampled", "greedy"])
+@pytest.mark.parametrize(
+    "sampling", [SamplingParams(temperature=1.0), SamplingParams(temperature=0.0)], ids=["sampled", "greedy"]
+)
 def test_batched_drafting_gives_the_tokens_of_drafting_alone(sampling):
     alone, _ = _run_tiny(sampling, batched=False)
     together, passes = _run_tiny(sampling, batched=True)

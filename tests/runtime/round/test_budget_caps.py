@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tests.optimize._builders import random_preset_instances
 
 from multispin.errors import ConfigError
 from multispin.optimize.goodput import expected_tokens, rejection_prob
@@ -14,7 +15,6 @@ from multispin.runtime.round.planner import ScenarioPlanner
 from multispin.speculative.codecs import make_codec
 from multispin.system.payload import WirePayload
 from multispin.system.scenario import get_preset
-from tests.optimize._builders import random_preset_instances
 
 CODEC = make_codec("dense-fp32")
 WIRE = WirePayload.from_codecs(CODEC, CODEC, 12, 20)

@@ -16,8 +16,8 @@ from multispin.models.base import device_rows
 from multispin.models.hf import HFBatchedLM
 from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_tables
 from multispin.models.tiny import load_tiny_pair
-from multispin.runtime.round.local import FixedDraftLengths, RandomMode, run_rounds
 from multispin.runtime.round.engine import PolicyPair
+from multispin.runtime.round.local import FixedDraftLengths, RandomMode, run_rounds
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
 
@@ -64,7 +64,7 @@ def test_hf_last_rows_are_the_tail_of_all_rows_and_the_head_computes_only_those(
     assert head_rows == [16, 20]  # the first row wanted is at position 4
     for s in tokens:
         assert got[s].shape[0] == last[s] and ref[s].shape[0] == len(tokens[s])
-        assert torch.allclose(got[s], ref[s][-last[s]:], atol=1e-5)
+        assert torch.allclose(got[s], ref[s][-last[s] :], atol=1e-5)
     step = {s: [7] for s in tokens}
     nxt, nxt_ref = kept.extend_many(step), full.extend_many(step)
     assert all(np.allclose(nxt[s], nxt_ref[s], atol=1e-5) for s in tokens)
@@ -87,16 +87,20 @@ class TensorOnlyLM(MarkovBatchedLM):
     def extend_many_on_device(self, new_tokens, last=None):
         TensorOnlyLM.calls += 1
         rows = super().extend_many(new_tokens)
-        return {s: torch.from_numpy(r[len(r) - (last or {}).get(s, len(r)):]) for s, r in rows.items()}
+        return {s: torch.from_numpy(r[len(r) - (last or {}).get(s, len(r)) :]) for s, r in rows.items()}
 
 
 def run(target, seed: int = 5) -> tuple[dict, roles.VerifierServer]:
     sampling, codec = SamplingParams(temperature=0.9), make_codec("dense-fp32")
     server = roles.VerifierServer(target, sampling, codec, codec, seed)
-    devices = {k: roles.DraftDevice(k, MarkovSequenceLM(DRAFT), sampling, codec, codec, seed, [k])
-               for k in range(6)}
-    run_rounds(server, devices, PolicyPair(FixedDraftLengths({k: 4 for k in devices}), RandomMode(seed)),
-               max_new_tokens=24, eos_ids=())
+    devices = {k: roles.DraftDevice(k, MarkovSequenceLM(DRAFT), sampling, codec, codec, seed, [k]) for k in range(6)}
+    run_rounds(
+        server,
+        devices,
+        PolicyPair(FixedDraftLengths({k: 4 for k in devices}), RandomMode(seed)),
+        max_new_tokens=24,
+        eos_ids=(),
+    )
     return {k: d.generated for k, d in devices.items()}, server
 
 
@@ -119,4 +123,3 @@ def test_server_keeps_p_j_as_a_tensor():
     assert rejected and all(torch.is_tensor(server._pending_p[d]) for d in rejected)
     payload = server.send_p(rejected[0])  # DL: the row leaves the device as the payload
     assert codec.decode(payload, TARGET.vocab_size).shape == (TARGET.vocab_size,)
-

@@ -8,9 +8,9 @@ import pytest
 
 from multispin.errors import ConfigError
 from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_tables
+from multispin.runtime.round.engine import PolicyPair, RoundEngine, RoundPlan, clip_new_tokens
 from multispin.runtime.round.local import FixedDraftLengths, FixedMode
 from multispin.runtime.round.roles import Draft, DraftDevice, VerifierServer
-from multispin.runtime.round.engine import PolicyPair, RoundEngine, RoundPlan, clip_new_tokens
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
 from multispin.system.payload import WirePayload
@@ -23,8 +23,7 @@ CODEC = make_codec("dense-fp32")
 def _setup(gammas, mode="ul", max_new=20, eos=(), seed=3, gamma_max=20, draft_noise=1.5):
     target, draft = make_tables(V, 0, draft_noise=draft_noise)
     verifier = VerifierServer(MarkovBatchedLM(target), SAMPLING, CODEC, CODEC, seed, gamma_max=gamma_max)
-    devices = {d: DraftDevice(d, MarkovSequenceLM(draft), SAMPLING, CODEC, CODEC, seed, [1, 2])
-               for d in gammas}
+    devices = {d: DraftDevice(d, MarkovSequenceLM(draft), SAMPLING, CODEC, CODEC, seed, [1, 2]) for d in gammas}
     for d, dev in devices.items():
         verifier.open(d, dev.tokens)
     wire = WirePayload.from_codecs(CODEC, CODEC, V, gamma_max)
@@ -71,8 +70,9 @@ def test_policy_answers_are_checked_with_one_line_errors():
     engine.policy = PolicyPair(lambda r, active: {}, FixedMode("ul"))
     with pytest.raises(ConfigError, match="no integer γ for device 0 in round 0"):
         engine.plan(0, [0])
-    engine, devices = _setup({d: 6 for d in range(4)}, mode=lambda r, rejected: {d: "up" for d in rejected},
-                             draft_noise=4.0)
+    engine, devices = _setup(
+        {d: 6 for d in range(4)}, mode=lambda r, rejected: {d: "up" for d in rejected}, draft_noise=4.0
+    )
     out = engine.plan(0, list(devices))
     with pytest.raises(ConfigError, match="mode policy: need 'ul' or 'dl'"):
         engine.verify(out, _drafts(out, devices))
@@ -102,7 +102,11 @@ def test_commit_records_bits_tokens_and_finished():
         assert rec.mode == out.modes.get(d)
         bits = wire.round_bits(rec.draft_len, rec.mode)
         assert (rec.uplink_bits, rec.downlink_bits, rec.payload_bits, rec.correction_bits) == (
-            bits.uplink, bits.downlink, bits.distribution, bits.correction)
+            bits.uplink,
+            bits.downlink,
+            bits.distribution,
+            bits.correction,
+        )
         assert rec.tokens_gained == len(out.kept[d]) == len(engine.generated(d))
         assert engine.generated(d) == devices[d].generated
         assert (d in out.finished) == engine.finished(d)
@@ -156,7 +160,7 @@ def test_policy_gets_its_plan_back_and_observes_the_outcome():
         engine.verify(out, _drafts(out, devices))
         _finish(engine, out, devices)
         engine.close(out)
-        plan_call, modes_call, observe_call = policy.calls[3 * r: 3 * r + 3]
+        plan_call, modes_call, observe_call = policy.calls[3 * r : 3 * r + 3]
         assert plan_call == ("plan", r, (0, 1, 2))
         assert modes_call[1] is out.plan and modes_call[2] == tuple(out.rejected)
         assert observe_call == ("observe", out) and out.plan.round == r
@@ -214,8 +218,9 @@ def test_control_round_keyed_randomness_changes_a_skipping_device(monkeypatch):
     from multispin.runtime.round import roles
 
     current = [0]
-    monkeypatch.setattr(roles, "step_rng", lambda seed, d, pos, purpose: np.random.default_rng(
-        [seed, d, current[0], purpose]))
+    monkeypatch.setattr(
+        roles, "step_rng", lambda seed, d, pos, purpose: np.random.default_rng([seed, d, current[0], purpose])
+    )
     ref = _setup({0: 3, 1: 2})
     engine, devices = ref
 

@@ -18,6 +18,7 @@ from multispin.speculative.residual import residual_distribution
 from multispin.speculative.sampling import sample_categorical
 from multispin.speculative.warp import SamplingParams, warp
 
+
 @pytest.mark.parametrize("gamma", [1, 3, 7])
 @pytest.mark.parametrize("mode", ["ul", "dl"])
 def test_output_law_is_target_law(mode, gamma):
@@ -31,13 +32,15 @@ def test_lossy_uplink_codecs_stay_exact(ul):
     assert min_p_value(run_engine("ul", 3, T1, ul=ul), MARG_T1) > P_PASS
 
 
-@pytest.mark.parametrize("sampling", [SamplingParams(temperature=0.7, top_p=0.9),
-                                      SamplingParams(temperature=1.3, top_k=5)])
+@pytest.mark.parametrize(
+    "sampling", [SamplingParams(temperature=0.7, top_p=0.9), SamplingParams(temperature=1.3, top_k=5)]
+)
 def test_warped_sampling_policies(sampling):
     assert min_p_value(run_engine("ul", 3, sampling), exact_marginals(sampling)) > P_PASS
 
 
 # ---- negative controls: the same test must catch each known bug ----
+
 
 def test_control_always_accept_fails(monkeypatch):
     real = roles.verify
@@ -74,6 +77,7 @@ def test_residual_matches_enumeration():
 
 
 # ---- the testbed's and the demo's default: top-k with k = V_eff and sparse q=32 on both links ----
+
 
 def test_compact_default_is_declared_exact_for_the_shipped_vocabularies():
     from multispin.experiments.testbed import compact_exact_defaults

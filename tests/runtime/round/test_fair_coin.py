@@ -55,10 +55,12 @@ def test_generate_and_testbed_choose_the_same_modes_for_the_same_rejected_sets()
 def test_the_agreement_check_fails_for_another_seed_and_for_the_old_ad_hoc_key():
     """Negative controls: a coin of another seed, and the coin the loop used to flip (key
     [seed, round, 7], outside the registry), disagree with the planner on most rounds."""
+
     def old_coin(seed):
         def flip(r, rejected):
             rng = np.random.default_rng([seed, r, 7])
             return {d: ("ul" if rng.random() < 0.5 else "dl") for d in rejected}
+
         return flip
 
     for coin in (RandomMode(5), old_coin(4)):
@@ -89,13 +91,46 @@ def test_the_commands_flip_one_coin(multispin, tmp_path):
     """End to end, through the command line: every (round, device) that both a `generate --mode
     random` run and a `testbed --policy random` run rejected got the same mode in both."""
     seed = "3"
-    gen = multispin("generate", "--pair", "tiny", "--devices", "4", "--draft-len", "4", "--mode", "random",
-                    "--seed", seed, "--max-new-tokens", "40", "--json")
+    gen = multispin(
+        "generate",
+        "--pair",
+        "tiny",
+        "--devices",
+        "4",
+        "--draft-len",
+        "4",
+        "--mode",
+        "random",
+        "--seed",
+        seed,
+        "--max-new-tokens",
+        "40",
+        "--json",
+    )
     assert gen.code == 0, gen.err
-    by_gen = {(r, d["device_id"]): m for d in json.loads(gen.out)["devices"]
-              for r, m in enumerate(d["modes"]) if m is not None}
-    tb = multispin("testbed", "--pair", "tiny", "--devices", "4", "--policy", "random", "--seed", seed,
-                   "--rounds", "12", "--runner", "thread", "--out", str(tmp_path / "tb"))
+    by_gen = {
+        (r, d["device_id"]): m
+        for d in json.loads(gen.out)["devices"]
+        for r, m in enumerate(d["modes"])
+        if m is not None
+    }
+    tb = multispin(
+        "testbed",
+        "--pair",
+        "tiny",
+        "--devices",
+        "4",
+        "--policy",
+        "random",
+        "--seed",
+        seed,
+        "--rounds",
+        "12",
+        "--runner",
+        "thread",
+        "--out",
+        str(tmp_path / "tb"),
+    )
     assert tb.code == 0, tb.err
     rows = [json.loads(x) for x in (tmp_path / "tb" / "rounds.jsonl").read_text().splitlines()]
     by_tb = {(row["round"], int(d)): m for row in rows for d, m in row["modes"].items()}

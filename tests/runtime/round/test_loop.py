@@ -11,8 +11,8 @@ import multispin.runtime.round.roles as roles
 from multispin.errors import ConfigError, ProtocolError
 from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_tables
 from multispin.models.tiny import load_tiny_pair
-from multispin.runtime.round.local import FixedDraftLengths, FixedMode, run_rounds
 from multispin.runtime.round.engine import PolicyPair
+from multispin.runtime.round.local import FixedDraftLengths, FixedMode, run_rounds
 from multispin.runtime.round.session import GenerateConfig, generate
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
@@ -28,7 +28,7 @@ def _greedy_reference(pair, prompt_ids, n):
             ids.append(int(logits.to(torch.float32).argmax()))
             if ids[-1] in pair.eos_token_ids:
                 break
-    return ids[len(prompt_ids):]
+    return ids[len(prompt_ids) :]
 
 
 def _run(**kw):
@@ -46,8 +46,12 @@ def test_greedy_speculative_equals_target_greedy_with_mixed_draft_lengths():
     from multispin.models.hf import HFBatchedLM, HFSequenceLM
 
     server = roles.VerifierServer(HFBatchedLM(pair.target, pair.vocab_size), sampling, codec, codec, 0)
-    devices = {k: roles.DraftDevice(k, HFSequenceLM(pair.drafts["mid"], pair.vocab_size), sampling,
-                                    codec, codec, 0, list(PROMPTS[k].encode())) for k in range(4)}
+    devices = {
+        k: roles.DraftDevice(
+            k, HFSequenceLM(pair.drafts["mid"], pair.vocab_size), sampling, codec, codec, 0, list(PROMPTS[k].encode())
+        )
+        for k in range(4)
+    }
     gammas = {0: 0, 1: 1, 2: 4, 3: 7}
     run_rounds(server, devices, PolicyPair(FixedDraftLengths(gammas), FixedMode("dl")), 24, pair.eos_token_ids)
     for k in range(4):
@@ -62,8 +66,11 @@ def test_greedy_control_wrong_rollback_breaks_equivalence(monkeypatch):
 
     pair = load_tiny_pair()
     rollback = HFBatchedLM.rollback  # drafts share HFBatchedLM too: break only the target's cache
-    monkeypatch.setattr(HFBatchedLM, "rollback", lambda self, seq_id, length:
-                        None if self.model is pair.target else rollback(self, seq_id, length))
+    monkeypatch.setattr(
+        HFBatchedLM,
+        "rollback",
+        lambda self, seq_id, length: None if self.model is pair.target else rollback(self, seq_id, length),
+    )
     try:
         result = _run(temperature=0, max_new_tokens=24)
     except ProtocolError:
@@ -103,10 +110,15 @@ def test_kv_caches_hold_exactly_the_committed_tokens():
 
     target = HFBatchedLM(pair.target, pair.vocab_size)
     server = roles.VerifierServer(target, sampling, codec, codec, 3)
-    devices = {k: roles.DraftDevice(k, HFSequenceLM(pair.drafts["far"], pair.vocab_size), sampling,
-                                    codec, codec, 3, list(PROMPTS[k].encode())) for k in range(3)}
-    logs = run_rounds(server, devices, PolicyPair(FixedDraftLengths({k: 5 for k in devices}), FixedMode("ul")),
-                      30, eos_ids=())
+    devices = {
+        k: roles.DraftDevice(
+            k, HFSequenceLM(pair.drafts["far"], pair.vocab_size), sampling, codec, codec, 3, list(PROMPTS[k].encode())
+        )
+        for k in range(3)
+    }
+    logs = run_rounds(
+        server, devices, PolicyPair(FixedDraftLengths({k: 5 for k in devices}), FixedMode("ul")), 30, eos_ids=()
+    )
     assert sum(r.rejection_position is not None for log in logs.values() for r in log) > 3
     for k, dev in devices.items():
         assert server.records[k] == dev.tokens
@@ -123,10 +135,10 @@ def test_eos_inside_a_draft_ends_the_device_and_drops_what_follows():
     codec = make_codec("dense-fp32")
     sampling = SamplingParams()
     server = roles.VerifierServer(MarkovBatchedLM(target), sampling, codec, codec, 0)
-    devices = {k: roles.DraftDevice(k, MarkovSequenceLM(draft), sampling, codec, codec, 0, [1])
-               for k in range(200)}
-    logs = run_rounds(server, devices, PolicyPair(FixedDraftLengths({k: 6 for k in devices}), FixedMode("dl")),
-                      40, eos_ids=(eos,))
+    devices = {k: roles.DraftDevice(k, MarkovSequenceLM(draft), sampling, codec, codec, 0, [1]) for k in range(200)}
+    logs = run_rounds(
+        server, devices, PolicyPair(FixedDraftLengths({k: 6 for k in devices}), FixedMode("dl")), 40, eos_ids=(eos,)
+    )
     clipped = 0
     for k, dev in devices.items():
         gen = dev.generated
@@ -138,13 +150,16 @@ def test_eos_inside_a_draft_ends_the_device_and_drops_what_follows():
     assert clipped > 0, "no EOS landed inside an accepted draft"
 
 
-@pytest.mark.parametrize("kw,needle", [
-    (dict(draft_len=21), "draft_len"),
-    (dict(temperature=-1), "temperature"),
-    (dict(top_p=1.5), "top_p"),
-    (dict(mode="up"), "mode"),
-    (dict(devices=0), "devices"),
-])
+@pytest.mark.parametrize(
+    "kw,needle",
+    [
+        (dict(draft_len=21), "draft_len"),
+        (dict(temperature=-1), "temperature"),
+        (dict(top_p=1.5), "top_p"),
+        (dict(mode="up"), "mode"),
+        (dict(devices=0), "devices"),
+    ],
+)
 def test_bad_generate_config_gives_one_clear_error(kw, needle):
     with pytest.raises(ConfigError) as err:
         GenerateConfig.make(**kw)

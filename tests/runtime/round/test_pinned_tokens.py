@@ -20,8 +20,8 @@ import pytest
 from multispin.models.hf import HFBatchedLM, HFSequenceLM
 from multispin.models.tiny import load_tiny_pair
 from multispin.runtime.round import roles
-from multispin.runtime.round.local import FixedDraftLengths, RandomMode, run_rounds
 from multispin.runtime.round.engine import PolicyPair
+from multispin.runtime.round.local import FixedDraftLengths, RandomMode, run_rounds
 from multispin.runtime.round.session import encode_prompt
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
@@ -29,8 +29,18 @@ from multispin.speculative.warp import SamplingParams
 PINNED = Path(__file__).parent / "data" / "pinned_runs.json"
 PROMPTS = ["Hello edge server", "The channel is", "abc", "Speculative decoding at the edge"]
 GAMMAS = {0: 3, 1: 5, 2: 0, 3: 7}
-RECORD_KEYS = ("round", "draft_len", "num_accepted", "rejection_position", "mode", "tokens_gained",
-               "payload_bits", "uplink_bits", "downlink_bits", "correction_bits")
+RECORD_KEYS = (
+    "round",
+    "draft_len",
+    "num_accepted",
+    "rejection_position",
+    "mode",
+    "tokens_gained",
+    "payload_bits",
+    "uplink_bits",
+    "downlink_bits",
+    "correction_bits",
+)
 
 
 @pytest.fixture(scope="module")
@@ -47,9 +57,18 @@ def _in_process(pair, seed: int) -> dict:
     sampling = SamplingParams(temperature=1.0)
     server = roles.VerifierServer(HFBatchedLM(pair.target, pair.vocab_size), sampling, ul, dl, seed)
     names = list(pair.drafts)
-    devices = {k: roles.DraftDevice(k, HFSequenceLM(pair.drafts[names[k % len(names)]], pair.vocab_size),
-                                    sampling, ul, dl, seed, encode_prompt(pair, PROMPTS[k]))
-               for k in range(4)}
+    devices = {
+        k: roles.DraftDevice(
+            k,
+            HFSequenceLM(pair.drafts[names[k % len(names)]], pair.vocab_size),
+            sampling,
+            ul,
+            dl,
+            seed,
+            encode_prompt(pair, PROMPTS[k]),
+        )
+        for k in range(4)
+    }
     logs = run_rounds(server, devices, PolicyPair(FixedDraftLengths(GAMMAS), RandomMode(seed)), 24, pair.eos_token_ids)
     return {str(k): {"tokens": devices[k].generated, "records": _records(logs[k])} for k in devices}
 
@@ -58,22 +77,48 @@ def _networked(pair, seed: int) -> dict:
     from multispin.runtime.net.launcher import run_local_testbed
 
     summary = run_local_testbed(
-        pair, 4, max_new_tokens=24, draft_lengths=FixedDraftLengths(GAMMAS), modes=RandomMode(seed),
-        secret="pinned-secret-0123456789", seed=seed, ul_codec="dense-fp16", dl_codec="dense-fp32",
-        prompts=PROMPTS, device_runner="thread", round_timeout_s=60, timeout_s=300)
+        pair,
+        4,
+        max_new_tokens=24,
+        draft_lengths=FixedDraftLengths(GAMMAS),
+        modes=RandomMode(seed),
+        secret="pinned-secret-0123456789",
+        seed=seed,
+        ul_codec="dense-fp16",
+        dl_codec="dense-fp32",
+        prompts=PROMPTS,
+        device_runner="thread",
+        round_timeout_s=60,
+        timeout_s=300,
+    )
     assert summary.consistent and summary.server.stop_reason == "done"
-    return {str(k): {"tokens": rec.generated, "records": _records(rec.rounds)}
-            for k, rec in sorted(summary.server.devices.items())}
+    return {
+        str(k): {"tokens": rec.generated, "records": _records(rec.rounds)}
+        for k, rec in sorted(summary.server.devices.items())
+    }
 
 
 def _planned(pair) -> dict:
     from multispin.experiments.testbed import TestbedConfig, run_testbed
 
-    cfg = TestbedConfig.make(pair="tiny", devices=3, rounds=4, max_new_tokens=60, policy="random",
-                             runner="thread", seed=2, drafts=list(pair.drafts))  # as pinned: drafts cycled
+    cfg = TestbedConfig.make(
+        pair="tiny",
+        devices=3,
+        rounds=4,
+        max_new_tokens=60,
+        policy="random",
+        runner="thread",
+        seed=2,
+        drafts=list(pair.drafts),
+    )  # as pinned: drafts cycled
     res = run_testbed(cfg, pair=pair)
-    rows = [{k: row.to_dict()[k] for k in ("gamma", "modes", "tokens_gained", "correction_bits", "uplink_bits",
-                                           "downlink_bits")} for row in res.rounds]
+    rows = [
+        {
+            k: row.to_dict()[k]
+            for k in ("gamma", "modes", "tokens_gained", "correction_bits", "uplink_bits", "downlink_bits")
+        }
+        for row in res.rounds
+    ]
     return {"texts": {str(k): v for k, v in sorted(res.texts.items())}, "rounds": rows}
 
 

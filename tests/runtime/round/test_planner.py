@@ -43,8 +43,9 @@ def _run(planner: ScenarioPlanner, pairs, rounds: int, seed: int = 0):
     codec = CODEC
     target = pairs[0][0]
     server = VerifierServer(MarkovBatchedLM(target), SAMPLING, codec, codec, seed)
-    devices = {k: DraftDevice(k, MarkovSequenceLM(pairs[k][1]), SAMPLING, codec, codec, seed, [0])
-               for k in range(len(pairs))}
+    devices = {
+        k: DraftDevice(k, MarkovSequenceLM(pairs[k][1]), SAMPLING, codec, codec, seed, [0]) for k in range(len(pairs))
+    }
     run_rounds(server, devices, planner, max_new_tokens=100_000, eos_ids=(), max_rounds=rounds)
     return devices
 
@@ -96,8 +97,9 @@ def test_running_system_agrees_with_analytic_and_montecarlo():
         rng = np.random.default_rng(100 + k)
         draft = MarkovTable((target.logits + rng.normal(size=target.logits.shape[-1]) * noise).astype(np.float32))
         pairs.append((target, draft))
-    alphas = [float(np.minimum(warp(target.logits[0, 0], SAMPLING), warp(d.logits[0, 0], SAMPLING)).sum())
-              for _, d in pairs]
+    alphas = [
+        float(np.minimum(warp(target.logits[0, 0], SAMPLING), warp(d.logits[0, 0], SAMPLING)).sum()) for _, d in pairs
+    ]
     sc = _scenario(alphas, seed=3)
     planner = ScenarioPlanner(sc, range(len(pairs)), WIRE, policy="adaptive")
     _run(planner, pairs, rounds=150, seed=3)

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_planner import WIRE, _iid_pair, _run, _scenario
 
 from multispin.runtime.round.planner import ScenarioPlanner
 from multispin.system.channel_process import ChannelProcess
 
-from test_planner import WIRE, _iid_pair, _run, _scenario
-
 
 def _mobile(speed_kmh, pilot_snr_db, planning="naive", k=4, seed=2):
     _, _, alpha = _iid_pair(0.8, 1)
-    return _scenario([alpha] * k, seed=seed).override({
-        "channel.speed_kmh": speed_kmh, "channel.pilot_snr_db": pilot_snr_db, "channel.planning": planning})
+    return _scenario([alpha] * k, seed=seed).override(
+        {"channel.speed_kmh": speed_kmh, "channel.pilot_snr_db": pilot_snr_db, "channel.planning": planning}
+    )
 
 
 def _run_planner(sc, rounds=5):
@@ -72,6 +72,7 @@ def test_without_channel_fields_the_planner_redraws_independent_blocks_as_before
 
 # --------------------------------------------------------------------------- the deadline clock
 
+
 def _scripted(planner, faded_rounds, fade=1e-9):
     """Replace the planner's channel by a script: the planner always sees the preset's round-0
     channel, while the true channel is that channel × ``fade`` in ``faded_rounds`` (a deep fade the
@@ -88,8 +89,9 @@ def _airtime(sc, bits, mode, gain):
     from multispin.system.radio import rate_bps
 
     r = sc.radio
-    return bits / float(rate_bps(r.bandwidth_hz, r.p_ul_w if mode == "ul" else r.p_dl_watts, gain,
-                                 sc.noise_psd_w_per_hz))
+    return bits / float(
+        rate_bps(r.bandwidth_hz, r.p_ul_w if mode == "ul" else r.p_dl_watts, gain, sc.noise_psd_w_per_hz)
+    )
 
 
 def test_the_clock_charges_retransmissions_when_a_correction_misses_its_deadline():
@@ -105,8 +107,10 @@ def test_the_clock_charges_retransmissions_when_a_correction_misses_its_deadline
     assert r0.deferred_bits == r0.charged_bits and r0.comm_latency_s == pytest.approx(deadline)
     assert r0.retransmission_s == 0.0
     # round 1: they are resent on round 1's (good) channel, and the clock charges that airtime too
-    expected = sum(_airtime(sc, b, r0.modes[d], (good.gain_ul if r0.modes[d] == "ul" else good.gain_dl)[d])
-                   for d, b in r0.deferred_bits.items())
+    expected = sum(
+        _airtime(sc, b, r0.modes[d], (good.gain_ul if r0.modes[d] == "ul" else good.gain_dl)[d])
+        for d, b in r0.deferred_bits.items()
+    )
     assert r1.retransmitted_bits == r0.deferred_bits
     assert r1.retransmission_s == pytest.approx(expected, rel=1e-12)
     own = max((_airtime_of(planner, r1, d) for d in r1.modes), default=0.0)

@@ -7,12 +7,11 @@ import json
 
 import numpy as np
 import pytest
+from test_planner import WIRE, _iid_pair, _run, _scenario
 
 from multispin.errors import ConfigError
 from multispin.runtime.round import planner as planner_module
 from multispin.runtime.round.planner import ScenarioPlanner
-
-from test_planner import WIRE, _iid_pair, _run, _scenario
 
 
 class _ScriptedClock:
@@ -48,8 +47,9 @@ def test_planning_time_is_recorded_and_charged_only_when_asked(monkeypatch, char
         assert r.planning_cpu_s == pytest.approx(0.125) and r.planning_wall_s == pytest.approx(0.25)
         assert r.planning_charged_s == (pytest.approx(0.125) if charge else 0.0)
         assert r.latency_s == pytest.approx(r.comp_latency_s + r.comm_latency_s + (0.125 if charge else 0.0))
-    assert planner.virtual_time_s == pytest.approx(sum(r.comp_latency_s + r.comm_latency_s for r in planner.rounds)
-                                                   + (5 * 0.125 if charge else 0.0))
+    assert planner.virtual_time_s == pytest.approx(
+        sum(r.comp_latency_s + r.comm_latency_s for r in planner.rounds) + (5 * 0.125 if charge else 0.0)
+    )
 
 
 def test_charged_planning_lowers_the_goodput_by_exactly_its_time(monkeypatch):
@@ -67,9 +67,25 @@ def test_rounds_jsonl_rows_carry_the_planning_time(monkeypatch, tmp_path):
 
     planner = _planned_run(monkeypatch, True, rounds=2)
     sink = RoundSink(False, tmp_path / "rounds.jsonl", None)
-    sink(RoundEvent(round=0, gammas={}, records={}, rejected=[], modes={}, dropped={}, verify_s=0.0,
-                    server_correction_s=0.0, draft_compute_s={}, device_correction_s={}, payload_bytes={},
-                    wire_bytes_up={}, wire_bytes_down={}, round_wall_s=0.0, cost=planner.rounds[0]))
+    sink(
+        RoundEvent(
+            round=0,
+            gammas={},
+            records={},
+            rejected=[],
+            modes={},
+            dropped={},
+            verify_s=0.0,
+            server_correction_s=0.0,
+            draft_compute_s={},
+            device_correction_s={},
+            payload_bytes={},
+            wire_bytes_up={},
+            wire_bytes_down={},
+            round_wall_s=0.0,
+            cost=planner.rounds[0],
+        )
+    )
     sink.close()
     row = json.loads((tmp_path / "rounds.jsonl").read_text().splitlines()[0])
     assert row["planning_cpu_s"] == pytest.approx(0.125) and row["planning_wall_s"] == pytest.approx(0.25)

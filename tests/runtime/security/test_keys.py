@@ -7,14 +7,21 @@ import os
 import stat
 
 import pytest
-from wire_capture import Recorder
 import zmq
 
 from multispin.errors import SecurityError
 from multispin.runtime.security.keys import (
-    AllowedKeys, create_device_keys, create_keyring, create_server_keys, curve_client, curve_server,
-    load_device_keys, load_server_keys, peer_key,
+    AllowedKeys,
+    create_device_keys,
+    create_keyring,
+    create_server_keys,
+    curve_client,
+    curve_server,
+    load_device_keys,
+    load_server_keys,
+    peer_key,
 )
+from wire_capture import Recorder
 
 REFUSED_WAIT_MS = 400
 PROMPT = b"The secret recipe for the county fair pie is"
@@ -169,8 +176,11 @@ def _handshake_failures(monitor, timeout_ms=2000) -> set[str]:
     """The server's handshake-failure events seen within the timeout (stops at the first)."""
     from zmq.utils.monitor import recv_monitor_message
 
-    names = {zmq.EVENT_HANDSHAKE_FAILED_AUTH: "auth", zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "protocol",
-             zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "no detail"}
+    names = {
+        zmq.EVENT_HANDSHAKE_FAILED_AUTH: "auth",
+        zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "protocol",
+        zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "no detail",
+    }
     while monitor.poll(timeout_ms):
         ev = recv_monitor_message(monitor)["event"]
         if ev in names:
@@ -178,8 +188,9 @@ def _handshake_failures(monitor, timeout_ms=2000) -> set[str]:
     return set()
 
 
-@pytest.mark.parametrize("who, failure", [("no key", "protocol"), ("wrong server key", "protocol"),
-                                          ("key not allowed", "auth")])
+@pytest.mark.parametrize(
+    "who, failure", [("no key", "protocol"), ("wrong server key", "protocol"), ("key not allowed", "auth")]
+)
 def test_others_get_nothing_through(ctx, keys, who, failure):
     srv = Server(ctx, keys)
     monitor = srv.sock.get_monitor_socket()
@@ -190,11 +201,15 @@ def test_others_get_nothing_through(ctx, keys, who, failure):
             other_server = zmq.curve_keypair()[0]
             dev = _dealer(ctx, srv.port, load_device_keys(keys / "dev0"), server_public=other_server)
         else:
-            dev = _dealer(ctx, srv.port, load_device_keys(keys / "stranger"),
-                          server_public=load_server_keys(keys / "server").public)
+            dev = _dealer(
+                ctx,
+                srv.port,
+                load_device_keys(keys / "stranger"),
+                server_public=load_server_keys(keys / "server").public,
+            )
         dev.send(b"HELLO device=0")
         assert _handshake_failures(monitor) == {failure}  # refused in the handshake itself
-        assert srv.recv(REFUSED_WAIT_MS) is None          # so no HELLO reaches the server
+        assert srv.recv(REFUSED_WAIT_MS) is None  # so no HELLO reaches the server
         # the server still serves the allowed device meanwhile
         ok = _dealer(ctx, srv.port, load_device_keys(keys / "dev0"))
         ok.send(b"HELLO device=0")

@@ -7,7 +7,12 @@ import pytest
 
 from multispin.errors import ConfigError
 from multispin.runtime.security.limits import (
-    HANDSHAKE_DEADLINE, TOO_MANY_CONNECTIONS, TOO_MANY_PENDING, ConnectionBudget, Limits, RefusalLog,
+    HANDSHAKE_DEADLINE,
+    TOO_MANY_CONNECTIONS,
+    TOO_MANY_PENDING,
+    ConnectionBudget,
+    Limits,
+    RefusalLog,
 )
 
 

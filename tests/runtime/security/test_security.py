@@ -14,15 +14,15 @@ import time
 import msgpack
 import pytest
 import zmq
-from wire_capture import Recorder
 
 from multispin.errors import MultispinError
 from multispin.models.tiny import load_tiny_pair
-from multispin.runtime.wire import messages as P
 from multispin.runtime.net.device import build_device_client
-from multispin.runtime.security.keys import create_device_keys, create_keyring, curve_client, load_device_keys
 from multispin.runtime.net.server import EdgeServer, ServerConfig
 from multispin.runtime.round.session import encode_prompt
+from multispin.runtime.security.keys import create_device_keys, create_keyring, curve_client, load_device_keys
+from multispin.runtime.wire import messages as P
+from wire_capture import Recorder
 
 # real sockets, processes or models: `make test-fast` leaves these out
 pytestmark = pytest.mark.integration
@@ -37,11 +37,21 @@ def pair():
 
 
 def _server(pair, tmp_path, expected, keys=None, **opts):
-    config = ServerConfig.make(**{"port": 0, "expected_devices": expected, "max_new_tokens": 12, "seed": 1,
-                                  "draft_len": 3, "join_timeout_s": 120, **opts})
+    config = ServerConfig.make(
+        **{
+            "port": 0,
+            "expected_devices": expected,
+            "max_new_tokens": 12,
+            "seed": 1,
+            "draft_len": 3,
+            "join_timeout_s": 120,
+            **opts,
+        }
+    )
     events: list[dict] = []
-    server = EdgeServer(config, pair, None if keys else SECRET, keys=keys, log_path=tmp_path / "server.jsonl",
-                        on_event=events.append)
+    server = EdgeServer(
+        config, pair, None if keys else SECRET, keys=keys, log_path=tmp_path / "server.jsonl", on_event=events.append
+    )
     box: dict = {}
     th = threading.Thread(target=lambda: box.setdefault("summary", server.run()), daemon=True)
     th.start()
@@ -50,8 +60,9 @@ def _server(pair, tmp_path, expected, keys=None, **opts):
 
 
 def _device(pair, endpoint, k, keys=None, **kw):
-    client = build_device_client(endpoint, k, None if keys else SECRET, pair, None, PROMPTS[k % len(PROMPTS)],
-                                 keys=keys, **kw)
+    client = build_device_client(
+        endpoint, k, None if keys else SECRET, pair, None, PROMPTS[k % len(PROMPTS)], keys=keys, **kw
+    )
     box: dict = {}
 
     def body():
@@ -66,8 +77,11 @@ def _device(pair, endpoint, k, keys=None, **kw):
 
 
 def _limits(pair, server):
-    return P.Limits(vocab_size=pair.vocab_size, ul_payload_bytes=server.limits.ul_payload_bytes,
-                    dl_payload_bytes=server.limits.dl_payload_bytes)
+    return P.Limits(
+        vocab_size=pair.vocab_size,
+        ul_payload_bytes=server.limits.ul_payload_bytes,
+        dl_payload_bytes=server.limits.dl_payload_bytes,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -117,8 +131,11 @@ def test_no_key_a_wrong_server_key_or_a_key_not_allowed_never_reach_the_protocol
         wrong_server = socks["wrong server key"] = ctx.socket(zmq.DEALER)
         curve_client(wrong_server, load_device_keys(device_keys[0], 0), load_device_keys(strangers[0], 0).public)
         not_allowed = socks["key not allowed"] = ctx.socket(zmq.DEALER)
-        curve_client(not_allowed, load_device_keys(strangers[0], 0), server_keys and
-                     load_device_keys(device_keys[0], 0).server_public)
+        curve_client(
+            not_allowed,
+            load_device_keys(strangers[0], 0),
+            server_keys and load_device_keys(device_keys[0], 0).server_public,
+        )
         for s in socks.values():
             s.setsockopt(zmq.LINGER, 0)
             s.connect(server.endpoint)
@@ -183,8 +200,9 @@ def test_a_flood_of_silent_connections_costs_bounded_log_lines_and_devices_finis
     and go silent, with room for 4 pending handshakes; 100 raw TCP sockets send nothing. The two
     devices finish with correct texts, the raw sockets are closed by the server at the handshake
     deadline, and the JSONL log holds at most one refusal line per cause per interval."""
-    server, th, box, events = _server(pair, tmp_path, 2, max_pending=4, max_new_tokens=24,
-                                      handshake_timeout_s=1.0, refusal_log_interval_s=60)
+    server, th, box, events = _server(
+        pair, tmp_path, 2, max_pending=4, max_new_tokens=24, handshake_timeout_s=1.0, refusal_log_interval_s=60
+    )
     port = int(server.endpoint.rsplit(":", 1)[1])
     ctx = zmq.Context()
     raw = []
@@ -235,8 +253,9 @@ def test_oversized_frames_end_only_that_session_at_once_with_one_logged_line(pai
     largest message (read, and refused by the protocol). Each session ends at once, long before the
     60 s round timeout, with one drop line naming the cause; devices 0 and 1 finish correctly."""
     server_keys, device_keys = create_keyring(tmp_path / "keys", [0, 1, 2, 3])
-    server, th, box, events = _server(pair, tmp_path, 2, keys=server_keys, max_new_tokens=24,
-                                      round_timeout_s=60, idle_timeout_s=1)
+    server, th, box, events = _server(
+        pair, tmp_path, 2, keys=server_keys, max_new_tokens=24, round_timeout_s=60, idle_timeout_s=1
+    )
     limits = _limits(pair, server)
     dropped: dict[int, float] = {}
     ctx = zmq.Context()
@@ -266,7 +285,8 @@ def test_oversized_frames_end_only_that_session_at_once_with_one_logged_line(pai
 
 
 def test_negative_control_without_the_transport_watch_a_cut_session_waits_for_the_round_timeout(
-        pair, tmp_path, monkeypatch):
+    pair, tmp_path, monkeypatch
+):
     """The same 100 MB frame with the monitor's DISCONNECTED ignored: the server does not learn
     that device 2's connection is gone (the check above can fail)."""
     from multispin.runtime.net.transport_peers import TransportPeers
@@ -277,8 +297,9 @@ def test_negative_control_without_the_transport_watch_a_cut_session_waits_for_th
     server, th, box, _ = _server(pair, tmp_path, 2, keys=server_keys, round_timeout_s=60, idle_timeout_s=1)
     ctx = zmq.Context()
     try:
-        assert _session_time_after(server, ctx, device_keys[2], 2, b"\0" * (100 << 20),
-                                   _limits(pair, server), 3) is None
+        assert (
+            _session_time_after(server, ctx, device_keys[2], 2, b"\0" * (100 << 20), _limits(pair, server), 3) is None
+        )
     finally:
         server.request_stop()
         th.join(60)
@@ -323,8 +344,7 @@ def encode_prompt_ids(d: int) -> list[int]:
     return [65 + d, 66, 67]
 
 
-def test_sixty_hellos_of_one_key_cost_a_handful_of_log_lines_and_the_device_is_told_to_back_off(
-        pair, tmp_path, caplog):
+def test_sixty_hellos_of_one_key_cost_a_handful_of_log_lines_and_the_device_is_told_to_back_off(pair, tmp_path, caplog):
     """One valid key (device 2's) says HELLO 60 times, each from a new socket: 59 sessions used
     to replace each other with 59 warnings and 119 drop/resume log lines."""
     server_keys, device_keys = create_keyring(tmp_path / "keys", [0, 2])
@@ -460,8 +480,11 @@ def _fds(pid: int) -> int:
 
 
 @pytest.mark.skipif(not __import__("os").path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
-@pytest.mark.parametrize("bounds", [["--max-connections", "50", "--max-pending", "10"], []],
-                         ids=["max-connections 50", "default bounds over the descriptor limit"])
+@pytest.mark.parametrize(
+    "bounds",
+    [["--max-connections", "50", "--max-pending", "10"], []],
+    ids=["max-connections 50", "default bounds over the descriptor limit"],
+)
 def test_a_silent_dealer_flood_at_ulimit_256_costs_no_descriptors_and_a_device_gets_in(pair, tmp_path, bounds):
     """300 ZeroMQ DEALERs finish the transport handshake and never send: they used to hold all of
     a `ulimit -n 256` server's descriptors with nothing logged, and a device gave up (issue 22,
@@ -482,12 +505,40 @@ def test_a_silent_dealer_flood_at_ulimit_256_costs_no_descriptors_and_a_device_g
     from multispin.runtime.net.launcher import free_port
 
     port, log = free_port(), tmp_path / "server.jsonl"
-    cmd = [sys.executable, "-m", "multispin", "serve", "--pair", "tiny", "--insecure", "--port", str(port),
-           "--handshake-timeout", "2", *bounds, "--devices", "2",
-           "--max-new-tokens", "8", "--no-journal", "--join-timeout", "120", "--threads", "1", "--log", str(log)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "multispin",
+        "serve",
+        "--pair",
+        "tiny",
+        "--insecure",
+        "--port",
+        str(port),
+        "--handshake-timeout",
+        "2",
+        *bounds,
+        "--devices",
+        "2",
+        "--max-new-tokens",
+        "8",
+        "--no-journal",
+        "--join-timeout",
+        "120",
+        "--threads",
+        "1",
+        "--log",
+        str(log),
+    ]
     env = dict(os.environ, MULTISPIN_SECRET=SECRET, MULTISPIN_TEST_THREADS="1")
-    server = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256)))
+    server = subprocess.Popen(
+        cmd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256)),
+    )
     ctx = zmq.Context()
     logged = lambda what: log.exists() and what in log.read_text()  # noqa: E731
     try:
@@ -525,8 +576,10 @@ def test_a_silent_dealer_flood_at_ulimit_256_costs_no_descriptors_and_a_device_g
             server.kill()
     assert server.returncode == 0, err
     shutdown = next(json.loads(ln) for ln in log.read_text().splitlines() if '"event":"shutdown"' in ln)
-    assert shutdown["refusals"].get("handshake deadline passed", 0) + \
-        shutdown["refusals"].get("too many connections", 0) >= 300
+    assert (
+        shutdown["refusals"].get("handshake deadline passed", 0) + shutdown["refusals"].get("too many connections", 0)
+        >= 300
+    )
     refusal_lines = [ln for ln in log.read_text().splitlines() if '"event":"refusals"' in ln]
     assert 1 <= len(refusal_lines) <= 20  # logged, and bounded
 
@@ -548,12 +601,38 @@ def test_a_raw_tcp_flood_at_ulimit_256_leaves_a_keyed_server_serving(pair, tmp_p
 
     server_keys, device_keys = create_keyring(tmp_path / "keys", [0])
     port, log = free_port(), tmp_path / "server.jsonl"
-    cmd = [sys.executable, "-m", "multispin", "serve", "--pair", "tiny", "--keys", str(server_keys), "--port",
-           str(port), "--handshake-timeout", "2", "--max-new-tokens", "8", "--no-journal", "--join-timeout", "120",
-           "--threads", "1", "--log", str(log)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "multispin",
+        "serve",
+        "--pair",
+        "tiny",
+        "--keys",
+        str(server_keys),
+        "--port",
+        str(port),
+        "--handshake-timeout",
+        "2",
+        "--max-new-tokens",
+        "8",
+        "--no-journal",
+        "--join-timeout",
+        "120",
+        "--threads",
+        "1",
+        "--log",
+        str(log),
+    ]
     env = dict(os.environ, MULTISPIN_TEST_THREADS="1")
-    server = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256)))
+    server = subprocess.Popen(
+        cmd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256)),
+    )
     flood: list[socket.socket] = []
     try:
         deadline = time.monotonic() + 120
@@ -570,8 +649,7 @@ def test_a_raw_tcp_flood_at_ulimit_256_leaves_a_keyed_server_serving(pair, tmp_p
             flood.append(s)
         time.sleep(4 * KEY_POLL_S)  # the watcher looks at its folder several times meanwhile
         assert server.poll() is None, server.communicate()
-        th0, b0 = _device(pair, f"tcp://127.0.0.1:{port}", 0, keys=device_keys[0], server_timeout_s=60,
-                          reconnects=10)
+        th0, b0 = _device(pair, f"tcp://127.0.0.1:{port}", 0, keys=device_keys[0], server_timeout_s=60, reconnects=10)
         th0.join(120)
         assert b0.get("outcome") is not None and b0["outcome"].finished, b0
         out, err = server.communicate(timeout=60)

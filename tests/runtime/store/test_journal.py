@@ -22,17 +22,30 @@ K = 4
 
 
 def _session(d: int, **over) -> SessionRecord:
-    kw = dict(device_id=d, identity=f"key-{d}", prompt_ids=(1, 2, 3 + d),
-              sampling={"temperature": 1.0, "top_k": 0, "top_p": 1.0, "max_new_tokens": 32},
-              ul_codec="dense-fp32", dl_codec="sparse:v_eff=64,q=8", seed=7)
+    kw = dict(
+        device_id=d,
+        identity=f"key-{d}",
+        prompt_ids=(1, 2, 3 + d),
+        sampling={"temperature": 1.0, "top_k": 0, "top_p": 1.0, "max_new_tokens": 32},
+        ul_codec="dense-fp32",
+        dl_codec="sparse:v_eff=64,q=8",
+        seed=7,
+    )
     kw.update(over)
     return SessionRecord(**kw)
 
 
 def _round(r: int, k: int = K) -> dict[int, DeviceRound]:
     # deterministic content: device d commits (r % 3) + 1 tokens in round r
-    return {d: DeviceRound(tuple(1000 * d + 10 * r + i for i in range(r % 3 + 1)), draft_len=4,
-                           mode=(None, "ul", "dl")[(r + d) % 3], bits=(r + d) * 100) for d in range(k)}
+    return {
+        d: DeviceRound(
+            tuple(1000 * d + 10 * r + i for i in range(r % 3 + 1)),
+            draft_len=4,
+            mode=(None, "ul", "dl")[(r + d) % 3],
+            bits=(r + d) * 100,
+        )
+        for d in range(k)
+    }
 
 
 def _expected_tokens(d: int, rounds: int) -> list[int]:
@@ -88,8 +101,11 @@ def test_no_round_is_committed_twice(tmp_path):
         rec = j.recover()
         assert rec.next_round == 2
         assert rec.sessions[0].tokens == _expected_tokens(0, 2)
-        n = sqlite3.connect(tmp_path / "j.db").execute(
-            "SELECT count(*), count(DISTINCT round_index) FROM round_tokens").fetchone()
+        n = (
+            sqlite3.connect(tmp_path / "j.db")
+            .execute("SELECT count(*), count(DISTINCT round_index) FROM round_tokens")
+            .fetchone()
+        )
         assert n == (2 * K, 2)
 
 

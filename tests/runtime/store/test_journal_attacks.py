@@ -46,19 +46,42 @@ _WRITER = textwrap.dedent("""
 
 def _journal(tmp_path: Path, crash: bool, sampling: dict | None = None) -> Path:
     path = tmp_path / "j.sqlite"
-    subprocess.run([sys.executable, "-c", _WRITER, str(path), json.dumps(sampling or {"temperature": 1.0}),
-                    "crash" if crash else "close"], check=True, timeout=60)
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _WRITER,
+            str(path),
+            json.dumps(sampling or {"temperature": 1.0}),
+            "crash" if crash else "close",
+        ],
+        check=True,
+        timeout=60,
+    )
     return path
 
 
 def _serve_refuses(multispin, monkeypatch, path: Path, says: str) -> str:
     """`serve` on the journal: exit 2, one line naming the journal, before any model is loaded."""
+
     def no_model(*a, **k):
         raise AssertionError("the model was loaded before the journal was checked")
 
     monkeypatch.setattr("multispin.models.placement.place_pair", no_model)
-    res = multispin("serve", "--pair", "tiny", "--insecure", "--secret", SECRET, "--port", "0",
-                    "--join-timeout", "0.3", "--journal", str(path))
+    res = multispin(
+        "serve",
+        "--pair",
+        "tiny",
+        "--insecure",
+        "--secret",
+        SECRET,
+        "--port",
+        "0",
+        "--join-timeout",
+        "0.3",
+        "--journal",
+        str(path),
+    )
     lines = res.err.strip().splitlines()
     assert res.code == 2, res.err
     assert len(lines) == 1 and lines[0].startswith(f"error: {path}"), res.err
@@ -123,13 +146,19 @@ def test_a_bit_flipped_in_the_schema_is_one_line(multispin, monkeypatch, tmp_pat
     _serve_refuses(multispin, monkeypatch, path, "damaged journal")
 
 
-@pytest.mark.parametrize("field, sql, says", [
-    ("seed", "UPDATE sessions SET seed = 1234569 WHERE device_id = 1", "device 1's session does not match"),
-    ("prompt", "UPDATE sessions SET prompt_ids = '[11,12,13,14,16]' WHERE device_id = 1",
-     "device 1's session does not match"),
-    ("identity", "UPDATE sessions SET identity = 'key-9' WHERE device_id = 2", "device 2's session does not match"),
-    ("deleted row", "DELETE FROM sessions WHERE device_id = 2", "device 2's session row was deleted"),
-])
+@pytest.mark.parametrize(
+    "field, sql, says",
+    [
+        ("seed", "UPDATE sessions SET seed = 1234569 WHERE device_id = 1", "device 1's session does not match"),
+        (
+            "prompt",
+            "UPDATE sessions SET prompt_ids = '[11,12,13,14,16]' WHERE device_id = 1",
+            "device 1's session does not match",
+        ),
+        ("identity", "UPDATE sessions SET identity = 'key-9' WHERE device_id = 2", "device 2's session does not match"),
+        ("deleted row", "DELETE FROM sessions WHERE device_id = 2", "device 2's session row was deleted"),
+    ],
+)
 def test_a_changed_session_is_refused_before_the_model_loads(multispin, monkeypatch, tmp_path, field, sql, says):
     """A session's seed used to be caught only after the model loaded, blaming the operator's
     settings; its prompt made every resuming device refused; a deleted row read as "(2)"."""
@@ -206,8 +235,9 @@ _HOLDER = textwrap.dedent("""
 
 
 def _hold_write_lock(path: Path) -> subprocess.Popen:
-    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(path)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     assert holder.stdout.readline().strip() == "held"
     return holder
 

@@ -47,8 +47,7 @@ def _tokens(d: int, r: int) -> tuple[int, ...]:
 def write_rounds(path, n: int) -> Journal:
     j = Journal(path)
     for d in range(K):
-        j.open_session(SessionRecord(d, f"key-{d}", (1, 2, 3), {"temperature": 1.0}, "dense-fp32",
-                                     "dense-fp32", 7))
+        j.open_session(SessionRecord(d, f"key-{d}", (1, 2, 3), {"temperature": 1.0}, "dense-fp32", "dense-fp32", 7))
     for r in range(n):
         j.commit_round(r, {d: DeviceRound(_tokens(d, r), 4, "ul", 10) for d in range(K)})
     return j
@@ -78,8 +77,11 @@ def _sql(path, *statements: str) -> None:
 
 
 def _files(path: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(path.parent.iterdir())
-            if p.name.startswith(path.name) and not p.name.endswith("-shm")}
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(path.parent.iterdir())
+        if p.name.startswith(path.name) and not p.name.endswith("-shm")
+    }
 
 
 def _page_flip(p):
@@ -95,28 +97,62 @@ def _delete(*tails):
 # (name, crash-state journal?, damage, what the refusal says, rounds a repair keeps)
 DAMAGE = [
     ("page flip", False, _page_flip, "SQLite quick_check: On tree page 4 cell", None),
-    ("truncated main file", False, lambda p: os.truncate(p, p.stat().st_size // 2),
-     "no longer a readable database", 0),
+    ("truncated main file", False, lambda p: os.truncate(p, p.stat().st_size // 2), "no longer a readable database", 0),
     ("deleted WAL", True, _delete("-wal", "-shm"), "rounds 0..49 are missing", 0),
     ("0-byte file", True, lambda p: os.truncate(p, 0), "the journal file is empty (0 bytes)", 0),
-    ("truncated WAL", True, lambda p: os.truncate(f"{p}-wal", os.path.getsize(f"{p}-wal") // 2),
-     "rounds 25..49 are missing", 25),
-    ("flipped WAL bytes", True, lambda p: _flip(f"{p}-wal", os.path.getsize(f"{p}-wal") // 2, 64),
-     "rounds 25..49 are missing", 25),
-    ("edited token", True, lambda p: _sql(p, "UPDATE round_tokens SET tokens = '[1,2,3]' "
-                                            "WHERE round_index = 20 AND device_id = 1"),
-     "round 20 does not match its chain link", 20),
-    ("deleted round row", True, lambda p: _sql(p, "DELETE FROM round_tokens WHERE round_index = 20",
-                                               "DELETE FROM rounds WHERE round_index = 20"),
-     "round 20 is missing; the next round is 21", 20),
-    ("deleted last round", True, lambda p: _sql(p, "DELETE FROM round_tokens WHERE round_index = 49",
-                                                "DELETE FROM rounds WHERE round_index = 49"),
-     "round 49 is missing", 49),
-    ("deleted tokens of a round", True, lambda p: _sql(p, "DELETE FROM round_tokens WHERE round_index = 7 "
-                                                          "AND device_id = 2"),
-     "round 7 does not match its chain link", 7),
-    ("deleted file", True, _delete("", "-wal", "-shm"), "the journal file is missing but j.sqlite-head says "
-                                                        "round 49 committed", 0),
+    (
+        "truncated WAL",
+        True,
+        lambda p: os.truncate(f"{p}-wal", os.path.getsize(f"{p}-wal") // 2),
+        "rounds 25..49 are missing",
+        25,
+    ),
+    (
+        "flipped WAL bytes",
+        True,
+        lambda p: _flip(f"{p}-wal", os.path.getsize(f"{p}-wal") // 2, 64),
+        "rounds 25..49 are missing",
+        25,
+    ),
+    (
+        "edited token",
+        True,
+        lambda p: _sql(p, "UPDATE round_tokens SET tokens = '[1,2,3]' WHERE round_index = 20 AND device_id = 1"),
+        "round 20 does not match its chain link",
+        20,
+    ),
+    (
+        "deleted round row",
+        True,
+        lambda p: _sql(
+            p, "DELETE FROM round_tokens WHERE round_index = 20", "DELETE FROM rounds WHERE round_index = 20"
+        ),
+        "round 20 is missing; the next round is 21",
+        20,
+    ),
+    (
+        "deleted last round",
+        True,
+        lambda p: _sql(
+            p, "DELETE FROM round_tokens WHERE round_index = 49", "DELETE FROM rounds WHERE round_index = 49"
+        ),
+        "round 49 is missing",
+        49,
+    ),
+    (
+        "deleted tokens of a round",
+        True,
+        lambda p: _sql(p, "DELETE FROM round_tokens WHERE round_index = 7 AND device_id = 2"),
+        "round 7 does not match its chain link",
+        7,
+    ),
+    (
+        "deleted file",
+        True,
+        _delete("", "-wal", "-shm"),
+        "the journal file is missing but j.sqlite-head says round 49 committed",
+        0,
+    ),
     ("deleted head file", True, _delete("-head"), "head file j.sqlite-head is missing", N),
     ("damaged head file", True, lambda p: _flip(f"{p}-head", 0, 128), "head file is damaged", N),
 ]
@@ -139,8 +175,9 @@ def test_damage_is_refused_in_one_line_and_left_as_found(tmp_path, name, crash, 
 
 
 @pytest.mark.parametrize("name, crash, damage, says, kept", DAMAGE, ids=[d[0] for d in DAMAGE])
-def test_repair_keeps_the_damaged_files_and_resumes_after_the_last_good_round(tmp_path, name, crash, damage,
-                                                                             says, kept):
+def test_repair_keeps_the_damaged_files_and_resumes_after_the_last_good_round(
+    tmp_path, name, crash, damage, says, kept
+):
     path = _journal(tmp_path, crash)
     damage(path)
     before = _files(path)
@@ -157,8 +194,10 @@ def test_repair_keeps_the_damaged_files_and_resumes_after_the_last_good_round(tm
         line = j.repaired.describe()
         assert "\n" not in line and (f"resuming after round {n - 1}" if n else "resuming from round 0") in line
         # the kept files are the damaged ones, byte for byte, under new names
-        moved = {re.sub(r"\.damaged-\d{8}-\d{6}(-\d+)?", "", p.name): hashlib.sha256(p.read_bytes()).hexdigest()
-                 for p in aside}
+        moved = {
+            re.sub(r"\.damaged-\d{8}-\d{6}(-\d+)?", "", p.name): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in aside
+        }
         assert {k: v for k, v in before.items() if k in moved} == moved
         j.commit_round(n, {d: DeviceRound((9,), 1) for d in rec.sessions})
     with Journal(path) as j:  # the rebuilt journal opens cleanly, with the round committed after
@@ -203,8 +242,13 @@ def test_a_version_1_journal_is_migrated_to_the_chain(tmp_path):
     head, and is then protected like any other."""
     path = _journal(tmp_path, crash=False)
     path.with_name(path.name + "-head").unlink()
-    _sql(path, "ALTER TABLE rounds DROP COLUMN link", "ALTER TABLE sessions DROP COLUMN seal",
-         "DELETE FROM schema_version WHERE version >= 2", "INSERT INTO schema_version VALUES (1, 0)")
+    _sql(
+        path,
+        "ALTER TABLE rounds DROP COLUMN link",
+        "ALTER TABLE sessions DROP COLUMN seal",
+        "DELETE FROM schema_version WHERE version >= 2",
+        "INSERT INTO schema_version VALUES (1, 0)",
+    )
     with Journal(path) as j:
         assert j.recover().next_round == N
     _sql(path, "UPDATE round_tokens SET tokens = '[5]' WHERE round_index = 3 AND device_id = 0")

@@ -5,11 +5,19 @@ from __future__ import annotations
 
 import pytest
 
-from multispin.runtime.wire import messages as P
 from multispin.runtime.security.auth import compute_mac
+from multispin.runtime.wire import messages as P
 from multispin.runtime.wire.device_protocol import (
-    Closed, Committed, CorrectionRequested, DeviceProtocol, DeviceState, DraftRequested,
-    LocalProtocolError, QRequested, RemoteProtocolError, Welcomed,
+    Closed,
+    Committed,
+    CorrectionRequested,
+    DeviceProtocol,
+    DeviceState,
+    DraftRequested,
+    LocalProtocolError,
+    QRequested,
+    RemoteProtocolError,
+    Welcomed,
 )
 
 PROMPT = (65, 66, 67)
@@ -22,10 +30,25 @@ NONCE = b"n" * 32
 
 
 def _welcome(tokens=PROMPT):
-    return P.WelcomeMsg(device_id=7, pair="tiny", vocab_size=256, gamma_max=20, seed=0, temperature=1.0,
-                        top_k=0, top_p=1.0, ul_codec="dense-fp32", dl_codec="dense-fp32", max_new_tokens=32,
-                        max_prompt_tokens=4096, eos_ids=(2,), tokens=tuple(tokens), num_prompt=len(PROMPT),
-                        next_round=0, resumed=False)
+    return P.WelcomeMsg(
+        device_id=7,
+        pair="tiny",
+        vocab_size=256,
+        gamma_max=20,
+        seed=0,
+        temperature=1.0,
+        top_k=0,
+        top_p=1.0,
+        ul_codec="dense-fp32",
+        dl_codec="dense-fp32",
+        max_new_tokens=32,
+        max_prompt_tokens=4096,
+        eos_ids=(2,),
+        tokens=tuple(tokens),
+        num_prompt=len(PROMPT),
+        next_round=0,
+        resumed=False,
+    )
 
 
 def _session(tokens=PROMPT) -> DeviceProtocol:
@@ -187,8 +210,13 @@ MESSAGES = {
 # COMMIT fits the state it is sent in: all accepted in DRAFTED, the correction 11 in WAIT_COMMIT
 COMMITS = {"drafted": _commit(DRAFT + (9,)), "wait_commit": _commit((5, 11))}
 ALLOWED = {
-    "idle": {"PLAN"}, "drafting": set(), "drafted": {"VERDICT", "COMMIT"}, "sending_q": set(),
-    "correcting": set(), "wait_commit": {"COMMIT"}, "closed": set(),
+    "idle": {"PLAN"},
+    "drafting": set(),
+    "drafted": {"VERDICT", "COMMIT"},
+    "sending_q": set(),
+    "correcting": set(),
+    "wait_commit": {"COMMIT"},
+    "closed": set(),
 }
 
 
@@ -208,24 +236,30 @@ def test_every_message_in_every_state(state, kind):
 # violations
 
 
-@pytest.mark.parametrize("msg, match", [
-    (P.VerdictMsg(1, 1, "ul"), r"VERDICT.round: 1 but this device is in round 0"),
-    (P.VerdictMsg(0, 3, "ul"), r"VERDICT.num_accepted: 3 leaves no drafted token of 3 to reject"),
-    (P.VerdictMsg(0, 4, "dl", b"p"), r"VERDICT.num_accepted: 4 leaves no drafted token"),
-])
+@pytest.mark.parametrize(
+    "msg, match",
+    [
+        (P.VerdictMsg(1, 1, "ul"), r"VERDICT.round: 1 but this device is in round 0"),
+        (P.VerdictMsg(0, 3, "ul"), r"VERDICT.num_accepted: 3 leaves no drafted token of 3 to reject"),
+        (P.VerdictMsg(0, 4, "dl", b"p"), r"VERDICT.num_accepted: 4 leaves no drafted token"),
+    ],
+)
 def test_bad_verdicts(msg, match):
     with pytest.raises(RemoteProtocolError, match=match):
         _to("drafted").receive(msg)
     _to("drafted").receive(P.VerdictMsg(0, 2, "ul"))  # control: the last token may be rejected
 
 
-@pytest.mark.parametrize("state, tokens", [
-    ("drafted", DRAFT[:2] + (8,)),  # all accepted, but not this draft
-    ("drafted", DRAFT + (9, 10)),  # more than γ + 1 tokens
-    ("wait_commit", (5, 12)),  # not the device's own DL correction
-    ("wait_commit", (6, 11)),  # not the accepted prefix
-    ("wait_commit", (5, 11, 4)),  # past the rejected position
-])
+@pytest.mark.parametrize(
+    "state, tokens",
+    [
+        ("drafted", DRAFT[:2] + (8,)),  # all accepted, but not this draft
+        ("drafted", DRAFT + (9, 10)),  # more than γ + 1 tokens
+        ("wait_commit", (5, 12)),  # not the device's own DL correction
+        ("wait_commit", (6, 11)),  # not the accepted prefix
+        ("wait_commit", (5, 11, 4)),  # past the rejected position
+    ],
+)
 def test_commit_that_does_not_extend_the_round(state, tokens):
     with pytest.raises(RemoteProtocolError, match="COMMIT.tokens"):
         _to(state).receive(_commit(tokens))
@@ -242,8 +276,11 @@ def test_commit_that_disagrees_with_the_record():
 
 @pytest.mark.parametrize("state", list(ALLOWED))
 def test_local_sends_only_in_their_state(state):
-    sends = {"drafting": lambda p: p.send_draft(DRAFT, Q), "sending_q": lambda p: p.send_q(b"q"),
-             "correcting": lambda p: p.send_correction(3)}
+    sends = {
+        "drafting": lambda p: p.send_draft(DRAFT, Q),
+        "sending_q": lambda p: p.send_q(b"q"),
+        "correcting": lambda p: p.send_correction(3),
+    }
     for own, send in sends.items():
         proto = _to(state)
         if own == state:

@@ -11,10 +11,14 @@ import numpy as np
 import pytest
 
 from multispin.errors import ConfigError, ProtocolError
-from multispin.runtime.wire import messages as P
 from multispin.runtime.security.auth import (
-    SECRET_ENV, check_mac, compute_mac, new_nonce, resolve_secret,
+    SECRET_ENV,
+    check_mac,
+    compute_mac,
+    new_nonce,
+    resolve_secret,
 )
+from multispin.runtime.wire import messages as P
 from multispin.speculative.codecs import make_codec
 
 V, GMAX = 256, 20
@@ -30,8 +34,7 @@ def _samples() -> list[P.Message]:
         P.HelloMsg(3, (1, 2, 3), True, "close"),
         P.ChallengeMsg(new_nonce()),
         P.AuthMsg(3, compute_mac(b"secret-secret", b"n" * 32, 3)),
-        P.WelcomeMsg(3, "tiny", V, GMAX, 7, 0.8, 5, 0.9, UL.name, DL.name, 128, 64, (2,),
-                     (1, 2, 3, 4), 3, 11, True),
+        P.WelcomeMsg(3, "tiny", V, GMAX, 7, 0.8, 5, 0.9, UL.name, DL.name, 128, 64, (2,), (1, 2, 3, 4), 3, 11, True),
         P.PlanMsg(11, 4),
         P.DraftMsg.make(11, [5, 6, 255], [0.5, 1.0, 1e-9], compute_s=0.01),
         P.DraftMsg.make(11, [], []),
@@ -56,8 +59,19 @@ def test_every_message_round_trips_and_fits_its_limit(msg):
 
 def test_message_list_is_complete():
     assert set(P.MESSAGE_TYPES) == {
-        "HELLO", "CHALLENGE", "AUTH", "WELCOME", "PLAN", "DRAFT", "VERDICT", "Q_PAYLOAD",
-        "CORRECTION", "COMMIT", "BYE", "ERROR"}
+        "HELLO",
+        "CHALLENGE",
+        "AUTH",
+        "WELCOME",
+        "PLAN",
+        "DRAFT",
+        "VERDICT",
+        "Q_PAYLOAD",
+        "CORRECTION",
+        "COMMIT",
+        "BYE",
+        "ERROR",
+    }
     assert P.PROTOCOL_VERSION == 2  # 2: PLAN in COMMIT, p_j in VERDICT, no VERDICT when all accepted
 
 
@@ -66,8 +80,9 @@ def test_reasons_are_one_line_and_capped():
     assert "\n" not in e.reason and len(e.reason) <= P.MAX_REASON_CHARS
 
 
-@pytest.mark.parametrize("spec", ["dense-fp32", "dense-fp16", "dense-bf16", "sparse-v64-q16",
-                                  "sparse-v32-q32", "lattice-l100"])
+@pytest.mark.parametrize(
+    "spec", ["dense-fp32", "dense-fp16", "dense-bf16", "sparse-v64-q16", "sparse-v32-q32", "lattice-l100"]
+)
 def test_payload_bytes_on_the_wire_equal_codec_num_bytes(spec):
     codec = make_codec(spec)
     lim = P.Limits.for_session(V, GMAX, codec, codec)
@@ -114,57 +129,68 @@ _DRAFT = P.DraftMsg.make(3, [1, 2], [0.5, 0.25])
 _HELLO = P.HelloMsg(1, (10, 11), True, "mid")
 
 
-@pytest.mark.parametrize("raw, needle", [
-    (b"\xc1", "malformed msgpack"),
-    (msgpack.packb([1, 2]), "expected a msgpack map"),
-    (msgpack.packb({"round": 1}), "message.t: missing"),
-    (msgpack.packb({"t": 5}), "message.t: missing or not a string"),
-    (msgpack.packb({"t": "FOO"}), "unknown message type 'FOO'"),
-    (msgpack.packb({"t": "PLAN", "round": 1, "gamma": 2}) + b"\x00", "ExtraData"),
-    (msgpack.packb(msgpack.ExtType(3, b"xx")), "extension type"),
-    (msgpack.packb({b"t": "PLAN"}, use_bin_type=True), "message.t: missing"),
-    (_wire(_PLAN, gamma=_DELETE), "PLAN.gamma: missing"),
-    (_wire(_PLAN, gamma=GMAX + 1), "PLAN.gamma: 21 is outside [0, 20]"),
-    (_wire(_PLAN, gamma=-1), "PLAN.gamma"),
-    (_wire(_PLAN, gamma=True), "PLAN.gamma: expected an integer"),
-    (_wire(_PLAN, gamma=2.0), "PLAN.gamma: expected an integer"),
-    (_wire(_PLAN, round="3"), "PLAN.round: expected an integer"),
-    (_wire(_PLAN, extra=1), "PLAN.extra: unknown field"),
-    (_wire(_DRAFT, tokens=[1, V]), "DRAFT.tokens[1]"),
-    (_wire(_DRAFT, tokens=[1, "a"]), "DRAFT.tokens[1]"),
-    (_wire(_DRAFT, tokens=list(range(GMAX + 1)), q=b"\x00" * 8 * (GMAX + 1)), "DRAFT.tokens: 21 ids, more than γ_max"),
-    (_wire(_DRAFT, tokens=b"\x01\x02"), "DRAFT.tokens: expected an array"),
-    (_wire(_DRAFT, q=b"\x00" * 8), "DRAFT.q: 8 bytes for 2 tokens"),
-    (_wire(_DRAFT, q=[0.5, 0.25]), "DRAFT.q: expected binary"),
-    (_wire(_DRAFT, q=np.array([0.5, 0.0]).tobytes()), "DRAFT.q: every"),
-    (_wire(_DRAFT, q=np.array([0.5, np.nan]).tobytes()), "DRAFT.q: every"),
-    (_wire(_DRAFT, q=np.array([0.5, 1.5]).tobytes()), "DRAFT.q: every"),
-    (_wire(_DRAFT, compute_s=-1.0), "DRAFT.compute_s"),
-    (_wire(P.VerdictMsg(3, 1, "ul"), mode="xl"), "VERDICT.mode"),
-    (_wire(P.VerdictMsg(3, 1, "ul"), mode=_DELETE), "VERDICT.mode: missing"),
-    (_wire(P.VerdictMsg(3, GMAX, "ul")), "VERDICT.num_accepted: 20 is outside [0, 19]"),
-    (_wire(P.VerdictMsg(3, 1, "ul"), payload=b"\x00" * DL.num_bytes(V)), "VERDICT.payload: a DL verdict"),
-    (_wire(P.VerdictMsg(3, 1, "dl", b"\x00" * DL.num_bytes(V)), payload=_DELETE), "VERDICT.payload: a DL verdict"),
-    (_wire(P.VerdictMsg(3, 1, "dl", b"\x00" * DL.num_bytes(V)), payload="text"), "VERDICT.payload: expected binary"),
-    (_wire(P.VerdictMsg(3, 1, "dl", b"\x00" * DL.num_bytes(V)), payload=b"\x00"), "VERDICT.payload: 1 bytes"),
-    (_wire(P.VerdictMsg(3, 1, "ul"), bonus=4), "VERDICT.bonus: unknown field"),  # a version-1 verdict
-    (_wire(P.QPayloadMsg(3, b"\x00" * UL.num_bytes(V)), payload=b"\x00" * (UL.num_bytes(V) - 1)),
-     "Q_PAYLOAD.payload: 1023 bytes, the UL codec needs exactly 1024"),
-    (msgpack.packb({"t": "P_PAYLOAD", "round": 3, "payload": b"\x00"}), "unknown message type 'P_PAYLOAD'"),
-    (_wire(P.CorrectionMsg(3, 4), token=V), "CORRECTION.token"),
-    (_wire(P.CommitMsg(3, (1,), 5, DIGEST), digest=b"x" * 31), "COMMIT.digest: 31 bytes"),
-    (_wire(P.CommitMsg(3, (1,), 5, DIGEST), tokens=[]), "COMMIT.tokens: 0 ids, need at least 1"),
-    (_wire(P.CommitMsg(3, (1,), 5, DIGEST), next_gamma=GMAX + 1), "COMMIT.next_gamma: 21 is outside [0, 20]"),
-    (_wire(P.CommitMsg(3, (1,), 5, DIGEST), next_gamma=-1), "COMMIT.next_gamma"),
-    (_wire(_HELLO, prompt=[]), "HELLO.prompt: 0 ids"),
-    (_wire(_HELLO, prompt=[1] * 65), "HELLO.prompt: 65 ids, more than max_prompt_tokens"),
-    (_wire(_HELLO, draft="x" * 65), "HELLO.draft: 65 characters"),
-    (_wire(_HELLO, device_id=2**31), "HELLO.device_id"),
-    (_wire(_HELLO, resume=1), "HELLO.resume: expected true/false"),
-    (_wire(P.AuthMsg(1, b"m" * 32), mac=b"m" * 31), "AUTH.mac: 31 bytes"),
-    (_wire(P.ErrorMsg("auth", "x"), code="nope"), "ERROR.code"),
-    (_wire(P.ByeMsg("done"), reason="r" * 201), "BYE.reason: 201 characters"),
-])
+@pytest.mark.parametrize(
+    "raw, needle",
+    [
+        (b"\xc1", "malformed msgpack"),
+        (msgpack.packb([1, 2]), "expected a msgpack map"),
+        (msgpack.packb({"round": 1}), "message.t: missing"),
+        (msgpack.packb({"t": 5}), "message.t: missing or not a string"),
+        (msgpack.packb({"t": "FOO"}), "unknown message type 'FOO'"),
+        (msgpack.packb({"t": "PLAN", "round": 1, "gamma": 2}) + b"\x00", "ExtraData"),
+        (msgpack.packb(msgpack.ExtType(3, b"xx")), "extension type"),
+        (msgpack.packb({b"t": "PLAN"}, use_bin_type=True), "message.t: missing"),
+        (_wire(_PLAN, gamma=_DELETE), "PLAN.gamma: missing"),
+        (_wire(_PLAN, gamma=GMAX + 1), "PLAN.gamma: 21 is outside [0, 20]"),
+        (_wire(_PLAN, gamma=-1), "PLAN.gamma"),
+        (_wire(_PLAN, gamma=True), "PLAN.gamma: expected an integer"),
+        (_wire(_PLAN, gamma=2.0), "PLAN.gamma: expected an integer"),
+        (_wire(_PLAN, round="3"), "PLAN.round: expected an integer"),
+        (_wire(_PLAN, extra=1), "PLAN.extra: unknown field"),
+        (_wire(_DRAFT, tokens=[1, V]), "DRAFT.tokens[1]"),
+        (_wire(_DRAFT, tokens=[1, "a"]), "DRAFT.tokens[1]"),
+        (
+            _wire(_DRAFT, tokens=list(range(GMAX + 1)), q=b"\x00" * 8 * (GMAX + 1)),
+            "DRAFT.tokens: 21 ids, more than γ_max",
+        ),
+        (_wire(_DRAFT, tokens=b"\x01\x02"), "DRAFT.tokens: expected an array"),
+        (_wire(_DRAFT, q=b"\x00" * 8), "DRAFT.q: 8 bytes for 2 tokens"),
+        (_wire(_DRAFT, q=[0.5, 0.25]), "DRAFT.q: expected binary"),
+        (_wire(_DRAFT, q=np.array([0.5, 0.0]).tobytes()), "DRAFT.q: every"),
+        (_wire(_DRAFT, q=np.array([0.5, np.nan]).tobytes()), "DRAFT.q: every"),
+        (_wire(_DRAFT, q=np.array([0.5, 1.5]).tobytes()), "DRAFT.q: every"),
+        (_wire(_DRAFT, compute_s=-1.0), "DRAFT.compute_s"),
+        (_wire(P.VerdictMsg(3, 1, "ul"), mode="xl"), "VERDICT.mode"),
+        (_wire(P.VerdictMsg(3, 1, "ul"), mode=_DELETE), "VERDICT.mode: missing"),
+        (_wire(P.VerdictMsg(3, GMAX, "ul")), "VERDICT.num_accepted: 20 is outside [0, 19]"),
+        (_wire(P.VerdictMsg(3, 1, "ul"), payload=b"\x00" * DL.num_bytes(V)), "VERDICT.payload: a DL verdict"),
+        (_wire(P.VerdictMsg(3, 1, "dl", b"\x00" * DL.num_bytes(V)), payload=_DELETE), "VERDICT.payload: a DL verdict"),
+        (
+            _wire(P.VerdictMsg(3, 1, "dl", b"\x00" * DL.num_bytes(V)), payload="text"),
+            "VERDICT.payload: expected binary",
+        ),
+        (_wire(P.VerdictMsg(3, 1, "dl", b"\x00" * DL.num_bytes(V)), payload=b"\x00"), "VERDICT.payload: 1 bytes"),
+        (_wire(P.VerdictMsg(3, 1, "ul"), bonus=4), "VERDICT.bonus: unknown field"),  # a version-1 verdict
+        (
+            _wire(P.QPayloadMsg(3, b"\x00" * UL.num_bytes(V)), payload=b"\x00" * (UL.num_bytes(V) - 1)),
+            "Q_PAYLOAD.payload: 1023 bytes, the UL codec needs exactly 1024",
+        ),
+        (msgpack.packb({"t": "P_PAYLOAD", "round": 3, "payload": b"\x00"}), "unknown message type 'P_PAYLOAD'"),
+        (_wire(P.CorrectionMsg(3, 4), token=V), "CORRECTION.token"),
+        (_wire(P.CommitMsg(3, (1,), 5, DIGEST), digest=b"x" * 31), "COMMIT.digest: 31 bytes"),
+        (_wire(P.CommitMsg(3, (1,), 5, DIGEST), tokens=[]), "COMMIT.tokens: 0 ids, need at least 1"),
+        (_wire(P.CommitMsg(3, (1,), 5, DIGEST), next_gamma=GMAX + 1), "COMMIT.next_gamma: 21 is outside [0, 20]"),
+        (_wire(P.CommitMsg(3, (1,), 5, DIGEST), next_gamma=-1), "COMMIT.next_gamma"),
+        (_wire(_HELLO, prompt=[]), "HELLO.prompt: 0 ids"),
+        (_wire(_HELLO, prompt=[1] * 65), "HELLO.prompt: 65 ids, more than max_prompt_tokens"),
+        (_wire(_HELLO, draft="x" * 65), "HELLO.draft: 65 characters"),
+        (_wire(_HELLO, device_id=2**31), "HELLO.device_id"),
+        (_wire(_HELLO, resume=1), "HELLO.resume: expected true/false"),
+        (_wire(P.AuthMsg(1, b"m" * 32), mac=b"m" * 31), "AUTH.mac: 31 bytes"),
+        (_wire(P.ErrorMsg("auth", "x"), code="nope"), "ERROR.code"),
+        (_wire(P.ByeMsg("done"), reason="r" * 201), "BYE.reason: 201 characters"),
+    ],
+)
 def test_violations_raise_protocol_error_naming_the_field(raw, needle):
     with pytest.raises(ProtocolError) as info:
         P.decode_message(raw, LIM)

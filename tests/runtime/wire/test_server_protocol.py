@@ -5,19 +5,30 @@ from __future__ import annotations
 
 import pytest
 
-from multispin.runtime.wire import messages as P
-from multispin.runtime.security.auth import compute_mac
 from multispin.runtime.round.engine import RoundRecord
+from multispin.runtime.security.auth import compute_mac
 from multispin.runtime.security.limits import Limits as ConnectionLimits
+from multispin.runtime.wire import messages as P
 from multispin.runtime.wire.server_protocol import ConnState, ServerProtocol
 
 SECRET = b"server-protocol-test-secret"
 NONCE = b"n" * 32
 V = 16
 LIMITS = P.Limits(vocab_size=V, gamma_max=8, ul_payload_bytes=4 * V, dl_payload_bytes=4 * V)
-WELCOME = dict(pair="tiny", vocab_size=V, gamma_max=8, seed=0, temperature=1.0, top_k=0, top_p=1.0,
-               ul_codec="dense-fp32", dl_codec="dense-fp32", max_new_tokens=12,
-               max_prompt_tokens=4096, eos_ids=(2,))
+WELCOME = dict(
+    pair="tiny",
+    vocab_size=V,
+    gamma_max=8,
+    seed=0,
+    temperature=1.0,
+    top_k=0,
+    top_p=1.0,
+    ul_codec="dense-fp32",
+    dl_codec="dense-fp32",
+    max_new_tokens=12,
+    max_prompt_tokens=4096,
+    eos_ids=(2,),
+)
 PROMPT = (3, 4, 5)
 
 
@@ -33,10 +44,18 @@ def make(max_devices: int = 4, keys: dict[str, int] | None = None, **options) ->
         owner = (keys or {}).get(key)
         return None if owner == d else ("key not allowed" if owner is None else f"device {owner}'s key")
 
-    return ServerProtocol(None if keys is not None else SECRET, LIMITS, records,
-                          lambda d, prompt, peer: records.setdefault(d, list(prompt)), WELCOME,
-                          max_devices=max_devices, handshake_timeout_s=10.0, nonce=lambda: NONCE,
-                          check_claim=check_claim if keys is not None else None, **options)
+    return ServerProtocol(
+        None if keys is not None else SECRET,
+        LIMITS,
+        records,
+        lambda d, prompt, peer: records.setdefault(d, list(prompt)),
+        WELCOME,
+        max_devices=max_devices,
+        handshake_timeout_s=10.0,
+        nonce=lambda: NONCE,
+        check_claim=check_claim if keys is not None else None,
+        **options,
+    )
 
 
 def sent(proto: ServerProtocol) -> list[tuple[bytes, P.Message]]:
@@ -51,8 +70,15 @@ def events(proto: ServerProtocol) -> list[str]:
     return out
 
 
-def join(proto: ServerProtocol, identity: bytes, d: int = 0, prompt=PROMPT, resume: bool = True,
-         secret: bytes = SECRET, now: float = 0.0):
+def join(
+    proto: ServerProtocol,
+    identity: bytes,
+    d: int = 0,
+    prompt=PROMPT,
+    resume: bool = True,
+    secret: bytes = SECRET,
+    now: float = 0.0,
+):
     proto.receive(identity, enc(P.HelloMsg(d, tuple(prompt), resume, "mid")), now)
     assert sent(proto) == [(identity, P.ChallengeMsg(NONCE))]
     proto.receive(identity, enc(P.AuthMsg(d, compute_mac(secret, NONCE, d))), now)
@@ -73,7 +99,7 @@ def joined(proto: ServerProtocol, identity: bytes = b"a", d: int = 0):
 def test_join_then_resume_replaces_the_live_session():
     proto = make()
     out = join(proto, b"a")
-    (ident, welcome), = out
+    ((ident, welcome),) = out
     assert ident == b"a" and welcome.tokens == PROMPT and not welcome.resumed and welcome.next_round == 0
     assert welcome.pair == "tiny" and welcome.eos_ids == (2,)
     assert proto.records[0] == list(PROMPT) and events(proto) == ["join"]
@@ -138,7 +164,7 @@ def test_too_many_handshakes_in_flight():
         proto.receive(i.to_bytes(4, "big"), enc(P.HelloMsg(0, PROMPT)), 0.0)
     sent(proto)
     proto.receive(b"one-more", enc(P.HelloMsg(0, PROMPT)), 0.0)
-    (ident, err), = sent(proto)
+    ((ident, err),) = sent(proto)
     assert ident == b"one-more" and err.code == "busy" and "too many pending handshakes" in err.reason
     assert b"one-more" not in proto.banned  # refused for now, not banned: a slot frees up
     proto.expire(10.5)  # the eight stalled handshakes expire and free their slots
@@ -165,7 +191,7 @@ def test_connection_limit_counts_sessions_and_handshakes():
     proto.receive(b"h", enc(P.HelloMsg(1, PROMPT)), 0.0)  # pending
     sent(proto)
     proto.receive(b"x", enc(P.HelloMsg(2, PROMPT)), 0.0)
-    (_, err), = sent(proto)
+    ((_, err),) = sent(proto)
     assert err.code == "busy" and "too many connections" in err.reason
     proto.drop(proto.conns[b"a"], "timeout", "late")  # a session ends: its slot frees up
     sent(proto)
@@ -180,12 +206,13 @@ def test_connection_limit_counts_sessions_and_handshakes():
 def test_key_mode_welcomes_the_key_owner_without_a_challenge():
     proto = make(keys={"KEY0": 0, "KEY1": 1})
     proto.receive(b"a", enc(P.HelloMsg(0, PROMPT)), 0.0, peer_key="KEY0")
-    (ident, welcome), = sent(proto)
+    ((ident, welcome),) = sent(proto)
     assert ident == b"a" and isinstance(welcome, P.WelcomeMsg) and proto.conns[b"a"].peer == "KEY0"
 
 
-@pytest.mark.parametrize("key, why", [("KEY1", "device 1's key"), ("STRANGER", "key not allowed"),
-                                      (None, "key not allowed")])
+@pytest.mark.parametrize(
+    "key, why", [("KEY1", "device 1's key"), ("STRANGER", "key not allowed"), (None, "key not allowed")]
+)
 def test_key_mode_refuses_a_claim_of_another_id(key, why):
     proto = make(keys={"KEY0": 0, "KEY1": 1})
     proto.receive(b"a", enc(P.HelloMsg(0, PROMPT)), 0.0, peer_key="KEY0")
@@ -218,8 +245,7 @@ def test_finished_device_that_resumes_gets_bye():
 # --------------------------------------------------------------------------------------------
 # every session message in every state
 
-STATES = [ConnState.IDLE, ConnState.AWAIT_DRAFT, ConnState.AWAIT_Q, ConnState.AWAIT_CORRECTION,
-          ConnState.AWAIT_BYE]
+STATES = [ConnState.IDLE, ConnState.AWAIT_DRAFT, ConnState.AWAIT_Q, ConnState.AWAIT_CORRECTION, ConnState.AWAIT_BYE]
 MESSAGES = {
     "DRAFT": P.DraftMsg.make(0, (1, 2), (0.5, 0.5)),
     "Q_PAYLOAD": P.QPayloadMsg(0, b"q" * (4 * V)),
@@ -247,19 +273,22 @@ def test_every_session_message_in_every_state(state, kind):
     assert conn.bytes_in == len(enc(MESSAGES[kind])[0])
 
 
-@pytest.mark.parametrize("raw, reason", [
-    (P.DraftMsg.make(1, (1, 2), (0.5, 0.5)), "DRAFT: unexpected (round 1; expected DRAFT for round 0)"),
-    (P.DraftMsg.make(0, (1,), (0.5,)), "DRAFT.tokens: 1 ids but PLAN asked for γ = 2"),
-    (P.HelloMsg(0, PROMPT), "HELLO"),
-    (b"\xc1garbage", "message"),
-])
+@pytest.mark.parametrize(
+    "raw, reason",
+    [
+        (P.DraftMsg.make(1, (1, 2), (0.5, 0.5)), "DRAFT: unexpected (round 1; expected DRAFT for round 0)"),
+        (P.DraftMsg.make(0, (1,), (0.5,)), "DRAFT.tokens: 1 ids but PLAN asked for γ = 2"),
+        (P.HelloMsg(0, PROMPT), "HELLO"),
+        (b"\xc1garbage", "message"),
+    ],
+)
 def test_session_violations_drop_with_a_reason(raw, reason):
     proto = make()
     conn = joined(proto)
     proto.expect(conn, ConnState.AWAIT_DRAFT, 0, gamma=2)
     proto.receive(b"a", [raw] if isinstance(raw, bytes) else enc(raw), 0.0)
     assert not conn.alive and proto.devices[0].drops and reason in proto.devices[0].drops[-1]
-    (ident, err), = sent(proto)
+    ((ident, err),) = sent(proto)
     assert ident == b"a" and err.code == "protocol"
     proto.receive(b"a", enc(MESSAGES["DRAFT"]), 0.0)  # banned afterwards
     assert sent(proto) == [] and conn.inbox is None
@@ -271,7 +300,7 @@ def test_commit_sends_digest_and_bye_when_finished():
     rec = RoundRecord(0, 2, 2, None, None, 3, 0, 0, 0)
     proto.records[0].extend([6, 7, 8])  # the engine appended them
     proto.commit(conn, 0, [6, 7, 8], rec, finished=False)
-    (_, commit), = sent(proto)
+    ((_, commit),) = sent(proto)
     assert commit == P.CommitMsg(0, (6, 7, 8), 6, P.token_digest(PROMPT + (6, 7, 8)))
     assert conn.state is ConnState.IDLE and proto.devices[0].rounds == [rec]
     proto.records[0].append(2)
@@ -289,7 +318,7 @@ def test_commit_carrying_the_next_plan_makes_the_connection_owe_that_draft():
     proto.records[0].extend([6, 7, 8])
     assert not proto.planned(conn, 1)
     proto.commit(conn, 0, [6, 7, 8], rec, finished=False, next_gamma=3)
-    (_, commit), = sent(proto)  # one message: no PLAN of its own
+    ((_, commit),) = sent(proto)  # one message: no PLAN of its own
     assert commit == P.CommitMsg(0, (6, 7, 8), 6, P.token_digest(PROMPT + (6, 7, 8)), next_gamma=3)
     assert conn.state is ConnState.AWAIT_DRAFT and (conn.round, conn.gamma) == (1, 3)
     assert proto.planned(conn, 1) and not proto.planned(conn, 0) and not proto.planned(conn, 2)
@@ -387,8 +416,9 @@ def test_new_sessions_of_one_device_are_bounded_per_minute(close_first):
     if close_first:
         proto.connection_lost(b"a3", "gone")
     out = join(proto, b"a4", now=10.0)
-    assert out[-1][1] == P.ErrorMsg.make("busy", "device 0's session was replaced 3 times in the last 60 s; "
-                                                 "retry later")
+    assert out[-1][1] == P.ErrorMsg.make(
+        "busy", "device 0's session was replaced 3 times in the last 60 s; retry later"
+    )
     assert (proto.devices[0].conn is not None) == (not close_first)  # the live session is kept
     out = join(proto, b"a5", now=62.0)  # the first replacements have left the window
     assert isinstance(out[-1][1], P.WelcomeMsg)

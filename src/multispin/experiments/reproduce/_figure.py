@@ -5,8 +5,9 @@ module never imports the pipeline (which imports every figure); one figure runs 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 PAIR_LABEL = {"paper-qwen": "Qwen2.5 0.5B → 14B", "paper-r1": "R1-Distill-Qwen 1.5B → 32B"}
 # One look per policy, the same in every figure: colour, marker and line style all differ, and the
@@ -24,12 +25,18 @@ STYLE = {
 }
 COLORS = {k: v["color"] for k, v in STYLE.items()}
 # one look per model pair, where the curves are pairs
-PAIR_STYLE = {"paper-qwen": dict(color="C0", marker="o", linestyle="-", filled=True),
-              "paper-r1": dict(color="C1", marker="s", linestyle="--")}
+PAIR_STYLE = {
+    "paper-qwen": dict(color="C0", marker="o", linestyle="-", filled=True),
+    "paper-r1": dict(color="C1", marker="s", linestyle="--"),
+}
 
 
-def select(rows: list[dict[str, Any]], params: Iterable[str], metrics: Iterable[str],
-           keep: Callable[[dict], bool] | None = None) -> list[dict[str, Any]]:
+def select(
+    rows: list[dict[str, Any]],
+    params: Iterable[str],
+    metrics: Iterable[str],
+    keep: Callable[[dict], bool] | None = None,
+) -> list[dict[str, Any]]:
     """The figure's rows: its parameters, n_drops, and each metric with its CI columns, sorted."""
     params, metrics = list(params), list(metrics)
     out = []
@@ -43,8 +50,9 @@ def select(rows: list[dict[str, Any]], params: Iterable[str], metrics: Iterable[
                 if m + suf in r:
                     o[m + suf] = r[m + suf]
         out.append(o)
-    out.sort(key=lambda r: tuple((0, r[p]) if isinstance(r.get(p), (int, float)) else (1, str(r.get(p)))
-                                 for p in params))
+    out.sort(
+        key=lambda r: tuple((0, r[p]) if isinstance(r.get(p), (int, float)) else (1, str(r.get(p))) for p in params)
+    )
     return out
 
 
@@ -57,8 +65,18 @@ def pyplot():
     return plt
 
 
-def band(ax, rows: list[dict], x: str, metric: str, label: str, color=None, marker="o", linestyle="-",
-         filled: bool = False, style: dict | None = None) -> None:
+def band(
+    ax,
+    rows: list[dict],
+    x: str,
+    metric: str,
+    label: str,
+    color=None,
+    marker="o",
+    linestyle="-",
+    filled: bool = False,
+    style: dict | None = None,
+) -> None:
     """Mean line with its 95% confidence band; ``style``: an entry of STYLE or PAIR_STYLE."""
     if style is not None:
         color, marker, linestyle = style["color"], style["marker"], style["linestyle"]
@@ -70,9 +88,19 @@ def band(ax, rows: list[dict], x: str, metric: str, label: str, color=None, mark
     ys = [r[metric] for r in rows]
     lo = [r.get(metric + "_lo", float("nan")) for r in rows]
     hi = [r.get(metric + "_hi", float("nan")) for r in rows]
-    ax.plot(xs, ys, marker=marker, linestyle=linestyle, color=color, label=label, markersize=6 if filled else 7,
-            markerfacecolor=color if filled else "none", markeredgewidth=1.2, linewidth=1.4,
-            zorder=3 if filled else 2)
+    ax.plot(
+        xs,
+        ys,
+        marker=marker,
+        linestyle=linestyle,
+        color=color,
+        label=label,
+        markersize=6 if filled else 7,
+        markerfacecolor=color if filled else "none",
+        markeredgewidth=1.2,
+        linewidth=1.4,
+        zorder=3 if filled else 2,
+    )
     lo = [y if _nan(v) else v for v, y in zip(lo, ys)]
     hi = [y if _nan(v) else v for v, y in zip(hi, ys)]
     ax.fill_between(xs, lo, hi, color=color, alpha=0.15, linewidth=0)
@@ -116,8 +144,10 @@ def pdl_axis(ax, rows: list[dict], top: bool = True) -> None:
         import numpy as np
 
         p_ul = p_ul_dbm(rows)
-        sec = ax.secondary_xaxis("top", functions=(lambda p: 10 ** ((p - p_ul) / 10.0),
-                                                   lambda r: p_ul + 10.0 * np.log10(np.maximum(r, 1e-30))))
+        sec = ax.secondary_xaxis(
+            "top",
+            functions=(lambda p: 10 ** ((p - p_ul) / 10.0), lambda r: p_ul + 10.0 * np.log10(np.maximum(r, 1e-30))),
+        )
         sec.set_xticks([r for _, r in pts], [f"{r:g}" for _, r in pts])
         sec.set_xlabel("P$^{dl}$ / P$^{ul}$", fontsize=8)
         sec.tick_params(labelsize=8)
@@ -136,8 +166,16 @@ def fit_means(ax, rows: list[dict], metrics, margin: float = 0.15) -> None:
     lo, hi = lo - pad, hi + pad
     if any(e < lo or e > hi for e in ends):
         ax.set_ylim(lo, hi)
-        ax.text(0.99, 0.01, "95% bands clipped at the frame", transform=ax.transAxes, ha="right", va="bottom",
-                fontsize=6, color="0.4")
+        ax.text(
+            0.99,
+            0.01,
+            "95% bands clipped at the frame",
+            transform=ax.transAxes,
+            ha="right",
+            va="bottom",
+            fontsize=6,
+            color="0.4",
+        )
 
 
 def value_ticks(ax, values, unit: str = "") -> None:
@@ -170,7 +208,7 @@ def by(rows: list[dict], key: str | tuple[str, ...]) -> dict[Any, list[dict]]:
 
 
 def fmt_ci(r: dict, m: str, digits: int = 1) -> str:
-    """"12.3 [11.0, 13.6]"."""
+    """ "12.3 [11.0, 13.6]"."""
     v, lo, hi = r.get(m), r.get(m + "_lo"), r.get(m + "_hi")
     if _nan(v):
         return "n/a"

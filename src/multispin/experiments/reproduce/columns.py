@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 PARAM_DOCS: dict[str, str] = {
     "preset": "model pair (scenario preset): paper-qwen (Qwen2.5-0.5B → 14B) or paper-r1 (R1-Distill 1.5B → 32B)",
@@ -80,18 +81,28 @@ METRIC_DOCS: dict[str, str] = {
     "goodput_perfect": "fig8: adaptive G on the true channel, planned on it (perfect knowledge, the paper's assumption), tokens/s",
     "goodput_naive": "fig8: adaptive G on the true channel, planned on the estimate taken as exact, tokens/s",
     "goodput_robust": "fig8: adaptive G on the true channel, planned over posterior channel draws given the estimate, tokens/s",
-    **{f"goodput_{k}_{b}": f"fig8: as goodput_{k}, with every rejected device in {b.replace('all_', '').upper()} mode, tokens/s"
-       for k in ("perfect", "naive", "robust") for b in ("all_ul", "all_dl")},
-    **{f"gamma_{k}{s}": f"fig8: mean draft length of the {k} plan" + (f" ({s[1:].replace('_', '-')})" if s else " (adaptive)")
-       for k in ("naive", "robust") for s in ("", "_all_ul", "_all_dl")},
+    **{
+        f"goodput_{k}_{b}": f"fig8: as goodput_{k}, with every rejected device in {b.replace('all_', '').upper()} mode, tokens/s"
+        for k in ("perfect", "naive", "robust")
+        for b in ("all_ul", "all_dl")
+    },
+    **{
+        f"gamma_{k}{s}": f"fig8: mean draft length of the {k} plan"
+        + (f" ({s[1:].replace('_', '-')})" if s else " (adaptive)")
+        for k in ("naive", "robust")
+        for s in ("", "_all_ul", "_all_dl")
+    },
     "rho": "fig8: correlation ρ = J0(2π f_D Δt) between the pilots' block and the round's",
     "round_ms": "fig8: Δt, the previous round's duration T_comp + E[T_comm] (ms), over which the channel ages",
     "posterior_var": "fig8: variance of the round's fading given the estimate, 1 − ρ²/(1 + σ²) (0: known, 1: nothing known)",
     "gom_naive_vs_perfect_pct": "fig8: 100·(mean G_naive / mean G_perfect − 1): goodput lost by planning on the estimate (%)",
     "gom_robust_vs_perfect_pct": "fig8: 100·(mean G_robust / mean G_perfect − 1) (%)",
     "gom_robust_vs_naive_pct": "fig8: 100·(mean G_robust / mean G_naive − 1): what robust planning recovers (%)",
-    **{f"gom_{k}_vs_{b}_pct": f"fig8: gain of adaptive over {b.replace('_', '-')} with {k} knowledge, 100·(mean G_{k} / mean G_{k}_{b} − 1) (%)"
-       for k in ("perfect", "naive", "robust") for b in ("all_ul", "all_dl")},
+    **{
+        f"gom_{k}_vs_{b}_pct": f"fig8: gain of adaptive over {b.replace('_', '-')} with {k} knowledge, 100·(mean G_{k} / mean G_{k}_{b} − 1) (%)"
+        for k in ("perfect", "naive", "robust")
+        for b in ("all_ul", "all_dl")
+    },
     "payload_bits_sparse": "bits of one distribution, sparse top-V_eff (the paper's payload)",
     "payload_bits_lattice": "bits of one distribution, lattice codec",
 }

@@ -100,10 +100,17 @@ class RunConfig:
         return self.n_saa if self.n_saa is not None else scenario_n_saa
 
     def to_dict(self) -> dict[str, Any]:
-        return {"out": str(self.out), "quick": self.quick, "preset": self.preset, "seed": self.seed,
-                "workers": self.workers, "drops": self.drops_per_point, "n_saa": self.n_saa,
-                "noise_figure_db": self.noise_figure,
-                "figures": list(self.figures) if self.figures else None}
+        return {
+            "out": str(self.out),
+            "quick": self.quick,
+            "preset": self.preset,
+            "seed": self.seed,
+            "workers": self.workers,
+            "drops": self.drops_per_point,
+            "n_saa": self.n_saa,
+            "noise_figure_db": self.noise_figure,
+            "figures": list(self.figures) if self.figures else None,
+        }
 
 
 def canonical(obj: Any) -> str:
@@ -150,14 +157,26 @@ class Point:
     def scenario_dict(self) -> dict[str, Any]:
         from multispin.system import get_preset
 
-        return get_preset(self.preset).override(self.overrides).to_dict() if self.overrides \
+        return (
+            get_preset(self.preset).override(self.overrides).to_dict()
+            if self.overrides
             else get_preset(self.preset).to_dict()
+        )
 
     def cache_key(self, base_seed: int, start: int, stop: int, scenario: dict[str, Any] | None = None) -> str:
         sc = dict(scenario if scenario is not None else self.scenario_dict())
         sc.pop("seed", None)
-        return digest({"study": self.study, "label": self.label, "scenario": sc, "options": self.options,
-                       "base_seed": base_seed, "drops": [start, stop], "code": code_version()})
+        return digest(
+            {
+                "study": self.study,
+                "label": self.label,
+                "scenario": sc,
+                "options": self.options,
+                "base_seed": base_seed,
+                "drops": [start, stop],
+                "code": code_version(),
+            }
+        )
 
 
 def default_workers() -> int:

@@ -78,8 +78,10 @@ def run_csi_drop(scenario: dict[str, Any], options: dict[str, Any]) -> dict[str,
     # one draw per evaluation sample for the naive and robust plans, and the first CSI_REPLICATES
     # draws for the perfect-knowledge plan, which is re-planned on each
     held_out = est.posterior_gains(stream(sc.seed, "montecarlo", 2), u.shape[0], recip)
-    truths = [world.instance(1, ChannelState(held_out[0][r], held_out[1][r], proc.path_loss))
-              for r in range(int(options["replicates"]))]
+    truths = [
+        world.instance(1, ChannelState(held_out[0][r], held_out[1][r], proc.path_loss))
+        for r in range(int(options["replicates"]))
+    ]
     row: dict[str, float] = {"rho": est.rho, "round_ms": 1e3 * dt_s, "posterior_var": est.posterior_moments()[1]}
     for modes, suffix in CSI_MODES:
         naive = plan_on_estimate(naive_inst, u, "naive", modes=modes)

@@ -56,8 +56,9 @@ def run_drop(scenario: dict[str, Any], options: dict[str, Any]) -> dict[str, flo
     inst = world.instance(0)
     u = world.saa_uniforms(0)
     obj = SAAObjective(inst, u, "optimal", "equal")
-    baselines = baseline_plans(inst, u, world.mode_uniforms(0), modes=bool(options.get("modes")),
-                               draft_lengths=bool(options.get("drafts")))
+    baselines = baseline_plans(
+        inst, u, world.mode_uniforms(0), modes=bool(options.get("modes")), draft_lengths=bool(options.get("drafts"))
+    )
     p = plan(inst, uniforms=u, extra_starts={n: dp.draft_len for n, dp in baselines.items()})
     g = p.draft_len
     gp = p.goodput
@@ -71,7 +72,9 @@ def run_drop(scenario: dict[str, Any], options: dict[str, Any]) -> dict[str, flo
         # the certificate: no γ does better on this drop's samples than the communication-aware bound
         # the exact-table part only up to REPRODUCE_TABLE_MAX_DEVICES: 2^K rejected sets per drop cost
         # seconds each at K = 20, over hundreds of drops; above it the (looser) single-device bound
-        "g_comm_bound": (cb := communication_bound(obj, g, table=inst.num_devices <= REPRODUCE_TABLE_MAX_DEVICES).value),
+        "g_comm_bound": (
+            cb := communication_bound(obj, g, table=inst.num_devices <= REPRODUCE_TABLE_MAX_DEVICES).value
+        ),
         "gap_comm_bound_pct": 100.0 * (1.0 - gp.goodput_tokens_per_s / cb),
         "e_t_comm_ms": 1e3 * gp.e_t_comm_s,
         "t_comp_ms": 1e3 * gp.t_comp_s,

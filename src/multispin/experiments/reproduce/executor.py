@@ -20,9 +20,10 @@ import importlib.util
 import logging
 import multiprocessing
 import signal
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from multispin.errors import ConfigError
 
@@ -40,8 +41,13 @@ def check_executor(executor: str, address: str | None) -> None:
         raise ConfigError(_RAY_MISSING)
 
 
-def run_calls(fn: Callable[..., Any], calls: dict[Any, tuple], executor: str = "local", workers: int = 1,
-              address: str | None = None) -> Iterator[tuple[Any, Any]]:
+def run_calls(
+    fn: Callable[..., Any],
+    calls: dict[Any, tuple],
+    executor: str = "local",
+    workers: int = 1,
+    address: str | None = None,
+) -> Iterator[tuple[Any, Any]]:
     """``(key, fn(*args))`` for every ``key: args`` of ``calls``, as they finish."""
     check_executor(executor, address)
     if executor == "ray":
@@ -66,8 +72,9 @@ def _ignore_sigint() -> None:
 
 
 def _pool(fn, calls, workers) -> Iterator[tuple[Any, Any]]:
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(calls)), mp_context=_pool_context(),
-                               initializer=_ignore_sigint)
+    pool = ProcessPoolExecutor(
+        max_workers=min(workers, len(calls)), mp_context=_pool_context(), initializer=_ignore_sigint
+    )
     try:
         pending = {pool.submit(fn, *args): key for key, args in calls.items()}
         while pending:

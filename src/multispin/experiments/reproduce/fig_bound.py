@@ -10,8 +10,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from multispin.experiments.reproduce._figure import PAIR_LABEL, PAIR_STYLE, band, by, legend, pdl_axis, pyplot, \
-    save, select, value_ticks, with_pdl_dbm
+from multispin.experiments.reproduce._figure import (
+    PAIR_LABEL,
+    PAIR_STYLE,
+    band,
+    by,
+    legend,
+    pdl_axis,
+    pyplot,
+    save,
+    select,
+    value_ticks,
+    with_pdl_dbm,
+)
 
 NAME = "fig6_bound"
 TITLE = "G / max_γ G_max: distance to the free-communication bound (our addition)"
@@ -34,16 +45,28 @@ def plot(rows: list[dict], path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
     pdl = with_pdl_dbm([r for r in rows if r["sweep"] == "pdl"])
     for preset, rs in by(pdl, "preset").items():
-        band(axes[0], rs, "p_dl_dbm", "g_ratio_bound", PAIR_LABEL.get(preset, preset),
-             style=PAIR_STYLE.get(preset, PAIR_STYLE["paper-r1"]))
+        band(
+            axes[0],
+            rs,
+            "p_dl_dbm",
+            "g_ratio_bound",
+            PAIR_LABEL.get(preset, preset),
+            style=PAIR_STYLE.get(preset, PAIR_STYLE["paper-r1"]),
+        )
     pdl_axis(axes[0], pdl)
     users = [r for r in rows if r["sweep"] == "devices"]
     for (preset, ratio), rs in by(users, ("preset", "pdl_ratio")).items():
         st = dict(PAIR_STYLE.get(preset, PAIR_STYLE["paper-r1"]))
         st["linestyle"] = RATIO_LINE.get(ratio, ":")
         st["filled"] = ratio == min(RATIO_LINE)
-        band(axes[1], rs, "devices", "g_ratio_bound", f"{PAIR_LABEL.get(preset, preset)}, "
-             f"P$^{{dl}}$/P$^{{ul}}$ = {ratio:g}", style=st)
+        band(
+            axes[1],
+            rs,
+            "devices",
+            "g_ratio_bound",
+            f"{PAIR_LABEL.get(preset, preset)}, P$^{{dl}}$/P$^{{ul}}$ = {ratio:g}",
+            style=st,
+        )
     axes[1].set_xlabel("number of devices K")
     value_ticks(axes[1], [r["devices"] for r in users])
     for ax in axes:
@@ -63,11 +86,15 @@ def describe(rows: list[dict]) -> str:
     if pdl:
         lo = min(pdl, key=lambda r: r["g_ratio_bound"])
         hi = max(pdl, key=lambda r: r["g_ratio_bound"])
-        out.append(f"Over the P^dl sweep G over the free-communication bound ranges from {lo['g_ratio_bound']:.2f} "
-                   f"({lo['preset']}, P^dl/P^ul = {lo['pdl_ratio']:g}) to {hi['g_ratio_bound']:.2f} ({hi['preset']}, "
-                   f"{hi['pdl_ratio']:g}).")
+        out.append(
+            f"Over the P^dl sweep G over the free-communication bound ranges from {lo['g_ratio_bound']:.2f} "
+            f"({lo['preset']}, P^dl/P^ul = {lo['pdl_ratio']:g}) to {hi['g_ratio_bound']:.2f} ({hi['preset']}, "
+            f"{hi['pdl_ratio']:g})."
+        )
     if users:
         lo = min(users, key=lambda r: r["g_ratio_bound"])
-        out.append(f"Over the K sweep its lowest value is {lo['g_ratio_bound']:.2f} ({lo['preset']}, K = "
-                   f"{lo['devices']}, P^dl/P^ul = {lo['pdl_ratio']:g}).")
+        out.append(
+            f"Over the K sweep its lowest value is {lo['g_ratio_bound']:.2f} ({lo['preset']}, K = "
+            f"{lo['devices']}, P^dl/P^ul = {lo['pdl_ratio']:g})."
+        )
     return " ".join(out)

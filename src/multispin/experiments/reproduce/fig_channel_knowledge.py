@@ -12,8 +12,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from multispin.experiments.reproduce._figure import PAIR_LABEL, STYLE, band, by, fit_means, fmt_ci, legend, \
-    pyplot, save, select
+from multispin.experiments.reproduce._figure import (
+    PAIR_LABEL,
+    STYLE,
+    band,
+    by,
+    fit_means,
+    fmt_ci,
+    legend,
+    pyplot,
+    save,
+    select,
+)
 from multispin.experiments.reproduce.claims import _sign
 
 NAME = "fig8_channel_knowledge"
@@ -26,11 +36,21 @@ STATEMENT_SPEEDS_KMH = (3.0, 30.0, 120.0)
 METRICS = tuple(
     [f"goodput_{k}{s}" for k in KNOWLEDGE for s in ("", "_all_ul", "_all_dl")]
     + [f"gamma_{k}{s}" for k in ("naive", "robust") for s in ("", "_all_ul", "_all_dl")]
-    + ["rho", "round_ms", "posterior_var", "gom_naive_vs_perfect_pct", "gom_robust_vs_perfect_pct",
-       "gom_robust_vs_naive_pct"]
-    + [f"gom_{k}_vs_{b}_pct" for k in KNOWLEDGE for b in ("all_ul", "all_dl")])
-LOOK = {"perfect": dict(color="k", marker="D", linestyle="--"),
-        "naive": dict(color="C3", marker="v", linestyle="-."), "robust": dict(STYLE["adaptive"])}
+    + [
+        "rho",
+        "round_ms",
+        "posterior_var",
+        "gom_naive_vs_perfect_pct",
+        "gom_robust_vs_perfect_pct",
+        "gom_robust_vs_naive_pct",
+    ]
+    + [f"gom_{k}_vs_{b}_pct" for k in KNOWLEDGE for b in ("all_ul", "all_dl")]
+)
+LOOK = {
+    "perfect": dict(color="k", marker="D", linestyle="--"),
+    "naive": dict(color="C3", marker="v", linestyle="-."),
+    "robust": dict(STYLE["adaptive"]),
+}
 
 
 def table(summaries: dict[str, list[dict]]) -> list[dict]:
@@ -72,16 +92,30 @@ def plot(rows: list[dict], path: Path) -> None:
         _speed_axis(ax[0], speed)
         ax[1].set_xlabel("pilot SNR (dB), static channel")
         if not pilot:
-            ax[1].text(0.5, 0.5, "pilot-SNR sweep not in this run (--quick)", ha="center", va="center",
-                       transform=ax[1].transAxes, fontsize=9, color="0.4")
-        ax[0].set_title(f"{PAIR_LABEL.get(preset, preset)}: speed (pilot SNR "
-                        f"{speed[0]['pilot_snr_db']:g} dB)" if speed else PAIR_LABEL.get(preset, preset), fontsize=10)
+            ax[1].text(
+                0.5,
+                0.5,
+                "pilot-SNR sweep not in this run (--quick)",
+                ha="center",
+                va="center",
+                transform=ax[1].transAxes,
+                fontsize=9,
+                color="0.4",
+            )
+        ax[0].set_title(
+            f"{PAIR_LABEL.get(preset, preset)}: speed (pilot SNR {speed[0]['pilot_snr_db']:g} dB)"
+            if speed
+            else PAIR_LABEL.get(preset, preset),
+            fontsize=10,
+        )
         for a in ax:
             a.grid(alpha=0.3)
             legend(a)
-    fig.suptitle("Imperfect and outdated channel knowledge: perfect, naive and robust planning "
-                 "(goodput on the true channel; 95% CI over drops, gains of means paired on the same drops)",
-                 fontsize=10)
+    fig.suptitle(
+        "Imperfect and outdated channel knowledge: perfect, naive and robust planning "
+        "(goodput on the true channel; 95% CI over drops, gains of means paired on the same drops)",
+        fontsize=10,
+    )
     save(fig, path)
 
 
@@ -97,15 +131,22 @@ def describe(rows: list[dict]) -> str:
         if not pts:
             continue
         snr = pts[0][1]["pilot_snr_db"]
-        lost = "; ".join(f"{v:g} km/h (posterior variance {r['posterior_var']:.2f}): naive {fmt_ci(r, 'gom_naive_vs_perfect_pct')}%, robust "
-                         f"{fmt_ci(r, 'gom_robust_vs_perfect_pct')}% of the perfect-knowledge goodput "
-                         f"{fmt_ci(r, 'goodput_perfect')} tokens/s, robust over naive "
-                         f"{fmt_ci(r, 'gom_robust_vs_naive_pct')}%" for v, r in pts)
-        gains = "; ".join(f"{v:g} km/h: perfect {fmt_ci(r, 'gom_perfect_vs_all_dl_pct')}%, naive "
-                          f"{fmt_ci(r, 'gom_naive_vs_all_dl_pct')}%, robust {fmt_ci(r, 'gom_robust_vs_all_dl_pct')}%"
-                          for v, r in pts)
-        parts.append(f"{PAIR_LABEL.get(preset, preset)}, pilot SNR {snr:g} dB, goodput relative to perfect knowledge "
-                     f"(%): {lost}. Gain of adaptive modes over all-DL: {gains}.")
+        lost = "; ".join(
+            f"{v:g} km/h (posterior variance {r['posterior_var']:.2f}): naive {fmt_ci(r, 'gom_naive_vs_perfect_pct')}%, robust "
+            f"{fmt_ci(r, 'gom_robust_vs_perfect_pct')}% of the perfect-knowledge goodput "
+            f"{fmt_ci(r, 'goodput_perfect')} tokens/s, robust over naive "
+            f"{fmt_ci(r, 'gom_robust_vs_naive_pct')}%"
+            for v, r in pts
+        )
+        gains = "; ".join(
+            f"{v:g} km/h: perfect {fmt_ci(r, 'gom_perfect_vs_all_dl_pct')}%, naive "
+            f"{fmt_ci(r, 'gom_naive_vs_all_dl_pct')}%, robust {fmt_ci(r, 'gom_robust_vs_all_dl_pct')}%"
+            for v, r in pts
+        )
+        parts.append(
+            f"{PAIR_LABEL.get(preset, preset)}, pilot SNR {snr:g} dB, goodput relative to perfect knowledge "
+            f"(%): {lost}. Gain of adaptive modes over all-DL: {gains}."
+        )
     return " ".join(parts)
 
 
@@ -119,13 +160,17 @@ def statement(rows: list[dict]) -> str:
     for preset, prs in by(rows, "preset").items():
         groups: dict[str, list[str]] = {"matters": [], "no difference": [], "hurts": []}
         for r in prs:
-            where = (f"{r['speed_kmh']:g} km/h" if r["sweep"] == "speed" else f"pilot SNR {r['pilot_snr_db']:g} dB "
-                     "(static)")
+            where = (
+                f"{r['speed_kmh']:g} km/h" if r["sweep"] == "speed" else f"pilot SNR {r['pilot_snr_db']:g} dB (static)"
+            )
             s = _sign(r, "gom_robust_vs_naive_pct")  # +1 / −1: the interval excludes 0; 0 spans it; None: a tie
             key = "matters" if s == 1 else "hurts" if s == -1 else "no difference"
             groups[key].append(f"{where}: {fmt_ci(r, 'gom_robust_vs_naive_pct')}%")
-        lines.append(f"- **{PAIR_LABEL.get(preset, preset)}**: robust planning over naive planning — "
-                     + "; ".join(f"**{k}** at {', '.join(v)}" for k, v in groups.items() if v) + ".")
+        lines.append(
+            f"- **{PAIR_LABEL.get(preset, preset)}**: robust planning over naive planning — "
+            + "; ".join(f"**{k}** at {', '.join(v)}" for k, v in groups.items() if v)
+            + "."
+        )
     return "\n".join(lines)
 
 
@@ -137,18 +182,26 @@ def section(out: Path) -> str:
     if not p.exists():
         return ""
     rows = read_csv(p)
-    return "\n".join([
-        "## Beyond the paper: imperfect and outdated channel knowledge", "",
-        "The paper plans every round on channels known exactly and constant through the round. Figure 8 drops "
-        "that assumption (docs/channel-knowledge.md): the fading evolves between rounds (Gauss–Markov, ρ = "
-        "J0(2π f_D Δt) over the previous round's duration, 3.5 GHz) and the server knows it from noisy pilots of "
-        "the previous round. Modes and powers still react to the channel known after verification; the draft "
-        "lengths are planned on the estimate (naive) or over posterior channel draws (robust). Goodput on the true "
-        "channel, 95% intervals paired on the same drops. Robust planning matters where its gain over naive "
-        "planning has an interval above 0:", "",
-        statement(rows), "",
-        describe(rows), "",
-        "Caveat: at these SNRs E[T_comm] diverges under any uncertain Gaussian channel (a correction's airtime grows "
-        "like 1/|h|²); the numbers are SAA estimates at N_SAA samples, and an outage rule (a deadline on the "
-        "correction: the running system's clock has one, this study does not use it) is what would make them "
-        "converge.", ""])
+    return "\n".join(
+        [
+            "## Beyond the paper: imperfect and outdated channel knowledge",
+            "",
+            "The paper plans every round on channels known exactly and constant through the round. Figure 8 drops "
+            "that assumption (docs/channel-knowledge.md): the fading evolves between rounds (Gauss–Markov, ρ = "
+            "J0(2π f_D Δt) over the previous round's duration, 3.5 GHz) and the server knows it from noisy pilots of "
+            "the previous round. Modes and powers still react to the channel known after verification; the draft "
+            "lengths are planned on the estimate (naive) or over posterior channel draws (robust). Goodput on the true "
+            "channel, 95% intervals paired on the same drops. Robust planning matters where its gain over naive "
+            "planning has an interval above 0:",
+            "",
+            statement(rows),
+            "",
+            describe(rows),
+            "",
+            "Caveat: at these SNRs E[T_comm] diverges under any uncertain Gaussian channel (a correction's airtime grows "
+            "like 1/|h|²); the numbers are SAA estimates at N_SAA samples, and an outage rule (a deadline on the "
+            "correction: the running system's clock has one, this study does not use it) is what would make them "
+            "converge.",
+            "",
+        ]
+    )

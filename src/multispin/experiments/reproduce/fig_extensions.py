@@ -12,15 +12,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from multispin.experiments.reproduce._figure import band, fmt_ci, legend, pdl_axis, pyplot, save, select, \
-    with_pdl_dbm
+from multispin.experiments.reproduce._figure import band, fmt_ci, legend, pdl_axis, pyplot, save, select, with_pdl_dbm
 
 NAME = "fig5_extensions"
 TITLE = "Gain of the optimised bandwidth split and of the lattice codec (our additions)"
 STUDIES = ("extensions",)
 PARAMS = ("preset", "pdl_ratio", "p_dl_dbm")
-METRICS = ("goodput", "goodput_opt_split", "goodput_lattice", "gom_opt_split_pct", "gom_lattice_pct",
-           "gamma_mean", "gamma_mean_lattice", "payload_bits_sparse", "payload_bits_lattice")
+METRICS = (
+    "goodput",
+    "goodput_opt_split",
+    "goodput_lattice",
+    "gom_opt_split_pct",
+    "gom_lattice_pct",
+    "gamma_mean",
+    "gamma_mean_lattice",
+    "payload_bits_sparse",
+    "payload_bits_lattice",
+)
 
 
 def table(summaries: dict[str, list[dict]]) -> list[dict]:
@@ -57,7 +65,9 @@ def describe(rows: list[dict]) -> str:
     if not rows:
         return ""
     a, b = rows[0], rows[-1]
-    return (f"The optimised bandwidth split gains {fmt_ci(a, 'gom_opt_split_pct')}% at P^dl/P^ul = {a['pdl_ratio']:g} "
-            f"and {fmt_ci(b, 'gom_opt_split_pct')}% at {b['pdl_ratio']:g} (at unchanged draft lengths); the lattice "
-            f"codec ({b['payload_bits_lattice']:.0f} instead of {b['payload_bits_sparse']:.0f} bits per distribution) "
-            f"gains {fmt_ci(a, 'gom_lattice_pct')}% and {fmt_ci(b, 'gom_lattice_pct')}%.")
+    return (
+        f"The optimised bandwidth split gains {fmt_ci(a, 'gom_opt_split_pct')}% at P^dl/P^ul = {a['pdl_ratio']:g} "
+        f"and {fmt_ci(b, 'gom_opt_split_pct')}% at {b['pdl_ratio']:g} (at unchanged draft lengths); the lattice "
+        f"codec ({b['payload_bits_lattice']:.0f} instead of {b['payload_bits_sparse']:.0f} bits per distribution) "
+        f"gains {fmt_ci(a, 'gom_lattice_pct')}% and {fmt_ci(b, 'gom_lattice_pct')}%."
+    )

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from multispin.experiments.reproduce._figure import STYLE, band, fmt_ci, legend, pyplot, save, select, \
-    value_ticks
+from multispin.experiments.reproduce._figure import STYLE, band, fmt_ci, legend, pyplot, save, select, value_ticks
 
 NAME = "fig4_resources"
 TITLE = "Goodput versus total bandwidth and versus cell radius (our addition)"
@@ -52,11 +51,15 @@ def describe(rows: list[dict]) -> str:
     rad = [r for r in rows if r["sweep"] == "radius"]
     out = []
     if bw:
-        out.append(f"From B = {bw[0]['bandwidth_mhz']:g} to {bw[-1]['bandwidth_mhz']:g} MHz the goodput goes "
-                   f"{fmt_ci(bw[0], 'goodput')} → {fmt_ci(bw[-1], 'goodput')} tokens/s "
-                   f"(G over the bound {fmt_ci(bw[0], 'g_ratio_bound', 2)} → {fmt_ci(bw[-1], 'g_ratio_bound', 2)}).")
+        out.append(
+            f"From B = {bw[0]['bandwidth_mhz']:g} to {bw[-1]['bandwidth_mhz']:g} MHz the goodput goes "
+            f"{fmt_ci(bw[0], 'goodput')} → {fmt_ci(bw[-1], 'goodput')} tokens/s "
+            f"(G over the bound {fmt_ci(bw[0], 'g_ratio_bound', 2)} → {fmt_ci(bw[-1], 'g_ratio_bound', 2)})."
+        )
     if rad:
-        out.append(f"From a {rad[0]['radius_m']:g} m to a {rad[-1]['radius_m']:g} m cell it goes "
-                   f"{fmt_ci(rad[0], 'goodput')} → {fmt_ci(rad[-1], 'goodput')} tokens/s "
-                   f"(G over the bound {fmt_ci(rad[0], 'g_ratio_bound', 2)} → {fmt_ci(rad[-1], 'g_ratio_bound', 2)}).")
+        out.append(
+            f"From a {rad[0]['radius_m']:g} m to a {rad[-1]['radius_m']:g} m cell it goes "
+            f"{fmt_ci(rad[0], 'goodput')} → {fmt_ci(rad[-1], 'goodput')} tokens/s "
+            f"(G over the bound {fmt_ci(rad[0], 'g_ratio_bound', 2)} → {fmt_ci(rad[-1], 'g_ratio_bound', 2)})."
+        )
     return " ".join(out)

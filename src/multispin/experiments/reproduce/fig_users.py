@@ -9,20 +9,52 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from multispin.experiments.reproduce._figure import PAIR_LABEL, STYLE, band, by, fmt_ci, legend, pyplot, \
-    save, select, value_ticks
+from multispin.experiments.reproduce._figure import (
+    PAIR_LABEL,
+    STYLE,
+    band,
+    by,
+    fmt_ci,
+    legend,
+    pyplot,
+    save,
+    select,
+    value_ticks,
+)
 
 NAME = "fig2_goodput_vs_devices"
 TITLE = "Sum goodput versus K: adaptive modes against all-UL, all-DL and random"
 STUDIES = ("users",)
 PARAMS = ("preset", "pdl_ratio", "devices", "n_saa")
-METRICS = ("goodput", "goodput_all_ul", "goodput_all_dl", "goodput_random", "gom_vs_all_ul_pct",
-           "gom_vs_all_dl_pct", "gom_vs_random_pct", "goodput_best_known", "greedy_shortfall_pct", "g_ratio",
-           "gamma_mean", "frac_no_draft", "g_ratio_bound", "gamma_all_ul", "gamma_all_dl", "gamma_random")
-SCHEMES = (("goodput", "adaptive (ours)", "adaptive"), ("goodput_all_ul", "all-UL", "all_ul"),
-           ("goodput_all_dl", "all-DL", "all_dl"), ("goodput_random", "random", "random"))
-GAINS = (("gom_vs_all_ul_pct", "vs all-UL", "all_ul"), ("gom_vs_all_dl_pct", "vs all-DL", "all_dl"),
-         ("gom_vs_random_pct", "vs random", "random"))
+METRICS = (
+    "goodput",
+    "goodput_all_ul",
+    "goodput_all_dl",
+    "goodput_random",
+    "gom_vs_all_ul_pct",
+    "gom_vs_all_dl_pct",
+    "gom_vs_random_pct",
+    "goodput_best_known",
+    "greedy_shortfall_pct",
+    "g_ratio",
+    "gamma_mean",
+    "frac_no_draft",
+    "g_ratio_bound",
+    "gamma_all_ul",
+    "gamma_all_dl",
+    "gamma_random",
+)
+SCHEMES = (
+    ("goodput", "adaptive (ours)", "adaptive"),
+    ("goodput_all_ul", "all-UL", "all_ul"),
+    ("goodput_all_dl", "all-DL", "all_dl"),
+    ("goodput_random", "random", "random"),
+)
+GAINS = (
+    ("gom_vs_all_ul_pct", "vs all-UL", "all_ul"),
+    ("gom_vs_all_dl_pct", "vs all-DL", "all_dl"),
+    ("gom_vs_random_pct", "vs random", "random"),
+)
 
 
 def table(summaries: dict[str, list[dict]]) -> list[dict]:
@@ -34,8 +66,13 @@ def plot(rows: list[dict], path: Path) -> None:
     plt = pyplot()
     pairs = by(rows, "preset")
     ratios = sorted({r["pdl_ratio"] for r in rows})
-    fig, axes = plt.subplots(2 * len(pairs), len(ratios), figsize=(5.2 * len(ratios), 3.6 * 2 * len(pairs)),
-                             squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(
+        2 * len(pairs),
+        len(ratios),
+        figsize=(5.2 * len(ratios), 3.6 * 2 * len(pairs)),
+        squeeze=False,
+        layout="constrained",
+    )
     for i, (preset, prs) in enumerate(pairs.items()):
         groups = by(prs, "pdl_ratio")
         for j, ratio in enumerate(ratios):
@@ -55,8 +92,10 @@ def plot(rows: list[dict], path: Path) -> None:
                 value_ticks(a, [r["devices"] for r in rs])
                 a.grid(alpha=0.3)
                 legend(a)
-    fig.suptitle("Goodput vs K: adaptive modes against fixed and random modes; gains of mean goodputs "
-                 "(95% CI over drops)", fontsize=10)
+    fig.suptitle(
+        "Goodput vs K: adaptive modes against fixed and random modes; gains of mean goodputs (95% CI over drops)",
+        fontsize=10,
+    )
     save(fig, path)
 
 
@@ -65,8 +104,10 @@ def describe(rows: list[dict]) -> str:
     for (preset, ratio), rs in by(rows, ("preset", "pdl_ratio")).items():
         last = rs[-1]
         worst = [(min(rs, key=lambda r: r[m]), m, label[3:]) for m, label, _ in GAINS]
-        parts.append(f"{PAIR_LABEL.get(preset, preset)}, P^dl/P^ul = {ratio:g}, K = {last['devices']}: adaptive gains "
-                     f"{fmt_ci(last, 'gom_vs_all_ul_pct')}% over all-UL, {fmt_ci(last, 'gom_vs_all_dl_pct')}% over "
-                     f"all-DL and {fmt_ci(last, 'gom_vs_random_pct')}% over random; its smallest gains over the K "
-                     "sweep are " + ", ".join(f"{w[m]:.1f}% ({name}, K = {w['devices']})" for w, m, name in worst) + ".")
+        parts.append(
+            f"{PAIR_LABEL.get(preset, preset)}, P^dl/P^ul = {ratio:g}, K = {last['devices']}: adaptive gains "
+            f"{fmt_ci(last, 'gom_vs_all_ul_pct')}% over all-UL, {fmt_ci(last, 'gom_vs_all_dl_pct')}% over "
+            f"all-DL and {fmt_ci(last, 'gom_vs_random_pct')}% over random; its smallest gains over the K "
+            "sweep are " + ", ".join(f"{w[m]:.1f}% ({name}, K = {w['devices']})" for w, m, name in worst) + "."
+        )
     return " ".join(parts)

@@ -22,10 +22,24 @@ TITLE = "Identification: every claim over the unpublished settings (noise figure
 STUDIES = ("identification",)
 SETTING_KEYS = ("noise_figure_db", "t_ver_tok_ms", "acceptance", "channel")
 PARAMS = ("preset", *SETTING_KEYS, "pdl_ratio")
-METRICS = ("gamma_mean", "gamma_mean_drafting", "frac_no_draft", "dl_fraction", "goodput", "g_ratio",
-           "gom_vs_best_uniform_pct", "gom_vs_computation_only_pct", "gom_paper_vs_best_uniform_pct",
-           "gom_paper_vs_computation_only_pct", "gom_vs_all_ul_pct", "gom_vs_all_dl_pct", "gom_vs_random_pct",
-           "gamma_all_ul", "goodput_all_ul", "greedy_shortfall_pct")
+METRICS = (
+    "gamma_mean",
+    "gamma_mean_drafting",
+    "frac_no_draft",
+    "dl_fraction",
+    "goodput",
+    "g_ratio",
+    "gom_vs_best_uniform_pct",
+    "gom_vs_computation_only_pct",
+    "gom_paper_vs_best_uniform_pct",
+    "gom_paper_vs_computation_only_pct",
+    "gom_vs_all_ul_pct",
+    "gom_vs_all_dl_pct",
+    "gom_vs_random_pct",
+    "gamma_all_ul",
+    "goodput_all_ul",
+    "greedy_shortfall_pct",
+)
 SETTINGS_CSV = "fig7_identification_settings.csv"
 STATUS_SCORE = {"PASS": 1.0, "INCONCLUSIVE": 0.5, "FAIL": 0.0}
 
@@ -54,8 +68,9 @@ def settings_table(rows: list[dict]) -> list[dict]:
     from multispin.experiments.reproduce.claims import SETTING_CLAIMS, claims_for_setting
 
     groups: dict[tuple, list[dict]] = {}
-    for r in sorted(rows, key=lambda r: (float(r["noise_figure_db"]), float(r["t_ver_tok_ms"]), r["acceptance"],
-                                         r["channel"])):
+    for r in sorted(
+        rows, key=lambda r: (float(r["noise_figure_db"]), float(r["t_ver_tok_ms"]), r["acceptance"], r["channel"])
+    ):
         groups.setdefault(_key(r), []).append(r)
     out = []
     for key, rs in groups.items():
@@ -106,8 +121,13 @@ def findings(settings: list[dict]) -> dict:
     region = [settings[i]["setting"] for i in range(len(settings)) if all(i in passes[c] for c in ours)]
     never = [c for c in ids if not passes[c]]
     conflicts = [(a, b) for a, b in combinations([c for c in ours if passes[c]], 2) if not passes[a] & passes[b]]
-    return {"claims": ids, "region": region, "never": never, "conflicts": conflicts,
-            "holds_at": {c: [settings[i]["setting"] for i in sorted(passes[c])] for c in ids}}
+    return {
+        "claims": ids,
+        "region": region,
+        "never": never,
+        "conflicts": conflicts,
+        "holds_at": {c: [settings[i]["setting"] for i in sorted(passes[c])] for c in ids},
+    }
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -115,8 +135,7 @@ def plot(rows: list[dict], path: Path) -> None:
 
     plt = pyplot()
     st = settings_table(rows)
-    fig, axes = plt.subplots(1, 2, figsize=(15, max(4.0, 0.32 * len(st) + 1.5)),
-                             gridspec_kw={"width_ratios": [1.5, 1]})
+    fig, axes = plt.subplots(1, 2, figsize=(15, max(4.0, 0.32 * len(st) + 1.5)), gridspec_kw={"width_ratios": [1.5, 1]})
     ax = axes[0]
     mat = [[STATUS_SCORE.get(s[f"claim_{c}"], float("nan")) for c in SETTING_CLAIMS] for s in st]
     ax.imshow(mat, cmap="RdYlGn", vmin=0, vmax=1, aspect="auto")
@@ -126,18 +145,36 @@ def plot(rows: list[dict], path: Path) -> None:
     for i, s in enumerate(st):
         for j, c in enumerate(SETTING_CLAIMS):
             status = s[f"claim_{c}"]
-            ax.text(j, i, short.get(status, ""), ha="center", va="center", fontsize=7,
-                    color="white" if status in ("PASS", "FAIL") else "black")
+            ax.text(
+                j,
+                i,
+                short.get(status, ""),
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="white" if status in ("PASS", "FAIL") else "black",
+            )
     ax.set_title("claim status per setting (K = 20; 6p/7p: the paper's greedy)", fontsize=9)
     ax = axes[1]
-    base = sorted([s for s in st if s["acceptance"] == "mid" and s["channel"] == "rayleigh"
-                   and not float(s["t_ver_tok_ms"])], key=lambda s: float(s["noise_figure_db"]))
+    base = sorted(
+        [s for s in st if s["acceptance"] == "mid" and s["channel"] == "rayleigh" and not float(s["t_ver_tok_ms"])],
+        key=lambda s: float(s["noise_figure_db"]),
+    )
     nf = [float(s["noise_figure_db"]) for s in base]
     for ratio, marker in ((4, "o"), (16, "s")):
-        ax.plot(nf, [s[f"gamma_mean_at_{ratio}"] for s in base], marker=marker,
-                label=rf"mean γ, $P^{{dl}}/P^{{ul}}$ = {ratio}")
-        ax.plot(nf, [10 * s[f"drafting_share_at_{ratio}"] for s in base], marker=marker, ls=":",
-                label=f"10 × drafting share, {ratio}")
+        ax.plot(
+            nf,
+            [s[f"gamma_mean_at_{ratio}"] for s in base],
+            marker=marker,
+            label=rf"mean γ, $P^{{dl}}/P^{{ul}}$ = {ratio}",
+        )
+        ax.plot(
+            nf,
+            [10 * s[f"drafting_share_at_{ratio}"] for s in base],
+            marker=marker,
+            ls=":",
+            label=f"10 × drafting share, {ratio}",
+        )
     ax.axhspan(2, 3, color="grey", alpha=0.15)
     ax.axhspan(5, 7, color="grey", alpha=0.15)
     ax.set_xlabel("noise figure (dB)")
@@ -145,8 +182,11 @@ def plot(rows: list[dict], path: Path) -> None:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     ax.set_title("draft length and drafting share vs noise figure (other settings as the preset)", fontsize=9)
-    fig.suptitle(r"Identification: every claim over the unpublished settings (noise figure, $T_{ver}^{tok}$, "
-                 "acceptance, channel)", fontsize=10)
+    fig.suptitle(
+        r"Identification: every claim over the unpublished settings (noise figure, $T_{ver}^{tok}$, "
+        "acceptance, channel)",
+        fontsize=10,
+    )
     save(fig, path)
 
 
@@ -155,12 +195,20 @@ def describe(rows: list[dict]) -> str:
     if not st:
         return ""
     f = findings(st)
-    lines = [f"{len(st)} settings, K = 20, the same drops at every setting. "
-             + (f"Every claim of the shipped search holds at: {'; '.join(f['region'])}."
-                if f["region"] else "**No setting makes every claim hold.**")]
+    lines = [
+        f"{len(st)} settings, K = 20, the same drops at every setting. "
+        + (
+            f"Every claim of the shipped search holds at: {'; '.join(f['region'])}."
+            if f["region"]
+            else "**No setting makes every claim hold.**"
+        )
+    ]
     if f["never"]:
         lines.append(f"Claims that hold at no setting: {', '.join(f['never'])}.")
     if f["conflicts"]:
-        lines.append("Claims that each hold somewhere but never together: "
-                     + ", ".join(f"{a} and {b}" for a, b in f["conflicts"]) + ".")
+        lines.append(
+            "Claims that each hold somewhere but never together: "
+            + ", ".join(f"{a} and {b}" for a, b in f["conflicts"])
+            + "."
+        )
     return " ".join(lines)

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from multispin._version import source_version
 from multispin.experiments.reproduce import (
     fig_bound,
     fig_channel_knowledge,
@@ -30,13 +31,20 @@ from multispin.experiments.reproduce import (
     identification,
 )
 from multispin.experiments.reproduce.columns import DROP_DOCS, PARAM_DOCS, ordered_columns, read_csv, write_csv
-from multispin._version import source_version
 from multispin.experiments.reproduce.config import RunConfig, code_version
 from multispin.experiments.reproduce.stats import summarise
 from multispin.experiments.reproduce.studies import POINTS, drops_for, identification_drops
 
-FIGURES: tuple[ModuleType, ...] = (fig_mode_split, fig_users, fig_draft_schemes, fig_resources, fig_extensions,
-                                   fig_bound, identification, fig_channel_knowledge)
+FIGURES: tuple[ModuleType, ...] = (
+    fig_mode_split,
+    fig_users,
+    fig_draft_schemes,
+    fig_resources,
+    fig_extensions,
+    fig_bound,
+    identification,
+    fig_channel_knowledge,
+)
 FIGURE_NAMES = tuple(m.NAME for m in FIGURES)
 STUDY_PARAMS = {
     "pdl": ("preset", "pdl_ratio"),
@@ -127,7 +135,8 @@ def summaries_from_drops(out: Path, studies: list[str]) -> dict[str, list[dict]]
         for r in read_csv(path):
             # an empty cell is a metric the drop did not compute (e.g. no mode baselines at that ratio)
             groups.setdefault(tuple(r.get(k) for k in params), []).append(
-                {k: v for k, v in r.items() if k not in params and v is not None})
+                {k: v for k, v in r.items() if k not in params and v is not None}
+            )
         summaries[s] = [summarise(dict(zip(params, key)), rows) for key, rows in groups.items()]
     return summaries
 
@@ -183,16 +192,18 @@ def reproduce(cfg: RunConfig, command: str = "") -> ReproduceResult:
     for m in modules:
         plot_figure(m, out)
     claims = check_dir(out)
-    write_csv(out / "claims.csv", [c.to_dict() for c in claims], ["id", "claim", "criterion", "measured", "status",
-                                                                   "source"])
+    write_csv(
+        out / "claims.csv", [c.to_dict() for c in claims], ["id", "claim", "criterion", "measured", "status", "source"]
+    )
     wall = time.perf_counter() - t0
     from multispin.experiments.reproduce.runner import RunStats
 
     cpu = round(RunStats.cpu_s, 1)
     from multispin.jsonout import versioned
 
-    run = versioned({"command": command, "wall_s": round(wall, 1), "cpu_s": cpu, "config": cfg.to_dict()},
-                    "reproduce-run")
+    run = versioned(
+        {"command": command, "wall_s": round(wall, 1), "cpu_s": cpu, "config": cfg.to_dict()}, "reproduce-run"
+    )
     (out / "run.json").write_text(json.dumps(run, indent=2))
     report = write_report(out, cfg, modules, claims, wall, command, cpu)
     return ReproduceResult(out, wall, claims, report)
@@ -212,19 +223,26 @@ def rebuild_report(cfg: RunConfig) -> ReproduceResult:
     except (OSError, ValueError):
         raise ConfigError(f"out: {out} has no run.json; run `multispin reproduce --out {out}` first") from None
     c = run.get("config", {})
-    cfg = RunConfig(out=out, quick=bool(c.get("quick", cfg.quick)), preset=c.get("preset", cfg.preset),
-                    seed=int(c.get("seed", cfg.seed)), workers=int(c.get("workers", cfg.workers)),
-                    drops=c.get("drops", cfg.drops), n_saa=c.get("n_saa", cfg.n_saa),
-                    noise_figure_db=c.get("noise_figure_db", cfg.noise_figure_db),
-                    figures=cfg.figures or (tuple(c["figures"]) if c.get("figures") else None))
+    cfg = RunConfig(
+        out=out,
+        quick=bool(c.get("quick", cfg.quick)),
+        preset=c.get("preset", cfg.preset),
+        seed=int(c.get("seed", cfg.seed)),
+        workers=int(c.get("workers", cfg.workers)),
+        drops=c.get("drops", cfg.drops),
+        n_saa=c.get("n_saa", cfg.n_saa),
+        noise_figure_db=c.get("noise_figure_db", cfg.noise_figure_db),
+        figures=cfg.figures or (tuple(c["figures"]) if c.get("figures") else None),
+    )
     wanted = figure_modules(cfg.figures)
     write_tables(out, wanted, summaries_from_drops(out, list(dict.fromkeys(s for m in wanted for s in m.STUDIES))))
     modules = [m for m in wanted if (out / f"{m.NAME}.csv").exists()]
     for m in modules:
         plot_figure(m, out)
     claims = check_dir(out)
-    write_csv(out / "claims.csv", [c.to_dict() for c in claims], ["id", "claim", "criterion", "measured", "status",
-                                                                   "source"])
+    write_csv(
+        out / "claims.csv", [c.to_dict() for c in claims], ["id", "claim", "criterion", "measured", "status", "source"]
+    )
     wall = float(run.get("wall_s", 0.0))
     from multispin.experiments.reproduce.runner import cache_cpu_seconds
 
@@ -233,4 +251,13 @@ def rebuild_report(cfg: RunConfig) -> ReproduceResult:
     return ReproduceResult(out, wall, claims, report)
 
 
-__all__ = ["rebuild_report", "FIGURES", "FIGURE_NAMES", "PARAM_DOCS", "DROP_DOCS", "reproduce", "export_figures", "plot_figure"]
+__all__ = [
+    "rebuild_report",
+    "FIGURES",
+    "FIGURE_NAMES",
+    "PARAM_DOCS",
+    "DROP_DOCS",
+    "reproduce",
+    "export_figures",
+    "plot_figure",
+]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-
 import math
 from pathlib import Path
 from types import ModuleType
@@ -47,12 +46,17 @@ def _assumptions(cfg: RunConfig, settings: dict) -> str:
     for preset in cfg.presets:
         sc = get_preset(preset)
         acc = ", ".join(f"{k} {v:g}" for k, v in sorted(sc.tasks.acceptance.items()))
-        how = (f"**assumed** inside the paper's range 0.82–0.95: {acc}" if sc.tasks.assumed
-               else f"**measured**: {acc} ({sc.tasks.source})")
-        lines.append(f"- **{preset}**: per-task acceptance rates α (per token, i.i.d.) {how}; each device draws "
-                     f"one task uniformly. Draft latency "
-                     f"{1e3 * sc.devices.draft_latency_s_per_token:g} ms/token × U[1, {sc.devices.draft_latency_jitter_max:g}], "
-                     f"T_ver^0 = {1e3 * sc.compute.t_ver0_s:g} ms, T_ver^1 = {1e3 * sc.compute.t_ver1_s:g} ms/device.")
+        how = (
+            f"**assumed** inside the paper's range 0.82–0.95: {acc}"
+            if sc.tasks.assumed
+            else f"**measured**: {acc} ({sc.tasks.source})"
+        )
+        lines.append(
+            f"- **{preset}**: per-task acceptance rates α (per token, i.i.d.) {how}; each device draws "
+            f"one task uniformly. Draft latency "
+            f"{1e3 * sc.devices.draft_latency_s_per_token:g} ms/token × U[1, {sc.devices.draft_latency_jitter_max:g}], "
+            f"T_ver^0 = {1e3 * sc.compute.t_ver0_s:g} ms, T_ver^1 = {1e3 * sc.compute.t_ver1_s:g} ms/device."
+        )
     lines += [
         f"- **Noise figure**: {_num(settings.get('noise_figure_db'), 1)} dB on top of N0 = −174 dBm/Hz at both ends: "
         "one physical receiver noise figure (device radios have about 5–9 dB), the presets' and every verb's "
@@ -97,25 +101,37 @@ def _identification_section(out: Path) -> str:
 
     st = read_csv(p)
     f = identification.findings(st)
-    lines = ["## Identification of the unpublished settings", "",
-             "The paper does not publish its noise level, whether verification cost grows with the batch's tokens, "
-             "its per-task acceptance rates (only their range) or how its curves treat fading. Figure 7 scores every "
-             "claim one setting can test (K = 20, main pair, a P^dl/P^ul sweep; claims 2 and 8 need the K sweep and "
-             "the defaults) at each setting, on the same drops. No setting is chosen from this table: the run uses "
-             "the physical default above.", "",
-             identification.describe(read_csv(out / f"{identification.NAME}.csv")), ""]
+    lines = [
+        "## Identification of the unpublished settings",
+        "",
+        "The paper does not publish its noise level, whether verification cost grows with the batch's tokens, "
+        "its per-task acceptance rates (only their range) or how its curves treat fading. Figure 7 scores every "
+        "claim one setting can test (K = 20, main pair, a P^dl/P^ul sweep; claims 2 and 8 need the K sweep and "
+        "the defaults) at each setting, on the same drops. No setting is chosen from this table: the run uses "
+        "the physical default above.",
+        "",
+        identification.describe(read_csv(out / f"{identification.NAME}.csv")),
+        "",
+    ]
     header = ["setting", "γ̄ at 4 (drafting)", "γ̄ at 16 (drafting)"] + [f"claim {c}" for c in SETTING_CLAIMS]
-    body = [[s["setting"],
-             f"{_num(s['gamma_mean_at_4'], 1)} ({_num(100 * float(s['drafting_share_at_4']), 0)}%)",
-             f"{_num(s['gamma_mean_at_16'], 1)} ({_num(100 * float(s['drafting_share_at_16']), 0)}%)"]
-            + [s[f"claim_{c}"] for c in SETTING_CLAIMS] for s in st]
+    body = [
+        [
+            s["setting"],
+            f"{_num(s['gamma_mean_at_4'], 1)} ({_num(100 * float(s['drafting_share_at_4']), 0)}%)",
+            f"{_num(s['gamma_mean_at_16'], 1)} ({_num(100 * float(s['drafting_share_at_16']), 0)}%)",
+        ]
+        + [s[f"claim_{c}"] for c in SETTING_CLAIMS]
+        for s in st
+    ]
     lines += [_table(header, body), ""]
     if f["conflicts"] or f["never"]:
-        lines.append("A mechanism that would explain a conflict between claims 5 and 7 (check it against the rows "
-                     "above): the draft-length trend needs rounds whose cost is dominated by communication, so that "
-                     "more DL power buys longer drafts, while a gain of only 5–10% over computation-only needs "
-                     "rounds dominated by computation, where ignoring communication costs little. The per-setting "
-                     f"numbers behind each status are in `{identification.SETTINGS_CSV}` (`measured_*`).")
+        lines.append(
+            "A mechanism that would explain a conflict between claims 5 and 7 (check it against the rows "
+            "above): the draft-length trend needs rounds whose cost is dominated by communication, so that "
+            "more DL power buys longer drafts, while a gain of only 5–10% over computation-only needs "
+            "rounds dominated by computation, where ignoring communication costs little. The per-setting "
+            f"numbers behind each status are in `{identification.SETTINGS_CSV}` (`measured_*`)."
+        )
         lines.append("")
     return "\n".join(lines)
 
@@ -137,13 +153,20 @@ def _claims_section(claims, out: Path) -> str:
         return holds.get(c.id.split(" ")[0], "—")
 
     header = ["id", "claim", "criterion", "measured", "status", "holds at (identification, K = 20)", "source"]
-    lines = ["## Checked claims (docs/system-model.md §6)", "",
-             ", ".join(f"{n} {st}" for st, n in counts.items()) + ". Computed by "
-             "`multispin.experiments.reproduce.claims` from the CSVs of this directory (also in `claims.csv`), each "
-             "claim from one table; PASS only where the 95% intervals exclude the opposite. The last-but-one column "
-             f"comes from `{identification.SETTINGS_CSV}`.", "",
-             _table(header, [[c.id, c.claim, c.criterion, c.measured, f"**{c.status}**", where(c), f"`{c.source}`"]
-                             for c in claims]), ""]
+    lines = [
+        "## Checked claims (docs/system-model.md §6)",
+        "",
+        ", ".join(f"{n} {st}" for st, n in counts.items()) + ". Computed by "
+        "`multispin.experiments.reproduce.claims` from the CSVs of this directory (also in `claims.csv`), each "
+        "claim from one table; PASS only where the 95% intervals exclude the opposite. The last-but-one column "
+        f"comes from `{identification.SETTINGS_CSV}`.",
+        "",
+        _table(
+            header,
+            [[c.id, c.claim, c.criterion, c.measured, f"**{c.status}**", where(c), f"`{c.source}`"] for c in claims],
+        ),
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -158,22 +181,36 @@ def _drop_values(out: Path, study: str, column: str) -> list[float]:
 def _optimiser_notes(out: Path) -> str:
     """How far the shipped draft-length search is from the best γ known in each drop."""
     lines = []
-    for study, against in (("pdl", "every draft-length baseline's γ and a slow reference search (iterated local "
-                                   "search from random points and kicks)"),
-                           ("users", "every mode baseline's γ")):
+    for study, against in (
+        (
+            "pdl",
+            "every draft-length baseline's γ and a slow reference search (iterated local "
+            "search from random points and kicks)",
+        ),
+        ("users", "every mode baseline's γ"),
+    ):
         short = _drop_values(out, study, "greedy_shortfall_pct")
         if not short:
             continue
-        lines.append(f"- study `{study}` ({len(short)} drops), against {against}: shortfall > 0.5% in "
-                     f"{sum(s > 0.5 for s in short)} drops, largest {max(short):.3g}%.")
+        lines.append(
+            f"- study `{study}` ({len(short)} drops), against {against}: shortfall > 0.5% in "
+            f"{sum(s > 0.5 for s in short)} drops, largest {max(short):.3g}%."
+        )
     if not lines:
         return ""
-    return "\n".join([
-        "## Note on the draft-length search", "",
-        "Diagnostic `greedy_shortfall_pct`: the optimal-mode goodput at the best draft lengths found in the same "
-        "drop by any policy (and, where run, by a slow reference search), relative to the shipped plan. The "
-        "shipped search starts from every baseline's γ, so it is never below them; a positive value means another "
-        "search found a better local optimum.", "", *lines, ""])
+    return "\n".join(
+        [
+            "## Note on the draft-length search",
+            "",
+            "Diagnostic `greedy_shortfall_pct`: the optimal-mode goodput at the best draft lengths found in the same "
+            "drop by any policy (and, where run, by a slow reference search), relative to the shipped plan. The "
+            "shipped search starts from every baseline's γ, so it is never below them; a positive value means another "
+            "search found a better local optimum.",
+            "",
+            *lines,
+            "",
+        ]
+    )
 
 
 CERTIFICATE_TARGET_PCT = 5.0  # issue 27: median gap to the communication-aware bound at most this
@@ -188,23 +225,36 @@ def _certificate_section(out: Path, studies=("pdl", "users", "resources", "exten
             continue
         med, p90 = float(np.median(gaps)), float(np.percentile(gaps, 90))
         verdict = "meets" if med <= CERTIFICATE_TARGET_PCT else "misses"
-        lines.append(f"- study `{study}` ({len(gaps)} drops): median {med:.2f}%, 90th percentile {p90:.2f}%, "
-                     f"max {gaps[-1]:.2f}% ({verdict} the ≤ {CERTIFICATE_TARGET_PCT:g}% median target)")
+        lines.append(
+            f"- study `{study}` ({len(gaps)} drops): median {med:.2f}%, 90th percentile {p90:.2f}%, "
+            f"max {gaps[-1]:.2f}% ({verdict} the ≤ {CERTIFICATE_TARGET_PCT:g}% median target)"
+        )
     if not lines:
         return ""
-    return "\n".join([
-        "## The certificate: gap to the communication-aware bound", "",
-        "`gap_comm_bound_pct` = 100·(1 − G / bound): no draft lengths reach more than the bound on the drop's own "
-        "SAA samples (docs: the optimiser's certificate), so the gap caps what any better search could add. It "
-        "includes the bound's own slack: a large gap proves nothing either way.", "", *lines, ""])
+    return "\n".join(
+        [
+            "## The certificate: gap to the communication-aware bound",
+            "",
+            "`gap_comm_bound_pct` = 100·(1 − G / bound): no draft lengths reach more than the bound on the drop's own "
+            "SAA samples (docs: the optimiser's certificate), so the gap caps what any better search could add. It "
+            "includes the bound's own slack: a large gap proves nothing either way.",
+            "",
+            *lines,
+            "",
+        ]
+    )
 
 
 def _columns_section(out: Path, modules: list[ModuleType]) -> str:
-    lines = ["## CSV columns", "",
-             "Every figure CSV has one row per point: its parameters, `n_drops`, and for each metric `m` the mean over "
-             "drops `m` with its 95% confidence interval `m_lo`, `m_hi` (and `m_n`, the drops that define it, for "
-             "metrics undefined in some drops). `drops/<study>.csv` has one row per drop with the same metric names "
-             "(no `_lo`/`_hi`), plus:", ""]
+    lines = [
+        "## CSV columns",
+        "",
+        "Every figure CSV has one row per point: its parameters, `n_drops`, and for each metric `m` the mean over "
+        "drops `m` with its 95% confidence interval `m_lo`, `m_hi` (and `m_n`, the drops that define it, for "
+        "metrics undefined in some drops). `drops/<study>.csv` has one row per drop with the same metric names "
+        "(no `_lo`/`_hi`), plus:",
+        "",
+    ]
     lines += [_table(["column", "meaning"], [[f"`{k}`", v] for k, v in DROP_DOCS.items()]), ""]
     for m in modules:
         p = out / f"{m.NAME}.csv"
@@ -216,11 +266,19 @@ def _columns_section(out: Path, modules: list[ModuleType]) -> str:
         lines += [f"### `{m.NAME}.csv`", "", _table(["column", "meaning"], [[f"`{c}`", doc_for(c)] for c in base]), ""]
     p = out / identification.SETTINGS_CSV
     if p.exists():
-        lines += [f"### `{identification.SETTINGS_CSV}`", "",
-                  _table(["column", "meaning"], [[f"`{k}`", v] for k, v in identification.SETTINGS_DOCS.items()]), ""]
-    lines += ["### `settings.csv`, `claims.csv`", "",
-              "`settings.csv`: key/value pairs of the run's defaults (what claim 8 checks). `claims.csv`: the table "
-              "above (id, claim, criterion, measured, status, source).", ""]
+        lines += [
+            f"### `{identification.SETTINGS_CSV}`",
+            "",
+            _table(["column", "meaning"], [[f"`{k}`", v] for k, v in identification.SETTINGS_DOCS.items()]),
+            "",
+        ]
+    lines += [
+        "### `settings.csv`, `claims.csv`",
+        "",
+        "`settings.csv`: key/value pairs of the run's defaults (what claim 8 checks). `claims.csv`: the table "
+        "above (id, claim, criterion, measured, status, source).",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -254,36 +312,56 @@ def _comparison_section(claims, other: Path | None) -> str:
         rows.append([c.id, c.claim, f"**{c.status}**", t, "yes" if t != c.status else ""])
         if t != c.status:
             changed.append(f"claim {c.id}: {t} there, {c.status} here")
-    lines = [f"## Claims beside `{other}`{pairs}", "",
-             "Each claim's verdict in this run next to the other run's (same checker, each on its own tables).", "",
-             _table(["id", "claim", "this run", "other run", "changed"], rows), "",
-             ("Verdicts that change: " + "; ".join(changed) + ".") if changed else "No verdict changes.", ""]
+    lines = [
+        f"## Claims beside `{other}`{pairs}",
+        "",
+        "Each claim's verdict in this run next to the other run's (same checker, each on its own tables).",
+        "",
+        _table(["id", "claim", "this run", "other run", "changed"], rows),
+        "",
+        ("Verdicts that change: " + "; ".join(changed) + ".") if changed else "No verdict changes.",
+        "",
+    ]
     return "\n".join(lines)
 
 
-def write_report(out: Path, cfg: RunConfig, modules: list[ModuleType], claims, wall_s: float, command: str,
-                 cpu_s: float | None = None) -> Path:
+def write_report(
+    out: Path,
+    cfg: RunConfig,
+    modules: list[ModuleType],
+    claims,
+    wall_s: float,
+    command: str,
+    cpu_s: float | None = None,
+) -> Path:
     from multispin.experiments.reproduce.claims import read_settings
 
     out = Path(out)
     settings = read_settings(out / "settings.csv")
-    kind = "quick run (`--quick`: fewer drops and points; not the paper's statistics)" if cfg.quick \
-        else "full run"
+    kind = "quick run (`--quick`: fewer drops and points; not the paper's statistics)" if cfg.quick else "full run"
     parts = [
-        "# Multi-SPIN reproduction report", "",
+        "# Multi-SPIN reproduction report",
+        "",
         f"Command: `{command or 'multispin reproduce'}` — {kind}; wall time {wall_s / 60:.1f} min "
         f"({wall_s:.0f} s) with {cfg.workers} worker(s)"
-        + (f"; the drops took {cpu_s:.0f} s of CPU in all (≈ {_duration(cpu_s / max(1, cfg.workers))} on "
-           f"{cfg.workers} otherwise idle cores)" if cpu_s else "")
+        + (
+            f"; the drops took {cpu_s:.0f} s of CPU in all (≈ {_duration(cpu_s / max(1, cfg.workers))} on "
+            f"{cfg.workers} otherwise idle cores)"
+            if cpu_s
+            else ""
+        )
         + f". Model pairs: {', '.join(cfg.presets)}. Code version {settings.get('source_version') or __version__} "
-          f"(drop code {settings.get('code_version')}).", "",
+        f"(drop code {settings.get('code_version')}).",
+        "",
         "Everything below is generated from the CSVs in this directory. The paper's findings are relative; the "
-        "checked-claims table says, claim by claim, what was measured and whether it holds.", "",
+        "checked-claims table says, claim by claim, what was measured and whether it holds.",
+        "",
         _claims_section(claims, out),
         _comparison_section(claims, cfg.compare_with),
         _assumptions(cfg, settings),
         _identification_section(out),
-        "## Figures", "",
+        "## Figures",
+        "",
     ]
     for m in modules:
         csv_path = out / f"{m.NAME}.csv"
@@ -291,19 +369,31 @@ def write_report(out: Path, cfg: RunConfig, modules: list[ModuleType], claims, w
             continue
         rows = read_csv(csv_path)
         text = m.describe(rows)
-        parts += [f"### {m.TITLE}", "", f"![{m.NAME}]({m.NAME}.png)", "", text, "",
-                  f"Data: [`{m.NAME}.csv`]({m.NAME}.csv); regenerate with "
-                  f"`python -m {m.__name__} --out {out} [--quick] [--export] [--plot]`.", ""]
+        parts += [
+            f"### {m.TITLE}",
+            "",
+            f"![{m.NAME}]({m.NAME}.png)",
+            "",
+            text,
+            "",
+            f"Data: [`{m.NAME}.csv`]({m.NAME}.csv); regenerate with "
+            f"`python -m {m.__name__} --out {out} [--quick] [--export] [--plot]`.",
+            "",
+        ]
     from multispin.experiments.reproduce import fig_channel_knowledge
 
     parts.append(fig_channel_knowledge.section(out))
     parts.append(_optimiser_notes(out))
     parts.append(_certificate_section(out))
     parts.append(_columns_section(out, modules))
-    parts += ["## Reproduce", "",
-              "- quick (CI): `multispin reproduce --quick --out reproduce-quick`",
-              "- full: `multispin reproduce --out reproduce-full` (all cores; resumes from `OUT/cache/` after an "
-              "interruption; a changed configuration or optimiser recomputes)", ""]
+    parts += [
+        "## Reproduce",
+        "",
+        "- quick (CI): `multispin reproduce --quick --out reproduce-quick`",
+        "- full: `multispin reproduce --out reproduce-full` (all cores; resumes from `OUT/cache/` after an "
+        "interruption; a changed configuration or optimiser recomputes)",
+        "",
+    ]
     path = out / "report.md"
     path.write_text("\n".join(parts))
     return path

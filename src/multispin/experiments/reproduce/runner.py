@@ -78,17 +78,32 @@ def _timed_chunk(scenario: dict[str, Any], options: dict[str, Any], seeds: list[
 def _write_cache(task: _Task, rows: list[dict], seconds: float) -> None:
     task.path.parent.mkdir(parents=True, exist_ok=True)
     tmp = task.path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps({"key": task.key, "study": task.point.study, "point": task.point.params,
-                               "drops": [task.start, task.stop], "cpu_s": round(seconds, 3),
-                               "rows": rows}))
+    tmp.write_text(
+        json.dumps(
+            {
+                "key": task.key,
+                "study": task.point.study,
+                "point": task.point.params,
+                "drops": [task.start, task.stop],
+                "cpu_s": round(seconds, 3),
+                "rows": rows,
+            }
+        )
+    )
     os.replace(tmp, task.path)
 
 
 def run_points(jobs: list[tuple[Point, int]], cfg: RunConfig) -> dict[tuple[str, str], list[dict]]:
     """Every drop of every ``(point, drops)``; returns rows sorted by drop, keyed by (study, point id)."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
-        TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     cache_dir = Path(cfg.out) / "cache"
     tasks: list[_Task] = []
@@ -112,9 +127,17 @@ def run_points(jobs: list[tuple[Point, int]], cfg: RunConfig) -> dict[tuple[str,
 
     studies = list(dict.fromkeys(p.study for p, _ in jobs))
     console = Console(stderr=True, file=sys.stderr)
-    progress = Progress(TextColumn("{task.description:<12}"), BarColumn(), MofNCompleteColumn(), TextColumn("drops"),
-                        TimeElapsedColumn(), TimeRemainingColumn(), console=console,
-                        disable=not cfg.progress, transient=False)
+    progress = Progress(
+        TextColumn("{task.description:<12}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("drops"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        disable=not cfg.progress,
+        transient=False,
+    )
     bars = {}
     with progress:
         for s in studies:

@@ -13,7 +13,8 @@ are drawn from a generator seeded by n alone, so the same drops give the same CS
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -51,8 +52,21 @@ def mean_ci(values: Iterable[float]) -> tuple[float, float, float, int]:
 
 
 # Metrics that are non-negative by definition (by name prefix): bootstrap intervals.
-NON_NEGATIVE_PREFIXES = ("goodput", "g_max", "g_ratio", "g_comm_bound", "gap_comm_bound", "gamma_", "frac_", "dl_fraction", "rejected_mean",
-                         "e_t_comm_ms", "t_comp_ms", "tokens_per_round", "payload_bits_")
+NON_NEGATIVE_PREFIXES = (
+    "goodput",
+    "g_max",
+    "g_ratio",
+    "g_comm_bound",
+    "gap_comm_bound",
+    "gamma_",
+    "frac_",
+    "dl_fraction",
+    "rejected_mean",
+    "e_t_comm_ms",
+    "t_comp_ms",
+    "tokens_per_round",
+    "payload_bits_",
+)
 BOOTSTRAP_RESAMPLES = 4000
 
 
@@ -82,7 +96,9 @@ def bootstrap_mean_ci(values: Iterable[float]) -> tuple[float, float, float, int
 
 def ratio_of_means_ci(num, den) -> tuple[float, float, float]:
     """100·(mean(num)/mean(den) − 1) with a 95% CI (paired delta method), over drops where both are finite."""
-    pairs = [(a, b) for a, b in zip(num, den) if a is not None and b is not None and math.isfinite(a) and math.isfinite(b)]
+    pairs = [
+        (a, b) for a, b in zip(num, den) if a is not None and b is not None and math.isfinite(a) and math.isfinite(b)
+    ]
     n = len(pairs)
     if n == 0:
         return float("nan"), float("nan"), float("nan")
@@ -117,8 +133,11 @@ GAINS_OF_MEANS = {
     "gom_naive_vs_perfect_pct": ("goodput_naive", "goodput_perfect"),
     "gom_robust_vs_perfect_pct": ("goodput_robust", "goodput_perfect"),
     "gom_robust_vs_naive_pct": ("goodput_robust", "goodput_naive"),
-    **{f"gom_{k}_vs_{b}_pct": (f"goodput_{k}", f"goodput_{k}_{b}")
-       for k in ("perfect", "naive", "robust") for b in ("all_ul", "all_dl")},
+    **{
+        f"gom_{k}_vs_{b}_pct": (f"goodput_{k}", f"goodput_{k}_{b}")
+        for k in ("perfect", "naive", "robust")
+        for b in ("all_ul", "all_dl")
+    },
 }
 
 

@@ -24,9 +24,18 @@ from typing import Any
 
 from multispin.experiments.reproduce.config import Point, RunConfig, db
 from multispin.experiments.reproduce.csi import (
-    CARRIER_HZ, CSI_DROPS_FULL, CSI_DROPS_QUICK, CSI_REPLICATES, PILOT_SNR_DB_FULL, PILOT_SNR_DB_QUICK,
-    PILOT_SWEEP_SPEED_KMH, SPEED_SWEEP_PILOT_SNR_DB, SPEEDS_KMH_FULL, SPEEDS_KMH_QUICK,
+    CARRIER_HZ,
+    CSI_DROPS_FULL,
+    CSI_DROPS_QUICK,
+    CSI_REPLICATES,
+    PILOT_SNR_DB_FULL,
+    PILOT_SNR_DB_QUICK,
+    PILOT_SWEEP_SPEED_KMH,
+    SPEED_SWEEP_PILOT_SNR_DB,
+    SPEEDS_KMH_FULL,
+    SPEEDS_KMH_QUICK,
 )
+
 # one drop's computation lives in drop.py; its names stay importable from here
 from multispin.experiments.reproduce.drop import DROP_CODE, _nan_if_empty, _pct, run_chunk, run_drop  # noqa: F401
 
@@ -85,11 +94,18 @@ def pdl_points(cfg: RunConfig) -> list[Point]:
     out = []
     for preset in cfg.presets:
         pul = _p_ul_dbm(preset)
-        for ratio in (PDL_RATIOS_QUICK if cfg.quick else PDL_RATIOS_FULL):
+        for ratio in PDL_RATIOS_QUICK if cfg.quick else PDL_RATIOS_FULL:
             ov = {**_base_overrides(cfg, preset), "radio.p_dl_dbm": pul + db(ratio)}
             # the slow reference search (diagnostic of the shipped one) at the paper's two ratios only
-            out.append(Point("pdl", {"preset": preset, "pdl_ratio": ratio}, preset, ov,
-                             {"stats": True, "drafts": True, "reference": ratio in USERS_RATIOS}))
+            out.append(
+                Point(
+                    "pdl",
+                    {"preset": preset, "pdl_ratio": ratio},
+                    preset,
+                    ov,
+                    {"stats": True, "drafts": True, "reference": ratio in USERS_RATIOS},
+                )
+            )
     return out
 
 
@@ -98,10 +114,17 @@ def users_points(cfg: RunConfig) -> list[Point]:
     for preset in cfg.presets:
         pul = _p_ul_dbm(preset)
         for ratio in USERS_RATIOS:
-            for k in (USERS_K_QUICK if cfg.quick else USERS_K_FULL):
+            for k in USERS_K_QUICK if cfg.quick else USERS_K_FULL:
                 ov = {**_base_overrides(cfg, preset), "radio.p_dl_dbm": pul + db(ratio), "devices.count": k}
-                out.append(Point("users", {"preset": preset, "pdl_ratio": ratio, "devices": k,
-                                           "n_saa": ov["optimizer.n_saa"]}, preset, ov, {"modes": True}))
+                out.append(
+                    Point(
+                        "users",
+                        {"preset": preset, "pdl_ratio": ratio, "devices": k, "n_saa": ov["optimizer.n_saa"]},
+                        preset,
+                        ov,
+                        {"modes": True},
+                    )
+                )
     return out
 
 
@@ -112,14 +135,24 @@ def resources_points(cfg: RunConfig) -> list[Point]:
     base = get_preset(preset)
     b0, r0 = base.radio.bandwidth_hz / 1e6, base.devices.drop.max_distance_m
     out = []
-    for b in (BANDWIDTH_MHZ_QUICK if cfg.quick else BANDWIDTH_MHZ_FULL):
+    for b in BANDWIDTH_MHZ_QUICK if cfg.quick else BANDWIDTH_MHZ_FULL:
         ov = {**_base_overrides(cfg, preset), "radio.bandwidth_hz": b * 1e6}
-        out.append(Point("resources", {"preset": preset, "sweep": "bandwidth", "bandwidth_mhz": b,
-                                       "radius_m": r0}, preset, ov, {}))
-    for r in (RADIUS_M_QUICK if cfg.quick else RADIUS_M_FULL):
+        out.append(
+            Point(
+                "resources",
+                {"preset": preset, "sweep": "bandwidth", "bandwidth_mhz": b, "radius_m": r0},
+                preset,
+                ov,
+                {},
+            )
+        )
+    for r in RADIUS_M_QUICK if cfg.quick else RADIUS_M_FULL:
         ov = {**_base_overrides(cfg, preset), "devices.drop.max_distance_m": r}
-        out.append(Point("resources", {"preset": preset, "sweep": "radius", "bandwidth_mhz": b0,
-                                       "radius_m": r}, preset, ov, {}))
+        out.append(
+            Point(
+                "resources", {"preset": preset, "sweep": "radius", "bandwidth_mhz": b0, "radius_m": r}, preset, ov, {}
+            )
+        )
     return out
 
 
@@ -127,7 +160,7 @@ def extensions_points(cfg: RunConfig) -> list[Point]:
     preset = cfg.main_preset
     pul = _p_ul_dbm(preset)
     out = []
-    for ratio in (EXT_RATIOS_QUICK if cfg.quick else EXT_RATIOS_FULL):
+    for ratio in EXT_RATIOS_QUICK if cfg.quick else EXT_RATIOS_FULL:
         ov = {**_base_overrides(cfg, preset), "radio.p_dl_dbm": pul + db(ratio)}
         out.append(Point("extensions", {"preset": preset, "pdl_ratio": ratio}, preset, ov, {"extensions": True}))
     return out
@@ -155,15 +188,26 @@ def identification_points(cfg: RunConfig) -> list[Point]:
     n_saa = _base_overrides(cfg, preset)["optimizer.n_saa"]
     out = []
     for st in identification_settings(cfg):
-        ov = {"optimizer.n_saa": n_saa, "radio.noise_figure_db": st["noise_figure_db"],
-              "compute.t_ver_tok_s": st["t_ver_tok_ms"] / 1e3,
-              "radio.fading": "none" if st["channel"] == "path_loss_only" else "rayleigh"}
+        ov = {
+            "optimizer.n_saa": n_saa,
+            "radio.noise_figure_db": st["noise_figure_db"],
+            "compute.t_ver_tok_s": st["t_ver_tok_ms"] / 1e3,
+            "radio.fading": "none" if st["channel"] == "path_loss_only" else "rayleigh",
+        }
         if st["acceptance"] in ID_ACCEPTANCE:
             ov["tasks.acceptance"] = ID_ACCEPTANCE[st["acceptance"]]
-        for ratio in (ID_RATIOS_QUICK if cfg.quick else ID_RATIOS_FULL):
+        for ratio in ID_RATIOS_QUICK if cfg.quick else ID_RATIOS_FULL:
             opts = {"stats": True, "drafts": True, "modes": ratio in ID_MODE_RATIOS}
-            out.append(Point("identification", {"preset": preset, **st, "pdl_ratio": ratio}, preset,
-                             {**ov, "radio.p_dl_dbm": pul + db(ratio)}, opts, seed_params=("pdl_ratio", "preset")))
+            out.append(
+                Point(
+                    "identification",
+                    {"preset": preset, **st, "pdl_ratio": ratio},
+                    preset,
+                    {**ov, "radio.p_dl_dbm": pul + db(ratio)},
+                    opts,
+                    seed_params=("pdl_ratio", "preset"),
+                )
+            )
     return out
 
 
@@ -193,13 +237,27 @@ def csi_points(cfg: RunConfig) -> list[Point]:
     speed (every pilot SNR) sees the same drops."""
     out = []
     sweeps = [("speed", v, SPEED_SWEEP_PILOT_SNR_DB) for v in (SPEEDS_KMH_QUICK if cfg.quick else SPEEDS_KMH_FULL)]
-    sweeps += [("pilot_snr", PILOT_SWEEP_SPEED_KMH, s) for s in (PILOT_SNR_DB_QUICK if cfg.quick else PILOT_SNR_DB_FULL)]
+    sweeps += [
+        ("pilot_snr", PILOT_SWEEP_SPEED_KMH, s) for s in (PILOT_SNR_DB_QUICK if cfg.quick else PILOT_SNR_DB_FULL)
+    ]
     for preset in (cfg.main_preset,) if cfg.quick else cfg.presets:
         for sweep, speed, snr in sweeps:
-            ov = {**_base_overrides(cfg, preset), "channel.speed_kmh": speed, "channel.pilot_snr_db": snr,
-                  "channel.carrier_hz": CARRIER_HZ}
-            out.append(Point("csi", {"preset": preset, "sweep": sweep, "speed_kmh": speed, "pilot_snr_db": snr},
-                             preset, ov, {"csi": True, "replicates": CSI_REPLICATES}, seed_params=("preset", "sweep")))
+            ov = {
+                **_base_overrides(cfg, preset),
+                "channel.speed_kmh": speed,
+                "channel.pilot_snr_db": snr,
+                "channel.carrier_hz": CARRIER_HZ,
+            }
+            out.append(
+                Point(
+                    "csi",
+                    {"preset": preset, "sweep": sweep, "speed_kmh": speed, "pilot_snr_db": snr},
+                    preset,
+                    ov,
+                    {"csi": True, "replicates": CSI_REPLICATES},
+                    seed_params=("preset", "sweep"),
+                )
+            )
     return out
 
 
@@ -210,14 +268,25 @@ def csi_drops(cfg: RunConfig) -> int:
     return CSI_DROPS_QUICK if cfg.quick else CSI_DROPS_FULL
 
 
-POINTS = {"pdl": pdl_points, "users": users_points, "resources": resources_points,
-          "extensions": extensions_points, "identification": identification_points, "csi": csi_points}
+POINTS = {
+    "pdl": pdl_points,
+    "users": users_points,
+    "resources": resources_points,
+    "extensions": extensions_points,
+    "identification": identification_points,
+    "csi": csi_points,
+}
 
 
 def cost_estimate(point: Point) -> float:
     """Relative cost of one drop (to start the expensive chunks first)."""
     k = float(point.overrides.get("devices.count", 20))
     n = float(point.overrides.get("optimizer.n_saa", 1000))
-    w = (1.0 + 2.0 * bool(point.options.get("modes")) + 1.5 * bool(point.options.get("extensions"))
-         + 2.0 * bool(point.options.get("reference")) + 12.0 * bool(point.options.get("csi")))
-    return w * (k ** 1.6) * (n / 1000.0) ** 0.7
+    w = (
+        1.0
+        + 2.0 * bool(point.options.get("modes"))
+        + 1.5 * bool(point.options.get("extensions"))
+        + 2.0 * bool(point.options.get("reference"))
+        + 12.0 * bool(point.options.get("csi"))
+    )
+    return w * (k**1.6) * (n / 1000.0) ** 0.7

@@ -20,21 +20,29 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from multispin.errors import ConfigError, MultispinError, ProtocolError
 from multispin.models.base import LoadedPair, SequenceLM
-from multispin.runtime.wire import messages as P
-from multispin.runtime.security.auth import SECRET_ENV, resolve_secret
-from multispin.runtime.wire.device_protocol import (
-    Closed, Committed, CorrectionRequested, DeviceProtocol, DraftRequested, Event, QRequested, Welcomed,
-)
-from multispin.runtime.security.keys import DeviceKeys, curve_client, load_device_keys
 from multispin.runtime.round.roles import Draft, DraftDevice
+from multispin.runtime.security.auth import SECRET_ENV, resolve_secret
+from multispin.runtime.security.keys import DeviceKeys, curve_client, load_device_keys
+from multispin.runtime.wire import messages as P
+from multispin.runtime.wire.device_protocol import (
+    Closed,
+    Committed,
+    CorrectionRequested,
+    DeviceProtocol,
+    DraftRequested,
+    Event,
+    QRequested,
+    Welcomed,
+)
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
 
@@ -95,7 +103,7 @@ class _Fault:
     seconds: float = 0.0
 
     @classmethod
-    def parse(cls, spec: str | None) -> "_Fault | None":
+    def parse(cls, spec: str | None) -> _Fault | None:
         """'crash:R' (exit the process on PLAN of round R), 'vanish:R' (close the socket and
         stop, for thread devices), 'stall:R:S' (sleep S seconds on PLAN of round R)."""
         if not spec:
@@ -115,13 +123,26 @@ class DeviceClient:
     """Runs one device until the server says BYE. `run()` blocks; `stop()` (any thread) makes it
     leave at the next message boundary."""
 
-    def __init__(self, server: str, device_id: int, secret: str | bytes | None, lm: SequenceLM,
-                 prompt_ids: Sequence[int], *, keys: DeviceKeys | str | os.PathLike | None = None,
-                 pair_name: str = "", draft_name: str = "",
-                 resume: bool = True, reconnects: int = 5, server_timeout_s: float = 120.0,
-                 handshake_timeout_s: float = 30.0, max_context_tokens: int = 1 << 16,
-                 fault: str | None = None, on_event: Callable[[dict], None] | None = None,
-                 drafter: Drafter | None = None):
+    def __init__(
+        self,
+        server: str,
+        device_id: int,
+        secret: str | bytes | None,
+        lm: SequenceLM,
+        prompt_ids: Sequence[int],
+        *,
+        keys: DeviceKeys | str | os.PathLike | None = None,
+        pair_name: str = "",
+        draft_name: str = "",
+        resume: bool = True,
+        reconnects: int = 5,
+        server_timeout_s: float = 120.0,
+        handshake_timeout_s: float = 30.0,
+        max_context_tokens: int = 1 << 16,
+        fault: str | None = None,
+        on_event: Callable[[dict], None] | None = None,
+        drafter: Drafter | None = None,
+    ):
         if not isinstance(device_id, int) or not 0 <= device_id <= P.MAX_DEVICE_ID:
             raise ConfigError(f"device_id: must be an integer in [0, {P.MAX_DEVICE_ID}] (got {device_id!r})")
         if len(prompt_ids) == 0:
@@ -141,8 +162,11 @@ class DeviceClient:
         self.fault = _Fault.parse(fault)
         self.on_event = on_event
         self.drafter = drafter or draft_alone
-        self._handshake_limits = P.Limits(vocab_size=lm.vocab_size, max_prompt_tokens=len(self.prompt_ids),
-                                          max_new_tokens=max(1, max_context_tokens - len(self.prompt_ids)))
+        self._handshake_limits = P.Limits(
+            vocab_size=lm.vocab_size,
+            max_prompt_tokens=len(self.prompt_ids),
+            max_new_tokens=max(1, max_context_tokens - len(self.prompt_ids)),
+        )
         self._stop = threading.Event()
         self._ctx: zmq.Context | None = None
         self.device: DraftDevice | None = None
@@ -160,9 +184,18 @@ class DeviceClient:
 
     def _outcome(self, finished: bool, reason: str, crashed: bool = False) -> DeviceOutcome:
         tokens = list(self.device.tokens) if self.device is not None else list(self.prompt_ids)
-        return DeviceOutcome(self.device_id, tokens, self._num_prompt, P.token_digest(tokens).hex(),
-                             finished, reason, self.sessions, self.rounds,
-                             self._server_digest.hex() if self._server_digest else None, crashed)
+        return DeviceOutcome(
+            self.device_id,
+            tokens,
+            self._num_prompt,
+            P.token_digest(tokens).hex(),
+            finished,
+            reason,
+            self.sessions,
+            self.rounds,
+            self._server_digest.hex() if self._server_digest else None,
+            crashed,
+        )
 
     def run(self) -> DeviceOutcome:
         self._ctx = zmq.Context()
@@ -184,10 +217,10 @@ class DeviceClient:
                         why = f"gave up after {self.reconnects} reconnects ({exc})"
                         if self.sessions:  # a server that went away mid-text: the partial text is an outcome
                             return self._outcome(False, why)
-                        raise ProtocolError(f"device {self.device_id}: {why}; is `multispin serve` running "
-                                            f"at {self.server}?") from None
-                    log.warning("device %d: %s; reconnecting (%d/%d)", self.device_id, exc, failures,
-                                self.reconnects)
+                        raise ProtocolError(
+                            f"device {self.device_id}: {why}; is `multispin serve` running at {self.server}?"
+                        ) from None
+                    log.warning("device %d: %s; reconnecting (%d/%d)", self.device_id, exc, failures, self.reconnects)
                     time.sleep(min(2.0, 0.1 * 2 ** (failures - 1)))
         finally:
             self._ctx.term()
@@ -202,11 +235,14 @@ class DeviceClient:
         if self.keys is not None:
             curve_client(sock, self.keys)
         # the lost connection (server crash, restart) and a refused key, as they happen
-        self._monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED
-                                                | zmq.EVENT_CONNECT_RETRIED
-                                                | zmq.EVENT_HANDSHAKE_FAILED_AUTH
-                                                | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
-                                                | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+        self._monitor = sock.get_monitor_socket(
+            zmq.EVENT_DISCONNECTED
+            | zmq.EVENT_HANDSHAKE_SUCCEEDED
+            | zmq.EVENT_CONNECT_RETRIED
+            | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+            | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+            | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+        )
         self._connected = False
         self._welcomed = False  # this connection's WELCOME arrived
         self._failed_handshakes = 0
@@ -235,18 +271,23 @@ class DeviceClient:
                 waited = time.monotonic() - self._refused_since
                 if waited >= REFUSED_HINT_AFTER_S and not getattr(self, "_hinted", False):
                     self._hinted = True
-                    log.warning("device %d: nothing accepts connections at %s (refused for %.0f s); is "
-                                "`multispin serve` running there, on this port? still trying", self.device_id,
-                                self.server, waited)
+                    log.warning(
+                        "device %d: nothing accepts connections at %s (refused for %.0f s); is "
+                        "`multispin serve` running there, on this port? still trying",
+                        self.device_id,
+                        self.server,
+                        waited,
+                    )
             elif ev == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
-                raise _Fatal(f"device {self.device_id}: the server refused this device's key "
-                             "(not in its allowed set)")
+                raise _Fatal(f"device {self.device_id}: the server refused this device's key (not in its allowed set)")
             elif ev in (zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL, zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL):
                 # a wrong server key looks like the server hanging up mid-handshake, every time
                 self._failed_handshakes += 1
                 if self._failed_handshakes >= 3:
-                    raise _Fatal(f"device {self.device_id}: the handshake with {self.server} failed "
-                                 f"{self._failed_handshakes} times (is server.key this server's public key?)")
+                    raise _Fatal(
+                        f"device {self.device_id}: the handshake with {self.server} failed "
+                        f"{self._failed_handshakes} times (is server.key this server's public key?)"
+                    )
             elif ev == zmq.EVENT_DISCONNECTED and self._connected:
                 raise _Reconnect("lost the connection to the server")
             elif ev == zmq.EVENT_DISCONNECTED and not self._welcomed and not self._failed_handshakes:
@@ -259,8 +300,7 @@ class DeviceClient:
     def _send(self, sock: zmq.Socket, msg: P.Message, limits: P.Limits) -> None:
         sock.send(P.encode_message(msg, limits))
 
-    def _recv(self, sock: zmq.Socket, limits: P.Limits, allowed: Sequence[str],
-              timeout_s: float) -> P.Message:
+    def _recv(self, sock: zmq.Socket, limits: P.Limits, allowed: Sequence[str], timeout_s: float) -> P.Message:
         deadline = time.monotonic() + timeout_s
         while True:
             if self._stop.is_set():
@@ -355,16 +395,18 @@ class DeviceClient:
         if held > len(w.tokens):
             # only a server whose journal was repaired takes committed tokens back; the same seed
             # draws them again, so the text is unchanged, but the operator should know
-            log.warning("device %d: the server's record is %d token(s) shorter than this device's "
-                        "(its journal was repaired); continuing from the server's record",
-                        self.device_id, held - len(w.tokens))
+            log.warning(
+                "device %d: the server's record is %d token(s) shorter than this device's "
+                "(its journal was repaired); continuing from the server's record",
+                self.device_id,
+                held - len(w.tokens),
+            )
             self._event("rolled_back", tokens=held - len(w.tokens))
         dev = DraftDevice(self.device_id, self.lm, sampling, ul, dl, w.seed, list(w.tokens))
         dev.num_prompt = w.num_prompt  # the record holds prompt + committed tokens
         self.device = dev
         self._num_prompt = w.num_prompt
-        return P.Limits.for_session(w.vocab_size, w.gamma_max, ul, dl, w.max_prompt_tokens,
-                                    w.max_new_tokens)
+        return P.Limits.for_session(w.vocab_size, w.gamma_max, ul, dl, w.max_prompt_tokens, w.max_new_tokens)
 
     def _fault_hook(self, sock: zmq.Socket, round_idx: int) -> None:
         f = self.fault
@@ -399,18 +441,20 @@ def normalise_endpoint(server: str) -> str:
             return text
     elif scheme in ("ipc", "inproc") and rest:
         return text
-    raise ConfigError(f"server: expected HOST:PORT or tcp://HOST:PORT with a port in 1..65535 "
-                      f"(got {server!r})")
+    raise ConfigError(f"server: expected HOST:PORT or tcp://HOST:PORT with a port in 1..65535 (got {server!r})")
 
 
-def resolve_credentials(keys: DeviceKeys | str | os.PathLike | None, secret: str | bytes | None,
-                        device_id: int) -> tuple[DeviceKeys | None, bytes | None]:
+def resolve_credentials(
+    keys: DeviceKeys | str | os.PathLike | None, secret: str | bytes | None, device_id: int
+) -> tuple[DeviceKeys | None, bytes | None]:
     """(device `device_id`'s keys, None) from a key folder, or (None, the shared secret) for the
     plaintext mode; raises if there is neither."""
     if keys is None:
         if secret is None and not os.environ.get(SECRET_ENV):
-            raise ConfigError("keys: give the device's key folder (made by `multispin keys device`), "
-                              "or a shared secret for a plaintext --insecure run")
+            raise ConfigError(
+                "keys: give the device's key folder (made by `multispin keys device`), "
+                "or a shared secret for a plaintext --insecure run"
+            )
         return None, resolve_secret(secret)
     found = keys if isinstance(keys, DeviceKeys) else load_device_keys(keys, device_id)
     if found.device_id != device_id:
@@ -418,12 +462,21 @@ def resolve_credentials(keys: DeviceKeys | str | os.PathLike | None, secret: str
     return found, None
 
 
-def build_device_client(server: str, device_id: int, secret: str | bytes | None,
-                        pair: str | LoadedPair, draft: str | None, prompt: str, *,
-                        keys: DeviceKeys | str | os.PathLike | None = None,
-                        resume: bool = True, reconnects: int = 5, server_timeout_s: float = 120.0,
-                        fault: str | None = None, on_event: Callable[[dict], None] | None = None
-                        ) -> "DeviceClient":
+def build_device_client(
+    server: str,
+    device_id: int,
+    secret: str | bytes | None,
+    pair: str | LoadedPair,
+    draft: str | None,
+    prompt: str,
+    *,
+    keys: DeviceKeys | str | os.PathLike | None = None,
+    resume: bool = True,
+    reconnects: int = 5,
+    server_timeout_s: float = 120.0,
+    fault: str | None = None,
+    on_event: Callable[[dict], None] | None = None,
+) -> DeviceClient:
     """A device for a named (or loaded) pair: its draft model and its tokenised prompt."""
     from multispin.models.hf import draft_lm
     from multispin.runtime.round.session import encode_prompt, resolve_pair
@@ -434,21 +487,39 @@ def build_device_client(server: str, device_id: int, secret: str | bytes | None,
     name = loaded.check_drafts([draft or loaded.default_draft], "draft")[0]
     lm = draft_lm(loaded, name)
     ids = encode_prompt(loaded, prompt)
-    return DeviceClient(server, device_id, secret, lm, ids, keys=keys, pair_name=loaded.name,
-                        draft_name=name, resume=resume, reconnects=reconnects,
-                        server_timeout_s=server_timeout_s, fault=fault, on_event=on_event)
+    return DeviceClient(
+        server,
+        device_id,
+        secret,
+        lm,
+        ids,
+        keys=keys,
+        pair_name=loaded.name,
+        draft_name=name,
+        resume=resume,
+        reconnects=reconnects,
+        server_timeout_s=server_timeout_s,
+        fault=fault,
+        on_event=on_event,
+    )
 
 
-def run_device(server: str, device_id: int, secret: str | bytes | None, pair: str | LoadedPair,
-               draft: str | None, prompt: str, **options: Any) -> DeviceOutcome:
+def run_device(
+    server: str,
+    device_id: int,
+    secret: str | bytes | None,
+    pair: str | LoadedPair,
+    draft: str | None,
+    prompt: str,
+    **options: Any,
+) -> DeviceOutcome:
     """Build a device and run it until the server says BYE; the outcome carries the decoded text."""
     from multispin.runtime.round.session import resolve_pair
 
     keys, secret = resolve_credentials(options.pop("keys", None), secret, device_id)  # fail fast
     normalise_endpoint(server)
     loaded = pair if isinstance(pair, LoadedPair) else resolve_pair(pair)
-    outcome = build_device_client(server, device_id, secret, loaded, draft, prompt, keys=keys,
-                                  **options).run()
+    outcome = build_device_client(server, device_id, secret, loaded, draft, prompt, keys=keys, **options).run()
     outcome.text = loaded.tokenizer.decode(outcome.generated, skip_special_tokens=True)
     return outcome
 

@@ -17,17 +17,18 @@ import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Literal
 
 from multispin.errors import ConfigError, ProtocolError
 from multispin.models.base import LoadedPair
+from multispin.runtime.net.server import EdgeServer, ServerConfig
+from multispin.runtime.round.engine import DraftLengthPolicy, ModePolicy, RoundOutcome, RoundPolicy
 from multispin.runtime.security.auth import resolve_secret
 from multispin.runtime.security.keys import create_keyring
 from multispin.runtime.wire.records import RoundEvent, ServerSummary, TestbedSummary
-from multispin.runtime.round.engine import DraftLengthPolicy, ModePolicy, RoundOutcome, RoundPolicy
-from multispin.runtime.net.server import EdgeServer, ServerConfig
 from multispin.speculative.warp import SamplingParams
 
 DeviceRunner = Literal["subprocess", "fork", "thread", "pool"]
@@ -35,7 +36,7 @@ POOL_HANDLE = -1  # the pool runner's one handle (a forked process hosting every
 _POOL_OPTIONS = ("resume", "reconnects", "server_timeout_s")  # device options a pool passes on
 # the device processes of every LocalTestbed of this process, so that a hard stop (a second
 # Ctrl-C, multispin.commands._interrupt) leaves none behind
-_LIVE_DEVICES: "weakref.WeakSet[Any]" = weakref.WeakSet()
+_LIVE_DEVICES: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def kill_device_processes() -> None:
@@ -101,8 +102,9 @@ class _DeviceHandle:
             self.proc.kill()
 
 
-def _run_jobs(jobs: Sequence[dict], result_path: Path | None = None,
-              on_client: Callable[[Any], None] | None = None) -> dict:
+def _run_jobs(
+    jobs: Sequence[dict], result_path: Path | None = None, on_client: Callable[[Any], None] | None = None
+) -> dict:
     """One device's jobs, one after another (each a session of its own), until the server leaves one
     unfinished (the run stopped). Returns ``{"jobs": [outcome, ...]}``, also written to
     `result_path` after every job: the server may stop before a finished job's successor is admitted,
@@ -138,14 +140,20 @@ def _remove_in_background(folder: Path) -> None:
     """Delete ``folder`` in a process of its own, which outlives this one (a steady-state run's
     key folder holds a key pair per job: thousands of files, seconds to delete on a busy disk)."""
     try:
-        subprocess.Popen(["rm", "-rf", str(folder)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, start_new_session=True)
+        subprocess.Popen(
+            ["rm", "-rf", str(folder)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     except OSError:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _fork_pool_main(server: str, pair: LoadedPair, slots: list, credentials: dict, options: dict,
-                    result_path: str, threads: int) -> None:
+def _fork_pool_main(
+    server: str, pair: LoadedPair, slots: list, credentials: dict, options: dict, result_path: str, threads: int
+) -> None:
     """Body of the forked pool process: every device's jobs, each outcome written as it ends (the
     launcher may end the process once the server stopped, as it ends a forked device)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -208,23 +216,42 @@ class LocalTestbed:
     ends (EOS or its budget); the server waits for it before the next round (`job_slots`), so every
     round runs every device while its queue lasts."""
 
-    def __init__(self, pair: str | LoadedPair = "tiny", num_devices: int = 4, max_new_tokens: int = 32,
-                 rounds: int | None = None, draft_lengths: DraftLengthPolicy | None = None,
-                 modes: ModePolicy | None = None, secret: str | bytes | None = None,
-                 log_path: str | Path | None = None, *, policy: RoundPolicy | None = None, seed: int = 0,
-                 sampling: SamplingParams | None = None, draft_len: int = 4,
-                 mode: str = "random", ul_codec: str = "dense-fp32", dl_codec: str = "dense-fp32",
-                 drafts: Sequence[str] | None = None, prompts: Sequence[str] | None = None,
-                 device_runner: DeviceRunner = "subprocess", threads: int = 1,
-                 round_timeout_s: float = 30.0, join_timeout_s: float = 180.0,
-                 idle_timeout_s: float = 60.0, on_round: Callable[[RoundEvent], None] | None = None,
-                 before_commit: Callable[[RoundOutcome], None] | None = None,
-                 on_event: Callable[[dict], None] | None = None,
-                 faults: dict[int, str] | None = None, server_options: dict | None = None,
-                 device_options: dict | None = None, insecure: bool = False,
-                 journal: str | Path | None = None,
-                 prompt_queues: Sequence[Sequence[str]] | None = None,
-                 start_timeout_s: float | None = None):
+    def __init__(
+        self,
+        pair: str | LoadedPair = "tiny",
+        num_devices: int = 4,
+        max_new_tokens: int = 32,
+        rounds: int | None = None,
+        draft_lengths: DraftLengthPolicy | None = None,
+        modes: ModePolicy | None = None,
+        secret: str | bytes | None = None,
+        log_path: str | Path | None = None,
+        *,
+        policy: RoundPolicy | None = None,
+        seed: int = 0,
+        sampling: SamplingParams | None = None,
+        draft_len: int = 4,
+        mode: str = "random",
+        ul_codec: str = "dense-fp32",
+        dl_codec: str = "dense-fp32",
+        drafts: Sequence[str] | None = None,
+        prompts: Sequence[str] | None = None,
+        device_runner: DeviceRunner = "subprocess",
+        threads: int = 1,
+        round_timeout_s: float = 30.0,
+        join_timeout_s: float = 180.0,
+        idle_timeout_s: float = 60.0,
+        on_round: Callable[[RoundEvent], None] | None = None,
+        before_commit: Callable[[RoundOutcome], None] | None = None,
+        on_event: Callable[[dict], None] | None = None,
+        faults: dict[int, str] | None = None,
+        server_options: dict | None = None,
+        device_options: dict | None = None,
+        insecure: bool = False,
+        journal: str | Path | None = None,
+        prompt_queues: Sequence[Sequence[str]] | None = None,
+        start_timeout_s: float | None = None,
+    ):
         if device_runner not in ("subprocess", "fork", "thread", "pool"):
             raise ConfigError(f"device_runner: must be subprocess, fork, thread or pool (got {device_runner!r})")
         if num_devices < 1:
@@ -238,8 +265,9 @@ class LocalTestbed:
         self.num_devices = num_devices
         # the server thread's start (bind, warm-up): generous, and growing with the devices it
         # expects, so that a loaded host does not fail a healthy run; a dead server fails at once
-        self.start_timeout_s = float(start_timeout_s or os.environ.get("MULTISPIN_SERVER_START_TIMEOUT_S")
-                                     or 120.0 + 5.0 * num_devices)
+        self.start_timeout_s = float(
+            start_timeout_s or os.environ.get("MULTISPIN_SERVER_START_TIMEOUT_S") or 120.0 + 5.0 * num_devices
+        )
         self.runner: DeviceRunner = device_runner
         self.threads = threads
         self.faults = dict(faults or {})
@@ -253,22 +281,47 @@ class LocalTestbed:
         # prompts is set above whenever there are no queues
         queues = prompt_queues or [[prompts[k % len(prompts)]] for k in range(num_devices)]  # type: ignore[index,arg-type]
         # keyed by device id: a job runs its device's draft on its own prompt
-        self.drafts = {k + num_devices * j: names[k % len(names)]
-                       for k in range(num_devices) for j in range(self.num_jobs)}
+        self.drafts = {
+            k + num_devices * j: names[k % len(names)] for k in range(num_devices) for j in range(self.num_jobs)
+        }
         self.prompts = {k + num_devices * j: queues[k][j] for k in range(num_devices) for j in range(self.num_jobs)}
         self.port = free_port() if device_runner in ("fork", "pool") else 0
-        opts = dict(host="127.0.0.1", port=self.port, expected_devices=num_devices,
-                    max_devices=ids, rounds=rounds, max_new_tokens=max_new_tokens,
-                    job_slots=num_devices if self.num_jobs > 1 else None,
-                    draft_len=draft_len, mode=mode, temperature=sampling.temperature,
-                    top_k=sampling.top_k, top_p=sampling.top_p, seed=seed, ul_codec=ul_codec,
-                    dl_codec=dl_codec, round_timeout_s=round_timeout_s,
-                    join_timeout_s=join_timeout_s, idle_timeout_s=idle_timeout_s, history=True)
+        opts = dict(
+            host="127.0.0.1",
+            port=self.port,
+            expected_devices=num_devices,
+            max_devices=ids,
+            rounds=rounds,
+            max_new_tokens=max_new_tokens,
+            job_slots=num_devices if self.num_jobs > 1 else None,
+            draft_len=draft_len,
+            mode=mode,
+            temperature=sampling.temperature,
+            top_k=sampling.top_k,
+            top_p=sampling.top_p,
+            seed=seed,
+            ul_codec=ul_codec,
+            dl_codec=dl_codec,
+            round_timeout_s=round_timeout_s,
+            join_timeout_s=join_timeout_s,
+            idle_timeout_s=idle_timeout_s,
+            history=True,
+        )
         opts.update(server_options or {})
-        self.server = EdgeServer(ServerConfig.make(**opts), self.pair, self.secret, keys=server_keys,
-                                 journal=journal, policy=policy, draft_lengths=draft_lengths, modes=modes,
-                                 log_path=log_path, on_round=on_round, before_commit=before_commit,
-                                 on_event=on_event)
+        self.server = EdgeServer(
+            ServerConfig.make(**opts),
+            self.pair,
+            self.secret,
+            keys=server_keys,
+            journal=journal,
+            policy=policy,
+            draft_lengths=draft_lengths,
+            modes=modes,
+            log_path=log_path,
+            on_round=on_round,
+            before_commit=before_commit,
+            on_event=on_event,
+        )
         self._handles: dict[int, _DeviceHandle] = {}
         self._retired: list[_DeviceHandle] = []
         self._server_thread: threading.Thread | None = None
@@ -282,8 +335,9 @@ class LocalTestbed:
         self._stopped = False
 
     @staticmethod
-    def _check_queues(queues: Sequence[Sequence[str]] | None, prompts: Sequence[str] | None,
-                      num_devices: int, runner: str) -> int:
+    def _check_queues(
+        queues: Sequence[Sequence[str]] | None, prompts: Sequence[str] | None, num_devices: int, runner: str
+    ) -> int:
         """Jobs per device: 1 without queues, else the queues' common length (validated)."""
         if queues is None:
             return 1
@@ -316,7 +370,7 @@ class LocalTestbed:
             return f"tcp://127.0.0.1:{self.port}"
         return self.server.endpoint
 
-    def start(self) -> "LocalTestbed":
+    def start(self) -> LocalTestbed:
         self._started = time.perf_counter()
         if self.runner == "pool":  # forked before any thread of ours exists, as below
             self._start_pool()
@@ -350,14 +404,24 @@ class LocalTestbed:
             if self._server_done.is_set():
                 break
             if time.monotonic() > deadline:
-                raise ProtocolError(f"server: did not start within {self.start_timeout_s:g} s "
-                                    "(start_timeout_s; a loaded host may need more)")
+                raise ProtocolError(
+                    f"server: did not start within {self.start_timeout_s:g} s "
+                    "(start_timeout_s; a loaded host may need more)"
+                )
         if self._server_error is not None:
             raise self._server_error
 
     def device_kwargs(self, k: int, fault: str | None = None) -> dict[str, Any]:
-        opts = dict(server=self.endpoint, device_id=k, secret=self.secret, keys=self.device_keys.get(k),
-                    pair=self.pair, draft=self.drafts[k], prompt=self.prompts[k], fault=fault)
+        opts = dict(
+            server=self.endpoint,
+            device_id=k,
+            secret=self.secret,
+            keys=self.device_keys.get(k),
+            pair=self.pair,
+            draft=self.drafts[k],
+            prompt=self.prompts[k],
+            fault=fault,
+        )
         opts.update(self.device_options)
         return opts
 
@@ -367,21 +431,28 @@ class LocalTestbed:
 
         self._attempt += 1
         handle = _DeviceHandle(POOL_HANDLE, "pool", self._tmp / f"pool-{self._attempt}.json")
-        slots = [[PoolDevice(d, self.prompts[d], self.drafts[d], self.faults.pop(k, None) if j == 0 else None)
-                  for j in range(self.num_jobs) for d in [k + self.num_devices * j]]
-                 for k in range(self.num_devices)]
+        slots = [
+            [
+                PoolDevice(d, self.prompts[d], self.drafts[d], self.faults.pop(k, None) if j == 0 else None)
+                for j in range(self.num_jobs)
+                for d in [k + self.num_devices * j]
+            ]
+            for k in range(self.num_devices)
+        ]
         credentials = {"secret": self.secret} if self.insecure else {"keys": dict(self.device_keys)}
         options = {key: self.device_options[key] for key in _POOL_OPTIONS if key in self.device_options}
         handle.proc = multiprocessing.get_context("fork").Process(
-            target=_fork_pool_main, name="multispin-pool", daemon=True,
-            args=(self.endpoint, self.pair, slots, credentials, options, str(handle.result_path), self.threads))
+            target=_fork_pool_main,
+            name="multispin-pool",
+            daemon=True,
+            args=(self.endpoint, self.pair, slots, credentials, options, str(handle.result_path), self.threads),
+        )
         handle.proc.start()
         _LIVE_DEVICES.add(handle.proc)
         self._handles[POOL_HANDLE] = handle
         return handle
 
-    def start_device(self, k: int, runner: DeviceRunner | None = None,
-                     fault: str | None = None) -> _DeviceHandle:
+    def start_device(self, k: int, runner: DeviceRunner | None = None, fault: str | None = None) -> _DeviceHandle:
         """Start (or restart, resuming from the server's record) device k."""
         runner = runner or self.runner
         if runner == "pool":  # a pooled device restarts as a forked one: the pool process runs on
@@ -393,9 +464,9 @@ class LocalTestbed:
         if old is not None:
             self._retired.append(old)
         handle = _DeviceHandle(k, runner, result)
-        jobs = [self.device_kwargs(k + self.num_devices * j, fault if j == 0 else None)
-                for j in range(self.num_jobs)]
+        jobs = [self.device_kwargs(k + self.num_devices * j, fault if j == 0 else None) for j in range(self.num_jobs)]
         if runner == "thread":
+
             def body() -> None:
                 try:
                     handle.outcome = _run_jobs(jobs, on_client=lambda c: setattr(handle, "client", c))
@@ -406,15 +477,35 @@ class LocalTestbed:
             handle.thread.start()
         elif runner == "fork":
             ctx = multiprocessing.get_context("fork")
-            handle.proc = ctx.Process(target=_fork_device_main, args=(jobs, str(result), self.threads),
-                                      name=f"multispin-device-{k}", daemon=True)
+            handle.proc = ctx.Process(
+                target=_fork_device_main,
+                args=(jobs, str(result), self.threads),
+                name=f"multispin-device-{k}",
+                daemon=True,
+            )
             handle.proc.start()
             _LIVE_DEVICES.add(handle.proc)
         else:
-            cmd = [sys.executable, "-m", "multispin", "device",
-                   "--server", self.endpoint, "--device-id", str(k), "--pair", self.pair.name,
-                   "--draft", self.drafts[k], "--prompt", self.prompts[k],
-                   "--threads", str(self.threads), "--result", str(result)]
+            cmd = [
+                sys.executable,
+                "-m",
+                "multispin",
+                "device",
+                "--server",
+                self.endpoint,
+                "--device-id",
+                str(k),
+                "--pair",
+                self.pair.name,
+                "--draft",
+                self.drafts[k],
+                "--prompt",
+                self.prompts[k],
+                "--threads",
+                str(self.threads),
+                "--result",
+                str(result),
+            ]
             for key, val in self.device_options.items():
                 cmd += [f"--{key.replace('_', '-')}", str(val)]
             if fault:
@@ -428,9 +519,13 @@ class LocalTestbed:
                 env = dict(os.environ)
                 env.pop("MULTISPIN_SECRET", None)
             # SIGINT ignored, as in a forked device: a terminal's Ctrl-C is the parent's to handle
-            handle.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
-                                           stderr=open(self._tmp / f"device-{k}-{self._attempt}.err", "w"),
-                                           preexec_fn=_ignore_sigint)
+            handle.proc = subprocess.Popen(
+                cmd,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=open(self._tmp / f"device-{k}-{self._attempt}.err", "w"),
+                preexec_fn=_ignore_sigint,
+            )
             _LIVE_DEVICES.add(handle.proc)
         self._handles[k] = handle
         return handle
@@ -475,28 +570,31 @@ class LocalTestbed:
             elif out is not None:
                 devices.setdefault(h.device_id, out)
         consistent = all(
-            "error" not in out and d in self._summary.devices
-            and out["tokens"] == self._summary.devices[d].tokens
+            "error" not in out and d in self._summary.devices and out["tokens"] == self._summary.devices[d].tokens
             for d, out in devices.items()
         ) and set(devices) >= {d for d, r in self._summary.devices.items() if r.finished}
         if self._stopped:  # Ctrl-C: the stop must not wait on deleting thousands of throw-away keys
             _remove_in_background(self._tmp)
         else:
             shutil.rmtree(self._tmp, ignore_errors=True)
-        return TestbedSummary(self._summary, devices, consistent,
-                              time.perf_counter() - self._started, self.log_path)
+        return TestbedSummary(self._summary, devices, consistent, time.perf_counter() - self._started, self.log_path)
 
 
-def run_local_testbed(pair: str | LoadedPair = "tiny", num_devices: int = 4,
-                      max_new_tokens: int = 32, rounds: int | None = None,
-                      draft_lengths: DraftLengthPolicy | None = None,
-                      modes: ModePolicy | None = None, secret: str | bytes | None = None,
-                      log_path: str | Path | None = None, timeout_s: float = 600.0,
-                      **options: Any) -> TestbedSummary:
+def run_local_testbed(
+    pair: str | LoadedPair = "tiny",
+    num_devices: int = 4,
+    max_new_tokens: int = 32,
+    rounds: int | None = None,
+    draft_lengths: DraftLengthPolicy | None = None,
+    modes: ModePolicy | None = None,
+    secret: str | bytes | None = None,
+    log_path: str | Path | None = None,
+    timeout_s: float = 600.0,
+    **options: Any,
+) -> TestbedSummary:
     """Start a server and `num_devices` devices on 127.0.0.1, run until every device is done (or
     `rounds` rounds), and return each device's tokens next to the server's records."""
-    bed = LocalTestbed(pair, num_devices, max_new_tokens, rounds, draft_lengths, modes, secret,
-                       log_path, **options)
+    bed = LocalTestbed(pair, num_devices, max_new_tokens, rounds, draft_lengths, modes, secret, log_path, **options)
     bed.start()
     return bed.wait(timeout_s)
 

@@ -28,9 +28,10 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from multispin.errors import ConfigError
 from multispin.models.base import BatchedLM, BatchedSequence, LoadedPair
@@ -223,12 +224,22 @@ class DevicePool:
     (steady-state jobs, as the launcher's queues: the next starts when the previous finished);
     most pools have one device per slot. `run()` blocks until every slot is done."""
 
-    def __init__(self, server: str, pair: str | LoadedPair, slots: Sequence[Sequence[PoolDevice]], *,
-                 secret: str | bytes | None = None, keys: str | os.PathLike | dict | None = None,
-                 resume: bool = True, reconnects: int = 5, server_timeout_s: float = 120.0,
-                 gather_s: float = GATHER_S, on_job: Callable[[dict], None] | None = None,
-                 on_event: Callable[[dict], None] | None = None,
-                 draft_models: dict[str, BatchedLM] | None = None):
+    def __init__(
+        self,
+        server: str,
+        pair: str | LoadedPair,
+        slots: Sequence[Sequence[PoolDevice]],
+        *,
+        secret: str | bytes | None = None,
+        keys: str | os.PathLike | dict | None = None,
+        resume: bool = True,
+        reconnects: int = 5,
+        server_timeout_s: float = 120.0,
+        gather_s: float = GATHER_S,
+        on_job: Callable[[dict], None] | None = None,
+        on_event: Callable[[dict], None] | None = None,
+        draft_models: dict[str, BatchedLM] | None = None,
+    ):
         self.server = normalise_endpoint(server)
         self.slots = [list(s) for s in slots if s]
         ids = [d.device_id for s in self.slots for d in s]
@@ -247,8 +258,9 @@ class DevicePool:
         names = {d.device_id: d.draft or self.pair.default_draft for s in self.slots for d in s}
         self.pair.check_drafts(sorted(set(names.values())), "draft")
         self._draft_of = names
-        self._options: dict[str, Any] = dict(resume=resume, reconnects=reconnects, server_timeout_s=server_timeout_s,
-                             on_event=on_event)
+        self._options: dict[str, Any] = dict(
+            resume=resume, reconnects=reconnects, server_timeout_s=server_timeout_s, on_event=on_event
+        )
         self.on_job = on_job
         self.lock = threading.RLock()
         # loading a draft and the tokenizer (a Rust tokenizer refuses concurrent calls) are not
@@ -276,9 +288,19 @@ class DevicePool:
         with self._setup:
             lm = PooledSequence(self._draft_model(name), dev.device_id, self.lock)
             ids = encode_prompt(self.pair, dev.prompt) if isinstance(dev.prompt, str) else list(dev.prompt)
-        client = DeviceClient(self.server, dev.device_id, secret, lm, ids,
-                              keys=keys, pair_name=self.pair.name, draft_name=name, fault=dev.fault,
-                              drafter=self.batcher, **self._options)
+        client = DeviceClient(
+            self.server,
+            dev.device_id,
+            secret,
+            lm,
+            ids,
+            keys=keys,
+            pair_name=self.pair.name,
+            draft_name=name,
+            fault=dev.fault,
+            drafter=self.batcher,
+            **self._options,
+        )
         return client, lm
 
     def stop(self) -> None:
@@ -316,9 +338,12 @@ class DevicePool:
         """Run every slot on a thread of its own; each device's outcome (or error), slot by slot."""
         limit_malloc_arenas()  # before the slot threads allocate anything
         per_slot: list[list] = [[] for _ in self.slots]
-        threads = [threading.Thread(target=self._run_slot, args=(slot, per_slot[i]), daemon=True,
-                                    name=f"multispin-pool-{slot[0].device_id}")
-                   for i, slot in enumerate(self.slots)]
+        threads = [
+            threading.Thread(
+                target=self._run_slot, args=(slot, per_slot[i]), daemon=True, name=f"multispin-pool-{slot[0].device_id}"
+            )
+            for i, slot in enumerate(self.slots)
+        ]
         for t in threads:
             t.start()
         try:
@@ -333,13 +358,22 @@ class DevicePool:
         return [o for outcomes in per_slot for o in outcomes]
 
 
-def run_pool(server: str, device_ids: Sequence[int], pair: str | LoadedPair, prompts: Sequence[str], *,
-             drafts: Sequence[str] | None = None, **options: Any) -> list[DeviceOutcome | JobError]:
+def run_pool(
+    server: str,
+    device_ids: Sequence[int],
+    pair: str | LoadedPair,
+    prompts: Sequence[str],
+    *,
+    drafts: Sequence[str] | None = None,
+    **options: Any,
+) -> list[DeviceOutcome | JobError]:
     """A pool of `device_ids`, one device per slot; prompts and drafts cycled over the devices."""
     if not prompts:
         raise ConfigError("prompt: a pool needs at least one prompt")
-    devs = [[PoolDevice(d, prompts[i % len(prompts)], drafts[i % len(drafts)] if drafts else None)]
-            for i, d in enumerate(device_ids)]
+    devs = [
+        [PoolDevice(d, prompts[i % len(prompts)], drafts[i % len(drafts)] if drafts else None)]
+        for i, d in enumerate(device_ids)
+    ]
     return DevicePool(server, pair, devs, **options).run()
 
 
@@ -348,8 +382,7 @@ class PoolActor:
     (or `ray_pool_actor`), then ``actor.run.remote()``; the outcomes come back as dicts. The pair
     is loaded where the actor runs, by name: models do not travel."""
 
-    def __init__(self, server: str, device_ids: Sequence[int], pair: str, prompts: Sequence[str],
-                 **options: Any):
+    def __init__(self, server: str, device_ids: Sequence[int], pair: str, prompts: Sequence[str], **options: Any):
         self._args = (server, list(device_ids), pair, list(prompts))
         self._options = options
 
@@ -367,5 +400,14 @@ def ray_pool_actor(num_cpus: float = 1.0, **actor_options: Any):
     return ray.remote(num_cpus=num_cpus, **actor_options)(PoolActor)
 
 
-__all__ = ["DevicePool", "DraftBatcher", "JobError", "PoolActor", "PoolDevice", "PooledSequence",
-           "parse_device_ids", "ray_pool_actor", "run_pool"]
+__all__ = [
+    "DevicePool",
+    "DraftBatcher",
+    "JobError",
+    "PoolActor",
+    "PoolDevice",
+    "PooledSequence",
+    "parse_device_ids",
+    "ray_pool_actor",
+    "run_pool",
+]

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from multispin.runtime.wire.round_row import RoundRow
 

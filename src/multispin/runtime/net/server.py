@@ -35,8 +35,9 @@ try:
     import resource
 except ImportError:  # not POSIX: the descriptor budget is unbounded (_descriptor_budget)
     resource = None  # type: ignore[assignment]
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import zmq
 from pydantic import Field, field_validator
@@ -44,24 +45,38 @@ from zmq.utils.monitor import recv_monitor_message
 
 from multispin.errors import ConfigError, ProtocolError, SecurityError
 from multispin.models.base import BatchedLM, LoadedPair
-from multispin.runtime.wire import messages as P
-from multispin.runtime.security.auth import resolve_secret
-from multispin.runtime.store.journal import DeviceRound, Journal, SessionRecord
 from multispin.runtime.net.jsonlog import JsonlLog
-from multispin.runtime.security.keys import AllowedKeys, ServerKeys, curve_server, load_server_keys, peer_key
-from multispin.runtime.security.limits import (
-    HANDSHAKE_DEADLINE, TOO_MANY_CONNECTIONS, Limits as ConnectionLimits, RefusalLog,
+from multispin.runtime.net.transport_peers import TransportPeers
+from multispin.runtime.round.engine import (
+    DraftLengthPolicy,
+    ModePolicy,
+    PolicyPair,
+    RoundEngine,
+    RoundOutcome,
+    RoundPolicy,
 )
 from multispin.runtime.round.local import UniformDraftLength, mode_policy
-from multispin.runtime.wire.records import DeviceRecord, RoundEvent, ServerSummary
 from multispin.runtime.round.roles import Draft, VerifierServer
-from multispin.runtime.round.engine import (
-    DraftLengthPolicy, ModePolicy, PolicyPair, RoundEngine, RoundOutcome, RoundPolicy,
+from multispin.runtime.security.auth import resolve_secret
+from multispin.runtime.security.keys import AllowedKeys, ServerKeys, curve_server, load_server_keys, peer_key
+from multispin.runtime.security.limits import (
+    HANDSHAKE_DEADLINE,
+    TOO_MANY_CONNECTIONS,
+    RefusalLog,
 )
+from multispin.runtime.security.limits import (
+    Limits as ConnectionLimits,
+)
+from multispin.runtime.store.journal import DeviceRound, Journal, SessionRecord
+from multispin.runtime.wire import messages as P
+from multispin.runtime.wire.records import DeviceRecord, RoundEvent, ServerSummary
 from multispin.runtime.wire.server_protocol import (
-    HANDSHAKE_TYPES, SESSION_TYPES, Connection, ConnState, ServerProtocol,
+    HANDSHAKE_TYPES,
+    SESSION_TYPES,
+    Connection,
+    ConnState,
+    ServerProtocol,
 )
-from multispin.runtime.net.transport_peers import TransportPeers
 from multispin.speculative.codecs import exactness_by_mode, make_codec
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 from multispin.speculative.warp import SamplingFields
@@ -85,8 +100,10 @@ OUT_OF_DESCRIPTORS = "out of file descriptors"
 # the transport's own refusals (the socket monitor), before any frame reaches the protocol
 _TRANSPORT_REFUSALS = {
     zmq.EVENT_HANDSHAKE_FAILED_AUTH: ("auth", "transport: the key is not allowed"),
-    zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: ("protocol", "transport: handshake failed (no key, another "
-                                          "server's key, or not ZeroMQ)"),
+    zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: (
+        "protocol",
+        "transport: handshake failed (no key, another server's key, or not ZeroMQ)",
+    ),
     zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: ("protocol", "transport: handshake failed"),
 }
 
@@ -117,25 +134,54 @@ class ServerConfig(SamplingFields):
     handshake_timeout_s: float = Field(10.0, gt=0)
     idle_timeout_s: float = Field(60.0, gt=0, description="how long to wait for detached, unfinished devices")
     bye_timeout_s: float = Field(5.0, ge=0, description="how long to wait for devices' final BYE")
-    max_connections: int | None = Field(None, ge=1, le=65536, description="sessions + handshakes at once "
-                                        "(None: max_devices + max_pending)")
-    max_pending: int | None = Field(None, ge=1, le=65536, description="handshakes in flight at once (None: "
-                                    f"{DEFAULT_MAX_PENDING}, at most max_connections; given, it must fit in them)")
-    refusal_log_interval_s: float = Field(10.0, gt=0, description="one log line per refusal cause per interval "
-                                          "(and per device and cause for drops and resumes)")
-    max_draft_misses: int = Field(2, ge=1, description="draft deadlines (round_timeout_s) a device may miss in "
-                                  "a row; at the last it is told to back off (ERROR busy, HELLOs busy for "
-                                  "straggler_backoff_s)")
-    straggler_backoff_s: float | None = Field(None, gt=0, description="how long a straggler is kept out "
-                                              "(None: 10 × max_draft_misses × round_timeout_s, so that "
-                                              "stragglers cost the others at most ~1/11 of the time)")
-    max_replacements_per_min: int = Field(10, ge=1, description="new sessions of one device (replacing its "
-                                          "live one or resuming) in a minute; the next is told to retry later")
-    history: bool = Field(False, description="keep every round's event and record in memory for the "
-                          "summary (experiments); off: rounds stream to the log, aggregates stay")
-    job_slots: int | None = Field(None, ge=1, le=4096, description="steady-state runs: device ids d, d + "
-                                  "job_slots, d + 2·job_slots, … are one device's successive jobs (prompts); "
-                                  "when one finishes, the next round waits for its successor to join")
+    max_connections: int | None = Field(
+        None, ge=1, le=65536, description="sessions + handshakes at once (None: max_devices + max_pending)"
+    )
+    max_pending: int | None = Field(
+        None,
+        ge=1,
+        le=65536,
+        description="handshakes in flight at once (None: "
+        f"{DEFAULT_MAX_PENDING}, at most max_connections; given, it must fit in them)",
+    )
+    refusal_log_interval_s: float = Field(
+        10.0,
+        gt=0,
+        description="one log line per refusal cause per interval (and per device and cause for drops and resumes)",
+    )
+    max_draft_misses: int = Field(
+        2,
+        ge=1,
+        description="draft deadlines (round_timeout_s) a device may miss in "
+        "a row; at the last it is told to back off (ERROR busy, HELLOs busy for "
+        "straggler_backoff_s)",
+    )
+    straggler_backoff_s: float | None = Field(
+        None,
+        gt=0,
+        description="how long a straggler is kept out "
+        "(None: 10 × max_draft_misses × round_timeout_s, so that "
+        "stragglers cost the others at most ~1/11 of the time)",
+    )
+    max_replacements_per_min: int = Field(
+        10,
+        ge=1,
+        description="new sessions of one device (replacing its "
+        "live one or resuming) in a minute; the next is told to retry later",
+    )
+    history: bool = Field(
+        False,
+        description="keep every round's event and record in memory for the "
+        "summary (experiments); off: rounds stream to the log, aggregates stay",
+    )
+    job_slots: int | None = Field(
+        None,
+        ge=1,
+        le=4096,
+        description="steady-state runs: device ids d, d + "
+        "job_slots, d + 2·job_slots, … are one device's successive jobs (prompts); "
+        "when one finishes, the next round waits for its successor to join",
+    )
 
     @property
     def bind_endpoint(self) -> str:
@@ -171,19 +217,30 @@ class EdgeServer:
     the caller opened (and so checked, or repaired) itself; `request_key_reload()` re-reads the
     allowed keys."""
 
-    def __init__(self, config: ServerConfig, pair: LoadedPair, secret: str | bytes | None = None, *,
-                 keys: ServerKeys | str | Path | None = None, journal: str | Path | Journal | None = None,
-                 policy: RoundPolicy | None = None, draft_lengths: DraftLengthPolicy | None = None,
-                 modes: ModePolicy | None = None, log_path: str | Path | None = None,
-                 on_round: Callable[[RoundEvent], None] | None = None,
-                 before_commit: Callable[[RoundOutcome], None] | None = None,
-                 on_event: Callable[[dict], None] | None = None,
-                 target_lm: BatchedLM | None = None):
+    def __init__(
+        self,
+        config: ServerConfig,
+        pair: LoadedPair,
+        secret: str | bytes | None = None,
+        *,
+        keys: ServerKeys | str | Path | None = None,
+        journal: str | Path | Journal | None = None,
+        policy: RoundPolicy | None = None,
+        draft_lengths: DraftLengthPolicy | None = None,
+        modes: ModePolicy | None = None,
+        log_path: str | Path | None = None,
+        on_round: Callable[[RoundEvent], None] | None = None,
+        before_commit: Callable[[RoundOutcome], None] | None = None,
+        on_event: Callable[[dict], None] | None = None,
+        target_lm: BatchedLM | None = None,
+    ):
         self.config = config
         self.pair = pair
         if keys is None and secret is None:
-            raise ConfigError("keys: the server needs its key folder (make it with `multispin keys "
-                              "server DIR`), or a shared secret for a plaintext --insecure run")
+            raise ConfigError(
+                "keys: the server needs its key folder (make it with `multispin keys "
+                "server DIR`), or a shared secret for a plaintext --insecure run"
+            )
         self.keys = keys if isinstance(keys, ServerKeys) or keys is None else load_server_keys(keys)
         self.allowed = AllowedKeys(self.keys.allowed_dir) if self.keys is not None else None
         self._secret = resolve_secret(secret) if self.keys is None else None
@@ -198,17 +255,24 @@ class EdgeServer:
 
             pad_id = getattr(pair.tokenizer, "pad_token_id", None) or 0
             target_lm = HFBatchedLM(pair.target, pair.vocab_size, pad_id)
-        self.verifier = VerifierServer(target_lm, self.sampling, self.ul_codec, self.dl_codec,
-                                       config.seed, gamma_max=config.gamma_max)
-        self.limits = P.Limits.for_session(self.vocab_size, config.gamma_max, self.ul_codec,
-                                           self.dl_codec, config.max_prompt_tokens,
-                                           config.max_new_tokens)
+        self.verifier = VerifierServer(
+            target_lm, self.sampling, self.ul_codec, self.dl_codec, config.seed, gamma_max=config.gamma_max
+        )
+        self.limits = P.Limits.for_session(
+            self.vocab_size,
+            config.gamma_max,
+            self.ul_codec,
+            self.dl_codec,
+            config.max_prompt_tokens,
+            config.max_new_tokens,
+        )
         if policy is not None and (draft_lengths is not None or modes is not None):
             raise ConfigError("policy: give a round policy or draft_lengths/modes, not both")
         # draft_lengths/modes: the policies that learn nothing, with the config's defaults
         self.policy: RoundPolicy = policy or PolicyPair(
             draft_lengths or UniformDraftLength(min(config.draft_len, config.gamma_max)),
-            modes or mode_policy(config.mode, config.seed))
+            modes or mode_policy(config.mode, config.seed),
+        )
         self.on_round = on_round
         # called with the round's outcome (its cost included) once the round is durable and the policy observed it, before
         # its COMMITs (and the next PLANs in them) go out: the testbed's link emulation sleeps the
@@ -258,20 +322,36 @@ class EdgeServer:
 
     def _make_protocol(self) -> ServerProtocol:
         cfg = self.config
-        welcome = dict(pair=self.pair.name[: P.MAX_NAME_CHARS], vocab_size=self.vocab_size,
-                       gamma_max=cfg.gamma_max, seed=cfg.seed, temperature=float(cfg.temperature),
-                       top_k=cfg.top_k, top_p=float(cfg.top_p), ul_codec=self.ul_codec.name,
-                       dl_codec=self.dl_codec.name, max_new_tokens=cfg.max_new_tokens,
-                       max_prompt_tokens=cfg.max_prompt_tokens, eos_ids=self.eos_ids)
+        welcome = dict(
+            pair=self.pair.name[: P.MAX_NAME_CHARS],
+            vocab_size=self.vocab_size,
+            gamma_max=cfg.gamma_max,
+            seed=cfg.seed,
+            temperature=float(cfg.temperature),
+            top_k=cfg.top_k,
+            top_p=float(cfg.top_p),
+            ul_codec=self.ul_codec.name,
+            dl_codec=self.dl_codec.name,
+            max_new_tokens=cfg.max_new_tokens,
+            max_prompt_tokens=cfg.max_prompt_tokens,
+            eos_ids=self.eos_ids,
+        )
         max_connections = cfg.max_connections or cfg.max_devices + (cfg.max_pending or DEFAULT_MAX_PENDING)
         # only the default adapts to max_connections; a max_pending given larger is refused (Limits)
         max_pending = cfg.max_pending or min(DEFAULT_MAX_PENDING, max_connections)
         return ServerProtocol(
-            self._secret, self.limits, self.verifier.records, self._open_device, welcome,
-            max_devices=cfg.max_devices, handshake_timeout_s=cfg.handshake_timeout_s,
+            self._secret,
+            self.limits,
+            self.verifier.records,
+            self._open_device,
+            welcome,
+            max_devices=cfg.max_devices,
+            handshake_timeout_s=cfg.handshake_timeout_s,
             check_claim=self._check_claim if self.allowed is not None else None,
             connections=ConnectionLimits(max_connections, max_pending, cfg.handshake_timeout_s),
-            history=cfg.history, max_replacements=cfg.max_replacements_per_min)
+            history=cfg.history,
+            max_replacements=cfg.max_replacements_per_min,
+        )
 
     # ---------------------------------------------------------------- journal and keys
 
@@ -293,8 +373,10 @@ class EdgeServer:
             theirs = (dict(s.session.sampling), s.session.ul_codec, s.session.dl_codec, s.session.seed)
             for name, a, b in zip(("settings", "UL codec", "DL codec", "seed"), theirs, ours):
                 if a != b:
-                    raise ConfigError(f"journal: {self.journal.path} was written with {name} {a}, this "
-                                      f"server has {b}; restart with the same settings or another --journal")
+                    raise ConfigError(
+                        f"journal: {self.journal.path} was written with {name} {a}, this "
+                        f"server has {b}; restart with the same settings or another --journal"
+                    )
             self.verifier.open(d, s.session.prompt_ids)
             self.verifier.commit(d, s.tokens)
             self.proto.restore(d, len(s.session.prompt_ids), self.engine.finished(d))
@@ -302,22 +384,39 @@ class EdgeServer:
                 self.recovered.append(d)
         self.proto.round_idx = rec.next_round
         if rec.sessions:
-            log.info("recovered %d session(s) from %s at round %d", len(rec.sessions), self.journal.path,
-                     rec.next_round)
+            log.info(
+                "recovered %d session(s) from %s at round %d", len(rec.sessions), self.journal.path, rec.next_round
+            )
 
     @property
     def _session_params(self) -> dict[str, Any]:
         """What every journal session must agree with for a restart to continue it exactly."""
         cfg = self.config
-        return dict(pair=self.pair.name, temperature=float(cfg.temperature), top_k=cfg.top_k,
-                    top_p=float(cfg.top_p), max_new_tokens=cfg.max_new_tokens, gamma_max=cfg.gamma_max,
-                    policy=getattr(self.policy, "name", type(self.policy).__name__))
+        return dict(
+            pair=self.pair.name,
+            temperature=float(cfg.temperature),
+            top_k=cfg.top_k,
+            top_p=float(cfg.top_p),
+            max_new_tokens=cfg.max_new_tokens,
+            gamma_max=cfg.gamma_max,
+            policy=getattr(self.policy, "name", type(self.policy).__name__),
+        )
 
     def _open_device(self, d: int, prompt: tuple[int, ...], peer: str) -> None:
         """A new device: its session is durable in the journal before its WELCOME goes out."""
         if self.journal is not None:
-            self.journal.open_session(SessionRecord(d, peer, prompt, self._session_params, self.ul_codec.name,
-                                                    self.dl_codec.name, self.config.seed, self.round_idx))
+            self.journal.open_session(
+                SessionRecord(
+                    d,
+                    peer,
+                    prompt,
+                    self._session_params,
+                    self.ul_codec.name,
+                    self.dl_codec.name,
+                    self.config.seed,
+                    self.round_idx,
+                )
+            )
         self.verifier.open(d, prompt)
 
     def request_key_reload(self) -> None:
@@ -353,8 +452,12 @@ class EdgeServer:
         self._keys_seen = seen
         after = self.allowed.ids()
         added, removed = sorted(after - before), sorted(before - after)
-        log.warning("allowed keys reloaded: %d key(s)%s%s", len(after),
-                    f", added device(s) {added}" if added else "", f", removed device(s) {removed}" if removed else "")
+        log.warning(
+            "allowed keys reloaded: %d key(s)%s%s",
+            len(after),
+            f", added device(s) {added}" if added else "",
+            f", removed device(s) {removed}" if removed else "",
+        )
         self.log.write("keys_reloaded", keys=len(after), added=added, removed=removed)
         self._check_revoked = True
 
@@ -411,8 +514,9 @@ class EdgeServer:
         # a TCP peer that never completes the transport handshake is closed after this
         sock.setsockopt(zmq.HANDSHAKE_IVL, int(self.config.handshake_timeout_s * 1000))
         # every TCP connection's ACCEPTED and DISCONNECTED, before bind so that none is missed
-        self._monitor = sock.get_monitor_socket(zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED
-                                                | functools.reduce(operator.or_, _TRANSPORT_REFUSALS))
+        self._monitor = sock.get_monitor_socket(
+            zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED | functools.reduce(operator.or_, _TRANSPORT_REFUSALS)
+        )
         self._poller.register(sock, zmq.POLLIN)
         self._poller.register(self._monitor, zmq.POLLIN)
         return sock
@@ -433,17 +537,27 @@ class EdgeServer:
             self.endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
             self._fd_budget = _descriptor_budget(FD_HEADROOM)
             if self._fd_budget < self.proto.budget.limits.max_connections:
-                log.info("the descriptor limit allows %d connections at once (fewer than max_connections %d)",
-                         self._fd_budget, self.proto.budget.limits.max_connections)
+                log.info(
+                    "the descriptor limit allows %d connections at once (fewer than max_connections %d)",
+                    self._fd_budget,
+                    self.proto.budget.limits.max_connections,
+                )
             if self.journal is not None and self.journal.repaired is not None:
                 self.log.write("journal_repaired", **self.journal.repaired.to_dict())
-            self.log.write("start", endpoint=self.endpoint, pair=self.pair.name,
-                           vocab_size=self.vocab_size, config=self.config.model_dump(),
-                           limits=self.limits.table(),
-                           policy=getattr(self.policy, "name", type(self.policy).__name__),
-                           exactness=self._exactness(), security="curve" if self.keys else "insecure",
-                           journal=str(self.journal.path) if self.journal else None,
-                           recovered=self.recovered, next_round=self.round_idx)
+            self.log.write(
+                "start",
+                endpoint=self.endpoint,
+                pair=self.pair.name,
+                vocab_size=self.vocab_size,
+                config=self.config.model_dump(),
+                limits=self.limits.table(),
+                policy=getattr(self.policy, "name", type(self.policy).__name__),
+                exactness=self._exactness(),
+                security="curve" if self.keys else "insecure",
+                journal=str(self.journal.path) if self.journal else None,
+                recovered=self.recovered,
+                next_round=self.round_idx,
+            )
             self.ready.set()
             if on_ready is not None:
                 on_ready(self.endpoint)
@@ -470,8 +584,9 @@ class EdgeServer:
         deadline = time.monotonic() + cfg.join_timeout_s
 
         def waiting() -> bool:  # for K devices, and for every recovered session to resume
-            return (len(self.proto.devices) < cfg.expected_devices
-                    or any(self.proto.devices[d].conn is None for d in self.recovered))
+            return len(self.proto.devices) < cfg.expected_devices or any(
+                self.proto.devices[d].conn is None for d in self.recovered
+            )
 
         while waiting() and not self._stop.is_set() and time.monotonic() < deadline:
             self._pump(_POLL_SLICE_S)
@@ -480,8 +595,12 @@ class EdgeServer:
             self.log.write("recovered", devices=self.recovered, resumed=back, round=self.round_idx)
         if len(self.proto.devices) < cfg.expected_devices and not self._stop.is_set():
             self.log.write("join_timeout", joined=sorted(self.proto.devices), expected=cfg.expected_devices)
-            log.warning("only %d of %d devices joined within %.0f s", len(self.proto.devices),
-                        cfg.expected_devices, cfg.join_timeout_s)
+            log.warning(
+                "only %d of %d devices joined within %.0f s",
+                len(self.proto.devices),
+                cfg.expected_devices,
+                cfg.join_timeout_s,
+            )
             if not self.proto.devices:
                 return "no devices"
         idle_since: float | None = None
@@ -521,8 +640,9 @@ class EdgeServer:
             dev = self.proto.devices.get(d)
             return dev is not None and dev.conn is not None and dev.conn.state is ConnState.IDLE
 
-        self._pump_until(lambda: self._stop.is_set() or all(joined(d) for d in self._jobs_due),
-                         time.monotonic() + timeout_s)
+        self._pump_until(
+            lambda: self._stop.is_set() or all(joined(d) for d in self._jobs_due), time.monotonic() + timeout_s
+        )
         late = sorted(d for d in self._jobs_due if not joined(d))
         if late:
             self.log.write("job_timeout", waiting_for=late, round=self.round_idx)
@@ -530,8 +650,11 @@ class EdgeServer:
         self._jobs_due.clear()
 
     def _active(self) -> list[int]:
-        return [d for d, dev in sorted(self.proto.devices.items())
-                if dev.conn is not None and not dev.finished and dev.conn.state is ConnState.IDLE]
+        return [
+            d
+            for d, dev in sorted(self.proto.devices.items())
+            if dev.conn is not None and not dev.finished and dev.conn.state is ConnState.IDLE
+        ]
 
     # ---------------------------------------------------------------- one round
 
@@ -566,13 +689,21 @@ class EdgeServer:
         if slots:
             self._jobs_due.update(d + slots for d in out.finished if d + slots < self.config.max_devices)
         event = RoundEvent(
-            round=r, gammas=out.gammas, records=out.records, rejected=list(out.rejected),
-            modes=dict(out.modes), dropped=io.dropped, verify_s=out.verify_s,
-            server_correction_s=out.server_correction_s, draft_compute_s=io.draft_s,
-            device_correction_s=io.correction_s, payload_bytes=io.payload_bytes,
+            round=r,
+            gammas=out.gammas,
+            records=out.records,
+            rejected=list(out.rejected),
+            modes=dict(out.modes),
+            dropped=io.dropped,
+            verify_s=out.verify_s,
+            server_correction_s=out.server_correction_s,
+            draft_compute_s=io.draft_s,
+            device_correction_s=io.correction_s,
+            payload_bytes=io.payload_bytes,
             wire_bytes_up={d: c.bytes_in for d, c in io.conns.items()},
             wire_bytes_down={d: c.bytes_out for d, c in io.conns.items()},
-            round_wall_s=time.perf_counter() - t0, cost=out.cost,
+            round_wall_s=time.perf_counter() - t0,
+            cost=out.cost,
         )
         for c in io.conns.values():  # from here on, bytes count towards the next round
             c.bytes_in = c.bytes_out = 0
@@ -588,12 +719,12 @@ class EdgeServer:
         drops = self.proto.devices[d].drops
         return drops[-1] if drops else "gone"
 
-    def _drop_in_round(self, io: "_RoundIO", d: int, code: str, reason: str) -> None:
+    def _drop_in_round(self, io: _RoundIO, d: int, code: str, reason: str) -> None:
         io.dropped[d] = reason
         self.proto.drop(io.conns[d], code, reason)
         self._flush()
 
-    def _collect_drafts(self, out: RoundOutcome, io: "_RoundIO") -> dict[int, Draft]:
+    def _collect_drafts(self, out: RoundOutcome, io: _RoundIO) -> dict[int, Draft]:
         """PLAN to every active device, then every DRAFT that arrives within the round timeout."""
         r, timeout = out.round, self.config.round_timeout_s
         for d, c in io.conns.items():
@@ -628,7 +759,7 @@ class EdgeServer:
                 io.draft_s[d] = msg.compute_s
         return drafts
 
-    def _skip_straggler(self, io: "_RoundIO", d: int, r: int) -> None:
+    def _skip_straggler(self, io: _RoundIO, d: int, r: int) -> None:
         """No DRAFT by the deadline: the round goes on without device d, whose record stays (it
         resumes at its next HELLO); at its max_draft_misses-th miss in a row it is told to back
         off, so one slow device costs the others at most that many deadlines per back-off."""
@@ -638,16 +769,27 @@ class EdgeServer:
         self.stragglers["missed"] += 1
         self.stragglers["held_at_most_s"] += timeout
         backed_off = self.proto.missed_draft(d, time.monotonic(), cfg.max_draft_misses, backoff)
-        self.log.write("straggler", device=d, round=r, waited_s=timeout,
-                       misses=self.proto.devices[d].draft_misses, backed_off=backed_off)
+        self.log.write(
+            "straggler",
+            device=d,
+            round=r,
+            waited_s=timeout,
+            misses=self.proto.devices[d].draft_misses,
+            backed_off=backed_off,
+        )
         if backed_off:
             self.stragglers["backed_off"] += 1
-            self._drop_in_round(io, d, "busy", f"no DRAFT within {timeout:g} s in round {r}, "
-                                f"{cfg.max_draft_misses} rounds in a row: back off for {backoff:g} s")
+            self._drop_in_round(
+                io,
+                d,
+                "busy",
+                f"no DRAFT within {timeout:g} s in round {r}, "
+                f"{cfg.max_draft_misses} rounds in a row: back off for {backoff:g} s",
+            )
         else:
             self._drop_in_round(io, d, "timeout", f"no DRAFT within {timeout:g} s in round {r}")
 
-    def _send_verdicts(self, out: RoundOutcome, io: "_RoundIO") -> dict[int, str]:
+    def _send_verdicts(self, out: RoundOutcome, io: _RoundIO) -> dict[int, str]:
         """Accepted devices commit now (their COMMIT is their verdict); a rejected device gets its
         VERDICT, with p_j in DL. Returns the rejected devices whose correction is still owed,
         with their modes."""
@@ -671,7 +813,7 @@ class EdgeServer:
         self._flush()  # a VERDICT that could not be sent dropped its session: the wait sees it
         return waiting
 
-    def _collect_corrections(self, out: RoundOutcome, io: "_RoundIO", waiting: dict[int, str]) -> None:
+    def _collect_corrections(self, out: RoundOutcome, io: _RoundIO, waiting: dict[int, str]) -> None:
         """Each rejected device commits as soon as its Q_PAYLOAD (UL) or CORRECTION (DL) arrives."""
         timeout = self.config.round_timeout_s
         deadline = time.monotonic() + timeout
@@ -693,7 +835,7 @@ class EdgeServer:
                 break
             self._pump(min(_POLL_SLICE_S * 4, max(0.0, deadline - time.monotonic())))
 
-    def _on_correction(self, out: RoundOutcome, io: "_RoundIO", d: int, mode: str, msg: P.Message) -> None:
+    def _on_correction(self, out: RoundOutcome, io: _RoundIO, d: int, mode: str, msg: P.Message) -> None:
         if mode == "ul":
             assert isinstance(msg, P.QPayloadMsg)
             io.payload_bytes[d] = len(msg.payload)
@@ -709,26 +851,36 @@ class EdgeServer:
                 io.correction_s[d] = msg.compute_s
         self.engine.commit(out, d, final)  # sent with the round's commit
 
-    def _commit_round(self, out: RoundOutcome, io: "_RoundIO") -> None:
+    def _commit_round(self, out: RoundOutcome, io: _RoundIO) -> None:
         """Make the round durable in the journal, close it (the policy observes it), plan the
         next round where that is safe, then COMMIT (and BYE when done) to each device, with its
         next PLAN: no device ever holds a token that a restart could take back."""
         if self.journal is not None:
-            self.journal.commit_round(out.round, {
-                d: DeviceRound(tuple(out.kept[d]), rec.draft_len, rec.mode, rec.payload_bits)
-                for d, rec in out.records.items()})
+            self.journal.commit_round(
+                out.round,
+                {
+                    d: DeviceRound(tuple(out.kept[d]), rec.draft_len, rec.mode, rec.payload_bits)
+                    for d, rec in out.records.items()
+                },
+            )
         self.engine.close(out)
         if self.before_commit is not None:
             self.before_commit(out)
         self._next = self._plan_next(out, io)
         gammas = self._next.gammas if self._next is not None else {}
         for d in out.records:
-            self.proto.commit(io.conns[d], out.round, out.kept[d], out.records[d], d in out.finished,
-                              gammas.get(d) if io.conns[d].alive else None)
+            self.proto.commit(
+                io.conns[d],
+                out.round,
+                out.kept[d],
+                out.records[d],
+                d in out.finished,
+                gammas.get(d) if io.conns[d].alive else None,
+            )
         self._flush()
         self._next_sent = time.perf_counter()
 
-    def _plan_next(self, out: RoundOutcome, io: "_RoundIO") -> RoundOutcome | None:
+    def _plan_next(self, out: RoundOutcome, io: _RoundIO) -> RoundOutcome | None:
         """Round r + 1 planned now, so that its PLANs ride in round r's COMMITs; None where the
         next round is not this one's continuation: a stop was asked for, r was the last round, or
         a steady-state job finished (the next round waits for its successor, `_await_next_jobs`).
@@ -836,8 +988,11 @@ class EdgeServer:
         # only now: every frame a closed connection delivered before its close has been read
         for lost in transport.take_lost():
             assert isinstance(lost, bytes)  # the peers are the ZeroMQ identities it was told
-            proto.connection_lost(lost, "connection lost: the device closed it, or the "
-                                  f"transport cut it for a frame over {self.transport_limit_bytes} bytes")
+            proto.connection_lost(
+                lost,
+                "connection lost: the device closed it, or the "
+                f"transport cut it for a frame over {self.transport_limit_bytes} bytes",
+            )
         now = time.monotonic()
         # the time-driven checks (handshake deadlines, connection bounds, log intervals, the key
         # folder) at most every _HOUSEKEEPING_S: a round's traffic wakes the loop several times
@@ -863,9 +1018,10 @@ class EdgeServer:
         # would wait in the kernel's backlog behind the flood; below it, the oldest silent
         # connection makes room for each newcomer
         most = min(limits.max_connections, self._fd_budget)
-        for cause, cut in ((HANDSHAKE_DEADLINE, self._transport.overdue(now, limits.handshake_deadline_s,
-                                                                         established)),
-                           (TOO_MANY_CONNECTIONS, self._transport.excess(most, established))):
+        for cause, cut in (
+            (HANDSHAKE_DEADLINE, self._transport.overdue(now, limits.handshake_deadline_s, established)),
+            (TOO_MANY_CONNECTIONS, self._transport.excess(most, established)),
+        ):
             for fd, tag in cut:
                 silent = not self._transport.spoke(fd)
                 done = _cut_connection(fd, tag)
@@ -909,33 +1065,65 @@ class EdgeServer:
                         self.proto.bye(c, "done" if dev.finished else stop_reason)
                         self._flush()
                 deadline = time.monotonic() + self.config.bye_timeout_s
-                self._pump_until(lambda: not any(c.state is ConnState.AWAIT_BYE
-                                                 for c in self.proto.conns.values()), deadline)
+                self._pump_until(
+                    lambda: not any(c.state is ConnState.AWAIT_BYE for c in self.proto.conns.values()), deadline
+                )
         except Exception as exc:  # never lose the summary and the log over a goodbye
             log.warning("shutdown: %s", exc)
         devices = {}
         for d, dev in sorted(self.proto.devices.items()):
             server_digest = dev.digest.digest()
             rec = DeviceRecord(
-                device_id=d, draft=dev.draft, num_prompt=dev.num_prompt,
-                tokens=list(self.verifier.records[d]), finished=dev.finished, sessions=dev.sessions,
-                drops=list(dev.drops), rounds=list(dev.rounds), num_rounds=dev.num_rounds, digest=server_digest.hex(),
+                device_id=d,
+                draft=dev.draft,
+                num_prompt=dev.num_prompt,
+                tokens=list(self.verifier.records[d]),
+                finished=dev.finished,
+                sessions=dev.sessions,
+                drops=list(dev.drops),
+                rounds=list(dev.rounds),
+                num_rounds=dev.num_rounds,
+                digest=server_digest.hex(),
                 client_digest=dev.client_digest.hex() if dev.client_digest else None,
                 digest_match=None if dev.client_digest is None else dev.client_digest == server_digest,
             )
             devices[d] = rec
-            self.log.write("device", device=d, tokens=len(rec.tokens), generated=len(rec.generated),
-                           finished=rec.finished, sessions=rec.sessions, drops=rec.drops,
-                           digest=rec.digest, device_digest=rec.client_digest, match=rec.digest_match)
+            self.log.write(
+                "device",
+                device=d,
+                tokens=len(rec.tokens),
+                generated=len(rec.generated),
+                finished=rec.finished,
+                sessions=rec.sessions,
+                drops=rec.drops,
+                digest=rec.digest,
+                device_digest=rec.client_digest,
+                match=rec.digest_match,
+            )
         self.refusals.flush(time.monotonic())
         self.churn.flush(time.monotonic())
         refused = self.proto.refused + self.transport_refused
-        summary = ServerSummary(self.round_idx, stop_reason, wall_s, devices, refused,
-                                list(self._events), dict(self.refusals.totals), dict(self.churn.totals),
-                                dict(self.stragglers))
-        self.log.write("shutdown", reason=stop_reason, rounds=self.round_idx, refused=refused,
-                       refusals=self.refusals.totals, churn=self.churn.totals, stragglers=self.stragglers,
-                       wall_s=wall_s)
+        summary = ServerSummary(
+            self.round_idx,
+            stop_reason,
+            wall_s,
+            devices,
+            refused,
+            list(self._events),
+            dict(self.refusals.totals),
+            dict(self.churn.totals),
+            dict(self.stragglers),
+        )
+        self.log.write(
+            "shutdown",
+            reason=stop_reason,
+            rounds=self.round_idx,
+            refused=refused,
+            refusals=self.refusals.totals,
+            churn=self.churn.totals,
+            stragglers=self.stragglers,
+            wall_s=wall_s,
+        )
         self.log.close()
         if self.journal is not None:
             if stop_reason == "done":
@@ -1016,6 +1204,7 @@ def _descriptor_budget(headroom: int) -> int:
 def install_signal_handlers(server: EdgeServer) -> None:
     """SIGTERM / SIGINT: drain the current round, then shut down cleanly; SIGHUP: re-read the
     allowed keys (main thread only)."""
+
     def handler(signum: int, frame: Any) -> None:
         server.request_stop(signal.Signals(signum).name)
 
@@ -1023,5 +1212,6 @@ def install_signal_handlers(server: EdgeServer) -> None:
     signal.signal(signal.SIGINT, handler)
     if hasattr(signal, "SIGHUP"):  # re-read the allowed keys (they are also watched for changes)
         signal.signal(signal.SIGHUP, lambda signum, frame: server.request_key_reload())
+
 
 __all__ = ["EdgeServer", "ServerConfig", "install_signal_handlers"]

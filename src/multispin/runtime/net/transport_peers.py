@@ -29,7 +29,8 @@ Pure logic: the loop feeds it the monitor's events, the frames' fds and the cloc
 
 from __future__ import annotations
 
-from typing import Any, Callable, Hashable
+from collections.abc import Callable, Hashable
+from typing import Any
 
 
 class TransportPeers:
@@ -81,8 +82,7 @@ class TransportPeers:
         """Open TCP connections (accepted, not reported closed)."""
         return len(self._since)
 
-    def overdue(self, now: float, deadline_s: float,
-                established: Callable[[Hashable], bool]) -> list[tuple[int, Any]]:
+    def overdue(self, now: float, deadline_s: float, established: Callable[[Hashable], bool]) -> list[tuple[int, Any]]:
         """(fd, tag) of each connection open longer than ``deadline_s`` with no established peer
         on it; each is named once (it is marked cut until its DISCONNECTED)."""
         out = []
@@ -102,8 +102,11 @@ class TransportPeers:
         if over <= 0:
             return []
         silent = sorted((k for k in live if k not in self._peers), key=self._since.__getitem__)
-        spoke = sorted((k for k in live if k in self._peers and not any(map(established, self._peers[k]))),
-                       key=self._since.__getitem__, reverse=True)
+        spoke = sorted(
+            (k for k in live if k in self._peers and not any(map(established, self._peers[k]))),
+            key=self._since.__getitem__,
+            reverse=True,
+        )
         return self._mark_cut((silent + spoke)[:over])
 
     def spoke(self, fd: int) -> bool:

@@ -24,7 +24,8 @@ the device's own trials): kept to measure what pooling changes.
 
 from __future__ import annotations
 
-from typing import Literal, Sequence
+from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 
@@ -44,8 +45,13 @@ def groups_of(prior_alpha: Sequence[float]) -> np.ndarray:
 class AcceptanceEstimator:
     """Per-device acceptance rate from verdicts, starting from a prior (module docstring)."""
 
-    def __init__(self, prior_alpha: np.ndarray, prior_weight: float = 8.0, pooling: Pooling = "group",
-                 groups: Sequence[int] | None = None):
+    def __init__(
+        self,
+        prior_alpha: np.ndarray,
+        prior_weight: float = 8.0,
+        pooling: Pooling = "group",
+        groups: Sequence[int] | None = None,
+    ):
         if pooling not in POOLINGS:
             raise ConfigError(f"pooling: unknown value {pooling!r} (allowed: {', '.join(POOLINGS)})")
         self.prior = np.clip(np.asarray(prior_alpha, dtype=float), ALPHA_FLOOR, ALPHA_CEIL)
@@ -109,7 +115,7 @@ class AcceptanceEstimator:
             # interval also allows the whole distance of a member's own rate from ρ as its bias
             own = np.divide(s, n, out=np.full(n.shape, rho), where=n > 0)
             excess = (own - rho) ** 2
-            sd[members] = np.sqrt(a * (1 - a) / (n + m + 1) + shrink ** 2 * (var_rho + excess))
+            sd[members] = np.sqrt(a * (1 - a) / (n + m + 1) + shrink**2 * (var_rho + excess))
             est[members] = a
         return est, sd
 

@@ -13,14 +13,14 @@ message), so the token math and the bookkeeping cannot drift apart.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 from multispin.errors import ConfigError
 from multispin.runtime.round.roles import Draft, Verdict, VerifierServer
 from multispin.system.payload import RoundBits, WirePayload
 from multispin.vocabulary import LINK_MODES, LinkMode
-
 
 
 class DraftLengthPolicy(Protocol):
@@ -44,15 +44,14 @@ class RoundPolicy(Protocol):
     """Proactive plan, reactive modes and feedback, in the order the engine calls them (the
     shape of Hugging Face's candidate generator with `update_candidate_strategy`)."""
 
-    def plan(self, round_idx: int, active: Sequence[int],
-             caps: Mapping[int, int] | None = None) -> RoundPlan:
+    def plan(self, round_idx: int, active: Sequence[int], caps: Mapping[int, int] | None = None) -> RoundPlan:
         """γ per active device; ``caps``: the longest draft the engine lets each one use
         (its remaining budget − 1, at most γ_max), so a budget-aware policy plans within them."""
         ...
 
     def modes(self, plan: RoundPlan, rejected: Sequence[int]) -> Mapping[int, LinkMode]: ...
 
-    def observe(self, outcome: "RoundOutcome") -> object | None:
+    def observe(self, outcome: RoundOutcome) -> object | None:
         """Learn from the round; return what the round cost on the policy's clock (a planner's
         `RoundCost`), or None for a policy that keeps no clock. The engine puts it on the outcome."""
         ...
@@ -65,14 +64,13 @@ class PolicyPair:
     draft_lengths: DraftLengthPolicy
     mode_policy: ModePolicy
 
-    def plan(self, round_idx: int, active: Sequence[int],
-             caps: Mapping[int, int] | None = None) -> RoundPlan:
+    def plan(self, round_idx: int, active: Sequence[int], caps: Mapping[int, int] | None = None) -> RoundPlan:
         return RoundPlan(round_idx, self.draft_lengths(round_idx, list(active)))  # the engine clips
 
     def modes(self, plan: RoundPlan, rejected: Sequence[int]) -> Mapping[int, LinkMode]:
         return self.mode_policy(plan.round, list(rejected))
 
-    def observe(self, outcome: "RoundOutcome") -> None:
+    def observe(self, outcome: RoundOutcome) -> None:
         return None
 
     @property
@@ -96,10 +94,15 @@ class RoundRecord:
     correction_bits: int = 0  # distribution + correction id: what the clock charges at the mode's rate
 
     @classmethod
-    def of(cls, bits: RoundBits, **fields) -> "RoundRecord":
+    def of(cls, bits: RoundBits, **fields) -> RoundRecord:
         """A record whose bit fields come from one `WirePayload.round_bits` count."""
-        return cls(payload_bits=bits.distribution, uplink_bits=bits.uplink, downlink_bits=bits.downlink,
-                   correction_bits=bits.correction, **fields)
+        return cls(
+            payload_bits=bits.distribution,
+            uplink_bits=bits.uplink,
+            downlink_bits=bits.downlink,
+            correction_bits=bits.correction,
+            **fields,
+        )
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -139,8 +142,14 @@ class RoundEngine:
     The server's record of each device (`verifier.records`) is the truth the budget, the EOS test
     and "finished" read, in-process and networked alike."""
 
-    def __init__(self, verifier: VerifierServer, policy: RoundPolicy, max_new_tokens: int,
-                 eos_ids: Sequence[int], wire: WirePayload):
+    def __init__(
+        self,
+        verifier: VerifierServer,
+        policy: RoundPolicy,
+        max_new_tokens: int,
+        eos_ids: Sequence[int],
+        wire: WirePayload,
+    ):
         if max_new_tokens < 1:
             raise ConfigError(f"max_new_tokens: must be >= 1 (got {max_new_tokens})")
         self.verifier = verifier
@@ -191,8 +200,9 @@ class RoundEngine:
         chosen = dict(self.policy.modes(out.plan, list(out.rejected)))  # type: ignore[arg-type]
         for d in out.rejected:
             if chosen.get(d) not in LINK_MODES:
-                raise ConfigError(f"mode policy: need 'ul' or 'dl' for device {d} in round {out.round} "
-                                  f"(got {chosen.get(d)!r})")
+                raise ConfigError(
+                    f"mode policy: need 'ul' or 'dl' for device {d} in round {out.round} (got {chosen.get(d)!r})"
+                )
         out.modes = {d: chosen[d] for d in out.rejected}
 
     def correct_remotely(self, out: RoundOutcome, d: int, q_payload: bytes) -> int:
@@ -218,9 +228,14 @@ class RoundEngine:
         self.verifier.commit(d, kept)
         out.kept[d] = kept
         out.records[d] = RoundRecord.of(
-            self.wire.round_bits(gamma, mode), round=out.round, draft_len=gamma,
-            num_accepted=v.num_accepted, rejection_position=v.num_accepted if v.rejected else None,
-            mode=mode, tokens_gained=len(kept))
+            self.wire.round_bits(gamma, mode),
+            round=out.round,
+            draft_len=gamma,
+            num_accepted=v.num_accepted,
+            rejection_position=v.num_accepted if v.rejected else None,
+            mode=mode,
+            tokens_gained=len(kept),
+        )
         if self.finished(d):
             out.finished.append(d)
         return kept

@@ -24,9 +24,9 @@ from __future__ import annotations
 import numpy as np
 
 from multispin.runtime.round.planner import ScenarioPlanner, analytic_round
-from multispin.vocabulary import RUN_POLICIES as POLICIES
 from multispin.system.payload import WirePayload
 from multispin.system.scenario import Scenario
+from multispin.vocabulary import RUN_POLICIES as POLICIES
 
 # channel rounds the forecast plans on: far past any run, so it never sees a realised channel
 FORECAST_ROUND_OFFSET = 1 << 40
@@ -41,9 +41,18 @@ def draw_accepted(alpha: np.ndarray, gamma: np.ndarray, rng: np.random.Generator
     return np.minimum(run, gamma).astype(np.int64)
 
 
-def forecast_goodput(scenario: Scenario, payload: WirePayload, policy: str, rounds: int = 40,
-                     split: str = "equal", seed: int = 0, *, max_new_tokens: int | None = None,
-                     online: bool = False, horizon: int | None = None) -> dict[str, float]:
+def forecast_goodput(
+    scenario: Scenario,
+    payload: WirePayload,
+    policy: str,
+    rounds: int = 40,
+    split: str = "equal",
+    seed: int = 0,
+    *,
+    max_new_tokens: int | None = None,
+    online: bool = False,
+    horizon: int | None = None,
+) -> dict[str, float]:
     """Forecast goodput Σ E[N] / Σ (T_comp + E[T_comm]) over ``rounds`` model rounds (module
     docstring), next to the same plans' free-communication value Σ E[N] / Σ T_comp. ``horizon``:
     rounds per replica (the run's length; default ``rounds``)."""
@@ -56,7 +65,8 @@ def forecast_goodput(scenario: Scenario, payload: WirePayload, policy: str, roun
     for _ in range(-(-rounds // horizon)):
         planner = ScenarioPlanner(scenario, range(k), payload, policy=policy, split=split, online=online)
         truth = np.asarray(planner.world.drop.alpha, dtype=float)
-        budget = None if max_new_tokens is None else np.full(k, int(max_new_tokens))
+        fresh = None if max_new_tokens is None else int(max_new_tokens)
+        budget = None if fresh is None else np.full(k, fresh)
         for _ in range(horizon):
             caps = None if budget is None else {d: int(min(budget[d] - 1, gmax)) for d in range(k)}
             rp = planner.plan(r, range(k), caps)
@@ -68,7 +78,7 @@ def forecast_goodput(scenario: Scenario, payload: WirePayload, policy: str, roun
             if online:
                 for d in range(k):
                     planner.estimator.update(d, int(gamma[d]), int(accepted[d]), bool(accepted[d] < gamma[d]))
-            if budget is not None:
+            if budget is not None and fresh is not None:
                 budget -= accepted + 1
-                budget[budget <= 0] = int(max_new_tokens)  # the job ended: a fresh prompt next round
+                budget[budget <= 0] = fresh  # the job ended: a fresh prompt next round
     return {"forecast_tokens_per_s": tokens / (comp + comm), "forecast_free_comm_tokens_per_s": tokens / comp}

@@ -8,11 +8,11 @@ loop never knows how γ or the modes were chosen. Here every device is a functio
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
-from multispin.runtime.round.roles import DraftDevice, VerifierServer, draft_all
 from multispin.runtime.round.engine import ModePolicy, RoundEngine, RoundOutcome, RoundPolicy, RoundRecord
+from multispin.runtime.round.roles import DraftDevice, VerifierServer, draft_all
 from multispin.speculative.stats import AcceptanceStats
 from multispin.system.channel import fair_coin_ul
 from multispin.system.payload import WirePayload
@@ -128,8 +128,7 @@ def run_rounds(
     return logs
 
 
-def _one_round(engine: RoundEngine, devices: dict[int, DraftDevice], r: int,
-               active: list[int]) -> RoundOutcome:
+def _one_round(engine: RoundEngine, devices: dict[int, DraftDevice], r: int, active: list[int]) -> RoundOutcome:
     """The engine's steps with every device a function call away."""
     out = engine.plan(r, active)
     engine.verify(out, draft_all(devices, {d: out.gammas[d] for d in active}))

@@ -38,8 +38,9 @@ id k + K·j (`LocalTestbed(prompt_queues=...)`) and keeps device k's channel and
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -54,7 +55,9 @@ from multispin.system.channel_process import ChannelProcess, uses_channel_proces
 from multispin.system.payload import WirePayload
 from multispin.system.radio import rate_bps
 from multispin.system.scenario import Scenario
-from multispin.vocabulary import PLAN_POLICIES, RUN_POLICIES as POLICIES, TARGET_ONLY, LinkMode, policy_name
+from multispin.vocabulary import PLAN_POLICIES, TARGET_ONLY, LinkMode, policy_name
+from multispin.vocabulary import RUN_POLICIES as POLICIES
+
 
 @dataclass
 class RoundCost:
@@ -98,8 +101,9 @@ class RoundCost:
         return {**self.__dict__, "latency_s": self.latency_s}
 
 
-def analytic_round(inst, gamma: np.ndarray, modes: str, split: str, rng: np.random.Generator,
-                   samples: int = 4000) -> tuple[float, float, float]:
+def analytic_round(
+    inst, gamma: np.ndarray, modes: str, split: str, rng: np.random.Generator, samples: int = 4000
+) -> tuple[float, float, float]:
     """The analytic model of one round at draft lengths γ: (Σ E[N_k] exactly, T_comp, E[T_comm] over
     `samples` fresh outcome uniforms)."""
     from multispin.optimize.goodput import expected_tokens
@@ -108,11 +112,14 @@ def analytic_round(inst, gamma: np.ndarray, modes: str, split: str, rng: np.rand
     u = rng.random((samples, inst.num_devices))
     rejected = u > inst.survival[np.arange(inst.num_devices), gamma]
     mu = rng.random(u.shape) if modes == "random" else None
-    return (float(expected_tokens(inst, gamma).sum()), float(t_comp_s(inst, gamma)),
-            float(t_comm_batch(rejected, inst, modes, split, mu).mean()))
+    return (
+        float(expected_tokens(inst, gamma).sum()),
+        float(t_comp_s(inst, gamma)),
+        float(t_comm_batch(rejected, inst, modes, split, mu).mean()),
+    )
 
 
-def model_predictions(planner: "ScenarioPlanner", mc_rounds: int, seed: int) -> dict[str, float]:
+def model_predictions(planner: ScenarioPlanner, mc_rounds: int, seed: int) -> dict[str, float]:
     """What the analytic model and the Monte Carlo simulator predict for the rounds the planner
     ran, at the draft lengths actually used and the scenario's (profile) acceptance rates: the
     ratio Σ tokens / Σ time, comparable with the running system's `goodput_tokens_per_s`."""
@@ -129,8 +136,10 @@ def model_predictions(planner: "ScenarioPlanner", mc_rounds: int, seed: int) -> 
         mc = simulate_rounds(profile, gamma, mc_rounds, rng, modes=modes, split=planner.split)
         mc_tok += mc.tokens / mc_rounds
         mc_time += mc.time_s / mc_rounds
-    return {"analytic_tokens_per_s": a_tok / a_time if a_time else 0.0,
-            "montecarlo_tokens_per_s": mc_tok / mc_time if mc_time else 0.0}
+    return {
+        "analytic_tokens_per_s": a_tok / a_time if a_time else 0.0,
+        "montecarlo_tokens_per_s": mc_tok / mc_time if mc_time else 0.0,
+    }
 
 
 def target_only_plan(inst):
@@ -140,8 +149,7 @@ def target_only_plan(inst):
 
     gamma = np.zeros(inst.num_devices, dtype=int)
     g = goodput(inst, gamma, np.zeros((1, inst.num_devices)))  # nothing is ever rejected at γ = 0
-    return Plan(gamma, g, TARGET_ONLY, "optimal", "equal", expected_tokens(inst, gamma),
-                rejection_prob(inst, gamma))
+    return Plan(gamma, g, TARGET_ONLY, "optimal", "equal", expected_tokens(inst, gamma), rejection_prob(inst, gamma))
 
 
 @dataclass
@@ -189,25 +197,31 @@ class ScenarioPlanner:
         self.policy = policy_name(self.policy)
         self.device_ids = list(self.device_ids)
         if len(self.device_ids) != self.scenario.devices.count:
-            raise ConfigError(f"devices: the scenario has {self.scenario.devices.count} devices, "
-                              f"the run has {len(self.device_ids)}")
+            raise ConfigError(
+                f"devices: the scenario has {self.scenario.devices.count} devices, the run has {len(self.device_ids)}"
+            )
         if self.draft_policy not in PLAN_POLICIES:
-            raise ConfigError(f"draft_policy: unknown value {self.draft_policy!r} (allowed: {', '.join(PLAN_POLICIES)})")
+            raise ConfigError(
+                f"draft_policy: unknown value {self.draft_policy!r} (allowed: {', '.join(PLAN_POLICIES)})"
+            )
         if not isinstance(self.payload, WirePayload):
             raise ConfigError(f"payload: need a WirePayload (the codecs' bits), got {type(self.payload).__name__}")
         self.world = World(self.scenario)
         self.objective = self.scenario.optimizer.objective
         if self.objective != "sum" and self.scenario.channel.planning == "robust":
-            raise ConfigError(f"objective: {self.objective!r} plans on the known channel; channel.planning "
-                              "'robust' allows the objective 'sum' only")
+            raise ConfigError(
+                f"objective: {self.objective!r} plans on the known channel; channel.planning "
+                "'robust' allows the objective 'sum' only"
+            )
         self._slots = len(self.device_ids)
         self._slot_of_id = {d: i for i, d in enumerate(self.device_ids)}
         prior = self.world.drop.alpha if self.prior_alpha is None else self.prior_alpha
         self.estimator = AcceptanceEstimator(prior)
         self._n_saa = self.n_saa or self.scenario.optimizer.n_saa
         # mobility / noisy pilots: the channel process, its last block and the last round's duration
-        self.process = ChannelProcess(self.scenario, self.world.drop.distance_m) \
-            if uses_channel_process(self.scenario) else None
+        self.process = (
+            ChannelProcess(self.scenario, self.world.drop.distance_m) if uses_channel_process(self.scenario) else None
+        )
         self._fading: dict[int, Any] = {}
         self._last_round_s = 0.0
         self._true_channel = None  # this round's channel of every scenario device (retransmissions)
@@ -230,12 +244,12 @@ class ScenarioPlanner:
         self._fading = {round_idx: state}  # only the last block is ever needed
         posterior = None
         if self.scenario.channel.planning == "robust":
-            posterior = est.posterior_gains(stream(self.scenario.seed, "posterior", round_idx), self._n_saa,
-                                            self.scenario.radio.reciprocity)
+            posterior = est.posterior_gains(
+                stream(self.scenario.seed, "posterior", round_idx), self._n_saa, self.scenario.radio.reciprocity
+            )
         return self.process.gains(state), est.naive(), posterior
 
-    def plan(self, round_idx: int, active: Sequence[int],
-             caps: Mapping[int, int] | None = None) -> ScenarioRoundPlan:
+    def plan(self, round_idx: int, active: Sequence[int], caps: Mapping[int, int] | None = None) -> ScenarioRoundPlan:
         """γ for the active devices from this round's channel (or its estimate) and the current
         acceptance estimates, never past a device's cap (``caps``: the engine's remaining budget − 1);
         the plan's instance carries the true channel, which the modes and the clock use. The time it
@@ -245,8 +259,7 @@ class ScenarioPlanner:
         rplan.planning_cpu_s, rplan.planning_wall_s = time.thread_time() - cpu0, time.perf_counter() - wall0
         return rplan
 
-    def _plan(self, round_idx: int, active: Sequence[int],
-              caps: Mapping[int, int] | None = None) -> ScenarioRoundPlan:
+    def _plan(self, round_idx: int, active: Sequence[int], caps: Mapping[int, int] | None = None) -> ScenarioRoundPlan:
         active = list(active)
         idx = [self._index(d) for d in active]
         true_ch, seen_ch, posterior = self._round_channel(round_idx)
@@ -258,11 +271,17 @@ class ScenarioPlanner:
             gamma_cap = np.array([min(max(int(caps[d]), 0), gmax) for d in active], dtype=np.int64)
 
         def wired(ch):
-            return self.world.instance(round_idx, ch).replace(
-                alpha=alpha, payload_bits=np.full(k, float(wire.correction_bits("ul"))),
-                dl_payload_bits=np.full(k, float(wire.correction_bits("dl"))),
-                draft_upload_bits_per_token=float(wire.draft_bits_per_token),
-            ).subset(idx).replace(gamma_cap=gamma_cap)
+            return (
+                self.world.instance(round_idx, ch)
+                .replace(
+                    alpha=alpha,
+                    payload_bits=np.full(k, float(wire.correction_bits("ul"))),
+                    dl_payload_bits=np.full(k, float(wire.correction_bits("dl"))),
+                    draft_upload_bits_per_token=float(wire.draft_bits_per_token),
+                )
+                .subset(idx)
+                .replace(gamma_cap=gamma_cap)
+            )
 
         inst = wired(true_ch)
         self._true_channel = true_ch
@@ -273,25 +292,41 @@ class ScenarioPlanner:
         u = stream(self.scenario.seed, "saa", round_idx).random((self._n_saa, len(idx)))
         mode_u = stream(self.scenario.seed, "modes", round_idx).random(u.shape) if modes == "random" else None
         if posterior is None:
-            proactive = plan(seen, uniforms=u, modes=modes, split=self.split, mode_uniforms=mode_u,
-                             policy=self.draft_policy)
+            proactive = plan(
+                seen, uniforms=u, modes=modes, split=self.split, mode_uniforms=mode_u, policy=self.draft_policy
+            )
         else:
             from multispin.optimize.robust import plan_on_estimate
 
-            proactive = plan_on_estimate(seen, u, "robust", (posterior[0][:, idx], posterior[1][:, idx]),
-                                         modes=modes, split=self.split, mode_uniforms=mode_u)
+            proactive = plan_on_estimate(
+                seen,
+                u,
+                "robust",
+                (posterior[0][:, idx], posterior[1][:, idx]),
+                modes=modes,
+                split=self.split,
+                mode_uniforms=mode_u,
+            )
         score = search = None
         if self.objective != "sum":
             from multispin.optimize.objectives import EnergyModel, plan_objective
 
             proactive, score, search = plan_objective(
-                seen, self.objective, uniforms=u, energy=EnergyModel.of(self.scenario), modes=modes,
-                split=self.split, mode_uniforms=mode_u, starts=[proactive.draft_len])
+                seen,
+                self.objective,
+                uniforms=u,
+                energy=EnergyModel.of(self.scenario),
+                modes=modes,
+                split=self.split,
+                mode_uniforms=mode_u,
+                starts=[proactive.draft_len],
+            )
         # a round with no observation after it (the forecast) ages the channel by its planned duration
         self._last_round_s = proactive.goodput.t_comp_s + proactive.goodput.e_t_comm_s
         gammas = {d: int(g) for d, g in zip(active, proactive.draft_len)}
-        return ScenarioRoundPlan(round_idx, gammas, active, inst, proactive, objective_score=score,
-                                 objective_search=search)
+        return ScenarioRoundPlan(
+            round_idx, gammas, active, inst, proactive, objective_score=score, objective_search=search
+        )
 
     def modes(self, rplan: ScenarioRoundPlan, rejected: Sequence[int]) -> dict[int, LinkMode]:
         """Modes, powers and bandwidths for the rejected set; the decision stays on the plan."""
@@ -361,8 +396,7 @@ class ScenarioPlanner:
         for d, r in records.items():
             gamma[pos[d]] = r.draft_len
             if self.online:
-                self.estimator.update(self._index(d), r.draft_len, r.num_accepted,
-                                      r.rejection_position is not None)
+                self.estimator.update(self._index(d), r.draft_len, r.num_accepted, r.rejection_position is not None)
         rejected = [d for d, r in records.items() if r.rejection_position is not None]
         modes: dict[int, str] = {}
         power, bw, gain, charged, airtime = {}, {}, {}, {}, {}
@@ -391,16 +425,30 @@ class ScenarioPlanner:
             comm_s = min(comm_s, deadline) + retx_s
         inst = rplan.instance
         t_dft = {d: float(gamma[pos[d]] * inst.draft_latency_s[pos[d]]) for d in rplan.active}
-        t_up = {d: float(gamma[pos[d]] * (inst.token_latency_s[pos[d]] - inst.draft_latency_s[pos[d]]))
-                for d in rplan.active}
+        t_up = {
+            d: float(gamma[pos[d]] * (inst.token_latency_s[pos[d]] - inst.draft_latency_s[pos[d]]))
+            for d in rplan.active
+        }
         return RoundCost(
-            airtime_s=dict(airtime), draft_compute_s=t_dft, draft_upload_s=t_up,
-            round=rplan.round, draft_len={d: int(gamma[pos[d]]) for d in rplan.active}, rejected=rejected,
-            modes=modes, power_w=power, bandwidth_hz=bw, gain=gain, charged_bits=charged,
-            comp_latency_s=float(t_comp_s(rplan.instance, gamma)), comm_latency_s=comm_s,
-            deferred_bits=deferred, retransmitted_bits=retx, retransmission_s=retx_s,
+            airtime_s=dict(airtime),
+            draft_compute_s=t_dft,
+            draft_upload_s=t_up,
+            round=rplan.round,
+            draft_len={d: int(gamma[pos[d]]) for d in rplan.active},
+            rejected=rejected,
+            modes=modes,
+            power_w=power,
+            bandwidth_hz=bw,
+            gain=gain,
+            charged_bits=charged,
+            comp_latency_s=float(t_comp_s(rplan.instance, gamma)),
+            comm_latency_s=comm_s,
+            deferred_bits=deferred,
+            retransmitted_bits=retx,
+            retransmission_s=retx_s,
             tokens=sum(r.tokens_gained for r in records.values()),
-            planning_cpu_s=rplan.planning_cpu_s, planning_wall_s=rplan.planning_wall_s,
+            planning_cpu_s=rplan.planning_cpu_s,
+            planning_wall_s=rplan.planning_wall_s,
             planning_charged_s=rplan.planning_cpu_s if self.charge_planning else 0.0,
             planned_goodput_tokens_per_s=float(proactive.goodput_tokens_per_s),
             expected_tokens=float(proactive.goodput.expected_tokens),

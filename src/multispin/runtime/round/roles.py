@@ -12,8 +12,8 @@ the correction uniform is the same whether the server (UL) or the device (DL) dr
 
 from __future__ import annotations
 
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
-from typing import Generator, Sequence
 
 import numpy as np
 
@@ -65,8 +65,16 @@ class DraftDevice(_Role):
 
     lm: SequenceLM
 
-    def __init__(self, device_id: int, lm: SequenceLM, sampling: SamplingParams, ul_codec: Codec,
-                 dl_codec: Codec, seed: int, prompt_ids: Sequence[int]):
+    def __init__(
+        self,
+        device_id: int,
+        lm: SequenceLM,
+        sampling: SamplingParams,
+        ul_codec: Codec,
+        dl_codec: Codec,
+        seed: int,
+        prompt_ids: Sequence[int],
+    ):
         if len(prompt_ids) == 0:
             raise ProtocolError(f"device {device_id}: prompt must hold at least one token")
         super().__init__(lm, sampling, ul_codec, dl_codec, seed)
@@ -96,8 +104,9 @@ class DraftDevice(_Role):
         rng = step_rng(self.seed, self.device_id, len(self.tokens), _DRAFT)
         pending = self.tokens[self.lm.length :]
         if not pending:  # the cache must stop short of the record's last token, whose row we need
-            raise ProtocolError(f"device {self.device_id}: draft cache holds {self.lm.length} tokens, "
-                                f"the record {len(self.tokens)}")
+            raise ProtocolError(
+                f"device {self.device_id}: draft cache holds {self.lm.length} tokens, the record {len(self.tokens)}"
+            )
         logits = yield pending
         tokens, q_at = [], []
         for i in range(gamma):
@@ -166,8 +175,9 @@ def _by_draft_model(devices: dict[int, DraftDevice], ids) -> list[list[int]]:
     return list(groups.values())
 
 
-def _forward(devices: dict[int, DraftDevice], group: list[int],
-             step: dict[int, Sequence[int]]) -> dict[int, np.ndarray]:
+def _forward(
+    devices: dict[int, DraftDevice], group: list[int], step: dict[int, Sequence[int]]
+) -> dict[int, np.ndarray]:
     """The last logits row of each device in `group` after appending its step's tokens."""
     first = devices[group[0]].lm
     if len(group) == 1 or not isinstance(first, BatchedSequence):
@@ -192,8 +202,15 @@ class VerifierServer(_Role):
 
     lm: BatchedLM
 
-    def __init__(self, lm: BatchedLM, sampling: SamplingParams, ul_codec: Codec, dl_codec: Codec,
-                 seed: int, gamma_max: int = DEFAULT_GAMMA_MAX):
+    def __init__(
+        self,
+        lm: BatchedLM,
+        sampling: SamplingParams,
+        ul_codec: Codec,
+        dl_codec: Codec,
+        seed: int,
+        gamma_max: int = DEFAULT_GAMMA_MAX,
+    ):
         super().__init__(lm, sampling, ul_codec, dl_codec, seed)
         self.gamma_max = gamma_max
         self.records: dict[int, list[int]] = {}  # the server's record of each device's tokens
@@ -227,8 +244,7 @@ class VerifierServer(_Role):
         # The rows that score each device's drafts and its bonus token, on the target's device
         # until the verdict (a prompt's prefill computes no rows for the prompt itself).
         logits = device_rows(self.lm, new, {d: len(drafts[d].tokens) + 1 for d in ids})
-        ragged = RaggedDrafts.from_lists([drafts[d].tokens for d in ids],
-                                         [drafts[d].q_at_tokens for d in ids])
+        ragged = RaggedDrafts.from_lists([drafts[d].tokens for d in ids], [drafts[d].q_at_tokens for d in ids])
         rows = [logits[d] for d in ids]
         # Warped lazily: p_i(x_i) for the test, whole rows only for bonus and rejection rows.
         target = TargetRows.stacked(rows, self.sampling)
@@ -237,8 +253,7 @@ class VerifierServer(_Role):
             u = step_rng(self.seed, d, len(self.records[d]), _ACCEPT).random(len(drafts[d].tokens) + 1)
             accept_u.append(u[:-1])
             bonus_u.append(u[-1])
-        result = verify(ragged, target, np.concatenate(accept_u), np.array(bonus_u),
-                        gamma_max=self.gamma_max)
+        result = verify(ragged, target, np.concatenate(accept_u), np.array(bonus_u), gamma_max=self.gamma_max)
         verdicts = {}
         rejected_at = result.rejected_devices
         self._pending_p = dict(zip((ids[i] for i in rejected_at), target.warped(result.rejection_row[rejected_at])))
@@ -246,8 +261,9 @@ class VerifierServer(_Role):
             n_acc = int(result.num_accepted[i])
             self.lm.rollback(d, len(self.records[d]) + n_acc)
             rejected = bool(result.rejected[i])
-            verdicts[d] = Verdict(n_acc, drafts[d].tokens[:n_acc],
-                                  None if rejected else int(result.bonus_token[i]), rejected)
+            verdicts[d] = Verdict(
+                n_acc, drafts[d].tokens[:n_acc], None if rejected else int(result.bonus_token[i]), rejected
+            )
         return verdicts
 
     def correct_remotely(self, device_id: int, q_payload: bytes) -> int:

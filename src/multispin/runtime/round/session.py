@@ -7,17 +7,17 @@ Builds the devices (each with its own draft model and prompt) and the server fro
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from pydantic import Field, field_validator
 
 from multispin.errors import Interrupted
 from multispin.models.base import BatchedSequence, LoadedPair
 from multispin.models.registry import DEFAULT_PAIR, resolve_pair
+from multispin.runtime.round.engine import PolicyPair, RoundRecord
 from multispin.runtime.round.local import DeviceResult, UniformDraftLength, mode_policy, run_rounds
 from multispin.runtime.round.roles import DraftDevice, VerifierServer
-from multispin.runtime.round.engine import PolicyPair, RoundRecord
 from multispin.speculative.codecs import exactness_by_mode, make_codec
 from multispin.speculative.stats import AcceptanceStats
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
@@ -74,14 +74,16 @@ def default_prompts(n: int, seed: int) -> list[str]:
 def encode_prompt(pair: LoadedPair, text: str) -> list[int]:
     tok = pair.tokenizer
     if pair.use_chat_template and getattr(tok, "chat_template", None):
-        ids = tok.apply_chat_template([{"role": "user", "content": text}],
-                                      add_generation_prompt=True, tokenize=True)
+        ids = tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True)
         return list(ids["input_ids"] if isinstance(ids, dict) else ids)
     return list(tok.encode(text))
 
 
-def generate(config: GenerateConfig, pair: LoadedPair | None = None,
-             on_round: Callable[[int, dict[int, RoundRecord]], None] | None = None) -> GenerationResult:
+def generate(
+    config: GenerateConfig,
+    pair: LoadedPair | None = None,
+    on_round: Callable[[int, dict[int, RoundRecord]], None] | None = None,
+) -> GenerationResult:
     """Run Multi-SPIN rounds for `config.devices` devices until each is done."""
     # transformers takes seconds to import: load it when models run, not when this module is read
     from multispin.models.hf import HFBatchedLM, draft_batched
@@ -90,15 +92,18 @@ def generate(config: GenerateConfig, pair: LoadedPair | None = None,
     sampling = config.sampling
     ul_codec, dl_codec = make_codec(config.ul_codec), make_codec(config.dl_codec)
     used = fixed_mode_links(config.mode)
-    notes = [f"{m.upper()} codec {(ul_codec if m == 'ul' else dl_codec).name} is not exact here: {v.reason}"
-             for m, v in exactness_by_mode(ul_codec, dl_codec, sampling, pair.vocab_size, used).items()
-             if not v.exact]
+    notes = [
+        f"{m.upper()} codec {(ul_codec if m == 'ul' else dl_codec).name} is not exact here: {v.reason}"
+        for m, v in exactness_by_mode(ul_codec, dl_codec, sampling, pair.vocab_size, used).items()
+        if not v.exact
+    ]
 
     draft_names = pair.check_drafts(config.drafts or list(pair.drafts))
     texts = config.prompts or default_prompts(config.devices, config.seed)
     pad_id = getattr(pair.tokenizer, "pad_token_id", None) or 0
-    server = VerifierServer(HFBatchedLM(pair.target, pair.vocab_size, pad_id), sampling,
-                            ul_codec, dl_codec, config.seed)
+    server = VerifierServer(
+        HFBatchedLM(pair.target, pair.vocab_size, pad_id), sampling, ul_codec, dl_codec, config.seed
+    )
     devices, results = {}, []
     # Devices that hold the same draft draft each step in one batched pass (roles.draft_all).
     shared_drafts = {name: draft_batched(pair, name, pad_id) for name in set(draft_names)}
@@ -106,8 +111,7 @@ def generate(config: GenerateConfig, pair: LoadedPair | None = None,
         draft_name = draft_names[k % len(draft_names)]
         prompt = texts[k % len(texts)]
         lm = BatchedSequence(shared_drafts[draft_name], k)
-        devices[k] = DraftDevice(k, lm, sampling, ul_codec, dl_codec, config.seed,
-                                 encode_prompt(pair, prompt))
+        devices[k] = DraftDevice(k, lm, sampling, ul_codec, dl_codec, config.seed, encode_prompt(pair, prompt))
         results.append(DeviceResult(k, draft_name, prompt, [], ""))
 
     modes = mode_policy(config.mode, config.seed)
@@ -132,10 +136,17 @@ def generate(config: GenerateConfig, pair: LoadedPair | None = None,
 
     started = time.perf_counter()
     try:
-        run_rounds(server, devices, PolicyPair(UniformDraftLength(config.draft_len), modes), config.max_new_tokens,
-                   pair.eos_token_ids, on_round=record)
+        run_rounds(
+            server,
+            devices,
+            PolicyPair(UniformDraftLength(config.draft_len), modes),
+            config.max_new_tokens,
+            pair.eos_token_ids,
+            on_round=record,
+        )
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: every device's text so far goes with it
         done = max((len(v) for v in logs.values()), default=0)
-        raise Interrupted.after(exc, f"interrupted after {done} rounds; the texts above are partial",
-                                partial=outcome()) from None
+        raise Interrupted.after(
+            exc, f"interrupted after {done} rounds; the texts above are partial", partial=outcome()
+        ) from None
     return outcome()

@@ -33,7 +33,7 @@ import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from multispin.errors import SecurityError
 
@@ -49,7 +49,7 @@ def device_name(device_id: int) -> str:
 
 @dataclass(frozen=True)
 class ServerKeys:
-    public: bytes       # Z85, 40 bytes
+    public: bytes  # Z85, 40 bytes
     secret: bytes
     allowed_dir: Path
 
@@ -59,10 +59,11 @@ class DeviceKeys:
     device_id: int
     public: bytes
     secret: bytes
-    server_public: Optional[bytes] = None
+    server_public: bytes | None = None
 
 
 # -- creating ----------------------------------------------------------------------------------
+
 
 def _create_pair(directory: Path, name: str, metadata: dict[str, str], force: bool) -> tuple[Path, Path]:
     """``name.key`` and ``name.key_secret`` in ``directory``, made in a private (0700) temporary
@@ -73,8 +74,10 @@ def _create_pair(directory: Path, name: str, metadata: dict[str, str], force: bo
     directory = Path(directory)
     public, secret = directory / f"{name}.key", directory / f"{name}.key_secret"
     if not force and (public.exists() or secret.exists()):
-        raise SecurityError(f"{secret}: keys already exist (pass --force to replace them; "
-                            "everything holding the old public key will be refused)")
+        raise SecurityError(
+            f"{secret}: keys already exist (pass --force to replace them; "
+            "everything holding the old public key will be refused)"
+        )
     try:
         if not directory.exists():
             directory.mkdir(parents=True, mode=0o700)
@@ -97,8 +100,9 @@ def create_server_keys(server_dir: str | os.PathLike, *, force: bool = False) ->
     return public
 
 
-def create_device_keys(device_dir: str | os.PathLike, device_id: int, *,
-                       allow: str | os.PathLike | None = None, force: bool = False) -> Path:
+def create_device_keys(
+    device_dir: str | os.PathLike, device_id: int, *, allow: str | os.PathLike | None = None, force: bool = False
+) -> Path:
     """Device ``device_id``'s key pair in ``device_dir``; returns the public key file.
 
     With ``allow=SERVER_DIR`` (the server's key folder, made first), the device's public key is
@@ -112,8 +116,9 @@ def create_device_keys(device_dir: str | os.PathLike, device_id: int, *,
         server = load_server_keys(allow)  # fail before writing anything
         target = server.allowed_dir / f"{device_name(device_id)}.key"
         if target.exists() and not force:
-            raise SecurityError(f"{target}: device {device_id} is already allowed with another key "
-                                "(pass --force to replace it)")
+            raise SecurityError(
+                f"{target}: device {device_id} is already allowed with another key (pass --force to replace it)"
+            )
     public, _ = _create_pair(device_dir, device_name(device_id), {"device-id": str(int(device_id))}, force)
     if server is not None and allow is not None:
         try:
@@ -144,7 +149,7 @@ def create_keyring(directory: str | os.PathLike, device_ids) -> tuple[Path, dict
 OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE)
 
 
-def _load(path: Path, want_secret: bool) -> tuple[bytes, Optional[bytes]]:
+def _load(path: Path, want_secret: bool) -> tuple[bytes, bytes | None]:
     import zmq.auth
 
     if not path.is_file():
@@ -152,8 +157,7 @@ def _load(path: Path, want_secret: bool) -> tuple[bytes, Optional[bytes]]:
     if want_secret and os.name == "posix":
         mode = stat.S_IMODE(path.stat().st_mode)
         if mode & 0o077:
-            raise SecurityError(f"{path}: secret key is readable by others (mode {mode:04o}); "
-                                f"run `chmod 600 {path}`")
+            raise SecurityError(f"{path}: secret key is readable by others (mode {mode:04o}); run `chmod 600 {path}`")
     try:
         public, secret = zmq.auth.load_certificate(path)
     except OSError as exc:
@@ -177,7 +181,7 @@ def load_server_keys(server_dir: str | os.PathLike) -> ServerKeys:
     return ServerKeys(public, secret, allowed)
 
 
-def load_device_keys(device_dir: str | os.PathLike, device_id: Optional[int] = None) -> DeviceKeys:
+def load_device_keys(device_dir: str | os.PathLike, device_id: int | None = None) -> DeviceKeys:
     """Device keys from ``device_dir`` (the only pair there when ``device_id`` is None) and the
     server's public key if ``server.key`` is there."""
     device_dir = Path(device_dir)
@@ -187,7 +191,7 @@ def load_device_keys(device_dir: str | os.PathLike, device_id: Optional[int] = N
             raise SecurityError(f"{device_dir}: no device key pair (make one with `multispin keys device`)")
         if len(found) > 1:
             raise SecurityError(f"{device_dir}: {len(found)} device key pairs; give the device id")
-        device_id = int(found[0].name[len("device-"):-len(".key_secret")])
+        device_id = int(found[0].name[len("device-") : -len(".key_secret")])
     public, secret = _load(device_dir / f"{device_name(device_id)}.key_secret", want_secret=True)
     assert secret is not None  # want_secret: _load refuses a file without one
     server_file = device_dir / f"{SERVER_NAME}.key"
@@ -219,8 +223,9 @@ class AllowedKeys:
                 raise SecurityError(f"{path}: an allowed key file is named device-N.key (N the device id)")
             public, _ = _load(path, want_secret=False)
             if public in ids:
-                raise SecurityError(f"{path}: the same public key is allowed as device {ids[public]}; "
-                                    "one key, one device")
+                raise SecurityError(
+                    f"{path}: the same public key is allowed as device {ids[public]}; one key, one device"
+                )
             ids[public] = int(m.group(1))
         self._ids = ids
 
@@ -229,8 +234,14 @@ class AllowedKeys:
         file), so that a server can notice a change without re-reading every key. Raises
         OSError when the process is out of descriptors (the folder cannot be listed now)."""
         try:
-            return tuple(sorted((p.name, st.st_mtime_ns, st.st_size) for p in self.directory.iterdir()
-                                if p.name.endswith(".key") for st in (p.stat(),)))
+            return tuple(
+                sorted(
+                    (p.name, st.st_mtime_ns, st.st_size)
+                    for p in self.directory.iterdir()
+                    if p.name.endswith(".key")
+                    for st in (p.stat(),)
+                )
+            )
         except OSError as exc:
             if exc.errno in OUT_OF_DESCRIPTORS:
                 raise
@@ -245,7 +256,7 @@ class AllowedKeys:
     def __contains__(self, public_key: bytes | str) -> bool:
         return self.identity_for(public_key) is not None
 
-    def identity_for(self, public_key: bytes | str | None) -> Optional[int]:
+    def identity_for(self, public_key: bytes | str | None) -> int | None:
         """The device id a public key (Z85) is allowed as, or None."""
         if public_key is None:
             return None
@@ -268,7 +279,8 @@ class AllowedKeys:
 
 # -- sockets -----------------------------------------------------------------------------------
 
-def curve_server(socket: Any, keys: ServerKeys, allowed: Optional[AllowedKeys] = None) -> Any:
+
+def curve_server(socket: Any, keys: ServerKeys, allowed: AllowedKeys | None = None) -> Any:
     """Make ``socket`` (a ROUTER, not yet bound) a CURVE server that lets in only the allowed
     keys. Starts and returns the authenticator thread on the socket's context: keep it, and
     ``stop()`` it after closing the socket. Call before ``bind``: libzmq lets any key in while
@@ -292,14 +304,16 @@ def curve_client(socket: Any, keys: DeviceKeys, server_public: bytes | str | Non
     key is ``server_public`` (default: the device folder's ``server.key``)."""
     server = server_public if server_public is not None else keys.server_public
     if server is None:
-        raise SecurityError(f"device {keys.device_id}: no server public key (copy the server's "
-                            "server.key into the device folder, or make the device keys with --allow)")
+        raise SecurityError(
+            f"device {keys.device_id}: no server public key (copy the server's "
+            "server.key into the device folder, or make the device keys with --allow)"
+        )
     socket.curve_secretkey = keys.secret
     socket.curve_publickey = keys.public
     socket.curve_serverkey = server.encode("ascii") if isinstance(server, str) else bytes(server)
 
 
-def peer_key(frame: Any) -> Optional[str]:
+def peer_key(frame: Any) -> str | None:
     """The Z85 public key of the peer that sent ``frame`` (received with ``copy=False``) on a
     CURVE server socket, or None on a plain socket."""
     try:

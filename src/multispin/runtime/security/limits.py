@@ -18,8 +18,8 @@ them their events (a new routing id, a completed handshake, a disconnect) and ac
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Callable, Hashable, Optional
 
 from multispin.errors import ConfigError
 
@@ -40,8 +40,9 @@ class Limits:
         if self.max_connections < 1:
             raise ConfigError(f"max_connections: must be >= 1 (got {self.max_connections})")
         if not 1 <= self.max_pending <= self.max_connections:
-            raise ConfigError(f"max_pending: must be in 1..max_connections={self.max_connections} "
-                              f"(got {self.max_pending})")
+            raise ConfigError(
+                f"max_pending: must be in 1..max_connections={self.max_connections} (got {self.max_pending})"
+            )
         if not self.handshake_deadline_s > 0:
             raise ConfigError(f"handshake_deadline_s: must be > 0 (got {self.handshake_deadline_s})")
 
@@ -69,7 +70,7 @@ class ConnectionBudget:
     def is_pending(self, peer: Hashable) -> bool:
         return peer in self._pending
 
-    def admit(self, peer: Hashable, now: float) -> Optional[str]:
+    def admit(self, peer: Hashable, now: float) -> str | None:
         if peer in self._pending or peer in self._established:
             return None
         self.expired(now)  # a deadline that passed frees its slot first
@@ -101,7 +102,7 @@ class ConnectionBudget:
             del self._pending[peer]
         return out
 
-    def next_deadline(self) -> Optional[float]:
+    def next_deadline(self) -> float | None:
         """When the next pending handshake expires (to bound a poll's timeout), or None."""
         return next(iter(self._pending.values()), None)
 
@@ -109,8 +110,8 @@ class ConnectionBudget:
 @dataclass
 class _Window:
     start: float
-    count: int = 0            # refusals since the last line
-    last_peer: Optional[str] = None
+    count: int = 0  # refusals since the last line
+    last_peer: str | None = None
 
 
 class RefusalLog:
@@ -123,8 +124,9 @@ class RefusalLog:
     ``totals`` keeps the count per cause for the run's summary. Causes must come from a fixed
     vocabulary (the constants above, protocol error codes): never from what a peer sent."""
 
-    def __init__(self, interval_s: float = 10.0, emit: Optional[Callable[[str], None]] = None,
-                 label: str = "refused") -> None:
+    def __init__(
+        self, interval_s: float = 10.0, emit: Callable[[str], None] | None = None, label: str = "refused"
+    ) -> None:
         if not interval_s > 0:
             raise ConfigError(f"interval_s: must be > 0 (got {interval_s})")
         self.interval_s = float(interval_s)
@@ -133,7 +135,7 @@ class RefusalLog:
         self.totals: dict[str, int] = {}
         self._windows: dict[str, _Window] = {}
 
-    def refused(self, cause: str, now: float, peer: Optional[str] = None, announce: bool = True) -> bool:
+    def refused(self, cause: str, now: float, peer: str | None = None, announce: bool = True) -> bool:
         """Count one; True when it is the first of its cause in this interval (then it is
         announced, unless ``announce=False``: the caller logs that one its own way)."""
         self.tick(now)
@@ -169,5 +171,7 @@ class RefusalLog:
 
     def _line(self, cause: str, w: _Window, now: float) -> None:
         peer = f", last peer {w.last_peer}" if w.last_peer else ""
-        self.emit(f"{self.label}: {cause} x{w.count} more in the last {now - w.start:.1f} s"
-                  f"{peer} ({self.totals[cause]} in all)")
+        self.emit(
+            f"{self.label}: {cause} x{w.count} more in the last {now - w.start:.1f} s"
+            f"{peer} ({self.totals[cause]} in all)"
+        )

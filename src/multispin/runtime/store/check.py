@@ -35,7 +35,6 @@ import sqlite3
 from dataclasses import dataclass
 from itertools import groupby
 from pathlib import Path
-from typing import Optional
 
 from multispin.errors import JournalDamaged
 from multispin.runtime.store.head import GENESIS, Head, head_path, link, read_head, session_seal
@@ -43,33 +42,41 @@ from multispin.runtime.store.head import GENESIS, Head, head_path, link, read_he
 CHECKS = ("quick", "full")
 
 
-def repair_hint(good_rounds: Optional[int] = None) -> str:
+def repair_hint(good_rounds: int | None = None) -> str:
     """What the operator can do, in the words of the `serve` command line."""
-    where = ("from its last good round" if good_rounds is None else
-             "from round 0" if good_rounds == 0 else f"after its last good round {good_rounds - 1}")
-    return (f"`serve --journal-repair` resumes {where} (later rounds are regenerated, the texts are "
-            "the same) and keeps the damaged files; or give a fresh --journal")
+    where = (
+        "from its last good round"
+        if good_rounds is None
+        else "from round 0"
+        if good_rounds == 0
+        else f"after its last good round {good_rounds - 1}"
+    )
+    return (
+        f"`serve --journal-repair` resumes {where} (later rounds are regenerated, the texts are "
+        "the same) and keeps the damaged files; or give a fresh --journal"
+    )
 
 
 @dataclass(frozen=True)
 class Evidence:
     """What lies beside the journal before SQLite opens it."""
 
-    main_size: Optional[int]  # None: no journal file
+    main_size: int | None  # None: no journal file
     wal: bool
     shm: bool
     lock: bool  # a writer lock file was there before this open
-    head: Optional[Head]
+    head: Head | None
 
     @classmethod
-    def gather(cls, path: Path, lock_existed: bool) -> "Evidence":
+    def gather(cls, path: Path, lock_existed: bool) -> Evidence:
         try:
-            size: Optional[int] = path.stat().st_size
+            size: int | None = path.stat().st_size
         except FileNotFoundError:
             size = None
         # read_head raises JournalDamaged for a head file without a valid slot
-        return cls(size, Path(f"{path}-wal").exists(), Path(f"{path}-shm").exists(), lock_existed,
-                   read_head(head_path(path)))
+        return cls(
+            size, Path(f"{path}-wal").exists(), Path(f"{path}-shm").exists(), lock_existed, read_head(head_path(path))
+        )
 
     def forget_what_sqlite_added(self, path: Path) -> None:
         """After a refusal: remove the empty -wal and the -shm a read-only connection creates, so
@@ -83,17 +90,26 @@ class Evidence:
     def check_files(self, path: Path) -> None:
         """Refuse a journal file that vanished or was emptied (SQLite would start afresh)."""
         if self.main_size is None:
-            traces = [what for what, there in ((f"{head_path(path).name} says "
-                                                f"{self.head.describe() if self.head else ''}", self.head),
-                                               (f"{path.name}-wal remains", self.wal),
-                                               (f"{path.name}-writer.lock remains", self.lock)) if there]
+            traces = [
+                what
+                for what, there in (
+                    (f"{head_path(path).name} says {self.head.describe() if self.head else ''}", self.head),
+                    (f"{path.name}-wal remains", self.wal),
+                    (f"{path.name}-writer.lock remains", self.lock),
+                )
+                if there
+            ]
             if traces:
-                raise JournalDamaged(f"{path}: the journal file is missing but {traces[0]}: it was deleted "
-                                     f"or moved; restore it, or {repair_hint(0)}")
+                raise JournalDamaged(
+                    f"{path}: the journal file is missing but {traces[0]}: it was deleted "
+                    f"or moved; restore it, or {repair_hint(0)}"
+                )
         elif self.main_size == 0:
-            raise JournalDamaged(f"{path}: the journal file is empty (0 bytes)"
-                                 f"{'; its head file says ' + self.head.describe() if self.head else ''}: "
-                                 f"it was truncated; restore it, or {repair_hint(0)}")
+            raise JournalDamaged(
+                f"{path}: the journal file is empty (0 bytes)"
+                f"{'; its head file says ' + self.head.describe() if self.head else ''}: "
+                f"it was truncated; restore it, or {repair_hint(0)}"
+            )
 
 
 def sqlite_check(db: sqlite3.Connection, path: Path, check: str) -> None:
@@ -106,15 +122,21 @@ def sqlite_check(db: sqlite3.Connection, path: Path, check: str) -> None:
         # SQLite's report may span lines ("*** in database main ***" first): one line, the first problem
         lines = [ln for row in found for ln in str(row).splitlines() if ln.strip() and not ln.startswith("***")]
         more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
-        raise JournalDamaged(f"{path}: damaged journal (SQLite {pragma}: {lines[0] if lines else found[0]}"
-                             f"{more}); {repair_hint()}")
+        raise JournalDamaged(
+            f"{path}: damaged journal (SQLite {pragma}: {lines[0] if lines else found[0]}{more}); {repair_hint()}"
+        )
 
 
 def round_rows(db: sqlite3.Connection, r: int) -> list[tuple]:
     """Round ``r``'s rows (device, tokens, draft length, mode, bits), in device order: what its link hashes."""
-    return [(d, json.loads(t), g, m, b) for d, t, g, m, b in db.execute(
-        "SELECT device_id, tokens, draft_len, mode, bits FROM round_tokens WHERE round_index = ? "
-        "ORDER BY device_id", (r,))]
+    return [
+        (d, json.loads(t), g, m, b)
+        for d, t, g, m, b in db.execute(
+            "SELECT device_id, tokens, draft_len, mode, bits FROM round_tokens WHERE round_index = ? "
+            "ORDER BY device_id",
+            (r,),
+        )
+    ]
 
 
 def walk_chain(db: sqlite3.Connection, path: Path, stop_at_damage: bool = False) -> list[bytes]:
@@ -130,9 +152,11 @@ def walk_chain(db: sqlite3.Connection, path: Path, stop_at_damage: bool = False)
         raise JournalDamaged(f"{path}: damaged journal ({what}); {repair_hint(len(links))}")
 
     try:
-        rows = db.execute("SELECT r.round_index, r.link, t.device_id, t.tokens, t.draft_len, t.mode, t.bits "
-                          "FROM rounds r LEFT JOIN round_tokens t USING (round_index) "
-                          "ORDER BY r.round_index, t.device_id")
+        rows = db.execute(
+            "SELECT r.round_index, r.link, t.device_id, t.tokens, t.draft_len, t.mode, t.bits "
+            "FROM rounds r LEFT JOIN round_tokens t USING (round_index) "
+            "ORDER BY r.round_index, t.device_id"
+        )
         for r, grouped in groupby(rows, key=lambda row: row[0]):
             group = list(grouped)
             if r != len(links):
@@ -142,8 +166,9 @@ def walk_chain(db: sqlite3.Connection, path: Path, stop_at_damage: bool = False)
             if group[0][1] != ours:
                 return bad(f"round {r} does not match its chain link: a row of it was edited or deleted")
             links.append(ours)
-        orphan = db.execute("SELECT min(round_index) FROM round_tokens WHERE round_index NOT IN "
-                            "(SELECT round_index FROM rounds)").fetchone()[0]
+        orphan = db.execute(
+            "SELECT min(round_index) FROM round_tokens WHERE round_index NOT IN (SELECT round_index FROM rounds)"
+        ).fetchone()[0]
     except (sqlite3.DatabaseError, ValueError, TypeError) as exc:
         return bad(f"round {len(links)} cannot be read: {exc}")
     if orphan is not None:  # rows of a round whose round row was deleted (rounds before it are whole)
@@ -151,8 +176,7 @@ def walk_chain(db: sqlite3.Connection, path: Path, stop_at_damage: bool = False)
     return links
 
 
-SESSION_COLUMNS = ("device_id, identity, prompt_ids, sampling, ul_codec, dl_codec, seed, first_round, "
-                   "created_s, ended")
+SESSION_COLUMNS = "device_id, identity, prompt_ids, sampling, ul_codec, dl_codec, seed, first_round, created_s, ended"
 
 
 def check_sessions(db: sqlite3.Connection, path: Path) -> None:
@@ -160,20 +184,26 @@ def check_sessions(db: sqlite3.Connection, path: Path) -> None:
     try:
         for row in db.execute(f"SELECT {SESSION_COLUMNS}, seal FROM sessions ORDER BY device_id"):
             if session_seal(row[:-1]) != row[-1]:
-                raise JournalDamaged(f"{path}: damaged journal (table sessions: device {row[0]}'s session does "
-                                     "not match its checksum: its prompt, settings, codecs, seed or identity "
-                                     f"were edited or damaged); {repair_hint()}")
-        orphan = db.execute("SELECT min(device_id) FROM round_tokens WHERE device_id NOT IN "
-                            "(SELECT device_id FROM sessions)").fetchone()[0]
+                raise JournalDamaged(
+                    f"{path}: damaged journal (table sessions: device {row[0]}'s session does "
+                    "not match its checksum: its prompt, settings, codecs, seed or identity "
+                    f"were edited or damaged); {repair_hint()}"
+                )
+        orphan = db.execute(
+            "SELECT min(device_id) FROM round_tokens WHERE device_id NOT IN (SELECT device_id FROM sessions)"
+        ).fetchone()[0]
     except (sqlite3.DatabaseError, ValueError, TypeError, OverflowError) as exc:
-        raise JournalDamaged(f"{path}: damaged journal (table sessions cannot be read: {exc}); "
-                             f"{repair_hint()}") from None
+        raise JournalDamaged(
+            f"{path}: damaged journal (table sessions cannot be read: {exc}); {repair_hint()}"
+        ) from None
     if orphan is not None:
-        raise JournalDamaged(f"{path}: damaged journal (table sessions: device {orphan}'s session row was "
-                             f"deleted; its rounds remain); {repair_hint()}")
+        raise JournalDamaged(
+            f"{path}: damaged journal (table sessions: device {orphan}'s session row was "
+            f"deleted; its rounds remain); {repair_hint()}"
+        )
 
 
-def compare_head(path: Path, links: list[bytes], head: Optional[Head], fresh_ok: bool) -> None:
+def compare_head(path: Path, links: list[bytes], head: Head | None, fresh_ok: bool) -> None:
     """Refuse a database that lacks rounds its head file says were committed.
 
     ``fresh_ok``: no head is expected (a journal from before head files, just migrated)."""
@@ -181,22 +211,38 @@ def compare_head(path: Path, links: list[bytes], head: Optional[Head], fresh_ok:
     holds = f"the database holds rounds 0..{last}" if last >= 0 else "the database holds no round"
     if head is None:
         if not fresh_ok:
-            raise JournalDamaged(f"{path}: its head file {head_path(path).name} is missing ({holds}), so "
-                                 "lost rounds cannot be ruled out (were the journal's side files deleted?); "
-                                 f"restore it, or {repair_hint(len(links))}")
+            raise JournalDamaged(
+                f"{path}: its head file {head_path(path).name} is missing ({holds}), so "
+                "lost rounds cannot be ruled out (were the journal's side files deleted?); "
+                f"restore it, or {repair_hint(len(links))}"
+            )
         return
     if last < head.round:
         missing = f"round {head.round} is" if last + 1 == head.round else f"rounds {last + 1}..{head.round} are"
-        raise JournalDamaged(f"{path}: {missing} missing (the head file says round "
-                             f"{head.round} was committed; {holds}): its -wal was deleted, truncated or "
-                             f"damaged; restore it, or {repair_hint(len(links))}")
+        raise JournalDamaged(
+            f"{path}: {missing} missing (the head file says round "
+            f"{head.round} was committed; {holds}): its -wal was deleted, truncated or "
+            f"damaged; restore it, or {repair_hint(len(links))}"
+        )
     if head.round >= 0 and links[head.round] != head.link:
-        raise JournalDamaged(f"{path}: round {head.round} differs from the round committed (its chain "
-                             f"link is not the head file's); {repair_hint()}")
+        raise JournalDamaged(
+            f"{path}: round {head.round} differs from the round committed (its chain "
+            f"link is not the head file's); {repair_hint()}"
+        )
     if last > head.round + 1:
-        raise JournalDamaged(f"{path}: the head file names round {head.round} but {holds}: the head file "
-                             f"is older than the database (restored from a copy?); {repair_hint(len(links))}")
+        raise JournalDamaged(
+            f"{path}: the head file names round {head.round} but {holds}: the head file "
+            f"is older than the database (restored from a copy?); {repair_hint(len(links))}"
+        )
 
 
-__all__ = ["CHECKS", "SESSION_COLUMNS", "Evidence", "check_sessions", "compare_head", "repair_hint",
-           "sqlite_check", "walk_chain"]
+__all__ = [
+    "CHECKS",
+    "SESSION_COLUMNS",
+    "Evidence",
+    "check_sessions",
+    "compare_head",
+    "repair_hint",
+    "sqlite_check",
+    "walk_chain",
+]

@@ -27,9 +27,9 @@ import json
 import os
 import struct
 import zlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
 
 from multispin.errors import JournalDamaged, JournalError
 
@@ -44,8 +44,7 @@ _SLOT = 64
 def link(prev: bytes, round_index: int, rows: Iterable[Sequence]) -> bytes:
     """The chain link of one round: ``rows`` are (device, tokens, draft_len, mode, bits) in device
     order, the values as the journal stores them (tokens as a list of ints)."""
-    body = [int(round_index), [[int(d), [int(t) for t in toks], int(g), m, int(b)]
-                               for d, toks, g, m, b in rows]]
+    body = [int(round_index), [[int(d), [int(t) for t in toks], int(g), m, int(b)] for d, toks, g, m, b in rows]]
     return hashlib.sha256(prev + json.dumps(body, separators=(",", ":")).encode()).digest()
 
 
@@ -53,8 +52,18 @@ def session_seal(row: Sequence) -> bytes:
     """The checksum of one session row: (device, identity, prompt ids as JSON, sampling as JSON,
     UL codec, DL codec, seed, first round, created, ended), the values as the journal stores them."""
     d, ident, prompt, sampling, ul, dl, seed, first, created, ended = row
-    body = [int(d), str(ident), str(prompt), str(sampling), str(ul), str(dl), int(seed), int(first),
-            repr(float(created)), None if ended is None else str(ended)]
+    body = [
+        int(d),
+        str(ident),
+        str(prompt),
+        str(sampling),
+        str(ul),
+        str(dl),
+        int(seed),
+        int(first),
+        repr(float(created)),
+        None if ended is None else str(ended),
+    ]
     return hashlib.sha256(b"session\0" + json.dumps(body, separators=(",", ":")).encode()).digest()
 
 
@@ -76,7 +85,7 @@ def _slot(head: Head) -> bytes:
     return (body + struct.pack("<I", zlib.crc32(body))).ljust(_SLOT, b"\0")
 
 
-def _parse(raw: bytes) -> Optional[Head]:
+def _parse(raw: bytes) -> Head | None:
     if len(raw) < _BODY.size + 4:
         return None
     body, (crc,) = raw[: _BODY.size], struct.unpack_from("<I", raw, _BODY.size)
@@ -88,7 +97,7 @@ def _parse(raw: bytes) -> Optional[Head]:
     return Head(r, chain)
 
 
-def read_head(path: Path) -> Optional[Head]:
+def read_head(path: Path) -> Head | None:
     """The head file's last round, or None when there is no head file; a head file with no
     valid slot raises (it was damaged or is not a head file)."""
     try:
@@ -97,10 +106,12 @@ def read_head(path: Path) -> Optional[Head]:
         return None
     except OSError as exc:
         raise JournalError(f"{path}: cannot read the journal's head file ({exc.strerror})") from None
-    heads = [h for h in (_parse(raw[i: i + _SLOT]) for i in (0, _SLOT)) if h is not None]
+    heads = [h for h in (_parse(raw[i : i + _SLOT]) for i in (0, _SLOT)) if h is not None]
     if not heads:
-        raise JournalDamaged(f"{path}: the journal's head file is damaged (no valid slot); restore it, "
-                             "or `serve --journal-repair` resumes from the database's last good round")
+        raise JournalDamaged(
+            f"{path}: the journal's head file is damaged (no valid slot); restore it, "
+            "or `serve --journal-repair` resumes from the database's last good round"
+        )
     return max(heads, key=lambda h: h.round)
 
 
@@ -110,7 +121,7 @@ class HeadWriter:
     def __init__(self, path: Path) -> None:
         self.path = path
         try:
-            self._fd: Optional[int] = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            self._fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
             raise JournalError(f"{path}: cannot open the journal's head file ({exc.strerror})") from None
 

@@ -47,12 +47,20 @@ import logging
 import os
 import sqlite3
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any
 
 from multispin.errors import JournalDamaged, JournalError
 from multispin.runtime.store.check import (
-    CHECKS, SESSION_COLUMNS, Evidence, check_sessions, compare_head, repair_hint, round_rows, sqlite_check,
+    CHECKS,
+    SESSION_COLUMNS,
+    Evidence,
+    check_sessions,
+    compare_head,
+    repair_hint,
+    round_rows,
+    sqlite_check,
     walk_chain,
 )
 from multispin.runtime.store.head import GENESIS, Head, HeadWriter, head_path, link, session_seal
@@ -128,14 +136,22 @@ class Journal:
     is open, each write waits for it, retrying with backoff, for up to ``lock_wait_s`` before it
     fails (a brief backup is waited out, a lock held for good ends the run)."""
 
-    def __init__(self, path: str | os.PathLike, *, readonly: bool = False, timeout_s: float = 5.0,
-                 check: str = "quick", repair: bool = False, lock_wait_s: float = LOCK_WAIT_S) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        readonly: bool = False,
+        timeout_s: float = 5.0,
+        check: str = "quick",
+        repair: bool = False,
+        lock_wait_s: float = LOCK_WAIT_S,
+    ) -> None:
         self.path = Path(path)
         self.readonly = readonly
-        self.repaired: Optional[Repair] = None
+        self.repaired: Repair | None = None
         # the connection and the head writer: set while the journal is open, None once closed
         self._db: sqlite3.Connection = None  # type: ignore[assignment]
-        self._lock_fd: Optional[int] = None
+        self._lock_fd: int | None = None
         self._head: HeadWriter = None  # type: ignore[assignment]
         self._timeout_s = timeout_s
         self.lock_wait_s = lock_wait_s
@@ -213,10 +229,10 @@ class Journal:
         elif evidence.head.round != current.round:  # a crash between the two writes: catch up
             self._head.write(current)
 
-    def _check_existing(self, evidence: Optional[Evidence], fresh: bool) -> tuple[int, Optional[list[bytes]]]:
+    def _check_existing(self, evidence: Evidence | None, fresh: bool) -> tuple[int, list[bytes] | None]:
         """(schema version, every round's link) of the file there, checked; (0, None): no journal
         yet. A reader keeps its connection; a writer's check connection is closed."""
-        links: Optional[list[bytes]] = None
+        links: list[bytes] | None = None
         version = 0
         if self.path.exists() and self.path.stat().st_size > 0:
             db = self._connect(readonly=True)
@@ -235,19 +251,23 @@ class Journal:
             db.close()
         if version != 1:  # an empty file too: SQLite reads a journal whose WAL vanished as empty
             # no head is expected where there is no journal yet (version 0) or a repair starts one
-            compare_head(self.path, links or [], None if fresh or evidence is None else evidence.head,
-                         fresh_ok=fresh or version == 0)
+            compare_head(
+                self.path,
+                links or [],
+                None if fresh or evidence is None else evidence.head,
+                fresh_ok=fresh or version == 0,
+            )
         return version, links
 
     def _connect(self, readonly: bool) -> sqlite3.Connection:
         try:
             if readonly:
                 uri = f"{self.path.resolve().as_uri()}?mode=ro"
-                return sqlite3.connect(uri, uri=True, timeout=self._timeout_s, isolation_level=None,
-                                       check_same_thread=False)
+                return sqlite3.connect(
+                    uri, uri=True, timeout=self._timeout_s, isolation_level=None, check_same_thread=False
+                )
             # opened where the server is built, written by its loop thread: one thread at a time
-            return sqlite3.connect(self.path, timeout=self._timeout_s, isolation_level=None,
-                                   check_same_thread=False)
+            return sqlite3.connect(self.path, timeout=self._timeout_s, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:
             raise JournalError(f"{self.path}: cannot open ({exc})") from None
 
@@ -298,20 +318,26 @@ class Journal:
                     raise JournalError(f"{self.path}: not a multispin journal (an empty database)")
                 return 0
             if app_id != APPLICATION_ID or "schema_version" not in tables:
-                raise JournalError(f"{self.path}: not a multispin journal (an SQLite database of "
-                                   f"something else: tables {', '.join(sorted(tables)) or 'none'})")
+                raise JournalError(
+                    f"{self.path}: not a multispin journal (an SQLite database of "
+                    f"something else: tables {', '.join(sorted(tables)) or 'none'})"
+                )
             row = db.execute("SELECT max(version) FROM schema_version").fetchone()
         except sqlite3.DatabaseError as exc:
             if not self.readonly and head_path(self.path).exists():  # it was a journal
-                raise JournalDamaged(f"{self.path}: damaged journal: no longer a readable database ({exc}); "
-                                     f"restore it, or {repair_hint()}") from None
+                raise JournalDamaged(
+                    f"{self.path}: damaged journal: no longer a readable database ({exc}); "
+                    f"restore it, or {repair_hint()}"
+                ) from None
             raise JournalError(f"{self.path}: not a multispin journal ({exc})") from None
         version = row[0] if row else None
         if version is None:
             raise JournalDamaged(f"{self.path}: damaged journal (no schema version recorded); {repair_hint()}")
         if version > SCHEMA_VERSION:
-            raise JournalError(f"{self.path}: journal schema version {version} is newer than this "
-                               f"multispin reads ({SCHEMA_VERSION}); upgrade multispin")
+            raise JournalError(
+                f"{self.path}: journal schema version {version} is newer than this "
+                f"multispin reads ({SCHEMA_VERSION}); upgrade multispin"
+            )
         return int(version)
 
     def _enter_wal(self) -> None:
@@ -330,9 +356,11 @@ class Journal:
         except sqlite3.OperationalError as exc:
             if not _is_busy(exc):
                 raise
-            raise JournalError(f"{self.path}: another process holds its write lock (an open sqlite3 "
-                               f"transaction? a backup?) and did not release it within {self._timeout_s:g} s; "
-                               "end that process's transaction and start again") from None
+            raise JournalError(
+                f"{self.path}: another process holds its write lock (an open sqlite3 "
+                f"transaction? a backup?) and did not release it within {self._timeout_s:g} s; "
+                "end that process's transaction and start again"
+            ) from None
         self._db.execute("ROLLBACK")
 
     def _checkpoint(self) -> None:
@@ -420,7 +448,7 @@ class Journal:
             pass
         return kept
 
-    def __enter__(self) -> "Journal":
+    def __enter__(self) -> Journal:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -440,32 +468,50 @@ class Journal:
         session is already there. A different session under the same device id is refused: a
         device id names one session for the journal's whole life."""
         sampling = json.dumps(dict(s.sampling), sort_keys=True, separators=(",", ":"))
-        row = (int(s.device_id), str(s.identity), _tokens_json(s.prompt_ids), sampling,
-               str(s.ul_codec), str(s.dl_codec), int(s.seed), int(s.first_round))
+        row = (
+            int(s.device_id),
+            str(s.identity),
+            _tokens_json(s.prompt_ids),
+            sampling,
+            str(s.ul_codec),
+            str(s.dl_codec),
+            int(s.seed),
+            int(s.first_round),
+        )
         with self._write() as db:
-            old = db.execute("SELECT device_id, identity, prompt_ids, sampling, ul_codec, dl_codec, seed,"
-                             " first_round FROM sessions WHERE device_id = ?", (row[0],)).fetchone()
+            old = db.execute(
+                "SELECT device_id, identity, prompt_ids, sampling, ul_codec, dl_codec, seed,"
+                " first_round FROM sessions WHERE device_id = ?",
+                (row[0],),
+            ).fetchone()
             if old is not None:
                 if tuple(old) == row:
                     return False
-                raise JournalError(f"{self.path}: device {s.device_id} already has another session "
-                                   f"(different {_first_difference(old, row)})")
+                raise JournalError(
+                    f"{self.path}: device {s.device_id} already has another session "
+                    f"(different {_first_difference(old, row)})"
+                )
             full = (*row, time.time(), None)
-            db.execute(f"INSERT INTO sessions ({SESSION_COLUMNS}, seal) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                       (*full, session_seal(full)))
+            db.execute(
+                f"INSERT INTO sessions ({SESSION_COLUMNS}, seal) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*full, session_seal(full)),
+            )
         return True
 
     def end_session(self, device_id: int, reason: str) -> None:
         """Mark a session ended (finished, said BYE, dropped for a violation); durable on return."""
         with self._write() as db:
-            row = db.execute(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE device_id = ?",
-                             (int(device_id),)).fetchone()
+            row = db.execute(
+                f"SELECT {SESSION_COLUMNS} FROM sessions WHERE device_id = ?", (int(device_id),)
+            ).fetchone()
             if row is None:
                 raise JournalError(f"{self.path}: no session for device {device_id}")
             if row[-1] is None:  # its seal covers why it ended
                 ended = (*row[:-1], str(reason))
-                db.execute("UPDATE sessions SET ended = ?, seal = ? WHERE device_id = ?",
-                           (str(reason), session_seal(ended), int(device_id)))
+                db.execute(
+                    "UPDATE sessions SET ended = ?, seal = ? WHERE device_id = ?",
+                    (str(reason), session_seal(ended), int(device_id)),
+                )
 
     def commit_round(self, round_index: int, devices: Mapping[int, DeviceRound]) -> bool:
         """Write round ``round_index`` (every device's committed tokens) in one transaction.
@@ -479,35 +525,49 @@ class Journal:
         rows = []
         for d, e in sorted(devices.items()):
             if e.mode is not None and e.mode not in LINK_MODES:
-                raise JournalError(f"{self.path}: round {r}, device {d}: mode must be one of "
-                                   f"{', '.join(LINK_MODES)} or None (got {e.mode!r})")
+                raise JournalError(
+                    f"{self.path}: round {r}, device {d}: mode must be one of "
+                    f"{', '.join(LINK_MODES)} or None (got {e.mode!r})"
+                )
             if int(e.draft_len) < 0 or int(e.bits) < 0:
-                raise JournalError(f"{self.path}: round {r}, device {d}: draft_len and bits must be "
-                                   f">= 0 (got {e.draft_len}, {e.bits})")
+                raise JournalError(
+                    f"{self.path}: round {r}, device {d}: draft_len and bits must be >= 0 (got {e.draft_len}, {e.bits})"
+                )
             rows.append((r, int(d), _tokens_json(e.tokens), int(e.draft_len), e.mode, int(e.bits)))
         with self._write() as db:
             nxt = db.execute("SELECT coalesce(max(round_index) + 1, 0) FROM rounds").fetchone()[0]
             if r < nxt:
-                old = db.execute("SELECT round_index, device_id, tokens, draft_len, mode, bits FROM "
-                                 "round_tokens WHERE round_index = ? ORDER BY device_id", (r,)).fetchall()
+                old = db.execute(
+                    "SELECT round_index, device_id, tokens, draft_len, mode, bits FROM "
+                    "round_tokens WHERE round_index = ? ORDER BY device_id",
+                    (r,),
+                ).fetchall()
                 if [tuple(o) for o in old] == rows:
                     return False
-                raise JournalError(f"{self.path}: round {r} is already committed with other content; "
-                                   "no round is committed twice")
+                raise JournalError(
+                    f"{self.path}: round {r} is already committed with other content; no round is committed twice"
+                )
             if r > nxt:
                 raise JournalError(f"{self.path}: round {r} out of order (the next round is {nxt})")
             if rows:
-                known = {row[0] for row in db.execute(
-                    f"SELECT device_id FROM sessions WHERE device_id IN ({','.join('?' * len(rows))})",
-                    [row[1] for row in rows])}
+                known = {
+                    row[0]
+                    for row in db.execute(
+                        f"SELECT device_id FROM sessions WHERE device_id IN ({','.join('?' * len(rows))})",
+                        [row[1] for row in rows],
+                    )
+                }
                 missing = sorted({row[1] for row in rows} - known)
                 if missing:
-                    raise JournalError(f"{self.path}: round {r}: no session for device(s) "
-                                       f"{', '.join(map(str, missing))}")
-            prev = GENESIS if r == 0 else db.execute("SELECT link FROM rounds WHERE round_index = ?",
-                                                     (r - 1,)).fetchone()[0]
-            chained = link(prev, r, [(d, e.tokens, e.draft_len, e.mode, e.bits)
-                                     for d, e in sorted(devices.items())])
+                    raise JournalError(
+                        f"{self.path}: round {r}: no session for device(s) {', '.join(map(str, missing))}"
+                    )
+            prev = (
+                GENESIS
+                if r == 0
+                else db.execute("SELECT link FROM rounds WHERE round_index = ?", (r - 1,)).fetchone()[0]
+            )
+            chained = link(prev, r, [(d, e.tokens, e.draft_len, e.mode, e.bits) for d, e in sorted(devices.items())])
             db.execute("INSERT INTO rounds VALUES (?, ?, ?)", (r, time.time(), chained))
             db.executemany("INSERT INTO round_tokens VALUES (?, ?, ?, ?, ?, ?)", rows)
         # after SQLite's commit: the head never names a round the database may not hold
@@ -533,14 +593,15 @@ class Journal:
             try:
                 nxt = db.execute("SELECT coalesce(max(round_index) + 1, 0) FROM rounds").fetchone()[0]
                 sessions: dict[int, RecoveredSession] = {}
-                for (d, ident, prompt, sampling, ul, dl, seed, first, ended) in db.execute(
-                        "SELECT device_id, identity, prompt_ids, sampling, ul_codec, dl_codec, seed, "
-                        "first_round, ended FROM sessions ORDER BY device_id"):
-                    rec = SessionRecord(int(d), ident, tuple(json.loads(prompt)), json.loads(sampling),
-                                        ul, dl, int(seed), int(first))
+                for d, ident, prompt, sampling, ul, dl, seed, first, ended in db.execute(
+                    "SELECT device_id, identity, prompt_ids, sampling, ul_codec, dl_codec, seed, "
+                    "first_round, ended FROM sessions ORDER BY device_id"
+                ):
+                    rec = SessionRecord(
+                        int(d), ident, tuple(json.loads(prompt)), json.loads(sampling), ul, dl, int(seed), int(first)
+                    )
                     sessions[int(d)] = RecoveredSession(rec, ended=ended)
-                for d, toks in db.execute("SELECT device_id, tokens FROM round_tokens "
-                                          "ORDER BY round_index, device_id"):
+                for d, toks in db.execute("SELECT device_id, tokens FROM round_tokens ORDER BY round_index, device_id"):
                     s = sessions[int(d)]
                     s.tokens.extend(json.loads(toks))
                     s.rounds += 1
@@ -553,8 +614,11 @@ class Journal:
 
     def round(self, round_index: int) -> dict[int, DeviceRound]:
         """One committed round's entries (empty if the round is not committed)."""
-        rows = self._db.execute("SELECT device_id, tokens, draft_len, mode, bits FROM round_tokens "
-                                "WHERE round_index = ? ORDER BY device_id", (int(round_index),))
+        rows = self._db.execute(
+            "SELECT device_id, tokens, draft_len, mode, bits FROM round_tokens "
+            "WHERE round_index = ? ORDER BY device_id",
+            (int(round_index),),
+        )
         return {int(d): DeviceRound(tuple(json.loads(t)), int(g), m, int(b)) for d, t, g, m, b in rows}
 
     def integrity_check(self) -> str:
@@ -582,11 +646,15 @@ class _Transaction:
                     raise JournalError(f"{j.path}: cannot start a write ({exc})") from None
                 left = give_up - time.monotonic()
                 if left <= 0:
-                    raise JournalError(f"{j.path}: another process held its write lock for over "
-                                       f"{j.lock_wait_s:g} s; gave up waiting") from None
+                    raise JournalError(
+                        f"{j.path}: another process held its write lock for over {j.lock_wait_s:g} s; gave up waiting"
+                    ) from None
                 if pause == 0.05:
-                    log.warning("%s: another process holds the journal's write lock; retrying for up to "
-                                "%.0f s", j.path, j.lock_wait_s)
+                    log.warning(
+                        "%s: another process holds the journal's write lock; retrying for up to %.0f s",
+                        j.path,
+                        j.lock_wait_s,
+                    )
                 time.sleep(min(pause, left))
                 pause = min(2 * pause, 2.0)
             except sqlite3.Error as exc:

@@ -44,7 +44,7 @@ class _Salvage:
     sessions_lost: bool = False
 
 
-def rebuild(journal: "Journal", problem: str) -> Repair:
+def rebuild(journal: Journal, problem: str) -> Repair:
     """Set the damaged files aside and write the good part into a new journal at its path. The
     caller holds the writer lock (no other server can open the journal meanwhile)."""
     path = journal.path
@@ -79,13 +79,17 @@ def _salvage(path: Path, scratch: Path) -> _Salvage:
     try:
         try:
             sealed = "seal" in {r[1] for r in db.execute("PRAGMA table_info(sessions)")}
-            for row in db.execute(f"SELECT {SESSION_COLUMNS}, {'seal' if sealed else 'NULL'} FROM sessions "
-                                  "ORDER BY device_id"):
+            for row in db.execute(
+                f"SELECT {SESSION_COLUMNS}, {'seal' if sealed else 'NULL'} FROM sessions ORDER BY device_id"
+            ):
                 if sealed and session_seal(row[:-1]) != row[-1]:
                     continue  # a damaged session is not kept: its device starts again from its prompt
                 d, ident, prompt, sampling, ul, dl, seed, first = row[:8]
-                out.sessions.append(SessionRecord(int(d), ident, tuple(json.loads(prompt)), json.loads(sampling),
-                                                  ul, dl, int(seed), int(first)))
+                out.sessions.append(
+                    SessionRecord(
+                        int(d), ident, tuple(json.loads(prompt)), json.loads(sampling), ul, dl, int(seed), int(first)
+                    )
+                )
         except (sqlite3.DatabaseError, ValueError, TypeError):
             return _Salvage(sessions_lost=True)
         known = {s.device_id for s in out.sessions}

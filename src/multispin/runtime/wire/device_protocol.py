@@ -22,12 +22,12 @@ BYE ends the session from any state (CLOSED).
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from multispin.errors import LocalProtocolError, RemoteProtocolError
-from multispin.runtime.wire import messages as P
 from multispin.runtime.security.auth import compute_mac
+from multispin.runtime.wire import messages as P
 
 
 class DeviceState(enum.Enum):
@@ -126,8 +126,10 @@ class DeviceProtocol:
         if isinstance(msg, P.ChallengeMsg):
             self._expect(msg, DeviceState.AWAIT_CHALLENGE)
             if self._secret is None:
-                raise RemoteProtocolError("CHALLENGE: the server asks for a shared secret (it runs "
-                                          "--insecure) but this device connects with keys")
+                raise RemoteProtocolError(
+                    "CHALLENGE: the server asks for a shared secret (it runs "
+                    "--insecure) but this device connects with keys"
+                )
             self.state = DeviceState.AWAIT_WELCOME
             return P.AuthMsg(self.device_id, compute_mac(self._secret, msg.nonce, self.device_id))
         if isinstance(msg, P.WelcomeMsg):
@@ -167,8 +169,9 @@ class DeviceProtocol:
         self._expect(msg, DeviceState.DRAFTED)
         drafted = len(self._draft)
         if msg.num_accepted >= drafted:
-            raise RemoteProtocolError(f"VERDICT.num_accepted: {msg.num_accepted} leaves no drafted token "
-                                      f"of {drafted} to reject")
+            raise RemoteProtocolError(
+                f"VERDICT.num_accepted: {msg.num_accepted} leaves no drafted token of {drafted} to reject"
+            )
         self._verdict = msg
         if msg.mode == "ul":
             self.state = DeviceState.SENDING_Q
@@ -187,12 +190,16 @@ class DeviceProtocol:
             known = list(self._draft[:num_accepted]) + ([self._correction] if self._correction is not None else [])
         got = list(msg.tokens)
         if len(got) > num_accepted + 1 or got[: len(known)] != known[: len(got)]:
-            raise RemoteProtocolError(f"COMMIT.tokens: {got} do not extend this round's {num_accepted} "
-                                      f"accepted draft tokens {known[:num_accepted]}")
+            raise RemoteProtocolError(
+                f"COMMIT.tokens: {got} do not extend this round's {num_accepted} "
+                f"accepted draft tokens {known[:num_accepted]}"
+            )
         self.digest.update(got)
         if msg.length != self.digest.length or msg.digest != self.digest.digest():
-            raise RemoteProtocolError(f"COMMIT.digest: the server's record ({msg.length} tokens) differs "
-                                      f"from this device's ({self.digest.length} tokens)")
+            raise RemoteProtocolError(
+                f"COMMIT.digest: the server's record ({msg.length} tokens) differs "
+                f"from this device's ({self.digest.length} tokens)"
+            )
         self.state = DeviceState.IDLE
         nxt = self._plan(msg.round + 1, msg.next_gamma) if msg.next_gamma is not None else None
         return Committed(msg.round, num_accepted, msg.tokens, msg.length, msg.digest, nxt)
@@ -203,8 +210,9 @@ class DeviceProtocol:
         if self.state is not state:
             raise LocalProtocolError(f"{what}: not allowed in state {self.state.value}")
 
-    def send_draft(self, tokens: Sequence[int], q_at_tokens: Sequence[float],
-                   compute_s: float | None = None) -> P.DraftMsg:
+    def send_draft(
+        self, tokens: Sequence[int], q_at_tokens: Sequence[float], compute_s: float | None = None
+    ) -> P.DraftMsg:
         self._require("DRAFT", DeviceState.DRAFTING)
         self._draft = tuple(int(t) for t in tokens)
         self.state = DeviceState.DRAFTED

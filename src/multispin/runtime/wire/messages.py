@@ -45,8 +45,9 @@ import hashlib
 import math
 import struct
 import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, Callable, ClassVar, Iterable, Sequence
+from typing import Any, ClassVar
 
 import msgpack
 
@@ -142,9 +143,14 @@ class Limits:
     max_new_tokens: int = 8192
 
     def __post_init__(self) -> None:
-        for name, lo, hi in (("vocab_size", 1, MAX_U32), ("gamma_max", 0, 4096),
-                             ("ul_payload_bytes", 0, 1 << 30), ("dl_payload_bytes", 0, 1 << 30),
-                             ("max_prompt_tokens", 1, 1 << 24), ("max_new_tokens", 1, 1 << 24)):
+        for name, lo, hi in (
+            ("vocab_size", 1, MAX_U32),
+            ("gamma_max", 0, 4096),
+            ("ul_payload_bytes", 0, 1 << 30),
+            ("dl_payload_bytes", 0, 1 << 30),
+            ("max_prompt_tokens", 1, 1 << 24),
+            ("max_new_tokens", 1, 1 << 24),
+        ):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
                 raise ProtocolError(f"limits.{name}: must be an integer in [{lo}, {hi}] (got {v!r})")
@@ -152,13 +158,24 @@ class Limits:
         object.__setattr__(self, "_max_of", {})
 
     @classmethod
-    def for_session(cls, vocab_size: int, gamma_max: int, ul_codec, dl_codec,
-                    max_prompt_tokens: int = 4096, max_new_tokens: int = 8192) -> "Limits":
+    def for_session(
+        cls,
+        vocab_size: int,
+        gamma_max: int,
+        ul_codec,
+        dl_codec,
+        max_prompt_tokens: int = 4096,
+        max_new_tokens: int = 8192,
+    ) -> Limits:
         """Limits of one session; codecs are `Codec` objects (their num_bytes(V) sets the payloads)."""
-        return cls(vocab_size=vocab_size, gamma_max=gamma_max,
-                   ul_payload_bytes=ul_codec.num_bytes(vocab_size),
-                   dl_payload_bytes=dl_codec.num_bytes(vocab_size),
-                   max_prompt_tokens=max_prompt_tokens, max_new_tokens=max_new_tokens)
+        return cls(
+            vocab_size=vocab_size,
+            gamma_max=gamma_max,
+            ul_payload_bytes=ul_codec.num_bytes(vocab_size),
+            dl_payload_bytes=dl_codec.num_bytes(vocab_size),
+            max_prompt_tokens=max_prompt_tokens,
+            max_new_tokens=max_new_tokens,
+        )
 
     @property
     def max_context_tokens(self) -> int:
@@ -190,8 +207,7 @@ class Limits:
             "HELLO": env + 3 * i + name + self._ids(self.max_prompt_tokens),
             "CHALLENGE": env + h + NONCE_BYTES,
             "AUTH": env + i + h + MAC_BYTES,
-            "WELCOME": 2 * env + 12 * i + 3 * name + self._ids(MAX_EOS_IDS)
-            + self._ids(self.max_context_tokens),
+            "WELCOME": 2 * env + 12 * i + 3 * name + self._ids(MAX_EOS_IDS) + self._ids(self.max_context_tokens),
             "PLAN": env + 2 * i,
             "DRAFT": env + 2 * i + self._ids(g) + h + Q_SCALAR_BYTES * g,
             "VERDICT": env + 3 * i + h + self.dl_payload_bytes,
@@ -229,6 +245,7 @@ def _in_range(where: str, v: Any, lo: int, hi: int) -> int:
 def _int(lo: int | Callable[[Limits], int], hi: int | Callable[[Limits], int]) -> Check:
     def check(where: str, v: Any, lim: Limits) -> int:
         return _in_range(where, v, lo(lim) if callable(lo) else lo, hi(lim) if callable(hi) else hi)
+
     return check
 
 
@@ -253,6 +270,7 @@ def _float(lo: float, hi: float, lo_open: bool = False) -> Check:
             lo_b = "(" if lo_open else "["
             raise ProtocolError(f"{where}: {v!r} is outside {lo_b}{lo}, {hi}]")
         return v
+
     return check
 
 
@@ -265,6 +283,7 @@ def _str(max_chars: int, choices: Sequence[str] | None = None) -> Check:
         if choices is not None and v not in choices:
             raise ProtocolError(f"{where}: {_show(v)} is not one of {', '.join(choices)}")
         return v
+
     return check
 
 
@@ -276,6 +295,7 @@ def _bin(exact: int | Callable[[Limits], int], what: str = "bytes") -> Check:
         if len(v) != n:
             raise ProtocolError(f"{where}: {len(v)} bytes, {what} needs exactly {n}")
         return v
+
     return check
 
 
@@ -293,12 +313,14 @@ def _ids(lo: int, hi: Callable[[Limits], int], what: str) -> Check:
             if type(t) is not int or not 0 <= t <= top:
                 raise ProtocolError(f"{where}[{i}]: {_show(t)} is not a token id in [0, {top}]")
         return tuple(v)
+
     return check
 
 
 def _opt(inner: Check) -> Check:
     def check(where: str, v: Any, lim: Limits) -> Any:
         return None if v is None else inner(where, v, lim)
+
     check.optional = True  # type: ignore[attr-defined]
     return check
 
@@ -344,7 +366,9 @@ class HelloMsg(Message):
     SPEC: ClassVar[dict[str, Check]] = {
         "device_id": _DEVICE,
         "prompt": _ids(1, lambda lim: lim.max_prompt_tokens, "max_prompt_tokens"),
-        "resume": _bool, "draft": _str(MAX_NAME_CHARS), "version": _int(0, 65535),
+        "resume": _bool,
+        "draft": _str(MAX_NAME_CHARS),
+        "version": _int(0, 65535),
     }
 
 
@@ -384,24 +408,30 @@ class WelcomeMsg(Message):
     next_round: int
     resumed: bool
     SPEC: ClassVar[dict[str, Check]] = {
-        "device_id": _DEVICE, "pair": _str(MAX_NAME_CHARS),
-        "vocab_size": _int(1, MAX_U32), "gamma_max": _int(0, 4096),
-        "seed": _int(0, MAX_SEED), "temperature": _float(0.0, 1e6), "top_k": _COUNT,
-        "top_p": _float(0.0, 1.0, lo_open=True), "ul_codec": _str(MAX_NAME_CHARS),
-        "dl_codec": _str(MAX_NAME_CHARS), "max_new_tokens": _int(1, 1 << 24),
+        "device_id": _DEVICE,
+        "pair": _str(MAX_NAME_CHARS),
+        "vocab_size": _int(1, MAX_U32),
+        "gamma_max": _int(0, 4096),
+        "seed": _int(0, MAX_SEED),
+        "temperature": _float(0.0, 1e6),
+        "top_k": _COUNT,
+        "top_p": _float(0.0, 1.0, lo_open=True),
+        "ul_codec": _str(MAX_NAME_CHARS),
+        "dl_codec": _str(MAX_NAME_CHARS),
+        "max_new_tokens": _int(1, 1 << 24),
         "max_prompt_tokens": _int(1, 1 << 24),
         "eos_ids": _ids(0, lambda lim: MAX_EOS_IDS, "MAX_EOS_IDS"),
         "tokens": _ids(1, lambda lim: lim.max_context_tokens, "max_context_tokens"),
-        "num_prompt": _int(1, MAX_U32), "next_round": _ROUND, "resumed": _bool,
+        "num_prompt": _int(1, MAX_U32),
+        "next_round": _ROUND,
+        "resumed": _bool,
     }
 
     def validate(self, lim: Limits) -> None:
         if self.vocab_size != lim.vocab_size:
-            raise ProtocolError(f"WELCOME.vocab_size: server has {self.vocab_size}, this device "
-                                f"{lim.vocab_size}")
+            raise ProtocolError(f"WELCOME.vocab_size: server has {self.vocab_size}, this device {lim.vocab_size}")
         if self.num_prompt > len(self.tokens):
-            raise ProtocolError(f"WELCOME.num_prompt: {self.num_prompt} exceeds the "
-                                f"{len(self.tokens)} tokens sent")
+            raise ProtocolError(f"WELCOME.num_prompt: {self.num_prompt} exceeds the {len(self.tokens)} tokens sent")
 
 
 @dataclass(frozen=True)
@@ -420,15 +450,19 @@ class DraftMsg(Message):
     q: bytes  # q̂_i(x_i), little-endian float64, one per token
     compute_s: float | None = None  # the device's drafting time (testbed measurement)
     SPEC: ClassVar[dict[str, Check]] = {
-        "round": _ROUND, "tokens": _ids(0, lambda lim: lim.gamma_max, "γ_max"),
-        "q": lambda where, v, lim: _check_q(where, v), "compute_s": _opt(_SECONDS),
+        "round": _ROUND,
+        "tokens": _ids(0, lambda lim: lim.gamma_max, "γ_max"),
+        "q": lambda where, v, lim: _check_q(where, v),
+        "compute_s": _opt(_SECONDS),
     }
 
     @classmethod
-    def make(cls, round_idx: int, tokens: Sequence[int], q_at_tokens: Sequence[float],
-             compute_s: float | None = None) -> "DraftMsg":
-        return cls(round_idx, tuple(int(t) for t in tokens),
-                   struct.pack(f"<{len(q_at_tokens)}d", *q_at_tokens), compute_s)
+    def make(
+        cls, round_idx: int, tokens: Sequence[int], q_at_tokens: Sequence[float], compute_s: float | None = None
+    ) -> DraftMsg:
+        return cls(
+            round_idx, tuple(int(t) for t in tokens), struct.pack(f"<{len(q_at_tokens)}d", *q_at_tokens), compute_s
+        )
 
     @property
     def q_values(self) -> list[float]:
@@ -436,8 +470,9 @@ class DraftMsg(Message):
 
     def validate(self, lim: Limits) -> None:
         if len(self.q) != Q_SCALAR_BYTES * len(self.tokens):
-            raise ProtocolError(f"DRAFT.q: {len(self.q)} bytes for {len(self.tokens)} tokens "
-                                f"(need {Q_SCALAR_BYTES} per token)")
+            raise ProtocolError(
+                f"DRAFT.q: {len(self.q)} bytes for {len(self.tokens)} tokens (need {Q_SCALAR_BYTES} per token)"
+            )
         check_draft("DRAFT", self.tokens, self.q_values, lim.vocab_size)
 
 
@@ -458,8 +493,10 @@ class VerdictMsg(Message):
     mode: str  # "ul": send q̂_j; "dl": sample the correction from `payload`
     payload: bytes | None = None  # DL codec bytes of p_j, exactly codec.num_bytes(V); set iff mode is dl
     SPEC: ClassVar[dict[str, Check]] = {
-        "round": _ROUND, "num_accepted": _int(0, lambda lim: max(0, lim.gamma_max - 1)),
-        "mode": _str(2, LINK_MODES), "payload": _opt(_bin(lambda lim: lim.dl_payload_bytes, "the DL codec")),
+        "round": _ROUND,
+        "num_accepted": _int(0, lambda lim: max(0, lim.gamma_max - 1)),
+        "mode": _str(2, LINK_MODES),
+        "payload": _opt(_bin(lambda lim: lim.dl_payload_bytes, "the DL codec")),
     }
 
     def validate(self, lim: Limits) -> None:
@@ -473,7 +510,8 @@ class QPayloadMsg(Message):
     round: int
     payload: bytes  # UL codec bytes of q̂_j, exactly codec.num_bytes(V)
     SPEC: ClassVar[dict[str, Check]] = {
-        "round": _ROUND, "payload": _bin(lambda lim: lim.ul_payload_bytes, "the UL codec"),
+        "round": _ROUND,
+        "payload": _bin(lambda lim: lim.ul_payload_bytes, "the UL codec"),
     }
 
 
@@ -485,8 +523,7 @@ class CorrectionMsg(Message):
     round: int
     token: int
     compute_s: float | None = None  # DL: the device's residual sampling time
-    SPEC: ClassVar[dict[str, Check]] = {"round": _ROUND, "token": _token,
-                                        "compute_s": _opt(_SECONDS)}
+    SPEC: ClassVar[dict[str, Check]] = {"round": _ROUND, "token": _token, "compute_s": _opt(_SECONDS)}
 
 
 @dataclass(frozen=True)
@@ -498,8 +535,10 @@ class CommitMsg(Message):
     digest: bytes  # token_digest of those tokens
     next_gamma: int | None = None  # the PLAN of round + 1 (γ), when the server already decided it
     SPEC: ClassVar[dict[str, Check]] = {
-        "round": _ROUND, "tokens": _ids(1, lambda lim: lim.gamma_max + 1, "γ_max + 1"),
-        "length": _int(1, lambda lim: lim.max_context_tokens), "digest": _DIGEST,
+        "round": _ROUND,
+        "tokens": _ids(1, lambda lim: lim.gamma_max + 1, "γ_max + 1"),
+        "length": _int(1, lambda lim: lim.max_context_tokens),
+        "digest": _DIGEST,
         "next_gamma": _opt(_int(0, lambda lim: lim.gamma_max)),
     }
 
@@ -511,11 +550,13 @@ class ByeMsg(Message):
     length: int | None = None
     digest: bytes | None = None
     SPEC: ClassVar[dict[str, Check]] = {
-        "reason": _str(MAX_REASON_CHARS), "length": _opt(_COUNT), "digest": _opt(_DIGEST),
+        "reason": _str(MAX_REASON_CHARS),
+        "length": _opt(_COUNT),
+        "digest": _opt(_DIGEST),
     }
 
     @classmethod
-    def make(cls, reason: str, tokens: Sequence[int] | None = None) -> "ByeMsg":
+    def make(cls, reason: str, tokens: Sequence[int] | None = None) -> ByeMsg:
         if tokens is None:
             return cls(_one_line(reason))
         return cls(_one_line(reason), len(tokens), token_digest(tokens))
@@ -529,24 +570,39 @@ class ErrorMsg(Message):
     SPEC: ClassVar[dict[str, Check]] = {"code": _str(16, ERROR_CODES), "reason": _str(MAX_REASON_CHARS)}
 
     @classmethod
-    def make(cls, code: str, reason: object) -> "ErrorMsg":
+    def make(cls, code: str, reason: object) -> ErrorMsg:
         return cls(code, _one_line(reason))
 
 
 MESSAGE_CLASSES: dict[str, type[Message]] = {
-    cls.TYPE: cls for cls in (HelloMsg, ChallengeMsg, AuthMsg, WelcomeMsg, PlanMsg, DraftMsg,
-                              VerdictMsg, QPayloadMsg, CorrectionMsg, CommitMsg, ByeMsg, ErrorMsg)
+    cls.TYPE: cls
+    for cls in (
+        HelloMsg,
+        ChallengeMsg,
+        AuthMsg,
+        WelcomeMsg,
+        PlanMsg,
+        DraftMsg,
+        VerdictMsg,
+        QPayloadMsg,
+        CorrectionMsg,
+        CommitMsg,
+        ByeMsg,
+        ErrorMsg,
+    )
 }
 MESSAGE_TYPES: tuple[str, ...] = tuple(MESSAGE_CLASSES)
 _FIELD_NAMES: dict[type[Message], tuple[str, ...]] = {
-    cls: tuple(f.name for f in fields(cls)) for cls in MESSAGE_CLASSES.values()  # type: ignore[arg-type]
+    cls: tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+    for cls in MESSAGE_CLASSES.values()
 }
 # what `_build` reads per message, made once per type: the keys a wire map may hold, and each
 # field's name, its "TYPE.field" for error messages, its check and whether it may be absent
 _WIRE_KEYS: dict[type[Message], frozenset[str]] = {cls: frozenset(cls.SPEC) | {"t"} for cls in _FIELD_NAMES}
 _FIELD_PLAN: dict[type[Message], tuple[tuple[str, str, Check, bool], ...]] = {
-    cls: tuple((name, f"{cls.TYPE}.{name}", cls.SPEC[name], getattr(cls.SPEC[name], "optional", False))
-               for name in names)
+    cls: tuple(
+        (name, f"{cls.TYPE}.{name}", cls.SPEC[name], getattr(cls.SPEC[name], "optional", False)) for name in names
+    )
     for cls, names in _FIELD_NAMES.items()
 }
 
@@ -588,14 +644,16 @@ def decode_message(raw: bytes, limits: Limits, allowed: Iterable[str] | None = N
     if n > biggest:
         raise ProtocolError(f"message: {n} bytes exceeds the largest allowed message ({biggest} bytes)")
     try:
-        obj = msgpack.unpackb(raw if type(raw) is bytes else bytes(raw), raw=False, strict_map_key=True,
-                              ext_hook=_no_ext)
+        obj = msgpack.unpackb(
+            raw if type(raw) is bytes else bytes(raw), raw=False, strict_map_key=True, ext_hook=_no_ext
+        )
     except ProtocolError:
         raise
     except Exception as exc:  # msgpack raises several types (ExtraData, ValueError, UnicodeError...)
         detail = _one_line(exc, 80)
-        raise ProtocolError(f"message: malformed msgpack ({type(exc).__name__}"
-                            f"{': ' + detail if detail else ''})") from None
+        raise ProtocolError(
+            f"message: malformed msgpack ({type(exc).__name__}{': ' + detail if detail else ''})"
+        ) from None
     if not isinstance(obj, dict):
         raise ProtocolError(f"message: expected a msgpack map (got {type(obj).__name__})")
     t = obj.get("t")
@@ -638,7 +696,25 @@ def encode_message(msg: Message, limits: Limits | None = None) -> bytes:
 
 
 __all__ = [
-    "AuthMsg", "ByeMsg", "ChallengeMsg", "CommitMsg", "CorrectionMsg", "DraftMsg", "ErrorMsg",
-    "HelloMsg", "Limits", "Message", "MESSAGE_CLASSES", "MESSAGE_TYPES", "PlanMsg", "PROTOCOL_VERSION", "QPayloadMsg", "TokenDigest", "VerdictMsg", "WelcomeMsg", "decode_message",
-    "encode_message", "token_digest",
+    "AuthMsg",
+    "ByeMsg",
+    "ChallengeMsg",
+    "CommitMsg",
+    "CorrectionMsg",
+    "DraftMsg",
+    "ErrorMsg",
+    "HelloMsg",
+    "Limits",
+    "Message",
+    "MESSAGE_CLASSES",
+    "MESSAGE_TYPES",
+    "PlanMsg",
+    "PROTOCOL_VERSION",
+    "QPayloadMsg",
+    "TokenDigest",
+    "VerdictMsg",
+    "WelcomeMsg",
+    "decode_message",
+    "encode_message",
+    "token_digest",
 ]

@@ -27,15 +27,21 @@ class RoundEvent:
     payload_bytes: dict[int, int]  # codec bytes of the one distribution moved (UL or DL)
     wire_bytes_up: dict[int, int]  # every byte each device sent this round (msgpack frames)
     wire_bytes_down: dict[int, int]
-    round_wall_s: float  # from the round's PLANs leaving (in the last round's COMMITs, if they rode there) to its COMMITs
+    round_wall_s: (
+        float  # from the round's PLANs leaving (in the last round's COMMITs, if they rode there) to its COMMITs
+    )
     cost: Any = None  # what the policy charged the round on its clock (`RoundOutcome.cost`), if it keeps one
 
     @property
     def model_compute_s(self) -> float:
         """Model compute on the round's critical path: the slowest draft, the batched verify, the
         server's corrections and the slowest device-side correction."""
-        return (max(self.draft_compute_s.values(), default=0.0) + self.verify_s
-                + self.server_correction_s + max(self.device_correction_s.values(), default=0.0))
+        return (
+            max(self.draft_compute_s.values(), default=0.0)
+            + self.verify_s
+            + self.server_correction_s
+            + max(self.device_correction_s.values(), default=0.0)
+        )
 
     def to_dict(self) -> dict[str, Any]:
         def keyed(d: dict) -> dict[str, Any]:
@@ -43,8 +49,11 @@ class RoundEvent:
 
         recs = self.records
         return {
-            "event": "round", "round": self.round, "gamma": keyed(self.gammas),
-            "rejected": sorted(self.rejected), "modes": keyed(self.modes),
+            "event": "round",
+            "round": self.round,
+            "gamma": keyed(self.gammas),
+            "rejected": sorted(self.rejected),
+            "modes": keyed(self.modes),
             "num_accepted": keyed({d: r.num_accepted for d, r in recs.items()}),
             "tokens_gained": keyed({d: r.tokens_gained for d, r in recs.items()}),
             "uplink_bits": keyed({d: r.uplink_bits for d, r in recs.items()}),
@@ -52,8 +61,10 @@ class RoundEvent:
             "payload_bits": keyed({d: r.payload_bits for d, r in recs.items()}),
             "correction_bits": keyed({d: r.correction_bits for d, r in recs.items()}),
             "payload_bytes": keyed(self.payload_bytes),
-            "wire_bytes_up": keyed(self.wire_bytes_up), "wire_bytes_down": keyed(self.wire_bytes_down),
-            "dropped": keyed(self.dropped), "verify_s": self.verify_s,
+            "wire_bytes_up": keyed(self.wire_bytes_up),
+            "wire_bytes_down": keyed(self.wire_bytes_down),
+            "dropped": keyed(self.dropped),
+            "verify_s": self.verify_s,
             "server_correction_s": self.server_correction_s,
             "draft_compute_s": keyed(self.draft_compute_s),
             "device_correction_s": keyed(self.device_correction_s),
@@ -103,14 +114,19 @@ class ServerSummary:
     stragglers: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self, with_events: bool = False) -> dict[str, Any]:
-        out = {"rounds": self.rounds, "stop_reason": self.stop_reason, "wall_s": self.wall_s,
-               "refused": self.refused, "refusals": dict(self.refusals), "churn": dict(self.churn),
-               "stragglers": dict(self.stragglers),
-               "devices": {str(d): r.to_dict() for d, r in sorted(self.devices.items())}}
+        out = {
+            "rounds": self.rounds,
+            "stop_reason": self.stop_reason,
+            "wall_s": self.wall_s,
+            "refused": self.refused,
+            "refusals": dict(self.refusals),
+            "churn": dict(self.churn),
+            "stragglers": dict(self.stragglers),
+            "devices": {str(d): r.to_dict() for d, r in sorted(self.devices.items())},
+        }
         if with_events:
             out["events"] = [e.to_dict() for e in self.events]
         return out
-
 
 
 @dataclass
@@ -126,5 +142,10 @@ class TestbedSummary:
         return {d: rec.generated for d, rec in self.server.devices.items()}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"server": self.server.to_dict(), "devices": {str(k): v for k, v in self.devices.items()},
-                "consistent": self.consistent, "wall_s": self.wall_s, "log_path": self.log_path}
+        return {
+            "server": self.server.to_dict(),
+            "devices": {str(k): v for k, v in self.devices.items()},
+            "consistent": self.consistent,
+            "wall_s": self.wall_s,
+            "log_path": self.log_path,
+        }

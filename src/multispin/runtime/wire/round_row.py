@@ -62,24 +62,34 @@ class RoundRow:
         return sum(self.tokens_gained.values())
 
     @classmethod
-    def of(cls, event, cost) -> "RoundRow":
+    def of(cls, event, cost) -> RoundRow:
         """The row of one round: the server's `RoundEvent` and the planner's `RoundCost`."""
         recs = event.records
         return cls(
-            round=event.round, gamma=dict(cost.draft_len), rejected=list(cost.rejected), modes=dict(cost.modes),
-            power_w=dict(cost.power_w), bandwidth_hz=dict(cost.bandwidth_hz), gain=dict(cost.gain),
+            round=event.round,
+            gamma=dict(cost.draft_len),
+            rejected=list(cost.rejected),
+            modes=dict(cost.modes),
+            power_w=dict(cost.power_w),
+            bandwidth_hz=dict(cost.bandwidth_hz),
+            gain=dict(cost.gain),
             charged_bits=dict(cost.charged_bits),
             payload_bits={d: r.payload_bits for d, r in recs.items()},
             correction_bits={d: r.correction_bits for d, r in recs.items()},
             uplink_bits={d: r.uplink_bits for d, r in recs.items()},
             downlink_bits={d: r.downlink_bits for d, r in recs.items()},
             tokens_gained={d: r.tokens_gained for d, r in recs.items()},
-            comp_latency_s=cost.comp_latency_s, comm_latency_s=cost.comm_latency_s,
+            comp_latency_s=cost.comp_latency_s,
+            comm_latency_s=cost.comm_latency_s,
             planned_goodput_tokens_per_s=cost.planned_goodput_tokens_per_s,
-            planning_cpu_s=cost.planning_cpu_s, planning_wall_s=cost.planning_wall_s,
-            planning_charged_s=cost.planning_charged_s, verify_s=event.verify_s,
-            round_wall_s=event.round_wall_s, dropped=dict(event.dropped),
-            airtime_s=dict(cost.airtime_s), draft_compute_s=dict(cost.draft_compute_s),
+            planning_cpu_s=cost.planning_cpu_s,
+            planning_wall_s=cost.planning_wall_s,
+            planning_charged_s=cost.planning_charged_s,
+            verify_s=event.verify_s,
+            round_wall_s=event.round_wall_s,
+            dropped=dict(event.dropped),
+            airtime_s=dict(cost.airtime_s),
+            draft_compute_s=dict(cost.draft_compute_s),
             draft_upload_s=dict(cost.draft_upload_s),
         )
 
@@ -92,7 +102,7 @@ class RoundRow:
         return out
 
     @classmethod
-    def from_dict(cls, doc: dict[str, Any]) -> "RoundRow":
+    def from_dict(cls, doc: dict[str, Any]) -> RoundRow:
         """A rounds.jsonl line read back (keys a line lacks take their defaults)."""
         kw: dict[str, Any] = {}
         for f in fields(cls):

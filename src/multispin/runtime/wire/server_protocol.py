@@ -22,14 +22,16 @@ and resume. A call the state does not allow (the loop's own mistake) raises `Loc
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from multispin.errors import LocalProtocolError, ProtocolError
-from multispin.runtime.wire import messages as P
-from multispin.runtime.security.auth import check_mac, new_nonce
-from multispin.runtime.security.limits import ConnectionBudget, Limits as ConnectionLimits
 from multispin.runtime.round.engine import RoundRecord
+from multispin.runtime.security.auth import check_mac, new_nonce
+from multispin.runtime.security.limits import ConnectionBudget
+from multispin.runtime.security.limits import Limits as ConnectionLimits
+from multispin.runtime.wire import messages as P
 
 SESSION_TYPES = ("DRAFT", "Q_PAYLOAD", "CORRECTION", "BYE", "ERROR")
 HANDSHAKE_TYPES = ("HELLO", "AUTH")
@@ -104,11 +106,22 @@ class ServerProtocol:
     may refuse it by raising `ProtocolError`); `welcome` holds the WELCOME fields that are the
     same for every device. Give `check_claim` (key mode) or `secret` (plaintext debugging)."""
 
-    def __init__(self, secret: bytes | None, limits: P.Limits, records: Mapping[int, Sequence[int]],
-                 on_admit: Callable[[int, tuple[int, ...], str], None], welcome: dict[str, Any], *,
-                 max_devices: int, handshake_timeout_s: float, check_claim: ClaimCheck | None = None,
-                 connections: ConnectionLimits | None = None, history: bool = True,
-                 max_replacements: int = 10, nonce: Callable[[], bytes] = new_nonce):
+    def __init__(
+        self,
+        secret: bytes | None,
+        limits: P.Limits,
+        records: Mapping[int, Sequence[int]],
+        on_admit: Callable[[int, tuple[int, ...], str], None],
+        welcome: dict[str, Any],
+        *,
+        max_devices: int,
+        handshake_timeout_s: float,
+        check_claim: ClaimCheck | None = None,
+        connections: ConnectionLimits | None = None,
+        history: bool = True,
+        max_replacements: int = 10,
+        nonce: Callable[[], bytes] = new_nonce,
+    ):
         if (secret is None) == (check_claim is None):
             raise ValueError("ServerProtocol: give exactly one of secret and check_claim")
         self._secret = secret
@@ -130,8 +143,10 @@ class ServerProtocol:
         self.devices: dict[int, DeviceEntry] = {}
         self.conns: dict[bytes, Connection] = {}
         self.pending: dict[bytes, Pending] = {}
-        self.budget = ConnectionBudget(connections or ConnectionLimits(
-            max_connections=max(512, 2 * max_devices), handshake_deadline_s=handshake_timeout_s))
+        self.budget = ConnectionBudget(
+            connections
+            or ConnectionLimits(max_connections=max(512, 2 * max_devices), handshake_deadline_s=handshake_timeout_s)
+        )
         self.banned: dict[bytes, None] = {}
         self.refused = 0
         self.outbox: list[tuple[bytes, Connection | None, P.Message]] = []
@@ -188,8 +203,12 @@ class ServerProtocol:
         for identity in self.budget.expired(now):
             assert isinstance(identity, bytes)  # the budget holds what `receive` admitted: ZeroMQ identities
             pend = self.pending.pop(identity, None)
-            self.refuse(identity, "auth", f"no AUTH within {self.handshake_timeout_s:g} s",
-                        device=pend.hello.device_id if pend else None)
+            self.refuse(
+                identity,
+                "auth",
+                f"no AUTH within {self.handshake_timeout_s:g} s",
+                device=pend.hello.device_id if pend else None,
+            )
 
     # -- handshake ------------------------------------------------------------------------------
 
@@ -209,8 +228,12 @@ class ServerProtocol:
     def _on_hello(self, identity: bytes, hello: P.HelloMsg, peer_key: str | None, now: float) -> None:
         d = hello.device_id
         if hello.version != P.PROTOCOL_VERSION:
-            self.refuse(identity, "refused", f"HELLO.version: server speaks {P.PROTOCOL_VERSION} "
-                        f"(got {hello.version})", device=d)
+            self.refuse(
+                identity,
+                "refused",
+                f"HELLO.version: server speaks {P.PROTOCOL_VERSION} (got {hello.version})",
+                device=d,
+            )
         elif self._check_claim is not None:  # key mode: the transport authenticated the key
             why = self._check_claim(peer_key, d)
             if why is not None:
@@ -225,8 +248,9 @@ class ServerProtocol:
     def _on_auth(self, pend: Pending, auth: P.AuthMsg, now: float) -> None:
         identity, hello, d = pend.identity, pend.hello, pend.hello.device_id
         if auth.device_id != d:
-            self.refuse(identity, "auth", f"AUTH.device_id: {auth.device_id} differs from HELLO's {d}",
-                        device=d, auth=True)
+            self.refuse(
+                identity, "auth", f"AUTH.device_id: {auth.device_id} differs from HELLO's {d}", device=d, auth=True
+            )
         elif not check_mac(self._secret, pend.nonce, d, auth.mac):  # type: ignore[arg-type]
             self.refuse(identity, "auth", "authentication failed (wrong secret)", device=d, auth=True)
         else:
@@ -256,13 +280,17 @@ class ServerProtocol:
         if dev is None:
             return None
         if now < dev.backoff_until:
-            return (f"device {d} missed its draft deadline {dev.draft_misses} rounds in a row; back off for "
-                    f"{dev.backoff_until - now:.0f} s")
+            return (
+                f"device {d} missed its draft deadline {dev.draft_misses} rounds in a row; back off for "
+                f"{dev.backoff_until - now:.0f} s"
+            )
         dev.resumed_at = [t for t in dev.resumed_at if now - t < REPLACEMENT_WINDOW_S]
         if len(dev.resumed_at) < self.max_replacements:
             return None
-        return (f"device {d}'s session was replaced {len(dev.resumed_at)} times in the last "
-                f"{REPLACEMENT_WINDOW_S:g} s; retry later")
+        return (
+            f"device {d}'s session was replaced {len(dev.resumed_at)} times in the last "
+            f"{REPLACEMENT_WINDOW_S:g} s; retry later"
+        )
 
     def missed_draft(self, d: int, now: float, max_misses: int, backoff_s: float) -> bool:
         """Device d missed its draft deadline once more; True when that makes ``max_misses`` in a
@@ -310,17 +338,40 @@ class ServerProtocol:
         dev.conn = conn
         dev.sessions += 1
         record = tuple(self.records[d])
-        self.send(conn, P.WelcomeMsg(device_id=d, tokens=record, num_prompt=dev.num_prompt,
-                                     next_round=self.round_idx, resumed=resumed, **self._welcome))
-        self._event("resume" if resumed else "join", device=d, draft=hello.draft, tokens=len(record),
-                    generated=len(record) - dev.num_prompt, session=dev.sessions)
+        self.send(
+            conn,
+            P.WelcomeMsg(
+                device_id=d,
+                tokens=record,
+                num_prompt=dev.num_prompt,
+                next_round=self.round_idx,
+                resumed=resumed,
+                **self._welcome,
+            ),
+        )
+        self._event(
+            "resume" if resumed else "join",
+            device=d,
+            draft=hello.draft,
+            tokens=len(record),
+            generated=len(record) - dev.num_prompt,
+            session=dev.sessions,
+        )
         if dev.finished:
             self.bye(conn, "done")
 
     # -- ending sessions ------------------------------------------------------------------------
 
-    def refuse(self, identity: bytes, code: str, reason: str, device: int | None = None,
-               auth: bool = False, ban: bool = True, notify: bool = True) -> None:
+    def refuse(
+        self,
+        identity: bytes,
+        code: str,
+        reason: str,
+        device: int | None = None,
+        auth: bool = False,
+        ban: bool = True,
+        notify: bool = True,
+    ) -> None:
         """Turn away a connection that has no session (it never gets one); `notify=False` when
         the peer is gone and would never read the ERROR."""
         self.refused += 1
@@ -371,8 +422,9 @@ class ServerProtocol:
             self.drop(conn, "gone", reason, notify=False)
         elif identity in self.pending or self.budget.is_pending(identity):  # a handshake cut short
             pend = self.pending.pop(identity, None)
-            self.refuse(identity, "gone", reason, device=pend.hello.device_id if pend else None,
-                        ban=False, notify=False)
+            self.refuse(
+                identity, "gone", reason, device=pend.hello.device_id if pend else None, ban=False, notify=False
+            )
 
     def bye(self, conn: Connection, reason: str) -> None:
         """The server's BYE with its digest of the device's record; the device owes its own."""
@@ -389,8 +441,15 @@ class ServerProtocol:
         if conn.alive:  # a closed session stays closed
             conn.state, conn.round, conn.gamma, conn.inbox = state, round_idx, gamma, None
 
-    def commit(self, conn: Connection, round_idx: int, kept: Sequence[int], record: RoundRecord,
-               finished: bool, next_gamma: int | None = None) -> None:
+    def commit(
+        self,
+        conn: Connection,
+        round_idx: int,
+        kept: Sequence[int],
+        record: RoundRecord,
+        finished: bool,
+        next_gamma: int | None = None,
+    ) -> None:
         """COMMIT the kept tokens (the engine already appended them to the record) over the
         round's connection; BYE if the device is done. `next_gamma`: the PLAN of round
         `round_idx + 1`, sent in the COMMIT (the connection then owes that round's DRAFT)."""
@@ -424,8 +483,9 @@ class ServerProtocol:
     def _require_idle(conn: Connection, what: str) -> None:
         """A live connection that still owes a message cannot be given the next step."""
         if conn.alive and conn.state is not ConnState.IDLE:
-            raise LocalProtocolError(f"{what}: device {conn.device_id}'s connection still owes "
-                                     f"{conn.state.value} for round {conn.round}")
+            raise LocalProtocolError(
+                f"{what}: device {conn.device_id}'s connection still owes {conn.state.value} for round {conn.round}"
+            )
 
     def _on_session_message(self, conn: Connection, msg: P.Message) -> None:
         d = conn.device_id
@@ -437,16 +497,13 @@ class ServerProtocol:
                 self._on_bye(conn, msg)
             else:
                 self.drop(conn, "protocol", f"device left: {msg.reason}", notify=False)
-        elif (conn.state is ConnState.AWAIT_BYE and isinstance(msg, P.DraftMsg)
-              and msg.round == conn.late_draft):
+        elif conn.state is ConnState.AWAIT_BYE and isinstance(msg, P.DraftMsg) and msg.round == conn.late_draft:
             conn.late_draft = None  # drafted for a round the BYE called off: nothing to do
         elif conn.state.value != msg.TYPE or getattr(msg, "round", None) != conn.round:
             want = f"{conn.state.value} for round {conn.round}" if conn.state.value else "nothing"
-            self.drop(conn, "protocol", f"{msg.TYPE}: unexpected (round "
-                      f"{getattr(msg, 'round', '?')}; expected {want})")
+            self.drop(conn, "protocol", f"{msg.TYPE}: unexpected (round {getattr(msg, 'round', '?')}; expected {want})")
         elif isinstance(msg, P.DraftMsg) and len(msg.tokens) != conn.gamma:
-            self.drop(conn, "protocol", f"DRAFT.tokens: {len(msg.tokens)} ids but PLAN asked "
-                      f"for γ = {conn.gamma}")
+            self.drop(conn, "protocol", f"DRAFT.tokens: {len(msg.tokens)} ids but PLAN asked for γ = {conn.gamma}")
         else:
             conn.inbox = msg
             conn.state = ConnState.IDLE
@@ -456,7 +513,13 @@ class ServerProtocol:
         dev = self.devices[d]
         dev.client_digest = msg.digest
         server_digest = dev.digest.digest()
-        self._event("bye", device=d, tokens=len(self.records[d]), device_tokens=msg.length,
-                    digest=server_digest.hex(), device_digest=msg.digest.hex() if msg.digest else None,
-                    match=msg.digest == server_digest)
+        self._event(
+            "bye",
+            device=d,
+            tokens=len(self.records[d]),
+            device_tokens=msg.length,
+            digest=server_digest.hex(),
+            device_digest=msg.digest.hex() if msg.digest else None,
+            match=msg.digest == server_digest,
+        )
         self._close(conn)
