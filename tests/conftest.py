@@ -1,5 +1,8 @@
+import fcntl
 import os
+import tempfile
 
+import pytest
 import torch
 
 # The suite's models are tiny: intra-op threads only add spin-wait contention on a 2-core CI box
@@ -9,3 +12,16 @@ torch.set_num_threads(int(os.environ.get("MULTISPIN_TEST_THREADS", "1")))
 
 # `multispin(*args)`: run the command line in this process (tests/cli_fixture.py)
 pytest_plugins = ["cli_fixture"]
+
+
+@pytest.fixture
+def one_ray_instance():
+    """Hold a host-wide lock while a test starts its own local Ray instance: two local instances
+    started at once by two test workers contend for Ray's default ports, and one of them waited
+    out its deadline (a suite run on 2 cores)."""
+    with open(os.path.join(tempfile.gettempdir(), "multispin-tests-ray.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

@@ -56,7 +56,7 @@ def test_cli_executor_errors_are_one_line(multispin, tmp_path):
 
 
 @pytest.mark.slow
-def test_ray_gives_the_csvs_of_the_local_pool(tmp_path):
+def test_ray_gives_the_csvs_of_the_local_pool(tmp_path, one_ray_instance):
     # not skipped when Ray is missing: `make test` installs the cluster extra, and CI runs this
     import ray
 

@@ -332,7 +332,7 @@ def test_cli_device_pool_bad_flags_are_one_line_errors(multispin, args, message)
 
 
 @pytest.mark.slow
-def test_a_pool_runs_as_a_ray_actor(pair, tmp_path, monkeypatch):
+def test_a_pool_runs_as_a_ray_actor(pair, tmp_path, monkeypatch, one_ray_instance):
     ray = pytest.importorskip("ray")
     from multispin.runtime.net.pool import ray_pool_actor
 
