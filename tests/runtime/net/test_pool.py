@@ -16,6 +16,9 @@ user can see but the number of processes and forward passes:
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -331,8 +334,39 @@ def test_cli_device_pool_bad_flags_are_one_line_errors(multispin, args, message)
 # ---- Ray ------------------------------------------------------------------------------------------
 
 
+_RAY_CHILD = "MULTISPIN_TEST_RAY_ACTOR_CHILD"
+
+
 @pytest.mark.slow
-def test_a_pool_runs_as_a_ray_actor(pair, tmp_path, monkeypatch, one_ray_instance):
+def test_a_pool_runs_as_a_ray_actor_in_a_fresh_interpreter(one_ray_instance):
+    """The Ray-actor case below, run in a fresh interpreter. Inside a long-lived test worker, after
+    a few hundred other tests, its devices were refused and then met a silent server until the
+    deadline (twice in full-suite runs on 2 cores; alone it passes in 17 s); the cause is not yet
+    found, so the case runs where no earlier test's state can reach it."""
+    pytest.importorskip("ray")
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:xdist",
+            "-p",
+            "no:cacheprovider",
+            f"{__file__}::test_a_pool_runs_as_a_ray_actor",
+        ],
+        env={**os.environ, _RAY_CHILD: "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0 and " passed" in run.stdout, run.stdout[-4000:] + run.stderr[-2000:]
+
+
+def test_a_pool_runs_as_a_ray_actor(pair, tmp_path, monkeypatch):
+    if not os.environ.get(_RAY_CHILD):
+        pytest.skip("runs in its own interpreter (test_a_pool_runs_as_a_ray_actor_in_a_fresh_interpreter)")
     ray = pytest.importorskip("ray")
     from multispin.runtime.net.pool import ray_pool_actor
 
