@@ -25,9 +25,9 @@ pytestmark = pytest.mark.integration
 SRC = str(Path(cli.__file__).parents[1])  # this checkout's package
 
 
-def _start(args, tmp_path: Path) -> tuple[subprocess.Popen, Path, Path]:
+def _start(args, tmp_path: Path, **extra_env: str) -> tuple[subprocess.Popen, Path, Path]:
     out, err = tmp_path / "stdout", tmp_path / "stderr"
-    env = {**os.environ, "PYTHONPATH": SRC, "MULTISPIN_SECRET": "test-secret-0123456789"}
+    env = {**os.environ, "PYTHONPATH": SRC, "MULTISPIN_SECRET": "test-secret-0123456789", **extra_env}
     proc = subprocess.Popen(
         [sys.executable, "-m", "multispin", *args],
         stdout=out.open("w"),
@@ -59,7 +59,11 @@ def _lines(path: Path) -> int:
 def test_reproduce_says_how_far_and_resumes(tmp_path):
     out = tmp_path / "r"
     args = ["reproduce", "--quick", "--out", str(out), "--figure", "fig1_mode_split", "--workers", "1", "--no-progress"]
-    proc, _, err = _start(args, tmp_path)
+    # the verb's own line comes once the computation returns to Python; past the 4 s stop grace the
+    # bounded stop says only "interrupted" (the grace has its own test below). One full-suite run on
+    # the loaded 2-core host saw that plain line here (not reproduced since): the grace is long here,
+    # so what this test checks is the verb's line, not the host's load
+    proc, _, err = _start(args, tmp_path, MULTISPIN_STOP_GRACE_S="120")
     _interrupt_when(proc, lambda: len(list((out / "cache").glob("*/*.json"))) >= 1, signal.SIGINT)
     assert proc.returncode == 130
     line = err.read_text().strip()
