@@ -28,7 +28,7 @@ from multispin.errors import ConfigError
 from multispin.models.base import LoadedPair
 from multispin.models.synthetic import MarkovBatchedLM
 from multispin.models.tiny import load_tiny_pair
-from multispin.runtime.net.launcher import run_local_testbed
+from multispin.runtime.net.launcher import free_port, run_local_testbed
 from multispin.runtime.net.pool import DevicePool, PoolDevice, parse_device_ids, run_pool
 from multispin.runtime.net.server import EdgeServer, ServerConfig
 from multispin.runtime.round.local import FixedDraftLengths, RandomMode
@@ -340,7 +340,6 @@ def test_a_pool_runs_as_a_ray_actor(pair, one_ray_instance, monkeypatch):
     starts, so the join deadline bounds the join, not Ray's start-up."""
     monkeypatch.setenv("RAY_worker_niceness", "0")  # the raylet reads it at start
     ray = pytest.importorskip("ray")
-    from multispin.runtime.net.launcher import free_port
     from multispin.runtime.net.pool import ray_pool_actor
 
     port = free_port()
