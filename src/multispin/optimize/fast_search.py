@@ -50,9 +50,9 @@ from multispin.optimize.draft_lengths import (
     _weakness_orders,
     max_g_max,
 )
-from multispin.optimize.flips import FlipSolver, closed_form_applies
+from multispin.optimize.flips import closed_form_applies, solver_for
 from multispin.optimize.goodput import SAAObjective, t_comp_s
-from multispin.optimize.incremental import IncrementalSAA, sample_levels, t_comp_unchecked
+from multispin.optimize.incremental import IncrementalSAA, head, sample_levels, t_comm_of, t_comp_unchecked
 
 # Subsample sizes: a climb step re-solves up to (samples × K) flipped outcomes, so the sizes scale
 # as 1/K (each clipped to [_MIN_SAMPLES, N_SAA]): the coarse climbs from every start, then the
@@ -132,7 +132,7 @@ class _ClosedFormSteps:
 
     def __init__(self, obj: SAAObjective):
         self.obj, self.inst = obj, obj.inst
-        self.flipper = FlipSolver(obj.inst)
+        self.flipper = solver_for(obj)
         self.levels = sample_levels(obj)
         self.flip = np.zeros(self.levels.shape)
         self.valid = np.zeros(self.levels.shape, dtype=bool)
@@ -192,7 +192,7 @@ def _polish(obj: SAAObjective, gamma: np.ndarray, t_cur: np.ndarray, deadline: _
                 new_g = g.copy()
                 new_g[k] += delta
                 t_new = t_cur.copy()
-                t_new[rows] = obj.t_comm_rows(new_g[None, :] > steps.levels[rows], rows)
+                t_new[rows] = t_comm_of(obj, new_g[None, :] > steps.levels[rows], rows)
                 val = float(
                     inst.expected_tokens[np.arange(g.size), new_g].sum()
                     / (float(t_comp_unchecked(inst, new_g)) + t_new.mean())
@@ -313,7 +313,7 @@ def fast_search(
         for name, g in items:
             starts[f"extra_{name}"] = _check_gamma(obj, g, "extra_starts")
     n_coarse, n_mid = (int(np.clip(rows // k, _MIN_SAMPLES, obj.n_saa)) for rows in (_COARSE_ROWS, _MID_ROWS))
-    coarse = obj.head(n_coarse) if n_coarse < obj.n_saa else obj
+    coarse = head(obj, n_coarse) if n_coarse < obj.n_saa else obj
     solves0 = obj.num_solves
     co = max_g_max(inst)
     best = _Best(IncrementalSAA(obj, co))
@@ -335,7 +335,7 @@ def fast_search(
         # plans have a subset drafting, which no single-device move reaches from all or none
         for f, g in zip(_GROUP_FRACTIONS, _switched_off(co, _weakness_orders(inst)[0])):
             starts[f"computation_only_off_{int(100 * f)}pct"] = g
-        starts.update(_group_starts(coarse.head(min(coarse.n_saa, _MIN_SAMPLES))))
+        starts.update(_group_starts(head(coarse, min(coarse.n_saa, _MIN_SAMPLES))))
         names = list(starts)
         svals, _ = state.candidate_values(np.asarray([starts[n] for n in names]))
         visited: set = set()
@@ -356,7 +356,7 @@ def fast_search(
     if n_mid > n_coarse and not deadline.passed():
         # the best point climbed again on a larger subsample: the coarse optimum can sit a few
         # lengths off the full one where several devices must move together
-        mid = obj.head(n_mid) if n_mid < obj.n_saa else obj
+        mid = head(obj, n_mid) if n_mid < obj.n_saa else obj
         mstate = IncrementalSAA(mid, best.gamma, closed_form=True)
         _climb(mstate, deadline)
         mid_solves = mid.num_solves if mid is not obj else 0

@@ -15,13 +15,18 @@ P^dl/(S_j + g) rises along the order, so that maximum sits where they cross, the
 ``g ≤ D_j = P^dl/x_j − S_j`` (D rises along the order): one bisection per pair.
 
 Values equal the solver's up to the order of the sums (≈ 1e-16 relative; tests compare to 1e-12).
+
+`FlipSolver.solve` is T* of whole sets with the solver's own operations in the solver's order, so
+its values are the solver's bit for bit; it skips what the solver's entry point spends on small
+batches (validation, deduplication, the sort of the devices) and the devices no set of the batch
+holds (their zero terms leave every sum unchanged), and its sums run down the batch's columns.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from multispin.optimize.modes import _latency_from_x_s
+from multispin.optimize.modes import _latency_from_x_s, _optimal_fast
 from multispin.system.instance import Instance
 
 
@@ -35,6 +40,17 @@ def closed_form_applies(obj) -> bool:
         and inst.uniform_payload
         and inst.payload_bits[0] == inst.payload_bits_dl[0]
     )
+
+
+def solver_for(obj) -> FlipSolver | None:
+    """The objective's `FlipSolver` where the closed form covers it (else None), built once per
+    objective and kept on it: a search asks for it at every state it builds."""
+    cached = getattr(obj, "_flip_solver", None)
+    if cached is not None and cached[0] is obj.inst:
+        return cached[1]
+    solver = FlipSolver(obj.inst) if closed_form_applies(obj) else None
+    obj._flip_solver = (obj.inst, solver)  # a cache riding on the objective, as sample_levels'
+    return solver
 
 
 class FlipSolver:
@@ -52,6 +68,32 @@ class FlipSolver:
         self.n0 = inst.radio.noise_psd_w_per_hz
         self.bits = float(inst.payload_bits[0])
         self.k = inst.num_devices
+        self.inst = inst
+        self._rev = self.perm[::-1].copy()  # the solver's sums run from its last device to its first
+
+    def solve(self, rejected: np.ndarray) -> np.ndarray:
+        """T* of every row of ``rejected`` (M, K), equal to `optimal_modes_batch` bit for bit."""
+        if not self.p_dl > 0:  # P^dl/S is then 0/0 on empty suffixes: the solver's own guards
+            return _optimal_fast(rejected, self.inst, False).latency_s
+        m = rejected.shape[0]
+        order = self._rev[rejected.any(axis=0)[self._rev]]  # held by some row, last device first
+        if order.size == 0:
+            return np.zeros(m)
+        o = np.ascontiguousarray(rejected[:, order].T)  # (K', M): the sums run down the columns
+        cnt = o.sum(axis=0)
+        s = np.cumsum(np.where(o, self.g[self.pos[order]][:, None], 0.0), axis=0)  # S incl., per member
+        f = np.empty_like(s)
+        f[0] = 0.0
+        f[1:] = s[:-1]  # S of the members after each position
+        with np.errstate(divide="ignore"):
+            np.divide(self.p_dl, f, out=f)  # P^dl/0 = inf: no member after it
+            s_all = s[-1]
+            x_all = np.where(s_all > 0, self.p_dl / s_all, np.inf)
+        np.minimum(self.x[self.pos[order]][:, None], f, out=f)
+        f[~o] = -np.inf
+        best = f.max(axis=0)  # Y(R): the best UL prefix's bottleneck
+        t = _latency_from_x_s(np.where(best > x_all, best, x_all), self.bits, self.bw / np.maximum(cnt, 1), self.n0)
+        return np.where(cnt > 0, t, 0.0)
 
     def __call__(self, rejected: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         if rows.size == 0:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from multispin.optimize.flips import FlipSolver, closed_form_applies
+from multispin.optimize.flips import solver_for
 from multispin.optimize.goodput import SAAObjective
 
 
@@ -34,6 +34,24 @@ def sample_levels(obj: SAAObjective) -> np.ndarray:
     levels.flags.writeable = False
     obj._sample_levels = (obj.uniforms, obj.inst, levels)  # type: ignore[attr-defined]  # a cache riding on the objective
     return levels
+
+
+def head(obj: SAAObjective, m: int) -> SAAObjective:
+    """`SAAObjective.head` with the levels of its samples taken from ``obj``'s (the first m rows)
+    instead of computed again."""
+    out = obj.head(m)
+    out._sample_levels = (out.uniforms, out.inst, sample_levels(obj)[:m])  # type: ignore[attr-defined]
+    return out
+
+
+def t_comm_of(obj: SAAObjective, mask: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``obj.t_comm_rows(mask, rows)``: by `FlipSolver.solve` where the closed form covers the
+    objective (the same values, bit for bit, at a fraction of the cost on a search's small batches)."""
+    solver = solver_for(obj)
+    if solver is None:
+        return obj.t_comm_rows(mask, rows)
+    obj.num_solves += mask.shape[0]
+    return solver.solve(mask)
 
 
 def t_comp_unchecked(inst, gamma: np.ndarray) -> np.ndarray:
@@ -55,14 +73,18 @@ class IncrementalSAA:
         # (up to ~1e-10 relative where a deep fade's 1/h dominates a sum), so they only rank moves:
         # the samples' T_comm* at the current γ, and so every value() and candidate_values(), stay the
         # solver's.
-        self._flipper = FlipSolver(obj.inst) if closed_form and closed_form_applies(obj) else None
+        self._flipper = solver_for(obj) if closed_form else None
         inst = obj.inst
         self.inst = inst
         self.levels = sample_levels(obj)
         self.gamma = np.asarray(gamma, dtype=np.int64).copy()
         self.rejected = self.gamma[None, :] > self.levels
         # ``t_comm``: the samples' T_comm* at γ when the caller has it (saves one solve of every row)
-        self.t_comm = obj.t_comm_rows(self.rejected) if t_comm is None else np.array(t_comm, dtype=float)
+        self.t_comm = (
+            t_comm_of(obj, self.rejected, np.arange(self.rejected.shape[0]))
+            if t_comm is None
+            else np.array(t_comm, dtype=float)
+        )
         n, k = self.levels.shape
         self.flip = np.zeros((n, k))
         self.flip_valid = np.zeros((n, k), dtype=bool)
@@ -97,7 +119,7 @@ class IncrementalSAA:
             i = np.arange(rows.size)
             masks = self.rejected[rows].copy()
             masks[i, cols] = ~masks[i, cols]
-            self.flip[rows, cols] = self.obj.t_comm_rows(masks, rows)
+            self.flip[rows, cols] = t_comm_of(self.obj, masks, rows)
             self.flip_valid[rows, cols] = True
             self.solves += rows.size
 
@@ -171,7 +193,7 @@ class IncrementalSAA:
             self.flip[rows, k] = t_old  # flipping back gives the old value: still valid
             self.rejected[rows, k] = ~self.rejected[rows, k]
             if self._flipper is not None:  # the solver's values at the new point (see __init__)
-                self.t_comm[rows] = self.obj.t_comm_rows(self.rejected[rows], rows)
+                self.t_comm[rows] = t_comm_of(self.obj, self.rejected[rows], rows)
                 self.solves += rows.size
             valid_k = self.flip_valid[rows, k]
             self.flip_valid[rows] = False
@@ -188,7 +210,7 @@ class IncrementalSAA:
         new_rej = gammas[:, None, :] > self.levels[None, :, :]  # (C, N, K)
         changed = np.any(new_rej != self.rejected[None], axis=2)  # (C, N)
         cand_idx, rows = np.nonzero(changed)
-        t_new = self.obj.t_comm_rows(new_rej[cand_idx, rows], rows) if rows.size else np.zeros(0)
+        t_new = t_comm_of(self.obj, new_rej[cand_idx, rows], rows) if rows.size else np.zeros(0)
         self.solves += rows.size
         dsum = np.bincount(cand_idx, weights=t_new - self.t_comm[rows], minlength=gammas.shape[0])
         num = inst.expected_tokens[np.arange(inst.num_devices)[None, :], gammas].sum(axis=1)
