@@ -16,7 +16,12 @@ from __future__ import annotations
 import numpy as np
 
 from multispin.optimize.flips import solver_for
-from multispin.optimize.goodput import SAAObjective
+from multispin.optimize.goodput import SAAObjective, _row_keys
+
+# Batches from this many rows up (and K ≤ 62, where a row's key is one integer) are deduplicated
+# before `FlipSolver.solve`: a search's large batches (its group starts: few devices, many lengths)
+# repeat most sets; its small ones cost less to solve than to sort.
+_DEDUP_ROWS = 512
 
 
 def sample_levels(obj: SAAObjective) -> np.ndarray:
@@ -50,6 +55,10 @@ def t_comm_of(obj: SAAObjective, mask: np.ndarray, rows: np.ndarray) -> np.ndarr
     solver = solver_for(obj)
     if solver is None:
         return obj.t_comm_rows(mask, rows)
+    if mask.shape[0] >= _DEDUP_ROWS and mask.shape[1] <= 62:  # many rows repeat: solve each set once
+        _, first, inverse = np.unique(_row_keys(mask), return_index=True, return_inverse=True)
+        obj.num_solves += first.size
+        return solver.solve(mask[first])[inverse.ravel()]
     obj.num_solves += mask.shape[0]
     return solver.solve(mask)
 
