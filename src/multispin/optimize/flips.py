@@ -99,8 +99,14 @@ class FlipSolver:
         if rows.size == 0:
             return np.zeros(0)
         k, p_dl = self.k, self.p_dl
-        uniq, inv = np.unique(rows, return_inverse=True)
-        inv = inv.ravel()
+        if np.all(rows[1:] >= rows[:-1]):  # sorted (the callers' np.nonzero order): no sort needed
+            new = np.empty(rows.size, dtype=bool)
+            new[0] = True
+            np.not_equal(rows[1:], rows[:-1], out=new[1:])
+            uniq, inv = rows[new], np.cumsum(new) - 1
+        else:
+            uniq, inv = np.unique(rows, return_inverse=True)
+            inv = inv.ravel()
         o = rejected[uniq][:, self.perm]  # (U, K), in the solver's order
         w = np.where(o, self.g[None, :], 0.0)
         s_incl = np.cumsum(w[:, ::-1], axis=1)[:, ::-1]
@@ -127,14 +133,16 @@ class FlipSolver:
         g = np.where(adding, self.g[p], -self.g[p])
         m = before[inv, p]  # members before p: ranks 0..m−1
         base = start[inv]
-        lo, hi = np.zeros_like(m), m.copy()
-        for _ in range(int(np.ceil(np.log2(k + 1))) + 1):  # the first rank < m with g ≤ D
-            open_ = lo < hi
-            mid = (lo + hi) // 2
-            go_right = open_ & (d_m[base + mid] < g)
-            lo = np.where(go_right, mid + 1, lo)
-            hi = np.where(open_ & ~go_right, mid, hi)
-        c = lo
+        # c: the members before p with D < g, counted by bisection (D rises along the order); the
+        # first of them with g ≤ D, or m
+        c = np.zeros_like(m)
+        top = int(m.max()) if m.size else 0
+        step = 1 << max(top.bit_length() - 1, 0)
+        while top and step:
+            nxt = c + step
+            ok = (nxt <= m) & (d_m[base + np.minimum(nxt, m) - 1] < g)
+            c = np.where(ok, nxt, c)
+            step >>= 1
         at_c = np.where(c < m, x_m[base + c], -np.inf)
         prev = np.maximum(c - 1, 0)
         # S of the member at rank c−1 after the flip: exactly 0 when k was the only member after it
