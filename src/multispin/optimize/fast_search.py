@@ -246,7 +246,11 @@ def _group_starts(obj: SAAObjective, count: int = 2) -> dict[str, np.ndarray]:
     cands = np.zeros((sizes.size * gmax, k), dtype=np.int64)
     for j, m in enumerate(sizes):
         cands[j * gmax : (j + 1) * gmax, best_first[:m]] = np.arange(1, gmax + 1)[:, None]
-    vals, _ = IncrementalSAA(obj, np.zeros(k, dtype=np.int64)).candidate_values(cands)
+    state = IncrementalSAA(obj, np.zeros(k, dtype=np.int64))
+    if k <= 62:  # one batch: its many repeated sets are solved once (`incremental.t_comm_of`)
+        vals, _ = state.candidate_values(cands)
+    else:  # a batch per size: the solver then skips the devices off in all of its candidates
+        vals = np.concatenate([state.candidate_values(cands[j * gmax : (j + 1) * gmax])[0] for j in range(sizes.size)])
     top = np.argsort(-vals, kind="stable")[:count]
     return {f"group_{sizes[i // gmax]}_at_{i % gmax + 1}": cands[i] for i in top}
 
