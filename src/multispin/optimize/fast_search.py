@@ -137,6 +137,21 @@ class _ClosedFormSteps:
         self.flip = np.zeros(self.levels.shape)
         self.valid = np.zeros(self.levels.shape, dtype=bool)
         self.rejected: np.ndarray | None = None
+        # the samples at each (device, level), ascending, one run per pair: a step's samples are
+        # read off in O(changed) instead of comparing every (sample, device)
+        n, k = self.levels.shape
+        keys = (np.arange(k)[:, None] * (self.inst.gamma_max + 1) + self.levels.T).ravel()
+        self._by_level = np.argsort(keys, kind="stable") % n
+        self._run_end = np.cumsum(np.bincount(keys, minlength=k * (self.inst.gamma_max + 1)))
+
+    def _samples_at(self, devices: np.ndarray, levels: np.ndarray):
+        """(rows, cols): the samples whose level of device ``devices[i]`` is ``levels[i]``, device
+        by device in the order given, each device's samples ascending."""
+        key = devices * (self.inst.gamma_max + 1) + levels
+        end = self._run_end[key]
+        size = end - np.where(key > 0, self._run_end[key - 1], 0)
+        offset = np.repeat(end - size - np.cumsum(size) + size, size)
+        return self._by_level[offset + np.arange(offset.size)], np.repeat(devices, size)
 
     def moved(self, g: np.ndarray, rows: np.ndarray) -> None:
         """The samples ``rows`` changed outcome (γ is now ``g``): their flipped values are stale."""
@@ -149,15 +164,17 @@ class _ClosedFormSteps:
         if self.rejected is None:
             self.rejected = g[None, :] > self.levels
         movable = [g < inst.gamma_max, g > 0]
-        need = [(self.levels == (g + min(d, 0))[None, :]) & mv[None, :] for d, mv in zip((1, -1), movable)]
-        rows, cols = np.nonzero((need[0] | need[1]) & ~self.valid)
+        need = [self._samples_at(np.flatnonzero(mv), g[mv] + min(d, 0)) for d, mv in zip((1, -1), movable)]
+        rows, cols = (np.concatenate([need[0][i], need[1][i]]) for i in (0, 1))
+        stale = ~self.valid[rows, cols]
+        rows, cols = rows[stale], cols[stale]
         self.flip[rows, cols] = self.flipper(self.rejected, rows, cols)
         self.valid[rows, cols] = True
         num = float(inst.expected_tokens[np.arange(k), g].sum())
         e = inst.expected_tokens
         out = np.full((2, k), -np.inf)
         for i, delta in enumerate((1, -1)):
-            r, c = np.nonzero(need[i])
+            r, c = need[i]  # per device, its samples ascending: the sums run in the order they ran
             dsum = np.bincount(c, weights=self.flip[r, c] - t_cur[r], minlength=k)
             gg = np.broadcast_to(g, (k, k)).copy()
             gg[np.arange(k), np.arange(k)] += delta
