@@ -76,16 +76,17 @@ class _Deadline:
         return self.limit is not None and self.clock() - self.start >= self.limit
 
 
-def _climb(state: IncrementalSAA, deadline: _Deadline, visited: set | None = None) -> float | None:
+def _climb(state: IncrementalSAA, deadline: _Deadline, visited: set | None = None, orders=None) -> float | None:
     """Steepest ascent over single-device moves (all evaluated at once), joint moves of every
     improving device, and joint ±1 shifts of the drafting devices; until none raises G or the
     deadline passes. ``visited``: points earlier climbs passed through; a climb that reaches one
-    stops there and returns None (that climb went on from it, only upwards)."""
+    stops there and returns None (that climb went on from it, only upwards). ``orders``: the
+    instance's `_weakness_orders`, where the caller has them."""
     inst = state.inst
     gmax = inst.gamma_max
     cur = state.value()
     visited = set() if visited is None else visited
-    orders = _weakness_orders(inst)
+    orders = _weakness_orders(inst) if orders is None else orders
     while not deadline.passed():
         key = state.gamma.tobytes()
         if key in visited:
@@ -249,7 +250,7 @@ def _polish(obj: SAAObjective, gamma: np.ndarray, t_cur: np.ndarray, deadline: _
     return g, float(cur), t_cur
 
 
-def _group_starts(obj: SAAObjective, count: int = 2) -> dict[str, np.ndarray]:
+def _group_starts(obj: SAAObjective, orders, count: int = 2) -> dict[str, np.ndarray]:
     """The best ``count`` points of "the m devices with the cheapest rejections all at length L, the
     others off" (`draft_lengths.group_level_starts`) over m on a geometric grid and every L: where
     no device gains from drafting alone (all off is a trap for every single move) a few devices
@@ -258,12 +259,12 @@ def _group_starts(obj: SAAObjective, count: int = 2) -> dict[str, np.ndarray]:
     k, gmax = inst.num_devices, inst.gamma_max
     if gmax == 0:
         return {}
-    best_first = _weakness_orders(inst)[0][::-1]
+    best_first = orders[0][::-1]
     sizes = np.unique(np.round(np.geomspace(1, k, num=min(k, 10))).astype(int))
     cands = np.zeros((sizes.size * gmax, k), dtype=np.int64)
     for j, m in enumerate(sizes):
         cands[j * gmax : (j + 1) * gmax, best_first[:m]] = np.arange(1, gmax + 1)[:, None]
-    state = IncrementalSAA(obj, np.zeros(k, dtype=np.int64))
+    state = IncrementalSAA(obj, np.zeros(k, dtype=np.int64), t_comm=np.zeros(obj.n_saa))  # nothing rejected
     if k <= 62:  # one batch: its many repeated sets are solved once (`incremental.t_comm_of`)
         vals, _ = state.candidate_values(cands)
     else:  # a batch per size: the solver then skips the devices off in all of its candidates
@@ -337,13 +338,15 @@ def fast_search(
     coarse = head(obj, n_coarse) if n_coarse < obj.n_saa else obj
     solves0 = obj.num_solves
     co = max_g_max(inst)
+    orders = _weakness_orders(inst)
     best = _Best(IncrementalSAA(obj, co))
     baselines = {"computation_only": best.value}
     mid_solves = 0
     ends: dict[str, np.ndarray] = {}
     if not deadline.passed():
         # uniform γ's ranked on the subsample: the best two are starts, and judged on all samples
-        state = IncrementalSAA(coarse, co, closed_form=True)
+        # a subsample's samples are the first rows of all samples: their T_comm* is known
+        state = IncrementalSAA(coarse, co, t_comm=best.t_comm[:n_coarse], closed_form=True)
         grid = np.arange(inst.gamma_max + 1)
         uvals, _ = state.candidate_values(np.repeat(grid[:, None], k, axis=1))
         top = np.argsort(-uvals, kind="stable")[:_UNIFORM_CANDIDATES]
@@ -354,9 +357,9 @@ def fast_search(
         }
         # computation-only with the weakest devices off: where rejections are expensive the best
         # plans have a subset drafting, which no single-device move reaches from all or none
-        for f, g in zip(_GROUP_FRACTIONS, _switched_off(co, _weakness_orders(inst)[0])):
+        for f, g in zip(_GROUP_FRACTIONS, _switched_off(co, orders[0])):
             starts[f"computation_only_off_{int(100 * f)}pct"] = g
-        starts.update(_group_starts(head(coarse, min(coarse.n_saa, _MIN_SAMPLES))))
+        starts.update(_group_starts(head(coarse, min(coarse.n_saa, _MIN_SAMPLES)), orders))
         names = list(starts)
         svals, _ = state.candidate_values(np.asarray([starts[n] for n in names]))
         visited: set = set()
@@ -365,7 +368,7 @@ def fast_search(
                 break
             _, changes = state.candidate_values(starts[names[i]][None, :])
             state.move_to(changes, 0)
-            if _climb(state, deadline, visited) is not None:
+            if _climb(state, deadline, visited, orders) is not None:
                 ends[f"coarse_{names[i]}"] = state.gamma.copy()
     # the climbs' ends, the uniform candidates and the caller's starts on all samples (the other
     # starts were judged on the subsample and count through their ends)
@@ -378,8 +381,8 @@ def fast_search(
         # the best point climbed again on a larger subsample: the coarse optimum can sit a few
         # lengths off the full one where several devices must move together
         mid = head(obj, n_mid) if n_mid < obj.n_saa else obj
-        mstate = IncrementalSAA(mid, best.gamma, closed_form=True)
-        _climb(mstate, deadline)
+        mstate = IncrementalSAA(mid, best.gamma, t_comm=best.t_comm[:n_mid], closed_form=True)
+        _climb(mstate, deadline, orders=orders)
         mid_solves = mid.num_solves if mid is not obj else 0
         if not np.array_equal(mstate.gamma, best.gamma):
             best.offer(["mid"], mstate.gamma[None, :])

@@ -100,6 +100,8 @@ class IncrementalSAA:
         self.solves = n if t_comm is None else 0
         c = inst.compute
         self._t_fixed = c.t_ver0_s + k * c.t_ver1_s + c.t_ver_tok_s * k
+        self._below_max: np.ndarray | None = None
+        self._bins: np.ndarray | None = None  # line_table's histogram bin of every (sample, device)
 
     # ------------------------------------------------------------------ the current point
 
@@ -134,13 +136,19 @@ class IncrementalSAA:
 
     def _flip_column(self, k: int) -> np.ndarray:
         """T_comm* of every sample with device k's bit flipped (re-solving only invalid entries)."""
-        rows = np.flatnonzero(~self.flip_valid[:, k] & (self.levels[:, k] < self.inst.gamma_max))
+        rows = np.flatnonzero(~self.flip_valid[:, k] & self._movable()[:, k])
         self._solve_flips(rows, np.full(rows.size, k))
         return self.flip[:, k]
 
+    def _movable(self) -> np.ndarray:
+        """``levels < γ_max``: the (sample, device) entries some γ_k rejects (built once per state)."""
+        if self._below_max is None:
+            self._below_max = self.levels < self.inst.gamma_max
+        return self._below_max
+
     def refresh_flips(self) -> None:
         """Re-solve every invalid flipped entry in one batch (cheaper than column by column)."""
-        self._solve_flips(*np.nonzero(~self.flip_valid & (self.levels < self.inst.gamma_max)))
+        self._solve_flips(*np.nonzero(~self.flip_valid & self._movable()))
 
     def line_values(self, k: int) -> np.ndarray:
         """G with γ_k replaced by each of 0..γ_max (the others fixed), shape (γ_max + 1,)."""
@@ -167,15 +175,16 @@ class IncrementalSAA:
         self.refresh_flips()
         inst = self.inst
         gmax, (n, k) = inst.gamma_max, self.levels.shape
-        use = self.levels < gmax
-        diff = np.where(use, self.flip - self.t_comm[:, None], 0.0)
+        diff = np.where(self._movable(), self.flip - self.t_comm[:, None], 0.0)
         # hist[k, l] = Σ over samples at level l of device k's (flipped − current)
-        bins = np.arange(k)[None, :] * (gmax + 1) + np.minimum(self.levels, gmax)
-        hist = np.bincount(bins.ravel(), weights=diff.ravel(), minlength=k * (gmax + 1)).reshape(k, gmax + 1)
-        cum = np.concatenate([np.zeros((k, 1)), np.cumsum(hist, axis=1)], axis=1)  # (K, γ_max + 2)
+        if self._bins is None:
+            self._bins = (np.arange(k)[None, :] * (gmax + 1) + np.minimum(self.levels, gmax)).ravel()
+        hist = np.bincount(self._bins, weights=diff.ravel(), minlength=k * (gmax + 1)).reshape(k, gmax + 1)
+        cum = np.zeros((k, gmax + 2))
+        np.cumsum(hist, axis=1, out=cum[:, 1:])  # (K, γ_max + 2)
         cand = np.arange(gmax + 1)[None, :]
         gk = self.gamma[:, None]
-        at_gk = np.take_along_axis(cum, gk, axis=1)
+        at_gk = cum[np.arange(k), self.gamma][:, None]
         delta = np.where(cand >= gk, cum[:, : gmax + 1] - at_gk, at_gk - cum[:, : gmax + 1])
         lat = self.gamma * inst.token_latency_s
         top = np.argsort(-lat, kind="stable")[:2]
