@@ -68,8 +68,8 @@ def t_comp_unchecked(inst, gamma: np.ndarray) -> np.ndarray:
     validation of γ: a search's own candidates are valid by construction, and on its hot path the
     checks cost as much as the arithmetic."""
     c = inst.compute
-    draft = np.max(gamma * inst.token_latency_s, axis=-1)
-    return draft + c.t_ver0_s + inst.num_devices * c.t_ver1_s + c.t_ver_tok_s * np.sum(gamma + 1, axis=-1)
+    draft = (gamma * inst.token_latency_s).max(axis=-1)
+    return draft + c.t_ver0_s + inst.num_devices * c.t_ver1_s + c.t_ver_tok_s * (gamma + 1).sum(axis=-1)
 
 
 class IncrementalSAA:
