@@ -107,7 +107,7 @@ class FlipSolver:
         else:
             uniq, inv = np.unique(rows, return_inverse=True)
             inv = inv.ravel()
-        o = rejected[uniq][:, self.perm]  # (U, K), in the solver's order
+        o = rejected[uniq[:, None], self.perm[None, :]]  # (U, K), in the solver's order
         w = np.where(o, self.g[None, :], 0.0)
         s_incl = np.cumsum(w[:, ::-1], axis=1)[:, ::-1]
         s_excl = np.zeros_like(w)
@@ -118,21 +118,24 @@ class FlipSolver:
         after = np.full_like(f, -np.inf)
         after[:, :-1] = np.maximum.accumulate(f[:, ::-1], axis=1)[:, ::-1][:, 1:]
         cnt = o.sum(axis=1)
-        before = np.zeros((uniq.size, k + 1), dtype=np.int64)  # members at positions < i
-        before[:, 1:] = np.cumsum(o, axis=1)
-        # the members of every set, set after set, in order: rank r of set u is entry start[u] + r
-        mu, mp = np.nonzero(o)
-        start = np.concatenate([[0], np.cumsum(cnt)[:-1]])
+        # the members of every set, set after set, in order: rank r of set u is entry start[u] + r;
         # one entry more (never a member's) so that every index below is in range
-        x_m = np.append(self.x[mp], 1.0)
-        s_m = np.append(s_excl[mu, mp], 0.0)
+        start = np.cumsum(cnt) - cnt
+        total = int(start[-1] + cnt[-1])
+        x_m, s_m = np.empty(total + 1), np.empty(total + 1)
+        x_m[:total], x_m[total] = np.broadcast_to(self.x, o.shape)[o], 1.0
+        s_m[:total], s_m[total] = s_excl[o], 0.0
         d_m = p_dl / x_m - s_m
 
+        # a pair's entries of the (U, K) arrays, by one flat index
         p = self.pos[cols]
-        adding = ~o[inv, p]
+        at = inv * k + p
+        was = o.ravel().take(at)
+        adding = ~was
         g = np.where(adding, self.g[p], -self.g[p])
-        m = before[inv, p]  # members before p: ranks 0..m−1
+        m = np.cumsum(o, axis=1).ravel().take(at) - was  # members before p: ranks 0..m−1
         base = start[inv]
+        cnt_p = cnt[inv]
         # c: the members before p with D < g, counted by bisection (D rises along the order); the
         # first of them with g ≤ D, or m
         c = np.zeros_like(m)
@@ -147,13 +150,13 @@ class FlipSolver:
         prev = np.maximum(c - 1, 0)
         # S of the member at rank c−1 after the flip: exactly 0 when k was the only member after it
         s_prev = s_m[base + prev] + g
-        s_prev = np.where(~adding & (cnt[inv] - prev - 2 == 0), 0.0, s_prev)
+        s_prev = np.where(was & (cnt_p - prev - 2 == 0), 0.0, s_prev)
         with np.errstate(divide="ignore"):
             below_c = np.where(c > 0, np.minimum(x_m[base + prev], p_dl / s_prev), -np.inf)
-            own = np.where(adding, np.minimum(self.x[p], p_dl / s_excl[inv, p]), -np.inf)
-        y = np.maximum(np.maximum(at_c, below_c), np.maximum(own, after[inv, p]))
-        n_new = cnt[inv] + np.where(adding, 1, -1)
-        s_new = np.where(n_new == 0, 0.0, s_incl[inv, 0] + g)
+            own = np.where(adding, np.minimum(self.x[p], p_dl / s_excl.ravel().take(at)), -np.inf)
+        y = np.maximum(np.maximum(at_c, below_c), np.maximum(own, after.ravel().take(at)))
+        n_new = cnt_p + np.where(adding, 1, -1)
+        s_new = np.where(n_new == 0, 0.0, s_incl[:, 0][inv] + g)
         with np.errstate(divide="ignore"):
             q = np.where(s_new > 0, p_dl / s_new, np.inf)
         b = self.bw / np.maximum(n_new, 1)
