@@ -1,6 +1,6 @@
 """Optimiser figures measured side by side in one run.
 
-    .venv/bin/python benchmarks/bench_optimize.py [--quick]
+    .venv/bin/python benchmarks/bench_optimize.py [--quick] [--planning] [--repeat R]
 
 1. Reactive solve for |R| = 20: closed-form scan, the paper's bisection over n, the reactive()
    entry point (with Brent powers), the linear-scan oracle, and brute force over 2^20 splits.
@@ -11,7 +11,7 @@
    a deadline of 10% of the round), the shipped search and the paper's greedy, against the round
    they plan (T_comp + E[T_comm]), with each plan's shortfall to the best of them, K = 8, 20, 50,
    200 (``--planning`` runs this section alone), and the certificate's CPU (the communication-aware
-   bound of the fast plan, K ≤ 20).
+   bound of the fast plan, K ≤ 20); ``--repeat R``: the median of R runs per drop.
 3b. Shortfall of each policy to the best known γ (a slow reference search) per (P^dl, noise figure).
 4. Shipped search vs the exhaustive oracle on small K: gap distribution.
 5. Adaptive modes and greedy draft lengths vs every baseline on the paper-qwen preset.
@@ -65,6 +65,16 @@ def timed(fn):
     w0, c0 = time.perf_counter(), time.process_time()
     res = fn()
     return res, time.perf_counter() - w0, time.process_time() - c0
+
+
+def timed_median(fn, repeat: int):
+    """(result of the last call, median CPU seconds) of ``repeat`` calls of fn(): on a shared host
+    one call's CPU time moves with the other load; the median of several settles it."""
+    cpu = []
+    for _ in range(repeat):
+        res, _, c = timed(fn)
+        cpu.append(c)
+    return res, statistics.median(cpu)
 
 
 def fmt_s(s: float) -> str:
@@ -145,10 +155,11 @@ def section_greedy(quick: bool) -> None:
         )
 
 
-def section_round_planning(quick: bool) -> None:
+def section_round_planning(quick: bool, repeat: int = 1) -> None:
     print(
         "\n== 3a. planning inside the round, N_SAA = 1000 (paper-qwen, P^dl/P^ul = 4; CPU of one core per plan, "
-        "median over drops; short: G below the best of the plans, mean over drops) =="
+        f"median over drops of the median of {repeat} run(s) per drop, each on a fresh objective as a round builds "
+        "one (the shipped search: one run); short: G below the best of the plans, mean over drops) =="
     )
     print(
         f"  {'K':>4s} {'drops':>5s} {'round':>9s} | {'fast CPU':>9s} {'% rnd':>6s} {'short':>7s} | "
@@ -161,11 +172,14 @@ def section_round_planning(quick: bool) -> None:
         cols: dict[str, list] = {}
         for seed in range(drops):
             w = world(k, seed)
-            obj = SAAObjective(w.instance(0), w.saa_uniforms(0))
-            fast, _, t_fast = timed(lambda: fast_search(obj))
+            inst, u = w.instance(0), w.saa_uniforms(0)
+            obj = SAAObjective(inst, u)
+            # a fresh objective per run: a round's planner builds one (its sample levels and the
+            # solver's order are then computed inside the plan, as in the running system)
+            fast, t_fast = timed_median(lambda: fast_search(SAAObjective(inst, u)), repeat)
             round_s = fast.goodput.t_comp_s + fast.goodput.e_t_comm_s
-            cut, _, t_cut = timed(lambda: fast_search(obj, deadline_s=0.1 * round_s))
-            paper, _, t_paper = timed(lambda: paper_greedy(obj))
+            cut, t_cut = timed_median(lambda: fast_search(SAAObjective(inst, u), deadline_s=0.1 * round_s), repeat)
+            paper, t_paper = timed_median(lambda: paper_greedy(SAAObjective(inst, u)), repeat)
             # the shipped search takes ~26 s at K = 200: measured there only without --quick
             shipped, t_shipped = (None, float("nan")) if k > 50 and quick else timed(lambda: local_search(obj))[::2]
             plans = [p for p in (fast, cut, paper, shipped) if p is not None]
@@ -179,7 +193,8 @@ def section_round_planning(quick: bool) -> None:
                 cols.setdefault(name, []).append((t, float("nan") if p is None else 1 - p.goodput_tokens_per_s / best))
             cols.setdefault("round", []).append((round_s, 0.0))
             if k <= 20:  # the communication-aware certificate of the fast plan (its exact table: K ≤ 20)
-                cols.setdefault("cert", []).append((timed(lambda: communication_bound(obj, fast.draft_len))[2], 0.0))
+                cert_s = timed_median(lambda: communication_bound(SAAObjective(inst, u), fast.draft_len), repeat)[1]
+                cols.setdefault("cert", []).append((cert_s, 0.0))
 
         def med(name):
             return statistics.median(t for t, _ in cols[name])
@@ -352,7 +367,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller sizes (CI smoke run)")
     ap.add_argument("--planning", action="store_true", help="only section 3a (planning inside the round)")
+    ap.add_argument(
+        "--repeat", type=int, default=1, metavar="R", help="section 3a: median of R runs per drop (default 1)"
+    )
     args = ap.parse_args()
+    if args.repeat < 1:
+        ap.exit(2, f"bench_optimize.py: error: --repeat: must be an integer >= 1 (got {args.repeat})\n")
     t0 = time.perf_counter()
     try:
         import os
@@ -361,13 +381,13 @@ def main() -> None:
     except OSError:
         pass
     if args.planning:
-        section_round_planning(args.quick)
+        section_round_planning(args.quick, args.repeat)
         print(f"\n(total {time.perf_counter() - t0:.0f} s)")
         return
     section_reactive(args.quick)
     section_throughput(args.quick)
     section_greedy(args.quick)
-    section_round_planning(args.quick)
+    section_round_planning(args.quick, args.repeat)
     section_shortfall(args.quick)
     section_gap(args.quick)
     section_baselines(args.quick)
