@@ -142,7 +142,9 @@ class _ClosedFormSteps:
 
     def __init__(self, obj: SAAObjective):
         self.obj, self.inst = obj, obj.inst
-        self.flipper = solver_for(obj)
+        flipper = solver_for(obj)
+        assert flipper is not None, "the closed form must cover the objective (closed_form_applies)"
+        self.flipper = flipper
         self.levels = sample_levels(obj)
         self.flip = np.zeros(self.levels.shape)
         self.valid = np.zeros(self.levels.shape, dtype=bool)

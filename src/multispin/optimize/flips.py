@@ -76,7 +76,8 @@ class FlipSolver:
         if not self.p_dl > 0:  # P^dl/S is then 0/0 on empty suffixes: the solver's own guards
             return _optimal_fast(rejected, self.inst, False).latency_s
         m = rejected.shape[0]
-        order = self._rev[rejected.any(axis=0)[self._rev]]  # held by some row, last device first
+        held = np.asarray(rejected.any(axis=0))
+        order = self._rev[held[self._rev]]  # held by some row, last device first
         if order.size == 0:
             return np.zeros(m)
         o = np.ascontiguousarray(rejected[:, order].T)  # (K', M): the sums run down the columns
