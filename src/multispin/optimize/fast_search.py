@@ -153,7 +153,8 @@ class _ClosedFormSteps:
         # read off in O(changed) instead of comparing every (sample, device)
         n, k = self.levels.shape
         keys = (np.arange(k)[:, None] * (self.inst.gamma_max + 1) + self.levels.T).ravel()
-        self._by_level = np.argsort(keys, kind="stable") % n
+        small = keys.astype(np.int16) if k * (self.inst.gamma_max + 1) <= np.iinfo(np.int16).max else keys
+        self._by_level = np.argsort(small, kind="stable") % n  # 16-bit keys: numpy's radix sort
         self._run_end = np.cumsum(np.bincount(keys, minlength=k * (self.inst.gamma_max + 1)))
 
     def _samples_at(self, devices: np.ndarray, levels: np.ndarray):

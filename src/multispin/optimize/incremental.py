@@ -56,9 +56,16 @@ def t_comm_of(obj: SAAObjective, mask: np.ndarray, rows: np.ndarray) -> np.ndarr
     if solver is None:
         return obj.t_comm_rows(mask, rows)
     if mask.shape[0] >= _DEDUP_ROWS and mask.shape[1] <= 62:  # many rows repeat: solve each set once
-        _, first, inverse = np.unique(_row_keys(mask), return_index=True, return_inverse=True)
+        keys = _row_keys(mask)
+        order = np.argsort(keys)  # any row of a group stands for it: no stable sort needed
+        new = np.empty(keys.size, dtype=bool)
+        new[0] = True
+        np.not_equal(keys[order[1:]], keys[order[:-1]], out=new[1:])
+        inverse = np.empty(keys.size, dtype=np.int64)
+        inverse[order] = np.cumsum(new) - 1
+        first = order[new]
         obj.num_solves += first.size
-        return solver.solve(mask[first])[inverse.ravel()]
+        return solver.solve(mask[first])[inverse]
     obj.num_solves += mask.shape[0]
     return solver.solve(mask)
 
