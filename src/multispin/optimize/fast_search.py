@@ -23,6 +23,9 @@ with far fewer T_comm solves and far fewer Python-level steps:
   the climbs' line tables and the polish's ±1 moves are ranked by them (O(log K) per flip instead
   of a K-wide solve); every move taken is re-solved by the solver, so each G compared or reported
   is the solver's.
+- **Whole sets solved without the entry point's overhead** (`multispin.optimize.flips.FlipSolver.solve`
+  via `multispin.optimize.incremental.t_comm_of`: the solver's values bit for bit); subsample
+  states take T_comm* and sample levels from the full-sample state's first rows.
 - **Warm start** (``warm_start``, last round's plan): polished on all samples and taken only where
   it ends strictly higher than the search, so on an unchanged round the plan is the cold start's.
 - **Anytime**: with ``deadline_s`` every phase stops at the first check past it and the best plan
