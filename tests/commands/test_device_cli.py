@@ -32,7 +32,7 @@ def server(keyring, request):
         expected_devices=1,
         max_new_tokens=8,
         draft_len=3,
-        mode="mixed",
+        mode="random",
         temperature=0.0,
         seed=0,
         join_timeout_s=60,

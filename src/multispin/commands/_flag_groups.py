@@ -35,7 +35,7 @@ from multispin.commands._options import (
     threads_option,
     torch_device_option,
 )
-from multispin.vocabulary import FIXED_MODES, mode_spelling
+from multispin.vocabulary import FIXED_MODES
 
 
 @dataclass(frozen=True)
@@ -166,7 +166,6 @@ ROUND = group(
             "random",
             FIXED_MODES,
             "--mode",
-            spelling=mode_spelling,
             help="correction mode of rejected devices (random: a fair coin per rejection)",
         ),
     ),

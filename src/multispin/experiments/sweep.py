@@ -29,7 +29,6 @@ from typing import Any
 
 from multispin.errors import ConfigError, Interrupted
 from multispin.experiments.reproduce.config import Point, RunConfig
-from multispin.vocabulary import policy_spelling
 
 # policy -> (the per-drop goodput column, its γ column, which baselines the drop must run)
 SWEEP_POLICIES = {
@@ -105,11 +104,10 @@ def check_policies(policies: Sequence[str]) -> list[str]:
     """The policies in the one vocabulary, or a ConfigError naming the allowed ones."""
     out = []
     for p in policies:
-        name = policy_spelling(p)
-        if name not in SWEEP_POLICIES:
+        if p not in SWEEP_POLICIES:
             raise ConfigError(f"policies: unknown policy {p!r} (allowed: {', '.join(SWEEP_POLICIES)})")
-        if name not in out:
-            out.append(name)
+        if p not in out:
+            out.append(p)
     if not out:
         raise ConfigError(f"policies: give at least one (allowed: {', '.join(SWEEP_POLICIES)})")
     return out

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import zmq
-from pydantic import Field, field_validator
+from pydantic import Field
 from zmq.utils.monitor import recv_monitor_message
 
 from multispin.errors import ConfigError, ProtocolError, SecurityError
@@ -81,7 +81,7 @@ from multispin.speculative.codecs import exactness_by_mode, make_codec
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 from multispin.speculative.warp import SamplingFields
 from multispin.system.payload import WirePayload
-from multispin.vocabulary import FixedMode, mode_spelling
+from multispin.vocabulary import FixedMode
 
 log = logging.getLogger("multispin.server")
 
@@ -186,12 +186,6 @@ class ServerConfig(SamplingFields):
     @property
     def bind_endpoint(self) -> str:
         return f"tcp://{self.host}:{self.port if self.port else '*'}"
-
-    @field_validator("mode", mode="before")
-    @classmethod
-    def _mode_spelling(cls, mode):
-        """``mixed`` (the fair coin's earlier name) is ``random``."""
-        return mode_spelling(mode)
 
 
 # --------------------------------------------------------------------------------------------
