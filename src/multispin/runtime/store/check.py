@@ -11,8 +11,8 @@ that names what is wrong and what the operator can do:
 3. **the chain** (`multispin.runtime.store.head`): rounds 0, 1, 2, … without a gap, each
    row's link recomputed from its content. An edited token, a deleted row or a round moved
    elsewhere breaks it at that round.
-4. **the sessions** (schema 3): each session row (identity, prompt, settings, codecs, seed, first
-   round, when it started and ended) against its own checksum, and every device that has rounds
+4. **the sessions**: each session row (identity, prompt, settings, codecs, seed, first
+   round, when it started) against its own checksum, and every device that has rounds
    against its session row. A flipped prompt or seed would otherwise be resumed (and the device
    refused, or the settings blamed, only after the model loaded).
 5. **the head** (writer only; a reader beside a writer may see the two files at different
@@ -176,7 +176,7 @@ def walk_chain(db: sqlite3.Connection, path: Path, stop_at_damage: bool = False)
     return links
 
 
-SESSION_COLUMNS = "device_id, identity, prompt_ids, sampling, ul_codec, dl_codec, seed, first_round, created_s, ended"
+SESSION_COLUMNS = "device_id, identity, prompt_ids, sampling, ul_codec, dl_codec, seed, first_round, created_s"
 
 
 def check_sessions(db: sqlite3.Connection, path: Path) -> None:
@@ -206,7 +206,7 @@ def check_sessions(db: sqlite3.Connection, path: Path) -> None:
 def compare_head(path: Path, links: list[bytes], head: Head | None, fresh_ok: bool) -> None:
     """Refuse a database that lacks rounds its head file says were committed.
 
-    ``fresh_ok``: no head is expected (a journal from before head files, just migrated)."""
+    ``fresh_ok``: no head is expected (no journal yet, or a repair's new one)."""
     last = len(links) - 1
     holds = f"the database holds rounds 0..{last}" if last >= 0 else "the database holds no round"
     if head is None:

@@ -36,7 +36,9 @@ How it stays safe:
   (`multispin.runtime.store.repair`).
 
 A file that is not a journal (another SQLite database, a text file, a corrupted header) or one
-written by a newer schema raises one [`JournalError`][multispin.errors.JournalError] naming the file.
+written by another schema version raises one [`JournalError`][multispin.errors.JournalError] naming
+the file. Journals of an older schema are refused, not migrated: multispin is an unreleased 0.1, and
+a journal lives as long as one run.
 The server wiring (a journal path on `serve`, reconnecting devices) lives in the loops, not here.
 """
 
@@ -59,7 +61,6 @@ from multispin.runtime.store.check import (
     check_sessions,
     compare_head,
     repair_hint,
-    round_rows,
     sqlite_check,
     walk_chain,
 )
@@ -68,9 +69,9 @@ from multispin.runtime.store.records import DeviceRound, RecoveredSession, Recov
 from multispin.runtime.store.repair import rebuild
 from multispin.vocabulary import LINK_MODES
 
-#: 2: rounds.link (the chain) and the head file; 3: sessions.seal (each session row's checksum).
-#: Older journals are migrated when a writer opens them.
-SCHEMA_VERSION = 3
+#: 2: rounds.link (the chain) and the head file; 3: sessions.seal (each session row's checksum);
+#: 4: no sessions.ended (nothing wrote it). Other versions are refused (`Journal._identify`).
+SCHEMA_VERSION = 4
 #: SQLite's 32-bit application id in the file header: "MSPJ" (MultiSPin Journal)
 APPLICATION_ID = 0x4D53504A
 #: how long a write waits, retrying, for SQLite's write lock held by another process; the
@@ -94,10 +95,7 @@ CREATE TABLE sessions (
     seed        INTEGER NOT NULL,
     first_round INTEGER NOT NULL,   -- the first round the device takes part in
     created_s   REAL NOT NULL,
-    -- NULL while the session is live, else why it ended (no comment after the last column's
-    -- comma: SQLite's DROP COLUMN would join the closing parenthesis to it)
-    ended       TEXT,
-    seal        BLOB
+    seal        BLOB                -- sha256 of the row's other columns (head.session_seal)
 );
 CREATE TABLE rounds (
     round_index INTEGER PRIMARY KEY,
@@ -217,14 +215,14 @@ class Journal:
             self._enter_wal()
             self._head.reset(Head(-1, GENESIS))
         self._setup(version)
-        if version < SCHEMA_VERSION:
+        if version == 0:
             # the schema into the main file: with the WAL, -shm and head all deleted, the main file
             # still says "a journal was here" (SQLite alone would read an empty database)
             self._checkpoint()
-        if links is None:  # created now, or migrated from version 1: nothing to compare yet
+        if links is None:  # created now: nothing to compare yet
             links = walk_chain(self._db, self.path)
         current = Head(len(links) - 1, links[-1] if links else GENESIS)
-        if fresh or version < 2 or evidence.head is None:
+        if fresh or evidence.head is None:
             self._head.reset(current)
         elif evidence.head.round != current.round:  # a crash between the two writes: catch up
             self._head.write(current)
@@ -239,9 +237,8 @@ class Journal:
             try:
                 version = self._identify(db)
                 sqlite_check(db, self.path, self.check)
-                links = walk_chain(db, self.path) if version >= 2 else None
-                if version >= 3:
-                    check_sessions(db, self.path)
+                links = walk_chain(db, self.path)
+                check_sessions(db, self.path)
             except BaseException:
                 db.close()
                 raise
@@ -249,14 +246,14 @@ class Journal:
                 self._db, self._version = db, version
                 return version, links
             db.close()
-        if version != 1:  # an empty file too: SQLite reads a journal whose WAL vanished as empty
-            # no head is expected where there is no journal yet (version 0) or a repair starts one
-            compare_head(
-                self.path,
-                links or [],
-                None if fresh or evidence is None else evidence.head,
-                fresh_ok=fresh or version == 0,
-            )
+        # an empty file too: SQLite reads a journal whose WAL vanished as empty; no head is
+        # expected where there is no journal yet (version 0) or a repair starts one
+        compare_head(
+            self.path,
+            links or [],
+            None if fresh or evidence is None else evidence.head,
+            fresh_ok=fresh or version == 0,
+        )
         return version, links
 
     def _connect(self, readonly: bool) -> sqlite3.Connection:
@@ -309,7 +306,8 @@ class Journal:
             self._lock_fd = None
 
     def _identify(self, db: sqlite3.Connection) -> int:
-        """The journal's schema version; refuses what is not a journal, or one too new."""
+        """The journal's schema version (0: no journal yet); refuses what is not a journal, or a
+        journal of another version."""
         try:
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             app_id = db.execute("PRAGMA application_id").fetchone()[0]
@@ -337,6 +335,12 @@ class Journal:
             raise JournalError(
                 f"{self.path}: journal schema version {version} is newer than this "
                 f"multispin reads ({SCHEMA_VERSION}); upgrade multispin"
+            )
+        if version < SCHEMA_VERSION:
+            raise JournalError(
+                f"{self.path}: journal schema version {version} is older than this multispin "
+                f"reads ({SCHEMA_VERSION}) and is not migrated; finish the run with the multispin "
+                "that wrote it, or give a fresh --journal"
             )
         return int(version)
 
@@ -371,7 +375,7 @@ class Journal:
             raise JournalError(f"{self.path}: cannot checkpoint the journal ({exc})") from None
 
     def _setup(self, version: int) -> None:
-        """The writer's connection: the schema created (version 0) or migrated, then its pragmas."""
+        """The writer's connection: its pragmas, and the schema created where there was none."""
         db = self._db
         self._enter_wal()
         try:
@@ -382,30 +386,6 @@ class Journal:
                 self._create()
         except sqlite3.DatabaseError as exc:
             raise JournalError(f"{self.path}: cannot set up the journal ({exc})") from None
-        self._version = version or SCHEMA_VERSION
-        if self._version < 2:
-            self._migrate_to_chain()
-        if self._version < 3:
-            self._migrate_to_seals()
-
-    def _migrate_to_chain(self) -> None:
-        """Version 1 → 2: every round gets its link (the head file is written by the caller)."""
-        with self._write() as db:
-            db.execute("ALTER TABLE rounds ADD COLUMN link BLOB")
-            prev = GENESIS
-            for (r,) in db.execute("SELECT round_index FROM rounds ORDER BY round_index").fetchall():
-                prev = link(prev, r, round_rows(db, r))
-                db.execute("UPDATE rounds SET link = ? WHERE round_index = ?", (prev, r))
-            db.execute("INSERT INTO schema_version VALUES (?, ?)", (2, time.time()))
-        self._version = 2
-
-    def _migrate_to_seals(self) -> None:
-        """Version 2 → 3: every session row gets its seal."""
-        with self._write() as db:
-            db.execute("ALTER TABLE sessions ADD COLUMN seal BLOB")
-            for row in db.execute(f"SELECT {SESSION_COLUMNS} FROM sessions").fetchall():
-                db.execute("UPDATE sessions SET seal = ? WHERE device_id = ?", (session_seal(row), row[0]))
-            db.execute("INSERT INTO schema_version VALUES (?, ?)", (SCHEMA_VERSION, time.time()))
         self._version = SCHEMA_VERSION
 
     def _create(self) -> None:
@@ -491,27 +471,12 @@ class Journal:
                     f"{self.path}: device {s.device_id} already has another session "
                     f"(different {_first_difference(old, row)})"
                 )
-            full = (*row, time.time(), None)
+            full = (*row, time.time())
             db.execute(
-                f"INSERT INTO sessions ({SESSION_COLUMNS}, seal) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO sessions ({SESSION_COLUMNS}, seal) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (*full, session_seal(full)),
             )
         return True
-
-    def end_session(self, device_id: int, reason: str) -> None:
-        """Mark a session ended (finished, said BYE, dropped for a violation); durable on return."""
-        with self._write() as db:
-            row = db.execute(
-                f"SELECT {SESSION_COLUMNS} FROM sessions WHERE device_id = ?", (int(device_id),)
-            ).fetchone()
-            if row is None:
-                raise JournalError(f"{self.path}: no session for device {device_id}")
-            if row[-1] is None:  # its seal covers why it ended
-                ended = (*row[:-1], str(reason))
-                db.execute(
-                    "UPDATE sessions SET ended = ?, seal = ? WHERE device_id = ?",
-                    (str(reason), session_seal(ended), int(device_id)),
-                )
 
     def commit_round(self, round_index: int, devices: Mapping[int, DeviceRound]) -> bool:
         """Write round ``round_index`` (every device's committed tokens) in one transaction.
@@ -593,14 +558,14 @@ class Journal:
             try:
                 nxt = db.execute("SELECT coalesce(max(round_index) + 1, 0) FROM rounds").fetchone()[0]
                 sessions: dict[int, RecoveredSession] = {}
-                for d, ident, prompt, sampling, ul, dl, seed, first, ended in db.execute(
+                for d, ident, prompt, sampling, ul, dl, seed, first in db.execute(
                     "SELECT device_id, identity, prompt_ids, sampling, ul_codec, dl_codec, seed, "
-                    "first_round, ended FROM sessions ORDER BY device_id"
+                    "first_round FROM sessions ORDER BY device_id"
                 ):
                     rec = SessionRecord(
                         int(d), ident, tuple(json.loads(prompt)), json.loads(sampling), ul, dl, int(seed), int(first)
                     )
-                    sessions[int(d)] = RecoveredSession(rec, ended=ended)
+                    sessions[int(d)] = RecoveredSession(rec)
                 for d, toks in db.execute("SELECT device_id, tokens FROM round_tokens ORDER BY round_index, device_id"):
                     s = sessions[int(d)]
                     s.tokens.extend(json.loads(toks))

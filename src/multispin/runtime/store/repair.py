@@ -78,11 +78,8 @@ def _salvage(path: Path, scratch: Path) -> _Salvage:
     db = sqlite3.connect(copy, isolation_level=None)
     try:
         try:
-            sealed = "seal" in {r[1] for r in db.execute("PRAGMA table_info(sessions)")}
-            for row in db.execute(
-                f"SELECT {SESSION_COLUMNS}, {'seal' if sealed else 'NULL'} FROM sessions ORDER BY device_id"
-            ):
-                if sealed and session_seal(row[:-1]) != row[-1]:
+            for row in db.execute(f"SELECT {SESSION_COLUMNS}, seal FROM sessions ORDER BY device_id"):
+                if session_seal(row[:-1]) != row[-1]:
                     continue  # a damaged session is not kept: its device starts again from its prompt
                 d, ident, prompt, sampling, ul, dl, seed, first = row[:8]
                 out.sessions.append(
