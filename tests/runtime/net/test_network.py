@@ -27,6 +27,7 @@ import msgpack
 import pytest
 import zmq
 
+from doubles import FixedDraftLengths
 from multispin.errors import MultispinError
 from multispin.models.hf import HFBatchedLM, HFSequenceLM
 from multispin.models.tiny import load_tiny_pair
@@ -35,7 +36,7 @@ from multispin.runtime.net.launcher import LocalTestbed, free_port, run_local_te
 from multispin.runtime.net.server import EdgeServer, ServerConfig
 from multispin.runtime.round import roles
 from multispin.runtime.round.engine import PolicyPair
-from multispin.runtime.round.local import FixedDraftLengths, FixedMode, RandomMode, run_rounds
+from multispin.runtime.round.local import FixedMode, RandomMode, run_rounds
 from multispin.runtime.round.session import encode_prompt
 from multispin.runtime.security.auth import SECRET_ENV, compute_mac
 from multispin.runtime.wire import messages as P

@@ -8,11 +8,12 @@ import pytest
 import torch
 
 import multispin.runtime.round.roles as roles
+from doubles import FixedDraftLengths
 from multispin.errors import ConfigError, ProtocolError
 from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_tables
 from multispin.models.tiny import load_tiny_pair
 from multispin.runtime.round.engine import PolicyPair
-from multispin.runtime.round.local import FixedDraftLengths, FixedMode, run_rounds
+from multispin.runtime.round.local import FixedMode, run_rounds
 from multispin.runtime.round.session import GenerateConfig, generate
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
