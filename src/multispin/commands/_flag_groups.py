@@ -1,4 +1,4 @@
-"""Groups of flags that several verbs take together, each written once (issue 25).
+"""Groups of flags that several verbs take together, each written once.
 
 A verb names a group by one parameter, ``radio: dict = RADIO.slot``, under ``@takes(RADIO)``;
 ``takes`` puts the group's flags into the verb's signature where that parameter stands (Typer

@@ -93,7 +93,7 @@ GRID = (
         for s, n, v in (("humaneval", 48, 8), ("mtbench", 80, 8), ("sharegpt", 32, 8))
     ),
     *(Cell("qwen2.5-coder-0.5b", QWEN_DRAFTS, s, SAMPLED, n, 8) for s, n in (("mtbench", 40), ("sharegpt", 24))),
-    # a draft of its own family and vocabulary (SmolLM2-135M) for the Qwen target (issue 21)
+    # a draft of its own family and vocabulary (SmolLM2-135M) for the Qwen target: the cross-vocabulary pair
     *(
         Cell(CROSS_PAIR, ("smollm2-135m",), s, SAMPLED, n, 8)
         for s, n in (("humaneval", 24), ("mtbench", 40), ("sharegpt", 24))
