@@ -30,7 +30,6 @@ good round.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from dataclasses import dataclass
 from itertools import groupby
@@ -38,6 +37,7 @@ from pathlib import Path
 
 from multispin.errors import JournalDamaged
 from multispin.runtime.store.head import GENESIS, Head, head_path, link, read_head, session_seal
+from multispin.runtime.store.rows import ROUND_COLUMNS, SESSION_COLUMNS, chain_entry
 
 CHECKS = ("quick", "full")
 
@@ -127,18 +127,6 @@ def sqlite_check(db: sqlite3.Connection, path: Path, check: str) -> None:
         )
 
 
-def round_rows(db: sqlite3.Connection, r: int) -> list[tuple]:
-    """Round ``r``'s rows (device, tokens, draft length, mode, bits), in device order: what its link hashes."""
-    return [
-        (d, json.loads(t), g, m, b)
-        for d, t, g, m, b in db.execute(
-            "SELECT device_id, tokens, draft_len, mode, bits FROM round_tokens WHERE round_index = ? "
-            "ORDER BY device_id",
-            (r,),
-        )
-    ]
-
-
 def walk_chain(db: sqlite3.Connection, path: Path, stop_at_damage: bool = False) -> list[bytes]:
     """Every round's link, recomputed and compared with the stored one: ``links[r]`` is round r's.
 
@@ -152,16 +140,16 @@ def walk_chain(db: sqlite3.Connection, path: Path, stop_at_damage: bool = False)
         raise JournalDamaged(f"{path}: damaged journal ({what}); {repair_hint(len(links))}")
 
     try:
+        columns = ", ".join(f"t.{c.strip()}" for c in ROUND_COLUMNS.split(","))
         rows = db.execute(
-            "SELECT r.round_index, r.link, t.device_id, t.tokens, t.draft_len, t.mode, t.bits "
-            "FROM rounds r LEFT JOIN round_tokens t USING (round_index) "
+            f"SELECT r.round_index, r.link, {columns} FROM rounds r LEFT JOIN round_tokens t USING (round_index) "
             "ORDER BY r.round_index, t.device_id"
         )
         for r, grouped in groupby(rows, key=lambda row: row[0]):
             group = list(grouped)
             if r != len(links):
                 return bad(f"round {len(links)} is missing; the next round is {r}")
-            entries = [(d, json.loads(toks), g, m, b) for _, _, d, toks, g, m, b in group if d is not None]
+            entries = [chain_entry(row[2:]) for row in group if row[2] is not None]
             ours = link(links[-1] if links else GENESIS, r, entries)
             if group[0][1] != ours:
                 return bad(f"round {r} does not match its chain link: a row of it was edited or deleted")
@@ -174,9 +162,6 @@ def walk_chain(db: sqlite3.Connection, path: Path, stop_at_damage: bool = False)
     if orphan is not None:  # rows of a round whose round row was deleted (rounds before it are whole)
         return bad(f"round {orphan}'s row was deleted (its tokens remain)")
     return links
-
-
-SESSION_COLUMNS = "device_id, identity, prompt_ids, sampling, ul_codec, dl_codec, seed, first_round, created_s"
 
 
 def check_sessions(db: sqlite3.Connection, path: Path) -> None:
@@ -238,7 +223,6 @@ def compare_head(path: Path, links: list[bytes], head: Head | None, fresh_ok: bo
 
 __all__ = [
     "CHECKS",
-    "SESSION_COLUMNS",
     "Evidence",
     "check_sessions",
     "compare_head",

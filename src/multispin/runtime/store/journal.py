@@ -32,8 +32,9 @@ How it stays safe:
   ``quick_check`` (``check="full"``: ``integrity_check``), the sessions, the chain and the head
   (`multispin.runtime.store.check`); a journal that lost or changed rounds raises
   [`JournalDamaged`][multispin.errors.JournalDamaged] unless opened with ``repair=True``, which keeps
-  the damaged files aside and rebuilds the journal from its last good round
-  (`multispin.runtime.store.repair`).
+  the damaged files aside and rebuilds the journal from its last good round (`Journal._rebuild`,
+  with what `multispin.runtime.store.repair` salvages). Every row is encoded and decoded by
+  `multispin.runtime.store.rows`.
 
 A file that is not a journal (another SQLite database, a text file, a corrupted header) or one
 written by another schema version raises one [`JournalError`][multispin.errors.JournalError] naming
@@ -44,19 +45,17 @@ The server wiring (a journal path on `serve`, reconnecting devices) lives in the
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from multispin.errors import JournalDamaged, JournalError
 from multispin.runtime.store.check import (
     CHECKS,
-    SESSION_COLUMNS,
     Evidence,
     check_sessions,
     compare_head,
@@ -64,9 +63,20 @@ from multispin.runtime.store.check import (
     sqlite_check,
     walk_chain,
 )
-from multispin.runtime.store.head import GENESIS, Head, HeadWriter, head_path, link, session_seal
+from multispin.runtime.store.head import GENESIS, Head, HeadWriter, head_path, link, read_head, session_seal
 from multispin.runtime.store.records import DeviceRound, RecoveredSession, Recovery, Repair, SessionRecord
-from multispin.runtime.store.repair import rebuild
+from multispin.runtime.store.repair import salvage, set_aside
+from multispin.runtime.store.rows import (
+    RECORD_COLUMNS,
+    ROUND_COLUMNS,
+    SESSION_COLUMNS,
+    chain_entry,
+    device_round,
+    read_round,
+    round_row,
+    session_record,
+    session_row,
+)
 from multispin.vocabulary import LINK_MODES
 
 #: 2: rounds.link (the chain) and the head file; 3: sessions.seal (each session row's checksum);
@@ -116,10 +126,6 @@ CREATE TABLE run_end (
     ended_s     REAL NOT NULL
 );
 """
-
-
-def _tokens_json(tokens: Iterable[int]) -> str:
-    return json.dumps([int(t) for t in tokens], separators=(",", ":"))
 
 
 class Journal:
@@ -176,7 +182,7 @@ class Journal:
 
             self.close(keep_lock=True)
             try:
-                self.repaired = rebuild(self, str(exc))
+                self.repaired = self._rebuild(str(exc))
             except BaseException:
                 self._abandon()
                 raise
@@ -226,6 +232,25 @@ class Journal:
             self._head.reset(current)
         elif evidence.head.round != current.round:  # a crash between the two writes: catch up
             self._head.write(current)
+
+    def _rebuild(self, problem: str) -> Repair:
+        """Set the damaged files aside and write their good part into a new journal at the same
+        path, through the ordinary writing path (a fresh chain and head). The caller holds the
+        writer lock (no other server can open the journal meanwhile)."""
+        try:
+            head = read_head(head_path(self.path))
+        except JournalError:  # a damaged head cannot say how many rounds there were
+            head = None
+        good = salvage(self.path)
+        kept_aside = set_aside(self.path)
+        self._open_checked(fresh=True)
+        for s in good.sessions:
+            self.open_session(s)
+        for r, devices in enumerate(good.rounds):
+            self.commit_round(r, devices)
+        kept = len(good.rounds)
+        lost = head.round + 1 - kept if head is not None and head.round + 1 > kept else None
+        return Repair(problem, kept, lost, kept_aside, good.sessions_lost)
 
     def _check_existing(self, evidence: Evidence | None, fresh: bool) -> tuple[int, list[bytes] | None]:
         """(schema version, every round's link) of the file there, checked; (0, None): no journal
@@ -447,23 +472,9 @@ class Journal:
         """Record a device's session (durable on return). True if written; False if the same
         session is already there. A different session under the same device id is refused: a
         device id names one session for the journal's whole life."""
-        sampling = json.dumps(dict(s.sampling), sort_keys=True, separators=(",", ":"))
-        row = (
-            int(s.device_id),
-            str(s.identity),
-            _tokens_json(s.prompt_ids),
-            sampling,
-            str(s.ul_codec),
-            str(s.dl_codec),
-            int(s.seed),
-            int(s.first_round),
-        )
+        row = session_row(s)
         with self._write() as db:
-            old = db.execute(
-                "SELECT device_id, identity, prompt_ids, sampling, ul_codec, dl_codec, seed,"
-                " first_round FROM sessions WHERE device_id = ?",
-                (row[0],),
-            ).fetchone()
+            old = db.execute(f"SELECT {RECORD_COLUMNS} FROM sessions WHERE device_id = ?", (row[0],)).fetchone()
             if old is not None:
                 if tuple(old) == row:
                     return False
@@ -498,16 +509,11 @@ class Journal:
                 raise JournalError(
                     f"{self.path}: round {r}, device {d}: draft_len and bits must be >= 0 (got {e.draft_len}, {e.bits})"
                 )
-            rows.append((r, int(d), _tokens_json(e.tokens), int(e.draft_len), e.mode, int(e.bits)))
+            rows.append((r, *round_row(d, e)))
         with self._write() as db:
             nxt = db.execute("SELECT coalesce(max(round_index) + 1, 0) FROM rounds").fetchone()[0]
             if r < nxt:
-                old = db.execute(
-                    "SELECT round_index, device_id, tokens, draft_len, mode, bits FROM "
-                    "round_tokens WHERE round_index = ? ORDER BY device_id",
-                    (r,),
-                ).fetchall()
-                if [tuple(o) for o in old] == rows:
+                if [(r, *o) for o in read_round(db, r)] == rows:
                     return False
                 raise JournalError(
                     f"{self.path}: round {r} is already committed with other content; no round is committed twice"
@@ -532,7 +538,7 @@ class Journal:
                 if r == 0
                 else db.execute("SELECT link FROM rounds WHERE round_index = ?", (r - 1,)).fetchone()[0]
             )
-            chained = link(prev, r, [(d, e.tokens, e.draft_len, e.mode, e.bits) for d, e in sorted(devices.items())])
+            chained = link(prev, r, [chain_entry(row[1:]) for row in rows])
             db.execute("INSERT INTO rounds VALUES (?, ?, ?)", (r, time.time(), chained))
             db.executemany("INSERT INTO round_tokens VALUES (?, ?, ?, ?, ?, ?)", rows)
         # after SQLite's commit: the head never names a round the database may not hold
@@ -558,17 +564,13 @@ class Journal:
             try:
                 nxt = db.execute("SELECT coalesce(max(round_index) + 1, 0) FROM rounds").fetchone()[0]
                 sessions: dict[int, RecoveredSession] = {}
-                for d, ident, prompt, sampling, ul, dl, seed, first in db.execute(
-                    "SELECT device_id, identity, prompt_ids, sampling, ul_codec, dl_codec, seed, "
-                    "first_round FROM sessions ORDER BY device_id"
-                ):
-                    rec = SessionRecord(
-                        int(d), ident, tuple(json.loads(prompt)), json.loads(sampling), ul, dl, int(seed), int(first)
-                    )
-                    sessions[int(d)] = RecoveredSession(rec)
-                for d, toks in db.execute("SELECT device_id, tokens FROM round_tokens ORDER BY round_index, device_id"):
-                    s = sessions[int(d)]
-                    s.tokens.extend(json.loads(toks))
+                for row in db.execute(f"SELECT {RECORD_COLUMNS} FROM sessions ORDER BY device_id"):
+                    rec = session_record(row)
+                    sessions[rec.device_id] = RecoveredSession(rec)
+                for row in db.execute(f"SELECT {ROUND_COLUMNS} FROM round_tokens ORDER BY round_index, device_id"):
+                    d, part = device_round(row)
+                    s = sessions[d]
+                    s.tokens.extend(part.tokens)
                     s.rounds += 1
                 end = db.execute("SELECT reason FROM run_end ORDER BY ended_s DESC LIMIT 1").fetchone()
             finally:
@@ -579,12 +581,7 @@ class Journal:
 
     def round(self, round_index: int) -> dict[int, DeviceRound]:
         """One committed round's entries (empty if the round is not committed)."""
-        rows = self._db.execute(
-            "SELECT device_id, tokens, draft_len, mode, bits FROM round_tokens "
-            "WHERE round_index = ? ORDER BY device_id",
-            (int(round_index),),
-        )
-        return {int(d): DeviceRound(tuple(json.loads(t)), int(g), m, int(b)) for d, t, g, m, b in rows}
+        return dict(device_round(row) for row in read_round(self._db, round_index))
 
     def integrity_check(self) -> str:
         """SQLite's own check of the file: "ok" or the first problems found."""
