@@ -11,7 +11,8 @@ import time
 import pytest
 
 from multispin.models.registry import resolve_pair
-from multispin.runtime.net.server import EdgeServer, ServerConfig
+from multispin.runtime.net.server import EdgeServer
+from multispin.runtime.net.server_config import ServerConfig
 from multispin.runtime.security.keys import create_keyring
 
 # real sockets, processes or models: `make test-fast` leaves these out

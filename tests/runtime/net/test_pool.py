@@ -31,7 +31,8 @@ from multispin.models.synthetic import MarkovBatchedLM
 from multispin.models.tiny import load_tiny_pair
 from multispin.runtime.net.launcher import free_port, run_local_testbed
 from multispin.runtime.net.pool import DevicePool, PoolDevice, parse_device_ids, run_pool
-from multispin.runtime.net.server import EdgeServer, ServerConfig
+from multispin.runtime.net.server import EdgeServer
+from multispin.runtime.net.server_config import ServerConfig
 from multispin.runtime.round.local import RandomMode
 from multispin.runtime.security.keys import create_keyring
 
