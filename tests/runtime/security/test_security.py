@@ -438,9 +438,9 @@ def test_sighup_asks_for_a_key_reload(pair, tmp_path):
     old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:
         install_signal_handlers(server)
-        assert not server._reload_keys.is_set()
+        assert not server.key_watch.requested
         os.kill(os.getpid(), signal.SIGHUP)
-        assert server._reload_keys.is_set() and not server._stop.is_set()
+        assert server.key_watch.requested and not server._stop.is_set()
     finally:
         for s, h in old.items():
             signal.signal(s, h)
@@ -598,7 +598,7 @@ def test_a_raw_tcp_flood_at_ulimit_256_leaves_a_keyed_server_serving(pair, tmp_p
     import sys
 
     from multispin.runtime.net.launcher import free_port
-    from multispin.runtime.net.server import KEY_POLL_S
+    from multispin.runtime.security.key_watch import KEY_POLL_S
 
     server_keys, device_keys = create_keyring(tmp_path / "keys", [0])
     port, log = free_port(), tmp_path / "server.jsonl"

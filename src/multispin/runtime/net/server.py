@@ -42,7 +42,7 @@ from typing import Any
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from multispin.errors import ConfigError, ProtocolError, SecurityError
+from multispin.errors import ConfigError, ProtocolError
 from multispin.models.base import BatchedLM, LoadedPair
 from multispin.runtime.net.jsonlog import JsonlLog
 from multispin.runtime.net.server_config import DEFAULT_MAX_PENDING, ServerConfig
@@ -58,6 +58,7 @@ from multispin.runtime.round.engine import (
 from multispin.runtime.round.local import UniformDraftLength, mode_policy
 from multispin.runtime.round.roles import Draft, VerifierServer
 from multispin.runtime.security.auth import resolve_secret
+from multispin.runtime.security.key_watch import FAILED, NO_DESCRIPTORS, KeyWatch
 from multispin.runtime.security.keys import AllowedKeys, ServerKeys, curve_server, load_server_keys, peer_key
 from multispin.runtime.security.limits import (
     HANDSHAKE_DEADLINE,
@@ -89,7 +90,6 @@ _ZMQ_EVENTS, _ZMQ_POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
 # recv_multipart combine its enum flags (an IntFlag object built per call) and wrap each frame
 _NOBLOCK, _MORE_NOBLOCK = int(zmq.NOBLOCK), int(zmq.SNDMORE | zmq.NOBLOCK)
 _RCVMORE, _SRCFD = int(zmq.RCVMORE), int(zmq.SRCFD)
-KEY_POLL_S = 1.0  # how often the allowed-keys folder is looked at for a change
 # descriptors kept free of connections: the journal's and the log's files, a key reload
 FD_HEADROOM = 32
 OUT_OF_DESCRIPTORS = "out of file descriptors"
@@ -223,10 +223,7 @@ class EdgeServer:
         # draft deadlines missed and stragglers told to back off: what slow devices cost the others
         # (held_at_most_s: the deadlines waited out; the others' loss is at most that)
         self.stragglers: dict[str, float] = {"missed": 0, "backed_off": 0, "held_at_most_s": 0.0}
-        self._reload_keys = threading.Event()
-        self._keys_seen = self.allowed.signature() if self.allowed is not None else None
-        self._next_key_poll = 0.0
-        self._keys_retry_at = 0.0
+        self.key_watch = KeyWatch(self.allowed) if self.allowed is not None else None
         self._check_revoked = False
         self._fd_budget = 1 << 30  # connections the descriptor limit allows (measured once bound)
 
@@ -331,45 +328,31 @@ class EdgeServer:
 
     def request_key_reload(self) -> None:
         """Re-read the allowed-keys folder at the loop's next step (SIGHUP; any thread)."""
-        self._reload_keys.set()
+        if self.key_watch is not None:
+            self.key_watch.request()
 
     def _watch_keys(self, now: float) -> None:
-        """Reload the allowed keys on request or when the folder changed (checked every
-        KEY_POLL_S): an added key is let in by the transport at once; a removed one's session
-        ends before the next round (`_end_revoked_sessions`)."""
-        if self.allowed is None or (not self._reload_keys.is_set() and now < self._next_key_poll):
+        """Reload the allowed keys on request or when the folder changed (`KeyWatch`): an added
+        key is let in by the transport at once; a removed one's session ends before the next
+        round (`_end_revoked_sessions`)."""
+        change = self.key_watch.poll(now) if self.key_watch is not None else None
+        if change is None:
             return
-        if now < self._keys_retry_at:  # out of descriptors at the last look: once per poll, even on SIGHUP
-            return
-        self._next_key_poll = now + KEY_POLL_S
-        before = self.allowed.ids()
-        try:
-            seen = self.allowed.signature()
-            if not self._reload_keys.is_set() and seen == self._keys_seen:
-                return
-            self.allowed.reload()
-        except OSError as exc:  # out of descriptors (a flood): the old set stays, polled again next time
-            self._keys_retry_at = now + KEY_POLL_S
-            self.refusals.refused(OUT_OF_DESCRIPTORS, now, peer=f"allowed keys not re-read ({exc.strerror})")
-            return
-        except SecurityError as exc:  # a half-copied or misnamed file: keep serving the old set
-            self._reload_keys.clear()
-            self._keys_seen = seen
-            log.warning("allowed keys not reloaded, the previous %d stay: %s", len(before), exc)
-            self.log.write("keys_reload_failed", reason=str(exc))
-            return
-        self._reload_keys.clear()
-        self._keys_seen = seen
-        after = self.allowed.ids()
-        added, removed = sorted(after - before), sorted(before - after)
-        log.warning(
-            "allowed keys reloaded: %d key(s)%s%s",
-            len(after),
-            f", added device(s) {added}" if added else "",
-            f", removed device(s) {removed}" if removed else "",
-        )
-        self.log.write("keys_reloaded", keys=len(after), added=added, removed=removed)
-        self._check_revoked = True
+        if change.kind == NO_DESCRIPTORS:
+            self.refusals.refused(OUT_OF_DESCRIPTORS, now, peer=f"allowed keys not re-read ({change.reason})")
+        elif change.kind == FAILED:
+            log.warning("allowed keys not reloaded, the previous %d stay: %s", change.keys, change.reason)
+            self.log.write("keys_reload_failed", reason=change.reason)
+        else:
+            added, removed = change.added, change.removed
+            log.warning(
+                "allowed keys reloaded: %d key(s)%s%s",
+                change.keys,
+                f", added device(s) {added}" if added else "",
+                f", removed device(s) {removed}" if removed else "",
+            )
+            self.log.write("keys_reloaded", keys=change.keys, added=added, removed=removed)
+            self._check_revoked = True
 
     def _end_revoked_sessions(self) -> None:
         """Between rounds: a session whose key is no longer allowed as its device ends (ERROR
