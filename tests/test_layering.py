@@ -358,10 +358,10 @@ def test_checker_reports_an_upward_import(tmp_path):
     assert "upward imports: 1" in ig.report(src, "pkg", layers)
 
 
-# Only the loops touch the transport (DESIGN.md "runtime/"): the ZeroMQ server and device
-# clients, and the CurveZMQ key module they plug in (issue 12 asks for pyzmq's `zmq.auth` there:
-# key pairs, certificate files, the authenticator).
-ZMQ_MODULES = {"multispin.runtime.net.server", "multispin.runtime.net.device", "multispin.runtime.security.keys"}
+# Only the loops touch the transport (DESIGN.md "runtime/"): the server's ZeroMQ transport, the
+# device client, and the CurveZMQ key module they plug in (pyzmq's `zmq.auth`: key pairs,
+# certificate files, the authenticator).
+ZMQ_MODULES = {"multispin.runtime.net.transport", "multispin.runtime.net.device", "multispin.runtime.security.keys"}
 
 
 def _importers_of(package: str, src: Path, root: str) -> set[str]:

@@ -463,7 +463,7 @@ def test_transport_key_refusals_are_counted_in_the_summary(pair, tmp_path):
             s.connect(server.endpoint)
             s.send(hello, zmq.NOBLOCK)
         deadline = time.monotonic() + 20
-        while server.transport_refused < 2 and time.monotonic() < deadline:
+        while server.transport.refused < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
         server.request_stop("test over")
         th.join(60)
@@ -699,7 +699,7 @@ def test_the_key_watcher_out_of_descriptors_keeps_its_keys_and_polls_again(pair,
 def test_a_connection_is_cut_only_while_its_descriptor_holds_it():
     """The cut reads the descriptor's addresses again: a descriptor reused by another connection
     (other addresses) is left alone (negative control), the named one sees its end."""
-    from multispin.runtime.net.server import _addresses, _cut_connection
+    from multispin.runtime.net.transport import _addresses, _cut_connection
 
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))

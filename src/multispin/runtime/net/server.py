@@ -1,7 +1,7 @@
 """The edge server loop: one target model, K devices over a ZeroMQ ROUTER socket.
 
-`EdgeServer` owns the socket, the clock and the order of a round: it feeds frames to the
-sans-I/O `ServerProtocol` (handshake, admission, what each connection owes), sends what that
+`EdgeServer` owns the clock and the order of a round: it feeds the frames its transport
+(`multispin.runtime.net.transport`, the ZeroMQ socket) receives to the sans-I/O `ServerProtocol` (handshake, admission, what each connection owes), sends what that
 queues, and drives the `RoundEngine` (the round's token math and bookkeeping, shared with the
 in-process loop): PLAN to every active device, DRAFTs within the round timeout, one batched
 verify, VERDICTs to the rejected devices, UL/DL corrections, then the round's commit: durable in
@@ -12,41 +12,28 @@ with a logged reason and the round completes for the rest; a device that reconne
 the server's record, so no token is lost or duplicated, and a server restarted on its journal
 resumes every session.
 
-Security plugs in here: with per-device keys (the default) the socket is a CurveZMQ server whose
-authenticator admits only allowed keys, and the protocol binds each HELLO's device id to its
+Security plugs in here: with per-device keys (the default) the transport is a CurveZMQ server
+whose authenticator admits only allowed keys (watched for changes by
+`multispin.runtime.security.key_watch`), and the protocol binds each HELLO's device id to its
 sender's key; `secret` alone is the plaintext debugging mode.
 """
 
 from __future__ import annotations
 
-import errno
-import functools
 import logging
-import math
-import operator
-import os
 import signal
-import socket
 import threading
 import time
-from dataclasses import dataclass, field
-
-try:
-    import resource
-except ImportError:  # not POSIX: the descriptor budget is unbounded (_descriptor_budget)
-    resource = None  # type: ignore[assignment]
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import zmq
-from zmq.utils.monitor import recv_monitor_message
 
 from multispin.errors import ConfigError, ProtocolError
 from multispin.models.base import BatchedLM, LoadedPair
 from multispin.runtime.net.jsonlog import JsonlLog
 from multispin.runtime.net.server_config import DEFAULT_MAX_PENDING, ServerConfig
-from multispin.runtime.net.transport_peers import TransportPeers
+from multispin.runtime.net.transport import ServerTransport
 from multispin.runtime.round.engine import (
     DraftLengthPolicy,
     ModePolicy,
@@ -59,15 +46,9 @@ from multispin.runtime.round.local import UniformDraftLength, mode_policy
 from multispin.runtime.round.roles import Draft, VerifierServer
 from multispin.runtime.security.auth import resolve_secret
 from multispin.runtime.security.key_watch import FAILED, NO_DESCRIPTORS, KeyWatch
-from multispin.runtime.security.keys import AllowedKeys, ServerKeys, curve_server, load_server_keys, peer_key
-from multispin.runtime.security.limits import (
-    HANDSHAKE_DEADLINE,
-    TOO_MANY_CONNECTIONS,
-    RefusalLog,
-)
-from multispin.runtime.security.limits import (
-    Limits as ConnectionLimits,
-)
+from multispin.runtime.security.keys import AllowedKeys, ServerKeys, load_server_keys
+from multispin.runtime.security.limits import Limits as ConnectionLimits
+from multispin.runtime.security.limits import RefusalLog
 from multispin.runtime.store.journal import DeviceRound, Journal, SessionRecord
 from multispin.runtime.wire import messages as P
 from multispin.runtime.wire.records import DeviceRecord, RoundEvent, ServerSummary
@@ -85,23 +66,7 @@ log = logging.getLogger("multispin.server")
 
 _POLL_SLICE_S = 0.05
 _HOUSEKEEPING_S = 0.01  # how often the time-driven checks run while every connection has a session
-_ZMQ_EVENTS, _ZMQ_POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
-# the socket calls of every message with plain ints, frame by frame: pyzmq's send_multipart and
-# recv_multipart combine its enum flags (an IntFlag object built per call) and wrap each frame
-_NOBLOCK, _MORE_NOBLOCK = int(zmq.NOBLOCK), int(zmq.SNDMORE | zmq.NOBLOCK)
-_RCVMORE, _SRCFD = int(zmq.RCVMORE), int(zmq.SRCFD)
-# descriptors kept free of connections: the journal's and the log's files, a key reload
-FD_HEADROOM = 32
 OUT_OF_DESCRIPTORS = "out of file descriptors"
-# the transport's own refusals (the socket monitor), before any frame reaches the protocol
-_TRANSPORT_REFUSALS = {
-    zmq.EVENT_HANDSHAKE_FAILED_AUTH: ("auth", "transport: the key is not allowed"),
-    zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: (
-        "protocol",
-        "transport: handshake failed (no key, another server's key, or not ZeroMQ)",
-    ),
-    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: ("protocol", "transport: handshake failed"),
-}
 
 
 # --------------------------------------------------------------------------------------------
@@ -200,13 +165,12 @@ class EdgeServer:
         # The bits of every message of a round, from the codecs and the pair in use.
         self.wire = WirePayload.from_codecs(self.ul_codec, self.dl_codec, self.vocab_size, config.gamma_max)
         self.engine = RoundEngine(self.verifier, self.policy, config.max_new_tokens, self.eos_ids, self.wire)
-        self._ctx: zmq.Context | None = None
-        self._sock: zmq.Socket | None = None
-        self._monitor: zmq.Socket | None = None  # the socket's TCP connections opening and closing
-        self._poller = zmq.Poller()
-        self._transport = TransportPeers()
+        self.transport = ServerTransport(
+            self.transport_limit_bytes,
+            config.handshake_timeout_s,
+            lambda cause, now, reason: self.refusals.refused(cause, now, peer=reason),
+        )
         self._next_housekeeping = 0.0
-        self._authenticator: Any = None
         self.journal: Journal | None = None
         self.recovered: list[int] = []  # devices restored from the journal at start
         self._jobs_due: set[int] = set()  # successors of jobs that finished (job_slots), not joined yet
@@ -219,13 +183,11 @@ class EdgeServer:
         self.refusals = RefusalLog(config.refusal_log_interval_s, emit=self._log_refusals)
         # drops and resumes, per device and cause: one valid key can make them at will
         self.churn = RefusalLog(config.refusal_log_interval_s, emit=self._log_refusals, label="churn")
-        self.transport_refused = 0  # connections the transport turned away, never seen by the protocol
         # draft deadlines missed and stragglers told to back off: what slow devices cost the others
         # (held_at_most_s: the deadlines waited out; the others' loss is at most that)
         self.stragglers: dict[str, float] = {"missed": 0, "backed_off": 0, "held_at_most_s": 0.0}
         self.key_watch = KeyWatch(self.allowed) if self.allowed is not None else None
         self._check_revoked = False
-        self._fd_budget = 1 << 30  # connections the descriptor limit allows (measured once bound)
 
     def _make_protocol(self) -> ServerProtocol:
         cfg = self.config
@@ -396,43 +358,17 @@ class EdgeServer:
         one is read and refused with a logged reason."""
         return 4 * max(self.limits.max_bytes(t) for t in HANDSHAKE_TYPES + SESSION_TYPES) + 65536
 
-    def _open_socket(self) -> zmq.Socket:
-        self._ctx = zmq.Context()
-        sock = self._sock = self._ctx.socket(zmq.ROUTER)
-        sock.setsockopt(zmq.ROUTER_MANDATORY, 1)  # sending to a vanished device raises, never blocks
-        sock.setsockopt(zmq.LINGER, 1000)
-        sock.setsockopt(zmq.SNDHWM, 10_000)
-        sock.setsockopt(zmq.RCVHWM, 10_000)
-        sock.setsockopt(zmq.MAXMSGSIZE, self.transport_limit_bytes)
-        # a TCP peer that never completes the transport handshake is closed after this
-        sock.setsockopt(zmq.HANDSHAKE_IVL, int(self.config.handshake_timeout_s * 1000))
-        # every TCP connection's ACCEPTED and DISCONNECTED, before bind so that none is missed
-        self._monitor = sock.get_monitor_socket(
-            zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED | functools.reduce(operator.or_, _TRANSPORT_REFUSALS)
-        )
-        self._poller.register(sock, zmq.POLLIN)
-        self._poller.register(self._monitor, zmq.POLLIN)
-        return sock
-
     def run(self, on_ready: Callable[[str], None] | None = None) -> ServerSummary:
         """Bind, serve until done or stopped, shut down; ``on_ready(endpoint)`` once bound (a
         banner saying "waiting" is only true after the bind succeeded)."""
         started = time.perf_counter()
-        sock = self._open_socket()
         stop_reason = "error"
         try:
-            if self.keys is not None:  # before bind: libzmq admits any key while no authenticator runs
-                self._authenticator = curve_server(sock, self.keys, self.allowed)
-            try:
-                sock.bind(self.config.bind_endpoint)
-            except zmq.ZMQError as exc:
-                raise ConfigError(f"port: cannot bind {self.config.bind_endpoint} ({exc})") from None
-            self.endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
-            self._fd_budget = _descriptor_budget(FD_HEADROOM)
-            if self._fd_budget < self.proto.budget.limits.max_connections:
+            self.endpoint = self.transport.open(self.config.bind_endpoint, self.keys, self.allowed)
+            if self.transport.fd_budget < self.proto.budget.limits.max_connections:
                 log.info(
                     "the descriptor limit allows %d connections at once (fewer than max_connections %d)",
-                    self._fd_budget,
+                    self.transport.fd_budget,
                     self.proto.budget.limits.max_connections,
                 )
             if self.journal is not None and self.journal.repaired is not None:
@@ -799,20 +735,17 @@ class EdgeServer:
     def _flush(self) -> None:
         """Send what the protocol queued and log what it recorded; a connection that cannot take
         its message is dropped."""
-        proto, sock = self.proto, self._sock
-        assert sock is not None
+        proto, send = self.proto, self.transport.send
         while proto.outbox or proto.events:
             outbox, proto.outbox = proto.outbox, []
             for identity, conn, msg in outbox:
                 if conn is not None and not conn.alive and msg.TYPE != "ERROR":
                     continue
                 raw = P.encode_message(msg)
-                try:  # ROUTER_MANDATORY: a vanished peer or a full queue fails the identity frame
-                    sock.send(identity, _MORE_NOBLOCK)
-                    sock.send(raw, _NOBLOCK)
-                except zmq.ZMQError as exc:
+                failed = send(identity, raw)
+                if failed is not None:
                     if conn is not None:
-                        proto.drop(conn, "internal", f"send {msg.TYPE} failed: {exc.strerror}", notify=False)
+                        proto.drop(conn, "internal", f"send {msg.TYPE} failed: {failed}", notify=False)
                     continue
                 if conn is not None:
                     conn.bytes_out += len(raw)
@@ -852,35 +785,14 @@ class EdgeServer:
 
     def _pump(self, timeout_s: float) -> None:
         """Wait up to timeout_s for traffic, then handle everything queued."""
-        sock = self._sock
-        assert sock is not None
-        self._poller.poll(max(0, int(math.ceil(timeout_s * 1000))))
-        transport, proto, keyed = self._transport, self.proto, self.keys is not None
-        while True:
-            self._take_transport_events()  # a connection's ACCEPTED comes before its first frame
-            try:
-                routing = sock.recv(_NOBLOCK, copy=False)  # a Frame: its SRCFD names the connection
-            except zmq.Again:
-                break
-            identity = routing.bytes
-            if not transport.knows(identity):  # only a peer's first frame binds it to its connection
-                transport.seen(identity, routing.get(_SRCFD))
-            # a session's frames as bytes; a handshake's (key mode) as Frames, which name the key
-            # the transport authenticated (a session's key was checked at its HELLO)
-            handshake = keyed and identity not in proto.conns
-            frames = []
-            while sock.getsockopt(_RCVMORE):
-                frames.append(sock.recv(_NOBLOCK, copy=not handshake))
-            key = None
-            if handshake and frames:
-                key = peer_key(frames[0])
-                frames = [f.bytes for f in frames]  # type: ignore[union-attr]  # copy=False: Frames
-            proto.receive(identity, frames, time.monotonic(), key)  # type: ignore[arg-type]  # bytes by now
+        transport, proto = self.transport, self.proto
+        transport.poll(timeout_s)
+        for identity, frames, key in transport.receive(self.keys is not None, proto.conns):
+            proto.receive(identity, frames, time.monotonic(), key)
             if proto.outbox or proto.events:
                 self._flush()
         # only now: every frame a closed connection delivered before its close has been read
         for lost in transport.take_lost():
-            assert isinstance(lost, bytes)  # the peers are the ZeroMQ identities it was told
             proto.connection_lost(
                 lost,
                 "connection lost: the device closed it, or the "
@@ -890,68 +802,26 @@ class EdgeServer:
         # the time-driven checks (handshake deadlines, connection bounds, log intervals, the key
         # folder) at most every _HOUSEKEEPING_S: a round's traffic wakes the loop several times
         # per device, and the connection bounds walk every connection
-        if now >= self._next_housekeeping or proto.pending or transport.connections > len(proto.conns):
+        if now >= self._next_housekeeping or proto.pending or transport.peers.connections > len(proto.conns):
             self._next_housekeeping = now + _HOUSEKEEPING_S
             proto.expire(now)
-            self._bound_connections(now)
+            transport.cut_idle(now, proto.conns.__contains__, proto.budget.limits)
             self.refusals.tick(now)
             self.churn.tick(now)
             self._watch_keys(now)
         self._flush()
 
-    def _bound_connections(self, now: float) -> None:
-        """Cut the TCP connections that hold a descriptor for nothing: open past the handshake
-        deadline without a session (a peer that finished the transport handshake and then says
-        nothing never reaches the protocol, whose budget counts peers from their first frame),
-        and those over max_connections, silent ones first. A device cut this way reconnects
-        (its HELLO waits in its socket) and gets in when a slot is free."""
-        established = self.proto.conns.__contains__
-        limits = self.proto.budget.limits
-        # at most what the descriptor limit leaves: beyond it libzmq cannot accept, and a device
-        # would wait in the kernel's backlog behind the flood; below it, the oldest silent
-        # connection makes room for each newcomer
-        most = min(limits.max_connections, self._fd_budget)
-        for cause, cut in (
-            (HANDSHAKE_DEADLINE, self._transport.overdue(now, limits.handshake_deadline_s, established)),
-            (TOO_MANY_CONNECTIONS, self._transport.excess(most, established)),
-        ):
-            for fd, tag in cut:
-                silent = not self._transport.spoke(fd)
-                done = _cut_connection(fd, tag)
-                if done is None:  # the shutdown failed: try again at the next check
-                    self._transport.uncut(fd)
-                elif done and silent:  # one that spoke was answered by the protocol
-                    self.transport_refused += 1
-                    self.refusals.refused(cause, now, peer="transport: a connection that sent nothing")
-
-    def _take_transport_events(self) -> None:
-        monitor = self._monitor
-        assert monitor is not None
-        # getsockopt with plain ints: cheaper than poll(0), which builds a Poller, and than get()
-        # with the enums (this runs before every frame the loop reads)
-        while monitor.getsockopt(_ZMQ_EVENTS) & _ZMQ_POLLIN:  # type: ignore[operator]  # an int option
-            event = recv_monitor_message(monitor)
-            if event["event"] == zmq.EVENT_ACCEPTED:
-                fd = event["value"]
-                self._transport.accepted(fd, time.monotonic(), _addresses(fd))
-            elif event["event"] == zmq.EVENT_DISCONNECTED:
-                self._transport.disconnected(event["value"])
-            elif event["event"] in _TRANSPORT_REFUSALS:
-                code, reason = _TRANSPORT_REFUSALS[event["event"]]  # type: ignore[index]  # an int of the enum
-                self.transport_refused += 1
-                self.refusals.refused(code, time.monotonic(), peer=reason)
-
     # ---------------------------------------------------------------- shutdown
 
     def _shutdown(self, stop_reason: str, wall_s: float) -> ServerSummary:
         try:
-            if self._sock is not None and self.endpoint is not None and stop_reason == "rounds":
+            if self.transport.bound and stop_reason == "rounds":
                 self._await_next_jobs(timeout_s=min(self.config.join_timeout_s, 10.0))
         except Exception as exc:  # never lose the summary and the log over a goodbye
             log.warning("shutdown: %s", exc)
         self.proto.closing = True
         try:
-            if self._sock is not None and self.endpoint is not None:
+            if self.transport.bound:
                 for _d, dev in sorted(self.proto.devices.items()):
                     c = dev.conn
                     if c is not None and c.alive and c.state is not ConnState.AWAIT_BYE:
@@ -995,7 +865,7 @@ class EdgeServer:
             )
         self.refusals.flush(time.monotonic())
         self.churn.flush(time.monotonic())
-        refused = self.proto.refused + self.transport_refused
+        refused = self.proto.refused + self.transport.refused
         summary = ServerSummary(
             self.round_idx,
             stop_reason,
@@ -1022,76 +892,8 @@ class EdgeServer:
             if stop_reason == "done":
                 self.journal.complete(stop_reason)
             self.journal.close()
-        if self._monitor is not None:
-            self._sock.disable_monitor()  # type: ignore[union-attr]
-            self._monitor.close(linger=0)
-        if self._sock is not None:
-            self._sock.close(linger=500)
-        if self._authenticator is not None:
-            self._authenticator.stop()
-        if self._ctx is not None:
-            self._ctx.term()
+        self.transport.close()
         return summary
-
-
-def _borrowed(fd: int) -> socket.socket | None:
-    """A socket object on libzmq's descriptor ``fd`` itself, not a duplicate: at the descriptor
-    limit (a flood) there is no spare descriptor for os.dup, and the connections to cut are the
-    very ones holding them. The caller must `detach` it (closing it would close libzmq's)."""
-    try:
-        return socket.socket(fileno=fd)
-    except OSError:  # not a socket (any more)
-        return None
-
-
-def _addresses(fd: int) -> tuple | None:
-    """(local, peer) address of the TCP connection on libzmq's descriptor ``fd``; None if it is
-    not a connected socket."""
-    sock = _borrowed(fd)
-    if sock is None:
-        return None
-    try:
-        return sock.getsockname(), sock.getpeername()
-    except OSError:
-        return None
-    finally:
-        sock.detach()
-
-
-def _cut_connection(fd: int, tag: tuple | None) -> bool | None:
-    """Shut down the connection on libzmq's descriptor ``fd``: libzmq reads the end, closes the
-    descriptor itself and reports DISCONNECTED. Only if the descriptor still holds the very
-    connection its ACCEPTED named (same local and peer address): a descriptor closed and reused
-    meanwhile is left alone (False). None: the shutdown itself failed, worth another try. Needs
-    no descriptor of its own. libzmq has no call to close one peer of a ROUTER."""
-    if tag is None or _addresses(fd) != tag:
-        return False
-    sock = _borrowed(fd)
-    if sock is None:
-        return False
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-        return True
-    except OSError as exc:
-        return False if exc.errno == errno.ENOTCONN else None  # ENOTCONN: the peer is gone already
-    finally:
-        sock.detach()
-
-
-def _descriptor_budget(headroom: int) -> int:
-    """How many more descriptors this process may open, less ``headroom`` (the journal, the
-    log, a key reload): the connections the server keeps at most. Unbounded where the limit or
-    the open descriptors cannot be read."""
-    if resource is None:
-        return 1 << 30
-    try:
-        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        used = len(os.listdir("/proc/self/fd"))
-    except (OSError, ValueError):
-        return 1 << 30
-    if soft == resource.RLIM_INFINITY:
-        return 1 << 30
-    return max(1, soft - used - headroom)
 
 
 def install_signal_handlers(server: EdgeServer) -> None:
