@@ -26,7 +26,7 @@ from multispin.commands._options import (
 from multispin.commands._scenario_fields import check_scenario_fields, running_values
 from multispin.experiments.demo_defaults import DEMO_DEVICES, DEMO_ROUNDS, STUDY_POLICIES, STUDY_ROUNDS, STUDY_SEEDS
 from multispin.jsonout import versioned
-from multispin.vocabulary import RUN_POLICIES as POLICIES
+from multispin.vocabulary import RUN_POLICIES
 
 Split = Literal["equal", "optimized"]
 DEVICES_SHOWN = "the scenario file's devices.count; 8 with a preset"
@@ -162,7 +162,7 @@ def testbed(
     scenario: str | None = scenario_option(),
     policy: str = choice_option(
         "adaptive",
-        tuple(POLICIES),
+        tuple(RUN_POLICIES),
         "--policy",
         help="correction modes: the optimiser's, all UL, all DL, a fair coin; or target_only (γ = 0)",
     ),
@@ -315,9 +315,6 @@ def demo(
 ) -> None:
     """Adaptive vs all_ul vs all_dl vs target_only in steady state, paired, with 95% intervals."""
     from multispin.experiments.demo import (
-        POLICIES as DEMO_POLICIES,
-    )
-    from multispin.experiments.demo import (
         DemoConfig,
         describe_setup,
         non_default_settings,
@@ -328,6 +325,7 @@ def demo(
     from multispin.experiments.testbed import build_scenario
     from multispin.models.placement import place_pair
     from multispin.models.registry import resolve_pair
+    from multispin.vocabulary import DEMO_POLICIES
 
     scenario = pick_scenario(scenario)
     check_out_free(out, force, "demo", ("summary.json", "demo.png"))

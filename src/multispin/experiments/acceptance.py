@@ -192,7 +192,7 @@ def _full_pass(lm: BatchedLM, tokens: Sequence[int]) -> np.ndarray:
         lm.close(-1)
 
 
-def summarise(measured: list[PromptMeasurement], gamma: int, seed: int) -> dict:
+def summarise_acceptance(measured: list[PromptMeasurement], gamma: int, seed: int) -> dict:
     """Point estimates and 95% bootstrap intervals (resampling prompts: the tokens of one prompt
     are correlated, the prompts are independent), the i.i.d. check, and α per prompt category."""
     rng = np.random.default_rng([seed, 99])
@@ -352,7 +352,7 @@ def measure(config: MeasureConfig, pair=None, progress: Progress | None = None) 
     )
     label = SOURCE_LABELS.get(config.source, config.task)
     return {
-        name: _profile(pair, name, config, label, summarise(m, config.draft_len, config.seed))
+        name: _profile(pair, name, config, label, summarise_acceptance(m, config.draft_len, config.seed))
         for name, m in measured.items()
     }
 

@@ -24,7 +24,7 @@ from multispin.models.profiles import PROFILES_ROOT, acceptance_profiles, profil
 from multispin.system.scenario import MEASURED_POLICY as SAMPLED  # the testbed's default policy
 
 GREEDY = {"temperature": 0.0, "top_k": 0, "top_p": 1.0}
-SOURCES = {"humaneval": "code", "mtbench": "chat", "sharegpt": "chat"}
+SOURCE_TASKS = {"humaneval": "code", "mtbench": "chat", "sharegpt": "chat"}
 GAMMA = 8
 MAX_NEW_TOKENS = 64
 
@@ -48,7 +48,7 @@ class Cell:
             args += ["--draft", d]
         args += [
             "--task",
-            SOURCES[self.source],
+            SOURCE_TASKS[self.source],
             "--source",
             self.source,
             "--prompts",

@@ -208,7 +208,7 @@ def run_sweep(
     the drops (default: the scenario's); ``out``: a folder for the per-chunk cache (an interrupted
     or repeated sweep reuses it; ``None``: no cache); ``workers``: processes for the drops."""
     from multispin.experiments.reproduce.runner import run_points
-    from multispin.experiments.reproduce.stats import summarise
+    from multispin.experiments.reproduce.stats import summarise_drops
 
     policies = check_policies(policies)
     points = grid_points(sc, over, policies)
@@ -228,7 +228,7 @@ def run_sweep(
         how = "rerun the same command to resume" if out is not None else "nothing was kept (give --out to resume)"
         raise Interrupted.after(exc, f"{done}; {how}") from None
     summaries = [
-        summarise(
+        summarise_drops(
             p.params,
             csi_rows(results[(p.study, p.id)], p.options["planning"])
             if p.options.get("csi")

@@ -141,7 +141,7 @@ GAINS_OF_MEANS = {
 }
 
 
-def summarise(params: dict[str, Any], rows: list[dict[str, float]]) -> dict[str, Any]:
+def summarise_drops(params: dict[str, Any], rows: list[dict[str, float]]) -> dict[str, Any]:
     """One CSV row: the point's parameters, ``n_drops``, and ``m``, ``m_lo``, ``m_hi`` per metric."""
     out: dict[str, Any] = dict(params)
     out["n_drops"] = len(rows)

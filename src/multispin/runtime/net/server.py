@@ -47,8 +47,7 @@ from multispin.runtime.round.roles import Draft, VerifierServer
 from multispin.runtime.security.auth import resolve_secret
 from multispin.runtime.security.key_watch import FAILED, NO_DESCRIPTORS, KeyWatch
 from multispin.runtime.security.keys import AllowedKeys, ServerKeys, load_server_keys
-from multispin.runtime.security.limits import Limits as ConnectionLimits
-from multispin.runtime.security.limits import RefusalLog
+from multispin.runtime.security.limits import ConnectionLimits, RefusalLog
 from multispin.runtime.store.journal import DeviceRound, Journal, SessionRecord
 from multispin.runtime.wire import messages as P
 from multispin.runtime.wire.records import DeviceRecord, RoundEvent, ServerSummary
@@ -206,7 +205,7 @@ class EdgeServer:
             eos_ids=self.eos_ids,
         )
         max_connections = cfg.max_connections or cfg.max_devices + (cfg.max_pending or DEFAULT_MAX_PENDING)
-        # only the default adapts to max_connections; a max_pending given larger is refused (Limits)
+        # only the default adapts to max_connections; a max_pending given larger is refused (ConnectionLimits)
         max_pending = cfg.max_pending or min(DEFAULT_MAX_PENDING, max_connections)
         return ServerProtocol(
             self._secret,
@@ -558,8 +557,7 @@ class EdgeServer:
         r, timeout = out.round, self.config.round_timeout_s
         for d, c in io.conns.items():
             if not self.proto.planned(c, r):  # else its last COMMIT carried this PLAN
-                self.proto.expect(c, ConnState.AWAIT_DRAFT, r, out.gammas[d])
-                self.proto.send(c, P.PlanMsg(r, out.gammas[d]))
+                self.proto.plan(c, r, out.gammas[d])
         self._flush()
         # the connections still owing their DRAFT, fewer at each wake-up (a DRAFT taken or a
         # session ended stays so): a round's DRAFTs wake the loop up to K times, and each wake-up
@@ -636,8 +634,7 @@ class EdgeServer:
             if mode == "dl":
                 p_payload = self.engine.p_payload(out, d)
                 io.payload_bytes[d] = len(p_payload)
-            self.proto.expect(c, ConnState.AWAIT_Q if mode == "ul" else ConnState.AWAIT_CORRECTION, r)
-            self.proto.send(c, P.VerdictMsg(r, v.num_accepted, mode, p_payload))
+            self.proto.verdict(c, r, v.num_accepted, mode, p_payload)
             waiting[d] = mode
         self._flush()  # a VERDICT that could not be sent dropped its session: the wait sees it
         return waiting

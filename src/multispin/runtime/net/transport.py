@@ -36,8 +36,7 @@ from zmq.utils.monitor import recv_monitor_message
 from multispin.errors import ConfigError
 from multispin.runtime.net.transport_peers import TransportPeers
 from multispin.runtime.security.keys import AllowedKeys, ServerKeys, curve_server, peer_key
-from multispin.runtime.security.limits import HANDSHAKE_DEADLINE, TOO_MANY_CONNECTIONS
-from multispin.runtime.security.limits import Limits as ConnectionLimits
+from multispin.runtime.security.limits import HANDSHAKE_DEADLINE, TOO_MANY_CONNECTIONS, ConnectionLimits
 
 _ZMQ_EVENTS, _ZMQ_POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
 _NOBLOCK, _MORE_NOBLOCK = int(zmq.NOBLOCK), int(zmq.SNDMORE | zmq.NOBLOCK)
