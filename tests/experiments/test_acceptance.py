@@ -149,3 +149,19 @@ def test_alpha_per_category():
     assert s["groups"]["g0"]["num_prompts"] == 10
     lo, hi = s["groups"]["g0"]["alpha_ci95"]
     assert lo < s["groups"]["g0"]["alpha"] < hi
+
+
+def test_acceptance_intervals_are_the_expanded_percentile_of_the_reproduce_statistics():
+    """One interval family: the acceptance summary's intervals are stats.expanded_percentile over
+    the prompts, wider than the plain percentile interval (which under-covers at small n) and
+    approaching it as n grows; one prompt gives no interval."""
+    from multispin.experiments.acceptance import _ci
+    from multispin.experiments.reproduce.stats import expanded_percentile
+
+    replicates = np.random.default_rng(3).normal(0.7, 0.05, 4000)
+    plain = np.percentile(replicates, [2.5, 97.5])
+    few, many = _ci(replicates, 5), _ci(replicates, 5000)
+    assert few == list(expanded_percentile(replicates, 5))
+    assert few[0] < plain[0] and few[1] > plain[1]  # the negative control: the plain one is narrower
+    assert np.allclose(many, plain, atol=2e-3)
+    assert np.isnan(_ci(replicates, 1)).all()
