@@ -1,8 +1,8 @@
 """The edge server loop: one target model, K devices over a ZeroMQ ROUTER socket.
 
 `EdgeServer` owns the clock and the order of a round: it feeds the frames its transport
-(`multispin.runtime.net.transport`, the ZeroMQ socket) receives to the sans-I/O `ServerProtocol` (handshake, admission, what each connection owes), sends what that
-queues, and drives the `RoundEngine` (the round's token math and bookkeeping, shared with the
+(`multispin.runtime.net.transport`, the ZeroMQ socket) receives to the sans-I/O `ServerProtocol`
+(handshake, admission, what each connection owes), sends what that queues, and drives the `RoundEngine` (the round's token math and bookkeeping, shared with the
 in-process loop): PLAN to every active device, DRAFTs within the round timeout, one batched
 verify, VERDICTs to the rejected devices, UL/DL corrections, then the round's commit: durable in
 the journal first, COMMITs after, each carrying the device's PLAN of the next round when the
