@@ -133,7 +133,8 @@ def child_main(spec_path: str) -> None:
     """Run one EdgeServer as described by the JSON spec; write what it measured to spec['out']."""
     spec = json.loads(Path(spec_path).read_text())
     from multispin.models.base import LoadedPair
-    from multispin.runtime.net.server import EdgeServer, ServerConfig
+    from multispin.runtime.net.server import EdgeServer
+    from multispin.runtime.net.server_config import ServerConfig
 
     if spec["pair"] == "tiny":
         import torch

@@ -66,7 +66,8 @@ from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_t
 from multispin.models.tiny import load_tiny_pair
 from multispin.runtime.net.device import DeviceClient
 from multispin.runtime.net.launcher import free_port, run_local_testbed
-from multispin.runtime.net.server import EdgeServer, ServerConfig
+from multispin.runtime.net.server import EdgeServer
+from multispin.runtime.net.server_config import ServerConfig
 from multispin.runtime.round.local import RandomMode, UniformDraftLength
 from multispin.runtime.wire.records import RoundEvent
 

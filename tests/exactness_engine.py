@@ -7,10 +7,11 @@ from __future__ import annotations
 import numpy as np
 
 import multispin.runtime.round.roles as roles
+from doubles import FixedDraftLengths
 from exactness_stats import exact_marginals as enumerate_marginals
 from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_tables
 from multispin.runtime.round.engine import PolicyPair
-from multispin.runtime.round.local import FixedDraftLengths, FixedMode, run_rounds
+from multispin.runtime.round.local import FixedMode, run_rounds
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
 

@@ -120,6 +120,53 @@ def test_runtime_rings_import_only_inwards():
     )
 
 
+# Inside store/: the journal is the only module that opens and writes a journal; its repair reads
+# and renames files (salvage, set aside) and never drives the journal; the check reads; the rows
+# encode and decode; the head and the records are leaves. Imports point down this list.
+STORE = "multispin.runtime.store"
+STORE_MAY_IMPORT = {
+    "journal": {"check", "head", "records", "repair", "rows"},
+    "repair": {"check", "head", "records", "rows"},
+    "check": {"head", "rows"},
+    "rows": {"records"},
+    "head": set(),
+    "records": set(),
+}
+
+
+def test_the_store_imports_downwards_only():
+    bad = ring_violations(_edges(), STORE, STORE_MAY_IMPORT)
+    assert not bad, "store imports against STORE_MAY_IMPORT:\n" + "\n".join(
+        f"{e.src}:{e.line} -> {e.dst} ({e.kind})" for e in bad
+    )
+    unplaced = sorted(
+        m
+        for m in ig.modules(SRC, "multispin")
+        if m.startswith(STORE + ".") and ring_of(m, STORE) not in STORE_MAY_IMPORT
+    )
+    assert not unplaced, f"store modules not in STORE_MAY_IMPORT: {unplaced}"
+
+
+def test_store_check_sees_the_repair_driving_the_journal(tmp_path):
+    """Negative control: a repair that imports the journal (for the type checker only, or in a
+    function) is reported; the journal importing the repair is not."""
+    src = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/store/__init__.py": "",
+            "pkg/store/journal.py": "from pkg.store.repair import salvage\n",
+            "pkg/store/repair.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.store.journal import J\n"
+            "def salvage():\n    from pkg.store import journal\n",
+        },
+    )
+    bad = ring_violations(ig.edges(src, "pkg"), "pkg.store", {"journal": {"repair"}, "repair": set()})
+    assert sorted((e.src, e.dst, e.kind) for e in bad) == [
+        ("pkg.store.repair", "pkg.store.journal", "function"),
+        ("pkg.store.repair", "pkg.store.journal", "typing"),
+    ]
+
+
 def test_every_runtime_module_is_in_a_ring():
     outside = sorted(
         m
@@ -311,10 +358,10 @@ def test_checker_reports_an_upward_import(tmp_path):
     assert "upward imports: 1" in ig.report(src, "pkg", layers)
 
 
-# Only the loops touch the transport (DESIGN.md "runtime/"): the ZeroMQ server and device
-# clients, and the CurveZMQ key module they plug in (issue 12 asks for pyzmq's `zmq.auth` there:
-# key pairs, certificate files, the authenticator).
-ZMQ_MODULES = {"multispin.runtime.net.server", "multispin.runtime.net.device", "multispin.runtime.security.keys"}
+# Only the loops touch the transport (DESIGN.md "runtime/"): the server's ZeroMQ transport, the
+# device client, and the CurveZMQ key module they plug in (pyzmq's `zmq.auth`: key pairs,
+# certificate files, the authenticator).
+ZMQ_MODULES = {"multispin.runtime.net.transport", "multispin.runtime.net.device", "multispin.runtime.security.keys"}
 
 
 def _importers_of(package: str, src: Path, root: str) -> set[str]:

@@ -238,7 +238,6 @@ def plan(
     *,
     draft_policy: str = "greedy",
     baselines: bool = True,
-    policy: str | None = None,
     objective: str | None = None,
 ) -> RoundPlan:
     """Plan one round of a scenario as ``multispin optimize`` does.
@@ -251,7 +250,6 @@ def plan(
             (small K only) or ``certified`` (branch and bound, K ≤ 12).
         baselines: also compute every baseline on the same samples (the shipped search starts
             from each of them, so it never ends below one).
-        policy: the old name of ``draft_policy``, still accepted.
         objective: ``sum`` (the paper's, the plan above), ``proportional-fair``, ``max-min`` or
             ``energy`` (None: the scenario's ``optimizer.objective``). A non-sum objective's plan on
             the same samples is added as ``objective`` (its γ, value, per-device goodputs, the sum
@@ -260,7 +258,6 @@ def plan(
     from multispin.optimize.plan import optimize_instance
     from multispin.system.channel import World
 
-    draft_policy = _one_draft_policy(draft_policy, policy)
     r = _round(round_index)
     world = World(sc)
     inst = world.instance(r)
@@ -294,19 +291,6 @@ def _objective_plan(sc, inst, u, rep, objective: str | None) -> dict | None:
         "sum_plan_worst_device_goodput_tokens_per_s": float(sum_g.min()),
         "sum_plan_value": (score(name, sum_g) if name != "energy" else None),
     }
-
-
-def _one_draft_policy(draft_policy: str, policy: str | None) -> str:
-    """``draft_policy``, or the old keyword ``policy`` when only that one is given."""
-    from multispin.errors import ConfigError
-
-    if policy is None or policy == draft_policy:
-        return draft_policy
-    if draft_policy != "greedy":
-        raise ConfigError(
-            f"draft_policy: conflicting values ({draft_policy!r}, and {policy!r} as policy); give only draft_policy"
-        )
-    return policy
 
 
 def evaluate(

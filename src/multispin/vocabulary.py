@@ -72,40 +72,24 @@ def policy_links(policy: str) -> tuple[LinkMode, ...]:
     return () if policy == TARGET_ONLY else RULE_LINKS[RUN_POLICIES[policy]]
 
 
-def policy_spelling(name):
-    """The one vocabulary's spelling of a policy name: the hyphenated names of earlier versions
-    (``all-ul``, ``target-only``) still work, as hidden aliases."""
-    return name.replace("-", "_") if isinstance(name, str) else name
-
-
 def policy_name(name: str) -> str:
-    """``name`` (any spelling, `policy_spelling`) as a policy of RUN_POLICIES, or a ConfigError
-    naming the allowed values."""
-    canon = policy_spelling(name)
-    if canon not in RUN_POLICIES:
+    """``name`` as a policy of RUN_POLICIES, or a ConfigError naming the allowed values."""
+    if name not in RUN_POLICIES:
         raise ConfigError(f"policy: unknown value {name!r} (allowed: {', '.join(RUN_POLICIES)})")
-    return canon
+    return name
 
 
 # ----------------------------------------------------------------------------- fixed modes (--mode)
 
 FixedMode = Literal["ul", "dl", "random"]
 FIXED_MODES: tuple[str, ...] = (UL, DL, "random")
-# ``mixed`` was the fair coin's name before it took the policies' name; it still works, unlisted
-_FIXED_MODE_ALIASES = {"mixed": "random"}
-
-
-def mode_spelling(name):
-    """A ``--mode`` value in the current spelling (``mixed`` → ``random``)."""
-    return _FIXED_MODE_ALIASES.get(name, name) if isinstance(name, str) else name
 
 
 def fixed_mode(name: str) -> str:
-    """``name`` as one of FIXED_MODES (aliases accepted), or a ConfigError naming the allowed values."""
-    canon = mode_spelling(name)
-    if canon not in FIXED_MODES:
+    """``name`` as one of FIXED_MODES, or a ConfigError naming the allowed values."""
+    if name not in FIXED_MODES:
         raise ConfigError(f"mode: unknown value {name!r} (allowed: {', '.join(FIXED_MODES)})")
-    return canon
+    return name
 
 
 def fixed_mode_links(mode: str) -> tuple[LinkMode, ...]:

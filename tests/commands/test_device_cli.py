@@ -11,7 +11,8 @@ import time
 import pytest
 
 from multispin.models.registry import resolve_pair
-from multispin.runtime.net.server import EdgeServer, ServerConfig
+from multispin.runtime.net.server import EdgeServer
+from multispin.runtime.net.server_config import ServerConfig
 from multispin.runtime.security.keys import create_keyring
 
 # real sockets, processes or models: `make test-fast` leaves these out
@@ -32,7 +33,7 @@ def server(keyring, request):
         expected_devices=1,
         max_new_tokens=8,
         draft_len=3,
-        mode="mixed",
+        mode="random",
         temperature=0.0,
         seed=0,
         join_timeout_s=60,

@@ -79,12 +79,6 @@ def test_defaults_are_shown_even_when_computed(multispin, verb, flag, default):
     assert f"[default: ({default})]" in block or f"[default: {default}]" in block, block
 
 
-def test_legacy_spellings_are_hidden(multispin):
-    for verb in ("optimize", "testbed", "demo", "reproduce"):
-        out = multispin(verb, "-h").out
-        assert "--preset" not in out and "--config" not in out, verb
-
-
 def test_optimize_states_pdl_alike_in_header_and_footer(multispin):
     res = multispin("optimize", "--devices", "3", "--n-saa", "50", "--no-baselines")
     assert res.code == 0, res.err

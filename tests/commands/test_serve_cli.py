@@ -61,7 +61,8 @@ def _crashed_journal(tmp_path, sampling: dict | None = None):
 def _tiny_session_params() -> dict:
     """What `serve --pair tiny` with its defaults records for a session (a repaired journal must
     agree with the server that resumes it)."""
-    from multispin.runtime.net.server import EdgeServer, ServerConfig
+    from multispin.runtime.net.server import EdgeServer
+    from multispin.runtime.net.server_config import ServerConfig
     from multispin.runtime.round.session import resolve_pair
 
     return EdgeServer(ServerConfig.make(port=0), resolve_pair("tiny"), "serve-cli-test-secret")._session_params
@@ -126,7 +127,8 @@ def test_mistakes_are_one_line_naming_the_flag_and_create_nothing(multispin, tmp
 def test_max_connections_alone_lowers_only_the_default_pending_limit():
     from multispin.models.base import LoadedPair
     from multispin.models.synthetic import MarkovBatchedLM, make_tables
-    from multispin.runtime.net.server import EdgeServer, ServerConfig
+    from multispin.runtime.net.server import EdgeServer
+    from multispin.runtime.net.server_config import ServerConfig
 
     target, _ = make_tables(16, seed=0)
     pair = LoadedPair(name="markov", tokenizer=None, target=None, drafts={}, vocab_size=16)

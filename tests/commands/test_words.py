@@ -7,8 +7,11 @@ from __future__ import annotations
 import subprocess
 from types import SimpleNamespace
 
+import pytest
+
 from multispin import __version__
 from multispin._version import source_version
+from multispin.errors import ConfigError
 
 
 def _fake_run(calls):
@@ -76,7 +79,7 @@ def test_no_line_is_cut_or_left_dangling(multispin):
 
 def test_one_vocabulary_of_policy_names(multispin):
     """all_ul (not all-ul) in the CLI's help, the optimiser's baselines (API and --json) and the
-    testbed's summary; the hyphenated spellings still work as hidden aliases."""
+    testbed's summary; the hyphenated spellings are refused."""
     import json
 
     from multispin import api
@@ -89,15 +92,17 @@ def test_one_vocabulary_of_policy_names(multispin):
     baselines = json.loads(res.out)["baselines"]
     assert {"all_ul", "all_dl", "random"} <= set(baselines) and {"all_ul", "all_dl", "random"} <= set(POLICIES)
     assert set(api.plan(api.scenario(devices=3, n_saa=30)).baselines) == set(baselines)
-    assert TestbedConfig.make(pair="tiny", policy="all-ul").policy == "all_ul"  # the old spelling
-    assert TestbedConfig.make(pair="tiny", policy="target-only").policy == "target_only"
+    assert TestbedConfig.make(pair="tiny", policy="all_ul").policy == "all_ul"
+    for old in ("all-ul", "target-only"):
+        with pytest.raises(ConfigError, match="policy"):
+            TestbedConfig.make(pair="tiny", policy=old)
     res = multispin("testbed", "--policy", "all-most")
     assert res.code == 2 and "'all_ul'" in res.err and "all-ul" not in res.err.replace("all-most", "")
 
 
 def test_draft_policy_and_mode_policy_have_separate_names(multispin):
     """optimize --draft-policy (how γ is chosen), testbed --policy (the correction modes compared);
-    optimize's old --policy still works, out of the help."""
+    optimize has no --policy."""
     import json
 
     from multispin import api
@@ -109,7 +114,9 @@ def test_draft_policy_and_mode_policy_have_separate_names(multispin):
     assert "--draft-policy" in out and "--policy " not in out
     new = multispin("optimize", "--devices", "3", "--n-saa", "30", "--draft-policy", "best_uniform", "--json")
     old = multispin("optimize", "--devices", "3", "--n-saa", "30", "--policy", "best_uniform", "--json")
-    assert new.code == old.code == 0 and new.out == old.out
+    assert new.code == 0 and old.code == 2 and "--policy" in old.err
     assert json.loads(new.out)["draft_policy"] == "best_uniform" and "policy" not in json.loads(new.out)
     sc = api.scenario(devices=3, n_saa=30)
-    assert api.plan(sc, draft_policy="best_uniform").to_json() == api.plan(sc, policy="best_uniform").to_json()
+    assert json.loads(api.plan(sc, draft_policy="best_uniform").to_json()) == json.loads(new.out)
+    with pytest.raises(TypeError, match="policy"):
+        api.plan(sc, policy="best_uniform")  # type: ignore[call-arg]

@@ -5,7 +5,12 @@ from scipy import stats
 from typer.testing import CliRunner
 
 from multispin.cli import app
-from multispin.experiments.acceptance import PromptMeasurement, iid_mean_accepted_length, measure_prompts, summarise
+from multispin.experiments.acceptance import (
+    PromptMeasurement,
+    iid_mean_accepted_length,
+    measure_prompts,
+    summarise_acceptance,
+)
 from multispin.models.synthetic import MarkovBatchedLM, MarkovTable, make_tables
 from multispin.speculative.warp import SamplingParams, warp
 
@@ -25,7 +30,7 @@ def _measure(target: MarkovTable, draft: MarkovTable, n_prompts=60, seed=0):
         40,
         batch=16,
     )["d"]
-    return measured, summarise(measured, GAMMA, seed)
+    return measured, summarise_acceptance(measured, GAMMA, seed)
 
 
 def _context_free(table: MarkovTable) -> MarkovTable:
@@ -117,13 +122,14 @@ def _stream(rates, alpha: float, n_prompts: int, rounds: int, seed: int) -> list
 def test_iid_check_passes_iid_streams_and_detects_position_decay():
     gamma, alpha = 8, 0.8
     passed = sum(
-        bool(summarise(_stream([alpha] * gamma, alpha, 40, 10, s), gamma, s)["iid_check"]["holds"]) for s in range(40)
+        bool(summarise_acceptance(_stream([alpha] * gamma, alpha, 40, 10, s), gamma, s)["iid_check"]["holds"])
+        for s in range(40)
     )
     assert passed >= 34  # a 95% interval: about 38 of 40 (≥ 34 with probability > 0.99)
     # Negative control: acceptance decaying with the position while the overlap still says 0.8.
     decaying = [alpha * 0.93**i for i in range(gamma)]
     detected = sum(
-        not summarise(_stream(decaying, alpha, 40, 10, s), gamma, s)["iid_check"]["holds"] for s in range(10)
+        not summarise_acceptance(_stream(decaying, alpha, 40, 10, s), gamma, s)["iid_check"]["holds"] for s in range(10)
     )
     assert detected >= 9
 
@@ -131,15 +137,31 @@ def test_iid_check_passes_iid_streams_and_detects_position_decay():
 def test_iid_check_shorter_gammas_follow_from_one_run():
     gamma = 4
     measured = [PromptMeasurement(np.full(10, 0.5), [0, 4, 2, 1], gamma)]
-    check = summarise(measured, gamma, 0)["iid_check"]
+    check = summarise_acceptance(measured, gamma, 0)["iid_check"]
     # accepted counts min(a, γ') for a in (0, 4, 2, 1): γ'=1 -> (0+1+1+1)/4, γ'=2 -> (0+2+2+1)/4 ...
     assert check["measured"] == [1 + 3 / 4, 1 + 5 / 4, 1 + 6 / 4, 1 + 7 / 4]
     assert check["iid"][0] == iid_mean_accepted_length(0.5, 1)
 
 
 def test_alpha_per_category():
-    s = summarise(_stream([0.8] * 4, 0.8, 20, 5, 0), 4, 0)
+    s = summarise_acceptance(_stream([0.8] * 4, 0.8, 20, 5, 0), 4, 0)
     assert set(s["groups"]) == {"g0", "g1"}
     assert s["groups"]["g0"]["num_prompts"] == 10
     lo, hi = s["groups"]["g0"]["alpha_ci95"]
     assert lo < s["groups"]["g0"]["alpha"] < hi
+
+
+def test_acceptance_intervals_are_the_expanded_percentile_of_the_reproduce_statistics():
+    """One interval family: the acceptance summary's intervals are stats.expanded_percentile over
+    the prompts, wider than the plain percentile interval (which under-covers at small n) and
+    approaching it as n grows; one prompt gives no interval."""
+    from multispin.experiments.acceptance import _ci
+    from multispin.experiments.reproduce.stats import expanded_percentile
+
+    replicates = np.random.default_rng(3).normal(0.7, 0.05, 4000)
+    plain = np.percentile(replicates, [2.5, 97.5])
+    few, many = _ci(replicates, 5), _ci(replicates, 5000)
+    assert few == list(expanded_percentile(replicates, 5))
+    assert few[0] < plain[0] and few[1] > plain[1]  # the negative control: the plain one is narrower
+    assert np.allclose(many, plain, atol=2e-3)
+    assert np.isnan(_ci(replicates, 1)).all()

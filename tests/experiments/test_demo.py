@@ -10,13 +10,14 @@ import pytest
 from typer.testing import CliRunner
 
 from multispin.cli import app
-from multispin.experiments.demo import POLICIES, DemoConfig, run_demo
+from multispin.experiments.demo import DemoConfig, run_demo
 from multispin.experiments.testbed import TestbedConfig, build_scenario, run_testbed
 from multispin.models.prompts import device_prompt_queues
 from multispin.models.registry import resolve_pair
 from multispin.runtime.net.launcher import LocalTestbed
 from multispin.runtime.round.local import FixedMode, UniformDraftLength
 from multispin.runtime.round.session import encode_prompt
+from multispin.vocabulary import DEMO_POLICIES
 
 # real sockets, processes or models: `make test-fast` leaves these out
 pytestmark = pytest.mark.integration
@@ -86,7 +87,7 @@ def test_reported_goodput_of_each_policy_is_recomputed_from_rounds_jsonl(tiny_de
     result, out = tiny_demo
     point = result.points[0]
     recomputed = {}
-    for policy in POLICIES:
+    for policy in DEMO_POLICIES:
         rows = _rows(out / "seed-3" / policy / "rounds.jsonl")
         assert len(rows) == 8
         tokens = sum(sum(r["tokens_gained"].values()) for r in rows)
@@ -142,7 +143,7 @@ def test_demo_cli_prints_setup_table_verdicts_and_writes_json_and_png(tmp_path):
     assert _columns_and_caption(quoted) == _columns_and_caption(res.stdout)
     assert (tmp_path / "demo.png").stat().st_size > 10_000
     doc = json.loads((tmp_path / "summary.json").read_text())
-    assert [r["policy"] for r in doc["points"][0]["policies"]] == list(POLICIES)
+    assert [r["policy"] for r in doc["points"][0]["policies"]] == list(DEMO_POLICIES)
     js = CliRunner().invoke(
         app,
         [

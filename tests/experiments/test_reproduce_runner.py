@@ -11,7 +11,7 @@ import pytest
 from multispin.experiments.reproduce import fig_resources, runner
 from multispin.experiments.reproduce.config import RunConfig, drop_seed
 from multispin.experiments.reproduce.pipeline import export_figures
-from multispin.experiments.reproduce.stats import mean_ci, summarise
+from multispin.experiments.reproduce.stats import mean_ci, summarise_drops
 
 
 def _cfg(out: Path, **kw) -> RunConfig:
@@ -51,7 +51,7 @@ def test_mean_ci_and_summary():
     m, lo, hi, n = mean_ci([1.0, 2.0, 3.0, float("nan")])
     assert (m, n) == (2.0, 3)
     assert lo == pytest.approx(2.0 - 4.302652729911275 / math.sqrt(3)) and hi == pytest.approx(2 * m - lo)
-    row = summarise(
+    row = summarise_drops(
         {"preset": "x"},
         [{"drop": 0, "goodput": 1.0, "dl_fraction": float("nan")}, {"drop": 1, "goodput": 3.0, "dl_fraction": 0.5}],
     )
@@ -74,7 +74,7 @@ def test_non_negative_metrics_get_intervals_that_stay_non_negative():
     _, tlo, thi, _ = mean_ci(v)
     _, blo, bhi, _ = bootstrap_mean_ci(v)
     assert blo == pytest.approx(tlo, abs=0.15) and bhi == pytest.approx(thi, abs=0.15)
-    row = summarise(
+    row = summarise_drops(
         {},
         [
             {"drop": i, "gamma_mean": g, "frac_no_draft": f, "gain_vs_all_ul_pct": p}

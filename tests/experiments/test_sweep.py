@@ -24,7 +24,7 @@ SMALL = dict(devices=4, n_saa=40)
 
 @pytest.fixture(scope="module")
 def table():
-    return ms.sweep(ms.scenario(**SMALL), over=GRID, drops=4, policies=["adaptive", "all_ul", "all-dl"])
+    return ms.sweep(ms.scenario(**SMALL), over=GRID, drops=4, policies=["adaptive", "all_ul", "all_dl"])
 
 
 def test_rows_per_point_and_policy_with_intervals(table):

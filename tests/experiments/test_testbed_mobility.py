@@ -54,6 +54,6 @@ def test_demo_passes_the_channel_flags_to_every_testbed_run(tmp_path):
     from multispin.experiments.demo import DemoConfig
 
     demo = DemoConfig.make(pair="tiny", speed_kmh=30.0, pilot_snr_db=10.0, csi_planning="robust", out=tmp_path)
-    sc = build_scenario(demo.testbed("all-dl", 3, None, tmp_path))
+    sc = build_scenario(demo.testbed("all_dl", 3, None, tmp_path))
     assert (sc.channel.speed_kmh, sc.channel.pilot_snr_db, sc.channel.planning) == (30.0, 10.0, "robust")
     assert build_scenario(DemoConfig.make(pair="tiny").testbed("adaptive", 0, None, tmp_path)).channel.speed_kmh is None

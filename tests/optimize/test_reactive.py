@@ -17,12 +17,12 @@ from multispin.optimize.reactive import (
     dl_latency_s,
     dl_power_equalisation,
     fixed_modes_latency_s,
-    linear_scan_oracle,
     optimal_modes_batch,
     reactive,
     t_comm_batch,
 )
 from multispin.system.radio import latency_s
+from oracles import linear_scan_oracle
 
 # ----------------------------------------------------------------------------- hand-solved
 

@@ -22,7 +22,7 @@ FLAG_FIELDS: dict[str, tuple[str, ...]] = {
     "optimizer.objective": ("--objective",),
     "optimizer.energy_weight_tokens_per_j": ("--energy-weight",),
     "seed": ("--seed",),
-    "scenario": ("--scenario", "--preset", "--config"),
+    "scenario": ("--scenario",),
     "acceptance_profile": ("--acceptance-profile",),
     "compute_profile": ("--compute-profile",),
     "policies": ("--policies",),

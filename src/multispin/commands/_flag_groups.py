@@ -1,4 +1,4 @@
-"""Groups of flags that several verbs take together, each written once (issue 25).
+"""Groups of flags that several verbs take together, each written once.
 
 A verb names a group by one parameter, ``radio: dict = RADIO.slot``, under ``@takes(RADIO)``;
 ``takes`` puts the group's flags into the verb's signature where that parameter stands (Typer
@@ -35,7 +35,7 @@ from multispin.commands._options import (
     threads_option,
     torch_device_option,
 )
-from multispin.vocabulary import FIXED_MODES, mode_spelling
+from multispin.vocabulary import FIXED_MODES
 
 
 @dataclass(frozen=True)
@@ -166,7 +166,6 @@ ROUND = group(
             "random",
             FIXED_MODES,
             "--mode",
-            spelling=mode_spelling,
             help="correction mode of rejected devices (random: a fair coin per rejection)",
         ),
     ),

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Literal
 
 import typer
-
-from multispin.errors import ConfigError
 
 DEFAULT_SCENARIO = "paper-qwen"
 LogLevel = Literal["debug", "info", "warning", "error"]
@@ -31,26 +29,9 @@ def scenario_option(default_shown: str = DEFAULT_SCENARIO):
     return typer.Option(None, "--scenario", metavar="PRESET|FILE", show_default=default_shown, help=SCENARIO_HELP)
 
 
-def legacy_option(*decls: str):
-    """An old spelling kept working but out of the help (``--preset``/``--config`` before
-    ``--scenario``); giving it together with the new one is a conflict."""
-    return typer.Option(None, *decls, hidden=True)
-
-
-def pick_flag(flag: str, value, default, field: str | None = None, **legacy):
-    """The one value that ``flag`` and its old spellings (``legacy``: name -> value) give; two
-    different ones are an error (under ``field``, else the flag), not a silent choice."""
-    given = {flag: value, **{f"--{k.replace('_', '-')}": v for k, v in legacy.items()}}
-    named = {f: v for f, v in given.items() if v is not None}
-    if len(set(named.values())) > 1:
-        listed = ", ".join(f"{f} {v}" for f, v in named.items())
-        raise ConfigError(f"{field or flag}: conflicting flags ({listed}); give only {flag}")
-    return next(iter(named.values()), default)
-
-
-def pick_scenario(scenario: str | None, default: str = DEFAULT_SCENARIO, **legacy: str | None) -> str:
-    """The one scenario the flags name (``--scenario`` or the old ``--preset``/``--config``)."""
-    return pick_flag("--scenario", scenario, default, field="scenario", **legacy)
+def pick_scenario(scenario: str | None, default: str = DEFAULT_SCENARIO) -> str:
+    """The scenario ``--scenario`` names, or the verb's default."""
+    return default if scenario is None else scenario
 
 
 def choice_option(
@@ -58,19 +39,14 @@ def choice_option(
     choices: Sequence[str],
     *decls: str,
     help: str,
-    spelling: Callable[[str], str] | None = None,
     **kw,
 ):
-    """An option whose value is one of ``choices``, all listed in the help; ``spelling`` maps an
-    old spelling to the current one first, so old spellings keep working without being listed."""
+    """An option whose value is one of ``choices``, all listed in the help."""
 
     def check(value: str | None) -> str | None:
-        if value is None:
-            return None
-        canon = spelling(value) if spelling else value
-        if canon not in choices:
+        if value is not None and value not in choices:
             raise typer.BadParameter(f"{value!r} is not one of {', '.join(map(repr, choices))}")
-        return canon
+        return value
 
     return typer.Option(default, *decls, metavar=f"<{'|'.join(choices)}>", callback=check, help=help, **kw)
 

@@ -17,9 +17,7 @@ from multispin.commands._options import (
     LogLevel,
     choice_option,
     json_option,
-    legacy_option,
     log_level_option,
-    pick_flag,
     pick_scenario,
     scenario_option,
     setup_logging,
@@ -328,14 +326,11 @@ def optimize(
     no_baselines: bool = typer.Option(False, "--no-baselines", help="skip the baselines"),
     as_json: bool = json_option(),
     log_level: LogLevel = log_level_option(),
-    preset: str | None = legacy_option("--preset"),
-    config: str | None = legacy_option("--config"),
-    policy: str | None = choice_option(None, DRAFT_POLICIES, "--policy", help="", hidden=True),
 ) -> None:
     """Optimise one round: draft lengths per device, UL/DL modes and powers, against the baselines."""
     setup_logging(log_level)
-    spec = pick_scenario(scenario, preset=preset, config=config)
-    if scenario is None and preset is None and config is None:
+    spec = pick_scenario(scenario)
+    if scenario is None:
         matched, line = scenario_for_profiles(acceptance_profile, compute_profile)
         if matched is not None:
             spec = matched
@@ -350,7 +345,7 @@ def optimize(
             seed=seed,
             round_index=round_index,
             n_saa=n_saa,
-            draft_policy=pick_flag("--draft-policy", draft_policy, "greedy", policy=policy),
+            draft_policy=draft_policy or "greedy",
             split=split,
             acceptance_profile=acceptance_profile,
             compute_profile=compute_profile,

@@ -16,7 +16,6 @@ from multispin.commands._interrupt import reported_interrupt
 from multispin.commands._options import (
     LogLevel,
     choice_option,
-    legacy_option,
     log_level_option,
     noise_figure_option,
     pick_scenario,
@@ -103,7 +102,6 @@ def reproduce(
     ),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP + " (the same settings resume without it)"),
     log_level: LogLevel = log_level_option(),
-    preset: str | None = legacy_option("--preset"),
 ) -> None:
     """Reproduce the paper: per figure a CSV and a PNG, and report.md with the checked claims."""
     setup_logging(log_level)
@@ -114,7 +112,7 @@ def reproduce(
     cfg = RunConfig(
         out=out,
         quick=quick,
-        preset=pick_scenario(scenario, default="all", preset=preset),
+        preset=pick_scenario(scenario, default="all"),
         seed=seed,
         workers=workers or default_workers(),
         drops=drops,

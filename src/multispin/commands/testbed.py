@@ -18,7 +18,6 @@ from multispin.commands._interrupt import reported_interrupt
 from multispin.commands._options import (
     choice_option,
     json_option,
-    legacy_option,
     pair_option,
     pick_scenario,
     scenario_option,
@@ -27,8 +26,7 @@ from multispin.commands._options import (
 from multispin.commands._scenario_fields import check_scenario_fields, running_values
 from multispin.experiments.demo_defaults import DEMO_DEVICES, DEMO_ROUNDS, STUDY_POLICIES, STUDY_ROUNDS, STUDY_SEEDS
 from multispin.jsonout import versioned
-from multispin.vocabulary import RUN_POLICIES as POLICIES
-from multispin.vocabulary import policy_spelling
+from multispin.vocabulary import RUN_POLICIES
 
 Split = Literal["equal", "optimized"]
 DEVICES_SHOWN = "the scenario file's devices.count; 8 with a preset"
@@ -164,9 +162,8 @@ def testbed(
     scenario: str | None = scenario_option(),
     policy: str = choice_option(
         "adaptive",
-        tuple(POLICIES),
+        tuple(RUN_POLICIES),
         "--policy",
-        spelling=policy_spelling,
         help="correction modes: the optimiser's, all UL, all DL, a fair coin; or target_only (γ = 0)",
     ),
     split: Split | None = typer.Option(
@@ -197,14 +194,13 @@ def testbed(
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
     machine: dict = MACHINE.slot,
     as_json: bool = json_option(help="print the summary as JSON"),
-    preset: str | None = legacy_option("--preset"),
 ) -> None:
     """Run the edge server and K devices over real sockets, re-planning every round."""
     from multispin.experiments.testbed import TestbedConfig, build_scenario
     from multispin.models.placement import place_pair
     from multispin.models.registry import resolve_pair
 
-    scenario = pick_scenario(scenario, preset=preset)
+    scenario = pick_scenario(scenario)
     check_out_free(out, force, "testbed", ("summary.json", "rounds.jsonl"))
     given = check_scenario_fields("testbed", scenario)
     picked = running_values(scenario, given, devices=devices, seed=seed, n_saa=None, split=split)
@@ -316,12 +312,8 @@ def demo(
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
     machine: dict = MACHINE.slot,
     as_json: bool = json_option(help="print the summary as JSON"),
-    preset: str | None = legacy_option("--preset"),
 ) -> None:
     """Adaptive vs all_ul vs all_dl vs target_only in steady state, paired, with 95% intervals."""
-    from multispin.experiments.demo import (
-        POLICIES as DEMO_POLICIES,
-    )
     from multispin.experiments.demo import (
         DemoConfig,
         describe_setup,
@@ -333,8 +325,9 @@ def demo(
     from multispin.experiments.testbed import build_scenario
     from multispin.models.placement import place_pair
     from multispin.models.registry import resolve_pair
+    from multispin.vocabulary import DEMO_POLICIES
 
-    scenario = pick_scenario(scenario, preset=preset)
+    scenario = pick_scenario(scenario)
     check_out_free(out, force, "demo", ("summary.json", "demo.png"))
     given = check_scenario_fields("demo", scenario)
     picked = running_values(

@@ -25,6 +25,7 @@ import numpy as np
 from pydantic import Field
 
 from multispin.experiments.progress import Progress, Step, reporter
+from multispin.experiments.reproduce.stats import expanded_percentile
 from multispin.models.base import BatchedLM, BatchedSequence
 from multispin.runtime.round.engine import PolicyPair
 from multispin.runtime.round.local import FixedMode, UniformDraftLength, run_rounds
@@ -192,7 +193,7 @@ def _full_pass(lm: BatchedLM, tokens: Sequence[int]) -> np.ndarray:
         lm.close(-1)
 
 
-def summarise(measured: list[PromptMeasurement], gamma: int, seed: int) -> dict:
+def summarise_acceptance(measured: list[PromptMeasurement], gamma: int, seed: int) -> dict:
     """Point estimates and 95% bootstrap intervals (resampling prompts: the tokens of one prompt
     are correlated, the prompts are independent), the i.i.d. check, and α per prompt category."""
     rng = np.random.default_rng([seed, 99])
@@ -204,17 +205,17 @@ def summarise(measured: list[PromptMeasurement], gamma: int, seed: int) -> dict:
     conditional = point["conditional"][0]
     summary = {
         "alpha": float(point["alpha"][0]),
-        "alpha_ci95": _ci(boot["alpha"]),
+        "alpha_ci95": _ci(boot["alpha"], n),
         "mean_accepted_length": float(point["mean_length"][0, -1]),
-        "mean_accepted_length_ci95": _ci(boot["mean_length"][:, -1]),
+        "mean_accepted_length_ci95": _ci(boot["mean_length"][:, -1], n),
         "iid_prediction": float(point["iid"][0, -1]),
         "per_position_rate": [float(x) for x in conditional],
-        "per_position_ci95": [_ci(boot["conditional"][:, i]) for i in range(gamma)],
+        "per_position_ci95": [_ci(boot["conditional"][:, i], n) for i in range(gamma)],
         "draft_len": gamma,
         "num_prompts": n,
         "num_tokens": int(sum(m.overlap.size for m in measured)),
         "num_rounds": n_rounds,
-        "iid_check": _iid_check(point, boot, gamma),
+        "iid_check": _iid_check(point, boot, gamma, n),
         "notes": undefined_notes(float(point["alpha"][0]), n_rounds, conditional, gamma),
     }
     groups = sorted({m.group for m in measured})
@@ -250,18 +251,18 @@ def _estimates(measured: list[PromptMeasurement], gamma: int, samples: np.ndarra
     return {"alpha": alpha, "mean_length": mean_length, "iid": iid, "conditional": conditional}
 
 
-def _iid_check(point: dict, boot: dict, gamma: int) -> dict:
+def _iid_check(point: dict, boot: dict, gamma: int, n: int) -> dict:
     """Does E[N] = (1 − α^{γ+1})/(1 − α) describe the measured rounds? The difference measured −
     predicted at γ' = 1..γ with a paired bootstrap interval (α and the rounds resampled together);
     the verdict is the test at the measured γ: i.i.d. holds when its interval contains 0."""
     diff, diff_boot = point["mean_length"][0] - point["iid"][0], boot["mean_length"] - boot["iid"]
-    cis = [_ci(diff_boot[:, i]) for i in range(gamma)]
+    cis = [_ci(diff_boot[:, i], n) for i in range(gamma)]
     last = cis[-1]
     holds = None if not np.isfinite(last).all() else bool(last[0] <= 0.0 <= last[1])
     return {
         "draft_len": list(range(1, gamma + 1)),
         "measured": [float(x) for x in point["mean_length"][0]],
-        "measured_ci95": [_ci(boot["mean_length"][:, i]) for i in range(gamma)],
+        "measured_ci95": [_ci(boot["mean_length"][:, i], n) for i in range(gamma)],
         "iid": [float(x) for x in point["iid"][0]],
         "difference": [float(x) for x in diff],
         "difference_ci95": cis,
@@ -276,18 +277,17 @@ def _alpha_of(measured: list[PromptMeasurement], gamma: int, rng: np.random.Gene
     boot = _estimates(measured, gamma, rng.integers(0, n, (N_BOOTSTRAP, n)))["alpha"]
     return {
         "alpha": float(alpha),
-        "alpha_ci95": _ci(boot),
+        "alpha_ci95": _ci(boot, n),
         "num_prompts": n,
         "num_tokens": int(sum(m.overlap.size for m in measured)),
     }
 
 
-def _ci(values) -> list[float]:
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    if not v.size:
-        return [float("nan"), float("nan")]
-    return [float(np.percentile(v, 2.5)), float(np.percentile(v, 97.5))]
+def _ci(replicates, n: int) -> list[float]:
+    """The 95% interval of bootstrap ``replicates`` over ``n`` prompts: the project's expanded
+    percentile interval (`multispin.experiments.reproduce.stats.expanded_percentile`); the plain
+    percentile interval under-covers at a few dozen prompts."""
+    return list(expanded_percentile(replicates, n))
 
 
 def _spans(numbers: list[int]) -> str:
@@ -352,7 +352,7 @@ def measure(config: MeasureConfig, pair=None, progress: Progress | None = None) 
     )
     label = SOURCE_LABELS.get(config.source, config.task)
     return {
-        name: _profile(pair, name, config, label, summarise(m, config.draft_len, config.seed))
+        name: _profile(pair, name, config, label, summarise_acceptance(m, config.draft_len, config.seed))
         for name, m in measured.items()
     }
 

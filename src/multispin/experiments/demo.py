@@ -45,9 +45,9 @@ from multispin.experiments.testbed import (
     run_testbed,
     steady_state_figures,
 )
-from multispin.vocabulary import DEMO_POLICIES as POLICIES
+from multispin.vocabulary import DEMO_POLICIES
 
-BASELINES = POLICIES[1:]
+BASELINES = DEMO_POLICIES[1:]
 SWEEP_OFFSETS_DB = (0.0, 6.0, 12.0, 18.0)
 
 
@@ -78,7 +78,7 @@ class DemoConfig(StrictConfig):
     # pool: every device in one process, drafting in batched forwards (a K = 20 round costs about a
     # third of the CPU of one process per device); every policy runs on the same runner
     runner: Literal["pool", "fork", "thread", "subprocess"] = "pool"
-    policies: tuple[str, ...] = POLICIES  # adaptive first; the study runs STUDY_POLICIES
+    policies: tuple[str, ...] = DEMO_POLICIES  # adaptive first; the study runs STUDY_POLICIES
     executor: Literal["serial", "local", "ray"] = "serial"  # where the seeds of one policy run
     # a pool does all K devices' drafting in one process: on a loaded 2-core host its first round (K
     # prompts' prefill) took over the testbed's 120 s and every device was dropped from it
@@ -88,12 +88,14 @@ class DemoConfig(StrictConfig):
     @field_validator("policies")
     @classmethod
     def _known_policies(cls, policies: tuple[str, ...]) -> tuple[str, ...]:
-        bad = [p for p in policies if p not in POLICIES]
+        bad = [p for p in policies if p not in DEMO_POLICIES]
         if bad or "adaptive" not in policies or len(policies) < 2 or len(set(policies)) != len(policies):
             raise PydanticCustomError(
-                "policies", "adaptive and at least one other of {allowed}, each once", {"allowed": ", ".join(POLICIES)}
+                "policies",
+                "adaptive and at least one other of {allowed}, each once",
+                {"allowed": ", ".join(DEMO_POLICIES)},
             )
-        return ("adaptive",) + tuple(p for p in POLICIES if p in policies and p != "adaptive")
+        return ("adaptive",) + tuple(p for p in DEMO_POLICIES if p in policies and p != "adaptive")
 
     def testbed(self, policy: str, seed: int, p_dl_dbm: float | None, out: Path) -> TestbedConfig:
         return TestbedConfig.make(
@@ -237,7 +239,7 @@ class SweepPoint:
 
     def summarise(self) -> None:
         target = self.runs.get("target_only")
-        self.rows = [self.runs[p].row(target) for p in POLICIES if p in self.runs]
+        self.rows = [self.runs[p].row(target) for p in DEMO_POLICIES if p in self.runs]
         adaptive = self.runs["adaptive"].log
         best = self.best_baseline  # the verdict that matters first: adaptive against the best other policy
         order = [best] + [p for p in self.baselines if p != best]
@@ -424,7 +426,7 @@ def plot_demo(result: DemoResult, path: Path) -> Path:
     point = result.points[0]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     rows = {r["policy"]: r for r in point.rows}
-    spec = [p for p in POLICIES if p != "target_only" and p in rows]
+    spec = [p for p in DEMO_POLICIES if p != "target_only" and p in rows]
     est = [rows[p]["goodput_tokens_per_s"]["estimate"] for p in spec]
     err = np.array(
         [
@@ -470,7 +472,7 @@ def plot_sweep(result: DemoResult, path: Path) -> Path:
 
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     x = np.array([p.offset_db for p in result.points], dtype=float)
-    for i, policy in enumerate(POLICIES):
+    for i, policy in enumerate(DEMO_POLICIES):
         if policy not in result.points[0].runs:
             continue
         g = [next(r for r in p.rows if r["policy"] == policy)["goodput_tokens_per_s"] for p in result.points]

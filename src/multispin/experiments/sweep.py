@@ -29,7 +29,6 @@ from typing import Any
 
 from multispin.errors import ConfigError, Interrupted
 from multispin.experiments.reproduce.config import Point, RunConfig
-from multispin.vocabulary import policy_spelling
 
 # policy -> (the per-drop goodput column, its γ column, which baselines the drop must run)
 SWEEP_POLICIES = {
@@ -105,11 +104,10 @@ def check_policies(policies: Sequence[str]) -> list[str]:
     """The policies in the one vocabulary, or a ConfigError naming the allowed ones."""
     out = []
     for p in policies:
-        name = policy_spelling(p)
-        if name not in SWEEP_POLICIES:
+        if p not in SWEEP_POLICIES:
             raise ConfigError(f"policies: unknown policy {p!r} (allowed: {', '.join(SWEEP_POLICIES)})")
-        if name not in out:
-            out.append(name)
+        if p not in out:
+            out.append(p)
     if not out:
         raise ConfigError(f"policies: give at least one (allowed: {', '.join(SWEEP_POLICIES)})")
     return out
@@ -210,7 +208,7 @@ def run_sweep(
     the drops (default: the scenario's); ``out``: a folder for the per-chunk cache (an interrupted
     or repeated sweep reuses it; ``None``: no cache); ``workers``: processes for the drops."""
     from multispin.experiments.reproduce.runner import run_points
-    from multispin.experiments.reproduce.stats import summarise
+    from multispin.experiments.reproduce.stats import summarise_drops
 
     policies = check_policies(policies)
     points = grid_points(sc, over, policies)
@@ -230,7 +228,7 @@ def run_sweep(
         how = "rerun the same command to resume" if out is not None else "nothing was kept (give --out to resume)"
         raise Interrupted.after(exc, f"{done}; {how}") from None
     summaries = [
-        summarise(
+        summarise_drops(
             p.params,
             csi_rows(results[(p.study, p.id)], p.options["planning"])
             if p.options.get("csi")

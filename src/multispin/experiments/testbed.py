@@ -49,7 +49,7 @@ from multispin.runtime.wire.round_row import RoundRow
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 from multispin.system.payload import PAPER_PAYLOAD_BITS, WirePayload
 from multispin.vocabulary import RunPolicy as Policy
-from multispin.vocabulary import policy_links, policy_spelling
+from multispin.vocabulary import policy_links
 
 Clock = Literal["virtual", "wall"]
 
@@ -95,12 +95,6 @@ class TestbedConfig(StrictConfig):
     top_k: int | None = Field(None, ge=0, description="top-k cut (0 = off); None: the compact exact default")
     ul_codec: str | None = None  # None: the compact exact default (compact_exact_defaults)
     dl_codec: str | None = None
-
-    @field_validator("policy", mode="before")
-    @classmethod
-    def _policy_spelling(cls, policy):
-        """all-ul, target-only (the spelling before one vocabulary) name the same policies."""
-        return policy_spelling(policy)
 
     @field_validator("rounds")
     @classmethod

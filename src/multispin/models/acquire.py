@@ -109,7 +109,7 @@ class ModelSource:
         return env_var_for(self.name)
 
 
-SOURCES: dict[str, ModelSource] = {
+MODEL_SOURCES: dict[str, ModelSource] = {
     "smollm2-135m": ModelSource(
         name="smollm2-135m",
         description="SmolLM2-135M-Instruct (Apache-2.0), GGUF Q4_1 de-quantised to float32",
@@ -653,9 +653,9 @@ def _lock(path: Path) -> Iterator[None]:
 
 def _source(name: str) -> ModelSource:
     try:
-        return SOURCES[name]
+        return MODEL_SOURCES[name]
     except KeyError:
-        raise ConfigError(f"model: unknown name {name!r}; allowed: {', '.join(sorted(SOURCES))}") from None
+        raise ConfigError(f"model: unknown name {name!r}; allowed: {', '.join(sorted(MODEL_SOURCES))}") from None
 
 
 def local_override(name: str, local_path: str | os.PathLike[str] | None = None) -> Path | None:
@@ -754,4 +754,4 @@ def ensure_model(
 
 def available_models() -> dict[str, str]:
     """Names of acquirable models and one-line descriptions."""
-    return {n: s.description for n, s in SOURCES.items()}
+    return {n: s.description for n, s in MODEL_SOURCES.items()}

@@ -315,20 +315,20 @@ def _quantised_drafts(key: str, target: Any, names: Sequence[str]) -> tuple[dict
 
 
 def _ref_key(ref: str) -> str:
-    from multispin.models.acquire import SOURCES, model_dir
+    from multispin.models.acquire import MODEL_SOURCES, model_dir
 
     p = Path(ref).expanduser()
-    if ref in SOURCES and not p.is_dir():
+    if ref in MODEL_SOURCES and not p.is_dir():
         return str(model_dir(ref))  # the key the registered pair's quantised drafts have
     return str(p.resolve()) if p.is_dir() else ref
 
 
 def _load_ref(ref: str) -> tuple[Any, Any]:
     """A registered model name, a local directory or a hub id -> (model, tokenizer)."""
-    from multispin.models.acquire import SOURCES, ensure_model
+    from multispin.models.acquire import MODEL_SOURCES, ensure_model
 
     p = Path(ref).expanduser()
-    if ref in SOURCES and not p.is_dir():
+    if ref in MODEL_SOURCES and not p.is_dir():
         return _load_local(ensure_model(ref))
     if p.is_dir():
         return _load_local(p.resolve())

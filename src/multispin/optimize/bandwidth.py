@@ -19,7 +19,7 @@ bisection on ν finds the optimum. A UL device needs ``b^ul(T)``, the root of
 argument for the prefix structure does not carry over as a proof here, because a UL device now
 costs bandwidth): by descent from the equal-split optimum (T(n) was unimodal in every instance
 we tried) or by a full scan, then, without reciprocity, refined by single-device flips.
-``brute_force_split_oracle`` tries all 2^|R| mode sets; the tests compare.
+The tests compare both with an oracle that tries all 2^|R| mode sets (tests/oracles.py).
 """
 
 from __future__ import annotations
@@ -446,32 +446,3 @@ def _flip_refine(mask, inst, best_t, best_ul, best_z, max_rounds: int | None = N
         best_t[r], best_ul[r], best_z[r] = t[pick], ul[pick], z[pick]
         active = r
     return best_t, best_ul, best_z
-
-
-def brute_force_split_oracle(rejected, inst: Instance, max_rejected: int = 12) -> SplitDecision:
-    """Oracle: every UL/DL mode set of each row, each with the exact joint bandwidth/power solve."""
-    mask = np.atleast_2d(np.asarray(rejected, dtype=bool))
-    lat = np.zeros(mask.shape[0])
-    best_ul = np.zeros_like(mask)
-    cnt = mask.sum(axis=1)
-    if cnt.max(initial=0) > max_rejected:
-        raise ConfigError(f"rejected: brute force is limited to {max_rejected} rejected devices (got {cnt.max()})")
-    rows_l, ul_l = [], []
-    for r in np.flatnonzero(cnt > 0):
-        idx = np.flatnonzero(mask[r])
-        codes = np.arange(2**idx.size)
-        ul = np.zeros((codes.size, inst.num_devices), dtype=bool)
-        ul[:, idx] = ((codes[:, None] >> np.arange(idx.size)[None, :]) & 1).astype(bool)
-        rows_l.append(np.full(codes.size, r))
-        ul_l.append(ul)
-    if not rows_l:
-        return SplitDecision(lat, best_ul)
-    rows, ul = np.concatenate(rows_l), np.concatenate(ul_l)
-    t, _ = _fixed_modes(ul, mask[rows] & ~ul, inst)
-    order = np.lexsort((t, rows))
-    first = np.ones(order.size, dtype=bool)
-    first[1:] = rows[order][1:] != rows[order][:-1]
-    pick = order[first]
-    lat[rows[pick]] = t[pick]
-    best_ul[rows[pick]] = ul[pick]
-    return SplitDecision(lat, best_ul)

@@ -11,7 +11,8 @@ rejected set R (w(R) = Σ_{k∈R} w_k) give ``Ē(γ) ≥ Σ_k A_k(γ_k) − H`` 
 `multispin.optimize.incremental`: device k is rejected in sample s iff γ_k > L_{s,k}) and
 ``H = mean_s h_s``. Two families of (w_s, h_s), each valid by its own argument (docs/optimiser.md):
 
-- `single_device_surrogate` (any mode policy, any split, any K): ``T*(R) ≥ max_{k∈R} ℓ_k``,
+- the single-device weights (`max_chain_weights`, `max_ascending_weights`; any mode policy, any
+  split, any K): ``T*(R) ≥ max_{k∈R} ℓ_k``,
   ℓ_k the latency of device k alone with the whole band B and the whole power of its better
   mode; ``max`` of weights is submodular, so its greedy vector along an order that puts R_s first
   is below it on every R and equal to it on R_s (h_s = 0).
@@ -200,25 +201,6 @@ def max_ascending_weights(values: np.ndarray, rejected: np.ndarray) -> np.ndarra
     np.put_along_axis(inside, order, inc, axis=1)
     top = np.where(rejected, values[None, :], 0.0).max(axis=1)
     return inside + _max_game_shares(values, ~rejected, top)
-
-
-def single_device_surrogate(
-    obj: SAAObjective, incumbent: np.ndarray, levels=None, latency: np.ndarray | None = None
-) -> Surrogate:
-    """The surrogate of ``T*(R) ≥ max_{k∈R} ℓ_k``, tight (for that inequality) at the incumbent's
-    rejected sets (``latency`` replaces ℓ: the tests' negative control)."""
-    lv = sample_levels(obj) if levels is None else levels
-    rejected = np.asarray(incumbent)[None, :] > lv
-    ell = single_device_latency_s(obj.inst) if latency is None else latency
-    return surrogate_from_weights(obj, max_chain_weights(ell, rejected), np.zeros(lv.shape[0]), "single_device", lv)
-
-
-def per_device_surrogate(obj: SAAObjective, device: int, levels=None) -> Surrogate:
-    """The issue's form: ``E[max_{k∈R} ℓ_k] ≥ ℓ_j·P̂(j rejected)`` for one device j on every sample."""
-    lv = sample_levels(obj) if levels is None else levels
-    w = np.zeros(lv.shape)
-    w[:, device] = single_device_latency_s(obj.inst)[device]
-    return surrogate_from_weights(obj, w, np.zeros(lv.shape[0]), f"device_{device}", lv)
 
 
 # --------------------------------------------------------------------------- the exact table (small K)

@@ -258,7 +258,7 @@ def _shift_then_settle(state: IncrementalSAA, cur: float) -> bool:
     """Compound escape: every drafting device ±1 at once, then a coordinate line search; taken
     when the settled point beats ``cur``, otherwise the state goes back.
 
-    Why: issue 27's reproducer stalled at 168.88 tok/s (lengths 11–12) next to 169.19 (12–13,
+    Why: one drop's climb stalled at 168.88 tok/s (lengths 11–12) next to 169.19 (12–13,
     one device 10 → 13): the joint +1 alone lowers G until that device is raised too, so neither
     move is an improvement on its own and the climb's single moves never take the pair."""
     start = state.gamma.copy()
@@ -361,7 +361,7 @@ def group_level_starts(obj: SAAObjective, count: int = _GROUP_STARTS) -> dict[st
     `_weakness_orders`) all at one length L, the others off", over every m and L.
 
     Why: a local optimum with a few devices drafting short can sit next to a better one where more
-    devices draft longer (issue 27's reproducer: 10 devices at 9–10 vs 15 at 12–13); reaching it
+    devices draft longer (one drop: 10 devices at 9–10 vs 15 at 12–13); reaching it
     takes several devices switched on and every length raised at once, which no move of the climb
     does. The family has K·γ_max points, all evaluated in one batch."""
     inst = obj.inst
@@ -436,7 +436,7 @@ def local_search(obj: SAAObjective, extra_starts=None) -> DraftPlan:
         polished = 1 if obj.inst.num_devices >= _POLISH_ONE_FROM_K else _POLISHED
         top_ends = [n for n in ranked if n in ends][:polished]
         # The end that climbed highest on the subsample is polished too, whatever its full-sample
-        # value before polishing: in issue 27's reproducer it ranked third there (166.0 vs 166.5)
+        # value before polishing: on one drop it ranked third there (166.0 vs 166.5)
         # and polished to 169.2, above the others' 167.0.
         coarse_best = max((n for n in reached if reached[n][0] is not None), key=lambda n: reached[n][0])
         if f"coarse_{coarse_best}" not in top_ends:

@@ -145,11 +145,6 @@ def _t_comm_per_row_channel(
 # --------------------------------------------------------------------------- oracles
 
 
-def linear_scan_oracle(rejected, inst: Instance) -> BatchDecision:
-    """Oracle: every n = 0..|R| of the prefix structure, each with its own DL root (Brent-free)."""
-    return optimal_modes_batch(rejected, inst, method="scan", return_modes=True)
-
-
 def brute_force_oracle(rejected, inst: Instance, max_rejected: int = 22) -> BatchDecision:
     """Oracle: all 2^|R| UL/DL splits of each outcome row (equal bandwidth split), keep the best."""
     mask = _as_mask(rejected, inst.num_devices)

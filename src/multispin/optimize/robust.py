@@ -1,4 +1,4 @@
-"""Draft lengths under imperfect channel knowledge (issue 26): naive and robust planning.
+"""Draft lengths under imperfect channel knowledge: naive and robust planning.
 
 The server plans a round on what its pilots told it
 (`multispin.system.channel_process.ChannelEstimate`), not on the channel the corrections will

@@ -1,4 +1,4 @@
-"""Channels that evolve between rounds and are known only through noisy, aged pilots (issue 26).
+"""Channels that evolve between rounds and are known only through noisy, aged pilots.
 
 The paper (and `multispin.system.channel.ChannelGenerator`, still the default) redraws an
 independent Rayleigh block every round and lets the server know it exactly. Here instead:

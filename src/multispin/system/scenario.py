@@ -581,7 +581,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-# Scenarios on measured acceptance (issue 20): a paper preset's radio and compute, or this host's,
+# Scenarios on measured acceptance: a paper preset's radio and compute, or this host's,
 # with the per-task α that `multispin measure` measured for a real pair's default draft under the
 # testbed's sampling policy (T = 1, top-k 1024), read from the shipped profiles when the package
 # loads, so that the numbers cannot drift from the files. A preset whose profiles are not all

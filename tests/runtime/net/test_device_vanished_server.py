@@ -10,7 +10,8 @@ import threading
 import pytest
 
 from multispin.models.registry import resolve_pair
-from multispin.runtime.net.server import EdgeServer, ServerConfig
+from multispin.runtime.net.server import EdgeServer
+from multispin.runtime.net.server_config import ServerConfig
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]  # real sockets and processes
 

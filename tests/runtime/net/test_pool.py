@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 import multispin.runtime.round.roles as roles
+from doubles import FixedDraftLengths
 from exactness_engine import DRAFT, MARG_T1, N_POSITIONS, P_PASS, PROMPT, T1, TARGET, VOCAB, run_engine
 from exactness_stats import min_p_value
 from multispin.errors import ConfigError
@@ -30,8 +31,9 @@ from multispin.models.synthetic import MarkovBatchedLM
 from multispin.models.tiny import load_tiny_pair
 from multispin.runtime.net.launcher import free_port, run_local_testbed
 from multispin.runtime.net.pool import DevicePool, PoolDevice, parse_device_ids, run_pool
-from multispin.runtime.net.server import EdgeServer, ServerConfig
-from multispin.runtime.round.local import FixedDraftLengths, RandomMode
+from multispin.runtime.net.server import EdgeServer
+from multispin.runtime.net.server_config import ServerConfig
+from multispin.runtime.round.local import RandomMode
 from multispin.runtime.security.keys import create_keyring
 
 # real sockets, processes or models: `make test-fast` leaves these out

@@ -8,7 +8,8 @@ import pytest
 from multispin.errors import ConfigError
 from multispin.models.base import LoadedPair
 from multispin.models.synthetic import MarkovBatchedLM, make_tables
-from multispin.runtime.net.server import EdgeServer, ServerConfig
+from multispin.runtime.net.server import EdgeServer
+from multispin.runtime.net.server_config import ServerConfig
 from multispin.runtime.store.journal import DeviceRound, Journal, SessionRecord
 
 V = 16

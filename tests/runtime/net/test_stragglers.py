@@ -18,7 +18,8 @@ import pytest
 
 from multispin.models.tiny import load_tiny_pair
 from multispin.runtime.net.device import build_device_client
-from multispin.runtime.net.server import EdgeServer, ServerConfig
+from multispin.runtime.net.server import EdgeServer
+from multispin.runtime.net.server_config import ServerConfig
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]  # real sockets and processes
 

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import multispin.runtime.round.roles as roles
+from doubles import FixedDraftLengths
 from exactness_engine import DRAFT, MARG_T1, N_DEVICES, N_POSITIONS, P_PASS, PROMPT, T1, TARGET, run_engine
 from exactness_stats import min_p_value
 from multispin.models.base import BatchedSequence
@@ -22,7 +23,7 @@ from multispin.models.hf import HFBatchedLM, HFSequenceLM
 from multispin.models.synthetic import MarkovBatchedLM
 from multispin.models.tiny import load_tiny_pair
 from multispin.runtime.round.engine import PolicyPair
-from multispin.runtime.round.local import FixedDraftLengths, FixedMode, RandomMode, run_rounds
+from multispin.runtime.round.local import FixedMode, RandomMode, run_rounds
 from multispin.runtime.round.session import encode_prompt
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams

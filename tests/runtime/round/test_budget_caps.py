@@ -10,7 +10,7 @@ from tests.optimize._builders import random_preset_instances
 from multispin.errors import ConfigError
 from multispin.optimize.goodput import expected_tokens, rejection_prob
 from multispin.optimize.plan import plan
-from multispin.runtime.round.engine import RoundEngine, RoundPlan
+from multispin.runtime.round.engine import PlannedRound, RoundEngine
 from multispin.runtime.round.planner import ScenarioPlanner
 from multispin.speculative.codecs import make_codec
 from multispin.system.payload import WirePayload
@@ -83,7 +83,7 @@ class _CapRecorder:
 
     def plan(self, round_idx, active, caps=None):
         self.caps = dict(caps)
-        return RoundPlan(round_idx, {d: 20 for d in active})
+        return PlannedRound(round_idx, {d: 20 for d in active})
 
 
 def test_the_engine_tells_the_policy_each_devices_cap_and_clips_to_it():

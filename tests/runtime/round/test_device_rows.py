@@ -12,12 +12,13 @@ import numpy as np
 import torch
 
 import multispin.runtime.round.roles as roles
+from doubles import FixedDraftLengths
 from multispin.models.base import device_rows
 from multispin.models.hf import HFBatchedLM
 from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_tables
 from multispin.models.tiny import load_tiny_pair
 from multispin.runtime.round.engine import PolicyPair
-from multispin.runtime.round.local import FixedDraftLengths, RandomMode, run_rounds
+from multispin.runtime.round.local import RandomMode, run_rounds
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from doubles import FixedDraftLengths
 from multispin.errors import ConfigError
 from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_tables
-from multispin.runtime.round.engine import PolicyPair, RoundEngine, RoundPlan, clip_new_tokens
-from multispin.runtime.round.local import FixedDraftLengths, FixedMode
+from multispin.runtime.round.engine import PlannedRound, PolicyPair, RoundEngine, clip_new_tokens
+from multispin.runtime.round.local import FixedMode
 from multispin.runtime.round.roles import Draft, DraftDevice, VerifierServer
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
@@ -142,7 +143,7 @@ class _Recorder:
 
     def plan(self, round_idx, active, caps=None):
         self.calls.append(("plan", round_idx, tuple(active)))
-        return RoundPlan(round_idx, {d: 4 for d in active})
+        return PlannedRound(round_idx, {d: 4 for d in active})
 
     def modes(self, plan, rejected):
         self.calls.append(("modes", plan, tuple(rejected)))

@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 
+from multispin.errors import ConfigError
 from multispin.runtime.round.local import RandomMode, mode_policy
 from multispin.runtime.round.planner import ScenarioPlanner
 from multispin.speculative.codecs import make_codec
@@ -82,8 +83,10 @@ def test_the_coin_is_fair_and_keyed_in_the_registry():
     assert len(set(STREAMS.values())) == len(STREAMS)  # no two streams share a key
 
 
-def test_mixed_is_an_alias_of_random():
-    assert mode_policy("mixed", 3) == mode_policy("random", 3) == RandomMode(3)
+def test_random_is_the_fair_coin_and_other_names_are_refused():
+    assert mode_policy("random", 3) == RandomMode(3)
+    with pytest.raises(ConfigError, match="mode: unknown value 'mixed' \\(allowed: ul, dl, random\\)"):
+        mode_policy("mixed", 3)
 
 
 @pytest.mark.integration

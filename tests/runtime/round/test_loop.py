@@ -8,11 +8,12 @@ import pytest
 import torch
 
 import multispin.runtime.round.roles as roles
+from doubles import FixedDraftLengths
 from multispin.errors import ConfigError, ProtocolError
 from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_tables
 from multispin.models.tiny import load_tiny_pair
 from multispin.runtime.round.engine import PolicyPair
-from multispin.runtime.round.local import FixedDraftLengths, FixedMode, run_rounds
+from multispin.runtime.round.local import FixedMode, run_rounds
 from multispin.runtime.round.session import GenerateConfig, generate
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
@@ -86,11 +87,11 @@ def test_same_seed_same_tokens_and_different_seed_differs():
 
 
 def test_ul_and_dl_give_identical_tokens_for_same_randomness():
-    ul, dl, mixed = _run(mode="ul"), _run(mode="dl"), _run(mode="mixed")
+    ul, dl, coin = _run(mode="ul"), _run(mode="dl"), _run(mode="random")
     assert any(r.mode for d in ul.devices for r in d.rounds), "no rejection happened"
     assert [d.tokens for d in ul.devices] == [d.tokens for d in dl.devices]
-    assert [d.tokens for d in ul.devices] == [d.tokens for d in mixed.devices]
-    assert {r.mode for d in mixed.devices for r in d.rounds} >= {"ul", "dl"}
+    assert [d.tokens for d in ul.devices] == [d.tokens for d in coin.devices]
+    assert {r.mode for d in coin.devices for r in d.rounds} >= {"ul", "dl"}
 
 
 def test_draft_len_zero_is_target_only_and_gains_one_token_per_round():

@@ -11,13 +11,13 @@ from multispin.runtime.security.limits import (
     TOO_MANY_CONNECTIONS,
     TOO_MANY_PENDING,
     ConnectionBudget,
-    Limits,
+    ConnectionLimits,
     RefusalLog,
 )
 
 
 def test_pending_handshakes_are_bounded_and_expire():
-    b = ConnectionBudget(Limits(max_connections=10, max_pending=3, handshake_deadline_s=5.0))
+    b = ConnectionBudget(ConnectionLimits(max_connections=10, max_pending=3, handshake_deadline_s=5.0))
     assert [b.admit(p, now=0.0) for p in "abc"] == [None, None, None]
     assert b.admit("d", now=1.0) == TOO_MANY_PENDING
     assert b.admit("a", now=1.0) is None  # a known peer is not admitted twice
@@ -32,7 +32,7 @@ def test_pending_handshakes_are_bounded_and_expire():
 
 
 def test_connections_are_bounded_and_slots_come_back():
-    b = ConnectionBudget(Limits(max_connections=4, max_pending=2, handshake_deadline_s=1.0))
+    b = ConnectionBudget(ConnectionLimits(max_connections=4, max_pending=2, handshake_deadline_s=1.0))
     for i, p in enumerate("abcd"):
         assert b.admit(p, now=float(i)) is None
         b.established(p)
@@ -42,7 +42,7 @@ def test_connections_are_bounded_and_slots_come_back():
 
 
 def test_an_expired_handshake_frees_its_slot_for_the_next_peer():
-    b = ConnectionBudget(Limits(max_connections=2, max_pending=2, handshake_deadline_s=1.0))
+    b = ConnectionBudget(ConnectionLimits(max_connections=2, max_pending=2, handshake_deadline_s=1.0))
     assert b.admit("a", 0.0) is None and b.admit("b", 0.0) is None
     assert b.admit("c", 0.5) == TOO_MANY_CONNECTIONS
     assert b.admit("c", 1.0) is None  # a and b timed out
@@ -50,7 +50,7 @@ def test_an_expired_handshake_frees_its_slot_for_the_next_peer():
 
 
 def test_a_flood_costs_a_fixed_amount():
-    b = ConnectionBudget(Limits(max_connections=100, max_pending=10, handshake_deadline_s=2.0))
+    b = ConnectionBudget(ConnectionLimits(max_connections=100, max_pending=10, handshake_deadline_s=2.0))
     refused = sum(b.admit(i, now=i * 1e-3) is not None for i in range(10_000))
     assert b.connections <= 100 and b.pending <= 10
     assert refused >= 10_000 - 10 * (10 / 2.0 + 1)  # ~10 slots per 2 s deadline over 10 s
@@ -58,9 +58,9 @@ def test_a_flood_costs_a_fixed_amount():
 
 def test_limits_are_checked():
     with pytest.raises(ConfigError, match="max_pending: must be in 1..max_connections=4"):
-        Limits(max_connections=4, max_pending=5)
+        ConnectionLimits(max_connections=4, max_pending=5)
     with pytest.raises(ConfigError, match="handshake_deadline_s"):
-        Limits(handshake_deadline_s=0)
+        ConnectionLimits(handshake_deadline_s=0)
     with pytest.raises(KeyError):
         ConnectionBudget().established("never admitted")
 

@@ -18,7 +18,8 @@ import zmq
 from multispin.errors import MultispinError
 from multispin.models.tiny import load_tiny_pair
 from multispin.runtime.net.device import build_device_client
-from multispin.runtime.net.server import EdgeServer, ServerConfig
+from multispin.runtime.net.server import EdgeServer
+from multispin.runtime.net.server_config import ServerConfig
 from multispin.runtime.round.session import encode_prompt
 from multispin.runtime.security.keys import create_device_keys, create_keyring, curve_client, load_device_keys
 from multispin.runtime.wire import messages as P
@@ -437,9 +438,9 @@ def test_sighup_asks_for_a_key_reload(pair, tmp_path):
     old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:
         install_signal_handlers(server)
-        assert not server._reload_keys.is_set()
+        assert not server.key_watch.requested
         os.kill(os.getpid(), signal.SIGHUP)
-        assert server._reload_keys.is_set() and not server._stop.is_set()
+        assert server.key_watch.requested and not server._stop.is_set()
     finally:
         for s, h in old.items():
             signal.signal(s, h)
@@ -462,7 +463,7 @@ def test_transport_key_refusals_are_counted_in_the_summary(pair, tmp_path):
             s.connect(server.endpoint)
             s.send(hello, zmq.NOBLOCK)
         deadline = time.monotonic() + 20
-        while server.transport_refused < 2 and time.monotonic() < deadline:
+        while server.transport.refused < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
         server.request_stop("test over")
         th.join(60)
@@ -597,7 +598,7 @@ def test_a_raw_tcp_flood_at_ulimit_256_leaves_a_keyed_server_serving(pair, tmp_p
     import sys
 
     from multispin.runtime.net.launcher import free_port
-    from multispin.runtime.net.server import KEY_POLL_S
+    from multispin.runtime.security.key_watch import KEY_POLL_S
 
     server_keys, device_keys = create_keyring(tmp_path / "keys", [0])
     port, log = free_port(), tmp_path / "server.jsonl"
@@ -698,7 +699,7 @@ def test_the_key_watcher_out_of_descriptors_keeps_its_keys_and_polls_again(pair,
 def test_a_connection_is_cut_only_while_its_descriptor_holds_it():
     """The cut reads the descriptor's addresses again: a descriptor reused by another connection
     (other addresses) is left alone (negative control), the named one sees its end."""
-    from multispin.runtime.net.server import _addresses, _cut_connection
+    from multispin.runtime.net.transport import _addresses, _cut_connection
 
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))

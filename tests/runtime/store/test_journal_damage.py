@@ -237,25 +237,6 @@ def test_a_head_older_than_the_database_by_more_than_a_round_is_refused(tmp_path
         Journal(path)
 
 
-def test_a_version_1_journal_is_migrated_to_the_chain(tmp_path):
-    """A journal written before the chain (schema 1, no head file) opens, gets its links and its
-    head, and is then protected like any other."""
-    path = _journal(tmp_path, crash=False)
-    path.with_name(path.name + "-head").unlink()
-    _sql(
-        path,
-        "ALTER TABLE rounds DROP COLUMN link",
-        "ALTER TABLE sessions DROP COLUMN seal",
-        "DELETE FROM schema_version WHERE version >= 2",
-        "INSERT INTO schema_version VALUES (1, 0)",
-    )
-    with Journal(path) as j:
-        assert j.recover().next_round == N
-    _sql(path, "UPDATE round_tokens SET tokens = '[5]' WHERE round_index = 3 AND device_id = 0")
-    with pytest.raises(JournalDamaged, match="round 3 does not match its chain link"):
-        Journal(path)
-
-
 def test_readers_check_the_chain_and_the_check_option_is_validated(tmp_path):
     path = _journal(tmp_path, crash=False)
     _sql(path, "UPDATE round_tokens SET tokens = '[5]' WHERE round_index = 3 AND device_id = 0")

@@ -7,7 +7,7 @@ import pytest
 
 from multispin.runtime.round.engine import RoundRecord
 from multispin.runtime.security.auth import compute_mac
-from multispin.runtime.security.limits import Limits as ConnectionLimits
+from multispin.runtime.security.limits import ConnectionLimits
 from multispin.runtime.wire import messages as P
 from multispin.runtime.wire.server_protocol import ConnState, ServerProtocol
 
@@ -383,6 +383,27 @@ def test_a_lost_connection_ends_its_session_or_frees_its_handshake_slot():
     proto.connection_lost(b"a", "connection lost")
     assert events(proto) == ["refused"] and proto.devices[0].drops == ["connection lost"]
     joined(proto, b"next", 1)  # the freed slot admits the next peer
+
+
+def test_plan_and_verdict_send_their_message_and_set_what_the_connection_owes():
+    """The protocol owns its transitions: PLAN leaves the connection owing the DRAFT, a UL
+    VERDICT the Q_PAYLOAD, a DL one the CORRECTION; a step out of turn sends nothing."""
+    from multispin.errors import LocalProtocolError
+
+    proto = make()
+    conn = joined(proto)
+    proto.plan(conn, 0, 2)
+    ((_, plan),) = sent(proto)
+    assert plan == P.PlanMsg(0, 2) and (conn.state, conn.round, conn.gamma) == (ConnState.AWAIT_DRAFT, 0, 2)
+    with pytest.raises(LocalProtocolError, match="still owes DRAFT"):
+        proto.verdict(conn, 0, 1, "ul")
+    assert sent(proto) == []
+    proto.receive(b"a", enc(MESSAGES["DRAFT"]), 0.0)
+    for mode, owes in (("ul", ConnState.AWAIT_Q), ("dl", ConnState.AWAIT_CORRECTION)):
+        conn.state = ConnState.IDLE
+        proto.verdict(conn, 0, 1, mode, None if mode == "ul" else b"p" * 8)
+        ((_, verdict),) = sent(proto)
+        assert (verdict.num_accepted, verdict.mode, conn.state) == (1, mode, owes)
 
 
 def test_a_step_the_connection_state_does_not_allow_is_a_local_error():

@@ -1,4 +1,4 @@
-"""The channel-knowledge study (issue 26, figure 8): how much of the adaptive gain survives channels
+"""The channel-knowledge study (figure 8): how much of the adaptive gain survives channels
 that are known only through noisy pilots of the previous round, and how much robust planning
 recovers. One drop's numbers (the study's grid is in studies.py, with the others').
 
@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 # Rounds last 0.2-0.5 s: at 3.5 GHz the channel decorrelates within one round from about 0.3 km/h
-# on (J0's first zero), hence the slow speeds next to the issue's 3, 30 and 120 km/h.
+# on (J0's first zero), hence the slow speeds next to the reported 3, 30 and 120 km/h.
 SPEEDS_KMH_FULL = (0.0, 0.1, 0.3, 1.0, 3.0, 30.0, 120.0)
 SPEEDS_KMH_QUICK = (3.0, 30.0, 120.0)
 # the speed sweep's pilot SNR: a moderate estimate (error 10% of the mean fading power)

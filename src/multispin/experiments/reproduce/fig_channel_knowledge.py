@@ -31,7 +31,7 @@ TITLE = "Goodput under imperfect and outdated channel knowledge: naive and robus
 STUDIES = ("csi",)
 PARAMS = ("preset", "sweep", "speed_kmh", "pilot_snr_db")
 KNOWLEDGE = ("perfect", "naive", "robust")
-# the issue's three speeds: what the statement reports
+# the three speeds the statement reports (pedestrian, urban, highway)
 STATEMENT_SPEEDS_KMH = (3.0, 30.0, 120.0)
 METRICS = tuple(
     [f"goodput_{k}{s}" for k in KNOWLEDGE for s in ("", "_all_ul", "_all_dl")]

@@ -32,7 +32,7 @@ from multispin.experiments.reproduce import (
 )
 from multispin.experiments.reproduce.columns import DROP_DOCS, PARAM_DOCS, ordered_columns, read_csv, write_csv
 from multispin.experiments.reproduce.config import RunConfig, code_version
-from multispin.experiments.reproduce.stats import summarise
+from multispin.experiments.reproduce.stats import summarise_drops
 from multispin.experiments.reproduce.studies import POINTS, drops_for, identification_drops
 
 FIGURES: tuple[ModuleType, ...] = (
@@ -82,7 +82,7 @@ def run_studies(cfg: RunConfig, studies: list[str]) -> dict[str, list[dict]]:
     out = Path(cfg.out)
     for s in studies:
         params = STUDY_PARAMS[s]
-        summaries[s] = [summarise(p.params, rows[(s, p.id)]) for p in points[s]]
+        summaries[s] = [summarise_drops(p.params, rows[(s, p.id)]) for p in points[s]]
         raw = [{**p.params, **r} for p in points[s] for r in rows[(s, p.id)]]
         cols = [c for c in params] + ["drop", "drop_seed"]
         cols += sorted({k for r in raw for k in r} - set(cols))
@@ -137,7 +137,7 @@ def summaries_from_drops(out: Path, studies: list[str]) -> dict[str, list[dict]]
             groups.setdefault(tuple(r.get(k) for k in params), []).append(
                 {k: v for k, v in r.items() if k not in params and v is not None}
             )
-        summaries[s] = [summarise(dict(zip(params, key)), rows) for key, rows in groups.items()]
+        summaries[s] = [summarise_drops(dict(zip(params, key)), rows) for key, rows in groups.items()]
     return summaries
 
 

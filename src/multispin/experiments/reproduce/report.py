@@ -213,7 +213,7 @@ def _optimiser_notes(out: Path) -> str:
     )
 
 
-CERTIFICATE_TARGET_PCT = 5.0  # issue 27: median gap to the communication-aware bound at most this
+CERTIFICATE_TARGET_PCT = 5.0  # the claim: median gap to the communication-aware bound at most this
 
 
 def _certificate_section(out: Path, studies=("pdl", "users", "resources", "extensions", "identification")) -> str:

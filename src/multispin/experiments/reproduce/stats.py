@@ -74,24 +74,35 @@ def non_negative(metric: str) -> bool:
     return metric.startswith(NON_NEGATIVE_PREFIXES)
 
 
+def expanded_percentile(replicates, n: int) -> tuple[float, float]:
+    """The 95% expanded percentile interval (module doc) from bootstrap ``replicates`` of a
+    statistic of ``n`` independent units (resampled with replacement): the replicates' quantiles
+    at Φ(∓√(n/(n−1))·t_{0.975,n−1}). NaN where n < 2 or no replicate is finite."""
+    from scipy.stats import norm
+
+    r = np.asarray(replicates, dtype=float)
+    r = r[np.isfinite(r)]
+    if n < 2 or not r.size:
+        return float("nan"), float("nan")
+    tail = float(norm.sf(math.sqrt(n / (n - 1)) * t_quantile(n)))
+    lo, hi = np.quantile(r, [tail, 1.0 - tail])
+    return float(lo), float(hi)
+
+
 def bootstrap_mean_ci(values: Iterable[float]) -> tuple[float, float, float, int]:
     """(mean, low, high, n) of the finite values, expanded-percentile bootstrap (module doc): the
     interval lies within [min, max] of the values."""
-    from scipy.stats import norm
-
     v, too_few = _finite(values)
     if too_few:
         return too_few
     n, m = int(v.size), float(np.mean(v))
     if np.all(v == v[0]):
         return m, m, m, n
-    z = math.sqrt(n / (n - 1)) * t_quantile(n)
-    tail = float(norm.sf(z))
     rng = np.random.default_rng([0xB0075, n])
     means = v[rng.integers(0, n, size=(BOOTSTRAP_RESAMPLES, n))].mean(axis=1)
-    lo, hi = np.quantile(means, [tail, 1.0 - tail])
+    lo, hi = expanded_percentile(means, n)
     # the mean itself is inside; round-off of the resampled means must not put it outside
-    return m, min(float(lo), m), max(float(hi), m), n
+    return m, min(lo, m), max(hi, m), n
 
 
 def ratio_of_means_ci(num, den) -> tuple[float, float, float]:
@@ -141,7 +152,7 @@ GAINS_OF_MEANS = {
 }
 
 
-def summarise(params: dict[str, Any], rows: list[dict[str, float]]) -> dict[str, Any]:
+def summarise_drops(params: dict[str, Any], rows: list[dict[str, float]]) -> dict[str, Any]:
     """One CSV row: the point's parameters, ``n_drops``, and ``m``, ``m_lo``, ``m_hi`` per metric."""
     out: dict[str, Any] = dict(params)
     out["n_drops"] = len(rows)

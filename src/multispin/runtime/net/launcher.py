@@ -24,7 +24,8 @@ from typing import Any, Literal
 
 from multispin.errors import ConfigError, ProtocolError
 from multispin.models.base import LoadedPair
-from multispin.runtime.net.server import EdgeServer, ServerConfig
+from multispin.runtime.net.server import EdgeServer
+from multispin.runtime.net.server_config import ServerConfig
 from multispin.runtime.round.engine import DraftLengthPolicy, ModePolicy, RoundOutcome, RoundPolicy
 from multispin.runtime.security.auth import resolve_secret
 from multispin.runtime.security.keys import create_keyring

@@ -1,8 +1,8 @@
 """The edge server loop: one target model, K devices over a ZeroMQ ROUTER socket.
 
-`EdgeServer` owns the socket, the clock and the order of a round: it feeds frames to the
-sans-I/O `ServerProtocol` (handshake, admission, what each connection owes), sends what that
-queues, and drives the `RoundEngine` (the round's token math and bookkeeping, shared with the
+`EdgeServer` owns the clock and the order of a round: it feeds the frames its transport
+(`multispin.runtime.net.transport`, the ZeroMQ socket) receives to the sans-I/O `ServerProtocol`
+(handshake, admission, what each connection owes), sends what that queues, and drives the `RoundEngine` (the round's token math and bookkeeping, shared with the
 in-process loop): PLAN to every active device, DRAFTs within the round timeout, one batched
 verify, VERDICTs to the rejected devices, UL/DL corrections, then the round's commit: durable in
 the journal first, COMMITs after, each carrying the device's PLAN of the next round when the
@@ -12,41 +12,28 @@ with a logged reason and the round completes for the rest; a device that reconne
 the server's record, so no token is lost or duplicated, and a server restarted on its journal
 resumes every session.
 
-Security plugs in here: with per-device keys (the default) the socket is a CurveZMQ server whose
-authenticator admits only allowed keys, and the protocol binds each HELLO's device id to its
+Security plugs in here: with per-device keys (the default) the transport is a CurveZMQ server
+whose authenticator admits only allowed keys (watched for changes by
+`multispin.runtime.security.key_watch`), and the protocol binds each HELLO's device id to its
 sender's key; `secret` alone is the plaintext debugging mode.
 """
 
 from __future__ import annotations
 
-import errno
-import functools
 import logging
-import math
-import operator
-import os
 import signal
-import socket
 import threading
 import time
-from dataclasses import dataclass, field
-
-try:
-    import resource
-except ImportError:  # not POSIX: the descriptor budget is unbounded (_descriptor_budget)
-    resource = None  # type: ignore[assignment]
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import zmq
-from pydantic import Field, field_validator
-from zmq.utils.monitor import recv_monitor_message
-
-from multispin.errors import ConfigError, ProtocolError, SecurityError
+from multispin.errors import ConfigError, ProtocolError
 from multispin.models.base import BatchedLM, LoadedPair
 from multispin.runtime.net.jsonlog import JsonlLog
-from multispin.runtime.net.transport_peers import TransportPeers
+from multispin.runtime.net.server_config import DEFAULT_MAX_PENDING, ServerConfig
+from multispin.runtime.net.transport import ServerTransport
 from multispin.runtime.round.engine import (
     DraftLengthPolicy,
     ModePolicy,
@@ -58,15 +45,9 @@ from multispin.runtime.round.engine import (
 from multispin.runtime.round.local import UniformDraftLength, mode_policy
 from multispin.runtime.round.roles import Draft, VerifierServer
 from multispin.runtime.security.auth import resolve_secret
-from multispin.runtime.security.keys import AllowedKeys, ServerKeys, curve_server, load_server_keys, peer_key
-from multispin.runtime.security.limits import (
-    HANDSHAKE_DEADLINE,
-    TOO_MANY_CONNECTIONS,
-    RefusalLog,
-)
-from multispin.runtime.security.limits import (
-    Limits as ConnectionLimits,
-)
+from multispin.runtime.security.key_watch import FAILED, NO_DESCRIPTORS, KeyWatch
+from multispin.runtime.security.keys import AllowedKeys, ServerKeys, load_server_keys
+from multispin.runtime.security.limits import ConnectionLimits, RefusalLog
 from multispin.runtime.store.journal import DeviceRound, Journal, SessionRecord
 from multispin.runtime.wire import messages as P
 from multispin.runtime.wire.records import DeviceRecord, RoundEvent, ServerSummary
@@ -78,120 +59,13 @@ from multispin.runtime.wire.server_protocol import (
     ServerProtocol,
 )
 from multispin.speculative.codecs import exactness_by_mode, make_codec
-from multispin.speculative.verify import DEFAULT_GAMMA_MAX
-from multispin.speculative.warp import SamplingFields
 from multispin.system.payload import WirePayload
-from multispin.vocabulary import FixedMode, mode_spelling
 
 log = logging.getLogger("multispin.server")
 
 _POLL_SLICE_S = 0.05
 _HOUSEKEEPING_S = 0.01  # how often the time-driven checks run while every connection has a session
-_ZMQ_EVENTS, _ZMQ_POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
-# the socket calls of every message with plain ints, frame by frame: pyzmq's send_multipart and
-# recv_multipart combine its enum flags (an IntFlag object built per call) and wrap each frame
-_NOBLOCK, _MORE_NOBLOCK = int(zmq.NOBLOCK), int(zmq.SNDMORE | zmq.NOBLOCK)
-_RCVMORE, _SRCFD = int(zmq.RCVMORE), int(zmq.SRCFD)
-DEFAULT_MAX_PENDING = 64
-KEY_POLL_S = 1.0  # how often the allowed-keys folder is looked at for a change
-# descriptors kept free of connections: the journal's and the log's files, a key reload
-FD_HEADROOM = 32
 OUT_OF_DESCRIPTORS = "out of file descriptors"
-# the transport's own refusals (the socket monitor), before any frame reaches the protocol
-_TRANSPORT_REFUSALS = {
-    zmq.EVENT_HANDSHAKE_FAILED_AUTH: ("auth", "transport: the key is not allowed"),
-    zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: (
-        "protocol",
-        "transport: handshake failed (no key, another server's key, or not ZeroMQ)",
-    ),
-    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: ("protocol", "transport: handshake failed"),
-}
-
-
-# --------------------------------------------------------------------------------------------
-# Configuration and policies
-# --------------------------------------------------------------------------------------------
-
-
-class ServerConfig(SamplingFields):
-    """Everything the server needs besides the model pair, the secret and the policies."""
-
-    host: str = "127.0.0.1"
-    port: int = Field(5555, ge=0, le=65535, description="0 = any free port")
-    expected_devices: int = Field(1, ge=1, le=4096, description="devices to wait for before round 0")
-    max_devices: int = Field(256, ge=1, le=4096, description="distinct device ids this server serves")
-    rounds: int | None = Field(None, ge=1, description="stop after this many rounds (None: when all done)")
-    max_new_tokens: int = Field(32, ge=1, le=1 << 20)
-    max_prompt_tokens: int = Field(4096, ge=1, le=1 << 20)
-    gamma_max: int = Field(DEFAULT_GAMMA_MAX, ge=0, le=256)
-    draft_len: int = Field(4, ge=0, le=256, description="γ of the default (uniform) draft-length policy")
-    mode: FixedMode = "random"  # the default mode policy
-    seed: int = Field(0, ge=0, le=P.MAX_SEED)
-    ul_codec: str = "dense-fp32"
-    dl_codec: str = "dense-fp32"
-    round_timeout_s: float = Field(30.0, gt=0, description="longest wait for one phase (draft, correction) of a round")
-    join_timeout_s: float = Field(120.0, gt=0, description="longest wait for expected_devices before round 0")
-    handshake_timeout_s: float = Field(10.0, gt=0)
-    idle_timeout_s: float = Field(60.0, gt=0, description="how long to wait for detached, unfinished devices")
-    bye_timeout_s: float = Field(5.0, ge=0, description="how long to wait for devices' final BYE")
-    max_connections: int | None = Field(
-        None, ge=1, le=65536, description="sessions + handshakes at once (None: max_devices + max_pending)"
-    )
-    max_pending: int | None = Field(
-        None,
-        ge=1,
-        le=65536,
-        description="handshakes in flight at once (None: "
-        f"{DEFAULT_MAX_PENDING}, at most max_connections; given, it must fit in them)",
-    )
-    refusal_log_interval_s: float = Field(
-        10.0,
-        gt=0,
-        description="one log line per refusal cause per interval (and per device and cause for drops and resumes)",
-    )
-    max_draft_misses: int = Field(
-        2,
-        ge=1,
-        description="draft deadlines (round_timeout_s) a device may miss in "
-        "a row; at the last it is told to back off (ERROR busy, HELLOs busy for "
-        "straggler_backoff_s)",
-    )
-    straggler_backoff_s: float | None = Field(
-        None,
-        gt=0,
-        description="how long a straggler is kept out "
-        "(None: 10 × max_draft_misses × round_timeout_s, so that "
-        "stragglers cost the others at most ~1/11 of the time)",
-    )
-    max_replacements_per_min: int = Field(
-        10,
-        ge=1,
-        description="new sessions of one device (replacing its "
-        "live one or resuming) in a minute; the next is told to retry later",
-    )
-    history: bool = Field(
-        False,
-        description="keep every round's event and record in memory for the "
-        "summary (experiments); off: rounds stream to the log, aggregates stay",
-    )
-    job_slots: int | None = Field(
-        None,
-        ge=1,
-        le=4096,
-        description="steady-state runs: device ids d, d + "
-        "job_slots, d + 2·job_slots, … are one device's successive jobs (prompts); "
-        "when one finishes, the next round waits for its successor to join",
-    )
-
-    @property
-    def bind_endpoint(self) -> str:
-        return f"tcp://{self.host}:{self.port if self.port else '*'}"
-
-    @field_validator("mode", mode="before")
-    @classmethod
-    def _mode_spelling(cls, mode):
-        """``mixed`` (the fair coin's earlier name) is ``random``."""
-        return mode_spelling(mode)
 
 
 # --------------------------------------------------------------------------------------------
@@ -290,13 +164,12 @@ class EdgeServer:
         # The bits of every message of a round, from the codecs and the pair in use.
         self.wire = WirePayload.from_codecs(self.ul_codec, self.dl_codec, self.vocab_size, config.gamma_max)
         self.engine = RoundEngine(self.verifier, self.policy, config.max_new_tokens, self.eos_ids, self.wire)
-        self._ctx: zmq.Context | None = None
-        self._sock: zmq.Socket | None = None
-        self._monitor: zmq.Socket | None = None  # the socket's TCP connections opening and closing
-        self._poller = zmq.Poller()
-        self._transport = TransportPeers()
+        self.transport = ServerTransport(
+            self.transport_limit_bytes,
+            config.handshake_timeout_s,
+            lambda cause, now, reason: self.refusals.refused(cause, now, peer=reason),
+        )
         self._next_housekeeping = 0.0
-        self._authenticator: Any = None
         self.journal: Journal | None = None
         self.recovered: list[int] = []  # devices restored from the journal at start
         self._jobs_due: set[int] = set()  # successors of jobs that finished (job_slots), not joined yet
@@ -309,16 +182,11 @@ class EdgeServer:
         self.refusals = RefusalLog(config.refusal_log_interval_s, emit=self._log_refusals)
         # drops and resumes, per device and cause: one valid key can make them at will
         self.churn = RefusalLog(config.refusal_log_interval_s, emit=self._log_refusals, label="churn")
-        self.transport_refused = 0  # connections the transport turned away, never seen by the protocol
         # draft deadlines missed and stragglers told to back off: what slow devices cost the others
         # (held_at_most_s: the deadlines waited out; the others' loss is at most that)
         self.stragglers: dict[str, float] = {"missed": 0, "backed_off": 0, "held_at_most_s": 0.0}
-        self._reload_keys = threading.Event()
-        self._keys_seen = self.allowed.signature() if self.allowed is not None else None
-        self._next_key_poll = 0.0
-        self._keys_retry_at = 0.0
+        self.key_watch = KeyWatch(self.allowed) if self.allowed is not None else None
         self._check_revoked = False
-        self._fd_budget = 1 << 30  # connections the descriptor limit allows (measured once bound)
 
     def _make_protocol(self) -> ServerProtocol:
         cfg = self.config
@@ -337,7 +205,7 @@ class EdgeServer:
             eos_ids=self.eos_ids,
         )
         max_connections = cfg.max_connections or cfg.max_devices + (cfg.max_pending or DEFAULT_MAX_PENDING)
-        # only the default adapts to max_connections; a max_pending given larger is refused (Limits)
+        # only the default adapts to max_connections; a max_pending given larger is refused (ConnectionLimits)
         max_pending = cfg.max_pending or min(DEFAULT_MAX_PENDING, max_connections)
         return ServerProtocol(
             self._secret,
@@ -421,45 +289,31 @@ class EdgeServer:
 
     def request_key_reload(self) -> None:
         """Re-read the allowed-keys folder at the loop's next step (SIGHUP; any thread)."""
-        self._reload_keys.set()
+        if self.key_watch is not None:
+            self.key_watch.request()
 
     def _watch_keys(self, now: float) -> None:
-        """Reload the allowed keys on request or when the folder changed (checked every
-        KEY_POLL_S): an added key is let in by the transport at once; a removed one's session
-        ends before the next round (`_end_revoked_sessions`)."""
-        if self.allowed is None or (not self._reload_keys.is_set() and now < self._next_key_poll):
+        """Reload the allowed keys on request or when the folder changed (`KeyWatch`): an added
+        key is let in by the transport at once; a removed one's session ends before the next
+        round (`_end_revoked_sessions`)."""
+        change = self.key_watch.poll(now) if self.key_watch is not None else None
+        if change is None:
             return
-        if now < self._keys_retry_at:  # out of descriptors at the last look: once per poll, even on SIGHUP
-            return
-        self._next_key_poll = now + KEY_POLL_S
-        before = self.allowed.ids()
-        try:
-            seen = self.allowed.signature()
-            if not self._reload_keys.is_set() and seen == self._keys_seen:
-                return
-            self.allowed.reload()
-        except OSError as exc:  # out of descriptors (a flood): the old set stays, polled again next time
-            self._keys_retry_at = now + KEY_POLL_S
-            self.refusals.refused(OUT_OF_DESCRIPTORS, now, peer=f"allowed keys not re-read ({exc.strerror})")
-            return
-        except SecurityError as exc:  # a half-copied or misnamed file: keep serving the old set
-            self._reload_keys.clear()
-            self._keys_seen = seen
-            log.warning("allowed keys not reloaded, the previous %d stay: %s", len(before), exc)
-            self.log.write("keys_reload_failed", reason=str(exc))
-            return
-        self._reload_keys.clear()
-        self._keys_seen = seen
-        after = self.allowed.ids()
-        added, removed = sorted(after - before), sorted(before - after)
-        log.warning(
-            "allowed keys reloaded: %d key(s)%s%s",
-            len(after),
-            f", added device(s) {added}" if added else "",
-            f", removed device(s) {removed}" if removed else "",
-        )
-        self.log.write("keys_reloaded", keys=len(after), added=added, removed=removed)
-        self._check_revoked = True
+        if change.kind == NO_DESCRIPTORS:
+            self.refusals.refused(OUT_OF_DESCRIPTORS, now, peer=f"allowed keys not re-read ({change.reason})")
+        elif change.kind == FAILED:
+            log.warning("allowed keys not reloaded, the previous %d stay: %s", change.keys, change.reason)
+            self.log.write("keys_reload_failed", reason=change.reason)
+        else:
+            added, removed = change.added, change.removed
+            log.warning(
+                "allowed keys reloaded: %d key(s)%s%s",
+                change.keys,
+                f", added device(s) {added}" if added else "",
+                f", removed device(s) {removed}" if removed else "",
+            )
+            self.log.write("keys_reloaded", keys=change.keys, added=added, removed=removed)
+            self._check_revoked = True
 
     def _end_revoked_sessions(self) -> None:
         """Between rounds: a session whose key is no longer allowed as its device ends (ERROR
@@ -503,43 +357,17 @@ class EdgeServer:
         one is read and refused with a logged reason."""
         return 4 * max(self.limits.max_bytes(t) for t in HANDSHAKE_TYPES + SESSION_TYPES) + 65536
 
-    def _open_socket(self) -> zmq.Socket:
-        self._ctx = zmq.Context()
-        sock = self._sock = self._ctx.socket(zmq.ROUTER)
-        sock.setsockopt(zmq.ROUTER_MANDATORY, 1)  # sending to a vanished device raises, never blocks
-        sock.setsockopt(zmq.LINGER, 1000)
-        sock.setsockopt(zmq.SNDHWM, 10_000)
-        sock.setsockopt(zmq.RCVHWM, 10_000)
-        sock.setsockopt(zmq.MAXMSGSIZE, self.transport_limit_bytes)
-        # a TCP peer that never completes the transport handshake is closed after this
-        sock.setsockopt(zmq.HANDSHAKE_IVL, int(self.config.handshake_timeout_s * 1000))
-        # every TCP connection's ACCEPTED and DISCONNECTED, before bind so that none is missed
-        self._monitor = sock.get_monitor_socket(
-            zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED | functools.reduce(operator.or_, _TRANSPORT_REFUSALS)
-        )
-        self._poller.register(sock, zmq.POLLIN)
-        self._poller.register(self._monitor, zmq.POLLIN)
-        return sock
-
     def run(self, on_ready: Callable[[str], None] | None = None) -> ServerSummary:
         """Bind, serve until done or stopped, shut down; ``on_ready(endpoint)`` once bound (a
         banner saying "waiting" is only true after the bind succeeded)."""
         started = time.perf_counter()
-        sock = self._open_socket()
         stop_reason = "error"
         try:
-            if self.keys is not None:  # before bind: libzmq admits any key while no authenticator runs
-                self._authenticator = curve_server(sock, self.keys, self.allowed)
-            try:
-                sock.bind(self.config.bind_endpoint)
-            except zmq.ZMQError as exc:
-                raise ConfigError(f"port: cannot bind {self.config.bind_endpoint} ({exc})") from None
-            self.endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
-            self._fd_budget = _descriptor_budget(FD_HEADROOM)
-            if self._fd_budget < self.proto.budget.limits.max_connections:
+            self.endpoint = self.transport.open(self.config.bind_endpoint, self.keys, self.allowed)
+            if self.transport.fd_budget < self.proto.budget.limits.max_connections:
                 log.info(
                     "the descriptor limit allows %d connections at once (fewer than max_connections %d)",
-                    self._fd_budget,
+                    self.transport.fd_budget,
                     self.proto.budget.limits.max_connections,
                 )
             if self.journal is not None and self.journal.repaired is not None:
@@ -729,8 +557,7 @@ class EdgeServer:
         r, timeout = out.round, self.config.round_timeout_s
         for d, c in io.conns.items():
             if not self.proto.planned(c, r):  # else its last COMMIT carried this PLAN
-                self.proto.expect(c, ConnState.AWAIT_DRAFT, r, out.gammas[d])
-                self.proto.send(c, P.PlanMsg(r, out.gammas[d]))
+                self.proto.plan(c, r, out.gammas[d])
         self._flush()
         # the connections still owing their DRAFT, fewer at each wake-up (a DRAFT taken or a
         # session ended stays so): a round's DRAFTs wake the loop up to K times, and each wake-up
@@ -807,8 +634,7 @@ class EdgeServer:
             if mode == "dl":
                 p_payload = self.engine.p_payload(out, d)
                 io.payload_bytes[d] = len(p_payload)
-            self.proto.expect(c, ConnState.AWAIT_Q if mode == "ul" else ConnState.AWAIT_CORRECTION, r)
-            self.proto.send(c, P.VerdictMsg(r, v.num_accepted, mode, p_payload))
+            self.proto.verdict(c, r, v.num_accepted, mode, p_payload)
             waiting[d] = mode
         self._flush()  # a VERDICT that could not be sent dropped its session: the wait sees it
         return waiting
@@ -906,20 +732,17 @@ class EdgeServer:
     def _flush(self) -> None:
         """Send what the protocol queued and log what it recorded; a connection that cannot take
         its message is dropped."""
-        proto, sock = self.proto, self._sock
-        assert sock is not None
+        proto, send = self.proto, self.transport.send
         while proto.outbox or proto.events:
             outbox, proto.outbox = proto.outbox, []
             for identity, conn, msg in outbox:
                 if conn is not None and not conn.alive and msg.TYPE != "ERROR":
                     continue
                 raw = P.encode_message(msg)
-                try:  # ROUTER_MANDATORY: a vanished peer or a full queue fails the identity frame
-                    sock.send(identity, _MORE_NOBLOCK)
-                    sock.send(raw, _NOBLOCK)
-                except zmq.ZMQError as exc:
+                failed = send(identity, raw)
+                if failed is not None:
                     if conn is not None:
-                        proto.drop(conn, "internal", f"send {msg.TYPE} failed: {exc.strerror}", notify=False)
+                        proto.drop(conn, "internal", f"send {msg.TYPE} failed: {failed}", notify=False)
                     continue
                 if conn is not None:
                     conn.bytes_out += len(raw)
@@ -959,35 +782,14 @@ class EdgeServer:
 
     def _pump(self, timeout_s: float) -> None:
         """Wait up to timeout_s for traffic, then handle everything queued."""
-        sock = self._sock
-        assert sock is not None
-        self._poller.poll(max(0, int(math.ceil(timeout_s * 1000))))
-        transport, proto, keyed = self._transport, self.proto, self.keys is not None
-        while True:
-            self._take_transport_events()  # a connection's ACCEPTED comes before its first frame
-            try:
-                routing = sock.recv(_NOBLOCK, copy=False)  # a Frame: its SRCFD names the connection
-            except zmq.Again:
-                break
-            identity = routing.bytes
-            if not transport.knows(identity):  # only a peer's first frame binds it to its connection
-                transport.seen(identity, routing.get(_SRCFD))
-            # a session's frames as bytes; a handshake's (key mode) as Frames, which name the key
-            # the transport authenticated (a session's key was checked at its HELLO)
-            handshake = keyed and identity not in proto.conns
-            frames = []
-            while sock.getsockopt(_RCVMORE):
-                frames.append(sock.recv(_NOBLOCK, copy=not handshake))
-            key = None
-            if handshake and frames:
-                key = peer_key(frames[0])
-                frames = [f.bytes for f in frames]  # type: ignore[union-attr]  # copy=False: Frames
-            proto.receive(identity, frames, time.monotonic(), key)  # type: ignore[arg-type]  # bytes by now
+        transport, proto = self.transport, self.proto
+        transport.poll(timeout_s)
+        for identity, frames, key in transport.receive(self.keys is not None, proto.conns):
+            proto.receive(identity, frames, time.monotonic(), key)
             if proto.outbox or proto.events:
                 self._flush()
         # only now: every frame a closed connection delivered before its close has been read
         for lost in transport.take_lost():
-            assert isinstance(lost, bytes)  # the peers are the ZeroMQ identities it was told
             proto.connection_lost(
                 lost,
                 "connection lost: the device closed it, or the "
@@ -997,68 +799,26 @@ class EdgeServer:
         # the time-driven checks (handshake deadlines, connection bounds, log intervals, the key
         # folder) at most every _HOUSEKEEPING_S: a round's traffic wakes the loop several times
         # per device, and the connection bounds walk every connection
-        if now >= self._next_housekeeping or proto.pending or transport.connections > len(proto.conns):
+        if now >= self._next_housekeeping or proto.pending or transport.peers.connections > len(proto.conns):
             self._next_housekeeping = now + _HOUSEKEEPING_S
             proto.expire(now)
-            self._bound_connections(now)
+            transport.cut_idle(now, proto.conns.__contains__, proto.budget.limits)
             self.refusals.tick(now)
             self.churn.tick(now)
             self._watch_keys(now)
         self._flush()
 
-    def _bound_connections(self, now: float) -> None:
-        """Cut the TCP connections that hold a descriptor for nothing: open past the handshake
-        deadline without a session (a peer that finished the transport handshake and then says
-        nothing never reaches the protocol, whose budget counts peers from their first frame),
-        and those over max_connections, silent ones first. A device cut this way reconnects
-        (its HELLO waits in its socket) and gets in when a slot is free."""
-        established = self.proto.conns.__contains__
-        limits = self.proto.budget.limits
-        # at most what the descriptor limit leaves: beyond it libzmq cannot accept, and a device
-        # would wait in the kernel's backlog behind the flood; below it, the oldest silent
-        # connection makes room for each newcomer
-        most = min(limits.max_connections, self._fd_budget)
-        for cause, cut in (
-            (HANDSHAKE_DEADLINE, self._transport.overdue(now, limits.handshake_deadline_s, established)),
-            (TOO_MANY_CONNECTIONS, self._transport.excess(most, established)),
-        ):
-            for fd, tag in cut:
-                silent = not self._transport.spoke(fd)
-                done = _cut_connection(fd, tag)
-                if done is None:  # the shutdown failed: try again at the next check
-                    self._transport.uncut(fd)
-                elif done and silent:  # one that spoke was answered by the protocol
-                    self.transport_refused += 1
-                    self.refusals.refused(cause, now, peer="transport: a connection that sent nothing")
-
-    def _take_transport_events(self) -> None:
-        monitor = self._monitor
-        assert monitor is not None
-        # getsockopt with plain ints: cheaper than poll(0), which builds a Poller, and than get()
-        # with the enums (this runs before every frame the loop reads)
-        while monitor.getsockopt(_ZMQ_EVENTS) & _ZMQ_POLLIN:  # type: ignore[operator]  # an int option
-            event = recv_monitor_message(monitor)
-            if event["event"] == zmq.EVENT_ACCEPTED:
-                fd = event["value"]
-                self._transport.accepted(fd, time.monotonic(), _addresses(fd))
-            elif event["event"] == zmq.EVENT_DISCONNECTED:
-                self._transport.disconnected(event["value"])
-            elif event["event"] in _TRANSPORT_REFUSALS:
-                code, reason = _TRANSPORT_REFUSALS[event["event"]]  # type: ignore[index]  # an int of the enum
-                self.transport_refused += 1
-                self.refusals.refused(code, time.monotonic(), peer=reason)
-
     # ---------------------------------------------------------------- shutdown
 
     def _shutdown(self, stop_reason: str, wall_s: float) -> ServerSummary:
         try:
-            if self._sock is not None and self.endpoint is not None and stop_reason == "rounds":
+            if self.transport.bound and stop_reason == "rounds":
                 self._await_next_jobs(timeout_s=min(self.config.join_timeout_s, 10.0))
         except Exception as exc:  # never lose the summary and the log over a goodbye
             log.warning("shutdown: %s", exc)
         self.proto.closing = True
         try:
-            if self._sock is not None and self.endpoint is not None:
+            if self.transport.bound:
                 for _d, dev in sorted(self.proto.devices.items()):
                     c = dev.conn
                     if c is not None and c.alive and c.state is not ConnState.AWAIT_BYE:
@@ -1102,7 +862,7 @@ class EdgeServer:
             )
         self.refusals.flush(time.monotonic())
         self.churn.flush(time.monotonic())
-        refused = self.proto.refused + self.transport_refused
+        refused = self.proto.refused + self.transport.refused
         summary = ServerSummary(
             self.round_idx,
             stop_reason,
@@ -1129,76 +889,8 @@ class EdgeServer:
             if stop_reason == "done":
                 self.journal.complete(stop_reason)
             self.journal.close()
-        if self._monitor is not None:
-            self._sock.disable_monitor()  # type: ignore[union-attr]
-            self._monitor.close(linger=0)
-        if self._sock is not None:
-            self._sock.close(linger=500)
-        if self._authenticator is not None:
-            self._authenticator.stop()
-        if self._ctx is not None:
-            self._ctx.term()
+        self.transport.close()
         return summary
-
-
-def _borrowed(fd: int) -> socket.socket | None:
-    """A socket object on libzmq's descriptor ``fd`` itself, not a duplicate: at the descriptor
-    limit (a flood) there is no spare descriptor for os.dup, and the connections to cut are the
-    very ones holding them. The caller must `detach` it (closing it would close libzmq's)."""
-    try:
-        return socket.socket(fileno=fd)
-    except OSError:  # not a socket (any more)
-        return None
-
-
-def _addresses(fd: int) -> tuple | None:
-    """(local, peer) address of the TCP connection on libzmq's descriptor ``fd``; None if it is
-    not a connected socket."""
-    sock = _borrowed(fd)
-    if sock is None:
-        return None
-    try:
-        return sock.getsockname(), sock.getpeername()
-    except OSError:
-        return None
-    finally:
-        sock.detach()
-
-
-def _cut_connection(fd: int, tag: tuple | None) -> bool | None:
-    """Shut down the connection on libzmq's descriptor ``fd``: libzmq reads the end, closes the
-    descriptor itself and reports DISCONNECTED. Only if the descriptor still holds the very
-    connection its ACCEPTED named (same local and peer address): a descriptor closed and reused
-    meanwhile is left alone (False). None: the shutdown itself failed, worth another try. Needs
-    no descriptor of its own. libzmq has no call to close one peer of a ROUTER."""
-    if tag is None or _addresses(fd) != tag:
-        return False
-    sock = _borrowed(fd)
-    if sock is None:
-        return False
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-        return True
-    except OSError as exc:
-        return False if exc.errno == errno.ENOTCONN else None  # ENOTCONN: the peer is gone already
-    finally:
-        sock.detach()
-
-
-def _descriptor_budget(headroom: int) -> int:
-    """How many more descriptors this process may open, less ``headroom`` (the journal, the
-    log, a key reload): the connections the server keeps at most. Unbounded where the limit or
-    the open descriptors cannot be read."""
-    if resource is None:
-        return 1 << 30
-    try:
-        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        used = len(os.listdir("/proc/self/fd"))
-    except (OSError, ValueError):
-        return 1 << 30
-    if soft == resource.RLIM_INFINITY:
-        return 1 << 30
-    return max(1, soft - used - headroom)
 
 
 def install_signal_handlers(server: EdgeServer) -> None:

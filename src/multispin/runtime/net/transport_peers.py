@@ -18,7 +18,7 @@ live connection is never reported gone. A closed connection's peers are reported
 loop asks (`take_lost`), after it has read every frame already queued: libzmq delivers a
 connection's last frames (a BYE, say) before it reports the close.
 
-It also bounds the connections themselves (issue 22): a peer that finishes the transport
+It also bounds the connections themselves: a peer that finishes the transport
 handshake and then says nothing never reaches the protocol, so only the transport can count it.
 `overdue` names the connections open past the handshake deadline without an authenticated
 session on them (silent, refused, or stuck in the handshake), `excess` the ones over

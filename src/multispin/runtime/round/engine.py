@@ -32,7 +32,7 @@ class ModePolicy(Protocol):
 
 
 @dataclass
-class RoundPlan:
+class PlannedRound:
     """What a policy decided before drafting. The mode decision receives it back, so a policy
     keeps a round's context (channel, estimates, its optimiser's plan) here, not on itself."""
 
@@ -44,12 +44,12 @@ class RoundPolicy(Protocol):
     """Proactive plan, reactive modes and feedback, in the order the engine calls them (the
     shape of Hugging Face's candidate generator with `update_candidate_strategy`)."""
 
-    def plan(self, round_idx: int, active: Sequence[int], caps: Mapping[int, int] | None = None) -> RoundPlan:
+    def plan(self, round_idx: int, active: Sequence[int], caps: Mapping[int, int] | None = None) -> PlannedRound:
         """γ per active device; ``caps``: the longest draft the engine lets each one use
         (its remaining budget − 1, at most γ_max), so a budget-aware policy plans within them."""
         ...
 
-    def modes(self, plan: RoundPlan, rejected: Sequence[int]) -> Mapping[int, LinkMode]: ...
+    def modes(self, plan: PlannedRound, rejected: Sequence[int]) -> Mapping[int, LinkMode]: ...
 
     def observe(self, outcome: RoundOutcome) -> object | None:
         """Learn from the round; return what the round cost on the policy's clock (a planner's
@@ -64,10 +64,10 @@ class PolicyPair:
     draft_lengths: DraftLengthPolicy
     mode_policy: ModePolicy
 
-    def plan(self, round_idx: int, active: Sequence[int], caps: Mapping[int, int] | None = None) -> RoundPlan:
-        return RoundPlan(round_idx, self.draft_lengths(round_idx, list(active)))  # the engine clips
+    def plan(self, round_idx: int, active: Sequence[int], caps: Mapping[int, int] | None = None) -> PlannedRound:
+        return PlannedRound(round_idx, self.draft_lengths(round_idx, list(active)))  # the engine clips
 
-    def modes(self, plan: RoundPlan, rejected: Sequence[int]) -> Mapping[int, LinkMode]:
+    def modes(self, plan: PlannedRound, rejected: Sequence[int]) -> Mapping[int, LinkMode]:
         return self.mode_policy(plan.round, list(rejected))
 
     def observe(self, outcome: RoundOutcome) -> None:
@@ -124,7 +124,7 @@ class RoundOutcome:
 
     round: int
     gammas: dict[int, int]  # γ of every device active at the round's start (after the clip)
-    plan: RoundPlan | None = None  # the policy's plan for the round
+    plan: PlannedRound | None = None  # the policy's plan for the round
     rejected: list[int] = field(default_factory=list)
     modes: dict[int, LinkMode] = field(default_factory=dict)
     records: dict[int, RoundRecord] = field(default_factory=dict)  # devices that committed

@@ -26,7 +26,7 @@ import numpy as np
 from multispin.runtime.round.planner import ScenarioPlanner, analytic_round
 from multispin.system.payload import WirePayload
 from multispin.system.scenario import Scenario
-from multispin.vocabulary import RUN_POLICIES as POLICIES
+from multispin.vocabulary import RUN_POLICIES
 
 # channel rounds the forecast plans on: far past any run, so it never sees a realised channel
 FORECAST_ROUND_OFFSET = 1 << 40
@@ -72,7 +72,9 @@ def forecast_goodput(
             rp = planner.plan(r, range(k), caps)
             r += 1
             gamma = np.asarray(rp.proactive.draft_len, dtype=np.int64)
-            n, tc, tm = analytic_round(rp.instance.replace(alpha=truth), gamma, POLICIES[planner.policy], split, rng)
+            n, tc, tm = analytic_round(
+                rp.instance.replace(alpha=truth), gamma, RUN_POLICIES[planner.policy], split, rng
+            )
             tokens, comp, comm = tokens + n, comp + tc, comm + tm
             accepted = draw_accepted(truth, gamma, rng)
             if online:

@@ -20,16 +20,6 @@ from multispin.vocabulary import DL, UL, LinkMode, fixed_mode
 
 
 @dataclass
-class FixedDraftLengths:
-    """The same γ for every device (or one per device)."""
-
-    draft_lens: dict[int, int]
-
-    def __call__(self, round_idx: int, active: Sequence[int]) -> dict[int, int]:
-        return {d: self.draft_lens[d] for d in active}
-
-
-@dataclass
 class UniformDraftLength:
     """The same γ for every active device, whatever its id."""
 

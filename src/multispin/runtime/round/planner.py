@@ -16,7 +16,7 @@ alike) and the bookkeeper of what each round cost on the scenario's clock:
   `channel.correction_deadline_s` a correction that misses the deadline is cut there and resent
   whole at the next round on that round's channel, and the clock charges both (`_retransmit`);
 - after verification `optimize.reactive` picks modes, powers and bandwidths for the rejected set
-  (kept on the round's `ScenarioRoundPlan`, which the engine hands back to `observe`);
+  (kept on the round's `ScenarioPlannedRound`, which the engine hands back to `observe`);
 - `observe` records the round: T_comp from the γ actually drafted and the compute profile
   (drafting uploads included), T_comm as the largest airtime, over the devices that moved a
   distribution, of the correction bits each one's record says it moved, at that round's power,
@@ -49,14 +49,13 @@ from multispin.optimize.goodput import t_comp_s
 from multispin.optimize.plan import plan
 from multispin.optimize.reactive import reactive
 from multispin.runtime.round.acceptance_estimate import ALPHA_CEIL, ALPHA_FLOOR, AcceptanceEstimator  # noqa: F401
-from multispin.runtime.round.engine import RoundOutcome, RoundPlan, RoundRecord
+from multispin.runtime.round.engine import PlannedRound, RoundOutcome, RoundRecord
 from multispin.system.channel import World, coin_uniforms, stream
 from multispin.system.channel_process import ChannelProcess, uses_channel_process
 from multispin.system.payload import WirePayload
 from multispin.system.radio import rate_bps
 from multispin.system.scenario import Scenario
-from multispin.vocabulary import PLAN_POLICIES, TARGET_ONLY, LinkMode, policy_name
-from multispin.vocabulary import RUN_POLICIES as POLICIES
+from multispin.vocabulary import PLAN_POLICIES, RUN_POLICIES, TARGET_ONLY, LinkMode, policy_name
 
 
 @dataclass
@@ -125,7 +124,7 @@ def model_predictions(planner: ScenarioPlanner, mc_rounds: int, seed: int) -> di
     ratio Σ tokens / Σ time, comparable with the running system's `goodput_tokens_per_s`."""
     from multispin.optimize.montecarlo import simulate_rounds
 
-    modes = POLICIES[planner.policy]
+    modes = RUN_POLICIES[planner.policy]
     rng = np.random.default_rng([seed, 41])
     a_tok = a_time = mc_tok = mc_time = 0.0
     for inst, gamma, index in planner.history:
@@ -153,7 +152,7 @@ def target_only_plan(inst):
 
 
 @dataclass
-class ScenarioRoundPlan(RoundPlan):
+class ScenarioPlannedRound(PlannedRound):
     """One round of the scenario: who is active, their Instance (this round's channel, the
     current estimates, the codecs' bits), the proactive plan and, after verification, the
     reactive decision (modes, powers, bandwidths) the clock charges."""
@@ -249,7 +248,9 @@ class ScenarioPlanner:
             )
         return self.process.gains(state), est.naive(), posterior
 
-    def plan(self, round_idx: int, active: Sequence[int], caps: Mapping[int, int] | None = None) -> ScenarioRoundPlan:
+    def plan(
+        self, round_idx: int, active: Sequence[int], caps: Mapping[int, int] | None = None
+    ) -> ScenarioPlannedRound:
         """γ for the active devices from this round's channel (or its estimate) and the current
         acceptance estimates, never past a device's cap (``caps``: the engine's remaining budget − 1);
         the plan's instance carries the true channel, which the modes and the clock use. The time it
@@ -259,7 +260,9 @@ class ScenarioPlanner:
         rplan.planning_cpu_s, rplan.planning_wall_s = time.thread_time() - cpu0, time.perf_counter() - wall0
         return rplan
 
-    def _plan(self, round_idx: int, active: Sequence[int], caps: Mapping[int, int] | None = None) -> ScenarioRoundPlan:
+    def _plan(
+        self, round_idx: int, active: Sequence[int], caps: Mapping[int, int] | None = None
+    ) -> ScenarioPlannedRound:
         active = list(active)
         idx = [self._index(d) for d in active]
         true_ch, seen_ch, posterior = self._round_channel(round_idx)
@@ -287,8 +290,8 @@ class ScenarioPlanner:
         self._true_channel = true_ch
         seen = inst if seen_ch is true_ch else wired(seen_ch)
         if self.policy == TARGET_ONLY:
-            return ScenarioRoundPlan(round_idx, {d: 0 for d in active}, active, inst, target_only_plan(inst))
-        modes = POLICIES[self.policy]
+            return ScenarioPlannedRound(round_idx, {d: 0 for d in active}, active, inst, target_only_plan(inst))
+        modes = RUN_POLICIES[self.policy]
         u = stream(self.scenario.seed, "saa", round_idx).random((self._n_saa, len(idx)))
         mode_u = stream(self.scenario.seed, "modes", round_idx).random(u.shape) if modes == "random" else None
         if posterior is None:
@@ -324,19 +327,19 @@ class ScenarioPlanner:
         # a round with no observation after it (the forecast) ages the channel by its planned duration
         self._last_round_s = proactive.goodput.t_comp_s + proactive.goodput.e_t_comm_s
         gammas = {d: int(g) for d, g in zip(active, proactive.draft_len)}
-        return ScenarioRoundPlan(
+        return ScenarioPlannedRound(
             round_idx, gammas, active, inst, proactive, objective_score=score, objective_search=search
         )
 
-    def modes(self, rplan: ScenarioRoundPlan, rejected: Sequence[int]) -> dict[int, LinkMode]:
+    def modes(self, rplan: ScenarioPlannedRound, rejected: Sequence[int]) -> dict[int, LinkMode]:
         """Modes, powers and bandwidths for the rejected set; the decision stays on the plan."""
         pos = {d: i for i, d in enumerate(rplan.active)}
         mask = np.zeros(len(rplan.active), dtype=bool)
         mask[[pos[d] for d in rejected]] = True
         mode_u = None
-        if POLICIES[self.policy] == "random":  # the fair coin, flipped per device id (as `generate` flips it)
+        if RUN_POLICIES[self.policy] == "random":  # the fair coin, flipped per device id (as `generate` flips it)
             mode_u = coin_uniforms(self.scenario.seed, rplan.round, rplan.active)[None, :]
-        modes = POLICIES[self.policy]
+        modes = RUN_POLICIES[self.policy]
         if rplan.objective_search is not None and self.objective == "energy" and modes == "optimal":
             # the energy objective's modes for this rejected set (not the UL prefix in general), at
             # the plan's value as Dinkelbach's λ; the reactive solver then sets the powers for them
@@ -351,7 +354,7 @@ class ScenarioPlanner:
         """Charge the round to the scenario's clock (`rounds`), update the acceptance estimates and
         return the round's cost (the engine carries it on the outcome)."""
         rplan = outcome.plan
-        assert isinstance(rplan, ScenarioRoundPlan), "observe: the outcome of a round this planner planned"
+        assert isinstance(rplan, ScenarioPlannedRound), "observe: the outcome of a round this planner planned"
         cost = self._charge(rplan, outcome.records)
         self.rounds.append(cost)
         self._last_round_s = cost.latency_s  # the channel ages over the round's actual duration
@@ -363,7 +366,7 @@ class ScenarioPlanner:
         """Bits the clock charges for a device's correction: what its record says it moved."""
         return record.correction_bits
 
-    def _airtime_s(self, rplan: ScenarioRoundPlan, bits: int, mode: str, i: int) -> tuple[float, float]:
+    def _airtime_s(self, rplan: ScenarioPlannedRound, bits: int, mode: str, i: int) -> tuple[float, float]:
         """(airtime of `bits` for active device index i in `mode` under this round's decision, gain)."""
         dec, inst = rplan.decision, rplan.instance
         gain = float((inst.gain_ul if mode == "ul" else inst.gain_dl)[i])
@@ -390,7 +393,7 @@ class ScenarioPlanner:
                 del self._pending[d]
         return sent, total
 
-    def _charge(self, rplan: ScenarioRoundPlan, records: dict[int, RoundRecord]) -> RoundCost:
+    def _charge(self, rplan: ScenarioPlannedRound, records: dict[int, RoundRecord]) -> RoundCost:
         pos = {d: i for i, d in enumerate(rplan.active)}
         gamma = np.zeros(len(rplan.active), dtype=int)
         for d, r in records.items():

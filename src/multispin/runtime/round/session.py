@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from multispin.errors import Interrupted
 from multispin.models.base import BatchedSequence, LoadedPair
@@ -22,7 +22,7 @@ from multispin.speculative.codecs import exactness_by_mode, make_codec
 from multispin.speculative.stats import AcceptanceStats
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 from multispin.speculative.warp import SamplingFields
-from multispin.vocabulary import FixedMode, fixed_mode_links, mode_spelling
+from multispin.vocabulary import FixedMode, fixed_mode_links
 
 
 class GenerateConfig(SamplingFields):
@@ -36,12 +36,6 @@ class GenerateConfig(SamplingFields):
     dl_codec: str = "dense-fp32"
     drafts: list[str] | None = None  # draft model per device, cycled; default: all of the pair's
     prompts: list[str] | None = None  # cycled over devices; default: built-in prompts
-
-    @field_validator("mode", mode="before")
-    @classmethod
-    def _mode_spelling(cls, mode):
-        """``mixed`` (the fair coin's earlier name) is ``random``."""
-        return mode_spelling(mode)
 
 
 @dataclass

@@ -31,7 +31,7 @@ HANDSHAKE_DEADLINE = "handshake deadline passed"
 
 
 @dataclass(frozen=True)
-class Limits:
+class ConnectionLimits:
     max_connections: int = 512
     max_pending: int = 64
     handshake_deadline_s: float = 10.0
@@ -54,7 +54,7 @@ class ConnectionBudget:
     when its handshake completes; ``close(peer)`` when it goes; ``expired(now)`` → the pending
     peers whose deadline passed (removed here; the caller drops them)."""
 
-    def __init__(self, limits: Limits = Limits()) -> None:
+    def __init__(self, limits: ConnectionLimits = ConnectionLimits()) -> None:
         self.limits = limits
         self._pending: dict[Hashable, float] = {}  # peer -> deadline, in admission order
         self._established: set[Hashable] = set()

@@ -11,8 +11,8 @@ that names what is wrong and what the operator can do:
 3. **the chain** (`multispin.runtime.store.head`): rounds 0, 1, 2, … without a gap, each
    row's link recomputed from its content. An edited token, a deleted row or a round moved
    elsewhere breaks it at that round.
-4. **the sessions** (schema 3): each session row (identity, prompt, settings, codecs, seed, first
-   round, when it started and ended) against its own checksum, and every device that has rounds
+4. **the sessions**: each session row (identity, prompt, settings, codecs, seed, first
+   round, when it started) against its own checksum, and every device that has rounds
    against its session row. A flipped prompt or seed would otherwise be resumed (and the device
    refused, or the settings blamed, only after the model loaded).
 5. **the head** (writer only; a reader beside a writer may see the two files at different
@@ -30,7 +30,6 @@ good round.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from dataclasses import dataclass
 from itertools import groupby
@@ -38,6 +37,7 @@ from pathlib import Path
 
 from multispin.errors import JournalDamaged
 from multispin.runtime.store.head import GENESIS, Head, head_path, link, read_head, session_seal
+from multispin.runtime.store.rows import ROUND_COLUMNS, SESSION_COLUMNS, chain_entry
 
 CHECKS = ("quick", "full")
 
@@ -127,18 +127,6 @@ def sqlite_check(db: sqlite3.Connection, path: Path, check: str) -> None:
         )
 
 
-def round_rows(db: sqlite3.Connection, r: int) -> list[tuple]:
-    """Round ``r``'s rows (device, tokens, draft length, mode, bits), in device order: what its link hashes."""
-    return [
-        (d, json.loads(t), g, m, b)
-        for d, t, g, m, b in db.execute(
-            "SELECT device_id, tokens, draft_len, mode, bits FROM round_tokens WHERE round_index = ? "
-            "ORDER BY device_id",
-            (r,),
-        )
-    ]
-
-
 def walk_chain(db: sqlite3.Connection, path: Path, stop_at_damage: bool = False) -> list[bytes]:
     """Every round's link, recomputed and compared with the stored one: ``links[r]`` is round r's.
 
@@ -152,16 +140,16 @@ def walk_chain(db: sqlite3.Connection, path: Path, stop_at_damage: bool = False)
         raise JournalDamaged(f"{path}: damaged journal ({what}); {repair_hint(len(links))}")
 
     try:
+        columns = ", ".join(f"t.{c.strip()}" for c in ROUND_COLUMNS.split(","))
         rows = db.execute(
-            "SELECT r.round_index, r.link, t.device_id, t.tokens, t.draft_len, t.mode, t.bits "
-            "FROM rounds r LEFT JOIN round_tokens t USING (round_index) "
+            f"SELECT r.round_index, r.link, {columns} FROM rounds r LEFT JOIN round_tokens t USING (round_index) "
             "ORDER BY r.round_index, t.device_id"
         )
         for r, grouped in groupby(rows, key=lambda row: row[0]):
             group = list(grouped)
             if r != len(links):
                 return bad(f"round {len(links)} is missing; the next round is {r}")
-            entries = [(d, json.loads(toks), g, m, b) for _, _, d, toks, g, m, b in group if d is not None]
+            entries = [chain_entry(row[2:]) for row in group if row[2] is not None]
             ours = link(links[-1] if links else GENESIS, r, entries)
             if group[0][1] != ours:
                 return bad(f"round {r} does not match its chain link: a row of it was edited or deleted")
@@ -174,9 +162,6 @@ def walk_chain(db: sqlite3.Connection, path: Path, stop_at_damage: bool = False)
     if orphan is not None:  # rows of a round whose round row was deleted (rounds before it are whole)
         return bad(f"round {orphan}'s row was deleted (its tokens remain)")
     return links
-
-
-SESSION_COLUMNS = "device_id, identity, prompt_ids, sampling, ul_codec, dl_codec, seed, first_round, created_s, ended"
 
 
 def check_sessions(db: sqlite3.Connection, path: Path) -> None:
@@ -206,7 +191,7 @@ def check_sessions(db: sqlite3.Connection, path: Path) -> None:
 def compare_head(path: Path, links: list[bytes], head: Head | None, fresh_ok: bool) -> None:
     """Refuse a database that lacks rounds its head file says were committed.
 
-    ``fresh_ok``: no head is expected (a journal from before head files, just migrated)."""
+    ``fresh_ok``: no head is expected (no journal yet, or a repair's new one)."""
     last = len(links) - 1
     holds = f"the database holds rounds 0..{last}" if last >= 0 else "the database holds no round"
     if head is None:
@@ -238,7 +223,6 @@ def compare_head(path: Path, links: list[bytes], head: Head | None, fresh_ok: bo
 
 __all__ = [
     "CHECKS",
-    "SESSION_COLUMNS",
     "Evidence",
     "check_sessions",
     "compare_head",

@@ -50,8 +50,8 @@ def link(prev: bytes, round_index: int, rows: Iterable[Sequence]) -> bytes:
 
 def session_seal(row: Sequence) -> bytes:
     """The checksum of one session row: (device, identity, prompt ids as JSON, sampling as JSON,
-    UL codec, DL codec, seed, first round, created, ended), the values as the journal stores them."""
-    d, ident, prompt, sampling, ul, dl, seed, first, created, ended = row
+    UL codec, DL codec, seed, first round, created), the values as the journal stores them."""
+    d, ident, prompt, sampling, ul, dl, seed, first, created = row
     body = [
         int(d),
         str(ident),
@@ -62,7 +62,6 @@ def session_seal(row: Sequence) -> bytes:
         int(seed),
         int(first),
         repr(float(created)),
-        None if ended is None else str(ended),
     ]
     return hashlib.sha256(b"session\0" + json.dumps(body, separators=(",", ":")).encode()).digest()
 

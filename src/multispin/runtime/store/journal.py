@@ -32,45 +32,56 @@ How it stays safe:
   ``quick_check`` (``check="full"``: ``integrity_check``), the sessions, the chain and the head
   (`multispin.runtime.store.check`); a journal that lost or changed rounds raises
   [`JournalDamaged`][multispin.errors.JournalDamaged] unless opened with ``repair=True``, which keeps
-  the damaged files aside and rebuilds the journal from its last good round
-  (`multispin.runtime.store.repair`).
+  the damaged files aside and rebuilds the journal from its last good round (`Journal._rebuild`,
+  with what `multispin.runtime.store.repair` salvages). Every row is encoded and decoded by
+  `multispin.runtime.store.rows`.
 
 A file that is not a journal (another SQLite database, a text file, a corrupted header) or one
-written by a newer schema raises one [`JournalError`][multispin.errors.JournalError] naming the file.
+written by another schema version raises one [`JournalError`][multispin.errors.JournalError] naming
+the file. Journals of an older schema are refused, not migrated: multispin is an unreleased 0.1, and
+a journal lives as long as one run.
 The server wiring (a journal path on `serve`, reconnecting devices) lives in the loops, not here.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from multispin.errors import JournalDamaged, JournalError
 from multispin.runtime.store.check import (
     CHECKS,
-    SESSION_COLUMNS,
     Evidence,
     check_sessions,
     compare_head,
     repair_hint,
-    round_rows,
     sqlite_check,
     walk_chain,
 )
-from multispin.runtime.store.head import GENESIS, Head, HeadWriter, head_path, link, session_seal
+from multispin.runtime.store.head import GENESIS, Head, HeadWriter, head_path, link, read_head, session_seal
 from multispin.runtime.store.records import DeviceRound, RecoveredSession, Recovery, Repair, SessionRecord
-from multispin.runtime.store.repair import rebuild
+from multispin.runtime.store.repair import salvage, set_aside
+from multispin.runtime.store.rows import (
+    RECORD_COLUMNS,
+    ROUND_COLUMNS,
+    SESSION_COLUMNS,
+    chain_entry,
+    device_round,
+    read_round,
+    round_row,
+    session_record,
+    session_row,
+)
 from multispin.vocabulary import LINK_MODES
 
-#: 2: rounds.link (the chain) and the head file; 3: sessions.seal (each session row's checksum).
-#: Older journals are migrated when a writer opens them.
-SCHEMA_VERSION = 3
+#: 2: rounds.link (the chain) and the head file; 3: sessions.seal (each session row's checksum);
+#: 4: no sessions.ended (nothing wrote it). Other versions are refused (`Journal._identify`).
+SCHEMA_VERSION = 4
 #: SQLite's 32-bit application id in the file header: "MSPJ" (MultiSPin Journal)
 APPLICATION_ID = 0x4D53504A
 #: how long a write waits, retrying, for SQLite's write lock held by another process; the
@@ -94,10 +105,7 @@ CREATE TABLE sessions (
     seed        INTEGER NOT NULL,
     first_round INTEGER NOT NULL,   -- the first round the device takes part in
     created_s   REAL NOT NULL,
-    -- NULL while the session is live, else why it ended (no comment after the last column's
-    -- comma: SQLite's DROP COLUMN would join the closing parenthesis to it)
-    ended       TEXT,
-    seal        BLOB
+    seal        BLOB                -- sha256 of the row's other columns (head.session_seal)
 );
 CREATE TABLE rounds (
     round_index INTEGER PRIMARY KEY,
@@ -118,10 +126,6 @@ CREATE TABLE run_end (
     ended_s     REAL NOT NULL
 );
 """
-
-
-def _tokens_json(tokens: Iterable[int]) -> str:
-    return json.dumps([int(t) for t in tokens], separators=(",", ":"))
 
 
 class Journal:
@@ -178,7 +182,7 @@ class Journal:
 
             self.close(keep_lock=True)
             try:
-                self.repaired = rebuild(self, str(exc))
+                self.repaired = self._rebuild(str(exc))
             except BaseException:
                 self._abandon()
                 raise
@@ -217,17 +221,36 @@ class Journal:
             self._enter_wal()
             self._head.reset(Head(-1, GENESIS))
         self._setup(version)
-        if version < SCHEMA_VERSION:
+        if version == 0:
             # the schema into the main file: with the WAL, -shm and head all deleted, the main file
             # still says "a journal was here" (SQLite alone would read an empty database)
             self._checkpoint()
-        if links is None:  # created now, or migrated from version 1: nothing to compare yet
+        if links is None:  # created now: nothing to compare yet
             links = walk_chain(self._db, self.path)
         current = Head(len(links) - 1, links[-1] if links else GENESIS)
-        if fresh or version < 2 or evidence.head is None:
+        if fresh or evidence.head is None:
             self._head.reset(current)
         elif evidence.head.round != current.round:  # a crash between the two writes: catch up
             self._head.write(current)
+
+    def _rebuild(self, problem: str) -> Repair:
+        """Set the damaged files aside and write their good part into a new journal at the same
+        path, through the ordinary writing path (a fresh chain and head). The caller holds the
+        writer lock (no other server can open the journal meanwhile)."""
+        try:
+            head = read_head(head_path(self.path))
+        except JournalError:  # a damaged head cannot say how many rounds there were
+            head = None
+        good = salvage(self.path)
+        kept_aside = set_aside(self.path)
+        self._open_checked(fresh=True)
+        for s in good.sessions:
+            self.open_session(s)
+        for r, devices in enumerate(good.rounds):
+            self.commit_round(r, devices)
+        kept = len(good.rounds)
+        lost = head.round + 1 - kept if head is not None and head.round + 1 > kept else None
+        return Repair(problem, kept, lost, kept_aside, good.sessions_lost)
 
     def _check_existing(self, evidence: Evidence | None, fresh: bool) -> tuple[int, list[bytes] | None]:
         """(schema version, every round's link) of the file there, checked; (0, None): no journal
@@ -239,9 +262,8 @@ class Journal:
             try:
                 version = self._identify(db)
                 sqlite_check(db, self.path, self.check)
-                links = walk_chain(db, self.path) if version >= 2 else None
-                if version >= 3:
-                    check_sessions(db, self.path)
+                links = walk_chain(db, self.path)
+                check_sessions(db, self.path)
             except BaseException:
                 db.close()
                 raise
@@ -249,14 +271,14 @@ class Journal:
                 self._db, self._version = db, version
                 return version, links
             db.close()
-        if version != 1:  # an empty file too: SQLite reads a journal whose WAL vanished as empty
-            # no head is expected where there is no journal yet (version 0) or a repair starts one
-            compare_head(
-                self.path,
-                links or [],
-                None if fresh or evidence is None else evidence.head,
-                fresh_ok=fresh or version == 0,
-            )
+        # an empty file too: SQLite reads a journal whose WAL vanished as empty; no head is
+        # expected where there is no journal yet (version 0) or a repair starts one
+        compare_head(
+            self.path,
+            links or [],
+            None if fresh or evidence is None else evidence.head,
+            fresh_ok=fresh or version == 0,
+        )
         return version, links
 
     def _connect(self, readonly: bool) -> sqlite3.Connection:
@@ -309,7 +331,8 @@ class Journal:
             self._lock_fd = None
 
     def _identify(self, db: sqlite3.Connection) -> int:
-        """The journal's schema version; refuses what is not a journal, or one too new."""
+        """The journal's schema version (0: no journal yet); refuses what is not a journal, or a
+        journal of another version."""
         try:
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             app_id = db.execute("PRAGMA application_id").fetchone()[0]
@@ -337,6 +360,12 @@ class Journal:
             raise JournalError(
                 f"{self.path}: journal schema version {version} is newer than this "
                 f"multispin reads ({SCHEMA_VERSION}); upgrade multispin"
+            )
+        if version < SCHEMA_VERSION:
+            raise JournalError(
+                f"{self.path}: journal schema version {version} is older than this multispin "
+                f"reads ({SCHEMA_VERSION}) and is not migrated; finish the run with the multispin "
+                "that wrote it, or give a fresh --journal"
             )
         return int(version)
 
@@ -371,7 +400,7 @@ class Journal:
             raise JournalError(f"{self.path}: cannot checkpoint the journal ({exc})") from None
 
     def _setup(self, version: int) -> None:
-        """The writer's connection: the schema created (version 0) or migrated, then its pragmas."""
+        """The writer's connection: its pragmas, and the schema created where there was none."""
         db = self._db
         self._enter_wal()
         try:
@@ -382,30 +411,6 @@ class Journal:
                 self._create()
         except sqlite3.DatabaseError as exc:
             raise JournalError(f"{self.path}: cannot set up the journal ({exc})") from None
-        self._version = version or SCHEMA_VERSION
-        if self._version < 2:
-            self._migrate_to_chain()
-        if self._version < 3:
-            self._migrate_to_seals()
-
-    def _migrate_to_chain(self) -> None:
-        """Version 1 → 2: every round gets its link (the head file is written by the caller)."""
-        with self._write() as db:
-            db.execute("ALTER TABLE rounds ADD COLUMN link BLOB")
-            prev = GENESIS
-            for (r,) in db.execute("SELECT round_index FROM rounds ORDER BY round_index").fetchall():
-                prev = link(prev, r, round_rows(db, r))
-                db.execute("UPDATE rounds SET link = ? WHERE round_index = ?", (prev, r))
-            db.execute("INSERT INTO schema_version VALUES (?, ?)", (2, time.time()))
-        self._version = 2
-
-    def _migrate_to_seals(self) -> None:
-        """Version 2 → 3: every session row gets its seal."""
-        with self._write() as db:
-            db.execute("ALTER TABLE sessions ADD COLUMN seal BLOB")
-            for row in db.execute(f"SELECT {SESSION_COLUMNS} FROM sessions").fetchall():
-                db.execute("UPDATE sessions SET seal = ? WHERE device_id = ?", (session_seal(row), row[0]))
-            db.execute("INSERT INTO schema_version VALUES (?, ?)", (SCHEMA_VERSION, time.time()))
         self._version = SCHEMA_VERSION
 
     def _create(self) -> None:
@@ -467,23 +472,9 @@ class Journal:
         """Record a device's session (durable on return). True if written; False if the same
         session is already there. A different session under the same device id is refused: a
         device id names one session for the journal's whole life."""
-        sampling = json.dumps(dict(s.sampling), sort_keys=True, separators=(",", ":"))
-        row = (
-            int(s.device_id),
-            str(s.identity),
-            _tokens_json(s.prompt_ids),
-            sampling,
-            str(s.ul_codec),
-            str(s.dl_codec),
-            int(s.seed),
-            int(s.first_round),
-        )
+        row = session_row(s)
         with self._write() as db:
-            old = db.execute(
-                "SELECT device_id, identity, prompt_ids, sampling, ul_codec, dl_codec, seed,"
-                " first_round FROM sessions WHERE device_id = ?",
-                (row[0],),
-            ).fetchone()
+            old = db.execute(f"SELECT {RECORD_COLUMNS} FROM sessions WHERE device_id = ?", (row[0],)).fetchone()
             if old is not None:
                 if tuple(old) == row:
                     return False
@@ -491,27 +482,12 @@ class Journal:
                     f"{self.path}: device {s.device_id} already has another session "
                     f"(different {_first_difference(old, row)})"
                 )
-            full = (*row, time.time(), None)
+            full = (*row, time.time())
             db.execute(
-                f"INSERT INTO sessions ({SESSION_COLUMNS}, seal) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO sessions ({SESSION_COLUMNS}, seal) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (*full, session_seal(full)),
             )
         return True
-
-    def end_session(self, device_id: int, reason: str) -> None:
-        """Mark a session ended (finished, said BYE, dropped for a violation); durable on return."""
-        with self._write() as db:
-            row = db.execute(
-                f"SELECT {SESSION_COLUMNS} FROM sessions WHERE device_id = ?", (int(device_id),)
-            ).fetchone()
-            if row is None:
-                raise JournalError(f"{self.path}: no session for device {device_id}")
-            if row[-1] is None:  # its seal covers why it ended
-                ended = (*row[:-1], str(reason))
-                db.execute(
-                    "UPDATE sessions SET ended = ?, seal = ? WHERE device_id = ?",
-                    (str(reason), session_seal(ended), int(device_id)),
-                )
 
     def commit_round(self, round_index: int, devices: Mapping[int, DeviceRound]) -> bool:
         """Write round ``round_index`` (every device's committed tokens) in one transaction.
@@ -533,16 +509,11 @@ class Journal:
                 raise JournalError(
                     f"{self.path}: round {r}, device {d}: draft_len and bits must be >= 0 (got {e.draft_len}, {e.bits})"
                 )
-            rows.append((r, int(d), _tokens_json(e.tokens), int(e.draft_len), e.mode, int(e.bits)))
+            rows.append((r, *round_row(d, e)))
         with self._write() as db:
             nxt = db.execute("SELECT coalesce(max(round_index) + 1, 0) FROM rounds").fetchone()[0]
             if r < nxt:
-                old = db.execute(
-                    "SELECT round_index, device_id, tokens, draft_len, mode, bits FROM "
-                    "round_tokens WHERE round_index = ? ORDER BY device_id",
-                    (r,),
-                ).fetchall()
-                if [tuple(o) for o in old] == rows:
+                if [(r, *o) for o in read_round(db, r)] == rows:
                     return False
                 raise JournalError(
                     f"{self.path}: round {r} is already committed with other content; no round is committed twice"
@@ -567,7 +538,7 @@ class Journal:
                 if r == 0
                 else db.execute("SELECT link FROM rounds WHERE round_index = ?", (r - 1,)).fetchone()[0]
             )
-            chained = link(prev, r, [(d, e.tokens, e.draft_len, e.mode, e.bits) for d, e in sorted(devices.items())])
+            chained = link(prev, r, [chain_entry(row[1:]) for row in rows])
             db.execute("INSERT INTO rounds VALUES (?, ?, ?)", (r, time.time(), chained))
             db.executemany("INSERT INTO round_tokens VALUES (?, ?, ?, ?, ?, ?)", rows)
         # after SQLite's commit: the head never names a round the database may not hold
@@ -593,17 +564,13 @@ class Journal:
             try:
                 nxt = db.execute("SELECT coalesce(max(round_index) + 1, 0) FROM rounds").fetchone()[0]
                 sessions: dict[int, RecoveredSession] = {}
-                for d, ident, prompt, sampling, ul, dl, seed, first, ended in db.execute(
-                    "SELECT device_id, identity, prompt_ids, sampling, ul_codec, dl_codec, seed, "
-                    "first_round, ended FROM sessions ORDER BY device_id"
-                ):
-                    rec = SessionRecord(
-                        int(d), ident, tuple(json.loads(prompt)), json.loads(sampling), ul, dl, int(seed), int(first)
-                    )
-                    sessions[int(d)] = RecoveredSession(rec, ended=ended)
-                for d, toks in db.execute("SELECT device_id, tokens FROM round_tokens ORDER BY round_index, device_id"):
-                    s = sessions[int(d)]
-                    s.tokens.extend(json.loads(toks))
+                for row in db.execute(f"SELECT {RECORD_COLUMNS} FROM sessions ORDER BY device_id"):
+                    rec = session_record(row)
+                    sessions[rec.device_id] = RecoveredSession(rec)
+                for row in db.execute(f"SELECT {ROUND_COLUMNS} FROM round_tokens ORDER BY round_index, device_id"):
+                    d, part = device_round(row)
+                    s = sessions[d]
+                    s.tokens.extend(part.tokens)
                     s.rounds += 1
                 end = db.execute("SELECT reason FROM run_end ORDER BY ended_s DESC LIMIT 1").fetchone()
             finally:
@@ -614,12 +581,7 @@ class Journal:
 
     def round(self, round_index: int) -> dict[int, DeviceRound]:
         """One committed round's entries (empty if the round is not committed)."""
-        rows = self._db.execute(
-            "SELECT device_id, tokens, draft_len, mode, bits FROM round_tokens "
-            "WHERE round_index = ? ORDER BY device_id",
-            (int(round_index),),
-        )
-        return {int(d): DeviceRound(tuple(json.loads(t)), int(g), m, int(b)) for d, t, g, m, b in rows}
+        return dict(device_round(row) for row in read_round(self._db, round_index))
 
     def integrity_check(self) -> str:
         """SQLite's own check of the file: "ok" or the first problems found."""

@@ -38,7 +38,6 @@ class RecoveredSession:
     session: SessionRecord
     tokens: list[int] = field(default_factory=list)  # every committed token id, in order
     rounds: int = 0  # rounds this device has committed tokens in
-    ended: str | None = None
 
 
 @dataclass(frozen=True)

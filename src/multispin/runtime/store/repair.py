@@ -1,9 +1,12 @@
-"""Rebuild a damaged journal from its last good round (``Journal(path, repair=True)``).
+"""What the repair of a damaged journal reads and moves: the good part, and the damaged files.
 
-What: the damaged files (the journal, its WAL, its head) are renamed aside, untouched, to
-``PATH.damaged-STAMP`` (``-wal``, ``-head``); every session and every round before the first one
-that fails its chain link (or cannot be read) is copied, from a scratch copy, into a new journal
-at PATH through the ordinary writing path, so the new file has a fresh chain and head.
+What: `salvage` reads every session and every round before the first one that fails its chain
+link (or cannot be read), from a scratch copy; `set_aside` renames the damaged files (the
+journal, its WAL, its head), untouched, to ``PATH.damaged-STAMP`` (``-wal``, ``-head``). The journal
+itself writes the salvaged part into a new file through its ordinary writing path
+(``Journal(path, repair=True)``, `multispin.runtime.store.journal.Journal._rebuild`), so the new
+file has a fresh chain and head. This module only reads and renames files: it knows nothing of
+an open journal.
 
 Why this is safe for the texts: a device's randomness is keyed on (seed, device, committed
 length), never on the server's round, so the rounds that were lost are drawn again with the same
@@ -19,91 +22,64 @@ it every round from the first one its device took part in.
 
 from __future__ import annotations
 
-import json
 import shutil
 import sqlite3
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from multispin.errors import JournalError
-from multispin.runtime.store.check import SESSION_COLUMNS, round_rows, walk_chain
-from multispin.runtime.store.head import head_path, read_head, session_seal
-from multispin.runtime.store.records import DeviceRound, Repair, SessionRecord
-
-if TYPE_CHECKING:  # pragma: no cover
-    from multispin.runtime.store.journal import Journal
+from multispin.runtime.store.check import walk_chain
+from multispin.runtime.store.head import session_seal
+from multispin.runtime.store.records import DeviceRound, SessionRecord
+from multispin.runtime.store.rows import SESSION_COLUMNS, device_round, read_round, session_record
 
 
 @dataclass
-class _Salvage:
+class Salvage:
+    """The good part of a damaged journal: its readable sessions and its chain-valid rounds."""
+
     sessions: list[SessionRecord] = field(default_factory=list)
     rounds: list[dict[int, DeviceRound]] = field(default_factory=list)
     sessions_lost: bool = False
 
 
-def rebuild(journal: Journal, problem: str) -> Repair:
-    """Set the damaged files aside and write the good part into a new journal at its path. The
-    caller holds the writer lock (no other server can open the journal meanwhile)."""
-    path = journal.path
-    try:
-        head = read_head(head_path(path))
-    except JournalError:  # a damaged head cannot say how many rounds there were
-        head = None
-    with tempfile.TemporaryDirectory(prefix=".repair-", dir=path.parent) as scratch:
-        salvaged = _salvage(path, Path(scratch))
-    kept_aside = _set_aside(path)
-    journal._open_checked(fresh=True)
-    for s in salvaged.sessions:
-        journal.open_session(s)
-    for r, devices in enumerate(salvaged.rounds):
-        journal.commit_round(r, devices)
-    kept = len(salvaged.rounds)
-    lost = head.round + 1 - kept if head is not None and head.round + 1 > kept else None
-    return Repair(problem, kept, lost, kept_aside, salvaged.sessions_lost)
-
-
-def _salvage(path: Path, scratch: Path) -> _Salvage:
-    """Sessions and the chain-valid rounds, read from a copy (SQLite may write while reading a
-    WAL; the damaged originals stay as they were)."""
-    out = _Salvage()
+def salvage(path: Path) -> Salvage:
+    """Sessions and the chain-valid rounds of the journal at ``path``, read from a scratch copy
+    beside it (SQLite may write while reading a WAL; the damaged originals stay as they were)."""
     if not path.exists() or path.stat().st_size == 0:
-        return out
-    copy = scratch / "journal.sqlite"
-    shutil.copyfile(path, copy)
-    if Path(f"{path}-wal").exists():
-        shutil.copyfile(f"{path}-wal", f"{copy}-wal")
-    db = sqlite3.connect(copy, isolation_level=None)
-    try:
+        return Salvage()
+    with tempfile.TemporaryDirectory(prefix=".repair-", dir=path.parent) as scratch:
+        copy = Path(scratch) / "journal.sqlite"
+        shutil.copyfile(path, copy)
+        if Path(f"{path}-wal").exists():
+            shutil.copyfile(f"{path}-wal", f"{copy}-wal")
+        db = sqlite3.connect(copy, isolation_level=None)
         try:
-            sealed = "seal" in {r[1] for r in db.execute("PRAGMA table_info(sessions)")}
-            for row in db.execute(
-                f"SELECT {SESSION_COLUMNS}, {'seal' if sealed else 'NULL'} FROM sessions ORDER BY device_id"
-            ):
-                if sealed and session_seal(row[:-1]) != row[-1]:
-                    continue  # a damaged session is not kept: its device starts again from its prompt
-                d, ident, prompt, sampling, ul, dl, seed, first = row[:8]
-                out.sessions.append(
-                    SessionRecord(
-                        int(d), ident, tuple(json.loads(prompt)), json.loads(sampling), ul, dl, int(seed), int(first)
-                    )
-                )
-        except (sqlite3.DatabaseError, ValueError, TypeError):
-            return _Salvage(sessions_lost=True)
-        known = {s.device_id for s in out.sessions}
-        for r in range(len(walk_chain(db, path, stop_at_damage=True))):
-            rows = round_rows(db, r)
-            if not {d for d, *_ in rows} <= known:
-                break
-            out.rounds.append({d: DeviceRound(tuple(t), g, m, b) for d, t, g, m, b in rows})
-    finally:
-        db.close()
+            return _read_good_part(db, path)
+        finally:
+            db.close()
+
+
+def _read_good_part(db: sqlite3.Connection, path: Path) -> Salvage:
+    out = Salvage()
+    try:
+        for row in db.execute(f"SELECT {SESSION_COLUMNS}, seal FROM sessions ORDER BY device_id"):
+            if session_seal(row[:-1]) != row[-1]:
+                continue  # a damaged session is not kept: its device starts again from its prompt
+            out.sessions.append(session_record(row))
+    except (sqlite3.DatabaseError, ValueError, TypeError):
+        return Salvage(sessions_lost=True)
+    known = {s.device_id for s in out.sessions}
+    for r in range(len(walk_chain(db, path, stop_at_damage=True))):
+        devices = dict(device_round(row) for row in read_round(db, r))
+        if not set(devices) <= known:
+            break
+        out.rounds.append(devices)
     return out
 
 
-def _set_aside(path: Path) -> tuple[Path, ...]:
+def set_aside(path: Path) -> tuple[Path, ...]:
     """Rename the journal's files to ``PATH.damaged-STAMP[-wal|-head]``; the -shm index is
     derived from the WAL and is removed (a stale one must not meet the new file)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -122,4 +98,4 @@ def _set_aside(path: Path) -> tuple[Path, ...]:
     return tuple(moved)
 
 
-__all__ = ["rebuild"]
+__all__ = ["Salvage", "salvage", "set_aside"]

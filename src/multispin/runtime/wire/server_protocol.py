@@ -29,8 +29,7 @@ from typing import Any
 from multispin.errors import LocalProtocolError, ProtocolError
 from multispin.runtime.round.engine import RoundRecord
 from multispin.runtime.security.auth import check_mac, new_nonce
-from multispin.runtime.security.limits import ConnectionBudget
-from multispin.runtime.security.limits import Limits as ConnectionLimits
+from multispin.runtime.security.limits import ConnectionBudget, ConnectionLimits
 from multispin.runtime.wire import messages as P
 
 SESSION_TYPES = ("DRAFT", "Q_PAYLOAD", "CORRECTION", "BYE", "ERROR")
@@ -440,6 +439,19 @@ class ServerProtocol:
         self._require_idle(conn, f"expect {state.value}")
         if conn.alive:  # a closed session stays closed
             conn.state, conn.round, conn.gamma, conn.inbox = state, round_idx, gamma, None
+
+    def plan(self, conn: Connection, round_idx: int, gamma: int) -> None:
+        """PLAN round `round_idx` (γ = `gamma`): the connection then owes that round's DRAFT."""
+        self.expect(conn, ConnState.AWAIT_DRAFT, round_idx, gamma)
+        self.send(conn, P.PlanMsg(round_idx, gamma))
+
+    def verdict(
+        self, conn: Connection, round_idx: int, num_accepted: int, mode: str, p_payload: bytes | None = None
+    ) -> None:
+        """The VERDICT of a rejected draft: the connection then owes its Q_PAYLOAD (UL) or its
+        CORRECTION (DL, sampled from ``p_payload``). An accepted draft's verdict is its COMMIT."""
+        self.expect(conn, ConnState.AWAIT_Q if mode == "ul" else ConnState.AWAIT_CORRECTION, round_idx)
+        self.send(conn, P.VerdictMsg(round_idx, num_accepted, mode, p_payload))
 
     def commit(
         self,
