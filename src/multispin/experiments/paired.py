@@ -122,13 +122,13 @@ def batches_per_seed(rounds: int) -> int:
     return int(np.clip(rounds // MIN_BATCH_ROUNDS, 2, MAX_BATCHES_PER_SEED)) if rounds >= 2 else 1
 
 
-def _batch_sums(x: np.ndarray, per_seed: int) -> np.ndarray:
+def batch_sums(x: np.ndarray, per_seed: int) -> np.ndarray:
     """Sums of consecutive batches of rounds, every seed's batches in one vector (M = seeds · per_seed)."""
     edges = np.linspace(0, x.shape[1], per_seed + 1).round().astype(int)
     return np.add.reduceat(x, edges[:-1], axis=1).ravel()
 
 
-def _log_jackknife(ratio: Callable[[np.ndarray], np.ndarray], batches: int, level: float) -> Interval:
+def log_jackknife(ratio: Callable[[np.ndarray], np.ndarray], batches: int, level: float) -> Interval:
     """A positive ratio(weights) at all batches, with the t interval of its log from leaving each
     batch out, mapped back by exp (module docstring): low > 0 always. Without two batches, or with
     a leave-one-out ratio of 0 (a batch holding every token), the interval is (0, ∞)."""
@@ -154,12 +154,12 @@ def paired_difference(
         raise ConfigError(f"paired runs: need the same seeds and rounds (got {a.tokens.shape} and {b.tokens.shape})")
     seeds, rounds = a.tokens.shape
     per_seed = min(batches or batches_per_seed(rounds), rounds)
-    na, ta, nb, tb = (_batch_sums(x, per_seed) for x in (a.tokens, a.latency_s, b.tokens, b.latency_s))
+    na, ta, nb, tb = (batch_sums(x, per_seed) for x in (a.tokens, a.latency_s, b.tokens, b.latency_s))
 
     def ratio(w: np.ndarray) -> np.ndarray:
         return (w @ na) / (w @ ta) / ((w @ nb) / (w @ tb))
 
-    r = _log_jackknife(ratio, na.size, level)
+    r = log_jackknife(ratio, na.size, level)
     pct = Interval(*(100.0 * (x - 1.0) for x in (r.estimate, r.low, r.high)))
     return PairedDifference(names[0], names[1], pct, seeds, rounds, per_seed)
 
@@ -169,5 +169,5 @@ def goodput_interval(log: RoundLog, *, batches: int | None = None, level: float 
     its low end is above 0)."""
     seeds, rounds = log.tokens.shape
     per_seed = min(batches or batches_per_seed(rounds), rounds)
-    n, t = _batch_sums(log.tokens, per_seed), _batch_sums(log.latency_s, per_seed)
-    return _log_jackknife(lambda w: (w @ n) / (w @ t), n.size, level)
+    n, t = batch_sums(log.tokens, per_seed), batch_sums(log.latency_s, per_seed)
+    return log_jackknife(lambda w: (w @ n) / (w @ t), n.size, level)
