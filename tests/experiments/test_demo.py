@@ -102,6 +102,15 @@ def test_reported_goodput_of_each_policy_is_recomputed_from_rounds_jsonl(tiny_de
     first = point.comparisons[0]  # adaptive against the best baseline first
     assert first.b == point.best_baseline
     assert first.significant == (not first.pct.low <= 0 <= first.pct.high)
+    # the service differences' estimates are the summary's service metrics, paired on the same rounds
+    svc = {r["policy"]: r["service"] for r in point.rows}
+    a, b = svc["adaptive"], svc[point.best_baseline]
+    by = {c.metric: c.pct.estimate for c in point.service_comparisons}
+    for metric, key in (("worst_device_goodput", "worst_device_goodput_tokens_per_s"), ("jain_index", "jain_index")):
+        assert by[metric] == pytest.approx(100 * (a[key] / b[key] - 1), rel=1e-9, abs=1e-9)
+    assert by["energy_per_token"] == pytest.approx(
+        100 * (a["energy_per_token_j"] / b["energy_per_token_j"] - 1), rel=1e-9, abs=1e-9
+    )
     summary = json.loads((out / "summary.json").read_text())
     assert summary["schema"] == "multispin.demo-summary" and summary["points"][0]["policies"][0]["policy"] == "adaptive"
 

@@ -403,6 +403,8 @@ def demo(
             )
         # after the verdicts: the goodput table, its caption and verdicts stay one block
         con.print(_service_table([(r["policy"], r["service"]) for r in point.rows], "what each device gets"))
+        for c in point.service_comparisons:
+            con.print(c.verdict, highlight=False)
     d0 = result.points[0].runs["adaptive"].results[0].texts.get(0, "")
     con.print(f"[bold]device 0 wrote:[/bold] {d0[:300]!r}")
     err.print(

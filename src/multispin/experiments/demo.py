@@ -38,6 +38,7 @@ from multispin.experiments.paired import (
     paired_difference,
 )
 from multispin.experiments.service import pooled_service_metrics
+from multispin.experiments.service_intervals import ServiceDifference, ServiceLog, service_differences
 from multispin.experiments.testbed import (
     TestbedConfig,
     TestbedResult,
@@ -195,6 +196,18 @@ class PolicyRuns:
             "service": self.service(),
         }
 
+    @cached_property
+    def service_log(self) -> ServiceLog:
+        """The rounds as the paired service intervals read them (same seeds and rounds as `log`)."""
+        scenario = build_scenario(self.results[0].config)
+        return ServiceLog.of_runs(
+            [res.rounds for res in self.results],
+            self.results[0].config.devices,
+            energy=scenario.energy,
+            p_ul_w=scenario.radio.p_ul_w,
+            clock=self.results[0].config.clock,
+        )
+
     def service(self) -> dict:
         scenario = build_scenario(self.results[0].config)
         return pooled_service_metrics(
@@ -228,6 +241,7 @@ class SweepPoint:
     runs: dict[str, PolicyRuns]
     rows: list[dict] = field(default_factory=list)
     comparisons: list[PairedDifference] = field(default_factory=list)
+    service_comparisons: list[ServiceDifference] = field(default_factory=list)
 
     @property
     def baselines(self) -> list[str]:
@@ -244,6 +258,10 @@ class SweepPoint:
         best = self.best_baseline  # the verdict that matters first: adaptive against the best other policy
         order = [best] + [p for p in self.baselines if p != best]
         self.comparisons = [paired_difference(adaptive, self.runs[p].log, ("adaptive", p)) for p in order]
+        # what each device gets, adaptive against the best other policy, on the same pairing
+        self.service_comparisons = service_differences(
+            self.runs["adaptive"].service_log, self.runs[best].service_log, ("adaptive", best)
+        )
 
     def to_dict(self) -> dict:
         return {
@@ -252,6 +270,7 @@ class SweepPoint:
             "best_baseline": self.best_baseline,
             "policies": self.rows,
             "comparisons": [c.to_dict() for c in self.comparisons],
+            "service_comparisons": [c.to_dict() for c in self.service_comparisons],
         }
 
 

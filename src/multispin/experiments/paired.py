@@ -95,7 +95,7 @@ class PairedDifference:
     def verdict(self) -> str:
         """One line: the difference, its interval, and what it means."""
         p = self.pct
-        head = f"{self.a} vs {self.b}: {_pct(p.estimate)} goodput (95% interval {_pct(p.low)} … {_pct(p.high)})"
+        head = f"{self.a} vs {self.b}: {pct_text(p.estimate)} goodput (95% interval {pct_text(p.low)} … {pct_text(p.high)})"
         if not self.significant:
             return f"{head}: not significant"
         return f"{head}: {self.a} {'ahead' if p.estimate > 0 else 'behind'}"
@@ -113,7 +113,7 @@ class PairedDifference:
         }
 
 
-def _pct(x: float) -> str:
+def pct_text(x: float) -> str:
     """A percentage with one decimal, or two significant digits when that would print 0.0."""
     return f"{x:+.1f}%" if abs(x) >= 0.05 or abs(x) < NUMERICAL_ZERO else f"{x:+.2g}%"
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from multispin.errors import ConfigError
-from multispin.experiments.paired import LEVEL, Interval, batch_sums, batches_per_seed, log_jackknife
+from multispin.experiments.paired import LEVEL, Interval, batch_sums, batches_per_seed, log_jackknife, pct_text
 from multispin.experiments.service import device_energy_j, jain_index, round_durations
 from multispin.runtime.wire.round_row import RoundRow
 
@@ -123,6 +123,14 @@ class ServiceDifference:
     @property
     def significant(self) -> bool:
         return not self.pct.covers_zero
+
+    @property
+    def verdict(self) -> str:
+        """One line: the difference, its interval, and what it means."""
+        p = self.pct
+        head = f"{self.a} vs {self.b}: {pct_text(p.estimate)} {METRICS[self.metric][0]} (95% interval {pct_text(p.low)} … {pct_text(p.high)})"
+        tail = "not significant" if not self.significant else ("higher" if p.estimate > 0 else "lower")
+        return f"{head}: {tail}" + (" (indicative: quantile jackknife)" if self.indicative else "")
 
     def to_dict(self) -> dict:
         return {
