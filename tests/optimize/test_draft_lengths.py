@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
+import reference_plans
 from _builders import make_instance, random_preset_instances
 
 from multispin.errors import ConfigError
@@ -18,7 +19,6 @@ from multispin.optimize.draft_lengths import (
     max_g_max,
     paper_greedy,
     pm1_search,
-    reference_search,
 )
 from multispin.optimize.goodput import SAAObjective, g_max
 from multispin.system import World, get_preset
@@ -156,22 +156,12 @@ def test_plan_entry_point(qwen_world):
 
 def _drop(i: int, n_saa: int, k: int = 20, preset: str = "paper-qwen"):
     """Drop i of a grid over P^dl 10–28 dBm × noise figure 0–22 dB (fixed seeds)."""
-    pdl, nf = (10.0, 16.0, 22.0, 28.0)[i % 4], (0.0, 10.0, 22.0)[(i // 4) % 3]
-    w = World(
-        get_preset(preset).override(
-            {
-                "devices.count": k,
-                "seed": 5000 + i,
-                "radio.p_dl_dbm": pdl,
-                "radio.noise_figure_db": nf,
-                "optimizer.n_saa": n_saa,
-            }
-        )
-    )
-    return w.instance(0), w.saa_uniforms(0), w.mode_uniforms(0)
+    return reference_plans.grid_drop(i, n_saa, k=k, preset=preset)
 
 
 def _judge_drop(i: int, n_saa: int = 200) -> dict:
+    """The shipped search and the old ±1 search on drop i, against the stored slow reference (its
+    γ re-evaluated here on the same samples; reference_plans.py finds it)."""
     from multispin.optimize.baselines import baselines
 
     inst, u, mu = _drop(i, n_saa=n_saa)
@@ -179,8 +169,8 @@ def _judge_drop(i: int, n_saa: int = 200) -> dict:
     base = baselines(inst, u, mu)
     ours = local_search(obj, {n: dp.draft_len for n, dp in base.items()})
     old = pm1_search(obj)
-    ref = reference_search(obj, np.random.default_rng(i), restarts=3, kicks=3, starts=[ours.draft_len, old.draft_len])
-    best = max(ref.goodput_tokens_per_s, ours.goodput_tokens_per_s, old.goodput_tokens_per_s)
+    ref = obj.value(reference_plans.load(f"reference_n{n_saa}")[str(i)])
+    best = max(ref, ours.goodput_tokens_per_s, old.goodput_tokens_per_s)
     return {
         "ours": ours.goodput_tokens_per_s,
         "old": old.goodput_tokens_per_s,
@@ -193,9 +183,9 @@ def _judge_drop(i: int, n_saa: int = 200) -> dict:
 def test_shipped_search_on_200_drops_never_loses_and_is_near_the_reference(capsys):
     """K = 20, N_SAA = 200, 200 drops over P^dl × noise figure: never below any baseline (mode
     baselines with their own γ, best uniform, computation-only, the paper's greedy), within 0.5% of
-    a slow reference (iterated local search from random points and kicks) in ≥ 99% of drops. The
-    old ±1 search fails the same test. (N_SAA = 1000, the default, where the climbs from all starts
-    run on a subsample first: the next test.)"""
+    a slow reference (iterated local search from random points and kicks, stored: the next tests
+    check it is current) in ≥ 99% of drops. The old ±1 search fails the same test. (N_SAA = 1000,
+    the default, where the climbs from all starts run on a subsample first: the test after.)"""
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(max_workers=2) as pool:
@@ -219,10 +209,21 @@ def test_shipped_search_on_200_drops_never_loses_and_is_near_the_reference(capsy
     assert np.mean(short_old <= 0.005) < 0.99 or np.any(old < base * (1 - 1e-12))
 
 
+@pytest.mark.parametrize("name, keys", [("reference_n200", [0, 7]), ("reference_n1000", [301])])
+def test_stored_reference_plans_are_current(name, keys):
+    """A few drops of each stored reference, recomputed: the same γ. Negative control: a stored
+    plan moved by one step on one device is reported stale."""
+    assert reference_plans.stale_keys(name, keys) == []
+    moved = reference_plans.load(name)
+    g = moved[str(keys[0])]
+    g[0] = g[0] + 1 if g[0] < 20 else g[0] - 1
+    assert reference_plans.stale_keys(name, keys[:1], moved) == [str(keys[0])]
+
+
 @pytest.mark.slow
 def test_shipped_search_at_the_default_n_saa_is_near_the_reference():
     """N_SAA = 1000 (coarse climbs on a subsample, then the full samples): 16 drops of the same grid,
-    never below a baseline and within 0.5% of the reference on every drop."""
+    never below a baseline and within 0.5% of the stored reference on every drop."""
     from concurrent.futures import ProcessPoolExecutor
     from functools import partial
 
@@ -236,16 +237,24 @@ def test_shipped_search_at_the_default_n_saa_is_near_the_reference():
 @pytest.mark.slow
 def test_small_k_matches_the_exhaustive_optimum():
     """K ∈ 2..6 (γ_max cut so that every γ vector is enumerable), 100 drops over P^dl × noise
-    figure: the plan is the exhaustive optimum in ≥ 95% and within 1% of it in all."""
-    gmax_of_k = {2: 20, 3: 20, 4: 10, 5: 7, 6: 5}
+    figure: the plan is the exhaustive optimum (stored; the next test checks it is current) in
+    ≥ 95% and within 1% of it in all."""
+    stored = reference_plans.load("exhaustive")
     gaps = []
     for i in range(100):
-        k = 2 + i % 5
-        inst, u, _ = _drop(i, n_saa=200, k=k, preset=("paper-qwen", "paper-r1")[i % 2])
-        obj = SAAObjective(inst.replace(gamma_max=gmax_of_k[k]), u)
-        gaps.append(1 - local_search(obj).goodput_tokens_per_s / exhaustive_oracle(obj).goodput_tokens_per_s)
+        obj = reference_plans.small_k_drop(i)
+        gaps.append(1 - local_search(obj).goodput_tokens_per_s / obj.value(stored[str(i)]))
     gaps = np.asarray(gaps)
     assert np.mean(gaps <= 1e-12) >= 0.95 and gaps.max() <= 0.01
+
+
+def test_stored_exhaustive_optima_are_current():
+    """Drops 0..4 (K = 2..6) enumerated again: the stored optimum. Negative control: a stored
+    optimum moved by one step is reported stale."""
+    assert reference_plans.stale_keys("exhaustive", range(5)) == []
+    moved = reference_plans.load("exhaustive")
+    moved["4"][0] = 1 if moved["4"][0] == 0 else moved["4"][0] - 1
+    assert reference_plans.stale_keys("exhaustive", [4], moved) == ["4"]
 
 
 @pytest.mark.parametrize("noise_figure_db, p_dl_dbm, seed, at_least", [(10.0, 10.0, 45, 215.9), (22.0, 10.0, 0, 146.6)])

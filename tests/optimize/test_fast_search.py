@@ -7,55 +7,34 @@ import itertools
 
 import numpy as np
 import pytest
+import reference_plans
 
 from multispin.errors import ConfigError
 from multispin.optimize import plan
 from multispin.optimize.draft_lengths import best_uniform, computation_only, local_search, paper_greedy
 from multispin.optimize.fast_search import fast_search
 from multispin.optimize.goodput import SAAObjective
-from multispin.system import World, get_preset
 
 
 def _drop(i: int, k: int, n_saa: int, deep_fade: bool = False):
     """Drop i of the grid P^dl 10–28 dBm × noise figure 0–22 dB (the shipped search's test grid);
     with ``deep_fade`` a third of the devices lose 20–50 dB on both links."""
-    pdl, nf = (10.0, 16.0, 22.0, 28.0)[i % 4], (0.0, 10.0, 22.0)[(i // 4) % 3]
-    w = World(
-        get_preset("paper-qwen").override(
-            {
-                "devices.count": k,
-                "seed": 7000 + i,
-                "radio.p_dl_dbm": pdl,
-                "radio.noise_figure_db": nf,
-                "optimizer.n_saa": n_saa,
-            }
-        )
-    )
-    inst = w.instance(0)
-    if deep_fade:
-        rng = np.random.default_rng(i)
-        fade = np.where(rng.random(k) < 1 / 3, 10 ** rng.uniform(-5, -2, k), 1.0)
-        inst = inst.replace(gain_ul=inst.gain_ul * fade, gain_dl=inst.gain_dl * fade)
-    return SAAObjective(inst, w.saa_uniforms(0))
+    return reference_plans.fast_drop(i, k, n_saa, deep_fade)
 
 
-# 200 drops: K = 20 at the default N_SAA (the paper's round), K = 8, and K = 50 at N_SAA = 400 (to
-# keep the shipped search's side of the comparison affordable); every fourth drop deep-faded
-_CASES = (
-    [(i, 20, 1000) for i in range(100)]
-    + [(i, 8, 1000) for i in range(100, 160)]
-    + [(i, 50, 400) for i in range(160, 200)]
-)
+_CASES = reference_plans.FAST_CASES
 
 
-def _judge(case) -> dict:
+def _judge(case, shipped_plans) -> dict:
+    """The fast planner and the baselines on one drop; the shipped search's plan is the stored one
+    (re-evaluated on the same samples; the next test checks it is current)."""
     i, k, n_saa = case
     obj = _drop(i, k, n_saa, deep_fade=i % 4 == 3)
     paper = paper_greedy(obj).goodput_tokens_per_s  # once: it is both a baseline and the control
     base = max(best_uniform(obj).goodput_tokens_per_s, computation_only(obj).goodput_tokens_per_s, paper)
     return {
         "fast": fast_search(obj).goodput_tokens_per_s,
-        "shipped": local_search(obj).goodput_tokens_per_s,
+        "shipped": obj.value(shipped_plans[f"{i},{k},{n_saa}"]),
         "paper": paper,
         "baseline": base,
     }
@@ -67,9 +46,10 @@ def test_fast_search_reaches_the_shipped_plans_on_200_drops(capsys):
     ≥ 99% of drops, never below the best uniform γ, computation-only or the paper's greedy.
     Negative control: the paper's greedy (the fast planner the paper ships) fails the 0.5% criterion."""
     from concurrent.futures import ProcessPoolExecutor
+    from functools import partial
 
     with ProcessPoolExecutor(max_workers=2) as pool:
-        rows = list(pool.map(_judge, _CASES))
+        rows = list(pool.map(partial(_judge, shipped_plans=reference_plans.load("shipped_fast_grid")), _CASES))
     fast, shipped, paper, base = (np.array([r[n] for r in rows]) for n in ("fast", "shipped", "paper", "baseline"))
     short = 1 - fast / shipped
     with capsys.disabled():
@@ -81,6 +61,17 @@ def test_fast_search_reaches_the_shipped_plans_on_200_drops(capsys):
     assert np.all(fast >= base * (1 - 1e-12))
     assert np.mean(short <= 0.005) >= 0.99
     assert np.mean(1 - paper / shipped <= 0.005) < 0.99
+
+
+def test_stored_shipped_plans_are_current():
+    """One drop per K of the grid (one deep-faded), the shipped search run again: the stored plan.
+    Negative control: a stored plan moved by one step on one device is reported stale."""
+    keys = [(3, 20, 1000), (100, 8, 1000), (160, 50, 400)]
+    assert reference_plans.stale_keys("shipped_fast_grid", keys) == []
+    moved = reference_plans.load("shipped_fast_grid")
+    g = moved["100,8,1000"]
+    g[0] = g[0] + 1 if g[0] < 20 else g[0] - 1
+    assert reference_plans.stale_keys("shipped_fast_grid", keys[1:2], moved) == ["100,8,1000"]
 
 
 def _counting_clock():
