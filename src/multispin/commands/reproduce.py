@@ -74,7 +74,7 @@ def reproduce(
         "--drops",
         min=1,
         metavar="INT",
-        show_default="100; 4 with --quick; identification 6 (2 with --quick)",
+        show_default="100; 4 with --quick; identification 6 (2 with --quick); capacity 20 (4 with --quick)",
         help="drops per point",
     ),
     n_saa: int | None = typer.Option(
