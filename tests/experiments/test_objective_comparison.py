@@ -4,6 +4,7 @@ same seeds, compared with the sum objective; the reported differences recomputed
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -49,6 +50,7 @@ def test_demo_objectives_on_the_cli_prints_every_objective_against_the_sum(tmp_p
     for o in ("proportional-fair", "max-min", "energy"):
         assert f"{o} vs sum: " in res.output and f"adaptive, {o} objective: " in res.output
     assert "p95 TPOT" in res.output and "indicative" in res.output
+    assert "what each device gets, per objective" in res.output and re.search(r"┃\s+objective\s+┃", res.output)
     saved = json.loads((tmp_path / "objectives" / "summary.json").read_text())
     assert [o["objective"] for o in saved["objectives"]] == ["sum", "proportional-fair", "max-min", "energy"]
     # without the flag nothing of it runs

@@ -12,7 +12,11 @@ def print_objectives(con, cmp) -> None:
     for o, r in cmp.runs.items():
         g = goodput_interval(r.log)
         con.print(f"adaptive, {o} objective: {g.estimate:.1f} tokens/s [{g.low:.1f}, {g.high:.1f}]", highlight=False)
-    con.print(_service_table([(o, r.service()) for o, r in cmp.runs.items()], "what each device gets, per objective"))
+    con.print(
+        _service_table(
+            [(o, r.service()) for o, r in cmp.runs.items()], "what each device gets, per objective", "objective"
+        )
+    )
     for o, d in cmp.goodput.items():
         con.print(f"[bold]{d.verdict}", highlight=False)
         for s in cmp.service[o]:

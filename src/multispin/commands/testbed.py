@@ -106,10 +106,10 @@ def _ms(x) -> str:
     return "—" if x is None else f"{1e3 * x:.0f}"
 
 
-def _service_table(rows, title: str) -> Table:
+def _service_table(rows, title: str, label: str = "policy") -> Table:
     """One line per (label, service metrics dict) pair: what each device gets and spends."""
     t = _right_aligned(
-        title, _SERVICE_CAPTION, ("policy", "worst G", "Jain", "γ=0", "TTFT p95", "TPOT p50", "p95", "p99", "J/tok")
+        title, _SERVICE_CAPTION, (label, "worst G", "Jain", "γ=0", "TTFT p95", "TPOT p50", "p95", "p99", "J/tok")
     )
     for label, s in rows:
         e = s.get("energy_per_token_j")
