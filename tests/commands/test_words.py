@@ -30,12 +30,12 @@ def test_full_reproduce_states_duration_and_folder_first(multispin, monkeypatch,
     res = multispin("reproduce", "--out", str(tmp_path / "r"), "--workers", "2")
     assert res.code == 0 and len(calls) == 1
     first = res.err.splitlines()[0]
-    assert first.startswith("the full reproduction: about 29 CPU-minutes of drops, ≈ 14 min on 2 idle core(s)")
+    assert first.startswith("the full reproduction: about 31 CPU-minutes of drops, ≈ 16 min on 2 idle core(s)")
     assert f"output in {tmp_path / 'r'}/ (report.md)" in first and "--quick" in first
     res = multispin("reproduce", "--quick", "--out", str(tmp_path / "q"), "--workers", "2")
     assert res.code == 0 and res.err == ""  # --quick: a few minutes, nothing to warn about
     res = multispin("reproduce", "--out", str(tmp_path / "f"), "--figure", "fig2", "--workers", "1")
-    assert res.err.startswith("figure(s) fig2: part of about 29 CPU-minutes")
+    assert res.err.startswith("figure(s) fig2: part of about 31 CPU-minutes")
 
 
 def test_source_version_is_git_describe_in_a_checkout():

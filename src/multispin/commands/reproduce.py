@@ -23,9 +23,10 @@ from multispin.commands._options import (
 )
 from multispin.experiments.reproduce.config import reproducible_presets
 
-# A full run's drops took 29 CPU-minutes on this project's 2-core host (README, "Reproducing");
+# A full run's drops took 29 CPU-minutes on this project's 2-core host, figure 9 about 2 more
+# (README, "Reproducing");
 # the wall time is about that over the worker count on idle cores, more on a busy host.
-FULL_RUN_CPU_MINUTES = 29
+FULL_RUN_CPU_MINUTES = 31
 
 
 def full_run_line(workers: int, out: Path, figures: list[str] | None) -> str:
@@ -74,7 +75,7 @@ def reproduce(
         "--drops",
         min=1,
         metavar="INT",
-        show_default="100; 4 with --quick; identification 6 (2 with --quick)",
+        show_default="100; 4 with --quick; identification 6 (2 with --quick); capacity 20 (4 with --quick)",
         help="drops per point",
     ),
     n_saa: int | None = typer.Option(

@@ -106,10 +106,10 @@ def _ms(x) -> str:
     return "—" if x is None else f"{1e3 * x:.0f}"
 
 
-def _service_table(rows, title: str) -> Table:
+def _service_table(rows, title: str, label: str = "policy") -> Table:
     """One line per (label, service metrics dict) pair: what each device gets and spends."""
     t = _right_aligned(
-        title, _SERVICE_CAPTION, ("policy", "worst G", "Jain", "γ=0", "TTFT p95", "TPOT p50", "p95", "p99", "J/tok")
+        title, _SERVICE_CAPTION, (label, "worst G", "Jain", "γ=0", "TTFT p95", "TPOT p50", "p95", "p99", "J/tok")
     )
     for label, s in rows:
         e = s.get("energy_per_token_j")
@@ -307,6 +307,12 @@ def demo(
         show_default="the scenario file's seed; 0",
         help="first seed (same prompts and channel for every policy)",
     ),
+    objectives: bool = typer.Option(
+        False,
+        "--objectives",
+        help="also run adaptive under every objective on the same seeds and compare each with the sum "
+        "(goodput, worst device, Jain, p95 TPOT, energy per token, paired 95% intervals)",
+    ),
     link: dict = LINK.slot,
     out: Path = typer.Option(Path("out/demo"), metavar="DIR", help="output folder (summary.json, demo.png, logs)"),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
@@ -373,12 +379,17 @@ def demo(
             return lambda r, tokens: progress.update(task, completed=r + 1, tokens=tokens)
 
         result = run_demo(config, loaded, hook)
+        if objectives:
+            from multispin.experiments.objective_comparison import compare_objectives
+
+            by_objective = compare_objectives(config, loaded, hook)
     png = plot_demo(result, out / "demo.png")
     sweep_png = plot_sweep(result, out / "demo-sweep.png") if sweep == "pdl" else None
     if as_json:
         from multispin.jsonout import versioned
 
-        typer.echo(json.dumps(versioned(result.to_dict(), "demo-summary")))
+        doc = result.to_dict() | ({"objectives": by_objective.to_dict()} if objectives else {})
+        typer.echo(json.dumps(versioned(doc, "demo-summary")))
         return
     con = table_console()
     for point in result.points:
@@ -405,6 +416,10 @@ def demo(
         con.print(_service_table([(r["policy"], r["service"]) for r in point.rows], "what each device gets"))
         for c in point.service_comparisons:
             con.print(c.verdict, highlight=False)
+    if objectives:
+        from multispin.commands._service_tables import print_objectives
+
+        print_objectives(con, by_objective)
     d0 = result.points[0].runs["adaptive"].results[0].texts.get(0, "")
     con.print(f"[bold]device 0 wrote:[/bold] {d0[:300]!r}")
     err.print(

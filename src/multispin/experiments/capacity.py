@@ -93,3 +93,37 @@ def capacity(
             break
         best = k
     return best, points
+
+
+# the reproduce study (experiments/reproduce, figure fig9_capacity): one drop's capacities
+CAPACITY_OBJECTIVES = ("sum", "proportional-fair")
+CAPACITY_TPOT_TARGET_S = 0.2
+CAPACITY_GAMMA_MAX = 8
+CAPACITY_ROUNDS = 200
+CAPACITY_N_SAA = 200
+CAPACITY_MAX_DEVICES = 24
+
+
+def run_capacity_drop(scenario: dict, options: dict) -> dict[str, float]:
+    """One drop (the scenario carries its seed) of the capacity study: devices served within the
+    p95 TPOT target per policy × objective, as ``capacity_<policy>_<objective>``."""
+    from multispin.system import scenario_from_dict
+
+    sc = scenario_from_dict(scenario).override({"optimizer.gamma_max": CAPACITY_GAMMA_MAX})
+    target = float(options.get("tpot_target_s", CAPACITY_TPOT_TARGET_S))
+    row = {}
+    for policy in POLICY_MODES:
+        for objective in CAPACITY_OBJECTIVES:
+            row[f"capacity_{policy}_{objective.replace('-', '_')}"] = float(
+                capacity(
+                    sc,
+                    policy=policy,
+                    objective=objective,
+                    tpot_target_s=target,
+                    max_devices=CAPACITY_MAX_DEVICES,
+                    drops=1,
+                    rounds=CAPACITY_ROUNDS,
+                    n_saa=CAPACITY_N_SAA,
+                )[0]
+            )
+    return row

@@ -28,6 +28,12 @@ PARAM_DOCS: dict[str, str] = {
 }
 
 METRIC_DOCS: dict[str, str] = {
+    **{
+        f"capacity_{p}_{o}": f"fig9: devices served with p95 TPOT ≤ 200 ms, {p.replace('_', '-')} modes, "
+        f"{o.replace('_', '-')} objective (the largest K with every K' ≤ K served)"
+        for p in ("adaptive", "all_ul", "all_dl")
+        for o in ("sum", "proportional_fair")
+    },
     "goodput": "sum goodput G of the adaptive policy (shipped greedy draft lengths, optimal UL/DL modes), tokens/s",
     "g_max": "free-communication bound G_max at the same draft lengths, tokens/s",
     "g_ratio": "G / G_max(γ) at the plan's own draft lengths (1 wherever nobody drafts: not a bound)",

@@ -44,6 +44,10 @@ def run_drop(scenario: dict[str, Any], options: dict[str, Any]) -> dict[str, flo
         from multispin.experiments.reproduce.csi import run_csi_drop
 
         return run_csi_drop(scenario, options)
+    if options.get("capacity"):  # capacity under a TPOT target (experiments/capacity.py)
+        from multispin.experiments.capacity import run_capacity_drop
+
+        return run_capacity_drop(scenario, options)
     from multispin.optimize.baselines import baselines as baseline_plans
     from multispin.optimize.bound import communication_bound
     from multispin.optimize.draft_lengths import goodput_upper_bound, reference_search
@@ -131,7 +135,20 @@ def _csi_drop_code():
     return run_csi_drop
 
 
-DROP_CODE = (_nan_if_empty, _pct, run_drop, run_chunk, _csi_drop_code())  # what code_version hashes
+def _capacity_drop_code():
+    from multispin.experiments import capacity
+
+    return capacity  # the whole module: the capacity search and its drop
+
+
+DROP_CODE = (
+    _nan_if_empty,
+    _pct,
+    run_drop,
+    run_chunk,
+    _csi_drop_code(),
+    _capacity_drop_code(),
+)  # what code_version hashes
 
 
 @lru_cache(maxsize=1)

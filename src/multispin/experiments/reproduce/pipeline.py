@@ -22,6 +22,7 @@ from typing import Any
 from multispin._version import source_version
 from multispin.experiments.reproduce import (
     fig_bound,
+    fig_capacity,
     fig_channel_knowledge,
     fig_draft_schemes,
     fig_extensions,
@@ -44,6 +45,7 @@ FIGURES: tuple[ModuleType, ...] = (
     fig_bound,
     identification,
     fig_channel_knowledge,
+    fig_capacity,
 )
 FIGURE_NAMES = tuple(m.NAME for m in FIGURES)
 STUDY_PARAMS = {
@@ -53,6 +55,7 @@ STUDY_PARAMS = {
     "extensions": ("preset", "pdl_ratio"),
     "identification": identification.PARAMS,
     "csi": fig_channel_knowledge.PARAMS,
+    "capacity": ("preset", "pdl_ratio"),
 }
 
 

@@ -66,6 +66,7 @@ NON_NEGATIVE_PREFIXES = (
     "t_comp_ms",
     "tokens_per_round",
     "payload_bits_",
+    "capacity_",
 )
 BOOTSTRAP_RESAMPLES = 4000
 

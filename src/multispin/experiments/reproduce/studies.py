@@ -15,7 +15,9 @@ Studies (each a list of `.config.Point`):
 - ``identification``: the unpublished settings (noise figure 0–30 dB, T_ver^tok, acceptance table,
   channel model) × P^dl/P^ul on the main pair: fewer drops, the same N_SAA;
 - ``csi``: imperfect and outdated channel knowledge (speed, pilot SNR): perfect, naive and robust
-  planning (`.csi`).
+  planning (`.csi`);
+- ``capacity``: devices served within a p95 TPOT target vs P^dl/P^ul, adaptive / all-UL / all-DL
+  under the sum and the proportional-fair objective (`multispin.experiments.capacity`).
 """
 
 from __future__ import annotations
@@ -71,7 +73,14 @@ ID_DROPS_FULL = 6
 ID_DROPS_QUICK = 2
 BASE_SETTING = {"t_ver_tok_ms": 0.0, "acceptance": "mid", "channel": "rayleigh"}
 
-STUDIES = ("pdl", "users", "resources", "extensions", "identification", "csi")
+CAPACITY_RATIOS_FULL = (1, 2, 4, 8, 16, 32, 64)
+CAPACITY_RATIOS_QUICK = (1, 4, 16, 64)
+# each capacity drop runs 6 searches over K with 200 simulated rounds per K: fewer drops than the
+# goodput studies keep the full run's cost to about two CPU-minutes
+CAPACITY_DROPS_FULL = 20
+CAPACITY_DROPS_QUICK = 4
+
+STUDIES = ("pdl", "users", "resources", "extensions", "identification", "csi", "capacity")
 
 
 # ----------------------------------------------------------------------------- grids
@@ -224,6 +233,8 @@ def drops_for(point: Point, cfg: RunConfig) -> int:
         return identification_drops(cfg)
     if point.study == "csi":
         return csi_drops(cfg)
+    if point.study == "capacity":
+        return cfg.drops if cfg.drops is not None else (CAPACITY_DROPS_QUICK if cfg.quick else CAPACITY_DROPS_FULL)
     base = cfg.drops_per_point
     k = int(point.params.get("devices", 0))
     if point.study == "users" and cfg.drops is None and k > USERS_ALL_DROPS_UP_TO_K:
@@ -268,6 +279,24 @@ def csi_drops(cfg: RunConfig) -> int:
     return CSI_DROPS_QUICK if cfg.quick else CSI_DROPS_FULL
 
 
+def capacity_points(cfg: RunConfig) -> list[Point]:
+    """P^dl/P^ul sweep on the main pair; each drop runs every policy × objective (common random
+    numbers: the drop seed leaves the ratio out, so every ratio sees the same drops)."""
+    preset = cfg.main_preset
+    pul = _p_ul_dbm(preset)
+    return [
+        Point(
+            "capacity",
+            {"preset": preset, "pdl_ratio": ratio},
+            preset,
+            {"radio.noise_figure_db": cfg.noise_figure, "radio.p_dl_dbm": pul + db(ratio)},
+            {"capacity": True},
+            seed_params=("preset",),
+        )
+        for ratio in (CAPACITY_RATIOS_QUICK if cfg.quick else CAPACITY_RATIOS_FULL)
+    ]
+
+
 POINTS = {
     "pdl": pdl_points,
     "users": users_points,
@@ -275,6 +304,7 @@ POINTS = {
     "extensions": extensions_points,
     "identification": identification_points,
     "csi": csi_points,
+    "capacity": capacity_points,
 }
 
 
@@ -288,5 +318,6 @@ def cost_estimate(point: Point) -> float:
         + 1.5 * bool(point.options.get("extensions"))
         + 2.0 * bool(point.options.get("reference"))
         + 12.0 * bool(point.options.get("csi"))
+        + 0.5 * bool(point.options.get("capacity"))
     )
     return w * (k**1.6) * (n / 1000.0) ** 0.7
