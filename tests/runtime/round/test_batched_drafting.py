@@ -16,7 +16,18 @@ import pytest
 
 import multispin.runtime.round.roles as roles
 from doubles import FixedDraftLengths
-from exactness_engine import DRAFT, MARG_T1, N_DEVICES, N_POSITIONS, P_PASS, PROMPT, T1, TARGET, run_engine
+from exactness_engine import (
+    DRAFT,
+    MARG_T1,
+    N_DEVICES,
+    N_POSITIONS,
+    P_PASS,
+    PROMPT,
+    T1,
+    TARGET,
+    run_engine,
+    run_first_tokens,
+)
 from exactness_stats import min_p_value
 from multispin.models.base import BatchedSequence
 from multispin.models.hf import HFBatchedLM, HFSequenceLM
@@ -37,12 +48,8 @@ def run_batched_engine(mode: str, gamma: int, n_devices: int = N_DEVICES, seed: 
     devices = {
         k: roles.DraftDevice(k, BatchedSequence(shared, k), T1, codec, codec, seed, PROMPT) for k in range(n_devices)
     }
-    run_rounds(
-        server,
-        devices,
-        PolicyPair(FixedDraftLengths({k: gamma for k in devices}), FixedMode(mode)),
-        max_new_tokens=max(N_POSITIONS, gamma + 1),
-        eos_ids=(),
+    run_first_tokens(
+        server, devices, PolicyPair(FixedDraftLengths({k: gamma for k in devices}), FixedMode(mode)), gamma
     )
     return np.array([devices[k].generated[:N_POSITIONS] for k in devices])
 
