@@ -148,8 +148,6 @@ FOREIGN_FLAGS = {
     "--only-binary",
     "--progress-bar",
     "--disable-pip-version-check",  # pip download
-    "--plot",
-    "--export",  # the figure scripts' own argparse (python -m multispin.experiments...)
     "--always",
     "--dirty",
     "--show-toplevel",

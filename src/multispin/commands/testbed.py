@@ -24,6 +24,7 @@ from multispin.commands._options import (
     table_console,
 )
 from multispin.commands._scenario_fields import check_scenario_fields, running_values
+from multispin.commands._service_tables import print_objectives, right_aligned, service_table
 from multispin.experiments.demo_defaults import DEMO_DEVICES, DEMO_ROUNDS, STUDY_POLICIES, STUDY_ROUNDS, STUDY_SEEDS
 from multispin.jsonout import versioned
 from multispin.vocabulary import RUN_POLICIES
@@ -57,15 +58,8 @@ def _progress() -> Progress:
     )
 
 
-def _right_aligned(title: str, caption: str, columns: tuple[str, ...]) -> Table:
-    t = Table(title=title, caption=caption)
-    for col in columns:
-        t.add_column(col, justify="right")
-    return t
-
-
 def _table(results, title: str) -> Table:
-    t = _right_aligned(
+    t = right_aligned(
         title,
         "G: tokens/s on the scenario clock; forecast: the model's prediction on "
         "fresh channels, independent of the run; model / MC: what the analytic "
@@ -91,38 +85,6 @@ def _table(results, title: str) -> Table:
             f"{s['bits_down_per_token'] / 1e3:.1f}",
             f"{s['bits_charged_per_token'] / 1e3:.1f}",
             "ok" if s["consistent"] and s["digests_match"] else "MISMATCH",
-        )
-    return t
-
-
-_SERVICE_CAPTION = (
-    "worst G: the lowest per-device goodput (tokens/s); Jain: fairness index of the per-device "
-    "goodputs (1 = equal); γ=0: share of device-rounds not drafting; TTFT p95 and TPOT p50/p95/p99 "
-    "(ms) on the run's clock; J/tok: device energy per generated token (docs/service.md)"
-)
-
-
-def _ms(x) -> str:
-    return "—" if x is None else f"{1e3 * x:.0f}"
-
-
-def _service_table(rows, title: str, label: str = "policy") -> Table:
-    """One line per (label, service metrics dict) pair: what each device gets and spends."""
-    t = _right_aligned(
-        title, _SERVICE_CAPTION, (label, "worst G", "Jain", "γ=0", "TTFT p95", "TPOT p50", "p95", "p99", "J/tok")
-    )
-    for label, s in rows:
-        e = s.get("energy_per_token_j")
-        t.add_row(
-            label,
-            f"{s['worst_device_goodput_tokens_per_s']:.1f}",
-            f"{s['jain_index']:.3f}",
-            f"{s['gamma0_share']:.2f}",
-            _ms(s["ttft_s"]["p95"]),
-            _ms(s["tpot_s"]["p50"]),
-            _ms(s["tpot_s"]["p95"]),
-            _ms(s["tpot_s"]["p99"]),
-            "—" if e is None else f"{e:.3f}",
         )
     return t
 
@@ -238,7 +200,7 @@ def testbed(
     label = result.summary["policy"] + (
         "" if result.summary["objective"] == "sum" else f" ({result.summary['objective']})"
     )
-    con.print(_service_table([(label, result.summary["service"])], "what each device gets"))
+    con.print(service_table([(label, result.summary["service"])], "what each device gets"))
     if forecast_note(result.summary):
         con.print(forecast_note(result.summary), highlight=False)
     con.print(f"logs and summary in {out}/")
@@ -413,12 +375,10 @@ def demo(
                 highlight=False,
             )
         # after the verdicts: the goodput table, its caption and verdicts stay one block
-        con.print(_service_table([(r["policy"], r["service"]) for r in point.rows], "what each device gets"))
+        con.print(service_table([(r["policy"], r["service"]) for r in point.rows], "what each device gets"))
         for c in point.service_comparisons:
             con.print(c.verdict, highlight=False)
     if objectives:
-        from multispin.commands._service_tables import print_objectives
-
         print_objectives(con, by_objective)
     d0 = result.points[0].runs["adaptive"].results[0].texts.get(0, "")
     con.print(f"[bold]device 0 wrote:[/bold] {d0[:300]!r}")
@@ -444,7 +404,7 @@ def _setup_lines(s: dict, cfg) -> str:
 
 
 def _demo_table(point, title: str) -> Table:
-    t = _right_aligned(
+    t = right_aligned(
         title,
         "G: steady-state sum goodput Σ tokens / Σ (T_comp + T_comm), tokens/s, with its "
         "95% interval; vs TO: paired difference to target_only; forecast: the model's "

@@ -2,7 +2,7 @@
 checked-claims report, from one command.
 
 Modules: one per figure (``fig_*.py``, ``identification.py``: ``table``, ``plot``, ``describe``;
-runnable with ``--export/--plot``), `.studies` (what one drop computes, the grids),
+one figure alone is ``multispin reproduce --figure NAME``), `.studies` (what one drop computes, the grids),
 `.runner` (process pool, per-chunk cache, progress bar), `.stats` (means and CIs),
 `.claims` (the checks of docs/system-model.md §6), `.report` (report.md),
 `.pipeline` (everything, in order).

@@ -377,7 +377,7 @@ def write_report(
             text,
             "",
             f"Data: [`{m.NAME}.csv`]({m.NAME}.csv); regenerate with "
-            f"`python -m {m.__name__} --out {out} [--quick] [--export] [--plot]`.",
+            f"`multispin reproduce --figure {m.NAME.split('_')[0]} --out NEW_FOLDER` (add `--quick` for the quick run).",
             "",
         ]
     from multispin.experiments.reproduce import fig_channel_knowledge
