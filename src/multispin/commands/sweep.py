@@ -10,7 +10,7 @@ from typing import Any
 import typer
 
 from multispin.commands._app import app
-from multispin.commands._flag_groups import RADIO, takes
+from multispin.commands._flag_groups import OBJECTIVE, RADIO, takes
 from multispin.commands._interrupt import reported_interrupt
 from multispin.commands._options import (
     LogLevel,
@@ -82,7 +82,7 @@ def print_table(doc: dict) -> None:
 
 
 @app.command()
-@takes(RADIO)
+@takes(RADIO, OBJECTIVE)
 def sweep(
     over: list[str] = typer.Option(
         ...,
@@ -101,6 +101,7 @@ def sweep(
         None, min=1, metavar="INT", show_default="the scenario's", help="number of devices K"
     ),
     radio: dict = RADIO.slot,
+    objective: dict = OBJECTIVE.slot,
     n_saa: int | None = typer.Option(
         None, "--n-saa", min=1, metavar="INT", show_default="the scenario's", help="SAA samples per drop"
     ),
@@ -146,7 +147,15 @@ def sweep(
     names = [p.strip() for p in policies.split(",") if p.strip()]
     with reported_interrupt():
         table = api.sweep(
-            sc, over=grid, drops=drops, policies=names, seed=seed, workers=workers, out=out, progress=not no_progress
+            sc,
+            over=grid,
+            drops=drops,
+            policies=names,
+            seed=seed,
+            workers=workers,
+            out=out,
+            progress=not no_progress,
+            **objective,
         )
     if plot is not None:
         api.plot(table, plot, field=next(iter(grid)))
