@@ -12,6 +12,14 @@ samples. Per point and policy the table gives the mean goodput with its 95% inte
 `multispin.experiments.reproduce.stats`) and adaptive's gain over the policy as a ratio of
 means with the paired delta-method interval.
 
+Objective (``optimizer.objective``; ``objective=``, ``--objective``): the sum by default, as in the
+paper; another objective plans adaptive and the mode baselines for it on the same drops
+(`multispin.experiments.reproduce.drop.objective_drop`), and the goodput stays the sum goodput
+of those plans. Beside it each row has what each device gets from the policy's plan on the drop's
+samples (the worst device's goodput, Jain's index, energy per generated token:
+`multispin.experiments.reproduce.drop.service_columns`), with the same intervals and adaptive's
+paired change against the policy (docs/service.md).
+
 Channel knowledge (``channel.speed_kmh``, ``channel.pilot_snr_db``, ``channel.planning``): a point
 whose scenario moves its devices or estimates its channel from pilots runs the channel-knowledge
 drop of ``multispin reproduce`` (`multispin.experiments.reproduce.csi`): each policy plans on the
@@ -75,8 +83,13 @@ class SweepTable:
     A row holds the point's swept values (by dotted field name), ``policy``,
     ``goodput_tokens_per_s`` with ``goodput_low``/``goodput_high``, ``adaptive_gain_pct`` with
     ``adaptive_gain_low``/``adaptive_gain_high`` (100·(mean G_adaptive / mean G_policy − 1),
-    paired; ``None`` on adaptive's own row), ``mean_draft_len`` and ``n_drops``. ``summaries``
-    keeps every per-point statistic of the drops (the reproduce CSV row of each point)."""
+    paired; ``None`` on adaptive's own row), ``mean_draft_len``, ``n_drops``, and the service
+    figures ``worst_device_goodput_tokens_per_s``, ``jain_index`` and ``energy_per_token_j``, each
+    with ``_low``/``_high`` and adaptive's paired change ``adaptive_worst_pct``,
+    ``adaptive_jain_pct``, ``adaptive_energy_per_token_pct`` (with ``_low``/``_high``; None on
+    adaptive's row and where the drop computes none). ``summaries`` keeps every per-point
+    statistic of the drops (the reproduce CSV row of each point). ``objective``: what the plans
+    maximise (``energy_weight_tokens_per_j``: the energy objective's w, None for the others)."""
 
     scenario: str
     over: dict[str, list]
