@@ -176,3 +176,32 @@ def test_the_cli_objective_flags(multispin):
     assert "objective max-min" in res.out and "worst G [95%]" in res.out and "Jain [95%]" in res.out
     res = multispin(*args)
     assert res.code == 0 and "objective sum" in res.out and "objective max-min" not in res.out
+
+
+def test_service_intervals_are_the_reproduce_statistics_of_the_same_drops(sum_table):
+    """Each service figure is reproduce's bootstrap mean of the drops' column, and adaptive's change
+    its paired ratio of means (stats.py), as goodput's. Negative control: the unpaired ratio of
+    all-DL's drops against adaptive's drops in another order differs."""
+    from multispin.experiments.reproduce.config import RunConfig
+    from multispin.experiments.reproduce.runner import run_points
+    from multispin.experiments.reproduce.stats import bootstrap_mean_ci, ratio_of_means_ci
+    from multispin.experiments.sweep import check_policies, grid_points
+
+    sc = ms.scenario(**SMALL)
+    points = grid_points(sc, GRID, check_policies(POLICIES))
+    rows = run_points([(p, 3) for p in points], RunConfig(seed=sc.seed, drops=3, use_cache=False, progress=False))
+    drops = rows[(points[0].study, points[0].id)]
+    got = next(r for r in sum_table.rows if r["radio.p_dl_dbm"] == 10 and r["policy"] == "all_dl")
+    for key, column, short in [
+        ("worst_device_goodput_tokens_per_s", "goodput_worst", "worst"),
+        ("jain_index", "jain", "jain"),
+        ("energy_per_token_j", "energy_per_token_j", "energy_per_token"),
+    ]:
+        mean, lo, hi, _ = bootstrap_mean_ci(r[f"{column}_all_dl"] for r in drops)
+        assert (got[key], got[f"{key}_low"], got[f"{key}_high"]) == pytest.approx((mean, lo, hi)), key
+        paired = ratio_of_means_ci([r[column] for r in drops], [r[f"{column}_all_dl"] for r in drops])
+        assert (got[f"adaptive_{short}_pct"], got[f"adaptive_{short}_low"], got[f"adaptive_{short}_high"]) == (
+            pytest.approx(paired)
+        ), key
+    shuffled = ratio_of_means_ci([r["goodput_worst"] for r in drops[::-1]], [r["goodput_worst_all_dl"] for r in drops])
+    assert (got["adaptive_worst_low"], got["adaptive_worst_high"]) != pytest.approx(shuffled[1:])

@@ -85,8 +85,8 @@ class SweepTable:
     ``adaptive_gain_low``/``adaptive_gain_high`` (100·(mean G_adaptive / mean G_policy − 1),
     paired; ``None`` on adaptive's own row), ``mean_draft_len``, ``n_drops``, and the service
     figures ``worst_device_goodput_tokens_per_s``, ``jain_index`` and ``energy_per_token_j``, each
-    with ``_low``/``_high`` and adaptive's paired change ``adaptive_worst_pct``,
-    ``adaptive_jain_pct``, ``adaptive_energy_per_token_pct`` (with ``_low``/``_high``; None on
+    with ``_low``/``_high`` and adaptive's paired change ``adaptive_<f>_pct`` with
+    ``adaptive_<f>_low``/``adaptive_<f>_high`` for f in worst, jain, energy_per_token (None on
     adaptive's row and where the drop computes none). ``summaries`` keeps every per-point
     statistic of the drops (the reproduce CSV row of each point). ``objective``: what the plans
     maximise (``energy_weight_tokens_per_j``: the energy objective's w, None for the others)."""
