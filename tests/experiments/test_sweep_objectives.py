@@ -205,3 +205,22 @@ def test_service_intervals_are_the_reproduce_statistics_of_the_same_drops(sum_ta
         ), key
     shuffled = ratio_of_means_ci([r["goodput_worst"] for r in drops[::-1]], [r["goodput_worst_all_dl"] for r in drops])
     assert (got["adaptive_worst_low"], got["adaptive_worst_high"]) != pytest.approx(shuffled[1:])
+
+
+def test_a_scenario_files_objective_and_energy_model_are_used(multispin, tmp_path):
+    """Before, sweep refused optimizer.objective and energy.* in a scenario file; now the file's
+    objective plans the sweep (as --objective does) and its energy model sets the joules. Negative
+    control: the same file without them is the sum, with other joules per token."""
+    args = ["sweep", "--over", "radio.p_dl_dbm=10", "--devices", "3", "--n-saa", "30", "--drops", "2"]
+    args += ["--policies", "adaptive", "--json", "--no-progress"]
+    path = tmp_path / "fair.yaml"
+    path.write_text("preset: paper-qwen\noptimizer.objective: max-min\nenergy.draft_power_w: 8.0\n")
+    res = multispin(*args, "--scenario", str(path))
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    flag = multispin(*args, "--objective", "max-min", "--set", "energy.draft_power_w=8.0")
+    assert flag.code == 0, flag.err
+    assert doc["objective"] == "max-min" and doc["rows"] == json.loads(flag.out)["rows"]
+    plain = json.loads(multispin(*args).out)
+    assert plain["objective"] == "sum"
+    assert plain["rows"][0]["energy_per_token_j"] != pytest.approx(doc["rows"][0]["energy_per_token_j"])

@@ -50,7 +50,9 @@ _CHANNEL_KNOWLEDGE = ("channel.speed_kmh", "channel.carrier_hz", "channel.pilot_
 USED: dict[str, tuple[str, ...]] = {
     "optimize": _EVERY_VERB + ("payload.", "energy."),
     "sweep": tuple(p for p in _EVERY_VERB if p != "optimizer.")
-    + ("optimizer.", "payload.", "energy.")
+    # each optimizer field by name: a field added later is classified for sweep, not used by default
+    + ("optimizer.gamma_max", "optimizer.n_saa", "optimizer.objective", "optimizer.energy_weight_tokens_per_j")
+    + ("payload.", "energy.")
     + _CHANNEL_KNOWLEDGE,
     "testbed": _EVERY_VERB + ("channel.", "energy."),
     "demo": _EVERY_VERB + ("channel.", "energy."),
