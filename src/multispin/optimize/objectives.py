@@ -239,7 +239,12 @@ class ObjectiveSearch:
             else policy_ul_mask(rej, self.modes, self.mode_u)
         )
         assert ul is not None  # asked for with return_modes
-        j = np.array([self._outcome(rej[i], ul[i : i + 1])[1][0] for i in range(rej.shape[0])])
+        # the joules of each distinct (rejected set, modes) once: samples repeat few of them, and
+        # each sample's value is the same computation, so the score is unchanged
+        keys, inverse = np.unique(np.concatenate([rej, ul], axis=1), axis=0, return_inverse=True)
+        k = inst.num_devices
+        per_key = np.array([self._outcome(key[:k], key[None, k:])[1][0] for key in keys])
+        j = per_key[inverse.reshape(-1)]
         return self._energy_score(gamma, n_k, tc, tcomm, j)
 
     def policy_modes_score(self, gamma) -> RoundScore:
