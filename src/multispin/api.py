@@ -354,6 +354,8 @@ def sweep(
     workers: int = 1,
     out: None | str | Path = None,
     progress: bool = False,
+    objective: str | None = None,
+    energy_weight: float | None = None,
 ) -> SweepTable:
     """Goodput of ``policies`` at every point of a grid, each with its 95% interval (``multispin sweep``).
 
@@ -376,6 +378,10 @@ def sweep(
         workers: processes the drops run on.
         out: a folder for the cache of finished drops (a rerun resumes); ``None``: no cache.
         progress: a progress bar on stderr.
+        objective: what every policy's plan maximises: ``sum`` (the paper's), ``proportional-fair``,
+            ``max-min`` or ``energy`` (None: the scenario's ``optimizer.objective``). A non-sum
+            objective compares ``adaptive``, ``all_ul``, ``all_dl`` and ``random``.
+        energy_weight: w of the ``energy`` objective, tokens per joule (None: the scenario's).
 
     Returns:
         A [SweepTable][multispin.experiments.sweep.SweepTable]: ``rows`` (one per point × policy),
@@ -393,6 +399,8 @@ def sweep(
         workers=workers,
         out=Path(out) if out is not None else None,
         progress=progress,
+        objective=objective,
+        energy_weight=energy_weight,
     )
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import typer
 
 from multispin.commands._app import app
-from multispin.commands._flag_groups import RADIO, takes
+from multispin.commands._flag_groups import OBJECTIVE, RADIO, takes
 from multispin.commands._interrupt import reported_interrupt
 from multispin.commands._options import (
     LogLevel,
@@ -56,19 +56,34 @@ def _fmt(v: float | None, lo: float | None, hi: float | None, unit: str = "") ->
     return f"{v:.1f} [{lo:.1f}, {hi:.1f}]"
 
 
+def _fmt_small(v: float | None, lo: float | None, hi: float | None, scale: float = 1.0) -> str:
+    """A figure below ~10 (Jain's index, mJ per token) with three digits and its interval."""
+    if v is None:
+        return "—"
+    if lo is None or hi is None:
+        return f"{v * scale:.3g}"
+    return f"{v * scale:.3g} [{lo * scale:.3g}, {hi * scale:.3g}]"
+
+
 def print_table(doc: dict) -> None:
     """The sweep as one rich table: a row per point and policy."""
     from rich.table import Table
 
     fields = list(doc["over"])
+    objective = doc.get("objective", "sum")
+    if objective == "energy":
+        objective += f", w = {doc['energy_weight_tokens_per_j']:g} tokens/J"
     t = Table(
-        title=f"multispin sweep: {doc['scenario']}, {doc['drops']} drops per point, seed {doc['seed']}",
+        title=f"multispin sweep: {doc['scenario']}, objective {objective}, {doc['drops']} drops per point, "
+        f"seed {doc['seed']}",
         caption="the same drops for every point and policy; G: mean sum goodput over the drops, tokens/s, "
         "with its 95% interval; adaptive vs: "
         "100·(mean G_adaptive / mean G_policy − 1), paired on the same drops, 95% interval; "
-        "γ̄: mean draft length",
+        "γ̄: mean draft length; worst G: the worst device's goodput min_k G_k (tokens/s), Jain: "
+        "Jain's index of the G_k, mJ/tok: device energy per generated token, each of the plan on the "
+        "drop's samples, mean and 95% interval (adaptive's paired change against each policy: --json)",
     )
-    for col in (*fields, "policy", "G [95%]", "adaptive vs [95%]", "γ̄"):
+    for col in (*fields, "policy", "G [95%]", "adaptive vs [95%]", "γ̄", "worst G [95%]", "Jain [95%]", "mJ/tok [95%]"):
         t.add_column(col, justify="right")
     for r in doc["rows"]:
         t.add_row(
@@ -77,12 +92,21 @@ def print_table(doc: dict) -> None:
             _fmt(r["goodput_tokens_per_s"], r["goodput_low"], r["goodput_high"]),
             _fmt(r["adaptive_gain_pct"], r["adaptive_gain_low"], r["adaptive_gain_high"], "%"),
             "—" if r["mean_draft_len"] is None else f"{r['mean_draft_len']:.1f}",
+            _fmt(
+                r.get("worst_device_goodput_tokens_per_s"),
+                r.get("worst_device_goodput_tokens_per_s_low"),
+                r.get("worst_device_goodput_tokens_per_s_high"),
+            ),
+            _fmt_small(r.get("jain_index"), r.get("jain_index_low"), r.get("jain_index_high")),
+            _fmt_small(
+                r.get("energy_per_token_j"), r.get("energy_per_token_j_low"), r.get("energy_per_token_j_high"), 1e3
+            ),
         )
     table_console().print(t)
 
 
 @app.command()
-@takes(RADIO)
+@takes(RADIO, OBJECTIVE)
 def sweep(
     over: list[str] = typer.Option(
         ...,
@@ -101,6 +125,7 @@ def sweep(
         None, min=1, metavar="INT", show_default="the scenario's", help="number of devices K"
     ),
     radio: dict = RADIO.slot,
+    objective: dict = OBJECTIVE.slot,
     n_saa: int | None = typer.Option(
         None, "--n-saa", min=1, metavar="INT", show_default="the scenario's", help="SAA samples per drop"
     ),
@@ -146,7 +171,15 @@ def sweep(
     names = [p.strip() for p in policies.split(",") if p.strip()]
     with reported_interrupt():
         table = api.sweep(
-            sc, over=grid, drops=drops, policies=names, seed=seed, workers=workers, out=out, progress=not no_progress
+            sc,
+            over=grid,
+            drops=drops,
+            policies=names,
+            seed=seed,
+            workers=workers,
+            out=out,
+            progress=not no_progress,
+            **objective,
         )
     if plot is not None:
         api.plot(table, plot, field=next(iter(grid)))

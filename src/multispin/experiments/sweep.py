@@ -12,6 +12,14 @@ samples. Per point and policy the table gives the mean goodput with its 95% inte
 `multispin.experiments.reproduce.stats`) and adaptive's gain over the policy as a ratio of
 means with the paired delta-method interval.
 
+Objective (``optimizer.objective``; ``objective=``, ``--objective``): the sum by default, as in the
+paper; another objective plans adaptive and the mode baselines for it on the same drops
+(`multispin.experiments.reproduce.drop.objective_drop`), and the goodput stays the sum goodput
+of those plans. Beside it each row has what each device gets from the policy's plan on the drop's
+samples (the worst device's goodput, Jain's index, energy per generated token:
+`multispin.experiments.reproduce.drop.service_columns`), with the same intervals and adaptive's
+paired change against the policy (docs/service.md).
+
 Channel knowledge (``channel.speed_kmh``, ``channel.pilot_snr_db``, ``channel.planning``): a point
 whose scenario moves its devices or estimates its channel from pilots runs the channel-knowledge
 drop of ``multispin reproduce`` (`multispin.experiments.reproduce.csi`): each policy plans on the
@@ -41,6 +49,16 @@ SWEEP_POLICIES = {
     "greedy_paper": ("goodput_greedy_paper", "gamma_greedy_paper", "drafts"),
 }
 DEFAULT_POLICIES = ("adaptive", "all_ul", "all_dl")
+# what a non-sum objective plans: adaptive and the mode baselines, each searching its γ for the
+# objective (experiments.reproduce.drop.objective_drop); the draft-length baselines are sum heuristics
+OBJECTIVE_POLICIES = ("adaptive", "all_ul", "all_dl", "random")
+# service column of a drop (experiments.reproduce.drop.service_columns) -> the table's key; adaptive's
+# column has no suffix, a baseline's ends in _<policy>, as goodput's
+SERVICE_COLUMNS = {
+    "goodput_worst": ("worst_device_goodput_tokens_per_s", "worst"),
+    "jain": ("jain_index", "jain"),
+    "energy_per_token_j": ("energy_per_token_j", "energy_per_token"),
+}
 STUDY = "sweep"
 # the channel-knowledge drop's suffix per policy (multispin.experiments.reproduce.csi.CSI_MODES)
 CSI_POLICIES = {"adaptive": "", "all_ul": "_all_ul", "all_dl": "_all_dl"}
@@ -65,8 +83,13 @@ class SweepTable:
     A row holds the point's swept values (by dotted field name), ``policy``,
     ``goodput_tokens_per_s`` with ``goodput_low``/``goodput_high``, ``adaptive_gain_pct`` with
     ``adaptive_gain_low``/``adaptive_gain_high`` (100·(mean G_adaptive / mean G_policy − 1),
-    paired; ``None`` on adaptive's own row), ``mean_draft_len`` and ``n_drops``. ``summaries``
-    keeps every per-point statistic of the drops (the reproduce CSV row of each point)."""
+    paired; ``None`` on adaptive's own row), ``mean_draft_len``, ``n_drops``, and the service
+    figures ``worst_device_goodput_tokens_per_s``, ``jain_index`` and ``energy_per_token_j``, each
+    with ``_low``/``_high`` and adaptive's paired change ``adaptive_<f>_pct`` with
+    ``adaptive_<f>_low``/``adaptive_<f>_high`` for f in worst, jain, energy_per_token (None on
+    adaptive's row and where the drop computes none). ``summaries`` keeps every per-point
+    statistic of the drops (the reproduce CSV row of each point). ``objective``: what the plans
+    maximise (``energy_weight_tokens_per_j``: the energy objective's w, None for the others)."""
 
     scenario: str
     over: dict[str, list]
@@ -75,6 +98,8 @@ class SweepTable:
     seed: int
     rows: list[dict[str, Any]]
     summaries: list[dict[str, Any]] = field(repr=False, default_factory=list)
+    objective: str = "sum"
+    energy_weight_tokens_per_j: float | None = None  # the energy objective's w (None for the others)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready table (what ``multispin sweep --json`` prints, less the version fields)."""
@@ -87,6 +112,8 @@ class SweepTable:
                 "policies": self.policies,
                 "drops": self.drops,
                 "seed": self.seed,
+                "objective": self.objective,
+                "energy_weight_tokens_per_j": self.energy_weight_tokens_per_j,
                 "rows": self.rows,
             }
         )
@@ -115,6 +142,14 @@ def check_policies(policies: Sequence[str]) -> list[str]:
 
 def grid_points(sc, over: Mapping[str, Sequence[Any]], policies: Sequence[str]) -> list[_ScenarioPoint]:
     """One point per combination of the swept values, each checked now (a bad value stops here)."""
+    objective = sc.optimizer.objective
+    if objective != "sum":
+        other = [p for p in policies if p not in OBJECTIVE_POLICIES]
+        if other:
+            raise ConfigError(
+                f"policies: {', '.join(other)}: plan the sum goodput only (allowed with objective "
+                f"{objective!r}: {', '.join(OBJECTIVE_POLICIES)})"
+            )
     if not over:
         raise ConfigError("over: name at least one field and its values, e.g. {'radio.p_dl_dbm': [10, 20, 30]}")
     for name, values in over.items():
@@ -133,7 +168,8 @@ def grid_points(sc, over: Mapping[str, Sequence[Any]], policies: Sequence[str]) 
     from multispin.system.channel_process import uses_channel_process
 
     needs = {SWEEP_POLICIES[p][2] for p in policies} - {None}
-    options = {k: True for k in sorted(needs)}
+    # service: the drop also reports what each device gets under each policy's plan
+    options = {**{k: True for k in sorted(needs)}, "service": True}
     base = sc.to_dict()
     names = list(over)
     points = []
@@ -147,6 +183,11 @@ def grid_points(sc, over: Mapping[str, Sequence[Any]], policies: Sequence[str]) 
                 raise ConfigError(
                     f"policies: {', '.join(other)}: not compared under channel.speed_kmh / "
                     f"channel.pilot_snr_db (allowed there: {', '.join(CSI_POLICIES)})"
+                )
+            if objective != "sum":  # the channel-knowledge drop plans the sum (the planner's rule too)
+                raise ConfigError(
+                    f"objective: {objective!r} plans on the known channel; channel.speed_kmh and "
+                    "channel.pilot_snr_db allow the objective 'sum' only"
                 )
             point_options = {"csi": True, "replicates": CSI_REPLICATES, "planning": point_sc.channel.planning}
         # seed_params=(): every point draws the same drops (common random numbers across the grid)
@@ -188,9 +229,26 @@ def table_rows(points: Sequence[Point], summaries: Sequence[dict], policies: Seq
                     "adaptive_gain_high": s.get(gain + "_hi") if gain else None,
                     "mean_draft_len": s.get(gamma),
                     "n_drops": s["n_drops"],
+                    **service_cells(s, p),
                 }
             )
     return rows
+
+
+def service_cells(s: dict, policy: str) -> dict[str, Any]:
+    """A row's service figures (SERVICE_COLUMNS) with their 95% intervals and adaptive's paired
+    change against the policy (``adaptive_<name>_pct``, as adaptive_gain_pct; None on adaptive's
+    row); None where the point's drop computes none (the channel-knowledge drop)."""
+    out: dict[str, Any] = {}
+    suffix = "" if policy == "adaptive" else f"_{policy}"
+    for column, (key, short) in SERVICE_COLUMNS.items():
+        c = column + suffix
+        out[key] = s.get(c)
+        out[f"{key}_low"], out[f"{key}_high"] = s.get(c + "_lo"), s.get(c + "_hi")
+        gain = None if policy == "adaptive" else f"gom_{short}_vs_{policy}_pct"
+        for end, at in (("pct", ""), ("low", "_lo"), ("high", "_hi")):
+            out[f"adaptive_{short}_{end}"] = s.get(gain + at) if gain else None
+    return out
 
 
 def run_sweep(
@@ -203,13 +261,26 @@ def run_sweep(
     workers: int = 1,
     out: Path | None = None,
     progress: bool = False,
+    objective: str | None = None,
+    energy_weight: float | None = None,
 ) -> SweepTable:
     """Every point of the grid on ``drops`` drops (see the module doc). ``seed``: the base seed of
     the drops (default: the scenario's); ``out``: a folder for the per-chunk cache (an interrupted
-    or repeated sweep reuses it; ``None``: no cache); ``workers``: processes for the drops."""
+    or repeated sweep reuses it; ``None``: no cache); ``workers``: processes for the drops;
+    ``objective``/``energy_weight``: what the plans maximise (default: the scenario's
+    ``optimizer.objective`` and ``optimizer.energy_weight_tokens_per_j``)."""
     from multispin.experiments.reproduce.runner import run_points
     from multispin.experiments.reproduce.stats import summarise_drops
+    from multispin.optimize.objectives import check_objective
 
+    fields: dict[str, Any] = {}
+    if objective is not None:
+        fields["optimizer.objective"] = check_objective(objective)
+    if energy_weight is not None:
+        fields["optimizer.energy_weight_tokens_per_j"] = energy_weight
+    # the objective lives in the scenario, so every point's cache key (which holds the scenario) tells
+    # objectives and weights apart
+    sc = sc.override(fields) if fields else sc
     policies = check_policies(policies)
     points = grid_points(sc, over, policies)
     base_seed = int(sc.seed if seed is None else seed)
@@ -244,6 +315,8 @@ def run_sweep(
         base_seed,
         table_rows(points, summaries, policies),
         summaries,
+        sc.optimizer.objective,
+        sc.optimizer.energy_weight_tokens_per_j if sc.optimizer.objective == "energy" else None,
     )
 
 

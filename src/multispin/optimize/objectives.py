@@ -208,18 +208,7 @@ class ObjectiveSearch:
             g = n_k / (tc + et)
             if self.objective != "energy":
                 return RoundScore(score(self.objective, g), gamma, g, n_k, tc, et, float("nan"))
-            # the modes the policy picks (the T_comm-optimal ones for "optimal"), and their joules
-            from multispin.optimize.modes import optimal_modes_batch
-            from multispin.optimize.reactive import policy_ul_mask
-
-            ul = (
-                optimal_modes_batch(rej, inst, return_modes=True).is_ul
-                if self.modes == "optimal"
-                else policy_ul_mask(rej, self.modes, self.mode_u)
-            )
-            assert ul is not None  # asked for with return_modes
-            j = np.array([self._outcome(rej[i], ul[i : i + 1])[1][0] for i in range(rej.shape[0])])
-            return self._energy_score(gamma, n_k, tc, tcomm, j)
+            return self._policy_modes_energy(gamma, n_k, tc, rej, tcomm)
         keys, inverse = np.unique(rej, axis=0, return_inverse=True)
         inverse = inverse.reshape(-1)
         weights = np.bincount(inverse, minlength=keys.shape[0]) / rej.shape[0]
@@ -236,6 +225,37 @@ class ObjectiveSearch:
             lam = s.value
         assert best is not None  # at least one iteration ran
         return best
+
+    def _policy_modes_energy(self, gamma, n_k, tc, rej, tcomm) -> RoundScore:
+        """The energy objective at γ with the modes the policy picks (the T_comm-optimal ones for
+        "optimal"), and their joules."""
+        from multispin.optimize.modes import optimal_modes_batch
+        from multispin.optimize.reactive import policy_ul_mask
+
+        inst = self.inst
+        ul = (
+            optimal_modes_batch(rej, inst, return_modes=True).is_ul
+            if self.modes == "optimal"
+            else policy_ul_mask(rej, self.modes, self.mode_u)
+        )
+        assert ul is not None  # asked for with return_modes
+        # the joules of each distinct (rejected set, modes) once: samples repeat few of them, and
+        # each sample's value is the same computation, so the score is unchanged
+        keys, inverse = np.unique(np.concatenate([rej, ul], axis=1), axis=0, return_inverse=True)
+        k = inst.num_devices
+        per_key = np.array([self._outcome(key[:k], key[None, k:])[1][0] for key in keys])
+        j = per_key[inverse.reshape(-1)]
+        return self._energy_score(gamma, n_k, tc, tcomm, j)
+
+    def policy_modes_score(self, gamma) -> RoundScore:
+        """γ scored with the policy's own modes (T_comm-optimal for "optimal", never the energy
+        objective's mode search) and their joules (``e_energy_j``): what a plan of the sum,
+        proportional-fair or max-min objective costs the devices (`experiments.sweep`)."""
+        gamma = np.asarray(gamma, dtype=np.int64)
+        inst = self.inst
+        rej = outcomes(inst, gamma, self.u)
+        tcomm = t_comm_batch(rej, inst, self.modes, self.split, self.mode_u)
+        return self._policy_modes_energy(gamma, expected_tokens(inst, gamma), float(t_comp_s(inst, gamma)), rej, tcomm)
 
     def _energy_score(self, gamma, n_k, tc, t, j, weights=None) -> RoundScore:
         e = self.energy

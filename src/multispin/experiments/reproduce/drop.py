@@ -64,6 +64,8 @@ def run_drop(scenario: dict[str, Any], options: dict[str, Any]) -> dict[str, flo
         inst, u, world.mode_uniforms(0), modes=bool(options.get("modes")), draft_lengths=bool(options.get("drafts"))
     )
     p = plan(inst, uniforms=u, extra_starts={n: dp.draft_len for n, dp in baselines.items()})
+    if sc.optimizer.objective != "sum":  # the sum plan and its baselines are the searches' starts
+        return objective_drop(sc, inst, u, world.mode_uniforms(0), p, baselines, options)
     g = p.draft_len
     gp = p.goodput
     row: dict[str, float] = {
@@ -117,7 +119,91 @@ def run_drop(scenario: dict[str, Any], options: dict[str, Any]) -> dict[str, flo
         row["gamma_mean_lattice"] = float(np.mean(pl.draft_len))
         row["payload_bits_sparse"] = float(sc.payload.payload_bits)
         row["payload_bits_lattice"] = float(lat.scenario.payload.payload_bits)
+    if options.get("service"):
+        plans = {"": (g, "optimal", None)}
+        plans.update(
+            {f"_{n}": (dp.draft_len, n if n in _MODE_POLICIES else "optimal", None) for n, dp in baselines.items()}
+        )
+        row.update(service_columns(sc, inst, u, world.mode_uniforms(0), plans))
     return {k: float(v) for k, v in row.items()}
+
+
+_MODE_POLICIES = ("all_ul", "all_dl", "random")  # the mode baselines; the others use the optimal modes
+
+
+def objective_drop(sc, inst, u, mode_u, sum_plan, baselines, options: dict[str, Any]) -> dict[str, float]:
+    """One drop planned for the scenario's non-sum objective (`optimize.objectives`): adaptive and
+    each mode baseline search their γ for the objective under their own modes, starting from the
+    sum's plans; the columns are the sum goodput each plan gives, as for the sum (``goodput``,
+    ``goodput_<policy>``, ``gamma_*``, ``gain_vs_*_pct``), the sum plan's goodput
+    (``goodput_sum_objective``: what the objective costs in sum goodput) and, with
+    ``options["service"]``, the service columns. The draft-length baselines optimise the sum only
+    and are refused."""
+    from multispin.errors import ConfigError
+    from multispin.optimize.objectives import EnergyModel, plan_objective
+
+    objective = sc.optimizer.objective
+    other = sorted(set(baselines) - set(_MODE_POLICIES))
+    if other or any(options.get(k) for k in ("reference", "extensions", "stats")):
+        raise ConfigError(
+            f"objective: {objective!r} plans adaptive and the mode baselines only (got {other or options})"
+        )
+    energy = EnergyModel.of(sc)
+    starts = [sum_plan.draft_len, *(dp.draft_len for dp in baselines.values())]
+    p, best, _ = plan_objective(inst, objective, uniforms=u, energy=energy, starts=starts)
+    row: dict[str, float] = {
+        "goodput": p.goodput_tokens_per_s,
+        "gamma_mean": float(np.mean(p.draft_len)),
+        "frac_no_draft": float(np.mean(p.draft_len == 0)),
+        "goodput_sum_objective": sum_plan.goodput_tokens_per_s,
+    }
+    # the energy objective picks adaptive's modes after verification (its own search, not the
+    # T_comm-optimal ones): its score already holds those modes' airtimes and joules
+    plans: dict[str, tuple[Any, str, Any]] = {"": (p.draft_len, "optimal", best if objective == "energy" else None)}
+    for name, dp in baselines.items():
+        bp = plan_objective(
+            inst,
+            objective,
+            uniforms=u,
+            energy=energy,
+            modes=name,
+            mode_uniforms=mode_u if name == "random" else None,
+            starts=[dp.draft_len],
+        )[0]
+        row[f"goodput_{name}"] = bp.goodput_tokens_per_s
+        row[f"gamma_{name}"] = float(np.mean(bp.draft_len))
+        row[f"gain_vs_{name}_pct"] = _pct(p.goodput_tokens_per_s, bp.goodput_tokens_per_s)
+        plans[f"_{name}"] = (bp.draft_len, name, None)
+    if options.get("service"):
+        row.update(service_columns(sc, inst, u, mode_u, plans))
+    return {k: float(v) for k, v in row.items()}
+
+
+def service_columns(sc, inst, u, mode_u, plans: dict[str, tuple[Any, str, Any]]) -> dict[str, float]:
+    """What each device gets from each policy's plan on the drop's samples (docs/service.md, the
+    model's counterpart of a run's `experiments.service` figures): per policy column suffix
+    (``""`` for adaptive, ``"_all_ul"``, …) → (γ, its modes, the objective's score where it
+    already fixed the modes, else None), the worst device's goodput min_k G_k
+    (``goodput_worst<suffix>``), Jain's index of the G_k (``jain<suffix>``) and the devices'
+    joules per generated token Σ_k E[J_k] / Σ_k E[N_k] (``energy_per_token_j<suffix>``), with
+    G_k = E[N_k] / (T_comp + E[T_comm]) under the policy's modes (Σ_k G_k is its goodput column)."""
+    from multispin.optimize.objectives import EnergyModel, ObjectiveSearch
+
+    energy = EnergyModel.of(sc)
+    out: dict[str, float] = {}
+    for suffix, (gamma, modes, score) in plans.items():
+        if score is None:
+            search = ObjectiveSearch(
+                inst, u, "energy", energy, modes, mode_uniforms=mode_u if modes == "random" else None
+            )
+            score = search.policy_modes_score(gamma)
+        tokens = float(np.sum(score.expected_tokens))
+        out[f"goodput_worst{suffix}"] = float(np.min(score.device_goodput))
+        g = score.device_goodput  # Jain's index as experiments.service.jain_index (a test checks), here so
+        # that the cache's code hash covers it
+        out[f"jain{suffix}"] = float(np.sum(g) ** 2 / (g.size * np.sum(g * g))) if np.any(g > 0) else 1.0
+        out[f"energy_per_token_j{suffix}"] = score.e_energy_j / tokens
+    return out
 
 
 def run_chunk(scenario: dict[str, Any], options: dict[str, Any], seeds: list[tuple[int, int]]) -> list[dict]:
@@ -145,6 +231,8 @@ DROP_CODE = (
     _nan_if_empty,
     _pct,
     run_drop,
+    objective_drop,
+    service_columns,
     run_chunk,
     _csi_drop_code(),
     _capacity_drop_code(),

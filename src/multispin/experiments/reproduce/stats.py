@@ -67,6 +67,8 @@ NON_NEGATIVE_PREFIXES = (
     "tokens_per_round",
     "payload_bits_",
     "capacity_",
+    "jain",  # Jain's index, in [1/K, 1]
+    "energy_per_token",
 )
 BOOTSTRAP_RESAMPLES = 4000
 
@@ -149,6 +151,14 @@ GAINS_OF_MEANS = {
         f"gom_{k}_vs_{b}_pct": (f"goodput_{k}", f"goodput_{k}_{b}")
         for k in ("perfect", "naive", "robust")
         for b in ("all_ul", "all_dl")
+    },
+    # the sweep's objective (multispin.experiments.sweep): what it costs in sum goodput against
+    # the sum's plan, and adaptive's service columns against each mode baseline's, paired as goodput is
+    "gom_objective_vs_sum_pct": ("goodput", "goodput_sum_objective"),
+    **{
+        f"gom_{m}_vs_{b}_pct": (metric, f"{metric}_{b}")
+        for m, metric in (("worst", "goodput_worst"), ("jain", "jain"), ("energy_per_token", "energy_per_token_j"))
+        for b in ("all_ul", "all_dl", "random", "best_uniform", "computation_only", "greedy_paper")
     },
 }
 
