@@ -33,7 +33,7 @@ test: lint
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS)
 
 # The quick loop while editing: everything but the tests marked integration (real sockets,
-# processes, models) or slow; a few minutes on 2 cores.
+# processes, models) or slow; about 3 minutes on 2 idle cores.
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) -m "not integration and not slow"
 
