@@ -135,6 +135,7 @@ def child_main(spec_path: str) -> None:
     from multispin.models.base import LoadedPair
     from multispin.runtime.net.server import EdgeServer
     from multispin.runtime.net.server_config import ServerConfig
+    from multispin.runtime.round.local import fixed_policy
 
     if spec["pair"] == "tiny":
         import torch
@@ -156,7 +157,6 @@ def child_main(spec_path: str) -> None:
         max_devices=k,
         rounds=spec["rounds"],
         max_new_tokens=spec["max_new"],
-        draft_len=GAMMA,
         seed=SEED,
         round_timeout_s=120,
         join_timeout_s=120,
@@ -199,6 +199,7 @@ def child_main(spec_path: str) -> None:
         pair,
         None if spec["keys"] else SECRET,
         journal=spec["journal"],
+        policy=fixed_policy(GAMMA, seed=SEED),
         on_round=on_round,
         target_lm=target_lm,
         **keys,

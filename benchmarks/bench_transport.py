@@ -65,9 +65,10 @@ from multispin.models.base import LoadedPair
 from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_tables
 from multispin.models.tiny import load_tiny_pair
 from multispin.runtime.net.device import DeviceClient
-from multispin.runtime.net.launcher import free_port, run_local_testbed
+from multispin.runtime.net.launcher import DeviceSetup, ServerHooks, free_port, run_local_testbed
 from multispin.runtime.net.server import EdgeServer
 from multispin.runtime.net.server_config import ServerConfig
+from multispin.runtime.round.engine import PolicyPair
 from multispin.runtime.round.local import RandomMode, UniformDraftLength
 from multispin.runtime.wire.records import RoundEvent
 
@@ -121,17 +122,17 @@ def bench_tiny(k: int, rounds: int) -> dict[str, float]:
     seen = _Rounds()
     summary = run_local_testbed(
         load_tiny_pair(),
-        k,
-        max_new_tokens=100_000,
-        rounds=rounds + WARMUP,
-        draft_lengths=UniformDraftLength(GAMMA),
-        modes=RandomMode(0),
+        ServerConfig.make(
+            max_new_tokens=100_000,
+            rounds=rounds + WARMUP,
+            round_timeout_s=300,
+            join_timeout_s=180,
+            max_prompt_tokens=4096,
+        ),
+        DeviceSetup(k, runner="fork", threads=1),
+        policy=PolicyPair(UniformDraftLength(GAMMA), RandomMode(0)),
+        hooks=ServerHooks(on_round=seen),
         secret=SECRET,
-        device_runner="fork",
-        threads=1,
-        round_timeout_s=300,
-        on_round=seen,
-        server_options={"max_prompt_tokens": 4096},
         timeout_s=1800,
     )
     assert summary.consistent, "device tokens differ from the server's records"
@@ -192,8 +193,7 @@ def bench_markov(k: int, rounds: int, vocab: int = 64) -> dict[str, float]:
         config,
         pair,
         SECRET,
-        draft_lengths=UniformDraftLength(GAMMA),
-        modes=RandomMode(0),
+        policy=PolicyPair(UniformDraftLength(GAMMA), RandomMode(0)),
         on_round=seen,
         target_lm=MarkovBatchedLM(target),
     )

@@ -167,6 +167,60 @@ def test_store_check_sees_the_repair_driving_the_journal(tmp_path):
     ]
 
 
+# Inside net/: the server loop drives the round and leans on parts with one job each (its link
+# to the wire, its restart from the journal, its summary, its settings); none of them imports the
+# loop back, and the device side (device, pool) knows nothing of the server side. Only the
+# launcher holds both. Imports point down this table.
+NET = "multispin.runtime.net"
+NET_MAY_IMPORT = {
+    "launcher": {"server", "server_config", "device", "pool"},
+    "server": {"server_config", "server_link", "server_recovery", "server_summary", "transport", "jsonlog"},
+    "server_link": {"transport", "jsonlog"},
+    "server_recovery": {"server_config"},
+    "server_summary": {"jsonlog"},
+    "server_config": set(),
+    "transport": {"transport_peers"},
+    "transport_peers": set(),
+    "pool": {"device"},
+    "device": set(),
+    "round_sink": set(),
+    "jsonlog": set(),
+}
+
+
+def test_the_server_parts_import_downwards_only():
+    bad = ring_violations(_edges(), NET, NET_MAY_IMPORT)
+    assert not bad, "net imports against NET_MAY_IMPORT:\n" + "\n".join(
+        f"{e.src}:{e.line} -> {e.dst} ({e.kind})" for e in bad
+    )
+    unplaced = sorted(
+        m for m in ig.modules(SRC, "multispin") if m.startswith(NET + ".") and ring_of(m, NET) not in NET_MAY_IMPORT
+    )
+    assert not unplaced, f"net modules not in NET_MAY_IMPORT: {unplaced}"
+
+
+def test_net_check_sees_a_part_importing_the_loop(tmp_path):
+    """Negative control: the link importing the server (in a function) and the device importing the
+    launcher (for the type checker only) are reported; the server importing its link is not."""
+    src = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/net/__init__.py": "",
+            "pkg/net/server.py": "from pkg.net.server_link import Link\n",
+            "pkg/net/server_link.py": "def f():\n    from pkg.net import server\n",
+            "pkg/net/launcher.py": "from pkg.net import server\n",
+            "pkg/net/device.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.net.launcher import B\n",
+        },
+    )
+    may = {"launcher": {"server", "device"}, "server": {"server_link"}, "server_link": set(), "device": set()}
+    bad = ring_violations(ig.edges(src, "pkg"), "pkg.net", may)
+    assert sorted((e.src, e.dst, e.kind) for e in bad) == [
+        ("pkg.net.device", "pkg.net.launcher", "typing"),
+        ("pkg.net.server_link", "pkg.net.server", "function"),
+    ]
+
+
 def test_every_runtime_module_is_in_a_ring():
     outside = sorted(
         m

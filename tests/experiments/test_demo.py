@@ -14,7 +14,9 @@ from multispin.experiments.demo import DemoConfig, run_demo
 from multispin.experiments.testbed import TestbedConfig, build_scenario, run_testbed
 from multispin.models.prompts import device_prompt_queues
 from multispin.models.registry import resolve_pair
-from multispin.runtime.net.launcher import LocalTestbed
+from multispin.runtime.net.launcher import DeviceSetup, LocalTestbed
+from multispin.runtime.net.server_config import ServerConfig
+from multispin.runtime.round.engine import PolicyPair
 from multispin.runtime.round.local import FixedMode, UniformDraftLength
 from multispin.runtime.round.session import encode_prompt
 from multispin.vocabulary import DEMO_POLICIES
@@ -29,15 +31,9 @@ def test_steady_state_every_round_runs_every_device_and_next_prompts_start_from_
     queues = device_prompt_queues(["chat", "code", "chat"], rounds, seed=2, source="builtin")
     bed = LocalTestbed(
         pair,
-        k,
-        max_new_tokens=3,
-        rounds=rounds,
-        prompt_queues=queues,
-        device_runner="thread",
-        draft_lengths=UniformDraftLength(2),
-        modes=FixedMode("dl"),
-        seed=2,
-        sampling=None,
+        ServerConfig.make(max_new_tokens=3, rounds=rounds, seed=2),
+        DeviceSetup(k, prompt_queues=queues, runner="thread"),
+        policy=PolicyPair(UniformDraftLength(2), FixedMode("dl")),
     )
     bed.start()
     summary = bed.wait(120)

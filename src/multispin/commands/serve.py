@@ -140,6 +140,7 @@ def serve(
     from multispin.models.placement import place_pair
     from multispin.runtime.net.server import EdgeServer, install_signal_handlers
     from multispin.runtime.net.server_config import ServerConfig
+    from multispin.runtime.round.local import fixed_policy
     from multispin.runtime.round.session import resolve_pair
 
     # fail fast, before loading any model
@@ -149,6 +150,8 @@ def serve(
     if log is not None:
         check_parent_exists(Path(log), "--log")
 
+    settings = dict(round_settings)
+    policy = fixed_policy(settings.pop("draft_len"), settings.pop("mode"), settings["seed"])
     config = ServerConfig.make(
         host=host,
         port=port,
@@ -156,7 +159,7 @@ def serve(
         max_devices=max(max_devices, devices),
         rounds=rounds,
         max_new_tokens=max_new_tokens,
-        **round_settings,
+        **settings,
         round_timeout_s=round_timeout,
         join_timeout_s=join_timeout,
         idle_timeout_s=idle_timeout,
@@ -170,7 +173,13 @@ def serve(
         loaded = place_pair(resolve_pair(pair), machine["placement"], drafts=False)
         check_codecs_fit(config.ul_codec, config.dl_codec, loaded.vocab_size)  # before waiting for anyone
         server = EdgeServer(
-            config, loaded, security.get("secret"), keys=security.get("keys"), journal=opened, log_path=log
+            config,
+            loaded,
+            security.get("secret"),
+            keys=security.get("keys"),
+            journal=opened,
+            policy=policy,
+            log_path=log,
         )
     except BaseException:
         if opened is not None:

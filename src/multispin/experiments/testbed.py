@@ -351,7 +351,8 @@ def run_testbed(
     """Run one testbed session; write rounds.jsonl, server.jsonl and summary.json under `out`."""
     from multispin.models.prompts import device_prompt_queues
     from multispin.models.registry import resolve_pair
-    from multispin.runtime.net.launcher import LocalTestbed
+    from multispin.runtime.net.launcher import DeviceSetup, LocalTestbed, ServerHooks
+    from multispin.runtime.net.server_config import ServerConfig
 
     pair = pair or resolve_pair(config.pair)
     drafts, tasks, scenario, measured = device_setup(config, pair)
@@ -371,24 +372,24 @@ def run_testbed(
     if out:
         out.mkdir(parents=True, exist_ok=True)
     sink = RoundSink(config.clock == "wall", out / "rounds.jsonl" if out else None, on_progress)
-    bed = LocalTestbed(
-        pair,
-        config.devices,
-        config.max_new_tokens,
-        config.rounds,
-        policy=planner,
-        log_path=(out / "server.jsonl") if out else None,
+    server = ServerConfig.make(
+        max_new_tokens=config.max_new_tokens,
+        rounds=config.rounds,
+        gamma_max=gamma_max,
         seed=config.seed,
-        sampling=choice.sampling,
+        **choice.sampling.model_dump(),
         ul_codec=choice.wire.ul_codec,
         dl_codec=choice.wire.dl_codec,
-        drafts=drafts,
-        prompt_queues=queues,
-        device_runner=config.runner,
         round_timeout_s=config.round_timeout_s,
-        on_round=sink,
-        before_commit=sink.emulate_link,
-        server_options={"gamma_max": gamma_max},
+        join_timeout_s=180.0,  # K devices load their drafts before round 0
+    )
+    bed = LocalTestbed(
+        pair,
+        server,
+        DeviceSetup(config.devices, drafts=drafts, prompt_queues=queues, runner=config.runner),
+        policy=planner,
+        hooks=ServerHooks(on_round=sink, before_commit=sink.emulate_link),
+        log_path=(out / "server.jsonl") if out else None,
     )
     if bed.server.wire != choice.wire:  # one payload truth: the server logs what the planner charges
         raise RuntimeError(f"payload: server moves {bed.server.wire}, planner charges {choice.wire}")

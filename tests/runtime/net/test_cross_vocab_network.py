@@ -11,7 +11,8 @@ import pytest
 from doubles import FixedDraftLengths
 from multispin.models.hf import HFBatchedLM, draft_lm
 from multispin.models.registry import resolve_pair
-from multispin.runtime.net.launcher import run_local_testbed
+from multispin.runtime.net.launcher import DeviceSetup, run_local_testbed
+from multispin.runtime.net.server_config import ServerConfig
 from multispin.runtime.round import roles
 from multispin.runtime.round.engine import PolicyPair
 from multispin.runtime.round.local import RandomMode, run_rounds
@@ -51,16 +52,10 @@ def test_networked_mixed_family_devices_match_in_process_and_the_server_record(p
     run_rounds(server, devices, PolicyPair(FixedDraftLengths(gammas), RandomMode(seed)), 20, pair.eos_token_ids)
     summary = run_local_testbed(
         pair,
-        n,
-        max_new_tokens=20,
-        draft_lengths=FixedDraftLengths(gammas),
-        modes=RandomMode(seed),
+        ServerConfig.make(max_new_tokens=20, seed=seed, round_timeout_s=60),
+        DeviceSetup(n, drafts=DRAFTS, prompts=PROMPTS, runner="fork"),
+        policy=PolicyPair(FixedDraftLengths(gammas), RandomMode(seed)),
         secret="test-secret-0123456789",
-        seed=seed,
-        prompts=PROMPTS,
-        drafts=DRAFTS,
-        device_runner="fork",
-        round_timeout_s=60,
         timeout_s=300,
     )
     assert summary.server.stop_reason == "done" and summary.consistent

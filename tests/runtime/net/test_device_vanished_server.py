@@ -12,6 +12,7 @@ import pytest
 from multispin.models.registry import resolve_pair
 from multispin.runtime.net.server import EdgeServer
 from multispin.runtime.net.server_config import ServerConfig
+from multispin.runtime.round.local import fixed_policy
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]  # real sockets and processes
 
@@ -32,12 +33,11 @@ def test_a_device_whose_server_never_returns_exits_1_with_its_partial_text(multi
         port=0,
         expected_devices=1,
         max_new_tokens=500,
-        draft_len=3,
         temperature=0.0,
         seed=0,
         join_timeout_s=60,
     )
-    srv = EdgeServer(cfg, pair, SECRET, before_commit=freeze_after_round_2)
+    srv = EdgeServer(cfg, pair, SECRET, policy=fixed_policy(3, seed=cfg.seed), before_commit=freeze_after_round_2)
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
     assert srv.ready.wait(30) and srv.endpoint

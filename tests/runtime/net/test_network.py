@@ -32,12 +32,12 @@ from multispin.errors import MultispinError
 from multispin.models.hf import HFBatchedLM, HFSequenceLM
 from multispin.models.tiny import load_tiny_pair
 from multispin.runtime.net.device import build_device_client
-from multispin.runtime.net.launcher import LocalTestbed, free_port, run_local_testbed
+from multispin.runtime.net.launcher import DeviceSetup, LocalTestbed, ServerHooks, free_port, run_local_testbed
 from multispin.runtime.net.server import EdgeServer
 from multispin.runtime.net.server_config import ServerConfig
 from multispin.runtime.round import roles
 from multispin.runtime.round.engine import PolicyPair
-from multispin.runtime.round.local import FixedMode, RandomMode, run_rounds
+from multispin.runtime.round.local import FixedMode, RandomMode, fixed_policy, run_rounds
 from multispin.runtime.round.session import encode_prompt
 from multispin.runtime.security.auth import SECRET_ENV, compute_mac
 from multispin.runtime.wire import messages as P
@@ -104,18 +104,11 @@ def test_forked_device_processes_match_in_process_rounds_sampled(pair, tmp_path)
     logf = tmp_path / "server.jsonl"
     summary = run_local_testbed(
         pair,
-        3,
-        max_new_tokens=24,
-        draft_lengths=FixedDraftLengths(gammas),
-        modes=RandomMode(11),
+        ServerConfig.make(max_new_tokens=24, seed=11, ul_codec="dense-fp16", dl_codec="dense-fp32", round_timeout_s=60),
+        DeviceSetup(3, prompts=PROMPTS, runner="fork"),
+        policy=PolicyPair(FixedDraftLengths(gammas), RandomMode(11)),
         secret=SECRET,
         log_path=logf,
-        seed=11,
-        ul_codec="dense-fp16",
-        dl_codec="dense-fp32",
-        prompts=PROMPTS,
-        device_runner="fork",
-        round_timeout_s=60,
         timeout_s=300,
     )
     assert summary.server.stop_reason == "done"
@@ -164,17 +157,11 @@ def test_cli_device_subprocesses_match_in_process_rounds_greedy(pair, tmp_path):
     ref, _ = reference(pair, 2, gammas, FixedMode("dl"), 3, 16, sampling=sampling)
     bed = LocalTestbed(
         "tiny",
-        2,
-        max_new_tokens=16,
-        draft_lengths=FixedDraftLengths(gammas),
-        modes=FixedMode("dl"),
+        ServerConfig.make(max_new_tokens=16, seed=3, **sampling.model_dump(), round_timeout_s=60),
+        DeviceSetup(2, prompts=PROMPTS, runner="subprocess"),
+        policy=PolicyPair(FixedDraftLengths(gammas), FixedMode("dl")),
         secret=SECRET,
         log_path=tmp_path / "s.jsonl",
-        seed=3,
-        sampling=sampling,
-        prompts=PROMPTS,
-        device_runner="subprocess",
-        round_timeout_s=60,
     )
     bed.start()
     # The secret travels in the environment, never on a command line (`ps` shows argv).
@@ -215,19 +202,25 @@ class RawClient:
         return w
 
 
-def _server(pair, tmp_path, expected, **opts):
+def _server(pair, tmp_path, expected, mode="random", **opts):
     config = ServerConfig.make(
         port=0,
         expected_devices=expected,
         max_new_tokens=12,
         seed=1,
-        draft_len=3,
         join_timeout_s=120,
         history=True,
         **opts,
     )
     events: list[dict] = []
-    server = EdgeServer(config, pair, SECRET, log_path=tmp_path / "server.jsonl", on_event=events.append)
+    server = EdgeServer(
+        config,
+        pair,
+        SECRET,
+        policy=fixed_policy(3, mode, config.seed),
+        log_path=tmp_path / "server.jsonl",
+        on_event=events.append,
+    )
     box: dict = {}
     th = threading.Thread(target=lambda: box.setdefault("summary", server.run()), daemon=True)
     th.start()
@@ -368,17 +361,11 @@ def test_stalled_device_is_timed_out_and_resumes_from_the_server_record(pair, tm
     ref, _ = reference(pair, 3, gammas, RandomMode(4), 4, 20)
     summary = run_local_testbed(
         pair,
-        3,
-        max_new_tokens=20,
-        draft_lengths=FixedDraftLengths(gammas),
-        modes=RandomMode(4),
+        ServerConfig.make(max_new_tokens=20, seed=4, round_timeout_s=3.0),
+        DeviceSetup(3, prompts=PROMPTS, runner="thread", faults={1: "stall:2:6"}),
+        policy=PolicyPair(FixedDraftLengths(gammas), RandomMode(4)),
         secret=SECRET,
         log_path=tmp_path / "s.jsonl",
-        seed=4,
-        prompts=PROMPTS,
-        device_runner="thread",
-        round_timeout_s=3.0,
-        faults={1: "stall:2:6"},
         timeout_s=300,
     )
     rec = summary.server.devices[1]
@@ -406,19 +393,12 @@ def test_crashed_device_process_is_dropped_at_once_and_a_restart_resumes_it(pair
 
     bed = LocalTestbed(
         pair,
-        3,
-        max_new_tokens=20,
-        draft_lengths=FixedDraftLengths(gammas),
-        modes=FixedMode("ul"),
+        ServerConfig.make(max_new_tokens=20, seed=6, round_timeout_s=60.0, idle_timeout_s=120),
+        DeviceSetup(3, prompts=PROMPTS, runner="fork", faults={2: "crash:3"}),
+        policy=PolicyPair(FixedDraftLengths(gammas), FixedMode("ul")),
+        hooks=ServerHooks(on_event=on_event),
         secret=SECRET,
         log_path=tmp_path / "s.jsonl",
-        seed=6,
-        prompts=PROMPTS,
-        device_runner="fork",
-        round_timeout_s=60.0,
-        faults={2: "crash:3"},
-        on_event=on_event,
-        idle_timeout_s=120,
     )
     bed.start()
     assert dropped.wait(240), "the crashed device was never dropped"
@@ -604,16 +584,11 @@ def test_32_devices_50_rounds_without_deadlock(pair, tmp_path):
     n = 32
     summary = run_local_testbed(
         pair,
-        n,
-        max_new_tokens=500,
-        rounds=50,
-        draft_lengths=FixedDraftLengths({k: 1 + k % 3 for k in range(n)}),
-        modes=RandomMode(0),
+        ServerConfig.make(max_new_tokens=500, rounds=50, seed=0, round_timeout_s=120),
+        DeviceSetup(n, runner="thread"),
+        policy=PolicyPair(FixedDraftLengths({k: 1 + k % 3 for k in range(n)}), RandomMode(0)),
         secret=SECRET,
         log_path=tmp_path / "load.jsonl",
-        seed=0,
-        device_runner="thread",
-        round_timeout_s=120,
         timeout_s=600,
     )
     assert summary.server.stop_reason == "rounds" and summary.server.rounds == 50

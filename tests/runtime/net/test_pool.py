@@ -29,11 +29,12 @@ from multispin.errors import ConfigError
 from multispin.models.base import LoadedPair
 from multispin.models.synthetic import MarkovBatchedLM
 from multispin.models.tiny import load_tiny_pair
-from multispin.runtime.net.launcher import free_port, run_local_testbed
+from multispin.runtime.net.launcher import DeviceSetup, free_port, run_local_testbed
 from multispin.runtime.net.pool import DevicePool, PoolDevice, parse_device_ids, run_pool
 from multispin.runtime.net.server import EdgeServer
 from multispin.runtime.net.server_config import ServerConfig
-from multispin.runtime.round.local import RandomMode
+from multispin.runtime.round.engine import PolicyPair
+from multispin.runtime.round.local import RandomMode, fixed_policy
 from multispin.runtime.security.keys import create_keyring
 
 # real sockets, processes or models: `make test-fast` leaves these out
@@ -76,24 +77,21 @@ def _testbed(pair, runner, tmp_path, steady: bool):
     new session per job, 8 rounds: every job lasts a round at least, so no queue runs out)."""
     k = 5
     jobs = (
-        {"prompt_queues": [[PROMPTS[(d + j) % len(PROMPTS)] for j in range(8)] for d in range(k)], "rounds": 8}
+        {"prompt_queues": [[PROMPTS[(d + j) % len(PROMPTS)] for j in range(8)] for d in range(k)]}
         if steady
         else {"prompts": PROMPTS}
     )
+    rounds = 8 if steady else None
     gammas = {d + k * j: 1 + d % 4 for d in range(k) for j in range(8)}
     return run_local_testbed(
         pair,
-        k,
-        max_new_tokens=24 if not steady else 8,
-        draft_lengths=FixedDraftLengths(gammas),
-        modes=RandomMode(7),
-        seed=7,
-        ul_codec="dense-fp16",
-        device_runner=runner,
-        round_timeout_s=120,
+        ServerConfig.make(
+            max_new_tokens=24 if not steady else 8, rounds=rounds, seed=7, ul_codec="dense-fp16", round_timeout_s=120
+        ),
+        DeviceSetup(k, runner=runner, **jobs),
+        policy=PolicyPair(FixedDraftLengths(gammas), RandomMode(7)),
         timeout_s=400,
         log_path=tmp_path / f"{runner}.jsonl",
-        **jobs,
     )
 
 
@@ -153,7 +151,7 @@ def test_a_pool_drafts_its_devices_together_and_matches_lone_devices(pair, tmp_p
 
     def run(pool: bool):
         config = ServerConfig.make(port=0, expected_devices=4, max_new_tokens=20, seed=3, join_timeout_s=60)
-        server = EdgeServer(config, pair, SECRET, draft_lengths=FixedDraftLengths(gammas), modes=RandomMode(3))
+        server = EdgeServer(config, pair, SECRET, policy=PolicyPair(FixedDraftLengths(gammas), RandomMode(3)))
         th, box = _serve(server)
         if pool:
             p = DevicePool(
@@ -207,13 +205,13 @@ def run_pool_engine(mode: str, gamma: int) -> dict[int, list[int]]:
         max_devices=n,
         job_slots=SLOTS,
         max_new_tokens=max(N_POSITIONS, gamma + 1),
-        draft_len=gamma,
-        mode=mode,
         seed=11,
         join_timeout_s=120,
         round_timeout_s=120,
     )
-    server = EdgeServer(config, MARKOV, SECRET, target_lm=MarkovBatchedLM(TARGET))
+    server = EdgeServer(
+        config, MARKOV, SECRET, policy=fixed_policy(gamma, mode, config.seed), target_lm=MarkovBatchedLM(TARGET)
+    )
     th, box = _serve(server)
     slots = [[PoolDevice(k + SLOTS * j, tuple(PROMPT), "markov") for j in range(JOBS)] for k in range(SLOTS)]
     outcomes = DevicePool(

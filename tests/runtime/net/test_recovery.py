@@ -26,7 +26,7 @@ from multispin.runtime.net.server import EdgeServer
 from multispin.runtime.net.server_config import ServerConfig
 from multispin.runtime.round import roles
 from multispin.runtime.round.engine import PolicyPair
-from multispin.runtime.round.local import RandomMode, UniformDraftLength, run_rounds
+from multispin.runtime.round.local import RandomMode, UniformDraftLength, fixed_policy, run_rounds
 from multispin.runtime.round.session import encode_prompt
 from multispin.runtime.security.keys import create_keyring
 from multispin.runtime.store.journal import Journal
@@ -244,7 +244,6 @@ def _server_thread(pair, tmp_path, round_timeout_s, on_round):
         expected_devices=K,
         max_new_tokens=MAX_NEW,
         seed=SEED,
-        draft_len=GAMMA,
         round_timeout_s=round_timeout_s,
         join_timeout_s=120,
         idle_timeout_s=120,
@@ -254,6 +253,7 @@ def _server_thread(pair, tmp_path, round_timeout_s, on_round):
         pair,
         keys=server_keys,
         journal=tmp_path / "journal.sqlite",
+        policy=fixed_policy(GAMMA, seed=SEED),
         log_path=tmp_path / "server.jsonl",
         on_round=on_round,
     )

@@ -20,6 +20,7 @@ from multispin.models.tiny import load_tiny_pair
 from multispin.runtime.net.device import build_device_client
 from multispin.runtime.net.server import EdgeServer
 from multispin.runtime.net.server_config import ServerConfig
+from multispin.runtime.round.local import fixed_policy
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]  # real sockets and processes
 
@@ -41,7 +42,6 @@ def _run(pair, max_draft_misses: int, until, limit_s: float = 90.0):
         port=0,
         expected_devices=3,
         max_new_tokens=100_000,
-        draft_len=3,
         seed=1,
         temperature=0.0,
         join_timeout_s=120,
@@ -51,7 +51,7 @@ def _run(pair, max_draft_misses: int, until, limit_s: float = 90.0):
         straggler_backoff_s=600,
     )
     pair = dataclasses.replace(pair, eos_token_ids=())
-    server = EdgeServer(cfg, pair, SECRET)
+    server = EdgeServer(cfg, pair, SECRET, policy=fixed_policy(3, seed=cfg.seed))
     box: dict = {}
     th = threading.Thread(target=lambda: box.setdefault("summary", server.run()), daemon=True)
     th.start()

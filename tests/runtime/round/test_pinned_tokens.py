@@ -75,21 +75,17 @@ def _in_process(pair, seed: int) -> dict:
 
 
 def _networked(pair, seed: int) -> dict:
-    from multispin.runtime.net.launcher import run_local_testbed
+    from multispin.runtime.net.launcher import DeviceSetup, run_local_testbed
+    from multispin.runtime.net.server_config import ServerConfig
 
     summary = run_local_testbed(
         pair,
-        4,
-        max_new_tokens=24,
-        draft_lengths=FixedDraftLengths(GAMMAS),
-        modes=RandomMode(seed),
+        ServerConfig.make(
+            max_new_tokens=24, seed=seed, ul_codec="dense-fp16", dl_codec="dense-fp32", round_timeout_s=60
+        ),
+        DeviceSetup(4, prompts=PROMPTS, runner="thread"),
+        policy=PolicyPair(FixedDraftLengths(GAMMAS), RandomMode(seed)),
         secret="pinned-secret-0123456789",
-        seed=seed,
-        ul_codec="dense-fp16",
-        dl_codec="dense-fp32",
-        prompts=PROMPTS,
-        device_runner="thread",
-        round_timeout_s=60,
         timeout_s=300,
     )
     assert summary.consistent and summary.server.stop_reason == "done"

@@ -17,8 +17,8 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,11 +26,10 @@ from multispin.errors import ConfigError, ProtocolError
 from multispin.models.base import LoadedPair
 from multispin.runtime.net.server import EdgeServer
 from multispin.runtime.net.server_config import ServerConfig
-from multispin.runtime.round.engine import DraftLengthPolicy, ModePolicy, RoundOutcome, RoundPolicy
+from multispin.runtime.round.engine import RoundOutcome, RoundPolicy
 from multispin.runtime.security.auth import resolve_secret
 from multispin.runtime.security.keys import create_keyring
 from multispin.runtime.wire.records import RoundEvent, ServerSummary, TestbedSummary
-from multispin.speculative.warp import SamplingParams
 
 DeviceRunner = Literal["subprocess", "fork", "thread", "pool"]
 POOL_HANDLE = -1  # the pool runner's one handle (a forked process hosting every device)
@@ -203,125 +202,122 @@ def _fork_device_main(jobs: Sequence[dict], result_path: str, threads: int) -> N
     os._exit(code)
 
 
+@dataclass
+class DeviceSetup:
+    """The devices of a local testbed: how many, what each drafts with and on, and how they run.
+
+    Drafts and prompts are cycled over the devices (defaults: the pair's drafts, the built-in
+    prompts). Steady-state runs give each device a queue of prompts instead (`prompt_queues`; fork,
+    thread and pool runners): device k's j-th prompt is a job of its own, device id k + K·j, started
+    as soon as job j − 1 ends. `options` go to every `DeviceClient` (resume, reconnects,
+    server_timeout_s); `faults` inject one fault into a device's first session (tests)."""
+
+    count: int = 4
+    drafts: Sequence[str] | None = None
+    prompts: Sequence[str] | None = None
+    prompt_queues: Sequence[Sequence[str]] | None = None
+    runner: DeviceRunner = "subprocess"
+    threads: int = 1
+    faults: Mapping[int, str] = field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ServerHooks:
+    """What the caller sees of the server's run: `on_round` gets each round's `RoundEvent`
+    (records, timings, bits, drops), `before_commit` each round's `RoundOutcome` (with its cost)
+    once it is durable and before its COMMITs go out, `on_event` every log record."""
+
+    on_round: Callable[[RoundEvent], None] | None = None
+    before_commit: Callable[[RoundOutcome], None] | None = None
+    on_event: Callable[[dict], None] | None = None
+
+
 class LocalTestbed:
-    """One `EdgeServer` (a thread of this process, holding the policy objects and hooks) and K
-    device processes/threads on 127.0.0.1. `start()`, optionally kill/restart devices, `wait()`.
+    """One `EdgeServer` (a thread of this process, holding the policy and the hooks) and K device
+    processes/threads on 127.0.0.1. `start()`, optionally kill/restart devices, `wait()`.
 
-    Hooks for a `multispin testbed` command: `policy` is a `RoundPolicy` (the optimiser-backed
-    planner plugs in there; `draft_lengths` and `modes` build one from two fixed policies), and
-    `on_round` receives a `RoundEvent` after every round (records, timings, bits, drops), and
-    `before_commit` each round's `RoundOutcome` (with its cost) once it is durable, before its COMMITs go out.
-
-    Steady-state runs give each device a queue of prompts (`prompt_queues`, fork, thread and pool runners):
-    device k's j-th prompt is a job of its own, device id k + K·j, started as soon as job j − 1
-    ends (EOS or its budget); the server waits for it before the next round (`job_slots`), so every
-    round runs every device while its queue lasts."""
+    `server`: the server's settings (its address, the devices it expects and the job slots follow
+    from `devices` and are set here); `policy`: the `RoundPolicy` (the optimiser-backed planner of
+    `multispin testbed` plugs in there; default: the server's). Encrypted with throw-away keys
+    unless a `secret` is given or `insecure` asked for. In a steady-state run the server waits for
+    each finished job's successor before the next round (`job_slots`), so every round runs every
+    device while its queue lasts."""
 
     def __init__(
         self,
         pair: str | LoadedPair = "tiny",
-        num_devices: int = 4,
-        max_new_tokens: int = 32,
-        rounds: int | None = None,
-        draft_lengths: DraftLengthPolicy | None = None,
-        modes: ModePolicy | None = None,
-        secret: str | bytes | None = None,
-        log_path: str | Path | None = None,
+        server: ServerConfig | None = None,
+        devices: DeviceSetup | None = None,
         *,
         policy: RoundPolicy | None = None,
-        seed: int = 0,
-        sampling: SamplingParams | None = None,
-        draft_len: int = 4,
-        mode: str = "random",
-        ul_codec: str = "dense-fp32",
-        dl_codec: str = "dense-fp32",
-        drafts: Sequence[str] | None = None,
-        prompts: Sequence[str] | None = None,
-        device_runner: DeviceRunner = "subprocess",
-        threads: int = 1,
-        round_timeout_s: float = 30.0,
-        join_timeout_s: float = 180.0,
-        idle_timeout_s: float = 60.0,
-        on_round: Callable[[RoundEvent], None] | None = None,
-        before_commit: Callable[[RoundOutcome], None] | None = None,
-        on_event: Callable[[dict], None] | None = None,
-        faults: dict[int, str] | None = None,
-        server_options: dict | None = None,
-        device_options: dict | None = None,
+        hooks: ServerHooks | None = None,
+        secret: str | bytes | None = None,
         insecure: bool = False,
+        log_path: str | Path | None = None,
         journal: str | Path | None = None,
-        prompt_queues: Sequence[Sequence[str]] | None = None,
         start_timeout_s: float | None = None,
     ):
-        if device_runner not in ("subprocess", "fork", "thread", "pool"):
-            raise ConfigError(f"device_runner: must be subprocess, fork, thread or pool (got {device_runner!r})")
+        setup = devices or DeviceSetup()
+        hooks = hooks or ServerHooks()
+        settings = server or ServerConfig.make()
+        num_devices = setup.count
+        if setup.runner not in ("subprocess", "fork", "thread", "pool"):
+            raise ConfigError(f"devices.runner: must be subprocess, fork, thread or pool (got {setup.runner!r})")
         if num_devices < 1:
-            raise ConfigError(f"num_devices: must be >= 1 (got {num_devices})")
+            raise ConfigError(f"devices.count: must be >= 1 (got {num_devices})")
         self.pair = _resolve_pair(pair)
-        self.num_jobs = self._check_queues(prompt_queues, prompts, num_devices, device_runner)
+        self.num_jobs = self._check_queues(setup.prompt_queues, setup.prompts, num_devices, setup.runner)
         ids = num_devices * self.num_jobs  # job j of device k has id k + K·j
         self._tmp = Path(tempfile.mkdtemp(prefix="multispin-testbed-"))
         server_keys = self._make_security(secret, insecure, ids)
-        sampling = sampling or SamplingParams()
         self.num_devices = num_devices
         # the server thread's start (bind, warm-up): generous, and growing with the devices it
         # expects, so that a loaded host does not fail a healthy run; a dead server fails at once
         self.start_timeout_s = float(
             start_timeout_s or os.environ.get("MULTISPIN_SERVER_START_TIMEOUT_S") or 120.0 + 5.0 * num_devices
         )
-        self.runner: DeviceRunner = device_runner
-        self.threads = threads
-        self.faults = dict(faults or {})
-        self.device_options = dict(device_options or {})
+        self.runner: DeviceRunner = setup.runner
+        self.threads = setup.threads
+        self.faults = dict(setup.faults)
+        self.device_options = dict(setup.options)
         self.log_path = str(log_path) if log_path else None
-        names = self.pair.check_drafts(list(drafts or self.pair.drafts))
-        if not prompts and not prompt_queues:
+        names = self.pair.check_drafts(list(setup.drafts or self.pair.drafts))
+        prompts = setup.prompts
+        if not prompts and not setup.prompt_queues:
             from multispin.runtime.round.session import default_prompts  # the built-in set ships with the package
 
-            prompts = default_prompts(num_devices, seed)
+            prompts = default_prompts(num_devices, settings.seed)
         # prompts is set above whenever there are no queues
-        queues = prompt_queues or [[prompts[k % len(prompts)]] for k in range(num_devices)]  # type: ignore[index,arg-type]
+        queues = setup.prompt_queues or [[prompts[k % len(prompts)]] for k in range(num_devices)]  # type: ignore[index,arg-type]
         # keyed by device id: a job runs its device's draft on its own prompt
         self.drafts = {
             k + num_devices * j: names[k % len(names)] for k in range(num_devices) for j in range(self.num_jobs)
         }
         self.prompts = {k + num_devices * j: queues[k][j] for k in range(num_devices) for j in range(self.num_jobs)}
-        self.port = free_port() if device_runner in ("fork", "pool") else 0
-        opts = dict(
-            host="127.0.0.1",
-            port=self.port,
-            expected_devices=num_devices,
-            max_devices=ids,
-            rounds=rounds,
-            max_new_tokens=max_new_tokens,
-            job_slots=num_devices if self.num_jobs > 1 else None,
-            draft_len=draft_len,
-            mode=mode,
-            temperature=sampling.temperature,
-            top_k=sampling.top_k,
-            top_p=sampling.top_p,
-            seed=seed,
-            ul_codec=ul_codec,
-            dl_codec=dl_codec,
-            round_timeout_s=round_timeout_s,
-            join_timeout_s=join_timeout_s,
-            idle_timeout_s=idle_timeout_s,
-            history=True,
+        self.port = free_port() if setup.runner in ("fork", "pool") else 0
+        config = ServerConfig.make(
+            **{
+                **settings.model_dump(),
+                "host": "127.0.0.1",
+                "port": self.port,
+                "expected_devices": num_devices,
+                "max_devices": ids,
+                "job_slots": num_devices if self.num_jobs > 1 else None,
+                "history": True,
+            }
         )
-        opts.update(server_options or {})
         self.server = EdgeServer(
-            ServerConfig.make(**opts),
+            config,
             self.pair,
             self.secret,
             keys=server_keys,
             journal=journal,
             policy=policy,
-            draft_lengths=draft_lengths,
-            modes=modes,
             log_path=log_path,
-            on_round=on_round,
-            before_commit=before_commit,
-            on_event=on_event,
+            on_round=hooks.on_round,
+            before_commit=hooks.before_commit,
+            on_event=hooks.on_event,
         )
         self._handles: dict[int, _DeviceHandle] = {}
         self._retired: list[_DeviceHandle] = []
@@ -343,15 +339,17 @@ class LocalTestbed:
         if queues is None:
             return 1
         if prompts:
-            raise ConfigError("prompt_queues: give prompts or prompt_queues, not both")
+            raise ConfigError("devices.prompt_queues: give prompts or prompt_queues, not both")
         if len(queues) != num_devices or not all(queues):
-            raise ConfigError(f"prompt_queues: need one non-empty queue per device ({num_devices})")
+            raise ConfigError(f"devices.prompt_queues: need one non-empty queue per device ({num_devices})")
         lengths = {len(q) for q in queues}
         if len(lengths) != 1:
-            raise ConfigError(f"prompt_queues: every device's queue must have the same length (got {sorted(lengths)})")
+            raise ConfigError(
+                f"devices.prompt_queues: every device's queue must have the same length (got {sorted(lengths)})"
+            )
         jobs = lengths.pop()
         if jobs > 1 and runner == "subprocess":
-            raise ConfigError("prompt_queues: several jobs per device need the fork or thread runner")
+            raise ConfigError("devices.prompt_queues: several jobs per device need the fork or thread runner")
         return jobs
 
     def _make_security(self, secret: str | bytes | None, insecure: bool, num_devices: int) -> Path | None:
@@ -583,21 +581,18 @@ class LocalTestbed:
 
 def run_local_testbed(
     pair: str | LoadedPair = "tiny",
-    num_devices: int = 4,
-    max_new_tokens: int = 32,
-    rounds: int | None = None,
-    draft_lengths: DraftLengthPolicy | None = None,
-    modes: ModePolicy | None = None,
-    secret: str | bytes | None = None,
-    log_path: str | Path | None = None,
+    server: ServerConfig | None = None,
+    devices: DeviceSetup | None = None,
+    *,
     timeout_s: float = 600.0,
     **options: Any,
 ) -> TestbedSummary:
-    """Start a server and `num_devices` devices on 127.0.0.1, run until every device is done (or
-    `rounds` rounds), and return each device's tokens next to the server's records."""
-    bed = LocalTestbed(pair, num_devices, max_new_tokens, rounds, draft_lengths, modes, secret, log_path, **options)
+    """Start a server and its devices on 127.0.0.1, run until every device is done (or the
+    config's `rounds`), and return each device's tokens next to the server's records. `options`:
+    `LocalTestbed`'s keyword arguments (policy, hooks, secret, log_path, …)."""
+    bed = LocalTestbed(pair, server, devices, **options)
     bed.start()
     return bed.wait(timeout_s)
 
 
-__all__ = ["DeviceRunner", "LocalTestbed", "free_port", "run_local_testbed"]
+__all__ = ["DeviceRunner", "DeviceSetup", "LocalTestbed", "ServerHooks", "free_port", "run_local_testbed"]

@@ -1,21 +1,21 @@
-"""The edge server loop: one target model, K devices over a ZeroMQ ROUTER socket.
+"""The edge server loop: one target model, K devices, and the order of each round.
 
-`EdgeServer` owns the clock and the order of a round: it feeds the frames its transport
-(`multispin.runtime.net.transport`, the ZeroMQ socket) receives to the sans-I/O `ServerProtocol`
-(handshake, admission, what each connection owes), sends what that queues, and drives the `RoundEngine` (the round's token math and bookkeeping, shared with the
-in-process loop): PLAN to every active device, DRAFTs within the round timeout, one batched
-verify, VERDICTs to the rejected devices, UL/DL corrections, then the round's commit: durable in
-the journal first, COMMITs after, each carrying the device's PLAN of the next round when the
-server already knows it (`_plan_next`), so a device starts drafting on the message that ends
-its round. Faults stay local: a malformed message, a stall or a crash drops that one session
-with a logged reason and the round completes for the rest; a device that reconnects resumes from
-the server's record, so no token is lost or duplicated, and a server restarted on its journal
-resumes every session.
+`EdgeServer` owns the clock and the order of a round, and drives the `RoundEngine` (the round's
+token math and bookkeeping, shared with the in-process loop): PLAN to every active device, DRAFTs
+within the round timeout, one batched verify, VERDICTs to the rejected devices, UL/DL
+corrections, then the round's commit: durable in the journal first, COMMITs after, each carrying
+the device's PLAN of the next round when the server already knows it (`_plan_next`), so a device
+starts drafting on the message that ends its round. Faults stay local: a malformed message, a
+stall or a crash drops that one session with a logged reason and the round completes for the
+rest; a device that reconnects resumes from the server's record, so no token is lost or
+duplicated, and a server restarted on its journal resumes every session (`server_recovery`).
 
-Security plugs in here: with per-device keys (the default) the transport is a CurveZMQ server
-whose authenticator admits only allowed keys (watched for changes by
-`multispin.runtime.security.key_watch`), and the protocol binds each HELLO's device id to its
-sender's key; `secret` alone is the plaintext debugging mode.
+What each message does to a connection is the sans-I/O `ServerProtocol`'s (`plan`, `verdict`,
+`commit`, `bye`); moving its frames, cutting peers and logging what they did is the
+`ServerLink`'s (`server_link`), and the allowed keys are watched by
+`multispin.runtime.security.key_watch`. With per-device keys (the default) the transport is a
+CurveZMQ server that admits only allowed keys, and the protocol binds each HELLO's device id to
+its sender's key; `secret` alone is the plaintext debugging mode.
 """
 
 from __future__ import annotations
@@ -33,44 +33,27 @@ from multispin.errors import ConfigError, ProtocolError
 from multispin.models.base import BatchedLM, LoadedPair
 from multispin.runtime.net.jsonlog import JsonlLog
 from multispin.runtime.net.server_config import DEFAULT_MAX_PENDING, ServerConfig
+from multispin.runtime.net.server_link import POLL_SLICE_S, ServerLink
+from multispin.runtime.net.server_recovery import policy_name, recover_sessions, session_settings
+from multispin.runtime.net.server_summary import device_records, server_summary
 from multispin.runtime.net.transport import ServerTransport
-from multispin.runtime.round.engine import (
-    DraftLengthPolicy,
-    ModePolicy,
-    PolicyPair,
-    RoundEngine,
-    RoundOutcome,
-    RoundPolicy,
-)
-from multispin.runtime.round.local import UniformDraftLength, mode_policy
+from multispin.runtime.round.engine import RoundEngine, RoundOutcome, RoundPolicy
+from multispin.runtime.round.local import fixed_policy
 from multispin.runtime.round.roles import Draft, VerifierServer
 from multispin.runtime.security.auth import resolve_secret
-from multispin.runtime.security.key_watch import FAILED, NO_DESCRIPTORS, KeyWatch
+from multispin.runtime.security.key_watch import NO_DESCRIPTORS, KeyWatch
 from multispin.runtime.security.keys import AllowedKeys, ServerKeys, load_server_keys
 from multispin.runtime.security.limits import ConnectionLimits, RefusalLog
 from multispin.runtime.store.journal import DeviceRound, Journal, SessionRecord
 from multispin.runtime.wire import messages as P
-from multispin.runtime.wire.records import DeviceRecord, RoundEvent, ServerSummary
-from multispin.runtime.wire.server_protocol import (
-    HANDSHAKE_TYPES,
-    SESSION_TYPES,
-    Connection,
-    ConnState,
-    ServerProtocol,
-)
+from multispin.runtime.wire.records import RoundEvent, ServerSummary
+from multispin.runtime.wire.server_protocol import Connection, ConnState, ServerProtocol
 from multispin.speculative.codecs import exactness_by_mode, make_codec
 from multispin.system.payload import WirePayload
 
 log = logging.getLogger("multispin.server")
 
-_POLL_SLICE_S = 0.05
-_HOUSEKEEPING_S = 0.01  # how often the time-driven checks run while every connection has a session
 OUT_OF_DESCRIPTORS = "out of file descriptors"
-
-
-# --------------------------------------------------------------------------------------------
-# Server state
-# --------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -87,9 +70,10 @@ class _RoundIO:
 class EdgeServer:
     """Edge server process: target model, authentication, rounds, logs. Call `run()` (blocking)
     in the thread that owns it; `request_stop()` from anywhere (a signal handler, another
-    thread) drains the current round and shuts down cleanly. `journal`: a path, or a Journal
-    the caller opened (and so checked, or repaired) itself; `request_key_reload()` re-reads the
-    allowed keys."""
+    thread) drains the current round and shuts down cleanly. `policy` chooses each round's γ and
+    the rejected devices' modes (default: `fixed_policy()`, γ = 4 and a fair coin); `journal`:
+    a path, or a Journal the caller opened (and so checked, or repaired) itself;
+    `request_key_reload()` re-reads the allowed keys."""
 
     def __init__(
         self,
@@ -100,8 +84,6 @@ class EdgeServer:
         keys: ServerKeys | str | Path | None = None,
         journal: str | Path | Journal | None = None,
         policy: RoundPolicy | None = None,
-        draft_lengths: DraftLengthPolicy | None = None,
-        modes: ModePolicy | None = None,
         log_path: str | Path | None = None,
         on_round: Callable[[RoundEvent], None] | None = None,
         before_commit: Callable[[RoundOutcome], None] | None = None,
@@ -117,6 +99,7 @@ class EdgeServer:
             )
         self.keys = keys if isinstance(keys, ServerKeys) or keys is None else load_server_keys(keys)
         self.allowed = AllowedKeys(self.keys.allowed_dir) if self.keys is not None else None
+        self.key_watch = KeyWatch(self.allowed) if self.allowed is not None else None
         self._secret = resolve_secret(secret) if self.keys is None else None
         self.sampling = config.sampling
         self.ul_codec, self.dl_codec = make_codec(config.ul_codec), make_codec(config.dl_codec)
@@ -140,53 +123,43 @@ class EdgeServer:
             config.max_prompt_tokens,
             config.max_new_tokens,
         )
-        if policy is not None and (draft_lengths is not None or modes is not None):
-            raise ConfigError("policy: give a round policy or draft_lengths/modes, not both")
-        # draft_lengths/modes: the policies that learn nothing, with the config's defaults
-        self.policy: RoundPolicy = policy or PolicyPair(
-            draft_lengths or UniformDraftLength(min(config.draft_len, config.gamma_max)),
-            modes or mode_policy(config.mode, config.seed),
-        )
+        self.policy: RoundPolicy = policy or fixed_policy(seed=config.seed)
         self.on_round = on_round
-        # called with the round's outcome (its cost included) once the round is durable and the policy observed it, before
-        # its COMMITs (and the next PLANs in them) go out: the testbed's link emulation sleeps the
-        # round's airtime here, so that no device drafts the next round during it
+        # called with the round's outcome (its cost included) once the round is durable and the
+        # policy observed it, before its COMMITs (and the next PLANs in them) go out: the
+        # testbed's link emulation sleeps the round's airtime here, so that no device drafts the
+        # next round during it
         self.before_commit = before_commit
         self._next: RoundOutcome | None = None  # the next round, planned at this one's commit
         self._next_sent = 0.0  # when the COMMITs carrying its PLANs went out: where its wall time starts
         self.log = JsonlLog(log_path, on_event)
-        self._init_bounds(config)
+        # draft deadlines missed and stragglers told to back off: what slow devices cost the others
+        # (held_at_most_s: the deadlines waited out; the others' loss is at most that)
+        self.stragglers: dict[str, float] = {"missed": 0, "backed_off": 0, "held_at_most_s": 0.0}
         self.ready = threading.Event()
         self.endpoint: str | None = None
         self._stop, self._stop_reason = threading.Event(), "signal"
         self._events: list[RoundEvent] = []
         self.proto = self._make_protocol()
+        self.link = ServerLink(
+            self.proto,
+            self.log,
+            handshake_timeout_s=config.handshake_timeout_s,
+            refusal_log_interval_s=config.refusal_log_interval_s,
+            keyed=self.keys is not None,
+            housekeeping=self._watch_keys,
+        )
         # The bits of every message of a round, from the codecs and the pair in use.
         self.wire = WirePayload.from_codecs(self.ul_codec, self.dl_codec, self.vocab_size, config.gamma_max)
         self.engine = RoundEngine(self.verifier, self.policy, config.max_new_tokens, self.eos_ids, self.wire)
-        self.transport = ServerTransport(
-            self.transport_limit_bytes,
-            config.handshake_timeout_s,
-            lambda cause, now, reason: self.refusals.refused(cause, now, peer=reason),
-        )
-        self._next_housekeeping = 0.0
         self.journal: Journal | None = None
         self.recovered: list[int] = []  # devices restored from the journal at start
         self._jobs_due: set[int] = set()  # successors of jobs that finished (job_slots), not joined yet
         if journal is not None:
-            self.journal = journal if isinstance(journal, Journal) else Journal(journal)  # opened: checked
-            self._recover()
-
-    def _init_bounds(self, config: ServerConfig) -> None:
-        """What keeps peers' repetitions bounded in the log, and the allowed keys current."""
-        self.refusals = RefusalLog(config.refusal_log_interval_s, emit=self._log_refusals)
-        # drops and resumes, per device and cause: one valid key can make them at will
-        self.churn = RefusalLog(config.refusal_log_interval_s, emit=self._log_refusals, label="churn")
-        # draft deadlines missed and stragglers told to back off: what slow devices cost the others
-        # (held_at_most_s: the deadlines waited out; the others' loss is at most that)
-        self.stragglers: dict[str, float] = {"missed": 0, "backed_off": 0, "held_at_most_s": 0.0}
-        self.key_watch = KeyWatch(self.allowed) if self.allowed is not None else None
-        self._check_revoked = False
+            opened = journal if isinstance(journal, Journal) else Journal(journal)  # opened: checked
+            ours = (self._session_params, self.ul_codec.name, self.dl_codec.name, config.seed)
+            recovery = recover_sessions(opened, ours, self.verifier, self.engine, self.proto)
+            self.journal, self.recovered = recovery.journal, recovery.devices
 
     def _make_protocol(self) -> ServerProtocol:
         cfg = self.config
@@ -215,60 +188,16 @@ class EdgeServer:
             welcome,
             max_devices=cfg.max_devices,
             handshake_timeout_s=cfg.handshake_timeout_s,
-            check_claim=self._check_claim if self.allowed is not None else None,
+            check_claim=self.key_watch.check_claim if self.key_watch is not None else None,
             connections=ConnectionLimits(max_connections, max_pending, cfg.handshake_timeout_s),
             history=cfg.history,
             max_replacements=cfg.max_replacements_per_min,
         )
 
-    # ---------------------------------------------------------------- journal and keys
-
-    def _recover(self) -> None:
-        """Restore every session of the journal (prompt + committed tokens) and the next round;
-        a journal whose run ended with every device done is set aside and a fresh one started."""
-        assert self.journal is not None
-        if self.journal.repaired is not None:
-            log.warning("%s", self.journal.repaired.describe())
-        rec = self.journal.recover()
-        if rec.completed is not None:
-            path = self.journal.path
-            done = self.journal.set_aside(f"done-{time.strftime('%Y%m%d-%H%M%S')}")
-            log.info("journal %s holds a finished run; kept as %s, starting a new one", path, done)
-            self.journal = Journal(path, check=self.journal.check)
-            return
-        for d, s in sorted(rec.sessions.items()):
-            ours = (self._session_params, self.ul_codec.name, self.dl_codec.name, self.config.seed)
-            theirs = (dict(s.session.sampling), s.session.ul_codec, s.session.dl_codec, s.session.seed)
-            for name, a, b in zip(("settings", "UL codec", "DL codec", "seed"), theirs, ours):
-                if a != b:
-                    raise ConfigError(
-                        f"journal: {self.journal.path} was written with {name} {a}, this "
-                        f"server has {b}; restart with the same settings or another --journal"
-                    )
-            self.verifier.open(d, s.session.prompt_ids)
-            self.verifier.commit(d, s.tokens)
-            self.proto.restore(d, len(s.session.prompt_ids), self.engine.finished(d))
-            if not self.engine.finished(d):
-                self.recovered.append(d)
-        self.proto.round_idx = rec.next_round
-        if rec.sessions:
-            log.info(
-                "recovered %d session(s) from %s at round %d", len(rec.sessions), self.journal.path, rec.next_round
-            )
-
     @property
     def _session_params(self) -> dict[str, Any]:
         """What every journal session must agree with for a restart to continue it exactly."""
-        cfg = self.config
-        return dict(
-            pair=self.pair.name,
-            temperature=float(cfg.temperature),
-            top_k=cfg.top_k,
-            top_p=float(cfg.top_p),
-            max_new_tokens=cfg.max_new_tokens,
-            gamma_max=cfg.gamma_max,
-            policy=getattr(self.policy, "name", type(self.policy).__name__),
-        )
+        return session_settings(self.pair.name, self.config, self.policy)
 
     def _open_device(self, d: int, prompt: tuple[int, ...], peer: str) -> None:
         """A new device: its session is durable in the journal before its WELCOME goes out."""
@@ -287,6 +216,8 @@ class EdgeServer:
             )
         self.verifier.open(d, prompt)
 
+    # ---------------------------------------------------------------- keys
+
     def request_key_reload(self) -> None:
         """Re-read the allowed-keys folder at the loop's next step (SIGHUP; any thread)."""
         if self.key_watch is not None:
@@ -299,41 +230,22 @@ class EdgeServer:
         change = self.key_watch.poll(now) if self.key_watch is not None else None
         if change is None:
             return
-        if change.kind == NO_DESCRIPTORS:
-            self.refusals.refused(OUT_OF_DESCRIPTORS, now, peer=f"allowed keys not re-read ({change.reason})")
-        elif change.kind == FAILED:
-            log.warning("allowed keys not reloaded, the previous %d stay: %s", change.keys, change.reason)
-            self.log.write("keys_reload_failed", reason=change.reason)
-        else:
-            added, removed = change.added, change.removed
-            log.warning(
-                "allowed keys reloaded: %d key(s)%s%s",
-                change.keys,
-                f", added device(s) {added}" if added else "",
-                f", removed device(s) {removed}" if removed else "",
-            )
-            self.log.write("keys_reloaded", keys=change.keys, added=added, removed=removed)
-            self._check_revoked = True
+        if change.kind == NO_DESCRIPTORS:  # a flood's doing: counted with the refusals
+            self.refusals.refused(OUT_OF_DESCRIPTORS, now, peer=change.message)
+            return
+        log.warning("%s", change.message)
+        self.log.write(**change.record)
 
     def _end_revoked_sessions(self) -> None:
         """Between rounds: a session whose key is no longer allowed as its device ends (ERROR
         auth: the device does not retry; the transport would refuse its key anyway)."""
-        if not self._check_revoked or self.allowed is None:
+        if self.key_watch is None:
             return
-        self._check_revoked = False
-        for d, dev in sorted(self.proto.devices.items()):
-            c = dev.conn
-            if c is not None and c.alive and self.allowed.identity_for(c.peer) != d:
-                self.proto.drop(c, "auth", f"device {d}'s key is no longer allowed (revoked)")
-        self._flush()
-
-    def _check_claim(self, key: str | None, d: int) -> str | None:
-        owner = self.allowed.identity_for(key) if self.allowed is not None else None
-        if owner is None:
-            return f"the sender's key is not allowed (claimed device {d})"
-        if owner != d:
-            return f"device {owner}'s key claimed device id {d}"
-        return None
+        devices = self.proto.devices
+        live = ((d, dev.conn.peer) for d, dev in sorted(devices.items()) if dev.conn is not None and dev.conn.alive)
+        for d in self.key_watch.revoked(live):  # read only after a reload
+            self.proto.drop(devices[d].conn, "auth", f"device {d}'s key is no longer allowed (revoked)")  # type: ignore[arg-type]
+        self.link.flush()
 
     # ---------------------------------------------------------------- public
 
@@ -351,11 +263,12 @@ class EdgeServer:
         return self.proto.round_idx
 
     @property
-    def transport_limit_bytes(self) -> int:
-        """The transport's backstop: libzmq cuts a peer whose frame is larger before buffering it
-        (the socket monitor then tells the loop); a frame between the protocol's limit and this
-        one is read and refused with a logged reason."""
-        return 4 * max(self.limits.max_bytes(t) for t in HANDSHAKE_TYPES + SESSION_TYPES) + 65536
+    def transport(self) -> ServerTransport:
+        return self.link.transport
+
+    @property
+    def refusals(self) -> RefusalLog:
+        return self.link.refusals
 
     def run(self, on_ready: Callable[[str], None] | None = None) -> ServerSummary:
         """Bind, serve until done or stopped, shut down; ``on_ready(endpoint)`` once bound (a
@@ -379,7 +292,7 @@ class EdgeServer:
                 vocab_size=self.vocab_size,
                 config=self.config.model_dump(),
                 limits=self.limits.table(),
-                policy=getattr(self.policy, "name", type(self.policy).__name__),
+                policy=policy_name(self.policy),
                 exactness=self._exactness(),
                 security="curve" if self.keys else "insecure",
                 journal=str(self.journal.path) if self.journal else None,
@@ -417,7 +330,7 @@ class EdgeServer:
             )
 
         while waiting() and not self._stop.is_set() and time.monotonic() < deadline:
-            self._pump(_POLL_SLICE_S)
+            self.link.pump(POLL_SLICE_S)
         if self.recovered:
             back = [d for d in self.recovered if self.proto.devices[d].conn is not None]
             self.log.write("recovered", devices=self.recovered, resumed=back, round=self.round_idx)
@@ -452,7 +365,7 @@ class EdgeServer:
                 unfinished = sorted(d for d, dev in self.proto.devices.items() if not dev.finished)
                 self.log.write("idle_timeout", waiting_for=unfinished)
                 return "idle"
-            self._pump(_POLL_SLICE_S)
+            self.link.pump(POLL_SLICE_S)
 
     def _await_next_jobs(self, timeout_s: float | None = None) -> None:
         """Steady state (`job_slots`): before the next round, wait until the next job of every device
@@ -468,7 +381,7 @@ class EdgeServer:
             dev = self.proto.devices.get(d)
             return dev is not None and dev.conn is not None and dev.conn.state is ConnState.IDLE
 
-        self._pump_until(
+        self.link.pump_until(
             lambda: self._stop.is_set() or all(joined(d) for d in self._jobs_due), time.monotonic() + timeout_s
         )
         late = sorted(d for d in self._jobs_due if not joined(d))
@@ -550,7 +463,7 @@ class EdgeServer:
     def _drop_in_round(self, io: _RoundIO, d: int, code: str, reason: str) -> None:
         io.dropped[d] = reason
         self.proto.drop(io.conns[d], code, reason)
-        self._flush()
+        self.link.flush()
 
     def _collect_drafts(self, out: RoundOutcome, io: _RoundIO) -> dict[int, Draft]:
         """PLAN to every active device, then every DRAFT that arrives within the round timeout."""
@@ -558,7 +471,7 @@ class EdgeServer:
         for d, c in io.conns.items():
             if not self.proto.planned(c, r):  # else its last COMMIT carried this PLAN
                 self.proto.plan(c, r, out.gammas[d])
-        self._flush()
+        self.link.flush()
         # the connections still owing their DRAFT, fewer at each wake-up (a DRAFT taken or a
         # session ended stays so): a round's DRAFTs wake the loop up to K times, and each wake-up
         # looks at the ones left, not at all K
@@ -568,7 +481,7 @@ class EdgeServer:
             owing[:] = [c for c in owing if c.alive and c.inbox is None]
             return not owing
 
-        self._pump_until(all_in, time.monotonic() + timeout)
+        self.link.pump_until(all_in, time.monotonic() + timeout)
         drafts: dict[int, Draft] = {}
         for d, c in io.conns.items():
             if not c.alive:
@@ -636,7 +549,7 @@ class EdgeServer:
                 io.payload_bytes[d] = len(p_payload)
             self.proto.verdict(c, r, v.num_accepted, mode, p_payload)
             waiting[d] = mode
-        self._flush()  # a VERDICT that could not be sent dropped its session: the wait sees it
+        self.link.flush()  # a VERDICT that could not be sent dropped its session: the wait sees it
         return waiting
 
     def _collect_corrections(self, out: RoundOutcome, io: _RoundIO, waiting: dict[int, str]) -> None:
@@ -659,7 +572,7 @@ class EdgeServer:
                     what = "Q_PAYLOAD" if waiting.pop(d) == "ul" else "CORRECTION"
                     self._drop_in_round(io, d, "timeout", f"no {what} within {timeout:g} s in round {out.round}")
                 break
-            self._pump(min(_POLL_SLICE_S * 4, max(0.0, deadline - time.monotonic())))
+            self.link.pump(min(POLL_SLICE_S * 4, max(0.0, deadline - time.monotonic())))
 
     def _on_correction(self, out: RoundOutcome, io: _RoundIO, d: int, mode: str, msg: P.Message) -> None:
         if mode == "ul":
@@ -703,7 +616,7 @@ class EdgeServer:
                 d in out.finished,
                 gammas.get(d) if io.conns[d].alive else None,
             )
-        self._flush()
+        self.link.flush()
         self._next_sent = time.perf_counter()
 
     def _plan_next(self, out: RoundOutcome, io: _RoundIO) -> RoundOutcome | None:
@@ -720,97 +633,10 @@ class EdgeServer:
         active = [d for d in self._active() if d not in out.finished]
         return self.engine.plan(r + 1, active) if active else None
 
-    # ---------------------------------------------------------------- transport
-
-    def _send(self, conn: Connection, msg: P.Message) -> bool:
-        """Send one message now; False when the connection is closed or the send failed."""
-        if not self.proto.send(conn, msg):
-            return False
-        self._flush()
-        return conn.alive
-
-    def _flush(self) -> None:
-        """Send what the protocol queued and log what it recorded; a connection that cannot take
-        its message is dropped."""
-        proto, send = self.proto, self.transport.send
-        while proto.outbox or proto.events:
-            outbox, proto.outbox = proto.outbox, []
-            for identity, conn, msg in outbox:
-                if conn is not None and not conn.alive and msg.TYPE != "ERROR":
-                    continue
-                raw = P.encode_message(msg)
-                failed = send(identity, raw)
-                if failed is not None:
-                    if conn is not None:
-                        proto.drop(conn, "internal", f"send {msg.TYPE} failed: {failed}", notify=False)
-                    continue
-                if conn is not None:
-                    conn.bytes_out += len(raw)
-            events, proto.events = proto.events, []
-            for rec in events:
-                self._log_event(rec)
-
-    def _log_event(self, rec: dict) -> None:
-        kind, d = rec["event"], rec.get("device")
-        if kind in ("refused", "auth_refused"):
-            # refusals are what a flood makes: counted, one line per cause per interval
-            who = f"device {d}: " if d is not None else ""
-            self.log.notify(**rec)
-            self.refusals.refused(rec["code"], time.monotonic(), peer=f"{who}{rec['reason']}")
-            return
-        if kind in ("drop", "resume") and d is not None:
-            # so are drops and resumes of one device (one valid key, many HELLOs): the first of a
-            # device and cause in an interval is written whole, the rest counted
-            cause = f"device {d} {'dropped (' + rec['code'] + ')' if kind == 'drop' else 'resumed'}"
-            if not self.churn.refused(cause, time.monotonic(), peer=rec.get("reason"), announce=False):
-                self.log.notify(**rec)
-                return
-        self.log.write(**rec)
-        if kind == "drop":
-            log.warning("dropped device %d: %s", d, rec["reason"])
-
-    def _log_refusals(self, line: str) -> None:
-        log.warning("%s", line)
-        self.log.write("refusals", summary=line)
-
-    def _pump_until(self, done: Callable[[], bool], deadline: float) -> None:
-        while not done():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return
-            self._pump(min(left, _POLL_SLICE_S * 4))
-
-    def _pump(self, timeout_s: float) -> None:
-        """Wait up to timeout_s for traffic, then handle everything queued."""
-        transport, proto = self.transport, self.proto
-        transport.poll(timeout_s)
-        for identity, frames, key in transport.receive(self.keys is not None, proto.conns):
-            proto.receive(identity, frames, time.monotonic(), key)
-            if proto.outbox or proto.events:
-                self._flush()
-        # only now: every frame a closed connection delivered before its close has been read
-        for lost in transport.take_lost():
-            proto.connection_lost(
-                lost,
-                "connection lost: the device closed it, or the "
-                f"transport cut it for a frame over {self.transport_limit_bytes} bytes",
-            )
-        now = time.monotonic()
-        # the time-driven checks (handshake deadlines, connection bounds, log intervals, the key
-        # folder) at most every _HOUSEKEEPING_S: a round's traffic wakes the loop several times
-        # per device, and the connection bounds walk every connection
-        if now >= self._next_housekeeping or proto.pending or transport.peers.connections > len(proto.conns):
-            self._next_housekeeping = now + _HOUSEKEEPING_S
-            proto.expire(now)
-            transport.cut_idle(now, proto.conns.__contains__, proto.budget.limits)
-            self.refusals.tick(now)
-            self.churn.tick(now)
-            self._watch_keys(now)
-        self._flush()
-
     # ---------------------------------------------------------------- shutdown
 
     def _shutdown(self, stop_reason: str, wall_s: float) -> ServerSummary:
+        """BYE to every device still connected, a short wait for their BYEs, then the summary."""
         try:
             if self.transport.bound and stop_reason == "rounds":
                 self._await_next_jobs(timeout_s=min(self.config.join_timeout_s, 10.0))
@@ -823,66 +649,26 @@ class EdgeServer:
                     c = dev.conn
                     if c is not None and c.alive and c.state is not ConnState.AWAIT_BYE:
                         self.proto.bye(c, "done" if dev.finished else stop_reason)
-                        self._flush()
+                        self.link.flush()
                 deadline = time.monotonic() + self.config.bye_timeout_s
-                self._pump_until(
+                self.link.pump_until(
                     lambda: not any(c.state is ConnState.AWAIT_BYE for c in self.proto.conns.values()), deadline
                 )
         except Exception as exc:  # never lose the summary and the log over a goodbye
             log.warning("shutdown: %s", exc)
-        devices = {}
-        for d, dev in sorted(self.proto.devices.items()):
-            server_digest = dev.digest.digest()
-            rec = DeviceRecord(
-                device_id=d,
-                draft=dev.draft,
-                num_prompt=dev.num_prompt,
-                tokens=list(self.verifier.records[d]),
-                finished=dev.finished,
-                sessions=dev.sessions,
-                drops=list(dev.drops),
-                rounds=list(dev.rounds),
-                num_rounds=dev.num_rounds,
-                digest=server_digest.hex(),
-                client_digest=dev.client_digest.hex() if dev.client_digest else None,
-                digest_match=None if dev.client_digest is None else dev.client_digest == server_digest,
-            )
-            devices[d] = rec
-            self.log.write(
-                "device",
-                device=d,
-                tokens=len(rec.tokens),
-                generated=len(rec.generated),
-                finished=rec.finished,
-                sessions=rec.sessions,
-                drops=rec.drops,
-                digest=rec.digest,
-                device_digest=rec.client_digest,
-                match=rec.digest_match,
-            )
-        self.refusals.flush(time.monotonic())
-        self.churn.flush(time.monotonic())
-        refused = self.proto.refused + self.transport.refused
-        summary = ServerSummary(
-            self.round_idx,
-            stop_reason,
-            wall_s,
-            devices,
-            refused,
-            list(self._events),
-            dict(self.refusals.totals),
-            dict(self.churn.totals),
-            dict(self.stragglers),
-        )
-        self.log.write(
-            "shutdown",
-            reason=stop_reason,
+        devices = device_records(self.proto.devices, self.verifier.records, self.log)
+        self.link.flush_logs()
+        summary = server_summary(
+            self.log,
             rounds=self.round_idx,
-            refused=refused,
-            refusals=self.refusals.totals,
-            churn=self.churn.totals,
-            stragglers=self.stragglers,
+            stop_reason=stop_reason,
             wall_s=wall_s,
+            devices=devices,
+            refused=self.link.refused,
+            events=self._events,
+            refusals=self.link.refusals.totals,
+            churn=self.link.churn.totals,
+            stragglers=self.stragglers,
         )
         self.log.close()
         if self.journal is not None:

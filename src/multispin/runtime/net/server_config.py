@@ -1,4 +1,4 @@
-"""The edge server's settings: everything it needs besides the model pair, its keys and its policies.
+"""The edge server's settings: everything it needs besides the model pair, its keys and its policy.
 
 A pydantic model, so that ``serve``'s flags, the testbed's launcher and the tests build it alike and
 a bad value is one line naming the field.
@@ -11,14 +11,13 @@ from pydantic import Field
 from multispin.runtime.wire import messages as P
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 from multispin.speculative.warp import SamplingFields
-from multispin.vocabulary import FixedMode
 
 # handshakes in flight at once unless max_pending says otherwise
 DEFAULT_MAX_PENDING = 64
 
 
 class ServerConfig(SamplingFields):
-    """Everything the server needs besides the model pair, the secret and the policies."""
+    """Everything the server needs besides the model pair, the secret and the round policy."""
 
     host: str = "127.0.0.1"
     port: int = Field(5555, ge=0, le=65535, description="0 = any free port")
@@ -28,8 +27,6 @@ class ServerConfig(SamplingFields):
     max_new_tokens: int = Field(32, ge=1, le=1 << 20)
     max_prompt_tokens: int = Field(4096, ge=1, le=1 << 20)
     gamma_max: int = Field(DEFAULT_GAMMA_MAX, ge=0, le=256)
-    draft_len: int = Field(4, ge=0, le=256, description="γ of the default (uniform) draft-length policy")
-    mode: FixedMode = "random"  # the default mode policy
     seed: int = Field(0, ge=0, le=P.MAX_SEED)
     ul_codec: str = "dense-fp32"
     dl_codec: str = "dense-fp32"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from multispin.runtime.round.engine import ModePolicy, RoundEngine, RoundOutcome, RoundPolicy, RoundRecord
+from multispin.runtime.round.engine import ModePolicy, PolicyPair, RoundEngine, RoundOutcome, RoundPolicy, RoundRecord
 from multispin.runtime.round.roles import DraftDevice, VerifierServer, draft_all
 from multispin.speculative.stats import AcceptanceStats
 from multispin.system.channel import fair_coin_ul
@@ -48,6 +48,16 @@ class RandomMode:
     def __call__(self, round_idx: int, rejected: Sequence[int]) -> dict[int, LinkMode]:
         ul = fair_coin_ul(self.seed, round_idx, rejected)
         return {d: (UL if u else DL) for d, u in zip(rejected, ul)}
+
+
+#: γ of the fixed policy unless told otherwise (the `--draft-len` flag's default)
+DEFAULT_DRAFT_LEN = 4
+
+
+def fixed_policy(draft_len: int = DEFAULT_DRAFT_LEN, mode: str = "random", seed: int = 0) -> PolicyPair:
+    """The policy of the `--draft-len` and `--mode` flags: the same γ for every device, and each
+    rejected device's mode fixed, or the fair coin (``random``)."""
+    return PolicyPair(UniformDraftLength(draft_len), mode_policy(mode, seed))
 
 
 def mode_policy(mode: str, seed: int) -> ModePolicy:

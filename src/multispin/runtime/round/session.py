@@ -15,8 +15,8 @@ from pydantic import Field
 from multispin.errors import Interrupted
 from multispin.models.base import BatchedSequence, LoadedPair
 from multispin.models.registry import DEFAULT_PAIR, resolve_pair
-from multispin.runtime.round.engine import PolicyPair, RoundRecord
-from multispin.runtime.round.local import DeviceResult, UniformDraftLength, mode_policy, run_rounds
+from multispin.runtime.round.engine import RoundRecord
+from multispin.runtime.round.local import DeviceResult, fixed_policy, run_rounds
 from multispin.runtime.round.roles import DraftDevice, VerifierServer
 from multispin.speculative.codecs import exactness_by_mode, make_codec
 from multispin.speculative.stats import AcceptanceStats
@@ -108,7 +108,6 @@ def generate(
         devices[k] = DraftDevice(k, lm, sampling, ul_codec, dl_codec, config.seed, encode_prompt(pair, prompt))
         results.append(DeviceResult(k, draft_name, prompt, [], ""))
 
-    modes = mode_policy(config.mode, config.seed)
     logs: dict[int, list[RoundRecord]] = {k: [] for k in devices}
 
     def record(round_idx: int, records: dict[int, RoundRecord]) -> None:
@@ -133,7 +132,7 @@ def generate(
         run_rounds(
             server,
             devices,
-            PolicyPair(UniformDraftLength(config.draft_len), modes),
+            fixed_policy(config.draft_len, config.mode, config.seed),
             config.max_new_tokens,
             pair.eos_token_ids,
             on_round=record,
