@@ -26,7 +26,6 @@ import numpy as np
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from multispin.config import StrictConfig
 from multispin.errors import Interrupted
 from multispin.experiments.demo_defaults import DEMO_DEVICES, DEMO_ROUNDS
 from multispin.experiments.paired import (
@@ -42,6 +41,7 @@ from multispin.experiments.service_intervals import ServiceDifference, ServiceLo
 from multispin.experiments.testbed import (
     TestbedConfig,
     TestbedResult,
+    TestbedSettings,
     build_scenario,
     run_testbed,
     steady_state_figures,
@@ -52,30 +52,17 @@ BASELINES = DEMO_POLICIES[1:]
 SWEEP_OFFSETS_DB = (0.0, 6.0, 12.0, 18.0)
 
 
-class DemoConfig(StrictConfig):
-    pair: str = "smollm2-135m"
+class DemoConfig(TestbedSettings):
+    """The demo: the settings it shares with one testbed run (`TestbedSettings`), and the
+    comparison's own: its policies, the measured rounds and the seeds, the sweep, where the seeds
+    run. `testbed` derives each run's `TestbedConfig` from it."""
+
     devices: int = Field(DEMO_DEVICES, ge=1, le=256)
     rounds: int = Field(DEMO_ROUNDS, ge=2, le=4096, description="measured rounds per policy and seed")
     seeds: int = Field(1, ge=1, le=100, description="drops: seeds seed, seed + 1, …")
     seed: int = Field(0, ge=0)
-    max_new_tokens: int = Field(64, ge=1, le=8192, description="budget of each prompt")
-    scenario: str = "paper-qwen"
-    p_dl_dbm: float | None = None
-    p_ul_dbm: float | None = None
-    noise_figure_db: float | None = None
-    speed_kmh: float | None = None  # mobility and channel knowledge (None: the scenario's)
-    pilot_snr_db: float | None = None
-    csi_planning: Literal["naive", "robust"] | None = None
-    objective: Literal["sum", "proportional-fair", "max-min", "energy"] | None = None  # None: the scenario's
-    energy_weight: float | None = Field(None, ge=0)
-    drafts: list[str] | None = None  # cycled over devices; None: the pair's default draft everywhere
-    top_k: int | None = Field(None, ge=0)
-    ul_codec: str | None = None
-    dl_codec: str | None = None
     sweep: Literal["none", "pdl"] = "none"
     out: Path = Path("out/demo")
-    n_saa: int = Field(300, ge=10, le=100_000)  # SAA samples of the per-round plan (TestbedConfig.n_saa)
-    split: Literal["equal", "optimized"] = "equal"
     # pool: every device in one process, drafting in batched forwards (a K = 20 round costs about a
     # third of the CPU of one process per device); every policy runs on the same runner
     runner: Literal["pool", "fork", "thread", "subprocess"] = "pool"
@@ -99,31 +86,10 @@ class DemoConfig(StrictConfig):
         return ("adaptive",) + tuple(p for p in DEMO_POLICIES if p in policies and p != "adaptive")
 
     def testbed(self, policy: str, seed: int, p_dl_dbm: float | None, out: Path) -> TestbedConfig:
+        """One run of the comparison: the shared settings, with this policy, seed, P^dl and folder."""
+        shared = self.model_dump(include=set(TestbedSettings.model_fields))
         return TestbedConfig.make(
-            pair=self.pair,
-            devices=self.devices,
-            rounds=self.rounds,
-            max_new_tokens=self.max_new_tokens,
-            scenario=self.scenario,
-            policy=policy,
-            p_dl_dbm=p_dl_dbm,
-            p_ul_dbm=self.p_ul_dbm,
-            noise_figure_db=self.noise_figure_db,
-            speed_kmh=self.speed_kmh,
-            pilot_snr_db=self.pilot_snr_db,
-            csi_planning=self.csi_planning,
-            objective=self.objective,
-            energy_weight=self.energy_weight,
-            drafts=self.drafts,
-            top_k=self.top_k,
-            ul_codec=self.ul_codec,
-            dl_codec=self.dl_codec,
-            seed=seed,
-            out=out,
-            n_saa=self.n_saa,
-            split=self.split,
-            runner=self.runner,
-            round_timeout_s=self.round_timeout_s,
+            **{**shared, "policy": policy, "seed": seed, "p_dl_dbm": p_dl_dbm, "rounds": self.rounds, "out": out}
         )
 
     def sweep_points(self) -> list[tuple[float | None, float | None]]:

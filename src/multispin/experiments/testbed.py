@@ -66,19 +66,19 @@ def compact_exact_defaults(vocab_size: int, v_eff: int = COMPACT_V_EFF) -> tuple
     return v_eff, f"sparse:v_eff={v_eff},q=32"
 
 
-class TestbedConfig(StrictConfig):
+class TestbedSettings(StrictConfig):
+    """What one testbed run and a demo (many runs) share: the pair and its devices, the scenario and
+    its radio, what the planner maximises, the payload, and how the devices run. `TestbedConfig`
+    adds what one run is (its policy, rounds, clock, output folder); `DemoConfig` what a comparison
+    is (its policies, seeds, sweep)."""
+
     __test__ = False  # not a pytest class
 
     pair: str = "smollm2-135m"
     devices: int = Field(8, ge=1, le=256)
-    # None: every device writes one text of max_new_tokens (a makespan); N: N rounds in steady state,
-    # each device working through a queue of prompts of its task (max_new_tokens each)
-    rounds: int | None = Field(None, ge=1, le=4096)
-    max_new_tokens: int = Field(64, ge=1, le=8192)
+    max_new_tokens: int = Field(64, ge=1, le=8192, description="budget of each prompt")
     drafts: list[str] | None = None  # cycled over devices; None: the pair's default draft on every device
-    clock: Clock = "virtual"
     scenario: str = "paper-qwen"  # a preset name or a scenario file (`--scenario`)
-    policy: Policy = "adaptive"
     split: Literal["equal", "optimized"] = "equal"
     p_dl_dbm: float | None = None  # None: the scenario's (so are the two below)
     p_ul_dbm: float | None = None
@@ -90,25 +90,14 @@ class TestbedConfig(StrictConfig):
     # what the planner maximises (None: the scenario's, whose default is the paper's sum; docs/service.md)
     objective: Literal["sum", "proportional-fair", "max-min", "energy"] | None = None
     energy_weight: float | None = Field(None, ge=0, description="tokens per joule (objective energy)")
-    tasks: Literal["chat", "code", "mixed"] = "mixed"
-    temperature: float = Field(1.0, ge=0.0)
     top_k: int | None = Field(None, ge=0, description="top-k cut (0 = off); None: the compact exact default")
     ul_codec: str | None = None  # None: the compact exact default (compact_exact_defaults)
     dl_codec: str | None = None
-
-    @field_validator("rounds")
-    @classmethod
-    def _sessions_fit(cls, rounds: int | None, info: ValidationInfo) -> int | None:
-        """A steady-state run queues `rounds` prompts per device, one session (device id) each."""
-        devices = info.data.get("devices", 1)
-        if rounds is not None and rounds * devices > MAX_SESSIONS:
-            raise PydanticCustomError(
-                "sessions",
-                "at most {most} // devices = {fit} rounds with {devices} devices "
-                "(each device queues one prompt session per round); run several seeds",
-                {"most": MAX_SESSIONS, "fit": MAX_SESSIONS // devices, "devices": devices},
-            )
-        return rounds
+    seed: int = 0
+    # pool: every device in one process, drafting in batched forwards (the same texts: see runtime/net/pool.py)
+    runner: Literal["subprocess", "fork", "thread", "pool"] = "fork"
+    round_timeout_s: float = Field(120.0, gt=0)
+    n_saa: int = Field(300, ge=10, le=100_000, description="SAA samples of the per-round plan")
 
     @field_validator("ul_codec", "dl_codec")
     @classmethod
@@ -124,12 +113,34 @@ class TestbedConfig(StrictConfig):
                 raise PydanticCustomError("codec", "{why}", {"why": str(exc)}) from None
         return spec
 
-    seed: int = 0
-    # pool: every device in one process, drafting in batched forwards (the same texts: see runtime/net/pool.py)
-    runner: Literal["subprocess", "fork", "thread", "pool"] = "fork"
-    round_timeout_s: float = Field(120.0, gt=0)
-    n_saa: int = Field(300, ge=10, le=100_000)
+
+class TestbedConfig(TestbedSettings):
+    """One testbed run: the shared settings, and the run's policy, length, clock and output."""
+
+    __test__ = False  # not a pytest class
+
+    # None: every device writes one text of max_new_tokens (a makespan); N: N rounds in steady state,
+    # each device working through a queue of prompts of its task (max_new_tokens each)
+    rounds: int | None = Field(None, ge=1, le=4096)
+    clock: Clock = "virtual"
+    policy: Policy = "adaptive"
+    tasks: Literal["chat", "code", "mixed"] = "mixed"
+    temperature: float = Field(1.0, ge=0.0)
     out: Path | None = None
+
+    @field_validator("rounds")
+    @classmethod
+    def _sessions_fit(cls, rounds: int | None, info: ValidationInfo) -> int | None:
+        """A steady-state run queues `rounds` prompts per device, one session (device id) each."""
+        devices = info.data.get("devices", 1)
+        if rounds is not None and rounds * devices > MAX_SESSIONS:
+            raise PydanticCustomError(
+                "sessions",
+                "at most {most} // devices = {fit} rounds with {devices} devices "
+                "(each device queues one prompt session per round); run several seeds",
+                {"most": MAX_SESSIONS, "fit": MAX_SESSIONS // devices, "devices": devices},
+            )
+        return rounds
 
 
 @dataclass(frozen=True)

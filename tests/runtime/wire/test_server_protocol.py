@@ -260,7 +260,7 @@ MESSAGES = {
 def test_every_session_message_in_every_state(state, kind):
     proto = make()
     conn = joined(proto)
-    proto.expect(conn, state, 0, gamma=2)
+    proto._expect(conn, state, 0, gamma=2)
     proto.receive(b"a", enc(MESSAGES[kind]), 0.0)
     log = events(proto)
     if kind == "BYE" and state is ConnState.AWAIT_BYE:
@@ -285,7 +285,7 @@ def test_every_session_message_in_every_state(state, kind):
 def test_session_violations_drop_with_a_reason(raw, reason):
     proto = make()
     conn = joined(proto)
-    proto.expect(conn, ConnState.AWAIT_DRAFT, 0, gamma=2)
+    proto._expect(conn, ConnState.AWAIT_DRAFT, 0, gamma=2)
     proto.receive(b"a", [raw] if isinstance(raw, bytes) else enc(raw), 0.0)
     assert not conn.alive and proto.devices[0].drops and reason in proto.devices[0].drops[-1]
     ((ident, err),) = sent(proto)
@@ -412,9 +412,9 @@ def test_a_step_the_connection_state_does_not_allow_is_a_local_error():
 
     proto = make()
     conn = joined(proto)
-    proto.expect(conn, ConnState.AWAIT_DRAFT, 0, gamma=2)
+    proto._expect(conn, ConnState.AWAIT_DRAFT, 0, gamma=2)
     with pytest.raises(LocalProtocolError, match="expect Q_PAYLOAD: device 0's connection still owes DRAFT"):
-        proto.expect(conn, ConnState.AWAIT_Q, 0)
+        proto._expect(conn, ConnState.AWAIT_Q, 0)
     with pytest.raises(LocalProtocolError, match="COMMIT: device 0's connection still owes DRAFT"):
         proto.commit(conn, 0, [6], RoundRecord(0, 2, 2, None, None, 1, 0, 0, 0), finished=False)
     assert sent(proto) == [] and conn.alive

@@ -32,7 +32,7 @@ from typing import Any
 from multispin.errors import ConfigError, ProtocolError
 from multispin.models.base import BatchedLM, LoadedPair
 from multispin.runtime.net.jsonlog import JsonlLog
-from multispin.runtime.net.server_config import DEFAULT_MAX_PENDING, ServerConfig
+from multispin.runtime.net.server_config import ServerConfig
 from multispin.runtime.net.server_link import POLL_SLICE_S, ServerLink
 from multispin.runtime.net.server_recovery import policy_name, recover_sessions, session_settings
 from multispin.runtime.net.server_summary import device_records, server_summary
@@ -43,7 +43,7 @@ from multispin.runtime.round.roles import Draft, VerifierServer
 from multispin.runtime.security.auth import resolve_secret
 from multispin.runtime.security.key_watch import NO_DESCRIPTORS, KeyWatch
 from multispin.runtime.security.keys import AllowedKeys, ServerKeys, load_server_keys
-from multispin.runtime.security.limits import ConnectionLimits, RefusalLog
+from multispin.runtime.security.limits import RefusalLog
 from multispin.runtime.store.journal import DeviceRound, Journal, SessionRecord
 from multispin.runtime.wire import messages as P
 from multispin.runtime.wire.records import RoundEvent, ServerSummary
@@ -163,33 +163,16 @@ class EdgeServer:
 
     def _make_protocol(self) -> ServerProtocol:
         cfg = self.config
-        welcome = dict(
-            pair=self.pair.name[: P.MAX_NAME_CHARS],
-            vocab_size=self.vocab_size,
-            gamma_max=cfg.gamma_max,
-            seed=cfg.seed,
-            temperature=float(cfg.temperature),
-            top_k=cfg.top_k,
-            top_p=float(cfg.top_p),
-            ul_codec=self.ul_codec.name,
-            dl_codec=self.dl_codec.name,
-            max_new_tokens=cfg.max_new_tokens,
-            max_prompt_tokens=cfg.max_prompt_tokens,
-            eos_ids=self.eos_ids,
-        )
-        max_connections = cfg.max_connections or cfg.max_devices + (cfg.max_pending or DEFAULT_MAX_PENDING)
-        # only the default adapts to max_connections; a max_pending given larger is refused (ConnectionLimits)
-        max_pending = cfg.max_pending or min(DEFAULT_MAX_PENDING, max_connections)
         return ServerProtocol(
             self._secret,
             self.limits,
             self.verifier.records,
             self._open_device,
-            welcome,
+            cfg.welcome(self.pair.name, self.vocab_size, self.ul_codec.name, self.dl_codec.name, self.eos_ids),
             max_devices=cfg.max_devices,
             handshake_timeout_s=cfg.handshake_timeout_s,
             check_claim=self.key_watch.check_claim if self.key_watch is not None else None,
-            connections=ConnectionLimits(max_connections, max_pending, cfg.handshake_timeout_s),
+            connections=cfg.connection_limits(),
             history=cfg.history,
             max_replacements=cfg.max_replacements_per_min,
         )

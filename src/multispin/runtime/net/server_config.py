@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from multispin.runtime.security.limits import ConnectionLimits
 from multispin.runtime.wire import messages as P
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 from multispin.speculative.warp import SamplingFields
@@ -87,6 +88,31 @@ class ServerConfig(SamplingFields):
     @property
     def bind_endpoint(self) -> str:
         return f"tcp://{self.host}:{self.port if self.port else '*'}"
+
+    def connection_limits(self) -> ConnectionLimits:
+        """Sessions and handshakes at once: only the default max_pending adapts to
+        max_connections; one given larger is refused (`ConnectionLimits`)."""
+        max_connections = self.max_connections or self.max_devices + (self.max_pending or DEFAULT_MAX_PENDING)
+        max_pending = self.max_pending or min(DEFAULT_MAX_PENDING, max_connections)
+        return ConnectionLimits(max_connections, max_pending, self.handshake_timeout_s)
+
+    def welcome(self, pair_name: str, vocab_size: int, ul_codec: str, dl_codec: str, eos_ids: tuple[int, ...]) -> dict:
+        """The WELCOME fields that are the same for every device: what a device must agree with
+        to draft for this server (the pair, the sampling, the codecs, the budgets)."""
+        return dict(
+            pair=pair_name[: P.MAX_NAME_CHARS],
+            vocab_size=vocab_size,
+            gamma_max=self.gamma_max,
+            seed=self.seed,
+            temperature=float(self.temperature),
+            top_k=self.top_k,
+            top_p=float(self.top_p),
+            ul_codec=ul_codec,
+            dl_codec=dl_codec,
+            max_new_tokens=self.max_new_tokens,
+            max_prompt_tokens=self.max_prompt_tokens,
+            eos_ids=eos_ids,
+        )
 
 
 __all__ = ["DEFAULT_MAX_PENDING", "ServerConfig"]

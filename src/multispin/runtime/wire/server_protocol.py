@@ -8,8 +8,10 @@ for which round, with which γ) and the device records the summary reports. Two 
 with per-device keys (CurveZMQ, the default) the transport has already authenticated the peer's
 key, so HELLO → WELCOME once the key is the one bound to HELLO's device id (`check_claim`); in
 the plaintext debugging mode a shared secret answers a challenge: HELLO → CHALLENGE,
-AUTH → WELCOME. The loop (`server.EdgeServer`) sends what is in `outbox`, logs what is in
-`events`, and tells the object when a send failed (`drop(..., notify=False)`).
+AUTH → WELCOME. The server's link (`net/server_link.py`) sends what is in `outbox`, logs what
+is in `events`, and tells the object when a send failed (`drop(..., notify=False)`). Each call
+that sends a round's message (`plan`, `verdict`, `commit`, `bye`) also records what the
+connection owes next, as the device side's `commit()` does: the loop never sets a state itself.
 
 Connection states: IDLE (owes nothing) → AWAIT_DRAFT (PLAN sent, or a COMMIT that carried the
 next round's PLAN) → IDLE (DRAFT taken) → AWAIT_Q / AWAIT_CORRECTION (rejected) → IDLE;
@@ -434,7 +436,7 @@ class ServerProtocol:
 
     # -- the round protocol ---------------------------------------------------------------------
 
-    def expect(self, conn: Connection, state: ConnState, round_idx: int, gamma: int = 0) -> None:
+    def _expect(self, conn: Connection, state: ConnState, round_idx: int, gamma: int = 0) -> None:
         """`conn` owes the message of `state` for `round_idx` (a DRAFT of `gamma` tokens)."""
         self._require_idle(conn, f"expect {state.value}")
         if conn.alive:  # a closed session stays closed
@@ -442,7 +444,7 @@ class ServerProtocol:
 
     def plan(self, conn: Connection, round_idx: int, gamma: int) -> None:
         """PLAN round `round_idx` (γ = `gamma`): the connection then owes that round's DRAFT."""
-        self.expect(conn, ConnState.AWAIT_DRAFT, round_idx, gamma)
+        self._expect(conn, ConnState.AWAIT_DRAFT, round_idx, gamma)
         self.send(conn, P.PlanMsg(round_idx, gamma))
 
     def verdict(
@@ -450,7 +452,7 @@ class ServerProtocol:
     ) -> None:
         """The VERDICT of a rejected draft: the connection then owes its Q_PAYLOAD (UL) or its
         CORRECTION (DL, sampled from ``p_payload``). An accepted draft's verdict is its COMMIT."""
-        self.expect(conn, ConnState.AWAIT_Q if mode == "ul" else ConnState.AWAIT_CORRECTION, round_idx)
+        self._expect(conn, ConnState.AWAIT_Q if mode == "ul" else ConnState.AWAIT_CORRECTION, round_idx)
         self.send(conn, P.VerdictMsg(round_idx, num_accepted, mode, p_payload))
 
     def commit(
@@ -477,7 +479,7 @@ class ServerProtocol:
             conn.state = ConnState.IDLE
         self.send(conn, P.CommitMsg(round_idx, tuple(kept), dev.digest.length, dev.digest.digest(), next_gamma))
         if next_gamma is not None:
-            self.expect(conn, ConnState.AWAIT_DRAFT, round_idx + 1, next_gamma)
+            self._expect(conn, ConnState.AWAIT_DRAFT, round_idx + 1, next_gamma)
         if finished:
             dev.finished = True
             if conn.alive:
