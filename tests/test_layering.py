@@ -173,7 +173,8 @@ def test_store_check_sees_the_repair_driving_the_journal(tmp_path):
 # launcher holds both. Imports point down this table.
 NET = "multispin.runtime.net"
 NET_MAY_IMPORT = {
-    "launcher": {"server", "server_config", "device", "pool"},
+    "launcher": {"server", "server_config", "device_job", "pool"},
+    "device_job": {"device"},
     "server": {"server_config", "server_link", "server_recovery", "server_summary", "transport", "jsonlog"},
     "server_link": {"transport", "jsonlog"},
     "server_recovery": {"server_config"},

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from multispin.errors import ConfigError, ProtocolError
 from multispin.models.base import LoadedPair
+from multispin.runtime.net.device_job import job_description, run_jobs, write_result
 from multispin.runtime.net.server import EdgeServer
 from multispin.runtime.net.server_config import ServerConfig
 from multispin.runtime.round.engine import RoundOutcome, RoundPolicy
@@ -102,40 +103,6 @@ class _DeviceHandle:
             self.proc.kill()
 
 
-def _run_jobs(
-    jobs: Sequence[dict], result_path: Path | None = None, on_client: Callable[[Any], None] | None = None
-) -> dict:
-    """One device's jobs, one after another (each a session of its own), until the server leaves one
-    unfinished (the run stopped). Returns ``{"jobs": [outcome, ...]}``, also written to
-    `result_path` after every job: the server may stop before a finished job's successor is admitted,
-    and the launcher then ends this runner without losing the jobs it completed."""
-    from multispin.runtime.net.device import build_device_client
-
-    done: list[dict] = []
-    for kwargs in jobs:
-        try:
-            client = build_device_client(**kwargs)
-            if on_client is not None:
-                on_client(client)
-            outcome = client.run()
-        except Exception as exc:
-            done.append({"device_id": kwargs["device_id"], "error": f"{type(exc).__name__}: {exc}"})
-        else:
-            outcome.text = kwargs["pair"].tokenizer.decode(outcome.generated, skip_special_tokens=True)
-            done.append(outcome.to_dict())
-        if result_path is not None:
-            _write_result(result_path, {"jobs": done})
-        if "error" in done[-1] or not done[-1]["finished"]:
-            break
-    return {"jobs": done}
-
-
-def _write_result(path: Path, payload: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(payload))
-    os.replace(tmp, path)  # a reader never sees half a file
-
-
 def _remove_in_background(folder: Path) -> None:
     """Delete ``folder`` in a process of its own, which outlives this one (a steady-state run's
     key folder holds a key pair per job: thousands of files, seconds to delete on a busy disk)."""
@@ -163,7 +130,7 @@ def _fork_pool_main(
     def on_job(outcome: dict) -> None:
         with lock:
             done.append(outcome)
-            _write_result(path, {"jobs": list(done)})
+            write_result(path, {"jobs": list(done)})
 
     code = 0
     try:
@@ -176,7 +143,7 @@ def _fork_pool_main(
         payload: dict[str, Any] = {"jobs": done}
     except BaseException as exc:
         payload, code = {"jobs": done, "error": f"{type(exc).__name__}: {exc}"}, 1
-    _write_result(path, payload)
+    write_result(path, payload)
     os._exit(code)
 
 
@@ -195,10 +162,10 @@ def _fork_device_main(jobs: Sequence[dict], result_path: str, threads: int) -> N
         import torch
 
         torch.set_num_threads(threads)
-        payload = _run_jobs(jobs, Path(result_path))
+        payload = run_jobs(jobs, Path(result_path))
     except BaseException as exc:  # report, then exit non-zero
         payload, code = {"error": f"{type(exc).__name__}: {exc}"}, 1
-    _write_result(Path(result_path), payload)
+    write_result(Path(result_path), payload)
     os._exit(code)
 
 
@@ -468,7 +435,7 @@ class LocalTestbed:
 
             def body() -> None:
                 try:
-                    handle.outcome = _run_jobs(jobs, on_client=lambda c: setattr(handle, "client", c))
+                    handle.outcome = run_jobs(jobs, on_client=lambda c: setattr(handle, "client", c))
                 except BaseException as exc:
                     handle.outcome = {"error": f"{type(exc).__name__}: {exc}"}
 
@@ -484,39 +451,15 @@ class LocalTestbed:
             )
             handle.proc.start()
             _LIVE_DEVICES.add(handle.proc)
-        else:
-            cmd = [
-                sys.executable,
-                "-m",
-                "multispin",
-                "device",
-                "--server",
-                self.endpoint,
-                "--device-id",
-                str(k),
-                "--pair",
-                self.pair.name,
-                "--draft",
-                self.drafts[k],
-                "--prompt",
-                self.prompts[k],
-                "--threads",
-                str(self.threads),
-                "--result",
-                str(result),
-            ]
-            for key, val in self.device_options.items():
-                cmd += [f"--{key.replace('_', '-')}", str(val)]
-            if fault:
-                cmd += ["--fault", fault]
+        else:  # a fresh interpreter that reads its jobs from a file (the secret stays in the environment)
+            job_file = self._tmp / f"device-{k}-{self._attempt}.job.json"
+            job_file.write_text(json.dumps(job_description(self.pair.name, self.threads, result, jobs)))
+            cmd = [sys.executable, "-m", "multispin.runtime.net.device_job", str(job_file)]
+            env = dict(os.environ)
+            env.pop("MULTISPIN_SECRET", None)
             if self.insecure:
-                cmd += ["--insecure"]
                 assert self.secret is not None  # set for every --insecure run
-                env = dict(os.environ, MULTISPIN_SECRET=self.secret.decode())  # never in argv
-            else:
-                cmd += ["--keys", str(self.device_keys[k])]
-                env = dict(os.environ)
-                env.pop("MULTISPIN_SECRET", None)
+                env["MULTISPIN_SECRET"] = self.secret.decode()  # never in argv or on disk
             # SIGINT ignored, as in a forked device: a terminal's Ctrl-C is the parent's to handle
             handle.proc = subprocess.Popen(
                 cmd,
