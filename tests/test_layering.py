@@ -175,7 +175,16 @@ NET = "multispin.runtime.net"
 NET_MAY_IMPORT = {
     "launcher": {"server", "server_config", "device_job", "pool"},
     "device_job": {"device"},
-    "server": {"server_config", "server_link", "server_recovery", "server_summary", "transport", "jsonlog"},
+    "server": {
+        "server_config",
+        "round_messages",
+        "server_link",
+        "server_recovery",
+        "server_summary",
+        "transport",
+        "jsonlog",
+    },
+    "round_messages": {"server_link", "server_config", "jsonlog"},
     "server_link": {"transport", "jsonlog"},
     "server_recovery": {"server_config"},
     "server_summary": {"jsonlog"},

@@ -13,6 +13,7 @@ import pytest
 from multispin.models.registry import resolve_pair
 from multispin.runtime.net.server import EdgeServer
 from multispin.runtime.net.server_config import ServerConfig
+from multispin.runtime.round.local import fixed_policy
 from multispin.runtime.security.keys import create_keyring
 
 # real sockets, processes or models: `make test-fast` leaves these out
@@ -32,14 +33,12 @@ def server(keyring, request):
         port=0,
         expected_devices=1,
         max_new_tokens=8,
-        draft_len=3,
-        mode="random",
         temperature=0.0,
         seed=0,
         join_timeout_s=60,
         **getattr(request, "param", {}),
     )
-    srv = EdgeServer(cfg, pair, keys=keyring[0])
+    srv = EdgeServer(cfg, pair, keys=keyring[0], policy=fixed_policy(3, "random", cfg.seed))
     box = {}
     thread = threading.Thread(target=lambda: box.setdefault("result", srv.run()), daemon=True)
     thread.start()

@@ -20,6 +20,7 @@ from multispin.models.tiny import load_tiny_pair
 from multispin.runtime.net.device import build_device_client
 from multispin.runtime.net.server import EdgeServer
 from multispin.runtime.net.server_config import ServerConfig
+from multispin.runtime.round.local import fixed_policy
 from multispin.runtime.round.session import encode_prompt
 from multispin.runtime.security.keys import create_device_keys, create_keyring, curve_client, load_device_keys
 from multispin.runtime.wire import messages as P
@@ -44,14 +45,19 @@ def _server(pair, tmp_path, expected, keys=None, **opts):
             "expected_devices": expected,
             "max_new_tokens": 12,
             "seed": 1,
-            "draft_len": 3,
             "join_timeout_s": 120,
             **opts,
         }
     )
     events: list[dict] = []
     server = EdgeServer(
-        config, pair, None if keys else SECRET, keys=keys, log_path=tmp_path / "server.jsonl", on_event=events.append
+        config,
+        pair,
+        None if keys else SECRET,
+        keys=keys,
+        policy=fixed_policy(3, seed=config.seed),
+        log_path=tmp_path / "server.jsonl",
+        on_event=events.append,
     )
     box: dict = {}
     th = threading.Thread(target=lambda: box.setdefault("summary", server.run()), daemon=True)

@@ -11,8 +11,9 @@ rest; a device that reconnects resumes from the server's record, so no token is 
 duplicated, and a server restarted on its journal resumes every session (`server_recovery`).
 
 What each message does to a connection is the sans-I/O `ServerProtocol`'s (`plan`, `verdict`,
-`commit`, `bye`); moving its frames, cutting peers and logging what they did is the
-`ServerLink`'s (`server_link`), and the allowed keys are watched by
+`commit`, `bye`); waiting for a round's DRAFTs and corrections, and skipping stragglers, is
+`RoundMessages`' (`round_messages`); moving frames, cutting peers and logging what they did is
+the `ServerLink`'s (`server_link`), and the allowed keys are watched by
 `multispin.runtime.security.key_watch`. With per-device keys (the default) the transport is a
 CurveZMQ server that admits only allowed keys, and the protocol binds each HELLO's device id to
 its sender's key; `secret` alone is the plaintext debugging mode.
@@ -25,13 +26,13 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from multispin.errors import ConfigError, ProtocolError
+from multispin.errors import ConfigError
 from multispin.models.base import BatchedLM, LoadedPair
 from multispin.runtime.net.jsonlog import JsonlLog
+from multispin.runtime.net.round_messages import RoundMessages
 from multispin.runtime.net.server_config import ServerConfig
 from multispin.runtime.net.server_link import POLL_SLICE_S, ServerLink
 from multispin.runtime.net.server_recovery import policy_name, recover_sessions, session_settings
@@ -39,7 +40,7 @@ from multispin.runtime.net.server_summary import device_records, server_summary
 from multispin.runtime.net.transport import ServerTransport
 from multispin.runtime.round.engine import RoundEngine, RoundOutcome, RoundPolicy
 from multispin.runtime.round.local import fixed_policy
-from multispin.runtime.round.roles import Draft, VerifierServer
+from multispin.runtime.round.roles import VerifierServer
 from multispin.runtime.security.auth import resolve_secret
 from multispin.runtime.security.key_watch import NO_DESCRIPTORS, KeyWatch
 from multispin.runtime.security.keys import AllowedKeys, ServerKeys, load_server_keys
@@ -47,24 +48,13 @@ from multispin.runtime.security.limits import RefusalLog
 from multispin.runtime.store.journal import DeviceRound, Journal, SessionRecord
 from multispin.runtime.wire import messages as P
 from multispin.runtime.wire.records import RoundEvent, ServerSummary
-from multispin.runtime.wire.server_protocol import Connection, ConnState, ServerProtocol
+from multispin.runtime.wire.server_protocol import ConnState, ServerProtocol
 from multispin.speculative.codecs import exactness_by_mode, make_codec
 from multispin.system.payload import WirePayload
 
 log = logging.getLogger("multispin.server")
 
 OUT_OF_DESCRIPTORS = "out of file descriptors"
-
-
-@dataclass
-class _RoundIO:
-    """What one round's message traffic produced besides the engine's outcome."""
-
-    conns: dict[int, Connection]  # the devices active at the round's start
-    dropped: dict[int, str] = field(default_factory=dict)  # device -> why its session ended
-    draft_s: dict[int, float] = field(default_factory=dict)  # reported in DRAFT
-    correction_s: dict[int, float] = field(default_factory=dict)  # reported in CORRECTION (DL)
-    payload_bytes: dict[int, int] = field(default_factory=dict)  # codec bytes of the distribution
 
 
 class EdgeServer:
@@ -393,44 +383,26 @@ class EdgeServer:
         # a round planned at the last commit runs the devices it planned (one that joined since
         # waits for the next round); a planned device whose session ended since is dropped here
         active = list(out.gammas)
-        io = _RoundIO({d: self.proto.devices[d].conn for d in active if self.proto.devices[d].conn})  # type: ignore[misc]
+        conns = {d: self.proto.devices[d].conn for d in active if self.proto.devices[d].conn}
+        io = RoundMessages(out, conns, self.link, self.engine, self.config, self.log, self.stragglers)  # type: ignore[arg-type]
         for d in active:
             if d not in io.conns:
-                io.dropped[d] = self._why_closed(d)
+                io.closed(d)
         for c in io.conns.values():
             if not self.proto.planned(c, r):  # a planned one was reset at the last round's end
                 c.bytes_in = c.bytes_out = 0
-        self.engine.verify(out, self._collect_drafts(out, io))
-        waiting = self._send_verdicts(out, io)
-        self._collect_corrections(out, io, waiting)
+        self.engine.verify(out, io.collect_drafts())
+        io.collect_corrections(io.send_verdicts())
         self._commit_round(out, io)
         for d in active:
             if d not in out.records and d not in io.dropped and not io.conns[d].alive:
-                io.dropped[d] = self._why_closed(d)
+                io.closed(d)
         for d in set(io.dropped) | set(out.finished):
             self.verifier.release(d)
         slots = self.config.job_slots
         if slots:
             self._jobs_due.update(d + slots for d in out.finished if d + slots < self.config.max_devices)
-        event = RoundEvent(
-            round=r,
-            gammas=out.gammas,
-            records=out.records,
-            rejected=list(out.rejected),
-            modes=dict(out.modes),
-            dropped=io.dropped,
-            verify_s=out.verify_s,
-            server_correction_s=out.server_correction_s,
-            draft_compute_s=io.draft_s,
-            device_correction_s=io.correction_s,
-            payload_bytes=io.payload_bytes,
-            wire_bytes_up={d: c.bytes_in for d, c in io.conns.items()},
-            wire_bytes_down={d: c.bytes_out for d, c in io.conns.items()},
-            round_wall_s=time.perf_counter() - t0,
-            cost=out.cost,
-        )
-        for c in io.conns.values():  # from here on, bytes count towards the next round
-            c.bytes_in = c.bytes_out = 0
+        event = io.event(round_wall_s=time.perf_counter() - t0)
         if self.config.history:
             self._events.append(event)
         if self.log.active:  # a round's dict is most of a light round's bookkeeping: only if it goes somewhere
@@ -438,142 +410,7 @@ class EdgeServer:
         if self.on_round is not None:
             self.on_round(event)
 
-    def _why_closed(self, d: int) -> str:
-        """Why device d's session ended: its last drop's reason."""
-        drops = self.proto.devices[d].drops
-        return drops[-1] if drops else "gone"
-
-    def _drop_in_round(self, io: _RoundIO, d: int, code: str, reason: str) -> None:
-        io.dropped[d] = reason
-        self.proto.drop(io.conns[d], code, reason)
-        self.link.flush()
-
-    def _collect_drafts(self, out: RoundOutcome, io: _RoundIO) -> dict[int, Draft]:
-        """PLAN to every active device, then every DRAFT that arrives within the round timeout."""
-        r, timeout = out.round, self.config.round_timeout_s
-        for d, c in io.conns.items():
-            if not self.proto.planned(c, r):  # else its last COMMIT carried this PLAN
-                self.proto.plan(c, r, out.gammas[d])
-        self.link.flush()
-        # the connections still owing their DRAFT, fewer at each wake-up (a DRAFT taken or a
-        # session ended stays so): a round's DRAFTs wake the loop up to K times, and each wake-up
-        # looks at the ones left, not at all K
-        owing = list(io.conns.values())
-
-        def all_in() -> bool:
-            owing[:] = [c for c in owing if c.alive and c.inbox is None]
-            return not owing
-
-        self.link.pump_until(all_in, time.monotonic() + timeout)
-        drafts: dict[int, Draft] = {}
-        for d, c in io.conns.items():
-            if not c.alive:
-                io.dropped.setdefault(d, self._why_closed(d))
-                continue
-            if c.inbox is None:
-                self._skip_straggler(io, d, r)
-                continue
-            self.proto.drafted(d)
-            msg = c.inbox
-            assert isinstance(msg, P.DraftMsg)
-            c.inbox = None
-            drafts[d] = Draft(list(msg.tokens), msg.q_values)
-            if msg.compute_s is not None:
-                io.draft_s[d] = msg.compute_s
-        return drafts
-
-    def _skip_straggler(self, io: _RoundIO, d: int, r: int) -> None:
-        """No DRAFT by the deadline: the round goes on without device d, whose record stays (it
-        resumes at its next HELLO); at its max_draft_misses-th miss in a row it is told to back
-        off, so one slow device costs the others at most that many deadlines per back-off."""
-        cfg = self.config
-        timeout = cfg.round_timeout_s
-        backoff = cfg.straggler_backoff_s or 10 * cfg.max_draft_misses * timeout
-        self.stragglers["missed"] += 1
-        self.stragglers["held_at_most_s"] += timeout
-        backed_off = self.proto.missed_draft(d, time.monotonic(), cfg.max_draft_misses, backoff)
-        self.log.write(
-            "straggler",
-            device=d,
-            round=r,
-            waited_s=timeout,
-            misses=self.proto.devices[d].draft_misses,
-            backed_off=backed_off,
-        )
-        if backed_off:
-            self.stragglers["backed_off"] += 1
-            self._drop_in_round(
-                io,
-                d,
-                "busy",
-                f"no DRAFT within {timeout:g} s in round {r}, "
-                f"{cfg.max_draft_misses} rounds in a row: back off for {backoff:g} s",
-            )
-        else:
-            self._drop_in_round(io, d, "timeout", f"no DRAFT within {timeout:g} s in round {r}")
-
-    def _send_verdicts(self, out: RoundOutcome, io: _RoundIO) -> dict[int, str]:
-        """Accepted devices commit now (their COMMIT is their verdict); a rejected device gets its
-        VERDICT, with p_j in DL. Returns the rejected devices whose correction is still owed,
-        with their modes."""
-        r, waiting = out.round, dict[int, str]()
-        for d, v in out.verdicts.items():
-            c = io.conns[d]
-            if not c.alive:
-                io.dropped.setdefault(d, self._why_closed(d))
-                continue
-            if not v.rejected:
-                self.engine.commit(out, d, v.bonus_token)  # type: ignore[arg-type]  # sent with the round's commit
-                continue
-            mode = out.modes[d]
-            p_payload = None
-            if mode == "dl":
-                p_payload = self.engine.p_payload(out, d)
-                io.payload_bytes[d] = len(p_payload)
-            self.proto.verdict(c, r, v.num_accepted, mode, p_payload)
-            waiting[d] = mode
-        self.link.flush()  # a VERDICT that could not be sent dropped its session: the wait sees it
-        return waiting
-
-    def _collect_corrections(self, out: RoundOutcome, io: _RoundIO, waiting: dict[int, str]) -> None:
-        """Each rejected device commits as soon as its Q_PAYLOAD (UL) or CORRECTION (DL) arrives."""
-        timeout = self.config.round_timeout_s
-        deadline = time.monotonic() + timeout
-        while waiting:
-            for d in list(waiting):
-                c = io.conns[d]
-                if not c.alive:
-                    waiting.pop(d)
-                    io.dropped.setdefault(d, self._why_closed(d))
-                elif c.inbox is not None:
-                    msg, c.inbox = c.inbox, None
-                    self._on_correction(out, io, d, waiting.pop(d), msg)
-            if not waiting:
-                break
-            if time.monotonic() >= deadline:
-                for d in list(waiting):
-                    what = "Q_PAYLOAD" if waiting.pop(d) == "ul" else "CORRECTION"
-                    self._drop_in_round(io, d, "timeout", f"no {what} within {timeout:g} s in round {out.round}")
-                break
-            self.link.pump(min(POLL_SLICE_S * 4, max(0.0, deadline - time.monotonic())))
-
-    def _on_correction(self, out: RoundOutcome, io: _RoundIO, d: int, mode: str, msg: P.Message) -> None:
-        if mode == "ul":
-            assert isinstance(msg, P.QPayloadMsg)
-            io.payload_bytes[d] = len(msg.payload)
-            try:
-                final = self.engine.correct_remotely(out, d, msg.payload)
-            except (ProtocolError, ConfigError) as exc:
-                self._drop_in_round(io, d, "protocol", f"Q_PAYLOAD.payload: {exc}")
-                return  # the COMMIT carries the correction to the device
-        else:
-            assert isinstance(msg, P.CorrectionMsg)
-            final = msg.token
-            if msg.compute_s is not None:
-                io.correction_s[d] = msg.compute_s
-        self.engine.commit(out, d, final)  # sent with the round's commit
-
-    def _commit_round(self, out: RoundOutcome, io: _RoundIO) -> None:
+    def _commit_round(self, out: RoundOutcome, io: RoundMessages) -> None:
         """Make the round durable in the journal, close it (the policy observes it), plan the
         next round where that is safe, then COMMIT (and BYE when done) to each device, with its
         next PLAN: no device ever holds a token that a restart could take back."""
@@ -588,7 +425,7 @@ class EdgeServer:
         self.engine.close(out)
         if self.before_commit is not None:
             self.before_commit(out)
-        self._next = self._plan_next(out, io)
+        self._next = self._plan_next(out)
         gammas = self._next.gammas if self._next is not None else {}
         for d in out.records:
             self.proto.commit(
@@ -602,7 +439,7 @@ class EdgeServer:
         self.link.flush()
         self._next_sent = time.perf_counter()
 
-    def _plan_next(self, out: RoundOutcome, io: _RoundIO) -> RoundOutcome | None:
+    def _plan_next(self, out: RoundOutcome) -> RoundOutcome | None:
         """Round r + 1 planned now, so that its PLANs ride in round r's COMMITs; None where the
         next round is not this one's continuation: a stop was asked for, r was the last round, or
         a steady-state job finished (the next round waits for its successor, `_await_next_jobs`).
