@@ -45,3 +45,15 @@ def test_a_failed_set_up_is_reported_in_the_result_file(tmp_path):
     assert main([str(job)]) == 1
     assert "error" in json.loads(result.read_text())
     assert main([]) == 2  # usage
+
+
+def test_each_job_reaches_the_device_set_up_with_the_secret_from_the_environment(tmp_path, monkeypatch):
+    """The job's arguments are the device's: with the secret in $MULTISPIN_SECRET (never in the
+    file) the set-up gets as far as the draft's name, which is refused with its one-line reason."""
+    monkeypatch.setenv("MULTISPIN_SECRET", SECRET)
+    job, result = tmp_path / "job.json", tmp_path / "result.json"
+    jobs = [dict(server="tcp://127.0.0.1:1", device_id=0, keys=None, draft="no-such-draft", prompt="hi", fault=None)]
+    job.write_text(json.dumps(job_description("tiny", 1, result, jobs)))
+    assert main([str(job)]) == 1
+    (outcome,) = json.loads(result.read_text())["jobs"]
+    assert outcome["error"].startswith("ConfigError: draft: unknown draft 'no-such-draft'"), outcome

@@ -86,7 +86,8 @@ def main(argv: Sequence[str]) -> int:
 
         torch.set_num_threads(int(job["threads"]))
         pair = resolve_pair(job["pair"])
-        payload = run_jobs([{**kwargs, "pair": pair} for kwargs in job["jobs"]], result)
+        # no key folder: the secret comes from $MULTISPIN_SECRET (`resolve_credentials`)
+        payload = run_jobs([{**kwargs, "pair": pair, "secret": None} for kwargs in job["jobs"]], result)
     except Exception as exc:  # reported in the result file, as a forked device reports it
         write_result(result, {"error": f"{type(exc).__name__}: {exc}"})
         return 1

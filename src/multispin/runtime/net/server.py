@@ -243,6 +243,10 @@ class EdgeServer:
     def refusals(self) -> RefusalLog:
         return self.link.refusals
 
+    @property
+    def transport_limit_bytes(self) -> int:
+        return self.link.limit_bytes
+
     def run(self, on_ready: Callable[[str], None] | None = None) -> ServerSummary:
         """Bind, serve until done or stopped, shut down; ``on_ready(endpoint)`` once bound (a
         banner saying "waiting" is only true after the bind succeeded)."""
