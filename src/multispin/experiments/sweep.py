@@ -16,7 +16,7 @@ Objective (``optimizer.objective``; ``objective=``, ``--objective``): the sum by
 paper; another objective plans adaptive and the mode baselines for it on the same drops
 (`multispin.experiments.reproduce.drop.objective_drop`), and the goodput stays the sum goodput
 of those plans. Beside it each row has what each device gets from the policy's plan on the drop's
-samples (the worst device's goodput, Jain's index, energy per generated token:
+samples (the worst device's goodput, Jain's index, energy per generated token, p95 TPOT:
 `multispin.experiments.reproduce.drop.service_columns`), with the same intervals and adaptive's
 paired change against the policy (docs/service.md).
 
@@ -58,6 +58,7 @@ SERVICE_COLUMNS = {
     "goodput_worst": ("worst_device_goodput_tokens_per_s", "worst"),
     "jain": ("jain_index", "jain"),
     "energy_per_token_j": ("energy_per_token_j", "energy_per_token"),
+    "tpot_p95_s": ("tpot_p95_s", "tpot_p95"),
 }
 STUDY = "sweep"
 # the channel-knowledge drop's suffix per policy (multispin.experiments.reproduce.csi.CSI_MODES)
@@ -84,9 +85,9 @@ class SweepTable:
     ``goodput_tokens_per_s`` with ``goodput_low``/``goodput_high``, ``adaptive_gain_pct`` with
     ``adaptive_gain_low``/``adaptive_gain_high`` (100·(mean G_adaptive / mean G_policy − 1),
     paired; ``None`` on adaptive's own row), ``mean_draft_len``, ``n_drops``, and the service
-    figures ``worst_device_goodput_tokens_per_s``, ``jain_index`` and ``energy_per_token_j``, each
-    with ``_low``/``_high`` and adaptive's paired change ``adaptive_<f>_pct`` with
-    ``adaptive_<f>_low``/``adaptive_<f>_high`` for f in worst, jain, energy_per_token (None on
+    figures ``worst_device_goodput_tokens_per_s``, ``jain_index``, ``energy_per_token_j`` and
+    ``tpot_p95_s``, each with ``_low``/``_high`` and adaptive's paired change ``adaptive_<f>_pct``
+    with ``adaptive_<f>_low``/``adaptive_<f>_high`` for f in worst, jain, energy_per_token, tpot_p95 (None on
     adaptive's row and where the drop computes none). ``summaries`` keeps every per-point
     statistic of the drops (the reproduce CSV row of each point). ``objective``: what the plans
     maximise (``energy_weight_tokens_per_j``: the energy objective's w, None for the others)."""
