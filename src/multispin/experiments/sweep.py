@@ -321,12 +321,36 @@ def run_sweep(
     )
 
 
-def plot_sweep(table: SweepTable, path: Path | None = None, field_name: str | None = None):
-    """Goodput against the swept field, one line per policy with its 95% band; saved to ``path``
-    when given. A sweep over several fields needs ``field_name`` (the x axis) and draws one panel
-    per combination of the others."""
+# what `plot_sweep` can draw: metric -> (the row's key, its interval's keys, the y axis label)
+PLOT_METRICS = {
+    "goodput": ("goodput_tokens_per_s", "goodput_low", "goodput_high", "sum goodput G (tokens/s)"),
+    **{
+        metric: (key, f"{key}_low", f"{key}_high", label)
+        for metric, key, label in (
+            (
+                "worst_device_goodput",
+                "worst_device_goodput_tokens_per_s",
+                "worst device's goodput min_k G_k (tokens/s)",
+            ),
+            ("jain_index", "jain_index", "Jain's index of the G_k"),
+            ("tpot_p95", "tpot_p95_s", "p95 TPOT on the model (s)"),
+            ("energy_per_token", "energy_per_token_j", "device energy per generated token (J)"),
+        )
+    },
+}
+
+
+def plot_sweep(table: SweepTable, path: Path | None = None, field_name: str | None = None, metric: str = "goodput"):
+    """A metric of `PLOT_METRICS` (goodput by default) against the swept field, one line per policy
+    with its 95% band; saved to ``path`` when given. A sweep over several fields needs
+    ``field_name`` (the x axis) and draws one panel per combination of the others."""
     from multispin.experiments.reproduce._figure import STYLE, band, by, legend, pyplot, save, value_ticks
 
+    if metric not in PLOT_METRICS:
+        raise ConfigError(f"metric: {metric!r} is not one of {', '.join(PLOT_METRICS)}")
+    column, low, high, ylabel = PLOT_METRICS[metric]
+    if all(r.get(column) is None for r in table.rows):
+        raise ConfigError(f"metric: this sweep has no {metric!r} (the channel-knowledge drop computes goodput only)")
     x = field_name or next(iter(table.over))
     if x not in table.over:
         raise ConfigError(f"field: {x!r} is not swept (swept: {', '.join(table.over)})")
@@ -341,10 +365,7 @@ def plot_sweep(table: SweepTable, path: Path | None = None, field_name: str | No
             pts = sorted((r for r in rows if r["policy"] == p), key=lambda r: r[x])
             band(
                 ax,
-                [
-                    {x: r[x], "g": r["goodput_tokens_per_s"], "g_lo": r["goodput_low"], "g_hi": r["goodput_high"]}
-                    for r in pts
-                ],
+                [{x: r[x], "g": r[column], "g_lo": r[low], "g_hi": r[high]} for r in pts],
                 x,
                 "g",
                 p,
@@ -353,7 +374,7 @@ def plot_sweep(table: SweepTable, path: Path | None = None, field_name: str | No
         if all(isinstance(v, (int, float)) for v in table.over[x]):
             value_ticks(ax, table.over[x])
         ax.set_xlabel(x)
-        ax.set_ylabel("sum goodput G (tokens/s)")
+        ax.set_ylabel(ylabel)
         title = ", ".join(f"{k} = {v}" for k, v in zip(others, key))
         ax.set_title(f"{table.scenario}{': ' + title if title else ''} ({table.drops} drops, 95% bands)", fontsize=9)
         ax.grid(alpha=0.3)
