@@ -80,6 +80,19 @@ def test_with_a_pdl_sweep_every_point_compares_the_objectives_at_its_own_power(t
         assert saved["pdl_offset_db"] == c.pdl_offset_db and saved["p_dl_dbm"] == pytest.approx(c.p_dl_dbm)
     # negative control: the points differ in what the radio gives (a P^dl that was ignored would not)
     assert len({round(c.runs["sum"].log.goodput, 9) for c in points}) > 1
+    # what `demo --objectives --sweep pdl` prints: one block per point, headed by its power
+    from rich.console import Console
+
+    from multispin.commands._service_tables import print_objectives
+
+    con = Console(record=True, width=200)
+    for c in points:
+        print_objectives(con, c)
+    text = con.export_text()
+    for offset in SWEEP_OFFSETS_DB:
+        assert f"objectives at P^dl = P^ul + {offset:g} dB" in text
+    # the goodput verdict opens each block's comparison (the service verdicts under it are indented)
+    assert sum(line.startswith("max-min vs sum: ") for line in text.splitlines()) == len(SWEEP_OFFSETS_DB)
 
 
 def test_without_a_sweep_one_comparison_at_the_demo_power(tmp_path):
@@ -98,13 +111,9 @@ def test_demo_objectives_with_a_pdl_sweep_on_the_cli_reports_every_point(tmp_pat
     from multispin.cli import app
 
     args = ["demo", "--pair", "tiny", "--devices", "2", "--rounds", "2", "--max-new-tokens", "4", "--sweep", "pdl"]
-    res = CliRunner().invoke(app, [*args, "--objectives", "--out", str(tmp_path)])
-    assert res.exit_code == 0, res.output
-    for offset in (0, 6, 12, 18):
-        assert f"objectives at P^dl = P^ul + {offset} dB" in res.output
-    assert res.output.count("max-min vs sum: ") >= 4
-    js = CliRunner().invoke(app, [*args, "--objectives", "--json", "--out", str(tmp_path / "js")])
+    js = CliRunner().invoke(app, [*args, "--objectives", "--json", "--out", str(tmp_path)])
     assert js.exit_code == 0, js.output
     doc = json.loads(js.stdout.strip().splitlines()[-1])
     assert [c["pdl_offset_db"] for c in doc["objectives"]] == [0, 6, 12, 18]
-    assert [c["pdl_offset_db"] for c in doc["objectives"]] == [p["pdl_over_pul_db"] for p in doc["points"]]
+    assert [c["p_dl_dbm"] for c in doc["objectives"]] == [p["p_dl_dbm"] for p in doc["points"]]
+    assert all([o["objective"] for o in c["objectives"]][0] == "sum" for c in doc["objectives"])
