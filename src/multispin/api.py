@@ -404,13 +404,24 @@ def sweep(
     )
 
 
-def plot(table: SweepTable, path: None | str | Path = None, *, field: str | None = None):
-    """The sweep's goodput against its swept field, one line per policy with its 95% band (a
-    matplotlib Figure; saved as PNG to ``path`` when given). ``field``: the x axis of a sweep over
-    several fields (one panel per combination of the others)."""
+def plot(table: SweepTable, path: None | str | Path = None, *, field: str | None = None, metric: str = "goodput"):
+    """A figure of the sweep against its swept field, one line per policy with its 95% band (a
+    matplotlib Figure; saved as PNG to ``path`` when given).
+
+        >>> fig = ms.plot(table, "worst.png", metric="worst_device_goodput")  # doctest: +SKIP
+
+    Args:
+        table: what [sweep][multispin.api.sweep] returned.
+        path: a PNG to save the figure to; ``None``: only return it.
+        field: the x axis of a sweep over several fields (one panel per combination of the others).
+        metric: ``goodput`` (the sum, the default), ``worst_device_goodput`` (min_k G_k),
+            ``jain_index`` (Jain's index of the G_k), ``tpot_p95`` (p95 time per output token) or
+            ``energy_per_token`` (the devices' joules per generated token); the service metrics
+            are the plans' on the model (docs/service.md). Another name raises ConfigError.
+    """
     from multispin.experiments.sweep import plot_sweep
 
-    return plot_sweep(table, Path(path) if path is not None else None, field)
+    return plot_sweep(table, Path(path) if path is not None else None, field, metric)
 
 
 def generate(

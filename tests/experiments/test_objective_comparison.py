@@ -57,3 +57,63 @@ def test_demo_objectives_on_the_cli_prints_every_objective_against_the_sum(tmp_p
     res = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "plain")])
     assert res.exit_code == 0 and " vs sum: " not in res.output
     assert not (tmp_path / "plain" / "objectives").exists()
+
+
+def test_with_a_pdl_sweep_every_point_compares_the_objectives_at_its_own_power(tmp_path):
+    from multispin.experiments.demo import SWEEP_OFFSETS_DB
+    from multispin.experiments.objective_comparison import compare_objectives_at_points
+
+    cfg = DemoConfig.make(
+        pair="tiny", devices=2, rounds=3, max_new_tokens=4, out=tmp_path, seed=1, p_ul_dbm=0.0, sweep="pdl"
+    )
+    points = compare_objectives_at_points(cfg, resolve_pair("tiny"), objectives=("max-min",))
+    assert [c.pdl_offset_db for c in points] == list(SWEEP_OFFSETS_DB)
+    for c in points:
+        assert c.p_dl_dbm == pytest.approx(0.0 + c.pdl_offset_db)
+        assert list(c.runs) == ["sum", "max-min"] and c.goodput["max-min"].b == "sum"
+        # each objective ran at the point's P^dl, in the point's folder
+        for r in c.runs.values():
+            assert r.results[0].config.p_dl_dbm == pytest.approx(c.p_dl_dbm)
+        folder = tmp_path / "objectives" / f"pdl+{c.pdl_offset_db:g}dB"
+        assert (folder / "max-min" / "seed-1" / "rounds.jsonl").exists()
+        saved = json.loads((folder / "summary.json").read_text())
+        assert saved["pdl_offset_db"] == c.pdl_offset_db and saved["p_dl_dbm"] == pytest.approx(c.p_dl_dbm)
+    # negative control: the points differ in what the radio gives (a P^dl that was ignored would not)
+    assert len({round(c.runs["sum"].log.goodput, 9) for c in points}) > 1
+    # what `demo --objectives --sweep pdl` prints: one block per point, headed by its power
+    from rich.console import Console
+
+    from multispin.commands._service_tables import print_objectives
+
+    con = Console(record=True, width=200)
+    for c in points:
+        print_objectives(con, c)
+    text = con.export_text()
+    for offset in SWEEP_OFFSETS_DB:
+        assert f"objectives at P^dl = P^ul + {offset:g} dB" in text
+    # the goodput verdict opens each block's comparison (the service verdicts under it are indented)
+    assert sum(line.startswith("max-min vs sum: ") for line in text.splitlines()) == len(SWEEP_OFFSETS_DB)
+
+
+def test_without_a_sweep_one_comparison_at_the_demo_power(tmp_path):
+    from multispin.experiments.objective_comparison import compare_objectives_at_points
+
+    cfg = DemoConfig.make(pair="tiny", devices=2, rounds=2, max_new_tokens=4, out=tmp_path, p_dl_dbm=12.0)
+    (only,) = compare_objectives_at_points(cfg, resolve_pair("tiny"), objectives=("energy",))
+    assert only.pdl_offset_db is None and only.p_dl_dbm == 12.0
+    assert (tmp_path / "objectives" / "energy" / "seed-0" / "rounds.jsonl").exists()
+
+
+@pytest.mark.slow
+def test_demo_objectives_with_a_pdl_sweep_on_the_cli_reports_every_point(tmp_path):
+    from typer.testing import CliRunner
+
+    from multispin.cli import app
+
+    args = ["demo", "--pair", "tiny", "--devices", "2", "--rounds", "2", "--max-new-tokens", "4", "--sweep", "pdl"]
+    js = CliRunner().invoke(app, [*args, "--objectives", "--json", "--out", str(tmp_path)])
+    assert js.exit_code == 0, js.output
+    doc = json.loads(js.stdout.strip().splitlines()[-1])
+    assert [c["pdl_offset_db"] for c in doc["objectives"]] == [0, 6, 12, 18]
+    assert [c["p_dl_dbm"] for c in doc["objectives"]] == [p["p_dl_dbm"] for p in doc["points"]]
+    assert all([o["objective"] for o in c["objectives"]][0] == "sum" for c in doc["objectives"])

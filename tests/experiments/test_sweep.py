@@ -114,6 +114,29 @@ def test_plot_draws_one_line_per_policy(table, tmp_path):
         ms.plot(table, field="radio.p_ul_dbm")
 
 
+def test_plot_draws_each_service_metric_and_names_the_allowed_ones(table, tmp_path):
+    from multispin.experiments.sweep import PLOT_METRICS
+
+    adaptive = sorted((r for r in table.rows if r["policy"] == "adaptive"), key=lambda r: r["radio.p_dl_dbm"])
+    drawn = {}
+    for metric, (key, *_) in PLOT_METRICS.items():
+        fig = ms.plot(table, metric=metric)
+        line = fig.axes[0].get_lines()[0]
+        assert line.get_label() == "adaptive"
+        drawn[metric] = list(line.get_ydata())
+        assert drawn[metric] == pytest.approx([r[key] for r in adaptive]), metric
+    assert set(drawn) == {"goodput", "worst_device_goodput", "jain_index", "tpot_p95", "energy_per_token"}
+    # negative control: each metric draws its own numbers, not goodput's again
+    assert all(drawn[m] != pytest.approx(drawn["goodput"]) for m in drawn if m != "goodput")
+    ms.plot(table, tmp_path / "jain.png", metric="jain_index")
+    assert (tmp_path / "jain.png").stat().st_size > 5000
+    with pytest.raises(ConfigError) as exc:
+        ms.plot(table, metric="p99")
+    assert str(exc.value) == (
+        "metric: 'p99' is not one of goodput, worst_device_goodput, jain_index, tpot_p95, energy_per_token"
+    )
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     return subprocess.run(

@@ -80,6 +80,18 @@ def test_service_columns_are_the_plans_per_device_goodputs_and_joules():
         sb = ObjectiveSearch(inst, u, "energy", EnergyModel.of(sc), name, mode_uniforms=mu).policy_modes_score(g)
         assert float(np.sum(sb.device_goodput)) == pytest.approx(row[f"goodput_{name}"], rel=1e-9), name
     assert row["goodput_worst_all_dl"] != pytest.approx(row["goodput_worst"])
+    # p95 TPOT: per sample and device, the round's T_comp + T_comm over 1 + the accepted drafts
+    from multispin.optimize.goodput import t_comp_s
+    from multispin.optimize.reactive import t_comm_batch
+
+    for name, g, modes in (("", gamma, "optimal"), ("_all_ul", b["all_ul"].draft_len, "all_ul")):
+        accepted = [(u[:, k, None] < inst.survival[k, 1 : g[k] + 1][None, :]).sum(axis=1) for k in range(len(g))]
+        tokens = 1 + np.stack(accepted, axis=1)
+        t = float(t_comp_s(inst, g)) + t_comm_batch(u > inst.survival[np.arange(len(g)), g], inst, modes, "equal")
+        assert row[f"tpot_p95_s{name}"] == pytest.approx(np.percentile(t[:, None] / tokens, 95), rel=1e-12), name
+        # negative controls: the median, or the round without its airtime, is another number
+        assert row[f"tpot_p95_s{name}"] != pytest.approx(np.percentile(t[:, None] / tokens, 50)), name
+        assert row[f"tpot_p95_s{name}"] != pytest.approx(np.percentile(t_comp_s(inst, g) / tokens, 95)), name
 
 
 def _drop(objective: str) -> dict:
@@ -196,6 +208,7 @@ def test_service_intervals_are_the_reproduce_statistics_of_the_same_drops(sum_ta
         ("worst_device_goodput_tokens_per_s", "goodput_worst", "worst"),
         ("jain_index", "jain", "jain"),
         ("energy_per_token_j", "energy_per_token_j", "energy_per_token"),
+        ("tpot_p95_s", "tpot_p95_s", "tpot_p95"),
     ]:
         mean, lo, hi, _ = bootstrap_mean_ci(r[f"{column}_all_dl"] for r in drops)
         assert (got[key], got[f"{key}_low"], got[f"{key}_high"]) == pytest.approx((mean, lo, hi)), key

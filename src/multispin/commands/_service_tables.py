@@ -50,6 +50,8 @@ def print_objectives(con, cmp) -> None:
     paired differences from the sum objective (goodput first, then the service metrics)."""
     from multispin.experiments.paired import goodput_interval
 
+    if cmp.pdl_offset_db is not None:
+        con.print(f"[bold]objectives at P^dl = P^ul + {cmp.pdl_offset_db:g} dB", highlight=False)
     for o, r in cmp.runs.items():
         g = goodput_interval(r.log)
         con.print(f"adaptive, {o} objective: {g.estimate:.1f} tokens/s [{g.low:.1f}, {g.high:.1f}]", highlight=False)

@@ -273,7 +273,8 @@ def demo(
         False,
         "--objectives",
         help="also run adaptive under every objective on the same seeds and compare each with the sum "
-        "(goodput, worst device, Jain, p95 TPOT, energy per token, paired 95% intervals)",
+        "(goodput, worst device, Jain, p95 TPOT, energy per token, paired 95% intervals); "
+        "with --sweep pdl at every point",
     ),
     link: dict = LINK.slot,
     out: Path = typer.Option(Path("out/demo"), metavar="DIR", help="output folder (summary.json, demo.png, logs)"),
@@ -341,16 +342,20 @@ def demo(
             return lambda r, tokens: progress.update(task, completed=r + 1, tokens=tokens)
 
         result = run_demo(config, loaded, hook)
-        if objectives:
-            from multispin.experiments.objective_comparison import compare_objectives
+        if objectives:  # at every sweep point (the demo's own P^dl alone without --sweep)
+            from multispin.experiments.objective_comparison import compare_objectives_at_points
 
-            by_objective = compare_objectives(config, loaded, hook)
+            by_objective = compare_objectives_at_points(config, loaded, hook)
     png = plot_demo(result, out / "demo.png")
     sweep_png = plot_sweep(result, out / "demo-sweep.png") if sweep == "pdl" else None
     if as_json:
         from multispin.jsonout import versioned
 
-        doc = result.to_dict() | ({"objectives": by_objective.to_dict()} if objectives else {})
+        if objectives:  # one comparison without a sweep (as before), one per point with it
+            compared = [c.to_dict() for c in by_objective]
+            doc = result.to_dict() | {"objectives": compared if sweep == "pdl" else compared[0]}
+        else:
+            doc = result.to_dict()
         typer.echo(json.dumps(versioned(doc, "demo-summary")))
         return
     con = table_console()
@@ -379,7 +384,8 @@ def demo(
         for c in point.service_comparisons:
             con.print(c.verdict, highlight=False)
     if objectives:
-        print_objectives(con, by_objective)
+        for compared in by_objective:
+            print_objectives(con, compared)
     d0 = result.points[0].runs["adaptive"].results[0].texts.get(0, "")
     con.print(f"[bold]device 0 wrote:[/bold] {d0[:300]!r}")
     err.print(

@@ -26,18 +26,27 @@ def round_tpot_samples(
     inst, gamma: np.ndarray, modes: str, rng: np.random.Generator, rounds: int, split: str = "equal"
 ) -> np.ndarray:
     """TPOT samples T / N_k of `rounds` simulated rounds at draft lengths γ (one per device-round)."""
+    u = rng.random((rounds, inst.num_devices))
+    mu = rng.random(u.shape) if modes == "random" else None
+    return tpot_samples(inst, gamma, modes, u, mu, split)
+
+
+def tpot_samples(
+    inst, gamma: np.ndarray, modes: str, u: np.ndarray, mu: np.ndarray | None = None, split: str = "equal"
+) -> np.ndarray:
+    """TPOT samples T / N_k of the rounds the uniforms u (rounds, K) draw, as the SAA samples do (a
+    device's drafts are rejected where u > P(its γ drafts all accepted)); `mu`: the random mode
+    baseline's uniforms."""
     from multispin.optimize.goodput import t_comp_s
     from multispin.optimize.reactive import t_comm_batch
 
     k = inst.num_devices
-    u = rng.random((rounds, k))
     surv = inst.survival  # (K, γ_max + 1): P(the first i drafts are all accepted)
     # N_k = 1 + the accepted drafts: draft i counts while u < P(first i accepted), i ≤ γ_k
     idx = np.arange(surv.shape[1])[None, :]
     counted = (u[:, :, None] < surv[None, :, :]) & (idx[None, :, :] >= 1) & (idx[None, :, :] <= gamma[None, :, None])
     tokens = 1 + counted.sum(axis=2)
     rejected = u > surv[np.arange(k), gamma][None, :]
-    mu = rng.random(u.shape) if modes == "random" else None
     t = float(t_comp_s(inst, gamma)) + t_comm_batch(rejected, inst, modes, split, mu)
     return (t[:, None] / tokens).ravel()
 

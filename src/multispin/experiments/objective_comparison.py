@@ -2,7 +2,8 @@
 planned under each objective on the same seeds (drop, prompts, sampling numbers, channel), every
 objective compared with the sum on common random numbers, with the paired intervals of
 `experiments.paired` (sum goodput) and `experiments.service_intervals` (worst device, Jain, p95
-TPOT, energy per token). `multispin demo --objectives` prints it (docs/service.md).
+TPOT, energy per token). `multispin demo --objectives` prints it (docs/service.md), at the demo's
+P^dl or, with `--sweep pdl`, at every point of the sweep.
 """
 
 from __future__ import annotations
@@ -22,10 +23,14 @@ class ObjectiveComparison:
     runs: dict[str, PolicyRuns]  # objective -> adaptive's runs over the seeds
     goodput: dict[str, PairedDifference]  # objective -> sum goodput vs the sum objective
     service: dict[str, list[ServiceDifference]]  # objective -> service metrics vs the sum objective
+    pdl_offset_db: float | None = None  # P^dl − P^ul of a sweep point; None: the demo's own P^dl
+    p_dl_dbm: float | None = None  # None: the scenario's
 
     def to_dict(self) -> dict:
         return {
             "baseline": "sum",
+            "pdl_offset_db": self.pdl_offset_db,
+            "p_dl_dbm": self.p_dl_dbm,
             "objectives": [
                 {
                     "objective": o,
@@ -39,24 +44,49 @@ class ObjectiveComparison:
         }
 
 
-def compare_objectives(config: DemoConfig, pair, progress=None, objectives=OBJECTIVES) -> ObjectiveComparison:
-    """Adaptive under every objective (the sum first) on the config's seeds, each in its own folder
-    OUT/objectives/<objective>/seed-<s>; summary in OUT/objectives/summary.json."""
+def compare_objectives_at_points(
+    config: DemoConfig, pair, progress=None, objectives=OBJECTIVES
+) -> list[ObjectiveComparison]:
+    """The comparison at every point of the demo's sweep (`DemoConfig.sweep_points`: the demo's own
+    P^dl alone without a sweep), each point's runs in OUT/objectives/pdl+<offset>dB."""
+    return [
+        compare_objectives(config, pair, progress, objectives, p_dl_dbm=p_dl, pdl_offset_db=offset)
+        for offset, p_dl in config.sweep_points()
+    ]
+
+
+def compare_objectives(
+    config: DemoConfig,
+    pair,
+    progress=None,
+    objectives=OBJECTIVES,
+    *,
+    p_dl_dbm: float | None = None,
+    pdl_offset_db: float | None = None,
+) -> ObjectiveComparison:
+    """Adaptive under every objective (the sum first) on the config's seeds at `p_dl_dbm` (None: the
+    config's), each in its own folder OUT/objectives/<objective>/seed-<s> (under pdl+<offset>dB at a
+    sweep point); summary in summary.json beside them."""
     out = Path(config.out) / "objectives"
+    if pdl_offset_db is not None:
+        out = out / f"pdl+{pdl_offset_db:g}dB"
+    p_dl = config.p_dl_dbm if p_dl_dbm is None else p_dl_dbm
     runs: dict[str, PolicyRuns] = {}
     for objective in dict.fromkeys(("sum", *objectives)):
         cfg = config.model_copy(update={"objective": objective})
         calls = {
-            s: cfg.testbed("adaptive", s, config.p_dl_dbm, out / objective / f"seed-{s}")
+            s: cfg.testbed("adaptive", s, p_dl, out / objective / f"seed-{s}")
             for s in range(config.seed, config.seed + config.seeds)
         }
-        results = dict(_run_seeds(cfg, calls, pair, progress, None))
+        results = dict(_run_seeds(cfg, calls, pair, progress, pdl_offset_db))
         runs[objective] = PolicyRuns("adaptive", [results[s] for s in sorted(results)])
     base = runs["sum"]
     result = ObjectiveComparison(
         runs,
         {o: paired_difference(r.log, base.log, (o, "sum")) for o, r in runs.items() if o != "sum"},
         {o: service_differences(r.service_log, base.service_log, (o, "sum")) for o, r in runs.items() if o != "sum"},
+        pdl_offset_db,
+        p_dl,
     )
     from multispin.jsonout import versioned
 

@@ -16,7 +16,7 @@ Objective (``optimizer.objective``; ``objective=``, ``--objective``): the sum by
 paper; another objective plans adaptive and the mode baselines for it on the same drops
 (`multispin.experiments.reproduce.drop.objective_drop`), and the goodput stays the sum goodput
 of those plans. Beside it each row has what each device gets from the policy's plan on the drop's
-samples (the worst device's goodput, Jain's index, energy per generated token:
+samples (the worst device's goodput, Jain's index, energy per generated token, p95 TPOT:
 `multispin.experiments.reproduce.drop.service_columns`), with the same intervals and adaptive's
 paired change against the policy (docs/service.md).
 
@@ -58,6 +58,7 @@ SERVICE_COLUMNS = {
     "goodput_worst": ("worst_device_goodput_tokens_per_s", "worst"),
     "jain": ("jain_index", "jain"),
     "energy_per_token_j": ("energy_per_token_j", "energy_per_token"),
+    "tpot_p95_s": ("tpot_p95_s", "tpot_p95"),
 }
 STUDY = "sweep"
 # the channel-knowledge drop's suffix per policy (multispin.experiments.reproduce.csi.CSI_MODES)
@@ -84,9 +85,9 @@ class SweepTable:
     ``goodput_tokens_per_s`` with ``goodput_low``/``goodput_high``, ``adaptive_gain_pct`` with
     ``adaptive_gain_low``/``adaptive_gain_high`` (100·(mean G_adaptive / mean G_policy − 1),
     paired; ``None`` on adaptive's own row), ``mean_draft_len``, ``n_drops``, and the service
-    figures ``worst_device_goodput_tokens_per_s``, ``jain_index`` and ``energy_per_token_j``, each
-    with ``_low``/``_high`` and adaptive's paired change ``adaptive_<f>_pct`` with
-    ``adaptive_<f>_low``/``adaptive_<f>_high`` for f in worst, jain, energy_per_token (None on
+    figures ``worst_device_goodput_tokens_per_s``, ``jain_index``, ``energy_per_token_j`` and
+    ``tpot_p95_s``, each with ``_low``/``_high`` and adaptive's paired change ``adaptive_<f>_pct``
+    with ``adaptive_<f>_low``/``adaptive_<f>_high`` for f in worst, jain, energy_per_token, tpot_p95 (None on
     adaptive's row and where the drop computes none). ``summaries`` keeps every per-point
     statistic of the drops (the reproduce CSV row of each point). ``objective``: what the plans
     maximise (``energy_weight_tokens_per_j``: the energy objective's w, None for the others)."""
@@ -320,12 +321,36 @@ def run_sweep(
     )
 
 
-def plot_sweep(table: SweepTable, path: Path | None = None, field_name: str | None = None):
-    """Goodput against the swept field, one line per policy with its 95% band; saved to ``path``
-    when given. A sweep over several fields needs ``field_name`` (the x axis) and draws one panel
-    per combination of the others."""
+# what `plot_sweep` can draw: metric -> (the row's key, its interval's keys, the y axis label)
+PLOT_METRICS = {
+    "goodput": ("goodput_tokens_per_s", "goodput_low", "goodput_high", "sum goodput G (tokens/s)"),
+    **{
+        metric: (key, f"{key}_low", f"{key}_high", label)
+        for metric, key, label in (
+            (
+                "worst_device_goodput",
+                "worst_device_goodput_tokens_per_s",
+                "worst device's goodput min_k G_k (tokens/s)",
+            ),
+            ("jain_index", "jain_index", "Jain's index of the G_k"),
+            ("tpot_p95", "tpot_p95_s", "p95 TPOT on the model (s)"),
+            ("energy_per_token", "energy_per_token_j", "device energy per generated token (J)"),
+        )
+    },
+}
+
+
+def plot_sweep(table: SweepTable, path: Path | None = None, field_name: str | None = None, metric: str = "goodput"):
+    """A metric of `PLOT_METRICS` (goodput by default) against the swept field, one line per policy
+    with its 95% band; saved to ``path`` when given. A sweep over several fields needs
+    ``field_name`` (the x axis) and draws one panel per combination of the others."""
     from multispin.experiments.reproduce._figure import STYLE, band, by, legend, pyplot, save, value_ticks
 
+    if metric not in PLOT_METRICS:
+        raise ConfigError(f"metric: {metric!r} is not one of {', '.join(PLOT_METRICS)}")
+    column, low, high, ylabel = PLOT_METRICS[metric]
+    if all(r.get(column) is None for r in table.rows):
+        raise ConfigError(f"metric: this sweep has no {metric!r} (the channel-knowledge drop computes goodput only)")
     x = field_name or next(iter(table.over))
     if x not in table.over:
         raise ConfigError(f"field: {x!r} is not swept (swept: {', '.join(table.over)})")
@@ -340,10 +365,7 @@ def plot_sweep(table: SweepTable, path: Path | None = None, field_name: str | No
             pts = sorted((r for r in rows if r["policy"] == p), key=lambda r: r[x])
             band(
                 ax,
-                [
-                    {x: r[x], "g": r["goodput_tokens_per_s"], "g_lo": r["goodput_low"], "g_hi": r["goodput_high"]}
-                    for r in pts
-                ],
+                [{x: r[x], "g": r[column], "g_lo": r[low], "g_hi": r[high]} for r in pts],
                 x,
                 "g",
                 p,
@@ -352,7 +374,7 @@ def plot_sweep(table: SweepTable, path: Path | None = None, field_name: str | No
         if all(isinstance(v, (int, float)) for v in table.over[x]):
             value_ticks(ax, table.over[x])
         ax.set_xlabel(x)
-        ax.set_ylabel("sum goodput G (tokens/s)")
+        ax.set_ylabel(ylabel)
         title = ", ".join(f"{k} = {v}" for k, v in zip(others, key))
         ax.set_title(f"{table.scenario}{': ' + title if title else ''} ({table.drops} drops, 95% bands)", fontsize=9)
         ax.grid(alpha=0.3)

@@ -69,6 +69,7 @@ NON_NEGATIVE_PREFIXES = (
     "capacity_",
     "jain",  # Jain's index, in [1/K, 1]
     "energy_per_token",
+    "tpot_",  # a time per output token
 )
 BOOTSTRAP_RESAMPLES = 4000
 
@@ -157,7 +158,12 @@ GAINS_OF_MEANS = {
     "gom_objective_vs_sum_pct": ("goodput", "goodput_sum_objective"),
     **{
         f"gom_{m}_vs_{b}_pct": (metric, f"{metric}_{b}")
-        for m, metric in (("worst", "goodput_worst"), ("jain", "jain"), ("energy_per_token", "energy_per_token_j"))
+        for m, metric in (
+            ("worst", "goodput_worst"),
+            ("jain", "jain"),
+            ("energy_per_token", "energy_per_token_j"),
+            ("tpot_p95", "tpot_p95_s"),
+        )
         for b in ("all_ul", "all_dl", "random", "best_uniform", "computation_only", "greedy_paper")
     },
 }
