@@ -41,9 +41,9 @@ from pydantic_core import PydanticCustomError
 
 from multispin.config import StrictConfig
 from multispin.errors import Interrupted
+from multispin.experiments.forecast import forecast_goodput
 from multispin.experiments.service import service_metrics
 from multispin.runtime.net.round_sink import RoundSink
-from multispin.runtime.round.forecast import forecast_goodput
 from multispin.runtime.round.planner import ScenarioPlanner, model_predictions
 from multispin.runtime.wire.round_row import RoundRow
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
