@@ -42,9 +42,10 @@ from pydantic_core import PydanticCustomError
 from multispin.config import StrictConfig
 from multispin.errors import Interrupted
 from multispin.experiments.forecast import forecast_goodput
+from multispin.experiments.predictions import model_predictions
 from multispin.experiments.service import service_metrics
 from multispin.runtime.net.round_sink import RoundSink
-from multispin.runtime.round.planner import ScenarioPlanner, model_predictions
+from multispin.runtime.round.planner import ScenarioPlanner
 from multispin.runtime.wire.round_row import RoundRow
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 from multispin.system.payload import PAPER_PAYLOAD_BITS, WirePayload
@@ -293,7 +294,7 @@ def _run_figures(
     if config.clock == "wall":
         wall = sum(row.round_wall_s for row in rows) + airtime_s
         figures["goodput_tokens_per_s"] = figures["tokens"] / wall if wall else 0.0
-    pred = model_predictions(planner, mc_rounds=200, seed=config.seed) if planner.rounds and predict else {}
+    pred = model_predictions(planner, mc_rounds=200, seed=config.seed) if planner.clock.rounds and predict else {}
     if predict:
         # the forecast replays the run's jobs (budgets) and its online estimator; the budget-blind
         # forecast at the prior α (the model before either) is kept next to it
@@ -321,12 +322,12 @@ def _run_figures(
             gammas[d % config.devices].append(g)
     return {
         **figures,
-        "virtual_time_s": planner.virtual_time_s,
-        "planned_goodput_tokens_per_s": planner.planned_goodput_tokens_per_s,
+        "virtual_time_s": planner.clock.virtual_time_s,
+        "planned_goodput_tokens_per_s": planner.clock.planned_goodput_tokens_per_s,
         **forecast,
         # the models at the realised rounds' γ and channels: a consistency check, not a prediction
         **{f"conditioned_{k}": v for k, v in pred.items()},
-        "dl_share": planner.dl_share(),
+        "dl_share": planner.clock.dl_share(),
         "mean_draft_len": {str(d): float(np.mean(g)) if g else 0.0 for d, g in gammas.items()},
     }
 
