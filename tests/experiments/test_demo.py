@@ -12,11 +12,10 @@ from typer.testing import CliRunner
 from multispin.cli import app
 from multispin.experiments.demo import DemoConfig, run_demo
 from multispin.experiments.testbed import TestbedConfig, build_scenario, run_testbed
-from multispin.models.prompts import device_prompt_queues
+from multispin.models.prompts import device_prompt_queues, encode_prompt
 from multispin.models.registry import resolve_pair
 from multispin.runtime.net.launcher import LocalTestbed
 from multispin.runtime.round.local import FixedMode, UniformDraftLength
-from multispin.runtime.round.session import encode_prompt
 from multispin.vocabulary import DEMO_POLICIES
 
 # real sockets, processes or models: `make test-fast` leaves these out

@@ -326,9 +326,8 @@ def measure(config: MeasureConfig, pair=None, progress: Progress | None = None) 
     policy), all drafts scored on the same target texts; ``progress`` receives a
     `multispin.experiments.progress.Step` per round and per scored prompt."""
     from multispin.models.hf import HFBatchedLM, draft_batched
-    from multispin.models.prompts import load_prompts, prompt_categories
+    from multispin.models.prompts import encode_prompt, load_prompts, prompt_categories
     from multispin.models.registry import resolve_pair
-    from multispin.runtime.round.session import encode_prompt
 
     pair = pair or resolve_pair(config.pair, drafts=config.drafts)
     names = pair.check_drafts(config.drafts or [pair.default_draft])

@@ -30,6 +30,7 @@ import zmq
 from doubles import FixedDraftLengths
 from multispin.errors import MultispinError
 from multispin.models.hf import HFBatchedLM, HFSequenceLM
+from multispin.models.prompts import encode_prompt
 from multispin.models.tiny import load_tiny_pair
 from multispin.runtime.net.device import build_device_client
 from multispin.runtime.net.launcher import LocalTestbed, free_port, run_local_testbed
@@ -38,7 +39,6 @@ from multispin.runtime.net.server_config import ServerConfig
 from multispin.runtime.round import roles
 from multispin.runtime.round.engine import PolicyPair
 from multispin.runtime.round.local import FixedMode, RandomMode, run_rounds
-from multispin.runtime.round.session import encode_prompt
 from multispin.runtime.security.auth import SECRET_ENV, compute_mac
 from multispin.runtime.wire import messages as P
 from multispin.speculative.codecs import make_codec

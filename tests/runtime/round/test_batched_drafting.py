@@ -31,11 +31,11 @@ from exactness_engine import (
 from exactness_stats import min_p_value
 from multispin.models.base import BatchedSequence
 from multispin.models.hf import HFBatchedLM, HFSequenceLM
+from multispin.models.prompts import encode_prompt
 from multispin.models.synthetic import MarkovBatchedLM
 from multispin.models.tiny import load_tiny_pair
 from multispin.runtime.round.engine import PolicyPair
 from multispin.runtime.round.local import FixedMode, RandomMode, run_rounds
-from multispin.runtime.round.session import encode_prompt
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
 

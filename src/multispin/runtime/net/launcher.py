@@ -59,7 +59,7 @@ def free_port() -> int:
 def _resolve_pair(pair: str | LoadedPair) -> LoadedPair:
     if isinstance(pair, LoadedPair):
         return pair
-    from multispin.runtime.round.session import resolve_pair
+    from multispin.models.registry import resolve_pair
 
     return resolve_pair(pair)
 
@@ -276,7 +276,7 @@ class LocalTestbed:
         self.log_path = str(log_path) if log_path else None
         names = self.pair.check_drafts(list(drafts or self.pair.drafts))
         if not prompts and not prompt_queues:
-            from multispin.runtime.round.session import default_prompts  # the built-in set ships with the package
+            from multispin.models.prompts import default_prompts  # the built-in set ships with the package
 
             prompts = default_prompts(num_devices, seed)
         # prompts is set above whenever there are no queues
