@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import torch
 
-from multispin.experiments.reproduce.stats import mean_ci
+from multispin.experiments.intervals import mean_ci
 from multispin.models.base import LoadedPair
 from multispin.models.prompts import default_prompts, encode_prompt
 from multispin.models.registry import resolve_pair

@@ -15,7 +15,8 @@ import sys
 import numpy as np
 from scipy import stats
 
-OBJECTIVES = ("sum", "proportional-fair", "max-min", "energy")
+from multispin.vocabulary import OBJECTIVES
+
 FIGURES = (
     "goodput_tokens_per_s",
     "worst_device_goodput_tokens_per_s",

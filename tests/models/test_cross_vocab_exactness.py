@@ -23,7 +23,7 @@ from multispin.models.piece_tokenizer import PieceTokenizer
 from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, MarkovTable, make_tables
 from multispin.models.vocab_map import VocabMap
 from multispin.runtime.round.engine import PolicyPair
-from multispin.runtime.round.local import FixedMode, run_rounds
+from multispin.runtime.round.local import FixedLink, run_rounds
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams, warp
 
@@ -87,7 +87,7 @@ def run_engine(
     run_rounds(
         server,
         devices,
-        PolicyPair(FixedDraftLengths({k: gamma for k in devices}), FixedMode(mode)),
+        PolicyPair(FixedDraftLengths({k: gamma for k in devices}), FixedLink(mode)),
         max_new_tokens=max(N_POSITIONS, gamma + 1),
         eos_ids=(),
     )
@@ -165,7 +165,7 @@ def test_greedy_equals_target_greedy(mode):
     server = roles.VerifierServer(MarkovBatchedLM(TARGET), greedy, codec, codec, 0)
     devices = {0: roles.DraftDevice(0, cross_draft(), greedy, codec, codec, 0, PROMPT)}
     logs = run_rounds(
-        server, devices, PolicyPair(FixedDraftLengths({0: 4}), FixedMode(mode)), max_new_tokens=40, eos_ids=()
+        server, devices, PolicyPair(FixedDraftLengths({0: 4}), FixedLink(mode)), max_new_tokens=40, eos_ids=()
     )
     assert devices[0].generated[:40] == target_greedy(40)
     assert sum(r.num_accepted for r in logs[0]) > 0  # the draft did get tokens accepted

@@ -361,7 +361,7 @@ def iid_assumption_cost(
     Returns the per-drop goodputs and the paired difference with its 95% t interval."""
     import numpy as np
 
-    from multispin.experiments.reproduce.stats import mean_ci
+    from multispin.experiments.intervals import mean_ci
     from multispin.optimize.goodput import SAAObjective
     from multispin.optimize.plan import plan
     from multispin.system import get_preset

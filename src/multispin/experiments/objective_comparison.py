@@ -15,6 +15,7 @@ from multispin.experiments.demo import DemoConfig, PolicyRuns, _run_seeds
 from multispin.experiments.paired import PairedDifference, goodput_interval, paired_difference
 from multispin.experiments.service_intervals import ServiceDifference, service_differences
 from multispin.optimize.objectives import OBJECTIVES
+from multispin.progress import StepReporter
 
 
 @dataclass
@@ -39,7 +40,9 @@ class ObjectiveComparison:
         }
 
 
-def compare_objectives(config: DemoConfig, pair, progress=None, objectives=OBJECTIVES) -> ObjectiveComparison:
+def compare_objectives(
+    config: DemoConfig, pair, progress: StepReporter | None = None, objectives=OBJECTIVES
+) -> ObjectiveComparison:
     """Adaptive under every objective (the sum first) on the config's seeds, each in its own folder
     OUT/objectives/<objective>/seed-<s>; summary in OUT/objectives/summary.json."""
     out = Path(config.out) / "objectives"

@@ -438,6 +438,6 @@ def _write_cache(path: Path, data: dict) -> None:
 
 
 def _note(msg: str) -> None:
-    from multispin.models.acquire import progress
+    from multispin.models.acquire import status
 
-    progress.line("prompts", msg)
+    status.line("prompts", msg)

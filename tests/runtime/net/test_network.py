@@ -38,7 +38,7 @@ from multispin.runtime.net.server import EdgeServer
 from multispin.runtime.net.server_config import ServerConfig
 from multispin.runtime.round import roles
 from multispin.runtime.round.engine import PolicyPair
-from multispin.runtime.round.local import FixedMode, RandomMode, run_rounds
+from multispin.runtime.round.local import FixedLink, RandomMode, run_rounds
 from multispin.runtime.security.auth import SECRET_ENV, compute_mac
 from multispin.runtime.wire import messages as P
 from multispin.speculative.codecs import make_codec
@@ -161,13 +161,13 @@ def test_forked_device_processes_match_in_process_rounds_sampled(pair, tmp_path)
 def test_cli_device_subprocesses_match_in_process_rounds_greedy(pair, tmp_path):
     gammas = {0: 4, 1: 2}
     sampling = SamplingParams(temperature=0)
-    ref, _ = reference(pair, 2, gammas, FixedMode("dl"), 3, 16, sampling=sampling)
+    ref, _ = reference(pair, 2, gammas, FixedLink("dl"), 3, 16, sampling=sampling)
     bed = LocalTestbed(
         "tiny",
         2,
         max_new_tokens=16,
         draft_lengths=FixedDraftLengths(gammas),
-        modes=FixedMode("dl"),
+        modes=FixedLink("dl"),
         secret=SECRET,
         log_path=tmp_path / "s.jsonl",
         seed=3,
@@ -397,7 +397,7 @@ def test_crashed_device_process_is_dropped_at_once_and_a_restart_resumes_it(pair
     """The device process exits on PLAN of round 3: the server learns from the transport that its
     connection is gone and ends the round for the others at once, not at the 60 s round timeout."""
     gammas = {0: 2, 1: 2, 2: 2}
-    ref, _ = reference(pair, 3, gammas, FixedMode("ul"), 6, 20)
+    ref, _ = reference(pair, 3, gammas, FixedLink("ul"), 6, 20)
     dropped = threading.Event()
 
     def on_event(ev):
@@ -409,7 +409,7 @@ def test_crashed_device_process_is_dropped_at_once_and_a_restart_resumes_it(pair
         3,
         max_new_tokens=20,
         draft_lengths=FixedDraftLengths(gammas),
-        modes=FixedMode("ul"),
+        modes=FixedLink("ul"),
         secret=SECRET,
         log_path=tmp_path / "s.jsonl",
         seed=6,
