@@ -148,7 +148,7 @@ def render(pairs=PAIRS) -> str:
         "- **α = E[Σ min(p, q)]** by teacher forcing: the target generates each prompt's continuation "
         f"({MAX_NEW_TOKENS} tokens), then one pass of the target and of every draft over the whole text; "
         "95% interval by bootstrap over prompts (a prompt's tokens are correlated, prompts are not), the "
-        "expanded percentile interval of `experiments/reproduce/stats.py` (the plain percentile interval "
+        "expanded percentile interval of `experiments/intervals.py` (the plain percentile interval "
         "under-covers at a few dozen prompts; the shipped profiles were measured with the plain one, so their "
         "intervals are slightly narrower).",
         f"- **Mean accepted length at γ = {GAMMA}** (tokens per round, bonus or correction included) from "
