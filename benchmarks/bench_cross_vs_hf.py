@@ -64,9 +64,9 @@ def main() -> None:
 
     import torch
 
-    from multispin.models.prompts import load_prompts
+    from multispin.models.prompts import encode_prompt, load_prompts
     from multispin.models.registry import resolve_pair
-    from multispin.runtime.round.session import GenerateConfig, encode_prompt, generate
+    from multispin.runtime.round.session import GenerateConfig, generate
 
     torch.set_num_threads(args.threads)
     pair = resolve_pair(PAIR)

@@ -307,7 +307,7 @@ class Bench:
             kw = dict(keys=self.device_keys[d]) if secure else {}
             secret = None if secure else SECRET
             if pair == "tiny":
-                from multispin.runtime.round.session import default_prompts
+                from multispin.models.prompts import default_prompts
 
                 prompt = default_prompts(k, SEED)[d]
                 clients.append(
@@ -566,12 +566,12 @@ def recovery(bench: Bench) -> None:
     import torch
 
     from multispin.models.hf import HFBatchedLM, HFSequenceLM
+    from multispin.models.prompts import default_prompts, encode_prompt
     from multispin.runtime.net.device import build_device_client
     from multispin.runtime.net.launcher import free_port
     from multispin.runtime.round import roles
     from multispin.runtime.round.engine import PolicyPair
     from multispin.runtime.round.local import RandomMode, UniformDraftLength, run_rounds
-    from multispin.runtime.round.session import default_prompts, encode_prompt
     from multispin.speculative.codecs import make_codec
     from multispin.speculative.warp import SamplingParams
 

@@ -36,10 +36,11 @@ from dataclasses import dataclass
 
 import torch
 
-from multispin.experiments.reproduce.stats import mean_ci
+from multispin.experiments.intervals import mean_ci
 from multispin.models.base import LoadedPair
+from multispin.models.prompts import default_prompts, encode_prompt
 from multispin.models.registry import resolve_pair
-from multispin.runtime.round.session import GenerateConfig, default_prompts, encode_prompt, generate
+from multispin.runtime.round.session import GenerateConfig, generate
 
 
 @dataclass

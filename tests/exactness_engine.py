@@ -11,7 +11,7 @@ from doubles import FixedDraftLengths
 from exactness_stats import exact_marginals as enumerate_marginals
 from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_tables
 from multispin.runtime.round.engine import PolicyPair, RoundEngine
-from multispin.runtime.round.local import FixedMode, _one_round
+from multispin.runtime.round.local import FixedLink, _one_round
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
 from multispin.system.payload import WirePayload
@@ -45,7 +45,7 @@ def run_engine(
         for k in range(n_devices)
     }
     run_first_tokens(
-        server, devices, PolicyPair(FixedDraftLengths({k: gamma for k in devices}), FixedMode(mode)), gamma
+        server, devices, PolicyPair(FixedDraftLengths({k: gamma for k in devices}), FixedLink(mode)), gamma
     )
     return np.array([devices[k].generated[:N_POSITIONS] for k in devices])
 

@@ -107,6 +107,7 @@ def test_every_package_of_the_tree_has_a_layer_or_is_a_known_helper():
         "multispin.config",
         "multispin.errors",
         "multispin.jsonout",
+        "multispin.progress",
         "multispin.vocabulary",
     }
     unplaced = sorted(m for m in ig.modules(SRC, "multispin") if ig.layer_of(m, LAYERS) is None and m not in helpers)
@@ -303,6 +304,7 @@ VOCABULARY_LITERALS = (
     ("optimal", "all_ul", "all_dl", "random"),
     ("adaptive", "all_ul", "all_dl", "target_only"),
     ("greedy", "greedy_paper", "best_uniform", "computation_only", "oracle", "certified"),
+    ("sum", "proportional-fair", "max-min", "energy"),
 )
 
 
@@ -496,3 +498,62 @@ def test_the_architecture_page_names_every_runtime_module_in_its_ring():
         and f"`{m.rsplit('.', 1)[1]}.py`" not in rows[ring_of(m, RUNTIME)]
     ]
     assert not missing, f"runtime modules the architecture page does not list in their ring: {missing}"
+
+
+# ----------------------------------------------------------------------------- one name, one meaning
+
+# Public top-level names that several modules define on purpose: the figure protocol (every
+# figure module of experiments/reproduce/ defines these, and the pipeline reads them), a verb's
+# name on its command, its API function and the function they run, a module's logger and a
+# script's entry point. Any other public name defined in two modules is a clash.
+SHARED_NAMES = {
+    **dict.fromkeys(("METRICS", "NAME", "PARAMS", "STUDIES", "TITLE", "describe", "plot", "table"), "figure protocol"),
+    **dict.fromkeys(("capacity", "device", "generate", "measure", "plan", "reproduce", "sweep", "testbed"), "verb"),
+    "log": "a module's logger",
+    "main": "a script's entry point",
+}
+
+
+def public_definitions(src: Path, root: str) -> dict[str, list[str]]:
+    """Public (no leading underscore) top-level names → the modules that define them (def, class,
+    assignment)."""
+    found: dict[str, list[str]] = {}
+    for name, path in sorted(ig.modules(src, root).items()):
+        for node in ig.ast.parse(path.read_text(), str(path)).body:
+            if isinstance(node, (ig.ast.FunctionDef, ig.ast.AsyncFunctionDef, ig.ast.ClassDef)):
+                names = [node.name]
+            elif isinstance(node, ig.ast.Assign):
+                names = [t.id for t in node.targets if isinstance(t, ig.ast.Name)]
+            elif isinstance(node, ig.ast.AnnAssign) and isinstance(node.target, ig.ast.Name):
+                names = [node.target.id]
+            else:
+                names = []
+            for n in names:
+                if not n.startswith("_"):
+                    found.setdefault(n, []).append(name)
+    return found
+
+
+def name_clashes(src: Path, root: str, shared: set[str]) -> dict[str, list[str]]:
+    return {n: ms for n, ms in public_definitions(src, root).items() if len(set(ms)) > 1 and n not in shared}
+
+
+def test_no_two_modules_define_the_same_public_name():
+    clashes = name_clashes(SRC, "multispin", set(SHARED_NAMES))
+    assert not clashes, "one name, two meanings (rename one, or import it from the other):\n" + "\n".join(
+        f"{n}: {', '.join(ms)}" for n, ms in sorted(clashes.items())
+    )
+
+
+def test_clash_check_sees_a_class_and_a_constant_defined_twice(tmp_path):
+    """Negative control: a class and an annotated constant defined in two modules are found; a
+    private name, a shared name and a name defined twice in one module are not."""
+    root = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/a.py": "class Limits: ...\nPOLICIES: tuple = ()\n_x = 1\nlog = None\ny = 1\ny = 2\n",
+            "pkg/b.py": "Limits = dict\nPOLICIES: tuple = ('a',)\n_x = 2\nlog = None\n",
+        },
+    )
+    assert name_clashes(root, "pkg", {"log"}) == {"Limits": ["pkg.a", "pkg.b"], "POLICIES": ["pkg.a", "pkg.b"]}

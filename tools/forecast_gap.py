@@ -42,11 +42,11 @@ def runs(pair: str, policy: str, seeds: list[int]) -> None:
 
 
 def parts(pair_name: str, policy: str, seeds: list[int], rounds: int = 40) -> None:
+    from multispin.experiments.forecast import forecast_goodput
     from multispin.experiments.testbed import TestbedConfig, build_scenario, payload_choice, with_measured_acceptance
     from multispin.models.profiles import device_alpha
     from multispin.models.prompts import assign_tasks
     from multispin.models.registry import resolve_pair
-    from multispin.runtime.round.forecast import forecast_goodput
 
     pair = resolve_pair(pair_name)
     for seed in seeds:

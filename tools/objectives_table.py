@@ -20,7 +20,8 @@ import sys
 import numpy as np
 from scipy import stats
 
-OBJECTIVES = ("sum", "proportional-fair", "max-min", "energy")
+from multispin.vocabulary import OBJECTIVES
+
 POLICIES = ("adaptive", "all_ul", "all_dl")
 FIGURES = (
     "goodput_tokens_per_s",

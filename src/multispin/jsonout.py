@@ -12,7 +12,7 @@ from typing import Any
 
 from multispin._version import __version__
 
-SCHEMA_VERSION = 1
+FIRST_SCHEMA_VERSION = 1  # every kind of document not in SCHEMA_VERSIONS
 # the kinds of document whose fields changed since version 1, and how
 SCHEMA_VERSIONS = {
     "optimize": 2,  # 2: "policy" (the draft-length search) is "draft_policy"
@@ -26,7 +26,7 @@ def versioned(doc: dict[str, Any], schema: str) -> dict[str, Any]:
     return {
         "multispin_version": __version__,
         "schema": f"multispin.{schema}",
-        "schema_version": SCHEMA_VERSIONS.get(schema, SCHEMA_VERSION),
+        "schema_version": SCHEMA_VERSIONS.get(schema, FIRST_SCHEMA_VERSION),
         **doc,
     }
 

@@ -1,4 +1,4 @@
-"""The project's words for its concepts, each defined once: links, mode rules, run policies, draft policies.
+"""The project's words for its concepts, each defined once: links, mode rules, run policies, draft policies, objectives.
 
 Every layer (the token math, the optimiser, the runtime, the command line) imports its names from
 here, so that ``ul`` means the same thing in a journal row, a wire message, the optimiser's mask
@@ -17,6 +17,7 @@ numpy or torch.
 - **Fixed modes** (``ul``, ``dl``, ``random``): the ``--mode`` of ``generate`` and ``serve``, which
   draft a fixed γ: one link for every rejection, or the fair coin.
 - **Draft policies**: how the optimiser chooses the draft lengths γ.
+- **Objectives** (``sum``, ``proportional-fair``, ``max-min``, ``energy``): what it maximises.
 
 The fair coin (``random``) is one function, `multispin.system.channel.fair_coin_ul`, keyed in the
 one registry of random streams, so ``generate --mode random`` and ``testbed --policy random`` with
@@ -103,3 +104,10 @@ def fixed_mode_links(mode: str) -> tuple[LinkMode, ...]:
 # how the optimiser chooses γ (optimize.baselines); ``fast`` is the runtime planner's search
 DRAFT_POLICIES: tuple[str, ...] = ("greedy", "greedy_paper", "best_uniform", "computation_only", "oracle", "certified")
 PLAN_POLICIES: tuple[str, ...] = DRAFT_POLICIES + ("fast",)
+
+# ----------------------------------------------------------------------------- objectives
+
+# what the optimiser maximises over a round's devices (optimize.objectives): the sum of their
+# goodputs (the paper's), proportional fairness, the worst device's, or goodput per energy
+Objective = Literal["sum", "proportional-fair", "max-min", "energy"]
+OBJECTIVES: tuple[Objective, ...] = ("sum", "proportional-fair", "max-min", "energy")

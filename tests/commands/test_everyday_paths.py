@@ -154,7 +154,7 @@ def test_gguf_is_a_core_dependency():
 def test_measure_reports_progress_as_it_goes():
     """`measure` showed one spinner for minutes; it now reports tokens generated and prompts scored."""
     from multispin.experiments.acceptance import MeasureConfig, measure
-    from multispin.experiments.progress import Step
+    from multispin.progress import Step
 
     seen: list[Step] = []
     cfg = MeasureConfig.make(pair="tiny", prompts=2, max_new_tokens=4, draft_len=2, source="builtin")

@@ -15,6 +15,9 @@ import pytest
 from multispin import cli
 
 SRC = str(Path(cli.__file__).parents[1])  # this checkout's package
+# the verbs run as subprocesses, each loading the tiny pair (4–12 CPU-s each): integration tests,
+# which `make test` runs and `make test-fast` leaves out
+integration = pytest.mark.integration
 
 
 def _multispin(*args: str) -> subprocess.CompletedProcess:
@@ -24,6 +27,7 @@ def _multispin(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@integration
 def test_measure_without_full_rounds_says_why_and_shows_no_nan():
     res = _multispin(
         "measure",
@@ -51,6 +55,7 @@ def test_measure_without_full_rounds_says_why_and_shows_no_nan():
     assert any("left)" in line for line in lines)  # an estimate of the time left on the way
 
 
+@integration
 def test_measure_json_is_strict_json_with_the_notes():
     res = _multispin(
         "measure",
@@ -72,6 +77,7 @@ def test_measure_json_is_strict_json_with_the_notes():
     assert len(doc["notes"]) == 1 and doc["vocab_size"] == 256
 
 
+@integration
 def test_profile_reports_each_batch_size():
     res = _multispin(
         "profile", "--pair", "tiny", "--max-batch", "2", "--max-draft-len", "1", "--repeats", "1", "--json"

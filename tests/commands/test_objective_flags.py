@@ -6,10 +6,11 @@ from typer.testing import CliRunner
 
 
 def test_the_cli_lists_the_optimisers_objectives():
-    from multispin.commands._flag_groups import OBJECTIVES
-    from multispin.optimize.objectives import OBJECTIVES as OPTIMISER_OBJECTIVES
+    from multispin.commands import _flag_groups
+    from multispin.optimize import objectives
+    from multispin.vocabulary import OBJECTIVES
 
-    assert OBJECTIVES == OPTIMISER_OBJECTIVES
+    assert _flag_groups.OBJECTIVES is OBJECTIVES and objectives.OBJECTIVES is OBJECTIVES
 
 
 def test_a_bad_objective_is_one_line_naming_the_flag_and_the_values(multispin):

@@ -61,9 +61,9 @@ def _crashed_journal(tmp_path, sampling: dict | None = None):
 def _tiny_session_params() -> dict:
     """What `serve --pair tiny` with its defaults records for a session (a repaired journal must
     agree with the server that resumes it)."""
+    from multispin.models.registry import resolve_pair
     from multispin.runtime.net.server import EdgeServer
     from multispin.runtime.net.server_config import ServerConfig
-    from multispin.runtime.round.session import resolve_pair
 
     return EdgeServer(ServerConfig.make(port=0), resolve_pair("tiny"), "serve-cli-test-secret")._session_params
 

@@ -152,11 +152,11 @@ def test_alpha_per_category():
 
 
 def test_acceptance_intervals_are_the_expanded_percentile_of_the_reproduce_statistics():
-    """One interval family: the acceptance summary's intervals are stats.expanded_percentile over
+    """One interval family: the acceptance summary's intervals are intervals.expanded_percentile over
     the prompts, wider than the plain percentile interval (which under-covers at small n) and
     approaching it as n grows; one prompt gives no interval."""
     from multispin.experiments.acceptance import _ci
-    from multispin.experiments.reproduce.stats import expanded_percentile
+    from multispin.experiments.intervals import expanded_percentile
 
     replicates = np.random.default_rng(3).normal(0.7, 0.05, 4000)
     plain = np.percentile(replicates, [2.5, 97.5])

@@ -10,15 +10,15 @@ import pytest
 from typer.testing import CliRunner
 
 from multispin.cli import app
+from multispin.experiments import testbed as testbed_module
 from multispin.experiments.demo import DemoConfig, run_demo
 from multispin.experiments.testbed import TestbedConfig, build_scenario, run_testbed
-from multispin.models.prompts import device_prompt_queues
+from multispin.models.prompts import device_prompt_queues, encode_prompt
 from multispin.models.registry import resolve_pair
 from multispin.runtime.net.launcher import DeviceSetup, LocalTestbed
 from multispin.runtime.net.server_config import ServerConfig
 from multispin.runtime.round.engine import PolicyPair
-from multispin.runtime.round.local import FixedMode, UniformDraftLength
-from multispin.runtime.round.session import encode_prompt
+from multispin.runtime.round.local import FixedLink, UniformDraftLength
 from multispin.vocabulary import DEMO_POLICIES
 
 # real sockets, processes or models: `make test-fast` leaves these out
@@ -33,7 +33,7 @@ def test_steady_state_every_round_runs_every_device_and_next_prompts_start_from_
         pair,
         ServerConfig.make(max_new_tokens=3, rounds=rounds, seed=2),
         DeviceSetup(k, prompt_queues=queues, runner="thread"),
-        policy=PolicyPair(UniformDraftLength(2), FixedMode("dl")),
+        policy=PolicyPair(UniformDraftLength(2), FixedLink("dl")),
     )
     bed.start()
     summary = bed.wait(120)
@@ -72,11 +72,43 @@ def test_target_only_runs_through_the_loop_at_gamma_zero_and_matches_the_formula
     assert res.summary["steady_state"] and res.summary["consistent"]
 
 
+SET_UP_STEPS = ("build_scenario", "payload_choice", "with_measured_acceptance")
+SET_UP_CALLS: dict[str, int] = {}  # what tiny_demo's run called of SET_UP_STEPS
+
+
 @pytest.fixture(scope="module")
 def tiny_demo(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo")
     config = DemoConfig.make(pair="tiny", devices=3, rounds=8, max_new_tokens=6, out=out, seed=3)
-    return run_demo(config, resolve_pair("tiny")), out
+    with pytest.MonkeyPatch.context() as mp:
+        calls = _count_calls(mp, testbed_module, SET_UP_STEPS)
+        result = run_demo(config, resolve_pair("tiny"))
+    SET_UP_CALLS.update(calls)
+    return result, out
+
+
+def _count_calls(mp, module, names) -> dict[str, int]:
+    """Count the calls of ``module``'s functions ``names`` (the counts fill in as they run)."""
+    calls = dict.fromkeys(names, 0)
+
+    def counted(name, fn):
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    for name in names:
+        mp.setattr(module, name, counted(name, getattr(module, name)))
+    return calls
+
+
+def test_each_run_is_set_up_once(tiny_demo):
+    """Each testbed run builds its scenario, payload and measured α once, and the demo its own
+    set-up once (before: the payload twice per run, the scenario twice more per policy for the
+    service figures, and the demo's set-up twice)."""
+    runs = len(DEMO_POLICIES)  # one seed, no sweep
+    assert SET_UP_CALLS == dict.fromkeys(SET_UP_STEPS, runs + 1)
 
 
 def test_reported_goodput_of_each_policy_is_recomputed_from_rounds_jsonl(tiny_demo):

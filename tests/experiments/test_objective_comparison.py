@@ -39,6 +39,7 @@ def test_each_objective_is_compared_with_the_sum_on_the_same_seeds(tmp_path):
     assert saved["objectives"][0]["vs_sum"] is None and saved["objectives"][1]["vs_sum"]["b"] == "sum"
 
 
+@pytest.mark.integration  # twelve testbed runs over real sockets (23 CPU-s): `make test`, not test-fast
 def test_demo_objectives_on_the_cli_prints_every_objective_against_the_sum(tmp_path):
     from typer.testing import CliRunner
 

@@ -8,10 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from multispin.experiments.intervals import mean_ci
 from multispin.experiments.reproduce import fig_resources, runner
 from multispin.experiments.reproduce.config import RunConfig, drop_seed
 from multispin.experiments.reproduce.pipeline import export_figures
-from multispin.experiments.reproduce.stats import mean_ci, summarise_drops
+from multispin.experiments.reproduce.stats import summarise_drops
 
 
 def _cfg(out: Path, **kw) -> RunConfig:
@@ -60,7 +61,7 @@ def test_mean_ci_and_summary():
 
 
 def test_non_negative_metrics_get_intervals_that_stay_non_negative():
-    from multispin.experiments.reproduce.stats import bootstrap_mean_ci
+    from multispin.experiments.intervals import bootstrap_mean_ci
 
     # γ̄ over 4 drops where one device set drafts: the t interval reaches below 0, the bootstrap does not
     gammas = [0.0, 0.0, 0.0, 4.4]

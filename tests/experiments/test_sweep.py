@@ -48,9 +48,9 @@ def test_rows_per_point_and_policy_with_intervals(table):
 
 def test_intervals_are_the_reproduce_statistics_of_the_same_drops(table):
     """The rows are reproduce's per-point summaries of reproduce's drops (stats.py), not a copy."""
+    from multispin.experiments.intervals import bootstrap_mean_ci, ratio_of_means_ci
     from multispin.experiments.reproduce.config import RunConfig
     from multispin.experiments.reproduce.runner import run_points
-    from multispin.experiments.reproduce.stats import bootstrap_mean_ci, ratio_of_means_ci
     from multispin.experiments.sweep import check_policies, grid_points
 
     sc = ms.scenario(**SMALL)

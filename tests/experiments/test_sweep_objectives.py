@@ -194,9 +194,9 @@ def test_service_intervals_are_the_reproduce_statistics_of_the_same_drops(sum_ta
     """Each service figure is reproduce's bootstrap mean of the drops' column, and adaptive's change
     its paired ratio of means (stats.py), as goodput's. Negative control: the unpaired ratio of
     all-DL's drops against adaptive's drops in another order differs."""
+    from multispin.experiments.intervals import bootstrap_mean_ci, ratio_of_means_ci
     from multispin.experiments.reproduce.config import RunConfig
     from multispin.experiments.reproduce.runner import run_points
-    from multispin.experiments.reproduce.stats import bootstrap_mean_ci, ratio_of_means_ci
     from multispin.experiments.sweep import check_policies, grid_points
 
     sc = ms.scenario(**SMALL)

@@ -160,9 +160,9 @@ def test_charged_comm_latency_is_the_airtime_of_the_logged_bits(tmp_path):
 def test_airtime_check_catches_charging_the_scenario_payload(tmp_path, monkeypatch):
     """Negative control: a clock that charges the scenario's payload model (the paper's 34,816
     bits) instead of the bits the codecs moved fails the same check."""
-    from multispin.runtime.round.planner import ScenarioPlanner
+    from multispin.runtime.round.clock import ScenarioClock
 
-    monkeypatch.setattr(ScenarioPlanner, "_charged_bits", lambda self, record: self.scenario.payload.payload_bits)
+    monkeypatch.setattr(ScenarioClock, "_charged_bits", lambda self, record: self.scenario.payload.payload_bits)
     res = run_testbed(TestbedConfig.make(**AIRTIME_RUN, out=tmp_path))
     rows = [json.loads(x) for x in (tmp_path / "rounds.jsonl").read_text().splitlines()]
     _codec_bits_check(rows)  # the wire is unchanged; only the clock is wrong

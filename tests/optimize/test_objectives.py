@@ -107,11 +107,14 @@ def _energy_brute(inst, u, e: EnergyConfig, w: float) -> float:
                     for j in range(k)
                 )
                 options.append((joules, t))
-            per_sample.append(np.array(options))
+            per_sample.append(options)
+        # (samples, splits, 2): a sample with fewer splits repeats its first, which leaves its min as is
+        widest = max(len(o) for o in per_sample)
+        opts = np.array([o + [o[0]] * (widest - len(o)) for o in per_sample])
         lo, hi = -1e4, 1e4
         for _ in range(200):
             lam = (lo + hi) / 2
-            h = n - np.mean([np.min(w * o[:, 0] + lam * o[:, 1]) for o in per_sample])
+            h = n - np.mean(np.min(w * opts[:, :, 0] + lam * opts[:, :, 1], axis=1))
             lo, hi = (lam, hi) if h > 0 else (lo, lam)
         best = max(best, lo)
     return best

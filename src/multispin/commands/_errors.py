@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 # Scenario fields that a command-line flag sets, and the flags (new spelling first) that set them.
 # A message about the field names the flag when the user typed one of them.
-FLAG_FIELDS: dict[str, tuple[str, ...]] = {
+FLAGS_OF_FIELD: dict[str, tuple[str, ...]] = {
     "radio.p_dl_dbm": ("--pdl-dbm",),
     "radio.p_ul_dbm": ("--pul-dbm",),
     "radio.noise_figure_db": ("--noise-figure-db",),
@@ -96,7 +96,7 @@ def library_error_line(exc, args: Sequence[str]) -> str:
     """One line for a MultispinError; a message about a field that a typed flag sets is given
     under the flag: ``radio.p_dl_dbm: must be …`` → ``--pdl-dbm [radio.p_dl_dbm]: must be …``."""
     text = " ".join(str(exc).split())
-    for field, flags in FLAG_FIELDS.items():
+    for field, flags in FLAGS_OF_FIELD.items():
         if not text.startswith(field + ": "):
             continue
         typed = {f for f in flags if flag_typed(args, [f])}

@@ -35,7 +35,7 @@ from multispin.commands._options import (
     threads_option,
     torch_device_option,
 )
-from multispin.vocabulary import FIXED_MODES
+from multispin.vocabulary import FIXED_MODES, OBJECTIVES
 
 
 @dataclass(frozen=True)
@@ -109,9 +109,7 @@ _CODEC_HELP = (
 )
 _TOP_K_HELP = "top-k sampling cut (0 = off); default: 1024 (= V_eff, so both modes are exact)"
 
-# what the planner maximises (optimize, testbed, demo; docs/service.md), as
-# multispin.optimize.objectives.OBJECTIVES (a test checks): the CLI starts without loading numpy
-OBJECTIVES = ("sum", "proportional-fair", "max-min", "energy")
+# what the planner maximises (optimize, testbed, demo; docs/service.md)
 OBJECTIVE = group(
     "objective",
     objective=(

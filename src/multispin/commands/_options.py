@@ -17,6 +17,7 @@ import typer
 DEFAULT_SCENARIO = "paper-qwen"
 LogLevel = Literal["debug", "info", "warning", "error"]
 TorchDevice = Literal["auto", "cpu", "cuda"]
+Split = Literal["equal", "optimized"]  # --split: how the band is shared among the corrections
 CODECS = "dense-fp32, dense-fp16, dense-bf16, sparse:v_eff=N,q=B, lattice:l=L"
 
 SCENARIO_HELP = (

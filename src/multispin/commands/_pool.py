@@ -53,7 +53,7 @@ def run_pool_command(
         insecure, keys, secret, "the folder of the pool's device keys (DIR/device-N for each, or every pair in DIR)"
     )
     if not prompts:
-        from multispin.runtime.round.session import default_prompts
+        from multispin.models.prompts import default_prompts
 
         prompts = default_prompts(len(ids), 0)
     outcomes = run_pool(

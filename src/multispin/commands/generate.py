@@ -13,9 +13,8 @@ from multispin.commands._app import app
 from multispin.commands._flag_groups import MACHINE, ROUND, takes
 from multispin.commands._interrupt import reported_interrupt
 from multispin.commands._options import json_option, pair_option
-from multispin.commands._progress import step_progress
-from multispin.experiments.progress import Step
 from multispin.jsonout import versioned
+from multispin.progress import Step, step_progress
 
 
 @app.command()
@@ -55,8 +54,8 @@ def generate(
         drafts=draft or None,
         prompts=prompt or None,
     )
-    err = Console(stderr=True)
-    with err.status(f"loading {pair}…"):
+    with step_progress() as loading:
+        loading.loading(f"loading {pair}…")
         loaded = place_pair(resolve_pair(pair, drafts=draft or None), machine["placement"])
     check_codecs_fit(config.ul_codec, config.dl_codec, loaded.vocab_size)
     if as_json:

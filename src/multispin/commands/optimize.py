@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-from typing import Literal
 
 import typer
 from rich.console import Console
@@ -15,6 +13,7 @@ from multispin.commands._app import app
 from multispin.commands._flag_groups import OBJECTIVE, RADIO, takes
 from multispin.commands._options import (
     LogLevel,
+    Split,
     choice_option,
     json_option,
     log_level_option,
@@ -24,10 +23,8 @@ from multispin.commands._options import (
 )
 from multispin.commands._scenario_fields import check_scenario_fields
 from multispin.jsonout import versioned
+from multispin.progress import step_progress
 from multispin.vocabulary import DRAFT_POLICIES
-
-Split = Literal["equal", "optimized"]
-
 
 # Measured on a 2-core host (peak RSS of `multispin optimize`, baselines on): memory grows like
 # N_SAA·K² (per-outcome mode decisions over the rejected devices), about 50 bytes per cell:
@@ -152,26 +149,12 @@ def scenario_for_profiles(acceptance_profile, compute_profile):
     )
 
 
-@contextlib.contextmanager
-def _progress(devices: int | None):
-    """A spinner with the elapsed time on stderr; for large K, the expected time up front."""
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
+def _waiting_label(devices: int | None) -> str:
+    """What the spinner says while one round is optimised; for large K, the expected time up front."""
     label = "optimising one round"
     if devices and expected_seconds(devices) >= 60:
         label += f" (K={devices}: about {expected_seconds(devices) / 60:.0f} min on 2 cores)"
-    err = Console(stderr=True)
-    # on a pipe or a log file a spinner only adds a blank line before the result or the error
-    with Progress(
-        SpinnerColumn(),
-        TextColumn(label),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=not err.is_terminal,
-    ) as progress:
-        progress.add_task(label, total=None)
-        yield progress
+    return label
 
 
 def _fmt_ms(v) -> str:
@@ -336,7 +319,9 @@ def optimize(
             spec = matched
             typer.echo(line, err=True)
     check_scenario_fields("optimize", spec)
-    with _progress(devices):
+    # on a pipe or a log file a spinner only adds a blank line before the result: lines mode shows none
+    with step_progress(transient=True) as progress:
+        progress.loading(_waiting_label(devices))
         report = build_report(
             scenario=spec,
             devices=devices,

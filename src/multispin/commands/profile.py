@@ -12,8 +12,8 @@ from rich.table import Table
 from multispin.commands._app import app
 from multispin.commands._flag_groups import MACHINE, takes
 from multispin.commands._options import json_option, pair_option
-from multispin.commands._progress import step_progress
 from multispin.jsonout import versioned, write_json
+from multispin.progress import step_progress
 
 
 @app.command()

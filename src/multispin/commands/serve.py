@@ -138,10 +138,10 @@ def serve(
     from multispin.commands._checks import check_codecs_fit, check_parent_exists
     from multispin.commands._outcome import serve_failure
     from multispin.models.placement import place_pair
+    from multispin.models.registry import resolve_pair
     from multispin.runtime.net.server import EdgeServer, install_signal_handlers
     from multispin.runtime.net.server_config import ServerConfig
     from multispin.runtime.round.local import fixed_policy
-    from multispin.runtime.round.session import resolve_pair
 
     # fail fast, before loading any model
     security = server_security(keys, insecure, secret)

@@ -8,7 +8,6 @@ from typing import Literal
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from multispin.commands._app import app
@@ -16,6 +15,7 @@ from multispin.commands._checks import FORCE_HELP, check_out_free
 from multispin.commands._flag_groups import CSI, LINK, MACHINE, OBJECTIVE, RADIO, takes
 from multispin.commands._interrupt import reported_interrupt
 from multispin.commands._options import (
+    Split,
     choice_option,
     json_option,
     pair_option,
@@ -27,35 +27,10 @@ from multispin.commands._scenario_fields import check_scenario_fields, running_v
 from multispin.commands._service_tables import print_objectives, right_aligned, service_table
 from multispin.experiments.demo_defaults import DEMO_DEVICES, DEMO_ROUNDS, STUDY_POLICIES, STUDY_ROUNDS, STUDY_SEEDS
 from multispin.jsonout import versioned
+from multispin.progress import step_progress
 from multispin.vocabulary import RUN_POLICIES
 
-Split = Literal["equal", "optimized"]
 DEVICES_SHOWN = "the scenario file's devices.count; 8 with a preset"
-
-
-def _run_with_progress(config, pair, progress: Progress, label: str):
-    from multispin.experiments.testbed import run_testbed
-
-    total = config.rounds or None
-    task = progress.add_task(label, total=total, tokens=0)
-
-    def on_progress(round_idx: int, tokens: int) -> None:
-        progress.update(task, completed=round_idx + 1, tokens=tokens)
-
-    result = run_testbed(config, pair=pair, on_progress=on_progress)
-    progress.update(task, total=result.summary["rounds"], completed=result.summary["rounds"])
-    return result
-
-
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("round {task.completed}"),
-        TextColumn("{task.fields[tokens]} tokens"),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-    )
 
 
 def _table(results, title: str) -> Table:
@@ -158,7 +133,7 @@ def testbed(
     as_json: bool = json_option(help="print the summary as JSON"),
 ) -> None:
     """Run the edge server and K devices over real sockets, re-planning every round."""
-    from multispin.experiments.testbed import TestbedConfig, build_scenario
+    from multispin.experiments.testbed import TestbedConfig, build_scenario, run_testbed
     from multispin.models.placement import place_pair
     from multispin.models.registry import resolve_pair
 
@@ -188,8 +163,8 @@ def testbed(
     # the devices draft in their own processes: only the target moves to the GPU
     loaded = place_pair(resolve_pair(pair), machine["placement"], drafts=False)
     typer.echo(_headline(config, loaded), err=as_json)  # the first line: exact, or APPROXIMATE and why
-    with reported_interrupt(), _progress() as progress:
-        result = _run_with_progress(config, loaded, progress, f"{policy} ({clock} clock)")
+    with reported_interrupt(), step_progress() as progress:
+        result = run_testbed(config, loaded, progress, f"{policy} ({clock} clock)")
     if as_json:
         typer.echo(json.dumps(versioned(result.summary, "testbed-summary")))
         return
@@ -285,10 +260,11 @@ def demo(
     """Adaptive vs all_ul vs all_dl vs target_only in steady state, paired, with 95% intervals."""
     from multispin.experiments.demo import (
         DemoConfig,
+        demo_setup,
         describe_setup,
         non_default_settings,
         plot_demo,
-        plot_sweep,
+        plot_demo_sweep,
         run_demo,
     )
     from multispin.experiments.testbed import build_scenario
@@ -329,25 +305,21 @@ def demo(
     build_scenario(
         config.testbed("adaptive", seed, radio["p_dl_dbm"], out)
     )  # a bad scenario stops here, before any model loads
-    with Console(stderr=True).status(f"loading {pair}…"):
+    with step_progress() as loading:
+        loading.loading(f"loading {pair}…")
         loaded = place_pair(resolve_pair(pair), machine["placement"], drafts=False)
-    setup = describe_setup(config, loaded)
-    if not as_json:
-        typer.echo(_setup_lines(setup, config))  # the first lines: who drafts what, at which α, and the payload
+    setup = demo_setup(config, loaded)
+    if not as_json:  # the first lines: who drafts what, at which α, and the payload
+        typer.echo(_setup_lines(describe_setup(setup), config))
     err = Console(stderr=True)
-    with reported_interrupt(), _progress() as progress:
-
-        def hook(label: str, total: int):
-            task = progress.add_task(label, total=total, tokens=0)
-            return lambda r, tokens: progress.update(task, completed=r + 1, tokens=tokens)
-
-        result = run_demo(config, loaded, hook)
+    with reported_interrupt(), step_progress() as progress:
+        result = run_demo(config, loaded, progress, setup)
         if objectives:  # at every sweep point (the demo's own P^dl alone without --sweep)
             from multispin.experiments.objective_comparison import compare_objectives_at_points
 
-            by_objective = compare_objectives_at_points(config, loaded, hook)
+            by_objective = compare_objectives_at_points(config, loaded, progress)
     png = plot_demo(result, out / "demo.png")
-    sweep_png = plot_sweep(result, out / "demo-sweep.png") if sweep == "pdl" else None
+    sweep_png = plot_demo_sweep(result, out / "demo-sweep.png") if sweep == "pdl" else None
     if as_json:
         from multispin.jsonout import versioned
 

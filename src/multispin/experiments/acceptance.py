@@ -24,11 +24,11 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import Field
 
-from multispin.experiments.progress import Progress, Step, reporter
-from multispin.experiments.reproduce.stats import expanded_percentile
+from multispin.experiments.intervals import expanded_percentile
 from multispin.models.base import BatchedLM, BatchedSequence
+from multispin.progress import Step, StepReporter, reporter
 from multispin.runtime.round.engine import PolicyPair
-from multispin.runtime.round.local import FixedMode, UniformDraftLength, run_rounds
+from multispin.runtime.round.local import FixedLink, UniformDraftLength, run_rounds
 from multispin.runtime.round.roles import DraftDevice, VerifierServer
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingFields, SamplingParams, warp
@@ -78,7 +78,7 @@ def measure_prompts(
     batch: int = 32,
     verdict_prompts: int | None = None,
     groups: Sequence[str] | None = None,
-    progress: Progress | None = None,
+    progress: StepReporter | None = None,
 ) -> dict[str, list[PromptMeasurement]]:
     """Each draft's measurement on every prompt (the three steps of this module's docstring).
     ``progress`` receives a `Step` after every round and every scored prompt."""
@@ -125,14 +125,14 @@ def _runs(
     max_new_tokens: int,
     eos_ids: Sequence[int],
     batch: int,
-    say: Progress,
+    say: StepReporter,
     phase: str,
 ):
     """(device, round log) of every prompt, run as devices of Multi-SPIN runs of ``batch``
     devices that draft on one shared model (γ = 0: target-only, the draft model is never used)."""
     eos, total, out = set(eos_ids), max_new_tokens * len(prompts), []
     codec = make_codec("dense-fp32")
-    policy = PolicyPair(UniformDraftLength(gamma), FixedMode("ul"))
+    policy = PolicyPair(UniformDraftLength(gamma), FixedLink("ul"))
 
     def tokens_done(dev) -> int:
         stopped = bool(dev.generated) and dev.generated[-1] in eos
@@ -163,7 +163,12 @@ def _runs(
 
 
 def _teacher_forced_overlaps(
-    make_target, make_drafts, texts: list[list[int]], prompt_lens: list[int], sampling: SamplingParams, say: Progress
+    make_target,
+    make_drafts,
+    texts: list[list[int]],
+    prompt_lens: list[int],
+    sampling: SamplingParams,
+    say: StepReporter,
 ) -> dict[str, list[np.ndarray]]:
     """Σ min(p, q) at every generated position of every text, for each draft: one pass of the
     target and one of each draft over each whole text."""
@@ -285,7 +290,7 @@ def _alpha_of(measured: list[PromptMeasurement], gamma: int, rng: np.random.Gene
 
 def _ci(replicates, n: int) -> list[float]:
     """The 95% interval of bootstrap ``replicates`` over ``n`` prompts: the project's expanded
-    percentile interval (`multispin.experiments.reproduce.stats.expanded_percentile`); the plain
+    percentile interval (`multispin.experiments.intervals.expanded_percentile`); the plain
     percentile interval under-covers at a few dozen prompts."""
     return list(expanded_percentile(replicates, n))
 
@@ -321,14 +326,13 @@ def undefined_notes(alpha: float, n_rounds: int, conditional: np.ndarray, gamma:
     return notes
 
 
-def measure(config: MeasureConfig, pair=None, progress: Progress | None = None) -> dict[str, dict]:
+def measure(config: MeasureConfig, pair=None, progress: StepReporter | None = None) -> dict[str, dict]:
     """`multispin measure`: an acceptance profile per draft for one (pair, prompt set, sampling
     policy), all drafts scored on the same target texts; ``progress`` receives a
-    `multispin.experiments.progress.Step` per round and per scored prompt."""
+    `multispin.progress.Step` per round and per scored prompt."""
     from multispin.models.hf import HFBatchedLM, draft_batched
-    from multispin.models.prompts import load_prompts, prompt_categories
+    from multispin.models.prompts import encode_prompt, load_prompts, prompt_categories
     from multispin.models.registry import resolve_pair
-    from multispin.runtime.round.session import encode_prompt
 
     pair = pair or resolve_pair(config.pair, drafts=config.drafts)
     names = pair.check_drafts(config.drafts or [pair.default_draft])

@@ -148,7 +148,7 @@ def render(pairs=PAIRS) -> str:
         "- **α = E[Σ min(p, q)]** by teacher forcing: the target generates each prompt's continuation "
         f"({MAX_NEW_TOKENS} tokens), then one pass of the target and of every draft over the whole text; "
         "95% interval by bootstrap over prompts (a prompt's tokens are correlated, prompts are not), the "
-        "expanded percentile interval of `experiments/reproduce/stats.py` (the plain percentile interval "
+        "expanded percentile interval of `experiments/intervals.py` (the plain percentile interval "
         "under-covers at a few dozen prompts; the shipped profiles were measured with the plain one, so their "
         "intervals are slightly narrower).",
         f"- **Mean accepted length at γ = {GAMMA}** (tokens per round, bonus or correction included) from "
@@ -361,7 +361,7 @@ def iid_assumption_cost(
     Returns the per-drop goodputs and the paired difference with its 95% t interval."""
     import numpy as np
 
-    from multispin.experiments.reproduce.stats import mean_ci
+    from multispin.experiments.intervals import mean_ci
     from multispin.optimize.goodput import SAAObjective
     from multispin.optimize.plan import plan
     from multispin.system import get_preset

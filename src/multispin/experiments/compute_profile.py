@@ -15,8 +15,8 @@ from collections.abc import Callable
 import numpy as np
 from scipy.optimize import nnls
 
-from multispin.experiments.progress import Progress, Step, reporter
 from multispin.models.base import next_logits
+from multispin.progress import Step, StepReporter, reporter
 
 PAST_TOKENS = 64
 
@@ -32,7 +32,7 @@ def median_s(fn: Callable[[], None], repeats: int) -> float:
 
 
 def time_verification(
-    target, batch_sizes, draft_lens, repeats: int = 3, progress: Progress | None = None
+    target, batch_sizes, draft_lens, repeats: int = 3, progress: StepReporter | None = None
 ) -> list[dict]:
     """Median wall time of one batched target pass (a `BatchedLM`) per (batch size, γ);
     ``progress`` receives a `Step` after every batch size."""
@@ -95,7 +95,7 @@ def time_draft_per_token(lm, tokens: int = 32, repeats: int = 3) -> float:
 
 
 def profile_pair(
-    pair, batch_sizes=(1, 2, 4, 8), draft_lens=(1, 2, 4, 8), repeats: int = 3, progress: Progress | None = None
+    pair, batch_sizes=(1, 2, 4, 8), draft_lens=(1, 2, 4, 8), repeats: int = 3, progress: StepReporter | None = None
 ) -> dict:
     """A compute profile of `pair` on this host (what `multispin profile` writes); ``progress``
     receives a `Step` after every draft timed and every batch size."""

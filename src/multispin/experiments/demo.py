@@ -16,7 +16,6 @@ every point.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -28,7 +27,9 @@ from pydantic_core import PydanticCustomError
 
 from multispin.errors import Interrupted
 from multispin.experiments.demo_defaults import DEMO_DEVICES, DEMO_ROUNDS
+from multispin.experiments.intervals import mean_ci
 from multispin.experiments.paired import (
+    LEVEL,
     MAX_BATCHES_PER_SEED,
     MIN_BATCH_ROUNDS,
     PairedDifference,
@@ -42,10 +43,14 @@ from multispin.experiments.testbed import (
     TestbedConfig,
     TestbedResult,
     TestbedSettings,
+    TestbedSetup,
     build_scenario,
     run_testbed,
     steady_state_figures,
+    testbed_setup,
 )
+from multispin.progress import StepReporter
+from multispin.system.scenario import Scenario
 from multispin.vocabulary import DEMO_POLICIES
 
 BASELINES = DEMO_POLICIES[1:]
@@ -162,10 +167,15 @@ class PolicyRuns:
             "service": self.service(),
         }
 
+    @property
+    def scenario(self) -> Scenario:
+        """The scenario the runs ran (the seeds' differ only in their seed and measured α)."""
+        return self.results[0].setup.scenario
+
     @cached_property
     def service_log(self) -> ServiceLog:
         """The rounds as the paired service intervals read them (same seeds and rounds as `log`)."""
-        scenario = build_scenario(self.results[0].config)
+        scenario = self.scenario
         return ServiceLog.of_runs(
             [res.rounds for res in self.results],
             self.results[0].config.devices,
@@ -175,7 +185,7 @@ class PolicyRuns:
         )
 
     def service(self) -> dict:
-        scenario = build_scenario(self.results[0].config)
+        scenario = self.scenario
         return pooled_service_metrics(
             [res.rounds for res in self.results],
             self.results[0].config.devices,
@@ -185,18 +195,16 @@ class PolicyRuns:
         )
 
 
-def forecast_ratio(realised: list[float], forecast: list[float], level: float = 0.95) -> dict | None:
+def forecast_ratio(realised: list[float], forecast: list[float], level: float = LEVEL) -> dict | None:
     """Realised / forecast goodput, the mean over seeds (each seed one independent run) with its
-    Student t interval; None without a forecast, the interval None with one seed."""
+    Student t interval (`intervals.mean_ci`); None without a forecast, the interval None with one seed."""
     if any(f is None or not f > 0 for f in forecast):
         return None
     r = np.asarray(realised, float) / np.asarray(forecast, float)
+    _, low, high, _ = mean_ci(r, level)
     out = {"estimate": float(r.mean()), "low": None, "high": None, "seeds": int(r.size)}
     if r.size >= 2:
-        from scipy import stats
-
-        half = float(stats.t.ppf((1 + level) / 2, r.size - 1) * r.std(ddof=1) / np.sqrt(r.size))
-        out.update(low=float(r.mean() - half), high=float(r.mean() + half))
+        out.update(low=low, high=high)
     return out
 
 
@@ -299,37 +307,39 @@ def non_default_settings(config: DemoConfig) -> str:
     return ", ".join(parts)
 
 
-ProgressHook = Callable[[str, int], Callable[[int, int], None]]  # (label, rounds) -> per-round callback
+def demo_setup(config: DemoConfig, pair) -> TestbedSetup:
+    """The demo's device set-up (the adaptive run at the first seed, which uses both modes)."""
+    return testbed_setup(config.testbed("adaptive", config.seed, config.p_dl_dbm, config.out), pair, "--draft")
 
 
-def describe_setup(config: DemoConfig, pair) -> dict:
+def describe_setup(setup: TestbedSetup) -> dict:
     """The device set-up, before anything runs: each device's draft and task, the α the plans start
     from (measured where the package ships a profile), and the payload line."""
-    from multispin.experiments.testbed import device_setup, payload_choice
     from multispin.system.channel import World
 
-    tb = config.testbed("adaptive", config.seed, config.p_dl_dbm, config.out)  # adaptive uses both modes
-    drafts, tasks, scenario, measured = device_setup(tb, pair, "--draft")
-    choice = payload_choice(tb, pair.vocab_size, scenario.optimizer.gamma_max)
     return {
-        "drafts": drafts,
-        "tasks": tasks,
-        "alpha_prior": [float(a) for a in World(scenario).drop.alpha],
-        "alpha_prior_measured": measured,
-        "payload_headline": choice.headline,
-        "exact": choice.exact,
+        "drafts": setup.drafts,
+        "tasks": setup.tasks,
+        "alpha_prior": [float(a) for a in World(setup.scenario).drop.alpha],
+        "alpha_prior_measured": setup.measured,
+        "payload_headline": setup.choice.headline,
+        "exact": setup.choice.exact,
     }
 
 
-def run_demo(config: DemoConfig, pair=None, progress: ProgressHook | None = None) -> DemoResult:
-    """Every policy × seed (× sweep point) on the testbed; summaries with paired intervals."""
+def run_demo(
+    config: DemoConfig, pair=None, progress: StepReporter | None = None, setup: TestbedSetup | None = None
+) -> DemoResult:
+    """Every policy × seed (× sweep point) on the testbed; summaries with paired intervals.
+    ``setup``: the demo's `demo_setup`, when the caller has it already (it printed it)."""
     if pair is None:
         from multispin.models.registry import resolve_pair
 
         pair = resolve_pair(config.pair)
+    setup = setup or demo_setup(config, pair)
     finished: list[dict] = []
     try:
-        return _run_points(config, pair, progress, finished)
+        return _run_points(config, pair, progress, finished, setup)
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: say which runs finished, in summary.json too
         path = config.out / "summary.json"
         config.out.mkdir(parents=True, exist_ok=True)
@@ -342,7 +352,9 @@ def run_demo(config: DemoConfig, pair=None, progress: ProgressHook | None = None
         ) from None
 
 
-def _run_points(config: DemoConfig, pair, progress: ProgressHook | None, finished: list[dict]) -> DemoResult:
+def _run_points(
+    config: DemoConfig, pair, progress: StepReporter | None, finished: list[dict], setup: TestbedSetup
+) -> DemoResult:
     points, target_only = [], None
     for offset, p_dl in config.sweep_points():
         runs: dict[str, PolicyRuns] = {}
@@ -365,7 +377,7 @@ def _run_points(config: DemoConfig, pair, progress: ProgressHook | None, finishe
         point = SweepPoint(offset, p_dl, runs)
         point.summarise()
         points.append(point)
-    result = DemoResult(config, points, describe_setup(config, pair))
+    result = DemoResult(config, points, describe_setup(setup))
     config.out.mkdir(parents=True, exist_ok=True)
     from multispin.jsonout import versioned
 
@@ -373,15 +385,15 @@ def _run_points(config: DemoConfig, pair, progress: ProgressHook | None, finishe
     return result
 
 
-def _run_seeds(config: DemoConfig, calls: dict, pair, progress: ProgressHook | None, offset):
+def _run_seeds(config: DemoConfig, calls: dict, pair, progress: StepReporter | None, offset):
     """(seed, TestbedResult) of one policy's seeds: one after another in this process (with the
     progress bars), or in parallel on a process pool or Ray, each worker loading the pair itself
     (seeds fix every random number, so the results do not depend on where they ran)."""
     if config.executor == "serial" or len(calls) == 1:
         for seed, tb in calls.items():
-            label = f"{tb.policy:>11} seed {seed}" + (f" +{offset:g} dB" if offset is not None else "")
-            hook = progress(label, config.rounds) if progress else None
-            yield seed, run_testbed(tb, pair=pair, on_progress=hook)
+            phase = f"{tb.policy:>11} seed {seed}" + (f" {config.objective}" if config.objective else "")
+            phase += f" +{offset:g} dB" if offset is not None else ""
+            yield seed, run_testbed(tb, pair=pair, progress=progress, phase=phase)
         return
     from multispin.experiments.reproduce.executor import run_calls
 
@@ -448,7 +460,7 @@ def plot_demo(result: DemoResult, path: Path) -> Path:
     return _save(fig, path)
 
 
-def plot_sweep(result: DemoResult, path: Path) -> Path:
+def plot_demo_sweep(result: DemoResult, path: Path) -> Path:
     """Steady-state goodput with 95% whiskers against P^dl / P^ul (dB), target-only as a line."""
     import matplotlib
 

@@ -16,6 +16,7 @@ from multispin.experiments.demo import DemoConfig, PolicyRuns, _run_seeds
 from multispin.experiments.paired import PairedDifference, goodput_interval, paired_difference
 from multispin.experiments.service_intervals import ServiceDifference, service_differences
 from multispin.optimize.objectives import OBJECTIVES
+from multispin.progress import StepReporter
 
 
 @dataclass
@@ -45,7 +46,7 @@ class ObjectiveComparison:
 
 
 def compare_objectives_at_points(
-    config: DemoConfig, pair, progress=None, objectives=OBJECTIVES
+    config: DemoConfig, pair, progress: StepReporter | None = None, objectives=OBJECTIVES
 ) -> list[ObjectiveComparison]:
     """The comparison at every point of the demo's sweep (`DemoConfig.sweep_points`: the demo's own
     P^dl alone without a sweep), each point's runs in OUT/objectives/pdl+<offset>dB."""
@@ -58,7 +59,7 @@ def compare_objectives_at_points(
 def compare_objectives(
     config: DemoConfig,
     pair,
-    progress=None,
+    progress: StepReporter | None = None,
     objectives=OBJECTIVES,
     *,
     p_dl_dbm: float | None = None,

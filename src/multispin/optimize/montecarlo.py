@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from multispin.optimize.goodput import _gamma, t_comp_s
+from multispin.optimize.goodput import _gamma, expected_tokens, t_comp_s
 from multispin.optimize.reactive import t_comm_batch
 from multispin.system.instance import Instance
 
@@ -76,4 +76,19 @@ def simulate_rounds(
         mean_t_comm_s=t_comm_total / n_rounds,
         rejection_rate=rejected_count / n_rounds,
         mean_tokens=tokens_dev / n_rounds,
+    )
+
+
+def analytic_round(
+    inst, gamma: np.ndarray, modes: str, split: str, rng: np.random.Generator, samples: int = 4000
+) -> tuple[float, float, float]:
+    """The analytic model of one round at draft lengths γ: (Σ E[N_k] exactly, T_comp, E[T_comm] over
+    `samples` fresh outcome uniforms)."""
+    u = rng.random((samples, inst.num_devices))
+    rejected = u > inst.survival[np.arange(inst.num_devices), gamma]
+    mu = rng.random(u.shape) if modes == "random" else None
+    return (
+        float(expected_tokens(inst, gamma).sum()),
+        float(t_comp_s(inst, gamma)),
+        float(t_comm_batch(rejected, inst, modes, split, mu).mean()),
     )

@@ -37,8 +37,8 @@ from multispin.optimize.goodput import Goodput, expected_tokens, outcomes, rejec
 from multispin.optimize.modes import dl_latency_s, equal_share_hz, ul_latency_s
 from multispin.optimize.reactive import fixed_modes_latency_s, t_comm_batch
 from multispin.system.instance import Instance
+from multispin.vocabulary import OBJECTIVES
 
-OBJECTIVES = ("sum", "proportional-fair", "max-min", "energy")
 EXACT_MAX_PLANS = 4096
 EXACT_MAX_REJECTED = 10
 _DINKELBACH_ITERATIONS = 20

@@ -18,9 +18,10 @@ from multispin.optimize.bandwidth import optimized_split_batch
 from multispin.optimize.baselines import PLAN_POLICIES, baselines, optimise_draft_lengths
 from multispin.optimize.bound import communication_bound
 from multispin.optimize.draft_lengths import goodput_upper_bound
-from multispin.optimize.goodput import Goodput, SAAObjective, expected_tokens, outcomes, rejection_prob
+from multispin.optimize.goodput import Goodput, SAAObjective, expected_tokens, goodput, outcomes, rejection_prob
 from multispin.optimize.reactive import MODE_POLICIES, SPLITS, optimal_modes_batch, ul_latency_s
 from multispin.system.instance import Instance
+from multispin.vocabulary import TARGET_ONLY
 
 
 @dataclass(frozen=True)
@@ -291,3 +292,10 @@ def optimize_instance(
         bound=bb,
     )
     return rep
+
+
+def target_only_plan(inst: Instance) -> Plan:
+    """The plan of plain decoding: γ = 0 everywhere, one token per device, no communication."""
+    gamma = np.zeros(inst.num_devices, dtype=int)
+    g = goodput(inst, gamma, np.zeros((1, inst.num_devices)))  # nothing is ever rejected at γ = 0
+    return Plan(gamma, g, TARGET_ONLY, "optimal", "equal", expected_tokens(inst, gamma), rejection_prob(inst, gamma))

@@ -32,6 +32,7 @@ from multispin.system.config_file import FILE_SUFFIXES, expand_dotted, locate, p
 from multispin.system.payload import distribution_bits, draft_upload_bits_per_token, token_id_bits
 from multispin.system.profile_fit import check_vocabulary, read_profile, warn_poor_fit
 from multispin.system.radio import dbm_to_w
+from multispin.vocabulary import Objective
 
 
 def _fmt(v) -> str:
@@ -221,7 +222,7 @@ class OptimizerConfig(_Model):
 
     gamma_max: Annotated[int, _range(0, 64)] = 20
     n_saa: Annotated[int, _range(1, 1_000_000)] = 1000
-    objective: Literal["sum", "proportional-fair", "max-min", "energy"] = "sum"
+    objective: Objective = "sum"
     energy_weight_tokens_per_j: Annotated[float, _range(0, 1e6, unit="tokens/J")] = 1.0
 
 

@@ -10,13 +10,14 @@ import pytest
 
 from doubles import FixedDraftLengths
 from multispin.models.hf import HFBatchedLM, draft_lm
+from multispin.models.prompts import encode_prompt
 from multispin.models.registry import resolve_pair
 from multispin.runtime.net.launcher import DeviceSetup, run_local_testbed
 from multispin.runtime.net.server_config import ServerConfig
 from multispin.runtime.round import roles
 from multispin.runtime.round.engine import PolicyPair
 from multispin.runtime.round.local import RandomMode, run_rounds
-from multispin.runtime.round.session import GenerateConfig, encode_prompt, generate
+from multispin.runtime.round.session import GenerateConfig, generate
 from multispin.runtime.wire import messages as P
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams

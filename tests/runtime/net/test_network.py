@@ -30,6 +30,7 @@ import zmq
 from doubles import FixedDraftLengths
 from multispin.errors import MultispinError
 from multispin.models.hf import HFBatchedLM, HFSequenceLM
+from multispin.models.prompts import encode_prompt
 from multispin.models.tiny import load_tiny_pair
 from multispin.runtime.net.device import build_device_client
 from multispin.runtime.net.launcher import DeviceSetup, LocalTestbed, ServerHooks, free_port, run_local_testbed
@@ -37,8 +38,7 @@ from multispin.runtime.net.server import EdgeServer
 from multispin.runtime.net.server_config import ServerConfig
 from multispin.runtime.round import roles
 from multispin.runtime.round.engine import PolicyPair
-from multispin.runtime.round.local import FixedMode, RandomMode, fixed_policy, run_rounds
-from multispin.runtime.round.session import encode_prompt
+from multispin.runtime.round.local import FixedLink, RandomMode, fixed_policy, run_rounds
 from multispin.runtime.security.auth import SECRET_ENV, compute_mac
 from multispin.runtime.wire import messages as P
 from multispin.speculative.codecs import make_codec
@@ -154,12 +154,12 @@ def test_forked_device_processes_match_in_process_rounds_sampled(pair, tmp_path)
 def test_cli_device_subprocesses_match_in_process_rounds_greedy(pair, tmp_path):
     gammas = {0: 4, 1: 2}
     sampling = SamplingParams(temperature=0)
-    ref, _ = reference(pair, 2, gammas, FixedMode("dl"), 3, 16, sampling=sampling)
+    ref, _ = reference(pair, 2, gammas, FixedLink("dl"), 3, 16, sampling=sampling)
     bed = LocalTestbed(
         "tiny",
         ServerConfig.make(max_new_tokens=16, seed=3, **sampling.model_dump(), round_timeout_s=60),
         DeviceSetup(2, prompts=PROMPTS, runner="subprocess"),
-        policy=PolicyPair(FixedDraftLengths(gammas), FixedMode("dl")),
+        policy=PolicyPair(FixedDraftLengths(gammas), FixedLink("dl")),
         secret=SECRET,
         log_path=tmp_path / "s.jsonl",
     )
@@ -384,7 +384,7 @@ def test_crashed_device_process_is_dropped_at_once_and_a_restart_resumes_it(pair
     """The device process exits on PLAN of round 3: the server learns from the transport that its
     connection is gone and ends the round for the others at once, not at the 60 s round timeout."""
     gammas = {0: 2, 1: 2, 2: 2}
-    ref, _ = reference(pair, 3, gammas, FixedMode("ul"), 6, 20)
+    ref, _ = reference(pair, 3, gammas, FixedLink("ul"), 6, 20)
     dropped = threading.Event()
 
     def on_event(ev):
@@ -395,7 +395,7 @@ def test_crashed_device_process_is_dropped_at_once_and_a_restart_resumes_it(pair
         pair,
         ServerConfig.make(max_new_tokens=20, seed=6, round_timeout_s=60.0, idle_timeout_s=120),
         DeviceSetup(3, prompts=PROMPTS, runner="fork", faults={2: "crash:3"}),
-        policy=PolicyPair(FixedDraftLengths(gammas), FixedMode("ul")),
+        policy=PolicyPair(FixedDraftLengths(gammas), FixedLink("ul")),
         hooks=ServerHooks(on_event=on_event),
         secret=SECRET,
         log_path=tmp_path / "s.jsonl",

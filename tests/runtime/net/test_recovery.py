@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from multispin.models.hf import HFBatchedLM, HFSequenceLM
+from multispin.models.prompts import encode_prompt
 from multispin.models.tiny import load_tiny_pair
 from multispin.runtime.net.device import build_device_client
 from multispin.runtime.net.launcher import free_port
@@ -27,7 +28,6 @@ from multispin.runtime.net.server_config import ServerConfig
 from multispin.runtime.round import roles
 from multispin.runtime.round.engine import PolicyPair
 from multispin.runtime.round.local import RandomMode, UniformDraftLength, fixed_policy, run_rounds
-from multispin.runtime.round.session import encode_prompt
 from multispin.runtime.security.keys import create_keyring
 from multispin.runtime.store.journal import Journal
 from multispin.speculative.codecs import make_codec

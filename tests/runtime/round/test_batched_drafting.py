@@ -31,11 +31,11 @@ from exactness_engine import (
 from exactness_stats import min_p_value
 from multispin.models.base import BatchedSequence
 from multispin.models.hf import HFBatchedLM, HFSequenceLM
+from multispin.models.prompts import encode_prompt
 from multispin.models.synthetic import MarkovBatchedLM
 from multispin.models.tiny import load_tiny_pair
 from multispin.runtime.round.engine import PolicyPair
-from multispin.runtime.round.local import FixedMode, RandomMode, run_rounds
-from multispin.runtime.round.session import encode_prompt
+from multispin.runtime.round.local import FixedLink, RandomMode, run_rounds
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
 
@@ -49,7 +49,7 @@ def run_batched_engine(mode: str, gamma: int, n_devices: int = N_DEVICES, seed: 
         k: roles.DraftDevice(k, BatchedSequence(shared, k), T1, codec, codec, seed, PROMPT) for k in range(n_devices)
     }
     run_first_tokens(
-        server, devices, PolicyPair(FixedDraftLengths({k: gamma for k in devices}), FixedMode(mode)), gamma
+        server, devices, PolicyPair(FixedDraftLengths({k: gamma for k in devices}), FixedLink(mode)), gamma
     )
     return np.array([devices[k].generated[:N_POSITIONS] for k in devices])
 

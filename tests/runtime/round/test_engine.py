@@ -10,7 +10,7 @@ from doubles import FixedDraftLengths
 from multispin.errors import ConfigError
 from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_tables
 from multispin.runtime.round.engine import PlannedRound, PolicyPair, RoundEngine, clip_new_tokens
-from multispin.runtime.round.local import FixedMode
+from multispin.runtime.round.local import FixedLink
 from multispin.runtime.round.roles import Draft, DraftDevice, VerifierServer
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
@@ -28,7 +28,7 @@ def _setup(gammas, mode="ul", max_new=20, eos=(), seed=3, gamma_max=20, draft_no
     for d, dev in devices.items():
         verifier.open(d, dev.tokens)
     wire = WirePayload.from_codecs(CODEC, CODEC, V, gamma_max)
-    policy = mode if callable(mode) else FixedMode(mode)
+    policy = mode if callable(mode) else FixedLink(mode)
     engine = RoundEngine(verifier, PolicyPair(FixedDraftLengths(gammas), policy), max_new, eos, wire)
     return engine, devices
 
@@ -68,7 +68,7 @@ def test_plan_clips_gamma_to_budget_and_gamma_max():
 
 def test_policy_answers_are_checked_with_one_line_errors():
     engine, _ = _setup({0: 2})
-    engine.policy = PolicyPair(lambda r, active: {}, FixedMode("ul"))
+    engine.policy = PolicyPair(lambda r, active: {}, FixedLink("ul"))
     with pytest.raises(ConfigError, match="no integer γ for device 0 in round 0"):
         engine.plan(0, [0])
     engine, devices = _setup(

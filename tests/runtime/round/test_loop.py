@@ -13,7 +13,7 @@ from multispin.errors import ConfigError, ProtocolError
 from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_tables
 from multispin.models.tiny import load_tiny_pair
 from multispin.runtime.round.engine import PolicyPair
-from multispin.runtime.round.local import FixedMode, run_rounds
+from multispin.runtime.round.local import FixedLink, run_rounds
 from multispin.runtime.round.session import GenerateConfig, generate
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
@@ -54,7 +54,7 @@ def test_greedy_speculative_equals_target_greedy_with_mixed_draft_lengths():
         for k in range(4)
     }
     gammas = {0: 0, 1: 1, 2: 4, 3: 7}
-    run_rounds(server, devices, PolicyPair(FixedDraftLengths(gammas), FixedMode("dl")), 24, pair.eos_token_ids)
+    run_rounds(server, devices, PolicyPair(FixedDraftLengths(gammas), FixedLink("dl")), 24, pair.eos_token_ids)
     for k in range(4):
         ref = _greedy_reference(pair, list(PROMPTS[k].encode()), 24)
         assert devices[k].generated == ref, f"device {k} (γ={gammas[k]})"
@@ -118,7 +118,7 @@ def test_kv_caches_hold_exactly_the_committed_tokens():
         for k in range(3)
     }
     logs = run_rounds(
-        server, devices, PolicyPair(FixedDraftLengths({k: 5 for k in devices}), FixedMode("ul")), 30, eos_ids=()
+        server, devices, PolicyPair(FixedDraftLengths({k: 5 for k in devices}), FixedLink("ul")), 30, eos_ids=()
     )
     assert sum(r.rejection_position is not None for log in logs.values() for r in log) > 3
     for k, dev in devices.items():
@@ -138,7 +138,7 @@ def test_eos_inside_a_draft_ends_the_device_and_drops_what_follows():
     server = roles.VerifierServer(MarkovBatchedLM(target), sampling, codec, codec, 0)
     devices = {k: roles.DraftDevice(k, MarkovSequenceLM(draft), sampling, codec, codec, 0, [1]) for k in range(200)}
     logs = run_rounds(
-        server, devices, PolicyPair(FixedDraftLengths({k: 6 for k in devices}), FixedMode("dl")), 40, eos_ids=(eos,)
+        server, devices, PolicyPair(FixedDraftLengths({k: 6 for k in devices}), FixedLink("dl")), 40, eos_ids=(eos,)
     )
     clipped = 0
     for k, dev in devices.items():

@@ -19,11 +19,11 @@ import pytest
 
 from doubles import FixedDraftLengths
 from multispin.models.hf import HFBatchedLM, HFSequenceLM
+from multispin.models.prompts import encode_prompt
 from multispin.models.tiny import load_tiny_pair
 from multispin.runtime.round import roles
 from multispin.runtime.round.engine import PolicyPair
 from multispin.runtime.round.local import RandomMode, run_rounds
-from multispin.runtime.round.session import encode_prompt
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
 

@@ -7,9 +7,11 @@ import numpy as np
 import pytest
 
 from multispin.errors import ConfigError
+from multispin.experiments.predictions import model_predictions
 from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, MarkovTable, make_tables
+from multispin.runtime.round.acceptance_estimate import AcceptanceEstimator
 from multispin.runtime.round.local import run_rounds
-from multispin.runtime.round.planner import AcceptanceEstimator, ScenarioPlanner, model_predictions
+from multispin.runtime.round.planner import ScenarioPlanner
 from multispin.runtime.round.roles import DraftDevice, VerifierServer
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams, warp
@@ -76,15 +78,15 @@ def test_each_policy_runs_and_charges_the_clock(policy):
     sc = _scenario([alpha] * 4)
     planner = ScenarioPlanner(sc, range(4), WIRE, policy=policy)
     _run(planner, [(target, draft)] * 4, rounds=6)
-    assert len(planner.rounds) == 6
-    for r in planner.rounds:
+    assert len(planner.clock.rounds) == 6
+    for r in planner.clock.rounds:
         assert r.comp_latency_s > 0 and r.comm_latency_s >= 0
         assert (r.comm_latency_s > 0) == bool(r.modes)
         if policy == "all_ul":
             assert set(r.modes.values()) <= {"ul"}
         if policy == "all_dl":
             assert set(r.modes.values()) <= {"dl"}
-    assert planner.goodput_tokens_per_s > 0
+    assert planner.clock.goodput_tokens_per_s > 0
 
 
 def test_running_system_agrees_with_analytic_and_montecarlo():
@@ -104,7 +106,7 @@ def test_running_system_agrees_with_analytic_and_montecarlo():
     planner = ScenarioPlanner(sc, range(len(pairs)), WIRE, policy="adaptive")
     _run(planner, pairs, rounds=150, seed=3)
     pred = model_predictions(planner, mc_rounds=400, seed=3)
-    measured = planner.goodput_tokens_per_s
+    measured = planner.clock.goodput_tokens_per_s
     assert abs(measured / pred["analytic_tokens_per_s"] - 1) < 0.05, (measured, pred)
     assert abs(measured / pred["montecarlo_tokens_per_s"] - 1) < 0.05, (measured, pred)
     est = planner.estimator.alpha
@@ -118,4 +120,4 @@ def test_agreement_check_detects_a_wrong_acceptance_profile():
     planner = ScenarioPlanner(sc, range(4), WIRE, policy="adaptive", online=False)
     _run(planner, [(target, draft)] * 4, rounds=120, seed=4)
     pred = model_predictions(planner, mc_rounds=300, seed=4)
-    assert abs(planner.goodput_tokens_per_s / pred["analytic_tokens_per_s"] - 1) > 0.05
+    assert abs(planner.clock.goodput_tokens_per_s / pred["analytic_tokens_per_s"] - 1) > 0.05

@@ -32,15 +32,15 @@ def test_the_clock_charges_the_true_channel_aged_over_each_rounds_duration(plann
     # replay the process with the durations the clock recorded: the charged gains are its blocks
     proc = ChannelProcess(sc, planner.world.drop.distance_m)
     state = None
-    for r, cost in enumerate(planner.rounds):
-        state, _ = proc.step(state, r, planner.rounds[r - 1].latency_s if r else 0.0)
+    for r, cost in enumerate(planner.clock.rounds):
+        state, _ = proc.step(state, r, planner.clock.rounds[r - 1].latency_s if r else 0.0)
         truth = proc.gains(state)
         inst = planner.history[r][0]
         assert np.allclose(inst.gain_ul, truth.gain_ul, rtol=1e-12, atol=0)
         for d, g in cost.gain.items():
             link = truth.gain_ul if cost.modes[d] == "ul" else truth.gain_dl
             assert g == pytest.approx(link[d], rel=1e-12)
-    assert planner.goodput_tokens_per_s > 0
+    assert planner.clock.goodput_tokens_per_s > 0
 
 
 def test_noisy_pilots_plan_on_an_estimate_and_perfect_static_pilots_on_the_channel():
@@ -101,7 +101,7 @@ def test_the_clock_charges_retransmissions_when_a_correction_misses_its_deadline
     planner = ScenarioPlanner(sc, range(4), WIRE, policy="adaptive")
     good, _ = _scripted(planner, faded_rounds={0})
     _run(planner, [(target, draft)] * 4, rounds=3)
-    r0, r1, r2 = planner.rounds
+    r0, r1, r2 = planner.clock.rounds
     assert r0.modes, "the script must make round 0 reject someone"
     # round 0: every correction meets the faded channel and is cut at the deadline
     assert r0.deferred_bits == r0.charged_bits and r0.comm_latency_s == pytest.approx(deadline)
@@ -133,6 +133,6 @@ def test_without_a_deadline_a_deep_fade_stalls_the_round_and_nothing_is_resent()
     planner = ScenarioPlanner(_mobile(None, None), range(4), WIRE, policy="adaptive")
     _scripted(planner, faded_rounds={0})
     _run(planner, [(target, draft)] * 4, rounds=2)
-    r0, r1 = planner.rounds
+    r0, r1 = planner.clock.rounds
     assert r0.comm_latency_s > 100 * 0.05 and not r0.deferred_bits
     assert r1.retransmission_s == 0.0 and not r1.retransmitted_bits

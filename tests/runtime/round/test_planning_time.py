@@ -41,24 +41,24 @@ def _planned_run(monkeypatch, charge: bool, step_s: float = 0.125, rounds: int =
 @pytest.mark.parametrize("charge", [False, True])
 def test_planning_time_is_recorded_and_charged_only_when_asked(monkeypatch, charge):
     planner = _planned_run(monkeypatch, charge)
-    assert len(planner.rounds) == 5
-    for r in planner.rounds:
+    assert len(planner.clock.rounds) == 5
+    for r in planner.clock.rounds:
         # one reading before and one after the plan: a scripted step of CPU, two of wall
         assert r.planning_cpu_s == pytest.approx(0.125) and r.planning_wall_s == pytest.approx(0.25)
         assert r.planning_charged_s == (pytest.approx(0.125) if charge else 0.0)
         assert r.latency_s == pytest.approx(r.comp_latency_s + r.comm_latency_s + (0.125 if charge else 0.0))
-    assert planner.virtual_time_s == pytest.approx(
-        sum(r.comp_latency_s + r.comm_latency_s for r in planner.rounds) + (5 * 0.125 if charge else 0.0)
+    assert planner.clock.virtual_time_s == pytest.approx(
+        sum(r.comp_latency_s + r.comm_latency_s for r in planner.clock.rounds) + (5 * 0.125 if charge else 0.0)
     )
 
 
 def test_charged_planning_lowers_the_goodput_by_exactly_its_time(monkeypatch):
     """Same seeds, same rounds and tokens: charging adds the planning time to every round and nothing else."""
     free, charged = _planned_run(monkeypatch, False), _planned_run(monkeypatch, True)
-    assert [r.tokens for r in free.rounds] == [r.tokens for r in charged.rounds]
-    tokens = sum(r.tokens for r in free.rounds)
-    assert charged.goodput_tokens_per_s == pytest.approx(tokens / (free.virtual_time_s + 5 * 0.125))
-    assert charged.goodput_tokens_per_s < free.goodput_tokens_per_s
+    assert [r.tokens for r in free.clock.rounds] == [r.tokens for r in charged.clock.rounds]
+    tokens = sum(r.tokens for r in free.clock.rounds)
+    assert charged.clock.goodput_tokens_per_s == pytest.approx(tokens / (free.clock.virtual_time_s + 5 * 0.125))
+    assert charged.clock.goodput_tokens_per_s < free.clock.goodput_tokens_per_s
 
 
 def test_rounds_jsonl_rows_carry_the_planning_time(monkeypatch, tmp_path):
@@ -83,7 +83,7 @@ def test_rounds_jsonl_rows_carry_the_planning_time(monkeypatch, tmp_path):
             wire_bytes_up={},
             wire_bytes_down={},
             round_wall_s=0.0,
-            cost=planner.rounds[0],
+            cost=planner.clock.rounds[0],
         )
     )
     sink.close()

@@ -16,12 +16,12 @@ import pytest
 import zmq
 
 from multispin.errors import MultispinError
+from multispin.models.prompts import encode_prompt
 from multispin.models.tiny import load_tiny_pair
 from multispin.runtime.net.device import build_device_client
 from multispin.runtime.net.server import EdgeServer
 from multispin.runtime.net.server_config import ServerConfig
 from multispin.runtime.round.local import fixed_policy
-from multispin.runtime.round.session import encode_prompt
 from multispin.runtime.security.keys import create_device_keys, create_keyring, curve_client, load_device_keys
 from multispin.runtime.wire import messages as P
 from wire_capture import Recorder

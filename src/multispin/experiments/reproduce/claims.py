@@ -15,7 +15,6 @@ two-phase greedy side by side (ids 6p, 7p).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -495,6 +494,3 @@ def claims_for_setting(rows: list[dict], source: str = "fig7_identification.csv"
     found += check_dl_share(rows, source) + check_draft_length_trend(rows, source)
     found += check_beats_uniform(rows, source) + check_beats_computation_only(rows, source)
     return {c.id.split(" ")[0]: c for c in found}
-
-
-Check = Callable[..., Any]

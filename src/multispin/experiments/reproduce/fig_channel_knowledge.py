@@ -25,12 +25,12 @@ from multispin.experiments.reproduce._figure import (
     select,
 )
 from multispin.experiments.reproduce.claims import _sign
+from multispin.experiments.reproduce.csi import KNOWLEDGE
 
 NAME = "fig8_channel_knowledge"
 TITLE = "Goodput under imperfect and outdated channel knowledge: naive and robust planning (beyond the paper)"
 STUDIES = ("csi",)
 PARAMS = ("preset", "sweep", "speed_kmh", "pilot_snr_db")
-KNOWLEDGE = ("perfect", "naive", "robust")
 # the three speeds the statement reports (pedestrian, urban, highway)
 STATEMENT_SPEEDS_KMH = (3.0, 30.0, 120.0)
 METRICS = tuple(

@@ -54,7 +54,7 @@ def table(summaries: dict[str, list[dict]]) -> list[dict]:
 PAPER_VS_UNIFORM = (8.0, 15.0)
 PAPER_VS_COMP = (5.0, 10.0)
 SHIPPED = dict(STYLE["adaptive"])
-PAPER = dict(STYLE["greedy_paper"])
+_PAPER_STYLE = dict(STYLE["greedy_paper"])
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -67,7 +67,7 @@ def plot(rows: list[dict], path: Path) -> None:
     for j, (preset, rs) in enumerate(groups.items()):
         ax = axes[0][j]
         band(ax, rs, "p_dl_dbm", "goodput", "greedy per-device (shipped search)", style=SHIPPED)
-        band(ax, rs, "p_dl_dbm", "goodput_greedy_paper", "paper's two-phase greedy", style=PAPER)
+        band(ax, rs, "p_dl_dbm", "goodput_greedy_paper", "paper's two-phase greedy", style=_PAPER_STYLE)
         band(ax, rs, "p_dl_dbm", "goodput_best_uniform", "best uniform γ", style=STYLE["best_uniform"])
         band(ax, rs, "p_dl_dbm", "goodput_computation_only", "computation-only γ", style=STYLE["computation_only"])
         ax.set_ylabel("sum goodput (tokens/s)")
@@ -78,7 +78,7 @@ def plot(rows: list[dict], path: Path) -> None:
             (axes[2][j], "computation_only", PAPER_VS_COMP, "computation-only γ"),
         ):
             band(a, rs, "p_dl_dbm", f"gom_vs_{base}_pct", "shipped search", style=SHIPPED)
-            band(a, rs, "p_dl_dbm", f"gom_paper_vs_{base}_pct", "paper's two-phase greedy", style=PAPER)
+            band(a, rs, "p_dl_dbm", f"gom_paper_vs_{base}_pct", "paper's two-phase greedy", style=_PAPER_STYLE)
             a.axhspan(lo, hi, color="0.5", alpha=0.2, label=f"paper: +{lo:g}–{hi:g}%")
             a.axhline(0, color="k", linewidth=0.8)
             a.set_ylabel(f"gain over {name} (%)")

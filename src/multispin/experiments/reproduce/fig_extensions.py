@@ -35,7 +35,7 @@ def table(summaries: dict[str, list[dict]]) -> list[dict]:
     return select(with_pdl_dbm(summaries["extensions"]), PARAMS, METRICS)
 
 
-PAPER = dict(color="C0", marker="o", linestyle="-", filled=True)
+_PAPER_STYLE = dict(color="C0", marker="o", linestyle="-", filled=True)
 SPLIT = dict(color="C1", marker="s", linestyle="--")
 LATTICE = dict(color="C2", marker="^", linestyle="-.")
 
@@ -44,7 +44,7 @@ def plot(rows: list[dict], path: Path) -> None:
     plt = pyplot()
     rows = with_pdl_dbm(rows)
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), layout="constrained")
-    band(axes[0], rows, "p_dl_dbm", "goodput", "paper: equal split, sparse payload", style=PAPER)
+    band(axes[0], rows, "p_dl_dbm", "goodput", "paper: equal split, sparse payload", style=_PAPER_STYLE)
     band(axes[0], rows, "p_dl_dbm", "goodput_opt_split", "optimised bandwidth split", style=SPLIT)
     band(axes[0], rows, "p_dl_dbm", "goodput_lattice", "lattice codec", style=LATTICE)
     axes[0].set_ylabel("sum goodput (tokens/s)")

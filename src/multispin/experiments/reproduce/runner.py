@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from multispin.experiments.reproduce.config import Point, RunConfig, drop_seed
 from multispin.experiments.reproduce.drop import run_chunk
 from multispin.experiments.reproduce.executor import run_calls
 from multispin.experiments.reproduce.studies import cost_estimate
+from multispin.progress import Step, step_progress
 
 CHUNK_DROPS = 10
 
@@ -95,16 +95,6 @@ def _write_cache(task: _Task, rows: list[dict], seconds: float) -> None:
 
 def run_points(jobs: list[tuple[Point, int]], cfg: RunConfig) -> dict[tuple[str, str], list[dict]]:
     """Every drop of every ``(point, drops)``; returns rows sorted by drop, keyed by (study, point id)."""
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
     cache_dir = Path(cfg.out) / "cache"
     tasks: list[_Task] = []
     for point, drops in jobs:
@@ -126,24 +116,11 @@ def run_points(jobs: list[tuple[Point, int]], cfg: RunConfig) -> dict[tuple[str,
     todo.sort(key=lambda i: -cost_estimate(tasks[i].point))
 
     studies = list(dict.fromkeys(p.study for p, _ in jobs))
-    console = Console(stderr=True, file=sys.stderr)
-    progress = Progress(
-        TextColumn("{task.description:<12}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("drops"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        disable=not cfg.progress,
-        transient=False,
-    )
-    bars = {}
-    with progress:
+    total = {s: sum(t.stop - t.start for t in tasks if t.point.study == s) for s in studies}
+    done = {s: sum(len(r) for i, r in results.items() if tasks[i].point.study == s) for s in studies}
+    with step_progress(enabled=cfg.progress) as progress:
         for s in studies:
-            total = sum(t.stop - t.start for t in tasks if t.point.study == s)
-            done = sum(len(r) for i, r in results.items() if tasks[i].point.study == s)
-            bars[s] = progress.add_task(s, total=total, completed=done)
+            progress(Step(s, done[s], total[s], "drops"))
 
         def finish(i: int, res) -> None:
             rows, seconds = res
@@ -151,16 +128,19 @@ def run_points(jobs: list[tuple[Point, int]], cfg: RunConfig) -> dict[tuple[str,
             RunStats.cpu_s += seconds
             if cfg.use_cache:
                 _write_cache(tasks[i], rows, seconds)
-            progress.advance(bars[tasks[i].point.study], len(rows))
+            study = tasks[i].point.study
+            done[study] += len(rows)
+            progress(Step(study, done[study], total[study], "drops"))
 
         calls = {i: (tasks[i].scenario, tasks[i].point.options, tasks[i].seeds(cfg.seed)) for i in todo}
         try:
             for i, res in run_calls(_timed_chunk, calls, cfg.executor, cfg.workers, cfg.address):
                 finish(i, res)
         except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: the finished chunks are in the cache
-            done, total = sum(len(r) for r in results.values()), sum(t.stop - t.start for t in tasks)
             resume = "rerun the same command to resume" if cfg.use_cache else "nothing was cached (--no-cache)"
-            raise Interrupted.after(exc, f"interrupted after {done} of {total} drops; {resume}") from None
+            raise Interrupted.after(
+                exc, f"interrupted after {sum(done.values())} of {sum(total.values())} drops; {resume}"
+            ) from None
 
     out: dict[tuple[str, str], list[dict]] = {}
     for i, t in enumerate(tasks):

@@ -479,7 +479,8 @@ def build_device_client(
 ) -> DeviceClient:
     """A device for a named (or loaded) pair: its draft model and its tokenised prompt."""
     from multispin.models.hf import draft_lm
-    from multispin.runtime.round.session import encode_prompt, resolve_pair
+    from multispin.models.prompts import encode_prompt
+    from multispin.models.registry import resolve_pair
 
     keys, secret = resolve_credentials(keys, secret, device_id)  # fail fast, before loading any model
     server = normalise_endpoint(server)
@@ -514,7 +515,7 @@ def run_device(
     **options: Any,
 ) -> DeviceOutcome:
     """Build a device and run it until the server says BYE; the outcome carries the decoded text."""
-    from multispin.runtime.round.session import resolve_pair
+    from multispin.models.registry import resolve_pair
 
     keys, secret = resolve_credentials(options.pop("keys", None), secret, device_id)  # fail fast
     normalise_endpoint(server)

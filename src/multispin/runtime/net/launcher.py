@@ -59,7 +59,7 @@ def free_port() -> int:
 def _resolve_pair(pair: str | LoadedPair) -> LoadedPair:
     if isinstance(pair, LoadedPair):
         return pair
-    from multispin.runtime.round.session import resolve_pair
+    from multispin.models.registry import resolve_pair
 
     return resolve_pair(pair)
 
@@ -252,7 +252,7 @@ class LocalTestbed:
         names = self.pair.check_drafts(list(setup.drafts or self.pair.drafts))
         prompts = setup.prompts
         if not prompts and not setup.prompt_queues:
-            from multispin.runtime.round.session import default_prompts  # the built-in set ships with the package
+            from multispin.models.prompts import default_prompts  # the built-in set ships with the package
 
             prompts = default_prompts(num_devices, settings.seed)
         # prompts is set above whenever there are no queues

@@ -252,7 +252,7 @@ class DevicePool:
         if isinstance(pair, LoadedPair):
             self.pair = pair
         else:
-            from multispin.runtime.round.session import resolve_pair
+            from multispin.models.registry import resolve_pair
 
             self.pair = resolve_pair(pair)
         names = {d.device_id: d.draft or self.pair.default_draft for s in self.slots for d in s}
@@ -281,7 +281,7 @@ class DevicePool:
 
     def client(self, dev: PoolDevice) -> tuple[DeviceClient, PooledSequence]:
         """Device `dev` as a lone device would be, but drafting on the pool's shared model."""
-        from multispin.runtime.round.session import encode_prompt
+        from multispin.models.prompts import encode_prompt
 
         name = self._draft_of[dev.device_id]
         keys, secret = self._credentials[dev.device_id]

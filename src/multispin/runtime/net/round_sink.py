@@ -2,7 +2,7 @@
 each round delayed by the airtime of the bits it moved, as the planner charged them (the cost on
 the round's outcome), before its
 COMMITs go out), one rounds.jsonl row per round (``on_round``: a `RoundRow`, the server's
-`RoundEvent` next to the planner's `RoundCost` that rides on it), progress reports."""
+`RoundEvent` next to the clock's `RoundCost` that rides on it), progress reports."""
 
 from __future__ import annotations
 

@@ -30,7 +30,9 @@ class UniformDraftLength:
 
 
 @dataclass
-class FixedMode:
+class FixedLink:
+    """Every rejected device on one link (``--mode ul`` or ``dl``)."""
+
     mode: LinkMode
 
     def __call__(self, round_idx: int, rejected: Sequence[int]) -> dict[int, LinkMode]:
@@ -65,7 +67,7 @@ def mode_policy(mode: str, seed: int) -> ModePolicy:
     canon = fixed_mode(mode)
     if canon == "random":
         return RandomMode(seed)
-    return FixedMode(canon)  # type: ignore[arg-type]
+    return FixedLink(canon)  # type: ignore[arg-type]
 
 
 @dataclass

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from multispin.errors import Interrupted
 from multispin.models.base import BatchedSequence, LoadedPair
+from multispin.models.prompts import default_prompts, encode_prompt
 from multispin.models.registry import DEFAULT_PAIR, resolve_pair
 from multispin.runtime.round.engine import RoundRecord
 from multispin.runtime.round.local import DeviceResult, fixed_policy, run_rounds
@@ -57,20 +58,6 @@ class GenerationResult:
             "notes": self.notes,
             "devices": [d.to_dict() for d in self.devices],
         }
-
-
-def default_prompts(n: int, seed: int) -> list[str]:
-    from multispin.models.prompts import load_prompts
-
-    return load_prompts("chat", n, seed, source="builtin")
-
-
-def encode_prompt(pair: LoadedPair, text: str) -> list[int]:
-    tok = pair.tokenizer
-    if pair.use_chat_template and getattr(tok, "chat_template", None):
-        ids = tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True)
-        return list(ids["input_ids"] if isinstance(ids, dict) else ids)
-    return list(tok.encode(text))
 
 
 def generate(

@@ -146,7 +146,7 @@ def create_keyring(directory: str | os.PathLike, device_ids) -> tuple[Path, dict
 # -- loading -----------------------------------------------------------------------------------
 
 #: a process (EMFILE) or the system (ENFILE) out of file descriptors: a passing state, not a bad file
-OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE)
+DESCRIPTOR_ERRNOS = (errno.EMFILE, errno.ENFILE)
 
 
 def _load(path: Path, want_secret: bool) -> tuple[bytes, bytes | None]:
@@ -161,7 +161,7 @@ def _load(path: Path, want_secret: bool) -> tuple[bytes, bytes | None]:
     try:
         public, secret = zmq.auth.load_certificate(path)
     except OSError as exc:
-        if exc.errno in OUT_OF_DESCRIPTORS:  # the process, not the file: the caller retries later
+        if exc.errno in DESCRIPTOR_ERRNOS:  # the process, not the file: the caller retries later
             raise
         raise SecurityError(f"{path}: not a key file ({' '.join(str(exc).split())})") from None
     except ValueError as exc:
@@ -243,7 +243,7 @@ class AllowedKeys:
                 )
             )
         except OSError as exc:
-            if exc.errno in OUT_OF_DESCRIPTORS:
+            if exc.errno in DESCRIPTOR_ERRNOS:
                 raise
             return ("unreadable",)
 

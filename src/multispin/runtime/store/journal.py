@@ -81,7 +81,7 @@ from multispin.vocabulary import LINK_MODES
 
 #: 2: rounds.link (the chain) and the head file; 3: sessions.seal (each session row's checksum);
 #: 4: no sessions.ended (nothing wrote it). Other versions are refused (`Journal._identify`).
-SCHEMA_VERSION = 4
+JOURNAL_SCHEMA_VERSION = 4
 #: SQLite's 32-bit application id in the file header: "MSPJ" (MultiSPin Journal)
 APPLICATION_ID = 0x4D53504A
 #: how long a write waits, retrying, for SQLite's write lock held by another process; the
@@ -356,15 +356,15 @@ class Journal:
         version = row[0] if row else None
         if version is None:
             raise JournalDamaged(f"{self.path}: damaged journal (no schema version recorded); {repair_hint()}")
-        if version > SCHEMA_VERSION:
+        if version > JOURNAL_SCHEMA_VERSION:
             raise JournalError(
                 f"{self.path}: journal schema version {version} is newer than this "
-                f"multispin reads ({SCHEMA_VERSION}); upgrade multispin"
+                f"multispin reads ({JOURNAL_SCHEMA_VERSION}); upgrade multispin"
             )
-        if version < SCHEMA_VERSION:
+        if version < JOURNAL_SCHEMA_VERSION:
             raise JournalError(
                 f"{self.path}: journal schema version {version} is older than this multispin "
-                f"reads ({SCHEMA_VERSION}) and is not migrated; finish the run with the multispin "
+                f"reads ({JOURNAL_SCHEMA_VERSION}) and is not migrated; finish the run with the multispin "
                 "that wrote it, or give a fresh --journal"
             )
         return int(version)
@@ -411,7 +411,7 @@ class Journal:
                 self._create()
         except sqlite3.DatabaseError as exc:
             raise JournalError(f"{self.path}: cannot set up the journal ({exc})") from None
-        self._version = SCHEMA_VERSION
+        self._version = JOURNAL_SCHEMA_VERSION
 
     def _create(self) -> None:
         db = self._db
@@ -421,7 +421,7 @@ class Journal:
             for stmt in _SCHEMA.split(";"):
                 if stmt.strip():
                     db.execute(stmt)
-            db.execute("INSERT INTO schema_version VALUES (?, ?)", (SCHEMA_VERSION, time.time()))
+            db.execute("INSERT INTO schema_version VALUES (?, ?)", (JOURNAL_SCHEMA_VERSION, time.time()))
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")

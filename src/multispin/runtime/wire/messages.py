@@ -231,7 +231,7 @@ class Limits:
 # Field checks: each returns the normalised value or raises ProtocolError naming the field
 # --------------------------------------------------------------------------------------------
 
-Check = Callable[[str, Any, Limits], Any]
+FieldCheck = Callable[[str, Any, Limits], Any]
 
 
 def _in_range(where: str, v: Any, lo: int, hi: int) -> int:
@@ -242,7 +242,7 @@ def _in_range(where: str, v: Any, lo: int, hi: int) -> int:
     return v
 
 
-def _int(lo: int | Callable[[Limits], int], hi: int | Callable[[Limits], int]) -> Check:
+def _int(lo: int | Callable[[Limits], int], hi: int | Callable[[Limits], int]) -> FieldCheck:
     def check(where: str, v: Any, lim: Limits) -> int:
         return _in_range(where, v, lo(lim) if callable(lo) else lo, hi(lim) if callable(hi) else hi)
 
@@ -260,7 +260,7 @@ def _bool(where: str, v: Any, lim: Limits) -> bool:
     return v
 
 
-def _float(lo: float, hi: float, lo_open: bool = False) -> Check:
+def _float(lo: float, hi: float, lo_open: bool = False) -> FieldCheck:
     def check(where: str, v: Any, lim: Limits) -> float:
         if type(v) is int:
             v = float(v)
@@ -274,7 +274,7 @@ def _float(lo: float, hi: float, lo_open: bool = False) -> Check:
     return check
 
 
-def _str(max_chars: int, choices: Sequence[str] | None = None) -> Check:
+def _str(max_chars: int, choices: Sequence[str] | None = None) -> FieldCheck:
     def check(where: str, v: Any, lim: Limits) -> str:
         if type(v) is not str:
             raise ProtocolError(f"{where}: expected a string (got {type(v).__name__})")
@@ -287,7 +287,7 @@ def _str(max_chars: int, choices: Sequence[str] | None = None) -> Check:
     return check
 
 
-def _bin(exact: int | Callable[[Limits], int], what: str = "bytes") -> Check:
+def _bin(exact: int | Callable[[Limits], int], what: str = "bytes") -> FieldCheck:
     def check(where: str, v: Any, lim: Limits) -> bytes:
         n = exact(lim) if callable(exact) else exact
         if type(v) is not bytes:
@@ -299,7 +299,7 @@ def _bin(exact: int | Callable[[Limits], int], what: str = "bytes") -> Check:
     return check
 
 
-def _ids(lo: int, hi: Callable[[Limits], int], what: str) -> Check:
+def _ids(lo: int, hi: Callable[[Limits], int], what: str) -> FieldCheck:
     def check(where: str, v: Any, lim: Limits) -> tuple[int, ...]:
         hi_v = hi(lim)
         if type(v) is not list:
@@ -317,7 +317,7 @@ def _ids(lo: int, hi: Callable[[Limits], int], what: str) -> Check:
     return check
 
 
-def _opt(inner: Check) -> Check:
+def _opt(inner: FieldCheck) -> FieldCheck:
     def check(where: str, v: Any, lim: Limits) -> Any:
         return None if v is None else inner(where, v, lim)
 
@@ -342,7 +342,7 @@ class Message:
     per field (``SPEC``); ``validate`` adds the checks that involve several fields."""
 
     TYPE: ClassVar[str]
-    SPEC: ClassVar[dict[str, Check]]
+    SPEC: ClassVar[dict[str, FieldCheck]]
 
     def validate(self, lim: Limits) -> None:  # cross-field checks
         return None
@@ -363,7 +363,7 @@ class HelloMsg(Message):
     resume: bool = True  # continue the server's record of this device if it holds one
     draft: str = ""  # the device's draft model name (for logs)
     version: int = PROTOCOL_VERSION
-    SPEC: ClassVar[dict[str, Check]] = {
+    SPEC: ClassVar[dict[str, FieldCheck]] = {
         "device_id": _DEVICE,
         "prompt": _ids(1, lambda lim: lim.max_prompt_tokens, "max_prompt_tokens"),
         "resume": _bool,
@@ -376,7 +376,7 @@ class HelloMsg(Message):
 class ChallengeMsg(Message):
     TYPE: ClassVar[str] = "CHALLENGE"
     nonce: bytes
-    SPEC: ClassVar[dict[str, Check]] = {"nonce": _bin(NONCE_BYTES, "a nonce")}
+    SPEC: ClassVar[dict[str, FieldCheck]] = {"nonce": _bin(NONCE_BYTES, "a nonce")}
 
 
 @dataclass(frozen=True)
@@ -384,7 +384,7 @@ class AuthMsg(Message):
     TYPE: ClassVar[str] = "AUTH"
     device_id: int
     mac: bytes
-    SPEC: ClassVar[dict[str, Check]] = {"device_id": _DEVICE, "mac": _bin(MAC_BYTES, "an HMAC-SHA256")}
+    SPEC: ClassVar[dict[str, FieldCheck]] = {"device_id": _DEVICE, "mac": _bin(MAC_BYTES, "an HMAC-SHA256")}
 
 
 @dataclass(frozen=True)
@@ -407,7 +407,7 @@ class WelcomeMsg(Message):
     num_prompt: int
     next_round: int
     resumed: bool
-    SPEC: ClassVar[dict[str, Check]] = {
+    SPEC: ClassVar[dict[str, FieldCheck]] = {
         "device_id": _DEVICE,
         "pair": _str(MAX_NAME_CHARS),
         "vocab_size": _int(1, MAX_U32),
@@ -439,7 +439,7 @@ class PlanMsg(Message):
     TYPE: ClassVar[str] = "PLAN"
     round: int
     gamma: int
-    SPEC: ClassVar[dict[str, Check]] = {"round": _ROUND, "gamma": _int(0, lambda lim: lim.gamma_max)}
+    SPEC: ClassVar[dict[str, FieldCheck]] = {"round": _ROUND, "gamma": _int(0, lambda lim: lim.gamma_max)}
 
 
 @dataclass(frozen=True)
@@ -449,7 +449,7 @@ class DraftMsg(Message):
     tokens: tuple[int, ...]
     q: bytes  # q̂_i(x_i), little-endian float64, one per token
     compute_s: float | None = None  # the device's drafting time (testbed measurement)
-    SPEC: ClassVar[dict[str, Check]] = {
+    SPEC: ClassVar[dict[str, FieldCheck]] = {
         "round": _ROUND,
         "tokens": _ids(0, lambda lim: lim.gamma_max, "γ_max"),
         "q": lambda where, v, lim: _check_q(where, v),
@@ -492,7 +492,7 @@ class VerdictMsg(Message):
     num_accepted: int
     mode: str  # "ul": send q̂_j; "dl": sample the correction from `payload`
     payload: bytes | None = None  # DL codec bytes of p_j, exactly codec.num_bytes(V); set iff mode is dl
-    SPEC: ClassVar[dict[str, Check]] = {
+    SPEC: ClassVar[dict[str, FieldCheck]] = {
         "round": _ROUND,
         "num_accepted": _int(0, lambda lim: max(0, lim.gamma_max - 1)),
         "mode": _str(2, LINK_MODES),
@@ -509,7 +509,7 @@ class QPayloadMsg(Message):
     TYPE: ClassVar[str] = "Q_PAYLOAD"
     round: int
     payload: bytes  # UL codec bytes of q̂_j, exactly codec.num_bytes(V)
-    SPEC: ClassVar[dict[str, Check]] = {
+    SPEC: ClassVar[dict[str, FieldCheck]] = {
         "round": _ROUND,
         "payload": _bin(lambda lim: lim.ul_payload_bytes, "the UL codec"),
     }
@@ -523,7 +523,7 @@ class CorrectionMsg(Message):
     round: int
     token: int
     compute_s: float | None = None  # DL: the device's residual sampling time
-    SPEC: ClassVar[dict[str, Check]] = {"round": _ROUND, "token": _token, "compute_s": _opt(_SECONDS)}
+    SPEC: ClassVar[dict[str, FieldCheck]] = {"round": _ROUND, "token": _token, "compute_s": _opt(_SECONDS)}
 
 
 @dataclass(frozen=True)
@@ -534,7 +534,7 @@ class CommitMsg(Message):
     length: int  # the device's token count after appending (prompt included)
     digest: bytes  # token_digest of those tokens
     next_gamma: int | None = None  # the PLAN of round + 1 (γ), when the server already decided it
-    SPEC: ClassVar[dict[str, Check]] = {
+    SPEC: ClassVar[dict[str, FieldCheck]] = {
         "round": _ROUND,
         "tokens": _ids(1, lambda lim: lim.gamma_max + 1, "γ_max + 1"),
         "length": _int(1, lambda lim: lim.max_context_tokens),
@@ -549,7 +549,7 @@ class ByeMsg(Message):
     reason: str
     length: int | None = None
     digest: bytes | None = None
-    SPEC: ClassVar[dict[str, Check]] = {
+    SPEC: ClassVar[dict[str, FieldCheck]] = {
         "reason": _str(MAX_REASON_CHARS),
         "length": _opt(_COUNT),
         "digest": _opt(_DIGEST),
@@ -567,7 +567,7 @@ class ErrorMsg(Message):
     TYPE: ClassVar[str] = "ERROR"
     code: str
     reason: str
-    SPEC: ClassVar[dict[str, Check]] = {"code": _str(16, ERROR_CODES), "reason": _str(MAX_REASON_CHARS)}
+    SPEC: ClassVar[dict[str, FieldCheck]] = {"code": _str(16, ERROR_CODES), "reason": _str(MAX_REASON_CHARS)}
 
     @classmethod
     def make(cls, code: str, reason: object) -> ErrorMsg:
@@ -599,7 +599,7 @@ _FIELD_NAMES: dict[type[Message], tuple[str, ...]] = {
 # what `_build` reads per message, made once per type: the keys a wire map may hold, and each
 # field's name, its "TYPE.field" for error messages, its check and whether it may be absent
 _WIRE_KEYS: dict[type[Message], frozenset[str]] = {cls: frozenset(cls.SPEC) | {"t"} for cls in _FIELD_NAMES}
-_FIELD_PLAN: dict[type[Message], tuple[tuple[str, str, Check, bool], ...]] = {
+_FIELD_PLAN: dict[type[Message], tuple[tuple[str, str, FieldCheck, bool], ...]] = {
     cls: tuple(
         (name, f"{cls.TYPE}.{name}", cls.SPEC[name], getattr(cls.SPEC[name], "optional", False)) for name in names
     )

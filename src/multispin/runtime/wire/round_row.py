@@ -63,7 +63,7 @@ class RoundRow:
 
     @classmethod
     def of(cls, event, cost) -> RoundRow:
-        """The row of one round: the server's `RoundEvent` and the planner's `RoundCost`."""
+        """The row of one round: the server's `RoundEvent` and the clock's `RoundCost`."""
         recs = event.records
         return cls(
             round=event.round,

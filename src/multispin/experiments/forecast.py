@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from multispin.runtime.round.planner import ScenarioPlanner, analytic_round
+from multispin.optimize.montecarlo import analytic_round
+from multispin.runtime.round.planner import ScenarioPlanner
 from multispin.system.payload import WirePayload
 from multispin.system.scenario import Scenario
 from multispin.vocabulary import RUN_POLICIES
