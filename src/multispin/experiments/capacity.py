@@ -28,10 +28,10 @@ def round_tpot_samples(
     """TPOT samples T / N_k of `rounds` simulated rounds at draft lengths γ (one per device-round)."""
     u = rng.random((rounds, inst.num_devices))
     mu = rng.random(u.shape) if modes == "random" else None
-    return tpot_samples(inst, gamma, modes, u, mu, split)
+    return saa_tpot_samples(inst, gamma, modes, u, mu, split)
 
 
-def tpot_samples(
+def saa_tpot_samples(
     inst, gamma: np.ndarray, modes: str, u: np.ndarray, mu: np.ndarray | None = None, split: str = "equal"
 ) -> np.ndarray:
     """TPOT samples T / N_k of the rounds the uniforms u (rounds, K) draw, as the SAA samples do (a

@@ -190,7 +190,7 @@ def service_columns(sc, inst, u, mode_u, plans: dict[str, tuple[Any, str, Any]])
     and the p95 of TPOT over the samples' device-rounds (``tpot_p95_s<suffix>``: T / N_k as in
     `experiments.capacity`, at the T_comm-optimal modes for adaptive, also where the energy
     objective picked its own)."""
-    from multispin.experiments.capacity import tpot_samples
+    from multispin.experiments.capacity import saa_tpot_samples
     from multispin.optimize.objectives import EnergyModel, ObjectiveSearch
 
     energy = EnergyModel.of(sc)
@@ -207,7 +207,7 @@ def service_columns(sc, inst, u, mode_u, plans: dict[str, tuple[Any, str, Any]])
         # that the cache's code hash covers it
         out[f"jain{suffix}"] = float(np.sum(g) ** 2 / (g.size * np.sum(g * g))) if np.any(g > 0) else 1.0
         out[f"energy_per_token_j{suffix}"] = score.e_energy_j / tokens
-        tpot = tpot_samples(inst, np.asarray(gamma), modes, u, mode_u if modes == "random" else None)
+        tpot = saa_tpot_samples(inst, np.asarray(gamma), modes, u, mode_u if modes == "random" else None)
         out[f"tpot_p95_s{suffix}"] = float(np.percentile(tpot, 95))
     return out
 

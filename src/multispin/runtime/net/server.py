@@ -35,7 +35,7 @@ from multispin.runtime.net.jsonlog import JsonlLog
 from multispin.runtime.net.round_messages import RoundMessages
 from multispin.runtime.net.server_config import ServerConfig
 from multispin.runtime.net.server_link import POLL_SLICE_S, ServerLink
-from multispin.runtime.net.server_recovery import policy_name, recover_sessions, session_settings
+from multispin.runtime.net.server_recovery import journal_policy_name, recover_sessions, session_settings
 from multispin.runtime.net.server_summary import device_records, server_summary
 from multispin.runtime.net.transport import ServerTransport
 from multispin.runtime.round.engine import RoundEngine, RoundOutcome, RoundPolicy
@@ -269,7 +269,7 @@ class EdgeServer:
                 vocab_size=self.vocab_size,
                 config=self.config.model_dump(),
                 limits=self.limits.table(),
-                policy=policy_name(self.policy),
+                policy=journal_policy_name(self.policy),
                 exactness=self._exactness(),
                 security="curve" if self.keys else "insecure",
                 journal=str(self.journal.path) if self.journal else None,

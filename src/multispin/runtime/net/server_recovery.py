@@ -38,17 +38,17 @@ def session_settings(pair_name: str, config: ServerConfig, policy: object) -> di
         top_p=float(config.top_p),
         max_new_tokens=config.max_new_tokens,
         gamma_max=config.gamma_max,
-        policy=policy_name(policy),
+        policy=journal_policy_name(policy),
     )
 
 
-def policy_name(policy: object) -> str:
+def journal_policy_name(policy: object) -> str:
     """The name a policy goes by in the journal and the log (its class's, unless it names itself)."""
     return getattr(policy, "name", type(policy).__name__)
 
 
 @dataclass(frozen=True)
-class Recovery:
+class ServerRecovery:
     """What a journal gave back: the journal to write on (a fresh one if the old run was done)
     and the devices restored with work left, in id order."""
 
@@ -62,7 +62,7 @@ def recover_sessions(
     verifier: VerifierServer,
     engine: RoundEngine,
     proto: ServerProtocol,
-) -> Recovery:
+) -> ServerRecovery:
     """Restore every session of ``journal`` (prompt + committed tokens) and the next round.
     ``settings``: this server's (session settings, UL codec, DL codec, seed), which every
     session must have been written with."""
@@ -73,7 +73,7 @@ def recover_sessions(
         path = journal.path
         done = journal.set_aside(f"done-{time.strftime('%Y%m%d-%H%M%S')}")
         log.info("journal %s holds a finished run; kept as %s, starting a new one", path, done)
-        return Recovery(Journal(path, check=journal.check), [])
+        return ServerRecovery(Journal(path, check=journal.check), [])
     recovered = []
     for d, s in sorted(rec.sessions.items()):
         theirs = (dict(s.session.sampling), s.session.ul_codec, s.session.dl_codec, s.session.seed)
@@ -91,7 +91,7 @@ def recover_sessions(
     proto.round_idx = rec.next_round
     if rec.sessions:
         log.info("recovered %d session(s) from %s at round %d", len(rec.sessions), journal.path, rec.next_round)
-    return Recovery(journal, recovered)
+    return ServerRecovery(journal, recovered)
 
 
-__all__ = ["Recovery", "policy_name", "recover_sessions", "session_settings"]
+__all__ = ["ServerRecovery", "journal_policy_name", "recover_sessions", "session_settings"]
