@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 
 def runs(pair: str, policy: str, seeds: list[int]) -> None:
     from multispin.experiments.testbed import TestbedConfig, run_testbed
@@ -133,7 +135,8 @@ def verdicts(pair_name: str, task: str, prompts: int, seed: int) -> None:
     """Per-prompt verdict rounds (γ = 8, the draft continuing its own samples, as a run's devices
     do) of the pair's default draft on ``prompts`` prompts of a testbed task, under the testbed's
     sampling; prompts drawn with ``seed`` (keep it apart from the runs being forecast)."""
-    from multispin.experiments.acceptance import measure_prompts
+    from multispin.experiments.acceptance import _runs
+    from multispin.experiments.progress import reporter
     from multispin.experiments.testbed import TestbedConfig, payload_choice
     from multispin.models.hf import HFBatchedLM, draft_batched
     from multispin.models.prompts import load_prompts
@@ -144,16 +147,21 @@ def verdicts(pair_name: str, task: str, prompts: int, seed: int) -> None:
     sampling = payload_choice(TestbedConfig.make(pair=pair_name, seed=seed), pair.vocab_size).sampling
     draft, pad = pair.default_draft, getattr(pair.tokenizer, "pad_token_id", None) or 0
     texts = load_prompts(task, prompts, seed, source="auto")
-    measured = measure_prompts(
+    # only the verdict rounds of `measure` (no target text, no teacher forcing): full-length rounds
+    runs = _runs(
         lambda: HFBatchedLM(pair.target, pair.vocab_size, pad),
-        {draft: lambda: draft_batched(pair, draft, pad)},
+        lambda: draft_batched(pair, draft, pad),
         [encode_prompt(pair, t) for t in texts],
         VERDICT_GAMMA,
         sampling,
         seed,
         64,
         pair.eos_token_ids,
-    )[draft]
+        32,
+        reporter(None),
+        "verdicts",
+    )
+    measured = [[r.num_accepted for r in log if r.draft_len == VERDICT_GAMMA] for _, log in runs]
     doc = {
         "pair": pair_name,
         "task": task,
@@ -185,9 +193,12 @@ def spread(pair_name: str, files: list[str]) -> None:
     for doc in docs:
         jobs = [[(a, round_trials(VERDICT_GAMMA, a, a < VERDICT_GAMMA)) for a in p["accepted"]] for p in doc["prompts"]]
         fit = fit_jobs(jobs)
+        rng = np.random.default_rng(0)  # the bootstrap over prompts: its interval
+        boot = [fit_jobs([jobs[i] for i in rng.integers(0, len(jobs), len(jobs))]).sd for _ in range(1000)]
         print(_fit_line(doc["task"], fit), file=sys.stderr)
         tasks[TASK_SOURCE[doc["task"]]] = {
             "sd": fit.sd,
+            "sd_ci95": [float(x) for x in np.percentile(boot, [2.5, 97.5])],
             "mean": fit.mean,
             "jobs": fit.jobs,
             "whole_job_sd": fit.naive_sd,
@@ -204,8 +215,13 @@ def spread(pair_name: str, files: list[str]) -> None:
         "max_new_tokens": 64,
         "method": "models/acceptance_spread.py: covariance of each prompt's excess accepted positions per trial "
         "in the first and the last third of its rounds",
-        "command": "python tools/forecast_gap.py verdicts "
-        + "; ".join(f"{pair_name} {d['task']} {len(d['prompts'])} {d['seed']}" for d in docs),
+        "command": "; ".join(
+            [
+                f"python tools/forecast_gap.py verdicts {pair_name} {d['task']} {len(d['prompts'])} {d['seed']}"
+                for d in docs
+            ]
+            + [f"python tools/forecast_gap.py spread {pair_name} FILES"]
+        ),
         "tasks": tasks,
     }
     folder = profile_folder(pair_name)
