@@ -94,10 +94,18 @@ def test_job_alpha_draws_have_the_mean_and_spread_asked_for():
     assert q[0] < q[1] < q[2] and q[1] == pytest.approx(0.85, abs=0.01)
 
 
-def test_the_shipped_spread_of_the_testbed_default_devices():
+def test_a_spread_file_is_read_for_its_draft_task_and_sampling_only(tmp_path, monkeypatch):
+    import json
+
+    import multispin.models.profiles as profiles
+
     sampled = {"temperature": 1.0, "top_k": 1024, "top_p": 1.0}
-    for task in ("chat", "code"):
-        sd = shipped_spread("smollm2-135m", "q5g64", task, sampled)
-        assert sd is not None and 0.0 <= sd < 0.2
-    assert shipped_spread("smollm2-135m", "q5g64", "chat", {"temperature": 0.0, "top_k": 0, "top_p": 1.0}) is None
+    (tmp_path / "pairx").mkdir()
+    doc = {"pair": "pairx", "draft": "d1", "sampling": sampled, "tasks": {"sharegpt": {"sd": 0.04}}}
+    (tmp_path / "pairx" / "spread-d1-t1-topk1024.json").write_text(json.dumps(doc))
+    monkeypatch.setattr(profiles, "PROFILES_ROOT", tmp_path)
+    assert shipped_spread("pairx", "d1", "chat", sampled) == 0.04
+    assert shipped_spread("pairx", "d1", "code", sampled) is None  # HumanEval not measured
+    assert shipped_spread("pairx", "d2", "chat", sampled) is None
+    assert shipped_spread("pairx", "d1", "chat", {"temperature": 0.0, "top_k": 0, "top_p": 1.0}) is None
     assert shipped_spread("tiny", "close", "chat") is None
