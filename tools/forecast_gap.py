@@ -3,11 +3,15 @@
 
   python tools/forecast_gap.py runs smollm2-135m adaptive 0,1,2,3        # realised + forecasts per seed
   python tools/forecast_gap.py parts smollm2-135m adaptive 0,1,2,3       # F0..F3 per seed (no run)
+  python tools/forecast_gap.py parts smollm2-135m adaptive 0,1,2,3        # F0..F4 per seed (no run)
   python tools/forecast_gap.py tiny ALPHA 0,1,2,3,4,5 BUDGET adaptive TAG # tiny pair, 8 chat devices
+  python tools/forecast_gap.py verdicts smollm2-135m chat 48 1 > v.json    # per-prompt verdicts (minutes)
+  python tools/forecast_gap.py spread smollm2-135m v-chat.json v-code.json  # fit, write the spread file
+  python tools/forecast_gap.py jobs RUN_DIR...                            # the same fit on testbed runs
 
-F0: teacher-forced α, prompts that never end, no estimator (the forecast before issue 38);
-F1: run α; F2: + each job's budget; F3: + the online estimator (the testbed's forecast now).
-One JSON line per seed.
+F0: teacher-forced α, prompts that never end, no estimator; F1: run α; F2: + each job's budget;
+F3: + the online estimator; F4: + each prompt's own α, drawn from the measured between-prompt
+spread (the testbed's forecast now). One JSON line per seed.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import json
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 
 def runs(pair: str, policy: str, seeds: list[int]) -> None:
@@ -41,9 +47,16 @@ def runs(pair: str, policy: str, seeds: list[int]) -> None:
         )
 
 
-def parts(pair_name: str, policy: str, seeds: list[int], rounds: int = 40) -> None:
+def parts(pair_name: str, policy: str, seeds: list[int]) -> None:
     from multispin.experiments.forecast import forecast_goodput
-    from multispin.experiments.testbed import TestbedConfig, build_scenario, payload_choice, with_measured_acceptance
+    from multispin.experiments.testbed import (
+        TestbedConfig,
+        build_scenario,
+        device_spread,
+        forecast_rounds,
+        payload_choice,
+        with_measured_acceptance,
+    )
     from multispin.models.profiles import device_alpha
     from multispin.models.prompts import assign_tasks
     from multispin.models.registry import resolve_pair
@@ -58,9 +71,11 @@ def parts(pair_name: str, policy: str, seeds: list[int], rounds: int = 40) -> No
             {"devices.acceptance": [device_alpha(pair_name, d, t, choice.sampling) for d, t in zip(drafts, tasks)]}
         )
         run, _ = with_measured_acceptance(base, pair_name, drafts, tasks, choice.sampling)
+        spread = device_spread(pair_name, drafts, tasks, choice.sampling)
         budgets = dict(max_new_tokens=64, horizon=20)
+        rounds = forecast_rounds(cfg)  # the testbed's
 
-        def f(sc, choice=choice, seed=seed, **kw):
+        def f(sc, choice=choice, seed=seed, rounds=rounds, **kw):
             return forecast_goodput(sc, choice.wire, policy, rounds=rounds, seed=seed, **kw)["forecast_tokens_per_s"]
 
         print(
@@ -72,6 +87,7 @@ def parts(pair_name: str, policy: str, seeds: list[int], rounds: int = 40) -> No
                     "F1": f(run),
                     "F2": f(run, **budgets),
                     "F3": f(run, online=True, **budgets),
+                    "F4": f(run, online=True, spread=spread, **budgets),
                 }
             ),
             flush=True,
@@ -115,13 +131,143 @@ def tiny(alpha: float, seeds: list[int], budget: int, policy: str, tag: str) -> 
         )
 
 
+def verdicts(pair_name: str, task: str, prompts: int, seed: int) -> None:
+    """Per-prompt verdict rounds (γ = 8, the draft continuing its own samples, as a run's devices
+    do) of the pair's default draft on ``prompts`` prompts of a testbed task, under the testbed's
+    sampling; prompts drawn with ``seed`` (keep it apart from the runs being forecast)."""
+    from multispin.experiments.acceptance import _runs
+    from multispin.experiments.testbed import TestbedConfig, payload_choice
+    from multispin.models.hf import HFBatchedLM, draft_batched
+    from multispin.models.prompts import encode_prompt, load_prompts
+    from multispin.models.registry import resolve_pair
+    from multispin.progress import reporter
+
+    pair = resolve_pair(pair_name)
+    sampling = payload_choice(TestbedConfig.make(pair=pair_name, seed=seed), pair.vocab_size).sampling
+    draft, pad = pair.default_draft, getattr(pair.tokenizer, "pad_token_id", None) or 0
+    texts = load_prompts(task, prompts, seed, source="auto")
+    # only the verdict rounds of `measure` (no target text, no teacher forcing): full-length rounds
+    runs = _runs(
+        lambda: HFBatchedLM(pair.target, pair.vocab_size, pad),
+        lambda: draft_batched(pair, draft, pad),
+        [encode_prompt(pair, t) for t in texts],
+        VERDICT_GAMMA,
+        sampling,
+        seed,
+        64,
+        pair.eos_token_ids,
+        32,
+        reporter(None),
+        "verdicts",
+    )
+    measured = [[r.num_accepted for r in log if r.draft_len == VERDICT_GAMMA] for _, log in runs]
+    doc = {
+        "pair": pair_name,
+        "task": task,
+        "seed": seed,
+        "draft": draft,
+        "sampling": sampling.model_dump(),
+        "prompts": [
+            {"overlap": [float(x) for x in p.overlap], "accepted": [int(a) for a in p.accepted]} for p in measured
+        ],
+    }
+    print(json.dumps(doc))
+
+
+VERDICT_GAMMA = 8
+
+
+def _fit_line(label: str, fit) -> str:
+    return f"{label}: mean α {fit.mean:.3f}, between-prompt sd {fit.sd:.3f} (whole-job sd {fit.naive_sd:.3f}), {fit.jobs} jobs"
+
+
+def spread(pair_name: str, files: list[str]) -> None:
+    """Fit each task's between-prompt spread from `verdicts` files and write the pair's spread file."""
+    from multispin.experiments.acceptance import policy_label
+    from multispin.models.acceptance_spread import fit_jobs, round_trials
+    from multispin.models.profiles import PROFILES_ROOT, TASK_SOURCE, profile_folder
+
+    docs = [json.loads(Path(f).read_text()) for f in files]
+    tasks = {}
+    for doc in docs:
+        jobs = [[(a, round_trials(VERDICT_GAMMA, a, a < VERDICT_GAMMA)) for a in p["accepted"]] for p in doc["prompts"]]
+        fit = fit_jobs(jobs)
+        rng = np.random.default_rng(0)  # the bootstrap over prompts: its interval
+        boot = [fit_jobs([jobs[i] for i in rng.integers(0, len(jobs), len(jobs))]).sd for _ in range(1000)]
+        print(_fit_line(doc["task"], fit), file=sys.stderr)
+        tasks[TASK_SOURCE[doc["task"]]] = {
+            "sd": fit.sd,
+            "sd_ci95": [float(x) for x in np.percentile(boot, [2.5, 97.5])],
+            "mean": fit.mean,
+            "jobs": fit.jobs,
+            "whole_job_sd": fit.naive_sd,
+            "prompt_seed": doc["seed"],
+        }
+    first = docs[0]
+    out = {
+        "schema": "multispin.acceptance-spread",
+        "schema_version": 1,
+        "pair": pair_name,
+        "draft": first["draft"],
+        "sampling": first["sampling"],
+        "draft_len": VERDICT_GAMMA,
+        "max_new_tokens": 64,
+        "method": "models/acceptance_spread.py: covariance of each prompt's excess accepted positions per trial "
+        "in the first and the last third of its rounds",
+        "command": "; ".join(
+            [
+                f"python tools/forecast_gap.py verdicts {pair_name} {d['task']} {len(d['prompts'])} {d['seed']}"
+                for d in docs
+            ]
+            + [f"python tools/forecast_gap.py spread {pair_name} FILES"]
+        ),
+        "tasks": tasks,
+    }
+    folder = profile_folder(pair_name)
+    assert folder is not None
+    path = PROFILES_ROOT / folder / f"spread-{first['draft']}-{policy_label(first['sampling'])}.json"
+    path.write_text(json.dumps(out, indent=2) + "\n")
+    print(path)
+
+
+def jobs(run_dirs: list[str]) -> None:
+    """The same fit on testbed runs' rounds (each job: device id k + K·j), per task; a job's round
+    cut short by EOS (fewer tokens than its verdict gives) is left out."""
+    from multispin.models.acceptance_spread import fit_jobs, round_trials
+
+    by_task: dict[str, list[list[tuple[int, int]]]] = {}
+    for d in run_dirs:
+        summary = json.loads((Path(d) / "summary.json").read_text())
+        k = int(summary["devices"])
+        per_job: dict[int, list[tuple[int, int]]] = {}
+        for line in (Path(d) / "rounds.jsonl").read_text().splitlines():
+            row = json.loads(line)
+            rejected = set(row["rejected"])
+            for dev, gamma in row["gamma"].items():
+                dev_id, gained = int(dev), int(row["tokens_gained"].get(dev, 0))
+                accepted = gained - 1
+                if gamma == 0 or accepted < 0 or (dev_id not in rejected and accepted != gamma):
+                    continue  # no draft, or the round was cut by EOS
+                per_job.setdefault(dev_id, []).append((accepted, round_trials(gamma, accepted, dev_id in rejected)))
+        for dev_id, rounds in per_job.items():
+            by_task.setdefault(summary["tasks"][str(dev_id % k)], []).append(rounds)
+    for task, job_rounds in sorted(by_task.items()):
+        print(_fit_line(task, fit_jobs(job_rounds)))
+
+
 if __name__ == "__main__":
     verb, args = sys.argv[1], sys.argv[2:]
     if verb == "runs":
         runs(args[0], args[1], [int(s) for s in args[2].split(",")])
     elif verb == "parts":
         parts(args[0], args[1], [int(s) for s in args[2].split(",")])
+    elif verb == "verdicts":
+        verdicts(args[0], args[1], int(args[2]), int(args[3]))
+    elif verb == "spread":
+        spread(args[0], args[1:])
+    elif verb == "jobs":
+        jobs(args)
     elif verb == "tiny":
         tiny(float(args[0]), [int(s) for s in args[1].split(",")], int(args[2]), args[3], args[4])
     else:
-        sys.exit("verb: runs, parts or tiny")
+        sys.exit("verb: runs, parts, verdicts, spread, jobs or tiny")

@@ -225,6 +225,7 @@ def render(pairs=PAIRS) -> str:
                 )
             lines.append("")
     lines += _run_alpha_lines(pairs)
+    lines += _spread_lines(pairs)
     if table_profiles(pairs[0], SAMPLED):
         lines += [
             "## Is acceptance i.i.d.?",
@@ -336,6 +337,47 @@ def _run_alpha_lines(pairs) -> list[str]:
                 f"| {prof['draft']} | {TASK_TITLE.get(label, label)} | {prof['alpha']:.3f} | "
                 f"{v[0]:.3f} ({v[1]:.0f}) | {run_alpha(prof):.3f} |"
             )
+    return lines + [""]
+
+
+def _spread_lines(pairs) -> list[str]:
+    """The section on how much acceptance differs between prompts (models.acceptance_spread), one
+    row per shipped spread file and task; nothing when none is shipped."""
+    from multispin.models.acceptance_spread import spread_files
+
+    rows = [(pair, f) for pair in pairs for f in spread_files(pair)]
+    if not rows:
+        return []
+    lines = [
+        "## Prompts differ: the between-prompt spread",
+        "",
+        "The run α is a mean over prompts; each job of a running system has its own rate. That spread is "
+        "signal the planner uses: its online estimator finds the easy jobs and gives them longer drafts, and "
+        r"since a round's tokens \((1 - \alpha^{\gamma+1})/(1 - \alpha)\) are convex in α, a mix of jobs "
+        "gains more than jobs all at the mean α. The forecast draws each job's α from a Beta distribution "
+        "around its device's run α with the sd below (docs/system-model.md §5.5).",
+        "",
+        "The sd is measured from real verdict rounds (γ = 8, the draft continuing its own samples) on prompts "
+        "drawn apart from the profiles' and the runs': each prompt's rounds split into thirds, and the "
+        "covariance across prompts of the first and the last third's accepted positions beyond the mean "
+        "rate, per trial (`multispin.models.acceptance_spread`). Each third's own noise, binomial and the "
+        "easy and hard stretches of a text, is independent of the other's, so only what a prompt keeps "
+        "from start to end is counted. The whole-prompt sd (the variance of whole prompts' rates less their "
+        "binomial variance) counts those stretches too and is shown beside it; the interval is a bootstrap "
+        "over prompts.",
+        "",
+        "| pair | policy | draft | task | prompts | pooled verdict α | between-prompt sd (95% CI) | whole-prompt sd |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for pair, f in rows:
+        policy = POLICY_TITLE.get(policy_label(f["sampling"]), policy_label(f["sampling"]))
+        for label, t in f["tasks"].items():
+            lo, hi = t["sd_ci95"]
+            lines.append(
+                f"| {pair} | {policy} | {f['draft']} | {TASK_TITLE.get(label, label)} | {t['jobs']} | "
+                f"{t['mean']:.3f} | {t['sd']:.3f} ({lo:.3f}–{hi:.3f}) | {t['whole_job_sd']:.3f} |"
+            )
+    lines += ["", "Measured with:", "", "```bash", *(f["command"] for _, f in rows), "```"]
     return lines + [""]
 
 

@@ -9,11 +9,15 @@ The forecast replays, at the model level, what the running planner goes through:
   device's cap (remaining budget − 1, the round engine's clip), and the tokens each device gains
   (drawn from the i.i.d. model at the scenario's α) spend its budget. With ``max_new_tokens=None``
   the prompts never end (the budget-blind forecast);
+- **prompts differ** (``spread``): each job draws its own α from a Beta distribution around its
+  device's α with the task's measured between-prompt spread (`models.acceptance_spread`); its
+  verdicts and its tokens follow that α. Without it every job has its device's α;
 - **estimates** (``online``): the planner plans on the running system's online estimator, fed with
-  verdicts drawn from the model, so the forecast carries the same estimation noise the run does;
+  verdicts drawn from the model, so the forecast carries the same estimation noise the run does
+  (and, with ``spread``, the same signal: a device on an easy prompt is seen to be one);
   without it the planner plans on the scenario's α itself.
 
-Each round's plan is scored by the analytic model at the scenario's α (the truth of the forecast):
+Each round's plan is scored by the analytic model at each job's α (the truth of the forecast):
 Σ E[N_k] exactly (capped at each job's budget), T_comp of the planned γ, E[T_comm] over fresh
 outcome uniforms. The forecast is the ratio of sums over ``replicas`` runs of ``horizon`` rounds
 (each a fresh estimator and fresh prompts, like a seed of the run).
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from multispin.models.acceptance_spread import job_alpha_quantile
 from multispin.optimize.montecarlo import analytic_round
 from multispin.runtime.round.planner import ScenarioPlanner
 from multispin.system.payload import WirePayload
@@ -42,6 +47,36 @@ def draw_accepted(alpha: np.ndarray, gamma: np.ndarray, rng: np.random.Generator
     return np.minimum(run, gamma).astype(np.int64)
 
 
+def van_der_corput(i: np.ndarray) -> np.ndarray:
+    """The i-th points of the base-2 van der Corput sequence: any first n of them cover [0, 1)
+    evenly (one in each of n equal cells, to within a factor of 2)."""
+    i = np.asarray(i, dtype=np.int64).copy()
+    out, scale = np.zeros(i.shape), 0.5
+    while np.any(i):
+        out += (i & 1) * scale
+        i >>= 1
+        scale /= 2
+    return out
+
+
+class JobAlphas:
+    """Each device's jobs' α for the forecast: device d's j-th job takes the j-th point of its own
+    randomly shifted van der Corput sequence through the Beta quantile (`job_alpha_quantile`).
+    A forecast sees a few jobs per device; independent draws leave it lucky or unlucky (at 40
+    rounds and a 0.04 spread, 4% sd between forecast seeds), evenly spread quantiles do not."""
+
+    def __init__(self, mean: np.ndarray, sd: np.ndarray, rng: np.random.Generator):
+        self.mean, self.sd = np.asarray(mean, dtype=float), np.asarray(sd, dtype=float)
+        self.shift = rng.random(self.mean.shape)
+        self.jobs = np.zeros(self.mean.shape, dtype=np.int64)
+
+    def next(self, devices: np.ndarray) -> np.ndarray:
+        """α of the next job of each of ``devices`` (indices)."""
+        u = (van_der_corput(self.jobs[devices]) + self.shift[devices]) % 1.0
+        self.jobs[devices] += 1
+        return job_alpha_quantile(self.mean[devices], self.sd[devices], u)
+
+
 def forecast_goodput(
     scenario: Scenario,
     payload: WirePayload,
@@ -53,19 +88,30 @@ def forecast_goodput(
     max_new_tokens: int | None = None,
     online: bool = False,
     horizon: int | None = None,
+    spread: np.ndarray | list[float] | None = None,
 ) -> dict[str, float]:
     """Forecast goodput Σ E[N] / Σ (T_comp + E[T_comm]) over ``rounds`` model rounds (module
     docstring), next to the same plans' free-communication value Σ E[N] / Σ T_comp. ``horizon``:
-    rounds per replica (the run's length; default ``rounds``)."""
+    rounds per replica (the run's length; default ``rounds``); ``spread``: per device, the sd of
+    its jobs' α around its own (default: none)."""
     k = scenario.devices.count
     horizon = max(1, min(horizon or rounds, rounds))
     rng = np.random.default_rng([seed, 43])
+    sd = None if spread is None else np.asarray(spread, dtype=float)
+    if sd is not None and sd.shape != (k,):
+        raise ValueError(f"spread: need one sd per device ({k}), got {sd.size}")
+    if sd is not None and not np.any(sd > 0):
+        sd = None
+    jobs = None  # each job's α, from a stream of its own: without spread the forecast is what it was
     gmax = scenario.optimizer.gamma_max
     tokens = comp = comm = 0.0
     r = FORECAST_ROUND_OFFSET
     for _ in range(-(-rounds // horizon)):
         planner = ScenarioPlanner(scenario, range(k), payload, policy=policy, split=split, online=online)
-        truth = np.asarray(planner.world.drop.alpha, dtype=float)
+        device_alpha = np.asarray(planner.world.drop.alpha, dtype=float)
+        if sd is not None and jobs is None:
+            jobs = JobAlphas(device_alpha, sd, np.random.default_rng([seed, 44]))
+        truth = device_alpha if jobs is None else jobs.next(np.arange(k))
         fresh = None if max_new_tokens is None else int(max_new_tokens)
         budget = None if fresh is None else np.full(k, fresh)
         for _ in range(horizon):
@@ -83,5 +129,9 @@ def forecast_goodput(
                     planner.estimator.update(d, int(gamma[d]), int(accepted[d]), bool(accepted[d] < gamma[d]))
             if budget is not None and fresh is not None:
                 budget -= accepted + 1
-                budget[budget <= 0] = fresh  # the job ended: a fresh prompt next round
+                ended = budget <= 0
+                budget[ended] = fresh  # the job ended: a fresh prompt next round
+                if jobs is not None and np.any(ended):
+                    truth = truth.copy()
+                    truth[ended] = jobs.next(np.flatnonzero(ended))
     return {"forecast_tokens_per_s": tokens / (comp + comm), "forecast_free_comm_tokens_per_s": tokens / comp}

@@ -267,6 +267,16 @@ def with_measured_acceptance(scenario, pair_name: str, drafts: list[str], tasks:
     return scenario.override({"devices.acceptance": filled}), all(a is not None for a in alpha)
 
 
+def device_spread(pair_name: str, drafts: list[str], tasks: list[str], sampling=None) -> list[float] | None:
+    """Each device's between-prompt spread of α (the sd its jobs' α scatter with around its own,
+    `models.acceptance_spread`) where the package ships one for its (draft, task) under the run's
+    sampling, 0 elsewhere; ``None`` when none is shipped for any device."""
+    from multispin.models.acceptance_spread import shipped_spread
+
+    sd = [shipped_spread(pair_name, d, t, sampling) for d, t in zip(drafts, tasks)]
+    return None if all(x is None for x in sd) else [float(x or 0.0) for x in sd]
+
+
 def steady_state_figures(rows: list[RoundRow], devices: int) -> dict:
     """What a run is made of, from its rounds.jsonl rows: the goodput Σ tokens / Σ (T_comp + T_comm)
     (the paper's ratio of sums), the mean T_comp and T_comm, tokens per round, the share of devices
@@ -292,26 +302,38 @@ def steady_state_figures(rows: list[RoundRow], devices: int) -> dict:
     }
 
 
+# replicas of a run the forecast averages: its noise between forecast seeds falls as 1/√replicas
+# (smollm2-135m, K = 8, 20-round runs, with the measured between-prompt spread: 3.2% sd at 2)
+FORECAST_REPLICAS = 8
+
+
 def forecast_rounds(config: TestbedConfig) -> int:
-    """Model rounds the forecast spends: two replicas of a steady-state run (40 for a makespan)."""
-    return 2 * config.rounds if config.rounds else 40
+    """Model rounds the forecast spends: `FORECAST_REPLICAS` replicas of a steady-state run (40
+    rounds for a makespan)."""
+    return FORECAST_REPLICAS * config.rounds if config.rounds else 40
 
 
 def _run_figures(
-    config: TestbedConfig, planner: ScenarioPlanner, rows: list[RoundRow], airtime_s: float, predict: bool = True
+    config: TestbedConfig,
+    planner: ScenarioPlanner,
+    rows: list[RoundRow],
+    airtime_s: float,
+    predict: bool = True,
+    spread: list[float] | None = None,
 ) -> dict:
     """The run's figures (`steady_state_figures`), goodput on the wall clock when that is the clock,
     the model's forecast (fresh channels, independent of the run) and its prediction conditioned on
     the realised rounds, and the mean γ per device slot. ``predict=False`` (an interrupted run,
-    which must stop within seconds): no forecast and no conditioned prediction (None)."""
+    which must stop within seconds): no forecast and no conditioned prediction (None). ``spread``:
+    each device's between-prompt sd of α (`device_spread`), which the forecast draws jobs' α from."""
     figures = steady_state_figures(rows, config.devices)
     if config.clock == "wall":
         wall = sum(row.round_wall_s for row in rows) + airtime_s
         figures["goodput_tokens_per_s"] = figures["tokens"] / wall if wall else 0.0
     pred = model_predictions(planner, mc_rounds=200, seed=config.seed) if planner.clock.rounds and predict else {}
     if predict:
-        # the forecast replays the run's jobs (budgets) and its online estimator; the budget-blind
-        # forecast at the prior α (the model before either) is kept next to it
+        # the forecast replays the run's jobs (budgets, each prompt's own α) and its online
+        # estimator; the budget-blind forecast at the prior α (the model before them) is kept next to it
         forecast = {
             **forecast_goodput(
                 planner.scenario,
@@ -323,6 +345,7 @@ def _run_figures(
                 max_new_tokens=config.max_new_tokens,
                 online=planner.online,
                 horizon=config.rounds or forecast_rounds(config),
+                spread=spread,
             ),
             "budget_blind_forecast_tokens_per_s": forecast_goodput(
                 planner.scenario, planner.payload, config.policy, split=config.split, seed=config.seed
@@ -453,7 +476,14 @@ def run_testbed(
         "clock": config.clock,
         "scenario": config.scenario,
         "devices": config.devices,
-        **_run_figures(config, planner, rows, sink.airtime_s, predict=interrupted is None),
+        **_run_figures(
+            config,
+            planner,
+            rows,
+            sink.airtime_s,
+            predict=interrupted is None,
+            spread=device_spread(pair.name, drafts, tasks, choice.sampling),
+        ),
         "wall_time_s": wall_s,
         **bits_per_token(rows, choice.wire),
         "objective": planner.scenario.optimizer.objective,
