@@ -105,6 +105,7 @@ def measure(
     warmup: int,
     timeout_s: float = 3600,
     round_timeout_s: float = 1800.0,
+    max_pss_gb: float | None = None,
 ) -> dict:
     """One testbed run of warmup + rounds (+ 5, so that the processes are alive at the last
     measured round's end) rounds; its rounds/s, CPU per round and peak ΣPSS."""
@@ -121,11 +122,20 @@ def measure(
     cmd = [sys.executable, "-c", _RUN, json.dumps(config)]
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak, marks = 0, {}
+    peak, marks, over_cap = 0, {}, False
     deadline = time.monotonic() + timeout_s
     while proc.poll() is None and time.monotonic() < deadline:
         tree = _tree(proc.pid)
         peak = max(peak, sum(_pss_bytes(p) for p in tree))
+        # a host without swap has the kernel kill whatever it picks: stop the run ourselves first
+        if max_pss_gb is not None and peak > max_pss_gb * 1e9:
+            over_cap = True
+            for p in reversed(tree):
+                try:
+                    os.kill(p, 9)
+                except OSError:
+                    pass
+            break
         done = _rounds_done(out / "rounds.jsonl")
         # one mark per poll: a window whose both ends fell in one poll measured nothing (no time,
         # no CPU), so its end waits for the next poll, where it counts the rounds really done
@@ -138,6 +148,9 @@ def measure(
         proc.kill()
     stdout, stderr = proc.communicate()
     total_s = time.perf_counter() - started
+    if over_cap:
+        reached = f"{_rounds_done(out / 'rounds.jsonl')} rounds done"
+        return {"pair": pair, "devices": devices, "runner": runner, "error": [f"ΣPSS over --max-pss-gb {max_pss_gb:g} ({reached})"]}
     if proc.returncode != 0 or len(marks) < 2:
         return {"pair": pair, "devices": devices, "runner": runner, "error": stderr.strip().splitlines()[-1:]}
     summary = json.loads(stdout.strip().splitlines()[-1])
@@ -166,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=10, help="measured rounds per configuration")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--runners", nargs="+", default=["pool", "fork"], choices=["pool", "fork", "thread", "subprocess"])
+    ap.add_argument(
+        "--max-pss-gb", type=float, help="stop a configuration whose process tree's ΣPSS passes this (GB)"
+    )
     ap.add_argument("--json", action="store_true", help="one JSON line per configuration")
     ap.add_argument("--texts", type=Path, metavar="DIR", help="also write each run's texts to DIR/PAIR-K-RUNNER.json")
     args = ap.parse_args(argv)
@@ -173,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     for k in args.devices:
         pair = "tiny" if k > args.tiny_above else args.pair
         for runner in args.runners:
-            row = measure(pair, k, runner, args.rounds, args.warmup)
+            row = measure(pair, k, runner, args.rounds, args.warmup, max_pss_gb=args.max_pss_gb)
             first = next((r for r in rows if r["devices"] == k and "texts" in r), None)
             if "texts" in row:  # same seed, so the same texts whatever the runner (float32: see pool.py)
                 row["texts_equal_first_runner"] = first is None or first["texts"] == row["texts"]

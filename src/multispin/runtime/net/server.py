@@ -532,6 +532,7 @@ class EdgeServer:
             wire_bytes_down={d: c.bytes_out for d, c in io.conns.items()},
             round_wall_s=time.perf_counter() - t0,
             cost=out.cost,
+            expected_tokens={d: out.expected_tokens[d] for d in out.records if d in out.expected_tokens},
         )
         for c in io.conns.values():  # from here on, bytes count towards the next round
             c.bytes_in = c.bytes_out = 0
