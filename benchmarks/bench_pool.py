@@ -22,7 +22,10 @@ the wall time shows it; the CPU column does not. Linux only (/proc).
 
 Run: .venv/bin/python benchmarks/bench_pool.py [--pair smollm2-135m] [--devices 8 20 64]
      [--tiny-above 20] [--rounds 10] [--warmup 2] [--runners pool fork] [--json] [--texts DIR]
-(--tiny-above K: configurations with more than K devices use the tiny pair; the table says which.)
+     [--max-pss-gb GB] [--reserve-gb 2]
+(--tiny-above K: configurations with more than K devices use the tiny pair; the table says which.
+A configuration whose process tree passes --max-pss-gb, or that leaves the host less than
+--reserve-gb available, is stopped and reported as not fitting, with the rounds it had done.)
 """
 
 from __future__ import annotations
@@ -79,6 +82,14 @@ def _pss_bytes(pid: int) -> int:
     return 0
 
 
+def _mem_available_gb() -> float:
+    with open("/proc/meminfo") as fh:
+        for line in fh:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024 / 1e9
+    return float("inf")
+
+
 def _rounds_done(path: Path) -> int:
     try:
         with open(path) as fh:
@@ -106,6 +117,7 @@ def measure(
     timeout_s: float = 3600,
     round_timeout_s: float = 1800.0,
     max_pss_gb: float | None = None,
+    reserve_gb: float = 2.0,
 ) -> dict:
     """One testbed run of warmup + rounds (+ 5, so that the processes are alive at the last
     measured round's end) rounds; its rounds/s, CPU per round and peak ΣPSS."""
@@ -122,14 +134,18 @@ def measure(
     cmd = [sys.executable, "-c", _RUN, json.dumps(config)]
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak, marks, over_cap = 0, {}, False
+    peak, marks, over_cap = 0, {}, ""
     deadline = time.monotonic() + timeout_s
     while proc.poll() is None and time.monotonic() < deadline:
         tree = _tree(proc.pid)
         peak = max(peak, sum(_pss_bytes(p) for p in tree))
-        # a host without swap has the kernel kill whatever it picks: stop the run ourselves first
+        # a host without swap has the kernel kill whatever it picks (another job's process, too):
+        # stop the run ourselves first, and say what it had reached
         if max_pss_gb is not None and peak > max_pss_gb * 1e9:
-            over_cap = True
+            over_cap = f"ΣPSS over --max-pss-gb {max_pss_gb:g}"
+        elif _mem_available_gb() < reserve_gb:
+            over_cap = f"the host's MemAvailable under --reserve-gb {reserve_gb:g} at ΣPSS {peak / 1e9:.1f} GB"
+        if over_cap:
             for p in reversed(tree):
                 try:
                     os.kill(p, 9)
@@ -150,7 +166,7 @@ def measure(
     total_s = time.perf_counter() - started
     if over_cap:
         reached = f"{_rounds_done(out / 'rounds.jsonl')} rounds done"
-        return {"pair": pair, "devices": devices, "runner": runner, "error": [f"ΣPSS over --max-pss-gb {max_pss_gb:g} ({reached})"]}
+        return {"pair": pair, "devices": devices, "runner": runner, "error": [f"stopped: {over_cap} ({reached})"]}
     if proc.returncode != 0 or len(marks) < 2:
         return {"pair": pair, "devices": devices, "runner": runner, "error": stderr.strip().splitlines()[-1:]}
     summary = json.loads(stdout.strip().splitlines()[-1])
@@ -179,8 +195,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=10, help="measured rounds per configuration")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--runners", nargs="+", default=["pool", "fork"], choices=["pool", "fork", "thread", "subprocess"])
+    ap.add_argument("--max-pss-gb", type=float, help="stop a configuration whose process tree's ΣPSS passes this (GB)")
     ap.add_argument(
-        "--max-pss-gb", type=float, help="stop a configuration whose process tree's ΣPSS passes this (GB)"
+        "--reserve-gb",
+        type=float,
+        default=2.0,
+        help="stop a configuration when the host's MemAvailable falls below this",
     )
     ap.add_argument("--json", action="store_true", help="one JSON line per configuration")
     ap.add_argument("--texts", type=Path, metavar="DIR", help="also write each run's texts to DIR/PAIR-K-RUNNER.json")
@@ -189,7 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     for k in args.devices:
         pair = "tiny" if k > args.tiny_above else args.pair
         for runner in args.runners:
-            row = measure(pair, k, runner, args.rounds, args.warmup, max_pss_gb=args.max_pss_gb)
+            row = measure(
+                pair, k, runner, args.rounds, args.warmup, max_pss_gb=args.max_pss_gb, reserve_gb=args.reserve_gb
+            )
             first = next((r for r in rows if r["devices"] == k and "texts" in r), None)
             if "texts" in row:  # same seed, so the same texts whatever the runner (float32: see pool.py)
                 row["texts_equal_first_runner"] = first is None or first["texts"] == row["texts"]
