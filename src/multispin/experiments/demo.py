@@ -163,12 +163,7 @@ class PolicyRuns:
             "vs_target_only": (
                 None
                 if target_only is None or self is target_only
-                else paired_difference(
-                    self.log,
-                    target_only.log,
-                    (self.policy, "target_only"),
-                    estimator=best_estimator(self.log, target_only.log),
-                ).to_dict()
+                else paired_difference(self.log, target_only.log, (self.policy, "target_only")).to_dict()
             ),
             "forecast_tokens_per_s": float(np.mean([x["forecast_tokens_per_s"] for x in s])),
             # per seed: realised / forecast is judged over seeds (each seed is one independent run)
