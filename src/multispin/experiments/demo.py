@@ -310,10 +310,11 @@ METHOD = (
     f"batch means (each seed's rounds cut into consecutive batches of at least {MIN_BATCH_ROUNDS} rounds, "
     f"at most {MAX_BATCHES_PER_SEED} per seed, the same cuts for every policy, so differences stay paired) "
     "with a leave-one-batch-out jackknife of the ratio of sums, on the log scale with Student's t "
-    "over the batches of every seed; comparisons (and vs target-only) on the acceptance-conditioned "
+    "over the batches of every seed; comparisons on the acceptance-conditioned "
     "estimator where the rounds carry expected_tokens: each device's tokens replaced by their "
     "expectation given its draft, a control variate of known mean 0 (realised_comparisons: the same "
-    "on the realised tokens); each verdict names its estimator"
+    "on the realised tokens, as are each policy's goodput and vs_target_only); each verdict names "
+    "its estimator"
 )
 
 # settings a title names when they differ from these (the defaults of `multispin demo`)
