@@ -26,6 +26,27 @@ Run: .venv/bin/python benchmarks/bench_pool.py [--pair smollm2-135m] [--devices 
 (--tiny-above K: configurations with more than K devices use the tiny pair; the table says which.
 A configuration whose process tree passes --max-pss-gb, or that leaves the host less than
 --reserve-gb available, is stopped and reported as not fitting, with the rounds it had done.)
+
+Figures (2026-12-04, one invocation, smollm2-135m at every K: `bench_pool.py --devices 8 20 64
+--tiny-above 64 --rounds 4 --warmup 1 --json --reserve-gb 1.5`, at niceness 19 on this project's
+2-core, 23 GB host while other jobs held its load average at 13-20, so rounds/s compare little
+and CPU per round is the figure to read; same texts and records in every row):
+
+    K   runner  rounds/s  CPU s/round  peak ΣPSS GB
+    8   pool    0.146     2.02         3.94
+    8   fork    0.157     3.18         3.62
+    20  pool    0.074     5.94         5.29
+    20  fork    0.056     12.36        4.81
+    64  pool    (still running when the session ended: not measured)
+    64  fork    (not reached)
+
+By the slopes from K = 8 to 20 (about 0.1 GB per device either way) K = 64 needs about 10 GB
+(pool) and 9 GB (fork), which fits this host only while its other jobs leave that much free;
+the K = 64 rows of the README's table (the tiny pair, 2026-12-03) are the ones measured so far.
+
+A pool drafts on 64% of the CPU per round of 8 device processes and 48% of 20. Earlier attempts
+the same day were stopped by --reserve-gb before their first round: the host's other jobs had
+left it under 2 GB available.
 """
 
 from __future__ import annotations
