@@ -37,14 +37,16 @@ and CPU per round is the figure to read; same texts and records in every row):
     8   fork    0.157     3.18         3.62
     20  pool    0.074     5.94         5.29
     20  fork    0.056     12.36        4.81
-    64  pool    (still running when the session ended: not measured)
-    64  fork    (not reached)
+    64  pool    0.0146    30.4         13.31
+    64  fork    (started, stopped unfinished when the session ended)
 
-By the slopes from K = 8 to 20 (about 0.1 GB per device either way) K = 64 needs about 10 GB
-(pool) and 9 GB (fork), which fits this host only while its other jobs leave that much free;
-the K = 64 rows of the README's table (the tiny pair, 2026-12-03) are the ones measured so far.
+At K = 64 the pool's ΣPSS (13.3 GB) grew faster than its K = 8-20 slope (0.11 GB per device)
+predicted: 64 processes by the fork runner's slope would need about 9 GB, but this shared host
+rarely had that free beside its other jobs, and the session ran out before the run finished, so
+one process per device at K = 64 is unmeasured here (the README's K = 64 fork row is the tiny pair).
 
-A pool drafts on 64% of the CPU per round of 8 device processes and 48% of 20. Earlier attempts
+A pool drafts on 64% of the CPU per round of 8 device processes and 48% of 20; from K = 20 to 64
+its CPU per round grows 5.1× for 3.2× the devices. Earlier attempts
 the same day were stopped by --reserve-gb before their first round: the host's other jobs had
 left it under 2 GB available.
 """
