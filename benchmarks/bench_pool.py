@@ -22,7 +22,33 @@ the wall time shows it; the CPU column does not. Linux only (/proc).
 
 Run: .venv/bin/python benchmarks/bench_pool.py [--pair smollm2-135m] [--devices 8 20 64]
      [--tiny-above 20] [--rounds 10] [--warmup 2] [--runners pool fork] [--json] [--texts DIR]
-(--tiny-above K: configurations with more than K devices use the tiny pair; the table says which.)
+     [--max-pss-gb GB] [--reserve-gb 2]
+(--tiny-above K: configurations with more than K devices use the tiny pair; the table says which.
+A configuration whose process tree passes --max-pss-gb, or that leaves the host less than
+--reserve-gb available, is stopped and reported as not fitting, with the rounds it had done.)
+
+Figures (2026-12-04, one invocation, smollm2-135m at every K: `bench_pool.py --devices 8 20 64
+--tiny-above 64 --rounds 4 --warmup 1 --json --reserve-gb 1.5`, at niceness 19 on this project's
+2-core, 23 GB host while other jobs held its load average at 13-20, so rounds/s compare little
+and CPU per round is the figure to read; same texts and records in every row):
+
+    K   runner  rounds/s  CPU s/round  peak ΣPSS GB
+    8   pool    0.146     2.02         3.94
+    8   fork    0.157     3.18         3.62
+    20  pool    0.074     5.94         5.29
+    20  fork    0.056     12.36        4.81
+    64  pool    0.0146    30.4         13.31
+    64  fork    (started, stopped unfinished when the session ended)
+
+At K = 64 the pool's ΣPSS (13.3 GB) grew faster than its K = 8-20 slope (0.11 GB per device)
+predicted: 64 processes by the fork runner's slope would need about 9 GB, but this shared host
+rarely had that free beside its other jobs, and the session ran out before the run finished, so
+one process per device at K = 64 is unmeasured here (the README's K = 64 fork row is the tiny pair).
+
+A pool drafts on 64% of the CPU per round of 8 device processes and 48% of 20; from K = 20 to 64
+its CPU per round grows 5.1× for 3.2× the devices. Earlier attempts
+the same day were stopped by --reserve-gb before their first round: the host's other jobs had
+left it under 2 GB available.
 """
 
 from __future__ import annotations
@@ -79,6 +105,14 @@ def _pss_bytes(pid: int) -> int:
     return 0
 
 
+def _mem_available_gb() -> float:
+    with open("/proc/meminfo") as fh:
+        for line in fh:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024 / 1e9
+    return float("inf")
+
+
 def _rounds_done(path: Path) -> int:
     try:
         with open(path) as fh:
@@ -105,6 +139,8 @@ def measure(
     warmup: int,
     timeout_s: float = 3600,
     round_timeout_s: float = 1800.0,
+    max_pss_gb: float | None = None,
+    reserve_gb: float = 2.0,
 ) -> dict:
     """One testbed run of warmup + rounds (+ 5, so that the processes are alive at the last
     measured round's end) rounds; its rounds/s, CPU per round and peak ΣPSS."""
@@ -121,11 +157,24 @@ def measure(
     cmd = [sys.executable, "-c", _RUN, json.dumps(config)]
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak, marks = 0, {}
+    peak, marks, over_cap = 0, {}, ""
     deadline = time.monotonic() + timeout_s
     while proc.poll() is None and time.monotonic() < deadline:
         tree = _tree(proc.pid)
         peak = max(peak, sum(_pss_bytes(p) for p in tree))
+        # a host without swap has the kernel kill whatever it picks (another job's process, too):
+        # stop the run ourselves first, and say what it had reached
+        if max_pss_gb is not None and peak > max_pss_gb * 1e9:
+            over_cap = f"ΣPSS over --max-pss-gb {max_pss_gb:g}"
+        elif _mem_available_gb() < reserve_gb:
+            over_cap = f"the host's MemAvailable under --reserve-gb {reserve_gb:g} at ΣPSS {peak / 1e9:.1f} GB"
+        if over_cap:
+            for p in reversed(tree):
+                try:
+                    os.kill(p, 9)
+                except OSError:
+                    pass
+            break
         done = _rounds_done(out / "rounds.jsonl")
         # one mark per poll: a window whose both ends fell in one poll measured nothing (no time,
         # no CPU), so its end waits for the next poll, where it counts the rounds really done
@@ -138,6 +187,9 @@ def measure(
         proc.kill()
     stdout, stderr = proc.communicate()
     total_s = time.perf_counter() - started
+    if over_cap:
+        reached = f"{_rounds_done(out / 'rounds.jsonl')} rounds done"
+        return {"pair": pair, "devices": devices, "runner": runner, "error": [f"stopped: {over_cap} ({reached})"]}
     if proc.returncode != 0 or len(marks) < 2:
         return {"pair": pair, "devices": devices, "runner": runner, "error": stderr.strip().splitlines()[-1:]}
     summary = json.loads(stdout.strip().splitlines()[-1])
@@ -166,6 +218,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=10, help="measured rounds per configuration")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--runners", nargs="+", default=["pool", "fork"], choices=["pool", "fork", "thread", "subprocess"])
+    ap.add_argument("--max-pss-gb", type=float, help="stop a configuration whose process tree's ΣPSS passes this (GB)")
+    ap.add_argument(
+        "--reserve-gb",
+        type=float,
+        default=2.0,
+        help="stop a configuration when the host's MemAvailable falls below this",
+    )
     ap.add_argument("--json", action="store_true", help="one JSON line per configuration")
     ap.add_argument("--texts", type=Path, metavar="DIR", help="also write each run's texts to DIR/PAIR-K-RUNNER.json")
     args = ap.parse_args(argv)
@@ -173,7 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     for k in args.devices:
         pair = "tiny" if k > args.tiny_above else args.pair
         for runner in args.runners:
-            row = measure(pair, k, runner, args.rounds, args.warmup)
+            row = measure(
+                pair, k, runner, args.rounds, args.warmup, max_pss_gb=args.max_pss_gb, reserve_gb=args.reserve_gb
+            )
             first = next((r for r in rows if r["devices"] == k and "texts" in r), None)
             if "texts" in row:  # same seed, so the same texts whatever the runner (float32: see pool.py)
                 row["texts_equal_first_runner"] = first is None or first["texts"] == row["texts"]

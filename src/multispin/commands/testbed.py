@@ -340,6 +340,9 @@ def demo(
         con.print(_demo_table(point, title))
         for c in point.comparisons:
             con.print(("[bold]" if c is point.comparisons[0] else "") + c.verdict, highlight=False)
+        if any(c.estimator != "realised" for c in point.comparisons):  # the same, without the control variate
+            for c in point.realised_comparisons:
+                con.print(f"[dim]{c.verdict}[/dim]", highlight=False)
         ratios = [
             (r["policy"], r["realised_over_forecast"])
             for r in point.rows

@@ -214,6 +214,7 @@ class RoundMessages:
             wire_bytes_down={d: c.bytes_out for d, c in self.conns.items()},
             round_wall_s=round_wall_s,
             cost=out.cost,
+            expected_tokens={d: out.expected_tokens[d] for d in out.records if d in out.expected_tokens},
         )
         for c in self.conns.values():  # from here on, bytes count towards the next round
             c.bytes_in = c.bytes_out = 0

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from multispin.errors import ConfigError
 from multispin.runtime.round.roles import Draft, Verdict, VerifierServer
+from multispin.speculative.expected_kept import expected_kept
 from multispin.system.payload import RoundBits, WirePayload
 from multispin.vocabulary import LINK_MODES, LinkMode
 
@@ -134,6 +135,9 @@ class RoundOutcome:
     verify_s: float = 0.0  # the one batched verify call
     server_correction_s: float = 0.0  # residual sampling (UL) and p_j encoding (DL) at the server
     cost: Any = None  # what the policy's observe() charged the round (None: a policy without a clock)
+    # E[tokens kept | draft] of every device that drafted: the acceptance uniforms averaged out
+    # (`speculative.expected_kept`); the demo's intervals use it as a control variate
+    expected_tokens: dict[int, float] = field(default_factory=dict)
 
 
 class RoundEngine:
@@ -196,6 +200,11 @@ class RoundEngine:
             t0 = time.perf_counter()
             out.verdicts = self.verifier.verify(dict(drafts))
             out.verify_s = time.perf_counter() - t0
+            # outside verify_s: a measurement's cost, not the protocol's
+            beta = self.verifier.accept_probabilities()
+            out.expected_tokens = {
+                d: expected_kept(beta[d], drafts[d].tokens, self.eos_ids, self.budget(d)) for d in drafts
+            }
         out.rejected = [d for d in drafts if out.verdicts[d].rejected]
         chosen = dict(self.policy.modes(out.plan, list(out.rejected)))  # type: ignore[arg-type]
         for d in out.rejected:

@@ -20,6 +20,7 @@ import numpy as np
 from multispin.errors import ProtocolError
 from multispin.models.base import BatchedLM, BatchedSequence, SequenceLM, device_rows, last_rows, next_logits
 from multispin.speculative.codecs import Codec
+from multispin.speculative.expected_kept import accept_probabilities
 from multispin.speculative.residual import sample_residual
 from multispin.speculative.sampling import sample_categorical
 from multispin.speculative.target_rows import TargetRows
@@ -216,6 +217,7 @@ class VerifierServer(_Role):
         self.records: dict[int, list[int]] = {}  # the server's record of each device's tokens
         self.num_prompt: dict[int, int] = {}
         self._pending_p: dict = {}  # device -> warped p_j, a tensor on the target's device
+        self._scored: tuple | None = None  # the last verify's devices, drafts and target rows
 
     def open(self, device_id: int, prompt_ids: Sequence[int]) -> None:
         self.records[device_id] = [int(t) for t in prompt_ids]
@@ -254,6 +256,7 @@ class VerifierServer(_Role):
             accept_u.append(u[:-1])
             bonus_u.append(u[-1])
         result = verify(ragged, target, np.concatenate(accept_u), np.array(bonus_u), gamma_max=self.gamma_max)
+        self._scored = (ids, ragged, target)
         verdicts = {}
         rejected_at = result.rejected_devices
         self._pending_p = dict(zip((ids[i] for i in rejected_at), target.warped(result.rejection_row[rejected_at])))
@@ -265,6 +268,20 @@ class VerifierServer(_Role):
                 n_acc, drafts[d].tokens[:n_acc], None if rejected else int(result.bonus_token[i]), rejected
             )
         return verdicts
+
+    def accept_probabilities(self) -> dict[int, np.ndarray]:
+        """β_i = min(1, p_i(x_i) / q̂_i(x_i)) at every drafted position of the last verify, past a
+        device's first rejection too (those rows are computed but the test never reads them): the
+        acceptance test's own odds, for the expected tokens of `speculative.expected_kept`. Reads
+        the last verify's target rows once, then lets them go."""
+        if self._scored is None:
+            return {}
+        ids, ragged, target = self._scored
+        self._scored = None
+        starts, lens = ragged.target_row_start[:-1], ragged.draft_lens
+        rows = np.concatenate([s + np.arange(n) for s, n in zip(starts, lens)]).astype(np.int64)
+        beta = accept_probabilities(target.prob_at(rows, ragged.token_ids), ragged.draft_probs)
+        return {d: beta[c0:c1] for d, c0, c1 in zip(ids, ragged.cu[:-1], ragged.cu[1:])}
 
     def correct_remotely(self, device_id: int, q_payload: bytes) -> int:
         """UL mode: sample the correction from norm(max(0, p_j - q̂_j)) at the server."""

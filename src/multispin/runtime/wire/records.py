@@ -31,6 +31,7 @@ class RoundEvent:
         float  # from the round's PLANs leaving (in the last round's COMMITs, if they rode there) to its COMMITs
     )
     cost: Any = None  # what the policy charged the round on its clock (`RoundOutcome.cost`), if it keeps one
+    expected_tokens: dict[int, float] = field(default_factory=dict)  # E[kept | draft], committed devices
 
     @property
     def model_compute_s(self) -> float:

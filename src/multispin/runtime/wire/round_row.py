@@ -51,6 +51,9 @@ class RoundRow:
     airtime_s: dict[int, float] = field(default_factory=dict)  # the correction's airtime per device
     draft_compute_s: dict[int, float] = field(default_factory=dict)  # γ·T_k^dft per device
     draft_upload_s: dict[int, float] = field(default_factory=dict)  # drafting uploads' airtime per device
+    # E[tokens kept | draft] per device (`speculative.expected_kept`): the acceptance uniforms
+    # averaged out, for the demo's control-variate intervals
+    expected_tokens: dict[int, float] = field(default_factory=dict)
 
     @property
     def latency_s(self) -> float:
@@ -91,6 +94,7 @@ class RoundRow:
             airtime_s=dict(cost.airtime_s),
             draft_compute_s=dict(cost.draft_compute_s),
             draft_upload_s=dict(cost.draft_upload_s),
+            expected_tokens=dict(event.expected_tokens),
         )
 
     def to_dict(self) -> dict[str, Any]:
