@@ -11,7 +11,7 @@ import pytest
 from doubles import FixedDraftLengths
 from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_tables
 from multispin.runtime.round.engine import PolicyPair, RoundEngine, clip_new_tokens
-from multispin.runtime.round.local import FixedMode
+from multispin.runtime.round.local import FixedLink
 from multispin.runtime.round.roles import DraftDevice, VerifierServer
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.expected_kept import accept_probabilities, expected_kept, kept_length
@@ -57,7 +57,7 @@ def _run(seed: int, gammas: dict[int, int], max_new: int = 24) -> list[tuple[int
     for d, dev in devices.items():
         verifier.open(d, dev.tokens)
     wire = WirePayload.from_codecs(CODEC, CODEC, V, 20)
-    engine = RoundEngine(verifier, PolicyPair(FixedDraftLengths(gammas), FixedMode("ul")), max_new, (EOS,), wire)
+    engine = RoundEngine(verifier, PolicyPair(FixedDraftLengths(gammas), FixedLink("ul")), max_new, (EOS,), wire)
     rows, active, r = [], list(gammas), 0
     while active:
         out = engine.plan(r, active)
