@@ -33,7 +33,7 @@ test: lint
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS)
 
 # The quick loop while editing: everything but the tests marked integration (real sockets,
-# processes, models) or slow; about 3 minutes on 2 idle cores.
+# processes, models) or slow; 2 min 35 s on 2 idle cores (1,341 tests).
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) -m "not integration and not slow"
 
