@@ -1,8 +1,7 @@
 """Realised / forecast goodput of the testbed, and how much of the gap each part of the model closes
 (the figures of docs/system-model.md §5.5). Real-model runs: minutes each.
 
-  python tools/forecast_gap.py runs smollm2-135m adaptive 0,1,2,3        # realised + forecasts per seed
-  python tools/forecast_gap.py parts smollm2-135m adaptive 0,1,2,3       # F0..F3 per seed (no run)
+  python tools/forecast_gap.py runs smollm2-135m adaptive 0,1,2,3 [pool]  # realised + forecasts per seed
   python tools/forecast_gap.py parts smollm2-135m adaptive 0,1,2,3        # F0..F4 per seed (no run)
   python tools/forecast_gap.py tiny ALPHA 0,1,2,3,4,5 BUDGET adaptive TAG # tiny pair, 8 chat devices
   python tools/forecast_gap.py verdicts smollm2-135m chat 48 1 > v.json    # per-prompt verdicts (minutes)
@@ -24,13 +23,13 @@ from pathlib import Path
 import numpy as np
 
 
-def runs(pair: str, policy: str, seeds: list[int]) -> None:
+def runs(pair: str, policy: str, seeds: list[int], runner: str = "fork") -> None:
     from multispin.experiments.testbed import TestbedConfig, run_testbed
 
     for s in seeds:
         t = time.time()
         sm = run_testbed(
-            TestbedConfig.make(pair=pair, devices=8, rounds=20, max_new_tokens=64, policy=policy, seed=s)
+            TestbedConfig.make(pair=pair, devices=8, rounds=20, max_new_tokens=64, policy=policy, seed=s, runner=runner)
         ).summary
         print(
             json.dumps(
@@ -167,9 +166,7 @@ def verdicts(pair_name: str, task: str, prompts: int, seed: int) -> None:
         "seed": seed,
         "draft": draft,
         "sampling": sampling.model_dump(),
-        "prompts": [
-            {"overlap": [float(x) for x in p.overlap], "accepted": [int(a) for a in p.accepted]} for p in measured
-        ],
+        "prompts": [{"accepted": [int(a) for a in accepted]} for accepted in measured],
     }
     print(json.dumps(doc))
 
@@ -258,7 +255,7 @@ def jobs(run_dirs: list[str]) -> None:
 if __name__ == "__main__":
     verb, args = sys.argv[1], sys.argv[2:]
     if verb == "runs":
-        runs(args[0], args[1], [int(s) for s in args[2].split(",")])
+        runs(args[0], args[1], [int(s) for s in args[2].split(",")], *args[3:4])
     elif verb == "parts":
         parts(args[0], args[1], [int(s) for s in args[2].split(",")])
     elif verb == "verdicts":

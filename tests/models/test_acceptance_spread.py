@@ -109,3 +109,15 @@ def test_a_spread_file_is_read_for_its_draft_task_and_sampling_only(tmp_path, mo
     assert shipped_spread("pairx", "d2", "chat", sampled) is None
     assert shipped_spread("pairx", "d1", "chat", {"temperature": 0.0, "top_k": 0, "top_p": 1.0}) is None
     assert shipped_spread("tiny", "close", "chat") is None
+
+
+def test_the_embedded_pair_ships_its_measured_spread_for_the_testbed_draft_and_sampling():
+    from multispin.models.acceptance_spread import spread_files
+
+    (doc,) = spread_files("smollm2-135m")
+    assert doc["schema"] == "multispin.acceptance-spread" and doc["command"].startswith("python tools/forecast_gap.py")
+    for label, task in (("sharegpt", "chat"), ("humaneval", "code")):
+        fit = doc["tasks"][label]
+        lo, hi = fit["sd_ci95"]
+        assert fit["jobs"] >= 100 and lo <= fit["sd"] <= hi < 0.1  # a measured spread, with its interval
+        assert shipped_spread("smollm2-135m", doc["draft"], task, doc["sampling"]) == fit["sd"]

@@ -357,8 +357,8 @@ def _spread_lines(pairs) -> list[str]:
         "gains more than jobs all at the mean α. The forecast draws each job's α from a Beta distribution "
         "around its device's run α with the sd below (docs/system-model.md §5.5).",
         "",
-        "The sd is measured from real verdict rounds (γ = 8, the draft continuing its own samples) on prompts "
-        "drawn apart from the profiles' and the runs': each prompt's rounds split into thirds, and the "
+        "The sd is measured from real verdict rounds (γ = 8, the draft continuing its own samples) on a task's "
+        "prompts (most of a task's set: the spread is the task's, not a sample's): each prompt's rounds split into thirds, and the "
         "covariance across prompts of the first and the last third's accepted positions beyond the mean "
         "rate, per trial (`multispin.models.acceptance_spread`). Each third's own noise, binomial and the "
         "easy and hard stretches of a text, is independent of the other's, so only what a prompt keeps "

@@ -29,7 +29,7 @@ from multispin.errors import ConfigError
 from multispin.models.base import LoadedPair
 from multispin.models.synthetic import MarkovBatchedLM
 from multispin.models.tiny import load_tiny_pair
-from multispin.runtime.net.launcher import DeviceSetup, free_port, run_local_testbed
+from multispin.runtime.net.launcher import DeviceSetup, device_threads, free_port, run_local_testbed
 from multispin.runtime.net.pool import DevicePool, PoolDevice, parse_device_ids, run_pool
 from multispin.runtime.net.server import EdgeServer
 from multispin.runtime.net.server_config import ServerConfig
@@ -66,6 +66,13 @@ def test_device_ids_parse_ranges_and_lists():
     for bad in ("", "3-1", "a", "1,1", "0-2,2", "1-"):
         with pytest.raises(ConfigError, match="^devices: "):
             parse_device_ids(bad)
+
+
+def test_a_pool_drafts_on_every_core_and_a_process_per_device_on_one(monkeypatch):
+    monkeypatch.setattr("os.cpu_count", lambda: 6)
+    assert device_threads("pool", None) == 6
+    assert [device_threads(r, None) for r in ("fork", "subprocess", "thread")] == [1, 1, 1]
+    assert device_threads("pool", 2) == 2 and device_threads("fork", 3) == 3  # as asked
 
 
 # ---- a pool and lone devices: the same texts, records and wire bytes ---------------------------

@@ -169,6 +169,16 @@ def _fork_device_main(jobs: Sequence[dict], result_path: str, threads: int) -> N
     os._exit(code)
 
 
+def device_threads(runner: DeviceRunner, threads: int | None) -> int:
+    """torch intra-op threads of each device process: as asked, else 1 for a process per device (K
+    of them share the host's cores) and every core for a pool: its devices draft in one batched
+    forward while the server waits for their drafts, and the server verifies while they wait for
+    its verdicts, so the pool and the server take turns on the cores rather than share them."""
+    if threads is not None:
+        return threads
+    return (os.cpu_count() or 1) if runner == "pool" else 1
+
+
 @dataclass
 class DeviceSetup:
     """The devices of a local testbed: how many, what each drafts with and on, and how they run.
@@ -184,7 +194,7 @@ class DeviceSetup:
     prompts: Sequence[str] | None = None
     prompt_queues: Sequence[Sequence[str]] | None = None
     runner: DeviceRunner = "subprocess"
-    threads: int = 1
+    threads: int | None = None  # torch intra-op threads per device process (`device_threads`)
     faults: Mapping[int, str] = field(default_factory=dict)
     options: Mapping[str, Any] = field(default_factory=dict)
 
@@ -245,7 +255,7 @@ class LocalTestbed:
             start_timeout_s or os.environ.get("MULTISPIN_SERVER_START_TIMEOUT_S") or 120.0 + 5.0 * num_devices
         )
         self.runner: DeviceRunner = setup.runner
-        self.threads = setup.threads
+        self.threads = device_threads(setup.runner, setup.threads)
         self.faults = dict(setup.faults)
         self.device_options = dict(setup.options)
         self.log_path = str(log_path) if log_path else None
