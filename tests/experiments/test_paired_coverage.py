@@ -117,7 +117,7 @@ def test_the_simulated_difference_is_one_the_demo_faces(truth, demo_sized):
 
 @pytest.mark.parametrize("estimator", ["realised", "conditioned"])
 def test_intervals_cover_the_truth_at_the_demos_size(truth, demo_sized, estimator):
-    assert batches_per_seed(DEMO_ROUNDS) == 4
+    assert batches_per_seed(DEMO_ROUNDS) == 5
     assert coverage(demo_sized, truth, estimator) >= 0.93
 
 
@@ -135,7 +135,7 @@ def test_the_conditioned_interval_is_narrower(demo_sized):
 
 
 def test_negative_control_a_shrunk_interval_loses_coverage(truth, demo_sized):
-    """Student's t with 3 degrees of freedom replaced by the normal quantile (the interval a
+    """Student's t with 4 degrees of freedom replaced by the normal quantile (the interval a
     practitioner gets by forgetting how few batches there are): the coverage test catches it."""
     df = batches_per_seed(DEMO_ROUNDS) - 1
     shrunk_level = 2 * stats.t.cdf(stats.norm.ppf(0.975), df) - 1  # the t level whose quantile is 1.96

@@ -44,8 +44,8 @@ identical runs (log 1 = 0).
   channel sets γ and the airtime while the acceptance sets the token count. It is not used.
 
 `tests/experiments/test_paired_coverage.py` checks both on simulated rounds with a known
-difference, at the demo's size (one seed, `DEMO_ROUNDS` rounds, 4 batches): coverage of the 95%
-interval ≥ 0.93 (0.949 realised, 0.943 conditioned over 6,000 simulated runs), the conditioned
+difference, at the demo's size (one seed, `DEMO_ROUNDS` rounds, 5 batches): coverage of the 95%
+interval ≥ 0.93 (0.943 realised, 0.941 conditioned over 3,000 simulated runs), the conditioned
 estimator's unbiasedness, and negative controls that must fail (a shrunk interval, a numerator
 built on a model's α). The simulation's prompt difficulty persists over a prompt's dozen rounds
 somewhat more than the demo's rounds show; where it persists much more (a prompt-to-prompt spread

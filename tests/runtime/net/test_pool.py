@@ -68,8 +68,8 @@ def test_device_ids_parse_ranges_and_lists():
             parse_device_ids(bad)
 
 
-def test_a_pool_drafts_on_every_core_and_a_process_per_device_on_one(monkeypatch):
-    monkeypatch.setattr("os.cpu_count", lambda: 6)
+def test_a_pool_drafts_on_this_process_threads_and_a_process_per_device_on_one(monkeypatch):
+    monkeypatch.setattr("torch.get_num_threads", lambda: 6)
     assert device_threads("pool", None) == 6
     assert [device_threads(r, None) for r in ("fork", "subprocess", "thread")] == [1, 1, 1]
     assert device_threads("pool", 2) == 2 and device_threads("fork", 3) == 3  # as asked
