@@ -27,28 +27,27 @@ Run: .venv/bin/python benchmarks/bench_pool.py [--pair smollm2-135m] [--devices 
 A configuration whose process tree passes --max-pss-gb, or that leaves the host less than
 --reserve-gb available, is stopped and reported as not fitting, with the rounds it had done.)
 
-Figures (2026-12-04, one invocation, smollm2-135m at every K: `bench_pool.py --devices 8 20 64
---tiny-above 64 --rounds 4 --warmup 1 --json --reserve-gb 1.5`, at niceness 19 on this project's
-2-core, 23 GB host while other jobs held its load average at 13-20, so rounds/s compare little
-and CPU per round is the figure to read; same texts and records in every row):
+Figures (2026-12-04 evening, one invocation on this project's 2-core, 23 GB host with nothing
+else running, smollm2-135m at every K: `bench_pool.py --devices 8 20 64 --tiny-above 64 --rounds 4
+--warmup 1 --json --reserve-gb 1.5`; the pool drafts on its process's torch threads, two here;
+same texts and records in every row):
 
     K   runner  rounds/s  CPU s/round  peak ΣPSS GB
-    8   pool    0.146     2.02         3.94
-    8   fork    0.157     3.18         3.62
-    20  pool    0.074     5.94         5.29
-    20  fork    0.056     12.36        4.81
-    64  pool    0.0146    30.4         13.31
-    64  fork    (started, stopped unfinished when the session ended)
+    8   pool    0.461     2.18         4.29
+    8   fork    0.365     3.92         4.10
+    20  pool    0.165     6.43         5.88
+    20  fork    0.121     12.89        5.49
+    64  pool    0.0308    33.4         14.63
+    64  fork    0.0296    57.6         11.43
 
-At K = 64 the pool's ΣPSS (13.3 GB) grew faster than its K = 8-20 slope (0.11 GB per device)
-predicted: 64 processes by the fork runner's slope would need about 9 GB, but this shared host
-rarely had that free beside its other jobs, and the session ran out before the run finished, so
-one process per device at K = 64 is unmeasured here (the README's K = 64 fork row is the tiny pair).
-
-A pool drafts on 64% of the CPU per round of 8 device processes and 48% of 20; from K = 20 to 64
-its CPU per round grows 5.1× for 3.2× the devices. Earlier attempts
-the same day were stopped by --reserve-gb before their first round: the host's other jobs had
-left it under 2 GB available.
+A pool drafts on 56% of the CPU per round of 8 device processes, 50% of 20 and 58% of 64, and is
+26-36% faster in wall time at K = 8 and 20; at K = 64 the two are level in wall time (4%), the
+pool's one process being the bottleneck where 64 processes keep both cores busy. The pool holds
+more memory at K = 64 (14.6 GB against 11.4): its padded batch's KV cache grows with the longest
+sequence, and the forked devices share the parent's weights until they write them. From K = 20
+to 64 the pool's CPU per round grows 5.2× for 3.2× the devices (the batch's attention and its
+padding grow with K). The morning's figures, taken at load 13-20 with the pool on one thread, had
+the same CPU columns within 10% (8: 2.02/3.18, 20: 5.94/12.36, 64 pool: 30.4).
 """
 
 from __future__ import annotations
