@@ -7,10 +7,13 @@
   python tools/forecast_gap.py verdicts smollm2-135m chat 48 1 > v.json    # per-prompt verdicts (minutes)
   python tools/forecast_gap.py spread smollm2-135m v-chat.json v-code.json  # fit, write the spread file
   python tools/forecast_gap.py jobs RUN_DIR...                            # the same fit on testbed runs
+  python tools/forecast_gap.py truth smollm2-135m adaptive 0,1,2 chat=0.818,code=0.8945  # F4 at another truth
 
 F0: teacher-forced α, prompts that never end, no estimator; F1: run α; F2: + each job's budget;
 F3: + the online estimator; F4: + each prompt's own α, drawn from the measured between-prompt
-spread (the testbed's forecast now). One JSON line per seed.
+spread (the testbed's forecast now). One JSON line per seed. `truth`: F4 with the planner starting
+from the run α, as the runs did, and the jobs' acceptance at the given rate per task (e.g. what
+the runs' verdicts showed, `jobs`): how much of a gap a prior that is off explains.
 """
 
 from __future__ import annotations
@@ -90,6 +93,42 @@ def parts(pair_name: str, policy: str, seeds: list[int]) -> None:
                 }
             ),
             flush=True,
+        )
+
+
+def truth(pair_name: str, policy: str, seeds: list[int], rates: dict[str, float]) -> None:
+    from multispin.experiments.forecast import forecast_goodput
+    from multispin.experiments.testbed import (
+        TestbedConfig,
+        build_scenario,
+        device_spread,
+        forecast_rounds,
+        payload_choice,
+        with_measured_acceptance,
+    )
+    from multispin.models.prompts import assign_tasks
+    from multispin.models.registry import resolve_pair
+
+    pair = resolve_pair(pair_name)
+    for seed in seeds:
+        cfg = TestbedConfig.make(pair=pair_name, devices=8, rounds=20, max_new_tokens=64, policy=policy, seed=seed)
+        drafts, tasks = [pair.default_draft] * 8, assign_tasks(8, cfg.tasks, seed)
+        choice = payload_choice(cfg, pair.vocab_size)
+        run, _ = with_measured_acceptance(build_scenario(cfg), pair_name, drafts, tasks, choice.sampling)
+        forecast = forecast_goodput(
+            run,
+            choice.wire,
+            policy,
+            rounds=forecast_rounds(cfg),
+            seed=seed,
+            online=True,
+            spread=device_spread(pair_name, drafts, tasks, choice.sampling),
+            max_new_tokens=64,
+            horizon=20,
+            truth_alpha=[rates[t] for t in tasks],
+        )
+        print(
+            json.dumps({"seed": seed, "policy": policy, "rates": rates, "F4_truth": forecast["forecast_tokens_per_s"]})
         )
 
 
@@ -264,7 +303,10 @@ if __name__ == "__main__":
         spread(args[0], args[1:])
     elif verb == "jobs":
         jobs(args)
+    elif verb == "truth":
+        rates = {task: float(rate) for task, rate in (kv.split("=") for kv in args[3].split(","))}
+        truth(args[0], args[1], [int(s) for s in args[2].split(",")], rates)
     elif verb == "tiny":
         tiny(float(args[0]), [int(s) for s in args[1].split(",")], int(args[2]), args[3], args[4])
     else:
-        sys.exit("verb: runs, parts, verdicts, spread, jobs or tiny")
+        sys.exit("verb: runs, parts, verdicts, spread, jobs, truth or tiny")

@@ -58,3 +58,16 @@ def test_each_device_s_jobs_take_evenly_spread_quantiles():
     drawn = np.array([jobs.next(np.arange(2)) for _ in range(64)])
     # 64 jobs per device: the mean and the sd of the Beta almost exactly (independent draws: ±0.006)
     assert np.allclose(drawn.mean(0), 0.8, atol=0.002) and np.allclose(drawn.std(0), 0.05, atol=0.003)
+
+
+def test_a_truth_apart_from_the_planners_prior_moves_the_tokens_not_the_plans():
+    # the truth at the prior is the forecast without one; a higher truth, planned on the same prior
+    # (no estimator: the same γ every round), gains tokens at the same T_comp
+    base = _forecast(None)
+    assert _forecast(None, truth_alpha=[ALPHA] * K) == base
+    higher = _forecast(None, truth_alpha=[ALPHA + 0.05] * K)
+    gain = higher["forecast_free_comm_tokens_per_s"] / base["forecast_free_comm_tokens_per_s"]
+    # E[N] = (1 − α^{γ+1}) / (1 − α): at any γ ≥ 1 the ratio lies in (1, (1 − α) / (1 − α')]
+    assert 1.0 < gain <= (1 - ALPHA) / (1 - ALPHA - 0.05)
+    with pytest.raises(ValueError, match="truth_alpha"):
+        _forecast(None, truth_alpha=[ALPHA] * (K + 1))

@@ -89,11 +89,14 @@ def forecast_goodput(
     online: bool = False,
     horizon: int | None = None,
     spread: np.ndarray | list[float] | None = None,
+    truth_alpha: np.ndarray | list[float] | None = None,
 ) -> dict[str, float]:
     """Forecast goodput Σ E[N] / Σ (T_comp + E[T_comm]) over ``rounds`` model rounds (module
     docstring), next to the same plans' free-communication value Σ E[N] / Σ T_comp. ``horizon``:
     rounds per replica (the run's length; default ``rounds``); ``spread``: per device, the sd of
-    its jobs' α around its own (default: none)."""
+    its jobs' α around its own (default: none); ``truth_alpha``: per device, the acceptance its jobs
+    really have where it differs from the α the planner starts from (the scenario's): a what-if
+    for a prior that is off, e.g. a run's prior against the rates its verdicts showed."""
     k = scenario.devices.count
     horizon = max(1, min(horizon or rounds, rounds))
     rng = np.random.default_rng([seed, 43])
@@ -108,7 +111,9 @@ def forecast_goodput(
     r = FORECAST_ROUND_OFFSET
     for _ in range(-(-rounds // horizon)):
         planner = ScenarioPlanner(scenario, range(k), payload, policy=policy, split=split, online=online)
-        device_alpha = np.asarray(planner.world.drop.alpha, dtype=float)
+        device_alpha = np.asarray(planner.world.drop.alpha if truth_alpha is None else truth_alpha, dtype=float)
+        if device_alpha.shape != (k,):
+            raise ValueError(f"truth_alpha: need one α per device ({k}), got {device_alpha.size}")
         if sd is not None and jobs is None:
             jobs = JobAlphas(device_alpha, sd, np.random.default_rng([seed, 44]))
         truth = device_alpha if jobs is None else jobs.next(np.arange(k))
