@@ -49,47 +49,65 @@ def runs(pair: str, policy: str, seeds: list[int], runner: str = "fork") -> None
         )
 
 
+class _SeedModel:
+    """One seed's testbed set-up as the forecast sees it (K = 8, 20 rounds, 64-token prompts): the
+    devices' drafts and tasks, the payload, the scenario at the run α and the measured spread, and
+    the testbed's forecast on any scenario built from it."""
+
+    def __init__(self, pair, policy: str, seed: int):
+        from multispin.experiments.testbed import (
+            TestbedConfig,
+            build_scenario,
+            device_spread,
+            forecast_rounds,
+            payload_choice,
+            with_measured_acceptance,
+        )
+        from multispin.models.prompts import assign_tasks
+
+        cfg = TestbedConfig.make(pair=pair.name, devices=8, rounds=20, max_new_tokens=64, policy=policy, seed=seed)
+        self.policy, self.seed, self.rounds = policy, seed, forecast_rounds(cfg)  # the testbed's
+        self.drafts, self.tasks = [pair.default_draft] * 8, assign_tasks(8, cfg.tasks, seed)
+        self.choice = payload_choice(cfg, pair.vocab_size)
+        self.base = build_scenario(cfg)
+        self.run, _ = with_measured_acceptance(self.base, pair.name, self.drafts, self.tasks, self.choice.sampling)
+        self.spread = device_spread(pair.name, self.drafts, self.tasks, self.choice.sampling)
+
+    def forecast(self, scenario, **kw) -> float:
+        from multispin.experiments.forecast import forecast_goodput
+
+        return forecast_goodput(scenario, self.choice.wire, self.policy, rounds=self.rounds, seed=self.seed, **kw)[
+            "forecast_tokens_per_s"
+        ]
+
+
+BUDGETS = dict(max_new_tokens=64, horizon=20)
+
+
 def parts(pair_name: str, policy: str, seeds: list[int]) -> None:
-    from multispin.experiments.forecast import forecast_goodput
-    from multispin.experiments.testbed import (
-        TestbedConfig,
-        build_scenario,
-        device_spread,
-        forecast_rounds,
-        payload_choice,
-        with_measured_acceptance,
-    )
     from multispin.models.profiles import device_alpha
-    from multispin.models.prompts import assign_tasks
     from multispin.models.registry import resolve_pair
 
     pair = resolve_pair(pair_name)
     for seed in seeds:
-        cfg = TestbedConfig.make(pair=pair_name, devices=8, rounds=20, max_new_tokens=64, policy=policy, seed=seed)
-        drafts, tasks = [pair.default_draft] * 8, assign_tasks(8, cfg.tasks, seed)
-        choice = payload_choice(cfg, pair.vocab_size)
-        base = build_scenario(cfg)
-        tf = base.override(
-            {"devices.acceptance": [device_alpha(pair_name, d, t, choice.sampling) for d, t in zip(drafts, tasks)]}
+        m = _SeedModel(pair, policy, seed)
+        tf = m.base.override(
+            {
+                "devices.acceptance": [
+                    device_alpha(pair_name, d, t, m.choice.sampling) for d, t in zip(m.drafts, m.tasks)
+                ]
+            }
         )
-        run, _ = with_measured_acceptance(base, pair_name, drafts, tasks, choice.sampling)
-        spread = device_spread(pair_name, drafts, tasks, choice.sampling)
-        budgets = dict(max_new_tokens=64, horizon=20)
-        rounds = forecast_rounds(cfg)  # the testbed's
-
-        def f(sc, choice=choice, seed=seed, rounds=rounds, **kw):
-            return forecast_goodput(sc, choice.wire, policy, rounds=rounds, seed=seed, **kw)["forecast_tokens_per_s"]
-
         print(
             json.dumps(
                 {
                     "seed": seed,
                     "policy": policy,
-                    "F0": f(tf),
-                    "F1": f(run),
-                    "F2": f(run, **budgets),
-                    "F3": f(run, online=True, **budgets),
-                    "F4": f(run, online=True, spread=spread, **budgets),
+                    "F0": m.forecast(tf),
+                    "F1": m.forecast(m.run),
+                    "F2": m.forecast(m.run, **BUDGETS),
+                    "F3": m.forecast(m.run, online=True, **BUDGETS),
+                    "F4": m.forecast(m.run, online=True, spread=m.spread, **BUDGETS),
                 }
             ),
             flush=True,
@@ -97,39 +115,13 @@ def parts(pair_name: str, policy: str, seeds: list[int]) -> None:
 
 
 def truth(pair_name: str, policy: str, seeds: list[int], rates: dict[str, float]) -> None:
-    from multispin.experiments.forecast import forecast_goodput
-    from multispin.experiments.testbed import (
-        TestbedConfig,
-        build_scenario,
-        device_spread,
-        forecast_rounds,
-        payload_choice,
-        with_measured_acceptance,
-    )
-    from multispin.models.prompts import assign_tasks
     from multispin.models.registry import resolve_pair
 
     pair = resolve_pair(pair_name)
     for seed in seeds:
-        cfg = TestbedConfig.make(pair=pair_name, devices=8, rounds=20, max_new_tokens=64, policy=policy, seed=seed)
-        drafts, tasks = [pair.default_draft] * 8, assign_tasks(8, cfg.tasks, seed)
-        choice = payload_choice(cfg, pair.vocab_size)
-        run, _ = with_measured_acceptance(build_scenario(cfg), pair_name, drafts, tasks, choice.sampling)
-        forecast = forecast_goodput(
-            run,
-            choice.wire,
-            policy,
-            rounds=forecast_rounds(cfg),
-            seed=seed,
-            online=True,
-            spread=device_spread(pair_name, drafts, tasks, choice.sampling),
-            max_new_tokens=64,
-            horizon=20,
-            truth_alpha=[rates[t] for t in tasks],
-        )
-        print(
-            json.dumps({"seed": seed, "policy": policy, "rates": rates, "F4_truth": forecast["forecast_tokens_per_s"]})
-        )
+        m = _SeedModel(pair, policy, seed)
+        forecast = m.forecast(m.run, online=True, spread=m.spread, truth_alpha=[rates[t] for t in m.tasks], **BUDGETS)
+        print(json.dumps({"seed": seed, "policy": policy, "rates": rates, "F4_truth": forecast}))
 
 
 def tiny(alpha: float, seeds: list[int], budget: int, policy: str, tag: str) -> None:

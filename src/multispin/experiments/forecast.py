@@ -105,15 +105,16 @@ def forecast_goodput(
         raise ValueError(f"spread: need one sd per device ({k}), got {sd.size}")
     if sd is not None and not np.any(sd > 0):
         sd = None
+    given_truth = None if truth_alpha is None else np.asarray(truth_alpha, dtype=float)
+    if given_truth is not None and given_truth.shape != (k,):
+        raise ValueError(f"truth_alpha: need one α per device ({k}), got {given_truth.size}")
     jobs = None  # each job's α, from a stream of its own: without spread the forecast is what it was
     gmax = scenario.optimizer.gamma_max
     tokens = comp = comm = 0.0
     r = FORECAST_ROUND_OFFSET
     for _ in range(-(-rounds // horizon)):
         planner = ScenarioPlanner(scenario, range(k), payload, policy=policy, split=split, online=online)
-        device_alpha = np.asarray(planner.world.drop.alpha if truth_alpha is None else truth_alpha, dtype=float)
-        if device_alpha.shape != (k,):
-            raise ValueError(f"truth_alpha: need one α per device ({k}), got {device_alpha.size}")
+        device_alpha = np.asarray(planner.world.drop.alpha if given_truth is None else given_truth, dtype=float)
         if sd is not None and jobs is None:
             jobs = JobAlphas(device_alpha, sd, np.random.default_rng([seed, 44]))
         truth = device_alpha if jobs is None else jobs.next(np.arange(k))
