@@ -17,9 +17,12 @@ class Run:
 
 
 @pytest.fixture
-def multispin(capsys):
+def multispin(capsys, tmp_path, monkeypatch):
     """``multispin(*args)`` → Run(code, out, err) through the real entry point (``cli.main``),
-    so the one-line error formatting is what is tested."""
+    so the one-line error formatting is what is tested. It runs in a fresh folder, as a user's
+    shell would be anywhere: a verb's default output folders (out/demo, …) never meet a user's own
+    runs in the checkout (after `make demo`, `demo` refused to write over out/demo first)."""
+    monkeypatch.chdir(tmp_path)
 
     def run(*args: str) -> Run:
         capsys.readouterr()
