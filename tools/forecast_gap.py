@@ -7,6 +7,8 @@
   python tools/forecast_gap.py verdicts smollm2-135m chat 48 1 > v.json    # per-prompt verdicts (minutes)
   python tools/forecast_gap.py spread smollm2-135m v-chat.json v-code.json  # fit, write the spread file
   python tools/forecast_gap.py jobs RUN_DIR...                            # the same fit on testbed runs
+  python tools/forecast_gap.py calibrate smollm2-135m adaptive,all_dl,all_ul 100,...,147 > cal.jsonl  # in-run verdicts
+  python tools/forecast_gap.py ship-run-alpha smollm2-135m cal.jsonl      # pool them, write the run-verdicts file
   python tools/forecast_gap.py truth smollm2-135m adaptive 0,1,2 chat=0.818,code=0.8945  # F4 at another truth
 
 F0: teacher-forced α, prompts that never end, no estimator; F1: run α; F2: + each job's budget;
@@ -259,28 +261,92 @@ def spread(pair_name: str, files: list[str]) -> None:
 
 
 def jobs(run_dirs: list[str]) -> None:
-    """The same fit on testbed runs' rounds (each job: device id k + K·j), per task; a job's round
-    cut short by EOS (fewer tokens than its verdict gives) is left out."""
-    from multispin.models.acceptance_spread import fit_jobs, round_trials
+    """The same fit on testbed runs' rounds, per task."""
+    from multispin.models.acceptance_spread import fit_jobs
+    from multispin.models.run_verdicts import job_verdicts
+    from multispin.runtime.wire.round_row import RoundRow
 
     by_task: dict[str, list[list[tuple[int, int]]]] = {}
     for d in run_dirs:
         summary = json.loads((Path(d) / "summary.json").read_text())
-        k = int(summary["devices"])
-        per_job: dict[int, list[tuple[int, int]]] = {}
-        for line in (Path(d) / "rounds.jsonl").read_text().splitlines():
-            row = json.loads(line)
-            rejected = set(row["rejected"])
-            for dev, gamma in row["gamma"].items():
-                dev_id, gained = int(dev), int(row["tokens_gained"].get(dev, 0))
-                accepted = gained - 1
-                if gamma == 0 or accepted < 0 or (dev_id not in rejected and accepted != gamma):
-                    continue  # no draft, or the round was cut by EOS
-                per_job.setdefault(dev_id, []).append((accepted, round_trials(gamma, accepted, dev_id in rejected)))
-        for dev_id, rounds in per_job.items():
-            by_task.setdefault(summary["tasks"][str(dev_id % k)], []).append(rounds)
+        rows = [RoundRow.from_dict(json.loads(line)) for line in (Path(d) / "rounds.jsonl").read_text().splitlines()]
+        for job in job_verdicts(rows, summary["tasks"]):
+            by_task.setdefault(job.task, []).append(job.rounds)
     for task, job_rounds in sorted(by_task.items()):
         print(_fit_line(task, fit_jobs(job_rounds)))
+
+
+def calibrate(pair: str, policies: list[str], seeds: list[int]) -> None:
+    """Testbed runs (K = 8, 20 rounds, 64-token prompts, the pool runner) whose verdicts measure
+    the α a run sees: one JSON line per seed with each job's (accepted, trials) per round. Seeds
+    cycle through ``policies``; keep them apart from the seeds being forecast."""
+    from multispin.experiments.testbed import TestbedConfig, run_testbed
+    from multispin.models.run_verdicts import job_verdicts
+
+    for i, s in enumerate(seeds):
+        policy, t = policies[i % len(policies)], time.time()
+        result = run_testbed(
+            TestbedConfig.make(pair=pair, devices=8, rounds=20, max_new_tokens=64, policy=policy, seed=s, runner="pool")
+        )
+        line = {
+            "seed": s,
+            "policy": policy,
+            "wall": round(time.time() - t, 1),
+            "jobs": [j.to_dict() for j in job_verdicts(result.rounds, result.summary["tasks"])],
+        }
+        print(json.dumps(line), flush=True)
+
+
+def ship_run_alpha(pair_name: str, files: list[str]) -> None:
+    """Pool `calibrate` files per task (and per policy, to show how much the γ a policy drafts
+    moves the rate) and write the pair's run-verdicts file, which the planner's run α prefers."""
+    from multispin.experiments.acceptance import policy_label
+    from multispin.experiments.testbed import TestbedConfig, payload_choice
+    from multispin.models.profiles import PROFILES_ROOT, TASK_SOURCE, device_alpha, profile_folder
+    from multispin.models.registry import resolve_pair
+    from multispin.models.run_verdicts import SCHEMA, JobVerdicts, pool_jobs
+
+    pair = resolve_pair(pair_name)
+    lines = [json.loads(line) for f in files for line in Path(f).read_text().splitlines() if line.strip()]
+    lines = list({line["seed"]: line for line in lines}.values())  # a seed run twice counts once
+    sampling = payload_choice(TestbedConfig.make(pair=pair_name), pair.vocab_size).sampling
+    draft = pair.default_draft
+
+    def rate(jobs):
+        r = pool_jobs(jobs)
+        return {"alpha": r.alpha, "ci95": list(r.ci95), "jobs": r.jobs, "trials": r.trials}
+
+    tasks = {}
+    for task in sorted({j["task"] for line in lines for j in line["jobs"]}):
+        jobs = [(line["policy"], JobVerdicts.from_dict(j)) for line in lines for j in line["jobs"] if j["task"] == task]
+        entry = rate([j for _, j in jobs])
+        entry["planned_with"] = device_alpha(pair_name, draft, task, sampling, kind="shrunk")  # the runs' prior
+        entry["by_policy"] = {p: rate([j for q, j in jobs if q == p]) for p in sorted({q for q, _ in jobs})}
+        tasks[TASK_SOURCE[task]] = entry
+        print(
+            f"{task}: {entry['alpha']:.4f} ({entry['ci95'][0]:.4f}-{entry['ci95'][1]:.4f}), {entry['jobs']} jobs",
+            file=sys.stderr,
+        )
+    seeds = sorted(line["seed"] for line in lines)
+    policies = sorted({line["policy"] for line in lines})
+    out = {
+        "schema": SCHEMA,
+        "schema_version": 1,
+        "pair": pair_name,
+        "draft": draft,
+        "sampling": sampling.model_dump(),
+        "runs": {"devices": 8, "rounds": 20, "max_new_tokens": 64, "policies": policies, "seeds": seeds},
+        "method": "models/run_verdicts.py: Σ accepted / Σ (accepted + rejections) over every drafting round of "
+        "testbed runs (rounds cut by EOS left out); 95% bootstrap interval over jobs",
+        "command": f"python tools/forecast_gap.py calibrate {pair_name} {','.join(policies)} "
+        f"{seeds[0]}..{seeds[-1]} > cal.jsonl; python tools/forecast_gap.py ship-run-alpha {pair_name} cal.jsonl",
+        "tasks": tasks,
+    }
+    folder = profile_folder(pair_name)
+    assert folder is not None
+    path = PROFILES_ROOT / folder / f"run-verdicts-{draft}-{policy_label(sampling.model_dump())}.json"
+    path.write_text(json.dumps(out, indent=2) + "\n")
+    print(path)
 
 
 if __name__ == "__main__":
@@ -295,10 +361,14 @@ if __name__ == "__main__":
         spread(args[0], args[1:])
     elif verb == "jobs":
         jobs(args)
+    elif verb == "calibrate":
+        calibrate(args[0], args[1].split(","), [int(s) for s in args[2].split(",")])
+    elif verb == "ship-run-alpha":
+        ship_run_alpha(args[0], args[1:])
     elif verb == "truth":
         rates = {task: float(rate) for task, rate in (kv.split("=") for kv in args[3].split(","))}
         truth(args[0], args[1], [int(s) for s in args[2].split(",")], rates)
     elif verb == "tiny":
         tiny(float(args[0]), [int(s) for s in args[1].split(",")], int(args[2]), args[3], args[4])
     else:
-        sys.exit("verb: runs, parts, verdicts, spread, jobs, truth or tiny")
+        sys.exit("verb: runs, parts, calibrate, ship-run-alpha, verdicts, spread, jobs, truth or tiny")

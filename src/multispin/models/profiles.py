@@ -101,19 +101,27 @@ def compute_profile_path(pair: str) -> Path | None:
     return path if path.is_file() else None
 
 
-ALPHA_KINDS = ("teacher_forced", "run")
+ALPHA_KINDS = ("teacher_forced", "shrunk", "run")
 
 
 def device_alpha(pair: str, draft: str, task: str, sampling=None, kind: str = "teacher_forced") -> float | None:
     """Measured α of one draft for a testbed device of ``task`` (chat: ShareGPT, code: HumanEval,
     see ``TASK_SOURCE``) under ``sampling``, or ``None`` when it was not measured. ``kind``:
-    ``teacher_forced`` (the profile's E[Σ min(p, q)], the table of docs/acceptance.md) or ``run``
-    (`run_alpha`: what the running system's verdicts see, what the planner plans on)."""
+    ``teacher_forced`` (the profile's E[Σ min(p, q)], the table of docs/acceptance.md),
+    ``shrunk`` (`run_alpha`: the teacher-forced α corrected by the profile's own verdict rounds)
+    or ``run`` (what the planner plans on: the rate testbed runs' own verdicts showed where the
+    package ships it, `models.run_verdicts`, else the shrunk estimate)."""
     if kind not in ALPHA_KINDS:
         raise ValueError(f"kind: unknown value {kind!r} (allowed: {', '.join(ALPHA_KINDS)})")
     label = TASK_SOURCE.get(task, task)
     if kind == "teacher_forced":
         return acceptance_table(pair, sampling).get(draft, {}).get(label)
+    if kind == "run":
+        from multispin.models.run_verdicts import shipped_run_alpha  # it builds on this module
+
+        in_runs = shipped_run_alpha(pair, draft, task, sampling)
+        if in_runs is not None:
+            return in_runs
     for data in acceptance_profiles(pair):
         if str(data["draft"]) == draft and _same_policy(data, sampling) and label in data["tasks"]:
             entry = data["tasks"][label]

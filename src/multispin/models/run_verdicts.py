@@ -1,0 +1,115 @@
+"""The α a running system sees, measured from its own verdicts.
+
+A profile's verdict rounds draft γ = 8 every round; a run drafts the γ its planner picks (4-7 on
+the testbed) and stops at each prompt's budget. Acceptance is not i.i.d. along a draft (after a
+rejection the next position is a hard one; a long run of acceptances is an easy stretch), so the
+i.i.d. rate a run's verdicts show depends on the γ it drafts: the γ = 8 rounds read it high for
+chat (0.841 against 0.812 in runs), and the shrunk profile estimate (`profiles.run_alpha`) read it
+low for code (0.879 against 0.894). A forecast moves about 3.3% per 0.01 of α, so a forecast
+within 2% needs α to about ±0.006: only the runs themselves measure it that well.
+
+This module reads each job's verdicts from a run's rounds (`job_verdicts`) and pools them into a
+per-task rate with a bootstrap interval over jobs (`pool_jobs`). ``tools/forecast_gap.py
+calibrate`` runs the testbed on seeds kept apart from those it is checked on and
+``tools/forecast_gap.py ship-run-alpha`` writes ``data/profiles/<pair>/run-verdicts-<draft>-<policy>.json``;
+`shipped_run_alpha` reads it, and `profiles.device_alpha(kind="run")` prefers it to the shrunk
+profile estimate.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from multispin.models.acceptance_spread import round_trials
+from multispin.models.profiles import TASK_SOURCE, _same_policy, profile_dir, profile_folder
+
+SCHEMA = "multispin.run-verdicts"
+
+
+@dataclass(frozen=True)
+class JobVerdicts:
+    """One job's verdicts in a run: its task and each drafting round's (accepted, trials)."""
+
+    task: str
+    rounds: list[tuple[int, int]]
+
+    @property
+    def accepted(self) -> int:
+        return sum(a for a, _ in self.rounds)
+
+    @property
+    def trials(self) -> int:
+        return sum(n for _, n in self.rounds)
+
+    def to_dict(self) -> dict:
+        return {"task": self.task, "rounds": [list(r) for r in self.rounds]}
+
+    @classmethod
+    def from_dict(cls, doc: Mapping) -> JobVerdicts:
+        return cls(str(doc["task"]), [(int(a), int(n)) for a, n in doc["rounds"]])
+
+
+def job_verdicts(rows: Sequence, tasks: Mapping[str, str]) -> list[JobVerdicts]:
+    """Each job's verdicts from a run's round rows (`RoundRow`; a job is one device id, k + K·j
+    for device k's j-th prompt) and the run's task per device (``{"0": "chat", ...}``, the
+    summary's ``tasks``). A round cut short by EOS (fewer tokens than its verdict gives) is left
+    out: its verdict is not the draft's."""
+    k = len(tasks)
+    per_job: dict[int, list[tuple[int, int]]] = {}
+    for row in rows:
+        rejected = set(row.rejected)
+        for dev_id, gamma in row.gamma.items():
+            accepted = int(row.tokens_gained.get(dev_id, 0)) - 1
+            if gamma == 0 or accepted < 0 or (dev_id not in rejected and accepted != gamma):
+                continue
+            per_job.setdefault(int(dev_id), []).append((accepted, round_trials(gamma, accepted, dev_id in rejected)))
+    return [JobVerdicts(tasks[str(dev_id % k)], rounds) for dev_id, rounds in sorted(per_job.items())]
+
+
+@dataclass(frozen=True)
+class PooledRate:
+    """One task's i.i.d. acceptance rate over jobs: Σ accepted / Σ trials, with a 95% bootstrap
+    interval over jobs (a job's verdicts are correlated: within-text stretches, its prompt's own
+    rate)."""
+
+    alpha: float
+    ci95: tuple[float, float]
+    jobs: int
+    trials: int
+
+
+def pool_jobs(jobs: Sequence[JobVerdicts], resamples: int = 2000, seed: int = 0) -> PooledRate:
+    """`PooledRate` of ``jobs`` (all of one task)."""
+    acc = np.array([j.accepted for j in jobs], dtype=float)
+    tri = np.array([j.trials for j in jobs], dtype=float)
+    if acc.size < 2 or tri.sum() <= 0:
+        raise ValueError(f"jobs: need at least 2 jobs with trials (got {acc.size})")
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, acc.size, size=(resamples, acc.size))
+    boot = acc[idx].sum(axis=1) / np.maximum(tri[idx].sum(axis=1), 1.0)
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    return PooledRate(float(acc.sum() / tri.sum()), (float(lo), float(hi)), int(acc.size), int(tri.sum()))
+
+
+def run_verdict_files(pair: str) -> list[dict]:
+    """Every run-verdicts file shipped for ``pair``."""
+    folder = profile_folder(pair)
+    d = profile_dir(folder) if folder else None
+    if d is None:
+        return []
+    files = [json.loads(p.read_text()) for p in sorted(d.glob("run-verdicts-*.json"))]
+    return [f for f in files if f.get("schema") == SCHEMA and f.get("pair", folder) == pair]
+
+
+def shipped_run_alpha(pair: str, draft: str, task: str, sampling=None) -> float | None:
+    """The α runs of ``draft`` on a testbed device of ``task`` (chat, code; or a prompt-set label)
+    under ``sampling`` showed in their verdicts, or ``None`` where none was measured."""
+    label = TASK_SOURCE.get(task, task)
+    for data in run_verdict_files(pair):
+        if str(data["draft"]) == draft and _same_policy(data, sampling) and label in data["tasks"]:
+            return float(data["tasks"][label]["alpha"])
+    return None
