@@ -293,18 +293,21 @@ def calibrate(pair: str, policies: list[str], seeds: list[int]) -> None:
             "policy": policy,
             "wall": round(time.time() - t, 1),
             "jobs": [j.to_dict() for j in job_verdicts(result.rounds, result.summary["tasks"])],
+            # the prior the run planned on (its γ follows from it)
+            "planned_with": dict(zip(result.setup.tasks, result.setup.scenario.devices.acceptance)),
         }
         print(json.dumps(line), flush=True)
 
 
 def ship_run_alpha(pair_name: str, files: list[str]) -> None:
-    """Pool `calibrate` files per task (and per policy, to show how much the γ a policy drafts
-    moves the rate) and write the pair's run-verdicts file, which the planner's run α prefers."""
+    """Pool `calibrate` files per task (and per policy and per prior the runs planned on, to show
+    how much the γ a run drafts moves the rate) and write the pair's run-verdicts file, which the
+    planner's run α prefers."""
     from multispin.experiments.acceptance import policy_label
     from multispin.experiments.testbed import TestbedConfig, payload_choice
-    from multispin.models.profiles import PROFILES_ROOT, TASK_SOURCE, device_alpha, profile_folder
+    from multispin.models.profiles import PROFILES_ROOT, RUN_VERDICTS_SCHEMA, TASK_SOURCE, device_alpha, profile_folder
     from multispin.models.registry import resolve_pair
-    from multispin.models.run_verdicts import SCHEMA, JobVerdicts, pool_jobs
+    from multispin.models.run_verdicts import JobVerdicts, pool_jobs
 
     pair = resolve_pair(pair_name)
     lines = [json.loads(line) for f in files for line in Path(f).read_text().splitlines() if line.strip()]
@@ -318,10 +321,18 @@ def ship_run_alpha(pair_name: str, files: list[str]) -> None:
 
     tasks = {}
     for task in sorted({j["task"] for line in lines for j in line["jobs"]}):
-        jobs = [(line["policy"], JobVerdicts.from_dict(j)) for line in lines for j in line["jobs"] if j["task"] == task]
-        entry = rate([j for _, j in jobs])
-        entry["planned_with"] = device_alpha(pair_name, draft, task, sampling, kind="shrunk")  # the runs' prior
-        entry["by_policy"] = {p: rate([j for q, j in jobs if q == p]) for p in sorted({q for q, _ in jobs})}
+        # the prior each run planned on (its γ follows from it): recorded by `calibrate`, else the
+        # shrunk estimate, which is what runs planned on before any run-verdicts file was shipped
+        shrunk = device_alpha(pair_name, draft, task, sampling, kind="shrunk")
+        jobs = [
+            (line["policy"], round(line.get("planned_with", {}).get(task, shrunk), 4), JobVerdicts.from_dict(j))
+            for line in lines
+            for j in line["jobs"]
+            if j["task"] == task
+        ]
+        entry = rate([j for *_, j in jobs])
+        entry["by_policy"] = {p: rate([j for q, _, j in jobs if q == p]) for p in sorted({q for q, *_ in jobs})}
+        entry["by_prior"] = {str(a): rate([j for _, b, j in jobs if b == a]) for a in sorted({b for _, b, _ in jobs})}
         tasks[TASK_SOURCE[task]] = entry
         print(
             f"{task}: {entry['alpha']:.4f} ({entry['ci95'][0]:.4f}-{entry['ci95'][1]:.4f}), {entry['jobs']} jobs",
@@ -330,7 +341,7 @@ def ship_run_alpha(pair_name: str, files: list[str]) -> None:
     seeds = sorted(line["seed"] for line in lines)
     policies = sorted({line["policy"] for line in lines})
     out = {
-        "schema": SCHEMA,
+        "schema": RUN_VERDICTS_SCHEMA,
         "schema_version": 1,
         "pair": pair_name,
         "draft": draft,

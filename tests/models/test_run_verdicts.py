@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from multispin.models import profiles, run_verdicts
-from multispin.models.profiles import device_alpha
-from multispin.models.run_verdicts import JobVerdicts, job_verdicts, pool_jobs, shipped_run_alpha
+from multispin.models import profiles
+from multispin.models.profiles import device_alpha, in_run_alpha
+from multispin.models.run_verdicts import JobVerdicts, job_verdicts, pool_jobs
 
 SAMPLED = {"temperature": 1.0, "top_k": 1024, "top_p": 1.0}
 
@@ -80,25 +80,25 @@ def test_pool_jobs_refuses_too_few_jobs():
 
 
 def test_the_shipped_rates_are_what_the_planner_plans_on():
-    files = run_verdicts.run_verdict_files("smollm2-135m")
+    files = profiles.run_verdict_files("smollm2-135m")
     assert files, "smollm2-135m ships its runs' verdicts"
     for data in files:
         for label, entry in data["tasks"].items():
             task = {v: k for k, v in profiles.TASK_SOURCE.items()}[label]
             lo, hi = entry["ci95"]
             assert lo < entry["alpha"] < hi and hi - lo < 0.03 and entry["jobs"] >= 100
-            assert shipped_run_alpha("smollm2-135m", data["draft"], task, data["sampling"]) == entry["alpha"]
+            assert in_run_alpha("smollm2-135m", data["draft"], task, data["sampling"]) == entry["alpha"]
             assert device_alpha("smollm2-135m", data["draft"], task, data["sampling"], kind="run") == entry["alpha"]
         # measured on seeds apart from those the forecast is checked on (docs/system-model.md §5.5: 0-9)
         assert not set(data["runs"]["seeds"]) & set(range(10))
     # another sampling policy has none: the shrunk profile estimate stands
     greedy = {"temperature": 0.0, "top_k": 0, "top_p": 1.0}
-    assert shipped_run_alpha("smollm2-135m", "q5g64", "chat", greedy) is None
-    assert shipped_run_alpha("tiny", "close", "chat", SAMPLED) is None
+    assert in_run_alpha("smollm2-135m", "q5g64", "chat", greedy) is None
+    assert in_run_alpha("tiny", "close", "chat", SAMPLED) is None
 
 
 def test_without_a_run_verdicts_file_the_run_alpha_is_the_shrunk_profile_estimate(monkeypatch):
     shrunk = device_alpha("smollm2-135m", "q5g64", "chat", SAMPLED, kind="shrunk")
     assert shrunk != device_alpha("smollm2-135m", "q5g64", "chat", SAMPLED, kind="run")
-    monkeypatch.setattr(run_verdicts, "run_verdict_files", lambda pair: [])
+    monkeypatch.setattr(profiles, "run_verdict_files", lambda pair: [])
     assert device_alpha("smollm2-135m", "q5g64", "chat", SAMPLED, kind="run") == shrunk

@@ -346,7 +346,7 @@ def _run_alpha_lines(pairs) -> list[str]:
 def _in_run_lines(pairs) -> list[str]:
     """The section on the α measured in testbed runs (models.run_verdicts), one row per shipped
     file and task; nothing when none is shipped."""
-    from multispin.models.run_verdicts import run_verdict_files
+    from multispin.models.profiles import run_verdict_files
 
     rows = [(pair, f) for pair in pairs for f in run_verdict_files(pair)]
     if not rows:
@@ -361,20 +361,25 @@ def _in_run_lines(pairs) -> list[str]:
         "rounds, 64-token prompts; the three policies in turn, so their γ mixes are all in it) on seeds kept "
         "apart from those the forecast is checked on, Σ accepted / Σ (accepted + rejections) over every "
         "drafting round, with a 95% bootstrap interval over jobs (a job's verdicts are correlated). "
-        "`planned with` is the α those runs planned on (the shrunk estimate): the runs' γ follows from it, so "
-        "a rate far from it would call for a second pass.",
+        "The runs' γ follows from the α they plan on, so the rate is also shown per prior the runs planned "
+        "on (`planned with α: rate`): a first pass planned on the shrunk estimate, a second on the first "
+        "pass's rate; where the two agree the rate is a fixed point of the loop.",
         "",
-        "| pair | policy | draft | task | in runs α (95% CI) | jobs | trials | per policy | planned with |",
+        "| pair | policy | draft | task | in runs α (95% CI) | jobs | trials | per policy | planned with α: rate |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for pair, data in rows:
         policy = policy_label(data["sampling"])
         for label, e in data["tasks"].items():
             per = ", ".join(f"{p} {r['alpha']:.3f}" for p, r in e["by_policy"].items())
+            prior = ", ".join(
+                f"{float(a):.3f}: {r['alpha']:.3f} ({r['ci95'][0]:.3f}–{r['ci95'][1]:.3f})"
+                for a, r in e["by_prior"].items()
+            )
             lines.append(
                 f"| {pair} | {POLICY_TITLE.get(policy, policy)} | {data['draft']} | {TASK_TITLE.get(label, label)} "
                 f"| **{e['alpha']:.3f}** ({e['ci95'][0]:.3f}–{e['ci95'][1]:.3f}) | {e['jobs']} | {e['trials']} "
-                f"| {per} | {e['planned_with']:.3f} |"
+                f"| {per} | {prior} |"
             )
         lines += ["", f"Command: `{data['command']}`.", ""]
     return lines

@@ -9,6 +9,8 @@ Layout (package data, ``multispin/data/profiles/<pair>/``):
 * the α a running system sees (`run_alpha`): a profile's teacher-forced α corrected by its own
   verdict rounds, shrunk across every shipped profile (empirical Bayes; docs/acceptance.md says
   why the planner uses it);
+* ``run-verdicts-<draft>-<policy>.json``: the α testbed runs' own verdicts showed
+  (`models.run_verdicts`, `in_run_alpha`), which the planner prefers where shipped;
 * ``compute.json``: what ``multispin profile --out`` writes on the host that measured it
   (T_ver^0, T_ver^1, T_ver^tok, each draft's seconds per token, host facts).
 
@@ -117,9 +119,7 @@ def device_alpha(pair: str, draft: str, task: str, sampling=None, kind: str = "t
     if kind == "teacher_forced":
         return acceptance_table(pair, sampling).get(draft, {}).get(label)
     if kind == "run":
-        from multispin.models.run_verdicts import shipped_run_alpha  # it builds on this module
-
-        in_runs = shipped_run_alpha(pair, draft, task, sampling)
+        in_runs = in_run_alpha(pair, draft, task, sampling)
         if in_runs is not None:
             return in_runs
     for data in acceptance_profiles(pair):
@@ -128,6 +128,29 @@ def device_alpha(pair: str, draft: str, task: str, sampling=None, kind: str = "t
             alpha = entry["alpha"] if isinstance(entry, dict) else entry
             # a label beside the profile's own (MT-Bench math) has no verdicts of its own
             return run_alpha(data) if float(alpha) == float(data["alpha"]) else float(alpha)
+    return None
+
+
+RUN_VERDICTS_SCHEMA = "multispin.run-verdicts"
+
+
+def run_verdict_files(pair: str) -> list[dict]:
+    """Every run-verdicts file shipped for ``pair`` (`models.run_verdicts`)."""
+    folder = profile_folder(pair)
+    d = profile_dir(folder) if folder else None
+    if d is None:
+        return []
+    files = [json.loads(p.read_text()) for p in sorted(d.glob("run-verdicts-*.json"))]
+    return [f for f in files if f.get("schema") == RUN_VERDICTS_SCHEMA and f.get("pair", folder) == pair]
+
+
+def in_run_alpha(pair: str, draft: str, task: str, sampling=None) -> float | None:
+    """The α testbed runs of ``draft`` on a device of ``task`` (chat, code; or a prompt-set label)
+    under ``sampling`` showed in their own verdicts, or ``None`` where none was measured."""
+    label = TASK_SOURCE.get(task, task)
+    for data in run_verdict_files(pair):
+        if str(data["draft"]) == draft and _same_policy(data, sampling) and label in data["tasks"]:
+            return float(data["tasks"][label]["alpha"])
     return None
 
 

@@ -12,22 +12,18 @@ This module reads each job's verdicts from a run's rounds (`job_verdicts`) and p
 per-task rate with a bootstrap interval over jobs (`pool_jobs`). ``tools/forecast_gap.py
 calibrate`` runs the testbed on seeds kept apart from those it is checked on and
 ``tools/forecast_gap.py ship-run-alpha`` writes ``data/profiles/<pair>/run-verdicts-<draft>-<policy>.json``;
-`shipped_run_alpha` reads it, and `profiles.device_alpha(kind="run")` prefers it to the shrunk
+`profiles.in_run_alpha` reads it, and `profiles.device_alpha(kind="run")` prefers it to the shrunk
 profile estimate.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from multispin.models.acceptance_spread import round_trials
-from multispin.models.profiles import TASK_SOURCE, _same_policy, profile_dir, profile_folder
-
-SCHEMA = "multispin.run-verdicts"
 
 
 @dataclass(frozen=True)
@@ -93,23 +89,3 @@ def pool_jobs(jobs: Sequence[JobVerdicts], resamples: int = 2000, seed: int = 0)
     boot = acc[idx].sum(axis=1) / np.maximum(tri[idx].sum(axis=1), 1.0)
     lo, hi = np.percentile(boot, [2.5, 97.5])
     return PooledRate(float(acc.sum() / tri.sum()), (float(lo), float(hi)), int(acc.size), int(tri.sum()))
-
-
-def run_verdict_files(pair: str) -> list[dict]:
-    """Every run-verdicts file shipped for ``pair``."""
-    folder = profile_folder(pair)
-    d = profile_dir(folder) if folder else None
-    if d is None:
-        return []
-    files = [json.loads(p.read_text()) for p in sorted(d.glob("run-verdicts-*.json"))]
-    return [f for f in files if f.get("schema") == SCHEMA and f.get("pair", folder) == pair]
-
-
-def shipped_run_alpha(pair: str, draft: str, task: str, sampling=None) -> float | None:
-    """The α runs of ``draft`` on a testbed device of ``task`` (chat, code; or a prompt-set label)
-    under ``sampling`` showed in their verdicts, or ``None`` where none was measured."""
-    label = TASK_SOURCE.get(task, task)
-    for data in run_verdict_files(pair):
-        if str(data["draft"]) == draft and _same_policy(data, sampling) and label in data["tasks"]:
-            return float(data["tasks"][label]["alpha"])
-    return None
