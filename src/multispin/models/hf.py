@@ -271,6 +271,10 @@ class HFBatchedLM:
         if alone:
             self._kv[seq_ids[0]] = out.past_key_values
         else:
+            if resident is None and self._resident is not None:
+                # a batch disjoint from the resident one (devices that drafted last round sit
+                # this one out, γ = 0): those sequences get their own caches back first
+                self._evict()
             self._resident = _ResidentBatch(tuple(seq_ids), out.past_key_values, mask)
             for s in seq_ids:
                 self._kv.pop(s, None)

@@ -26,9 +26,10 @@ class StackCounting(HFBatchedLM):
         return super()._stack_past(*args, **kwargs)
 
 
-def _walk(seed: int, steps: int = 40):
-    """Random drafting-like steps on 3 sequences (one leaves, one joins): the batched rows and
-    the rows of one HFSequenceLM per sequence."""
+def _walk(seed: int, steps: int = 40, sit_out: float = 0.0, sequences: int = 3):
+    """Random drafting-like steps on `sequences` sequences (one leaves, one joins; each sits a step out
+    with probability ``sit_out``, as a device planned γ = 0 does): the batched rows and the rows
+    of one HFSequenceLM per sequence."""
     pair = load_tiny_pair()
     rng = np.random.default_rng(seed)
     batched = StackCounting(pair.target, pair.vocab_size)
@@ -41,14 +42,14 @@ def _walk(seed: int, steps: int = 40):
         prompt = rng.integers(1, 200, size=int(rng.integers(2, 9))).tolist()
         batched.extend_many({s: prompt}), alone[s].extend(prompt)
 
-    for s in range(3):
+    for s in range(sequences):
         open_seq(s)
     for step in range(steps):
         if step == steps // 3:
             batched.close(1), alone.pop(1)
         if step == steps // 2:
             open_seq(7)
-        new = {s: rng.integers(1, 200, size=int(rng.integers(1, 4))).tolist() for s in alone}
+        new = {s: rng.integers(1, 200, size=int(rng.integers(1, 4))).tolist() for s in alone if rng.random() >= sit_out}
         rows = batched.extend_many(new)
         for s, toks in new.items():
             got.append(rows[s])
@@ -73,6 +74,28 @@ def test_resident_batch_rows_equal_each_sequence_alone(seed):
     assert batched.stacks < 12
     longest = max(batched.length(s) for s in alone)
     assert max(widths) <= 2 * (longest + 3) + 64 + 3
+
+
+def test_a_batch_disjoint_from_the_resident_one_keeps_their_caches():
+    """Sequences 0 and 1 draft together, then 2 and 3 while 0 and 1 sit out (γ = 0 in all-UL
+    rounds): 0 and 1 keep their caches (a pool lost them and every pooled device with them)."""
+    pair = load_tiny_pair()
+    batched = HFBatchedLM(pair.target, pair.vocab_size)
+    alone = {s: HFSequenceLM(pair.target, pair.vocab_size) for s in range(4)}
+    for s in range(4):
+        batched.open(s)
+        batched.extend_many({s: [3 + s, 4, 5]}), alone[s].extend([3 + s, 4, 5])
+    for group in ([0, 1], [2, 3], [0, 1], [0]):
+        rows = batched.extend_many({s: [7, 8] for s in group})
+        for s in group:
+            np.testing.assert_allclose(rows[s], alone[s].extend([7, 8]), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_rows_equal_each_sequence_alone_when_sequences_sit_steps_out(seed):
+    _, got, ref, _, _ = _walk(seed, sit_out=0.5, sequences=5)
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(g, r, atol=1e-5, rtol=0)
 
 
 def test_control_unmasked_rollback_changes_the_rows(monkeypatch):
