@@ -29,8 +29,9 @@ from multispin.errors import ConfigError
 from multispin.models.base import LoadedPair
 from multispin.models.synthetic import MarkovBatchedLM
 from multispin.models.tiny import load_tiny_pair
+from multispin.runtime.net import pool as pool_module
 from multispin.runtime.net.launcher import DeviceSetup, device_threads, free_port, run_local_testbed
-from multispin.runtime.net.pool import DevicePool, PoolDevice, parse_device_ids, run_pool
+from multispin.runtime.net.pool import DevicePool, DraftBatcher, PoolDevice, parse_device_ids, run_pool
 from multispin.runtime.net.server import EdgeServer
 from multispin.runtime.net.server_config import ServerConfig
 from multispin.runtime.round.engine import PolicyPair
@@ -66,6 +67,21 @@ def test_device_ids_parse_ranges_and_lists():
     for bad in ("", "3-1", "a", "1,1", "0-2,2", "1-"):
         with pytest.raises(ConfigError, match="^devices: "):
             parse_device_ids(bad)
+
+
+def test_a_failed_draft_batch_is_said_once_and_raised_in_each_device(monkeypatch, caplog):
+    """The server sees only the pooled devices' connections end; the pool says why."""
+
+    def broken(devices, gammas):
+        raise KeyError(1)
+
+    monkeypatch.setattr(pool_module, "draft_all", broken)
+    batcher = DraftBatcher(threading.RLock(), gather_s=0.0)
+    batcher.enter()
+    dev = type("Dev", (), {"device_id": 3})()
+    with caplog.at_level("WARNING", logger="multispin.pool"), pytest.raises(KeyError):
+        batcher(dev, 4)
+    assert [r.getMessage() for r in caplog.records] == ["draft batch of 1 devices failed: KeyError: 1"]
 
 
 def test_a_pool_drafts_on_this_process_threads_and_a_process_per_device_on_one(monkeypatch):

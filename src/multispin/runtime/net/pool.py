@@ -166,6 +166,8 @@ class DraftBatcher:
                 seconds = time.perf_counter() - t0
                 results: dict[object, Any] = {t: (drafts[dev.device_id], seconds) for t, (dev, _) in batch.items()}
             except Exception as exc:  # each device's thread raises it (its session resumes)
+                # said here once: the server only sees the devices' connections end
+                log.warning("draft batch of %d devices failed: %s: %s", len(batch), type(exc).__name__, exc)
                 results = {t: exc for t in batch}
         finally:
             self._cv.acquire()
