@@ -89,8 +89,8 @@ def test_the_shipped_rates_are_what_the_planner_plans_on():
             assert lo < entry["alpha"] < hi and hi - lo < 0.03 and entry["jobs"] >= 100
             assert in_run_alpha("smollm2-135m", data["draft"], task, data["sampling"]) == entry["alpha"]
             assert device_alpha("smollm2-135m", data["draft"], task, data["sampling"], kind="run") == entry["alpha"]
-        # measured on seeds apart from those the forecast is checked on (docs/system-model.md §5.5: 0-9)
-        assert not set(data["runs"]["seeds"]) & set(range(10))
+        # measured on seeds apart from those the forecast is checked on (docs/system-model.md §5.5: 0-29)
+        assert not set(data["runs"]["seeds"]) & set(range(30))
     # another sampling policy has none: the shrunk profile estimate stands
     greedy = {"temperature": 0.0, "top_k": 0, "top_p": 1.0}
     assert in_run_alpha("smollm2-135m", "q5g64", "chat", greedy) is None
