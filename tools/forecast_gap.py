@@ -211,11 +211,22 @@ def _fit_line(label: str, fit) -> str:
     return f"{label}: mean α {fit.mean:.3f}, between-prompt sd {fit.sd:.3f} (whole-job sd {fit.naive_sd:.3f}), {fit.jobs} jobs"
 
 
+def _ship(pair_name: str, name: str, doc: dict) -> None:
+    """Write ``doc`` into the pair's shipped profile folder as ``name`` and say where."""
+    from multispin.models.profiles import PROFILES_ROOT, profile_folder
+
+    folder = profile_folder(pair_name)
+    assert folder is not None
+    path = PROFILES_ROOT / folder / name
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    print(path)
+
+
 def spread(pair_name: str, files: list[str]) -> None:
     """Fit each task's between-prompt spread from `verdicts` files and write the pair's spread file."""
     from multispin.experiments.acceptance import policy_label
     from multispin.models.acceptance_spread import fit_jobs, round_trials
-    from multispin.models.profiles import PROFILES_ROOT, TASK_SOURCE, profile_folder
+    from multispin.models.profiles import TASK_SOURCE
 
     docs = [json.loads(Path(f).read_text()) for f in files]
     tasks = {}
@@ -253,11 +264,7 @@ def spread(pair_name: str, files: list[str]) -> None:
         ),
         "tasks": tasks,
     }
-    folder = profile_folder(pair_name)
-    assert folder is not None
-    path = PROFILES_ROOT / folder / f"spread-{first['draft']}-{policy_label(first['sampling'])}.json"
-    path.write_text(json.dumps(out, indent=2) + "\n")
-    print(path)
+    _ship(pair_name, f"spread-{first['draft']}-{policy_label(first['sampling'])}.json", out)
 
 
 def jobs(run_dirs: list[str]) -> None:
@@ -305,7 +312,7 @@ def ship_run_alpha(pair_name: str, files: list[str]) -> None:
     planner's run α prefers."""
     from multispin.experiments.acceptance import policy_label
     from multispin.experiments.testbed import TestbedConfig, payload_choice
-    from multispin.models.profiles import PROFILES_ROOT, RUN_VERDICTS_SCHEMA, TASK_SOURCE, device_alpha, profile_folder
+    from multispin.models.profiles import RUN_VERDICTS_SCHEMA, TASK_SOURCE, device_alpha
     from multispin.models.registry import resolve_pair
     from multispin.models.run_verdicts import JobVerdicts, pool_jobs
 
@@ -353,11 +360,7 @@ def ship_run_alpha(pair_name: str, files: list[str]) -> None:
         f"{seeds[0]}..{seeds[-1]} > cal.jsonl; python tools/forecast_gap.py ship-run-alpha {pair_name} cal.jsonl",
         "tasks": tasks,
     }
-    folder = profile_folder(pair_name)
-    assert folder is not None
-    path = PROFILES_ROOT / folder / f"run-verdicts-{draft}-{policy_label(sampling.model_dump())}.json"
-    path.write_text(json.dumps(out, indent=2) + "\n")
-    print(path)
+    _ship(pair_name, f"run-verdicts-{draft}-{policy_label(sampling.model_dump())}.json", out)
 
 
 if __name__ == "__main__":

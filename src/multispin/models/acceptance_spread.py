@@ -23,13 +23,12 @@ spread; the shipped spreads (``data/profiles/<pair>/spread-<draft>-<policy>.json
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import betaincinv
 
-from multispin.models.profiles import TASK_SOURCE, _same_policy, profile_dir, profile_folder
+from multispin.models.profiles import TASK_SOURCE, _same_policy, shipped_files
 
 
 @dataclass(frozen=True)
@@ -96,12 +95,7 @@ def draw_job_alpha(mean: np.ndarray, sd: np.ndarray, rng: np.random.Generator) -
 
 def spread_files(pair: str) -> list[dict]:
     """Every shipped spread file of ``pair`` (``[]`` without any)."""
-    folder = profile_folder(pair)
-    d = profile_dir(folder) if folder else None
-    if d is None:
-        return []
-    files = [json.loads(p.read_text()) for p in sorted(d.glob("spread-*.json"))]
-    return [f for f in files if f.get("pair", folder) == pair]
+    return shipped_files(pair, "spread")
 
 
 def shipped_spread(pair: str, draft: str, task: str, sampling=None) -> float | None:

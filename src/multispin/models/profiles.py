@@ -63,14 +63,20 @@ def profile_folder(pair: str) -> str | None:
 TASK_SOURCE = {"chat": "sharegpt", "code": "humaneval"}
 
 
-def acceptance_profiles(pair: str) -> list[dict]:
-    """Every acceptance profile shipped for ``pair`` (``[]`` without profiles)."""
+def shipped_files(pair: str, kind: str) -> list[dict]:
+    """Every ``<kind>-*.json`` file shipped for ``pair`` in its profile folder, whose ``pair``
+    field (where it has one) is ``pair`` (``[]`` without any)."""
     folder = profile_folder(pair)
     d = profile_dir(folder) if folder else None
     if d is None:
         return []
-    profiles = [json.loads(p.read_text()) for p in sorted(d.glob("acceptance-*.json"))]
-    return [p for p in profiles if p.get("pair", folder) == pair]
+    files = [json.loads(p.read_text()) for p in sorted(d.glob(f"{kind}-*.json"))]
+    return [f for f in files if f.get("pair", folder) == pair]
+
+
+def acceptance_profiles(pair: str) -> list[dict]:
+    """Every acceptance profile shipped for ``pair`` (``[]`` without profiles)."""
+    return shipped_files(pair, "acceptance")
 
 
 def _same_policy(profile: dict, sampling) -> bool:
@@ -136,12 +142,7 @@ RUN_VERDICTS_SCHEMA = "multispin.run-verdicts"
 
 def run_verdict_files(pair: str) -> list[dict]:
     """Every run-verdicts file shipped for ``pair`` (`models.run_verdicts`)."""
-    folder = profile_folder(pair)
-    d = profile_dir(folder) if folder else None
-    if d is None:
-        return []
-    files = [json.loads(p.read_text()) for p in sorted(d.glob("run-verdicts-*.json"))]
-    return [f for f in files if f.get("schema") == RUN_VERDICTS_SCHEMA and f.get("pair", folder) == pair]
+    return [f for f in shipped_files(pair, "run-verdicts") if f.get("schema") == RUN_VERDICTS_SCHEMA]
 
 
 def in_run_alpha(pair: str, draft: str, task: str, sampling=None) -> float | None:
