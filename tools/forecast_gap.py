@@ -43,6 +43,7 @@ def runs(pair: str, policy: str, seeds: list[int], runner: str = "fork") -> None
                     "policy": policy,
                     "wall": round(time.time() - t, 1),
                     "real": sm["goodput_tokens_per_s"],
+                    "cond": sm["acceptance_conditioned_goodput_tokens_per_s"],
                     "forecast": sm["forecast_tokens_per_s"],
                     "blind": sm["budget_blind_forecast_tokens_per_s"],
                 }
@@ -155,6 +156,7 @@ def tiny(alpha: float, seeds: list[int], budget: int, policy: str, tag: str) -> 
                     "seed": s,
                     "budget": budget,
                     "real": sm["goodput_tokens_per_s"],
+                    "cond": sm["acceptance_conditioned_goodput_tokens_per_s"],
                     "forecast": sm["forecast_tokens_per_s"],
                     "blind": sm.get("budget_blind_forecast_tokens_per_s"),
                 }
@@ -268,19 +270,25 @@ def spread(pair_name: str, files: list[str]) -> None:
 
 
 def jobs(run_dirs: list[str]) -> None:
-    """The same fit on testbed runs' rounds, per task."""
+    """The same fit on testbed runs' rounds, per task, and the in-run α those runs' verdicts show
+    with its 95% interval over jobs (e.g. the K = 20 runs of `demo --study` against the shipped K = 8 rate)."""
     from multispin.models.acceptance_spread import fit_jobs
-    from multispin.models.run_verdicts import job_verdicts
+    from multispin.models.run_verdicts import JobVerdicts, job_verdicts, pool_jobs
     from multispin.runtime.wire.round_row import RoundRow
 
-    by_task: dict[str, list[list[tuple[int, int]]]] = {}
+    by_task: dict[str, list[JobVerdicts]] = {}
     for d in run_dirs:
         summary = json.loads((Path(d) / "summary.json").read_text())
         rows = [RoundRow.from_dict(json.loads(line)) for line in (Path(d) / "rounds.jsonl").read_text().splitlines()]
         for job in job_verdicts(rows, summary["tasks"]):
-            by_task.setdefault(job.task, []).append(job.rounds)
-    for task, job_rounds in sorted(by_task.items()):
-        print(_fit_line(task, fit_jobs(job_rounds)))
+            by_task.setdefault(job.task, []).append(job)
+    for task, task_jobs in sorted(by_task.items()):
+        r = pool_jobs(task_jobs)
+        print(f"{task}: in-run α {r.alpha:.4f} ({r.ci95[0]:.4f}-{r.ci95[1]:.4f}), {r.jobs} jobs, {r.trials} trials")
+        try:
+            print(_fit_line(task, fit_jobs([job.rounds for job in task_jobs])))
+        except ValueError as e:  # too few jobs for the between-prompt fit
+            print(f"{task}: no spread fit ({e})")
 
 
 def calibrate(pair: str, policies: list[str], seeds: list[int]) -> None:

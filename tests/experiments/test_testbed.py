@@ -53,6 +53,14 @@ def test_virtual_clock_run_logs_every_round(tmp_path, policy):
             assert row["power_w"][d] > 0 and row["bandwidth_hz"][d] > 0
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["policy"] == policy and set(summary["texts"]) == {"0", "1", "2"}
+    # the acceptance-conditioned goodput, recomputed from the rows: every committing device has
+    # its E[tokens | draft], never above γ + 1, and the ratio uses the realised goodput's clock
+    for row in lines:
+        assert set(row["expected_tokens"]) == set(row["tokens_gained"])
+        assert all(0 < e <= row["gamma"][d] + 1 for d, e in row["expected_tokens"].items())
+    time_s = sum(row["comp_latency_s"] + row["comm_latency_s"] for row in lines)
+    expected = sum(sum(row["expected_tokens"].values()) for row in lines)
+    assert summary["acceptance_conditioned_goodput_tokens_per_s"] == pytest.approx(expected / time_s, rel=1e-12)
 
 
 def test_wall_clock_includes_emulated_airtime(tmp_path):

@@ -299,6 +299,13 @@ def steady_state_figures(rows: list[RoundRow], devices: int) -> dict:
         "drafting_share": float(np.mean([g > 0 for g in gammas])) if gammas else 0.0,
         "mean_gamma": float(np.mean(gammas)) if gammas else 0.0,
         "steady_state": bool(rows) and all(len(r.gamma) == devices for r in rows),
+        # the same ratio with each device's tokens replaced by E[tokens | its draft]: the
+        # acceptance test's luck averaged out (`speculative.expected_kept`), same expectation
+        "acceptance_conditioned_goodput_tokens_per_s": (
+            sum(sum(r.expected_tokens.values()) for r in rows) / (comp + comm)
+            if comp + comm > 0 and all(r.expected_tokens for r in rows)
+            else None
+        ),
     }
 
 
