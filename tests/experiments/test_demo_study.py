@@ -69,6 +69,12 @@ def test_the_study_compares_adaptive_with_all_dl_only(tiny_study):
     assert [(c.a, c.b) for c in point.comparisons] == [("adaptive", "all_dl")]
     ratio = point.rows[0]["realised_over_forecast"]
     assert ratio["seeds"] == 2 and ratio["low"] <= ratio["estimate"] <= ratio["high"]
+    # the conditioned check divides each seed's acceptance-conditioned goodput by the same forecast
+    cond = point.rows[0]["conditioned_over_forecast"]
+    per_seed = point.rows[0]["per_seed"]
+    assert cond["estimate"] == pytest.approx(
+        np.mean([x["acceptance_conditioned_goodput_tokens_per_s"] / x["forecast_tokens_per_s"] for x in per_seed])
+    )
     saved = json.loads((cfg.out / "summary.json").read_text())
     assert [r["policy"] for r in saved["points"][0]["policies"]] == ["adaptive", "all_dl"]
     assert [s["seed"] for s in saved["points"][0]["policies"][0]["per_seed"]] == [4, 5]
@@ -113,6 +119,7 @@ def test_demo_study_on_the_cli_prints_the_one_verdict_and_the_forecast_ratio(tmp
     assert res.exit_code == 0, res.output
     assert "adaptive vs all_dl: " in res.output and "adaptive vs all_ul" not in res.output
     assert "realised / forecast over 2 seeds (95% interval): adaptive " in res.output
+    assert "conditioned / forecast over 2 seeds (95% interval): adaptive " in res.output
     assert "steady state: 2 rounds × 2 seed(s)" in res.output
 
 

@@ -343,17 +343,18 @@ def demo(
         if any(c.estimator != "realised" for c in point.comparisons):  # the same, without the control variate
             for c in point.realised_comparisons:
                 con.print(f"[dim]{c.verdict}[/dim]", highlight=False)
-        ratios = [
-            (r["policy"], r["realised_over_forecast"])
-            for r in point.rows
-            if r["policy"] != "target_only" and (r["realised_over_forecast"] or {}).get("low") is not None
-        ]
-        if ratios:
-            con.print(
-                f"realised / forecast over {ratios[0][1]['seeds']} seeds (95% interval): "
-                + "; ".join(f"{p} {x['estimate']:.3f} ({x['low']:.3f}–{x['high']:.3f})" for p, x in ratios),
-                highlight=False,
-            )
+        for key, label in (("realised_over_forecast", "realised"), ("conditioned_over_forecast", "conditioned")):
+            ratios = [
+                (r["policy"], r[key])
+                for r in point.rows
+                if r["policy"] != "target_only" and (r[key] or {}).get("low") is not None
+            ]
+            if ratios:
+                con.print(
+                    f"{label} / forecast over {ratios[0][1]['seeds']} seeds (95% interval): "
+                    + "; ".join(f"{p} {x['estimate']:.3f} ({x['low']:.3f}–{x['high']:.3f})" for p, x in ratios),
+                    highlight=False,
+                )
         # after the verdicts: the goodput table, its caption and verdicts stay one block
         con.print(service_table([(r["policy"], r["service"]) for r in point.rows], "what each device gets"))
         for c in point.service_comparisons:

@@ -144,6 +144,7 @@ class PolicyRuns:
                     "goodput_tokens_per_s": x["goodput_tokens_per_s"],
                     "forecast_tokens_per_s": x["forecast_tokens_per_s"],
                     "budget_blind_forecast_tokens_per_s": x.get("budget_blind_forecast_tokens_per_s"),
+                    "acceptance_conditioned_goodput_tokens_per_s": x.get("acceptance_conditioned_goodput_tokens_per_s"),
                 }
                 for res, x in zip(self.results, s)
             ],
@@ -161,6 +162,15 @@ class PolicyRuns:
             },
             "realised_over_forecast": forecast_ratio(
                 [x["goodput_tokens_per_s"] for x in s], [x["forecast_tokens_per_s"] for x in s]
+            ),
+            # the same check with the acceptance test's luck averaged out: same mean, narrower
+            "conditioned_over_forecast": (
+                forecast_ratio(
+                    [x["acceptance_conditioned_goodput_tokens_per_s"] for x in s],
+                    [x["forecast_tokens_per_s"] for x in s],
+                )
+                if all(x.get("acceptance_conditioned_goodput_tokens_per_s") is not None for x in s)
+                else None
             ),
             "dl_share": float(np.mean([x["dl_share"] for x in s])),
             "bits_charged_per_token": float(np.mean([x["bits_charged_per_token"] for x in s])),
