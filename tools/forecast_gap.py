@@ -3,6 +3,7 @@
 
   python tools/forecast_gap.py runs smollm2-135m adaptive 0,1,2,3 [pool]  # realised + forecasts per seed
   python tools/forecast_gap.py parts smollm2-135m adaptive 0,1,2,3        # F0..F4 per seed (no run)
+  python tools/forecast_gap.py given-channel smollm2-135m adaptive 0,1,2  # F4 given the run's channel (no run)
   python tools/forecast_gap.py tiny ALPHA 0,1,2,3,4,5 BUDGET adaptive TAG # tiny pair, 8 chat devices
   python tools/forecast_gap.py verdicts smollm2-135m chat 48 1 > v.json    # per-prompt verdicts (minutes)
   python tools/forecast_gap.py spread smollm2-135m v-chat.json v-code.json  # fit, write the spread file
@@ -76,10 +77,11 @@ class _SeedModel:
         self.run, _ = with_measured_acceptance(self.base, pair.name, self.drafts, self.tasks, self.choice.sampling)
         self.spread = device_spread(pair.name, self.drafts, self.tasks, self.choice.sampling)
 
-    def forecast(self, scenario, **kw) -> float:
+    def forecast(self, scenario, rounds: int | None = None, **kw) -> float:
         from multispin.experiments.forecast import forecast_goodput
 
-        return forecast_goodput(scenario, self.choice.wire, self.policy, rounds=self.rounds, seed=self.seed, **kw)[
+        rounds = rounds or self.rounds
+        return forecast_goodput(scenario, self.choice.wire, self.policy, rounds=rounds, seed=self.seed, **kw)[
             "forecast_tokens_per_s"
         ]
 
@@ -111,6 +113,32 @@ def parts(pair_name: str, policy: str, seeds: list[int]) -> None:
                     "F2": m.forecast(m.run, **BUDGETS),
                     "F3": m.forecast(m.run, online=True, **BUDGETS),
                     "F4": m.forecast(m.run, online=True, spread=m.spread, **BUDGETS),
+                }
+            ),
+            flush=True,
+        )
+
+
+def given_channel(pair_name: str, policy: str, seeds: list[int]) -> None:
+    """F4 and the budget-blind forecast, each as the testbed computes it and again given the run's
+    own channel rounds (`forecast_goodput(channels="run")`): realised / forecast without the
+    channel's luck (no run; the seed rebuilds the run's set-up and channel)."""
+    from multispin.models.registry import resolve_pair
+
+    pair = resolve_pair(pair_name)
+    for seed in seeds:
+        m = _SeedModel(pair, policy, seed)
+        f4 = dict(online=True, spread=m.spread, **BUDGETS)
+        blind = dict(rounds=40)  # the testbed's budget-blind forecast: 40 rounds, prompts never end
+        print(
+            json.dumps(
+                {
+                    "seed": seed,
+                    "policy": policy,
+                    "F4": m.forecast(m.run, **f4),
+                    "F4_run_channels": m.forecast(m.run, channels="run", **f4),
+                    "blind": m.forecast(m.run, **blind),
+                    "blind_run_channels": m.forecast(m.run, channels="run", horizon=20, **blind),
                 }
             ),
             flush=True,
@@ -387,10 +415,12 @@ if __name__ == "__main__":
         calibrate(args[0], args[1].split(","), [int(s) for s in args[2].split(",")])
     elif verb == "ship-run-alpha":
         ship_run_alpha(args[0], args[1:])
+    elif verb == "given-channel":
+        given_channel(args[0], args[1], [int(s) for s in args[2].split(",")])
     elif verb == "truth":
         rates = {task: float(rate) for task, rate in (kv.split("=") for kv in args[3].split(","))}
         truth(args[0], args[1], [int(s) for s in args[2].split(",")], rates)
     elif verb == "tiny":
         tiny(float(args[0]), [int(s) for s in args[1].split(",")], int(args[2]), args[3], args[4])
     else:
-        sys.exit("verb: runs, parts, calibrate, ship-run-alpha, verdicts, spread, jobs, truth or tiny")
+        sys.exit("verb: runs, parts, given-channel, calibrate, ship-run-alpha, verdicts, spread, jobs, truth or tiny")

@@ -3,7 +3,10 @@
 The forecast replays, at the model level, what the running planner goes through:
 
 - **channels**: fresh block-fading draws (rounds far past any run's, so it never sees a realised
-  channel);
+  channel); ``channels="run"`` instead replays the run's own channel rounds 0, 1, … in every
+  replica: the forecast given the channel a run saw (the drop is the seed's either way), which
+  takes the channel's luck out of a realised / forecast check and nothing else: the channel is
+  drawn by the same generator in the run and in the model;
 - **jobs** (``max_new_tokens``): every device starts a fresh prompt with that budget and a new one
   as soon as its job ends, as a steady-state testbed run does; each round the planner is told each
   device's cap (remaining budget − 1, the round engine's clip), and the tokens each device gains
@@ -90,13 +93,17 @@ def forecast_goodput(
     horizon: int | None = None,
     spread: np.ndarray | list[float] | None = None,
     truth_alpha: np.ndarray | list[float] | None = None,
+    channels: str = "fresh",
 ) -> dict[str, float]:
     """Forecast goodput Σ E[N] / Σ (T_comp + E[T_comm]) over ``rounds`` model rounds (module
     docstring), next to the same plans' free-communication value Σ E[N] / Σ T_comp. ``horizon``:
     rounds per replica (the run's length; default ``rounds``); ``spread``: per device, the sd of
     its jobs' α around its own (default: none); ``truth_alpha``: per device, the acceptance its jobs
     really have where it differs from the α the planner starts from (the scenario's): a what-if
-    for a prior that is off, e.g. a run's prior against the rates its verdicts showed."""
+    for a prior that is off, e.g. a run's prior against the rates its verdicts showed; ``channels``:
+    ``"fresh"`` (the forecast) or ``"run"`` (every replica on the run's channel rounds 0 … horizon − 1)."""
+    if channels not in ("fresh", "run"):
+        raise ValueError(f"channels: 'fresh' or 'run' (got {channels!r})")
     k = scenario.devices.count
     horizon = max(1, min(horizon or rounds, rounds))
     rng = np.random.default_rng([seed, 43])
@@ -113,6 +120,8 @@ def forecast_goodput(
     tokens = comp = comm = 0.0
     r = FORECAST_ROUND_OFFSET
     for _ in range(-(-rounds // horizon)):
+        if channels == "run":
+            r = 0
         planner = ScenarioPlanner(scenario, range(k), payload, policy=policy, split=split, online=online)
         device_alpha = np.asarray(planner.world.drop.alpha if given_truth is None else given_truth, dtype=float)
         if sd is not None and jobs is None:
