@@ -2,6 +2,7 @@
 (the figures of docs/system-model.md §5.5). Real-model runs: minutes each.
 
   python tools/forecast_gap.py runs smollm2-135m adaptive 0,1,2,3 [pool]  # realised + forecasts per seed
+  python tools/forecast_gap.py table runs-*.jsonl                          # the check: per policy, pooled by seed
   python tools/forecast_gap.py parts smollm2-135m adaptive 0,1,2,3        # F0..F4 per seed (no run)
   python tools/forecast_gap.py given-channel smollm2-135m adaptive 0,1,2  # F4 given the run's channel (no run)
   python tools/forecast_gap.py tiny ALPHA 0,1,2,3,4,5 BUDGET adaptive TAG # tiny pair, 8 chat devices
@@ -51,6 +52,39 @@ def runs(pair: str, policy: str, seeds: list[int], runner: str = "fork") -> None
             ),
             flush=True,
         )
+
+
+def table(files: list[str]) -> None:
+    """The forecast check from `runs` files: realised (and acceptance-conditioned) over the forecast
+    and over the budget-blind forecast, per policy over its seeds and pooled with a seed's policies
+    as one cluster (they share its prompts and channel), each the ratio of sums with its 95%
+    interval (`paired.ratio_of_sums`), and the per-seed sd of the ratio. A seed run twice counts once."""
+    from multispin.experiments.paired import ratio_of_sums
+
+    runs = {}
+    for f in files:
+        for line in Path(f).read_text().splitlines():
+            if line.startswith("{") and '"real"' in line:
+                x = json.loads(line)
+                runs[(x["seed"], x["policy"])] = x
+    policies = sorted({p for _, p in runs})
+    for num, den in (("real", "forecast"), ("cond", "forecast"), ("real", "blind")):
+        rows = [x for x in runs.values() if x.get(num) is not None]
+        if not rows:
+            continue
+        print(f"{num} / {den}")
+        for group, members, clusters in [
+            *((p, [x for x in rows if x["policy"] == p], None) for p in policies),
+            ("pooled", rows, [x["seed"] for x in rows]),
+        ]:
+            if len(members) < 2:
+                continue
+            r = ratio_of_sums([x[num] for x in members], [x[den] for x in members], clusters)
+            sd = np.std([x[num] / x[den] for x in members], ddof=1)
+            print(
+                f"  {group:9s} {len(members):3d} runs {r.estimate:.3f} ({r.low:.3f}-{r.high:.3f})  "
+                f"per-run sd {100 * sd:.1f}%"
+            )
 
 
 class _SeedModel:
@@ -415,6 +449,8 @@ if __name__ == "__main__":
         calibrate(args[0], args[1].split(","), [int(s) for s in args[2].split(",")])
     elif verb == "ship-run-alpha":
         ship_run_alpha(args[0], args[1:])
+    elif verb == "table":
+        table(args)
     elif verb == "given-channel":
         given_channel(args[0], args[1], [int(s) for s in args[2].split(",")])
     elif verb == "truth":
@@ -423,4 +459,6 @@ if __name__ == "__main__":
     elif verb == "tiny":
         tiny(float(args[0]), [int(s) for s in args[1].split(",")], int(args[2]), args[3], args[4])
     else:
-        sys.exit("verb: runs, parts, given-channel, calibrate, ship-run-alpha, verdicts, spread, jobs, truth or tiny")
+        sys.exit(
+            "verb: runs, table, parts, given-channel, calibrate, ship-run-alpha, verdicts, spread, jobs, truth or tiny"
+        )

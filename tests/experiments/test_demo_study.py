@@ -42,11 +42,15 @@ def test_policies_run_in_the_demos_order_adaptive_first():
     )
 
 
-def test_forecast_ratio_is_the_mean_over_seeds_with_a_t_interval():
+def test_forecast_ratio_is_the_ratio_of_sums_over_seeds_with_a_log_jackknife_interval():
     r = forecast_ratio([90.0, 110.0, 100.0], [100.0, 100.0, 100.0])
-    half = 4.302652729911275 * 10.0 / np.sqrt(3)  # t_{2, 0.975} · sd / √n
+    # leave-one-seed-out ratios 210/200, 190/200, 200/200; jackknife s.e. of their logs, t with 2 df
+    loo = np.log([1.05, 0.95, 1.0])
+    half = 4.302652729911275 * np.sqrt(2 / 3 * np.sum((loo - loo.mean()) ** 2))
     assert r["estimate"] == pytest.approx(1.0) and r["seeds"] == 3
-    assert r["low"] == pytest.approx(1.0 - half / 100) and r["high"] == pytest.approx(1.0 + half / 100)
+    assert r["low"] == pytest.approx(np.exp(-half)) and r["high"] == pytest.approx(np.exp(half))
+    # weighted by the forecast: a seed forecast twice as high counts twice
+    assert forecast_ratio([90.0, 220.0], [100.0, 200.0])["estimate"] == pytest.approx(310 / 300)
     one = forecast_ratio([90.0], [100.0])
     assert one["estimate"] == pytest.approx(0.9) and one["low"] is None
     assert forecast_ratio([90.0], [None]) is None
@@ -73,7 +77,8 @@ def test_the_study_compares_adaptive_with_all_dl_only(tiny_study):
     cond = point.rows[0]["conditioned_over_forecast"]
     per_seed = point.rows[0]["per_seed"]
     assert cond["estimate"] == pytest.approx(
-        np.mean([x["acceptance_conditioned_goodput_tokens_per_s"] / x["forecast_tokens_per_s"] for x in per_seed])
+        sum(x["acceptance_conditioned_goodput_tokens_per_s"] for x in per_seed)
+        / sum(x["forecast_tokens_per_s"] for x in per_seed)
     )
     saved = json.loads((cfg.out / "summary.json").read_text())
     assert [r["policy"] for r in saved["points"][0]["policies"]] == ["adaptive", "all_dl"]

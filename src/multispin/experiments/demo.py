@@ -27,7 +27,6 @@ from pydantic_core import PydanticCustomError
 
 from multispin.errors import Interrupted
 from multispin.experiments.demo_defaults import DEMO_DEVICES, DEMO_ROUNDS
-from multispin.experiments.intervals import mean_ci
 from multispin.experiments.paired import (
     LEVEL,
     MAX_BATCHES_PER_SEED,
@@ -37,6 +36,7 @@ from multispin.experiments.paired import (
     best_estimator,
     goodput_interval,
     paired_difference,
+    ratio_of_sums,
 )
 from multispin.experiments.service import pooled_service_metrics
 from multispin.experiments.service_intervals import ServiceDifference, ServiceLog, service_differences
@@ -210,15 +210,15 @@ class PolicyRuns:
 
 
 def forecast_ratio(realised: list[float], forecast: list[float], level: float = LEVEL) -> dict | None:
-    """Realised / forecast goodput, the mean over seeds (each seed one independent run) with its
-    Student t interval (`intervals.mean_ci`); None without a forecast, the interval None with one seed."""
+    """Realised / forecast goodput over seeds (each seed one independent run): the ratio of sums
+    with its log-scale jackknife interval (`paired.ratio_of_sums`, as `tools/forecast_gap.py table`
+    reports the forecast check); None without a forecast, the interval None with one seed."""
     if any(f is None or not f > 0 for f in forecast):
         return None
-    r = np.asarray(realised, float) / np.asarray(forecast, float)
-    _, low, high, _ = mean_ci(r, level)
-    out = {"estimate": float(r.mean()), "low": None, "high": None, "seeds": int(r.size)}
-    if r.size >= 2:
-        out.update(low=low, high=high)
+    r = ratio_of_sums(realised, forecast, level=level)
+    out = {"estimate": r.estimate, "low": None, "high": None, "seeds": len(realised)}
+    if len(realised) >= 2:
+        out.update(low=r.low, high=r.high)
     return out
 
 

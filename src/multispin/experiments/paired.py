@@ -55,7 +55,7 @@ because batches of 4 rounds no longer hold the dependence: more batches, or seed
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -197,6 +197,26 @@ def log_jackknife(ratio: Callable[[np.ndarray], np.ndarray], batches: int, level
     se = float(np.sqrt((batches - 1) / batches * np.sum((log_loo - log_loo.mean()) ** 2)))
     half = float(stats.t.ppf((1 + level) / 2, batches - 1)) * se
     return Interval(full, full * float(np.exp(-half)), full * float(np.exp(half)))
+
+
+def ratio_of_sums(
+    numerator: Sequence[float], denominator: Sequence[float], clusters: Sequence | None = None, level: float = LEVEL
+) -> Interval:
+    """Σ numerator / Σ denominator over independent runs (e.g. realised over forecast goodput, each
+    run weighted by its forecast) with the log-scale jackknife interval of `log_jackknife`, leaving
+    out one cluster at a time: runs that share random numbers (the policies run on one seed share
+    its prompts and channel) are one cluster, never independent runs. Default: each run its own."""
+    num, den = np.asarray(numerator, dtype=float), np.asarray(denominator, dtype=float)
+    if num.shape != den.shape or num.ndim != 1:
+        raise ValueError(f"ratio_of_sums: need two equal-length vectors (got {num.shape} and {den.shape})")
+    keys = list(range(num.size)) if clusters is None else list(clusters)
+    if len(keys) != num.size:
+        raise ValueError(f"ratio_of_sums: need one cluster per run ({num.size}), got {len(keys)}")
+    index = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    member = np.zeros((len(index), num.size))
+    member[[index[k] for k in keys], np.arange(num.size)] = 1.0
+    n_c, d_c = member @ num, member @ den
+    return log_jackknife(lambda w: (w @ n_c) / (w @ d_c), len(index), level)
 
 
 def best_estimator(*logs: RoundLog) -> Estimator:
