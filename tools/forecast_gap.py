@@ -48,6 +48,13 @@ def runs(pair: str, policy: str, seeds: list[int], runner: str = "fork") -> None
                     "cond": sm["acceptance_conditioned_goodput_tokens_per_s"],
                     "forecast": sm["forecast_tokens_per_s"],
                     "blind": sm["budget_blind_forecast_tokens_per_s"],
+                    # where a gap sits: tokens over T_comp alone (the air free), both sides
+                    "free": sm["free_comm_tokens_per_s"],
+                    "forecast_free": sm["forecast_free_comm_tokens_per_s"],
+                    "t_comp": sm["mean_t_comp_s"],
+                    "t_comm": sm["mean_t_comm_s"],
+                    "tokens_per_round": sm["tokens_per_round"],
+                    "mean_gamma": sm["mean_gamma"],
                 }
             ),
             flush=True,
