@@ -55,6 +55,9 @@ def runs(pair: str, policy: str, seeds: list[int], runner: str = "fork") -> None
                     "t_comm": sm["mean_t_comm_s"],
                     "tokens_per_round": sm["tokens_per_round"],
                     "mean_gamma": sm["mean_gamma"],
+                    # the model at the run's own plans and channels (its prior α)
+                    "model_t_comm": sm["conditioned_analytic_t_comm_s"],
+                    "model_tokens_per_round": sm["conditioned_analytic_tokens_per_round"],
                 }
             ),
             flush=True,

@@ -17,16 +17,20 @@ def model_predictions(planner: ScenarioPlanner, mc_rounds: int, seed: int) -> di
     ratio Σ tokens / Σ time, comparable with the running system's `goodput_tokens_per_s`."""
     modes = RUN_POLICIES[planner.policy]
     rng = np.random.default_rng([seed, 41])
-    a_tok = a_time = mc_tok = mc_time = 0.0
+    a_tok = a_time = a_comm = mc_tok = mc_time = 0.0
     for inst, gamma, index in planner.history:
         profile = inst.replace(alpha=planner.world.drop.alpha[index])
         tokens, comp, comm = analytic_round(profile, gamma, modes, planner.split, rng)
         a_tok += tokens
         a_time += comp + comm
+        a_comm += comm
         mc = simulate_rounds(profile, gamma, mc_rounds, rng, modes=modes, split=planner.split)
         mc_tok += mc.tokens / mc_rounds
         mc_time += mc.time_s / mc_rounds
     return {
         "analytic_tokens_per_s": a_tok / a_time if a_time else 0.0,
         "montecarlo_tokens_per_s": mc_tok / mc_time if mc_time else 0.0,
+        # per round, beside the run's mean_t_comm_s and tokens_per_round: where a gap sits
+        "analytic_t_comm_s": a_comm / len(planner.history) if planner.history else 0.0,
+        "analytic_tokens_per_round": a_tok / len(planner.history) if planner.history else 0.0,
     }
