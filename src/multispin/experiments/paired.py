@@ -257,5 +257,4 @@ def goodput_interval(log: RoundLog, *, batches: int | None = None, level: float 
     its low end is above 0)."""
     seeds, rounds = log.tokens.shape
     per_seed = min(batches or batches_per_seed(rounds), rounds)
-    n, t = batch_sums(log.tokens, per_seed), batch_sums(log.latency_s, per_seed)
-    return log_jackknife(lambda w: (w @ n) / (w @ t), n.size, level)
+    return ratio_of_sums(batch_sums(log.tokens, per_seed), batch_sums(log.latency_s, per_seed), level=level)
