@@ -209,14 +209,11 @@ def ratio_of_sums(
     num, den = np.asarray(numerator, dtype=float), np.asarray(denominator, dtype=float)
     if num.shape != den.shape or num.ndim != 1:
         raise ValueError(f"ratio_of_sums: need two equal-length vectors (got {num.shape} and {den.shape})")
-    keys = list(range(num.size)) if clusters is None else list(clusters)
-    if len(keys) != num.size:
-        raise ValueError(f"ratio_of_sums: need one cluster per run ({num.size}), got {len(keys)}")
-    index = {k: i for i, k in enumerate(dict.fromkeys(keys))}
-    member = np.zeros((len(index), num.size))
-    member[[index[k] for k in keys], np.arange(num.size)] = 1.0
-    n_c, d_c = member @ num, member @ den
-    return log_jackknife(lambda w: (w @ n_c) / (w @ d_c), len(index), level)
+    if clusters is not None and len(clusters) != num.size:
+        raise ValueError(f"ratio_of_sums: need one cluster per run ({num.size}), got {len(clusters)}")
+    cluster = np.arange(num.size) if clusters is None else np.unique(np.asarray(clusters), return_inverse=True)[1]
+    n_c, d_c = np.bincount(cluster, weights=num), np.bincount(cluster, weights=den)
+    return log_jackknife(lambda w: (w @ n_c) / (w @ d_c), n_c.size, level)
 
 
 def best_estimator(*logs: RoundLog) -> Estimator:

@@ -5,8 +5,9 @@ the testbed) and stops at each prompt's budget. Acceptance is not i.i.d. along a
 rejection the next position is a hard one; a long run of acceptances is an easy stretch), so the
 i.i.d. rate a run's verdicts show depends on the γ it drafts: for smollm2-135m's q5g64 draft the
 γ = 8 rounds on 160 prompts read chat 0.841 against 0.827 in 96 runs, and the shrunk profile
-estimate (`profiles.run_alpha`) read code 0.879 against 0.891. A forecast moves about 3.3% per 0.01 of α, so a forecast
-within 2% needs α to about ±0.006: only the runs themselves measure it that well.
+estimate (`profiles.run_alpha`) read code 0.879 against 0.891. A forecast moves about 3.3% per
+0.01 of α, so a forecast within 2% needs α to about ±0.006: only the runs themselves measure it
+that well.
 
 This module reads each job's verdicts from a run's rounds (`job_verdicts`) and pools them into a
 per-task rate with a bootstrap interval over jobs (`pool_jobs`). ``tools/forecast_gap.py
