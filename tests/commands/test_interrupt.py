@@ -141,6 +141,14 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
+def _running(pid: int) -> bool:
+    """``pid`` exists and is not a zombie waiting for its reaper."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def _stops_within(proc, sigs: int) -> None:
     for _ in range(sigs):
         os.killpg(proc.pid, signal.SIGINT)
@@ -169,18 +177,24 @@ def test_reproduce_with_a_worker_pool_stops_within_seconds(tmp_path, presses):
         assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
         time.sleep(0.2)
     time.sleep(1.0)  # the workers are computing
+    helpers = _descendants(proc.pid)  # the forkserver, the workers and multiprocessing's resource tracker
     _stops_within(proc, presses)
     assert proc.returncode == 130
+    # the resource tracker outlives the verb and would warn of leaked semaphores a second later:
+    # read stderr once every helper process has ended
+    deadline = time.monotonic() + STOPPED_WITHIN_S
+    while any(_running(pid) for pid in helpers) and time.monotonic() < deadline:
+        time.sleep(0.1)
     text = err.read_text()
     assert "Traceback" not in text and len(text.strip().splitlines()) == 1, text
     assert text.startswith("interrupted"), text
 
 
-@pytest.mark.slow
 def _rounds_logged(folder: Path) -> int:
     return max((_lines(p) for p in folder.rglob("rounds.jsonl")), default=0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "verb,ready",
     [
@@ -200,3 +214,39 @@ def test_testbed_and_demo_stop_within_seconds_at_each_phase(tmp_path, verb, read
     _stops_within(proc, 1)
     assert proc.returncode == 130
     assert "Traceback" not in err.read_text() and "ProtocolError" not in err.read_text()
+
+
+_HARD_EXIT_WITH_A_LIVE_POOL = """
+import multiprocessing, time
+from concurrent.futures import ProcessPoolExecutor
+from multispin.commands._interrupt import hard_exit
+
+# a pool held to the end, as a verb's executor holds it while its units compute
+pool = ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("forkserver"))
+units = [pool.submit(time.sleep, 60) for _ in range(4)]
+time.sleep(2)  # the forkserver and both workers are up and sleeping
+hard_exit(2, "interrupted")
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_a_hard_exit_leaves_no_leaked_semaphore_warning(tmp_path):
+    """The bounded stop ends with os._exit, which skips the finalizers that unlink a worker pool's
+    named semaphores; without `_release_named_semaphores` the resource tracker, which outlives the
+    verb, printed "leaked semaphore objects" a second after the verb's one line."""
+    err = tmp_path / "stderr"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _HARD_EXIT_WITH_A_LIVE_POOL],
+        stderr=err.open("w"),
+        env={**os.environ, "PYTHONPATH": SRC},
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while len(_descendants(proc.pid)) < 4 and proc.poll() is None:  # the tracker, the forkserver, 2 workers
+        assert time.monotonic() < deadline, err.read_text()
+        time.sleep(0.1)
+    helpers = _descendants(proc.pid)
+    assert proc.wait(timeout=STOPPED_WITHIN_S) == 130
+    while any(_running(pid) for pid in helpers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert err.read_text() == "interrupted\n"

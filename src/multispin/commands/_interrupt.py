@@ -78,7 +78,20 @@ def hard_exit(signum: int, line: str) -> None:
         with contextlib.suppress(Exception):
             stream.flush()
     _kill_children()
+    _release_named_semaphores()
     os._exit(128 + signum)
+
+
+def _release_named_semaphores(timeout_s: float = 1.0) -> None:
+    """Unlink the named semaphores of a worker pool's queues, which their finalizers would do at a
+    normal exit and ``os._exit`` skips: otherwise multiprocessing's resource tracker, which outlives
+    this process, prints a "leaked semaphore objects" warning on stderr a second after our line.
+    The finalizers of priority >= 0 unlink and close, they do not join; the thread bounds them anyway."""
+    from multiprocessing import util
+
+    runner = threading.Thread(target=util._run_finalizers, args=(0,), name="multispin-unlink", daemon=True)
+    runner.start()
+    runner.join(timeout_s)
 
 
 def _watch(receiver: socket.socket) -> None:
