@@ -1,8 +1,10 @@
 """Realised / forecast goodput of the testbed, and how much of the gap each part of the model closes
 (the figures of docs/system-model.md §5.5). Real-model runs: minutes each.
 
-  python tools/forecast_gap.py runs smollm2-135m adaptive 0,1,2,3 [pool]  # realised + forecasts per seed
+  python tools/forecast_gap.py runs smollm2-135m adaptive 0,1,2,3 [pool [KEEP]]  # realised + forecasts per seed
   python tools/forecast_gap.py table runs-*.jsonl                          # the check: per policy, pooled by seed
+  python tools/forecast_gap.py decompose KEEP/*                            # where the gap sits, per policy
+  python tools/forecast_gap.py by-token KEEP/*                             # acceptance by response token, per task
   python tools/forecast_gap.py parts smollm2-135m adaptive 0,1,2,3        # F0..F4 per seed (no run)
   python tools/forecast_gap.py given-channel smollm2-135m adaptive 0,1,2  # F4 given the run's channel (no run)
   python tools/forecast_gap.py tiny ALPHA 0,1,2,3,4,5 BUDGET adaptive TAG # tiny pair, 8 chat devices
@@ -30,14 +32,18 @@ from pathlib import Path
 import numpy as np
 
 
-def runs(pair: str, policy: str, seeds: list[int], runner: str = "fork") -> None:
+def runs(pair: str, policy: str, seeds: list[int], runner: str = "fork", keep: str | None = None) -> None:
+    """One JSON line per seed; ``keep``: a folder that keeps each run's own (``POLICY-SEED/``), for
+    `decompose` and `by-token`."""
     from multispin.experiments.testbed import TestbedConfig, run_testbed
 
     for s in seeds:
         t = time.time()
-        sm = run_testbed(
-            TestbedConfig.make(pair=pair, devices=8, rounds=20, max_new_tokens=64, policy=policy, seed=s, runner=runner)
-        ).summary
+        out = Path(keep) / f"{policy}-{s}" if keep else None
+        cfg = TestbedConfig.make(
+            pair=pair, devices=8, rounds=20, max_new_tokens=64, policy=policy, seed=s, runner=runner, out=out
+        )
+        sm = run_testbed(cfg).summary
         print(
             json.dumps(
                 {
@@ -58,6 +64,11 @@ def runs(pair: str, policy: str, seeds: list[int], runner: str = "fork") -> None
                     # the model at the run's own plans and channels (its prior α)
                     "model_t_comm": sm["conditioned_analytic_t_comm_s"],
                     "model_tokens_per_round": sm["conditioned_analytic_tokens_per_round"],
+                    # the forecast's own rounds, and how its planner and the run's drafted
+                    **{key: sm[key] for key in sm if key.startswith("forecast_") and key != "forecast_compute"},
+                    "drafting_share": sm["drafting_share"],
+                    "estimate_minus_prior_mean": sm["estimate_minus_prior_mean"],
+                    "estimate_minus_prior_sd": sm["estimate_minus_prior_sd"],
                 }
             ),
             flush=True,
@@ -443,10 +454,86 @@ def ship_run_alpha(pair_name: str, files: list[str]) -> None:
     _ship(pair_name, f"run-verdicts-{draft}-{policy_label(sampling.model_dump())}.json", out)
 
 
+def _run_folder(folder: str) -> tuple[dict, list]:
+    from multispin.runtime.wire.round_row import RoundRow
+
+    summary = json.loads((Path(folder) / "summary.json").read_text())
+    if "forecast_t_comm_s" not in summary or "estimate_minus_prior_mean" not in summary:
+        sys.exit(f"{folder}: summary.json predates the forecast's parts; rerun it (`runs ... KEEP`)")
+    rows = [RoundRow.from_dict(json.loads(line)) for line in (Path(folder) / "rounds.jsonl").read_text().splitlines()]
+    return summary, rows
+
+
+def decompose(run_dirs: list[str]) -> None:
+    """Where realised / forecast goes, per policy over its runs (kept by `runs ... KEEP`): the
+    goodput ratio with its interval, then per round the tokens (realised; E[tokens | draft], the
+    acceptance test's luck out; the model at the run's own plans and channel; the forecast's own
+    plans), T_comp, T_comm (realised, the model at the run's plans, the forecast), how often and how
+    long devices drafted, and how far the acceptance estimates the plans followed sat from the prior."""
+    from multispin.experiments.paired import ratio_of_sums
+
+    by_policy: dict[str, list[dict]] = {}
+    for folder in run_dirs:
+        sm, rows = _run_folder(folder)
+        n = len(rows)
+        sm["expected_tokens_per_round"] = sum(sum(r.expected_tokens.values()) for r in rows) / n
+        by_policy.setdefault(sm["policy"], []).append(sm)
+    for policy, runs_ in sorted(by_policy.items()):
+
+        def mean(key: str) -> float:
+            return float(np.mean([x[key] for x in runs_]))
+
+        r = ratio_of_sums([x["goodput_tokens_per_s"] for x in runs_], [x["forecast_tokens_per_s"] for x in runs_])
+        c = ratio_of_sums(
+            [x["acceptance_conditioned_goodput_tokens_per_s"] for x in runs_],
+            [x["forecast_tokens_per_s"] for x in runs_],
+        )
+        print(
+            f"{policy}: {len(runs_)} runs, realised / forecast {r.estimate:.3f} ({r.low:.3f}-{r.high:.3f}), "
+            f"conditioned / forecast {c.estimate:.3f} ({c.low:.3f}-{c.high:.3f})"
+        )
+        print(
+            f"  tokens per round: realised {mean('tokens_per_round'):.2f}, E[tokens | draft] "
+            f"{mean('expected_tokens_per_round'):.2f}, model at the run's plans "
+            f"{mean('conditioned_analytic_tokens_per_round'):.2f}, forecast {mean('forecast_tokens_per_round'):.2f}"
+        )
+        print(
+            f"  T_comp ms: realised {1e3 * mean('mean_t_comp_s'):.1f}, forecast {1e3 * mean('forecast_t_comp_s'):.1f}; "
+            f"T_comm ms: realised {1e3 * mean('mean_t_comm_s'):.1f}, model at the run's plans "
+            f"{1e3 * mean('conditioned_analytic_t_comm_s'):.1f}, forecast {1e3 * mean('forecast_t_comm_s'):.1f}"
+        )
+        print(
+            f"  drafting share {mean('drafting_share'):.3f} (forecast {mean('forecast_drafting_share'):.3f}), "
+            f"mean γ {mean('mean_gamma'):.2f} ({mean('forecast_mean_gamma'):.2f}); estimate − prior: mean "
+            f"{mean('estimate_minus_prior_mean'):+.3f} ({mean('forecast_estimate_minus_prior_mean'):+.3f}), sd "
+            f"{mean('estimate_minus_prior_sd'):.3f} ({mean('forecast_estimate_minus_prior_sd'):.3f})"
+        )
+
+
+def by_token(run_dirs: list[str]) -> None:
+    """Acceptance by where in its response a verdict falls (`verdicts_by_response_token`: the
+    job's first token, its next seven, the rest), per task over the runs' jobs, each with its 95%
+    bootstrap interval over jobs."""
+    from multispin.models.run_verdicts import pool_jobs, verdicts_by_response_token
+
+    cells: dict[tuple[str, int], list] = {}
+    for folder in run_dirs:
+        sm, rows = _run_folder(folder)
+        for key, jobs in verdicts_by_response_token(rows, sm["tasks"]).items():
+            cells.setdefault(key, []).extend(jobs)
+    for (task, start), jobs in sorted(cells.items()):
+        r = pool_jobs(jobs)
+        print(f"{task} from response token {start}: {r.alpha:.3f} ({r.ci95[0]:.3f}-{r.ci95[1]:.3f}), {r.trials} trials")
+
+
 if __name__ == "__main__":
     verb, args = sys.argv[1], sys.argv[2:]
     if verb == "runs":
-        runs(args[0], args[1], [int(s) for s in args[2].split(",")], *args[3:4])
+        runs(args[0], args[1], [int(s) for s in args[2].split(",")], *args[3:5])
+    elif verb == "decompose":
+        decompose(args)
+    elif verb == "by-token":
+        by_token(args)
     elif verb == "parts":
         parts(args[0], args[1], [int(s) for s in args[2].split(",")])
     elif verb == "verdicts":

@@ -61,6 +61,11 @@ def test_virtual_clock_run_logs_every_round(tmp_path, policy):
     time_s = sum(row["comp_latency_s"] + row["comm_latency_s"] for row in lines)
     expected = sum(sum(row["expected_tokens"].values()) for row in lines)
     assert summary["acceptance_conditioned_goodput_tokens_per_s"] == pytest.approx(expected / time_s, rel=1e-12)
+    # the run folder says how to rebuild its model (its seed), and where its plans sat beside the forecast's
+    assert summary["config"]["seed"] == 0 and summary["config"]["policy"] == policy
+    assert math.isfinite(summary["estimate_minus_prior_mean"]) and summary["estimate_minus_prior_sd"] >= 0
+    forecast_round_s = summary["forecast_t_comp_s"] + summary["forecast_t_comm_s"]
+    assert summary["forecast_tokens_per_round"] / forecast_round_s == pytest.approx(summary["forecast_tokens_per_s"])
 
 
 def test_wall_clock_includes_emulated_airtime(tmp_path):

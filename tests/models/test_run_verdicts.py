@@ -102,3 +102,51 @@ def test_without_a_run_verdicts_file_the_run_alpha_is_the_shrunk_profile_estimat
     assert shrunk != device_alpha("smollm2-135m", "q5g64", "chat", SAMPLED, kind="run")
     monkeypatch.setattr(profiles, "run_verdict_files", lambda pair: [])
     assert device_alpha("smollm2-135m", "q5g64", "chat", SAMPLED, kind="run") == shrunk
+
+
+def test_verdicts_by_response_token_places_each_trial_at_its_token():
+    from multispin.models.run_verdicts import verdicts_by_response_token
+
+    tasks = {"0": "chat", "1": "code"}
+    rows = [
+        _row({0: 3, 1: 0}, {0: 2, 1: 1}, [0]),  # job 0: tokens 0 (pass), 1 (fail); job 1 writes token 0 alone
+        _row({0: 2, 1: 2}, {0: 3, 1: 3}, []),  # job 0: tokens 2, 3 pass; job 1: tokens 1, 2 pass
+    ]
+    cells = verdicts_by_response_token(rows, tasks, bins=(0, 1, 3))
+    rates = {key: [(j.accepted, j.trials) for j in jobs] for key, jobs in cells.items()}
+    assert rates == {
+        ("chat", 0): [(1, 1)],
+        ("chat", 1): [(1, 2)],  # token 1 failed in round 0, token 2 passed in round 1
+        ("chat", 3): [(1, 1)],
+        ("code", 1): [(2, 2)],
+    }
+    with pytest.raises(ValueError, match="bins"):
+        verdicts_by_response_token(rows, tasks, bins=(1, 8))
+
+
+def _jobs_with_a_first_token(rng, first: float, rest: float, n_jobs: int) -> list:
+    """Rows of `n_jobs` one-device jobs (K = 1) drafting γ = 4 until 40 tokens: the response's
+    first token passes with ``first``, every other with ``rest``."""
+    rows = []
+    for job in range(n_jobs):
+        spent = 0
+        while spent < 40:
+            rates = np.where(spent + np.arange(4) == 0, first, rest)
+            fails = np.flatnonzero(rng.random(4) >= rates)
+            accepted = int(fails[0]) if fails.size else 4
+            rows.append(_row({job: 4}, {job: accepted + 1}, [job] if fails.size else []))
+            spent += accepted + 1
+    return rows
+
+
+def test_a_hard_first_token_is_found_and_an_even_rate_is_not_mistaken_for_one():
+    from multispin.models.run_verdicts import verdicts_by_response_token
+
+    rng = np.random.default_rng(5)
+    hard = verdicts_by_response_token(_jobs_with_a_first_token(rng, 0.5, 0.9, 200), {"0": "chat"})
+    first, later = pool_jobs(hard[("chat", 0)]), pool_jobs(hard[("chat", 8)])
+    assert first.ci95[0] < 0.5 < first.ci95[1] < later.ci95[0] and abs(later.alpha - 0.9) < 0.02
+    # the control: the same rate at every token reads the same in every bin
+    even = verdicts_by_response_token(_jobs_with_a_first_token(rng, 0.9, 0.9, 200), {"0": "chat"})
+    rates = [pool_jobs(even[("chat", b)]) for b in (0, 1, 8)]
+    assert all(abs(r.alpha - 0.9) < 0.05 for r in rates) and rates[0].ci95[1] > rates[2].ci95[0]

@@ -118,12 +118,14 @@ def forecast_goodput(
     jobs = None  # each job's α, from a stream of its own: without spread the forecast is what it was
     gmax = scenario.optimizer.gamma_max
     tokens = comp = comm = 0.0
+    gammas, estimates = [], []  # per model round: the plan's γ and the acceptance estimates it planned on
     r = FORECAST_ROUND_OFFSET
     for _ in range(-(-rounds // horizon)):
         if channels == "run":
             r = 0
         planner = ScenarioPlanner(scenario, range(k), payload, policy=policy, split=split, online=online)
-        device_alpha = np.asarray(planner.world.drop.alpha if given_truth is None else given_truth, dtype=float)
+        prior = np.asarray(planner.world.drop.alpha, dtype=float)
+        device_alpha = prior if given_truth is None else given_truth
         if sd is not None and jobs is None:
             jobs = JobAlphas(device_alpha, sd, np.random.default_rng([seed, 44]))
         truth = device_alpha if jobs is None else jobs.next(np.arange(k))
@@ -138,6 +140,8 @@ def forecast_goodput(
                 rp.instance.replace(alpha=truth), gamma, RUN_POLICIES[planner.policy], split, rng
             )
             tokens, comp, comm = tokens + n, comp + tc, comm + tm
+            gammas.append(gamma)
+            estimates.append(np.asarray(rp.instance.alpha, dtype=float))
             accepted = draw_accepted(truth, gamma, rng)
             if online:
                 for d in range(k):
@@ -149,4 +153,24 @@ def forecast_goodput(
                 if jobs is not None and np.any(ended):
                     truth = truth.copy()
                     truth[ended] = jobs.next(np.flatnonzero(ended))
-    return {"forecast_tokens_per_s": tokens / (comp + comm), "forecast_free_comm_tokens_per_s": tokens / comp}
+    g = np.array(gammas)
+    return {
+        "forecast_tokens_per_s": tokens / (comp + comm),
+        "forecast_free_comm_tokens_per_s": tokens / comp,
+        # per model round, beside the run's own figures (where a gap sits)
+        "forecast_tokens_per_round": tokens / len(g),
+        "forecast_t_comp_s": comp / len(g),
+        "forecast_t_comm_s": comm / len(g),
+        "forecast_mean_gamma": float(g.mean()),
+        "forecast_drafting_share": float(np.mean(g > 0)),
+        **{f"forecast_{key}": v for key, v in estimate_figures(np.array(estimates), prior).items()},
+    }
+
+
+def estimate_figures(estimates: np.ndarray, prior: np.ndarray) -> dict[str, float]:
+    """How far the acceptance estimates a planner planned on ((rounds, K)) sat from its prior
+    (K,): the mean and the sd over rounds and devices. The plans follow the online estimator, so
+    a run whose estimates sit lower or wider than the forecast's drafts differently on the same
+    channel (docs/system-model.md §5.5)."""
+    gap = np.asarray(estimates, dtype=float) - np.asarray(prior, dtype=float)
+    return {"estimate_minus_prior_mean": float(gap.mean()), "estimate_minus_prior_sd": float(gap.std())}

@@ -40,7 +40,7 @@ from pydantic_core import PydanticCustomError
 
 from multispin.config import StrictConfig
 from multispin.errors import Interrupted
-from multispin.experiments.forecast import forecast_goodput
+from multispin.experiments.forecast import estimate_figures, forecast_goodput
 from multispin.experiments.predictions import model_predictions
 from multispin.experiments.service import service_metrics
 from multispin.progress import Step, StepReporter, reporter
@@ -360,6 +360,10 @@ def _run_figures(
         }
     else:
         forecast = {"forecast_tokens_per_s": None, "budget_blind_forecast_tokens_per_s": None}
+    if planner.history:  # the estimates each round planned on, beside the forecast's (`estimate_figures`)
+        prior = np.asarray(planner.world.drop.alpha, dtype=float)
+        planned_on = np.concatenate([np.asarray(inst.alpha, dtype=float) for inst, _, _ in planner.history])
+        figures.update(estimate_figures(planned_on, np.concatenate([prior[idx] for _, _, idx in planner.history])))
     gammas: dict[int, list[int]] = {d: [] for d in range(config.devices)}
     for row in rows:
         for d, g in row.gamma.items():
@@ -483,6 +487,8 @@ def run_testbed(
         "clock": config.clock,
         "scenario": config.scenario,
         "devices": config.devices,
+        # every setting of the run (its seed among them): a run folder says how to rebuild its model
+        "config": config.model_dump(mode="json"),
         **_run_figures(
             config,
             planner,

@@ -90,3 +90,43 @@ def pool_jobs(jobs: Sequence[JobVerdicts], resamples: int = 2000, seed: int = 0)
     boot = acc[idx].sum(axis=1) / np.maximum(tri[idx].sum(axis=1), 1.0)
     lo, hi = np.percentile(boot, [2.5, 97.5])
     return PooledRate(float(acc.sum() / tri.sum()), (float(lo), float(hi)), int(acc.size), int(tri.sum()))
+
+
+# where in its response a verdict falls: the job's first token, its next seven, the rest
+RESPONSE_BINS = (0, 1, 8)
+
+
+def verdicts_by_response_token(
+    rows: Sequence, tasks: Mapping[str, str], bins: Sequence[int] = RESPONSE_BINS
+) -> dict[tuple[str, int], list[JobVerdicts]]:
+    """Each job's trials split by where in its response they fall: ``(task, start)`` → one
+    `JobVerdicts` per job holding its trials at response tokens ``start`` … up to the next bin's
+    start (a drafted position i of a round that starts at response token t is token t + i − 1,
+    tested when the positions before it passed). Rows and rounds as `job_verdicts`; γ = 0 rounds
+    and rounds cut short by EOS move a job along without a verdict. The i.i.d. model has one rate
+    per task at every token; a job's first token (the opening of an answer, the first line of a
+    function body) is where it is least like that (docs/acceptance.md)."""
+    edges = sorted(set(int(b) for b in bins))
+    if not edges or edges[0] != 0:
+        raise ValueError(f"bins: response-token starts beginning at 0 (got {list(bins)})")
+    k = len(tasks)
+    spent: dict[int, int] = {}  # response tokens each job has so far
+    cells: dict[tuple[str, int], dict[int, list[int]]] = {}  # (task, bin) → job → [accepted, trials]
+    for row in rows:
+        rejected = set(row.rejected)
+        for dev_id, gamma in row.gamma.items():
+            gained = int(row.tokens_gained.get(dev_id, 0))
+            start, accepted = spent.get(int(dev_id), 0), gained - 1
+            spent[int(dev_id)] = start + gained
+            if gamma == 0 or accepted < 0 or (dev_id not in rejected and accepted != gamma):
+                continue
+            task = tasks[str(int(dev_id) % k)]
+            for i in range(1, round_trials(gamma, accepted, dev_id in rejected) + 1):
+                b = edges[int(np.searchsorted(edges, start + i - 1, side="right")) - 1]
+                cell = cells.setdefault((task, b), {}).setdefault(int(dev_id), [0, 0])
+                cell[0] += int(accepted >= i)
+                cell[1] += 1
+    return {
+        key: [JobVerdicts(key[0], [(a, n)]) for _, (a, n) in sorted(jobs.items())]
+        for key, jobs in sorted(cells.items())
+    }

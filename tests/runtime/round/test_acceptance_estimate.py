@@ -77,3 +77,38 @@ def test_groups_are_devices_sharing_a_prior_and_bad_pooling_is_refused():
         AcceptanceEstimator(np.array([0.8]), pooling="task")
     lone = AcceptanceEstimator(np.array([0.7, 0.9]))
     assert lone.alpha == pytest.approx([0.7, 0.9])  # no verdicts: the prior
+
+
+def _binomial_moments_without_floor(est: AcceptanceEstimator) -> np.ndarray:
+    """The estimator before the stopped-draft moments and the floor on m (the negative control):
+    τ² by binomial moments of the members' rates, m down to 1."""
+    out = np.empty(est.prior.shape)
+    for g in np.unique(est.groups):
+        members = np.flatnonzero(est.groups == g)
+        s, n = est.own_successes[members], est.own_trials[members]
+        w = est.prior_weight * members.size
+        rho = (w * est.prior[members].mean() + s.sum()) / (w + n.sum())
+        big_n = n.sum()
+        spread = np.sum(n * (s / n - rho) ** 2)
+        tau2 = max(0.0, (spread - rho * (1 - rho) * (members.size - 1)) / (big_n - np.sum(n**2) / big_n))
+        m = max(rho * (1 - rho) / tau2 - 1, 1.0) if tau2 > 0 else 1e12
+        out[members] = (s + m * rho) / (n + m)
+    return out
+
+
+def test_one_round_of_stopped_drafts_does_not_read_as_a_spread():
+    """Four devices of one group at the same α, one round of γ = 7 each (the testbed's first
+    verdicts): a rejection at the first position must not take a device from 0.83 to 0.4. The
+    estimator's mean error stays near the prior's; the binomial moments without a floor double it."""
+    rng = np.random.default_rng(11)
+    err, err_control = [], []
+    for _ in range(400):
+        est = AcceptanceEstimator(np.full(4, 0.83))
+        for d in range(4):
+            acc = 0
+            while acc < 7 and rng.random() < 0.83:
+                acc += 1
+            est.update(d, 7, acc, acc < 7)
+        err.append(np.abs(est.alpha - 0.83).mean())
+        err_control.append(np.abs(_binomial_moments_without_floor(est) - 0.83).mean())
+    assert np.mean(err) < 0.06 and np.mean(err_control) > 0.09, (np.mean(err), np.mean(err_control))

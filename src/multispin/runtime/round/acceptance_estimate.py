@@ -12,11 +12,19 @@ Bayes (beta-binomial) estimate:
 
 - the group's rate ρ pools the prior (``prior_weight`` trials at the prior α) and every member's
   trials;
-- the spread τ² of the members' true rates around ρ is estimated by moments (the members' rates
-  spread more than their binomial noise, or not at all);
-- device k with n_k trials and s_k successes plans on (s_k + m·ρ) / (n_k + m), m = ρ(1 − ρ)/τ² − 1:
-  its own rate once it has many more trials than m, the group's while it has few, and the
-  group's always when τ² = 0.
+- the spread τ² of the members' true rates around ρ is estimated by moments of their excess
+  successes (`_spread_by_moments`; the members' counts spread more than their own noise, or not
+  at all), a noise that holds for drafts stopped at their first rejection, not the binomial's;
+- device k with n_k trials and s_k successes plans on (s_k + m·ρ) / (n_k + m), m = ρ(1 − ρ)/τ² − 1
+  but never below ``prior_weight``: its own rate once it has many more trials than m, the group's
+  while it has few, and the group's always when τ² = 0.
+
+The binomial moments, and no floor on m, had one round's verdicts (a rejection at the first
+position next to a member that accepted all γ) read as a spread of 0.2 between members: one
+rejection took a device from 0.83 to 0.41, where the all-UL policy stops drafting for it, and a
+device that does not draft gets no verdict to undo it (smollm2-135m testbed, seed 48: ten rounds
+without a draft). On simulated groups of 4 devices the mean error after one round falls from
+0.115 to 0.051 and is unchanged after 20 rounds (tests/runtime/round/test_acceptance_estimate.py).
 
 ``pooling="device"`` is the estimate without a group (``prior_weight`` trials at the prior, then
 the device's own trials): kept to measure what pooling changes.
@@ -88,14 +96,12 @@ class AcceptanceEstimator:
         big_n = n[seen].sum()
         tau2 = 0.0
         if seen.sum() >= 2 and big_n > 0:
-            rates = s[seen] / n[seen]
-            spread = float(np.sum(n[seen] * (rates - rho) ** 2))
-            denom = big_n - float(np.sum(n[seen] ** 2)) / big_n
-            if denom > 0:
-                tau2 = max(0.0, (spread - rho * (1 - rho) * (seen.sum() - 1)) / denom)
+            tau2 = _spread_by_moments(s[seen], n[seen], rho)
         m = rho * (1 - rho) / tau2 - 1.0 if tau2 > 0 else np.inf
-        # at least one pseudo-trial at ρ: a device without verdicts plans on its group's rate
-        return rho, max(m, 1.0), rho * (1 - rho) / (w + big_n)
+        # never fewer pseudo-trials at ρ than the prior's own weight: a device's first few verdicts
+        # (one round: a rejection at the first position, or all γ accepted) say little about its
+        # own rate, and τ² from a few members' few rounds is mostly their noise
+        return rho, max(m, self.prior_weight), rho * (1 - rho) / (w + big_n)
 
     def posterior(self) -> tuple[np.ndarray, np.ndarray]:
         """(estimate, standard deviation) of every device's α."""
@@ -122,3 +128,17 @@ class AcceptanceEstimator:
     @property
     def alpha(self) -> np.ndarray:
         return np.clip(self.posterior()[0], ALPHA_FLOOR, ALPHA_CEIL)
+
+
+def _spread_by_moments(s: np.ndarray, n: np.ndarray, rho: float) -> float:
+    """τ², the spread of the members' own rates around ρ, by moments of their excess successes
+    s − ρ·n. A draft stops at its first rejection, so a member's trial count depends on its
+    outcomes and its rate s/n is not binomial (one round: 0/1 or γ/γ); but s − α·n is a sum of
+    centred trials up to a stopping time, whose second moment is α(1 − α)·E[n] (Wald's identity),
+    whatever stopped it. So Σ (s − ρn)² ≈ ρ(1 − ρ)(N − Σn²/N) + τ²·(Σn² − 2Σn³/N + (Σn²/N)²)."""
+    big_n, n2 = float(n.sum()), float(np.sum(n**2))
+    denom = n2 - 2 * float(np.sum(n**3)) / big_n + (n2 / big_n) ** 2
+    if denom <= 0:
+        return 0.0
+    excess = float(np.sum((s - rho * n) ** 2))
+    return max(0.0, (excess - rho * (1 - rho) * (big_n - n2 / big_n)) / denom)
