@@ -65,7 +65,18 @@ def runs(pair: str, policy: str, seeds: list[int], runner: str = "fork", keep: s
                     "model_t_comm": sm["conditioned_analytic_t_comm_s"],
                     "model_tokens_per_round": sm["conditioned_analytic_tokens_per_round"],
                     # the forecast's own rounds, and how its planner and the run's drafted
-                    **{key: sm[key] for key in sm if key.startswith("forecast_") and key != "forecast_compute"},
+                    **{
+                        key: sm[key]
+                        for key in (
+                            "forecast_tokens_per_round",
+                            "forecast_t_comp_s",
+                            "forecast_t_comm_s",
+                            "forecast_mean_gamma",
+                            "forecast_drafting_share",
+                            "forecast_estimate_minus_prior_mean",
+                            "forecast_estimate_minus_prior_sd",
+                        )
+                    },
                     "drafting_share": sm["drafting_share"],
                     "estimate_minus_prior_mean": sm["estimate_minus_prior_mean"],
                     "estimate_minus_prior_sd": sm["estimate_minus_prior_sd"],
