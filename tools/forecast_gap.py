@@ -368,12 +368,10 @@ def jobs(run_dirs: list[str]) -> None:
     with its 95% interval over jobs (e.g. the K = 20 runs of `demo --study` against the shipped K = 8 rate)."""
     from multispin.models.acceptance_spread import fit_jobs
     from multispin.models.run_verdicts import JobVerdicts, job_verdicts, pool_jobs
-    from multispin.runtime.wire.round_row import RoundRow
 
     by_task: dict[str, list[JobVerdicts]] = {}
     for d in run_dirs:
-        summary = json.loads((Path(d) / "summary.json").read_text())
-        rows = [RoundRow.from_dict(json.loads(line)) for line in (Path(d) / "rounds.jsonl").read_text().splitlines()]
+        summary, rows = _run_folder(d)
         for job in job_verdicts(rows, summary["tasks"]):
             by_task.setdefault(job.task, []).append(job)
     for task, task_jobs in sorted(by_task.items()):
@@ -466,11 +464,10 @@ def ship_run_alpha(pair_name: str, files: list[str]) -> None:
 
 
 def _run_folder(folder: str) -> tuple[dict, list]:
+    """A testbed run's summary.json and its rounds (`RoundRow`)."""
     from multispin.runtime.wire.round_row import RoundRow
 
     summary = json.loads((Path(folder) / "summary.json").read_text())
-    if "forecast_t_comm_s" not in summary or "estimate_minus_prior_mean" not in summary:
-        sys.exit(f"{folder}: summary.json predates the forecast's parts; rerun it (`runs ... KEEP`)")
     rows = [RoundRow.from_dict(json.loads(line)) for line in (Path(folder) / "rounds.jsonl").read_text().splitlines()]
     return summary, rows
 
@@ -486,6 +483,8 @@ def decompose(run_dirs: list[str]) -> None:
     by_policy: dict[str, list[dict]] = {}
     for folder in run_dirs:
         sm, rows = _run_folder(folder)
+        if "forecast_t_comm_s" not in sm or "estimate_minus_prior_mean" not in sm:
+            sys.exit(f"{folder}: summary.json predates the forecast's parts; rerun it (`runs ... KEEP`)")
         n = len(rows)
         sm["expected_tokens_per_round"] = sum(sum(r.expected_tokens.values()) for r in rows) / n
         by_policy.setdefault(sm["policy"], []).append(sm)
