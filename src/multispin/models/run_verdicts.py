@@ -105,7 +105,7 @@ def verdicts_by_response_token(
     tested when the positions before it passed). Rows and rounds as `job_verdicts`; γ = 0 rounds
     and rounds cut short by EOS move a job along without a verdict. The i.i.d. model has one rate
     per task at every token; a job's first token (the opening of an answer, the first line of a
-    function body) is where it is least like that (docs/acceptance.md)."""
+    function body) is where it is least like that (docs/system-model.md §5.5)."""
     edges = sorted(set(int(b) for b in bins))
     if not edges or edges[0] != 0:
         raise ValueError(f"bins: response-token starts beginning at 0 (got {list(bins)})")
