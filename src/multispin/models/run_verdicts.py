@@ -60,11 +60,19 @@ def job_verdicts(rows: Sequence, tasks: Mapping[str, str]) -> list[JobVerdicts]:
     for row in rows:
         rejected = set(row.rejected)
         for dev_id, gamma in row.gamma.items():
-            accepted = int(row.tokens_gained.get(dev_id, 0)) - 1
-            if gamma == 0 or accepted < 0 or (dev_id not in rejected and accepted != gamma):
-                continue
-            per_job.setdefault(int(dev_id), []).append((accepted, round_trials(gamma, accepted, dev_id in rejected)))
+            verdict = _round_verdict(row, dev_id, gamma, rejected)
+            if verdict is not None:
+                per_job.setdefault(int(dev_id), []).append(verdict)
     return [JobVerdicts(tasks[str(dev_id % k)], rounds) for dev_id, rounds in sorted(per_job.items())]
+
+
+def _round_verdict(row, dev_id, gamma: int, rejected: set) -> tuple[int, int] | None:
+    """One device's (accepted, trials) in one round, or ``None`` where the round has no verdict
+    of the draft's: no draft (γ = 0), or cut short by EOS (fewer tokens than its verdict gives)."""
+    accepted = int(row.tokens_gained.get(dev_id, 0)) - 1
+    if gamma == 0 or accepted < 0 or (dev_id not in rejected and accepted != gamma):
+        return None
+    return accepted, round_trials(gamma, accepted, dev_id in rejected)
 
 
 @dataclass(frozen=True)
@@ -115,13 +123,14 @@ def verdicts_by_response_token(
     for row in rows:
         rejected = set(row.rejected)
         for dev_id, gamma in row.gamma.items():
-            gained = int(row.tokens_gained.get(dev_id, 0))
-            start, accepted = spent.get(int(dev_id), 0), gained - 1
-            spent[int(dev_id)] = start + gained
-            if gamma == 0 or accepted < 0 or (dev_id not in rejected and accepted != gamma):
+            start = spent.get(int(dev_id), 0)
+            spent[int(dev_id)] = start + int(row.tokens_gained.get(dev_id, 0))
+            verdict = _round_verdict(row, dev_id, gamma, rejected)
+            if verdict is None:
                 continue
+            accepted, trials = verdict
             task = tasks[str(int(dev_id) % k)]
-            for i in range(1, round_trials(gamma, accepted, dev_id in rejected) + 1):
+            for i in range(1, trials + 1):
                 b = edges[int(np.searchsorted(edges, start + i - 1, side="right")) - 1]
                 cell = cells.setdefault((task, b), {}).setdefault(int(dev_id), [0, 0])
                 cell[0] += int(accepted >= i)
