@@ -13,6 +13,7 @@
   python tools/forecast_gap.py jobs RUN_DIR...                            # the same fit on testbed runs
   python tools/forecast_gap.py calibrate smollm2-135m adaptive,all_dl,all_ul 100,...,147 > cal.jsonl  # in-run verdicts
   python tools/forecast_gap.py ship-run-alpha smollm2-135m cal.jsonl      # pool them, write the run-verdicts file
+  python tools/forecast_gap.py ship-tokens-alpha smollm2-135m KEEP/*       # + the tokens-matched α the planner uses
   python tools/forecast_gap.py truth smollm2-135m adaptive 0,1,2 chat=0.818,code=0.8945  # F4 at another truth
 
 F0: teacher-forced α, prompts that never end, no estimator; F1: run α; F2: + each job's budget;
@@ -463,6 +464,65 @@ def ship_run_alpha(pair_name: str, files: list[str]) -> None:
     _ship(pair_name, f"run-verdicts-{draft}-{policy_label(sampling.model_dump())}.json", out)
 
 
+def ship_tokens_alpha(pair_name: str, run_dirs: list[str]) -> None:
+    """Add to the pair's run-verdicts file, per task, the tokens-matched α of the runs in
+    ``run_dirs`` (`run_verdicts.tokens_matched_alpha`: the rate whose i.i.d. tokens are their
+    drafting rounds' expected tokens, at their own γ), which the planner's run α then prefers; beside
+    it the verdict rate of the same rounds, to show the two estimators apart on one set of drafts."""
+    from multispin.experiments.testbed import TestbedConfig, payload_choice
+    from multispin.models.profiles import TASK_SOURCE, run_verdict_files
+    from multispin.models.registry import resolve_pair
+    from multispin.models.run_verdicts import draft_rounds, job_verdicts, pool_jobs, pool_runs
+
+    pair = resolve_pair(pair_name)
+    sampling = payload_choice(TestbedConfig.make(pair=pair_name), pair.vocab_size).sampling
+    files = [
+        f
+        for f in run_verdict_files(pair_name)
+        if f["draft"] == pair.default_draft and f["sampling"] == sampling.model_dump()
+    ]
+    if not files:
+        sys.exit(f"pair: no run-verdicts file shipped for {pair_name} (run ship-run-alpha first)")
+    doc = files[0]
+    per_task: dict[str, list] = {}  # task → one list of DraftRound per run
+    jobs: dict[str, list] = {}
+    seeds, policies = set(), set()
+    for d in run_dirs:
+        sm, rows = _run_folder(d)
+        seeds.add(sm["config"]["seed"])
+        policies.add(sm["policy"])
+        rounds = draft_rounds(rows, sm["tasks"])
+        for task in set(sm["tasks"].values()):
+            per_task.setdefault(task, []).append([r for r in rounds if r.task == task])
+        for job in job_verdicts(rows, sm["tasks"]):
+            jobs.setdefault(job.task, []).append(job)
+    for task, runs_of_task in sorted(per_task.items()):
+        r, v = pool_runs(runs_of_task), pool_jobs(jobs[task])
+        doc["tasks"][TASK_SOURCE[task]]["tokens"] = {
+            "alpha": r.alpha,
+            "ci95": list(r.ci95),
+            "runs": r.runs,
+            "rounds": r.rounds,
+            "verdict_alpha_same_rounds": v.alpha,
+        }
+        print(
+            f"{task}: tokens-matched {r.alpha:.4f} ({r.ci95[0]:.4f}-{r.ci95[1]:.4f}), verdicts of the same rounds {v.alpha:.4f}, {r.rounds} rounds",
+            file=sys.stderr,
+        )
+    doc["tokens_runs"] = {"seeds": sorted(seeds), "policies": sorted(policies), "runs": len(run_dirs)}
+    doc["tokens_method"] = (
+        "models/run_verdicts.py tokens_matched_alpha: Σ E[N](γ_r, α) = Σ E[tokens | draft_r] over every drafting "
+        "round with a verdict (rounds.jsonl expected_tokens); 95% bootstrap interval over runs"
+    )
+    doc["tokens_command"] = (
+        "python tools/forecast_gap.py runs PAIR POLICY SEEDS pool KEEP (each policy); "
+        f"python tools/forecast_gap.py ship-tokens-alpha {pair_name} KEEP/*"
+    )
+    from multispin.experiments.acceptance import policy_label
+
+    _ship(pair_name, f"run-verdicts-{doc['draft']}-{policy_label(doc['sampling'])}.json", doc)
+
+
 def _run_folder(folder: str) -> tuple[dict, list]:
     """A testbed run's summary.json and its rounds (`RoundRow`)."""
     from multispin.runtime.wire.round_row import RoundRow
@@ -556,6 +616,8 @@ if __name__ == "__main__":
         calibrate(args[0], args[1].split(","), [int(s) for s in args[2].split(",")])
     elif verb == "ship-run-alpha":
         ship_run_alpha(args[0], args[1:])
+    elif verb == "ship-tokens-alpha":
+        ship_tokens_alpha(args[0], args[1:])
     elif verb == "table":
         table(args)
     elif verb == "given-channel":
@@ -567,5 +629,5 @@ if __name__ == "__main__":
         tiny(float(args[0]), [int(s) for s in args[1].split(",")], int(args[2]), args[3], args[4])
     else:
         sys.exit(
-            "verb: runs, table, parts, given-channel, calibrate, ship-run-alpha, verdicts, spread, jobs, truth or tiny"
+            "verb: runs, table, parts, given-channel, calibrate, ship-run-alpha, ship-tokens-alpha, verdicts, spread, jobs, truth or tiny"
         )

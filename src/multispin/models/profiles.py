@@ -147,11 +147,14 @@ def run_verdict_files(pair: str) -> list[dict]:
 
 def in_run_alpha(pair: str, draft: str, task: str, sampling=None) -> float | None:
     """The α testbed runs of ``draft`` on a device of ``task`` (chat, code; or a prompt-set label)
-    under ``sampling`` showed in their own verdicts, or ``None`` where none was measured."""
+    under ``sampling`` showed, or ``None`` where none was measured: the tokens-matched α where the
+    file has it (the rate whose i.i.d. tokens are the runs' drafting rounds' tokens,
+    `run_verdicts.tokens_matched_alpha`), else the rate of their verdicts."""
     label = TASK_SOURCE.get(task, task)
     for data in run_verdict_files(pair):
         if str(data["draft"]) == draft and _same_policy(data, sampling) and label in data["tasks"]:
-            return float(data["tasks"][label]["alpha"])
+            entry = data["tasks"][label]
+            return float(entry.get("tokens", entry)["alpha"])
     return None
 
 
