@@ -9,8 +9,9 @@ Layout (package data, ``multispin/data/profiles/<pair>/``):
 * the α a running system sees (`run_alpha`): a profile's teacher-forced α corrected by its own
   verdict rounds, shrunk across every shipped profile (empirical Bayes; docs/acceptance.md says
   why the planner uses it);
-* ``run-verdicts-<draft>-<policy>.json``: the α testbed runs' own verdicts showed
-  (`models.run_verdicts`, `in_run_alpha`), which the planner prefers where shipped;
+* ``run-verdicts-<draft>-<policy>.json``: the α testbed runs showed, as their verdicts' rate and
+  as the rate whose i.i.d. tokens are their drafting rounds' (`models.run_verdicts`,
+  `in_run_alpha`); the planner prefers the latter where shipped;
 * ``compute.json``: what ``multispin profile --out`` writes on the host that measured it
   (T_ver^0, T_ver^1, T_ver^tok, each draft's seconds per token, host facts).
 

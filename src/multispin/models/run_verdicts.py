@@ -14,7 +14,9 @@ per-task rate with a bootstrap interval over jobs (`pool_jobs`). ``tools/forecas
 calibrate`` runs the testbed on seeds kept apart from those it is checked on and
 ``tools/forecast_gap.py ship-run-alpha`` writes ``data/profiles/<pair>/run-verdicts-<draft>-<policy>.json``;
 `profiles.in_run_alpha` reads it, and `profiles.device_alpha(kind="run")` prefers it to the shrunk
-profile estimate.
+profile estimate. What the planner plans on is that file's tokens-matched α where it has one
+(`tokens_matched_alpha`, below; ``tools/forecast_gap.py ship-tokens-alpha``): the rate whose i.i.d.
+tokens per drafting round are the runs' own.
 """
 
 from __future__ import annotations
