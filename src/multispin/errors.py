@@ -29,6 +29,11 @@ class ModelError(MultispinError):
     """A model cannot be found, fetched or loaded."""
 
 
+class RunFailed(MultispinError):
+    """A job's runs did not complete (a testbed run ended before its rounds: its devices were lost,
+    a process was killed) and nothing comparable is left."""
+
+
 class ProtocolError(MultispinError):
     """A message or a step of the round protocol is invalid."""
 

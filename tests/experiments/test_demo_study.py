@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from multispin.commands._scenario_fields import running_values
-from multispin.errors import ConfigError
-from multispin.experiments.demo import DemoConfig, forecast_ratio, run_demo
+from multispin.errors import ConfigError, RunFailed
+from multispin.experiments.demo import DemoConfig, PolicyRuns, SweepPoint, complete_seeds, forecast_ratio, run_demo
 from multispin.experiments.demo_defaults import DEMO_DEVICES, STUDY_POLICIES
 from multispin.models.registry import resolve_pair
 
@@ -86,6 +86,45 @@ def test_the_study_compares_adaptive_with_all_dl_only(tiny_study):
 
 
 @pytest.mark.slow
+def test_a_run_that_ended_early_leaves_its_seed_out_of_every_policy(tiny_study):
+    """A study whose pool was killed mid-run (out of memory: seed 6 of a K = 20 study ended after
+    10 of 20 rounds) crashed in its summary on the ragged rounds; the seed now leaves every
+    policy's figures, the rest stay paired, and summary.json says which run and why."""
+    import dataclasses
+
+    cfg, result = tiny_study
+    runs = result.points[0].runs
+    seeds = [res.config.seed for res in runs["adaptive"].results]
+    cut = {
+        p: PolicyRuns(
+            p,
+            [
+                dataclasses.replace(res, rounds=res.rounds[:2])
+                if p == "adaptive" and res.config.seed == seeds[1]
+                else res
+                for res in pr.results
+            ],
+        )
+        for p, pr in runs.items()
+    }
+    with pytest.raises(ValueError):  # the negative control: what the study did before
+        SweepPoint(None, None, cut).summarise()
+    kept, left_out = complete_seeds(cut, cfg.rounds)
+    assert [x["seed"] for x in left_out] == [seeds[1]] and left_out[0]["policy"] == "adaptive"
+    assert left_out[0]["rounds"] == 2 and left_out[0]["of"] == cfg.rounds
+    assert all([res.config.seed for res in pr.results] == [seeds[0]] for pr in kept.values())
+    point = SweepPoint(None, None, kept, left_out=left_out)
+    point.summarise()
+    assert point.to_dict()["left_out"] == left_out and point.comparisons[0].b == "all_dl"
+    # nothing comparable left: one line naming each short run
+    every = {
+        p: PolicyRuns(p, [dataclasses.replace(r, rounds=r.rounds[:1]) for r in pr.results]) for p, pr in runs.items()
+    }
+    with pytest.raises(RunFailed, match=r"every seed has a run that ended early \(adaptive seed 4 after 1 of 4 rounds"):
+        complete_seeds(every, cfg.rounds)
+    assert complete_seeds(runs, cfg.rounds) == (runs, [])
+
+
 def test_seeds_run_in_a_process_pool_give_the_numbers_run_one_after_another_give(tiny_study):
     cfg, serial = tiny_study
     par = run_demo(

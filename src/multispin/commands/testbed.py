@@ -338,6 +338,12 @@ def demo(
         if point.offset_db is not None:
             title += f", P^dl = P^ul + {point.offset_db:g} dB"
         con.print(_demo_table(point, title))
+        for x in point.left_out:  # a run that ended early: its seed is in no figure above or below
+            con.print(
+                f"[yellow]left out: seed {x['seed']} ({x['policy']} ended after {x['rounds']} of {x['of']} rounds; "
+                f"{x['folder']}/server.jsonl says why)[/yellow]",
+                highlight=False,
+            )
         for c in point.comparisons:
             con.print(("[bold]" if c is point.comparisons[0] else "") + c.verdict, highlight=False)
         if any(c.estimator != "realised" for c in point.comparisons):  # the same, without the control variate

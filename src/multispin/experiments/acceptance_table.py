@@ -367,12 +367,12 @@ def _in_run_lines(pairs) -> list[str]:
         "pass's rate; where the two agree the rate is a fixed point of the loop.",
         "",
         "**The planner uses the tokens-matched α** where a file ships it (`run_verdicts.tokens_matched_alpha`): "
-        "the rate at which the i.i.d. model's tokens per drafting round, E[N](γ, α) = (1 − α^{γ+1}) / (1 − α) at "
+        "the rate at which the i.i.d. model's tokens per drafting round, \\(\\mathbb{E}[N] = (1 - \\alpha^{\\gamma+1})/(1 - \\alpha)\\) at "
         "each round's own γ, add up to what the runs' drafting rounds were expected to keep given their drafts "
         "(rounds.jsonl `expected_tokens`, free of the acceptance test's luck). The verdict rate is the i.i.d. "
         "model's maximum-likelihood α, but the model is used for tokens, and the two part where acceptance "
         "differs from draft to draft: a draft on an easy stretch tests more positions, so the pooled rate leans "
-        "towards easy drafts while E[N] at that rate over-counts what the mix gains (a simulation in "
+        "towards easy drafts while \\(\\mathbb{E}[N]\\) at that rate over-counts what the mix gains (a simulation in "
         "`tests/models/test_run_verdicts.py` shows it: 1.7% over-counted at a draft-to-draft sd of 0.12, 0.25% "
         "with the tokens-matched α). On the same drafting rounds the tokens-matched α is about 0.003 below the "
         "verdict rate (next table), about 1% of a forecast; the rounds are other runs' than the verdict rates', "

@@ -25,7 +25,7 @@ import numpy as np
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from multispin.errors import Interrupted
+from multispin.errors import Interrupted, RunFailed
 from multispin.experiments.demo_defaults import DEMO_DEVICES, DEMO_ROUNDS
 from multispin.experiments.paired import (
     LEVEL,
@@ -209,6 +209,30 @@ class PolicyRuns:
         )
 
 
+def complete_seeds(runs: dict[str, PolicyRuns], rounds: int) -> tuple[dict[str, PolicyRuns], list[dict]]:
+    """The runs of the seeds whose every policy ran all ``rounds``, and one entry per run that ended
+    early (a device pool or the server killed, its devices lost: the server stops when no device is
+    left). Such a seed leaves the comparison for every policy, so the rest stay paired; a comparison
+    with no seed left is a `RunFailed`."""
+    short = [
+        {"seed": res.config.seed, "policy": p, "rounds": len(res.rounds), "of": rounds, "folder": str(res.config.out)}
+        for p, pr in runs.items()
+        for res in pr.results
+        if len(res.rounds) < rounds
+    ]
+    if not short:
+        return runs, []
+    dropped = {x["seed"] for x in short}
+    kept = {p: PolicyRuns(p, [r for r in pr.results if r.config.seed not in dropped]) for p, pr in runs.items()}
+    if not any(pr.results for pr in kept.values()):
+        ended = "; ".join(f"{x['policy']} seed {x['seed']} after {x['rounds']} of {x['of']} rounds" for x in short)
+        raise RunFailed(
+            f"runs: every seed has a run that ended early ({ended}); its server.jsonl says why "
+            "(a process killed, e.g. out of memory: run one real-model job at a time)"
+        )
+    return kept, short
+
+
 def forecast_ratio(realised: list[float], forecast: list[float], level: float = LEVEL) -> dict | None:
     """Realised / forecast goodput over seeds (each seed one independent run): the ratio of sums
     with its log-scale jackknife interval (`paired.ratio_of_sums`, as `tools/forecast_gap.py table`
@@ -232,6 +256,8 @@ class SweepPoint:
     # the same comparisons on the realised tokens alone, beside the conditioned ones
     realised_comparisons: list[PairedDifference] = field(default_factory=list)
     service_comparisons: list[ServiceDifference] = field(default_factory=list)
+    # runs that ended before their rounds; their seeds are in no figure (`complete_seeds`)
+    left_out: list[dict] = field(default_factory=list)
 
     @property
     def baselines(self) -> list[str]:
@@ -270,6 +296,7 @@ class SweepPoint:
             "comparisons": [c.to_dict() for c in self.comparisons],
             "realised_comparisons": [c.to_dict() for c in self.realised_comparisons],
             "service_comparisons": [c.to_dict() for c in self.service_comparisons],
+            "left_out": self.left_out,
         }
 
 
@@ -403,7 +430,8 @@ def _run_points(
                 )
             runs[policy] = PolicyRuns(policy, [results[s] for s in sorted(results)])
         target_only = runs.get("target_only")
-        point = SweepPoint(offset, p_dl, runs)
+        runs, left_out = complete_seeds(runs, config.rounds)
+        point = SweepPoint(offset, p_dl, runs, left_out=left_out)
         point.summarise()
         points.append(point)
     result = DemoResult(config, points, describe_setup(setup))
