@@ -469,6 +469,7 @@ def ship_tokens_alpha(pair_name: str, run_dirs: list[str]) -> None:
     ``run_dirs`` (`run_verdicts.tokens_matched_alpha`: the rate whose i.i.d. tokens are their
     drafting rounds' expected tokens, at their own γ), which the planner's run α then prefers; beside
     it the verdict rate of the same rounds, to show the two estimators apart on one set of drafts."""
+    from multispin.experiments.acceptance import policy_label
     from multispin.experiments.testbed import TestbedConfig, payload_choice
     from multispin.models.profiles import TASK_SOURCE, run_verdict_files
     from multispin.models.registry import resolve_pair
@@ -518,8 +519,6 @@ def ship_tokens_alpha(pair_name: str, run_dirs: list[str]) -> None:
         "python tools/forecast_gap.py runs PAIR POLICY SEEDS pool KEEP (each policy); "
         f"python tools/forecast_gap.py ship-tokens-alpha {pair_name} KEEP/*"
     )
-    from multispin.experiments.acceptance import policy_label
-
     _ship(pair_name, f"run-verdicts-{doc['draft']}-{policy_label(doc['sampling'])}.json", doc)
 
 
