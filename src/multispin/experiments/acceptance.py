@@ -26,6 +26,7 @@ from pydantic import Field
 
 from multispin.experiments.intervals import expanded_percentile
 from multispin.models.base import BatchedLM, BatchedSequence
+from multispin.models.run_verdicts import iid_tokens
 from multispin.progress import Step, StepReporter, reporter
 from multispin.runtime.round.engine import PolicyPair
 from multispin.runtime.round.local import FixedLink, UniformDraftLength, run_rounds
@@ -63,7 +64,7 @@ def iid_mean_accepted_length(alpha: float, gamma: int) -> float:
     """E[N] = (1 − α^{γ+1}) / (1 − α): tokens per round if acceptances were i.i.d. with rate α."""
     if alpha >= 1.0:
         return gamma + 1.0
-    return (1.0 - alpha ** (gamma + 1)) / (1.0 - alpha)
+    return float(iid_tokens(gamma, alpha))
 
 
 def measure_prompts(

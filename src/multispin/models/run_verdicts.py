@@ -179,8 +179,9 @@ def draft_rounds(rows: Sequence, tasks: Mapping[str, str]) -> list[DraftRound]:
     return out
 
 
-def iid_tokens(gamma: np.ndarray, alpha: float) -> np.ndarray:
-    """E[N] of a draft of γ under the i.i.d. model: 1 + α + … + α^γ."""
+def iid_tokens(gamma, alpha):
+    """E[N] = (1 − α^{γ+1}) / (1 − α) = 1 + α + … + α^γ: tokens per round of a draft of γ if
+    acceptances were i.i.d. with rate α < 1 (arrays broadcast)."""
     g = np.asarray(gamma, dtype=float)
     return (1.0 - alpha ** (g + 1.0)) / (1.0 - alpha)
 
@@ -208,7 +209,7 @@ def _solve(counts: np.ndarray, targets: np.ndarray) -> np.ndarray:
     lo, hi = np.full(len(targets), 1e-6), np.full(len(targets), 1 - 1e-9)
     for _ in range(60):
         mid = (lo + hi) / 2
-        tokens = (counts * (1 - mid[:, None] ** (g + 1)) / (1 - mid[:, None])).sum(axis=1)
+        tokens = (counts * iid_tokens(g, mid[:, None])).sum(axis=1)
         low = tokens < targets
         lo, hi = np.where(low, mid, lo), np.where(low, hi, mid)
     return (lo + hi) / 2
