@@ -13,6 +13,7 @@
   python tools/forecast_gap.py jobs RUN_DIR...                            # the same fit on testbed runs
   python tools/forecast_gap.py calibrate smollm2-135m adaptive,all_dl,all_ul 100,...,147 > cal.jsonl  # in-run verdicts
   python tools/forecast_gap.py ship-run-alpha smollm2-135m cal.jsonl      # pool them, write the run-verdicts file
+  python tools/forecast_gap.py ship-run-alpha PAIR KEEP/*                  # the same from run folders kept by `runs`
   python tools/forecast_gap.py ship-tokens-alpha smollm2-135m KEEP/*       # + the tokens-matched α the planner uses
   python tools/forecast_gap.py truth smollm2-135m adaptive 0,1,2 chat=0.818,code=0.8945  # F4 at another truth
 
@@ -407,8 +408,26 @@ def calibrate(pair: str, policies: list[str], seeds: list[int]) -> None:
         print(json.dumps(line), flush=True)
 
 
+def _calibration_lines(path: str) -> list[dict]:
+    """`calibrate`'s lines from one of its files, or the same line built from a run folder that
+    `runs ... KEEP` kept (its jobs' verdicts and the prior each task planned on)."""
+    from multispin.models.run_verdicts import job_verdicts
+
+    if not Path(path).is_dir():
+        return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    sm, rows = _run_folder(path)
+    return [
+        {
+            "seed": sm["config"]["seed"],
+            "policy": sm["policy"],
+            "jobs": [j.to_dict() for j in job_verdicts(rows, sm["tasks"])],
+            "planned_with": {sm["tasks"][d]: a for d, a in sm["alpha_prior"].items()},
+        }
+    ]
+
+
 def ship_run_alpha(pair_name: str, files: list[str]) -> None:
-    """Pool `calibrate` files per task (and per policy and per prior the runs planned on, to show
+    """Pool `calibrate` files (or run folders kept by `runs`) per task (and per policy and per prior the runs planned on, to show
     how much the γ a run drafts moves the rate) and write the pair's run-verdicts file, which the
     planner's run α prefers."""
     from multispin.experiments.acceptance import policy_label
@@ -418,7 +437,7 @@ def ship_run_alpha(pair_name: str, files: list[str]) -> None:
     from multispin.models.run_verdicts import JobVerdicts, pool_jobs
 
     pair = resolve_pair(pair_name)
-    lines = [json.loads(line) for f in files for line in Path(f).read_text().splitlines() if line.strip()]
+    lines = [line for f in files for line in _calibration_lines(f)]
     lines = list({line["seed"]: line for line in lines}.values())  # a seed run twice counts once
     sampling = payload_choice(TestbedConfig.make(pair=pair_name), pair.vocab_size).sampling
     draft = pair.default_draft
@@ -457,8 +476,13 @@ def ship_run_alpha(pair_name: str, files: list[str]) -> None:
         "runs": {"devices": 8, "rounds": 20, "max_new_tokens": 64, "policies": policies, "seeds": seeds},
         "method": "models/run_verdicts.py: Σ accepted / Σ (accepted + rejections) over every drafting round of "
         "testbed runs (rounds cut by EOS left out); 95% bootstrap interval over jobs",
-        "command": f"python tools/forecast_gap.py calibrate {pair_name} {','.join(policies)} "
-        f"{seeds[0]}..{seeds[-1]} > cal.jsonl; python tools/forecast_gap.py ship-run-alpha {pair_name} cal.jsonl",
+        "command": (
+            f"python tools/forecast_gap.py runs {pair_name} POLICY SEEDS pool KEEP (each policy); "
+            f"python tools/forecast_gap.py ship-run-alpha {pair_name} KEEP/*"
+            if Path(files[0]).is_dir()
+            else f"python tools/forecast_gap.py calibrate {pair_name} {','.join(policies)} "
+            f"{seeds[0]}..{seeds[-1]} > cal.jsonl; python tools/forecast_gap.py ship-run-alpha {pair_name} cal.jsonl"
+        ),
         "tasks": tasks,
     }
     _ship(pair_name, f"run-verdicts-{draft}-{policy_label(sampling.model_dump())}.json", out)

@@ -409,8 +409,12 @@ def _in_run_lines(pairs) -> list[str]:
                 "",
                 f"Tokens-matched α: {r['runs']} runs ({', '.join(r['policies'])}) of seeds {_seed_ranges(r['seeds'])}; "
                 + (f"{r['note']}; " if r.get("note") else "")
-                + "the runs of a seed share its prompts, so the interval over runs is somewhat narrow. "
-                f"Command: `{data['tokens_command']}`.",
+                + (
+                    "the runs of a seed share its prompts, so the interval over runs is somewhat narrow. "
+                    if r["runs"] > len(r["seeds"])
+                    else "one run per seed. "
+                )
+                + f"Command: `{data['tokens_command']}`.",
             ]
         lines.append("")
     return lines
