@@ -39,3 +39,12 @@ def test_the_check_tells_the_profile_alpha_from_the_run_alpha():
     assert not set(x["seed"] for x in before) & set(range(45))
     pooled, all_dl = _ratio(before), _ratio(before, "all_dl")
     assert pooled.high < 1.0 and all_dl.low < 0.98
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_every_policy_contains_one_on_smollm2_fresh_seeds(policy):
+    # what the docs say of seeds 60-89 (inside ±2% needs more seeds: the intervals are ±2.1-3.0%)
+    runs = _runs("smollm2-tokens-alpha-seeds-60-89.jsonl")
+    assert sorted({x["seed"] for x in runs if x["policy"] == policy}) == list(range(60, 90))
+    r = _ratio(runs, policy)
+    assert r.low < 1.0 < r.high
