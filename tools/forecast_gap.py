@@ -390,46 +390,40 @@ def calibrate(pair: str, policies: list[str], seeds: list[int]) -> None:
     the α a run sees: one JSON line per seed with each job's (accepted, trials) per round. Seeds
     cycle through ``policies``; keep them apart from the seeds being forecast."""
     from multispin.experiments.testbed import TestbedConfig, run_testbed
-    from multispin.models.run_verdicts import job_verdicts
 
     for i, s in enumerate(seeds):
         policy, t = policies[i % len(policies)], time.time()
         result = run_testbed(
             TestbedConfig.make(pair=pair, devices=8, rounds=20, max_new_tokens=64, policy=policy, seed=s, runner="pool")
         )
-        line = {
-            "seed": s,
-            "policy": policy,
-            "wall": round(time.time() - t, 1),
-            "jobs": [j.to_dict() for j in job_verdicts(result.rounds, result.summary["tasks"])],
-            # the prior the run planned on (its γ follows from it)
-            "planned_with": dict(zip(result.setup.tasks, result.setup.scenario.devices.acceptance)),
-        }
-        print(json.dumps(line), flush=True)
+        line = _calibration_line(result.summary, result.rounds)
+        print(json.dumps({**line, "wall": round(time.time() - t, 1)}), flush=True)
+
+
+def _calibration_line(summary: dict, rows: list) -> dict:
+    """One run's `calibrate` line: its jobs' verdicts and the prior each task planned on (its γ
+    follows from it), from the run's summary and rounds."""
+    from multispin.models.run_verdicts import job_verdicts
+
+    return {
+        "seed": summary["config"]["seed"],
+        "policy": summary["policy"],
+        "jobs": [j.to_dict() for j in job_verdicts(rows, summary["tasks"])],
+        "planned_with": {summary["tasks"][d]: a for d, a in summary["alpha_prior"].items()},
+    }
 
 
 def _calibration_lines(path: str) -> list[dict]:
-    """`calibrate`'s lines from one of its files, or the same line built from a run folder that
-    `runs ... KEEP` kept (its jobs' verdicts and the prior each task planned on)."""
-    from multispin.models.run_verdicts import job_verdicts
-
-    if not Path(path).is_dir():
-        return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-    sm, rows = _run_folder(path)
-    return [
-        {
-            "seed": sm["config"]["seed"],
-            "policy": sm["policy"],
-            "jobs": [j.to_dict() for j in job_verdicts(rows, sm["tasks"])],
-            "planned_with": {sm["tasks"][d]: a for d, a in sm["alpha_prior"].items()},
-        }
-    ]
+    """`calibrate`'s lines from one of its files, or the line of a run folder `runs ... KEEP` kept."""
+    if Path(path).is_dir():
+        return [_calibration_line(*_run_folder(path))]
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
 def ship_run_alpha(pair_name: str, files: list[str]) -> None:
-    """Pool `calibrate` files (or run folders kept by `runs`) per task (and per policy and per prior the runs planned on, to show
-    how much the γ a run drafts moves the rate) and write the pair's run-verdicts file, which the
-    planner's run α prefers."""
+    """Pool `calibrate` files (or run folders kept by `runs`) per task (and per policy and per prior
+    the runs planned on, to show how much the γ a run drafts moves the rate) and write the pair's
+    run-verdicts file, which the planner's run α prefers."""
     from multispin.experiments.acceptance import policy_label
     from multispin.experiments.testbed import TestbedConfig, payload_choice
     from multispin.models.profiles import RUN_VERDICTS_SCHEMA, TASK_SOURCE, device_alpha
