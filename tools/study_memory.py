@@ -39,5 +39,8 @@ def main(runs: int, keep_heap: bool) -> None:
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    main(int(args[0]) if args and args[0].isdigit() else 3, "--keep-heap" in args)
+    runs, *flags = sys.argv[1:] or ["3"]
+    if not runs.isdigit() or int(runs) < 1 or set(flags) - {"--keep-heap"}:
+        print("usage: python tools/study_memory.py RUNS [--keep-heap] (RUNS: a whole number ≥ 1)", file=sys.stderr)
+        sys.exit(2)
+    main(int(runs), "--keep-heap" in flags)
