@@ -61,6 +61,11 @@ def test_virtual_clock_run_logs_every_round(tmp_path, policy):
     time_s = sum(row["comp_latency_s"] + row["comm_latency_s"] for row in lines)
     expected = sum(sum(row["expected_tokens"].values()) for row in lines)
     assert summary["acceptance_conditioned_goodput_tokens_per_s"] == pytest.approx(expected / time_s, rel=1e-12)
+    # and with T_comm replaced by E[T_comm | the round's drafts] too (0 only when nobody could be rejected)
+    comp = sum(row["comp_latency_s"] for row in lines)
+    cond_comm = [row["conditioned_comm_latency_s"] for row in lines]
+    assert all(c >= 0 and (c > 0 or row["comm_latency_s"] == 0) for c, row in zip(cond_comm, lines))
+    assert summary["outcome_conditioned_goodput_tokens_per_s"] == pytest.approx(expected / (comp + sum(cond_comm)))
     # the run folder says how to rebuild its model (its seed), and where its plans sat beside the forecast's
     assert summary["config"]["seed"] == 0 and summary["config"]["policy"] == policy
     assert math.isfinite(summary["estimate_minus_prior_mean"]) and summary["estimate_minus_prior_sd"] >= 0

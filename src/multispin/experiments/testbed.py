@@ -306,7 +306,19 @@ def steady_state_figures(rows: list[RoundRow], devices: int) -> dict:
             if comp + comm > 0 and all(r.expected_tokens for r in rows)
             else None
         ),
+        # and T_comm replaced by E[T_comm | the round's drafts] too (`RoundRow.conditioned_comm_latency_s`):
+        # every outcome of the acceptance test averaged out, the same expectation (a martingale
+        # difference per round, as for the tokens); the forecast check's least noisy reading
+        "outcome_conditioned_goodput_tokens_per_s": _outcome_conditioned(rows, comp),
     }
+
+
+def _outcome_conditioned(rows: list[RoundRow], comp: float) -> float | None:
+    """Σ E[tokens | drafts] / Σ (T_comp + E[T_comm | drafts]); None unless every round has both."""
+    if not rows or not all(r.expected_tokens and r.conditioned_comm_latency_s is not None for r in rows):
+        return None
+    comm = sum(r.conditioned_comm_latency_s or 0.0 for r in rows)
+    return sum(sum(r.expected_tokens.values()) for r in rows) / (comp + comm) if comp + comm > 0 else None
 
 
 # replicas of a run the forecast averages: its noise between forecast seeds falls as 1/√replicas

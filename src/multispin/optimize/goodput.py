@@ -11,7 +11,8 @@ conditional acceptance rate of each position (measured profiles), handled by the
 
 `SAAObjective` evaluates G for many γ's on one set of uniforms (incrementally for the ±1
 moves of the paper's greedy; the shipped search uses `multispin.optimize.incremental`);
-`exact_goodput` enumerates all 2^K outcomes (small K).
+`exact_goodput` enumerates all 2^K outcomes (small K); `expected_comm_s` is E[T_comm] at any
+per-device rejection probabilities (a running round's, given its drafts).
 """
 
 from __future__ import annotations
@@ -315,3 +316,41 @@ def exact_goodput(
     prob = np.prod(np.where(bits, q[None, :], 1.0 - q[None, :]), axis=1)
     num = float(np.sum(expected_tokens(inst, g)))
     return _goodput(num, float(t_comp_s(inst, g)), float(prob @ table))
+
+
+# rejected sets `expected_comm_s` enumerates at most (2^12 rows of one batched T_comm solve)
+MAX_EXACT_UNCERTAIN = 12
+
+
+def expected_comm_s(
+    inst: Instance,
+    reject_prob,
+    modes: str = "optimal",
+    split: str = "equal",
+    mode_uniforms: np.ndarray | None = None,
+    rng: np.random.Generator | None = None,
+    samples: int = 4096,
+) -> float:
+    """E[T_comm] when each device k is rejected independently with probability ``reject_prob[k]``
+    (any probabilities: a running round's, given its drafts, not only the model's 1 − α^γ).
+
+    Exact, summed over the rejected sets of the devices whose fate is uncertain (0 < p < 1), where
+    there are at most `MAX_EXACT_UNCERTAIN` of them; otherwise the mean over ``samples`` sets drawn
+    with ``rng``. ``mode_uniforms``: the random mode policy's coins of the round, one per device."""
+    q = np.asarray(reject_prob, dtype=float)
+    if q.shape != (inst.num_devices,) or np.any((q < 0) | (q > 1)):
+        raise ConfigError(f"reject_prob: one probability in [0, 1] per device expected (got {q.tolist()})")
+    uncertain = np.flatnonzero((q > 0) & (q < 1))
+    if uncertain.size <= MAX_EXACT_UNCERTAIN:
+        codes = np.arange(2**uncertain.size, dtype=np.int64)
+        bits = ((codes[:, None] >> np.arange(uncertain.size)[None, :]) & 1).astype(bool)
+        masks = np.tile(q >= 1, (codes.size, 1))
+        masks[:, uncertain] = bits
+        prob = np.prod(np.where(bits, q[uncertain], 1.0 - q[uncertain]), axis=1)
+    else:
+        if rng is None:
+            raise ConfigError(f"rng: {uncertain.size} uncertain devices are too many to enumerate; give a generator")
+        masks = rng.random((samples, q.size)) < q
+        prob = np.full(samples, 1.0 / samples)
+    mu = None if mode_uniforms is None else np.broadcast_to(np.asarray(mode_uniforms, dtype=float), masks.shape)
+    return float(prob @ t_comm_batch(masks, inst, modes, split, mu))

@@ -27,6 +27,12 @@ def accept_probabilities(p_at_x: np.ndarray, q_at_x: np.ndarray) -> np.ndarray:
     return np.minimum(1.0, p / q)
 
 
+def draft_survival(beta: np.ndarray) -> float:
+    """P(L = γ | draft) = β_1 ⋯ β_γ: every drafted token passes (1 at γ = 0), so the device is
+    rejected, and moves a correction, with 1 minus it."""
+    return float(np.prod(np.asarray(beta, dtype=np.float64)))
+
+
 def kept_length(accepted: int, draft_tokens: Sequence[int], eos_ids: Sequence[int], budget: int) -> int:
     """κ(l): how many tokens the engine commits when `accepted` draft tokens pass (the accepted
     prefix plus the bonus or correction token, cut after the first EOS and at the budget)."""

@@ -11,7 +11,9 @@ so the optimiser, the simulator and the running system see the same world. Strea
 - ``coin``: the fair coin of the ``random`` mode rule, one uniform per round and device id
   (`fair_coin_ul`: every run that flips it, simulated or real, flips the same coin);
 - ``fading_process`` / ``pilot`` / ``posterior``: the channel process of
-  `multispin.system.channel_process` (mobility and pilot errors, when a scenario asks for them).
+  `multispin.system.channel_process` (mobility and pilot errors, when a scenario asks for them);
+- ``conditioned_comm``: rejected sets drawn for a round's E[T_comm | its drafts]
+  (`optimize.goodput.expected_comm_s`) when too many devices' fates are uncertain to enumerate.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ STREAMS = {
     "pilot": 9,
     "posterior": 10,
     "coin": 11,
+    # rejected sets drawn for E[T_comm | a round's drafts] where too many are uncertain to enumerate
+    "conditioned_comm": 12,
 }
 
 

@@ -58,6 +58,9 @@ class RoundCost:
     airtime_s: dict[int, float] = field(default_factory=dict)
     draft_compute_s: dict[int, float] = field(default_factory=dict)
     draft_upload_s: dict[int, float] = field(default_factory=dict)
+    # E[T_comm | the round's drafts] (the planner's, after the charge): the acceptance test's luck
+    # averaged out of T_comm as `expected_tokens` averages it out of the tokens; None where not defined
+    conditioned_comm_latency_s: float | None = None
 
     @property
     def latency_s(self) -> float:

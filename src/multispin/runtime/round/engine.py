@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from multispin.errors import ConfigError
 from multispin.runtime.round.roles import Draft, Verdict, VerifierServer
-from multispin.speculative.expected_kept import expected_kept
+from multispin.speculative.expected_kept import draft_survival, expected_kept
 from multispin.system.payload import RoundBits, WirePayload
 from multispin.vocabulary import LINK_MODES, LinkMode
 
@@ -138,6 +138,9 @@ class RoundOutcome:
     # E[tokens kept | draft] of every device that drafted: the acceptance uniforms averaged out
     # (`speculative.expected_kept`); the demo's intervals use it as a control variate
     expected_tokens: dict[int, float] = field(default_factory=dict)
+    # P(every drafted token passes | draft) = β_1 ⋯ β_γ of every device that drafted (1 at γ = 0):
+    # the planner's E[T_comm | the round's drafts] rejects device k with 1 minus it
+    draft_survival: dict[int, float] = field(default_factory=dict)
 
 
 class RoundEngine:
@@ -205,6 +208,7 @@ class RoundEngine:
             out.expected_tokens = {
                 d: expected_kept(beta[d], drafts[d].tokens, self.eos_ids, self.budget(d)) for d in drafts
             }
+            out.draft_survival = {d: draft_survival(beta[d]) for d in drafts}
         out.rejected = [d for d in drafts if out.verdicts[d].rejected]
         chosen = dict(self.policy.modes(out.plan, list(out.rejected)))  # type: ignore[arg-type]
         for d in out.rejected:

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from multispin.errors import ConfigError
+from multispin.optimize.goodput import expected_comm_s
 from multispin.optimize.plan import plan, target_only_plan
 from multispin.optimize.reactive import reactive
 from multispin.runtime.round.acceptance_estimate import AcceptanceEstimator
@@ -263,5 +264,29 @@ class ScenarioPlanner:
                 self.estimator.update(self._index(d), r.draft_len, r.num_accepted, r.rejection_position is not None)
         self.history.append((rplan.instance, gamma, [self._index(d) for d in rplan.active]))
         cost = self.clock.charge(rplan, records, gamma, self._true_channel, self._index)
+        cost.conditioned_comm_latency_s = self._conditioned_comm_s(rplan, outcome, gamma)
         self._last_round_s = cost.latency_s  # the channel ages over the round's actual duration
         return cost
+
+    def _conditioned_comm_s(
+        self, rplan: ScenarioPlannedRound, outcome: RoundOutcome, gamma: np.ndarray
+    ) -> float | None:
+        """E[T_comm | the round's drafts]: the clock's T_comm of the round's decision averaged over
+        the rejected sets the acceptance test could have drawn, device k rejected with 1 − β_1 ⋯ β_γ
+        of its own draft (`RoundOutcome.draft_survival`), as `expected_tokens` averages its tokens.
+        None where a round's T_comm is not the reactive decision's alone: a device that drafted and
+        did not commit, cut corrections (a deadline), the energy objective's own modes."""
+        if (
+            self.scenario.channel.correction_deadline_s is not None
+            or self.objective != "sum"
+            or set(outcome.records) != set(rplan.active)
+        ):
+            return None
+        survival = outcome.draft_survival
+        if any(g > 0 and d not in survival for d, g in zip(rplan.active, gamma)):
+            return None
+        reject = np.array([1.0 - survival[d] if g > 0 else 0.0 for d, g in zip(rplan.active, gamma)])
+        modes = RUN_POLICIES[self.policy]
+        mode_u = coin_uniforms(self.scenario.seed, rplan.round, rplan.active) if modes == "random" else None
+        rng = stream(self.scenario.seed, "conditioned_comm", rplan.round)
+        return expected_comm_s(rplan.instance, np.clip(reject, 0.0, 1.0), modes, self.split, mode_u, rng)

@@ -54,6 +54,9 @@ class RoundRow:
     # E[tokens kept | draft] per device (`speculative.expected_kept`): the acceptance uniforms
     # averaged out, for the demo's control-variate intervals
     expected_tokens: dict[int, float] = field(default_factory=dict)
+    # E[T_comm | the round's drafts] (`RoundCost.conditioned_comm_latency_s`): the same luck averaged
+    # out of T_comm; None where the planner does not define it (or in older files)
+    conditioned_comm_latency_s: float | None = None
 
     @property
     def latency_s(self) -> float:
@@ -95,6 +98,7 @@ class RoundRow:
             draft_compute_s=dict(cost.draft_compute_s),
             draft_upload_s=dict(cost.draft_upload_s),
             expected_tokens=dict(event.expected_tokens),
+            conditioned_comm_latency_s=cost.conditioned_comm_latency_s,
         )
 
     def to_dict(self) -> dict[str, Any]:
