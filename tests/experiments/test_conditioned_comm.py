@@ -37,3 +37,34 @@ def test_the_realised_sets_t_comm_is_the_clocks_charge(monkeypatch, policy):
     for r in rows:
         assert realised_set[r.round] == pytest.approx(r.comm_latency_s, rel=1e-9, abs=1e-15)
         assert r.conditioned_comm_latency_s is not None
+
+
+def _comm_z(seeds=(0, 1, 2)) -> float:
+    """z of Σ (realised T_comm − E[T_comm | drafts]) over three all-DL runs of 40 rounds at a
+    P^dl that makes the air matter (120 rounds; deterministic in the seeds)."""
+    diff = []
+    for seed in seeds:
+        cfg = TestbedConfig.make(
+            pair="tiny",
+            devices=6,
+            rounds=40,
+            max_new_tokens=48,
+            policy="all_dl",
+            seed=seed,
+            runner="thread",
+            p_dl_dbm=0.0,
+        )
+        diff += [r.comm_latency_s - r.conditioned_comm_latency_s for r in run_testbed(cfg).rounds]
+    d = np.array(diff)
+    return float(d.mean() / (d.std(ddof=1) / np.sqrt(d.size)))
+
+
+def test_conditioned_comm_is_the_realised_mean():
+    assert abs(_comm_z()) < 4  # 0.73 when written
+
+
+def test_negative_control_survival_read_as_rejection_is_caught(monkeypatch):
+    from multispin.speculative.expected_kept import draft_survival
+
+    monkeypatch.setattr("multispin.runtime.round.engine.draft_survival", lambda beta: 1.0 - draft_survival(beta))
+    assert abs(_comm_z()) > 4  # −5.6 when written
