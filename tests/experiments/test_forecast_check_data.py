@@ -43,8 +43,54 @@ def test_the_check_tells_the_profile_alpha_from_the_run_alpha():
 
 @pytest.mark.parametrize("policy", POLICIES)
 def test_every_policy_contains_one_on_smollm2_fresh_seeds(policy):
-    # what the docs say of seeds 60-89 (inside ±2% needs more seeds: the intervals are ±2.1-3.0%)
+    # what the docs say of seeds 60-89 alone (inside ±2% needed more seeds: the intervals are ±2.1-3.0%)
     runs = _runs("smollm2-tokens-alpha-seeds-60-89.jsonl")
     assert sorted({x["seed"] for x in runs if x["policy"] == policy}) == list(range(60, 90))
     r = _ratio(runs, policy)
     assert r.low < 1.0 < r.high
+
+
+SMOLLM2_LATER = "smollm2-tokens-alpha-seeds-90-179.jsonl"
+
+
+def _smollm2_all() -> list[dict]:
+    return _runs("smollm2-tokens-alpha-seeds-60-89.jsonl") + _runs(SMOLLM2_LATER)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_smollm2_over_120_seeds_per_policy(policy):
+    # what §5.5 says of seeds 60-179 on the realised tokens, the target met (the same code
+    # throughout; a seed re-run on the later code gives the same goodput to the last digit)
+    runs = _smollm2_all()
+    assert sorted({x["seed"] for x in runs if x["policy"] == policy}) == list(range(60, 180))
+    r = _ratio(runs, policy)
+    assert 0.98 < r.low < 1.0 < r.high < 1.02, (r.estimate, r.low, r.high)
+
+
+def _full(runs: list[dict], policy: str | None = None, den: str = "forecast"):
+    rows = [x for x in runs if policy in (None, x["policy"]) and x.get("full") is not None]
+    return ratio_of_sums([x["full"] for x in rows], [x[den] for x in rows], [x["seed"] for x in rows])
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_smollm2_outcome_conditioned_is_within_two_percent(policy):
+    # the runs that log E[T_comm | drafts] (seeds 94-134 and 138-179): tokens and T_comm without
+    # the acceptance test's luck, over the same forecast
+    runs = _runs(SMOLLM2_LATER)
+    seeds = sorted({x["seed"] for x in runs if x["policy"] == policy and x.get("full") is not None})
+    assert seeds == [*range(94, 135), *range(138, 180)]
+    r = _full(runs, policy)
+    assert 0.98 < r.low < 1.0 < r.high < 1.02, (r.estimate, r.low, r.high)
+
+
+def test_smollm2_outcome_conditioned_tells_the_budget_blind_forecast_apart():
+    # the negative control on the same runs: the forecast that plans as if prompts never ended
+    r = _full(_runs(SMOLLM2_LATER), den="blind")
+    assert r.high < 1.0, (r.estimate, r.low, r.high)
+
+
+def test_smollm2_realised_tells_the_budget_blind_forecast_apart():
+    # the negative control over the same 120 seeds per policy: pooled by seed it excludes 1
+    runs = _smollm2_all()
+    r = ratio_of_sums([x["real"] for x in runs], [x["blind"] for x in runs], [x["seed"] for x in runs])
+    assert r.high < 1.0, (r.estimate, r.low, r.high)
