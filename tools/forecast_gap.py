@@ -92,9 +92,10 @@ def runs(pair: str, policy: str, seeds: list[int], runner: str = "fork", keep: s
 
 def table(files: list[str]) -> None:
     """The forecast check from `runs` files: realised (and acceptance-conditioned: `cond` the tokens,
-    `full` the tokens and T_comm) over the forecast and over the budget-blind forecast, per policy over its seeds and pooled with a seed's policies
-    as one cluster (they share its prompts and channel), each the ratio of sums with its 95%
-    interval (`paired.ratio_of_sums`), and the per-seed sd of the ratio. A seed run twice counts once."""
+    `full` the tokens and T_comm) over the forecast and over the budget-blind forecast, per policy
+    over its seeds and pooled with a seed's policies as one cluster (they share its prompts and
+    channel), each the ratio of sums with its 95% interval (`paired.ratio_of_sums`), and the
+    per-seed sd of the ratio. A seed run twice counts once."""
     from multispin.experiments.paired import ratio_of_sums
 
     runs = {}

@@ -287,6 +287,10 @@ def steady_state_figures(rows: list[RoundRow], devices: int) -> dict:
     comp = sum(r.comp_latency_s for r in rows)
     comm = sum(r.comm_latency_s for r in rows)
     gammas = [g for r in rows for g in r.gamma.values()]
+    # Σ E[tokens | drafts] and Σ E[T_comm | drafts], where every round carries them
+    expected = sum(sum(r.expected_tokens.values()) for r in rows) if all(r.expected_tokens for r in rows) else None
+    conditioned = [r.conditioned_comm_latency_s for r in rows]
+    cond_comm = sum(c for c in conditioned if c is not None) if rows and None not in conditioned else None
     return {
         "rounds": n,
         "tokens": tokens,
@@ -302,23 +306,17 @@ def steady_state_figures(rows: list[RoundRow], devices: int) -> dict:
         # the same ratio with each device's tokens replaced by E[tokens | its draft]: the
         # acceptance test's luck averaged out (`speculative.expected_kept`), same expectation
         "acceptance_conditioned_goodput_tokens_per_s": (
-            sum(sum(r.expected_tokens.values()) for r in rows) / (comp + comm)
-            if comp + comm > 0 and all(r.expected_tokens for r in rows)
-            else None
+            expected / (comp + comm) if expected is not None and comp + comm > 0 else None
         ),
         # and T_comm replaced by E[T_comm | the round's drafts] too (`RoundRow.conditioned_comm_latency_s`):
         # every outcome of the acceptance test averaged out, the same expectation (a martingale
         # difference per round, as for the tokens); the forecast check's least noisy reading
-        "outcome_conditioned_goodput_tokens_per_s": _outcome_conditioned(rows, comp),
+        "outcome_conditioned_goodput_tokens_per_s": (
+            expected / (comp + cond_comm)
+            if expected is not None and cond_comm is not None and comp + cond_comm > 0
+            else None
+        ),
     }
-
-
-def _outcome_conditioned(rows: list[RoundRow], comp: float) -> float | None:
-    """Σ E[tokens | drafts] / Σ (T_comp + E[T_comm | drafts]); None unless every round has both."""
-    if not rows or not all(r.expected_tokens and r.conditioned_comm_latency_s is not None for r in rows):
-        return None
-    comm = sum(r.conditioned_comm_latency_s or 0.0 for r in rows)
-    return sum(sum(r.expected_tokens.values()) for r in rows) / (comp + comm) if comp + comm > 0 else None
 
 
 # replicas of a run the forecast averages: its noise between forecast seeds falls as 1/√replicas

@@ -236,9 +236,8 @@ class ScenarioPlanner:
         pos = {d: i for i, d in enumerate(rplan.active)}
         mask = np.zeros(len(rplan.active), dtype=bool)
         mask[[pos[d] for d in rejected]] = True
-        mode_u = None
-        if RUN_POLICIES[self.policy] == "random":  # the fair coin, flipped per device id (as `generate` flips it)
-            mode_u = coin_uniforms(self.scenario.seed, rplan.round, rplan.active)[None, :]
+        coins = self._coins(rplan)
+        mode_u = None if coins is None else coins[None, :]
         modes = RUN_POLICIES[self.policy]
         if rplan.objective_search is not None and self.objective == "energy" and modes == "optimal":
             # the energy objective's modes for this rejected set (not the UL prefix in general), at
@@ -286,7 +285,13 @@ class ScenarioPlanner:
         if any(g > 0 and d not in survival for d, g in zip(rplan.active, gamma)):
             return None
         reject = np.array([1.0 - survival[d] if g > 0 else 0.0 for d, g in zip(rplan.active, gamma)])
-        modes = RUN_POLICIES[self.policy]
-        mode_u = coin_uniforms(self.scenario.seed, rplan.round, rplan.active) if modes == "random" else None
         rng = stream(self.scenario.seed, "conditioned_comm", rplan.round)
-        return expected_comm_s(rplan.instance, np.clip(reject, 0.0, 1.0), modes, self.split, mode_u, rng)
+        modes = RUN_POLICIES[self.policy]
+        return expected_comm_s(rplan.instance, np.clip(reject, 0.0, 1.0), modes, self.split, self._coins(rplan), rng)
+
+    def _coins(self, rplan: ScenarioPlannedRound) -> np.ndarray | None:
+        """The random mode policy's fair coin of the round, one uniform per active device id (as
+        `generate` flips it); None under every other policy."""
+        if RUN_POLICIES[self.policy] != "random":
+            return None
+        return coin_uniforms(self.scenario.seed, rplan.round, rplan.active)
