@@ -11,6 +11,12 @@ numpy or torch.
   distribution p and the device samples it.
 - **Mode rules** (``optimal``, ``all_ul``, ``all_dl``, ``random``): how the links of one round's
   rejected set are chosen; the optimiser's ``modes=`` argument.
+- **Verification rules** (``standard``, ``coupled``): how one device's draft is checked, chosen per
+  device *before* it drafts (from the plan and the channel, never from p, q or the drafted tokens).
+  ``standard``: speculative sampling (accept x_i with probability min(1, p/q)); a rejected device
+  is then corrected over a link mode. ``coupled``: device and server share Gumbel noise per
+  absolute position, the device drafts argmax(log q + G), the server commits argmax(log p + G) at
+  the first mismatch; nothing is corrected over the air, so a coupled device has no link mode.
 - **Run policies** (``adaptive``, ``all_ul``, ``all_dl``, ``random``, ``target_only``): what a
   testbed or demo run compares; each is a mode rule (``target_only`` drafts nothing, so its rule
   never acts).
@@ -50,6 +56,21 @@ RULE_LINKS: dict[str, tuple[LinkMode, ...]] = {
 }
 # the fair coin: a rejected device goes UL where its uniform draw is below this
 COIN_UL_BELOW = 0.5
+
+# ----------------------------------------------------------------------------- verification rules
+
+VerifyRule = Literal["standard", "coupled"]
+STANDARD: VerifyRule = "standard"
+COUPLED: VerifyRule = "coupled"
+VERIFY_RULES: tuple[VerifyRule, ...] = (STANDARD, COUPLED)
+
+
+def verify_rule(name: str) -> VerifyRule:
+    """``name`` as one of VERIFY_RULES, or a ConfigError naming the allowed values."""
+    if name not in VERIFY_RULES:
+        raise ConfigError(f"verify rule: unknown value {name!r} (allowed: {', '.join(VERIFY_RULES)})")
+    return name  # type: ignore[return-value]
+
 
 # ----------------------------------------------------------------------------- run policies
 
