@@ -1,4 +1,4 @@
-"""The package's import structure (issue 11, DESIGN.md "Layers"): no import cycle at module level, and
+"""The package's import structure (docs/architecture.md, "Layers of the package"): no import cycle at module level, and
 no module importing a layer above its own. The checker is tests/import_graph.py (`ast` only; run it
 as a script for the full report, function-level cycles included)."""
 
@@ -11,7 +11,7 @@ import import_graph as ig
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 # Rank of each layer: a module may import its own layer and those below, never one above. The
-# order is DESIGN.md's, except that models/ sits above speculative/: models.hf imports
+# order is docs/architecture.md's, except that models/ sits above speculative/: models.hf imports
 # speculative.warp, and speculative/ imports nothing of models/ (pure token math).
 LAYERS = {
     "multispin.cli": 7,
@@ -77,7 +77,7 @@ def test_no_import_cycle_at_module_level():
 
 
 def test_no_import_cycle_through_function_level_imports_either():
-    """A deferred import does not make a circle go away for a reader (issue 25): none at any level."""
+    """A deferred import does not make a circle go away for a reader: none at any level."""
     found = ig.cycles(ig.graph(_edges(), kinds=("module", "function", "main")))
     assert not found, "import cycles (function-level imports included):\n" + "\n".join(" ".join(c) for c in found)
 
@@ -424,7 +424,7 @@ def test_checker_reports_an_upward_import(tmp_path):
     assert "upward imports: 1" in ig.report(src, "pkg", layers)
 
 
-# Only the loops touch the transport (DESIGN.md "runtime/"): the server's ZeroMQ transport, the
+# Only the loops touch the transport (docs/architecture.md, "The rings of runtime/"): the server's ZeroMQ transport, the
 # device client, and the CurveZMQ key module they plug in (pyzmq's `zmq.auth`: key pairs,
 # certificate files, the authenticator).
 ZMQ_MODULES = {"multispin.runtime.net.transport", "multispin.runtime.net.device", "multispin.runtime.security.keys"}

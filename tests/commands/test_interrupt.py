@@ -1,4 +1,4 @@
-"""Issue 23, problem 5: Ctrl-C and SIGTERM stop every long verb with one line saying how far it
+"""Ctrl-C and SIGTERM stop every long verb with one line saying how far it
 got, partial results kept: `reproduce` says how many drops ran and that a rerun resumes,
 `generate` prints the texts so far, `testbed` and `demo` write a summary.json marked
 ``interrupted: true``, with no transport warnings. Each run is a subprocess in its own process

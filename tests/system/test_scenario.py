@@ -202,7 +202,7 @@ def test_compute_profile_json(tmp_path):
     assert (sc.compute.t_ver0_s, sc.compute.t_ver1_s, sc.compute.t_ver_tok_s) == (0.02, 0.003, 0.0004)
     assert sc.devices.draft_latency_s_per_token == 0.004
     two = dict(prof, draft_latency_s_per_token={"a": 0.004, "b": 0.006})
-    # several drafts and none named: the devices take them in turn (issue 13, problem 1)
+    # several drafts and none named: the devices take them in turn
     cycled = get_preset("paper-qwen").with_compute_profile(two).devices
     assert cycled.draft_latencies_s_per_token == [0.004, 0.006] * 10
     with pytest.raises(ConfigError, match="no draft 'c' .allowed: a, b"):
