@@ -23,6 +23,9 @@ LAYERS = {
     "multispin.optimize": 4,
     "multispin.system": 3,
     "multispin.models": 2,
+    # every kind of α, the shipped files' reader and the fitting code: plain numbers and JSON,
+    # read by the scenario (system/) and the experiments, importing no model
+    "multispin.acceptance": 1.5,
     "multispin.speculative": 1,
 }
 # Every other module is a top-level helper (errors, config, jsonout, _version, the package
@@ -85,6 +88,15 @@ def test_no_import_cycle_through_function_level_imports_either():
 def test_no_layer_imports_a_layer_above_it():
     ups = [e for e in ig.upward(_edges(), LAYERS) if (e.src, e.dst) not in UPWARD_ALLOWED]
     assert not ups, "upward imports:\n" + "\n".join(f"{e.src}:{e.line} -> {e.dst} ({e.kind})" for e in ups)
+
+
+def test_the_acceptance_package_sits_below_the_models():
+    """Negative control on the real layer table: the acceptance package importing the models
+    (here in a function, as a shortcut to a tokenizer would) is an upward import."""
+    fake = [ig.Edge("multispin.acceptance.shipped", "multispin.models.registry", "function", 1)]
+    assert ig.upward(fake, LAYERS) == fake
+    down = [ig.Edge("multispin.system.scenario", "multispin.acceptance.shipped", "module", 1)]
+    assert ig.upward(down, LAYERS) == []
 
 
 def test_helpers_import_no_layer():

@@ -126,9 +126,9 @@ def _schema_defaults() -> dict[str, Any]:
 def fields_set(spec: str | Path | Any) -> set[str]:
     """The dotted fields that ``--scenario spec`` sets (module doc): none for a preset."""
     from multispin.system.config_file import expand_dotted, parse_text
-    from multispin.system.scenario import PRESETS, Scenario, get_preset
+    from multispin.system.scenario import Scenario, all_presets, get_preset
 
-    if isinstance(spec, Scenario) or str(spec) in PRESETS:
+    if isinstance(spec, Scenario) or str(spec) in all_presets():
         return set()
     p = Path(str(spec))
     if not p.is_file():
@@ -139,7 +139,7 @@ def fields_set(spec: str | Path | Any) -> set[str]:
     named = _leaves(raw)
     named.pop("preset", None)
     start = raw.get("preset") or raw.get("name")
-    base = _leaves(get_preset(start).to_dict()) if start in PRESETS else _schema_defaults()
+    base = _leaves(get_preset(start).to_dict()) if start in all_presets() else _schema_defaults()
     return {k for k, v in named.items() if k != "name" and (k not in base or base[k] != v)}
 
 
@@ -156,10 +156,10 @@ def refuse_ignored(verb: str, fields: Iterable[str], where: str) -> None:
 def check_scenario_fields(verb: str, spec, extra: Iterable[str] = ()) -> set[str]:
     """Refuse a scenario (``--scenario spec``, plus ``extra`` fields set by flags) that sets a field
     ``verb`` ignores; returns the fields the file sets (a verb's own defaults yield to them)."""
-    from multispin.system.scenario import PRESETS
+    from multispin.system.scenario import all_presets
 
     given = fields_set(spec)
-    if str(spec) not in PRESETS:
+    if str(spec) not in all_presets():
         refuse_ignored(verb, given, str(spec))
     refuse_ignored(verb, extra, "the flags")
     return given

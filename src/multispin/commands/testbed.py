@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from multispin.acceptance.kinds import planned_alpha_source
 from multispin.commands._app import app
 from multispin.commands._checks import FORCE_HELP, check_out_free
 from multispin.commands._flag_groups import CSI, LINK, MACHINE, OBJECTIVE, RADIO, takes
@@ -383,7 +384,7 @@ def _setup_lines(s: dict, cfg) -> str:
     for d, t, a in zip(s["drafts"], s["tasks"], s["alpha_prior"]):
         by.setdefault((d, t), []).append(a)
     parts = ", ".join(f"{d} on {t} ×{len(a)} (α {a[0]:.2f})" for (d, t), a in sorted(by.items()))
-    source = "measured (multispin measure profiles)" if s["alpha_prior_measured"] else "the scenario's (assumed)"
+    source = planned_alpha_source(s.get("alpha_prior_kinds", []))
     return (
         f"devices: {parts}; α {source}\n"
         f"steady state: {cfg.rounds} rounds × {cfg.seeds} seed(s) per policy, each device working "

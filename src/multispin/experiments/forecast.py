@@ -13,7 +13,7 @@ The forecast replays, at the model level, what the running planner goes through:
   (drawn from the i.i.d. model at the scenario's α) spend its budget. With ``max_new_tokens=None``
   the prompts never end (the budget-blind forecast);
 - **prompts differ** (``spread``): each job draws its own α from a Beta distribution around its
-  device's α with the task's measured between-prompt spread (`models.acceptance_spread`); its
+  device's α with the task's measured between-prompt spread (`acceptance.spread`); its
   verdicts and its tokens follow that α. Without it every job has its device's α;
 - **estimates** (``online``): the planner plans on the running system's online estimator, fed with
   verdicts drawn from the model, so the forecast carries the same estimation noise the run does
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from multispin.models.acceptance_spread import job_alpha_quantile
+from multispin.acceptance.spread import job_alpha_quantile
 from multispin.optimize.montecarlo import analytic_round
 from multispin.runtime.round.planner import ScenarioPlanner
 from multispin.system.payload import WirePayload

@@ -38,6 +38,7 @@ import numpy as np
 from pydantic import Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
+from multispin.acceptance.shipped import planned_kind
 from multispin.config import StrictConfig
 from multispin.errors import Interrupted
 from multispin.experiments.forecast import estimate_figures, forecast_goodput
@@ -254,13 +255,13 @@ def build_scenario(config: TestbedConfig) -> Scenario:
 def with_measured_acceptance(scenario, pair_name: str, drafts: list[str], tasks: list[str], sampling=None):
     """The scenario with each device's α set to the measured α of its (draft, task) under the
     run's sampling policy where the package ships a profile for the pair (`multispin measure`;
-    the α its verdicts see in a run, `models.profiles.run_alpha`, docs/acceptance.md),
+    the α its verdicts see in a run, `acceptance.shrinkage.shrunk_alpha`, docs/acceptance.md),
     the scenario's own α elsewhere. Returns the scenario and whether every device's α was measured."""
-    from multispin.models.profiles import device_alpha
+    from multispin.acceptance.shipped import device_alpha
     from multispin.system.channel import World
 
     assumed = World(scenario).drop.alpha
-    alpha = [device_alpha(pair_name, d, t, sampling, kind="run") for d, t in zip(drafts, tasks)]
+    alpha = [device_alpha(pair_name, d, t, sampling, kind="planned") for d, t in zip(drafts, tasks)]
     if all(a is None for a in alpha):
         return scenario, False
     filled = [float(a) if a is not None else float(b) for a, b in zip(alpha, assumed)]
@@ -269,9 +270,9 @@ def with_measured_acceptance(scenario, pair_name: str, drafts: list[str], tasks:
 
 def device_spread(pair_name: str, drafts: list[str], tasks: list[str], sampling=None) -> list[float] | None:
     """Each device's between-prompt spread of α (the sd its jobs' α scatter with around its own,
-    `models.acceptance_spread`) where the package ships one for its (draft, task) under the run's
+    `acceptance.spread`) where the package ships one for its (draft, task) under the run's
     sampling, 0 elsewhere; ``None`` when none is shipped for any device."""
-    from multispin.models.acceptance_spread import shipped_spread
+    from multispin.acceptance.spread import shipped_spread
 
     sd = [shipped_spread(pair_name, d, t, sampling) for d, t in zip(drafts, tasks)]
     return None if all(x is None for x in sd) else [float(x or 0.0) for x in sd]
@@ -403,6 +404,8 @@ class TestbedSetup:
     scenario: Scenario
     measured: bool
     choice: PayloadChoice
+    # each device's planned α kind (`acceptance.kinds`): tokens_matched, shrunk, or None (assumed)
+    alpha_kinds: list[str | None] = field(default_factory=list)
 
 
 def testbed_setup(config: TestbedConfig, pair, field_name: str = "drafts") -> TestbedSetup:
@@ -418,7 +421,8 @@ def testbed_setup(config: TestbedConfig, pair, field_name: str = "drafts") -> Te
     scenario = build_scenario(config)
     choice = payload_choice(config, pair.vocab_size, scenario.optimizer.gamma_max)
     scenario, measured = with_measured_acceptance(scenario, pair.name, drafts, tasks, choice.sampling)
-    return TestbedSetup(drafts, tasks, scenario, measured, choice)
+    kinds = [planned_kind(pair.name, d, t, choice.sampling) for d, t in zip(drafts, tasks)]
+    return TestbedSetup(drafts, tasks, scenario, measured, choice, kinds)
 
 
 def run_testbed(

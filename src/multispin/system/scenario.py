@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import copy
 import math
+from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
+from multispin.acceptance.shipped import acceptance_table
 from multispin.errors import ConfigError, config_error_from_validation, did_you_mean
 from multispin.speculative.codecs import make_codec
 from multispin.system.config_file import FILE_SUFFIXES, expand_dotted, locate, parse_text
@@ -598,8 +600,6 @@ MEASURED_POLICY = {"temperature": 1.0, "top_k": 1024, "top_p": 1.0}
 
 
 def _measured_preset(name: str, base: str, pair: str, draft: str, compute: str) -> dict[str, Any] | None:
-    from multispin.models.profiles import acceptance_table
-
     table = acceptance_table(pair, MEASURED_POLICY).get(draft, {})
     if not set(MEASURED_TASKS) <= set(table):
         return None
@@ -620,15 +620,21 @@ def _measured_preset(name: str, base: str, pair: str, draft: str, compute: str) 
     return data
 
 
-for _name, _args in MEASURED_PRESETS.items():
-    _data = _measured_preset(_name, *_args)
-    if _data is not None:
-        PRESETS[_name] = _data
+@lru_cache(maxsize=1)
+def all_presets() -> dict[str, dict[str, Any]]:
+    """Every preset: the paper's, the host's, then those on measured acceptance (read from the
+    shipped profiles on first use, never at import)."""
+    presets = dict(PRESETS)
+    for name, args in MEASURED_PRESETS.items():
+        data = _measured_preset(name, *args)
+        if data is not None:
+            presets[name] = data
+    return presets
 
 
 def preset_names() -> list[str]:
     """The paper's presets, the host's, then those on measured acceptance."""
-    return list(PRESETS)
+    return list(all_presets())
 
 
 def _unknown_preset(name: Any) -> ConfigError:
@@ -657,9 +663,9 @@ def _deep_merge(base: dict, over: dict) -> dict:
 
 def get_preset(name: str) -> Scenario:
     """A preset scenario by name: ``paper-qwen``, ``paper-r1`` or ``smollm2-cpu`` (see `PRESETS`)."""
-    if name not in PRESETS:
+    if name not in all_presets():
         raise _unknown_preset(name)
-    return _validate(copy.deepcopy(PRESETS[name]))
+    return _validate(copy.deepcopy(all_presets()[name]))
 
 
 def scenario_from_dict(data: dict[str, Any]) -> Scenario:
@@ -671,9 +677,9 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
     data = expand_dotted(data)
     name = data.pop("preset", None)
     if name is not None:
-        if name not in PRESETS:
+        if name not in all_presets():
             raise _unknown_preset(name)
-        data = _deep_merge(PRESETS[name], data)
+        data = _deep_merge(all_presets()[name], data)
     else:
         _check_complete(data)
     return _validate(data)
