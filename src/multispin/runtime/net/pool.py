@@ -37,6 +37,7 @@ from multispin.errors import ConfigError
 from multispin.models.base import BatchedLM, BatchedSequence, LoadedPair
 from multispin.runtime.net.device import DeviceClient, DeviceOutcome, normalise_endpoint, resolve_credentials
 from multispin.runtime.round.roles import Draft, DraftDevice, draft_all
+from multispin.runtime.security.limits import MAX_SERVED_DEVICES
 from multispin.runtime.wire import messages as P
 
 log = logging.getLogger("multispin.pool")
@@ -49,21 +50,34 @@ log = logging.getLogger("multispin.pool")
 GATHER_S = 2.0
 
 
+def _device_id(digits: str) -> int:
+    """A device id from its digits, refused beyond P.MAX_DEVICE_ID (a 5,000-digit number included)."""
+    if len(digits) > len(str(P.MAX_DEVICE_ID)) or int(digits) > P.MAX_DEVICE_ID:
+        raise ConfigError(f"devices: ids must lie in [0, {P.MAX_DEVICE_ID}] (got {digits[:20]})")
+    return int(digits)
+
+
 def parse_device_ids(spec: str) -> list[int]:
-    """'0-19' or '0-3,8,10-11' → the ids, in order; a one-line ConfigError otherwise."""
-    ids: list[int] = []
+    """'0-19' or '0-3,8,10-11' → the ids, in order; a one-line ConfigError otherwise. Every bound
+    and the total count are checked on the parsed numbers before any id list is built: a range
+    such as 0-2147483647 is refused in microseconds instead of filling the memory."""
+    bounds: list[tuple[int, int]] = []
     for part in str(spec).split(","):
         m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
         if not m:
-            raise ConfigError(f"devices: expected ids and ranges such as 0-19 or 0-3,8 (got {spec!r})")
-        lo, hi = int(m.group(1)), int(m.group(2) if m.group(2) is not None else m.group(1))
+            raise ConfigError(f"devices: expected ids and ranges such as 0-19 or 0-3,8 (got {spec[:80]!r})")
+        lo, hi = _device_id(m.group(1)), _device_id(m.group(2) if m.group(2) is not None else m.group(1))
         if hi < lo:
-            raise ConfigError(f"devices: range {lo}-{hi} runs backwards (got {spec!r})")
-        ids.extend(range(lo, hi + 1))
+            raise ConfigError(f"devices: range {lo}-{hi} runs backwards")
+        bounds.append((lo, hi))
+    count = sum(hi - lo + 1 for lo, hi in bounds)
+    if count > MAX_SERVED_DEVICES:
+        raise ConfigError(
+            f"devices: a pool holds at most {MAX_SERVED_DEVICES} devices, what one server serves (got {count})"
+        )
+    ids = [i for lo, hi in bounds for i in range(lo, hi + 1)]
     if len(set(ids)) != len(ids):
-        raise ConfigError(f"devices: an id appears twice (got {spec!r})")
-    if max(ids) > P.MAX_DEVICE_ID:
-        raise ConfigError(f"devices: ids must lie in [0, {P.MAX_DEVICE_ID}] (got {spec!r})")
+        raise ConfigError("devices: an id appears twice")
     return ids
 
 

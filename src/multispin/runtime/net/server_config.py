@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from multispin.runtime.security.limits import ConnectionLimits
+from multispin.runtime.security.limits import MAX_SERVED_DEVICES, ConnectionLimits
 from multispin.runtime.wire import messages as P
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 from multispin.speculative.warp import SamplingFields
@@ -22,8 +22,8 @@ class ServerConfig(SamplingFields):
 
     host: str = "127.0.0.1"
     port: int = Field(5555, ge=0, le=65535, description="0 = any free port")
-    expected_devices: int = Field(1, ge=1, le=4096, description="devices to wait for before round 0")
-    max_devices: int = Field(256, ge=1, le=4096, description="distinct device ids this server serves")
+    expected_devices: int = Field(1, ge=1, le=MAX_SERVED_DEVICES, description="devices to wait for before round 0")
+    max_devices: int = Field(256, ge=1, le=MAX_SERVED_DEVICES, description="distinct device ids this server serves")
     rounds: int | None = Field(None, ge=1, description="stop after this many rounds (None: when all done)")
     max_new_tokens: int = Field(32, ge=1, le=1 << 20)
     max_prompt_tokens: int = Field(4096, ge=1, le=1 << 20)
