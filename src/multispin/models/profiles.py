@@ -26,12 +26,13 @@ Use them with [`Scenario.with_acceptance_profile`][multispin.system.scenario.Sce
 
 from __future__ import annotations
 
-import json
 import re
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+
+from multispin.datafile import SHIPPED_REPAIR, finite_number, read_json_object, require
 
 PROFILES_ROOT = Path(__file__).resolve().parent.parent / "data" / "profiles"
 
@@ -71,8 +72,38 @@ def shipped_files(pair: str, kind: str) -> list[dict]:
     d = profile_dir(folder) if folder else None
     if d is None:
         return []
-    files = [json.loads(p.read_text()) for p in sorted(d.glob(f"{kind}-*.json"))]
+    files = [read_shipped(p, kind) for p in sorted(d.glob(f"{kind}-*.json"))]
     return [f for f in files if f.get("pair", folder) == pair]
+
+
+# per kind of shipped file: the fields of each task entry that must be finite numbers, and their range
+_TASK_NUMBERS = {
+    "acceptance": (("alpha",), (0.0, 1.0)),
+    "run-verdicts": (("alpha", "tokens.alpha"), (0.0, 1.0)),
+    "spread": (("sd",), (0.0, 1.0)),
+}
+
+
+def read_shipped(path: Path, kind: str) -> dict:
+    """A shipped ``<kind>-*.json`` file, checked: an object with ``draft``, ``sampling`` and
+    ``tasks`` whose numbers are finite and in range; one `ConfigError` line naming the file and
+    the field otherwise (a damaged install, repaired by reinstalling)."""
+    data = read_json_object(path, SHIPPED_REPAIR)
+    require(data, path, "draft", str, SHIPPED_REPAIR)
+    require(data, path, "sampling", dict, SHIPPED_REPAIR)
+    tasks = require(data, path, "tasks", dict, SHIPPED_REPAIR)
+    fields, (low, high) = _TASK_NUMBERS.get(kind, ((), (0.0, 1.0)))
+    if kind == "acceptance":
+        finite_number(data.get("alpha"), path, "alpha", low, high, SHIPPED_REPAIR)
+    for task, entry in tasks.items():
+        for field in fields:
+            value: object = entry
+            for key in field.split("."):
+                value = value.get(key) if isinstance(value, dict) else (value if key == "alpha" else None)
+            if value is None and field == "tokens.alpha":
+                continue  # older run-verdicts files have no tokens-matched α
+            finite_number(value, path, f"tasks.{task}.{field}", low, high, SHIPPED_REPAIR)
+    return data
 
 
 def acceptance_profiles(pair: str) -> list[dict]:
@@ -214,7 +245,7 @@ def gap_prior(profiles: list[dict]) -> tuple[float, float]:
 @lru_cache(maxsize=1)
 def shipped_gap_prior() -> tuple[float, float]:
     """`gap_prior` over every acceptance profile the package ships."""
-    return gap_prior([json.loads(p.read_text()) for p in sorted(PROFILES_ROOT.glob("*/acceptance-*.json"))])
+    return gap_prior([read_shipped(p, "acceptance") for p in sorted(PROFILES_ROOT.glob("*/acceptance-*.json"))])
 
 
 def run_alpha(profile: dict, prior: tuple[float, float] | None = None) -> float:

@@ -220,7 +220,9 @@ class OptimizerConfig(_Model):
     ``energy_weight_tokens_per_j`` times the devices' mean power, `energy`'s model).
     """
 
-    gamma_max: Annotated[int, _range(0, 64)] = 20
+    # at least 1: γ_max bounds what the planner chooses among, and a device's γ = 0 (a target-only
+    # round) stays among the choices of every γ_max; with γ_max = 0 there would be nothing to plan
+    gamma_max: Annotated[int, _range(1, 64)] = 20
     n_saa: Annotated[int, _range(1, 1_000_000)] = 1000
     objective: Objective = "sum"
     energy_weight_tokens_per_j: Annotated[float, _range(0, 1e6, unit="tokens/J")] = 1.0
@@ -620,8 +622,15 @@ def _measured_preset(name: str, base: str, pair: str, draft: str, compute: str) 
     return data
 
 
+# measured presets whose shipped profiles are damaged: the preset is not offered, and asking for it
+# gives the loader's line (the file and the field); every other preset and verb still works
+DAMAGED_PRESETS: dict[str, str] = {}
 for _name, _args in MEASURED_PRESETS.items():
-    _data = _measured_preset(_name, *_args)
+    try:
+        _data = _measured_preset(_name, *_args)
+    except ConfigError as _exc:
+        DAMAGED_PRESETS[_name] = str(_exc)
+        continue
     if _data is not None:
         PRESETS[_name] = _data
 
@@ -632,6 +641,8 @@ def preset_names() -> list[str]:
 
 
 def _unknown_preset(name: Any) -> ConfigError:
+    if name in DAMAGED_PRESETS:
+        return ConfigError(f"preset: {name}: {DAMAGED_PRESETS[name]}", locs=(("preset",),))
     return ConfigError(
         f"preset: unknown preset {name!r}{did_you_mean(name, preset_names())} (allowed: {', '.join(preset_names())})",
         locs=(("preset",),),

@@ -18,7 +18,15 @@ from multispin.errors import ConfigError, did_you_mean
 # expand_dotted, load_scenario and FILE_SUFFIXES are re-exported: reading a file is the scenario's
 # own job (system/scenario.py), parsing one is system/config_file.py's
 from multispin.system.config_file import FILE_SUFFIXES, expand_dotted, locate  # noqa: F401
-from multispin.system.scenario import PRESETS, Scenario, get_preset, load_scenario, preset_names, scenario_from_dict  # noqa: F401
+from multispin.system.scenario import (  # noqa: F401
+    DAMAGED_PRESETS,
+    PRESETS,
+    Scenario,
+    get_preset,
+    load_scenario,
+    preset_names,
+    scenario_from_dict,
+)
 
 
 def resolve_scenario(spec: str | Path | Scenario) -> Scenario:
@@ -32,6 +40,8 @@ def resolve_scenario(spec: str | Path | Scenario) -> Scenario:
     p = Path(text)
     if p.suffix.lower() in FILE_SUFFIXES or p.exists():
         return load_scenario(p)
+    if text in DAMAGED_PRESETS:
+        raise ConfigError(f"scenario: {text}: {DAMAGED_PRESETS[text]}")
     raise ConfigError(
         f"scenario: unknown preset {text!r}{did_you_mean(text, preset_names())} "
         f"(allowed: {', '.join(preset_names())}, or a {'/'.join(FILE_SUFFIXES)} file)"
