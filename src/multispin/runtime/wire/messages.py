@@ -53,6 +53,7 @@ import msgpack
 
 from multispin.errors import ProtocolError
 from multispin.runtime.security.auth import MAC_BYTES, NONCE_BYTES
+from multispin.safe_text import escape_controls, has_controls
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX, check_draft
 from multispin.vocabulary import LINK_MODES
 
@@ -112,7 +113,7 @@ class TokenDigest:
 
 
 def _one_line(text: object, limit: int = MAX_REASON_CHARS) -> str:
-    s = " ".join(str(text).split())
+    s = escape_controls(" ".join(str(text).split()))
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
@@ -280,6 +281,8 @@ def _str(max_chars: int, choices: Sequence[str] | None = None) -> FieldCheck:
             raise ProtocolError(f"{where}: expected a string (got {type(v).__name__})")
         if len(v) > max_chars:
             raise ProtocolError(f"{where}: {len(v)} characters, more than {max_chars}")
+        if has_controls(v):  # a newline or ESC would forge or erase the lines that show it
+            raise ProtocolError(f"{where}: holds control characters ({_one_line(repr(v), 40)})")
         if choices is not None and v not in choices:
             raise ProtocolError(f"{where}: {_show(v)} is not one of {', '.join(choices)}")
         return v
