@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 import struct
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -78,6 +79,21 @@ ENVELOPE_BYTES = 160
 # busy: the server is at its connection or handshake limit; try again (the others that refuse a
 # HELLO, auth and refused, are final)
 ERROR_CODES = ("auth", "refused", "protocol", "timeout", "replaced", "shutdown", "internal", "busy")
+
+# A busy answer that knows how long the device is kept out ends with this phrase, which the device
+# reads to wait that long before it rejoins (`busy_reason`, `busy_wait_s`).
+_BACK_OFF = re.compile(r"back off for (\d{1,9}(?:\.\d{1,3})?) s$")
+
+
+def busy_reason(cause: str, wait_s: float) -> str:
+    """An ERROR busy reason that tells the device to come back in ``wait_s`` seconds."""
+    return f"{cause}; back off for {max(wait_s, 0.0):.1f} s"
+
+
+def busy_wait_s(reason: str) -> float | None:
+    """The seconds a busy reason asks the device to wait (`busy_reason`), or None."""
+    m = _BACK_OFF.search(reason)
+    return float(m.group(1)) if m else None
 
 
 def _u32_bytes(tokens: Iterable[int]) -> tuple[bytes, int]:
