@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from multispin.errors import ConfigError
+from multispin.errors import ConfigError, Interrupted
 from multispin.models.base import BatchedLM, BatchedSequence, LoadedPair
 from multispin.runtime.net.device import DeviceClient, DeviceOutcome, normalise_endpoint, resolve_credentials
 from multispin.runtime.round.roles import Draft, DraftDevice, draft_all
@@ -48,6 +48,10 @@ log = logging.getLogger("multispin.pool")
 # crashed peer, a device that joined mid-round). Long, so that a loaded host's slow thread still
 # joins its batch: the batches, and with them the logits' float rounding, do not depend on timing.
 GATHER_S = 2.0
+# How long a stopped pool waits for its devices to leave (each leaves at its next message boundary,
+# polled every 0.2 s) before it reports the partial texts it holds: well inside the command line's
+# stop grace, so that the texts and --result are written before the process is ended.
+STOP_JOIN_S = 2.0
 
 
 def _device_id(digits: str) -> int:
@@ -366,12 +370,32 @@ class DevicePool:
             for t in threads:
                 while t.is_alive():
                     t.join(0.5)
-        except KeyboardInterrupt:
-            self.stop()
-            for t in threads:
-                t.join(30)
-            raise
+        except KeyboardInterrupt as exc:
+            raise Interrupted.after(
+                exc, "interrupted: the pool's devices stopped", self._stopped(threads, per_slot)
+            ) from None
         return [o for outcomes in per_slot for o in outcomes]
+
+    def _stopped(self, threads: list[threading.Thread], per_slot: list[list]) -> list[DeviceOutcome | JobError]:
+        """Every device's outcome after a stop: what the slots returned within STOP_JOIN_S (each
+        device leaves at its next message boundary, within a poll), and for a device still busy
+        (mid-draft) its partial text as it holds it; the server's record of each goes on."""
+        self.stop()
+        deadline = time.monotonic() + STOP_JOIN_S
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        outcomes = [o for slot in per_slot for o in slot]
+        done = {o.device_id for o in outcomes}
+        for d, client in list(self._clients.items()):
+            if d not in done:
+                outcome = client._outcome(False, "interrupted")
+                if self.pair.tokenizer is not None and self._setup.acquire(timeout=1.0):
+                    try:
+                        outcome.text = self.pair.tokenizer.decode(outcome.generated, skip_special_tokens=True)
+                    finally:
+                        self._setup.release()
+                outcomes.append(outcome)
+        return sorted(outcomes, key=lambda o: o.device_id)
 
 
 def run_pool(
