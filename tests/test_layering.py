@@ -108,6 +108,8 @@ def test_every_package_of_the_tree_has_a_layer_or_is_a_known_helper():
         "multispin.datafile",
         "multispin.errors",
         "multispin.jsonout",
+        "multispin.lifeline",
+        "multispin._lifeline_preload",
         "multispin.progress",
         "multispin.safe_text",
         "multispin.vocabulary",
