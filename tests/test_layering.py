@@ -117,9 +117,13 @@ def test_every_package_of_the_tree_has_a_layer_or_is_a_known_helper():
         "multispin",
         "multispin._version",
         "multispin.config",
+        "multispin.datafile",
         "multispin.errors",
         "multispin.jsonout",
+        "multispin.lifeline",
+        "multispin._lifeline_preload",
         "multispin.progress",
+        "multispin.safe_text",
         "multispin.vocabulary",
     }
     unplaced = sorted(m for m in ig.modules(SRC, "multispin") if ig.layer_of(m, LAYERS) is None and m not in helpers)

@@ -43,18 +43,13 @@ def test_the_planned_kind_says_which_alpha_the_plans_start_from():
     assert mixed == "from tokens-matched run α ×1, shrunk profile α ×2"
 
 
-def test_a_shipped_file_that_is_not_json_is_one_line_naming_it(tmp_path):
-    bad = tmp_path / "acceptance-x-chat-t1.json"
-    bad.write_text("{not json")
-    with pytest.raises(ConfigError, match=r"acceptance-x-chat-t1\.json: not a readable JSON file"):
-        read_shipped(str(bad))
-    arr = tmp_path / "list.json"
-    arr.write_text("[1, 2]")
-    with pytest.raises(ConfigError, match=r"list\.json: expected a JSON object, got list"):
-        read_shipped(str(arr))
-    # control: a good file reads, and is read once (cached)
-    good = tmp_path / "good.json"
-    good.write_text(json.dumps({"alpha": 0.8}))
-    assert read_shipped(str(good)) == {"alpha": 0.8}
-    good.write_text(json.dumps({"alpha": 0.1}))
-    assert read_shipped(str(good)) == {"alpha": 0.8}
+def test_a_shipped_file_is_read_once_per_process(tmp_path):
+    """The files are package data: read on first use and cached (the loader's one-line errors are
+    tests/acceptance/test_data_files.py's)."""
+    good = tmp_path / "acceptance-x-chat-t1.json"
+    good.write_text(json.dumps({"draft": "x", "sampling": {}, "tasks": {"chat": {"alpha": 0.8}}, "alpha": 0.8}))
+    assert read_shipped(good, "acceptance")["alpha"] == 0.8
+    good.write_text(json.dumps({"draft": "x", "sampling": {}, "tasks": {"chat": {"alpha": 0.1}}, "alpha": 0.1}))
+    assert read_shipped(good, "acceptance")["alpha"] == 0.8  # cached
+    read_shipped.cache_clear()  # control: a fresh read sees the edit
+    assert read_shipped(good, "acceptance")["alpha"] == 0.1

@@ -97,7 +97,7 @@ def test_full_scenario_without_preset(tmp_path):
         ({"preset": "paper-qwen", "devices": {"count": 0}}, "devices.count", "[1, 100000]"),
         ({"preset": "paper-qwen", "radio": {"noise_figure_db": -3}}, "radio.noise_figure_db", "[0, 40] dB"),
         ({"preset": "paper-qwen", "compute": {"t_ver0_s": -0.01}}, "compute.t_ver0_s", "[0, inf) s"),
-        ({"preset": "paper-qwen", "optimizer": {"gamma_max": 100}}, "optimizer.gamma_max", "[0, 64]"),
+        ({"preset": "paper-qwen", "optimizer": {"gamma_max": 100}}, "optimizer.gamma_max", "[1, 64]"),
         ({"preset": "paper-qwen", "radio": {"fading": "rician"}}, "radio.fading", "rayleigh"),
     ],
 )

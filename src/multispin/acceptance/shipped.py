@@ -23,14 +23,13 @@ Use them with [`Scenario.with_acceptance_profile`][multispin.system.scenario.Sce
 
 from __future__ import annotations
 
-import json
 import re
 from functools import lru_cache
 from pathlib import Path
 
 from multispin.acceptance.kinds import PLANNED, SHRUNK, TEACHER_FORCED, TOKENS_MATCHED, AlphaKind, shipped_kind
 from multispin.acceptance.shrinkage import gap_prior, shrunk_alpha
-from multispin.errors import ConfigError
+from multispin.datafile import SHIPPED_REPAIR, finite_number, read_json_object, require
 
 PROFILES_ROOT = Path(__file__).resolve().parent.parent / "data" / "profiles"
 
@@ -70,20 +69,39 @@ def shipped_files(pair: str, kind: str) -> list[dict]:
     d = profile_dir(folder) if folder else None
     if d is None:
         return []
-    files = [read_shipped(str(p)) for p in sorted(d.glob(f"{kind}-*.json"))]
+    files = [read_shipped(p, kind) for p in sorted(d.glob(f"{kind}-*.json"))]
     return [f for f in files if f.get("pair", folder) == pair]
 
 
+# per kind of shipped file: the fields of each task entry that must be finite numbers, and their range
+_TASK_NUMBERS = {
+    "acceptance": (("alpha",), (0.0, 1.0)),
+    "run-verdicts": (("alpha", "tokens.alpha"), (0.0, 1.0)),
+    "spread": (("sd",), (0.0, 1.0)),
+}
+
+
 @lru_cache(maxsize=256)
-def read_shipped(path: str) -> dict:
-    """One shipped JSON file, read once per process (the files are package data: they do not
-    change while it runs); a file that is not a JSON object is a ConfigError naming it."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"{path}: not a readable JSON file ({e})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a JSON object, got {type(data).__name__}")
+def read_shipped(path: Path, kind: str) -> dict:
+    """A shipped ``<kind>-*.json`` file, checked: an object with ``draft``, ``sampling`` and
+    ``tasks`` whose numbers are finite and in range; one `ConfigError` line naming the file and
+    the field otherwise (a damaged install, repaired by reinstalling). Read once per process: the
+    files are package data and do not change while it runs."""
+    data = read_json_object(path, SHIPPED_REPAIR)
+    require(data, path, "draft", str, SHIPPED_REPAIR)
+    require(data, path, "sampling", dict, SHIPPED_REPAIR)
+    tasks = require(data, path, "tasks", dict, SHIPPED_REPAIR)
+    fields, (low, high) = _TASK_NUMBERS.get(kind, ((), (0.0, 1.0)))
+    if kind == "acceptance":
+        finite_number(data.get("alpha"), path, "alpha", low, high, SHIPPED_REPAIR)
+    for task, entry in tasks.items():
+        for field in fields:
+            value: object = entry
+            for key in field.split("."):
+                value = value.get(key) if isinstance(value, dict) else (value if key == "alpha" else None)
+            if value is None and field == "tokens.alpha":
+                continue  # older run-verdicts files have no tokens-matched α
+            finite_number(value, path, f"tasks.{task}.{field}", low, high, SHIPPED_REPAIR)
     return data
 
 
@@ -167,7 +185,7 @@ def shipped_tokens_matched_alpha(pair: str, draft: str, task: str, sampling=None
 @lru_cache(maxsize=1)
 def shipped_gap_prior() -> tuple[float, float]:
     """`shrinkage.gap_prior` over every acceptance profile the package ships."""
-    return gap_prior([read_shipped(str(p)) for p in sorted(PROFILES_ROOT.glob("*/acceptance-*.json"))])
+    return gap_prior([read_shipped(p, "acceptance") for p in sorted(PROFILES_ROOT.glob("*/acceptance-*.json"))])
 
 
 def shipped_shrunk_alpha(profile: dict) -> float:

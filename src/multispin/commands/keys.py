@@ -48,8 +48,12 @@ def device(
     force: bool = typer.Option(False, "--force", help="replace existing keys for this device id"),
 ) -> None:
     """Make device N's key pair; with --allow, let it in on the server as device N only."""
+    from multispin.errors import ConfigError
     from multispin.runtime.security.keys import create_device_keys, load_device_keys
+    from multispin.runtime.wire.messages import MAX_DEVICE_ID
 
+    if device_id > MAX_DEVICE_ID:  # before any file is written: HELLO could never carry it
+        raise ConfigError(f"--device-id: must be an integer in [0, {MAX_DEVICE_ID}] (got {device_id})")
     public = create_device_keys(directory, device_id, allow=allow, force=force)
     typer.echo(f"device {device_id} public key {load_device_keys(directory, device_id).public.decode()}")
     typer.echo(f"wrote {public} and {public}_secret (0600)")

@@ -30,6 +30,7 @@ channel. That drop compares adaptive, all-UL and all-DL modes only; other polici
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,6 +142,17 @@ def check_policies(policies: Sequence[str]) -> list[str]:
     return out
 
 
+# grid points of one sweep at most; counted from the value lists before the grid is built
+MAX_GRID_POINTS = 10_000
+
+
+def check_grid_size(over: Mapping[str, Sequence[Any]]) -> None:
+    """A one-line ConfigError when the Cartesian product of ``over`` exceeds MAX_GRID_POINTS."""
+    size = math.prod(len(v) for v in over.values())
+    if size > MAX_GRID_POINTS:
+        raise ConfigError(f"over: the grid has {size} points, at most {MAX_GRID_POINTS} (sweep fewer values)")
+
+
 def grid_points(sc, over: Mapping[str, Sequence[Any]], policies: Sequence[str]) -> list[_ScenarioPoint]:
     """One point per combination of the swept values, each checked now (a bad value stops here)."""
     objective = sc.optimizer.objective
@@ -173,6 +185,7 @@ def grid_points(sc, over: Mapping[str, Sequence[Any]], policies: Sequence[str]) 
     options = {**{k: True for k in sorted(needs)}, "service": True}
     base = sc.to_dict()
     names = list(over)
+    check_grid_size(over)
     points = []
     for values in itertools.product(*(over[n] for n in names)):
         overrides = dict(zip(names, values))

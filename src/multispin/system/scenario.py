@@ -222,7 +222,9 @@ class OptimizerConfig(_Model):
     ``energy_weight_tokens_per_j`` times the devices' mean power, `energy`'s model).
     """
 
-    gamma_max: Annotated[int, _range(0, 64)] = 20
+    # at least 1: γ_max bounds what the planner chooses among, and a device's γ = 0 (a target-only
+    # round) stays among the choices of every γ_max; with γ_max = 0 there would be nothing to plan
+    gamma_max: Annotated[int, _range(1, 64)] = 20
     n_saa: Annotated[int, _range(1, 1_000_000)] = 1000
     objective: Objective = "sum"
     energy_weight_tokens_per_j: Annotated[float, _range(0, 1e6, unit="tokens/J")] = 1.0
@@ -621,15 +623,31 @@ def _measured_preset(name: str, base: str, pair: str, draft: str, compute: str) 
 
 
 @lru_cache(maxsize=1)
-def all_presets() -> dict[str, dict[str, Any]]:
-    """Every preset: the paper's, the host's, then those on measured acceptance (read from the
-    shipped profiles on first use, never at import)."""
-    presets = dict(PRESETS)
+def _preset_tables() -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """(every preset, the measured presets whose shipped profiles are damaged with the loader's
+    line), built on first use from the shipped profiles, never at import. A damaged preset is not
+    offered, and asking for it gives the loader's line (the file and the field); every other preset
+    and verb still works."""
+    presets, damaged = dict(PRESETS), {}
     for name, args in MEASURED_PRESETS.items():
-        data = _measured_preset(name, *args)
+        try:
+            data = _measured_preset(name, *args)
+        except ConfigError as exc:
+            damaged[name] = str(exc)
+            continue
         if data is not None:
             presets[name] = data
-    return presets
+    return presets, damaged
+
+
+def all_presets() -> dict[str, dict[str, Any]]:
+    """Every preset: the paper's, the host's, then those on measured acceptance."""
+    return _preset_tables()[0]
+
+
+def damaged_presets() -> dict[str, str]:
+    """Measured presets withheld because a shipped profile is damaged: name -> the loader's line."""
+    return _preset_tables()[1]
 
 
 def preset_names() -> list[str]:
@@ -638,6 +656,8 @@ def preset_names() -> list[str]:
 
 
 def _unknown_preset(name: Any) -> ConfigError:
+    if name in damaged_presets():
+        return ConfigError(f"preset: {name}: {damaged_presets()[name]}", locs=(("preset",),))
     return ConfigError(
         f"preset: unknown preset {name!r}{did_you_mean(name, preset_names())} (allowed: {', '.join(preset_names())})",
         locs=(("preset",),),

@@ -22,6 +22,7 @@ from multispin.system.scenario import (  # noqa: F401
     PRESETS,
     Scenario,
     all_presets,
+    damaged_presets,
     get_preset,
     load_scenario,
     preset_names,
@@ -40,6 +41,8 @@ def resolve_scenario(spec: str | Path | Scenario) -> Scenario:
     p = Path(text)
     if p.suffix.lower() in FILE_SUFFIXES or p.exists():
         return load_scenario(p)
+    if text in damaged_presets():
+        raise ConfigError(f"scenario: {text}: {damaged_presets()[text]}")
     raise ConfigError(
         f"scenario: unknown preset {text!r}{did_you_mean(text, preset_names())} "
         f"(allowed: {', '.join(preset_names())}, or a {'/'.join(FILE_SUFFIXES)} file)"

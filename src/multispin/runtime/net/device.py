@@ -50,6 +50,11 @@ log = logging.getLogger("multispin.device")
 REFUSED_HINT_AFTER_S = 3.0  # refused connections for this long: the hint that nothing listens there
 
 _FATAL_CODES = ("auth", "refused")
+# A busy answer without a time (a server at its connection limit) is retried after this many seconds.
+BUSY_RETRY_S = 1.0
+# Busy answers keep a device waiting, without spending its reconnects, for up to this many server
+# timeouts in a row: longer than any back-off a server gives (at most half its idle timeout).
+BUSY_PATIENCE_TIMEOUTS = 3
 _ZMQ_EVENTS, _ZMQ_POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
 
 
@@ -65,7 +70,12 @@ def draft_alone(dev: DraftDevice, gamma: int) -> tuple[Draft, float]:
 
 
 class _Reconnect(Exception):
-    """The session ended; reconnect and resume from the server's record."""
+    """The session ended; reconnect and resume from the server's record. ``busy_s``: the server
+    answered busy and asked for that many seconds before the device rejoins."""
+
+    def __init__(self, message: str, busy_s: float | None = None):
+        super().__init__(message)
+        self.busy_s = busy_s
 
 
 class _Fatal(MultispinError):
@@ -157,6 +167,9 @@ class DeviceClient:
         self.resume = resume
         self.reconnects = reconnects
         self.server_timeout_s = server_timeout_s
+        # how long busy answers may keep this device out in a row before they count as failures
+        self.busy_patience_s = BUSY_PATIENCE_TIMEOUTS * server_timeout_s
+        self._busy_since: float | None = None
         # --server-timeout bounds every wait, the handshake's too (it used to wait 30 s regardless)
         self.handshake_timeout_s = min(handshake_timeout_s, server_timeout_s)
         self.fault = _Fault.parse(fault)
@@ -210,6 +223,10 @@ class DeviceClient:
                 except _Vanish:
                     return self._outcome(False, "vanished", crashed=True)
                 except _Reconnect as exc:
+                    if self.sessions > sessions:
+                        self._busy_since = None
+                    if exc.busy_s is not None and self._wait_while_busy(exc):
+                        continue  # told to come back later: not a failed reconnect
                     # `reconnects` bounds attempts in a row: a session that got in starts afresh
                     failures = 1 if self.sessions > sessions else failures + 1
                     self._event("reconnect", reason=str(exc), attempt=failures)
@@ -224,6 +241,21 @@ class DeviceClient:
                     time.sleep(min(2.0, 0.1 * 2 ** (failures - 1)))
         finally:
             self._ctx.term()
+
+    def _wait_while_busy(self, exc: _Reconnect) -> bool:
+        """The server said busy (a straggler's back-off, a full server): wait what it asked, then
+        rejoin, without spending a reconnect. False once it has kept this device out for longer
+        than ``busy_patience_s`` in a row (then the answer counts as a failed reconnect)."""
+        now = time.monotonic()
+        self._busy_since = self._busy_since or now
+        left = self.busy_patience_s - (now - self._busy_since)
+        if left <= 0:
+            return False
+        wait = min(float(exc.busy_s or BUSY_RETRY_S), left)
+        self._event("busy", reason=str(exc), wait_s=round(wait, 3))
+        log.warning("device %d: %s; rejoining in %.1f s", self.device_id, exc, wait)
+        self._stop.wait(wait)
+        return True
 
     # ------------------------------------------------------------------ one connection
 
@@ -317,7 +349,8 @@ class DeviceClient:
                 if isinstance(msg, P.ErrorMsg):
                     if msg.code in _FATAL_CODES:
                         raise _Fatal(f"device {self.device_id}: server refused ({msg.code}): {msg.reason}")
-                    raise _Reconnect(f"server ended the session ({msg.code}): {msg.reason}")
+                    busy_s = (P.busy_wait_s(msg.reason) or BUSY_RETRY_S) if msg.code == "busy" else None
+                    raise _Reconnect(f"server ended the session ({msg.code}): {msg.reason}", busy_s)
                 return msg
 
     def _converse(self, sock: zmq.Socket, resume: bool) -> DeviceOutcome:

@@ -281,9 +281,8 @@ class ServerProtocol:
         if dev is None:
             return None
         if now < dev.backoff_until:
-            return (
-                f"device {d} missed its draft deadline {dev.draft_misses} rounds in a row; back off for "
-                f"{dev.backoff_until - now:.0f} s"
+            return P.busy_reason(
+                f"device {d} missed its draft deadline {dev.draft_misses} rounds in a row", dev.backoff_until - now
             )
         dev.resumed_at = [t for t in dev.resumed_at if now - t < REPLACEMENT_WINDOW_S]
         if len(dev.resumed_at) < self.max_replacements:
