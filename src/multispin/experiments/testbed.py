@@ -442,10 +442,10 @@ def release_freed_heap() -> bool:
 
     Why: glibc keeps what a finished run freed (the target's batched forwards, fragmented over its
     threads' arenas) for the next allocation, so a process that runs run after run (`demo --study`,
-    `testbed` over several policies) grew by gigabytes: 2.99 → 4.07 → 5.19 → 5.38 GB over three K = 20
-    runs, 8.4 GB after ten, and every run forks its server and device pool from that. The run's server and
-    threads sit in reference cycles, so the collector frees them first; released, the process stays at
-    3.01–3.02 GB (`tools/study_memory.py`)."""
+    `testbed` over several policies) grows by gigabytes from run to run, and every run forks its server
+    and device pool from that. The run's server and threads sit in reference cycles, so the collector
+    frees them first; released, the process stays flat from run to run (`tools/study_memory.py`
+    measures it, with the kept heap as its control)."""
     import ctypes
     import gc
 

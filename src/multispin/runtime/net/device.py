@@ -170,7 +170,7 @@ class DeviceClient:
         # how long busy answers may keep this device out in a row before they count as failures
         self.busy_patience_s = BUSY_PATIENCE_TIMEOUTS * server_timeout_s
         self._busy_since: float | None = None
-        # --server-timeout bounds every wait, the handshake's too (it used to wait 30 s regardless)
+        # --server-timeout bounds every wait, the handshake's too
         self.handshake_timeout_s = min(handshake_timeout_s, server_timeout_s)
         self.fault = _Fault.parse(fault)
         self.on_event = on_event
