@@ -181,6 +181,29 @@ def load_server_keys(server_dir: str | os.PathLike) -> ServerKeys:
     return ServerKeys(public, secret, allowed)
 
 
+def device_key_folder(keys: str | os.PathLike, device_id: int) -> Path:
+    """Device ``device_id``'s key folder under the one layout every command uses: ``KEYS/device-N``
+    where that folder exists (as `multispin keys device KEYS/device-N`, the pool and the testbed
+    make it), else ``KEYS`` itself (one device's folder, or one folder holding several pairs)."""
+    sub = Path(keys) / device_name(device_id)
+    return sub if sub.is_dir() else Path(keys)
+
+
+def find_device_keys(keys: str | os.PathLike, device_id: int) -> DeviceKeys:
+    """Device ``device_id``'s keys from ``KEYS/device-N`` or ``KEYS`` (`device_key_folder`), with
+    a one-line error naming both places when neither holds them."""
+    folder = device_key_folder(keys, device_id)
+    name = device_name(device_id)
+    if not (folder / f"{name}.key_secret").is_file():
+        root = Path(keys)
+        raise SecurityError(
+            f"{root}: no key pair for device {device_id} (looked for {root / name / (name + '.key_secret')} "
+            f"and {root / (name + '.key_secret')}); make it with `multispin keys device {root / name} "
+            f"--device-id {device_id} --allow SERVER_DIR`"
+        )
+    return load_device_keys(folder, device_id)
+
+
 def load_device_keys(device_dir: str | os.PathLike, device_id: int | None = None) -> DeviceKeys:
     """Device keys from ``device_dir`` (the only pair there when ``device_id`` is None) and the
     server's public key if ``server.key`` is there."""
