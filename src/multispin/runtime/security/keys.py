@@ -5,9 +5,11 @@ What: the server has one key pair; each device has its own. Files (made by ``mul
     SERVER_DIR/server.key            server public key
     SERVER_DIR/server.key_secret     server secret key (0600)
     SERVER_DIR/allowed/device-N.key  public key of each device allowed in; the name binds it to id N
-    DEVICE_DIR/device-N.key          device N's public key
-    DEVICE_DIR/device-N.key_secret   device N's secret key (0600)
-    DEVICE_DIR/server.key            the server's public key the device connects to
+    KEYS/device-N/device-N.key        device N's public key
+    KEYS/device-N/device-N.key_secret device N's secret key (0600)
+    KEYS/device-N/server.key          the server's public key the device connects to
+
+(the server's folder is usually KEYS/server: one layout that `device --keys KEYS` reads)
 
 `curve_server` makes a ROUTER a CURVE server whose authenticator (a ZAP handler on the
 socket's context) lets in only the keys of the allowed directory; `curve_client` makes a
