@@ -178,13 +178,13 @@ MIN_REPLICAS_FOR_RANGE = 4  # fewer replicas give no honest spread
 def one_run_range(replica_goodput: list[float], forecast: float) -> dict[str, float | None]:
     """The 95% range of one run of the forecast's length on the model: the forecast ± 1.96 sd of
     the replicas' goodput, each a run of that length with its own jobs, channels and acceptance draws
-    (T_comm at its expectation given the drafts). None with fewer than `MIN_REPLICAS_FOR_RANGE`
+    (T_comm at its expectation given the drafts), cut at 0 (a goodput is not negative). None with fewer than `MIN_REPLICAS_FOR_RANGE`
     replicas (a makespan forecast is one replica)."""
     if len(replica_goodput) < MIN_REPLICAS_FOR_RANGE:
         return {"forecast_one_run_low": None, "forecast_one_run_high": None}
     g = np.asarray(replica_goodput, dtype=float)
     half = 1.96 * float(g.std(ddof=1))
-    return {"forecast_one_run_low": forecast - half, "forecast_one_run_high": forecast + half}
+    return {"forecast_one_run_low": max(0.0, forecast - half), "forecast_one_run_high": forecast + half}
 
 
 def estimate_figures(estimates: np.ndarray, prior: np.ndarray) -> dict[str, float]:
