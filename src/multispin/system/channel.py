@@ -149,7 +149,8 @@ class ChannelState:
 
 
 class ChannelGenerator:
-    """Block-fading channel of a scenario: fixed distances, fading redrawn every round.
+    """Block-fading channel of a scenario: fixed distances, fading redrawn every round; or, with
+    ``channel.trace``, the trace's gains of each round.
 
     ``draw(r)`` is a pure function of (seed, r). With reciprocity the DL gain equals the UL gain;
     without it the DL fading is an independent draw (same path loss).
@@ -160,9 +161,19 @@ class ChannelGenerator:
         if distance_m is None:
             distance_m = drop_devices(scenario).distance_m
         self.distance_m = np.asarray(distance_m, dtype=float)
-        self.path_loss = large_scale_gain(scenario, self.distance_m)
+        self.trace = None
+        if scenario.channel.trace is not None:  # a measured channel: gains per round and device
+            from multispin.system.trace import load_trace
+
+            self.trace = load_trace(scenario.channel.trace, scenario.devices.count)
+            self.path_loss = self.trace.mean_gain
+        else:
+            self.path_loss = large_scale_gain(scenario, self.distance_m)
 
     def draw(self, round_index: int = 0) -> ChannelState:
+        if self.trace is not None:  # round r takes trace round r mod R
+            gain_ul, gain_dl = self.trace.at(round_index)
+            return ChannelState(gain_ul, gain_dl, self.path_loss)
         r = self.scenario.radio
         rng = stream(self.scenario.seed, "fading", round_index)
         k = self.distance_m.size

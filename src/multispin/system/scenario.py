@@ -267,6 +267,9 @@ class ChannelConfig(_Model):
     # the running system's clock only: a correction whose airtime exceeds this deadline is cut
     # there and retransmitted at the next round on that round's channel (None: no deadline)
     correction_deadline_s: Annotated[float, _range(0, None, lo_open=True, unit="s")] | None = None
+    # per-device, per-round gains from a CSV file (system/trace.py, docs/own-channel.md): they replace
+    # the path loss and the fading; a path relative to the working folder
+    trace: str | None = None
 
 
 class Scenario(_Model):
@@ -305,6 +308,17 @@ class Scenario(_Model):
                     {"u": ", ".join(unknown), "a": ", ".join(sorted(self.tasks.acceptance))},
                 )
         self._check_3gpp_distances()
+        if self.channel.trace is not None:
+            if self.channel.speed_kmh is not None or self.channel.pilot_snr_db is not None:
+                raise PydanticCustomError(
+                    "channel",
+                    "channel.trace: the trace replaces the channel process; channel.speed_kmh and "
+                    "channel.pilot_snr_db do not apply to it (leave them unset)",
+                    {},
+                )
+            from multispin.system.trace import load_trace
+
+            load_trace(self.channel.trace, self.devices.count)  # one-line error naming file and line
         if (
             self.channel.speed_kmh is not None or self.channel.pilot_snr_db is not None
         ) and self.radio.fading != "rayleigh":
