@@ -479,7 +479,8 @@ def testbed(
 
     ``sc``: a preset name or scenario file; ``devices`` and ``seed`` default as the CLI's do (the
     scenario file's ``devices.count`` and ``seed`` where it sets them, else 8 and 0); ``out`` that
-    holds a previous run is refused unless ``force=True``, as ``--force`` does; ``options``: any
+    holds a previous run is refused unless ``force=True``, as ``--force`` does; ``policy``: a built-in
+    policy or your own as ``"module:attr"`` (docs/own-policy.md); ``options``: any
     other field of `TestbedConfig` (``clock``, ``split``, ``p_dl_dbm``, ``ul_codec``, ...).
     ``result.summary`` holds the goodput next to the analytic and Monte Carlo predictions;
     ``result.texts`` every device's text.
@@ -496,10 +497,12 @@ def testbed(
     picked = running_values(
         str(sc), given, devices=devices, **{k: options.pop(k, None) for k in ("seed", "n_saa", "split")}
     )
+    user_policy = policy if ":" in policy else None  # your own policy: module:attr (docs/own-policy.md)
     config = TestbedConfig.make(
         scenario=str(sc),
         pair=pair,
-        policy=policy,
+        policy="adaptive" if user_policy else policy,
+        user_policy=user_policy,
         rounds=rounds,
         max_new_tokens=max_new_tokens,
         out=out,

@@ -16,7 +16,6 @@ from multispin.commands._flag_groups import CSI, LINK, MACHINE, OBJECTIVE, RADIO
 from multispin.commands._interrupt import reported_interrupt
 from multispin.commands._options import (
     Split,
-    choice_option,
     json_option,
     pair_option,
     pick_scenario,
@@ -81,6 +80,13 @@ def _table(results, title: str) -> Table:
     return t
 
 
+def _policy_choice(value: str) -> str:
+    """A built-in policy name, or a user policy's module:attr (loaded when the run starts)."""
+    if value in RUN_POLICIES or ":" in value:
+        return value
+    raise typer.BadParameter(f"{value!r} is not one of {', '.join(map(repr, RUN_POLICIES))} nor MODULE:ATTR")
+
+
 def forecast_cell(s: dict) -> str:
     """The forecast with its 95% range for one run of this length (where the model gives one), and
     † where it cannot be trusted (the lines under the table say why)."""
@@ -125,11 +131,13 @@ def testbed(
         "virtual", help="virtual: the scenario's compute profile and airtime; wall: this host, airtime emulated"
     ),
     scenario: str | None = scenario_option(),
-    policy: str = choice_option(
+    policy: str = typer.Option(
         "adaptive",
-        tuple(RUN_POLICIES),
         "--policy",
-        help="correction modes: the optimiser's, all UL, all DL, a fair coin; or target_only (γ = 0)",
+        metavar=f"<{'|'.join(RUN_POLICIES)}|MODULE:ATTR>",
+        callback=_policy_choice,
+        help="correction modes: the optimiser's, all UL, all DL, a fair coin; or target_only (γ = 0); "
+        "or your own policy, module:attr (docs/own-policy.md)",
     ),
     split: Split | None = typer.Option(
         None,
@@ -172,6 +180,11 @@ def testbed(
     given = check_scenario_fields("testbed", scenario)
     picked = running_values(scenario, given, devices=devices, seed=seed, n_saa=None, split=split)
     devices = picked["devices"]
+    user_policy = policy if ":" in policy else None
+    if user_policy is not None:
+        from multispin.runtime.round.user_policy import load_policy
+
+        load_policy(user_policy)  # a bad module:attr stops here, before any model loads
     config = TestbedConfig.make(
         pair=pair,
         rounds=rounds,
@@ -179,7 +192,8 @@ def testbed(
         drafts=draft or None,
         clock=clock,
         scenario=scenario,
-        policy=policy,
+        policy="adaptive" if user_policy else policy,
+        user_policy=user_policy,
         **picked,
         **radio,
         **csi,

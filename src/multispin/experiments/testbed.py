@@ -46,6 +46,7 @@ from multispin.experiments.service import service_metrics
 from multispin.progress import Step, StepReporter, reporter
 from multispin.runtime.net.round_sink import RoundSink
 from multispin.runtime.round.planner import ScenarioPlanner
+from multispin.runtime.round.user_policy import load_policy
 from multispin.runtime.wire.round_row import RoundRow
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 from multispin.system.payload import PAPER_PAYLOAD_BITS, WirePayload
@@ -130,6 +131,8 @@ class TestbedConfig(TestbedSettings):
     rounds: int | None = Field(None, ge=1, le=4096)
     clock: Clock = "virtual"
     policy: Policy = "adaptive"
+    # a user's policy, module:attr (runtime/round/user_policy.py): it replaces `policy`'s rules
+    user_policy: str | None = None
     tasks: Literal["chat", "code", "mixed"] = "mixed"
     temperature: float = Field(1.0, ge=0.0)
     out: Path | None = None
@@ -374,8 +377,13 @@ def _run_figures(
     if config.clock == "wall":
         wall = sum(row.round_wall_s for row in rows) + airtime_s
         figures["goodput_tokens_per_s"] = figures["tokens"] / wall if wall else 0.0
-    pred = model_predictions(planner, mc_rounds=200, seed=config.seed) if planner.clock.rounds and predict else {}
-    if predict:
+    built_in = config.user_policy is None  # the model's predictions know the built-in mode rules only
+    pred = (
+        model_predictions(planner, mc_rounds=200, seed=config.seed)
+        if planner.clock.rounds and predict and built_in
+        else {}
+    )
+    if predict and built_in:
         # the forecast replays the run's jobs (budgets, each prompt's own α) and its online
         # estimator; the budget-blind forecast at the prior α (the model before them) is kept next to it
         forecast = {
@@ -545,6 +553,7 @@ def _run_testbed(config: TestbedConfig, pair, progress: StepReporter | None, pha
         policy=config.policy,
         split=config.split,
         charge_planning=config.clock == "wall",
+        user_policy=load_policy(config.user_policy) if config.user_policy else None,
     )
     out = Path(config.out) if config.out else None
     if out:
@@ -594,7 +603,7 @@ def _run_testbed(config: TestbedConfig, pair, progress: StepReporter | None, pha
     records = summary.server.devices
     result = {
         "pair": pair.name,
-        "policy": config.policy,
+        "policy": config.user_policy or config.policy,
         "clock": config.clock,
         "scenario": config.scenario,
         "devices": config.devices,
