@@ -38,6 +38,8 @@ def test_a_checked_forecast_has_no_caveat_and_each_cause_is_named():
     wall = forecast_caveats({**BASE, "clock": "wall"})
     assert len(wall) == 1 and wall[0].startswith("compute of another host")
     assert forecast_caveats({**BASE, "clock": "wall", "config": {"compute_profile": "c.json"}}) == []
+    poor = forecast_caveats({**BASE, "config": {"compute_profile": "c.json"}, "compute_profile_r2": 0.02})
+    assert len(poor) == 1 and poor[0].startswith("compute profile of poor fit")
     csi = forecast_caveats({**BASE, "channel": {"speed_kmh": 3.0, "pilot_snr_db": 10.0, "planning": "robust"}})
     assert len(csi) == 1 and csi[0].startswith("channel knowledge")
 

@@ -50,6 +50,7 @@ from multispin.runtime.round.user_policy import load_policy
 from multispin.runtime.wire.round_row import RoundRow
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 from multispin.system.payload import PAPER_PAYLOAD_BITS, WirePayload
+from multispin.system.profile_fit import MIN_R2
 from multispin.system.scenario import Scenario
 from multispin.vocabulary import Objective, policy_links
 from multispin.vocabulary import RunPolicy as Policy
@@ -257,6 +258,12 @@ def forecast_caveats(summary: dict) -> list[str]:
             f"{c['scenario']}'s profile (T_ver0 {1e3 * c['t_ver0_s']:.1f} ms, T_ver1 {1e3 * c['t_ver1_s']:.1f} ms, "
             f"T^dft {1e3 * c['draft_latency_s_per_token']:.1f} ms/token) "
             "(`multispin profile --out compute.json`, then --compute-profile compute.json)"
+        )
+    r2 = summary.get("compute_profile_r2")
+    if isinstance(r2, (int, float)) and r2 < MIN_R2:
+        out.append(
+            f"compute profile of poor fit: its T_ver fit explains little of the timings (R² = {r2:.2f} < {MIN_R2:g}; "
+            "a loaded host?): profile again on an idle host with more --repeats"
         )
     ch = summary.get("channel") or {}
     if ch.get("speed_kmh") is not None or ch.get("pilot_snr_db") is not None:
@@ -651,6 +658,10 @@ def _run_testbed(config: TestbedConfig, pair, progress: StepReporter | None, pha
         "digests_match": all(r.digest_match is not False for r in records.values()),
         "server_digests": {str(d): r.digest for d, r in records.items()},
     }
+    if config.compute_profile:
+        from multispin.system.profile_fit import read_profile
+
+        result["compute_profile_r2"] = read_profile(config.compute_profile, "compute_profile").get("r2")
     result["forecast_caveats"] = forecast_caveats(result)
     texts = {d: pair.tokenizer.decode(r.generated, skip_special_tokens=True) for d, r in records.items()}
     result["jobs_finished"] = sum(1 for r in records.values() if r.finished)
