@@ -241,8 +241,8 @@ class TestbedResult:
 def forecast_caveats(summary: dict) -> list[str]:
     """Why the run's forecast cannot be read as a check of the model, one line each (none: it can):
     α assumed rather than measured for this pair, compute timed with another host's profile on the
-    wall clock, channel-estimation error (mobility, pilot noise) that the forecast has not been
-    validated under."""
+    wall clock, a compute profile whose fit is poor, channel-estimation error (mobility, pilot
+    noise) that the forecast has not been validated under."""
     out = []
     pair = summary.get("pair", "?")
     cfg = summary.get("config", {})
