@@ -103,6 +103,8 @@ def print_table(doc: dict) -> None:
             ),
         )
     table_console().print(t)
+    for note in doc.get("notes", []):
+        table_console().print(f"[yellow]note: {note}[/yellow]")
 
 
 @app.command()
