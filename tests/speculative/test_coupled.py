@@ -10,6 +10,7 @@ from scipy import stats
 from multispin.errors import ProtocolError
 from multispin.speculative.coupled import (
     NoiseStream,
+    coupled_argmax,
     coupled_draft_token,
     gumbel_argmax,
     philox_key,
@@ -69,6 +70,20 @@ def test_gumbel_values_follow_the_standard_gumbel_law():
     assert stats.kstest(g, "gumbel_r").pvalue > 1e-4
     # negative control: the same KS test rejects a shifted law
     assert stats.kstest(g + 0.1, "gumbel_r").pvalue < 1e-6
+
+
+def test_argmax_on_the_support_equals_the_full_gumbel_argmax():
+    rng = np.random.default_rng(3)
+    noise = NoiseStream(b"support")
+    for i in range(300):
+        p = rng.dirichlet(np.ones(50) * 0.3)
+        p[rng.random(50) < 0.6] = 0.0  # top-k-like rows: most ids carry no mass
+        if not p.any():
+            p[7] = 1.0
+        g = noise.gumbel(i, 50)
+        assert coupled_argmax(p, noise, i) == gumbel_argmax(p, g)
+        ids = np.flatnonzero(p)
+        np.testing.assert_array_equal(noise.gumbel_at(i, ids), g[ids])
 
 
 def _q(vocab: int = 6) -> np.ndarray:

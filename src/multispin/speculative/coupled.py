@@ -84,7 +84,32 @@ class NoiseStream:
 
     def gumbel(self, position: int, vocab_size: int) -> np.ndarray:
         """G_position: V standard Gumbel values, float64, all finite."""
-        return -np.log(-np.log(self.uniforms(position, vocab_size)))
+        return _to_gumbel(self.raw(position, vocab_size))
+
+    def gumbel_at(self, position: int, ids: np.ndarray) -> np.ndarray:
+        """G_position at the ascending token ids `ids` only: the same values as
+        ``gumbel(position, V)[ids]`` (the raw words are drawn up to the last id; the two
+        logarithms, most of the cost, run on the ids alone)."""
+        if ids.size == 0:
+            return np.zeros(0, dtype=np.float64)
+        return _to_gumbel(self.raw(position, int(ids[-1]) + 1)[ids])
+
+
+def _to_gumbel(raw: np.ndarray) -> np.ndarray:
+    """Raw words → uniforms ((x >> 12) + 0.5) · 2^-52 → standard Gumbel −log(−log u)."""
+    return -np.log(-np.log(((raw >> _SHIFT).astype(np.float64) + 0.5) * _SCALE))
+
+
+def coupled_argmax(probs: np.ndarray, noise: NoiseStream, position: int) -> int:
+    """argmax_x (log probs(x) + G_position(x)) for one row: equal to `gumbel_argmax` of the row
+    and the full G_position (a token of zero mass scores −∞ and never wins; ties go to the lowest
+    id either way), computed on the row's support only: under top-k the logarithms run on k ids."""
+    p = np.asarray(probs, dtype=np.float64)
+    support = np.flatnonzero(p > 0)
+    if support.size == 0:
+        raise ProtocolError("coupled rule: a warped row with no mass")
+    scores = np.log(p[support]) + noise.gumbel_at(position, support)
+    return int(support[int(np.argmax(scores))])
 
 
 def gumbel_argmax(probs: np.ndarray, gumbel: np.ndarray) -> np.ndarray | int:
@@ -100,7 +125,7 @@ def gumbel_argmax(probs: np.ndarray, gumbel: np.ndarray) -> np.ndarray | int:
 def coupled_draft_token(q: np.ndarray, noise: NoiseStream, position: int) -> int:
     """The device's draft at absolute position `position`: argmax(log q + G_position), a valid
     sample of q (Gumbel-max), coupled with the server's x* through the shared G."""
-    return int(gumbel_argmax(q, noise.gumbel(position, int(q.shape[-1]))))
+    return coupled_argmax(q, noise, position)
 
 
 @dataclass(frozen=True)
@@ -147,7 +172,6 @@ def verify_coupled(
         raise ProtocolError(f"target_probs: need Σγ + K = {n + k_dev} rows (got {target_probs.num_rows})")
     if len(noises) != k_dev or len(start_positions) != k_dev:
         raise ValueError(f"noise: need one stream and one start position per device ({k_dev})")
-    vocab = target_probs.vocab_size
     num_accepted = np.zeros(k_dev, dtype=np.int64)
     committed = np.full(k_dev, -1, dtype=np.int64)
     matched = np.zeros(n, dtype=bool)
@@ -157,9 +181,8 @@ def verify_coupled(
         if devs.size == 0:
             break
         rows = target_probs.warped(drafts.target_row_start[devs] + j).cpu().numpy()
-        gumbel = np.stack([noises[k].gumbel(int(start_positions[k]) + j, vocab) for k in devs])
-        x_star = np.asarray(gumbel_argmax(rows, gumbel))
-        for k, x in zip(devs.tolist(), x_star.tolist()):
+        x_star = [coupled_argmax(row, noises[k], int(start_positions[k]) + j) for row, k in zip(rows, devs)]
+        for k, x in zip(devs.tolist(), x_star):
             flat = int(drafts.cu[k]) + j
             if j < drafts.draft_lens[k] and int(drafts.token_ids[flat]) == x:
                 matched[flat] = True

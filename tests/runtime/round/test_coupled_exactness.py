@@ -123,6 +123,6 @@ def test_control_committing_the_draft_at_the_first_mismatch_fails(monkeypatch):
 
 
 def test_control_noise_reused_across_positions_fails(monkeypatch):
-    real = NoiseStream.gumbel
-    monkeypatch.setattr(NoiseStream, "gumbel", lambda self, position, vocab: real(self, 0, vocab))
+    real = NoiseStream.gumbel_at
+    monkeypatch.setattr(NoiseStream, "gumbel_at", lambda self, position, ids: real(self, 0, ids))
     assert min_p_value(run_coupled([1, 3]), MARG_T1) < 1e-6
