@@ -103,8 +103,9 @@ def policy_name(name: str) -> str:
 
 # ----------------------------------------------------------------------------- fixed modes (--mode)
 
-FixedMode = Literal["ul", "dl", "random"]
-FIXED_MODES: tuple[str, ...] = (UL, DL, "random")
+# ``coupled``: every device under the coupled verification rule (no link is ever used)
+FixedMode = Literal["ul", "dl", "random", "coupled"]
+FIXED_MODES: tuple[str, ...] = (UL, DL, "random", COUPLED)
 
 
 def fixed_mode(name: str) -> str:
@@ -117,6 +118,8 @@ def fixed_mode(name: str) -> str:
 def fixed_mode_links(mode: str) -> tuple[LinkMode, ...]:
     """The links a ``--mode`` may use."""
     canon = fixed_mode(mode)
+    if canon == COUPLED:
+        return ()
     return LINK_MODES if canon == "random" else (canon,)  # type: ignore[return-value]
 
 

@@ -55,6 +55,19 @@ from multispin.system.scenario import Scenario
 from multispin.vocabulary import PLAN_POLICIES, RUN_POLICIES, TARGET_ONLY, LinkMode, policy_name
 
 
+def planned_rules(proactive: Any, active: Sequence[int]) -> dict[int, bool]:
+    """The verification rule per active device from an optimiser plan: its per-device bool array
+    ``coupled`` (in ``active``'s order) where the plan has one, else every device standard. Read
+    before drafting and passed to the engine on the planned round."""
+    coupled = getattr(proactive, "coupled", None)
+    if coupled is None:
+        return {}
+    flags = np.asarray(coupled, dtype=bool)
+    if flags.shape != (len(active),):
+        raise ConfigError(f"plan.coupled: need one flag per active device ({len(active)}), got shape {flags.shape}")
+    return {d: bool(c) for d, c in zip(active, flags)}
+
+
 @dataclass
 class ScenarioPlannedRound(PlannedRound):
     """One round of the scenario: who is active, their Instance (this round's channel, the
@@ -228,7 +241,14 @@ class ScenarioPlanner:
         self._last_round_s = proactive.goodput.t_comp_s + proactive.goodput.e_t_comm_s
         gammas = {d: int(g) for d, g in zip(active, proactive.draft_len)}
         return ScenarioPlannedRound(
-            round_idx, gammas, active, inst, proactive, objective_score=score, objective_search=search
+            round_idx,
+            gammas,
+            active,
+            inst,
+            proactive,
+            objective_score=score,
+            objective_search=search,
+            coupled=planned_rules(proactive, active),
         )
 
     def modes(self, rplan: ScenarioPlannedRound, rejected: Sequence[int]) -> dict[int, LinkMode]:
@@ -284,7 +304,10 @@ class ScenarioPlanner:
         survival = outcome.draft_survival
         if any(g > 0 and d not in survival for d, g in zip(rplan.active, gamma)):
             return None
-        reject = np.array([1.0 - survival[d] if g > 0 else 0.0 for d, g in zip(rplan.active, gamma)])
+        # a coupled device is never corrected, whatever its draft: it adds no T_comm
+        reject = np.array(
+            [1.0 - survival[d] if g > 0 and not rplan.coupled.get(d) else 0.0 for d, g in zip(rplan.active, gamma)]
+        )
         rng = stream(self.scenario.seed, "conditioned_comm", rplan.round)
         modes = RUN_POLICIES[self.policy]
         return expected_comm_s(rplan.instance, np.clip(reject, 0.0, 1.0), modes, self.split, self._coins(rplan), rng)
