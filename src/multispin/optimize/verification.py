@@ -200,3 +200,59 @@ def choose_verification(obj: SAAObjective, standard: np.ndarray, polish) -> Veri
         c, g, cur, more = _toggle_sweeps(cs, c, g_pol)
         toggles += more
     return VerifyChoice(c, g, cs.evaluate(c, g), starts, toggles)
+
+
+# --------------------------------------------------------------------------- other objectives
+
+
+def _objective_search(inst: Instance, mask: np.ndarray, template):
+    """An `ObjectiveSearch` on ``inst`` with coupled ``mask``, sharing ``template``'s settings and
+    its per-rejected-set mode tables (they depend on the rejected set only, never on the mask)."""
+    from multispin.optimize.objectives import ObjectiveSearch
+
+    s = ObjectiveSearch(
+        inst.with_coupled(mask), template.u, template.objective, template.energy, template.modes, template.split
+    )
+    s.mode_u = template.mode_u
+    s._mode_tables = template._mode_tables
+    return s
+
+
+def choose_objective(inst: Instance, template, starts=(), exact: bool | None = None):
+    """The three-way choice under any objective of `multispin.optimize.objectives` (``template``:
+    an `ObjectiveSearch` on the all-standard instance, whose objective, samples and modes are used).
+
+    The searched all-standard and all-coupled plans start it; then single-device switches, each
+    with the device's γ_k ∈ {0, γ_k − 1, γ_k, γ_k + 1} and its γ in either start, first
+    improvement, until none improves; then the objective's own γ search on the final mask from the
+    point reached. Returns (coupled mask, its `RoundScore`, the starts' values by rule)."""
+    std = as_standard(inst)
+    k = std.num_devices
+    masks = {STANDARD: np.zeros(k, dtype=bool), COUPLED: np.ones(k, dtype=bool)}
+    found = {}
+    for name, m in masks.items():
+        found[name] = _objective_search(std, m, template).search(list(starts), exact)[0]
+    name = max(found, key=lambda n: found[n].value)
+    c, cur = masks[name].copy(), found[name]
+    improved = True
+    while improved:
+        improved = False
+        for dev in range(k):
+            c2 = c.copy()
+            c2[dev] = not c2[dev]
+            search = _objective_search(std, c2, template)
+            g0 = int(cur.draft_len[dev])
+            options = {0, g0 - 1, g0, g0 + 1, *(int(s.draft_len[dev]) for s in found.values())}
+            for v in sorted(x for x in options if 0 <= x <= std.gamma_max):
+                g2 = cur.draft_len.copy()
+                g2[dev] = v
+                s = search.evaluate(g2)
+                if s.value > cur.value + 1e-12 * max(1.0, abs(cur.value)):
+                    c, cur, improved = c2, s, True
+                    break
+            if improved:
+                break
+    final = _objective_search(std, c, template).search([cur.draft_len], exact)[0]
+    if final.value > cur.value:
+        cur = final
+    return c, cur, {n: s.value for n, s in found.items()}
