@@ -9,6 +9,7 @@ from reference_plans import FAST_CASES, fast_drop, grid_drop, load
 from multispin.errors import ConfigError
 from multispin.optimize.draft_lengths import exhaustive_oracle
 from multispin.optimize.goodput import SAAObjective, exact_goodput
+from multispin.optimize.incremental import IncrementalSAA
 from multispin.optimize.plan import plan
 from multispin.optimize.verification import CoupledSAA
 from multispin.system import World, get_preset
@@ -72,13 +73,13 @@ def test_coupled_saa_equals_the_objective_on_the_masked_instance():
         g = rng.integers(0, 21, 12)
         want = SAAObjective(inst.with_coupled(c), u).evaluate(g)
         assert cs.evaluate(c, g).goodput_tokens_per_s == pytest.approx(want.goodput_tokens_per_s, rel=1e-12)
-        # every toggle's line-searched value is the objective's at the move it names
-        t_cur = cs.t_comm(c, g)
-        for k, (value, gk, _, _) in enumerate(cs.toggles(c, g, t_cur)):
+        # every move's value is the objective's at the move it names (solver's flips: exact)
+        table = cs.move_table(c, g, IncrementalSAA(cs.obj, np.where(c, 0, g)))
+        for rule, k, gk in zip(rng.integers(0, 2, 8), rng.integers(0, 12, 8), rng.integers(0, 21, 8)):
             c2, g2 = c.copy(), g.copy()
-            c2[k], g2[k] = not c2[k], gk
+            c2[k], g2[k] = bool(rule), gk
             got = SAAObjective(inst.with_coupled(c2), u).evaluate(g2).goodput_tokens_per_s
-            assert value == pytest.approx(got, rel=1e-12)
+            assert table[rule, k, gk] == pytest.approx(got, rel=1e-12)
 
 
 def _small_drop(i: int):
@@ -170,3 +171,18 @@ def test_three_way_choice_under_every_objective_never_loses_and_meets_brute_forc
         assert best.value == pytest.approx(brute, rel=1e-9, abs=1e-9)
         mixed_wins += best.value > max(singles) * (1 + 1e-9)
     assert mixed_wins >= 1  # the drops need a per-device choice: the starts alone would fail
+
+
+def test_per_round_three_way_never_below_its_single_rule_plans():
+    """policy fast (the per-round search, subsample climb): never below the fast standard plan
+    or all-coupled on the round's samples, K = 20."""
+    for seed in (0, 3):
+        w = World(get_preset("paper-qwen").override({"seed": seed}))
+        inst = _with_coupled_alpha(w.instance(0))
+        u = w.saa_uniforms(0)
+        three = plan(inst, uniforms=u, policy="fast", verify="choose")
+        std = plan(inst, uniforms=u, policy="fast")
+        allc = plan(inst, uniforms=u, verify="coupled")
+        assert three.goodput_tokens_per_s >= max(std.goodput_tokens_per_s, allc.goodput_tokens_per_s) * (1 - 1e-12)
+        again = SAAObjective(inst.with_coupled(three.coupled), u).evaluate(three.draft_len)
+        assert again.goodput_tokens_per_s == pytest.approx(three.goodput_tokens_per_s, rel=1e-12)

@@ -251,7 +251,7 @@ def plan(
 def _choose_plan(inst: Instance, u: np.ndarray, **kw) -> Plan:
     """``plan(verify="choose")``: the all-standard plan, then the three-way search from it and from
     all coupled (`multispin.optimize.verification.choose_verification`); the draft-length policy
-    also polishes γ on each mask the toggles reach (warm-started where it takes a start)."""
+    also polishes γ once on the mask the moves reach (not ``fast``: the per-round search)."""
     std = as_standard(inst)
     if kw["modes"] == "random" and kw["mode_uniforms"] is None:
         if kw["rng"] is None:
@@ -265,9 +265,11 @@ def _choose_plan(inst: Instance, u: np.ndarray, **kw) -> Plan:
     def polish(masked: Instance, g: np.ndarray) -> np.ndarray:
         o = SAAObjective(masked, u, base.modes, base.split, mu, kw["channel_gains"])
         starts = {"current": g} if policy in ("greedy", "certified") else None
-        return optimise_draft_lengths(o, policy, starts, g if policy == "fast" else None).draft_len
+        return optimise_draft_lengths(o, policy, starts).draft_len
 
-    choice = choose_verification(obj, base.draft_len, polish)
+    # the per-round search (fast) skips the polish: another full search would double its time
+    fast = policy == "fast"
+    choice = choose_verification(obj, base.draft_len, None if fast else polish, subsample=fast)
     chosen = std.with_coupled(choice.coupled)
     return Plan(
         choice.draft_len,

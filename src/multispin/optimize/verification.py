@@ -7,12 +7,16 @@ rejected set), so the choice is a search over (c, γ) with c ∈ {0, 1}^K the co
 
 - starts: all standard with the draft-length policy's γ, and all coupled with the exact
   free-communication optimum (an all-coupled round has no T_comm, so max G_max is its optimum);
-- toggle moves: switch one device's rule and line-search its γ_k over 0..γ_max, all K devices
-  weighed per step (each costs one batched T_comm solve of the samples where the device's
-  presence changes), the best improving move taken;
-- after the toggles stall, the draft-length policy polishes γ once on the fixed mask
-  (warm-started from the current γ), and the toggles run again where that helped (one polish:
-  a second one is another full search and, on paper-qwen drops, moved nothing).
+- moves: one device's rule kept or switched with its γ_k line-searched over 0..γ_max, all
+  2·K·(γ_max + 1) moves weighed per step at once, the best improving one taken. The T_comm of
+  (c, γ) is the all-standard T_comm at the *communicating* draft lengths where(c, 0, γ) (a
+  standard device at γ = 0 is never rejected either), so one `IncrementalSAA` state on the
+  all-standard objective prices every move with one batch of flipped sets
+  (`IncrementalSAA.comm_table`, the closed-form flips of the fast search where they apply);
+- for the report policies (not ``fast``, the per-round one), the draft-length policy then
+  polishes γ once on the final mask (warm-started), and the moves resume where that helped;
+  ``fast`` climbs on a quarter of the samples instead and keeps the end where it beats the start
+  on all of them (planning time: benchmarks/bench_coupled_planning.py).
 
 Every move raises the SAA goodput and both single-rule plans are starts, so the result is never
 below all-standard or all-coupled on its samples. Everything is evaluated on one all-standard
@@ -28,11 +32,13 @@ import numpy as np
 
 from multispin.errors import ConfigError
 from multispin.optimize.goodput import Goodput, SAAObjective
+from multispin.optimize.incremental import IncrementalSAA, head
 from multispin.system.instance import Instance
 from multispin.vocabulary import COUPLED, STANDARD
 
 VERIFY_CHOICES = (STANDARD, COUPLED, "choose")
 _REL_IMPROVEMENT = 1e-12
+_SUBSAMPLE_MIN = 100  # samples of the first climb (a quarter of N_SAA, at least this many)
 
 
 def check_verify(name: str) -> str:
@@ -84,53 +90,36 @@ class CoupledSAA:
     def t_comm(self, c: np.ndarray, g: np.ndarray) -> np.ndarray:
         return self.obj.t_comm_rows(self.rejected(c, g))
 
-    def evaluate(self, c: np.ndarray, g: np.ndarray) -> Goodput:
+    def goodput(self, c: np.ndarray, g: np.ndarray, t_comm: np.ndarray) -> Goodput:
+        """G(c, γ) from the samples' T_comm at (c, γ)."""
         num = float(np.sum(self.tokens(c, g)))
         tc = self.t_comp(c, g)
-        ec = float(np.mean(self.t_comm(c, g)))
+        ec = float(np.mean(t_comm))
         return Goodput(num / (tc + ec), num, tc, ec, num / tc)
 
-    def _toggle_rows(self, c: np.ndarray, g: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The samples where device k's switch can change T_comm, and (γ_max + 1, rows) whether it
-        is in their rejected set after the switch at each γ_k (always, when it leaves: coupled)."""
-        u = self.obj.uniforms
-        grid = np.arange(self.surv.shape[1])
-        if not c[k]:  # switching to coupled: it leaves every rejected set it was in, whatever γ_k
-            rows = np.flatnonzero(u[:, k] > self.surv[k, g[k]])
-            return rows, np.ones((grid.size, rows.size), dtype=bool)
-        rows = np.flatnonzero(u[:, k] > self.surv[k, -1])  # survival falls with γ: the widest set
-        return rows, u[rows, k][None, :] > self.surv[k, grid][:, None]
+    def evaluate(self, c: np.ndarray, g: np.ndarray) -> Goodput:
+        return self.goodput(c, g, self.t_comm(c, g))
 
-    def toggles(self, c: np.ndarray, g: np.ndarray, t_cur: np.ndarray):
-        """Every device's rule switched, its γ_k line-searched, all K weighed on one batched T_comm
-        solve: per device (best value, its γ_k, the samples and their new T_comm if taken)."""
-        u = self.obj.uniforms
-        parts = [self._toggle_rows(c, g, k) for k in range(self.k)]
-        masks, rows_all = [], []
-        for k, (rows, _) in enumerate(parts):
-            m = self.rejected(c, g, u[rows])
-            m[:, k] = bool(c[k])  # standard after the switch: in the set (the γ's that put it there)
-            masks.append(m)
-            rows_all.append(rows)
-        rows_cat = np.concatenate(rows_all)
-        solved = self.obj.t_comm_rows(np.concatenate(masks), rows_cat) if rows_cat.size else np.zeros(0)
+    def move_table(self, c: np.ndarray, g: np.ndarray, inc: IncrementalSAA) -> np.ndarray:
+        """G after each single-device move, shape (2, K, γ_max + 1): [rule, device, γ_k'] with the
+        others fixed (rule 0 standard, 1 coupled). ``inc``: the all-standard state at the
+        communicating draft lengths where(c, 0, γ) (a coupled device is never rejected, as a
+        standard one at γ = 0), whose `comm_table` gives E[T_comm] of every move at once."""
+        comm = inc.comm_table()  # (K, G+1): device k standard at γ_k'; column 0: k never rejected
         grid = np.arange(self.surv.shape[1])
-        n_cur, t_sum = float(np.sum(self.tokens(c, g))), float(t_cur.sum())
-        lat_now = self.t[c.astype(int), self.rows]
-        out, at = [], 0
-        for k, (rows, in_r) in enumerate(parts):
-            t_new = solved[at : at + rows.size]
-            at += rows.size
-            delta = in_r.astype(float) @ (t_new - t_cur[rows])
-            flip = 1 - int(c[k])
-            others = np.delete(g * lat_now, k)
-            t_draft = np.maximum(others.max() if others.size else 0.0, grid * self.t[flip, k])
-            tc = t_draft + self.t_fixed + self.t_tok * (np.sum(g + 1) - g[k] + grid)
-            num = n_cur - self.e[int(c[k]), k, g[k]] + self.e[flip, k, grid]
-            values = num / (tc + (t_sum + delta) / u.shape[0])
-            best = int(np.argmax(values))
-            sel = in_r[best]
-            out.append((float(values[best]), best, rows[sel], t_new[sel]))
+        lat = self.t[c.astype(int), self.rows] * g
+        top = np.argsort(-lat, kind="stable")[:2]
+        others = np.full(self.k, lat[top[0]])
+        others[top[0]] = lat[top[1]] if self.k > 1 else 0.0
+        n_cur = float(np.sum(self.tokens(c, g)))
+        e_cur = self.e[c.astype(int), self.rows, g]
+        out = np.empty((2, self.k, grid.size))
+        for rule in (0, 1):
+            draft = np.maximum(others[:, None], grid[None, :] * self.t[rule][:, None])
+            tc = draft + self.t_fixed + self.t_tok * (np.sum(g + 1) - g[:, None] + grid[None, :])
+            num = n_cur - e_cur[:, None] + self.e[rule]
+            e_comm = comm if rule == 0 else np.broadcast_to(comm[:, :1], comm.shape)
+            out[rule] = num / (tc + e_comm)
         return out
 
 
@@ -142,44 +131,41 @@ class VerifyChoice:
     draft_len: np.ndarray
     goodput: Goodput
     starts: dict
-    toggles: int
+    moves: int
 
 
-def _toggle_sweeps(cs: CoupledSAA, c: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, int]:
-    """Toggle sweeps until none raises G; returns (c, γ, G, moves taken). Each sweep weighs all K
-    switches at once and takes the best; the other improving ones are then tried in order of their
-    value, each re-evaluated exactly and kept only where it still raises G."""
-    t_cur = cs.t_comm(c, g)
-    cur = cs.evaluate(c, g).goodput_tokens_per_s
+def _local_search(cs: CoupledSAA, c: np.ndarray, g: np.ndarray, t_comm: np.ndarray | None, closed_form: bool):
+    """Best-improvement single-device moves (rule switched or not, γ_k line-searched) until none
+    raises G; returns (c, γ, the samples' T_comm there, moves taken). ``t_comm``: the samples'
+    T_comm at the start where the caller has it. With ``closed_form`` the flipped sets that rank the
+    moves come from `multispin.optimize.flips` (ranking only: every move taken is checked on the
+    solver's values, as the fast search does)."""
+    inc = IncrementalSAA(cs.obj, np.where(c, 0, g), t_comm=t_comm, closed_form=closed_form)
+    cur = cs.goodput(c, g, inc.t_comm).goodput_tokens_per_s
     moves = 0
     while True:
-        cand = cs.toggles(c, g, t_cur)
-        order = [
-            k for k in np.argsort([-v[0] for v in cand], kind="stable") if cand[k][0] > cur * (1 + _REL_IMPROVEMENT)
-        ]
-        if not order:
-            return c, g, cur, moves
-        first = order[0]
-        value, gk, rows, t_rows = cand[first]
-        c, g = c.copy(), g.copy()
-        c[first], g[first] = not c[first], gk
-        t_cur = t_cur.copy()
-        t_cur[rows] = t_rows
-        cur, moves = value, moves + 1
-        for k in order[1:]:
-            c2, g2 = c.copy(), g.copy()
-            c2[k], g2[k] = not c2[k], cand[k][1]
-            t2 = cs.t_comm(c2, g2)
-            v = float(np.sum(cs.tokens(c2, g2))) / (cs.t_comp(c2, g2) + float(t2.mean()))
-            if v > cur * (1 + _REL_IMPROVEMENT):
-                c, g, t_cur, cur, moves = c2, g2, t2, v, moves + 1
+        table = cs.move_table(c, g, inc)
+        rule, k, gk = np.unravel_index(int(np.argmax(table)), table.shape)
+        if not table[rule, k, gk] > cur * (1 + _REL_IMPROVEMENT):
+            return c, g, inc.t_comm, moves
+        c2, g2 = c.copy(), g.copy()
+        c2[k], g2[k] = bool(rule), gk
+        inc.set_device(int(k), 0 if rule else int(gk))
+        value = float(np.sum(cs.tokens(c2, g2))) / (cs.t_comp(c2, g2) + float(np.mean(inc.t_comm)))
+        if not value > cur * (1 + _REL_IMPROVEMENT):  # ranked on rounded flips, not better on the solver's
+            inc.set_device(int(k), 0 if c[k] else int(g[k]))  # back to the point before the move
+            return c, g, inc.t_comm, moves
+        c, g, cur, moves = c2, g2, value, moves + 1
 
 
-def choose_verification(obj: SAAObjective, standard: np.ndarray, polish) -> VerifyChoice:
+def choose_verification(
+    obj: SAAObjective, standard: np.ndarray, polish=None, closed_form: bool = True, subsample: bool = False
+) -> VerifyChoice:
     """The three-way search of the module doc on the all-standard objective ``obj``.
 
-    ``standard``: the draft-length policy's all-standard γ; ``polish(inst, γ)``: that policy's
-    γ on the instance with a fixed mask, warm-started from γ (never below it)."""
+    ``standard``: the draft-length policy's all-standard γ; ``polish(inst, γ)`` (optional): that
+    policy's γ on the instance with a fixed mask, warm-started from γ (never below it), run once
+    after the moves stall, the moves resuming where it helped."""
     from multispin.optimize.draft_lengths import max_g_max
 
     cs = CoupledSAA(obj)
@@ -187,19 +173,35 @@ def choose_verification(obj: SAAObjective, standard: np.ndarray, polish) -> Veri
     std_c, cpl_c = np.zeros(k, dtype=bool), np.ones(k, dtype=bool)
     g_cpl = obj.inst.capped(max_g_max(all_coupled(obj.inst)))
     g_std = np.asarray(standard, dtype=np.int64)
+    t_std = cs.t_comm(std_c, g_std)
     starts = {
-        STANDARD: cs.evaluate(std_c, g_std).goodput_tokens_per_s,
-        COUPLED: cs.evaluate(cpl_c, g_cpl).goodput_tokens_per_s,
+        STANDARD: cs.goodput(std_c, g_std, t_std).goodput_tokens_per_s,
+        COUPLED: cs.goodput(cpl_c, g_cpl, np.zeros(obj.n_saa)).goodput_tokens_per_s,  # never rejected
     }
-    c, g = (std_c, g_std) if starts[STANDARD] >= starts[COUPLED] else (cpl_c, g_cpl)
-    cur, toggles = max(starts.values()), 0
-    c, g, cur, toggles = _toggle_sweeps(cs, c, g)
-    g_pol = obj.inst.capped(polish(obj.inst.with_coupled(c), g))
-    v = cs.evaluate(c, g_pol).goodput_tokens_per_s
-    if v > cur * (1 + _REL_IMPROVEMENT):  # the polish moved γ: the switches are weighed again
-        c, g, cur, more = _toggle_sweeps(cs, c, g_pol)
-        toggles += more
-    return VerifyChoice(c, g, cs.evaluate(c, g), starts, toggles)
+    if starts[STANDARD] >= starts[COUPLED]:
+        c, g, t0 = std_c, g_std, t_std
+    else:
+        c, g, t0 = cpl_c, g_cpl, np.zeros(obj.n_saa)
+    if subsample and obj.n_saa >= 4 * _SUBSAMPLE_MIN:
+        # the per-round search: the climb runs on a quarter of the samples and its end is taken
+        # where it beats the start on all of them (a full-sample climb after it doubled the
+        # time and, on paper-qwen K = 20 drops, moved nothing)
+        sub = CoupledSAA(head(obj, max(_SUBSAMPLE_MIN, obj.n_saa // 4)))
+        c_sub, g_sub, _, moves = _local_search(sub, c, g, None, closed_form)
+        t_sub = cs.t_comm(c_sub, g_sub)
+        if cs.goodput(c_sub, g_sub, t_sub).goodput_tokens_per_s > cs.goodput(c, g, t0).goodput_tokens_per_s:
+            c, g, t0 = c_sub, g_sub, t_sub
+        return VerifyChoice(c, g, cs.goodput(c, g, t0), starts, moves)
+    c, g, t_comm, moves = _local_search(cs, c, g, t0, closed_form)
+    if polish is not None:
+        g_pol = obj.inst.capped(polish(obj.inst.with_coupled(c), g))
+        t_pol = cs.t_comm(c, g_pol)
+        if cs.goodput(c, g_pol, t_pol).goodput_tokens_per_s > cs.goodput(c, g, t_comm).goodput_tokens_per_s * (
+            1 + _REL_IMPROVEMENT
+        ):
+            c, g, t_comm, more = _local_search(cs, c, g_pol, t_pol, closed_form)
+            moves += more
+    return VerifyChoice(c, g, cs.goodput(c, g, t_comm), starts, moves)
 
 
 # --------------------------------------------------------------------------- other objectives
