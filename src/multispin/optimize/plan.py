@@ -9,7 +9,7 @@ Generator) are passed in.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -339,21 +339,33 @@ def optimize_instance(
     policy: str = "greedy",
     split: str = "equal",
     with_baselines: bool = True,
+    verify: str = STANDARD,
 ) -> OptimizeReport:
     """Plan one instance and compare against every baseline on the same samples.
 
     The baselines run first and the shipped search starts from each of their γ, so with
     ``policy="greedy"`` the plan is never below any of them; the certificate says by how much it
-    beats the best one and how far it is from the free-communication bound.
+    beats the best one and how far it is from the free-communication bound. ``verify`` as in
+    `plan`; with ``choose`` the paper's adaptive plan (``adaptive``) and all-coupled join the
+    baselines, and the certificate's bound covers every coupled mask (`three_way_upper_bound`; no
+    communication-aware bound yet).
     """
-    base = baselines(inst, uniforms, mode_uniforms, policy=policy, split=split) if with_baselines else {}
+    check_verify(verify)
+    std = as_standard(inst)
+    base = baselines(std, uniforms, mode_uniforms, policy=policy, split=split) if with_baselines else {}
     starts = {name: dp.draft_len for name, dp in base.items()} if policy in ("greedy", "certified") else None
-    p = plan(inst, uniforms=uniforms, policy=policy, split=split, extra_starts=starts)
-    stats = device_stats(inst, p.draft_len, uniforms, split)
-    rep = OptimizeReport(inst, p, stats)
+    p = plan(inst, uniforms=uniforms, policy=policy, split=split, extra_starts=starts, verify=verify)
+    chosen = inst.with_coupled(p.coupled) if inst.coupled_available else std
+    stats = device_stats(chosen, p.draft_len, uniforms, split)
+    rep = OptimizeReport(chosen, p, stats)
     for name, dp in base.items():
         rep.baselines[name] = dp.goodput_tokens_per_s
         rep.baseline_draft_len[name] = dp.draft_len.tolist()
+    if verify != STANDARD and inst.coupled_available:
+        _add_coupled_baselines(rep, inst, uniforms, policy, split, starts)
+        rep.certificate = certify(inst, p.goodput_tokens_per_s, rep.baselines)
+        rep.certificate = replace(rep.certificate, upper_bound_tokens_per_s=three_way_upper_bound(inst))
+        return rep
     obj = SAAObjective(inst, uniforms, "optimal", split)
     bb = p.upper_bound if np.isfinite(p.upper_bound) else None
     rep.certificate = certify(
@@ -366,6 +378,22 @@ def optimize_instance(
         bound=bb,
     )
     return rep
+
+
+def _add_coupled_baselines(rep: OptimizeReport, inst: Instance, uniforms, policy: str, split: str, starts) -> None:
+    """The paper's adaptive plan (all standard, optimal modes) and all-coupled, as baselines of a
+    plan that chooses the verification rule."""
+    for name, v in (("adaptive", STANDARD), ("all_coupled", COUPLED)):
+        bp = plan(inst, uniforms=uniforms, policy=policy, split=split, extra_starts=starts, verify=v)
+        rep.baselines[name] = bp.goodput_tokens_per_s
+        rep.baseline_draft_len[name] = bp.draft_len.tolist()
+
+
+def three_way_upper_bound(inst: Instance) -> float:
+    """An upper bound on G over every coupled mask and γ: the free-communication bound of the
+    instance where each device has its best of both rules (the standard α, the coupled upload)."""
+    relaxed = as_standard(inst).replace(draft_upload_bits_per_token=inst.upload_bits_coupled)
+    return goodput_upper_bound(relaxed)
 
 
 def target_only_plan(inst: Instance) -> Plan:
