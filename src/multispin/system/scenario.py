@@ -213,6 +213,11 @@ class PayloadConfig(_Model):
     def draft_upload_bits_per_token(self) -> int:
         return draft_upload_bits_per_token(self.vocab_size) if self.count_signalling_bits else 0
 
+    @property
+    def coupled_upload_bits_per_token(self) -> int:
+        """A coupled draft's UL bits per token: the id only (no q scalar)."""
+        return token_id_bits(self.vocab_size) if self.count_signalling_bits else 0
+
 
 class OptimizerConfig(_Model):
     """γ_max (tokens), the SAA sample count N_SAA and the objective (docs/service.md).
