@@ -34,9 +34,8 @@ from multispin.errors import ConfigError
 from multispin.optimize.goodput import Goodput, SAAObjective
 from multispin.optimize.incremental import IncrementalSAA, head
 from multispin.system.instance import Instance
-from multispin.vocabulary import COUPLED, STANDARD, VERIFY_RULES
+from multispin.vocabulary import COUPLED, STANDARD, VERIFY_CHOICES
 
-VERIFY_CHOICES = (*VERIFY_RULES, "choose")
 _REL_IMPROVEMENT = 1e-12
 _SUBSAMPLE_MIN = 100  # samples of the first climb (a quarter of N_SAA, at least this many)
 

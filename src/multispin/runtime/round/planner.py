@@ -50,9 +50,18 @@ from multispin.runtime.round.clock import RoundCost, ScenarioClock
 from multispin.runtime.round.engine import PlannedRound, RoundOutcome
 from multispin.system.channel import World, coin_uniforms, stream
 from multispin.system.channel_process import ChannelProcess, uses_channel_process
+from multispin.system.coupled_alpha import assumed_coupled_alpha
 from multispin.system.payload import WirePayload
 from multispin.system.scenario import Scenario
-from multispin.vocabulary import PLAN_POLICIES, RUN_POLICIES, TARGET_ONLY, LinkMode, policy_name
+from multispin.vocabulary import (
+    PLAN_POLICIES,
+    RUN_POLICIES,
+    STANDARD,
+    TARGET_ONLY,
+    LinkMode,
+    policy_name,
+    policy_verify,
+)
 
 
 def planned_rules(proactive: Any, active: Sequence[int]) -> dict[int, bool]:
@@ -129,6 +138,17 @@ class ScenarioPlanner:
         self._slot_of_id = {d: i for i, d in enumerate(self.device_ids)}
         prior = self.world.drop.alpha if self.prior_alpha is None else self.prior_alpha
         self.estimator = AcceptanceEstimator(prior)
+        # the coupled rule's acceptance is its own rate: a policy that may verify coupled keeps a
+        # second estimator, fed by coupled rounds only, from the assumed coupled prior
+        self.verify = policy_verify(self.policy)
+        self.coupled_estimator = None
+        if self.verify != STANDARD:
+            if self.scenario.channel.planning == "robust":
+                raise ConfigError(
+                    f"policy: {self.policy!r} chooses the coupled rule on the known channel; channel.planning "
+                    "'robust' plans standard verification only"
+                )
+            self.coupled_estimator = AcceptanceEstimator(assumed_coupled_alpha(self.world.drop.task, prior))
         self._n_saa = self.n_saa or self.scenario.optimizer.n_saa
         # mobility / noisy pilots: the channel process, its last block and the last round's duration
         self.process = (
@@ -181,6 +201,11 @@ class ScenarioPlanner:
         true_ch, seen_ch, posterior = self._round_channel(round_idx)
         alpha = self.estimator.alpha if self.online else np.asarray(self.world.drop.alpha)
         wire, k = self.payload, self.scenario.devices.count
+        coupled_fields = {}
+        if self.coupled_estimator is not None:
+            alpha_c = self.coupled_estimator.alpha if self.online else np.asarray(self.coupled_estimator.prior)
+            # a coupled draft moves token ids only
+            coupled_fields = {"alpha_coupled": alpha_c, "coupled_upload_bits_per_token": float(wire.id_bits)}
         gamma_cap = None
         if caps is not None:
             gmax = self.scenario.optimizer.gamma_max
@@ -194,6 +219,7 @@ class ScenarioPlanner:
                     payload_bits=np.full(k, float(wire.correction_bits("ul"))),
                     dl_payload_bits=np.full(k, float(wire.correction_bits("dl"))),
                     draft_upload_bits_per_token=float(wire.draft_bits_per_token),
+                    **coupled_fields,
                 )
                 .subset(idx)
                 .replace(gamma_cap=gamma_cap)
@@ -209,7 +235,13 @@ class ScenarioPlanner:
         mode_u = stream(self.scenario.seed, "modes", round_idx).random(u.shape) if modes == "random" else None
         if posterior is None:
             proactive = plan(
-                seen, uniforms=u, modes=modes, split=self.split, mode_uniforms=mode_u, policy=self.draft_policy
+                seen,
+                uniforms=u,
+                modes=modes,
+                split=self.split,
+                mode_uniforms=mode_u,
+                policy=self.draft_policy,
+                verify=self.verify,
             )
         else:
             from multispin.optimize.robust import plan_on_estimate
@@ -236,10 +268,13 @@ class ScenarioPlanner:
                 split=self.split,
                 mode_uniforms=mode_u,
                 starts=[proactive.draft_len],
+                verify=self.verify,
             )
         # a round with no observation after it (the forecast) ages the channel by its planned duration
         self._last_round_s = proactive.goodput.t_comp_s + proactive.goodput.e_t_comm_s
         gammas = {d: int(g) for d, g in zip(active, proactive.draft_len)}
+        if self.coupled_estimator is not None:  # the modes, the clock and a forecast score this mask
+            inst = inst.replace(coupled=np.asarray(proactive.coupled, dtype=bool))
         return ScenarioPlannedRound(
             round_idx,
             gammas,
@@ -280,7 +315,8 @@ class ScenarioPlanner:
         for d, r in records.items():
             gamma[pos[d]] = r.draft_len
             if self.online:
-                self.estimator.update(self._index(d), r.draft_len, r.num_accepted, r.rejection_position is not None)
+                est = self.coupled_estimator if r.rule != STANDARD and self.coupled_estimator else self.estimator
+                est.update(self._index(d), r.draft_len, r.num_accepted, r.rejection_position is not None)
         self.history.append((rplan.instance, gamma, [self._index(d) for d in rplan.active]))
         cost = self.clock.charge(rplan, records, gamma, self._true_channel, self._index)
         cost.conditioned_comm_latency_s = self._conditioned_comm_s(rplan, outcome, gamma)
