@@ -140,7 +140,9 @@ def test_reported_goodput_of_each_policy_is_recomputed_from_rounds_jsonl(tiny_de
         100 * (a["energy_per_token_j"] / b["energy_per_token_j"] - 1), rel=1e-9, abs=1e-9
     )
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["schema"] == "multispin.demo-summary" and summary["points"][0]["policies"][0]["policy"] == "three_way"
+    assert (
+        summary["schema"] == "multispin.demo-summary" and summary["points"][0]["policies"][0]["policy"] == "three_way"
+    )
 
 
 def test_the_demo_runs_every_device_on_the_pairs_default_draft(tiny_demo):
