@@ -361,6 +361,7 @@ PLOT_METRICS = {
             ("jain_index", "jain_index", "Jain's index of the G_k"),
             ("tpot_p95", "tpot_p95_s", "p95 TPOT on the model (s)"),
             ("energy_per_token", "energy_per_token_j", "device energy per generated token (J)"),
+            ("coupled_share", "coupled_share", "share of coupled devices"),
         )
     },
 }
@@ -405,6 +406,10 @@ def plot_sweep(table: SweepTable, path: Path | None = None, field_name: str | No
         ax.set_title(f"{table.scenario}{': ' + title if title else ''} ({table.drops} drops, 95% bands)", fontsize=9)
         ax.grid(alpha=0.3)
         legend(ax)
+    label = next((r["coupled_alpha"] for r in table.rows if r.get("coupled_alpha")), None)
+    if label:  # the coupled policies rest on an assumed coupled α: the figure says so
+        fig.text(0.01, 0.005, label, fontsize=6, wrap=True)
+        fig.subplots_adjust(bottom=0.28)
     if path is not None:
         save(fig, Path(path))
     return fig
