@@ -76,3 +76,39 @@ def test_the_models_assumed_ratios_are_the_shipped_measurements():
             continue
         kind = "code" if at.SOURCE_LABELS[p["source"]] in CODE_TASKS else "chat"
         assert COUPLED_RATIO[kind] == round(p["coupled"]["ratio"], 3), (kind, p["coupled"]["ratio"])
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_first_prompt_of_the_chat_profile_recomputes_from_the_real_rows():
+    """The documented sample: the first ShareGPT prompt's target text regenerated and scored again
+    with the real smollm2-135m pair; its positions, Σ min(p, q) and Σ P(coupled match) equal the
+    profile's first per-prompt entry to 1e-9 (the text does not depend on the prompts run beside it)."""
+    from multispin.experiments.acceptance import MeasureConfig, measure_prompts
+    from multispin.models.hf import HFBatchedLM, draft_batched
+    from multispin.models.prompts import encode_prompt, load_prompts
+    from multispin.models.registry import resolve_pair
+
+    profile = next(p for p in _coupled_profiles() if p["pair"] == "smollm2-135m" and p["source"] == "sharegpt")
+    cfg = MeasureConfig(
+        pair="smollm2-135m", drafts=[profile["draft"]], task="chat", source="sharegpt", prompts=profile["num_prompts"]
+    )
+    cfg = cfg.model_copy(update=dict(profile["sampling"]))
+    pair = resolve_pair(cfg.pair, drafts=cfg.drafts)
+    text = load_prompts(cfg.task, cfg.prompts, profile["seed"], source=cfg.source)[0]
+    pad = getattr(pair.tokenizer, "pad_token_id", None) or 0
+    m = measure_prompts(
+        lambda: HFBatchedLM(pair.target, pair.vocab_size, pad),
+        {profile["draft"]: lambda: draft_batched(pair, profile["draft"], pad)},
+        [encode_prompt(pair, text)],
+        profile["draft_len"],
+        cfg.sampling,
+        profile["seed"],
+        profile["max_new_tokens"],
+        pair.eos_token_ids,
+        verdict_prompts=0,
+    )[profile["draft"]][0]
+    want = profile["coupled"]["per_prompt"][0]
+    assert m.overlap.size == want[0]
+    assert abs(float(m.overlap.sum(dtype=float)) - want[1]) < 1e-9
+    assert abs(float(m.coupled.sum(dtype=float)) - want[2]) < 1e-9
