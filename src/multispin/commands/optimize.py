@@ -24,10 +24,7 @@ from multispin.commands._options import (
 from multispin.commands._scenario_fields import check_scenario_fields
 from multispin.jsonout import versioned
 from multispin.progress import step_progress
-from multispin.vocabulary import DRAFT_POLICIES, VERIFY_RULES
-
-# the --verify choices: a verification rule for every device, or the per-device choice
-VERIFY_CHOICES = (*VERIFY_RULES, "choose")
+from multispin.vocabulary import DRAFT_POLICIES, VERIFY_CHOICES
 
 # Measured on a 2-core host (peak RSS of `multispin optimize`, baselines on): memory grows like
 # N_SAA·K² (per-outcome mode decisions over the rejected devices), about 50 bytes per cell:

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 
-def expected_tokens(alpha, gamma: int) -> np.ndarray:
+def _expected_tokens(alpha, gamma: int) -> np.ndarray:
     """E_γ[N](α) = (1 − α^{γ+1})/(1 − α) (γ + 1 at α = 1)."""
     a = np.asarray(alpha, dtype=float)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -34,7 +34,7 @@ def expected_tokens(alpha, gamma: int) -> np.ndarray:
 def token_loss(alpha, loss, gamma: int) -> np.ndarray:
     """ΔN/N of switching to coupled at a fixed γ: 1 − E_γ[N](α(1 − loss)) / E_γ[N](α)."""
     a = np.asarray(alpha, dtype=float)
-    return 1.0 - expected_tokens(a * (1.0 - np.asarray(loss, dtype=float)), gamma) / expected_tokens(a, gamma)
+    return 1.0 - _expected_tokens(a * (1.0 - np.asarray(loss, dtype=float)), gamma) / _expected_tokens(a, gamma)
 
 
 def coupled_wins(alpha, loss, gamma: int, comm_share) -> np.ndarray:

@@ -34,9 +34,8 @@ from multispin.errors import ConfigError
 from multispin.optimize.goodput import Goodput, SAAObjective
 from multispin.optimize.incremental import IncrementalSAA, head
 from multispin.system.instance import Instance
-from multispin.vocabulary import COUPLED, STANDARD, VERIFY_RULES
+from multispin.vocabulary import COUPLED, STANDARD, VERIFY_CHOICES
 
-VERIFY_CHOICES = (*VERIFY_RULES, "choose")
 _REL_IMPROVEMENT = 1e-12
 _SUBSAMPLE_MIN = 100  # samples of the first climb (a quarter of N_SAA, at least this many)
 
@@ -209,10 +208,9 @@ def choose_verification(
 
 def _objective_search(inst: Instance, mask: np.ndarray, template):
     """An `ObjectiveSearch` on ``inst`` with coupled ``mask``, sharing ``template``'s settings and
-    its per-rejected-set mode tables (they depend on the rejected set only, never on the mask)."""
-    from multispin.optimize.objectives import ObjectiveSearch
-
-    s = ObjectiveSearch(
+    its per-rejected-set mode tables (they depend on the rejected set only, never on the mask).
+    Built as ``type(template)``: this module does not import the objectives (they import it)."""
+    s = type(template)(
         inst.with_coupled(mask), template.u, template.objective, template.energy, template.modes, template.split
     )
     s.mode_u = template.mode_u
