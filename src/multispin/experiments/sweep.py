@@ -361,7 +361,6 @@ PLOT_METRICS = {
             ("jain_index", "jain_index", "Jain's index of the G_k"),
             ("tpot_p95", "tpot_p95_s", "p95 TPOT on the model (s)"),
             ("energy_per_token", "energy_per_token_j", "device energy per generated token (J)"),
-            ("coupled_share", "coupled_share", "share of coupled devices"),
         )
     },
 }
