@@ -1,5 +1,5 @@
 """Cross-vocabulary speculative decoding, multispin vs Hugging Face assisted generation, on the
-same pair, prompts and machine, side by side in one run (issue 21).
+same pair, prompts and machine, side by side in one run.
 
 Pair: SmolLM2-135M-Instruct drafts for Qwen2.5-Coder-0.5B-Instruct (different tokenizers).
 Greedy decoding, so every method must give the target's own greedy text (checked: "exact").

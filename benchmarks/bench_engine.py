@@ -1,6 +1,6 @@
 """Engine math versus the model forward pass it accompanies, one round, side by side.
 
-Setting (issue 2): K = 20 devices, γ = 8, V = 151,665 (Qwen2.5 valid ids). Per round the server
+Setting: K = 20 devices, γ = 8, V = 151,665 (Qwen2.5 valid ids). Per round the server
 runs the ragged acceptance test on the K·(γ+1) target rows, warped lazily (`TargetRows`: p_i(x_i)
 up to each device's first rejection, whole rows only for bonus and rejection rows), samples bonus
 tokens, and corrects the rejected devices (norm(max(0, p_j - q̂_j)) on torch, half UL at the

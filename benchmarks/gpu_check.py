@@ -1,4 +1,4 @@
-"""The GPU check (issue 24): what the project does on one CUDA GPU, in one run, into one JSON.
+"""The GPU check: what the project does on one CUDA GPU, in one run, into one JSON.
 
 Stages (each prints a progress line to stderr; the JSON gets one section per stage):
 

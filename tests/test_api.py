@@ -1,4 +1,4 @@
-"""The public Python API (issue 13, problem 7): small, documented, reproducing the CLI, and the
+"""The public Python API: small, documented, reproducing the CLI, and the
 README's library example runs as written."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The package's import structure (issue 11, DESIGN.md "Layers"): no import cycle at module level, and
+"""The package's import structure (docs/architecture.md, "Layers of the package"): no import cycle at module level, and
 no module importing a layer above its own. The checker is tests/import_graph.py (`ast` only; run it
 as a script for the full report, function-level cycles included)."""
 
@@ -11,7 +11,7 @@ import import_graph as ig
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 # Rank of each layer: a module may import its own layer and those below, never one above. The
-# order is DESIGN.md's, except that models/ sits above speculative/: models.hf imports
+# order is docs/architecture.md's, except that models/ sits above speculative/: models.hf imports
 # speculative.warp, and speculative/ imports nothing of models/ (pure token math).
 LAYERS = {
     "multispin.cli": 7,
@@ -23,6 +23,9 @@ LAYERS = {
     "multispin.optimize": 4,
     "multispin.system": 3,
     "multispin.models": 2,
+    # every kind of α, the shipped files' reader and the fitting code: plain numbers and JSON,
+    # read by the scenario (system/) and the experiments, importing no model
+    "multispin.acceptance": 1.5,
     "multispin.speculative": 1,
 }
 # Every other module is a top-level helper (errors, config, jsonout, _version, the package
@@ -77,7 +80,7 @@ def test_no_import_cycle_at_module_level():
 
 
 def test_no_import_cycle_through_function_level_imports_either():
-    """A deferred import does not make a circle go away for a reader (issue 25): none at any level."""
+    """A deferred import does not make a circle go away for a reader: none at any level."""
     found = ig.cycles(ig.graph(_edges(), kinds=("module", "function", "main")))
     assert not found, "import cycles (function-level imports included):\n" + "\n".join(" ".join(c) for c in found)
 
@@ -85,6 +88,15 @@ def test_no_import_cycle_through_function_level_imports_either():
 def test_no_layer_imports_a_layer_above_it():
     ups = [e for e in ig.upward(_edges(), LAYERS) if (e.src, e.dst) not in UPWARD_ALLOWED]
     assert not ups, "upward imports:\n" + "\n".join(f"{e.src}:{e.line} -> {e.dst} ({e.kind})" for e in ups)
+
+
+def test_the_acceptance_package_sits_below_the_models():
+    """Negative control on the real layer table: the acceptance package importing the models
+    (here in a function, as a shortcut to a tokenizer would) is an upward import."""
+    fake = [ig.Edge("multispin.acceptance.shipped", "multispin.models.registry", "function", 1)]
+    assert ig.upward(fake, LAYERS) == fake
+    down = [ig.Edge("multispin.system.scenario", "multispin.acceptance.shipped", "module", 1)]
+    assert ig.upward(down, LAYERS) == []
 
 
 def test_helpers_import_no_layer():
@@ -105,9 +117,13 @@ def test_every_package_of_the_tree_has_a_layer_or_is_a_known_helper():
         "multispin",
         "multispin._version",
         "multispin.config",
+        "multispin.datafile",
         "multispin.errors",
         "multispin.jsonout",
+        "multispin.lifeline",
+        "multispin._lifeline_preload",
         "multispin.progress",
+        "multispin.safe_text",
         "multispin.vocabulary",
     }
     unplaced = sorted(m for m in ig.modules(SRC, "multispin") if ig.layer_of(m, LAYERS) is None and m not in helpers)
@@ -424,7 +440,7 @@ def test_checker_reports_an_upward_import(tmp_path):
     assert "upward imports: 1" in ig.report(src, "pkg", layers)
 
 
-# Only the loops touch the transport (DESIGN.md "runtime/"): the server's ZeroMQ transport, the
+# Only the loops touch the transport (docs/architecture.md, "The rings of runtime/"): the server's ZeroMQ transport, the
 # device client, and the CurveZMQ key module they plug in (pyzmq's `zmq.auth`: key pairs,
 # certificate files, the authenticator).
 ZMQ_MODULES = {"multispin.runtime.net.transport", "multispin.runtime.net.device", "multispin.runtime.security.keys"}

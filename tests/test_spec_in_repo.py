@@ -1,4 +1,4 @@
-"""Issue 23, problem 1: the spec lives in the project. docs/system-model.md is the whole spec
+"""The spec lives in the project. docs/system-model.md is the whole spec
 (with the paper's claims, §6), and nothing refers to a file or folder outside the repository."""
 
 from __future__ import annotations

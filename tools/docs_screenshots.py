@@ -1,5 +1,5 @@
 """Screenshots of the built documentation site, opened from file:// in headless Chromium, to look
-at (issue 23: pictures, maths, code blocks and links as a reader sees them).
+at (pictures, maths, code blocks and links as a reader sees them).
 
     python tools/docs_screenshots.py [SITE_DIR] [OUT_DIR]      # defaults: build/site, build/screenshots
 

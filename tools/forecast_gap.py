@@ -167,7 +167,7 @@ BUDGETS = dict(max_new_tokens=64, horizon=20)
 
 
 def parts(pair_name: str, policy: str, seeds: list[int]) -> None:
-    from multispin.models.profiles import device_alpha
+    from multispin.acceptance.shipped import device_alpha
     from multispin.models.registry import resolve_pair
 
     pair = resolve_pair(pair_name)
@@ -322,7 +322,7 @@ def _fit_line(label: str, fit) -> str:
 
 def _ship(pair_name: str, name: str, doc: dict) -> None:
     """Write ``doc`` into the pair's shipped profile folder as ``name`` and say where."""
-    from multispin.models.profiles import PROFILES_ROOT, profile_folder
+    from multispin.acceptance.shipped import PROFILES_ROOT, profile_folder
 
     folder = profile_folder(pair_name)
     assert folder is not None
@@ -333,9 +333,9 @@ def _ship(pair_name: str, name: str, doc: dict) -> None:
 
 def spread(pair_name: str, files: list[str]) -> None:
     """Fit each task's between-prompt spread from `verdicts` files and write the pair's spread file."""
+    from multispin.acceptance.shipped import TASK_SOURCE
+    from multispin.acceptance.spread import fit_jobs, round_trials
     from multispin.experiments.acceptance import policy_label
-    from multispin.models.acceptance_spread import fit_jobs, round_trials
-    from multispin.models.profiles import TASK_SOURCE
 
     docs = [json.loads(Path(f).read_text()) for f in files]
     tasks = {}
@@ -379,8 +379,8 @@ def spread(pair_name: str, files: list[str]) -> None:
 def jobs(run_dirs: list[str]) -> None:
     """The same fit on testbed runs' rounds, per task, and the in-run α those runs' verdicts show
     with its 95% interval over jobs (e.g. the K = 20 runs of `demo --study` against the shipped K = 8 rate)."""
-    from multispin.models.acceptance_spread import fit_jobs
-    from multispin.models.run_verdicts import JobVerdicts, job_verdicts, pool_jobs
+    from multispin.acceptance.run_verdicts import JobVerdicts, job_verdicts, pool_jobs
+    from multispin.acceptance.spread import fit_jobs
 
     by_task: dict[str, list[JobVerdicts]] = {}
     for d in run_dirs:
@@ -414,7 +414,7 @@ def calibrate(pair: str, policies: list[str], seeds: list[int]) -> None:
 def _calibration_line(summary: dict, rows: list) -> dict:
     """One run's `calibrate` line: its jobs' verdicts and the prior each task planned on (its γ
     follows from it), from the run's summary and rounds."""
-    from multispin.models.run_verdicts import job_verdicts
+    from multispin.acceptance.run_verdicts import job_verdicts
 
     return {
         "seed": summary["config"]["seed"],
@@ -435,11 +435,11 @@ def ship_run_alpha(pair_name: str, files: list[str]) -> None:
     """Pool `calibrate` files (or run folders kept by `runs`) per task (and per policy and per prior
     the runs planned on, to show how much the γ a run drafts moves the rate) and write the pair's
     run-verdicts file, which the planner's run α prefers."""
+    from multispin.acceptance.run_verdicts import JobVerdicts, pool_jobs
+    from multispin.acceptance.shipped import RUN_VERDICTS_SCHEMA, TASK_SOURCE, device_alpha
     from multispin.experiments.acceptance import policy_label
     from multispin.experiments.testbed import TestbedConfig, payload_choice
-    from multispin.models.profiles import RUN_VERDICTS_SCHEMA, TASK_SOURCE, device_alpha
     from multispin.models.registry import resolve_pair
-    from multispin.models.run_verdicts import JobVerdicts, pool_jobs
 
     pair = resolve_pair(pair_name)
     lines = [line for f in files for line in _calibration_lines(f)]
@@ -498,11 +498,11 @@ def ship_tokens_alpha(pair_name: str, run_dirs: list[str]) -> None:
     ``run_dirs`` (`run_verdicts.tokens_matched_alpha`: the rate whose i.i.d. tokens are their
     drafting rounds' expected tokens, at their own γ), which the planner's run α then prefers; beside
     it the verdict rate of the same rounds, to show the two estimators apart on one set of drafts."""
+    from multispin.acceptance.run_verdicts import draft_rounds, job_verdicts, pool_jobs, pool_runs
+    from multispin.acceptance.shipped import TASK_SOURCE, run_verdict_files
     from multispin.experiments.acceptance import policy_label
     from multispin.experiments.testbed import TestbedConfig, payload_choice
-    from multispin.models.profiles import TASK_SOURCE, run_verdict_files
     from multispin.models.registry import resolve_pair
-    from multispin.models.run_verdicts import draft_rounds, job_verdicts, pool_jobs, pool_runs
 
     pair = resolve_pair(pair_name)
     sampling = payload_choice(TestbedConfig.make(pair=pair_name), pair.vocab_size).sampling
@@ -612,7 +612,7 @@ def by_token(run_dirs: list[str]) -> None:
     """Acceptance by where in its response a verdict falls (`verdicts_by_response_token`: the
     job's first token, its next seven, the rest), per task over the runs' jobs, each with its 95%
     bootstrap interval over jobs."""
-    from multispin.models.run_verdicts import pool_jobs, verdicts_by_response_token
+    from multispin.acceptance.run_verdicts import pool_jobs, verdicts_by_response_token
 
     cells: dict[tuple[str, int], list] = {}
     for folder in run_dirs:

@@ -171,7 +171,7 @@ def _all_flags() -> set[str]:
 
 
 def test_no_message_names_a_flag_that_does_not_exist():
-    """Issue 13, problem 4: an error recommended `--local <dir>`, which no verb has."""
+    """An error recommended `--local <dir>`, which no verb has."""
     src = Path(cli.__file__).parent
     known = _all_flags() | FOREIGN_FLAGS | {"--help"}
     phantom = {}

@@ -1,4 +1,4 @@
-"""`multispin device` (issue 13, problem 3): it prints and saves the text it generated, takes
+"""`multispin device`: it prints and saves the text it generated, takes
 `host:port`, honours `--server-timeout` in the handshake, and its reconnects reach stderr
 through `logging`."""
 
@@ -115,7 +115,7 @@ def test_server_timeout_bounds_the_handshake_and_reconnects_are_logged(multispin
 @pytest.mark.parametrize("server", [{"rounds": 1}], indirect=True)
 def test_a_device_that_did_not_finish_exits_1_with_its_partial_text(multispin, server, keyring):
     """The server stops after one round (--rounds 1): the device used to exit 0 although its
-    text was not finished (issue 22, item 4)."""
+    text was not finished."""
     res = multispin(
         "device",
         "--server",

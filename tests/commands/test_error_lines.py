@@ -1,4 +1,4 @@
-"""Issue 23, problem 3: every error line names what the user typed and what it expects.
+"""Every error line names what the user typed and what it expects.
 
 A missing required option or argument of every verb names itself and what it takes; a
 cross-field error is one line naming the fields (never the whole input); a flag's bad value is

@@ -1,5 +1,5 @@
-"""The everyday paths of issue 13: profile → optimize with defaults (problem 1), limits instead
-of silent blow-ups and waits (problem 5), and versioned JSON outputs (item 8)."""
+"""The everyday paths: profile → optimize with defaults, limits instead of silent blow-ups and
+waits, and versioned JSON outputs."""
 
 from __future__ import annotations
 

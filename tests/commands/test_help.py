@@ -1,4 +1,4 @@
-"""Help that teaches (issue 13, problem 6): real metavars, choices listed, defaults shown,
+"""Help that teaches: real metavars, choices listed, defaults shown,
 `--version`, `-h`; and the optimize table states P^dl the same way in header and footer."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 23, problem 5: Ctrl-C and SIGTERM stop every long verb with one line saying how far it
+"""Ctrl-C and SIGTERM stop every long verb with one line saying how far it
 got, partial results kept: `reproduce` says how many drops ran and that a rerun resumes,
 `generate` prints the texts so far, `testbed` and `demo` write a summary.json marked
 ``interrupted: true``, with no transport warnings. Each run is a subprocess in its own process
@@ -188,6 +188,66 @@ def test_reproduce_with_a_worker_pool_stops_within_seconds(tmp_path, presses):
     text = err.read_text()
     assert "Traceback" not in text and len(text.strip().splitlines()) == 1, text
     assert text.startswith("interrupted"), text
+
+
+def _start_pool_reproduce(tmp_path: Path, sigint: object = signal.SIG_DFL) -> tuple[subprocess.Popen, Path, list[int]]:
+    """`reproduce` with a two-worker pool, its SIGINT disposition at start ``sigint``; returns
+    once the forkserver and both workers compute, with their pids."""
+    args = ["reproduce", "--quick", "--out", str(tmp_path / "r"), "--figure", "fig1_mode_split", "--workers", "2"]
+    out, err = tmp_path / "stdout", tmp_path / "stderr"
+    env = {**os.environ, "PYTHONPATH": SRC}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "multispin", *args, "--no-progress"],
+        stdout=out.open("w"),
+        stderr=err.open("w"),
+        env=env,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, sigint),
+    )
+    deadline = time.monotonic() + 240
+    while len(_descendants(proc.pid)) < 3:
+        assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
+        time.sleep(0.2)
+    time.sleep(1.0)  # the workers are computing
+    return proc, err, _descendants(proc.pid)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_sigint_to_the_main_process_alone_stops_reproduce_even_when_inherited_as_ignored(tmp_path):
+    """`kill -INT PID` from a script that started the run with `&` (which leaves SIGINT ignored):
+    it used to run on; now it stops as on a terminal's Ctrl-C."""
+    control = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(30)"],
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    time.sleep(0.5)
+    control.send_signal(signal.SIGINT)
+    with pytest.raises(subprocess.TimeoutExpired):  # negative control: the disposition really is ignore
+        control.wait(timeout=1.5)
+    control.kill()
+    control.wait()
+    proc, err, _ = _start_pool_reproduce(tmp_path, signal.SIG_IGN)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)  # the main process alone
+    proc.wait(timeout=STOPPED_WITHIN_S)
+    assert proc.returncode == 130 and time.monotonic() - sent < 10, err.read_text()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_killing_reproduce_leaves_no_forkserver_or_worker_behind(tmp_path):
+    """SIGKILL to the main process (no cleanup of its own runs): the forkserver and the workers
+    used to live on for the better part of an hour, re-parented to init."""
+    proc, _, helpers = _start_pool_reproduce(tmp_path)
+    assert sum(_running(pid) for pid in helpers) >= 3  # the helpers are there to be orphaned
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while any(_running(pid) for pid in helpers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [pid for pid in helpers if _running(pid)]
+    for pid in left:  # not to leave them to the next test
+        os.kill(pid, signal.SIGKILL)
+    assert not left
 
 
 def _rounds_logged(folder: Path) -> int:

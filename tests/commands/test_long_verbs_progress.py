@@ -1,4 +1,4 @@
-"""Issue 23, problem 2: `measure` and `profile` say how far they are (per prompt, per batch
+"""`measure` and `profile` say how far they are (per prompt, per batch
 size, with the time left), an undefined estimate is one line saying why instead of a NaN row,
 and numpy's RuntimeWarnings never reach the user. Run as a user runs them: a subprocess."""
 

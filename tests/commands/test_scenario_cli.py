@@ -1,4 +1,4 @@
-"""One scenario vocabulary across verbs (issue 13, problem 2): `--scenario PRESET|FILE` wherever a
+"""One scenario vocabulary across verbs: `--scenario PRESET|FILE` wherever a
 scenario is built, the radio flags alongside, conflicting flags refused, `multispin scenario
 show/schema/list`, and scenario files with dotted keys, JSON, line:column and did-you-mean."""
 

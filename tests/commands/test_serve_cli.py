@@ -1,4 +1,4 @@
-"""`multispin serve` (issue 22): a damaged journal is one line and exit 2 before any model is
+"""`multispin serve`: a damaged journal is one line and exit 2 before any model is
 loaded; the small mistakes of point 6 are one line naming the flag; the exit code says whether
 every device finished."""
 

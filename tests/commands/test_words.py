@@ -1,4 +1,4 @@
-"""Issue 23, problem 6 (words): `reproduce` without --quick says how long it will take and where
+"""`reproduce` without --quick says how long it will take and where
 it writes before it starts; the report's code version is `git describe` of the checkout (the
 package version outside one); durations read in a sensible unit."""
 

@@ -1,4 +1,4 @@
-"""The measured acceptance table (issue 20): shipped profiles, docs/acceptance.md, the presets on
+"""The measured acceptance table: shipped profiles, docs/acceptance.md, the presets on
 measured acceptance, and the cost-of-i.i.d. study."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The forecast check's recorded runs (docs/data/forecast-check/, one `tools/forecast_gap.py runs` line
-per run) say what docs/system-model.md §5.5 and the README say of them: recomputed here with the
+per run) say what docs/results.md says of them: recomputed here with the
 estimator `table` uses, so a claim cannot drift from its evidence."""
 
 from __future__ import annotations

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from multispin.acceptance.shipped import shipped_shrunk_alpha
 from multispin.experiments.acceptance import MeasureConfig, measure
 from multispin.experiments.testbed import TestbedConfig, run_testbed
-from multispin.models.profiles import run_alpha
 from multispin.system.scenario_io import resolve_scenario
 
 # real sockets, processes or models: `make test-fast` leaves these out
@@ -42,7 +42,7 @@ def test_forecast_matches_the_realised_goodput_and_the_budget_blind_one_does_not
             seed=99,
         )
     )["close"]
-    alpha = run_alpha(profile)
+    alpha = shipped_shrunk_alpha(profile)
     scenario = resolve_scenario("paper-qwen").override(
         {"devices.count": DEVICES, "devices.acceptance": [alpha] * DEVICES}
     )

@@ -1,4 +1,4 @@
-"""Figure 8, the channel-knowledge study (issue 26): one drop's numbers and the statement."""
+"""Figure 8, the channel-knowledge study: one drop's numbers and the statement."""
 
 from __future__ import annotations
 

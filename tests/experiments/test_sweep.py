@@ -1,4 +1,4 @@
-"""multispin.sweep / plot / `multispin sweep` (issue 23, item 7): a user's study over a grid with
+"""multispin.sweep / plot / `multispin sweep`: a user's study over a grid with
 95% intervals, on the drops, cache and statistics of `multispin reproduce`, paired on common
 random numbers across policies and grid points; the CLI prints what the API returns."""
 

@@ -1,4 +1,4 @@
-"""`multispin sweep --objective` and the sweep's per-device service columns (issue 37): the sum's
+"""`multispin sweep --objective` and the sweep's per-device service columns: the sum's
 numbers are main's, a non-sum objective changes the plans where it should, the per-chunk cache
 tells objectives apart, and the service columns are the plan's per-device goodputs and joules."""
 

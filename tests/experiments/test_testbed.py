@@ -99,8 +99,8 @@ def test_bad_testbed_values_are_one_line_errors():
 
 
 def test_devices_plan_with_the_measured_acceptance_of_their_draft_and_task():
+    from multispin.acceptance.shipped import device_alpha
     from multispin.experiments.testbed import build_scenario, payload_choice, with_measured_acceptance
-    from multispin.models.profiles import device_alpha
     from multispin.system.channel import World
 
     config = TestbedConfig.make(devices=3)
@@ -109,13 +109,13 @@ def test_devices_plan_with_the_measured_acceptance_of_their_draft_and_task():
     drafts, tasks = ["q4g64", "q3g32", "q5g64"], ["chat", "code", "code"]
     scenario, all_measured = with_measured_acceptance(base, "smollm2-135m", drafts, tasks, sampling)
     assert all_measured
-    # the α a run's verdicts see (models.profiles.run_alpha), not the teacher-forced one
-    expected = [device_alpha("smollm2-135m", d, t, sampling, kind="run") for d, t in zip(drafts, tasks)]
+    # the α a run's verdicts see (acceptance.shrinkage.shrunk_alpha), not the teacher-forced one
+    expected = [device_alpha("smollm2-135m", d, t, sampling, kind="planned") for d, t in zip(drafts, tasks)]
     assert World(scenario).drop.alpha.tolist() == pytest.approx(expected)
     assert expected != [device_alpha("smollm2-135m", d, t, sampling) for d, t in zip(drafts, tasks)]
     # chat devices get ShareGPT's α, code devices HumanEval's: the prompt sets they are given
-    assert expected[0] == device_alpha("smollm2-135m", "q4g64", "sharegpt", sampling, kind="run")
-    assert expected[1] == device_alpha("smollm2-135m", "q3g32", "humaneval", sampling, kind="run")
+    assert expected[0] == device_alpha("smollm2-135m", "q4g64", "sharegpt", sampling, kind="planned")
+    assert expected[1] == device_alpha("smollm2-135m", "q3g32", "humaneval", sampling, kind="planned")
     # a policy nobody measured (T = 0.5) keeps the scenario's own rates, as does a pair without profiles
     other = sampling.model_copy(update={"temperature": 0.5})
     for pair, policy in (("smollm2-135m", other), ("tiny", sampling)):

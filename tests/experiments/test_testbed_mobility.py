@@ -1,4 +1,4 @@
-"""The testbed under mobility and noisy pilots (issue 26), on the tiny pair (no download): the
+"""The testbed under mobility and noisy pilots, on the tiny pair (no download): the
 clock charges the airtime of the logged bits at the true channel, which the replayed channel
 process gives back round by round."""
 

@@ -245,7 +245,7 @@ class _CountingBatched(MarkovBatchedLM):
 
 def test_sequences_of_a_cross_draft_step_in_one_batched_pass():
     """Devices sharing a draft of another vocabulary draft each step in one call of the draft's
-    BatchedLM (issue 21), and every sequence gets the row it would get alone, through random
+    BatchedLM, and every sequence gets the row it would get alone, through random
     steps and rollbacks. Control: rows handed to the wrong sequence differ."""
     target, draft = TinyTokenizer(), tiny_merged_tokenizer()
     cross = CrossDraft.between(draft, target)

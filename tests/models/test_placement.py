@@ -1,4 +1,4 @@
-"""`--device auto|cpu|cuda` (issue 13, problem 8). CPU is the default and what CI runs; the CUDA
+"""`--device auto|cpu|cuda`. CPU is the default and what CI runs; the CUDA
 path is checked here with stand-in modules (where it moves what, in which dtype); running it on a
 GPU needs a GPU machine (benchmarks/bench_engine.py)."""
 

@@ -1,4 +1,4 @@
-"""The communication-aware upper bound (issue 27): above every plan of every method, equal to the
+"""The communication-aware upper bound: above every plan of every method, equal to the
 relaxed objective's exact maximum, and a deliberately wrong bound is caught by the same checks."""
 
 from __future__ import annotations

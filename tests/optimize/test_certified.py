@@ -1,4 +1,4 @@
-"""Policy ``certified`` (issue 27): branch and bound equals exhaustive enumeration on small drops
+"""Policy ``certified``: branch and bound equals exhaustive enumeration on small drops
 and says "proven optimal"; its box bound rests on the superset minimum of the exact table."""
 
 from __future__ import annotations

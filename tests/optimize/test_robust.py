@@ -1,4 +1,4 @@
-"""Planning under imperfect channel knowledge (issue 26): T_comm on per-sample channels, and the
+"""Planning under imperfect channel knowledge: T_comm on per-sample channels, and the
 robust plan against the naive one."""
 
 from __future__ import annotations

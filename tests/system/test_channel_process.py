@@ -1,4 +1,4 @@
-"""The time-correlated, imperfectly known channel (issue 26): Jakes' correlation, the Gauss–Markov
+"""The time-correlated, imperfectly known channel: Jakes' correlation, the Gauss–Markov
 process's autocorrelation and marginal, the pilot error's variance and the posterior, each with a
 negative control (a broken implementation fails the same check)."""
 

@@ -97,7 +97,7 @@ def test_full_scenario_without_preset(tmp_path):
         ({"preset": "paper-qwen", "devices": {"count": 0}}, "devices.count", "[1, 100000]"),
         ({"preset": "paper-qwen", "radio": {"noise_figure_db": -3}}, "radio.noise_figure_db", "[0, 40] dB"),
         ({"preset": "paper-qwen", "compute": {"t_ver0_s": -0.01}}, "compute.t_ver0_s", "[0, inf) s"),
-        ({"preset": "paper-qwen", "optimizer": {"gamma_max": 100}}, "optimizer.gamma_max", "[0, 64]"),
+        ({"preset": "paper-qwen", "optimizer": {"gamma_max": 100}}, "optimizer.gamma_max", "[1, 64]"),
         ({"preset": "paper-qwen", "radio": {"fading": "rician"}}, "radio.fading", "rayleigh"),
     ],
 )
@@ -202,7 +202,7 @@ def test_compute_profile_json(tmp_path):
     assert (sc.compute.t_ver0_s, sc.compute.t_ver1_s, sc.compute.t_ver_tok_s) == (0.02, 0.003, 0.0004)
     assert sc.devices.draft_latency_s_per_token == 0.004
     two = dict(prof, draft_latency_s_per_token={"a": 0.004, "b": 0.006})
-    # several drafts and none named: the devices take them in turn (issue 13, problem 1)
+    # several drafts and none named: the devices take them in turn
     cycled = get_preset("paper-qwen").with_compute_profile(two).devices
     assert cycled.draft_latencies_s_per_token == [0.004, 0.006] * 10
     with pytest.raises(ConfigError, match="no draft 'c' .allowed: a, b"):

@@ -143,14 +143,15 @@ def _watcher() -> Iterator[None]:
 @contextlib.contextmanager
 def catch_signals(bounded: bool = False) -> Iterator[None]:
     """SIGINT and SIGTERM raise `Interrupted` while the block runs (main thread only;
-    a verb may install its own handlers inside, as ``serve`` does to drain a round). SIGINT is
-    left alone where it is ignored (a background job of a script). ``bounded``: the program's
-    stop is bounded in time (module doc)."""
+    a verb may install its own handlers inside, as ``serve`` does to drain a round). ``bounded``:
+    the program's stop is bounded in time (module doc)."""
     _State.signum, _State.reported, _State.drain = None, False, False
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    sigs = [signal.SIGTERM] + ([signal.SIGINT] if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN else [])
+    # SIGINT too where it was inherited as ignored (a job a script started with `&`): a verb stops
+    # on `kill -INT PID` from a script or a supervisor as it does on a terminal's Ctrl-C
+    sigs = [signal.SIGTERM, signal.SIGINT]
     old = {s: signal.signal(s, _on_signal) for s in sigs}
     try:
         with _watcher() if bounded else contextlib.nullcontext():

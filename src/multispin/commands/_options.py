@@ -163,6 +163,16 @@ class _StderrHandler(logging.StreamHandler):
         pass
 
 
+class OneLineFormatter(logging.Formatter):
+    """Each record as one console line: control characters of the message, its arguments and any
+    exception text (a peer's words among them) are written as escapes (`multispin.safe_text`)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from multispin.safe_text import escape_controls
+
+        return escape_controls(super().format(record))
+
+
 def setup_logging(level: str) -> None:
     """Records of the ``multispin`` loggers at ``level`` and above go to stderr, one line each.
 
@@ -172,7 +182,7 @@ def setup_logging(level: str) -> None:
     for h in [h for h in logger.handlers if isinstance(h, _StderrHandler)]:
         logger.removeHandler(h)
     handler = _StderrHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(OneLineFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logger.addHandler(handler)
     logger.setLevel(getattr(logging, level.upper()))
 

@@ -35,14 +35,11 @@ def run_pool_command(
     resume: bool,
     reconnects: int,
     server_timeout: float,
+    connect_timeout: float,
     result: Path | None,
     as_json: bool,
 ) -> None:
     from multispin.commands._checks import check_credentials
-    from multispin.commands._options import emit_json
-    from multispin.commands._outcome import device_failure
-    from multispin.jsonout import versioned
-    from multispin.runtime.net.device import DeviceOutcome
     from multispin.runtime.net.pool import parse_device_ids, run_pool
     from multispin.runtime.security.auth import resolve_secret
 
@@ -56,19 +53,44 @@ def run_pool_command(
         from multispin.models.prompts import default_prompts
 
         prompts = default_prompts(len(ids), 0)
-    outcomes = run_pool(
-        server,
-        ids,
-        pair,
-        list(prompts),
-        drafts=[draft] if draft else None,
-        secret=resolve_secret(secret) if insecure else None,
-        keys=keys,
-        resume=resume,
-        reconnects=reconnects,
-        server_timeout_s=server_timeout,
-    )
-    doc = versioned({"devices": [o.to_dict() for o in outcomes]}, "device-pool")
+    from multispin.commands._interrupt import reported_interrupt
+
+    def report(outcomes: list, interrupted: bool = False) -> list[str]:
+        return _report(outcomes, ids, result, as_json, interrupted)
+
+    # SIGTERM or SIGINT to this process: the texts so far, printed and in --result (finished: false)
+    with reported_interrupt(lambda partial: report(partial, interrupted=True)):
+        outcomes = run_pool(
+            server,
+            ids,
+            pair,
+            list(prompts),
+            drafts=[draft] if draft else None,
+            secret=resolve_secret(secret) if insecure else None,
+            keys=keys,
+            resume=resume,
+            reconnects=reconnects,
+            server_timeout_s=server_timeout,
+            connect_timeout_s=connect_timeout or None,
+        )
+    failures = report(outcomes)
+    if failures:
+        for f in failures:
+            typer.echo(f"error: {f}", err=True)
+        raise typer.Exit(1)
+
+
+def _report(outcomes: list, ids: Sequence[int], result: Path | None, as_json: bool, interrupted: bool) -> list[str]:
+    """Write ``--result`` (or the JSON on stdout), print each text; the failures, one line each."""
+    from multispin.commands._options import emit_json
+    from multispin.commands._outcome import device_failure
+    from multispin.jsonout import versioned
+    from multispin.runtime.net.device import DeviceOutcome
+
+    body: dict = {"devices": [o.to_dict() for o in outcomes]}
+    if interrupted:
+        body["interrupted"] = True
+    doc = versioned(body, "device-pool")
     failures = [
         device_failure(o) if isinstance(o, DeviceOutcome) else f"device {o.device_id}: {o.error}" for o in outcomes
     ]
@@ -80,8 +102,4 @@ def run_pool_command(
                     f"device {o.device_id}: {len(o.generated)} tokens, {o.sessions} session(s), {o.reason}", err=True
                 )
                 typer.echo(f"--- device {o.device_id} ---\n{o.text}")
-    failures = [f for f in failures if f is not None] + [f"device {d}: never ran" for d in missing]
-    if failures:
-        for f in failures:
-            typer.echo(f"error: {f}", err=True)
-        raise typer.Exit(1)
+    return [f for f in failures if f is not None] + [f"device {d}: never ran" for d in missing]

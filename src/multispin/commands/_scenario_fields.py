@@ -35,7 +35,10 @@ _NO_DEADLINE = "the optimiser's model has no correction deadline, only the runni
 
 # verb -> dotted prefix -> why the verb does not use the field (a prefix covers the table's fields)
 IGNORED: dict[str, dict[str, str]] = {
-    "optimize": {"channel.": _ONE_KNOWN_ROUND},
+    "optimize": {
+        **{f: _ONE_KNOWN_ROUND for f in ("channel.speed_kmh", "channel.pilot_snr_db", "channel.planning")},
+        "channel.correction_deadline_s": _NO_DEADLINE,
+    },
     "sweep": {
         "channel.correction_deadline_s": _NO_DEADLINE,
     },
@@ -45,15 +48,18 @@ IGNORED: dict[str, dict[str, str]] = {
 
 _EVERY_VERB = ("name", "devices.", "tasks.", "radio.", "compute.", "optimizer.", "seed")
 _CHANNEL_KNOWLEDGE = ("channel.speed_kmh", "channel.carrier_hz", "channel.pilot_snr_db", "channel.planning")
+# every verb that draws a channel: the carrier of a 3GPP path-loss law, and a trace of gains
+_OWN_CHANNEL = ("channel.carrier_hz", "channel.trace")
 # verb -> dotted prefixes the verb uses (testbed and demo: tasks and devices.acceptance are the online
 # estimator's prior where the pair ships no measured α; compute and draft latencies are the virtual clock's)
 USED: dict[str, tuple[str, ...]] = {
-    "optimize": _EVERY_VERB + ("payload.", "energy."),
+    "optimize": _EVERY_VERB + ("payload.", "energy.") + _OWN_CHANNEL,
     "sweep": tuple(p for p in _EVERY_VERB if p != "optimizer.")
     # each optimizer field by name: a field added later is classified for sweep, not used by default
     + ("optimizer.gamma_max", "optimizer.n_saa", "optimizer.objective", "optimizer.energy_weight_tokens_per_j")
     + ("payload.", "energy.")
-    + _CHANNEL_KNOWLEDGE,
+    + _CHANNEL_KNOWLEDGE
+    + ("channel.trace",),
     "testbed": _EVERY_VERB + ("channel.", "energy."),
     "demo": _EVERY_VERB + ("channel.", "energy."),
 }
@@ -126,9 +132,9 @@ def _schema_defaults() -> dict[str, Any]:
 def fields_set(spec: str | Path | Any) -> set[str]:
     """The dotted fields that ``--scenario spec`` sets (module doc): none for a preset."""
     from multispin.system.config_file import expand_dotted, parse_text
-    from multispin.system.scenario import PRESETS, Scenario, get_preset
+    from multispin.system.scenario import Scenario, all_presets, get_preset
 
-    if isinstance(spec, Scenario) or str(spec) in PRESETS:
+    if isinstance(spec, Scenario) or str(spec) in all_presets():
         return set()
     p = Path(str(spec))
     if not p.is_file():
@@ -139,7 +145,7 @@ def fields_set(spec: str | Path | Any) -> set[str]:
     named = _leaves(raw)
     named.pop("preset", None)
     start = raw.get("preset") or raw.get("name")
-    base = _leaves(get_preset(start).to_dict()) if start in PRESETS else _schema_defaults()
+    base = _leaves(get_preset(start).to_dict()) if start in all_presets() else _schema_defaults()
     return {k for k, v in named.items() if k != "name" and (k not in base or base[k] != v)}
 
 
@@ -156,10 +162,10 @@ def refuse_ignored(verb: str, fields: Iterable[str], where: str) -> None:
 def check_scenario_fields(verb: str, spec, extra: Iterable[str] = ()) -> set[str]:
     """Refuse a scenario (``--scenario spec``, plus ``extra`` fields set by flags) that sets a field
     ``verb`` ignores; returns the fields the file sets (a verb's own defaults yield to them)."""
-    from multispin.system.scenario import PRESETS
+    from multispin.system.scenario import all_presets
 
     given = fields_set(spec)
-    if str(spec) not in PRESETS:
+    if str(spec) not in all_presets():
         refuse_ignored(verb, given, str(spec))
     refuse_ignored(verb, extra, "the flags")
     return given

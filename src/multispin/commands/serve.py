@@ -134,7 +134,14 @@ def serve(
     SIGTERM (or Ctrl-C) finishes the current round, says BYE to every device, flushes the log
     and exits 0. Exit 1: the run ended with a device unfinished (idle or join timeout) or with a
     device whose digest differs from the server's; exit 2: a bad flag, a refused (damaged)
-    journal, a port that cannot be bound."""
+    journal, a port that cannot be bound.
+
+    Stragglers: a device with no DRAFT within --round-timeout is skipped for that round (the
+    others commit) and resumes at its next HELLO; at its 2nd miss in a row it is told busy and
+    kept out for 20 × --round-timeout, at most half of --idle-timeout and of --join-timeout (30 s
+    at the defaults), so it is back before the server stops waiting. A device told busy waits
+    that long and rejoins without spending its --reconnects; its text continues exactly as if
+    it had never stalled (docs/reliability.md)."""
     from multispin.commands._checks import check_codecs_fit, check_parent_exists
     from multispin.commands._outcome import serve_failure
     from multispin.models.placement import place_pair

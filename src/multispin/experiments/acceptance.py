@@ -27,9 +27,9 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import Field
 
+from multispin.acceptance.run_verdicts import iid_tokens
 from multispin.experiments.intervals import expanded_percentile
 from multispin.models.base import BatchedLM, BatchedSequence
-from multispin.models.run_verdicts import iid_tokens
 from multispin.progress import Step, StepReporter, reporter
 from multispin.runtime.round.engine import PolicyPair
 from multispin.runtime.round.local import FixedLink, UniformDraftLength, run_rounds

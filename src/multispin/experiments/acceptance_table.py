@@ -20,8 +20,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from multispin.acceptance.shipped import PROFILES_ROOT, acceptance_profiles, profile_folder
 from multispin.experiments.acceptance import SOURCE_LABELS, policy_label, profile_file_name
-from multispin.models.profiles import PROFILES_ROOT, acceptance_profiles, profile_folder
 from multispin.system.scenario import MEASURED_POLICY as SAMPLED  # the testbed's default policy
 
 GREEDY = {"temperature": 0.0, "top_k": 0, "top_p": 1.0}
@@ -298,8 +298,9 @@ def render(pairs=PAIRS) -> str:
 
 
 def _run_alpha_lines(pairs) -> list[str]:
-    """The section on the α the planner uses (models.profiles.run_alpha), one row per profile."""
-    from multispin.models.profiles import run_alpha, shipped_gap_prior, verdict_alpha
+    """The section on the α the planner uses (acceptance.shrinkage.shrunk_alpha), one row per profile."""
+    from multispin.acceptance.shipped import shipped_gap_prior, shipped_shrunk_alpha
+    from multispin.acceptance.shrinkage import verdict_alpha
 
     mu, tau2 = shipped_gap_prior()
     lines = [
@@ -315,8 +316,8 @@ def _run_alpha_lines(pairs) -> list[str]:
         "(0.812–0.842) over 5 demo runs' verdicts, 0.804 in the profile's own 8 verdict prompts), and "
         "planning on 0.840 over-predicted the running system by about 2.7%.",
         "",
-        "The planner, the testbed's prior and the forecast use the **run α** "
-        "(`multispin.models.profiles.run_alpha`): the teacher-forced α plus the gap δ = verdict α − "
+        "The planner, the testbed's prior and the forecast fall back on the **shrunk profile α** "
+        "(`multispin.acceptance.shrinkage.shrunk_alpha`): the teacher-forced α plus the gap δ = verdict α − "
         "teacher-forced α of the same profile, shrunk towards the gap across every shipped profile "
         "(normal–normal empirical Bayes; each gap's variance is the binomial one of its verdict trials, "
         "a lower bound since a prompt's verdicts are correlated, the spread across profiles absorbs the "
@@ -330,7 +331,7 @@ def _run_alpha_lines(pairs) -> list[str]:
         "Where the package ships the rate testbed runs' own verdicts showed (next section), the planner "
         "uses that instead; the shrunk estimate below is what it falls back on.",
         "",
-        "| pair | policy | draft | task | teacher-forced α | verdict α (trials) | run α, shrunk |",
+        "| pair | policy | draft | task | teacher-forced α | verdict α (trials) | shrunk profile α |",
         "|---|---|---|---|---|---|---|",
     ]
     for pair in pairs:
@@ -342,15 +343,15 @@ def _run_alpha_lines(pairs) -> list[str]:
             lines.append(
                 f"| {pair} | {POLICY_TITLE.get(policy_label(prof['sampling']), policy_label(prof['sampling']))} "
                 f"| {prof['draft']} | {TASK_TITLE.get(label, label)} | {prof['alpha']:.3f} | "
-                f"{v[0]:.3f} ({v[1]:.0f}) | {run_alpha(prof):.3f} |"
+                f"{v[0]:.3f} ({v[1]:.0f}) | {shipped_shrunk_alpha(prof):.3f} |"
             )
     return lines + [""] + _in_run_lines(pairs)
 
 
 def _in_run_lines(pairs) -> list[str]:
-    """The section on the α measured in testbed runs (models.run_verdicts), one row per shipped
+    """The section on the α measured in testbed runs (acceptance.run_verdicts), one row per shipped
     file and task; nothing when none is shipped."""
-    from multispin.models.profiles import run_verdict_files
+    from multispin.acceptance.shipped import run_verdict_files
 
     rows = [(pair, f) for pair in pairs for f in run_verdict_files(pair)]
     if not rows:
@@ -440,9 +441,9 @@ def _seed_ranges(seeds) -> str:
 
 
 def _spread_lines(pairs) -> list[str]:
-    """The section on how much acceptance differs between prompts (models.acceptance_spread), one
+    """The section on how much acceptance differs between prompts (acceptance.spread), one
     row per shipped spread file and task; nothing when none is shipped."""
-    from multispin.models.acceptance_spread import spread_files
+    from multispin.acceptance.spread import spread_files
 
     rows = [(pair, f) for pair in pairs for f in spread_files(pair)]
     if not rows:
@@ -450,16 +451,16 @@ def _spread_lines(pairs) -> list[str]:
     lines = [
         "## Prompts differ: the between-prompt spread",
         "",
-        "The run α is a mean over prompts; each job of a running system has its own rate. That spread is "
+        "The planned α is a mean over prompts; each job of a running system has its own rate. That spread is "
         "signal the planner uses: its online estimator finds the easy jobs and gives them longer drafts, and "
         r"since a round's tokens \((1 - \alpha^{\gamma+1})/(1 - \alpha)\) are convex in α, a mix of jobs "
         "gains more than jobs all at the mean α. The forecast draws each job's α from a Beta distribution "
-        "around its device's run α with the sd below (docs/system-model.md §5.5).",
+        "around its device's planned α with the sd below (docs/system-model.md §5.5).",
         "",
         "The sd is measured from real verdict rounds (γ = 8, the draft continuing its own samples) on a task's "
         "prompts (most of a task's set: the spread is the task's, not a sample's): each prompt's rounds split into thirds, and the "
         "covariance across prompts of the first and the last third's accepted positions beyond the mean "
-        "rate, per trial (`multispin.models.acceptance_spread`). Each third's own noise, binomial and the "
+        "rate, per trial (`multispin.acceptance.spread`). Each third's own noise, binomial and the "
         "easy and hard stretches of a text, is independent of the other's, so only what a prompt keeps "
         "from start to end is counted. The whole-prompt sd (the variance of whole prompts' rates less their "
         "binomial variance) counts those stretches too and is shown beside it; the interval is a bootstrap "

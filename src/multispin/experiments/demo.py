@@ -378,6 +378,7 @@ def describe_setup(setup: TestbedSetup) -> dict:
         "tasks": setup.tasks,
         "alpha_prior": [float(a) for a in World(setup.scenario).drop.alpha],
         "alpha_prior_measured": setup.measured,
+        "alpha_prior_kinds": setup.alpha_kinds,
         "payload_headline": setup.choice.headline,
         "exact": setup.choice.exact,
     }

@@ -13,7 +13,7 @@ The forecast replays, at the model level, what the running planner goes through:
   (drawn from the i.i.d. model at the scenario's α) spend its budget. With ``max_new_tokens=None``
   the prompts never end (the budget-blind forecast);
 - **prompts differ** (``spread``): each job draws its own α from a Beta distribution around its
-  device's α with the task's measured between-prompt spread (`models.acceptance_spread`); its
+  device's α with the task's measured between-prompt spread (`acceptance.spread`); its
   verdicts and its tokens follow that α. Without it every job has its device's α;
 - **estimates** (``online``): the planner plans on the running system's online estimator, fed with
   verdicts drawn from the model, so the forecast carries the same estimation noise the run does
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from multispin.models.acceptance_spread import job_alpha_quantile
+from multispin.acceptance.spread import job_alpha_quantile
 from multispin.optimize.montecarlo import analytic_round
 from multispin.runtime.round.planner import ScenarioPlanner
 from multispin.system.payload import WirePayload
@@ -118,6 +118,7 @@ def forecast_goodput(
     jobs = None  # each job's α, from a stream of its own: without spread the forecast is what it was
     gmax = scenario.optimizer.gamma_max
     tokens = comp = comm = 0.0
+    replica_goodput = []  # each replica's realised tokens (acceptance drawn) over its time
     gammas, estimates = [], []  # per model round: the plan's γ and the acceptance estimates it planned on
     r = FORECAST_ROUND_OFFSET
     for _ in range(-(-rounds // horizon)):
@@ -131,6 +132,7 @@ def forecast_goodput(
         truth = device_alpha if jobs is None else jobs.next(np.arange(k))
         fresh = None if max_new_tokens is None else int(max_new_tokens)
         budget = None if fresh is None else np.full(k, fresh)
+        drawn = spent = 0.0
         for _ in range(horizon):
             caps = None if budget is None else {d: int(min(budget[d] - 1, gmax)) for d in range(k)}
             rp = planner.plan(r, range(k), caps)
@@ -143,6 +145,7 @@ def forecast_goodput(
             gammas.append(gamma)
             estimates.append(np.asarray(rp.instance.alpha, dtype=float))
             accepted = draw_accepted(truth, gamma, rng)
+            drawn, spent = drawn + float(np.sum(accepted + 1)), spent + tc + tm
             if online:
                 for d in range(k):
                     planner.estimator.update(d, int(gamma[d]), int(accepted[d]), bool(accepted[d] < gamma[d]))
@@ -153,6 +156,7 @@ def forecast_goodput(
                 if jobs is not None and np.any(ended):
                     truth = truth.copy()
                     truth[ended] = jobs.next(np.flatnonzero(ended))
+        replica_goodput.append(drawn / spent if spent > 0 else 0.0)
     g = np.array(gammas)
     return {
         "forecast_tokens_per_s": tokens / (comp + comm),
@@ -163,8 +167,24 @@ def forecast_goodput(
         "forecast_t_comm_s": comm / len(g),
         "forecast_mean_gamma": float(g.mean()),
         "forecast_drafting_share": float(np.mean(g > 0)),
+        **one_run_range(replica_goodput, tokens / (comp + comm)),
         **{f"forecast_{key}": v for key, v in estimate_figures(np.array(estimates), prior).items()},
     }
+
+
+MIN_REPLICAS_FOR_RANGE = 4  # fewer replicas give no honest spread
+
+
+def one_run_range(replica_goodput: list[float], forecast: float) -> dict[str, float | None]:
+    """The 95% range of one run of the forecast's length on the model: the forecast ± 1.96 sd of
+    the replicas' goodput, each a run of that length with its own jobs, channels and acceptance draws
+    (T_comm at its expectation given the drafts), cut at 0 (a goodput is not negative). None with fewer than `MIN_REPLICAS_FOR_RANGE`
+    replicas (a makespan forecast is one replica)."""
+    if len(replica_goodput) < MIN_REPLICAS_FOR_RANGE:
+        return {"forecast_one_run_low": None, "forecast_one_run_high": None}
+    g = np.asarray(replica_goodput, dtype=float)
+    half = 1.96 * float(g.std(ddof=1))
+    return {"forecast_one_run_low": max(0.0, forecast - half), "forecast_one_run_high": forecast + half}
 
 
 def estimate_figures(estimates: np.ndarray, prior: np.ndarray) -> dict[str, float]:

@@ -30,6 +30,7 @@ channel. That drop compares adaptive, all-UL and all-DL modes only; other polici
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,6 +108,7 @@ class SweepTable:
     summaries: list[dict[str, Any]] = field(repr=False, default_factory=list)
     objective: str = "sum"
     energy_weight_tokens_per_j: float | None = None  # the energy objective's w (None for the others)
+    notes: list[str] = field(default_factory=list)  # swept fields that changed nothing (`unchanged_axes`)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready table (what ``multispin sweep --json`` prints, less the version fields)."""
@@ -122,6 +124,7 @@ class SweepTable:
                 "objective": self.objective,
                 "energy_weight_tokens_per_j": self.energy_weight_tokens_per_j,
                 "rows": self.rows,
+                "notes": self.notes,
             }
         )
 
@@ -145,6 +148,17 @@ def check_policies(policies: Sequence[str]) -> list[str]:
     if not out:
         raise ConfigError(f"policies: give at least one (allowed: {', '.join(SWEEP_POLICIES)})")
     return out
+
+
+# grid points of one sweep at most; counted from the value lists before the grid is built
+MAX_GRID_POINTS = 10_000
+
+
+def check_grid_size(over: Mapping[str, Sequence[Any]]) -> None:
+    """A one-line ConfigError when the Cartesian product of ``over`` exceeds MAX_GRID_POINTS."""
+    size = math.prod(len(v) for v in over.values())
+    if size > MAX_GRID_POINTS:
+        raise ConfigError(f"over: the grid has {size} points, at most {MAX_GRID_POINTS} (sweep fewer values)")
 
 
 def grid_points(sc, over: Mapping[str, Sequence[Any]], policies: Sequence[str]) -> list[_ScenarioPoint]:
@@ -179,6 +193,7 @@ def grid_points(sc, over: Mapping[str, Sequence[Any]], policies: Sequence[str]) 
     options = {**{k: True for k in sorted(needs)}, "service": True}
     base = sc.to_dict()
     names = list(over)
+    check_grid_size(over)
     points = []
     for values in itertools.product(*(over[n] for n in names)):
         overrides = dict(zip(names, values))
@@ -199,7 +214,28 @@ def grid_points(sc, over: Mapping[str, Sequence[Any]], policies: Sequence[str]) 
             point_options = {"csi": True, "replicates": CSI_REPLICATES, "planning": point_sc.channel.planning}
         # seed_params=(): every point draws the same drops (common random numbers across the grid)
         points.append(_ScenarioPoint(STUDY, overrides, sc.name, overrides, point_options, seed_params=(), base=base))
+    if "channel.planning" in over and not any(p.options.get("csi") for p in points):
+        raise ConfigError(
+            "over: channel.planning: changes nothing here: planning acts on channel estimates, and no point "
+            "sets channel.speed_kmh or channel.pilot_snr_db (e.g. --set channel.pilot_snr_db=10)"
+        )
     return points
+
+
+def unchanged_axes(rows: Sequence[dict], over: Mapping[str, Sequence[Any]]) -> list[str]:
+    """A note for each swept field whose values gave identical rows (goodput and γ̄ of every
+    policy, at every value of the other fields): a field that changed nothing in these drops."""
+    notes = []
+    for name, values in over.items():
+        if len(set(map(repr, values))) < 2:
+            continue
+        groups: dict[tuple, set] = {}
+        for r in rows:
+            key = (r["policy"], *(repr(r[n]) for n in over if n != name))
+            groups.setdefault(key, set()).add((r["goodput_tokens_per_s"], r["mean_draft_len"]))
+        if groups and all(len(g) == 1 for g in groups.values()):
+            notes.append(f"{name}: every value gave the same goodput and γ̄ (the field changed nothing in these drops)")
+    return notes
 
 
 def csi_rows(rows: Sequence[dict], planning: str) -> list[dict]:
@@ -334,16 +370,18 @@ def run_sweep(
         )
         for p in points
     ]
+    rows = table_rows(points, summaries, policies)
     return SweepTable(
         sc.name,
         {k: list(v) for k, v in over.items()},
         policies,
         drops,
         base_seed,
-        table_rows(points, summaries, policies),
+        rows,
         summaries,
         sc.optimizer.objective,
         sc.optimizer.energy_weight_tokens_per_j if sc.optimizer.objective == "energy" else None,
+        unchanged_axes(rows, over),
     )
 
 

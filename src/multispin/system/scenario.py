@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import copy
 import math
+from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
+from multispin.acceptance.shipped import acceptance_table
 from multispin.errors import ConfigError, config_error_from_validation, did_you_mean
 from multispin.speculative.codecs import make_codec
 from multispin.system.config_file import FILE_SUFFIXES, expand_dotted, locate, parse_text
@@ -151,6 +153,13 @@ class RadioConfig(_Model):
     noise_figure_db: Annotated[float, _range(0, 40, unit="dB")] = DEFAULT_NOISE_FIGURE_DB
     path_loss_db_at_1m: Annotated[float, _range(-200, 0, unit="dB")] = -30.0
     path_loss_exponent: Annotated[float, _range(1, 8)] = 3.5
+    # the large-scale law: the paper's log-distance (the two fields above), or 3GPP TR 38.901's
+    # UMa, UMi street canyon or InH (mixed office): path loss, LOS probability and correlated
+    # log-normal shadowing drawn once per drop at carrier channel.carrier_hz (system/tr38901.py)
+    path_loss_model: Literal["log-distance", "3gpp-uma", "3gpp-umi", "3gpp-inh"] = "log-distance"
+    bs_height_m: Annotated[float, _range(1, 100, lo_open=True, unit="m")] | None = None  # None: the standard's
+    ut_height_m: Annotated[float, _range(1.5, 13, unit="m")] = 1.5
+    shadowing: bool = True  # 3GPP models: draw the shadow fading (off: path loss and LOS state only)
     fading: Literal["rayleigh", "none"] = "rayleigh"
     reciprocity: bool = True
     bandwidth_split: Literal["equal", "optimized"] = "equal"
@@ -225,7 +234,9 @@ class OptimizerConfig(_Model):
     ``energy_weight_tokens_per_j`` times the devices' mean power, `energy`'s model).
     """
 
-    gamma_max: Annotated[int, _range(0, 64)] = 20
+    # at least 1: γ_max bounds what the planner chooses among, and a device's γ = 0 (a target-only
+    # round) stays among the choices of every γ_max; with γ_max = 0 there would be nothing to plan
+    gamma_max: Annotated[int, _range(1, 64)] = 20
     n_saa: Annotated[int, _range(1, 1_000_000)] = 1000
     objective: Objective = "sum"
     energy_weight_tokens_per_j: Annotated[float, _range(0, 1e6, unit="tokens/J")] = 1.0
@@ -265,6 +276,9 @@ class ChannelConfig(_Model):
     # the running system's clock only: a correction whose airtime exceeds this deadline is cut
     # there and retransmitted at the next round on that round's channel (None: no deadline)
     correction_deadline_s: Annotated[float, _range(0, None, lo_open=True, unit="s")] | None = None
+    # per-device, per-round gains from a CSV file (system/trace.py, docs/own-channel.md): they replace
+    # the path loss and the fading; a path relative to the working folder
+    trace: str | None = None
 
 
 class Scenario(_Model):
@@ -302,6 +316,18 @@ class Scenario(_Model):
                     "devices.tasks: unknown task(s) {u} (allowed: {a})",
                     {"u": ", ".join(unknown), "a": ", ".join(sorted(self.tasks.acceptance))},
                 )
+        self._check_3gpp_distances()
+        if self.channel.trace is not None:
+            if self.channel.speed_kmh is not None or self.channel.pilot_snr_db is not None:
+                raise PydanticCustomError(
+                    "channel",
+                    "channel.trace: the trace replaces the channel process; channel.speed_kmh and "
+                    "channel.pilot_snr_db do not apply to it (leave them unset)",
+                    {},
+                )
+            from multispin.system.trace import load_trace
+
+            load_trace(self.channel.trace, self.devices.count)  # one-line error naming file and line
         if (
             self.channel.speed_kmh is not None or self.channel.pilot_snr_db is not None
         ) and self.radio.fading != "rayleigh":
@@ -318,6 +344,23 @@ class Scenario(_Model):
                 {"v": self.payload.vocab_size, "e": v_eff},
             )
         return self
+
+    def _check_3gpp_distances(self) -> None:
+        """A 3GPP law holds over its distance range only (TR 38.901 Table 7.4.1-1)."""
+        model = self.radio.path_loss_model
+        if model == "log-distance":
+            return
+        from multispin.system.tr38901 import DISTANCE_RANGE_M
+
+        lo, hi = DISTANCE_RANGE_M[model.removeprefix("3gpp-")]
+        d = self.devices.distances_m or [self.devices.drop.min_distance_m, self.devices.drop.max_distance_m]
+        if min(d) < lo or max(d) > hi:
+            raise PydanticCustomError(
+                "range",
+                "radio.path_loss_model: {m} holds for device distances in [{lo}, {hi}] m (the drop spans "
+                "{a} to {b} m; set devices.drop.min_distance_m / max_distance_m)",
+                {"m": model, "lo": f"{lo:g}", "hi": f"{hi:g}", "a": f"{min(d):g}", "b": f"{max(d):g}"},
+            )
 
     # ------------------------------------------------------------------ derived values
     @property
@@ -603,8 +646,6 @@ MEASURED_POLICY = {"temperature": 1.0, "top_k": 1024, "top_p": 1.0}
 
 
 def _measured_preset(name: str, base: str, pair: str, draft: str, compute: str) -> dict[str, Any] | None:
-    from multispin.models.profiles import acceptance_table
-
     table = acceptance_table(pair, MEASURED_POLICY).get(draft, {})
     if not set(MEASURED_TASKS) <= set(table):
         return None
@@ -625,18 +666,42 @@ def _measured_preset(name: str, base: str, pair: str, draft: str, compute: str) 
     return data
 
 
-for _name, _args in MEASURED_PRESETS.items():
-    _data = _measured_preset(_name, *_args)
-    if _data is not None:
-        PRESETS[_name] = _data
+@lru_cache(maxsize=1)
+def _preset_tables() -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """(every preset, the measured presets whose shipped profiles are damaged with the loader's
+    line), built on first use from the shipped profiles, never at import. A damaged preset is not
+    offered, and asking for it gives the loader's line (the file and the field); every other preset
+    and verb still works."""
+    presets, damaged = dict(PRESETS), {}
+    for name, args in MEASURED_PRESETS.items():
+        try:
+            data = _measured_preset(name, *args)
+        except ConfigError as exc:
+            damaged[name] = str(exc)
+            continue
+        if data is not None:
+            presets[name] = data
+    return presets, damaged
+
+
+def all_presets() -> dict[str, dict[str, Any]]:
+    """Every preset: the paper's, the host's, then those on measured acceptance."""
+    return _preset_tables()[0]
+
+
+def damaged_presets() -> dict[str, str]:
+    """Measured presets withheld because a shipped profile is damaged: name -> the loader's line."""
+    return _preset_tables()[1]
 
 
 def preset_names() -> list[str]:
     """The paper's presets, the host's, then those on measured acceptance."""
-    return list(PRESETS)
+    return list(all_presets())
 
 
 def _unknown_preset(name: Any) -> ConfigError:
+    if name in damaged_presets():
+        return ConfigError(f"preset: {name}: {damaged_presets()[name]}", locs=(("preset",),))
     return ConfigError(
         f"preset: unknown preset {name!r}{did_you_mean(name, preset_names())} (allowed: {', '.join(preset_names())})",
         locs=(("preset",),),
@@ -662,9 +727,9 @@ def _deep_merge(base: dict, over: dict) -> dict:
 
 def get_preset(name: str) -> Scenario:
     """A preset scenario by name: ``paper-qwen``, ``paper-r1`` or ``smollm2-cpu`` (see `PRESETS`)."""
-    if name not in PRESETS:
+    if name not in all_presets():
         raise _unknown_preset(name)
-    return _validate(copy.deepcopy(PRESETS[name]))
+    return _validate(copy.deepcopy(all_presets()[name]))
 
 
 def scenario_from_dict(data: dict[str, Any]) -> Scenario:
@@ -676,9 +741,9 @@ def scenario_from_dict(data: dict[str, Any]) -> Scenario:
     data = expand_dotted(data)
     name = data.pop("preset", None)
     if name is not None:
-        if name not in PRESETS:
+        if name not in all_presets():
             raise _unknown_preset(name)
-        data = _deep_merge(PRESETS[name], data)
+        data = _deep_merge(all_presets()[name], data)
     else:
         _check_complete(data)
     return _validate(data)

@@ -18,7 +18,16 @@ from multispin.errors import ConfigError, did_you_mean
 # expand_dotted, load_scenario and FILE_SUFFIXES are re-exported: reading a file is the scenario's
 # own job (system/scenario.py), parsing one is system/config_file.py's
 from multispin.system.config_file import FILE_SUFFIXES, expand_dotted, locate  # noqa: F401
-from multispin.system.scenario import PRESETS, Scenario, get_preset, load_scenario, preset_names, scenario_from_dict  # noqa: F401
+from multispin.system.scenario import (  # noqa: F401
+    PRESETS,
+    Scenario,
+    all_presets,
+    damaged_presets,
+    get_preset,
+    load_scenario,
+    preset_names,
+    scenario_from_dict,
+)
 
 
 def resolve_scenario(spec: str | Path | Scenario) -> Scenario:
@@ -27,11 +36,13 @@ def resolve_scenario(spec: str | Path | Scenario) -> Scenario:
     if isinstance(spec, Scenario):
         return spec
     text = str(spec)
-    if text in PRESETS:
+    if text in all_presets():
         return get_preset(text)
     p = Path(text)
     if p.suffix.lower() in FILE_SUFFIXES or p.exists():
         return load_scenario(p)
+    if text in damaged_presets():
+        raise ConfigError(f"scenario: {text}: {damaged_presets()[text]}")
     raise ConfigError(
         f"scenario: unknown preset {text!r}{did_you_mean(text, preset_names())} "
         f"(allowed: {', '.join(preset_names())}, or a {'/'.join(FILE_SUFFIXES)} file)"

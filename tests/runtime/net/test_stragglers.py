@@ -68,7 +68,7 @@ def _run(pair, max_draft_misses: int, until, limit_s: float = 90.0):
     def body(client):
         try:
             client.run()
-        except Exception:  # the straggler gives up while it is kept out
+        except Exception:  # stopped at the end of the test, whatever it is doing
             pass
 
     threads = [threading.Thread(target=body, args=(c,), daemon=True) for c in clients]
@@ -97,7 +97,7 @@ def test_a_straggler_costs_the_others_at_most_one_deadline_per_miss_then_backs_o
     marks: dict = {}
 
     def backed_off_and_gone_a_while(server, threads):
-        if server.stragglers["backed_off"] and threads[2].is_alive() is False:
+        if server.stragglers["backed_off"]:  # the straggler now waits its back-off out (alive)
             marks.setdefault("gone", (time.monotonic(), server.round_idx))
             t, r = marks["gone"]  # then 3 s (6 deadlines) more, in which it cannot come back
             return time.monotonic() - t > 3.0 and server.round_idx > r
@@ -110,7 +110,7 @@ def test_a_straggler_costs_the_others_at_most_one_deadline_per_miss_then_backs_o
     assert "back off" in held[-1].dropped[2]
     assert summary.stragglers == {"missed": 2, "backed_off": 1, "held_at_most_s": 2 * 0.5}
     assert summary.to_dict()["stragglers"] == summary.stragglers  # in `serve --summary` and testbed's
-    assert summary.refusals.get("busy", 0) >= 1  # its HELLOs while kept out
+    assert summary.refusals.get("busy", 0) == 0  # told how long, it waits instead of knocking
     late = [e for e in summary.events if e.round > held[-1].round]
     assert late and all(set(e.records) == {0, 1} for e in late)  # the others went on, every round
 

@@ -1,4 +1,4 @@
-"""The running loop under mobility and noisy pilots (issue 26): the planner steps the channel process
+"""The running loop under mobility and noisy pilots: the planner steps the channel process
 over each round's actual duration, plans on the estimate and charges the clock on the true channel."""
 
 from __future__ import annotations

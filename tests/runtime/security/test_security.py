@@ -333,7 +333,7 @@ def _session_time_after(server, ctx, keys, d, frame, limits, wait_s):
 
 
 # --------------------------------------------------------------------------------------------
-# churn and live key changes (issue 22, items 3 and 5)
+# churn and live key changes
 
 
 def _hello_as(ctx, endpoint, keys, d, limits):
@@ -494,8 +494,8 @@ def _fds(pid: int) -> int:
 )
 def test_a_silent_dealer_flood_at_ulimit_256_costs_no_descriptors_and_a_device_gets_in(pair, tmp_path, bounds):
     """300 ZeroMQ DEALERs finish the transport handshake and never send: they used to hold all of
-    a `ulimit -n 256` server's descriptors with nothing logged, and a device gave up (issue 22,
-    item 2). The transport now cuts connections past the handshake deadline without a session
+    a `ulimit -n 256` server's descriptors with nothing logged, and a device gave up. The
+    transport now cuts connections past the handshake deadline without a session
     and those over --max-connections (silent ones first): the device gets in and finishes, the
     cuts are counted, and the descriptors return to their baseline once the flood stops.
 

@@ -1,4 +1,4 @@
-"""A damaged journal is refused, never resumed (issue 22, item 1).
+"""A damaged journal is refused, never resumed.
 
 The journals here are left as a kill -9 leaves them: a writer process commits 50 rounds and dies
 without closing, so every round is still in the WAL (main file 4 KiB), as in the attack; or it

@@ -39,6 +39,19 @@ def db(ratio: float) -> float:
     return 10.0 * math.log10(ratio)
 
 
+# Upper bounds of a run's counts, checked before anything is built: drops per point (the chunk
+# list grows with it), SAA samples (the scenario's own bound) and worker processes.
+MAX_DROPS = 100_000
+MAX_N_SAA = 1_000_000
+MAX_WORKERS = 1024
+
+
+def check_count(name: str, value: int | None, low: int, high: int, why: str = "") -> None:
+    """A one-line ConfigError unless ``value`` (when given) lies in [low, high]."""
+    if value is not None and not low <= value <= high:
+        raise ConfigError(f"{name}: must be in [{low}, {high}] (got {value}){why}")
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """What one ``multispin reproduce`` run computes and where it writes."""
@@ -61,12 +74,9 @@ class RunConfig:
     def __post_init__(self) -> None:
         if self.preset not in reproducible_presets():
             raise ConfigError(f"preset: unknown value {self.preset!r} (allowed: {', '.join(reproducible_presets())})")
-        if self.workers < 1:
-            raise ConfigError(f"workers: must be in [1, inf) (got {self.workers})")
-        if self.drops is not None and self.drops < 2:
-            raise ConfigError(f"drops: must be in [2, inf) (got {self.drops}); confidence bands need two drops")
-        if self.n_saa is not None and self.n_saa < 1:
-            raise ConfigError(f"n_saa: must be in [1, inf) (got {self.n_saa})")
+        check_count("workers", self.workers, 1, MAX_WORKERS)
+        check_count("drops", self.drops, 2, MAX_DROPS, "; confidence bands need two drops")
+        check_count("n_saa", self.n_saa, 1, MAX_N_SAA)
         if self.seed < 0:
             raise ConfigError(f"seed: must be in [0, inf) (got {self.seed})")
         from multispin.experiments.reproduce.executor import check_executor

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from multispin.errors import ConfigError
+from multispin.lifeline import exit_with_parent
 
 EXECUTORS = ("local", "ray")
 _RAY_MISSING = "executor: --executor ray needs Ray: pip install 'multispin[cluster]'"
@@ -62,18 +63,25 @@ def run_calls(
 
 def _pool_context():
     methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    if "forkserver" not in methods:
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    # the forkserver watches this process and ends with it (`multispin.lifeline`)
+    ctx.set_forkserver_preload(["__main__", "multispin._lifeline_preload"])
+    return ctx
 
 
-def _ignore_sigint() -> None:
+def _init_worker() -> None:
     """A worker leaves a terminal's Ctrl-C (sent to the whole process group) to the parent, which
-    kills it: no KeyboardInterrupt traceback from every worker."""
+    kills it: no KeyboardInterrupt traceback from every worker. And it ends with its parent,
+    however that ended (`multispin.lifeline`): a killed run leaves no worker computing."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    exit_with_parent()
 
 
 def _pool(fn, calls, workers) -> Iterator[tuple[Any, Any]]:
     pool = ProcessPoolExecutor(
-        max_workers=min(workers, len(calls)), mp_context=_pool_context(), initializer=_ignore_sigint
+        max_workers=min(workers, len(calls)), mp_context=_pool_context(), initializer=_init_worker
     )
     try:
         pending = {pool.submit(fn, *args): key for key, args in calls.items()}

@@ -31,7 +31,7 @@ from multispin.errors import ConfigError, MultispinError, ProtocolError
 from multispin.models.base import LoadedPair, SequenceLM
 from multispin.runtime.round.roles import Draft, DraftDevice
 from multispin.runtime.security.auth import SECRET_ENV, resolve_secret
-from multispin.runtime.security.keys import DeviceKeys, curve_client, load_device_keys
+from multispin.runtime.security.keys import DeviceKeys, curve_client, find_device_keys
 from multispin.runtime.wire import messages as P
 from multispin.runtime.wire.device_protocol import (
     Closed,
@@ -50,6 +50,11 @@ log = logging.getLogger("multispin.device")
 REFUSED_HINT_AFTER_S = 3.0  # refused connections for this long: the hint that nothing listens there
 
 _FATAL_CODES = ("auth", "refused")
+# A busy answer without a time (a server at its connection limit) is retried after this many seconds.
+BUSY_RETRY_S = 1.0
+# Busy answers keep a device waiting, without spending its reconnects, for up to this many server
+# timeouts in a row: longer than any back-off a server gives (at most half its idle timeout).
+BUSY_PATIENCE_TIMEOUTS = 3
 _ZMQ_EVENTS, _ZMQ_POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
 
 
@@ -65,7 +70,12 @@ def draft_alone(dev: DraftDevice, gamma: int) -> tuple[Draft, float]:
 
 
 class _Reconnect(Exception):
-    """The session ended; reconnect and resume from the server's record."""
+    """The session ended; reconnect and resume from the server's record. ``busy_s``: the server
+    answered busy and asked for that many seconds before the device rejoins."""
+
+    def __init__(self, message: str, busy_s: float | None = None):
+        super().__init__(message)
+        self.busy_s = busy_s
 
 
 class _Fatal(MultispinError):
@@ -138,6 +148,7 @@ class DeviceClient:
         reconnects: int = 5,
         server_timeout_s: float = 120.0,
         handshake_timeout_s: float = 30.0,
+        connect_timeout_s: float | None = None,
         max_context_tokens: int = 1 << 16,
         fault: str | None = None,
         on_event: Callable[[dict], None] | None = None,
@@ -157,8 +168,14 @@ class DeviceClient:
         self.resume = resume
         self.reconnects = reconnects
         self.server_timeout_s = server_timeout_s
-        # --server-timeout bounds every wait, the handshake's too (it used to wait 30 s regardless)
+        # how long busy answers may keep this device out in a row before they count as failures
+        self.busy_patience_s = BUSY_PATIENCE_TIMEOUTS * server_timeout_s
+        self._busy_since: float | None = None
+        # --server-timeout bounds every wait, the handshake's too
         self.handshake_timeout_s = min(handshake_timeout_s, server_timeout_s)
+        # no session within this many seconds of run(): the endpoint is dead, give up (None: never)
+        self.connect_timeout_s = connect_timeout_s
+        self._run_started = 0.0
         self.fault = _Fault.parse(fault)
         self.on_event = on_event
         self.drafter = drafter or draft_alone
@@ -199,6 +216,7 @@ class DeviceClient:
 
     def run(self) -> DeviceOutcome:
         self._ctx = zmq.Context()
+        self._run_started = time.monotonic()
         failures = 0
         try:
             while True:
@@ -210,6 +228,10 @@ class DeviceClient:
                 except _Vanish:
                     return self._outcome(False, "vanished", crashed=True)
                 except _Reconnect as exc:
+                    if self.sessions > sessions:
+                        self._busy_since = None
+                    if exc.busy_s is not None and self._wait_while_busy(exc):
+                        continue  # told to come back later: not a failed reconnect
                     # `reconnects` bounds attempts in a row: a session that got in starts afresh
                     failures = 1 if self.sessions > sessions else failures + 1
                     self._event("reconnect", reason=str(exc), attempt=failures)
@@ -217,13 +239,26 @@ class DeviceClient:
                         why = f"gave up after {self.reconnects} reconnects ({exc})"
                         if self.sessions:  # a server that went away mid-text: the partial text is an outcome
                             return self._outcome(False, why)
-                        raise ProtocolError(
-                            f"device {self.device_id}: {why}; is `multispin serve` running at {self.server}?"
-                        ) from None
+                        raise ProtocolError(f"device {self.device_id}: {why}; {self._where_hint()}") from None
                     log.warning("device %d: %s; reconnecting (%d/%d)", self.device_id, exc, failures, self.reconnects)
                     time.sleep(min(2.0, 0.1 * 2 ** (failures - 1)))
         finally:
             self._ctx.term()
+
+    def _wait_while_busy(self, exc: _Reconnect) -> bool:
+        """The server said busy (a straggler's back-off, a full server): wait what it asked, then
+        rejoin, without spending a reconnect. False once it has kept this device out for longer
+        than ``busy_patience_s`` in a row (then the answer counts as a failed reconnect)."""
+        now = time.monotonic()
+        self._busy_since = self._busy_since or now
+        left = self.busy_patience_s - (now - self._busy_since)
+        if left <= 0:
+            return False
+        wait = min(float(exc.busy_s or BUSY_RETRY_S), left)
+        self._event("busy", reason=str(exc), wait_s=round(wait, 3))
+        log.warning("device %d: %s; rejoining in %.1f s", self.device_id, exc, wait)
+        self._stop.wait(wait)
+        return True
 
     # ------------------------------------------------------------------ one connection
 
@@ -272,11 +307,11 @@ class DeviceClient:
                 if waited >= REFUSED_HINT_AFTER_S and not getattr(self, "_hinted", False):
                     self._hinted = True
                     log.warning(
-                        "device %d: nothing accepts connections at %s (refused for %.0f s); is "
-                        "`multispin serve` running there, on this port? still trying",
+                        "device %d: nothing accepts connections at %s (refused for %.0f s); %s; still trying",
                         self.device_id,
                         self.server,
                         waited,
+                        self._where_hint(),
                     )
             elif ev == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
                 raise _Fatal(f"device {self.device_id}: the server refused this device's key (not in its allowed set)")
@@ -297,6 +332,30 @@ class DeviceClient:
                 # would only wait out the timeout: retry with a fresh socket
                 raise _Reconnect("the server closed the connection before the handshake (busy?)")
 
+    def _where_hint(self) -> str:
+        return (
+            f"is `multispin serve` running at {self.server}, bound to an address this host reaches "
+            "(`serve --host 0.0.0.0` or its LAN address: the default 127.0.0.1 takes local devices only), "
+            "with that TCP port open in its firewall?"
+        )
+
+    def _check_connect_deadline(self) -> None:
+        """Give up (fatal) when no session started within ``connect_timeout_s`` of `run`."""
+        if self.connect_timeout_s is None or self.sessions > 0:
+            return
+        if time.monotonic() - self._run_started <= self.connect_timeout_s:
+            return
+        if self._connected:
+            why = "a connection was made but the server never welcomed this device"
+        elif self._refused_since is not None:
+            why = "connections refused (nothing listens there)"
+        else:
+            why = "no answer (no such host, or a firewall dropping the packets)"
+        raise _Fatal(
+            f"device {self.device_id}: no session with {self.server} within {self.connect_timeout_s:g} s "
+            f"(--connect-timeout): {why}; {self._where_hint()}"
+        )
+
     def _send(self, sock: zmq.Socket, msg: P.Message, limits: P.Limits) -> None:
         sock.send(P.encode_message(msg, limits))
 
@@ -309,6 +368,7 @@ class DeviceClient:
             if left <= 0:
                 raise _Reconnect(f"server silent for {timeout_s:g} s")
             self._check_connection()
+            self._check_connect_deadline()
             if self._poller.poll(int(min(left, 0.2) * 1000) + 1):  # sock.poll builds a Poller per call
                 frames = sock.recv_multipart()
                 if len(frames) != 1:
@@ -317,7 +377,8 @@ class DeviceClient:
                 if isinstance(msg, P.ErrorMsg):
                     if msg.code in _FATAL_CODES:
                         raise _Fatal(f"device {self.device_id}: server refused ({msg.code}): {msg.reason}")
-                    raise _Reconnect(f"server ended the session ({msg.code}): {msg.reason}")
+                    busy_s = (P.busy_wait_s(msg.reason) or BUSY_RETRY_S) if msg.code == "busy" else None
+                    raise _Reconnect(f"server ended the session ({msg.code}): {msg.reason}", busy_s)
                 return msg
 
     def _converse(self, sock: zmq.Socket, resume: bool) -> DeviceOutcome:
@@ -383,7 +444,10 @@ class DeviceClient:
         if w.device_id != self.device_id:
             raise _Fatal(f"WELCOME.device_id: {w.device_id}, this is device {self.device_id}")
         if self.pair_name and w.pair != self.pair_name[: P.MAX_NAME_CHARS]:
-            raise _Fatal(f"WELCOME.pair: server runs {w.pair!r}, this device {self.pair_name!r}")
+            raise _Fatal(
+                f"pair mismatch: the server runs pair {w.pair} (V = {w.vocab_size}), this device "
+                f"{self.pair_name} (V = {self.lm.vocab_size}); start the device with --pair {w.pair}"
+            )
         if tuple(w.tokens[: w.num_prompt]) != self.prompt_ids:
             raise _Fatal("WELCOME.tokens: the server's record does not start with this device's prompt")
         try:
@@ -456,7 +520,7 @@ def resolve_credentials(
                 "or a shared secret for a plaintext --insecure run"
             )
         return None, resolve_secret(secret)
-    found = keys if isinstance(keys, DeviceKeys) else load_device_keys(keys, device_id)
+    found = keys if isinstance(keys, DeviceKeys) else find_device_keys(keys, device_id)
     if found.device_id != device_id:
         raise ConfigError(f"keys: the key pair is device {found.device_id}'s, this is device {device_id}")
     return found, None
@@ -474,6 +538,7 @@ def build_device_client(
     resume: bool = True,
     reconnects: int = 5,
     server_timeout_s: float = 120.0,
+    connect_timeout_s: float | None = None,
     fault: str | None = None,
     on_event: Callable[[dict], None] | None = None,
 ) -> DeviceClient:
@@ -500,6 +565,7 @@ def build_device_client(
         resume=resume,
         reconnects=reconnects,
         server_timeout_s=server_timeout_s,
+        connect_timeout_s=connect_timeout_s,
         fault=fault,
         on_event=on_event,
     )

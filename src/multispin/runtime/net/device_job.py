@@ -22,6 +22,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from multispin.lifeline import exit_with_parent
+
 
 def run_jobs(
     jobs: Sequence[dict], result_path: Path | None = None, on_client: Callable[[Any], None] | None = None
@@ -77,6 +79,7 @@ def main(argv: Sequence[str]) -> int:
         print("usage: python -m multispin.runtime.net.device_job JOB.json", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    exit_with_parent()  # a killed launcher leaves no device process behind
     job = json.loads(Path(argv[0]).read_text())
     result = Path(job["result"])
     try:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from multispin.errors import ConfigError, ProtocolError
+from multispin.lifeline import exit_with_parent
 from multispin.models.base import LoadedPair
 from multispin.runtime.net.device_job import job_description, run_jobs, write_result
 from multispin.runtime.net.server import EdgeServer
@@ -123,6 +124,7 @@ def _fork_pool_main(
 ) -> None:
     """Body of the forked pool process: every device's jobs, each outcome written as it ends (the
     launcher may end the process once the server stopped, as it ends a forked device)."""
+    exit_with_parent()  # a killed launcher leaves no device process behind
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     path, done, lock = Path(result_path), [], threading.Lock()
@@ -155,6 +157,7 @@ def _fork_device_main(jobs: Sequence[dict], result_path: str, threads: int) -> N
     """Body of a forked device process (the pair is inherited from the parent). A terminal's
     Ctrl-C reaches the whole process group: the parent stops the session (the server says BYE),
     so the device ignores SIGINT instead of dying mid-frame."""
+    exit_with_parent()  # a killed launcher leaves no device process behind
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler: a plain stop
     code = 0

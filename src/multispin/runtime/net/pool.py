@@ -30,13 +30,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from multispin.errors import ConfigError
+from multispin.errors import ConfigError, Interrupted
 from multispin.models.base import BatchedLM, BatchedSequence, LoadedPair
 from multispin.runtime.net.device import DeviceClient, DeviceOutcome, normalise_endpoint, resolve_credentials
 from multispin.runtime.round.roles import Draft, DraftDevice, draft_all
+from multispin.runtime.security.limits import MAX_SERVED_DEVICES
 from multispin.runtime.wire import messages as P
 
 log = logging.getLogger("multispin.pool")
@@ -47,23 +47,40 @@ log = logging.getLogger("multispin.pool")
 # crashed peer, a device that joined mid-round). Long, so that a loaded host's slow thread still
 # joins its batch: the batches, and with them the logits' float rounding, do not depend on timing.
 GATHER_S = 2.0
+# How long a stopped pool waits for its devices to leave (each leaves at its next message boundary,
+# polled every 0.2 s) before it reports the partial texts it holds: well inside the command line's
+# stop grace, so that the texts and --result are written before the process is ended.
+STOP_JOIN_S = 2.0
+
+
+def _device_id(digits: str) -> int:
+    """A device id from its digits, refused beyond P.MAX_DEVICE_ID (a 5,000-digit number included)."""
+    if len(digits) > len(str(P.MAX_DEVICE_ID)) or int(digits) > P.MAX_DEVICE_ID:
+        raise ConfigError(f"devices: ids must lie in [0, {P.MAX_DEVICE_ID}] (got {digits[:20]})")
+    return int(digits)
 
 
 def parse_device_ids(spec: str) -> list[int]:
-    """'0-19' or '0-3,8,10-11' → the ids, in order; a one-line ConfigError otherwise."""
-    ids: list[int] = []
+    """'0-19' or '0-3,8,10-11' → the ids, in order; a one-line ConfigError otherwise. Every bound
+    and the total count are checked on the parsed numbers before any id list is built: a range
+    such as 0-2147483647 is refused in microseconds instead of filling the memory."""
+    bounds: list[tuple[int, int]] = []
     for part in str(spec).split(","):
         m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
         if not m:
-            raise ConfigError(f"devices: expected ids and ranges such as 0-19 or 0-3,8 (got {spec!r})")
-        lo, hi = int(m.group(1)), int(m.group(2) if m.group(2) is not None else m.group(1))
+            raise ConfigError(f"devices: expected ids and ranges such as 0-19 or 0-3,8 (got {spec[:80]!r})")
+        lo, hi = _device_id(m.group(1)), _device_id(m.group(2) if m.group(2) is not None else m.group(1))
         if hi < lo:
-            raise ConfigError(f"devices: range {lo}-{hi} runs backwards (got {spec!r})")
-        ids.extend(range(lo, hi + 1))
+            raise ConfigError(f"devices: range {lo}-{hi} runs backwards")
+        bounds.append((lo, hi))
+    count = sum(hi - lo + 1 for lo, hi in bounds)
+    if count > MAX_SERVED_DEVICES:
+        raise ConfigError(
+            f"devices: a pool holds at most {MAX_SERVED_DEVICES} devices, what one server serves (got {count})"
+        )
+    ids = [i for lo, hi in bounds for i in range(lo, hi + 1)]
     if len(set(ids)) != len(ids):
-        raise ConfigError(f"devices: an id appears twice (got {spec!r})")
-    if max(ids) > P.MAX_DEVICE_ID:
-        raise ConfigError(f"devices: ids must lie in [0, {P.MAX_DEVICE_ID}] (got {spec!r})")
+        raise ConfigError("devices: an id appears twice")
     return ids
 
 
@@ -212,13 +229,11 @@ class JobError:
 
 
 def _device_keys(keys: str | os.PathLike | dict | None, device_id: int):
-    """Device `device_id`'s key folder: keys[device_id] from a dict; from a folder, its
-    ``device-N`` subfolder where there is one (`multispin keys` and the testbed make those),
-    else the folder itself (one folder holding every pooled device's pair and server.key)."""
+    """Device `device_id`'s keys: keys[device_id] from a dict; a folder as every command reads it
+    (`resolve_credentials`: KEYS/device-N, or KEYS itself)."""
     if keys is None or isinstance(keys, dict):
         return None if keys is None else keys.get(device_id)
-    sub = Path(keys) / f"device-{device_id}"
-    return sub if sub.is_dir() else Path(keys)
+    return keys
 
 
 class DevicePool:
@@ -237,6 +252,7 @@ class DevicePool:
         resume: bool = True,
         reconnects: int = 5,
         server_timeout_s: float = 120.0,
+        connect_timeout_s: float | None = None,
         gather_s: float = GATHER_S,
         on_job: Callable[[dict], None] | None = None,
         on_event: Callable[[dict], None] | None = None,
@@ -261,7 +277,11 @@ class DevicePool:
         self.pair.check_drafts(sorted(set(names.values())), "draft")
         self._draft_of = names
         self._options: dict[str, Any] = dict(
-            resume=resume, reconnects=reconnects, server_timeout_s=server_timeout_s, on_event=on_event
+            resume=resume,
+            reconnects=reconnects,
+            server_timeout_s=server_timeout_s,
+            connect_timeout_s=connect_timeout_s,
+            on_event=on_event,
         )
         self.on_job = on_job
         self.lock = threading.RLock()
@@ -352,12 +372,32 @@ class DevicePool:
             for t in threads:
                 while t.is_alive():
                     t.join(0.5)
-        except KeyboardInterrupt:
-            self.stop()
-            for t in threads:
-                t.join(30)
-            raise
+        except KeyboardInterrupt as exc:
+            raise Interrupted.after(
+                exc, "interrupted: the pool's devices stopped", self._stopped(threads, per_slot)
+            ) from None
         return [o for outcomes in per_slot for o in outcomes]
+
+    def _stopped(self, threads: list[threading.Thread], per_slot: list[list]) -> list[DeviceOutcome | JobError]:
+        """Every device's outcome after a stop: what the slots returned within STOP_JOIN_S (each
+        device leaves at its next message boundary, within a poll), and for a device still busy
+        (mid-draft) its partial text as it holds it; the server's record of each goes on."""
+        self.stop()
+        deadline = time.monotonic() + STOP_JOIN_S
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        outcomes = [o for slot in per_slot for o in slot]
+        done = {o.device_id for o in outcomes}
+        for d, client in list(self._clients.items()):
+            if d not in done:
+                outcome = client._outcome(False, "interrupted")
+                if self.pair.tokenizer is not None and self._setup.acquire(timeout=1.0):
+                    try:
+                        outcome.text = self.pair.tokenizer.decode(outcome.generated, skip_special_tokens=True)
+                    finally:
+                        self._setup.release()
+                outcomes.append(outcome)
+        return sorted(outcomes, key=lambda o: o.device_id)
 
 
 def run_pool(

@@ -108,7 +108,7 @@ class RoundMessages:
         off, so one slow device costs the others at most that many deadlines per back-off."""
         cfg, r = self.config, self.out.round
         timeout = cfg.round_timeout_s
-        backoff = cfg.straggler_backoff_s or 10 * cfg.max_draft_misses * timeout
+        backoff = cfg.straggler_backoff()
         self.stragglers["missed"] += 1
         self.stragglers["held_at_most_s"] += timeout
         backed_off = self.proto.missed_draft(d, time.monotonic(), cfg.max_draft_misses, backoff)
@@ -122,12 +122,8 @@ class RoundMessages:
         )
         if backed_off:
             self.stragglers["backed_off"] += 1
-            self.drop(
-                d,
-                "busy",
-                f"no DRAFT within {timeout:g} s in round {r}, "
-                f"{cfg.max_draft_misses} rounds in a row: back off for {backoff:g} s",
-            )
+            cause = f"no DRAFT within {timeout:g} s in round {r}, {cfg.max_draft_misses} rounds in a row"
+            self.drop(d, "busy", P.busy_reason(cause, backoff))
         else:
             self.drop(d, "timeout", f"no DRAFT within {timeout:g} s in round {r}")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from multispin.runtime.security.limits import ConnectionLimits
+from multispin.runtime.security.limits import MAX_SERVED_DEVICES, ConnectionLimits
 from multispin.runtime.wire import messages as P
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 from multispin.speculative.warp import SamplingFields
@@ -22,8 +22,8 @@ class ServerConfig(SamplingFields):
 
     host: str = "127.0.0.1"
     port: int = Field(5555, ge=0, le=65535, description="0 = any free port")
-    expected_devices: int = Field(1, ge=1, le=4096, description="devices to wait for before round 0")
-    max_devices: int = Field(256, ge=1, le=4096, description="distinct device ids this server serves")
+    expected_devices: int = Field(1, ge=1, le=MAX_SERVED_DEVICES, description="devices to wait for before round 0")
+    max_devices: int = Field(256, ge=1, le=MAX_SERVED_DEVICES, description="distinct device ids this server serves")
     rounds: int | None = Field(None, ge=1, description="stop after this many rounds (None: when all done)")
     max_new_tokens: int = Field(32, ge=1, le=1 << 20)
     max_prompt_tokens: int = Field(4096, ge=1, le=1 << 20)
@@ -61,9 +61,9 @@ class ServerConfig(SamplingFields):
     straggler_backoff_s: float | None = Field(
         None,
         gt=0,
-        description="how long a straggler is kept out "
-        "(None: 10 × max_draft_misses × round_timeout_s, so that "
-        "stragglers cost the others at most ~1/11 of the time)",
+        description="how long a straggler is kept out (None: 10 × max_draft_misses × round_timeout_s); "
+        "at most half the idle and join timeouts either way, so that it is back before the server "
+        "stops waiting for it",
     )
     max_replacements_per_min: int = Field(
         10,
@@ -88,6 +88,16 @@ class ServerConfig(SamplingFields):
     @property
     def bind_endpoint(self) -> str:
         return f"tcp://{self.host}:{self.port if self.port else '*'}"
+
+    def straggler_backoff(self) -> float:
+        """Seconds a device that missed max_draft_misses draft deadlines in a row is kept out:
+        straggler_backoff_s (default 10 × max_draft_misses × round_timeout_s), bounded by half
+        of idle_timeout_s and of join_timeout_s. The bound keeps the back-off shorter than the
+        server's own waits, so a device that was only slow for a while (a host suspended, a lid
+        closed) is back, resumes its session and finishes its text, before the server gives up
+        on it; a device that stays slow costs the others one deadline per back-off."""
+        wanted = self.straggler_backoff_s or 10 * self.max_draft_misses * self.round_timeout_s
+        return min(wanted, self.idle_timeout_s / 2, self.join_timeout_s / 2)
 
     def connection_limits(self) -> ConnectionLimits:
         """Sessions and handshakes at once: only the default max_pending adapts to

@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 TOO_MANY_CONNECTIONS = "too many connections"
 TOO_MANY_PENDING = "too many pending handshakes"
 HANDSHAKE_DEADLINE = "handshake deadline passed"
+# distinct device ids one server serves at most (a pool cannot hold more devices than that either)
+MAX_SERVED_DEVICES = 4096
 
 
 @dataclass(frozen=True)

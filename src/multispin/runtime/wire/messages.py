@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 import struct
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -53,6 +54,7 @@ import msgpack
 
 from multispin.errors import ProtocolError
 from multispin.runtime.security.auth import MAC_BYTES, NONCE_BYTES
+from multispin.safe_text import escape_controls, has_controls
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX, check_draft
 from multispin.vocabulary import LINK_MODES
 
@@ -77,6 +79,21 @@ ENVELOPE_BYTES = 160
 # busy: the server is at its connection or handshake limit; try again (the others that refuse a
 # HELLO, auth and refused, are final)
 ERROR_CODES = ("auth", "refused", "protocol", "timeout", "replaced", "shutdown", "internal", "busy")
+
+# A busy answer that knows how long the device is kept out ends with this phrase, which the device
+# reads to wait that long before it rejoins (`busy_reason`, `busy_wait_s`).
+_BACK_OFF = re.compile(r"back off for (\d{1,9}(?:\.\d{1,3})?) s$")
+
+
+def busy_reason(cause: str, wait_s: float) -> str:
+    """An ERROR busy reason that tells the device to come back in ``wait_s`` seconds."""
+    return f"{cause}; back off for {max(wait_s, 0.0):.1f} s"
+
+
+def busy_wait_s(reason: str) -> float | None:
+    """The seconds a busy reason asks the device to wait (`busy_reason`), or None."""
+    m = _BACK_OFF.search(reason)
+    return float(m.group(1)) if m else None
 
 
 def _u32_bytes(tokens: Iterable[int]) -> tuple[bytes, int]:
@@ -112,7 +129,7 @@ class TokenDigest:
 
 
 def _one_line(text: object, limit: int = MAX_REASON_CHARS) -> str:
-    s = " ".join(str(text).split())
+    s = escape_controls(" ".join(str(text).split()))
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
@@ -280,6 +297,8 @@ def _str(max_chars: int, choices: Sequence[str] | None = None) -> FieldCheck:
             raise ProtocolError(f"{where}: expected a string (got {type(v).__name__})")
         if len(v) > max_chars:
             raise ProtocolError(f"{where}: {len(v)} characters, more than {max_chars}")
+        if has_controls(v):  # a newline or ESC would forge or erase the lines that show it
+            raise ProtocolError(f"{where}: holds control characters ({_one_line(repr(v), 40)})")
         if choices is not None and v not in choices:
             raise ProtocolError(f"{where}: {_show(v)} is not one of {', '.join(choices)}")
         return v

@@ -1,4 +1,4 @@
-"""Between-prompt spread of acceptance (`models.acceptance_spread`): the two-ends fit recovers a
+"""Between-prompt spread of acceptance (`acceptance.spread`): the two-ends fit recovers a
 known spread on simulated jobs, finds none where every prompt has the same rate (even when texts
 have easy and hard stretches, which the whole-job fit mistakes for spread), and jobs' α are drawn
 with the fitted mean and spread."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from multispin.models.acceptance_spread import (
+from multispin.acceptance.spread import (
     draw_job_alpha,
     fit_between_prompt_spread,
     fit_jobs,
@@ -97,7 +97,7 @@ def test_job_alpha_draws_have_the_mean_and_spread_asked_for():
 def test_a_spread_file_is_read_for_its_draft_task_and_sampling_only(tmp_path, monkeypatch):
     import json
 
-    import multispin.models.profiles as profiles
+    import multispin.acceptance.shipped as profiles
 
     sampled = {"temperature": 1.0, "top_k": 1024, "top_p": 1.0}
     (tmp_path / "pairx").mkdir()
@@ -112,7 +112,7 @@ def test_a_spread_file_is_read_for_its_draft_task_and_sampling_only(tmp_path, mo
 
 
 def test_the_embedded_pair_ships_its_measured_spread_for_the_testbed_draft_and_sampling():
-    from multispin.models.acceptance_spread import spread_files
+    from multispin.acceptance.spread import spread_files
 
     (doc,) = spread_files("smollm2-135m")
     assert doc["schema"] == "multispin.acceptance-spread" and doc["command"].startswith("python tools/forecast_gap.py")

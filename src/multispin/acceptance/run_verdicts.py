@@ -5,7 +5,7 @@ the testbed) and stops at each prompt's budget. Acceptance is not i.i.d. along a
 rejection the next position is a hard one; a long run of acceptances is an easy stretch), so the
 i.i.d. rate a run's verdicts show depends on the γ it drafts: for smollm2-135m's q5g64 draft the
 γ = 8 rounds on 160 prompts read chat 0.841 against 0.827 in 96 runs, and the shrunk profile
-estimate (`profiles.run_alpha`) read code 0.879 against 0.891. A forecast moves about 3.3% per
+estimate (`shrinkage.shrunk_alpha`) read code 0.879 against 0.891. A forecast moves about 3.3% per
 0.01 of α, so a forecast within 2% needs α to about ±0.006: only the runs themselves measure it
 that well.
 
@@ -13,7 +13,7 @@ This module reads each job's verdicts from a run's rounds (`job_verdicts`) and p
 per-task rate with a bootstrap interval over jobs (`pool_jobs`). ``tools/forecast_gap.py
 calibrate`` runs the testbed on seeds kept apart from those it is checked on and
 ``tools/forecast_gap.py ship-run-alpha`` writes ``data/profiles/<pair>/run-verdicts-<draft>-<policy>.json``;
-`profiles.in_run_alpha` reads it, and `profiles.device_alpha(kind="run")` prefers it to the shrunk
+`shipped.shipped_tokens_matched_alpha` reads it, and `profiles.device_alpha(kind="planned")` prefers it to the shrunk
 profile estimate. What the planner plans on is that file's tokens-matched α where it has one
 (`tokens_matched_alpha`, below; ``tools/forecast_gap.py ship-tokens-alpha``): the rate whose i.i.d.
 tokens per drafting round are the runs' own.
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from multispin.models.acceptance_spread import round_trials
+from multispin.acceptance.spread import round_trials
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The α a running system sees (`run_alpha`): a profile's teacher-forced α corrected by its own
+"""The α a running system sees (`shrinkage.shrunk_alpha`): a profile's teacher-forced α corrected by its own
 verdict rounds, shrunk across profiles."""
 
 from __future__ import annotations
@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from multispin.models.profiles import acceptance_profiles, device_alpha, gap_prior, run_alpha, verdict_alpha
+from multispin.acceptance.shipped import acceptance_profiles, device_alpha, shipped_shrunk_alpha
+from multispin.acceptance.shrinkage import gap_prior, shrunk_alpha, verdict_alpha
 
 SAMPLED = {"temperature": 1.0, "top_k": 1024, "top_p": 1.0}
 
@@ -23,7 +24,7 @@ def test_verdict_alpha_is_accepted_over_tested_positions():
     alpha, trials = verdict_alpha(prof)
     assert alpha == pytest.approx(3.0 / 3.8) and trials == pytest.approx(380)
     assert verdict_alpha({"alpha": 0.8, "num_rounds": 0, "iid_check": {"measured": []}}) is None
-    assert run_alpha({"alpha": 0.8, "num_rounds": 0}) == 0.8  # no verdicts: the teacher-forced α
+    assert shrunk_alpha({"alpha": 0.8, "num_rounds": 0}, (0.0, 0.0)) == 0.8  # no verdicts: the teacher-forced α
 
 
 def test_run_alpha_lies_between_the_teacher_forced_and_the_verdict_alpha_of_each_shipped_profile():
@@ -31,7 +32,7 @@ def test_run_alpha_lies_between_the_teacher_forced_and_the_verdict_alpha_of_each
         v = verdict_alpha(prof)[0]
         lo, hi = sorted((prof["alpha"], v))
         mu = gap_prior([p for p in acceptance_profiles("smollm2-135m")])[0]
-        assert lo - abs(mu) - 1e-9 <= run_alpha(prof) <= hi + abs(mu) + 1e-9
+        assert lo - abs(mu) - 1e-9 <= shipped_shrunk_alpha(prof) <= hi + abs(mu) + 1e-9
     # the testbed's default chat device: below its teacher-forced 0.840, as its runs' verdicts are
     shrunk = device_alpha("smollm2-135m", "q5g64", "chat", SAMPLED, kind="shrunk")
     assert 0.81 < shrunk < device_alpha("smollm2-135m", "q5g64", "chat", SAMPLED) - 0.01
@@ -58,7 +59,7 @@ def test_shrinking_the_gap_beats_either_estimate_alone_on_simulated_profiles():
         for p, a in zip(profiles, truth):
             err["teacher_forced"].append(abs(p["alpha"] - a))
             err["verdict"].append(abs(verdict_alpha(p)[0] - a))
-            err["run"].append(abs(run_alpha(p, prior) - a))
+            err["run"].append(abs(shrunk_alpha(p, prior) - a))
     mean = {k: float(np.mean(v)) for k, v in err.items()}
     assert mean["run"] < mean["teacher_forced"] and mean["run"] < mean["verdict"], mean
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import betaincinv
 
-from multispin.models.profiles import TASK_SOURCE, _same_policy, shipped_files
+from multispin.acceptance.shipped import TASK_SOURCE, _same_policy, shipped_files
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from multispin.models.profiles import (
+from multispin.acceptance.shipped import (
     acceptance_profiles,
     acceptance_table,
     compute_profile_path,

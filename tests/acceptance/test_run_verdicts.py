@@ -1,4 +1,4 @@
-"""The α runs' own verdicts show (`models.run_verdicts`): reading jobs from round rows, pooling
+"""The α runs' own verdicts show (`acceptance.run_verdicts`): reading jobs from round rows, pooling
 them with an interval that covers, and the shipped file the planner's run α prefers."""
 
 from __future__ import annotations
@@ -9,9 +9,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from multispin.models import profiles
-from multispin.models.profiles import device_alpha, in_run_alpha
-from multispin.models.run_verdicts import (
+from multispin.acceptance import shipped as profiles
+from multispin.acceptance.run_verdicts import (
     DraftRound,
     JobVerdicts,
     draft_rounds,
@@ -21,6 +20,7 @@ from multispin.models.run_verdicts import (
     pool_runs,
     tokens_matched_alpha,
 )
+from multispin.acceptance.shipped import device_alpha, shipped_tokens_matched_alpha
 
 SAMPLED = {"temperature": 1.0, "top_k": 1024, "top_p": 1.0}
 
@@ -121,8 +121,8 @@ def test_the_shipped_rates_are_what_the_planner_plans_on(pair):
             tokens = entry["tokens"]
             lo, hi = tokens["ci95"]
             assert lo < tokens["alpha"] < hi and hi - lo < limits["tokens_width"] and tokens["runs"] >= 100
-            assert in_run_alpha(pair, data["draft"], task, data["sampling"]) == tokens["alpha"]
-            assert device_alpha(pair, data["draft"], task, data["sampling"], kind="run") == tokens["alpha"]
+            assert shipped_tokens_matched_alpha(pair, data["draft"], task, data["sampling"]) == tokens["alpha"]
+            assert device_alpha(pair, data["draft"], task, data["sampling"], kind="planned") == tokens["alpha"]
         assert not set(data["runs"]["seeds"]) & set(limits["verdict_apart"])
         assert not set(data["tokens_runs"]["seeds"]) & set(limits["tokens_apart"])
 
@@ -130,8 +130,8 @@ def test_the_shipped_rates_are_what_the_planner_plans_on(pair):
 def test_a_sampling_policy_without_runs_has_no_run_alpha():
     # the shrunk profile estimate stands
     greedy = {"temperature": 0.0, "top_k": 0, "top_p": 1.0}
-    assert in_run_alpha("smollm2-135m", "q5g64", "chat", greedy) is None
-    assert in_run_alpha("tiny", "close", "chat", SAMPLED) is None
+    assert shipped_tokens_matched_alpha("smollm2-135m", "q5g64", "chat", greedy) is None
+    assert shipped_tokens_matched_alpha("tiny", "close", "chat", SAMPLED) is None
 
 
 def test_a_run_verdicts_file_without_tokens_gives_its_verdict_rate(monkeypatch):
@@ -139,18 +139,18 @@ def test_a_run_verdicts_file_without_tokens_gives_its_verdict_rate(monkeypatch):
     for entry in data["tasks"].values():
         del entry["tokens"]
     monkeypatch.setattr(profiles, "run_verdict_files", lambda pair: [data])
-    assert in_run_alpha("smollm2-135m", "q5g64", "chat", SAMPLED) == data["tasks"]["sharegpt"]["alpha"]
+    assert shipped_tokens_matched_alpha("smollm2-135m", "q5g64", "chat", SAMPLED) == data["tasks"]["sharegpt"]["alpha"]
 
 
 def test_without_a_run_verdicts_file_the_run_alpha_is_the_shrunk_profile_estimate(monkeypatch):
     shrunk = device_alpha("smollm2-135m", "q5g64", "chat", SAMPLED, kind="shrunk")
-    assert shrunk != device_alpha("smollm2-135m", "q5g64", "chat", SAMPLED, kind="run")
+    assert shrunk != device_alpha("smollm2-135m", "q5g64", "chat", SAMPLED, kind="planned")
     monkeypatch.setattr(profiles, "run_verdict_files", lambda pair: [])
-    assert device_alpha("smollm2-135m", "q5g64", "chat", SAMPLED, kind="run") == shrunk
+    assert device_alpha("smollm2-135m", "q5g64", "chat", SAMPLED, kind="planned") == shrunk
 
 
 def test_verdicts_by_response_token_places_each_trial_at_its_token():
-    from multispin.models.run_verdicts import verdicts_by_response_token
+    from multispin.acceptance.run_verdicts import verdicts_by_response_token
 
     tasks = {"0": "chat", "1": "code"}
     rows = [
@@ -185,7 +185,7 @@ def _jobs_with_a_first_token(rng, first: float, rest: float, n_jobs: int) -> lis
 
 
 def test_a_hard_first_token_is_found_and_an_even_rate_is_not_mistaken_for_one():
-    from multispin.models.run_verdicts import verdicts_by_response_token
+    from multispin.acceptance.run_verdicts import verdicts_by_response_token
 
     rng = np.random.default_rng(5)
     hard = verdicts_by_response_token(_jobs_with_a_first_token(rng, 0.5, 0.9, 200), {"0": "chat"})
