@@ -269,7 +269,7 @@ def plan(
             the same samples is added as ``objective`` (its γ, value, per-device goodputs, the sum
             goodput it gives and whether the search was exhaustive: `multispin.optimize.objectives`).
         verify: ``standard`` (the paper's model), ``coupled`` (every device coupled) or ``choose``
-            (coupled or standard per device with γ; docs/system-model.md §5.6). The coupled α is
+            (coupled or standard per device with γ; docs/system-model.md §5.7). The coupled α is
             the assumption of `multispin.system.coupled_alpha` (the plan's ``coupled_alpha`` says so).
     """
     from multispin.optimize.plan import optimize_instance
@@ -499,34 +499,48 @@ def testbed(
     sc: str | Path = "paper-qwen",
     pair: str = "smollm2-135m",
     *,
-    devices: int = 8,
+    devices: int | None = None,
     policy: str = "adaptive",
     rounds: int | None = None,
     max_new_tokens: int = 64,
     out: None | str | Path = None,
+    force: bool = False,
     device: str = "cpu",
     **options: Any,
 ) -> TestbedResult:
     """The networked system (``multispin testbed``): an edge server and K device processes over
     ZeroMQ on this machine, re-planned every round with the optimiser.
 
-    ``sc``: a preset name or scenario file; ``options``: any other field of
-    `TestbedConfig` (``clock``, ``split``, ``p_dl_dbm``,
-    ``seed``, ``ul_codec``, ...). ``result.summary`` holds the goodput next to the analytic and
-    Monte Carlo predictions; ``result.texts`` every device's text.
+    ``sc``: a preset name or scenario file; ``devices`` and ``seed`` default as the CLI's do (the
+    scenario file's ``devices.count`` and ``seed`` where it sets them, else 8 and 0); ``out`` that
+    holds a previous run is refused unless ``force=True``, as ``--force`` does; ``policy``: a built-in
+    policy or your own as ``"module:attr"`` (docs/own-policy.md); ``options``: any
+    other field of `TestbedConfig` (``clock``, ``split``, ``p_dl_dbm``, ``ul_codec``, ...).
+    ``result.summary`` holds the goodput next to the analytic and Monte Carlo predictions;
+    ``result.texts`` every device's text.
     """
+    from multispin.commands._checks import check_out_free
+    from multispin.commands._scenario_fields import check_scenario_fields, running_values
     from multispin.experiments.testbed import TestbedConfig, run_testbed
     from multispin.models.placement import place_pair
     from multispin.models.registry import resolve_pair
 
+    if out is not None:
+        check_out_free(Path(out), force, "testbed", ("summary.json", "rounds.jsonl"))
+    given = check_scenario_fields("testbed", str(sc))
+    picked = running_values(
+        str(sc), given, devices=devices, **{k: options.pop(k, None) for k in ("seed", "n_saa", "split")}
+    )
+    user_policy = policy if ":" in policy else None  # your own policy: module:attr (docs/own-policy.md)
     config = TestbedConfig.make(
         scenario=str(sc),
         pair=pair,
-        devices=devices,
-        policy=policy,
+        policy="adaptive" if user_policy else policy,
+        user_policy=user_policy,
         rounds=rounds,
         max_new_tokens=max_new_tokens,
         out=out,
+        **picked,
         **options,
     )
     return run_testbed(config, pair=place_pair(resolve_pair(pair), device, drafts=False))

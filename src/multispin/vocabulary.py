@@ -66,6 +66,8 @@ VerifyRule = Literal["standard", "coupled"]
 STANDARD: VerifyRule = "standard"
 COUPLED: VerifyRule = "coupled"
 VERIFY_RULES: tuple[VerifyRule, ...] = (STANDARD, COUPLED)
+# what a plan may be asked for: one rule for every device, or ``choose`` (per device, with γ)
+VERIFY_CHOICES: tuple[str, ...] = (*VERIFY_RULES, "choose")
 
 
 def verify_rule(name: str) -> VerifyRule:

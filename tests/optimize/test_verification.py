@@ -8,7 +8,7 @@ from reference_plans import FAST_CASES, fast_drop, grid_drop, load
 
 from multispin.errors import ConfigError
 from multispin.optimize.draft_lengths import exhaustive_oracle
-from multispin.optimize.goodput import SAAObjective, exact_goodput
+from multispin.optimize.goodput import SAAObjective, exact_goodput, t_comp_s
 from multispin.optimize.incremental import IncrementalSAA
 from multispin.optimize.plan import plan
 from multispin.optimize.verification import CoupledSAA
@@ -186,3 +186,33 @@ def test_per_round_three_way_never_below_its_single_rule_plans():
         assert three.goodput_tokens_per_s >= max(std.goodput_tokens_per_s, allc.goodput_tokens_per_s) * (1 - 1e-12)
         again = SAAObjective(inst.with_coupled(three.coupled), u).evaluate(three.draft_len)
         assert again.goodput_tokens_per_s == pytest.approx(three.goodput_tokens_per_s, rel=1e-12)
+
+
+def test_three_way_certificate_bounds_every_mask_and_gamma():
+    """The communication-aware bound with the coupled option is above the brute-force optimum over
+    (mask, γ), at or below the free-communication bound over masks, and that one is the exact
+    max over masks of G_max (brute force at K ≤ 4). Negative control: the all-standard bound alone
+    is below the three-way optimum on some drop (it does not cover coupled devices)."""
+    from multispin.optimize.bound import communication_bound
+    from multispin.optimize.plan import three_way_certificate
+
+    below = 0
+    for i in range(6):
+        inst, u = _small_drop(i)
+        if inst.num_devices > 4:
+            continue
+        best, (c, g) = _brute_force(inst, u)
+        p = plan(inst, uniforms=u, verify="choose", policy="oracle")
+        cert = three_way_certificate(inst, u, "equal", p, {"adaptive": 1.0})
+        assert cert.communication_bound_tokens_per_s >= best * (1 - 1e-12)
+        assert cert.communication_bound_tokens_per_s <= cert.upper_bound_tokens_per_s * (1 + 1e-9)
+        grid = np.array(list(itertools.product(range(inst.gamma_max + 1), repeat=inst.num_devices)))
+        free = 0.0
+        for bits in itertools.product((False, True), repeat=inst.num_devices):
+            m = inst.with_coupled(np.array(bits))
+            n = m.expected_tokens[np.arange(m.num_devices)[None, :], grid].sum(axis=1)
+            free = max(free, float(np.max(n / t_comp_s(m, grid))))
+        assert cert.upper_bound_tokens_per_s == pytest.approx(free, rel=1e-9)
+        std_only = communication_bound(SAAObjective(inst, u), p.draft_len).value
+        below += std_only < best * (1 - 1e-9)
+    assert below >= 1

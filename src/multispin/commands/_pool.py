@@ -35,6 +35,7 @@ def run_pool_command(
     resume: bool,
     reconnects: int,
     server_timeout: float,
+    connect_timeout: float,
     result: Path | None,
     as_json: bool,
 ) -> None:
@@ -70,6 +71,7 @@ def run_pool_command(
             resume=resume,
             reconnects=reconnects,
             server_timeout_s=server_timeout,
+            connect_timeout_s=connect_timeout or None,
         )
     failures = report(outcomes)
     if failures:

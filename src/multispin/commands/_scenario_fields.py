@@ -35,7 +35,10 @@ _NO_DEADLINE = "the optimiser's model has no correction deadline, only the runni
 
 # verb -> dotted prefix -> why the verb does not use the field (a prefix covers the table's fields)
 IGNORED: dict[str, dict[str, str]] = {
-    "optimize": {"channel.": _ONE_KNOWN_ROUND},
+    "optimize": {
+        **{f: _ONE_KNOWN_ROUND for f in ("channel.speed_kmh", "channel.pilot_snr_db", "channel.planning")},
+        "channel.correction_deadline_s": _NO_DEADLINE,
+    },
     "sweep": {
         "channel.correction_deadline_s": _NO_DEADLINE,
     },
@@ -45,15 +48,18 @@ IGNORED: dict[str, dict[str, str]] = {
 
 _EVERY_VERB = ("name", "devices.", "tasks.", "radio.", "compute.", "optimizer.", "seed")
 _CHANNEL_KNOWLEDGE = ("channel.speed_kmh", "channel.carrier_hz", "channel.pilot_snr_db", "channel.planning")
+# every verb that draws a channel: the carrier of a 3GPP path-loss law, and a trace of gains
+_OWN_CHANNEL = ("channel.carrier_hz", "channel.trace")
 # verb -> dotted prefixes the verb uses (testbed and demo: tasks and devices.acceptance are the online
 # estimator's prior where the pair ships no measured α; compute and draft latencies are the virtual clock's)
 USED: dict[str, tuple[str, ...]] = {
-    "optimize": _EVERY_VERB + ("payload.", "energy."),
+    "optimize": _EVERY_VERB + ("payload.", "energy.") + _OWN_CHANNEL,
     "sweep": tuple(p for p in _EVERY_VERB if p != "optimizer.")
     # each optimizer field by name: a field added later is classified for sweep, not used by default
     + ("optimizer.gamma_max", "optimizer.n_saa", "optimizer.objective", "optimizer.energy_weight_tokens_per_j")
     + ("payload.", "energy.")
-    + _CHANNEL_KNOWLEDGE,
+    + _CHANNEL_KNOWLEDGE
+    + ("channel.trace",),
     "testbed": _EVERY_VERB + ("channel.", "energy."),
     "demo": _EVERY_VERB + ("channel.", "energy."),
 }

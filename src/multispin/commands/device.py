@@ -43,9 +43,10 @@ def device(
     keys: Path | None = typer.Option(
         None,
         "--keys",
-        metavar="DEVICE_DIR",
+        metavar="KEYS",
         show_default="required unless --insecure",
-        help="this device's key folder (`multispin keys device --allow`): its key pair and server.key",
+        help="the key folder: KEYS/device-N for device N (as `multispin keys device KEYS/device-N` makes), "
+        "or the device's own folder",
     ),
     insecure: bool = typer.Option(False, "--insecure", help="plaintext and one shared secret (debugging only)"),
     secret: str | None = typer.Option(
@@ -69,6 +70,13 @@ def device(
     server_timeout: float = typer.Option(
         120.0, min=0.1, metavar="SECONDS", help="seconds of server silence (handshake included) before reconnecting"
     ),
+    connect_timeout: float = typer.Option(
+        60.0,
+        min=0.0,
+        metavar="SECONDS",
+        help="give up (exit 2) when no session started within this many seconds: nothing listening, "
+        "a server bound to 127.0.0.1 on another host, a firewall (0 = keep trying)",
+    ),
     threads: int | None = threads_option(),
     result: Path | None = typer.Option(
         None, metavar="FILE", help="write the outcome (text, tokens, digest) as JSON here"
@@ -80,6 +88,9 @@ def device(
     """Run one device: draft, upload, correct in UL or DL mode as the server says, until done;
     then print the text it generated.
 
+    Give-up bounds: --connect-timeout (default 60 s) for a server never reached, --reconnects
+    attempts (each waiting up to --server-timeout) for one that went away mid-text.
+
     Exit 0: the text is finished and its digest is the server's. Exit 1 (one line says why): the
     session ended before the text was finished (the server stopped, or went away and did not come
     back within --reconnects), or the digests differ; the partial text is still printed and
@@ -87,7 +98,7 @@ def device(
     or could never be reached.
 
     With --devices, one process hosts them all (a device pool): each device has its own session,
-    key (DEVICE_DIR/device-N, or DEVICE_DIR itself holding every pair) and socket, as if alone,
+    key (KEYS/device-N, or KEYS itself holding every pair) and socket, as if alone,
     and the pool drafts devices sharing a draft model in one batched forward per step. Exit 0
     when every device finished with the server's digest, else 1 (the other texts are printed)."""
     setup_logging(log_level)
@@ -116,6 +127,7 @@ def device(
                 resume=resume,
                 reconnects=reconnects,
                 server_timeout=server_timeout,
+                connect_timeout=connect_timeout,
                 result=result,
                 as_json=as_json,
             )
@@ -138,6 +150,7 @@ def device(
         resume=resume,
         reconnects=reconnects,
         server_timeout_s=server_timeout,
+        connect_timeout_s=connect_timeout or None,
         fault=fault,
     )
     doc = versioned(outcome.to_dict(), "device")

@@ -319,7 +319,7 @@ def optimize(
         "--verify",
         help="verification rule: standard (the paper's: UL/DL corrections), coupled (every device, shared "
         "randomness, nothing corrected over the air) or choose (per device, with γ); the coupled α is an "
-        "assumption (docs/system-model.md §5.6)",
+        "assumption (docs/system-model.md §5.7)",
     ),
     as_json: bool = json_option(),
     log_level: LogLevel = log_level_option(),

@@ -109,6 +109,8 @@ def print_table(doc: dict) -> None:
             *(share if coupled else ()),
         )
     table_console().print(t)
+    for note in doc.get("notes", []):
+        table_console().print(f"[yellow]note: {note}[/yellow]")
 
 
 @app.command()

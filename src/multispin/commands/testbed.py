@@ -17,7 +17,6 @@ from multispin.commands._flag_groups import CSI, LINK, MACHINE, OBJECTIVE, RADIO
 from multispin.commands._interrupt import reported_interrupt
 from multispin.commands._options import (
     Split,
-    choice_option,
     json_option,
     pair_option,
     pick_scenario,
@@ -34,11 +33,28 @@ from multispin.vocabulary import RUN_POLICIES
 DEVICES_SHOWN = "the scenario file's devices.count; 8 with a preset"
 
 
+ACCEPTANCE_PROFILE_OPTION = typer.Option(
+    None,
+    "--acceptance-profile",
+    metavar="FILE",
+    help="α measured on this pair (`multispin measure --out`; repeat per task): the planner and the "
+    "forecast use it instead of an assumed α",
+)
+COMPUTE_PROFILE_OPTION = typer.Option(
+    None,
+    "--compute-profile",
+    metavar="FILE",
+    help="compute times measured on this host (`multispin profile --out`): the virtual clock, the "
+    "planner and the forecast use them",
+)
+
+
 def _table(results, title: str) -> Table:
     t = right_aligned(
         title,
         "G: tokens/s on the scenario clock; forecast: the model's prediction on "
-        "fresh channels, independent of the run; model / MC: what the analytic "
+        "fresh channels, independent of the run, with the 95% range of one run of this length "
+        "(steady state); †: not a check of the model (why: below); model / MC: what the analytic "
         "model and the Monte Carlo simulator give at the realised rounds' γ and channels; "
         "DL: share of corrections in DL mode; γ̄: mean draft length; "
         "up / down: kbit moved per token on each link (drafts with their "
@@ -52,7 +68,7 @@ def _table(results, title: str) -> Table:
         t.add_row(
             s["policy"],
             f"{s['goodput_tokens_per_s']:.1f}",
-            f"{s['forecast_tokens_per_s']:.1f}",
+            forecast_cell(s),
             f"{s.get('conditioned_analytic_tokens_per_s', float('nan')):.1f}",
             f"{s.get('conditioned_montecarlo_tokens_per_s', float('nan')):.1f}",
             f"{s['dl_share']:.2f}",
@@ -63,6 +79,24 @@ def _table(results, title: str) -> Table:
             "ok" if s["consistent"] and s["digests_match"] else "MISMATCH",
         )
     return t
+
+
+def _policy_choice(value: str) -> str:
+    """A built-in policy name, or a user policy's module:attr (loaded when the run starts)."""
+    if value in RUN_POLICIES or ":" in value:
+        return value
+    raise typer.BadParameter(f"{value!r} is not one of {', '.join(map(repr, RUN_POLICIES))} nor MODULE:ATTR")
+
+
+def forecast_cell(s: dict) -> str:
+    """The forecast with its 95% range for one run of this length (where the model gives one), and
+    † where it cannot be trusted (the lines under the table say why)."""
+    f = s.get("forecast_tokens_per_s")
+    if f is None:
+        return "—"
+    lo, hi = s.get("forecast_one_run_low"), s.get("forecast_one_run_high")
+    text = f"{f:.1f}" + (f" [{lo:.1f}, {hi:.1f}]" if lo is not None and hi is not None else "")
+    return text + ("†" if s.get("forecast_caveats") else "")
 
 
 def _headline(config, pair) -> str:
@@ -98,11 +132,13 @@ def testbed(
         "virtual", help="virtual: the scenario's compute profile and airtime; wall: this host, airtime emulated"
     ),
     scenario: str | None = scenario_option(),
-    policy: str = choice_option(
+    policy: str = typer.Option(
         "adaptive",
-        tuple(RUN_POLICIES),
         "--policy",
-        help="correction modes: the optimiser's, all UL, all DL, a fair coin; or target_only (γ = 0)",
+        metavar=f"<{'|'.join(RUN_POLICIES)}|MODULE:ATTR>",
+        callback=_policy_choice,
+        help="correction modes: the optimiser's, all UL, all DL, a fair coin; or target_only (γ = 0); "
+        "or your own policy, module:attr (docs/own-policy.md)",
     ),
     split: Split | None = typer.Option(
         None,
@@ -131,6 +167,8 @@ def testbed(
     ),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
     machine: dict = MACHINE.slot,
+    acceptance_profile: list[str] | None = ACCEPTANCE_PROFILE_OPTION,
+    compute_profile: str | None = COMPUTE_PROFILE_OPTION,
     as_json: bool = json_option(help="print the summary as JSON"),
 ) -> None:
     """Run the edge server and K devices over real sockets, re-planning every round."""
@@ -143,6 +181,11 @@ def testbed(
     given = check_scenario_fields("testbed", scenario)
     picked = running_values(scenario, given, devices=devices, seed=seed, n_saa=None, split=split)
     devices = picked["devices"]
+    user_policy = policy if ":" in policy else None
+    if user_policy is not None:
+        from multispin.runtime.round.user_policy import load_policy
+
+        load_policy(user_policy)  # a bad module:attr stops here, before any model loads
     config = TestbedConfig.make(
         pair=pair,
         rounds=rounds,
@@ -150,7 +193,8 @@ def testbed(
         drafts=draft or None,
         clock=clock,
         scenario=scenario,
-        policy=policy,
+        policy="adaptive" if user_policy else policy,
+        user_policy=user_policy,
         **picked,
         **radio,
         **csi,
@@ -159,6 +203,8 @@ def testbed(
         tasks=tasks,
         runner=runner,
         out=out,
+        acceptance_profile=acceptance_profile or None,
+        compute_profile=compute_profile,
     )
     build_scenario(config)  # a bad scenario stops here, before any model loads
     # the devices draft in their own processes: only the target moves to the GPU
@@ -256,6 +302,8 @@ def demo(
     out: Path = typer.Option(Path("out/demo"), metavar="DIR", help="output folder (summary.json, demo.png, logs)"),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
     machine: dict = MACHINE.slot,
+    acceptance_profile: list[str] | None = ACCEPTANCE_PROFILE_OPTION,
+    compute_profile: str | None = COMPUTE_PROFILE_OPTION,
     as_json: bool = json_option(help="print the summary as JSON"),
 ) -> None:
     """Adaptive vs all_ul vs all_dl vs target_only in steady state, paired, with 95% intervals."""
@@ -268,7 +316,7 @@ def demo(
         plot_demo_sweep,
         run_demo,
     )
-    from multispin.experiments.testbed import build_scenario
+    from multispin.experiments.testbed import build_scenario, forecast_note
     from multispin.models.placement import place_pair
     from multispin.models.registry import resolve_pair
     from multispin.vocabulary import DEMO_POLICIES
@@ -302,6 +350,8 @@ def demo(
         drafts=draft or None,
         sweep=sweep,
         out=out,
+        acceptance_profile=acceptance_profile or None,
+        compute_profile=compute_profile,
     )
     build_scenario(
         config.testbed(config.lead, seed, radio["p_dl_dbm"], out)
@@ -362,6 +412,9 @@ def demo(
                     + "; ".join(f"{p} {x['estimate']:.3f} ({x['low']:.3f}–{x['high']:.3f})" for p, x in ratios),
                     highlight=False,
                 )
+        note = forecast_note(point.runs["adaptive"].results[0].summary) if "adaptive" in point.runs else ""
+        if note:
+            con.print(note, highlight=False)
         # after the verdicts: the goodput table, its caption and verdicts stay one block
         con.print(service_table([(r["policy"], r["service"]) for r in point.rows], "what each device gets"))
         for c in point.service_comparisons:
@@ -394,6 +447,8 @@ def _setup_lines(s: dict, cfg) -> str:
 
 
 def _demo_table(point, title: str) -> Table:
+    first = next(iter(point.runs.values()), None)
+    caveats = bool(first and first.results and first.results[0].summary.get("forecast_caveats"))
     t = right_aligned(
         title,
         "G: steady-state sum goodput Σ tokens / Σ (T_comp + T_comm), tokens/s, with its "
@@ -428,7 +483,7 @@ def _demo_table(point, title: str) -> Table:
             r["policy"],
             f"{g['estimate']:.1f} [{g['low']:.1f}, {g['high']:.1f}]",
             vs_txt,
-            f"{r['forecast_tokens_per_s']:.1f}",
+            f"{r['forecast_tokens_per_s']:.1f}" + ("†" if caveats else ""),
             f"{r['free_comm_tokens_per_s']:.1f}",
             f"{1e3 * r['mean_t_comp_s']:.0f}",
             f"{1e3 * r['mean_t_comm_s']:.0f}",

@@ -1,4 +1,4 @@
-"""When coupled verification wins: the closed-form boundary of docs/system-model.md §5.6.
+"""When coupled verification wins: the closed-form boundary of docs/system-model.md §5.7.
 
 A round makes N = Σ_k E[N_k] tokens in T = T_comp + E[T_comm] seconds. Switching a set of devices
 to coupled loses ΔN tokens (their E[N] at α_c instead of α) and saves ΔT seconds of expected
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 
-def expected_tokens(alpha, gamma: int) -> np.ndarray:
+def _expected_tokens(alpha, gamma: int) -> np.ndarray:
     """E_γ[N](α) = (1 − α^{γ+1})/(1 − α) (γ + 1 at α = 1)."""
     a = np.asarray(alpha, dtype=float)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -34,7 +34,7 @@ def expected_tokens(alpha, gamma: int) -> np.ndarray:
 def token_loss(alpha, loss, gamma: int) -> np.ndarray:
     """ΔN/N of switching to coupled at a fixed γ: 1 − E_γ[N](α(1 − loss)) / E_γ[N](α)."""
     a = np.asarray(alpha, dtype=float)
-    return 1.0 - expected_tokens(a * (1.0 - np.asarray(loss, dtype=float)), gamma) / expected_tokens(a, gamma)
+    return 1.0 - _expected_tokens(a * (1.0 - np.asarray(loss, dtype=float)), gamma) / _expected_tokens(a, gamma)
 
 
 def coupled_wins(alpha, loss, gamma: int, comm_share) -> np.ndarray:
@@ -55,9 +55,18 @@ def plot_boundary(path: str | Path, points=(), alphas=(0.85, 0.93), gammas=(4, 8
     for a in alphas:
         for g in gammas:
             ax.plot(100 * loss, token_loss(a, loss, g), label=f"α = {a:g}, γ = {g}")
-    for label, x, y in points:
+    for i, (label, x, y) in enumerate(points):
         ax.plot(100 * x, y, "o", color="black")
-        ax.annotate(label, (100 * x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
+        ax.annotate(label, (100 * x, y), textcoords="offset points", xytext=(5, 6 if i % 2 else -12), fontsize=8)
+    if points:
+        ax.text(
+            0.99,
+            0.02,
+            "dots: measured α-loss (smollm2 q5g64) at the T_comm share of\nthe paper's adaptive plan, paper-qwen default drop",
+            transform=ax.transAxes,
+            ha="right",
+            fontsize=7,
+        )
     ax.set_xlabel("α-loss 1 − α_c/α (%)")
     ax.set_ylabel("T_comm / T_round")
     ax.set_title("coupled wins above the curve (identical devices, fixed γ)")
@@ -68,3 +77,20 @@ def plot_boundary(path: str | Path, points=(), alphas=(0.85, 0.93), gammas=(4, 8
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def paper_points() -> list[tuple[str, float, float]]:
+    """The measured α-losses (smollm2-135m q5g64: chat, code) at the T_comm share of the paper's
+    adaptive plan on paper-qwen's default drop (K = 20, seed 0, P^ul = 10 dBm)."""
+    import multispin as ms
+    from multispin.system.coupled_alpha import COUPLED_RATIO
+
+    g = ms.plan(ms.scenario(), baselines=False).report.plan.goodput
+    share = g.e_t_comm_s / (g.t_comp_s + g.e_t_comm_s)
+    return [(kind, 1.0 - r, share) for kind, r in COUPLED_RATIO.items()]
+
+
+if __name__ == "__main__":  # python -m multispin.experiments.coupled_boundary docs/images/coupled-boundary.png
+    import sys
+
+    print(plot_boundary(sys.argv[1], points=paper_points(), alphas=(0.84, 0.93), gammas=(4, 8)))

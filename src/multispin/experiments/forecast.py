@@ -119,6 +119,7 @@ def forecast_goodput(
     jobs = None  # each job's α, from a stream of its own: without spread the forecast is what it was
     gmax = scenario.optimizer.gamma_max
     tokens = comp = comm = 0.0
+    replica_goodput = []  # each replica's realised tokens (acceptance drawn) over its time
     gammas, estimates = [], []  # per model round: the plan's γ and the acceptance estimates it planned on
     r = FORECAST_ROUND_OFFSET
     for _ in range(-(-rounds // horizon)):
@@ -132,6 +133,7 @@ def forecast_goodput(
         truth = device_alpha if jobs is None else jobs.next(np.arange(k))
         fresh = None if max_new_tokens is None else int(max_new_tokens)
         budget = None if fresh is None else np.full(k, fresh)
+        drawn = spent = 0.0
         for _ in range(horizon):
             caps = None if budget is None else {d: int(min(budget[d] - 1, gmax)) for d in range(k)}
             rp = planner.plan(r, range(k), caps)
@@ -145,6 +147,7 @@ def forecast_goodput(
             gammas.append(gamma)
             estimates.append(np.asarray(rp.instance.alpha, dtype=float))
             accepted = draw_accepted(truth if truth_c is None else np.where(coupled, truth_c, truth), gamma, rng)
+            drawn, spent = drawn + float(np.sum(accepted + 1)), spent + tc + tm
             if online:
                 for d in range(k):
                     est = planner.coupled_estimator if coupled[d] else planner.estimator
@@ -156,6 +159,7 @@ def forecast_goodput(
                 if jobs is not None and np.any(ended):
                     truth = truth.copy()
                     truth[ended] = jobs.next(np.flatnonzero(ended))
+        replica_goodput.append(drawn / spent if spent > 0 else 0.0)
     g = np.array(gammas)
     return {
         "forecast_tokens_per_s": tokens / (comp + comm),
@@ -166,6 +170,7 @@ def forecast_goodput(
         "forecast_t_comm_s": comm / len(g),
         "forecast_mean_gamma": float(g.mean()),
         "forecast_drafting_share": float(np.mean(g > 0)),
+        **one_run_range(replica_goodput, tokens / (comp + comm)),
         **{f"forecast_{key}": v for key, v in estimate_figures(np.array(estimates), prior).items()},
     }
 
@@ -179,6 +184,21 @@ def _coupled_truth(planner: ScenarioPlanner, rp, truth: np.ndarray) -> tuple[np.
         return np.zeros(k, dtype=bool), None
     coupled = np.array([bool(rp.coupled.get(d, False)) for d in range(k)])
     return coupled, assumed_coupled_alpha(planner.world.drop.task, truth)
+
+
+MIN_REPLICAS_FOR_RANGE = 4  # fewer replicas give no honest spread
+
+
+def one_run_range(replica_goodput: list[float], forecast: float) -> dict[str, float | None]:
+    """The 95% range of one run of the forecast's length on the model: the forecast ± 1.96 sd of
+    the replicas' goodput, each a run of that length with its own jobs, channels and acceptance draws
+    (T_comm at its expectation given the drafts), cut at 0 (a goodput is not negative). None with fewer than `MIN_REPLICAS_FOR_RANGE`
+    replicas (a makespan forecast is one replica)."""
+    if len(replica_goodput) < MIN_REPLICAS_FOR_RANGE:
+        return {"forecast_one_run_low": None, "forecast_one_run_high": None}
+    g = np.asarray(replica_goodput, dtype=float)
+    half = 1.96 * float(g.std(ddof=1))
+    return {"forecast_one_run_low": max(0.0, forecast - half), "forecast_one_run_high": forecast + half}
 
 
 def estimate_figures(estimates: np.ndarray, prior: np.ndarray) -> dict[str, float]:

@@ -108,6 +108,7 @@ class SweepTable:
     summaries: list[dict[str, Any]] = field(repr=False, default_factory=list)
     objective: str = "sum"
     energy_weight_tokens_per_j: float | None = None  # the energy objective's w (None for the others)
+    notes: list[str] = field(default_factory=list)  # swept fields that changed nothing (`unchanged_axes`)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready table (what ``multispin sweep --json`` prints, less the version fields)."""
@@ -123,6 +124,7 @@ class SweepTable:
                 "objective": self.objective,
                 "energy_weight_tokens_per_j": self.energy_weight_tokens_per_j,
                 "rows": self.rows,
+                "notes": self.notes,
             }
         )
 
@@ -212,7 +214,28 @@ def grid_points(sc, over: Mapping[str, Sequence[Any]], policies: Sequence[str]) 
             point_options = {"csi": True, "replicates": CSI_REPLICATES, "planning": point_sc.channel.planning}
         # seed_params=(): every point draws the same drops (common random numbers across the grid)
         points.append(_ScenarioPoint(STUDY, overrides, sc.name, overrides, point_options, seed_params=(), base=base))
+    if "channel.planning" in over and not any(p.options.get("csi") for p in points):
+        raise ConfigError(
+            "over: channel.planning: changes nothing here: planning acts on channel estimates, and no point "
+            "sets channel.speed_kmh or channel.pilot_snr_db (e.g. --set channel.pilot_snr_db=10)"
+        )
     return points
+
+
+def unchanged_axes(rows: Sequence[dict], over: Mapping[str, Sequence[Any]]) -> list[str]:
+    """A note for each swept field whose values gave identical rows (goodput and γ̄ of every
+    policy, at every value of the other fields): a field that changed nothing in these drops."""
+    notes = []
+    for name, values in over.items():
+        if len(set(map(repr, values))) < 2:
+            continue
+        groups: dict[tuple, set] = {}
+        for r in rows:
+            key = (r["policy"], *(repr(r[n]) for n in over if n != name))
+            groups.setdefault(key, set()).add((r["goodput_tokens_per_s"], r["mean_draft_len"]))
+        if groups and all(len(g) == 1 for g in groups.values()):
+            notes.append(f"{name}: every value gave the same goodput and γ̄ (the field changed nothing in these drops)")
+    return notes
 
 
 def csi_rows(rows: Sequence[dict], planning: str) -> list[dict]:
@@ -347,16 +370,18 @@ def run_sweep(
         )
         for p in points
     ]
+    rows = table_rows(points, summaries, policies)
     return SweepTable(
         sc.name,
         {k: list(v) for k, v in over.items()},
         policies,
         drops,
         base_seed,
-        table_rows(points, summaries, policies),
+        rows,
         summaries,
         sc.optimizer.objective,
         sc.optimizer.energy_weight_tokens_per_j if sc.optimizer.objective == "energy" else None,
+        unchanged_axes(rows, over),
     )
 
 
@@ -418,6 +443,10 @@ def plot_sweep(table: SweepTable, path: Path | None = None, field_name: str | No
         ax.set_title(f"{table.scenario}{': ' + title if title else ''} ({table.drops} drops, 95% bands)", fontsize=9)
         ax.grid(alpha=0.3)
         legend(ax)
+    label = next((r["coupled_alpha"] for r in table.rows if r.get("coupled_alpha")), None)
+    if label:  # the coupled policies rest on an assumed coupled α: the figure says so
+        fig.text(0.01, 0.005, label, fontsize=6, wrap=True)
+        fig.subplots_adjust(bottom=0.28)
     if path is not None:
         save(fig, Path(path))
     return fig

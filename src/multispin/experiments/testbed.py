@@ -38,18 +38,21 @@ import numpy as np
 from pydantic import Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
+from multispin.acceptance.kinds import TEACHER_FORCED
 from multispin.acceptance.shipped import planned_kind
 from multispin.config import StrictConfig
-from multispin.errors import Interrupted
+from multispin.errors import ConfigError, Interrupted
 from multispin.experiments.forecast import estimate_figures, forecast_goodput
 from multispin.experiments.predictions import model_predictions
 from multispin.experiments.service import service_metrics
 from multispin.progress import Step, StepReporter, reporter
 from multispin.runtime.net.round_sink import RoundSink
 from multispin.runtime.round.planner import ScenarioPlanner
+from multispin.runtime.round.user_policy import load_policy
 from multispin.runtime.wire.round_row import RoundRow
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 from multispin.system.payload import PAPER_PAYLOAD_BITS, WirePayload
+from multispin.system.profile_fit import MIN_R2
 from multispin.system.scenario import Scenario
 from multispin.vocabulary import Objective, policy_links
 from multispin.vocabulary import RunPolicy as Policy
@@ -101,6 +104,10 @@ class TestbedSettings(StrictConfig):
     runner: Literal["subprocess", "fork", "thread", "pool"] = "fork"
     round_timeout_s: float = Field(120.0, gt=0)
     n_saa: int = Field(300, ge=10, le=100_000, description="SAA samples of the per-round plan")
+    # the user's own measurements (`multispin measure --out`, `multispin profile --out`) of this pair:
+    # the planner and the forecast take α and the compute times from them (docs/own-models.md)
+    acceptance_profile: list[str] | None = None
+    compute_profile: str | None = None
 
     @field_validator("ul_codec", "dl_codec")
     @classmethod
@@ -127,6 +134,8 @@ class TestbedConfig(TestbedSettings):
     rounds: int | None = Field(None, ge=1, le=4096)
     clock: Clock = "virtual"
     policy: Policy = "adaptive"
+    # a user's policy, module:attr (runtime/round/user_policy.py): it replaces `policy`'s rules
+    user_policy: str | None = None
     tasks: Literal["chat", "code", "mixed"] = "mixed"
     temperature: float = Field(1.0, ge=0.0)
     out: Path | None = None
@@ -231,18 +240,47 @@ class TestbedResult:
     texts: dict[int, str] = field(default_factory=dict)
 
 
+def forecast_caveats(summary: dict) -> list[str]:
+    """Why the run's forecast cannot be read as a check of the model, one line each (none: it can):
+    α assumed rather than measured for this pair, compute timed with another host's profile on the
+    wall clock, a compute profile whose fit is poor, channel-estimation error (mobility, pilot
+    noise) that the forecast has not been validated under."""
+    out = []
+    pair = summary.get("pair", "?")
+    cfg = summary.get("config", {})
+    if not summary.get("alpha_prior_measured", True):
+        out.append(
+            f"α assumed: the scenario's, not measured for pair {pair} under this sampling "
+            f"(`multispin measure --pair {pair} --out acc.json`, then --acceptance-profile acc.json)"
+        )
+    if summary.get("clock") == "wall" and not cfg.get("compute_profile") and "forecast_compute" in summary:
+        c = summary["forecast_compute"]
+        out.append(
+            f"compute of another host: G is this host's wall clock, the forecast times compute with scenario "
+            f"{c['scenario']}'s profile (T_ver0 {1e3 * c['t_ver0_s']:.1f} ms, T_ver1 {1e3 * c['t_ver1_s']:.1f} ms, "
+            f"T^dft {1e3 * c['draft_latency_s_per_token']:.1f} ms/token) "
+            "(`multispin profile --out compute.json`, then --compute-profile compute.json)"
+        )
+    r2 = summary.get("compute_profile_r2")
+    if isinstance(r2, (int, float)) and r2 < MIN_R2:
+        out.append(
+            f"compute profile of poor fit: its T_ver fit explains little of the timings (R² = {r2:.2f} < {MIN_R2:g}; "
+            "a loaded host?): profile again on an idle host with more --repeats"
+        )
+    ch = summary.get("channel") or {}
+    if ch.get("speed_kmh") is not None or ch.get("pilot_snr_db") is not None:
+        out.append(
+            f"channel knowledge: the run planned on aged or noisy channel estimates (speed {ch.get('speed_kmh')} km/h, "
+            f"pilot SNR {ch.get('pilot_snr_db')} dB, {ch.get('planning')} planning); the forecast has not been "
+            "validated against runs under estimation error"
+        )
+    return out
+
+
 def forecast_note(summary: dict) -> str:
-    """On the wall clock, the one line that says which compute profile the forecast assumes: the
-    scenario's (the paper presets': an A100), not this host's stopwatch."""
-    if summary.get("clock") != "wall" or "forecast_compute" not in summary:
-        return ""
-    c = summary["forecast_compute"]
-    return (
-        f"note: G is this host's wall clock, but the forecast times compute with the profile of scenario "
-        f"{c['scenario']} (T_ver0 {1e3 * c['t_ver0_s']:.1f} ms, T_ver1 {1e3 * c['t_ver1_s']:.1f} ms, "
-        f"T^dft {1e3 * c['draft_latency_s_per_token']:.1f} ms/token), not this host's; for a forecast of this "
-        "host, time it (`multispin profile --out compute.json`) and put those numbers in the scenario"
-    )
+    """The lines printed under a run's table when its forecast cannot be trusted (`forecast_caveats`)."""
+    lines = forecast_caveats(summary)
+    return "\n".join(["† forecast not a check of the model here:", *(f"  - {c}" for c in lines)]) if lines else ""
 
 
 def build_scenario(config: TestbedConfig) -> Scenario:
@@ -353,8 +391,13 @@ def _run_figures(
     if config.clock == "wall":
         wall = sum(row.round_wall_s for row in rows) + airtime_s
         figures["goodput_tokens_per_s"] = figures["tokens"] / wall if wall else 0.0
-    pred = model_predictions(planner, mc_rounds=200, seed=config.seed) if planner.clock.rounds and predict else {}
-    if predict:
+    built_in = config.user_policy is None  # the model's predictions know the built-in mode rules only
+    pred = (
+        model_predictions(planner, mc_rounds=200, seed=config.seed)
+        if planner.clock.rounds and predict and built_in
+        else {}
+    )
+    if predict and built_in:
         # the forecast replays the run's jobs (budgets, each prompt's own α) and its online
         # estimator; the budget-blind forecast at the prior α (the model before them) is kept next to it
         forecast = {
@@ -425,9 +468,56 @@ def testbed_setup(config: TestbedConfig, pair, field_name: str = "drafts") -> Te
     tasks = assign_tasks(config.devices, config.tasks, config.seed)
     scenario = build_scenario(config)
     choice = payload_choice(config, pair.vocab_size, scenario.optimizer.gamma_max)
-    scenario, measured = with_measured_acceptance(scenario, pair.name, drafts, tasks, choice.sampling)
-    kinds = [planned_kind(pair.name, d, t, choice.sampling) for d, t in zip(drafts, tasks)]
+    scenario = with_user_profiles(scenario, config, pair, drafts)
+    if config.acceptance_profile:  # the user's measurement of this pair beats any shipped one
+        scenario, measured = with_task_acceptance(scenario, tasks)
+        table = scenario.tasks.acceptance  # a `multispin measure` profile: the teacher-forced α
+        kinds: list[str | None] = [TEACHER_FORCED if t in table else None for t in tasks]
+    else:
+        scenario, measured = with_measured_acceptance(scenario, pair.name, drafts, tasks, choice.sampling)
+        kinds = [planned_kind(pair.name, d, t, choice.sampling) for d, t in zip(drafts, tasks)]
     return TestbedSetup(drafts, tasks, scenario, measured, choice, kinds)
+
+
+def with_task_acceptance(scenario: Scenario, tasks: list[str]) -> tuple[Scenario, bool]:
+    """Each device's α from the scenario's (measured) task table by the task its prompts are of;
+    a task the table lacks keeps the scenario's α for that device. Returns the scenario and
+    whether every device's α was measured."""
+    from multispin.system.channel import World
+
+    table = scenario.tasks.acceptance
+    assumed = World(scenario).drop.alpha
+    alpha = [float(table[t]) if t in table else float(a) for t, a in zip(tasks, assumed)]
+    return scenario.override({"devices.acceptance": alpha}), all(t in table for t in tasks)
+
+
+def with_user_profiles(scenario: Scenario, config: TestbedSettings, pair, drafts: list[str]) -> Scenario:
+    """The scenario with the config's acceptance and compute profiles applied, each checked
+    against the run's pair: a profile measured on another vocabulary is refused in one line."""
+    from multispin.system.profile_fit import profile_vocab_size, read_profile
+
+    def checked(source, what: str) -> dict:
+        data = dict(read_profile(source, what))
+        v = profile_vocab_size(data)
+        if v is not None and v != pair.vocab_size:
+            raise ConfigError(
+                f"{what}: measured on pair {data.get('pair', '?')!r} (V = {v:,}), but this run's pair "
+                f"{pair.name!r} has V = {pair.vocab_size:,}; measure this pair (`multispin measure --pair {pair.name}`)"
+            )
+        data.pop("vocab_size", None)  # checked against the pair: the scenario's own V is the paper's payload
+        data.pop("pair", None)
+        return data
+
+    if config.acceptance_profile:
+        scenario = scenario.with_acceptance_profile(
+            [checked(p, "acceptance_profile") for p in config.acceptance_profile]
+        )
+    if config.compute_profile:
+        profile = checked(config.compute_profile, "compute_profile")
+        table = profile.get("draft_latency_s_per_token")
+        draft = drafts[0] if isinstance(table, dict) and len(set(drafts)) == 1 and drafts[0] in table else None
+        scenario = scenario.with_compute_profile(profile, draft=draft)
+    return scenario
 
 
 def run_testbed(
@@ -482,6 +572,7 @@ def _run_testbed(config: TestbedConfig, pair, progress: StepReporter | None, pha
         policy=config.policy,
         split=config.split,
         charge_planning=config.clock == "wall",
+        user_policy=load_policy(config.user_policy) if config.user_policy else None,
     )
     out = Path(config.out) if config.out else None
     if out:
@@ -531,7 +622,7 @@ def _run_testbed(config: TestbedConfig, pair, progress: StepReporter | None, pha
     records = summary.server.devices
     result = {
         "pair": pair.name,
-        "policy": config.policy,
+        "policy": config.user_policy or config.policy,
         "clock": config.clock,
         "scenario": config.scenario,
         "devices": config.devices,
@@ -574,10 +665,16 @@ def _run_testbed(config: TestbedConfig, pair, progress: StepReporter | None, pha
         "drafts": {str(d): name for d, name in enumerate(drafts)},
         "alpha_prior": {str(d): float(a) for d, a in enumerate(planner.world.drop.alpha)},
         "alpha_prior_measured": measured,
+        "acceptance_source": planner.scenario.tasks.source if config.acceptance_profile else None,
         "consistent": summary.consistent,
         "digests_match": all(r.digest_match is not False for r in records.values()),
         "server_digests": {str(d): r.digest for d, r in records.items()},
     }
+    if config.compute_profile:
+        from multispin.system.profile_fit import read_profile
+
+        result["compute_profile_r2"] = read_profile(config.compute_profile, "compute_profile").get("r2")
+    result["forecast_caveats"] = forecast_caveats(result)
     texts = {d: pair.tokenizer.decode(r.generated, skip_special_tokens=True) for d, r in records.items()}
     result["jobs_finished"] = sum(1 for r in records.values() if r.finished)
     result["interrupted"] = interrupted is not None

@@ -208,10 +208,9 @@ def choose_verification(
 
 def _objective_search(inst: Instance, mask: np.ndarray, template):
     """An `ObjectiveSearch` on ``inst`` with coupled ``mask``, sharing ``template``'s settings and
-    its per-rejected-set mode tables (they depend on the rejected set only, never on the mask)."""
-    from multispin.optimize.objectives import ObjectiveSearch
-
-    s = ObjectiveSearch(
+    its per-rejected-set mode tables (they depend on the rejected set only, never on the mask).
+    Built as ``type(template)``: this module does not import the objectives (they import it)."""
+    s = type(template)(
         inst.with_coupled(mask), template.u, template.objective, template.energy, template.modes, template.split
     )
     s.mode_u = template.mode_u

@@ -42,6 +42,8 @@ STREAMS = {
     "coin": 11,
     # rejected sets drawn for E[T_comm | a round's drafts] where too many are uncertain to enumerate
     "conditioned_comm": 12,
+    # the 3GPP large-scale drop: device bearings, LOS states, shadow fading (once per scenario)
+    "large_scale": 13,
 }
 
 
@@ -117,6 +119,26 @@ def drop_devices(scenario: Scenario) -> DeviceDrop:
     return DeviceDrop(dist, tasks, alpha, tdft, assumed)
 
 
+def large_scale_gain(scenario: Scenario, distance_m: np.ndarray) -> np.ndarray:
+    """Each device's large-scale power gain, fixed for the drop: the log-distance law, or a 3GPP
+    TR 38.901 environment (`radio.path_loss_model`) with the devices on random bearings around the
+    base station, their LOS states and correlated shadow fading drawn from the ``large_scale``
+    stream (a pure function of the seed and the distances)."""
+    r = scenario.radio
+    d = np.asarray(distance_m, dtype=float)
+    if r.path_loss_model == "log-distance":
+        return path_loss_linear(d, r.path_loss_db_at_1m, r.path_loss_exponent)
+    from multispin.system.tr38901 import draw_large_scale
+
+    rng = stream(scenario.seed, "large_scale")
+    bearing = rng.uniform(0.0, 2 * np.pi, size=d.size)
+    positions = np.stack([d * np.cos(bearing), d * np.sin(bearing)], axis=1)
+    env = r.path_loss_model.removeprefix("3gpp-")
+    fc_ghz = scenario.channel.carrier_hz / 1e9
+    drop = draw_large_scale(env, positions, fc_ghz, rng, h_bs=r.bs_height_m, h_ut=r.ut_height_m, shadowing=r.shadowing)
+    return drop.gain
+
+
 @dataclass(frozen=True)
 class ChannelState:
     """Power gains of one round (path loss × fading) per device and link."""
@@ -127,7 +149,8 @@ class ChannelState:
 
 
 class ChannelGenerator:
-    """Block-fading channel of a scenario: fixed distances, fading redrawn every round.
+    """Block-fading channel of a scenario: fixed distances, fading redrawn every round; or, with
+    ``channel.trace``, the trace's gains of each round.
 
     ``draw(r)`` is a pure function of (seed, r). With reciprocity the DL gain equals the UL gain;
     without it the DL fading is an independent draw (same path loss).
@@ -138,10 +161,19 @@ class ChannelGenerator:
         if distance_m is None:
             distance_m = drop_devices(scenario).distance_m
         self.distance_m = np.asarray(distance_m, dtype=float)
-        r = scenario.radio
-        self.path_loss = path_loss_linear(self.distance_m, r.path_loss_db_at_1m, r.path_loss_exponent)
+        self.trace = None
+        if scenario.channel.trace is not None:  # a measured channel: gains per round and device
+            from multispin.system.trace import load_trace
+
+            self.trace = load_trace(scenario.channel.trace, scenario.devices.count)
+            self.path_loss = self.trace.mean_gain
+        else:
+            self.path_loss = large_scale_gain(scenario, self.distance_m)
 
     def draw(self, round_index: int = 0) -> ChannelState:
+        if self.trace is not None:  # round r takes trace round r mod R
+            gain_ul, gain_dl = self.trace.at(round_index)
+            return ChannelState(gain_ul, gain_dl, self.path_loss)
         r = self.scenario.radio
         rng = stream(self.scenario.seed, "fading", round_index)
         k = self.distance_m.size

@@ -30,11 +30,9 @@ import numpy as np
 from scipy.special import j0
 
 from multispin.errors import ConfigError
-from multispin.system.channel import ChannelState, drop_devices, stream
-from multispin.system.radio import path_loss_linear
+from multispin.system.channel import ChannelState, drop_devices, large_scale_gain, stream
+from multispin.system.radio import SPEED_OF_LIGHT_M_PER_S
 from multispin.system.scenario import Scenario
-
-SPEED_OF_LIGHT_M_PER_S = 299_792_458.0
 
 
 def doppler_hz(speed_kmh: float, carrier_hz: float) -> float:
@@ -128,9 +126,7 @@ class ChannelProcess:
         if distance_m is None:
             distance_m = drop_devices(scenario).distance_m
         r = scenario.radio
-        self.path_loss = path_loss_linear(
-            np.asarray(distance_m, dtype=float), r.path_loss_db_at_1m, r.path_loss_exponent
-        )
+        self.path_loss = large_scale_gain(scenario, np.asarray(distance_m, dtype=float))
         c = scenario.channel
         # no speed given: the paper's independent blocks (ρ = 0 between rounds)
         self.doppler_hz = None if c.speed_kmh is None else doppler_hz(c.speed_kmh, c.carrier_hz)

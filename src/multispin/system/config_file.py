@@ -35,10 +35,46 @@ def expand_dotted(data: Any) -> Any:
             node = child
         leaf = parts[-1]
         if isinstance(value, dict) and isinstance(node.get(leaf), dict):
+            twice = sorted(set(node[leaf]) & set(value))
+            if twice:
+                raise ConfigError(f"{key}.{twice[0]}: set twice (once as a dotted key, once in a table)")
             node[leaf] = {**node[leaf], **value}
+        elif leaf in node:
+            raise ConfigError(f"{key}: set twice (once as a dotted key, once in a table)")
         else:
             node[leaf] = value
     return out
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a mapping that holds one key twice (the YAML spec says keys
+    are unique; PyYAML would keep the last silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        first: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if key in first:
+                raise ConfigError(f"{key}: duplicate key at lines {first[key]} and {line} (a key is written once)")
+            first[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def _unique_json_pairs(text: str):
+    """json.loads' object_pairs_hook refusing a key written twice in one object, naming its lines."""
+
+    def hook(pairs: list[tuple[str, Any]]) -> dict:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                lines = [i + 1 for i, ln in enumerate(text.splitlines()) if re.search(rf'"{re.escape(key)}"\s*:', ln)]
+                at = " and ".join(map(str, lines[:2])) if len(lines) >= 2 else "?"
+                raise ConfigError(f"{key}: duplicate key at lines {at} (a key is written once)")
+            out[key] = value
+        return out
+
+    return hook
 
 
 def parse_text(text: str, suffix: str, where: str) -> Any:
@@ -46,14 +82,16 @@ def parse_text(text: str, suffix: str, where: str) -> Any:
     a ConfigError names ``where`` and, when the parser says it, the line and column."""
     try:
         if suffix in (".yaml", ".yml"):
-            return yaml.safe_load(text) or {}
+            return yaml.load(text, Loader=_UniqueKeyLoader) or {}  # noqa: S506 (a SafeLoader)
         if suffix == ".toml":
             try:
                 import tomllib
             except ModuleNotFoundError:  # Python 3.10
                 import tomli as tomllib  # type: ignore[no-redef]
             return tomllib.loads(text)
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique_json_pairs(text))
+    except ConfigError as exc:  # a key written twice
+        raise ConfigError(f"config: {where}: {exc}") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

@@ -13,6 +13,9 @@ import numpy as np
 LN2 = float(np.log(2.0))
 
 
+SPEED_OF_LIGHT_M_PER_S = 299_792_458.0
+
+
 def dbm_to_w(power_dbm):
     """dBm → W (``10^((dBm − 30)/10)``)."""
     return 10.0 ** ((np.asarray(power_dbm, dtype=float) - 30.0) / 10.0)

@@ -153,6 +153,13 @@ class RadioConfig(_Model):
     noise_figure_db: Annotated[float, _range(0, 40, unit="dB")] = DEFAULT_NOISE_FIGURE_DB
     path_loss_db_at_1m: Annotated[float, _range(-200, 0, unit="dB")] = -30.0
     path_loss_exponent: Annotated[float, _range(1, 8)] = 3.5
+    # the large-scale law: the paper's log-distance (the two fields above), or 3GPP TR 38.901's
+    # UMa, UMi street canyon or InH (mixed office): path loss, LOS probability and correlated
+    # log-normal shadowing drawn once per drop at carrier channel.carrier_hz (system/tr38901.py)
+    path_loss_model: Literal["log-distance", "3gpp-uma", "3gpp-umi", "3gpp-inh"] = "log-distance"
+    bs_height_m: Annotated[float, _range(1, 100, lo_open=True, unit="m")] | None = None  # None: the standard's
+    ut_height_m: Annotated[float, _range(1.5, 13, unit="m")] = 1.5
+    shadowing: bool = True  # 3GPP models: draw the shadow fading (off: path loss and LOS state only)
     fading: Literal["rayleigh", "none"] = "rayleigh"
     reciprocity: bool = True
     bandwidth_split: Literal["equal", "optimized"] = "equal"
@@ -269,6 +276,9 @@ class ChannelConfig(_Model):
     # the running system's clock only: a correction whose airtime exceeds this deadline is cut
     # there and retransmitted at the next round on that round's channel (None: no deadline)
     correction_deadline_s: Annotated[float, _range(0, None, lo_open=True, unit="s")] | None = None
+    # per-device, per-round gains from a CSV file (system/trace.py, docs/own-channel.md): they replace
+    # the path loss and the fading; a path relative to the working folder
+    trace: str | None = None
 
 
 class Scenario(_Model):
@@ -306,6 +316,18 @@ class Scenario(_Model):
                     "devices.tasks: unknown task(s) {u} (allowed: {a})",
                     {"u": ", ".join(unknown), "a": ", ".join(sorted(self.tasks.acceptance))},
                 )
+        self._check_3gpp_distances()
+        if self.channel.trace is not None:
+            if self.channel.speed_kmh is not None or self.channel.pilot_snr_db is not None:
+                raise PydanticCustomError(
+                    "channel",
+                    "channel.trace: the trace replaces the channel process; channel.speed_kmh and "
+                    "channel.pilot_snr_db do not apply to it (leave them unset)",
+                    {},
+                )
+            from multispin.system.trace import load_trace
+
+            load_trace(self.channel.trace, self.devices.count)  # one-line error naming file and line
         if (
             self.channel.speed_kmh is not None or self.channel.pilot_snr_db is not None
         ) and self.radio.fading != "rayleigh":
@@ -322,6 +344,23 @@ class Scenario(_Model):
                 {"v": self.payload.vocab_size, "e": v_eff},
             )
         return self
+
+    def _check_3gpp_distances(self) -> None:
+        """A 3GPP law holds over its distance range only (TR 38.901 Table 7.4.1-1)."""
+        model = self.radio.path_loss_model
+        if model == "log-distance":
+            return
+        from multispin.system.tr38901 import DISTANCE_RANGE_M
+
+        lo, hi = DISTANCE_RANGE_M[model.removeprefix("3gpp-")]
+        d = self.devices.distances_m or [self.devices.drop.min_distance_m, self.devices.drop.max_distance_m]
+        if min(d) < lo or max(d) > hi:
+            raise PydanticCustomError(
+                "range",
+                "radio.path_loss_model: {m} holds for device distances in [{lo}, {hi}] m (the drop spans "
+                "{a} to {b} m; set devices.drop.min_distance_m / max_distance_m)",
+                {"m": model, "lo": f"{lo:g}", "hi": f"{hi:g}", "a": f"{min(d):g}", "b": f"{max(d):g}"},
+            )
 
     # ------------------------------------------------------------------ derived values
     @property

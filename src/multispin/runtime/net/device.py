@@ -31,7 +31,7 @@ from multispin.errors import ConfigError, MultispinError, ProtocolError
 from multispin.models.base import LoadedPair, SequenceLM
 from multispin.runtime.round.roles import Draft, DraftDevice
 from multispin.runtime.security.auth import SECRET_ENV, resolve_secret
-from multispin.runtime.security.keys import DeviceKeys, curve_client, load_device_keys
+from multispin.runtime.security.keys import DeviceKeys, curve_client, find_device_keys
 from multispin.runtime.wire import messages as P
 from multispin.runtime.wire.device_protocol import (
     Closed,
@@ -149,6 +149,7 @@ class DeviceClient:
         reconnects: int = 5,
         server_timeout_s: float = 120.0,
         handshake_timeout_s: float = 30.0,
+        connect_timeout_s: float | None = None,
         max_context_tokens: int = 1 << 16,
         fault: str | None = None,
         on_event: Callable[[dict], None] | None = None,
@@ -173,6 +174,9 @@ class DeviceClient:
         self._busy_since: float | None = None
         # --server-timeout bounds every wait, the handshake's too
         self.handshake_timeout_s = min(handshake_timeout_s, server_timeout_s)
+        # no session within this many seconds of run(): the endpoint is dead, give up (None: never)
+        self.connect_timeout_s = connect_timeout_s
+        self._run_started = 0.0
         self.fault = _Fault.parse(fault)
         self.on_event = on_event
         self.drafter = drafter or draft_alone
@@ -213,6 +217,7 @@ class DeviceClient:
 
     def run(self) -> DeviceOutcome:
         self._ctx = zmq.Context()
+        self._run_started = time.monotonic()
         failures = 0
         try:
             while True:
@@ -235,9 +240,7 @@ class DeviceClient:
                         why = f"gave up after {self.reconnects} reconnects ({exc})"
                         if self.sessions:  # a server that went away mid-text: the partial text is an outcome
                             return self._outcome(False, why)
-                        raise ProtocolError(
-                            f"device {self.device_id}: {why}; is `multispin serve` running at {self.server}?"
-                        ) from None
+                        raise ProtocolError(f"device {self.device_id}: {why}; {self._where_hint()}") from None
                     log.warning("device %d: %s; reconnecting (%d/%d)", self.device_id, exc, failures, self.reconnects)
                     time.sleep(min(2.0, 0.1 * 2 ** (failures - 1)))
         finally:
@@ -305,11 +308,11 @@ class DeviceClient:
                 if waited >= REFUSED_HINT_AFTER_S and not getattr(self, "_hinted", False):
                     self._hinted = True
                     log.warning(
-                        "device %d: nothing accepts connections at %s (refused for %.0f s); is "
-                        "`multispin serve` running there, on this port? still trying",
+                        "device %d: nothing accepts connections at %s (refused for %.0f s); %s; still trying",
                         self.device_id,
                         self.server,
                         waited,
+                        self._where_hint(),
                     )
             elif ev == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
                 raise _Fatal(f"device {self.device_id}: the server refused this device's key (not in its allowed set)")
@@ -330,6 +333,30 @@ class DeviceClient:
                 # would only wait out the timeout: retry with a fresh socket
                 raise _Reconnect("the server closed the connection before the handshake (busy?)")
 
+    def _where_hint(self) -> str:
+        return (
+            f"is `multispin serve` running at {self.server}, bound to an address this host reaches "
+            "(`serve --host 0.0.0.0` or its LAN address: the default 127.0.0.1 takes local devices only), "
+            "with that TCP port open in its firewall?"
+        )
+
+    def _check_connect_deadline(self) -> None:
+        """Give up (fatal) when no session started within ``connect_timeout_s`` of `run`."""
+        if self.connect_timeout_s is None or self.sessions > 0:
+            return
+        if time.monotonic() - self._run_started <= self.connect_timeout_s:
+            return
+        if self._connected:
+            why = "a connection was made but the server never welcomed this device"
+        elif self._refused_since is not None:
+            why = "connections refused (nothing listens there)"
+        else:
+            why = "no answer (no such host, or a firewall dropping the packets)"
+        raise _Fatal(
+            f"device {self.device_id}: no session with {self.server} within {self.connect_timeout_s:g} s "
+            f"(--connect-timeout): {why}; {self._where_hint()}"
+        )
+
     def _send(self, sock: zmq.Socket, msg: P.Message, limits: P.Limits) -> None:
         sock.send(P.encode_message(msg, limits))
 
@@ -342,6 +369,7 @@ class DeviceClient:
             if left <= 0:
                 raise _Reconnect(f"server silent for {timeout_s:g} s")
             self._check_connection()
+            self._check_connect_deadline()
             if self._poller.poll(int(min(left, 0.2) * 1000) + 1):  # sock.poll builds a Poller per call
                 frames = sock.recv_multipart()
                 if len(frames) != 1:
@@ -417,7 +445,10 @@ class DeviceClient:
         if w.device_id != self.device_id:
             raise _Fatal(f"WELCOME.device_id: {w.device_id}, this is device {self.device_id}")
         if self.pair_name and w.pair != self.pair_name[: P.MAX_NAME_CHARS]:
-            raise _Fatal(f"WELCOME.pair: server runs {w.pair!r}, this device {self.pair_name!r}")
+            raise _Fatal(
+                f"pair mismatch: the server runs pair {w.pair} (V = {w.vocab_size}), this device "
+                f"{self.pair_name} (V = {self.lm.vocab_size}); start the device with --pair {w.pair}"
+            )
         if tuple(w.tokens[: w.num_prompt]) != self.prompt_ids:
             raise _Fatal("WELCOME.tokens: the server's record does not start with this device's prompt")
         try:
@@ -490,7 +521,7 @@ def resolve_credentials(
                 "or a shared secret for a plaintext --insecure run"
             )
         return None, resolve_secret(secret)
-    found = keys if isinstance(keys, DeviceKeys) else load_device_keys(keys, device_id)
+    found = keys if isinstance(keys, DeviceKeys) else find_device_keys(keys, device_id)
     if found.device_id != device_id:
         raise ConfigError(f"keys: the key pair is device {found.device_id}'s, this is device {device_id}")
     return found, None
@@ -508,6 +539,7 @@ def build_device_client(
     resume: bool = True,
     reconnects: int = 5,
     server_timeout_s: float = 120.0,
+    connect_timeout_s: float | None = None,
     fault: str | None = None,
     on_event: Callable[[dict], None] | None = None,
 ) -> DeviceClient:
@@ -534,6 +566,7 @@ def build_device_client(
         resume=resume,
         reconnects=reconnects,
         server_timeout_s=server_timeout_s,
+        connect_timeout_s=connect_timeout_s,
         fault=fault,
         on_event=on_event,
     )

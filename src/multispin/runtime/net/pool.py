@@ -30,7 +30,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from multispin.errors import ConfigError, Interrupted
@@ -233,13 +232,11 @@ class JobError:
 
 
 def _device_keys(keys: str | os.PathLike | dict | None, device_id: int):
-    """Device `device_id`'s key folder: keys[device_id] from a dict; from a folder, its
-    ``device-N`` subfolder where there is one (`multispin keys` and the testbed make those),
-    else the folder itself (one folder holding every pooled device's pair and server.key)."""
+    """Device `device_id`'s keys: keys[device_id] from a dict; a folder as every command reads it
+    (`resolve_credentials`: KEYS/device-N, or KEYS itself)."""
     if keys is None or isinstance(keys, dict):
         return None if keys is None else keys.get(device_id)
-    sub = Path(keys) / f"device-{device_id}"
-    return sub if sub.is_dir() else Path(keys)
+    return keys
 
 
 class DevicePool:
@@ -258,6 +255,7 @@ class DevicePool:
         resume: bool = True,
         reconnects: int = 5,
         server_timeout_s: float = 120.0,
+        connect_timeout_s: float | None = None,
         gather_s: float = GATHER_S,
         on_job: Callable[[dict], None] | None = None,
         on_event: Callable[[dict], None] | None = None,
@@ -282,7 +280,11 @@ class DevicePool:
         self.pair.check_drafts(sorted(set(names.values())), "draft")
         self._draft_of = names
         self._options: dict[str, Any] = dict(
-            resume=resume, reconnects=reconnects, server_timeout_s=server_timeout_s, on_event=on_event
+            resume=resume,
+            reconnects=reconnects,
+            server_timeout_s=server_timeout_s,
+            connect_timeout_s=connect_timeout_s,
+            on_event=on_event,
         )
         self.on_job = on_job
         self.lock = threading.RLock()

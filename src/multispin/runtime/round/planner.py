@@ -93,6 +93,7 @@ class ScenarioPlannedRound(PlannedRound):
     # picks the energy objective's modes after verification
     objective_score: Any = None
     objective_search: Any = None
+    view: Any = None  # a user policy's RoundView of the round (`user_policy`)
 
 
 @dataclass
@@ -113,6 +114,9 @@ class ScenarioPlanner:
     charge_planning: bool = False  # `ScenarioClock.charge_planning`
     # per round: (Instance of the active devices, γ drafted, their scenario indices)
     history: list[tuple] = field(default_factory=list)
+    # a user's policy (`user_policy.UserPolicy`): its draft-length and mode rules replace the
+    # planner's; the channel, estimates, clock and exactness are the same
+    user_policy: Any = None
 
     def __post_init__(self) -> None:
         self.policy = policy_name(self.policy)
@@ -156,6 +160,7 @@ class ScenarioPlanner:
         )
         self._fading: dict[int, Any] = {}
         self._last_round_s = 0.0
+        self._last_rejected: tuple[int, ...] = ()  # a user policy's view of the last round
         self._true_channel = None  # this round's channel of every scenario device (retransmissions)
         self.clock = ScenarioClock(self.scenario, self.charge_planning)
 
@@ -228,6 +233,8 @@ class ScenarioPlanner:
         inst = wired(true_ch)
         self._true_channel = true_ch
         seen = inst if seen_ch is true_ch else wired(seen_ch)
+        if self.user_policy is not None:
+            return self._user_plan(round_idx, active, inst, seen, gamma_cap)
         if self.policy == TARGET_ONLY:
             return ScenarioPlannedRound(round_idx, {d: 0 for d in active}, active, inst, target_only_plan(inst))
         modes = RUN_POLICIES[self.policy]
@@ -286,11 +293,52 @@ class ScenarioPlanner:
             coupled=planned_rules(proactive, active),
         )
 
+    def _user_plan(self, round_idx: int, active: list[int], inst, seen, gamma_cap) -> ScenarioPlannedRound:
+        """The user policy's γ (checked), planned on what the planner sees; its plan's goodput is
+        that of those γ under optimal modes (what the round could give, for the planned column)."""
+        from multispin.optimize.goodput import expected_tokens, goodput, rejection_prob
+        from multispin.optimize.plan import Plan
+        from multispin.runtime.round.user_policy import RoundView, checked_draft_lengths
+
+        gmax = self.scenario.optimizer.gamma_max
+        u = stream(self.scenario.seed, "saa", round_idx).random((self._n_saa, len(active)))
+        caps = gamma_cap if gamma_cap is not None else np.full(len(active), gmax, dtype=np.int64)
+        view = RoundView(
+            round_idx, tuple(active), np.asarray(seen.gain_ul), np.asarray(seen.gain_dl), np.asarray(seen.alpha),
+            np.asarray(caps), gmax, self._last_rejected, seen, u, self.split,
+        )  # fmt: skip
+        self._last_rejected = ()  # set again by `_user_modes` if this round rejects anyone
+        gamma = checked_draft_lengths(self.user_policy, view)
+        g = goodput(seen, gamma, u, "optimal", self.split)
+        proactive = Plan(
+            gamma, g, "user", "optimal", self.split, expected_tokens(seen, gamma), rejection_prob(seen, gamma)
+        )
+        self._last_round_s = g.t_comp_s + g.e_t_comm_s
+        gammas = {d: int(x) for d, x in zip(active, gamma)}
+        return ScenarioPlannedRound(round_idx, gammas, active, inst, proactive, view=view)
+
+    def _user_modes(
+        self, rplan: ScenarioPlannedRound, rejected: Sequence[int], mask: np.ndarray
+    ) -> dict[int, LinkMode]:
+        """The user policy's modes (checked); the reactive solver sets powers and bandwidths for
+        them (its coin rule with each coin fixed to the mode: UL where the coin is < 1/2)."""
+        from multispin.runtime.round.user_policy import checked_modes
+
+        chosen = checked_modes(self.user_policy, rplan.view, rejected)
+        self._last_rejected = tuple(sorted(rejected))
+        coins = np.array([0.0 if chosen.get(d) == "ul" else 1.0 for d in rplan.active])[None, :]
+        rplan.decision = reactive(mask, rplan.instance, split=self.split, modes="random", mode_uniforms=coins)
+        pos = {d: i for i, d in enumerate(rplan.active)}
+        names = rplan.decision.mode_names()
+        return {d: names[pos[d]] for d in rejected}
+
     def modes(self, rplan: ScenarioPlannedRound, rejected: Sequence[int]) -> dict[int, LinkMode]:
         """Modes, powers and bandwidths for the rejected set; the decision stays on the plan."""
         pos = {d: i for i, d in enumerate(rplan.active)}
         mask = np.zeros(len(rplan.active), dtype=bool)
         mask[[pos[d] for d in rejected]] = True
+        if self.user_policy is not None:
+            return self._user_modes(rplan, rejected, mask)
         coins = self._coins(rplan)
         mode_u = None if coins is None else coins[None, :]
         modes = RUN_POLICIES[self.policy]
@@ -332,7 +380,8 @@ class ScenarioPlanner:
         None where a round's T_comm is not the reactive decision's alone: a device that drafted and
         did not commit, cut corrections (a deadline), the energy objective's own modes."""
         if (
-            self.scenario.channel.correction_deadline_s is not None
+            self.user_policy is not None  # its mode rule is not one the expectation knows
+            or self.scenario.channel.correction_deadline_s is not None
             or self.objective != "sum"
             or set(outcome.records) != set(rplan.active)
         ):

@@ -5,9 +5,11 @@ What: the server has one key pair; each device has its own. Files (made by ``mul
     SERVER_DIR/server.key            server public key
     SERVER_DIR/server.key_secret     server secret key (0600)
     SERVER_DIR/allowed/device-N.key  public key of each device allowed in; the name binds it to id N
-    DEVICE_DIR/device-N.key          device N's public key
-    DEVICE_DIR/device-N.key_secret   device N's secret key (0600)
-    DEVICE_DIR/server.key            the server's public key the device connects to
+    KEYS/device-N/device-N.key        device N's public key
+    KEYS/device-N/device-N.key_secret device N's secret key (0600)
+    KEYS/device-N/server.key          the server's public key the device connects to
+
+(the server's folder is usually KEYS/server: one layout that `device --keys KEYS` reads)
 
 `curve_server` makes a ROUTER a CURVE server whose authenticator (a ZAP handler on the
 socket's context) lets in only the keys of the allowed directory; `curve_client` makes a
@@ -179,6 +181,29 @@ def load_server_keys(server_dir: str | os.PathLike) -> ServerKeys:
     if not allowed.is_dir():
         raise SecurityError(f"{allowed}: no allowed-keys folder (make it with `multispin keys server`)")
     return ServerKeys(public, secret, allowed)
+
+
+def device_key_folder(keys: str | os.PathLike, device_id: int) -> Path:
+    """Device ``device_id``'s key folder under the one layout every command uses: ``KEYS/device-N``
+    where that folder exists (as `multispin keys device KEYS/device-N`, the pool and the testbed
+    make it), else ``KEYS`` itself (one device's folder, or one folder holding several pairs)."""
+    sub = Path(keys) / device_name(device_id)
+    return sub if sub.is_dir() else Path(keys)
+
+
+def find_device_keys(keys: str | os.PathLike, device_id: int) -> DeviceKeys:
+    """Device ``device_id``'s keys from ``KEYS/device-N`` or ``KEYS`` (`device_key_folder`), with
+    a one-line error naming both places when neither holds them."""
+    folder = device_key_folder(keys, device_id)
+    name = device_name(device_id)
+    if not (folder / f"{name}.key_secret").is_file():
+        root = Path(keys)
+        raise SecurityError(
+            f"{root}: no key pair for device {device_id} (looked for {root / name / (name + '.key_secret')} "
+            f"and {root / (name + '.key_secret')}); make it with `multispin keys device {root / name} "
+            f"--device-id {device_id} --allow SERVER_DIR`"
+        )
+    return load_device_keys(folder, device_id)
 
 
 def load_device_keys(device_dir: str | os.PathLike, device_id: int | None = None) -> DeviceKeys:

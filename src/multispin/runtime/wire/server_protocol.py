@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from multispin.errors import LocalProtocolError, ProtocolError
@@ -230,6 +230,11 @@ class ServerProtocol:
         try:
             msg = P.decode_message(raw, self.limits, allowed=("AUTH",) if pend else ("HELLO",))
         except ProtocolError as exc:
+            if pend is None and self._foreign_vocabulary(raw):
+                # not a damaged message: a device of another pair, whose token ids overflow this
+                # vocabulary; retrying cannot help, so refuse it (fatal) and name the server's pair
+                self.refuse(identity, "refused", f"{self.pair_line()}; the device's HELLO has {exc}")
+                return
             self.refuse(identity, "protocol", str(exc), device=pend.hello.device_id if pend else None)
             return
         if isinstance(msg, P.HelloMsg):
@@ -237,6 +242,20 @@ class ServerProtocol:
         else:
             assert isinstance(msg, P.AuthMsg) and pend is not None
             self._on_auth(pend, msg, now)
+
+    def pair_line(self) -> str:
+        """Which pair and vocabulary this server runs, and the flag a device of another pair lacks."""
+        pair = self._welcome.get("pair", "?")
+        return f"pair mismatch: the server runs pair {pair} (V = {self.limits.vocab_size}); start the device with --pair {pair}"
+
+    def _foreign_vocabulary(self, raw: bytes) -> bool:
+        """Whether ``raw`` is a well-formed HELLO once any token id is allowed: a device of a
+        pair with a larger vocabulary than this server's."""
+        try:
+            P.decode_message(raw, replace(self.limits, vocab_size=P.MAX_U32), allowed=("HELLO",))
+        except ProtocolError:
+            return False
+        return True
 
     def _on_hello(self, identity: bytes, hello: P.HelloMsg, peer_key: str | None, now: float) -> None:
         d = hello.device_id
