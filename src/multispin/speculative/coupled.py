@@ -181,8 +181,9 @@ def verify_coupled(
         if devs.size == 0:
             break
         rows = target_probs.warped(drafts.target_row_start[devs] + j).cpu().numpy()
-        x_star = [coupled_argmax(row, noises[k], int(start_positions[k]) + j) for row, k in zip(rows, devs)]
-        for k, x in zip(devs.tolist(), x_star):
+        ks = devs.tolist()
+        x_star = [coupled_argmax(row, noises[k], int(start_positions[k]) + j) for row, k in zip(rows, ks)]
+        for k, x in zip(ks, x_star):
             flat = int(drafts.cu[k]) + j
             if j < drafts.draft_lens[k] and int(drafts.token_ids[flat]) == x:
                 matched[flat] = True

@@ -17,7 +17,8 @@ One round, server S and device D (ZeroMQ ROUTER at S, one DEALER per device):
                       sha256 digest of D's tokens so far, and the next round's γ (its PLAN)
     ------------------------------------------------------------------
 
-Protocol version 2 (version 1 sent PLAN, VERDICT, CORRECTION and P_PAYLOAD as messages of their
+Protocol version 3 (version 3 added the verification rule, below; version 2 is version 3 without it;
+version 1 sent PLAN, VERDICT, CORRECTION and P_PAYLOAD as messages of their
 own: six to eight per device and round). Each message now carries everything its receiver acts
 on, so a device wakes twice in a round whose draft is all accepted (COMMIT + next PLAN, then it
 sends DRAFT) and four times after a rejection: an accepted draft's verdict is its COMMIT (the
@@ -63,7 +64,9 @@ from multispin.safe_text import escape_controls, has_controls
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX, check_draft
 from multispin.vocabulary import LINK_MODES
 
-PROTOCOL_VERSION = 2  # 2: PLAN rides in COMMIT, p_j in VERDICT, no VERDICT for an accepted draft
+# 2: PLAN rides in COMMIT, p_j in VERDICT, no VERDICT for an accepted draft; 3: PLAN and COMMIT say
+# the verification rule, a coupled DRAFT is token ids only
+PROTOCOL_VERSION = 3
 DIGEST_BYTES = 32
 MAX_ROUND = 2**31 - 1
 MAX_DEVICE_ID = 2**31 - 1
