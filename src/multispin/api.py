@@ -121,6 +121,13 @@ class RoundPlan:
     uniforms: np.ndarray
     #: a non-sum objective's plan on the same samples (``plan(objective=...)``), else None
     objective: dict | None = None
+    #: the verification choice it was planned with (``plan(verify=...)``)
+    verify: str = "standard"
+
+    @property
+    def coupled(self) -> np.ndarray:
+        """(K,) bool: the devices that verify coupled (all False for ``verify="standard"``)."""
+        return self.report.plan.coupled
 
     @property
     def draft_len(self) -> np.ndarray:
@@ -156,6 +163,7 @@ class RoundPlan:
         scenario's radio and compute parameters."""
         from multispin.jsonout import json_safe
         from multispin.system.channel import World
+        from multispin.system.coupled_alpha import ASSUMPTION
         from multispin.system.radio import linear_to_db
 
         sc, inst, rep = self.scenario, self.instance, self.report
@@ -179,6 +187,8 @@ class RoundPlan:
                 "ul_share": float(st.ul_share[k]),
                 "dl_share": float(st.dl_share[k]),
                 "ul_share_given_rejected": float(st.ul_share_given_rejected[k]),
+                "coupled": bool(p.coupled[k]),
+                "alpha_coupled": None if inst.alpha_coupled is None else float(inst.alpha_coupled[k]),
             }
             for k in range(inst.num_devices)
         ]
@@ -219,6 +229,9 @@ class RoundPlan:
                 "gamma_max": sc.optimizer.gamma_max,
                 "n_saa": sc.optimizer.n_saa,
                 **({"objective": self.objective} if self.objective is not None else {}),
+                "verify": self.verify,
+                "coupled_share": p.coupled_share,
+                "coupled_alpha": None if self.verify == "standard" else ASSUMPTION,
             }
         )
 
@@ -239,6 +252,7 @@ def plan(
     draft_policy: str = "greedy",
     baselines: bool = True,
     objective: str | None = None,
+    verify: str = "standard",
 ) -> RoundPlan:
     """Plan one round of a scenario as ``multispin optimize`` does.
 
@@ -254,21 +268,34 @@ def plan(
             ``energy`` (None: the scenario's ``optimizer.objective``). A non-sum objective's plan on
             the same samples is added as ``objective`` (its γ, value, per-device goodputs, the sum
             goodput it gives and whether the search was exhaustive: `multispin.optimize.objectives`).
+        verify: ``standard`` (the paper's model), ``coupled`` (every device coupled) or ``choose``
+            (coupled or standard per device with γ; docs/system-model.md §5.7). The coupled α is
+            the assumption of `multispin.system.coupled_alpha` (the plan's ``coupled_alpha`` says so).
     """
     from multispin.optimize.plan import optimize_instance
+    from multispin.optimize.verification import check_verify
     from multispin.system.channel import World
+    from multispin.system.coupled_alpha import assumed_coupled_alpha
 
     r = _round(round_index)
     world = World(sc)
     inst = world.instance(r)
+    if check_verify(verify) != "standard":
+        inst = inst.replace(alpha_coupled=assumed_coupled_alpha(world.drop.task, inst.alpha))
     u = world.saa_uniforms(r)
     rep = optimize_instance(
-        inst, u, world.mode_uniforms(r), policy=draft_policy, split=sc.radio.bandwidth_split, with_baselines=baselines
+        inst,
+        u,
+        world.mode_uniforms(r),
+        policy=draft_policy,
+        split=sc.radio.bandwidth_split,
+        with_baselines=baselines,
+        verify=verify,
     )
-    return RoundPlan(sc, r, inst, rep, u, _objective_plan(sc, inst, u, rep, objective))
+    return RoundPlan(sc, r, rep.inst, rep, u, _objective_plan(sc, inst, u, rep, objective, verify), verify)
 
 
-def _objective_plan(sc, inst, u, rep, objective: str | None) -> dict | None:
+def _objective_plan(sc, inst, u, rep, objective: str | None, verify: str = "standard") -> dict | None:
     """A non-sum objective's plan on the plan's samples, next to the sum's (None for ``sum``)."""
     from multispin.optimize.objectives import EnergyModel, check_objective, plan_objective, score
 
@@ -276,7 +303,13 @@ def _objective_plan(sc, inst, u, rep, objective: str | None) -> dict | None:
     if name == "sum":
         return None
     p, s, _ = plan_objective(
-        inst, name, uniforms=u, energy=EnergyModel.of(sc), split=sc.radio.bandwidth_split, starts=[rep.plan.draft_len]
+        inst,
+        name,
+        uniforms=u,
+        energy=EnergyModel.of(sc),
+        split=sc.radio.bandwidth_split,
+        starts=[rep.plan.draft_len],
+        verify=verify,
     )
     g = rep.plan.goodput
     sum_g = rep.plan.expected_tokens / (g.t_comp_s + g.e_t_comm_s)  # the sum plan's per-device goodputs
@@ -290,6 +323,7 @@ def _objective_plan(sc, inst, u, rep, objective: str | None) -> dict | None:
         "worst_device_goodput_tokens_per_s": float(s.device_goodput.min()),
         "sum_plan_worst_device_goodput_tokens_per_s": float(sum_g.min()),
         "sum_plan_value": (score(name, sum_g) if name != "energy" else None),
+        "coupled": p.coupled.tolist(),
     }
 
 

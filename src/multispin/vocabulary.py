@@ -17,9 +17,12 @@ numpy or torch.
   is then corrected over a link mode. ``coupled``: device and server share Gumbel noise per
   absolute position, the device drafts argmax(log q + G), the server commits argmax(log p + G) at
   the first mismatch; nothing is corrected over the air, so a coupled device has no link mode.
-- **Run policies** (``adaptive``, ``all_ul``, ``all_dl``, ``random``, ``target_only``): what a
-  testbed or demo run compares; each is a mode rule (``target_only`` drafts nothing, so its rule
-  never acts).
+- **Run policies** (``adaptive``, ``all_ul``, ``all_dl``, ``random``, ``target_only``,
+  ``three_way``, ``all_coupled``): what a testbed or demo run compares; each is a mode rule and a
+  verification choice (``target_only`` drafts nothing, so its rule never acts). ``three_way`` is the
+  paper's adaptive plus the coupled rule: per device and round the planner chooses coupled or
+  standard (then UL or DL for a rejected standard device); ``all_coupled`` verifies every device
+  coupled, so nothing is ever corrected over the air.
 - **Fixed modes** (``ul``, ``dl``, ``random``): the ``--mode`` of ``generate`` and ``serve``, which
   draft a fixed γ: one link for every rejection, or the fair coin.
 - **Draft policies**: how the optimiser chooses the draft lengths γ.
@@ -63,6 +66,8 @@ VerifyRule = Literal["standard", "coupled"]
 STANDARD: VerifyRule = "standard"
 COUPLED: VerifyRule = "coupled"
 VERIFY_RULES: tuple[VerifyRule, ...] = (STANDARD, COUPLED)
+# what a plan may be asked for: one rule for every device, or ``choose`` (per device, with γ)
+VERIFY_CHOICES: tuple[str, ...] = (*VERIFY_RULES, "choose")
 
 
 def verify_rule(name: str) -> VerifyRule:
@@ -74,8 +79,10 @@ def verify_rule(name: str) -> VerifyRule:
 
 # ----------------------------------------------------------------------------- run policies
 
-RunPolicy = Literal["adaptive", "all_ul", "all_dl", "random", "target_only"]
+RunPolicy = Literal["adaptive", "all_ul", "all_dl", "random", "target_only", "three_way", "all_coupled"]
 TARGET_ONLY = "target_only"
+THREE_WAY = "three_way"
+ALL_COUPLED = "all_coupled"
 # policy -> its mode rule; the names are the optimiser's baseline names (all_ul in the CLI, the
 # API and every JSON alike)
 RUN_POLICIES: dict[str, ModeRule] = {
@@ -84,14 +91,30 @@ RUN_POLICIES: dict[str, ModeRule] = {
     "all_dl": "all_dl",
     "random": "random",
     TARGET_ONLY: "optimal",
+    THREE_WAY: "optimal",
+    ALL_COUPLED: "optimal",
 }
-# the policies a demo compares: the optimiser, the two one-link baselines and plain decoding
-DEMO_POLICIES: tuple[str, ...] = ("adaptive", "all_ul", "all_dl", TARGET_ONLY)
+# how a plan verifies (`optimize.plan`'s ``verify``, `optimize --verify`): a rule for every device,
+# or the planner's choice per device; each run policy's, where it is not standard
+VERIFY_CHOICES: tuple[str, ...] = (*VERIFY_RULES, "choose")
+POLICY_VERIFY: dict[str, str] = {THREE_WAY: "choose", ALL_COUPLED: "coupled"}
+
+
+def policy_verify(policy: str) -> str:
+    """How ``policy`` verifies: one of VERIFY_CHOICES."""
+    return POLICY_VERIFY.get(policy, "standard")
+
+
+# the policies a demo compares, its lead first: the three-way choice, the paper's adaptive (UL or
+# DL), every device coupled, the two one-link baselines and plain decoding
+DEMO_POLICIES: tuple[str, ...] = (THREE_WAY, "adaptive", ALL_COUPLED, "all_ul", "all_dl", TARGET_ONLY)
+# the policies a comparison may lead with (the others are its baselines)
+LEAD_POLICIES: tuple[str, ...] = (THREE_WAY, "adaptive")
 
 
 def policy_links(policy: str) -> tuple[LinkMode, ...]:
     """The links a run policy may use (none for ``target_only``: it never corrects)."""
-    return () if policy == TARGET_ONLY else RULE_LINKS[RUN_POLICIES[policy]]
+    return () if policy in (TARGET_ONLY, ALL_COUPLED) else RULE_LINKS[RUN_POLICIES[policy]]
 
 
 def policy_name(name: str) -> str:
@@ -103,8 +126,9 @@ def policy_name(name: str) -> str:
 
 # ----------------------------------------------------------------------------- fixed modes (--mode)
 
-FixedMode = Literal["ul", "dl", "random"]
-FIXED_MODES: tuple[str, ...] = (UL, DL, "random")
+# ``coupled``: every device under the coupled verification rule (no link is ever used)
+FixedMode = Literal["ul", "dl", "random", "coupled"]
+FIXED_MODES: tuple[str, ...] = (UL, DL, "random", COUPLED)
 
 
 def fixed_mode(name: str) -> str:
@@ -117,6 +141,8 @@ def fixed_mode(name: str) -> str:
 def fixed_mode_links(mode: str) -> tuple[LinkMode, ...]:
     """The links a ``--mode`` may use."""
     canon = fixed_mode(mode)
+    if canon == COUPLED:
+        return ()
     return LINK_MODES if canon == "random" else (canon,)  # type: ignore[return-value]
 
 

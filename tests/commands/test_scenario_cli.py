@@ -49,7 +49,14 @@ def test_show_prints_a_file_that_loads_back_to_the_same_numbers(multispin, tmp_p
 def test_schema_and_list(multispin):
     schema = json.loads(multispin("scenario", "schema").out)
     assert {"preset", "devices", "radio", "compute"} <= set(schema["properties"])
-    presets = ["paper-qwen", "paper-r1", "smollm2-cpu", "measured-smollm2-a100", "measured-smollm2-host"]
+    presets = [
+        "paper-qwen",
+        "paper-r1",
+        "paper-qwen-cell-edge",
+        "smollm2-cpu",
+        "measured-smollm2-a100",
+        "measured-smollm2-host",
+    ]
     assert schema["properties"]["preset"]["enum"] == presets
     assert [ln.split("\t")[0] for ln in multispin("scenario", "list").out.splitlines()] == presets
 

@@ -127,12 +127,12 @@ def test_reported_goodput_of_each_policy_is_recomputed_from_rounds_jsonl(tiny_de
         if row["policy"] != "target_only":
             want = 100 * (recomputed[row["policy"]] / recomputed["target_only"] - 1)
             assert row["vs_target_only"]["pct"]["estimate"] == pytest.approx(want, rel=1e-9, abs=1e-12)
-    first = point.comparisons[0]  # adaptive against the best baseline first
+    first = point.comparisons[0]  # the lead against the best baseline first
     assert first.b == point.best_baseline
     assert first.significant == (not first.pct.low <= 0 <= first.pct.high)
     # the service differences' estimates are the summary's service metrics, paired on the same rounds
     svc = {r["policy"]: r["service"] for r in point.rows}
-    a, b = svc["adaptive"], svc[point.best_baseline]
+    a, b = svc[point.lead], svc[point.best_baseline]
     by = {c.metric: c.pct.estimate for c in point.service_comparisons}
     for metric, key in (("worst_device_goodput", "worst_device_goodput_tokens_per_s"), ("jain_index", "jain_index")):
         assert by[metric] == pytest.approx(100 * (a[key] / b[key] - 1), rel=1e-9, abs=1e-9)
@@ -140,7 +140,9 @@ def test_reported_goodput_of_each_policy_is_recomputed_from_rounds_jsonl(tiny_de
         100 * (a["energy_per_token_j"] / b["energy_per_token_j"] - 1), rel=1e-9, abs=1e-9
     )
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["schema"] == "multispin.demo-summary" and summary["points"][0]["policies"][0]["policy"] == "adaptive"
+    assert (
+        summary["schema"] == "multispin.demo-summary" and summary["points"][0]["policies"][0]["policy"] == "three_way"
+    )
 
 
 def test_the_demo_runs_every_device_on_the_pairs_default_draft(tiny_demo):
@@ -157,7 +159,7 @@ def _columns_and_caption(text: str) -> tuple[list[str], str]:
     bottom = next(i for i, ln in enumerate(lines) if ln.startswith("└"))
     caption = []
     for ln in lines[bottom + 1 :]:
-        if ln.startswith("adaptive vs "):
+        if ln.startswith("three_way vs "):
             break
         caption.append(ln)
     return [c.strip() for c in header.strip("┃").split("┃")], " ".join(" ".join(caption).split())
@@ -172,7 +174,7 @@ def test_demo_cli_prints_setup_table_verdicts_and_writes_json_and_png(tmp_path):
     lines = res.stdout.strip().splitlines()
     assert lines[0].startswith("devices: ") and "α" in lines[0]
     assert any(x.startswith("payload: T=1, top-k 256; sparse-v256-q32 both links") for x in lines[:6])
-    assert "adaptive vs " in res.output and "95% interval" in res.output
+    assert "three_way vs " in res.output and "95% interval" in res.output
     # docs/examples/demo.md quotes a real default run: its columns and caption are today's (the
     # widths, and so the caption's line breaks, follow the numbers)
     page = (Path(__file__).resolve().parents[2] / "docs" / "examples" / "demo.md").read_text()

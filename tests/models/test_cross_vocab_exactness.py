@@ -141,8 +141,8 @@ class UnrenormalisedLM(CrossVocabLM):
 def test_control_unrenormalised_q_fails(monkeypatch, mode):
     real = roles.DraftDevice.drafting  # the draft step by step (draft_all drives it)
 
-    def leaky(self, gamma):
-        out = yield from real(self, gamma)
+    def leaky(self, gamma, rule="standard"):
+        out = yield from real(self, gamma, rule)
         masses = self.lm.masses[-gamma:] if gamma else []
         assert max(masses, default=0.0) < 1.0  # the draft does put mass outside I
         self._q_hat = [q * m for q, m in zip(self._q_hat, masses)]

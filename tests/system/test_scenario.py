@@ -20,7 +20,14 @@ def _one_line(exc: pytest.ExceptionInfo) -> str:
 
 def test_presets_carry_the_paper_numbers():
     # the paper's and the host's presets first, then those on the shipped measured acceptance
-    assert preset_names() == ["paper-qwen", "paper-r1", "smollm2-cpu", "measured-smollm2-a100", "measured-smollm2-host"]
+    assert preset_names() == [
+        "paper-qwen",
+        "paper-r1",
+        "paper-qwen-cell-edge",
+        "smollm2-cpu",
+        "measured-smollm2-a100",
+        "measured-smollm2-host",
+    ]
     q = get_preset("paper-qwen")
     assert q.devices.count == 20
     assert q.radio.bandwidth_hz == 10e6
@@ -126,7 +133,7 @@ def test_unknown_preset_and_unknown_field():
     with pytest.raises(ConfigError) as exc:
         get_preset("paper-llama")
     assert _one_line(exc) == (
-        "preset: unknown preset 'paper-llama' (allowed: paper-qwen, paper-r1, smollm2-cpu, "
+        "preset: unknown preset 'paper-llama' (allowed: paper-qwen, paper-r1, paper-qwen-cell-edge, smollm2-cpu, "
         "measured-smollm2-a100, measured-smollm2-host)"
     )
     with pytest.raises(ConfigError) as exc:

@@ -164,7 +164,7 @@ ROUND = group(
             "random",
             FIXED_MODES,
             "--mode",
-            help="correction mode of rejected devices (random: a fair coin per rejection)",
+            help="correction mode of rejected devices (random: a fair coin per rejection; coupled: shared noise, nothing corrected)",
         ),
     ),
     temperature=(float, typer.Option(1.0, min=0.0, metavar="FLOAT", help="sampling temperature (0 = greedy)")),

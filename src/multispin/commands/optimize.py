@@ -24,7 +24,7 @@ from multispin.commands._options import (
 from multispin.commands._scenario_fields import check_scenario_fields
 from multispin.jsonout import versioned
 from multispin.progress import step_progress
-from multispin.vocabulary import DRAFT_POLICIES
+from multispin.vocabulary import DRAFT_POLICIES, VERIFY_CHOICES
 
 # Measured on a 2-core host (peak RSS of `multispin optimize`, baselines on): memory grows like
 # N_SAA·K² (per-outcome mode decisions over the rejected devices), about 50 bytes per cell:
@@ -76,6 +76,7 @@ def build_report(
     force: bool = False,
     objective: str | None = None,
     energy_weight: float | None = None,
+    verify: str = "standard",
 ) -> dict:
     """The report of ``multispin optimize`` as one JSON-ready dict (also used by the table view):
     [`multispin.api.RoundPlan.to_dict`][multispin.api.RoundPlan.to_dict] of the plan the flags describe.
@@ -116,7 +117,7 @@ def build_report(
     if compute_profile:
         sc = sc.with_compute_profile(compute_profile, draft=draft, force=force)
     # the numbers come from the public API, so a script reproduces them (multispin.plan)
-    return api.plan(sc, round_index, draft_policy=draft_policy, baselines=baselines).to_dict()
+    return api.plan(sc, round_index, draft_policy=draft_policy, baselines=baselines, verify=verify).to_dict()
 
 
 def scenario_for_profiles(acceptance_profile, compute_profile):
@@ -184,6 +185,7 @@ def _print_tables(r: dict) -> None:
         "UL ms | rej",
         "UL share",
         "DL share",
+        *(("coupled",) if r.get("verify", "standard") != "standard" else ()),
     ):
         t.add_column(escape(col), justify="right")
     for d in r["devices"]:
@@ -200,6 +202,7 @@ def _print_tables(r: dict) -> None:
             _fmt_ms(d["ul_latency_s"]),
             f"{d['ul_share']:.2f}",
             f"{d['dl_share']:.2f}",
+            *(("yes" if d["coupled"] else "no",) if r.get("verify", "standard") != "standard" else ()),
         )
     out.print(t)
     s = Table(title="summary (per round; SAA over the same samples)")
@@ -245,6 +248,9 @@ def _print_tables(r: dict) -> None:
         f"compute: T_ver0={1e3 * r['t_ver0_s']:g} ms, T_ver1={1e3 * r['t_ver1_s']:g} ms, "
         f"T_ver_tok={1e3 * r['t_ver_tok_s']:g} ms; N_SAA={r['n_saa']}"
     )
+    if r.get("coupled_alpha"):
+        out.print(f"verify {r['verify']}: coupled share {r['coupled_share']:.2f}", highlight=False)
+        out.print(f"[yellow]note:[/yellow] {escape(r['coupled_alpha'])}")
     if r["acceptance_assumed"]:
         out.print(
             "[yellow]note:[/yellow] per-task acceptance rates are assumed (the paper gives only a range); "
@@ -307,6 +313,14 @@ def optimize(
         help="apply a profile measured on another vocabulary than the scenario's (warns instead of refusing)",
     ),
     no_baselines: bool = typer.Option(False, "--no-baselines", help="skip the baselines"),
+    verify: str = choice_option(
+        "standard",
+        VERIFY_CHOICES,
+        "--verify",
+        help="verification rule: standard (the paper's: UL/DL corrections), coupled (every device, shared "
+        "randomness, nothing corrected over the air) or choose (per device, with γ); the coupled α is an "
+        "assumption (docs/system-model.md §5.7)",
+    ),
     as_json: bool = json_option(),
     log_level: LogLevel = log_level_option(),
 ) -> None:
@@ -337,6 +351,7 @@ def optimize(
             draft=draft,
             force=force,
             baselines=not no_baselines,
+            verify=verify,
         )
     if as_json:
         typer.echo(json.dumps(versioned(report, "optimize")))

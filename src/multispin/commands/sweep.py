@@ -25,7 +25,7 @@ from multispin.commands._scenario_fields import check_scenario_fields
 from multispin.errors import ConfigError
 
 # the keys of multispin.experiments.sweep.SWEEP_POLICIES (test_sweep checks), listed without importing it
-POLICY_NAMES = "adaptive, all_ul, all_dl, random, best_uniform, computation_only, greedy_paper"
+POLICY_NAMES = "adaptive, all_ul, all_dl, random, best_uniform, computation_only, greedy_paper, three_way, all_coupled"
 
 
 def _value(text: str) -> Any:
@@ -83,9 +83,14 @@ def print_table(doc: dict) -> None:
         "Jain's index of the G_k, mJ/tok: device energy per generated token, each of the plan on the "
         "drop's samples, mean and 95% interval (adaptive's paired change against each policy: --json)",
     )
-    for col in (*fields, "policy", "G [95%]", "adaptive vs [95%]", "γ̄", "worst G [95%]", "Jain [95%]", "mJ/tok [95%]"):
+    coupled = any(r.get("coupled_alpha") for r in doc["rows"])
+    cols = ("policy", "G [95%]", "adaptive vs [95%]", "γ̄", "worst G [95%]", "Jain [95%]", "mJ/tok [95%]")
+    for col in (*fields, *cols, *(("coupled share [95%]",) if coupled else ())):
         t.add_column(col, justify="right")
+    if coupled:  # the coupled α is an assumption: say so under the table
+        t.caption = f"{t.caption}; {next(r['coupled_alpha'] for r in doc['rows'] if r.get('coupled_alpha'))}"
     for r in doc["rows"]:
+        share = (_fmt_small(r.get("coupled_share"), r.get("coupled_share_low"), r.get("coupled_share_high")),)
         t.add_row(
             *(f"{r[f]:g}" if isinstance(r[f], (int, float)) else str(r[f]) for f in fields),
             r["policy"],
@@ -101,6 +106,7 @@ def print_table(doc: dict) -> None:
             _fmt_small(
                 r.get("energy_per_token_j"), r.get("energy_per_token_j_low"), r.get("energy_per_token_j_high"), 1e3
             ),
+            *(share if coupled else ()),
         )
     table_console().print(t)
     for note in doc.get("notes", []):

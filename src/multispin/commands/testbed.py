@@ -354,7 +354,7 @@ def demo(
         compute_profile=compute_profile,
     )
     build_scenario(
-        config.testbed("adaptive", seed, radio["p_dl_dbm"], out)
+        config.testbed(config.lead, seed, radio["p_dl_dbm"], out)
     )  # a bad scenario stops here, before any model loads
     with step_progress() as loading:
         loading.loading(f"loading {pair}…")
@@ -422,7 +422,8 @@ def demo(
     if objectives:
         for compared in by_objective:
             print_objectives(con, compared)
-    d0 = result.points[0].runs["adaptive"].results[0].texts.get(0, "")
+    first = result.points[0]
+    d0 = first.runs[first.lead].results[0].texts.get(0, "")
     con.print(f"[bold]device 0 wrote:[/bold] {d0[:300]!r}")
     err.print(
         f"figure: {png}"
@@ -455,8 +456,9 @@ def _demo_table(point, title: str) -> Table:
         "prediction on fresh channels, independent of the run; free: G had the air been "
         "free; T_comp / T_comm: mean per round (ms); plan: the planner's CPU per round (ms; "
         "not charged on the virtual clock); tok/rd: tokens per round (all devices); "
-        "draft: share of devices drafting; γ̄: mean draft length; DL: share of corrections "
-        "in DL mode; rec: every text equals the server's record",
+        "draft: share of devices drafting; γ̄: mean draft length; cpl: share of drafting "
+        "devices verified coupled; DL: share of corrections in DL mode; rec: every text equals "
+        "the server's record",
         (
             "policy",
             "G [95%]",
@@ -469,6 +471,7 @@ def _demo_table(point, title: str) -> Table:
             "tok/rd",
             "draft",
             "γ̄",
+            "cpl",
             "DL",
             "rec",
         ),
@@ -488,6 +491,7 @@ def _demo_table(point, title: str) -> Table:
             f"{r['tokens_per_round']:.1f}",
             f"{r['drafting_share']:.2f}",
             f"{r['mean_gamma']:.1f}",
+            f"{r.get('coupled_share', 0.0):.2f}",
             f"{r['dl_share']:.2f}",
             "ok" if r["records_match"] and r["steady_state"] else "MISMATCH",
         )

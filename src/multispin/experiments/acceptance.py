@@ -8,6 +8,9 @@ Three steps, for any number of drafts of one pair at once:
    under the sampling policy, as a speculative run's committed texts do.
 2. **α by teacher forcing.** One target pass and one pass of each draft over each whole text give
    p and q at every generated position; α is the mean of Σ min(p, q). All drafts share step 1.
+   The coupled α (Gumbel-coupled verification) is the mean of the exact match probability on the
+   same rows (`multispin.speculative.coupled_acceptance`), so the two are paired position by
+   position; each prompt's sums are kept in the profile (``coupled_per_prompt``).
 3. **Verdicts.** Per-position acceptance needs real verdicts at a fixed γ: the first
    ``verdict_prompts`` prompts run again as devices of a real Multi-SPIN run per draft (one
    batched draft pass per drafting step, one batched verify per round).
@@ -32,6 +35,7 @@ from multispin.runtime.round.engine import PolicyPair
 from multispin.runtime.round.local import FixedLink, UniformDraftLength, run_rounds
 from multispin.runtime.round.roles import DraftDevice, VerifierServer
 from multispin.speculative.codecs import make_codec
+from multispin.speculative.coupled_acceptance import coupled_acceptance
 from multispin.speculative.warp import SamplingFields, SamplingParams, warp
 
 N_BOOTSTRAP = 1000
@@ -58,6 +62,7 @@ class PromptMeasurement:
     accepted: list[int]  # accepted draft tokens per full-length round
     drafted: int  # γ of those rounds
     group: str = ""  # the prompt's category (MT-Bench's), for per-category α
+    coupled: np.ndarray | None = None  # P(Gumbel-coupled match) at the same positions as ``overlap``
 
 
 def iid_mean_accepted_length(alpha: float, gamma: int) -> float:
@@ -91,7 +96,9 @@ def measure_prompts(
             make_target, make_target, prompts, 0, sampling, seed, max_new_tokens, eos_ids, batch, say, "target text"
         )
     ]
-    overlaps = _teacher_forced_overlaps(make_target, make_drafts, texts, [len(p) for p in prompts], sampling, say)
+    overlaps, coupled = _teacher_forced_overlaps(
+        make_target, make_drafts, texts, [len(p) for p in prompts], sampling, say
+    )
     out = {}
     for name, make_draft in make_drafts.items():
         runs = _runs(
@@ -110,8 +117,8 @@ def measure_prompts(
         accepted = [[r.num_accepted for r in log if r.draft_len == gamma] for _, log in runs]
         accepted += [[] for _ in range(len(prompts) - n_verdicts)]
         out[name] = [
-            PromptMeasurement(ov, acc, gamma, groups[k] if groups is not None else "")
-            for k, (ov, acc) in enumerate(zip(overlaps[name], accepted))
+            PromptMeasurement(ov, acc, gamma, groups[k] if groups is not None else "", cp)
+            for k, (ov, acc, cp) in enumerate(zip(overlaps[name], accepted, coupled[name]))
         ]
     return out
 
@@ -170,12 +177,13 @@ def _teacher_forced_overlaps(
     prompt_lens: list[int],
     sampling: SamplingParams,
     say: StepReporter,
-) -> dict[str, list[np.ndarray]]:
-    """Σ min(p, q) at every generated position of every text, for each draft: one pass of the
-    target and one of each draft over each whole text."""
+) -> tuple[dict[str, list[np.ndarray]], dict[str, list[np.ndarray]]]:
+    """Σ min(p, q) and the coupled match probability at every generated position of every text,
+    for each draft: one pass of the target and one of each draft over each whole text."""
     target = make_target()
     drafts = {name: make() for name, make in make_drafts.items()}
     out: dict[str, list[np.ndarray]] = {name: [] for name in drafts}
+    cpl: dict[str, list[np.ndarray]] = {name: [] for name in drafts}
     for k, (tokens, n_prompt) in enumerate(zip(texts, prompt_lens)):
         say(Step("scoring α", k, len(texts), "prompts"))
         rows = slice(n_prompt - 1, len(tokens) - 1)
@@ -183,11 +191,13 @@ def _teacher_forced_overlaps(
         for name, lm in drafts.items():
             if p is None:
                 out[name].append(np.zeros(0))
+                cpl[name].append(np.zeros(0))
                 continue
             q = warp(_full_pass(lm, tokens)[rows], sampling)
             out[name].append(np.minimum(p, q).sum(axis=-1))
+            cpl[name].append(coupled_acceptance(p, q))
     say(Step("scoring α", len(texts), len(texts), "prompts"))
-    return out
+    return out, cpl
 
 
 def _full_pass(lm: BatchedLM, tokens: Sequence[int]) -> np.ndarray:
@@ -224,6 +234,15 @@ def summarise_acceptance(measured: list[PromptMeasurement], gamma: int, seed: in
         "iid_check": _iid_check(point, boot, gamma, n),
         "notes": undefined_notes(float(point["alpha"][0]), n_rounds, conditional, gamma),
     }
+    if "alpha_coupled" in point:
+        summary.update(
+            alpha_coupled=float(point["alpha_coupled"][0]),
+            alpha_coupled_ci95=_ci(boot["alpha_coupled"], n),
+            # paired over prompts: α and the coupled α of one resample share its positions
+            coupled_ratio=float(point["alpha_coupled"][0] / point["alpha"][0]),
+            coupled_ratio_ci95=_ci(boot["alpha_coupled"] / boot["alpha"], n),
+            coupled_per_prompt=[_prompt_sums(m) for m in measured],
+        )
     groups = sorted({m.group for m in measured})
     if len(groups) > 1:
         summary["groups"] = {g: _alpha_of([m for m in measured if m.group == g], gamma, rng) for g in groups}
@@ -254,7 +273,19 @@ def _estimates(measured: list[PromptMeasurement], gamma: int, samples: np.ndarra
     a = alpha[:, None]
     with np.errstate(invalid="ignore", divide="ignore"):
         iid = np.where(a >= 1.0, g + 1.0, (1.0 - a ** (g + 1)) / (1.0 - a))
-    return {"alpha": alpha, "mean_length": mean_length, "iid": iid, "conditional": conditional}
+    out = {"alpha": alpha, "mean_length": mean_length, "iid": iid, "conditional": conditional}
+    if measured and all(m.coupled is not None for m in measured):
+        coupled_sum = np.array([m.coupled.sum(dtype=float) for m in measured if m.coupled is not None])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out["alpha_coupled"] = coupled_sum[samples].sum(1) / overlap_n[samples].sum(1)
+    return out
+
+
+def _prompt_sums(m: PromptMeasurement) -> list[float]:
+    """[positions, Σ min(p, q), Σ P(coupled match)] of one prompt: a profile's α and coupled α are
+    the ratios of these sums over its prompts (what a check recomputes prompt by prompt)."""
+    assert m.coupled is not None
+    return [float(m.overlap.size), float(m.overlap.sum(dtype=float)), float(m.coupled.sum(dtype=float))]
 
 
 def _iid_check(point: dict, boot: dict, gamma: int, n: int) -> dict:
@@ -382,6 +413,8 @@ def _profile(pair, draft: str, config: MeasureConfig, label: str, summary: dict)
     tasks = {
         label: {"alpha": summary["alpha"], "alpha_ci95": summary["alpha_ci95"], "num_tokens": summary["num_tokens"]}
     }
+    if "alpha_coupled" in summary:  # the coupled rule's α on the same rows (absent in older profiles)
+        tasks[label].update(alpha_coupled=summary["alpha_coupled"], alpha_coupled_ci95=summary["alpha_coupled_ci95"])
     if "math" in summary.get("groups", {}):  # MT-Bench's math questions: the offline stand-in for GSM8K
         tasks["mt_bench_math"] = summary["groups"]["math"]
     return {

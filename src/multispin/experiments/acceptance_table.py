@@ -18,9 +18,10 @@ import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from multispin.acceptance.shipped import PROFILES_ROOT, acceptance_profiles, profile_folder
-from multispin.experiments.acceptance import SOURCE_LABELS, policy_label
+from multispin.experiments.acceptance import SOURCE_LABELS, policy_label, profile_file_name
 from multispin.system.scenario import MEASURED_POLICY as SAMPLED  # the testbed's default policy
 
 GREEDY = {"temperature": 0.0, "top_k": 0, "top_p": 1.0}
@@ -171,8 +172,9 @@ def render(pairs=PAIRS) -> str:
             f"## {pair}",
             "",
             "| policy | draft | task | α (95% CI) | prompts / tokens | mean accepted length, measured | "
-            "i.i.d. prediction | i.i.d. holds? | verdict prompts / rounds |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "i.i.d. prediction | i.i.d. holds? | verdict prompts / rounds | coupled α (95% CI) | "
+            "coupled / standard (95% CI) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         drafts = list(dict.fromkeys(d for c in cells for d in c.drafts))
 
@@ -203,6 +205,7 @@ def render(pairs=PAIRS) -> str:
                         holds,
                         f"{p['verdict_prompts']} / {p['num_rounds']}",
                     ]
+                row += _coupled_cells(p, label)
                 lines.append("| " + " | ".join(row) + " |")
         lines.append("")
         mt = [p for p in profiles if p["source"] == "mtbench" and "groups" in p]
@@ -224,6 +227,7 @@ def render(pairs=PAIRS) -> str:
                     + " |"
                 )
             lines.append("")
+    lines += _coupled_lines(pairs)
     lines += _run_alpha_lines(pairs)
     lines += _spread_lines(pairs)
     if table_profiles(pairs[0], SAMPLED):
@@ -665,6 +669,72 @@ def _claims_lines() -> list[str]:
     return lines
 
 
+def _coupled_cells(p: dict, label: str) -> list[str]:
+    """The coupled α and the coupled/standard ratio of a profile's task, "–" where not measured."""
+    c = p.get("coupled")
+    if not c or label != SOURCE_LABELS[p["source"]]:
+        return ["–", "–"]
+    return [_pm(c["alpha_coupled"], c["alpha_coupled_ci95"]), _pm(c["ratio"], c["ratio_ci95"])]
+
+
+def _coupled_lines(pairs) -> list[str]:
+    """How the coupled column was measured, one line per profile that has it."""
+    measured = [p for pair in pairs for p in table_profiles(pair) if p.get("coupled")]
+    if not measured:
+        return []
+    lines = [
+        "## Coupled verification's α",
+        "",
+        "The coupled α is the exact probability that the Gumbel-coupled draft token equals the target's "
+        r"(\(\sum_x 1/\sum_y \max(p_y/p_x, q_y/q_x)\), docs/system-model.md §5.7), averaged over the same "
+        "teacher-forced rows as Σ min(p, q); the ratio is paired on those rows (bootstrap over prompts). It was "
+        "measured on a re-run of the cell's prompts without verdicts (`--verdict-prompts 0`), which "
+        "regenerates the target texts: the standard α of the re-run's rows is given next to the profile's. "
+        "Profiles without the column have no coupled option (the planner treats them as standard only).",
+        "",
+        "| pair | policy | draft | task | standard α, re-run rows | profile α | coupled α | ratio | prompts / tokens "
+        "| measured (UTC) | command |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for p in measured:
+        c = p["coupled"]
+        label = SOURCE_LABELS[p["source"]]
+        lines.append(
+            f"| {p['pair']} | {POLICY_TITLE.get(policy_label(p['sampling']), '')} | {p['draft']} | "
+            f"{TASK_TITLE.get(label, label)} | {c['alpha_same_rows']:.4f} | {p['alpha']:.4f} | "
+            f"{_pm(c['alpha_coupled'], c['alpha_coupled_ci95'])} | {_pm(c['ratio'], c['ratio_ci95'])} | "
+            f"{c['num_prompts']} / {c['num_tokens']} | {c['measured_utc']} | `{c['command']}` |"
+        )
+    return lines + [""]
+
+
+def merge_coupled(rerun_path, command: str, measured_utc: str) -> Path:
+    """Add the coupled α of a `multispin measure` re-run to the shipped profile of the same cell (pair,
+    draft, prompt source, sampling), as its ``coupled`` block and its task's ``alpha_coupled``."""
+    rerun = json.loads(Path(rerun_path).read_text())
+    shipped_path = PROFILES_ROOT / rerun["pair"] / profile_file_name(rerun)
+    shipped = json.loads(shipped_path.read_text())
+    same = ("pair", "draft", "source", "sampling", "seed", "max_new_tokens", "num_prompts")
+    differ = [k for k in same if shipped[k] != rerun[k]]
+    if differ:
+        raise ValueError(f"{rerun_path}: not the shipped cell's measurement ({', '.join(differ)} differ)")
+    shipped["coupled"] = {
+        "alpha_coupled": rerun["alpha_coupled"],
+        "alpha_coupled_ci95": rerun["alpha_coupled_ci95"],
+        "alpha_same_rows": rerun["alpha"],
+        "ratio": rerun["coupled_ratio"],
+        "ratio_ci95": rerun["coupled_ratio_ci95"],
+        "num_prompts": rerun["num_prompts"],
+        "num_tokens": rerun["num_tokens"],
+        "per_prompt": rerun["coupled_per_prompt"],  # [positions, Σ min(p, q), Σ P(match)] per prompt
+        "command": command,
+        "measured_utc": measured_utc,
+    }
+    shipped["tasks"][SOURCE_LABELS[rerun["source"]]]["alpha_coupled"] = rerun["alpha_coupled"]
+    shipped_path.write_text(json.dumps(shipped, indent=2) + "\n")
+    return shipped_path
+
+
 def measure_missing() -> None:
     for cell in GRID:
         if cell.shipped():
@@ -688,6 +758,8 @@ def main(argv: list[str]) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             CLAIMS_PATH.write_text(json.dumps(compare_claims(tmp), indent=2) + "\n")
         print(f"wrote {CLAIMS_PATH}")
+    elif what == "coupled":  # coupled <re-run profile> <command> <UTC time>
+        print(f"wrote {merge_coupled(argv[1], argv[2], argv[3])}")
     elif what == "render":
         from pathlib import Path
 
@@ -697,7 +769,10 @@ def main(argv: list[str]) -> int:
         Path(DOC_PATH).write_text(render())
         print(f"wrote {DOC_PATH} and {FIGURE_PATH}")
     else:
-        print("usage: python -m multispin.experiments.acceptance_table measure|cost|claims|render", file=sys.stderr)
+        print(
+            "usage: python -m multispin.experiments.acceptance_table measure|cost|claims|render|coupled",
+            file=sys.stderr,
+        )
         return 2
     return 0
 

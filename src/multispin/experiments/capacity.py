@@ -41,12 +41,12 @@ def saa_tpot_samples(
     from multispin.optimize.reactive import t_comm_batch
 
     k = inst.num_devices
-    surv = inst.survival  # (K, γ_max + 1): P(the first i drafts are all accepted)
+    surv = inst.accepted_survival  # (K, γ_max + 1): P(the first i drafts are all accepted)
     # N_k = 1 + the accepted drafts: draft i counts while u < P(first i accepted), i ≤ γ_k
     idx = np.arange(surv.shape[1])[None, :]
     counted = (u[:, :, None] < surv[None, :, :]) & (idx[None, :, :] >= 1) & (idx[None, :, :] <= gamma[None, :, None])
     tokens = 1 + counted.sum(axis=2)
-    rejected = u > surv[np.arange(k), gamma][None, :]
+    rejected = u > inst.survival[np.arange(k), gamma][None, :]  # coupled devices are never corrected
     t = float(t_comp_s(inst, gamma)) + t_comm_batch(rejected, inst, modes, split, mu)
     return (t[:, None] / tokens).ravel()
 

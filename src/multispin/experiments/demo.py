@@ -52,9 +52,8 @@ from multispin.experiments.testbed import (
 )
 from multispin.progress import StepReporter
 from multispin.system.scenario import Scenario
-from multispin.vocabulary import DEMO_POLICIES
+from multispin.vocabulary import DEMO_POLICIES, LEAD_POLICIES
 
-BASELINES = DEMO_POLICIES[1:]
 SWEEP_OFFSETS_DB = (0.0, 6.0, 12.0, 18.0)
 
 
@@ -72,7 +71,7 @@ class DemoConfig(TestbedSettings):
     # pool: every device in one process, drafting in batched forwards (a K = 20 round costs about a
     # third of the CPU of one process per device); every policy runs on the same runner
     runner: Literal["pool", "fork", "thread", "subprocess"] = "pool"
-    policies: tuple[str, ...] = DEMO_POLICIES  # adaptive first; the study runs STUDY_POLICIES
+    policies: tuple[str, ...] = DEMO_POLICIES  # the lead first; the study runs STUDY_POLICIES
     executor: Literal["serial", "local", "ray"] = "serial"  # where the seeds of one policy run
     # a pool does all K devices' drafting in one process: on a loaded 2-core host its first round (K
     # prompts' prefill) took over the testbed's 120 s and every device was dropped from it
@@ -83,13 +82,20 @@ class DemoConfig(TestbedSettings):
     @classmethod
     def _known_policies(cls, policies: tuple[str, ...]) -> tuple[str, ...]:
         bad = [p for p in policies if p not in DEMO_POLICIES]
-        if bad or "adaptive" not in policies or len(policies) < 2 or len(set(policies)) != len(policies):
+        leads = [p for p in LEAD_POLICIES if p in policies]
+        if bad or not leads or len(policies) < 2 or len(set(policies)) != len(policies):
             raise PydanticCustomError(
                 "policies",
-                "adaptive and at least one other of {allowed}, each once",
-                {"allowed": ", ".join(DEMO_POLICIES)},
+                "{leads} and at least one other of {allowed}, each once",
+                {"leads": " or ".join(LEAD_POLICIES), "allowed": ", ".join(DEMO_POLICIES)},
             )
-        return ("adaptive",) + tuple(p for p in DEMO_POLICIES if p in policies and p != "adaptive")
+        # the lead (the first of LEAD_POLICIES present) first, the baselines in DEMO_POLICIES' order
+        return (leads[0],) + tuple(p for p in DEMO_POLICIES if p in policies and p != leads[0])
+
+    @property
+    def lead(self) -> str:
+        """The policy every other is compared with (the first of ``policies``)."""
+        return self.policies[0]
 
     def testbed(self, policy: str, seed: int, p_dl_dbm: float | None, out: Path) -> TestbedConfig:
         """One run of the comparison: the shared settings, with this policy, seed, P^dl and folder."""
@@ -102,7 +108,7 @@ class DemoConfig(TestbedSettings):
         """(P^dl/P^ul offset in dB or None, P^dl in dBm or None for the scenario's) per point."""
         if self.sweep == "none":
             return [(None, self.p_dl_dbm)]
-        p_ul = build_scenario(self.testbed("adaptive", self.seed, None, self.out)).radio.p_ul_dbm
+        p_ul = build_scenario(self.testbed(self.lead, self.seed, None, self.out)).radio.p_ul_dbm
         return [(off, p_ul + off) for off in SWEEP_OFFSETS_DB]
 
 
@@ -158,6 +164,7 @@ class PolicyRuns:
                     "drafting_share",
                     "mean_gamma",
                     "mean_planning_cpu_s",
+                    "coupled_share",
                 )
             },
             "realised_over_forecast": forecast_ratio(
@@ -260,8 +267,13 @@ class SweepPoint:
     left_out: list[dict] = field(default_factory=list)
 
     @property
+    def lead(self) -> str:
+        """The policy the others are compared with: the first run (`DemoConfig.policies`' order)."""
+        return next(iter(self.runs))
+
+    @property
     def baselines(self) -> list[str]:
-        return [p for p in BASELINES if p in self.runs]
+        return [p for p in self.runs if p != self.lead]
 
     @property
     def best_baseline(self) -> str:
@@ -269,22 +281,21 @@ class SweepPoint:
 
     def summarise(self) -> None:
         target = self.runs.get("target_only")
-        self.rows = [self.runs[p].row(target) for p in DEMO_POLICIES if p in self.runs]
-        adaptive = self.runs["adaptive"].log
-        best = self.best_baseline  # the verdict that matters first: adaptive against the best other policy
+        self.rows = [run.row(target) for run in self.runs.values()]
+        lead = self.lead
+        led = self.runs[lead].log
+        best = self.best_baseline  # the verdict that matters first: the lead against the best other policy
         order = [best] + [p for p in self.baselines if p != best]
         self.comparisons = [
-            paired_difference(
-                adaptive, self.runs[p].log, ("adaptive", p), estimator=best_estimator(adaptive, self.runs[p].log)
-            )
+            paired_difference(led, self.runs[p].log, (lead, p), estimator=best_estimator(led, self.runs[p].log))
             for p in order
         ]
         self.realised_comparisons = [
-            paired_difference(adaptive, self.runs[p].log, ("adaptive", p), estimator="realised") for p in order
+            paired_difference(led, self.runs[p].log, (lead, p), estimator="realised") for p in order
         ]
-        # what each device gets, adaptive against the best other policy, on the same pairing
+        # what each device gets, the lead against the best other policy, on the same pairing
         self.service_comparisons = service_differences(
-            self.runs["adaptive"].service_log, self.runs[best].service_log, ("adaptive", best)
+            self.runs[lead].service_log, self.runs[best].service_log, (lead, best)
         )
 
     def to_dict(self) -> dict:
@@ -365,7 +376,7 @@ def non_default_settings(config: DemoConfig) -> str:
 
 def demo_setup(config: DemoConfig, pair) -> TestbedSetup:
     """The demo's device set-up (the adaptive run at the first seed, which uses both modes)."""
-    return testbed_setup(config.testbed("adaptive", config.seed, config.p_dl_dbm, config.out), pair, "--draft")
+    return testbed_setup(config.testbed(config.lead, config.seed, config.p_dl_dbm, config.out), pair, "--draft")
 
 
 def describe_setup(setup: TestbedSetup) -> dict:
@@ -463,7 +474,9 @@ def _run_one(tb: TestbedConfig) -> TestbedResult:
 
 
 _STYLE = {
+    "three_way": ("-", "D", "tab:purple"),
     "adaptive": ("-", "o", "tab:blue"),
+    "all_coupled": ("--", "v", "tab:red"),
     "all_ul": ("--", "s", "tab:orange"),
     "all_dl": ("-.", "^", "tab:green"),
     "target_only": (":", None, "black"),

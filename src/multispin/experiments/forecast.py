@@ -33,6 +33,7 @@ import numpy as np
 from multispin.acceptance.spread import job_alpha_quantile
 from multispin.optimize.montecarlo import analytic_round
 from multispin.runtime.round.planner import ScenarioPlanner
+from multispin.system.coupled_alpha import assumed_coupled_alpha
 from multispin.system.payload import WirePayload
 from multispin.system.scenario import Scenario
 from multispin.vocabulary import RUN_POLICIES
@@ -138,17 +139,19 @@ def forecast_goodput(
             rp = planner.plan(r, range(k), caps)
             r += 1
             gamma = np.asarray(rp.proactive.draft_len, dtype=np.int64)
+            coupled, truth_c = _coupled_truth(planner, rp, truth)
             n, tc, tm = analytic_round(
-                rp.instance.replace(alpha=truth), gamma, RUN_POLICIES[planner.policy], split, rng
+                rp.instance.replace(alpha=truth, alpha_coupled=truth_c), gamma, RUN_POLICIES[planner.policy], split, rng
             )
             tokens, comp, comm = tokens + n, comp + tc, comm + tm
             gammas.append(gamma)
             estimates.append(np.asarray(rp.instance.alpha, dtype=float))
-            accepted = draw_accepted(truth, gamma, rng)
+            accepted = draw_accepted(truth if truth_c is None else np.where(coupled, truth_c, truth), gamma, rng)
             drawn, spent = drawn + float(np.sum(accepted + 1)), spent + tc + tm
             if online:
                 for d in range(k):
-                    planner.estimator.update(d, int(gamma[d]), int(accepted[d]), bool(accepted[d] < gamma[d]))
+                    est = planner.coupled_estimator if coupled[d] else planner.estimator
+                    est.update(d, int(gamma[d]), int(accepted[d]), bool(accepted[d] < gamma[d]))
             if budget is not None and fresh is not None:
                 budget -= accepted + 1
                 ended = budget <= 0
@@ -170,6 +173,17 @@ def forecast_goodput(
         **one_run_range(replica_goodput, tokens / (comp + comm)),
         **{f"forecast_{key}": v for key, v in estimate_figures(np.array(estimates), prior).items()},
     }
+
+
+def _coupled_truth(planner: ScenarioPlanner, rp, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """(which devices the round's plan verifies coupled, their jobs' coupled α): each job's α times
+    the coupled/standard ratio of its task (`system.coupled_alpha`), as the planner's prior is;
+    ``None`` under a policy that never verifies coupled."""
+    k = truth.size
+    if planner.coupled_estimator is None:
+        return np.zeros(k, dtype=bool), None
+    coupled = np.array([bool(rp.coupled.get(d, False)) for d in range(k)])
+    return coupled, assumed_coupled_alpha(planner.world.drop.task, truth)
 
 
 MIN_REPLICAS_FOR_RANGE = 4  # fewer replicas give no honest spread

@@ -48,7 +48,13 @@ SWEEP_POLICIES = {
     "best_uniform": ("goodput_best_uniform", "gamma_best_uniform", "drafts"),
     "computation_only": ("goodput_computation_only", "gamma_computation_only", "drafts"),
     "greedy_paper": ("goodput_greedy_paper", "gamma_greedy_paper", "drafts"),
+    # coupled verification (experiments.reproduce.coupled): the three-way plan (coupled or
+    # standard per device, then UL/DL) and every device coupled; the coupled α is assumed
+    "three_way": ("goodput_three_way", "gamma_three_way", "coupled"),
+    "all_coupled": ("goodput_all_coupled", "gamma_all_coupled", "coupled"),
 }
+# the share of coupled devices in a policy's plan: a drop column, or a constant
+COUPLED_SHARE: dict[str, str | float] = {"three_way": "frac_coupled_three_way", "all_coupled": 1.0}
 DEFAULT_POLICIES = ("adaptive", "all_ul", "all_dl")
 # what a non-sum objective plans: adaptive and the mode baselines, each searching its γ for the
 # objective (experiments.reproduce.drop.objective_drop); the draft-length baselines are sum heuristics
@@ -266,10 +272,30 @@ def table_rows(points: Sequence[Point], summaries: Sequence[dict], policies: Seq
                     "adaptive_gain_high": s.get(gain + "_hi") if gain else None,
                     "mean_draft_len": s.get(gamma),
                     "n_drops": s["n_drops"],
+                    **coupled_cells(s, p),
                     **service_cells(s, p),
                 }
             )
     return rows
+
+
+def coupled_cells(s: dict, policy: str) -> dict[str, Any]:
+    """The coupled share of the policy's plan with its interval (0 for the two-way policies) and,
+    where the point ran the coupled policies, the assumption their coupled α rests on."""
+    from multispin.system.coupled_alpha import ASSUMPTION
+
+    share = COUPLED_SHARE.get(policy, 0.0)
+    if isinstance(share, str):
+        out = {"coupled_share": s.get(share), "coupled_share_low": s.get(share + "_lo")}
+        out["coupled_share_high"] = s.get(share + "_hi")
+    else:
+        out = {"coupled_share": share, "coupled_share_low": share, "coupled_share_high": share}
+    out["coupled_alpha"] = ASSUMPTION if "goodput_three_way" in s else None
+    # the three-way plan's paired gain over the paper's adaptive plan, on its own row
+    gain = "gom_three_way_vs_adaptive_pct" if policy == "three_way" else None
+    for end, at in (("pct", ""), ("low", "_lo"), ("high", "_hi")):
+        out[f"three_way_gain_{end}"] = s.get(gain + at) if gain else None
+    return out
 
 
 def service_cells(s: dict, policy: str) -> dict[str, Any]:
@@ -417,6 +443,10 @@ def plot_sweep(table: SweepTable, path: Path | None = None, field_name: str | No
         ax.set_title(f"{table.scenario}{': ' + title if title else ''} ({table.drops} drops, 95% bands)", fontsize=9)
         ax.grid(alpha=0.3)
         legend(ax)
+    label = next((r["coupled_alpha"] for r in table.rows if r.get("coupled_alpha")), None)
+    if label:  # the coupled policies rest on an assumed coupled α: the figure says so
+        fig.text(0.01, 0.005, label, fontsize=6, wrap=True)
+        fig.subplots_adjust(bottom=0.28)
     if path is not None:
         save(fig, Path(path))
     return fig

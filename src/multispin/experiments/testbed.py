@@ -326,6 +326,7 @@ def steady_state_figures(rows: list[RoundRow], devices: int) -> dict:
     comp = sum(r.comp_latency_s for r in rows)
     comm = sum(r.comm_latency_s for r in rows)
     gammas = [g for r in rows for g in r.gamma.values()]
+    drafting = sum(1 for r in rows for g in r.gamma.values() if g > 0)
     # Σ E[tokens | drafts] and Σ E[T_comm | drafts], where every round carries them
     expected = sum(sum(r.expected_tokens.values()) for r in rows) if all(r.expected_tokens for r in rows) else None
     conditioned = [r.conditioned_comm_latency_s for r in rows]
@@ -341,6 +342,10 @@ def steady_state_figures(rows: list[RoundRow], devices: int) -> dict:
         "tokens_per_round": tokens / n if n else 0.0,
         "drafting_share": float(np.mean([g > 0 for g in gammas])) if gammas else 0.0,
         "mean_gamma": float(np.mean(gammas)) if gammas else 0.0,
+        # of the device-rounds that drafted, the share verified under the coupled rule
+        "coupled_share": (
+            sum(1 for r in rows for d in r.coupled if r.gamma.get(d, 0) > 0) / drafting if drafting else 0.0
+        ),
         "steady_state": bool(rows) and all(len(r.gamma) == devices for r in rows),
         # the same ratio with each device's tokens replaced by E[tokens | its draft]: the
         # acceptance test's luck averaged out (`speculative.expected_kept`), same expectation

@@ -73,6 +73,7 @@ def maximise_ratio(
     lo: np.ndarray | None = None,
     hi: np.ndarray | None = None,
     const: float = 0.0,
+    coupled: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> BoundResult:
     """Exact ``max over lo ≤ γ ≤ hi`` of ``Σ E_k(γ_k) / (T_comp(γ) + const + Σ_k a[k, γ_k] − offset)``.
 
@@ -82,41 +83,60 @@ def maximise_ratio(
     γ_k ← argmax E_k − λ·(a_k + T_ver^tok·γ_k)) reaches its maximum in finitely many steps. The
     returned value adds the last residual max_γ (N − λD) / min D, so it is an upper bound even where
     the iteration stopped on rounding. Infinite when some denominator could be ≤ 0.
+
+    ``coupled`` (the coupled rule's expected-token table (K, γ_max + 1) and per-token drafting
+    time (K,)): each device may also take the coupled rule, whose γ adds no surrogate airtime
+    (a coupled device is never rejected, as a standard one at γ = 0): the maximum is then over
+    every (coupled mask, γ). The returned ``draft_len`` is the communicating one (0 where coupled).
     """
     k, gmax = inst.num_devices, inst.gamma_max
-    t = inst.token_latency_s
     c = inst.compute
     grid = np.arange(gmax + 1)
     lo = np.zeros(k, dtype=np.int64) if lo is None else np.asarray(lo, dtype=np.int64)
     hi = np.full(k, gmax, dtype=np.int64) if hi is None else np.asarray(hi, dtype=np.int64)
     cost = c.t_ver_tok_s * grid[None, :] + (np.zeros((k, gmax + 1)) if a is None else np.asarray(a, dtype=float))
+    # the options of each device, stacked on a leading axis: the standard rule, and the coupled one
+    e = inst.expected_tokens[None]
+    t = inst.token_latency_s[None]
+    costs = cost[None]
+    if coupled is not None:
+        e = np.stack([inst.expected_tokens, np.asarray(coupled[0], dtype=float)])
+        t = np.stack([inst.token_latency_s, np.asarray(coupled[1], dtype=float)])
+        costs = np.stack([cost, np.broadcast_to(c.t_ver_tok_s * grid[None, :], cost.shape)])
     base = c.t_ver0_s + k * c.t_ver1_s + c.t_ver_tok_s * k + const - offset
-    d_min = base + float(np.min(np.where((grid >= lo[:, None]) & (grid <= hi[:, None]), cost, np.inf), axis=1).sum())
+    in_box = (grid[None, :] >= lo[:, None]) & (grid[None, :] <= hi[:, None])
+    d_min = base + float(np.min(np.where(in_box[None], costs, np.inf), axis=(0, 2)).sum())
     if not d_min > 0:
         return BoundResult(float("inf"), lo.copy(), "unbounded")
-    e = inst.expected_tokens
-    in_box = (grid[None, :] >= lo[:, None]) & (grid[None, :] <= hi[:, None])
-    caps = np.unique((grid[None, :] * t[:, None])[in_box])
-    caps = caps[caps >= np.max(lo * t)]  # a cap below some lower end leaves nothing feasible
+    caps = np.unique(np.concatenate([(grid[None, :] * tk[:, None])[in_box] for tk in t]))
+    caps = caps[caps >= np.min(np.max(lo[None, :] * t, axis=1))]  # a cap below some lower end leaves nothing
     rows = np.arange(k)[None, :]
-    allowed = in_box[None, :, :] & (grid[None, None, :] * t[None, :, None] <= caps[:, None, None] * (1 + 1e-12))
+    # allowed[cap, option, device, γ]; the option axis and γ are then one axis of choices per device
+    allowed = in_box[None, None] & (
+        grid[None, None, None, :] * t[None, :, :, None] <= caps[:, None, None, None] * (1 + 1e-12)
+    )
+    n_opt = e.shape[0]
+    e_flat = np.moveaxis(e, 0, 1).reshape(k, n_opt * (gmax + 1))
+    cost_flat = np.moveaxis(costs, 0, 1).reshape(k, n_opt * (gmax + 1))
+    allowed = np.moveaxis(allowed, 1, 2).reshape(caps.size, k, n_opt * (gmax + 1))
     lam = np.zeros(caps.size)
     for _ in range(200):
-        score = np.where(allowed, e[None] - lam[:, None, None] * cost[None], -np.inf)
+        score = np.where(allowed, e_flat[None] - lam[:, None, None] * cost_flat[None], -np.inf)
         g = np.argmax(score, axis=2)
-        num = e[rows, g].sum(axis=1)
-        den = caps + base + cost[rows, g].sum(axis=1)
+        num = e_flat[rows, g].sum(axis=1)
+        den = caps + base + cost_flat[rows, g].sum(axis=1)
         new = num / den
         if np.all(new <= lam * (1 + 1e-15)):
             break
         lam = np.maximum(lam, new)
     # residual at the final λ: max_γ (N − λ D) over the cap's feasible set, ≥ 0 up to rounding
-    score = np.where(allowed, e[None] - lam[:, None, None] * cost[None], -np.inf)
+    score = np.where(allowed, e_flat[None] - lam[:, None, None] * cost_flat[None], -np.inf)
     resid = score.max(axis=2).sum(axis=1) - lam * (caps + base)
     upper = lam + np.maximum(resid, 0.0) / d_min
     i = int(np.argmax(upper))
-    g = np.argmax(np.where(allowed[i], e - lam[i] * cost, -np.inf), axis=1)
-    return BoundResult(float(upper[i]) * (1 + _SAFETY), g.astype(np.int64), "ratio")
+    choice = np.argmax(np.where(allowed[i], e_flat - lam[i] * cost_flat, -np.inf), axis=1)
+    g_best = np.where(choice // (gmax + 1) == 0, choice % (gmax + 1), 0)
+    return BoundResult(float(upper[i]) * (1 + _SAFETY), g_best.astype(np.int64), "ratio")
 
 
 # --------------------------------------------------------------------------- surrogates
@@ -381,6 +401,7 @@ def communication_bound(
     iterations: int = _ITERATIONS,
     latency: np.ndarray | None = None,
     table: bool = True,
+    coupled: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> CommunicationBound:
     """An upper bound on max_γ G(γ) of ``obj`` (its own samples, mode policy and split).
 
@@ -390,6 +411,8 @@ def communication_bound(
     rejected sets join the "seen" sets and the choice is made again. Every round's value is an
     upper bound; the least is returned. ``incumbent``: the plan to be certified (the first sets).
     ``latency`` replaces ℓ (the tests' negative control); ``table=False`` skips the table.
+    ``coupled`` (as `maximise_ratio`'s): the bound covers every coupled mask too (``obj`` the
+    all-standard objective, ``incumbent`` the communicating draft lengths, 0 where coupled).
     """
     from multispin.optimize.draft_lengths import goodput_upper_bound
 
@@ -398,7 +421,7 @@ def communication_bound(
     n = lv.shape[0]
     rows = np.arange(n)
     ell = single_device_latency_s(inst) if latency is None else latency
-    free = goodput_upper_bound(inst)
+    free = goodput_upper_bound(inst) if coupled is None else maximise_ratio(inst, coupled=coupled).value
     seen = [np.asarray(incumbent)[None, :] > lv]
     tab = _table_candidates(obj, seen[0]) if table else None
     best, best_g, values = free, np.asarray(incumbent, dtype=np.int64).copy(), [free]
@@ -416,7 +439,7 @@ def communication_bound(
             w = np.where(better[:, None], d[j], w)
             h = np.where(better, off[j], 0.0)
         sur = surrogate_from_weights(obj, w, h, "surrogate", lv)
-        res = maximise_ratio(inst, sur.a, sur.offset)
+        res = maximise_ratio(inst, sur.a, sur.offset, coupled=coupled)
         values.append(res.value)
         if res.value < best:
             best, best_g = res.value, res.draft_len

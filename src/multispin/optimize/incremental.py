@@ -177,13 +177,11 @@ class IncrementalSAA:
         num = self.tokens() - inst.expected_tokens[k, gk] + inst.expected_tokens[k, cand]
         return num / (tc + (self.t_comm.sum() + delta) / self.n_saa)
 
-    def line_table(self) -> np.ndarray:
-        """`line_values` of every device at once, shape (K, γ_max + 1): row k is G with γ_k replaced
-        by each of 0..γ_max, the others fixed. One batch of flipped re-solves and one bincount, so
-        a step that weighs every single-device move costs a few numpy calls, not K of them."""
+    def comm_table(self) -> np.ndarray:
+        """E[T_comm] with γ_k replaced by each of 0..γ_max (the others fixed), shape (K, γ_max + 1):
+        one batch of flipped re-solves and one bincount."""
         self.refresh_flips()
-        inst = self.inst
-        gmax, (n, k) = inst.gamma_max, self.levels.shape
+        gmax, (n, k) = self.inst.gamma_max, self.levels.shape
         diff = np.where(self._movable(), self.flip - self.t_comm[:, None], 0.0)
         # hist[k, l] = Σ over samples at level l of device k's (flipped − current)
         if self._bins is None:
@@ -195,6 +193,17 @@ class IncrementalSAA:
         gk = self.gamma[:, None]
         at_gk = cum[np.arange(k), self.gamma][:, None]
         delta = np.where(cand >= gk, cum[:, : gmax + 1] - at_gk, at_gk - cum[:, : gmax + 1])
+        return (self.t_comm.sum() + delta) / n
+
+    def line_table(self) -> np.ndarray:
+        """`line_values` of every device at once, shape (K, γ_max + 1): row k is G with γ_k replaced
+        by each of 0..γ_max, the others fixed. One batch of flipped re-solves and one bincount, so
+        a step that weighs every single-device move costs a few numpy calls, not K of them."""
+        comm = self.comm_table()
+        inst = self.inst
+        gmax, k = inst.gamma_max, self.levels.shape[1]
+        cand = np.arange(gmax + 1)[None, :]
+        gk = self.gamma[:, None]
         lat = self.gamma * inst.token_latency_s
         top = np.argsort(-lat, kind="stable")[:2]
         others = np.full(k, lat[top[0]] if k else 0.0)
@@ -206,7 +215,7 @@ class IncrementalSAA:
         tc = draft + self._t_fixed + inst.compute.t_ver_tok_s * (self.gamma.sum() - gk + cand)
         e = inst.expected_tokens
         num = self.tokens() - e[np.arange(k), self.gamma][:, None] + e[:, : gmax + 1]
-        return num / (tc + (self.t_comm.sum() + delta) / n)
+        return num / (tc + comm)
 
     def set_device(self, k: int, new: int) -> None:
         """Move γ_k to ``new`` (uses the flipped column computed by `line_values`)."""

@@ -323,24 +323,39 @@ def plan_objective(
     mode_uniforms=None,
     starts=(),
     exact: bool | None = None,
+    verify: str = "standard",
 ):
     """(an `optimize.plan.Plan` whose γ maximises ``objective`` on the samples, its `RoundScore`, the
     `ObjectiveSearch`, which picks the energy objective's modes after verification). The plan's
-    ``goodput`` is the sum goodput at that γ; its ``policy`` names the objective and the search."""
+    ``goodput`` is the sum goodput at that γ; its ``policy`` names the objective and the search.
+    ``verify``: as `optimize.plan.plan`'s (``choose``: `optimize.verification.choose_objective`)."""
     from multispin.optimize.plan import Plan
+    from multispin.optimize.verification import all_coupled, as_standard, check_verify, choose_objective
 
-    search = ObjectiveSearch(inst, uniforms, objective, energy, modes, split, mode_uniforms)
-    best, was_exact = search.search(starts, exact)
+    check_verify(verify)
+    if verify == "choose" and inst.coupled_available:
+        template = ObjectiveSearch(as_standard(inst), uniforms, objective, energy, modes, split, mode_uniforms)
+        mask, best, _ = choose_objective(inst, template, starts, exact)
+        inst = inst.with_coupled(mask)
+        search = ObjectiveSearch(inst, uniforms, objective, energy, modes, split, mode_uniforms)
+        search._mode_tables = template._mode_tables
+        was_exact, how = False, "choose"
+    else:
+        inst = all_coupled(inst) if verify == "coupled" else as_standard(inst)
+        search = ObjectiveSearch(inst, uniforms, objective, energy, modes, split, mode_uniforms)
+        best, was_exact = search.search(starts, exact)
+        how = "exact" if was_exact else "local"
     draft_len = inst.capped(best.draft_len)
     if not np.array_equal(draft_len, best.draft_len):
         best = search.evaluate(draft_len)
     plan = Plan(
         draft_len,
         best.goodput,
-        f"{objective}:{'exact' if was_exact else 'local'}",
+        f"{objective}:{how}",
         modes,
         split,
         expected_tokens(inst, draft_len),
         rejection_prob(inst, draft_len),
+        coupled=inst.coupled_mask.copy(),
     )
     return plan, best, search

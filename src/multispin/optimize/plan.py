@@ -20,8 +20,9 @@ from multispin.optimize.bound import communication_bound
 from multispin.optimize.draft_lengths import goodput_upper_bound
 from multispin.optimize.goodput import Goodput, SAAObjective, expected_tokens, goodput, outcomes, rejection_prob
 from multispin.optimize.reactive import MODE_POLICIES, SPLITS, optimal_modes_batch, ul_latency_s
+from multispin.optimize.verification import all_coupled, as_standard, check_verify, choose_verification
 from multispin.system.instance import Instance
-from multispin.vocabulary import TARGET_ONLY
+from multispin.vocabulary import COUPLED, STANDARD, TARGET_ONLY
 
 
 @dataclass(frozen=True)
@@ -113,10 +114,22 @@ class Plan:
     # policy "certified": the branch and bound's upper bound on max_γ G and whether it is met
     upper_bound: float = float("nan")
     proven_optimal: bool = False
+    # (K,) bool: the devices that verify coupled (all False unless planned with verify="coupled"/"choose")
+    coupled: np.ndarray = None  # type: ignore[assignment]  # filled in __post_init__
+
+    def __post_init__(self) -> None:
+        k = np.asarray(self.draft_len).shape[0]
+        c = np.zeros(k, dtype=bool) if self.coupled is None else np.asarray(self.coupled, dtype=bool)
+        object.__setattr__(self, "coupled", c)
 
     @property
     def goodput_tokens_per_s(self) -> float:
         return self.goodput.goodput_tokens_per_s
+
+    @property
+    def coupled_share(self) -> float:
+        """The fraction of devices that verify coupled."""
+        return float(np.mean(self.coupled)) if self.coupled.size else 0.0
 
 
 def _uniforms(inst: Instance, uniforms, rng, n_saa: int) -> np.ndarray:
@@ -143,6 +156,7 @@ def plan(
     extra_starts=None,
     channel_gains=None,
     deadline_s: float | None = None,
+    verify: str = STANDARD,
 ) -> Plan:
     """Draft lengths γ per device that maximise the SAA goodput of this round's instance.
 
@@ -160,7 +174,30 @@ def plan(
     ``deadline_s`` (policy ``fast`` only): CPU seconds after which the search returns the best plan
     found so far.
     With ``inst.gamma_cap`` (e.g. each job's remaining budget − 1) no device is planned past its cap.
+    ``verify``: ``standard`` (every device, the paper's model; the plan is the same bit for bit as
+    before the coupled rule existed), ``coupled`` (every device; needs ``inst.alpha_coupled``) or
+    ``choose`` (per device with γ, `multispin.optimize.verification`; all standard where the
+    instance has no coupled acceptance). The plan's ``coupled`` says which devices verify coupled.
     """
+    check_verify(verify)
+    if verify == COUPLED:
+        inst = all_coupled(inst)
+    elif verify == STANDARD or not inst.coupled_available:
+        inst = as_standard(inst)
+    else:
+        return _choose_plan(
+            inst,
+            _uniforms(inst, uniforms, rng, n_saa),
+            rng=rng,
+            policy=policy,
+            modes=modes,
+            split=split,
+            mode_uniforms=mode_uniforms,
+            warm_start=warm_start,
+            extra_starts=extra_starts,
+            channel_gains=channel_gains,
+            deadline_s=deadline_s,
+        )
     if policy not in PLAN_POLICIES:
         raise ConfigError(f"policy: unknown value {policy!r} (allowed: {', '.join(PLAN_POLICIES)})")
     if modes not in MODE_POLICIES:
@@ -207,6 +244,43 @@ def plan(
         dict(dp.baselines),
         dp.upper_bound,
         dp.proven_optimal,
+        inst.coupled_mask.copy(),
+    )
+
+
+def _choose_plan(inst: Instance, u: np.ndarray, **kw) -> Plan:
+    """``plan(verify="choose")``: the all-standard plan, then the three-way search from it and from
+    all coupled (`multispin.optimize.verification.choose_verification`); the draft-length policy
+    also polishes γ once on the mask the moves reach (not ``fast``: the per-round search)."""
+    std = as_standard(inst)
+    if kw["modes"] == "random" and kw["mode_uniforms"] is None:
+        if kw["rng"] is None:
+            raise ConfigError("mode_uniforms: the random mode policy needs mode uniforms or rng")
+        kw["mode_uniforms"] = kw["rng"].random(u.shape)
+    base = plan(std, uniforms=u, verify=STANDARD, **kw)
+    mu = kw["mode_uniforms"] if base.modes == "random" else None
+    obj = SAAObjective(std, u, base.modes, base.split, mu, kw["channel_gains"])
+    policy = kw["policy"]
+
+    def polish(masked: Instance, g: np.ndarray) -> np.ndarray:
+        o = SAAObjective(masked, u, base.modes, base.split, mu, kw["channel_gains"])
+        starts = {"current": g} if policy in ("greedy", "certified") else None
+        return optimise_draft_lengths(o, policy, starts).draft_len
+
+    # the per-round search (fast) skips the polish: another full search would double its time
+    fast = policy == "fast"
+    choice = choose_verification(obj, base.draft_len, None if fast else polish, subsample=fast)
+    chosen = std.with_coupled(choice.coupled)
+    return Plan(
+        choice.draft_len,
+        choice.goodput,
+        f"{base.policy}+choose",
+        base.modes,
+        base.split,
+        expected_tokens(chosen, choice.draft_len),
+        rejection_prob(chosen, choice.draft_len),
+        {**base.baselines, **{f"all_{name}": v for name, v in choice.starts.items()}},
+        coupled=choice.coupled.copy(),
     )
 
 
@@ -265,21 +339,31 @@ def optimize_instance(
     policy: str = "greedy",
     split: str = "equal",
     with_baselines: bool = True,
+    verify: str = STANDARD,
 ) -> OptimizeReport:
     """Plan one instance and compare against every baseline on the same samples.
 
     The baselines run first and the shipped search starts from each of their γ, so with
     ``policy="greedy"`` the plan is never below any of them; the certificate says by how much it
-    beats the best one and how far it is from the free-communication bound.
+    beats the best one and how far it is from the free-communication bound. ``verify`` as in
+    `plan`; with ``choose`` the paper's adaptive plan (``adaptive``) and all-coupled join the
+    baselines, and the certificate's bounds cover every coupled mask (`three_way_certificate`).
     """
-    base = baselines(inst, uniforms, mode_uniforms, policy=policy, split=split) if with_baselines else {}
+    check_verify(verify)
+    std = as_standard(inst)
+    base = baselines(std, uniforms, mode_uniforms, policy=policy, split=split) if with_baselines else {}
     starts = {name: dp.draft_len for name, dp in base.items()} if policy in ("greedy", "certified") else None
-    p = plan(inst, uniforms=uniforms, policy=policy, split=split, extra_starts=starts)
-    stats = device_stats(inst, p.draft_len, uniforms, split)
-    rep = OptimizeReport(inst, p, stats)
+    p = plan(inst, uniforms=uniforms, policy=policy, split=split, extra_starts=starts, verify=verify)
+    chosen = inst.with_coupled(p.coupled) if inst.coupled_available else std
+    stats = device_stats(chosen, p.draft_len, uniforms, split)
+    rep = OptimizeReport(chosen, p, stats)
     for name, dp in base.items():
         rep.baselines[name] = dp.goodput_tokens_per_s
         rep.baseline_draft_len[name] = dp.draft_len.tolist()
+    if verify != STANDARD and inst.coupled_available:
+        _add_coupled_baselines(rep, inst, uniforms, policy, split, starts)
+        rep.certificate = three_way_certificate(inst, uniforms, split, p, rep.baselines)
+        return rep
     obj = SAAObjective(inst, uniforms, "optimal", split)
     bb = p.upper_bound if np.isfinite(p.upper_bound) else None
     rep.certificate = certify(
@@ -292,6 +376,36 @@ def optimize_instance(
         bound=bb,
     )
     return rep
+
+
+def _add_coupled_baselines(rep: OptimizeReport, inst: Instance, uniforms, policy: str, split: str, starts) -> None:
+    """The paper's adaptive plan (all standard, optimal modes) and all-coupled, as baselines of a
+    plan that chooses the verification rule."""
+    for name, v in (("adaptive", STANDARD), ("all_coupled", COUPLED)):
+        bp = plan(inst, uniforms=uniforms, policy=policy, split=split, extra_starts=starts, verify=v)
+        rep.baselines[name] = bp.goodput_tokens_per_s
+        rep.baseline_draft_len[name] = bp.draft_len.tolist()
+
+
+def three_way_certificate(inst: Instance, uniforms, split: str, p: Plan, baselines: dict[str, float]) -> Certificate:
+    """The certificate of a plan that chooses the verification rule: both bounds hold over every
+    coupled mask as well as every γ (`multispin.optimize.bound.communication_bound` with the
+    coupled option: a coupled device's tokens and drafting time, no airtime)."""
+    std = as_standard(inst)
+    cpl = all_coupled(inst)
+    option = (cpl.expected_tokens, cpl.token_latency_s)
+    obj = SAAObjective(std, uniforms, "optimal", split)
+    table = std.num_devices <= 12  # the exact-table surrogate: 2^K sets
+    cb = communication_bound(obj, np.where(p.coupled, 0, p.draft_len), table=table, coupled=option)
+    name = max(baselines, key=lambda b: baselines[b]) if baselines else "none"
+    return Certificate(
+        float(p.goodput_tokens_per_s),
+        name,
+        float(baselines.get(name, float("nan"))),
+        cb.free_communication,
+        cb.value,
+        cb.method,
+    )
 
 
 def target_only_plan(inst: Instance) -> Plan:

@@ -216,6 +216,7 @@ class World:
             compute=self.compute_params(),
             gamma_max=sc.optimizer.gamma_max,
             draft_upload_bits_per_token=float(sc.payload.draft_upload_bits_per_token),
+            coupled_upload_bits_per_token=float(sc.payload.coupled_upload_bits_per_token),
             distance_m=self.drop.distance_m,
         )
 

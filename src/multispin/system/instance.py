@@ -64,6 +64,16 @@ class ComputeParams:
             _check(np.isfinite(v) and v >= 0, name, "[0, inf) s", v)
 
 
+def _survival(alpha: np.ndarray, gamma_max: int) -> np.ndarray:
+    """P(the first g draft tokens are all accepted), g = 0..gamma_max, per device (K, γ_max + 1)."""
+    k = alpha.shape[0]
+    per_pos = np.broadcast_to(alpha[:, None], (k, gamma_max)) if alpha.ndim == 1 else alpha
+    surv = np.ones((k, gamma_max + 1))
+    if gamma_max:
+        surv[:, 1:] = np.cumprod(per_pos, axis=1)
+    return surv
+
+
 def _readonly(a, dtype=float) -> np.ndarray:
     out = np.array(a, dtype=dtype, copy=True)
     out.setflags(write=False)
@@ -88,6 +98,14 @@ class Instance:
       the paper, which neglects the upload. When > 0 every device uploads at P^ul on an equal
       share B/K right after drafting, which adds ``bits / rate`` per drafted token to its
       compute-phase time (`token_latency_s`);
+    - ``alpha_coupled``: the acceptance rate of coupled verification (same shape as ``alpha``),
+      or ``None`` where coupled verification is unavailable;
+    - ``coupled`` (K,) bool or ``None`` (all standard): which devices verify coupled this round. A
+      coupled device gains E[N_k] at ``alpha_coupled``, drafts with
+      ``coupled_upload_bits_per_token`` (token ids, no q scalars; ``None``: the standard upload)
+      and is never corrected over the air, so it never joins a rejected set: its row of
+      ``survival`` (the probability that no correction is needed) is all ones, while
+      ``accepted_survival`` keeps every device's P(first g drafts accepted);
     - ``gamma_cap`` (K,) or ``None``: the longest draft each device can use this round (a job
       with b tokens left drafts at most b − 1, the round engine's clip). A γ above the cap is
       drafted as the cap, so past it the survival and expected-token tables stay flat: such a γ
@@ -106,7 +124,11 @@ class Instance:
     distance_m: np.ndarray | None = None
     dl_payload_bits: np.ndarray | None = None
     gamma_cap: np.ndarray | None = None
+    alpha_coupled: np.ndarray | None = None
+    coupled: np.ndarray | None = None
+    coupled_upload_bits_per_token: float | None = None
     survival: np.ndarray = field(init=False, repr=False)
+    accepted_survival: np.ndarray = field(init=False, repr=False)
     expected_tokens: np.ndarray = field(init=False, repr=False)
     token_latency_s: np.ndarray = field(init=False, repr=False)
 
@@ -153,12 +175,13 @@ class Instance:
         if self.distance_m is not None:
             set_(self, "distance_m", _readonly(self.distance_m))
 
+        coupled = self._check_coupled(k, a)
         # P(first g draft tokens all accepted), g = 0..gamma_max, and E[N_k | γ_k = g].
         g = self.gamma_max
-        per_pos = np.broadcast_to(a[:, None], (k, g)) if a.ndim == 1 else a
-        surv = np.ones((k, g + 1))
-        if g:
-            surv[:, 1:] = np.cumprod(per_pos, axis=1)
+        surv = _survival(a, g)
+        if coupled.any():
+            assert self.alpha_coupled is not None  # checked by _check_coupled
+            surv[coupled] = _survival(self.alpha_coupled, g)[coupled]
         if self.gamma_cap is not None:
             cap = np.asarray(self.gamma_cap)
             _check(
@@ -171,15 +194,63 @@ class Instance:
             set_(self, "gamma_cap", cap)
             # γ past the cap is drafted as the cap: the tables repeat the cap's column
             surv = surv[np.arange(k)[:, None], np.minimum(np.arange(g + 1)[None, :], cap[:, None])]
-        set_(self, "survival", _readonly(surv))
         et = np.cumsum(surv, axis=1)
         if self.gamma_cap is not None:
             et = et[np.arange(k)[:, None], np.minimum(np.arange(g + 1)[None, :], self.gamma_cap[:, None])]
+        set_(self, "accepted_survival", _readonly(surv))
+        surv = surv.copy()
+        surv[coupled] = 1.0  # a coupled device is never corrected over the air
+        set_(self, "survival", _readonly(surv))
         set_(self, "expected_tokens", _readonly(et))
-        if self.draft_upload_bits_per_token > 0:
+        bits = np.where(coupled, self.upload_bits_coupled, self.draft_upload_bits_per_token)
+        if np.any(bits > 0):
             r = rate_bps(self.radio.bandwidth_hz / k, self.radio.p_ul_w, gu, self.radio.noise_psd_w_per_hz)
-            t = t + self.draft_upload_bits_per_token / r
+            t = t + bits / r
         set_(self, "token_latency_s", _readonly(t))
+
+    def _check_coupled(self, k: int, a: np.ndarray) -> np.ndarray:
+        """Validate and store the coupled fields; returns the (K,) coupled mask."""
+        set_ = object.__setattr__
+        if self.alpha_coupled is not None:
+            ac = _readonly(self.alpha_coupled)
+            _check(ac.shape == a.shape, "alpha_coupled", f"the shape of alpha {a.shape}", ac.shape)
+            _check(bool(np.all((ac >= 0) & (ac <= 1))), "alpha_coupled", "[0, 1]", ac.min() if ac.size else ac)
+            set_(self, "alpha_coupled", ac)
+        if self.coupled_upload_bits_per_token is not None:
+            b = self.coupled_upload_bits_per_token
+            _check(np.isfinite(b) and b >= 0, "coupled_upload_bits_per_token", "[0, inf) bits", b)
+        if self.coupled is None:
+            return np.zeros(k, dtype=bool)
+        c = np.asarray(self.coupled)
+        _check(c.shape == (k,) and c.dtype == bool, "coupled", f"{k} booleans", self.coupled)
+        _check(
+            self.alpha_coupled is not None or not c.any(),
+            "coupled",
+            "all False when alpha_coupled is None (coupled verification unavailable)",
+            c.tolist(),
+        )
+        c = _readonly(c, dtype=bool)
+        set_(self, "coupled", c)
+        return c
+
+    @property
+    def upload_bits_coupled(self) -> float:
+        """UL bits per drafted token of a coupled device (the token id only where counted)."""
+        b = self.coupled_upload_bits_per_token
+        return self.draft_upload_bits_per_token if b is None else float(b)
+
+    @property
+    def coupled_mask(self) -> np.ndarray:
+        """(K,) bool: which devices verify coupled this round (all False by default)."""
+        return np.zeros(self.num_devices, dtype=bool) if self.coupled is None else self.coupled
+
+    @property
+    def coupled_available(self) -> bool:
+        return self.alpha_coupled is not None
+
+    def with_coupled(self, coupled) -> Instance:
+        """A copy where the devices of the (K,) bool mask ``coupled`` verify coupled."""
+        return self.replace(coupled=np.asarray(coupled, dtype=bool))
 
     @property
     def num_devices(self) -> int:
@@ -244,4 +315,7 @@ class Instance:
             distance_m=None if self.distance_m is None else self.distance_m[idx],
             dl_payload_bits=None if self.dl_payload_bits is None else self.dl_payload_bits[idx],
             gamma_cap=None if self.gamma_cap is None else self.gamma_cap[idx],
+            alpha_coupled=None if self.alpha_coupled is None else self.alpha_coupled[idx],
+            coupled=None if self.coupled is None else self.coupled[idx],
+            coupled_upload_bits_per_token=self.coupled_upload_bits_per_token,
         )

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from multispin.errors import ConfigError
 from multispin.speculative.codecs import PAPER_PAYLOAD_BITS, PAPER_VOCAB, make_codec  # noqa: F401 (re-exported)
+from multispin.vocabulary import COUPLED, STANDARD
 
 
 def token_id_bits(vocab_size: int) -> int:
@@ -122,15 +123,25 @@ class WirePayload:
             return self.dl_distribution_bits + self.id_bits
         raise ConfigError(f"mode: must be 'ul' or 'dl' (got {mode!r})")
 
-    def round_bits(self, draft_len: int, mode: str | None) -> RoundBits:
-        """Bits of one device's round: ``mode`` is None when it was not rejected (bonus token)."""
-        key = (draft_len, mode)
+    def round_bits(self, draft_len: int, mode: str | None, rule: str = STANDARD) -> RoundBits:
+        """Bits of one device's round: ``mode`` is None when it was not rejected (bonus token) and
+        under the coupled rule, whose round moves token ids only (`coupled_round_bits`)."""
+        key = (draft_len, mode, rule)
         bits = self._round_bits_memo.get(key)
         if bits is None:
-            bits = self._round_bits_memo[key] = self._count_round_bits(draft_len, mode)
+            bits = self._round_bits_memo[key] = self._count_round_bits(draft_len, mode, rule)
         return bits
 
-    def _count_round_bits(self, draft_len: int, mode: str | None) -> RoundBits:
+    def coupled_round_bits(self, draft_len: int) -> RoundBits:
+        """A coupled device's round: γ token ids up (no q̂ scalars: the server never reads q), the
+        accepted count and the committed x* down; no distribution, nothing to correct."""
+        return RoundBits(draft_len * self.id_bits, self.position_bits + self.id_bits, 0, 0)
+
+    def _count_round_bits(self, draft_len: int, mode: str | None, rule: str = STANDARD) -> RoundBits:
+        if rule == COUPLED:
+            if mode is not None:
+                raise ConfigError(f"mode: a coupled device is never corrected (got {mode!r})")
+            return self.coupled_round_bits(draft_len)
         up = draft_len * self.draft_bits_per_token
         if mode is None:
             return RoundBits(up, self.id_bits, 0, 0)  # the bonus id goes down

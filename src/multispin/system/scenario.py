@@ -220,6 +220,11 @@ class PayloadConfig(_Model):
     def draft_upload_bits_per_token(self) -> int:
         return draft_upload_bits_per_token(self.vocab_size) if self.count_signalling_bits else 0
 
+    @property
+    def coupled_upload_bits_per_token(self) -> int:
+        """A coupled draft's UL bits per token: the id only (no q scalar)."""
+        return token_id_bits(self.vocab_size) if self.count_signalling_bits else 0
+
 
 class OptimizerConfig(_Model):
     """γ_max (tokens), the SAA sample count N_SAA and the objective (docs/service.md).
@@ -597,6 +602,24 @@ PRESETS: dict[str, dict[str, Any]] = {
             "source": _ASSUMED_SOURCE,
         },
         "compute": {"t_ver0_s": 0.0693, "t_ver1_s": 0.0091, "t_ver_tok_s": 0.0},  # R1-Distill-Qwen-32B on A100
+    },
+    # the paper's cell, its devices in the outer 100 m ring (U[400, 500] m instead of U[100, 500] m):
+    # where the air is dearest, the question "uplink, downlink or neither" matters most
+    "paper-qwen-cell-edge": {
+        **copy.deepcopy(_PAPER_COMMON),
+        "name": "paper-qwen-cell-edge",
+        "devices": {
+            "count": 20,
+            "drop": {"kind": "uniform_distance", "min_distance_m": 400.0, "max_distance_m": 500.0},
+            "draft_latency_s_per_token": 0.0152,
+            "draft_latency_jitter_max": 1.15,
+        },
+        "tasks": {
+            "acceptance": {"humaneval": 0.93, "gsm8k": 0.90, "mt_bench": 0.84, "ifeval": 0.87},
+            "assumed": True,
+            "source": _ASSUMED_SOURCE,
+        },
+        "compute": {"t_ver0_s": 0.0428, "t_ver1_s": 0.0076, "t_ver_tok_s": 0.0},
     },
     "smollm2-cpu": {
         **copy.deepcopy(_PAPER_COMMON),

@@ -72,7 +72,7 @@ def test_device_ids_parse_ranges_and_lists():
 def test_a_failed_draft_batch_is_said_once_and_raised_in_each_device(monkeypatch, caplog):
     """The server sees only the pooled devices' connections end; the pool says why."""
 
-    def broken(devices, gammas):
+    def broken(devices, gammas, coupled=()):
         raise KeyError(1)
 
     monkeypatch.setattr(pool_module, "draft_all", broken)

@@ -85,7 +85,7 @@ def test_the_coin_is_fair_and_keyed_in_the_registry():
 
 def test_random_is_the_fair_coin_and_other_names_are_refused():
     assert mode_policy("random", 3) == RandomMode(3)
-    with pytest.raises(ConfigError, match="mode: unknown value 'mixed' \\(allowed: ul, dl, random\\)"):
+    with pytest.raises(ConfigError, match="mode: unknown value 'mixed' \\(allowed: ul, dl, random, coupled\\)"):
         mode_policy("mixed", 3)
 
 

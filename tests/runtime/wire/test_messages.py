@@ -72,7 +72,7 @@ def test_message_list_is_complete():
         "BYE",
         "ERROR",
     }
-    assert P.PROTOCOL_VERSION == 2  # 2: PLAN in COMMIT, p_j in VERDICT, no VERDICT when all accepted
+    assert P.PROTOCOL_VERSION == 3  # 2: PLAN in COMMIT, p_j in VERDICT, no VERDICT when all accepted; 3: coupled rule
 
 
 def test_reasons_are_one_line_and_capped():

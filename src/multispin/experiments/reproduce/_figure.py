@@ -21,6 +21,8 @@ STYLE = {
     "best_uniform": dict(color="C4", marker="D", linestyle="--"),
     "computation_only": dict(color="C5", marker="s", linestyle="-."),
     "greedy_paper": dict(color="C9", marker="^", linestyle=":"),
+    "three_way": dict(color="C6", marker="*", linestyle="-", filled=True),
+    "all_coupled": dict(color="C7", marker="x", linestyle="--"),
     "bound": dict(color="k", marker="", linestyle="--"),
 }
 COLORS = {k: v["color"] for k, v in STYLE.items()}

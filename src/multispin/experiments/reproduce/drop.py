@@ -64,6 +64,12 @@ def run_drop(scenario: dict[str, Any], options: dict[str, Any]) -> dict[str, flo
         inst, u, world.mode_uniforms(0), modes=bool(options.get("modes")), draft_lengths=bool(options.get("drafts"))
     )
     p = plan(inst, uniforms=u, extra_starts={n: dp.draft_len for n, dp in baselines.items()})
+    if options.get("coupled") and sc.optimizer.objective != "sum":
+        from multispin.errors import ConfigError
+
+        raise ConfigError(
+            f"objective: the coupled policies are compared on the sum goodput only (got {sc.optimizer.objective!r})"
+        )
     if sc.optimizer.objective != "sum":  # the sum plan and its baselines are the searches' starts
         return objective_drop(sc, inst, u, world.mode_uniforms(0), p, baselines, options)
     g = p.draft_len
@@ -119,6 +125,10 @@ def run_drop(scenario: dict[str, Any], options: dict[str, Any]) -> dict[str, flo
         row["gamma_mean_lattice"] = float(np.mean(pl.draft_len))
         row["payload_bits_sparse"] = float(sc.payload.payload_bits)
         row["payload_bits_lattice"] = float(lat.scenario.payload.payload_bits)
+    if options.get("coupled"):  # the study "UL, DL or neither" (experiments.reproduce.coupled)
+        from multispin.experiments.reproduce.coupled import coupled_columns
+
+        row.update(coupled_columns(world, inst, u, p, baselines))
     if options.get("service"):
         plans = {"": (g, "optimal", None)}
         plans.update(
@@ -233,6 +243,12 @@ def _capacity_drop_code():
     return capacity  # the whole module: the capacity search and its drop
 
 
+def _coupled_drop_code():
+    from multispin.experiments.reproduce.coupled import coupled_columns
+
+    return coupled_columns
+
+
 DROP_CODE = (
     _nan_if_empty,
     _pct,
@@ -242,6 +258,7 @@ DROP_CODE = (
     run_chunk,
     _csi_drop_code(),
     _capacity_drop_code(),
+    _coupled_drop_code(),
 )  # what code_version hashes
 
 

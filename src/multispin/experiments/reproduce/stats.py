@@ -70,6 +70,12 @@ GAINS_OF_MEANS = {
     # the sweep's objective (multispin.experiments.sweep): what it costs in sum goodput against
     # the sum's plan, and adaptive's service columns against each mode baseline's, paired as goodput is
     "gom_objective_vs_sum_pct": ("goodput", "goodput_sum_objective"),
+    # coupled verification (experiments.reproduce.coupled): the three-way plan against the paper's
+    # adaptive and all-coupled, and adaptive against both (the sweep's adaptive_gain_pct)
+    "gom_three_way_vs_adaptive_pct": ("goodput_three_way", "goodput"),
+    "gom_three_way_vs_all_coupled_pct": ("goodput_three_way", "goodput_all_coupled"),
+    "gom_vs_three_way_pct": ("goodput", "goodput_three_way"),
+    "gom_vs_all_coupled_pct": ("goodput", "goodput_all_coupled"),
     **{
         f"gom_{m}_vs_{b}_pct": (metric, f"{metric}_{b}")
         for m, metric in (

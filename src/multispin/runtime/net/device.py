@@ -45,6 +45,7 @@ from multispin.runtime.wire.device_protocol import (
 )
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.warp import SamplingParams
+from multispin.vocabulary import COUPLED, STANDARD, VerifyRule
 
 log = logging.getLogger("multispin.device")
 REFUSED_HINT_AFTER_S = 3.0  # refused connections for this long: the hint that nothing listens there
@@ -58,14 +59,14 @@ BUSY_PATIENCE_TIMEOUTS = 3
 _ZMQ_EVENTS, _ZMQ_POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
 
 
-Drafter = Callable[[DraftDevice, int], "tuple[Draft, float]"]
+Drafter = Callable[[DraftDevice, int, VerifyRule], "tuple[Draft, float]"]
 
 
-def draft_alone(dev: DraftDevice, gamma: int) -> tuple[Draft, float]:
+def draft_alone(dev: DraftDevice, gamma: int, rule: VerifyRule = STANDARD) -> tuple[Draft, float]:
     """A lone device's draft: its own forward passes; (the draft, its compute seconds). A pool
     (`multispin.runtime.net.pool`) plugs in a drafter that batches the devices it hosts."""
     t0 = time.perf_counter()
-    draft = dev.draft(gamma)
+    draft = dev.draft(gamma, rule)
     return draft, time.perf_counter() - t0
 
 
@@ -424,7 +425,7 @@ class DeviceClient:
         assert dev is not None
         if isinstance(event, DraftRequested):
             self._fault_hook(sock, event.round)
-            draft, seconds = self.drafter(dev, event.gamma)
+            draft, seconds = self.drafter(dev, event.gamma, COUPLED if event.coupled else STANDARD)
             self.rounds += 1
             return proto.send_draft(draft.tokens, draft.q_at_tokens, seconds)
         if isinstance(event, QRequested):

@@ -38,6 +38,7 @@ from multispin.runtime.net.device import DeviceClient, DeviceOutcome, normalise_
 from multispin.runtime.round.roles import Draft, DraftDevice, draft_all
 from multispin.runtime.security.limits import MAX_SERVED_DEVICES
 from multispin.runtime.wire import messages as P
+from multispin.vocabulary import COUPLED, STANDARD, VerifyRule
 
 log = logging.getLogger("multispin.pool")
 
@@ -134,7 +135,7 @@ class DraftBatcher:
         self._gather_s = gather_s
         self._cv = threading.Condition()
         self._members = 0
-        self._pending: dict[object, tuple[DraftDevice, int]] = {}
+        self._pending: dict[object, tuple[DraftDevice, int, VerifyRule]] = {}
         self._done: dict[object, Any] = {}
         self._running = False
         self._last = 0.0
@@ -149,10 +150,10 @@ class DraftBatcher:
             self._members -= 1
             self._cv.notify_all()
 
-    def __call__(self, dev: DraftDevice, gamma: int) -> tuple[Draft, float]:
+    def __call__(self, dev: DraftDevice, gamma: int, rule: VerifyRule = STANDARD) -> tuple[Draft, float]:
         ticket = object()
         with self._cv:
-            self._pending[ticket] = (dev, gamma)
+            self._pending[ticket] = (dev, gamma, rule)
             self._last = time.monotonic()
             self._cv.notify_all()
             while ticket not in self._done:
@@ -175,13 +176,15 @@ class DraftBatcher:
         self._running = True
         self._cv.release()
         try:
-            devices = {dev.device_id: dev for dev, _ in batch.values()}
+            devices = {dev.device_id: dev for dev, _, _ in batch.values()}
+            gammas = {dev.device_id: g for dev, g, _ in batch.values()}
+            coupled = [dev.device_id for dev, _, rule in batch.values() if rule == COUPLED]
             t0 = time.perf_counter()
             try:
                 with self._lock:
-                    drafts = draft_all(devices, {dev.device_id: g for dev, g in batch.values()})
+                    drafts = draft_all(devices, gammas, coupled)
                 seconds = time.perf_counter() - t0
-                results: dict[object, Any] = {t: (drafts[dev.device_id], seconds) for t, (dev, _) in batch.items()}
+                results: dict[object, Any] = {t: (drafts[dev.device_id], seconds) for t, (dev, _, _) in batch.items()}
             except Exception as exc:  # each device's thread raises it (its session resumes)
                 # said here once: the server only sees the devices' connections end
                 log.warning("draft batch of %d devices failed: %s: %s", len(batch), type(exc).__name__, exc)

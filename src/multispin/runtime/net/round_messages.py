@@ -73,7 +73,7 @@ class RoundMessages:
         r, timeout = out.round, self.config.round_timeout_s
         for d, c in self.conns.items():
             if not proto.planned(c, r):  # else its last COMMIT carried this PLAN
-                proto.plan(c, r, out.gammas[d])
+                proto.plan(c, r, out.gammas[d], d in out.coupled)
         self.link.flush()
         # the connections still owing their DRAFT, fewer at each wake-up (a DRAFT taken or a
         # session ended stays so): a round's DRAFTs wake the loop up to K times, and each wake-up

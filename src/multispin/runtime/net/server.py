@@ -431,6 +431,7 @@ class EdgeServer:
             self.before_commit(out)
         self._next = self._plan_next(out)
         gammas = self._next.gammas if self._next is not None else {}
+        coupled = self._next.coupled if self._next is not None else frozenset()
         for d in out.records:
             self.proto.commit(
                 io.conns[d],
@@ -439,6 +440,7 @@ class EdgeServer:
                 out.records[d],
                 d in out.finished,
                 gammas.get(d) if io.conns[d].alive else None,
+                d in coupled,
             )
         self.link.flush()
         self._next_sent = time.perf_counter()

@@ -23,6 +23,7 @@ from multispin.optimize.goodput import t_comp_s
 from multispin.runtime.round.engine import RoundRecord
 from multispin.system.radio import rate_bps
 from multispin.system.scenario import Scenario
+from multispin.vocabulary import COUPLED
 
 
 @dataclass
@@ -107,7 +108,8 @@ class ScenarioClock:
         ``rplan.active``'s order), ``channel`` this round's true channel of every scenario device
         (for retransmissions), ``index`` the scenario device of a device id."""
         pos = {d: i for i, d in enumerate(rplan.active)}
-        rejected = [d for d, r in records.items() if r.rejection_position is not None]
+        # a coupled device's mismatch commits the server's x*: nothing to correct, nothing charged
+        rejected = [d for d, r in records.items() if r.rejection_position is not None and r.rule != COUPLED]
         modes: dict[int, str] = {}
         power, bw, gain, charged, airtime = {}, {}, {}, {}, {}
         if rplan.decision is not None:

@@ -1,7 +1,9 @@
 """The round engine: one Multi-SPIN round on plain data (docs/system-model.md §1), the only
 implementation of its steps.
 
-clip γ to the budget → (devices draft) → verify the ragged batch in one pass → rejected set R →
+clip γ to the budget (and take each device's verification rule from the plan) → (devices draft)
+→ verify the ragged batch in one pass → rejected set R (standard devices only: a coupled device
+commits the server's x* and is never corrected) →
 modes from the policy → server-side correction (UL) or p_j to send (DL) → commit the kept tokens
 → count the bits → "finished" → one record per device and one `RoundOutcome`.
 
@@ -21,7 +23,7 @@ from multispin.errors import ConfigError
 from multispin.runtime.round.roles import Draft, Verdict, VerifierServer
 from multispin.speculative.expected_kept import draft_survival, expected_kept
 from multispin.system.payload import RoundBits, WirePayload
-from multispin.vocabulary import LINK_MODES, LinkMode
+from multispin.vocabulary import COUPLED, LINK_MODES, STANDARD, LinkMode, VerifyRule
 
 
 class DraftLengthPolicy(Protocol):
@@ -39,6 +41,9 @@ class PlannedRound:
 
     round: int
     draft_lengths: Mapping[int, int]  # γ per active device, before the engine's budget clip
+    # the verification rule per active device, fixed before drafting: True = coupled (a device
+    # missing here is standard). Never chosen from p, q or the drafts: that would bias the output.
+    coupled: Mapping[int, bool] = field(default_factory=dict, kw_only=True)
 
 
 class RoundPolicy(Protocol):
@@ -64,9 +69,11 @@ class PolicyPair:
 
     draft_lengths: DraftLengthPolicy
     mode_policy: ModePolicy
+    coupled: bool = False  # every device under the coupled rule (then no mode is ever asked for)
 
     def plan(self, round_idx: int, active: Sequence[int], caps: Mapping[int, int] | None = None) -> PlannedRound:
-        return PlannedRound(round_idx, self.draft_lengths(round_idx, list(active)))  # the engine clips
+        rules = {d: True for d in active} if self.coupled else {}
+        return PlannedRound(round_idx, self.draft_lengths(round_idx, list(active)), coupled=rules)  # the engine clips
 
     def modes(self, plan: PlannedRound, rejected: Sequence[int]) -> Mapping[int, LinkMode]:
         return self.mode_policy(plan.round, list(rejected))
@@ -93,6 +100,9 @@ class RoundRecord:
     uplink_bits: int  # everything the device sent (drafts, q̂_j or correction id)
     downlink_bits: int  # everything the server sent (bonus/rejection, p_j or correction id)
     correction_bits: int = 0  # distribution + correction id: what the clock charges at the mode's rate
+    # the device's verification rule this round; under ``coupled`` rejection_position is the first
+    # mismatch y_i ≠ x*_i (x* committed there, nothing corrected: mode None, no correction bits)
+    rule: VerifyRule = STANDARD
 
     @classmethod
     def of(cls, bits: RoundBits, **fields) -> RoundRecord:
@@ -126,6 +136,7 @@ class RoundOutcome:
     round: int
     gammas: dict[int, int]  # γ of every device active at the round's start (after the clip)
     plan: PlannedRound | None = None  # the policy's plan for the round
+    coupled: frozenset[int] = frozenset()  # the active devices the plan put under the coupled rule
     rejected: list[int] = field(default_factory=list)
     modes: dict[int, LinkMode] = field(default_factory=dict)
     records: dict[int, RoundRecord] = field(default_factory=dict)  # devices that committed
@@ -195,13 +206,18 @@ class RoundEngine:
             except (KeyError, TypeError, ValueError):
                 raise ConfigError(f"draft-length policy: no integer γ for device {d} in round {r}") from None
             gammas[d] = max(0, min(want, caps[d]))
-        return RoundOutcome(r, gammas, plan)
+        coupled = frozenset(d for d in active if bool(plan.coupled.get(d, False)))
+        return RoundOutcome(r, gammas, plan, coupled)
+
+    def rule(self, out: RoundOutcome, d: int) -> VerifyRule:
+        """Device d's verification rule this round (the plan's, fixed before it drafted)."""
+        return COUPLED if d in out.coupled else STANDARD
 
     def verify(self, out: RoundOutcome, drafts: Mapping[int, Draft]) -> None:
         """One batched verify of every draft that arrived, then the modes of the rejected set."""
         if drafts:
             t0 = time.perf_counter()
-            out.verdicts = self.verifier.verify(dict(drafts))
+            out.verdicts = self.verifier.verify(dict(drafts), out.coupled)
             out.verify_s = time.perf_counter() - t0
             # outside verify_s: a measurement's cost, not the protocol's
             beta = self.verifier.accept_probabilities()
@@ -236,18 +252,19 @@ class RoundEngine:
         """Append the verdict's tokens and `final` (bonus or correction), clipped to the budget
         and the first EOS; record the round's bits; return the kept tokens."""
         v, gamma = out.verdicts[d], out.gammas[d]
-        mode = out.modes.get(d)
+        mode, rule = out.modes.get(d), self.rule(out, d)
         kept = clip_new_tokens(v.accepted_tokens + [int(final)], self.eos_ids, self.budget(d))
         self.verifier.commit(d, kept)
         out.kept[d] = kept
         out.records[d] = RoundRecord.of(
-            self.wire.round_bits(gamma, mode),
+            self.wire.round_bits(gamma, mode, rule),
             round=out.round,
             draft_len=gamma,
             num_accepted=v.num_accepted,
-            rejection_position=v.num_accepted if v.rejected else None,
+            rejection_position=v.num_accepted if v.rejected or (rule == COUPLED and v.num_accepted < gamma) else None,
             mode=mode,
             tokens_gained=len(kept),
+            rule=rule,
         )
         if self.finished(d):
             out.finished.append(d)

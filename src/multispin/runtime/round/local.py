@@ -16,7 +16,7 @@ from multispin.runtime.round.roles import DraftDevice, VerifierServer, draft_all
 from multispin.speculative.stats import AcceptanceStats
 from multispin.system.channel import fair_coin_ul
 from multispin.system.payload import WirePayload
-from multispin.vocabulary import DL, UL, LinkMode, fixed_mode
+from multispin.vocabulary import COUPLED, DL, UL, LinkMode, fixed_mode
 
 
 @dataclass
@@ -40,6 +40,15 @@ class FixedLink:
 
 
 @dataclass
+class NoCorrection:
+    """The mode policy of a run whose devices are all coupled: no device is ever rejected, so it
+    is never asked for a mode (the engine refuses the empty answer if it were)."""
+
+    def __call__(self, round_idx: int, rejected: Sequence[int]) -> dict[int, LinkMode]:
+        return {}
+
+
+@dataclass
 class RandomMode:
     """Each rejected device independently UL or DL with probability 1/2: the fair coin of the
     ``random`` mode rule (`multispin.system.channel.fair_coin_ul`), the same coin the testbed's
@@ -58,13 +67,17 @@ DEFAULT_DRAFT_LEN = 4
 
 def fixed_policy(draft_len: int = DEFAULT_DRAFT_LEN, mode: str = "random", seed: int = 0) -> PolicyPair:
     """The policy of the `--draft-len` and `--mode` flags: the same γ for every device, and each
-    rejected device's mode fixed, or the fair coin (``random``)."""
-    return PolicyPair(UniformDraftLength(draft_len), mode_policy(mode, seed))
+    rejected device's mode fixed, or the fair coin (``random``); ``coupled``: every device under
+    the coupled rule, nothing ever corrected."""
+    return PolicyPair(UniformDraftLength(draft_len), mode_policy(mode, seed), coupled=fixed_mode(mode) == COUPLED)
 
 
 def mode_policy(mode: str, seed: int) -> ModePolicy:
-    """The policy behind `--mode`: ul, dl, or random (the fair coin per rejected device)."""
+    """The policy behind `--mode`: ul, dl, random (the fair coin per rejected device), or none
+    for ``coupled``."""
     canon = fixed_mode(mode)
+    if canon == COUPLED:
+        return NoCorrection()
     if canon == "random":
         return RandomMode(seed)
     return FixedLink(canon)  # type: ignore[arg-type]
@@ -92,6 +105,7 @@ class DeviceResult:
             "draft_lens": [r.draft_len for r in self.rounds],
             "rejection_positions": [r.rejection_position for r in self.rounds],
             "modes": [r.mode for r in self.rounds],
+            "rules": [r.rule for r in self.rounds],
             "payload_bits": [r.payload_bits for r in self.rounds],
             "uplink_bits": sum(r.uplink_bits for r in self.rounds),
             "downlink_bits": sum(r.downlink_bits for r in self.rounds),
@@ -133,7 +147,7 @@ def run_rounds(
 def _one_round(engine: RoundEngine, devices: dict[int, DraftDevice], r: int, active: list[int]) -> RoundOutcome:
     """The engine's steps with every device a function call away."""
     out = engine.plan(r, active)
-    engine.verify(out, draft_all(devices, {d: out.gammas[d] for d in active}))
+    engine.verify(out, draft_all(devices, {d: out.gammas[d] for d in active}, out.coupled))
     for d in active:
         v, dev = out.verdicts[d], devices[d]
         if not v.rejected:

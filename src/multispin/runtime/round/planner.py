@@ -50,9 +50,31 @@ from multispin.runtime.round.clock import RoundCost, ScenarioClock
 from multispin.runtime.round.engine import PlannedRound, RoundOutcome
 from multispin.system.channel import World, coin_uniforms, stream
 from multispin.system.channel_process import ChannelProcess, uses_channel_process
+from multispin.system.coupled_alpha import assumed_coupled_alpha
 from multispin.system.payload import WirePayload
 from multispin.system.scenario import Scenario
-from multispin.vocabulary import PLAN_POLICIES, RUN_POLICIES, TARGET_ONLY, LinkMode, policy_name
+from multispin.vocabulary import (
+    PLAN_POLICIES,
+    RUN_POLICIES,
+    STANDARD,
+    TARGET_ONLY,
+    LinkMode,
+    policy_name,
+    policy_verify,
+)
+
+
+def planned_rules(proactive: Any, active: Sequence[int]) -> dict[int, bool]:
+    """The verification rule per active device from an optimiser plan: its per-device bool array
+    ``coupled`` (in ``active``'s order) where the plan has one, else every device standard. Read
+    before drafting and passed to the engine on the planned round."""
+    coupled = getattr(proactive, "coupled", None)
+    if coupled is None:
+        return {}
+    flags = np.asarray(coupled, dtype=bool)
+    if flags.shape != (len(active),):
+        raise ConfigError(f"plan.coupled: need one flag per active device ({len(active)}), got shape {flags.shape}")
+    return {d: bool(c) for d, c in zip(active, flags)}
 
 
 @dataclass
@@ -120,6 +142,17 @@ class ScenarioPlanner:
         self._slot_of_id = {d: i for i, d in enumerate(self.device_ids)}
         prior = self.world.drop.alpha if self.prior_alpha is None else self.prior_alpha
         self.estimator = AcceptanceEstimator(prior)
+        # the coupled rule's acceptance is its own rate: a policy that may verify coupled keeps a
+        # second estimator, fed by coupled rounds only, from the assumed coupled prior
+        self.verify = policy_verify(self.policy)
+        self.coupled_estimator = None
+        if self.verify != STANDARD:
+            if self.scenario.channel.planning == "robust":
+                raise ConfigError(
+                    f"policy: {self.policy!r} chooses the coupled rule on the known channel; channel.planning "
+                    "'robust' plans standard verification only"
+                )
+            self.coupled_estimator = AcceptanceEstimator(assumed_coupled_alpha(self.world.drop.task, prior))
         self._n_saa = self.n_saa or self.scenario.optimizer.n_saa
         # mobility / noisy pilots: the channel process, its last block and the last round's duration
         self.process = (
@@ -173,6 +206,11 @@ class ScenarioPlanner:
         true_ch, seen_ch, posterior = self._round_channel(round_idx)
         alpha = self.estimator.alpha if self.online else np.asarray(self.world.drop.alpha)
         wire, k = self.payload, self.scenario.devices.count
+        coupled_fields = {}
+        if self.coupled_estimator is not None:
+            alpha_c = self.coupled_estimator.alpha if self.online else np.asarray(self.coupled_estimator.prior)
+            # a coupled draft moves token ids only
+            coupled_fields = {"alpha_coupled": alpha_c, "coupled_upload_bits_per_token": float(wire.id_bits)}
         gamma_cap = None
         if caps is not None:
             gmax = self.scenario.optimizer.gamma_max
@@ -186,6 +224,7 @@ class ScenarioPlanner:
                     payload_bits=np.full(k, float(wire.correction_bits("ul"))),
                     dl_payload_bits=np.full(k, float(wire.correction_bits("dl"))),
                     draft_upload_bits_per_token=float(wire.draft_bits_per_token),
+                    **coupled_fields,
                 )
                 .subset(idx)
                 .replace(gamma_cap=gamma_cap)
@@ -203,7 +242,13 @@ class ScenarioPlanner:
         mode_u = stream(self.scenario.seed, "modes", round_idx).random(u.shape) if modes == "random" else None
         if posterior is None:
             proactive = plan(
-                seen, uniforms=u, modes=modes, split=self.split, mode_uniforms=mode_u, policy=self.draft_policy
+                seen,
+                uniforms=u,
+                modes=modes,
+                split=self.split,
+                mode_uniforms=mode_u,
+                policy=self.draft_policy,
+                verify=self.verify,
             )
         else:
             from multispin.optimize.robust import plan_on_estimate
@@ -230,12 +275,22 @@ class ScenarioPlanner:
                 split=self.split,
                 mode_uniforms=mode_u,
                 starts=[proactive.draft_len],
+                verify=self.verify,
             )
         # a round with no observation after it (the forecast) ages the channel by its planned duration
         self._last_round_s = proactive.goodput.t_comp_s + proactive.goodput.e_t_comm_s
         gammas = {d: int(g) for d, g in zip(active, proactive.draft_len)}
+        if self.coupled_estimator is not None:  # the modes, the clock and a forecast score this mask
+            inst = inst.replace(coupled=np.asarray(proactive.coupled, dtype=bool))
         return ScenarioPlannedRound(
-            round_idx, gammas, active, inst, proactive, objective_score=score, objective_search=search
+            round_idx,
+            gammas,
+            active,
+            inst,
+            proactive,
+            objective_score=score,
+            objective_search=search,
+            coupled=planned_rules(proactive, active),
         )
 
     def _user_plan(self, round_idx: int, active: list[int], inst, seen, gamma_cap) -> ScenarioPlannedRound:
@@ -308,7 +363,8 @@ class ScenarioPlanner:
         for d, r in records.items():
             gamma[pos[d]] = r.draft_len
             if self.online:
-                self.estimator.update(self._index(d), r.draft_len, r.num_accepted, r.rejection_position is not None)
+                est = self.coupled_estimator if r.rule != STANDARD and self.coupled_estimator else self.estimator
+                est.update(self._index(d), r.draft_len, r.num_accepted, r.rejection_position is not None)
         self.history.append((rplan.instance, gamma, [self._index(d) for d in rplan.active]))
         cost = self.clock.charge(rplan, records, gamma, self._true_channel, self._index)
         cost.conditioned_comm_latency_s = self._conditioned_comm_s(rplan, outcome, gamma)
@@ -333,7 +389,10 @@ class ScenarioPlanner:
         survival = outcome.draft_survival
         if any(g > 0 and d not in survival for d, g in zip(rplan.active, gamma)):
             return None
-        reject = np.array([1.0 - survival[d] if g > 0 else 0.0 for d, g in zip(rplan.active, gamma)])
+        # a coupled device is never corrected, whatever its draft: it adds no T_comm
+        reject = np.array(
+            [1.0 - survival[d] if g > 0 and not rplan.coupled.get(d) else 0.0 for d, g in zip(rplan.active, gamma)]
+        )
         rng = stream(self.scenario.seed, "conditioned_comm", rplan.round)
         modes = RUN_POLICIES[self.policy]
         return expected_comm_s(rplan.instance, np.clip(reject, 0.0, 1.0), modes, self.split, self._coins(rplan), rng)

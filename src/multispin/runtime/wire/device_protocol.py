@@ -14,6 +14,7 @@ AWAIT_WELCOME (AUTH sent, from the shared secret) -WELCOME-> IDLE. `Welcomed`: t
 session parameters and rebuilds its draft state.
 States of one round: IDLE -PLAN-> DRAFTING -send_draft-> DRAFTED, then
   all accepted:  DRAFTED -COMMIT-> IDLE (or DRAFTING: the COMMIT carried the next PLAN)
+  coupled rule:  DRAFTED -COMMIT-> IDLE | DRAFTING (never rejected: the COMMIT is its verdict)
   UL rejection:  DRAFTED -VERDICT-> SENDING_Q -send_q-> WAIT_COMMIT -COMMIT-> IDLE | DRAFTING
   DL rejection:  DRAFTED -VERDICT(p_j)-> CORRECTING -send_correction-> WAIT_COMMIT -COMMIT-> …
 BYE ends the session from any state (CLOSED).
@@ -52,6 +53,7 @@ class Welcomed:
 class DraftRequested:
     round: int
     gamma: int
+    coupled: bool = False  # draft under the coupled rule (token ids only)
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,7 @@ class DeviceProtocol:
         self.state = DeviceState.START
         self.round = -1
         self._draft: tuple[int, ...] = ()
+        self._coupled = False  # this round's rule, from its PLAN
         self._verdict: P.VerdictMsg | None = None
         self._correction: int | None = None
 
@@ -147,7 +150,7 @@ class DeviceProtocol:
             raise RemoteProtocolError(f"{msg.TYPE}: unexpected after BYE")
         if isinstance(msg, P.PlanMsg):
             self._expect(msg, DeviceState.IDLE)
-            return self._plan(msg.round, msg.gamma)
+            return self._plan(msg.round, msg.gamma, bool(msg.coupled))
         if not isinstance(msg, _ROUND_TYPES):
             raise RemoteProtocolError(f"{msg.TYPE}: not a message a device takes in a session")
         if msg.round != self.round:
@@ -156,10 +159,11 @@ class DeviceProtocol:
             return self._on_verdict(msg)
         return self._on_commit(msg)
 
-    def _plan(self, round_idx: int, gamma: int) -> DraftRequested:
+    def _plan(self, round_idx: int, gamma: int, coupled: bool = False) -> DraftRequested:
         self.round, self._verdict, self._correction = round_idx, None, None
+        self._coupled = coupled
         self.state = DeviceState.DRAFTING
-        return DraftRequested(round_idx, gamma)
+        return DraftRequested(round_idx, gamma, coupled)
 
     def _expect(self, msg: P.Message, state: DeviceState) -> None:
         if self.state is not state:
@@ -173,6 +177,8 @@ class DeviceProtocol:
                 f"VERDICT.num_accepted: {msg.num_accepted} leaves no drafted token of {drafted} to reject"
             )
         self._verdict = msg
+        if self._coupled:
+            raise RemoteProtocolError("VERDICT: a coupled draft is never rejected (its verdict is its COMMIT)")
         if msg.mode == "ul":
             self.state = DeviceState.SENDING_Q
             return QRequested(msg.num_accepted)
@@ -180,7 +186,11 @@ class DeviceProtocol:
         return CorrectionRequested(msg.num_accepted, msg.payload)  # type: ignore[arg-type]
 
     def _on_commit(self, msg: P.CommitMsg) -> Committed:
-        if self.state is DeviceState.DRAFTED:  # no VERDICT came: every drafted token was accepted
+        if self.state is DeviceState.DRAFTED and self._coupled:
+            # the accepted drafts, then x*, which differs from the draft token where it stops
+            num_accepted = _common_prefix(msg.tokens, self._draft)
+            known = list(self._draft[:num_accepted])
+        elif self.state is DeviceState.DRAFTED:  # no VERDICT came: every drafted token was accepted
             num_accepted, known = len(self._draft), list(self._draft)
         else:
             self._expect(msg, DeviceState.WAIT_COMMIT)
@@ -201,7 +211,7 @@ class DeviceProtocol:
                 f"from this device's ({self.digest.length} tokens)"
             )
         self.state = DeviceState.IDLE
-        nxt = self._plan(msg.round + 1, msg.next_gamma) if msg.next_gamma is not None else None
+        nxt = self._plan(msg.round + 1, msg.next_gamma, bool(msg.next_coupled)) if msg.next_gamma is not None else None
         return Committed(msg.round, num_accepted, msg.tokens, msg.length, msg.digest, nxt)
 
     # -- what the loop sends --------------------------------------------------------------------
@@ -214,6 +224,8 @@ class DeviceProtocol:
         self, tokens: Sequence[int], q_at_tokens: Sequence[float], compute_s: float | None = None
     ) -> P.DraftMsg:
         self._require("DRAFT", DeviceState.DRAFTING)
+        if self._coupled and len(q_at_tokens):
+            raise LocalProtocolError("DRAFT: a coupled draft carries token ids only")
         self._draft = tuple(int(t) for t in tokens)
         self.state = DeviceState.DRAFTED
         return P.DraftMsg.make(self.round, self._draft, q_at_tokens, compute_s)
@@ -228,3 +240,12 @@ class DeviceProtocol:
         self._correction = int(token)
         self.state = DeviceState.WAIT_COMMIT
         return P.CorrectionMsg(self.round, self._correction, compute_s)
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n

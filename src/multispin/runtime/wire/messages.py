@@ -8,8 +8,8 @@ One round, server S and device D (ZeroMQ ROUTER at S, one DEALER per device):
     D → S  AUTH       HMAC-SHA256(secret, nonce ‖ device id)
     S → D  WELCOME    session parameters + the server's record of D's tokens (resume state)
     ------------------------------------------------------------------ every round r
-    S → D  PLAN       r, γ_D                 (only where the last COMMIT did not carry it)
-    D → S  DRAFT      r, γ token ids, γ scalars q̂_i(x_i) (float64, packed)
+    S → D  PLAN       r, γ_D, coupled?       (only where the last COMMIT did not carry it)
+    D → S  DRAFT      r, γ token ids, γ scalars q̂_i(x_i) (float64, packed; none if coupled)
     S → D  VERDICT    r, accepted count, mode (+ codec bytes of p_j in DL)   (rejected drafts only)
       UL:  D → S  Q_PAYLOAD   codec bytes of q̂_j
       DL:  D → S  CORRECTION  token id, sampled on the device from p_j
@@ -17,7 +17,8 @@ One round, server S and device D (ZeroMQ ROUTER at S, one DEALER per device):
                       sha256 digest of D's tokens so far, and the next round's γ (its PLAN)
     ------------------------------------------------------------------
 
-Protocol version 2 (version 1 sent PLAN, VERDICT, CORRECTION and P_PAYLOAD as messages of their
+Protocol version 3 (version 3 added the verification rule, below; version 2 is version 3 without it;
+version 1 sent PLAN, VERDICT, CORRECTION and P_PAYLOAD as messages of their
 own: six to eight per device and round). Each message now carries everything its receiver acts
 on, so a device wakes twice in a round whose draft is all accepted (COMMIT + next PLAN, then it
 sends DRAFT) and four times after a rejection: an accepted draft's verdict is its COMMIT (the
@@ -25,6 +26,11 @@ bonus is its last token), a UL correction's token reaches the device in the COMM
 its VERDICT, and the next round's PLAN in the COMMIT whenever the server already knows that
 round (not for a session's first round, a device that joins or resumes between rounds, the
 last round, or a round before which a steady-state job hands over to its successor).
+A device the PLAN puts under the coupled rule (``coupled``: true; fixed before it drafts) drafts
+argmax(log q + G) with the noise of its session (`speculative.coupled`, keyed by WELCOME's seed
+and its device id), sends token ids only, and is never rejected: its verdict is its COMMIT, whose
+tokens are the accepted drafts and the server's x* (the accepted count is their common prefix
+with the draft, since x* differs from the draft token where it stops).
     S → D  BYE        done / shutdown (+ digest);  D → S  BYE (its own digest)
     either ERROR      code + one-line reason (the sender then forgets the session)
 
@@ -58,7 +64,9 @@ from multispin.safe_text import escape_controls, has_controls
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX, check_draft
 from multispin.vocabulary import LINK_MODES
 
-PROTOCOL_VERSION = 2  # 2: PLAN rides in COMMIT, p_j in VERDICT, no VERDICT for an accepted draft
+# 2: PLAN rides in COMMIT, p_j in VERDICT, no VERDICT for an accepted draft; 3: PLAN and COMMIT say
+# the verification rule, a coupled DRAFT is token ids only
+PROTOCOL_VERSION = 3
 DIGEST_BYTES = 32
 MAX_ROUND = 2**31 - 1
 MAX_DEVICE_ID = 2**31 - 1
@@ -225,12 +233,12 @@ class Limits:
             "CHALLENGE": env + h + NONCE_BYTES,
             "AUTH": env + i + h + MAC_BYTES,
             "WELCOME": 2 * env + 12 * i + 3 * name + self._ids(MAX_EOS_IDS) + self._ids(self.max_context_tokens),
-            "PLAN": env + 2 * i,
+            "PLAN": env + 3 * i,
             "DRAFT": env + 2 * i + self._ids(g) + h + Q_SCALAR_BYTES * g,
             "VERDICT": env + 3 * i + h + self.dl_payload_bytes,
             "Q_PAYLOAD": env + i + h + self.ul_payload_bytes,
             "CORRECTION": env + 3 * i,
-            "COMMIT": env + 3 * i + self._ids(g + 1) + h + DIGEST_BYTES,
+            "COMMIT": env + 4 * i + self._ids(g + 1) + h + DIGEST_BYTES,
             "BYE": env + i + reason + h + DIGEST_BYTES,
             "ERROR": env + h + 16 + reason,
         }
@@ -458,7 +466,12 @@ class PlanMsg(Message):
     TYPE: ClassVar[str] = "PLAN"
     round: int
     gamma: int
-    SPEC: ClassVar[dict[str, FieldCheck]] = {"round": _ROUND, "gamma": _int(0, lambda lim: lim.gamma_max)}
+    coupled: bool | None = None  # the round's verification rule for this device (None: standard)
+    SPEC: ClassVar[dict[str, FieldCheck]] = {
+        "round": _ROUND,
+        "gamma": _int(0, lambda lim: lim.gamma_max),
+        "coupled": _opt(_bool),
+    }
 
 
 @dataclass(frozen=True)
@@ -466,7 +479,7 @@ class DraftMsg(Message):
     TYPE: ClassVar[str] = "DRAFT"
     round: int
     tokens: tuple[int, ...]
-    q: bytes  # q̂_i(x_i), little-endian float64, one per token
+    q: bytes  # q̂_i(x_i), little-endian float64, one per token; empty for a coupled draft
     compute_s: float | None = None  # the device's drafting time (testbed measurement)
     SPEC: ClassVar[dict[str, FieldCheck]] = {
         "round": _ROUND,
@@ -487,10 +500,20 @@ class DraftMsg(Message):
     def q_values(self) -> list[float]:
         return list(struct.unpack(f"<{len(self.q) // Q_SCALAR_BYTES}d", self.q))
 
+    @property
+    def tokens_only(self) -> bool:
+        """A coupled draft's form: ids and no q scalars (whether that is what the PLAN asked for
+        is the server's check, `server_protocol`)."""
+        return len(self.q) == 0 and len(self.tokens) > 0
+
     def validate(self, lim: Limits) -> None:
+        if self.tokens_only:
+            check_draft("DRAFT", self.tokens, [1.0] * len(self.tokens), lim.vocab_size)
+            return
         if len(self.q) != Q_SCALAR_BYTES * len(self.tokens):
             raise ProtocolError(
-                f"DRAFT.q: {len(self.q)} bytes for {len(self.tokens)} tokens (need {Q_SCALAR_BYTES} per token)"
+                f"DRAFT.q: {len(self.q)} bytes for {len(self.tokens)} tokens (need {Q_SCALAR_BYTES} per token, "
+                "or none for a coupled draft)"
             )
         check_draft("DRAFT", self.tokens, self.q_values, lim.vocab_size)
 
@@ -553,12 +576,14 @@ class CommitMsg(Message):
     length: int  # the device's token count after appending (prompt included)
     digest: bytes  # token_digest of those tokens
     next_gamma: int | None = None  # the PLAN of round + 1 (γ), when the server already decided it
+    next_coupled: bool | None = None  # that PLAN's verification rule (None: standard)
     SPEC: ClassVar[dict[str, FieldCheck]] = {
         "round": _ROUND,
         "tokens": _ids(1, lambda lim: lim.gamma_max + 1, "γ_max + 1"),
         "length": _int(1, lambda lim: lim.max_context_tokens),
         "digest": _DIGEST,
         "next_gamma": _opt(_int(0, lambda lim: lim.gamma_max)),
+        "next_coupled": _opt(_bool),
     }
 
 

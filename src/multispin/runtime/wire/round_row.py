@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from multispin.vocabulary import COUPLED
+
 
 def _keyed(d: dict) -> dict[str, Any]:
     return {str(k): v for k, v in d.items()}
@@ -57,6 +59,8 @@ class RoundRow:
     # E[T_comm | the round's drafts] (`RoundCost.conditioned_comm_latency_s`): the same luck averaged
     # out of T_comm; None where the planner does not define it (or in older files)
     conditioned_comm_latency_s: float | None = None
+    # the devices verified under the coupled rule this round (fixed by the plan before drafting)
+    coupled: list[int] = field(default_factory=list)
 
     @property
     def latency_s(self) -> float:
@@ -99,6 +103,7 @@ class RoundRow:
             draft_upload_s=dict(cost.draft_upload_s),
             expected_tokens=dict(event.expected_tokens),
             conditioned_comm_latency_s=cost.conditioned_comm_latency_s,
+            coupled=sorted(d for d, r in recs.items() if r.rule == COUPLED),
         )
 
     def to_dict(self) -> dict[str, Any]:

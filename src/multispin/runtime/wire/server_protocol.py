@@ -52,6 +52,17 @@ class ConnState(enum.Enum):
     CLOSED = "closed"
 
 
+def draft_form_error(msg: P.DraftMsg, coupled: bool) -> str | None:
+    """Why a DRAFT does not have the form its PLAN's rule asks for (None if it does): a coupled
+    draft is token ids only (the server never reads q, so a device may not send it), a standard
+    one carries one q̂ scalar per token (the acceptance test needs them)."""
+    if coupled and msg.q:
+        return f"DRAFT.q: {len(msg.q)} bytes of q scalars, but the PLAN put this device under the coupled rule (token ids only)"
+    if not coupled and msg.tokens_only:
+        return f"DRAFT.q: missing: a standard draft needs one q̂ scalar per token ({len(msg.tokens)} tokens, no scalars)"
+    return None
+
+
 @dataclass(eq=False)
 class Connection:
     """One authenticated connection (a ROUTER identity) of one device."""
@@ -62,6 +73,7 @@ class Connection:
     state: ConnState = ConnState.IDLE
     round: int = -1  # the round the owed message belongs to
     gamma: int = 0  # the γ a owed DRAFT must hold
+    coupled: bool = False  # the owed DRAFT is under the coupled rule: token ids only
     inbox: P.Message | None = None  # the owed message, once it arrived
     late_draft: int | None = None  # a BYE overtook the DRAFT of this round: take it, ignore it
     bytes_in: int = 0
@@ -454,16 +466,21 @@ class ServerProtocol:
 
     # -- the round protocol ---------------------------------------------------------------------
 
-    def _expect(self, conn: Connection, state: ConnState, round_idx: int, gamma: int = 0) -> None:
-        """`conn` owes the message of `state` for `round_idx` (a DRAFT of `gamma` tokens)."""
+    def _expect(
+        self, conn: Connection, state: ConnState, round_idx: int, gamma: int = 0, coupled: bool = False
+    ) -> None:
+        """`conn` owes the message of `state` for `round_idx` (a DRAFT of `gamma` tokens, under the
+        coupled rule if `coupled`)."""
         self._require_idle(conn, f"expect {state.value}")
         if conn.alive:  # a closed session stays closed
             conn.state, conn.round, conn.gamma, conn.inbox = state, round_idx, gamma, None
+            conn.coupled = coupled
 
-    def plan(self, conn: Connection, round_idx: int, gamma: int) -> None:
-        """PLAN round `round_idx` (γ = `gamma`): the connection then owes that round's DRAFT."""
-        self._expect(conn, ConnState.AWAIT_DRAFT, round_idx, gamma)
-        self.send(conn, P.PlanMsg(round_idx, gamma))
+    def plan(self, conn: Connection, round_idx: int, gamma: int, coupled: bool = False) -> None:
+        """PLAN round `round_idx` (γ = `gamma`, the coupled rule if `coupled`): the connection then
+        owes that round's DRAFT."""
+        self._expect(conn, ConnState.AWAIT_DRAFT, round_idx, gamma, coupled)
+        self.send(conn, P.PlanMsg(round_idx, gamma, True if coupled else None))
 
     def verdict(
         self, conn: Connection, round_idx: int, num_accepted: int, mode: str, p_payload: bytes | None = None
@@ -481,6 +498,7 @@ class ServerProtocol:
         record: RoundRecord,
         finished: bool,
         next_gamma: int | None = None,
+        next_coupled: bool = False,
     ) -> None:
         """COMMIT the kept tokens (the engine already appended them to the record) over the
         round's connection; BYE if the device is done. `next_gamma`: the PLAN of round
@@ -495,9 +513,12 @@ class ServerProtocol:
             dev.rounds.append(record)
         if conn.alive:
             conn.state = ConnState.IDLE
-        self.send(conn, P.CommitMsg(round_idx, tuple(kept), dev.digest.length, dev.digest.digest(), next_gamma))
+        coupled = True if next_gamma is not None and next_coupled else None
+        self.send(
+            conn, P.CommitMsg(round_idx, tuple(kept), dev.digest.length, dev.digest.digest(), next_gamma, coupled)
+        )
         if next_gamma is not None:
-            self._expect(conn, ConnState.AWAIT_DRAFT, round_idx + 1, next_gamma)
+            self._expect(conn, ConnState.AWAIT_DRAFT, round_idx + 1, next_gamma, next_coupled)
         if finished:
             dev.finished = True
             if conn.alive:
@@ -536,6 +557,8 @@ class ServerProtocol:
             self.drop(conn, "protocol", f"{msg.TYPE}: unexpected (round {getattr(msg, 'round', '?')}; expected {want})")
         elif isinstance(msg, P.DraftMsg) and len(msg.tokens) != conn.gamma:
             self.drop(conn, "protocol", f"DRAFT.tokens: {len(msg.tokens)} ids but PLAN asked for γ = {conn.gamma}")
+        elif isinstance(msg, P.DraftMsg) and (reason := draft_form_error(msg, conn.coupled)):
+            self.drop(conn, "protocol", reason)
         else:
             conn.inbox = msg
             conn.state = ConnState.IDLE

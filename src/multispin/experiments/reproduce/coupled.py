@@ -1,0 +1,36 @@
+"""A drop's coupled-verification columns (the study "UL, DL or neither"): the three-way plan
+(each device coupled or standard with its γ, then UL or DL for a rejected standard device) and
+all-coupled, on the drop's samples next to the paper's adaptive plan.
+
+The coupled α is `multispin.system.coupled_alpha`'s assumption (labelled in every output that
+shows these columns): no preset carries a measured one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def coupled_columns(world, inst, u: np.ndarray, adaptive, baselines: dict[str, Any]) -> dict[str, float]:
+    """``goodput_three_way``, ``goodput_all_coupled`` with their γ (``gamma_*``), the three-way
+    plan's coupled share (``frac_coupled_three_way``), its T_comp and E[T_comm] (ms). The three-way
+    search starts from the adaptive plan and every baseline's γ, so it is never below adaptive."""
+    from multispin.optimize.plan import plan
+    from multispin.system.coupled_alpha import assumed_coupled_alpha
+
+    inst_c = inst.replace(alpha_coupled=assumed_coupled_alpha(world.drop.task, inst.alpha))
+    starts = {"adaptive": adaptive.draft_len, **{n: dp.draft_len for n, dp in baselines.items()}}
+    three = plan(inst_c, uniforms=u, verify="choose", extra_starts=starts)
+    allc = plan(inst_c, uniforms=u, verify="coupled")
+    g3 = three.goodput
+    return {
+        "goodput_three_way": g3.goodput_tokens_per_s,
+        "gamma_three_way": float(np.mean(three.draft_len)),
+        "frac_coupled_three_way": three.coupled_share,
+        "t_comp_ms_three_way": 1e3 * g3.t_comp_s,
+        "e_t_comm_ms_three_way": 1e3 * g3.e_t_comm_s,
+        "goodput_all_coupled": allc.goodput_tokens_per_s,
+        "gamma_all_coupled": float(np.mean(allc.draft_len)),
+    }
