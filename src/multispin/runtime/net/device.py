@@ -152,6 +152,7 @@ class DeviceClient:
         fault: str | None = None,
         on_event: Callable[[dict], None] | None = None,
         drafter: Drafter | None = None,
+        context: zmq.Context | None = None,
     ):
         if not isinstance(device_id, int) or not 0 <= device_id <= P.MAX_DEVICE_ID:
             raise ConfigError(f"device_id: must be an integer in [0, {P.MAX_DEVICE_ID}] (got {device_id!r})")
@@ -182,6 +183,8 @@ class DeviceClient:
         )
         self._stop = threading.Event()
         self._ctx: zmq.Context | None = None
+        # a pool's devices share one ZeroMQ context (its I/O thread and descriptors); else one's own
+        self._shared_ctx = context
         self.device: DraftDevice | None = None
         self.sessions = 0
         self.rounds = 0
@@ -211,7 +214,7 @@ class DeviceClient:
         )
 
     def run(self) -> DeviceOutcome:
-        self._ctx = zmq.Context()
+        self._ctx = self._shared_ctx or zmq.Context()
         failures = 0
         try:
             while True:
@@ -240,7 +243,8 @@ class DeviceClient:
                     log.warning("device %d: %s; reconnecting (%d/%d)", self.device_id, exc, failures, self.reconnects)
                     time.sleep(min(2.0, 0.1 * 2 ** (failures - 1)))
         finally:
-            self._ctx.term()
+            if self._shared_ctx is None:
+                self._ctx.term()
 
     def _wait_while_busy(self, exc: _Reconnect) -> bool:
         """The server said busy (a straggler's back-off, a full server): wait what it asked, then

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import zmq
+
 from multispin.errors import ConfigError, Interrupted
 from multispin.models.base import BatchedLM, BatchedSequence, LoadedPair
 from multispin.runtime.net.device import DeviceClient, DeviceOutcome, normalise_endpoint, resolve_credentials
@@ -195,6 +197,43 @@ class DraftBatcher:
         self._cv.notify_all()
 
 
+# What a pooled device holds (tests/runtime/net/test_pool_descriptors.py measures it): its DEALER's
+# TCP connection and mailbox and its monitor's two ends, 4 descriptors on the pool's one ZeroMQ
+# context (a context of each device's own cost 9); counted as 5, for a reconnect's new socket beside
+# the one still closing.
+FDS_PER_DEVICE = 5
+SOCKETS_PER_DEVICE = 3  # the DEALER, its monitor's two ends
+# descriptors of the process besides its devices (interpreter, torch, the models, the context)
+FDS_BASE = 64
+
+
+def ensure_descriptors(devices: int) -> int:
+    """Make room for ``devices`` pooled devices: raise the soft RLIMIT_NOFILE towards the hard
+    limit as far as needed, and refuse up front, in one line naming the number needed, a pool
+    that cannot fit (it used to lose devices to "Too many open files" mid-run). Returns the
+    descriptors needed."""
+    needed = FDS_BASE + FDS_PER_DEVICE * devices
+    try:
+        import resource
+    except ImportError:  # not a POSIX host: nothing to check
+        return needed
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        target = needed if hard == resource.RLIM_INFINITY else min(hard, needed)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        raise ConfigError(
+            f"devices: a pool of {devices} devices needs about {needed} file descriptors "
+            f"({FDS_PER_DEVICE} per device + {FDS_BASE}); this process may open {soft} (ulimit -n, hard limit "
+            f"{'unlimited' if hard == resource.RLIM_INFINITY else hard}): raise it or split the pool"
+        )
+    return needed
+
+
 def limit_malloc_arenas(arenas: int = 2) -> None:
     """Cap glibc's malloc arenas for this process (no-op elsewhere). glibc gives threads that
     allocate arenas of their own (up to 8 per core) and keeps what is freed in each; the batch runs
@@ -267,6 +306,7 @@ class DevicePool:
             raise ConfigError("devices: a pool needs at least one device")
         if len(set(ids)) != len(ids):
             raise ConfigError("devices: an id appears twice in the pool")
+        ensure_descriptors(len(self.slots))  # before any model loads: one line if the pool cannot fit
         # every device's credentials first: a missing key fails before any model loads
         self._credentials = {d: resolve_credentials(_device_keys(keys, d), secret, d) for d in ids}
         if isinstance(pair, LoadedPair):
@@ -290,6 +330,7 @@ class DevicePool:
         self._shared: dict[str, BatchedLM] = dict(draft_models or {})  # else loaded from the pair
         self._clients: dict[int, DeviceClient] = {}
         self._stop = threading.Event()
+        self._zmq: zmq.Context | None = None  # the devices' one ZeroMQ context, while run() runs
 
     def _draft_model(self, name: str) -> BatchedLM:
         if name not in self._shared:
@@ -319,6 +360,7 @@ class DevicePool:
             draft_name=name,
             fault=dev.fault,
             drafter=self.batcher,
+            context=self._zmq,
             **self._options,
         )
         return client, lm
@@ -357,6 +399,8 @@ class DevicePool:
     def run(self) -> list[DeviceOutcome | JobError]:
         """Run every slot on a thread of its own; each device's outcome (or error), slot by slot."""
         limit_malloc_arenas()  # before the slot threads allocate anything
+        self._zmq = zmq.Context()
+        self._zmq.set(zmq.MAX_SOCKETS, max(1024, SOCKETS_PER_DEVICE * len(self.slots) + 64))
         per_slot: list[list] = [[] for _ in self.slots]
         threads = [
             threading.Thread(
@@ -374,6 +418,7 @@ class DevicePool:
             raise Interrupted.after(
                 exc, "interrupted: the pool's devices stopped", self._stopped(threads, per_slot)
             ) from None
+        self._zmq.term()  # every device closed its sockets when its thread ended
         return [o for outcomes in per_slot for o in outcomes]
 
     def _stopped(self, threads: list[threading.Thread], per_slot: list[list]) -> list[DeviceOutcome | JobError]:
