@@ -225,6 +225,10 @@ class DeviceClient:
                     return self._session(resume=self.resume or self.sessions > 0)
                 except _Vanish:
                     return self._outcome(False, "vanished", crashed=True)
+                except _Fatal as exc:  # refused (a revoked key): after a session, keep its partial text
+                    if not self.sessions:
+                        raise
+                    return self._outcome(False, str(exc))
                 except _Reconnect as exc:
                     if self.sessions > sessions:
                         self._busy_since = None
