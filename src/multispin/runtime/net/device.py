@@ -290,9 +290,16 @@ class DeviceClient:
         self._poller = zmq.Poller()
         self._poller.register(sock, zmq.POLLIN)
         sock.connect(self.server)
+        # a shared drafter (a pool's batcher) waits for the devices in a session only: not for one
+        # that reconnects or waits out a back-off
+        member = getattr(self.drafter, "enter", None), getattr(self.drafter, "leave", None)
+        if member[0] is not None:
+            member[0]()
         try:
             return self._converse(sock, resume)
         finally:
+            if member[1] is not None:
+                member[1]()
             sock.disable_monitor()
             self._monitor.close(linger=0)
             sock.close()

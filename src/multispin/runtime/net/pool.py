@@ -126,8 +126,8 @@ class PooledSequence(BatchedSequence):
 
 class DraftBatcher:
     """The pool's drafter (`DeviceClient(drafter=...)`): a device thread hands in its draft request
-    and blocks until a batch containing it has run. A batch runs once every member (a device
-    thread in its session) has asked, or `gather_s` after the latest request: a member that the
+    and blocks until a batch containing it has run. A batch runs once every member (a device in
+    a session: `DeviceClient` enters and leaves around each) has asked, or `gather_s` after the latest request: a member that the
     server did not plan this round costs that wait, no more. In a run without faults every live
     member is planned in every round, so each batch is every live member, whatever the timing. The first thread to find the batch
     due runs it (no thread of its own); the compute seconds each device reports are its batch's."""
@@ -376,7 +376,6 @@ class DevicePool:
             if self._stop.is_set():
                 return
             lm = None
-            self.batcher.enter()
             try:
                 client, lm = self.client(dev)
                 self._clients[dev.device_id] = client
@@ -384,7 +383,6 @@ class DevicePool:
             except Exception as exc:
                 outcome = JobError(dev.device_id, f"{type(exc).__name__}: {exc}")
             finally:
-                self.batcher.leave()
                 if lm is not None:
                     lm.close()
             if isinstance(outcome, DeviceOutcome) and self.pair.tokenizer is not None:
