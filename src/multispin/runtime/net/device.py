@@ -27,7 +27,7 @@ from typing import Any
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from multispin.errors import ConfigError, MultispinError, ProtocolError
+from multispin.errors import ConfigError, Interrupted, MultispinError, ProtocolError
 from multispin.models.base import LoadedPair, SequenceLM
 from multispin.runtime.round.roles import Draft, DraftDevice
 from multispin.runtime.security.auth import SECRET_ENV, resolve_secret
@@ -568,7 +568,13 @@ def run_device(
     keys, secret = resolve_credentials(options.pop("keys", None), secret, device_id)  # fail fast
     normalise_endpoint(server)
     loaded = pair if isinstance(pair, LoadedPair) else resolve_pair(pair)
-    outcome = build_device_client(server, device_id, secret, loaded, draft, prompt, keys=keys, **options).run()
+    client = build_device_client(server, device_id, secret, loaded, draft, prompt, keys=keys, **options)
+    try:
+        outcome = client.run()
+    except KeyboardInterrupt as exc:  # SIGINT or SIGTERM: the text so far is the outcome (finished: false)
+        outcome = client._outcome(False, "interrupted")
+        outcome.text = loaded.tokenizer.decode(outcome.generated, skip_special_tokens=True)
+        raise Interrupted.after(exc, "interrupted", outcome) from None
     outcome.text = loaded.tokenizer.decode(outcome.generated, skip_special_tokens=True)
     return outcome
 
