@@ -33,11 +33,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import zmq
-
 from multispin.errors import ConfigError, Interrupted
 from multispin.models.base import BatchedLM, BatchedSequence, LoadedPair
-from multispin.runtime.net.device import DeviceClient, DeviceOutcome, normalise_endpoint, resolve_credentials
+from multispin.runtime.net.device import (
+    DeviceClient,
+    DeviceOutcome,
+    normalise_endpoint,
+    resolve_credentials,
+    shared_context,
+)
 from multispin.runtime.round.roles import Draft, DraftDevice, draft_all
 from multispin.runtime.security.limits import MAX_SERVED_DEVICES
 from multispin.runtime.wire import messages as P
@@ -202,7 +206,6 @@ class DraftBatcher:
 # context (a context of each device's own cost 9); counted as 5, for a reconnect's new socket beside
 # the one still closing.
 FDS_PER_DEVICE = 5
-SOCKETS_PER_DEVICE = 3  # the DEALER, its monitor's two ends
 # descriptors of the process besides its devices (interpreter, torch, the models, the context)
 FDS_BASE = 64
 
@@ -330,7 +333,7 @@ class DevicePool:
         self._shared: dict[str, BatchedLM] = dict(draft_models or {})  # else loaded from the pair
         self._clients: dict[int, DeviceClient] = {}
         self._stop = threading.Event()
-        self._zmq: zmq.Context | None = None  # the devices' one ZeroMQ context, while run() runs
+        self._zmq: Any = None  # the devices' one ZeroMQ context (`shared_context`), while run() runs
 
     def _draft_model(self, name: str) -> BatchedLM:
         if name not in self._shared:
@@ -397,8 +400,7 @@ class DevicePool:
     def run(self) -> list[DeviceOutcome | JobError]:
         """Run every slot on a thread of its own; each device's outcome (or error), slot by slot."""
         limit_malloc_arenas()  # before the slot threads allocate anything
-        self._zmq = zmq.Context()
-        self._zmq.set(zmq.MAX_SOCKETS, max(1024, SOCKETS_PER_DEVICE * len(self.slots) + 64))
+        self._zmq = shared_context(len(self.slots))
         per_slot: list[list] = [[] for _ in self.slots]
         threads = [
             threading.Thread(
