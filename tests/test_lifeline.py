@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+# real processes killed with SIGKILL: `make test-fast` leaves these out
+pytestmark = pytest.mark.integration
+
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 PARENT = """

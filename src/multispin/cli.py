@@ -8,6 +8,7 @@ never a traceback.
 
 from __future__ import annotations
 
+import signal
 import sys
 import warnings
 from collections.abc import Sequence
@@ -43,6 +44,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     # numpy's RuntimeWarnings (an empty slice, an all-NaN column) are for the code, not the user:
     # an undefined estimate is reported by the verb in one line instead
     warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"numpy(\.|$)")
+    # a file-size limit (ulimit -f) then fails a write with EFBIG, which side output handles as a
+    # full disk (multispin.side_output), instead of killing the process mid-run
+    if hasattr(signal, "SIGXFSZ"):
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     try:
         # as a program (no argv given), a Ctrl-C ends the process within seconds, whatever runs
         with catch_signals(bounded=argv is None):

@@ -15,7 +15,7 @@ from typing import Any
 from multispin.errors import ConfigError
 
 # how to repair a file the package ships: its copy in the package is the reference
-SHIPPED_REPAIR = "reinstall multispin to restore it: pip install --force-reinstall --no-deps multispin"
+SHIPPED_REPAIR = "reinstall the multispin package to restore it"
 
 
 def file_error(path: str | Path, field: str | None, problem: str, repair: str | None = None) -> ConfigError:

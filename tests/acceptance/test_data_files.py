@@ -137,3 +137,20 @@ def test_gamma_max_zero_is_outside_the_documented_range(multispin, tmp_path):
     assert "optimizer.gamma_max: must be in [1, 64] (got 0)" in run.err
     scenario.write_text("preset: paper-qwen\noptimizer:\n  gamma_max: 1\n")
     assert multispin("optimize", "--scenario", str(scenario), "--devices", "4").code == 0  # the bound itself plans
+
+
+def test_a_run_folder_whose_json_files_are_not_objects_is_read_as_empty(tmp_path):
+    """run.json or a cached chunk holding JSON that is not an object (a list) used to end in an
+    AttributeError traceback; read through the loader, they count as absent."""
+    from multispin.commands._checks import check_reproduce_out
+    from multispin.experiments.reproduce.runner import _read_cache, cache_cpu_seconds
+
+    (tmp_path / "run.json").write_text("[1, 2]")
+    check_reproduce_out(tmp_path, False, {"quick": True})  # no previous run to protect
+    chunk = tmp_path / "cache" / "point" / "0.json"
+    chunk.parent.mkdir(parents=True)
+    chunk.write_text('["not", "a", "chunk"]')
+    assert _read_cache(chunk, "key") is None
+    assert cache_cpu_seconds(tmp_path) == 0.0
+    chunk.write_text(json.dumps({"key": "key", "rows": [], "cpu_s": 2.5}))  # control: a good chunk is read
+    assert _read_cache(chunk, "key") == ([], 2.5) and cache_cpu_seconds(tmp_path) == 2.5

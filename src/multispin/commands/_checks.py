@@ -50,10 +50,10 @@ def check_out_free(out: Path, force: bool, verb: str, holds: tuple[str, ...]) ->
 def check_reproduce_out(out: Path, force: bool, config: dict) -> None:
     """``reproduce`` resumes in its --out (the same command continues an interrupted run, from the
     cache) but does not replace a finished run made with other settings without --force."""
-    import json
+    from multispin.datafile import read_json_object
 
-    try:
-        before = json.loads((Path(out) / "run.json").read_text()).get("config", {})
+    try:  # a run.json that is not a JSON object (a ConfigError, a ValueError) is no run
+        before = read_json_object(Path(out) / "run.json").get("config", {})
     except (OSError, ValueError):
         return
     keys = ("quick", "preset", "seed", "drops", "n_saa", "noise_figure_db", "figures")

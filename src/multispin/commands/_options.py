@@ -123,15 +123,18 @@ def json_option(help: str = "print one JSON object instead of tables"):
     return typer.Option(False, "--json", help=help)
 
 
-def emit_json(doc, file, as_json: bool) -> bool:
+def emit_json(doc, file, as_json: bool, what: str = "--result") -> bool:
     """Write ``doc`` to ``file`` (``--summary``, ``--result``: None for none) and, with ``--json``,
     print it; True when printed, so the verb prints its human-readable lines only otherwise."""
     import json
+    from pathlib import Path
 
-    from multispin.jsonout import write_json
+    from multispin.side_output import write_side_json
 
-    if file is not None:
-        write_json(doc, file)
+    if file is not None:  # side output: on a full disk, one line, and the outcome still printed below
+        lost = write_side_json(doc, Path(file), what)
+        if lost is not None:
+            typer.echo(f"warning: {lost}", err=True)
     if as_json:
         typer.echo(json.dumps(doc))
     return as_json

@@ -139,27 +139,34 @@ def device(
         secret,
         "this device's key folder (make it with `multispin keys device DIR --device-id N --allow SERVER_DIR`)",
     )
-    outcome = run_device(
-        server,
-        device_id,
-        resolve_secret(secret) if insecure else None,
-        pair,
-        draft,
-        prompt_text,
-        keys=keys,
-        resume=resume,
-        reconnects=reconnects,
-        server_timeout_s=server_timeout,
-        connect_timeout_s=connect_timeout or None,
-        fault=fault,
-    )
-    doc = versioned(outcome.to_dict(), "device")
-    if not emit_json(doc, result, as_json):
-        typer.echo(
-            f"device {device_id}: {len(outcome.generated)} tokens, {outcome.sessions} session(s), {outcome.reason}",
-            err=True,
+    from multispin.commands._interrupt import reported_interrupt
+
+    def report(outcome) -> None:
+        doc = versioned(outcome.to_dict(), "device")
+        if not emit_json(doc, result, as_json):
+            typer.echo(
+                f"device {device_id}: {len(outcome.generated)} tokens, {outcome.sessions} session(s), {outcome.reason}",
+                err=True,
+            )
+            typer.echo(outcome.text)
+
+    # SIGTERM or SIGINT: the text so far, printed and in --result (finished: false)
+    with reported_interrupt(report):
+        outcome = run_device(
+            server,
+            device_id,
+            resolve_secret(secret) if insecure else None,
+            pair,
+            draft,
+            prompt_text,
+            keys=keys,
+            resume=resume,
+            reconnects=reconnects,
+            server_timeout_s=server_timeout,
+            connect_timeout_s=connect_timeout or None,
+            fault=fault,
         )
-        typer.echo(outcome.text)
+    report(outcome)
     failure = device_failure(outcome)
     if failure is not None:
         typer.echo(f"error: {failure}", err=True)

@@ -205,7 +205,7 @@ def serve(
 
     result = server.run(on_ready=banner)
     doc = versioned(result.to_dict(), "serve")
-    if not emit_json(doc, summary, as_json):
+    if not emit_json(doc, summary, as_json, "--summary"):
         typer.echo(
             f"stopped ({result.stop_reason}) after {result.rounds} rounds, {result.wall_s:.2f} s; "
             f"{result.refused} connection(s) refused"

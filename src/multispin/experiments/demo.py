@@ -16,6 +16,7 @@ every point.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -51,9 +52,11 @@ from multispin.experiments.testbed import (
     testbed_setup,
 )
 from multispin.progress import StepReporter
+from multispin.side_output import write_side_json
 from multispin.system.scenario import Scenario
 from multispin.vocabulary import DEMO_POLICIES, LEAD_POLICIES
 
+log = logging.getLogger(__name__)
 SWEEP_OFFSETS_DB = (0.0, 6.0, 12.0, 18.0)
 
 
@@ -414,10 +417,17 @@ def run_demo(
         from multispin.jsonout import versioned
 
         doc = {"interrupted": True, "config": config.model_dump(mode="json"), "runs_finished": finished}
-        path.write_text(json.dumps(versioned(doc, "demo-summary"), indent=2))
+        _write_summary(versioned(doc, "demo-summary"), path)
         raise Interrupted.after(
             exc, f"interrupted after {len(finished)} finished testbed runs; partial summary in {path}"
         ) from None
+
+
+def _write_summary(doc: dict, path: Path) -> None:
+    """summary.json as side output: on a full disk one line, and the run's results still printed."""
+    lost = write_side_json(doc, path, "demo summary", indent=2)
+    if lost is not None:
+        log.warning("%s", lost)
 
 
 def _run_points(
@@ -450,7 +460,7 @@ def _run_points(
     config.out.mkdir(parents=True, exist_ok=True)
     from multispin.jsonout import versioned
 
-    (config.out / "summary.json").write_text(json.dumps(versioned(result.to_dict(), "demo-summary"), indent=2))
+    _write_summary(versioned(result.to_dict(), "demo-summary"), config.out / "summary.json")
     return result
 
 

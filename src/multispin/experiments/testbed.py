@@ -28,7 +28,7 @@ Clocks:
 
 from __future__ import annotations
 
-import json
+import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +50,7 @@ from multispin.runtime.net.round_sink import RoundSink
 from multispin.runtime.round.planner import ScenarioPlanner
 from multispin.runtime.round.user_policy import load_policy
 from multispin.runtime.wire.round_row import RoundRow
+from multispin.side_output import write_side_json
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 from multispin.system.payload import PAPER_PAYLOAD_BITS, WirePayload
 from multispin.system.profile_fit import MIN_R2
@@ -57,6 +58,7 @@ from multispin.system.scenario import Scenario
 from multispin.vocabulary import Objective, policy_links
 from multispin.vocabulary import RunPolicy as Policy
 
+log = logging.getLogger(__name__)
 Clock = Literal["virtual", "wall"]
 
 COMPACT_V_EFF = 1024  # the paper's V_eff
@@ -682,7 +684,9 @@ def _run_testbed(config: TestbedConfig, pair, progress: StepReporter | None, pha
         from multispin.jsonout import versioned
 
         doc = versioned({**result, "texts": {str(k): v for k, v in texts.items()}}, "testbed-summary")
-        (out / "summary.json").write_text(json.dumps(doc, indent=2))
+        lost = write_side_json(doc, out / "summary.json", "testbed summary", indent=2)
+        if lost is not None:  # side output: the summary is still returned and printed
+            log.warning("%s", lost)
     if interrupted is not None:
         where = f"; partial summary in {out / 'summary.json'}" if out else ""
         raise Interrupted.after(

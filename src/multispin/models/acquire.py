@@ -26,10 +26,14 @@ Pipeline (``ensure_model(name)``):
    the weights are loaded into a fresh float32 model built from the config without
    ``quantization_config`` and saved as safetensors with the tokenizer into
    ``<cache>/models/<name>/``. The directory is written under a temporary name, a
-   ``multispin-manifest.json`` (source hashes, file sizes, timings) is written last, and the
-   directory is renamed into place, so an interrupted conversion never looks complete.
-4. **reuse**: later calls find the manifest, check the file sizes it lists, and return the
-   directory at once (loading the safetensors takes 1-4 s).
+   ``multispin-manifest.json`` (source hashes, file sizes, the sha256 of every converted file,
+   timings) is written last, and the directory is renamed into place, so an interrupted
+   conversion never looks complete.
+4. **reuse**: later calls find the manifest, check the file sizes it lists and, once per
+   process, the sha256 of every file (`verify_cached_model`: about a second for SmolLM2-135M);
+   a damaged file is refused in one line naming it and the repair (delete the directory: it is
+   converted anew from the verified GGUF). A manifest written before the hashes were recorded
+   gets them at its next load, from the files as they are then.
 
 Cache root: ``$MULTISPIN_CACHE`` if set, else ``~/.cache/multispin``. Models go under
 ``<root>/models/<name>/``, verified GGUF files under ``<root>/sources/``.
@@ -417,6 +421,54 @@ def cached_model_ok(src: ModelSource, directory: Path) -> bool:
     return True
 
 
+# Directories whose files this process has hashed and found as their manifest says, with the
+# (size, mtime) each file had then: verified once per process, again only if a file changes.
+_VERIFIED: dict[str, tuple] = {}
+
+
+def _stamps(directory: Path, files) -> tuple:
+    return tuple((rel, (directory / rel).stat().st_size, (directory / rel).stat().st_mtime_ns) for rel in sorted(files))
+
+
+def file_hashes(directory: Path, files) -> dict[str, str]:
+    """sha256 of each of ``files`` (paths relative to ``directory``)."""
+    return {rel: sha256_file(directory / rel) for rel in sorted(files)}
+
+
+def verify_cached_model(directory: Path) -> None:
+    """Hash every file a converted model's manifest lists and compare with the sha256 written at
+    conversion, once per process (about a second for SmolLM2-135M's 538 MB). A file that differs
+    (a flipped byte on disk, a partial copy) is refused in one line naming it and the repair: the
+    model is converted again from its verified source. A manifest written before hashes were
+    recorded gets them now, from the files as they are (checked from then on)."""
+    man = read_manifest(directory) or {}
+    files = man.get("files") or {}
+    stamps = _stamps(directory, files)
+    if _VERIFIED.get(str(directory)) == stamps:
+        return
+    want = man.get("sha256")
+    if not isinstance(want, dict) or set(want) != set(files):
+        _write_manifest(directory, {**man, "sha256": file_hashes(directory, files)})
+    else:
+        for rel, digest in sorted(want.items()):
+            got = sha256_file(directory / rel)
+            if got != digest:
+                raise ModelError(
+                    f"{directory / rel}: sha256 {got[:12]}... differs from the {digest[:12]}... recorded at "
+                    f"conversion (the cached weights are damaged); repair: delete {directory} and run again, "
+                    "it is converted anew from its verified source"
+                )
+    _VERIFIED[str(directory)] = stamps
+
+
+def _write_manifest(directory: Path, manifest: dict) -> None:
+    """The manifest, replaced atomically (a reader never sees half of it)."""
+    tmp = directory / f".{MANIFEST_NAME}.tmp-{os.getpid()}"
+    with open(tmp, "w") as fh:
+        json.dump(manifest, fh, indent=2)
+    os.replace(tmp, directory / MANIFEST_NAME)
+
+
 def dtype_kwarg(dtype) -> dict:
     """``{"dtype": ...}`` on transformers >= 4.56, ``{"torch_dtype": ...}`` before."""
     import transformers
@@ -695,10 +747,12 @@ def ensure_model(
 
     out = model_dir(name, root)
     if cached_model_ok(src, out):
+        verify_cached_model(out)
         return out
 
     with _lock(root / "models" / f".{name}.lock"):
         if cached_model_ok(src, out):  # another process finished while we waited
+            verify_cached_model(out)
             return out
         timings: dict[str, float] = {}
         t_all = time.perf_counter()
@@ -736,6 +790,8 @@ def ensure_model(
                     "local": str(override) if override is not None else None,
                 },
                 "files": files,
+                # checked at every load (verify_cached_model): the weights as converted
+                "sha256": file_hashes(work, files),
                 "timings_s": {
                     **{k: round(v, 3) for k, v in timings.items()},
                     **{k: round(v, 3) for k, v in (detail or {}).items()},
@@ -748,6 +804,7 @@ def ensure_model(
             if out.exists():
                 shutil.rmtree(out)
             os.replace(work, out)
+            _VERIFIED[str(out)] = _stamps(out, files)  # hashed just now
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         status.line(name, f"ready in {out} ({time.perf_counter() - t_all:.1f} s)")

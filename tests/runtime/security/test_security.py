@@ -418,7 +418,10 @@ def test_keys_added_and_revoked_while_serving(pair, tmp_path):
         revoked_at = time.monotonic()
         (allowed / "device-0.key").unlink()
         th0.join(30)
-        assert "no longer allowed (revoked)" in str(b0.get("error")), b0
+        # the revoked device's partial text is its outcome (it used to be a bare error)
+        revoked = b0["outcome"]
+        assert "no longer allowed (revoked)" in revoked.reason and not revoked.finished, b0
+        assert revoked.generated and server.records[0][: len(revoked.tokens)] == revoked.tokens
         assert time.monotonic() - revoked_at < 5  # the next round, not the end of the run
         deadline = time.monotonic() + 5  # the device may read its ERROR before the server logs it
         while not any(e["event"] == "drop" and e["device"] == 0 for e in events):

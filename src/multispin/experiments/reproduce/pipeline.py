@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from multispin._version import source_version
+from multispin.datafile import read_json_object
 from multispin.experiments.reproduce import (
     fig_bound,
     fig_capacity,
@@ -222,8 +223,8 @@ def rebuild_report(cfg: RunConfig) -> ReproduceResult:
 
     out = Path(cfg.out)
     try:
-        run = json.loads((out / "run.json").read_text())
-    except (OSError, ValueError):
+        run = read_json_object(out / "run.json")
+    except (OSError, ValueError):  # the loader's ConfigError is a ValueError
         raise ConfigError(f"out: {out} has no run.json; run `multispin reproduce --out {out}` first") from None
     c = run.get("config", {})
     cfg = RunConfig(

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from multispin.datafile import read_json_object
 from multispin.errors import Interrupted
 from multispin.experiments.reproduce.config import Point, RunConfig, drop_seed
 from multispin.experiments.reproduce.drop import run_chunk
@@ -43,8 +44,8 @@ class _Task:
 
 def _read_cache(path: Path, key: str) -> tuple[list[dict], float] | None:
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        data = read_json_object(path)
+    except (OSError, ValueError):  # a damaged chunk (the loader's ConfigError too) is computed again
         return None
     if data.get("key") != key or not isinstance(data.get("rows"), list):
         return None
@@ -56,8 +57,8 @@ def cache_cpu_seconds(out: Path) -> float:
     total = 0.0
     for f in Path(out).joinpath("cache").glob("*/*.json"):
         try:
-            total += float(json.loads(f.read_text()).get("cpu_s", 0.0))
-        except (OSError, ValueError):
+            total += float(read_json_object(f).get("cpu_s", 0.0))
+        except (OSError, ValueError, TypeError):
             pass
     return total
 

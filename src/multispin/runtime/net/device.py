@@ -27,7 +27,7 @@ from typing import Any
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from multispin.errors import ConfigError, MultispinError, ProtocolError
+from multispin.errors import ConfigError, Interrupted, MultispinError, ProtocolError
 from multispin.models.base import LoadedPair, SequenceLM
 from multispin.runtime.round.roles import Draft, DraftDevice
 from multispin.runtime.security.auth import SECRET_ENV, resolve_secret
@@ -154,6 +154,7 @@ class DeviceClient:
         fault: str | None = None,
         on_event: Callable[[dict], None] | None = None,
         drafter: Drafter | None = None,
+        context: zmq.Context | None = None,
     ):
         if not isinstance(device_id, int) or not 0 <= device_id <= P.MAX_DEVICE_ID:
             raise ConfigError(f"device_id: must be an integer in [0, {P.MAX_DEVICE_ID}] (got {device_id!r})")
@@ -187,6 +188,8 @@ class DeviceClient:
         )
         self._stop = threading.Event()
         self._ctx: zmq.Context | None = None
+        # a pool's devices share one ZeroMQ context (its I/O thread and descriptors); else one's own
+        self._shared_ctx = context
         self.device: DraftDevice | None = None
         self.sessions = 0
         self.rounds = 0
@@ -216,7 +219,7 @@ class DeviceClient:
         )
 
     def run(self) -> DeviceOutcome:
-        self._ctx = zmq.Context()
+        self._ctx = self._shared_ctx or zmq.Context()
         self._run_started = time.monotonic()
         failures = 0
         try:
@@ -228,6 +231,10 @@ class DeviceClient:
                     return self._session(resume=self.resume or self.sessions > 0)
                 except _Vanish:
                     return self._outcome(False, "vanished", crashed=True)
+                except _Fatal as exc:  # refused (a revoked key): after a session, keep its partial text
+                    if not self.sessions:
+                        raise
+                    return self._outcome(False, str(exc))
                 except _Reconnect as exc:
                     if self.sessions > sessions:
                         self._busy_since = None
@@ -244,7 +251,8 @@ class DeviceClient:
                     log.warning("device %d: %s; reconnecting (%d/%d)", self.device_id, exc, failures, self.reconnects)
                     time.sleep(min(2.0, 0.1 * 2 ** (failures - 1)))
         finally:
-            self._ctx.term()
+            if self._shared_ctx is None:
+                self._ctx.term()
 
     def _wait_while_busy(self, exc: _Reconnect) -> bool:
         """The server said busy (a straggler's back-off, a full server): wait what it asked, then
@@ -286,9 +294,16 @@ class DeviceClient:
         self._poller = zmq.Poller()
         self._poller.register(sock, zmq.POLLIN)
         sock.connect(self.server)
+        # a shared drafter (a pool's batcher) waits for the devices in a session only: not for one
+        # that reconnects or waits out a back-off
+        member = getattr(self.drafter, "enter", None), getattr(self.drafter, "leave", None)
+        if member[0] is not None:
+            member[0]()
         try:
             return self._converse(sock, resume)
         finally:
+            if member[1] is not None:
+                member[1]()
             sock.disable_monitor()
             self._monitor.close(linger=0)
             sock.close()
@@ -572,6 +587,15 @@ def build_device_client(
     )
 
 
+def shared_context(devices: int) -> zmq.Context:
+    """One ZeroMQ context for ``devices`` DeviceClients (``context=``): a pool's devices share its
+    I/O thread and descriptors (each device then holds 4 descriptors instead of 9). Its socket
+    limit fits them all: a DEALER and its monitor's two ends each."""
+    ctx = zmq.Context()
+    ctx.set(zmq.MAX_SOCKETS, max(1024, 3 * devices + 64))
+    return ctx
+
+
 def run_device(
     server: str,
     device_id: int,
@@ -587,9 +611,22 @@ def run_device(
     keys, secret = resolve_credentials(options.pop("keys", None), secret, device_id)  # fail fast
     normalise_endpoint(server)
     loaded = pair if isinstance(pair, LoadedPair) else resolve_pair(pair)
-    outcome = build_device_client(server, device_id, secret, loaded, draft, prompt, keys=keys, **options).run()
+    client = build_device_client(server, device_id, secret, loaded, draft, prompt, keys=keys, **options)
+    try:
+        outcome = client.run()
+    except KeyboardInterrupt as exc:  # SIGINT or SIGTERM: the text so far is the outcome (finished: false)
+        outcome = client._outcome(False, "interrupted")
+        outcome.text = loaded.tokenizer.decode(outcome.generated, skip_special_tokens=True)
+        raise Interrupted.after(exc, "interrupted", outcome) from None
     outcome.text = loaded.tokenizer.decode(outcome.generated, skip_special_tokens=True)
     return outcome
 
 
-__all__ = ["DeviceClient", "DeviceOutcome", "build_device_client", "normalise_endpoint", "run_device"]
+__all__ = [
+    "DeviceClient",
+    "DeviceOutcome",
+    "build_device_client",
+    "normalise_endpoint",
+    "run_device",
+    "shared_context",
+]

@@ -4,31 +4,32 @@ never loses one, and forwarded to an optional callback."""
 from __future__ import annotations
 
 import json
-import os
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from multispin.side_output import SideFile
+
 
 class JsonlLog:
-    """Append-only JSON-lines log, flushed after every line; also forwards to a callback."""
+    """Append-only JSON-lines log, flushed after every line; also forwards to a callback. It is
+    side output (`multispin.side_output`): a full disk stops the file with one line, the run and
+    the callback go on."""
 
     def __init__(self, path: str | Path | None, on_event: Callable[[dict], None] | None = None):
         self.path = Path(path) if path else None
-        self._fh = None
+        self._file: SideFile | None = None
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = open(self.path, "a", encoding="utf-8")
+            self._file = SideFile(self.path, "server log")
         self._on_event = on_event
         self._t0 = time.monotonic()
-        self._lock = threading.Lock()
 
     @property
     def active(self) -> bool:
         """Whether a line goes anywhere (a file or a callback): else a caller need not build it."""
-        return self._fh is not None or self._on_event is not None
+        return self._file is not None or self._on_event is not None
 
     def write(self, event: str, **fields_: Any) -> None:
         rec = {"event": event, "t_s": round(time.monotonic() - self._t0, 6), **fields_}
@@ -36,10 +37,8 @@ class JsonlLog:
 
     def write_record(self, rec: dict) -> None:
         rec.setdefault("t_s", round(time.monotonic() - self._t0, 6))
-        with self._lock:
-            if self._fh is not None:
-                self._fh.write(json.dumps(rec, separators=(",", ":")) + "\n")
-                self._fh.flush()
+        if self._file is not None:
+            self._file.write_line(json.dumps(rec, separators=(",", ":")))
         if self._on_event is not None:
             self._on_event(rec)
 
@@ -49,9 +48,5 @@ class JsonlLog:
             self._on_event({"event": event, "t_s": round(time.monotonic() - self._t0, 6), **fields_})
 
     def close(self) -> None:
-        with self._lock:
-            if self._fh is not None:
-                self._fh.flush()
-                os.fsync(self._fh.fileno())
-                self._fh.close()
-                self._fh = None
+        if self._file is not None:
+            self._file.close(sync=True)

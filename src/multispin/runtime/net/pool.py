@@ -34,7 +34,13 @@ from typing import Any
 
 from multispin.errors import ConfigError, Interrupted
 from multispin.models.base import BatchedLM, BatchedSequence, LoadedPair
-from multispin.runtime.net.device import DeviceClient, DeviceOutcome, normalise_endpoint, resolve_credentials
+from multispin.runtime.net.device import (
+    DeviceClient,
+    DeviceOutcome,
+    normalise_endpoint,
+    resolve_credentials,
+    shared_context,
+)
 from multispin.runtime.round.roles import Draft, DraftDevice, draft_all
 from multispin.runtime.security.limits import MAX_SERVED_DEVICES
 from multispin.runtime.wire import messages as P
@@ -124,8 +130,8 @@ class PooledSequence(BatchedSequence):
 
 class DraftBatcher:
     """The pool's drafter (`DeviceClient(drafter=...)`): a device thread hands in its draft request
-    and blocks until a batch containing it has run. A batch runs once every member (a device
-    thread in its session) has asked, or `gather_s` after the latest request: a member that the
+    and blocks until a batch containing it has run. A batch runs once every member (a device in
+    a session: `DeviceClient` enters and leaves around each) has asked, or `gather_s` after the latest request: a member that the
     server did not plan this round costs that wait, no more. In a run without faults every live
     member is planned in every round, so each batch is every live member, whatever the timing. The first thread to find the batch
     due runs it (no thread of its own); the compute seconds each device reports are its batch's."""
@@ -195,6 +201,42 @@ class DraftBatcher:
         self._done.update(results)
         self.batch_sizes.append(len(batch))
         self._cv.notify_all()
+
+
+# What a pooled device holds (tests/runtime/net/test_pool_descriptors.py measures it): its DEALER's
+# TCP connection and mailbox and its monitor's two ends, 4 descriptors on the pool's one ZeroMQ
+# context (a context of each device's own cost 9); counted as 5, for a reconnect's new socket beside
+# the one still closing.
+FDS_PER_DEVICE = 5
+# descriptors of the process besides its devices (interpreter, torch, the models, the context)
+FDS_BASE = 64
+
+
+def ensure_descriptors(devices: int) -> int:
+    """Make room for ``devices`` pooled devices: raise the soft RLIMIT_NOFILE towards the hard
+    limit as far as needed, and refuse up front, in one line naming the number needed, a pool
+    that cannot fit (it used to lose devices to "Too many open files" mid-run). Returns the
+    descriptors needed."""
+    needed = FDS_BASE + FDS_PER_DEVICE * devices
+    try:
+        import resource
+    except ImportError:  # not a POSIX host: nothing to check
+        return needed
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        target = needed if hard == resource.RLIM_INFINITY else min(hard, needed)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        raise ConfigError(
+            f"devices: a pool of {devices} devices needs about {needed} file descriptors "
+            f"({FDS_PER_DEVICE} per device + {FDS_BASE}); this process may open {soft} (ulimit -n, hard limit "
+            f"{'unlimited' if hard == resource.RLIM_INFINITY else hard}): raise it or split the pool"
+        )
+    return needed
 
 
 def limit_malloc_arenas(arenas: int = 2) -> None:
@@ -268,6 +310,7 @@ class DevicePool:
             raise ConfigError("devices: a pool needs at least one device")
         if len(set(ids)) != len(ids):
             raise ConfigError("devices: an id appears twice in the pool")
+        ensure_descriptors(len(self.slots))  # before any model loads: one line if the pool cannot fit
         # every device's credentials first: a missing key fails before any model loads
         self._credentials = {d: resolve_credentials(_device_keys(keys, d), secret, d) for d in ids}
         if isinstance(pair, LoadedPair):
@@ -295,6 +338,7 @@ class DevicePool:
         self._shared: dict[str, BatchedLM] = dict(draft_models or {})  # else loaded from the pair
         self._clients: dict[int, DeviceClient] = {}
         self._stop = threading.Event()
+        self._zmq: Any = None  # the devices' one ZeroMQ context (`shared_context`), while run() runs
 
     def _draft_model(self, name: str) -> BatchedLM:
         if name not in self._shared:
@@ -324,6 +368,7 @@ class DevicePool:
             draft_name=name,
             fault=dev.fault,
             drafter=self.batcher,
+            context=self._zmq,
             **self._options,
         )
         return client, lm
@@ -339,7 +384,6 @@ class DevicePool:
             if self._stop.is_set():
                 return
             lm = None
-            self.batcher.enter()
             try:
                 client, lm = self.client(dev)
                 self._clients[dev.device_id] = client
@@ -347,7 +391,6 @@ class DevicePool:
             except Exception as exc:
                 outcome = JobError(dev.device_id, f"{type(exc).__name__}: {exc}")
             finally:
-                self.batcher.leave()
                 if lm is not None:
                     lm.close()
             if isinstance(outcome, DeviceOutcome) and self.pair.tokenizer is not None:
@@ -362,6 +405,7 @@ class DevicePool:
     def run(self) -> list[DeviceOutcome | JobError]:
         """Run every slot on a thread of its own; each device's outcome (or error), slot by slot."""
         limit_malloc_arenas()  # before the slot threads allocate anything
+        self._zmq = shared_context(len(self.slots))
         per_slot: list[list] = [[] for _ in self.slots]
         threads = [
             threading.Thread(
@@ -379,6 +423,7 @@ class DevicePool:
             raise Interrupted.after(
                 exc, "interrupted: the pool's devices stopped", self._stopped(threads, per_slot)
             ) from None
+        self._zmq.term()  # every device closed its sockets when its thread ended
         return [o for outcomes in per_slot for o in outcomes]
 
     def _stopped(self, threads: list[threading.Thread], per_slot: list[list]) -> list[DeviceOutcome | JobError]:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from multispin.runtime.wire.round_row import RoundRow
+from multispin.side_output import SideFile
 
 
 class RoundSink:
@@ -23,7 +24,7 @@ class RoundSink:
         self.rows: list[RoundRow] = []
         self.airtime_s = 0.0
         self.tokens = 0
-        self._fh = open(path, "w") if path else None
+        self._file = SideFile(path, "rounds log", mode="w") if path else None
 
     def emulate_link(self, outcome) -> None:
         """The round's airtime on the wall clock, before its COMMITs: a COMMIT carries the next
@@ -38,12 +39,11 @@ class RoundSink:
         self.tokens += cost.tokens
         row = RoundRow.of(event, cost)
         self.rows.append(row)
-        if self._fh:
-            self._fh.write(json.dumps(row.to_dict()) + "\n")
-            self._fh.flush()
+        if self._file is not None:  # side output: a full disk stops it with one line, not the run
+            self._file.write_line(json.dumps(row.to_dict()))
         if self.on_progress:
             self.on_progress(event.round, self.tokens)
 
     def close(self) -> None:
-        if self._fh:
-            self._fh.close()
+        if self._file is not None:
+            self._file.close()

@@ -635,7 +635,16 @@ class _Transaction:
         except sqlite3.Error:
             pass
         if isinstance(exc, sqlite3.Error):
-            raise JournalError(f"{self.journal.path}: write failed ({exc})") from None
+            raise JournalError(f"{self.journal.path}: write failed ({exc}){_room_hint(exc)}") from None
+
+
+def _room_hint(exc: sqlite3.Error) -> str:
+    """What to do after a write that failed for want of room (a full disk, a file-size limit): the
+    transaction was rolled back, so the journal holds every round acknowledged before it."""
+    text = str(exc)
+    if "full" in text or "disk I/O error" in text:
+        return "; the rounds acknowledged before it are kept: free space, then rerun with the same journal to resume"
+    return ""
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
