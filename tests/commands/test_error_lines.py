@@ -40,7 +40,6 @@ REQUIRED = _required_params()
 def test_the_verbs_have_required_parameters_to_check():
     names = {(" ".join(path), p.name) for path, p, _ in REQUIRED}
     assert {
-        ("keys device", "device_id"),
         ("keys device", "directory"),
         ("keys server", "directory"),
         ("scenario show", "name"),
