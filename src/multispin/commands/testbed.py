@@ -451,7 +451,8 @@ def _demo_table(point, title: str) -> Table:
         title,
         "G: steady-state sum goodput Σ tokens / Σ (T_comp + T_comm), tokens/s, with its "
         "95% interval; vs TO: paired difference to target_only; forecast: the model's "
-        "prediction on fresh channels, independent of the run; free: G had the air been "
+        "prediction on fresh channels, independent of the run (one seed: with the 95% range of one "
+        "run of this length; †: not a check of the model, why below); free: G had the air been "
         "free; T_comp / T_comm: mean per round (ms); plan: the planner's CPU per round (ms; "
         "not charged on the virtual clock); tok/rd: tokens per round (all devices); "
         "draft: share of devices drafting; γ̄: mean draft length; DL: share of corrections "
@@ -479,7 +480,13 @@ def _demo_table(point, title: str) -> Table:
             r["policy"],
             f"{g['estimate']:.1f} [{g['low']:.1f}, {g['high']:.1f}]",
             vs_txt,
-            f"{r['forecast_tokens_per_s']:.1f}" + ("†" if caveats else ""),
+            f"{r['forecast_tokens_per_s']:.1f}"
+            + (
+                f" [{r['forecast_one_run'][0]:.1f}, {r['forecast_one_run'][1]:.1f}]"
+                if r.get("forecast_one_run")
+                else ""
+            )
+            + ("†" if caveats else ""),
             f"{r['free_comm_tokens_per_s']:.1f}",
             f"{1e3 * r['mean_t_comp_s']:.0f}",
             f"{1e3 * r['mean_t_comm_s']:.0f}",
