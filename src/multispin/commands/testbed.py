@@ -451,8 +451,7 @@ def _demo_table(point, title: str) -> Table:
         title,
         "G: steady-state sum goodput Σ tokens / Σ (T_comp + T_comm), tokens/s, with its "
         "95% interval; vs TO: paired difference to target_only; forecast: the model's "
-        "prediction on fresh channels, independent of the run (one seed: with the 95% range of one "
-        "run of this length; †: not a check of the model, why below); free: G had the air been "
+        "prediction on fresh channels, independent of the run; free: G had the air been "
         "free; T_comp / T_comm: mean per round (ms); plan: the planner's CPU per round (ms; "
         "not charged on the virtual clock); tok/rd: tokens per round (all devices); "
         "draft: share of devices drafting; γ̄: mean draft length; DL: share of corrections "
