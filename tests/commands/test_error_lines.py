@@ -40,7 +40,6 @@ REQUIRED = _required_params()
 def test_the_verbs_have_required_parameters_to_check():
     names = {(" ".join(path), p.name) for path, p, _ in REQUIRED}
     assert {
-        ("keys device", "device_id"),
         ("keys device", "directory"),
         ("keys server", "directory"),
         ("scenario show", "name"),
@@ -75,7 +74,10 @@ def test_the_reported_cases(multispin, monkeypatch):
     res = multispin("device", "--server", "127.0.0.1:5999", "--prompt", "hi", "--keys", "x")
     assert res.err == "error: --device-id: required (INT: this device's id; or --devices IDS for a pool)\n"
     res = multispin("keys", "device", "keys/dev2")
-    assert res.err == "error: --device-id: required (INT: the device id the key is bound to)\n"
+    assert (
+        res.err
+        == "error: --device-id: required (INT: the device id the key is bound to; or --devices IDS for several, DIR/device-N each)\n"
+    )
 
 
 def test_cross_field_error_is_one_line_naming_the_fields(multispin, tmp_path):
@@ -196,5 +198,7 @@ def test_missing_option_through_the_installed_entry_point():
         timeout=120,
     )
     assert (
-        res.returncode == 2 and res.stderr == "error: --device-id: required (INT: the device id the key is bound to)\n"
+        res.returncode == 2
+        and res.stderr
+        == "error: --device-id: required (INT: the device id the key is bound to; or --devices IDS for several, DIR/device-N each)\n"
     )

@@ -207,6 +207,6 @@ def test_a_wall_clock_run_says_which_profile_the_forecast_uses(tmp_path):
     )
     assert res.returncode == 0, res.stderr
     note = " ".join(res.stdout.split())
-    assert "the forecast times compute with the profile of scenario paper-qwen (T_ver0 42.8 ms" in note, res.stdout
+    assert "the forecast times compute with scenario paper-qwen's profile (T_ver0 42.8 ms" in note, res.stdout
     summary = json.loads((tmp_path / "tb" / "summary.json").read_text())
     assert summary["forecast_compute"]["t_ver0_s"] == 0.0428

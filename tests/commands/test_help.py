@@ -38,7 +38,7 @@ def test_every_verb_help_has_real_metavars(multispin, verb):
         ("generate", "--mode", "<ul|dl|random>"),
         ("serve", "--mode", "<ul|dl|random>"),
         ("optimize", "--draft-policy", "<greedy|greedy_paper|best_uniform|computation_only|oracle|certified>"),
-        ("testbed", "--policy", "<adaptive|all_ul|all_dl|random|target_only>"),
+        ("testbed", "--policy", "<adaptive|all_ul|all_dl|random|target_only|MODULE:ATTR>"),
         ("testbed", "--clock", "<virtual|wall>"),
         ("measure", "--task", "<chat|code>"),
         ("generate", "--log-level", "<debug|info|warning|error>"),

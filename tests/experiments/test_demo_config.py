@@ -39,6 +39,8 @@ GIVEN = dict(
     runner="thread",
     round_timeout_s=50.0,
     n_saa=40,
+    acceptance_profile=["acc-chat.json"],
+    compute_profile="compute.json",
 )
 
 

@@ -32,6 +32,7 @@ def test_testbed_runs_with_mobility_and_charges_the_true_channel(tmp_path, plann
         "pilot_snr_db": 5.0,
         "planning": planning,
         "correction_deadline_s": None,
+        "trace": None,
     }
     assert max(_airtime_errors(rows, res.summary["noise_psd_w_per_hz"])) < 1e-9
     # the logged gains are the process's blocks, each aged over the previous round's charged duration

@@ -68,7 +68,7 @@ def device(
 
     if (device_id is None) == (devices is None):
         raise ConfigError(
-            "--device-id: give --device-id INT (DIR is the device's folder) or --devices IDS (DIR/device-N)"
+            "--device-id: required (INT: the device id the key is bound to; or --devices IDS for several, DIR/device-N each)"
         )
     folders = (
         {device_id: directory}

@@ -483,7 +483,13 @@ def _demo_table(point, title: str) -> Table:
             r["policy"],
             f"{g['estimate']:.1f} [{g['low']:.1f}, {g['high']:.1f}]",
             vs_txt,
-            f"{r['forecast_tokens_per_s']:.1f}" + ("†" if caveats else ""),
+            f"{r['forecast_tokens_per_s']:.1f}"
+            + (
+                f" [{r['forecast_one_run'][0]:.1f}, {r['forecast_one_run'][1]:.1f}]"
+                if r.get("forecast_one_run")
+                else ""
+            )
+            + ("†" if caveats else ""),
             f"{r['free_comm_tokens_per_s']:.1f}",
             f"{1e3 * r['mean_t_comp_s']:.0f}",
             f"{1e3 * r['mean_t_comm_s']:.0f}",

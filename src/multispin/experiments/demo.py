@@ -146,6 +146,13 @@ class PolicyRuns:
                 else paired_difference(self.log, target_only.log, (self.policy, "target_only")).to_dict()
             ),
             "forecast_tokens_per_s": float(np.mean([x["forecast_tokens_per_s"] for x in s])),
+            # one seed: the 95% range of one run of this length on the model (its replicas' spread);
+            # several seeds pool their runs, which that range does not describe
+            "forecast_one_run": (
+                [s[0]["forecast_one_run_low"], s[0]["forecast_one_run_high"]]
+                if len(s) == 1 and s[0].get("forecast_one_run_low") is not None
+                else None
+            ),
             # per seed: realised / forecast is judged over seeds (each seed is one independent run)
             "per_seed": [
                 {

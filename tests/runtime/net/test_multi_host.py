@@ -169,3 +169,15 @@ def test_the_lone_device_and_the_pool_read_one_key_layout(tmp_path, monkeypatch)
     with pytest.raises(SecurityError, match=r"no key pair for device 4 .*keys/device-4/device-4.key_secret"):
         resolve_credentials(tmp_path / "keys", None, 4)
     assert os.stat(tmp_path / "keys" / "device-3" / "device-3.key_secret").st_mode & 0o077 == 0
+
+
+def test_keys_device_takes_one_id_or_a_range(multispin):
+    """--device-id N (DIR is the device's folder) or --devices IDS (DIR/device-N each): one of them,
+    else one line naming both."""
+    assert multispin("keys", "server", "keys/server").code == 0
+    res = multispin("keys", "device", "keys")
+    assert res.code == 2 and res.err.count("\n") == 1 and "--device-id" in res.err and "--devices" in res.err
+    res = multispin("keys", "device", "keys", "--devices", "0-2", "--allow", "keys/server")
+    assert res.code == 0
+    assert sorted(p.name for p in Path("keys/server/allowed").iterdir()) == [f"device-{d}.key" for d in range(3)]
+    assert all((Path("keys") / f"device-{d}" / "server.key").is_file() for d in range(3))
