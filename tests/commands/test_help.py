@@ -35,10 +35,10 @@ def test_every_verb_help_has_real_metavars(multispin, verb):
 @pytest.mark.parametrize(
     "verb, flag, choices",
     [
-        ("generate", "--mode", "<ul|dl|random>"),
-        ("serve", "--mode", "<ul|dl|random>"),
+        ("generate", "--mode", "<ul|dl|random|coupled>"),
+        ("serve", "--mode", "<ul|dl|random|coupled>"),
         ("optimize", "--draft-policy", "<greedy|greedy_paper|best_uniform|computation_only|oracle|certified>"),
-        ("testbed", "--policy", "<adaptive|all_ul|all_dl|random|target_only|MODULE:ATTR>"),
+        ("testbed", "--policy", "<adaptive|all_ul|all_dl|random|target_only|three_way|all_coupled|MODULE:ATTR>"),
         ("testbed", "--clock", "<virtual|wall>"),
         ("measure", "--task", "<chat|code>"),
         ("generate", "--log-level", "<debug|info|warning|error>"),

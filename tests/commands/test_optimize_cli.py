@@ -118,7 +118,7 @@ def test_optimized_split_from_the_command_line():
         (
             ["--scenario", "gpt-4"],
             "error: --scenario: unknown preset 'gpt-4' (allowed: paper-qwen, paper-r1, "
-            "smollm2-cpu, measured-smollm2-a100, measured-smollm2-host, "
+            "paper-qwen-cell-edge, smollm2-cpu, measured-smollm2-a100, measured-smollm2-host, "
             "or a .yaml/.yml/.toml/.json file)",
         ),
         (["--scenario", "paper-qwn"], "error: --scenario: unknown preset 'paper-qwn' (did you mean paper-qwen?)"),

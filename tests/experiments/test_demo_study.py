@@ -30,7 +30,7 @@ def test_the_demo_defaults_to_the_papers_k_on_a_device_pool_and_testbed_keeps_it
     "policies", [("all_ul", "all_dl"), ("adaptive",), ("adaptive", "greedy"), ("adaptive", "all_dl", "all_dl")]
 )
 def test_a_demo_needs_adaptive_and_another_known_policy_each_once(policies):
-    with pytest.raises(ConfigError, match="policies: adaptive and at least one other"):
+    with pytest.raises(ConfigError, match="policies: three_way or adaptive and at least one other"):
         DemoConfig.make(policies=policies)
 
 

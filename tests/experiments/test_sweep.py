@@ -97,7 +97,7 @@ def test_bad_sweeps_are_one_config_error():
         (dict(over={"radio.p_dl_dbm": []}), "over: radio.p_dl_dbm"),
         (dict(over={"radio.p_dl_dbm": [999]}), "radio.p_dl_dbm: must be in"),
         (dict(over=GRID, policies=["target_only"]), "policies: unknown policy 'target_only'"),
-        (dict(over=GRID, drops=1), "drops: must be in [2, inf)"),
+        (dict(over=GRID, drops=1), "drops: must be in [2, 100000]"),
         (dict(over={"seed": [1, 2]}), "over: seed: cannot be swept"),
     ]:
         with pytest.raises(ConfigError) as exc:

@@ -100,12 +100,12 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--drops", type=int, default=10)
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--axes", default=",".join(AXES))
+    ap.add_argument("axes", nargs="*", default=list(AXES), help="the axes to run (default: all)")
     args = ap.parse_args(argv)
     sc = get_preset("paper-qwen")
     args.out.mkdir(parents=True, exist_ok=True)
     results, lines = {}, []
-    for axis in args.axes.split(","):
+    for axis in args.axes:
         tables = run_axis(sc, axis, args.drops)
         results[axis] = tables
         (args.out / f"{axis}.json").write_text(json.dumps([t.to_dict() for t in tables], indent=1))
