@@ -156,6 +156,28 @@ def test_monte_carlo_matches_the_exact_expectation_on_small_k():
         assert sim.goodput_tokens_per_s == pytest.approx(ex.goodput_tokens_per_s, rel=0.015)
 
 
+def test_monte_carlo_follows_the_coupled_rule_and_the_budget_caps():
+    # devices 0-2 verify coupled (their own α, no correction over the air), device 4 is capped
+    # at 2 tokens: the simulator must agree with the exact expectation on both
+    w = World(get_preset("paper-r1").override({"devices.count": 6, "radio.p_dl_dbm": 22.0}))
+    base = w.instance(3)
+    inst = base.replace(
+        alpha_coupled=np.clip(base.alpha - 0.15, 0.0, 1.0),
+        coupled=np.array([True, True, True, False, False, False]),
+        gamma_cap=np.array([8, 8, 8, 8, 2, 8]),
+    )
+    gamma = np.array([3, 5, 7, 4, 6, 5])
+    exact = exact_goodput(inst, gamma)
+    mc = simulate_rounds(inst, gamma, 40_000, np.random.default_rng(3))
+    assert mc.goodput_tokens_per_s == pytest.approx(exact.goodput_tokens_per_s, rel=0.01)
+    assert mc.mean_t_comm_s == pytest.approx(exact.e_t_comm_s, rel=0.03)
+    assert np.allclose(mc.mean_tokens, expected_tokens(inst, gamma), rtol=0.02)
+    assert np.all(mc.rejection_rate[:3] == 0)
+    # negative control: the same rounds simulated as if nobody were coupled or capped miss it
+    plain = simulate_rounds(base, gamma, 40_000, np.random.default_rng(3))
+    assert abs(plain.goodput_tokens_per_s / exact.goodput_tokens_per_s - 1) > 0.05
+
+
 def test_bad_objective_arguments(qwen_world):
     inst = qwen_world.instance(0)
     with pytest.raises(ConfigError, match="uniforms"):

@@ -20,6 +20,8 @@ def model_predictions(planner: ScenarioPlanner, mc_rounds: int, seed: int) -> di
     a_tok = a_time = a_comm = mc_tok = mc_time = 0.0
     for inst, gamma, index in planner.history:
         profile = inst.replace(alpha=planner.world.drop.alpha[index])
+        if planner.coupled_estimator is not None:  # and the coupled rule's prior α, not its estimate
+            profile = profile.replace(alpha_coupled=np.asarray(planner.coupled_estimator.prior)[index])
         tokens, comp, comm = analytic_round(profile, gamma, modes, planner.split, rng)
         a_tok += tokens
         a_time += comp + comm

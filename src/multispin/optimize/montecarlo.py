@@ -25,7 +25,7 @@ class MonteCarloResult:
     tokens: float
     time_s: float
     mean_t_comm_s: float
-    rejection_rate: np.ndarray  # (K,)
+    rejection_rate: np.ndarray  # (K,) share of rounds the device needed a correction over the air
     mean_tokens: np.ndarray  # (K,) per round
 
     @property
@@ -45,10 +45,12 @@ def simulate_rounds(
     """Simulate ``n_rounds`` rounds at draft lengths γ; randomness only from ``rng``."""
     g = _gamma(inst, gamma)
     k = inst.num_devices
-    gmax = max(int(g.max()), 1)
-    per_pos = inst.alpha[:, None] if inst.alpha.ndim == 1 else inst.alpha
-    alpha_pos = np.broadcast_to(per_pos, (k, inst.gamma_max))[:, :gmax]
     tc = float(t_comp_s(inst, g))
+    if inst.gamma_cap is not None:  # a γ past a device's cap is drafted as the cap (as the tables are)
+        g = np.minimum(g, inst.gamma_cap)
+    gmax = max(int(g.max()), 1)
+    alpha_pos = np.broadcast_to(_rate_per_position(inst), (k, inst.gamma_max))[:, :gmax]
+    corrected = ~inst.coupled_mask  # a coupled device commits x* itself: never corrected over the air
     tokens = 0.0
     t_comm_total = 0.0
     rejected_count = np.zeros(k)
@@ -60,7 +62,7 @@ def simulate_rounds(
         acc = r <= alpha_pos[None, :, :]
         acc &= np.arange(gmax)[None, None, :] < g[None, :, None]  # only drafted positions
         accepted = np.cumprod(acc, axis=2).sum(axis=2)  # leading run of acceptances
-        rejected = accepted < g[None, :]
+        rejected = (accepted < g[None, :]) & corrected[None, :]
         n_tok = accepted + 1
         mu = rng.random((m, k)) if modes == "random" else None
         t_comm = t_comm_batch(rejected, inst, modes, split, mu)
@@ -77,6 +79,16 @@ def simulate_rounds(
         rejection_rate=rejected_count / n_rounds,
         mean_tokens=tokens_dev / n_rounds,
     )
+
+
+def _rate_per_position(inst: Instance) -> np.ndarray:
+    """(K, 1) or (K, γ_max): each device's acceptance rate per draft position, under its own rule
+    (the coupled α where the device verifies coupled)."""
+    alpha = inst.alpha
+    if inst.alpha_coupled is not None and inst.coupled_mask.any():
+        mask = inst.coupled_mask if alpha.ndim == 1 else inst.coupled_mask[:, None]
+        alpha = np.where(mask, inst.alpha_coupled, alpha)
+    return alpha[:, None] if alpha.ndim == 1 else alpha
 
 
 def analytic_round(
