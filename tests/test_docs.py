@@ -102,6 +102,25 @@ def test_the_site_works_from_file_urls(site):
             assert (page.parent / href).resolve().exists(), (page.name, href)
 
 
+def _remote_assets(html: str) -> list[str]:
+    """The scripts, stylesheets and fonts a page would fetch from the network."""
+    fetched = re.findall(r"<script\b[^>]*>", html) + re.findall(r"<link\b[^>]*(?:stylesheet|preconnect)[^>]*>", html)
+    return [url for tag in fetched for url in re.findall(r'(?:src|href)="((?:https?:)?//[^"]+)"', tag)]
+
+
+def test_the_site_needs_no_network(site):
+    """Opened from file:// with no network (a laptop on a train, a closed lab), every script and
+    stylesheet a page loads is in the site: the search's iframe-worker shim and MathJax are
+    vendored, the theme uses the system's fonts. Negative control: the CDN shim the offline
+    plugin adds unless told otherwise is found."""
+    assert _remote_assets('<script src="https://unpkg.com/iframe-worker/shim"></script>')
+    for page in site.rglob("*.html"):
+        assert not _remote_assets(page.read_text()), page.name
+    index = (site / "index.html").read_text()
+    assert 'src="javascripts/iframe-worker/shim.js"' in index
+    assert (site / "javascripts/iframe-worker/shim.js").stat().st_size > 500
+
+
 def _example_pages():
     return sorted((ROOT / "docs" / "examples").glob("*.md"))
 
