@@ -21,6 +21,8 @@ from multispin.experiments.reproduce._figure import (
     select,
     value_ticks,
 )
+from multispin.experiments.reproduce.long_form import column, gain_column
+from multispin.vocabulary import POLICY_TABLE, REFERENCE, policies_in
 
 NAME = "fig2_goodput_vs_devices"
 TITLE = "Sum goodput versus K: adaptive modes against all-UL, all-DL and random"
@@ -44,17 +46,13 @@ METRICS = (
     "gamma_all_dl",
     "gamma_random",
 )
+# the mode baselines (vocabulary.POLICY_TABLE) against the plan: (column, label, policy)
+_MODES = tuple(p.name for p in policies_in("modes"))
 SCHEMES = (
-    ("goodput", "adaptive (ours)", "adaptive"),
-    ("goodput_all_ul", "all-UL", "all_ul"),
-    ("goodput_all_dl", "all-DL", "all_dl"),
-    ("goodput_random", "random", "random"),
+    ("goodput", "adaptive (ours)", REFERENCE),
+    *((column("goodput", p), POLICY_TABLE[p].label, p) for p in _MODES),
 )
-GAINS = (
-    ("gom_vs_all_ul_pct", "vs all-UL", "all_ul"),
-    ("gom_vs_all_dl_pct", "vs all-DL", "all_dl"),
-    ("gom_vs_random_pct", "vs random", "random"),
-)
+GAINS = tuple((gain_column(p), f"vs {POLICY_TABLE[p].label}", p) for p in _MODES)
 
 
 def table(summaries: dict[str, list[dict]]) -> list[dict]:
