@@ -25,6 +25,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import get_args
 
 from multispin.commands import sweep as sweep_command
 from multispin.experiments import capacity, demo, sweep
@@ -40,6 +41,7 @@ from multispin.vocabulary import (
     RUN_POLICIES,
     STANDARD,
     Policy,
+    RunPolicy,
 )
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -62,6 +64,7 @@ def _baseline(p: Policy) -> bool:
 # place -> (the policies it holds, which policies of the table it must hold)
 PLACES: dict[str, tuple[Callable[[], Iterable[str]], Callable[[Policy], bool]]] = {
     "vocabulary.RUN_POLICIES": (lambda: RUN_POLICIES, lambda p: p.run),
+    "vocabulary.RunPolicy": (lambda: get_args(RunPolicy), lambda p: p.run),
     "vocabulary.POLICY_VERIFY": (lambda: POLICY_VERIFY, lambda p: p.run and p.verify != STANDARD),
     "vocabulary.DEMO_POLICIES": (lambda: DEMO_POLICIES, lambda p: p.demo_rank is not None),
     "vocabulary.LEAD_POLICIES": (lambda: LEAD_POLICIES, lambda p: p.lead and p.demo_rank is not None),
@@ -142,14 +145,17 @@ def test_a_place_that_misses_a_new_policy_is_reported():
 
 
 def test_a_row_in_the_table_reaches_every_place(tmp_path):
-    """The structure: a copy of the package whose table has the two rows more, and nothing else
-    changed, passes `missing` for its own table."""
+    """The structure: a copy of the package whose vocabulary has the two rows more (and their names
+    in the RunPolicy literal), and nothing else changed, passes `missing` for its own table."""
     copy = tmp_path / "src"
     shutil.copytree(SRC / "multispin", copy / "multispin", ignore=shutil.ignore_patterns("__pycache__"))
     words = copy / "multispin" / "vocabulary.py"
     text = words.read_text()
     end = text.index("\n    )\n}\n", text.index("POLICY_TABLE: dict[str, Policy] = {"))
-    words.write_text(text[:end] + "".join(f"\n        {r}," for r in _NEW_ROWS) + text[end:])
+    text = text[:end] + "".join(f"\n        {r}," for r in _NEW_ROWS) + text[end:]
+    # a run policy's name also goes in the RunPolicy literal, a few lines above (typing needs it spelt)
+    literal = 'RunPolicy = Literal["adaptive", '
+    words.write_text(text.replace(literal, literal + '"all_new", "coupled_new", ', 1))
     script = (
         "import test_policy_table as t, multispin.vocabulary as v\n"
         f"assert v.__file__.startswith({str(copy)!r}), v.__file__\n"
@@ -184,10 +190,7 @@ NAMED = {
     "commands.testbed": "the default --policy and its help text",
     "commands.sweep": "the default --policies value",
     "experiments.testbed": "TestbedConfig's default policy",
-    "experiments.capacity": "capacity()'s default policy",
-    "experiments.objective_comparison": "the comparison runs the reference plan",
     "runtime.round.planner": "the planner's default policy",
-    "experiments.reproduce.fig_resources": "the reference plan's look",
     # a study or figure about particular policies: its choice of them, its panels and prose
     "experiments.sweep": "DEFAULT_POLICIES, a choice (a new policy need not be a default)",
     "experiments.demo_defaults": "the study's two policies, a choice",
@@ -197,7 +200,6 @@ NAMED = {
     "experiments.reproduce.columns": "the prose that documents each baseline's columns",
     "experiments.reproduce.stats": "the paper's greedy against the draft-length baselines (claims 6, 7)",
     "experiments.reproduce.identification": "the identification table's chosen columns",
-    "experiments.reproduce.fig_users": "figure 2's chosen columns",
     "experiments.reproduce.fig_draft_schemes": "figure 3, about the draft-length baselines",
     "experiments.reproduce.fig_channel_knowledge": "figure 8's panels for all-UL and all-DL",
     # the implementations: mode rules and draft-length baselines of the optimiser

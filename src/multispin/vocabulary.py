@@ -132,8 +132,9 @@ class Policy:
         return () if not self.drafts or self.verify == COUPLED else RULE_LINKS[self.rule]
 
 
-# Every policy, once: adding one is a row here plus its implementation (tests/test_policy_table.py
-# lists every place that reads this table and fails where a policy is missing).
+# Every policy, once: adding one is a row here plus its implementation, and for a run policy its
+# name in RunPolicy above (typing needs it spelt). tests/test_policy_table.py lists every place that
+# reads this table and fails where a policy is missing.
 POLICY_TABLE: dict[str, Policy] = {
     p.name: p
     for p in (

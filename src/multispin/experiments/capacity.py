@@ -19,7 +19,7 @@ import numpy as np
 
 from multispin.errors import ConfigError
 from multispin.experiments.reproduce.long_form import column
-from multispin.vocabulary import policies_in
+from multispin.vocabulary import REFERENCE, policies_in
 
 # the policies the capacity compares, each a mode rule (vocabulary.POLICY_TABLE)
 POLICY_MODES = {p.name: p.rule for p in policies_in(kind="capacity")}
@@ -64,7 +64,7 @@ class CapacityPoint:
 def capacity(
     scenario,
     *,
-    policy: str = "adaptive",
+    policy: str = REFERENCE,
     objective: str = "sum",
     tpot_target_s: float = 0.1,
     quantile: float = 95.0,
