@@ -22,7 +22,9 @@ numpy or torch.
   verification choice (``target_only`` drafts nothing, so its rule never acts). ``three_way`` is the
   paper's adaptive plus the coupled rule: per device and round the planner chooses coupled or
   standard (then UL or DL for a rejected standard device); ``all_coupled`` verifies every device
-  coupled, so nothing is ever corrected over the air.
+  coupled, so nothing is ever corrected over the air. Each is one row of ``POLICY_TABLE`` (with the
+  draft-length baselines the model also compares): its label, its rules, which drops compute it,
+  its place in a demo and its look in figures; every table keyed by a policy is derived from it.
 - **Fixed modes** (``ul``, ``dl``, ``random``): the ``--mode`` of ``generate`` and ``serve``, which
   draft a fixed γ: one link for every rejection, or the fair coin.
 - **Draft policies**: how the optimiser chooses the draft lengths γ.
@@ -35,6 +37,7 @@ the same seed choose the same links for the same rejected devices.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from multispin.errors import ConfigError
@@ -80,41 +83,144 @@ def verify_rule(name: str) -> VerifyRule:
 # ----------------------------------------------------------------------------- run policies
 
 RunPolicy = Literal["adaptive", "all_ul", "all_dl", "random", "target_only", "three_way", "all_coupled"]
+REFERENCE = "adaptive"  # the paper's plan: its drop columns carry no suffix, the others' gains are over it
 TARGET_ONLY = "target_only"
 THREE_WAY = "three_way"
 ALL_COUPLED = "all_coupled"
-# policy -> its mode rule; the names are the optimiser's baseline names (all_ul in the CLI, the
-# API and every JSON alike)
-RUN_POLICIES: dict[str, ModeRule] = {
-    "adaptive": "optimal",
-    "all_ul": "all_ul",
-    "all_dl": "all_dl",
-    "random": "random",
-    TARGET_ONLY: "optimal",
-    THREE_WAY: "optimal",
-    ALL_COUPLED: "optimal",
+
+# The groups of a drop's plans (`experiments.reproduce.drop`): the plan itself, the mode baselines
+# (each with its own γ), the draft-length baselines (optimal modes) and the coupled plans
+DropGroup = Literal["plan", "modes", "drafts", "coupled"]
+# what else compares a policy on the model: a drop planned for a non-sum objective, the
+# channel-knowledge drop and the capacity drop
+DropKind = Literal["objective", "csi", "capacity"]
+
+
+@dataclass(frozen=True)
+class Policy:
+    """One policy the project compares: its words, its rules and how figures draw it.
+
+    ``rule`` is the optimiser's mode rule for a rejected standard device, ``verify`` one of
+    VERIFY_CHOICES; ``drafts`` False means γ = 0 for every device. ``run``: a run policy (testbed,
+    demo); the draft-length baselines compare on the model only. ``group``: which of a drop's plans
+    computes it (None: no drop does); ``kinds``: the other drops that compare it. ``demo_rank``: its
+    place in a demo (None: not in one), ``lead``: a demo may lead with it. ``look``: colour, marker,
+    line style and filled marker in the model's figures; ``run_look``: line style, marker and colour
+    in the demo's."""
+
+    name: str
+    label: str
+    rule: ModeRule = "optimal"
+    verify: str = STANDARD
+    drafts: bool = True
+    run: bool = True
+    group: DropGroup | None = None
+    kinds: tuple[DropKind, ...] = ()
+    demo_rank: int | None = None
+    lead: bool = False
+    look: tuple[str, str, str, bool] | None = None
+    run_look: tuple[str, str | None, str] | None = None
+
+    @property
+    def suffix(self) -> str:
+        """What a drop column of this policy ends in (``goodput_all_ul``; none for the reference)."""
+        return "" if self.name == REFERENCE else f"_{self.name}"
+
+    @property
+    def links(self) -> tuple[LinkMode, ...]:
+        """The links it may use: none where it never corrects (no drafts, or every device coupled)."""
+        return () if not self.drafts or self.verify == COUPLED else RULE_LINKS[self.rule]
+
+
+# Every policy, once: adding one is a row here plus its implementation, and for a run policy its
+# name in RunPolicy above (typing needs it spelt). tests/test_policy_table.py lists every place that
+# reads this table and fails where a policy is missing.
+POLICY_TABLE: dict[str, Policy] = {
+    p.name: p
+    for p in (
+        Policy(
+            REFERENCE,
+            "adaptive",
+            group="plan",
+            kinds=("objective", "csi", "capacity"),
+            demo_rank=1,
+            lead=True,
+            look=("C0", "o", "-", True),
+            run_look=("-", "o", "tab:blue"),
+        ),
+        Policy(
+            "all_ul",
+            "all-UL",
+            "all_ul",
+            group="modes",
+            kinds=("objective", "csi", "capacity"),
+            demo_rank=3,
+            look=("C1", "s", "--", False),
+            run_look=("--", "s", "tab:orange"),
+        ),
+        Policy(
+            "all_dl",
+            "all-DL",
+            "all_dl",
+            group="modes",
+            kinds=("objective", "csi", "capacity"),
+            demo_rank=4,
+            look=("C2", "^", "-.", False),
+            run_look=("-.", "^", "tab:green"),
+        ),
+        Policy("random", "random", "random", group="modes", kinds=("objective",), look=("C3", "v", ":", False)),
+        Policy(TARGET_ONLY, "target-only", drafts=False, demo_rank=5, run_look=(":", None, "black")),
+        Policy("best_uniform", "best uniform γ", run=False, group="drafts", look=("C4", "D", "--", False)),
+        Policy("computation_only", "computation-only γ", run=False, group="drafts", look=("C5", "s", "-.", False)),
+        Policy("greedy_paper", "paper's greedy", run=False, group="drafts", look=("C9", "^", ":", False)),
+        Policy(
+            THREE_WAY,
+            "three-way",
+            verify="choose",
+            group="coupled",
+            demo_rank=0,
+            lead=True,
+            look=("C6", "*", "-", True),
+            run_look=("-", "D", "tab:purple"),
+        ),
+        Policy(
+            ALL_COUPLED,
+            "all-coupled",
+            verify=COUPLED,
+            group="coupled",
+            demo_rank=2,
+            look=("C7", "x", "--", False),
+            run_look=("--", "v", "tab:red"),
+        ),
+    )
 }
+# policy -> its mode rule: the run policies (the optimiser's baseline names: all_ul in the CLI, the
+# API and every JSON alike)
+RUN_POLICIES: dict[str, ModeRule] = {p.name: p.rule for p in POLICY_TABLE.values() if p.run}
 # how a plan verifies (`optimize.plan`'s ``verify``, `optimize --verify`): a rule for every device,
 # or the planner's choice per device; each run policy's, where it is not standard
-VERIFY_CHOICES: tuple[str, ...] = (*VERIFY_RULES, "choose")
-POLICY_VERIFY: dict[str, str] = {THREE_WAY: "choose", ALL_COUPLED: "coupled"}
+POLICY_VERIFY: dict[str, str] = {p.name: p.verify for p in POLICY_TABLE.values() if p.run and p.verify != STANDARD}
 
 
 def policy_verify(policy: str) -> str:
     """How ``policy`` verifies: one of VERIFY_CHOICES."""
-    return POLICY_VERIFY.get(policy, "standard")
+    return POLICY_TABLE[policy].verify if policy in POLICY_TABLE else STANDARD
+
+
+def _demo_order() -> tuple[Policy, ...]:
+    return tuple(sorted((p for p in POLICY_TABLE.values() if p.demo_rank is not None), key=lambda p: p.demo_rank or 0))
 
 
 # the policies a demo compares, its lead first: the three-way choice, the paper's adaptive (UL or
 # DL), every device coupled, the two one-link baselines and plain decoding
-DEMO_POLICIES: tuple[str, ...] = (THREE_WAY, "adaptive", ALL_COUPLED, "all_ul", "all_dl", TARGET_ONLY)
+DEMO_POLICIES: tuple[str, ...] = tuple(p.name for p in _demo_order())
 # the policies a comparison may lead with (the others are its baselines)
-LEAD_POLICIES: tuple[str, ...] = (THREE_WAY, "adaptive")
+LEAD_POLICIES: tuple[str, ...] = tuple(p.name for p in _demo_order() if p.lead)
 
 
 def policy_links(policy: str) -> tuple[LinkMode, ...]:
-    """The links a run policy may use (none for ``target_only``: it never corrects)."""
-    return () if policy in (TARGET_ONLY, ALL_COUPLED) else RULE_LINKS[RUN_POLICIES[policy]]
+    """The links a run policy may use (none for ``target_only`` and ``all_coupled``: they never correct)."""
+    return POLICY_TABLE[policy].links
 
 
 def policy_name(name: str) -> str:
@@ -122,6 +228,16 @@ def policy_name(name: str) -> str:
     if name not in RUN_POLICIES:
         raise ConfigError(f"policy: unknown value {name!r} (allowed: {', '.join(RUN_POLICIES)})")
     return name
+
+
+def policies_in(group: DropGroup | None = None, kind: DropKind | None = None) -> tuple[Policy, ...]:
+    """The policies a drop computes (``group``: of that group; ``kind``: compared by that drop), in
+    POLICY_TABLE's order; with neither, every policy some drop computes."""
+    return tuple(
+        p
+        for p in POLICY_TABLE.values()
+        if p.group is not None and (group is None or p.group == group) and (kind is None or kind in p.kinds)
+    )
 
 
 # ----------------------------------------------------------------------------- fixed modes (--mode)

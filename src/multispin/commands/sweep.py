@@ -23,9 +23,10 @@ from multispin.commands._options import (
 )
 from multispin.commands._scenario_fields import check_scenario_fields
 from multispin.errors import ConfigError
+from multispin.vocabulary import policies_in
 
-# the keys of multispin.experiments.sweep.SWEEP_POLICIES (test_sweep checks), listed without importing it
-POLICY_NAMES = "adaptive, all_ul, all_dl, random, best_uniform, computation_only, greedy_paper, three_way, all_coupled"
+# the keys of multispin.experiments.sweep.SWEEP_POLICIES (test_sweep checks), without importing it
+POLICY_NAMES = ", ".join(p.name for p in policies_in())
 
 
 def _value(text: str) -> Any:

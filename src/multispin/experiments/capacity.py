@@ -18,8 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from multispin.errors import ConfigError
+from multispin.experiments.reproduce.long_form import column
+from multispin.vocabulary import REFERENCE, policies_in
 
-POLICY_MODES = {"adaptive": "optimal", "all_ul": "all_ul", "all_dl": "all_dl"}
+# the policies the capacity compares, each a mode rule (vocabulary.POLICY_TABLE)
+POLICY_MODES = {p.name: p.rule for p in policies_in(kind="capacity")}
 
 
 def round_tpot_samples(
@@ -61,7 +64,7 @@ class CapacityPoint:
 def capacity(
     scenario,
     *,
-    policy: str = "adaptive",
+    policy: str = REFERENCE,
     objective: str = "sum",
     tpot_target_s: float = 0.1,
     quantile: float = 95.0,
@@ -123,7 +126,7 @@ def run_capacity_drop(scenario: dict, options: dict) -> dict[str, float]:
     row = {}
     for policy in POLICY_MODES:
         for objective in CAPACITY_OBJECTIVES:
-            row[f"capacity_{policy}_{objective.replace('-', '_')}"] = float(
+            row[column(f"capacity_{objective.replace('-', '_')}", policy)] = float(
                 capacity(
                     sc,
                     policy=policy,

@@ -54,7 +54,7 @@ from multispin.experiments.testbed import (
 from multispin.progress import StepReporter
 from multispin.side_output import write_side_json
 from multispin.system.scenario import Scenario
-from multispin.vocabulary import DEMO_POLICIES, LEAD_POLICIES
+from multispin.vocabulary import DEMO_POLICIES, LEAD_POLICIES, POLICY_TABLE
 
 log = logging.getLogger(__name__)
 SWEEP_OFFSETS_DB = (0.0, 6.0, 12.0, 18.0)
@@ -490,14 +490,8 @@ def _run_one(tb: TestbedConfig) -> TestbedResult:
     return run_testbed(tb)
 
 
-_STYLE = {
-    "three_way": ("-", "D", "tab:purple"),
-    "adaptive": ("-", "o", "tab:blue"),
-    "all_coupled": ("--", "v", "tab:red"),
-    "all_ul": ("--", "s", "tab:orange"),
-    "all_dl": ("-.", "^", "tab:green"),
-    "target_only": (":", None, "black"),
-}
+# line style, marker and colour of each demo policy (vocabulary.POLICY_TABLE)
+_STYLE = {p: look for p in DEMO_POLICIES if (look := POLICY_TABLE[p].run_look)}
 
 
 def plot_demo(result: DemoResult, path: Path) -> Path:

@@ -17,6 +17,7 @@ from multispin.experiments.paired import PairedDifference, goodput_interval, pai
 from multispin.experiments.service_intervals import ServiceDifference, service_differences
 from multispin.optimize.objectives import OBJECTIVES
 from multispin.progress import StepReporter
+from multispin.vocabulary import REFERENCE
 
 
 @dataclass
@@ -76,11 +77,11 @@ def compare_objectives(
     for objective in dict.fromkeys(("sum", *objectives)):
         cfg = config.model_copy(update={"objective": objective})
         calls = {
-            s: cfg.testbed("adaptive", s, p_dl, out / objective / f"seed-{s}")
+            s: cfg.testbed(REFERENCE, s, p_dl, out / objective / f"seed-{s}")
             for s in range(config.seed, config.seed + config.seeds)
         }
         results = dict(_run_seeds(cfg, calls, pair, progress, pdl_offset_db))
-        runs[objective] = PolicyRuns("adaptive", [results[s] for s in sorted(results)])
+        runs[objective] = PolicyRuns(REFERENCE, [results[s] for s in sorted(results)])
     base = runs["sum"]
     result = ObjectiveComparison(
         runs,

@@ -38,27 +38,30 @@ from typing import Any
 
 from multispin.errors import ConfigError, Interrupted
 from multispin.experiments.reproduce.config import Point, RunConfig
+from multispin.experiments.reproduce.csi import CSI_POLICIES
+from multispin.experiments.reproduce.long_form import column, gain_column
+from multispin.vocabulary import REFERENCE, STANDARD, policies_in
 
-# policy -> (the per-drop goodput column, its γ column, which baselines the drop must run)
+# policy -> (the per-drop goodput column, its γ column, which baselines the drop must run): every
+# policy a drop computes (vocabulary.POLICY_TABLE); the drop's option is the policy's group, none
+# for the plan itself. The coupled policies' coupled α is assumed (experiments.reproduce.coupled).
 SWEEP_POLICIES = {
-    "adaptive": ("goodput", "gamma_mean", None),
-    "all_ul": ("goodput_all_ul", "gamma_all_ul", "modes"),
-    "all_dl": ("goodput_all_dl", "gamma_all_dl", "modes"),
-    "random": ("goodput_random", "gamma_random", "modes"),
-    "best_uniform": ("goodput_best_uniform", "gamma_best_uniform", "drafts"),
-    "computation_only": ("goodput_computation_only", "gamma_computation_only", "drafts"),
-    "greedy_paper": ("goodput_greedy_paper", "gamma_greedy_paper", "drafts"),
-    # coupled verification (experiments.reproduce.coupled): the three-way plan (coupled or
-    # standard per device, then UL/DL) and every device coupled; the coupled α is assumed
-    "three_way": ("goodput_three_way", "gamma_three_way", "coupled"),
-    "all_coupled": ("goodput_all_coupled", "gamma_all_coupled", "coupled"),
+    p.name: (column("goodput", p.name), column("gamma", p.name), None if p.group == "plan" else p.group)
+    for p in policies_in()
 }
-# the share of coupled devices in a policy's plan: a drop column, or a constant
-COUPLED_SHARE: dict[str, str | float] = {"three_way": "frac_coupled_three_way", "all_coupled": 1.0}
+# the share of coupled devices in a policy's plan: a drop column where the plan chooses per device,
+# 1 where every device is coupled (none in the others)
+COUPLED_SHARE: dict[str, str | float] = {
+    p.name: column("frac_coupled", p.name) if p.verify == "choose" else 1.0
+    for p in policies_in()
+    if p.verify != STANDARD
+}
+# the leads beside the paper's plan (the three-way plan): each row carries its paired gain over it
+_LEADS = tuple(p.name for p in policies_in() if p.lead and p.name != REFERENCE)
 DEFAULT_POLICIES = ("adaptive", "all_ul", "all_dl")
 # what a non-sum objective plans: adaptive and the mode baselines, each searching its γ for the
 # objective (experiments.reproduce.drop.objective_drop); the draft-length baselines are sum heuristics
-OBJECTIVE_POLICIES = ("adaptive", "all_ul", "all_dl", "random")
+OBJECTIVE_POLICIES = tuple(p.name for p in policies_in(kind="objective"))
 # service column of a drop (experiments.reproduce.drop.service_columns) -> the table's key; adaptive's
 # column has no suffix, a baseline's ends in _<policy>, as goodput's
 SERVICE_COLUMNS = {
@@ -68,8 +71,6 @@ SERVICE_COLUMNS = {
     "tpot_p95_s": ("tpot_p95_s", "tpot_p95"),
 }
 STUDY = "sweep"
-# the channel-knowledge drop's suffix per policy (multispin.experiments.reproduce.csi.CSI_MODES)
-CSI_POLICIES = {"adaptive": "", "all_ul": "_all_ul", "all_dl": "_all_dl"}
 
 
 @dataclass(frozen=True)
@@ -188,9 +189,9 @@ def grid_points(sc, over: Mapping[str, Sequence[Any]], policies: Sequence[str]) 
     from multispin.experiments.reproduce.csi import CSI_REPLICATES
     from multispin.system.channel_process import uses_channel_process
 
-    needs = {SWEEP_POLICIES[p][2] for p in policies} - {None}
+    needs = {n for p in policies if (n := SWEEP_POLICIES[p][2]) is not None}
     # service: the drop also reports what each device gets under each policy's plan
-    options = {**{k: True for k in sorted(needs)}, "service": True}
+    options: dict[str, Any] = {**{k: True for k in sorted(needs)}, "service": True}
     base = sc.to_dict()
     names = list(over)
     check_grid_size(over)
@@ -244,11 +245,11 @@ def csi_rows(rows: Sequence[dict], planning: str) -> list[dict]:
     out = []
     for r in rows:
         row = {k: r[k] for k in ("drop", "drop_seed") if k in r}
-        for policy, suffix in CSI_POLICIES.items():
+        for policy in CSI_POLICIES:
             g, gamma, _ = SWEEP_POLICIES[policy]
-            row[g] = r[f"goodput_{planning}{suffix}"]
-            row[gamma] = r[f"gamma_{planning}{suffix}"]
-        row["goodput_perfect_knowledge"] = r["goodput_perfect"]
+            row[g] = r[column("goodput", policy, planning)]
+            row[gamma] = r[column("gamma", policy, planning)]
+        row["goodput_perfect_knowledge"] = r[column("goodput", knowledge="perfect")]
         out.append(row)
     return out
 
@@ -259,7 +260,7 @@ def table_rows(points: Sequence[Point], summaries: Sequence[dict], policies: Seq
     for point, s in zip(points, summaries):
         for p in policies:
             g, gamma, _ = SWEEP_POLICIES[p]
-            gain = None if p == "adaptive" else f"gom_vs_{p}_pct"
+            gain = None if p == REFERENCE else gain_column(p)
             rows.append(
                 {
                     **point.params,
@@ -290,11 +291,13 @@ def coupled_cells(s: dict, policy: str) -> dict[str, Any]:
         out["coupled_share_high"] = s.get(share + "_hi")
     else:
         out = {"coupled_share": share, "coupled_share_low": share, "coupled_share_high": share}
-    out["coupled_alpha"] = ASSUMPTION if "goodput_three_way" in s else None
-    # the three-way plan's paired gain over the paper's adaptive plan, on its own row
-    gain = "gom_three_way_vs_adaptive_pct" if policy == "three_way" else None
-    for end, at in (("pct", ""), ("low", "_lo"), ("high", "_hi")):
-        out[f"three_way_gain_{end}"] = s.get(gain + at) if gain else None
+    coupled = any(column("goodput", p) in s for p in COUPLED_SHARE)
+    out["coupled_alpha"] = ASSUMPTION if coupled else None
+    # a lead's paired gain over the paper's adaptive plan, on its own row
+    for lead in _LEADS:
+        gain = gain_column(REFERENCE, lead) if policy == lead else None
+        for end, at in (("pct", ""), ("low", "_lo"), ("high", "_hi")):
+            out[f"{lead}_gain_{end}"] = s.get(gain + at) if gain else None
     return out
 
 
@@ -303,12 +306,11 @@ def service_cells(s: dict, policy: str) -> dict[str, Any]:
     change against the policy (``adaptive_<name>_pct``, as adaptive_gain_pct; None on adaptive's
     row); None where the point's drop computes none (the channel-knowledge drop)."""
     out: dict[str, Any] = {}
-    suffix = "" if policy == "adaptive" else f"_{policy}"
-    for column, (key, short) in SERVICE_COLUMNS.items():
-        c = column + suffix
+    for metric, (key, short) in SERVICE_COLUMNS.items():
+        c = column(metric, policy)
         out[key] = s.get(c)
         out[f"{key}_low"], out[f"{key}_high"] = s.get(c + "_lo"), s.get(c + "_hi")
-        gain = None if policy == "adaptive" else f"gom_{short}_vs_{policy}_pct"
+        gain = None if policy == REFERENCE else gain_column(policy, metric=short)
         for end, at in (("pct", ""), ("low", "_lo"), ("high", "_hi")):
             out[f"adaptive_{short}_{end}"] = s.get(gain + at) if gain else None
     return out

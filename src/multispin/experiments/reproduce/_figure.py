@@ -9,20 +9,21 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from multispin.vocabulary import POLICY_TABLE
+
+
+def _style(color: str, marker: str, linestyle: str, filled: bool) -> dict[str, Any]:
+    look: dict[str, Any] = dict(color=color, marker=marker, linestyle=linestyle)
+    return {**look, "filled": True} if filled else look
+
+
 PAIR_LABEL = {"paper-qwen": "Qwen2.5 0.5B → 14B", "paper-r1": "R1-Distill-Qwen 1.5B → 32B"}
 # One look per policy, the same in every figure: colour, marker and line style all differ, and the
 # baselines' markers are hollow, so that a policy whose curve coincides with another's (adaptive
 # on all-DL, all-UL on random) still shows through it.
-STYLE = {
-    "adaptive": dict(color="C0", marker="o", linestyle="-", filled=True),
-    "all_ul": dict(color="C1", marker="s", linestyle="--"),
-    "all_dl": dict(color="C2", marker="^", linestyle="-."),
-    "random": dict(color="C3", marker="v", linestyle=":"),
-    "best_uniform": dict(color="C4", marker="D", linestyle="--"),
-    "computation_only": dict(color="C5", marker="s", linestyle="-."),
-    "greedy_paper": dict(color="C9", marker="^", linestyle=":"),
-    "three_way": dict(color="C6", marker="*", linestyle="-", filled=True),
-    "all_coupled": dict(color="C7", marker="x", linestyle="--"),
+# The looks are the policies' (vocabulary.POLICY_TABLE), with the bound's.
+STYLE: dict[str, dict[str, Any]] = {
+    **{p.name: _style(*p.look) for p in POLICY_TABLE.values() if p.look},
     "bound": dict(color="k", marker="", linestyle="--"),
 }
 COLORS = {k: v["color"] for k, v in STYLE.items()}

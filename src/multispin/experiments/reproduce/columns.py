@@ -8,6 +8,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from multispin.experiments.reproduce.csi import CSI_POLICIES
+from multispin.experiments.reproduce.long_form import KNOWLEDGE, column, gain_column
+from multispin.vocabulary import POLICY_TABLE, REFERENCE, policies_in
+
+# the policies whose columns the docs below describe by rule: the capacity study's and the
+# channel-knowledge study's (vocabulary.POLICY_TABLE)
+_CAPACITY = tuple(p.name for p in policies_in(kind="capacity"))
+_CSI_BASELINES = tuple(p for p in CSI_POLICIES if p != REFERENCE)
+
 PARAM_DOCS: dict[str, str] = {
     "preset": "model pair (scenario preset): paper-qwen (Qwen2.5-0.5B → 14B) or paper-r1 (R1-Distill 1.5B → 32B)",
     "pdl_ratio": "P^dl / P^ul (server DL power budget over the device's maximum UL power)",
@@ -29,9 +38,9 @@ PARAM_DOCS: dict[str, str] = {
 
 METRIC_DOCS: dict[str, str] = {
     **{
-        f"capacity_{p}_{o}": f"fig9: devices served with p95 TPOT ≤ 200 ms, {p.replace('_', '-')} modes, "
+        column(f"capacity_{o}", p): f"fig9: devices served with p95 TPOT ≤ 200 ms, {p.replace('_', '-')} modes, "
         f"{o.replace('_', '-')} objective (the largest K with every K' ≤ K served)"
-        for p in ("adaptive", "all_ul", "all_dl")
+        for p in _CAPACITY
         for o in ("sum", "proportional_fair")
     },
     "goodput": "sum goodput G of the adaptive policy (shipped greedy draft lengths, optimal UL/DL modes), tokens/s",
@@ -88,15 +97,17 @@ METRIC_DOCS: dict[str, str] = {
     "goodput_naive": "fig8: adaptive G on the true channel, planned on the estimate taken as exact, tokens/s",
     "goodput_robust": "fig8: adaptive G on the true channel, planned over posterior channel draws given the estimate, tokens/s",
     **{
-        f"goodput_{k}_{b}": f"fig8: as goodput_{k}, with every rejected device in {b.replace('all_', '').upper()} mode, tokens/s"
-        for k in ("perfect", "naive", "robust")
-        for b in ("all_ul", "all_dl")
+        column(
+            "goodput", b, k
+        ): f"fig8: as goodput_{k}, with every rejected device in {POLICY_TABLE[b].links[0].upper()} mode, tokens/s"
+        for k in KNOWLEDGE
+        for b in _CSI_BASELINES
     },
     **{
-        f"gamma_{k}{s}": f"fig8: mean draft length of the {k} plan"
-        + (f" ({s[1:].replace('_', '-')})" if s else " (adaptive)")
+        column("gamma", p, k): f"fig8: mean draft length of the {k} plan"
+        + (f" ({p.replace('_', '-')})" if p != REFERENCE else " (adaptive)")
         for k in ("naive", "robust")
-        for s in ("", "_all_ul", "_all_dl")
+        for p in CSI_POLICIES
     },
     "rho": "fig8: correlation ρ = J0(2π f_D Δt) between the pilots' block and the round's",
     "round_ms": "fig8: Δt, the previous round's duration T_comp + E[T_comm] (ms), over which the channel ages",
@@ -105,9 +116,11 @@ METRIC_DOCS: dict[str, str] = {
     "gom_robust_vs_perfect_pct": "fig8: 100·(mean G_robust / mean G_perfect − 1) (%)",
     "gom_robust_vs_naive_pct": "fig8: 100·(mean G_robust / mean G_naive − 1): what robust planning recovers (%)",
     **{
-        f"gom_{k}_vs_{b}_pct": f"fig8: gain of adaptive over {b.replace('_', '-')} with {k} knowledge, 100·(mean G_{k} / mean G_{k}_{b} − 1) (%)"
-        for k in ("perfect", "naive", "robust")
-        for b in ("all_ul", "all_dl")
+        gain_column(
+            b, k
+        ): f"fig8: gain of adaptive over {b.replace('_', '-')} with {k} knowledge, 100·(mean G_{k} / mean G_{k}_{b} − 1) (%)"
+        for k in KNOWLEDGE
+        for b in _CSI_BASELINES
     },
     "payload_bits_sparse": "bits of one distribution, sparse top-V_eff (the paper's payload)",
     "payload_bits_lattice": "bits of one distribution, lattice codec",

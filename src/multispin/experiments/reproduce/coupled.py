@@ -12,6 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from multispin.experiments.reproduce.long_form import column
+from multispin.vocabulary import ALL_COUPLED, REFERENCE, THREE_WAY
+
 
 def coupled_columns(world, inst, u: np.ndarray, adaptive, baselines: dict[str, Any]) -> dict[str, float]:
     """``goodput_three_way``, ``goodput_all_coupled`` with their γ (``gamma_*``), the three-way
@@ -21,16 +24,16 @@ def coupled_columns(world, inst, u: np.ndarray, adaptive, baselines: dict[str, A
     from multispin.system.coupled_alpha import assumed_coupled_alpha
 
     inst_c = inst.replace(alpha_coupled=assumed_coupled_alpha(world.drop.task, inst.alpha))
-    starts = {"adaptive": adaptive.draft_len, **{n: dp.draft_len for n, dp in baselines.items()}}
+    starts = {REFERENCE: adaptive.draft_len, **{n: dp.draft_len for n, dp in baselines.items()}}
     three = plan(inst_c, uniforms=u, verify="choose", extra_starts=starts)
     allc = plan(inst_c, uniforms=u, verify="coupled")
     g3 = three.goodput
     return {
-        "goodput_three_way": g3.goodput_tokens_per_s,
-        "gamma_three_way": float(np.mean(three.draft_len)),
-        "frac_coupled_three_way": three.coupled_share,
-        "t_comp_ms_three_way": 1e3 * g3.t_comp_s,
-        "e_t_comm_ms_three_way": 1e3 * g3.e_t_comm_s,
-        "goodput_all_coupled": allc.goodput_tokens_per_s,
-        "gamma_all_coupled": float(np.mean(allc.draft_len)),
+        column("goodput", THREE_WAY): g3.goodput_tokens_per_s,
+        column("gamma", THREE_WAY): float(np.mean(three.draft_len)),
+        column("frac_coupled", THREE_WAY): three.coupled_share,
+        column("t_comp_ms", THREE_WAY): 1e3 * g3.t_comp_s,
+        column("e_t_comm_ms", THREE_WAY): 1e3 * g3.e_t_comm_s,
+        column("goodput", ALL_COUPLED): allc.goodput_tokens_per_s,
+        column("gamma", ALL_COUPLED): float(np.mean(allc.draft_len)),
     }

@@ -34,6 +34,9 @@ from typing import Any
 
 import numpy as np
 
+from multispin.experiments.reproduce.long_form import column
+from multispin.vocabulary import POLICY_TABLE, policies_in
+
 # Rounds last 0.2-0.5 s: at 3.5 GHz the channel decorrelates within one round from about 0.3 km/h
 # on (J0's first zero), hence the slow speeds next to the reported 3, 30 and 120 km/h.
 SPEEDS_KMH_FULL = (0.0, 0.1, 0.3, 1.0, 3.0, 30.0, 120.0)
@@ -47,8 +50,8 @@ CARRIER_HZ = 3.5e9
 CSI_DROPS_FULL = 12  # a drop plans 1 + 3·(CSI_REPLICATES + 2) times: fewer drops than the other studies
 CSI_DROPS_QUICK = 2  # the fewest that give an interval: keeps `reproduce --quick` fast
 CSI_REPLICATES = 4  # channel realisations the perfect-knowledge plan is re-planned on, per drop
-CSI_MODES = (("optimal", ""), ("all_ul", "_all_ul"), ("all_dl", "_all_dl"))
-KNOWLEDGE = ("perfect", "naive", "robust")
+# the policies the study compares, each a mode rule (vocabulary.POLICY_TABLE)
+CSI_POLICIES = tuple(p.name for p in policies_in(kind="csi"))
 
 
 def run_csi_drop(scenario: dict[str, Any], options: dict[str, Any]) -> dict[str, float]:
@@ -83,16 +86,17 @@ def run_csi_drop(scenario: dict[str, Any], options: dict[str, Any]) -> dict[str,
         for r in range(int(options["replicates"]))
     ]
     row: dict[str, float] = {"rho": est.rho, "round_ms": 1e3 * dt_s, "posterior_var": est.posterior_moments()[1]}
-    for modes, suffix in CSI_MODES:
+    for policy in CSI_POLICIES:
+        modes = POLICY_TABLE[policy].rule
         naive = plan_on_estimate(naive_inst, u, "naive", modes=modes)
         robust = plan_on_estimate(naive_inst, u, "robust", posterior, modes=modes, naive=naive)
         unseen = SAAObjective(naive_inst, u_eval, modes, channel_gains=held_out)
         for name, p in (("naive", naive), ("robust", robust)):
-            row[f"goodput_{name}{suffix}"] = unseen.value(p.draft_len)
-            row[f"gamma_{name}{suffix}"] = float(np.mean(p.draft_len))
+            row[column("goodput", policy, name)] = unseen.value(p.draft_len)
+            row[column("gamma", policy, name)] = float(np.mean(p.draft_len))
         tokens = time_s = 0.0
         for inst in truths:
             g = SAAObjective(inst, u_eval, modes).evaluate(plan(inst, uniforms=u, modes=modes).draft_len)
             tokens, time_s = tokens + g.expected_tokens, time_s + g.t_comp_s + g.e_t_comm_s
-        row[f"goodput_perfect{suffix}"] = tokens / time_s  # ratio of sums, as the clock counts
+        row[column("goodput", policy, "perfect")] = tokens / time_s  # ratio of sums, as the clock counts
     return {k: float(v) for k, v in row.items()}

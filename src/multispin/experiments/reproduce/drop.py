@@ -19,6 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from multispin.experiments.reproduce.long_form import column
+from multispin.vocabulary import POLICY_TABLE, policies_in
+
 REPRODUCE_TABLE_MAX_DEVICES = 12  # the certificate's exact table per drop: 4,096 rejected sets at most
 
 
@@ -101,10 +104,9 @@ def run_drop(scenario: dict[str, Any], options: dict[str, Any]) -> dict[str, flo
         row["rejected_mean"] = ul + dl
         row["dl_fraction"] = _nan_if_empty(dl, ul + dl)
     gammas = [g] + [dp.draft_len for dp in baselines.values()]
-    for name, dp in baselines.items():
-        row[f"goodput_{name}"] = dp.goodput_tokens_per_s
-        row[f"gamma_{name}"] = float(np.mean(dp.draft_len))
-        row[f"gain_vs_{name}_pct"] = _pct(gp.goodput_tokens_per_s, dp.goodput_tokens_per_s)
+    for name, dp in baselines.items():  # their gains over the plan are computed where summarised
+        row[column("goodput", name)] = dp.goodput_tokens_per_s
+        row[column("gamma", name)] = float(np.mean(dp.draft_len))
     if options.get("reference"):
         rng = np.random.default_rng([int(sc.seed), 0x5EF])
         gammas.append(reference_search(obj, rng, restarts=2, kicks=2, starts=[g]).draft_len)
@@ -132,20 +134,20 @@ def run_drop(scenario: dict[str, Any], options: dict[str, Any]) -> dict[str, flo
     if options.get("service"):
         plans = {"": (g, "optimal", None)}
         plans.update(
-            {f"_{n}": (dp.draft_len, n if n in _MODE_POLICIES else "optimal", None) for n, dp in baselines.items()}
+            {POLICY_TABLE[n].suffix: (dp.draft_len, POLICY_TABLE[n].rule, None) for n, dp in baselines.items()}
         )
         row.update(service_columns(sc, inst, u, world.mode_uniforms(0), plans))
     return {k: float(v) for k, v in row.items()}
 
 
-_MODE_POLICIES = ("all_ul", "all_dl", "random")  # the mode baselines; the others use the optimal modes
+_MODE_POLICIES = tuple(p.name for p in policies_in("modes"))  # the others use the optimal modes
 
 
 def objective_drop(sc, inst, u, mode_u, sum_plan, baselines, options: dict[str, Any]) -> dict[str, float]:
     """One drop planned for the scenario's non-sum objective (`optimize.objectives`): adaptive and
     each mode baseline search their γ for the objective under their own modes, starting from the
     sum's plans; the columns are the sum goodput each plan gives, as for the sum (``goodput``,
-    ``goodput_<policy>``, ``gamma_*``, ``gain_vs_*_pct``), the sum plan's goodput
+    ``goodput_<policy>``, ``gamma_*``), the sum plan's goodput
     (``goodput_sum_objective``: what the objective costs in sum goodput) and, with
     ``options["service"]``, the service columns. The draft-length baselines optimise the sum only
     and are refused."""
@@ -180,10 +182,9 @@ def objective_drop(sc, inst, u, mode_u, sum_plan, baselines, options: dict[str, 
             mode_uniforms=mode_u if name == "random" else None,
             starts=[dp.draft_len],
         )[0]
-        row[f"goodput_{name}"] = bp.goodput_tokens_per_s
-        row[f"gamma_{name}"] = float(np.mean(bp.draft_len))
-        row[f"gain_vs_{name}_pct"] = _pct(p.goodput_tokens_per_s, bp.goodput_tokens_per_s)
-        plans[f"_{name}"] = (bp.draft_len, name, None)
+        row[column("goodput", name)] = bp.goodput_tokens_per_s
+        row[column("gamma", name)] = float(np.mean(bp.draft_len))
+        plans[POLICY_TABLE[name].suffix] = (bp.draft_len, POLICY_TABLE[name].rule, None)
     if options.get("service"):
         row.update(service_columns(sc, inst, u, mode_u, plans))
     return {k: float(v) for k, v in row.items()}
@@ -243,6 +244,12 @@ def _capacity_drop_code():
     return capacity  # the whole module: the capacity search and its drop
 
 
+def _column_code():
+    from multispin.experiments.reproduce import long_form
+
+    return long_form  # the names of the drop's columns
+
+
 def _coupled_drop_code():
     from multispin.experiments.reproduce.coupled import coupled_columns
 
@@ -259,6 +266,7 @@ DROP_CODE = (
     _csi_drop_code(),
     _capacity_drop_code(),
     _coupled_drop_code(),
+    _column_code(),
 )  # what code_version hashes
 
 

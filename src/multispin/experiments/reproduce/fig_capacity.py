@@ -21,13 +21,15 @@ from multispin.experiments.reproduce._figure import (
     select,
     with_pdl_dbm,
 )
+from multispin.experiments.reproduce.long_form import column
+from multispin.vocabulary import POLICY_TABLE
 
 NAME = "fig9_capacity"
 TITLE = "Capacity under a p95 TPOT target versus P^dl/P^ul (our addition)"
 STUDIES = ("capacity",)
 PARAMS = ("preset", "pdl_ratio", "p_dl_dbm")
-LABELS = {"adaptive": "adaptive", "all_ul": "all-UL", "all_dl": "all-DL"}
-METRICS = tuple(f"capacity_{p}_{o.replace('-', '_')}" for p in POLICY_MODES for o in CAPACITY_OBJECTIVES)
+LABELS = {p: POLICY_TABLE[p].label for p in POLICY_MODES}
+METRICS = tuple(column(f"capacity_{o.replace('-', '_')}", p) for p in POLICY_MODES for o in CAPACITY_OBJECTIVES)
 
 
 def table(summaries: dict[str, list[dict]]) -> list[dict]:
@@ -41,7 +43,7 @@ def plot(rows: list[dict], path: Path) -> None:
     for ax, objective in zip(axes, CAPACITY_OBJECTIVES):
         key = objective.replace("-", "_")
         for policy in POLICY_MODES:
-            band(ax, rows, "p_dl_dbm", f"capacity_{policy}_{key}", LABELS[policy], style=STYLE[policy])
+            band(ax, rows, "p_dl_dbm", column(f"capacity_{key}", policy), LABELS[policy], style=STYLE[policy])
         ax.set_title(f"{objective} objective", fontsize=9)
         ax.set_ylim(bottom=0)
         pdl_axis(ax, rows)
@@ -56,8 +58,11 @@ def describe(rows: list[dict]) -> str:
     if not rows:
         return ""
     a, b = rows[0], rows[-1]
-    parts = [f"{LABELS[p]} {fmt_ci(a, f'capacity_{p}_sum')} → {fmt_ci(b, f'capacity_{p}_sum')}" for p in POLICY_MODES]
-    fair = fmt_ci(a, "capacity_adaptive_proportional_fair"), fmt_ci(b, "capacity_adaptive_proportional_fair")
+    parts = [
+        f"{LABELS[p]} {fmt_ci(a, column('capacity_sum', p))} → {fmt_ci(b, column('capacity_sum', p))}"
+        for p in POLICY_MODES
+    ]
+    fair = fmt_ci(a, column("capacity_proportional_fair")), fmt_ci(b, column("capacity_proportional_fair"))
     return (
         f"Devices served within a p95 TPOT of {1e3 * CAPACITY_TPOT_TARGET_S:g} ms from P^dl/P^ul = "
         f"{a['pdl_ratio']:g} to {b['pdl_ratio']:g} (sum objective): {'; '.join(parts)}. Under the "

@@ -25,7 +25,9 @@ from multispin.experiments.reproduce._figure import (
     select,
 )
 from multispin.experiments.reproduce.claims import _sign
-from multispin.experiments.reproduce.csi import KNOWLEDGE
+from multispin.experiments.reproduce.csi import CSI_POLICIES
+from multispin.experiments.reproduce.long_form import KNOWLEDGE, column, gain_column
+from multispin.vocabulary import REFERENCE
 
 NAME = "fig8_channel_knowledge"
 TITLE = "Goodput under imperfect and outdated channel knowledge: naive and robust planning (beyond the paper)"
@@ -34,8 +36,8 @@ PARAMS = ("preset", "sweep", "speed_kmh", "pilot_snr_db")
 # the three speeds the statement reports (pedestrian, urban, highway)
 STATEMENT_SPEEDS_KMH = (3.0, 30.0, 120.0)
 METRICS = tuple(
-    [f"goodput_{k}{s}" for k in KNOWLEDGE for s in ("", "_all_ul", "_all_dl")]
-    + [f"gamma_{k}{s}" for k in ("naive", "robust") for s in ("", "_all_ul", "_all_dl")]
+    [column("goodput", p, k) for k in KNOWLEDGE for p in CSI_POLICIES]
+    + [column("gamma", p, k) for k in ("naive", "robust") for p in CSI_POLICIES]
     + [
         "rho",
         "round_ms",
@@ -44,7 +46,7 @@ METRICS = tuple(
         "gom_robust_vs_perfect_pct",
         "gom_robust_vs_naive_pct",
     ]
-    + [f"gom_{k}_vs_{b}_pct" for k in KNOWLEDGE for b in ("all_ul", "all_dl")]
+    + [gain_column(b, k) for k in KNOWLEDGE for b in CSI_POLICIES if b != REFERENCE]
 )
 LOOK = {
     "perfect": dict(color="k", marker="D", linestyle="--"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from multispin.experiments.reproduce._figure import STYLE, band, fmt_ci, legend, pyplot, save, select, value_ticks
+from multispin.vocabulary import REFERENCE
 
 NAME = "fig4_resources"
 TITLE = "Goodput versus total bandwidth and versus cell radius (our addition)"
@@ -27,7 +28,7 @@ def plot(rows: list[dict], path: Path) -> None:
     bw = [r for r in rows if r["sweep"] == "bandwidth"]
     rad = [r for r in rows if r["sweep"] == "radius"]
     for ax, rs, x in ((axes[0], bw, "bandwidth_mhz"), (axes[1], rad, "radius_m")):
-        band(ax, rs, x, "goodput", "adaptive G", style=STYLE["adaptive"])
+        band(ax, rs, x, "goodput", "adaptive G", style=STYLE[REFERENCE])
         # the true bound max_γ G_max(γ) (communication free); older CSVs only have G_max at the plan's γ
         if any(r.get("g_bound") is not None for r in rs):
             band(ax, rs, x, "g_bound", "bound: max$_γ$ G$_{max}$(γ), communication free", style=STYLE["bound"])

@@ -21,39 +21,31 @@ from multispin.experiments.reproduce._figure import (
     select,
     value_ticks,
 )
+from multispin.experiments.reproduce.long_form import column, gain_column
+from multispin.vocabulary import POLICY_TABLE, REFERENCE, policies_in
 
 NAME = "fig2_goodput_vs_devices"
 TITLE = "Sum goodput versus K: adaptive modes against all-UL, all-DL and random"
 STUDIES = ("users",)
 PARAMS = ("preset", "pdl_ratio", "devices", "n_saa")
+# the mode baselines (vocabulary.POLICY_TABLE) against the plan: (column, label, policy)
+_MODES = tuple(p.name for p in policies_in("modes"))
+SCHEMES = (
+    ("goodput", "adaptive (ours)", REFERENCE),
+    *((column("goodput", p), POLICY_TABLE[p].label, p) for p in _MODES),
+)
+GAINS = tuple((gain_column(p), f"vs {POLICY_TABLE[p].label}", p) for p in _MODES)
 METRICS = (
     "goodput",
-    "goodput_all_ul",
-    "goodput_all_dl",
-    "goodput_random",
-    "gom_vs_all_ul_pct",
-    "gom_vs_all_dl_pct",
-    "gom_vs_random_pct",
+    *(c for c, _, _ in SCHEMES[1:]),
+    *(c for c, _, _ in GAINS),
     "goodput_best_known",
     "greedy_shortfall_pct",
     "g_ratio",
     "gamma_mean",
     "frac_no_draft",
     "g_ratio_bound",
-    "gamma_all_ul",
-    "gamma_all_dl",
-    "gamma_random",
-)
-SCHEMES = (
-    ("goodput", "adaptive (ours)", "adaptive"),
-    ("goodput_all_ul", "all-UL", "all_ul"),
-    ("goodput_all_dl", "all-DL", "all_dl"),
-    ("goodput_random", "random", "random"),
-)
-GAINS = (
-    ("gom_vs_all_ul_pct", "vs all-UL", "all_ul"),
-    ("gom_vs_all_dl_pct", "vs all-DL", "all_dl"),
-    ("gom_vs_random_pct", "vs random", "random"),
+    *(column("gamma", p) for p in _MODES),
 )
 
 
@@ -104,10 +96,10 @@ def describe(rows: list[dict]) -> str:
     for (preset, ratio), rs in by(rows, ("preset", "pdl_ratio")).items():
         last = rs[-1]
         worst = [(min(rs, key=lambda r: r[m]), m, label[3:]) for m, label, _ in GAINS]
+        gains = [f"{fmt_ci(last, m)}% over {label[3:]}" for m, label, _ in GAINS]
         parts.append(
             f"{PAIR_LABEL.get(preset, preset)}, P^dl/P^ul = {ratio:g}, K = {last['devices']}: adaptive gains "
-            f"{fmt_ci(last, 'gom_vs_all_ul_pct')}% over all-UL, {fmt_ci(last, 'gom_vs_all_dl_pct')}% over "
-            f"all-DL and {fmt_ci(last, 'gom_vs_random_pct')}% over random; its smallest gains over the K "
+            f"{', '.join(gains[:-1])} and {gains[-1]}; its smallest gains over the K "
             "sweep are " + ", ".join(f"{w[m]:.1f}% ({name}, K = {w['devices']})" for w, m, name in worst) + "."
         )
     return " ".join(parts)

@@ -34,7 +34,7 @@ from multispin.experiments.reproduce import (
 )
 from multispin.experiments.reproduce.columns import DROP_DOCS, PARAM_DOCS, ordered_columns, read_csv, write_csv
 from multispin.experiments.reproduce.config import RunConfig, code_version
-from multispin.experiments.reproduce.stats import summarise_drops
+from multispin.experiments.reproduce.stats import summarise_drops, with_drop_gains
 from multispin.experiments.reproduce.studies import POINTS, drops_for, identification_drops
 
 FIGURES: tuple[ModuleType, ...] = (
@@ -87,7 +87,8 @@ def run_studies(cfg: RunConfig, studies: list[str]) -> dict[str, list[dict]]:
     for s in studies:
         params = STUDY_PARAMS[s]
         summaries[s] = [summarise_drops(p.params, rows[(s, p.id)]) for p in points[s]]
-        raw = [{**p.params, **r} for p in points[s] for r in rows[(s, p.id)]]
+        # each drop with the per-drop gains, which the summary computes (stats.with_drop_gains)
+        raw = [{**p.params, **with_drop_gains(r)} for p in points[s] for r in rows[(s, p.id)]]
         cols = [c for c in params] + ["drop", "drop_seed"]
         cols += sorted({k for r in raw for k in r} - set(cols))
         write_csv(out / "drops" / f"{s}.csv", raw, cols)
