@@ -1,10 +1,11 @@
 """What a run writes and prints, against files recorded from a run on the tiny pair (no download):
 the testbed's summary.json key for key and value for value, and the demo's printed tables and its
 summary.json. The runs are deterministic: the tokens, the channel and the virtual clock follow the
-seed. Three things do not, and are masked (kept as keys, their values replaced by `MASK`):
+seed. Three things do not, and are masked (kept as keys, their values replaced by `MASK`, or
+the varying part of a path replaced):
 
 - ``wall_time_s``: the host's stopwatch around the run;
-- ``config.out``: the run's folder, a fresh temporary one each time;
+- the run's folder, a fresh temporary one each time: paths under it are written from `TMP`;
 - ``multispin_version``: the package's version, which a release bumps without changing the run.
 
 The planner's CPU time per round (``mean_planning_cpu_s``, the demo's ``plan`` column) is measured
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,10 +35,11 @@ pytestmark = pytest.mark.integration
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "run_summary"
 RECORD = os.environ.get("MULTISPIN_RECORD_GOLDEN") == "1"
 MASK = "<varies from run to run>"
+TMP = "<tmp>"  # the run's temporary folder, in every path under it
+EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"  # own_policies.py
 # (path of keys) -> why its value is not compared
 VOLATILE: dict[tuple[str, ...], str] = {
     ("wall_time_s",): "the host's stopwatch",
-    ("config", "out"): "a fresh temporary folder",
     ("multispin_version",): "the package's version",
 }
 DEMO_ARGS = ["--pair", "tiny", "--devices", "2", "--rounds", "4", "--max-new-tokens", "8", "--runner", "thread"]
@@ -93,21 +96,54 @@ def frozen_planning_clock(monkeypatch):
     monkeypatch.setattr(planner_module.time, "thread_time", lambda: 0.0)
 
 
-@pytest.fixture(scope="module")
-def testbed_summary(tmp_path_factory) -> dict:
-    """summary.json of a five-round adaptive run of three devices (virtual clock)."""
-    out = tmp_path_factory.mktemp("testbed")
+def _profiles(folder: Path) -> dict:
+    """An acceptance profile per task and a compute profile of the tiny pair, as a user measures them."""
+    for task, alpha in (("chat", 0.8), ("code", 0.7)):
+        doc = {"pair": "tiny", "vocab_size": 256, "task": task, "tasks": {task: alpha}}
+        (folder / f"acc-{task}.json").write_text(json.dumps(doc))
+    compute = {"pair": "tiny", "vocab_size": 256, "t_ver0_s": 0.05, "t_ver1_s": 0.004, "r2": 0.97}
+    (folder / "compute.json").write_text(json.dumps(compute))
+    return {
+        "acceptance_profile": [str(folder / "acc-chat.json"), str(folder / "acc-code.json")],
+        "compute_profile": str(folder / "compute.json"),
+    }
+
+
+# each case a shape of summary.json: the default (forecast and the model at the run's rounds), the
+# user's own profiles (their source and the compute fit's R²), a user's policy (no forecast)
+CASES = {
+    "adaptive": lambda folder: dict(policy="adaptive"),
+    "profiles": lambda folder: dict(policy="all_dl", **_profiles(folder)),
+    "user-policy": lambda folder: dict(user_policy="own_policies:AllDL", seed=4),
+}
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def testbed_summary(request, tmp_path_factory) -> tuple[str, dict]:
+    """(case, summary.json) of a five-round run of three devices (virtual clock) of a `CASES` case,
+    with the paths under its temporary folder written from `TMP`."""
+    folder = tmp_path_factory.mktemp("testbed")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(planner_module.time, "thread_time", lambda: 0.0)
+        mp.syspath_prepend(str(EXAMPLES))
         cfg = TestbedConfig.make(
-            pair="tiny", devices=3, rounds=5, max_new_tokens=200, policy="adaptive", runner="thread", out=out
+            pair="tiny",
+            devices=3,
+            rounds=5,
+            max_new_tokens=200,
+            runner="thread",
+            out=folder / "run",
+            **CASES[request.param](folder),
         )
         run_testbed(cfg)
-    return json.loads((out / "summary.json").read_text())
+    sys.modules.pop("own_policies", None)
+    text = (folder / "run" / "summary.json").read_text()
+    return request.param, json.loads(text.replace(json.dumps(str(folder))[1:-1], TMP))
 
 
 def test_testbed_summary_json_equals_the_recorded_one(testbed_summary):
-    check_golden(testbed_summary, "testbed_summary.json")
+    case, doc = testbed_summary
+    check_golden(doc, f"testbed_summary-{case}.json")
 
 
 @pytest.mark.parametrize(
@@ -124,9 +160,10 @@ def test_testbed_summary_json_equals_the_recorded_one(testbed_summary):
 def test_the_golden_comparison_fails_on_one_changed_value(testbed_summary, perturb):
     """Negative control: one value moved (or a key added or lost) is a difference; a masked
     value is not."""
-    doc = json.loads(json.dumps(testbed_summary))
+    case, doc = testbed_summary
+    doc = json.loads(json.dumps(doc))
     perturb(doc)
-    want = json.loads((GOLDEN / "testbed_summary.json").read_text())
+    want = json.loads((GOLDEN / f"testbed_summary-{case}.json").read_text())
     found = differences(masked(doc), want)
     if doc.get("wall_time_s") == -1.0:
         assert found == []
@@ -141,11 +178,13 @@ def test_key_order_is_part_of_the_comparison():
 def test_demo_prints_the_recorded_tables_and_writes_the_recorded_summary(tmp_path, frozen_planning_clock):
     res = CliRunner().invoke(app, ["demo", *DEMO_ARGS, "--out", str(tmp_path)])
     assert res.exit_code == 0, res.output
+    assert str(tmp_path) not in res.stdout  # the folder is printed on stderr only
     table = GOLDEN / "demo_output.txt"
     if RECORD:
         table.write_text(res.stdout)
     assert changed_lines(res.stdout, table.read_text()) == []
-    check_golden(json.loads((tmp_path / "summary.json").read_text()), "demo_summary.json")
+    text = (tmp_path / "summary.json").read_text()
+    check_golden(json.loads(text.replace(json.dumps(str(tmp_path))[1:-1], TMP)), "demo_summary.json")
 
 
 def test_the_output_comparison_fails_on_one_changed_character():
