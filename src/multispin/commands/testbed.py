@@ -309,7 +309,7 @@ def demo(
     as_json: bool = json_option(help="print the summary as JSON"),
 ) -> None:
     """Adaptive vs all_ul vs all_dl vs target_only in steady state, paired, with 95% intervals."""
-    from multispin.experiments.demo import DemoConfig, demo_setup, plot_demo, plot_demo_sweep, run_demo
+    from multispin.experiments.demo import DemoConfig, demo_setup, run_demo
     from multispin.experiments.testbed import build_scenario
     from multispin.models.placement import place_pair
     from multispin.models.registry import resolve_pair
@@ -361,8 +361,16 @@ def demo(
             from multispin.experiments.objective_comparison import compare_objectives_at_points
 
             by_objective = compare_objectives_at_points(config, loaded, progress)
+    _report_demo(result, by_objective, as_json)
+
+
+def _report_demo(result, by_objective: list | None, as_json: bool) -> None:
+    """The demo's figures, then its summary as JSON or its tables, verdicts and where it all is."""
+    from multispin.experiments.demo import plot_demo, plot_demo_sweep
+
+    out = result.config.out
     png = plot_demo(result, out / "demo.png")
-    sweep_png = plot_demo_sweep(result, out / "demo-sweep.png") if sweep == "pdl" else None
+    sweep_png = plot_demo_sweep(result, out / "demo-sweep.png") if result.config.sweep == "pdl" else None
     if as_json:
         typer.echo(json.dumps(_demo_document(result, by_objective)))
         return

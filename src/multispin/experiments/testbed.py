@@ -458,9 +458,9 @@ class TestbedSetup:
     measured: bool
     choice: PayloadChoice
     # each device's planned α kind (`acceptance.kinds`): tokens_matched, shrunk, or None (assumed)
-    alpha_kinds: list[str | None] = field(default_factory=list)
-    alpha_prior: list[float] = field(default_factory=list)
-    spread: list[float] | None = None
+    alpha_kinds: list[str | None]
+    alpha_prior: list[float]  # each device's α the plans start from
+    spread: list[float] | None  # each device's between-prompt sd of α (None: none shipped)
 
     def describe(self) -> dict:
         """The set-up as a run's description reads it (the demo's summary.json ``setup``): each
@@ -657,6 +657,17 @@ class Served:
     wall_s: float
     interrupted: KeyboardInterrupt | None
 
+    def integrity(self) -> Integrity:
+        """Whether the texts are the server's record, per the server and every device's digest."""
+        records = self.records.server.devices
+        return Integrity(
+            consistent=self.records.consistent,
+            digests_match=all(r.digest_match is not False for r in records.values()),
+            server_digests={d: r.digest for d, r in records.items()},
+            jobs_finished=sum(1 for r in records.values() if r.finished),
+            interrupted=self.interrupted is not None,
+        )
+
 
 def serve(bed, pair) -> Served:
     """Start a testbed and wait for its end. On Ctrl-C or SIGTERM the server finishes the round,
@@ -684,13 +695,9 @@ def summarise_run(
     served: Served,
 ) -> RunSummary:
     """The run's `RunSummary` from its set-up, planner, rounds and what the server left."""
-    rows, scenario, records = sink.rows, setup.scenario, served.records
+    rows, scenario = sink.rows, setup.scenario
     r2 = read_profile(config.compute_profile, "compute_profile").get("r2") if config.compute_profile else None
-    forecast_compute = {  # on the wall clock not this host's profile: a run says so (`forecast_caveats`)
-        **scenario.compute.model_dump(mode="json"),
-        "draft_latency_s_per_token": scenario.devices.draft_latency_s_per_token,
-        "scenario": scenario.name,
-    }
+    forecast_compute = compute_profile_used(scenario)
     channel = scenario.channel.model_dump(mode="json")
     caveats = forecast_caveats(
         pair=pair_name,
@@ -732,17 +739,21 @@ def summarise_run(
             measured=setup.measured,
             source=scenario.tasks.source if config.acceptance_profile else None,
         ),
-        integrity=Integrity(
-            consistent=records.consistent,
-            digests_match=all(r.digest_match is not False for r in records.server.devices.values()),
-            server_digests={d: r.digest for d, r in records.server.devices.items()},
-            jobs_finished=sum(1 for r in records.server.devices.values() if r.finished),
-            interrupted=served.interrupted is not None,
-        ),
+        integrity=served.integrity(),
         compute_profile_r2=r2,
         caveats=caveats,
         texts=served.texts,
     )
+
+
+def compute_profile_used(scenario: Scenario) -> dict:
+    """What the forecast (and the virtual clock) times compute with: the scenario's profile, which
+    on the wall clock is not this host's (a run says so: `forecast_caveats`)."""
+    return {
+        **scenario.compute.model_dump(mode="json"),
+        "draft_latency_s_per_token": scenario.devices.draft_latency_s_per_token,
+        "scenario": scenario.name,
+    }
 
 
 def model_parts(config: TestbedConfig, setup: TestbedSetup, planner: ScenarioPlanner, predict: bool) -> dict:
