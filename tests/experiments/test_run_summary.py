@@ -7,6 +7,7 @@ the server set to move the bits the planner charges."""
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import numpy as np
@@ -114,3 +115,15 @@ def test_the_server_moves_the_bits_the_planner_charges():
 
     assert wire(server.ul_codec, server.dl_codec) == setup.choice.wire
     assert wire(server.ul_codec, "dense-fp16") != setup.choice.wire
+
+
+@pytest.mark.integration
+def test_the_run_summary_pages_command_and_python_run(multispin, capsys):
+    """docs/run-summary.md as written: its testbed run, then its Python reading the file back."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "run-summary.md").read_text()
+    (command,) = [ln for ln in page.split("```bash\n", 1)[1].split("```", 1)[0].splitlines() if ln]
+    res = multispin(*shlex.split(command)[1:])
+    assert res.code == 0, res.err[-800:]
+    exec(page.split("```python\n", 1)[1].split("```", 1)[0], {})
+    printed = capsys.readouterr().out
+    assert printed.startswith("adaptive: ") and "texts ok True" in printed
