@@ -1,12 +1,15 @@
 """`multispin testbed` / `multispin demo`: the networked system with the optimiser in the loop, as
-an experiment: its configuration, payload choice, run, summary and plot.
+an experiment: its configuration, set-up, run and summary.
 
 A `LocalTestbed` (edge server + K device processes over ZeroMQ on 127.0.0.1,
 `multispin.runtime.net.launcher`) runs real rounds with real models; a `ScenarioPlanner` plans γ
 before each round and modes/powers after each verification, from the scenario's channel (redrawn
 every round) and online acceptance estimates; a `RoundSink` (`multispin.runtime.net.round_sink`)
-emulates the links' airtime and logs every round. This module configures a run, starts it through
-those three and turns its rounds into the summary (summary.json) and the demo's figure.
+emulates the links' airtime and logs every round. This module configures a run, sets it up once
+(`testbed_setup`: each device's draft, task and prior α, resolved first, then the scenario with
+those α, the payload and the forecast's spread, handed to the planner, the forecast, the server
+and the description), starts it through those three and turns its rounds into its `RunSummary`
+(summary.json, `experiments.run_summary`).
 
 Payload: what moves is set by the sampling policy and the codecs (`top_k`, `ul_codec`,
 `dl_codec`) and the pair's vocabulary; the planner plans with those bits (`WirePayload`) and the
