@@ -126,7 +126,7 @@ _RUN = """
 import json, sys
 from multispin.experiments.testbed import TestbedConfig, run_testbed
 res = run_testbed(TestbedConfig.make(**json.loads(sys.argv[1])))
-print(json.dumps({k: res.summary.get(k) for k in ("consistent", "digests_match")}))
+print(json.dumps({"consistent": res.summary.integrity.consistent, "digests_match": res.summary.integrity.digests_match}))
 """
 
 

@@ -138,8 +138,16 @@ def run_testbed_wall(pair, devices: int, max_new: int) -> tuple[dict[int, str], 
         pair=pair.name, devices=devices, max_new_tokens=max_new, clock="wall", temperature=0.0, seed=0
     )
     res = run_testbed(config, pair=pair)
-    keep = ("wall_time_s", "goodput_tokens_per_s", "rounds", "tokens", "mean_t_comp_s", "mean_t_comm_s", "consistent")
-    return {int(d): t for d, t in res.texts.items()}, {k: res.summary[k] for k in keep if k in res.summary}
+    s = res.summary
+    return {int(d): t for d, t in res.texts.items()}, {
+        "wall_time_s": s.wall_time_s,
+        "goodput_tokens_per_s": s.goodput_tokens_per_s,
+        "rounds": s.figures.rounds,
+        "tokens": s.figures.tokens,
+        "mean_t_comp_s": s.figures.mean_t_comp_s,
+        "mean_t_comm_s": s.figures.mean_t_comm_s,
+        "consistent": s.integrity.consistent,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -46,44 +46,41 @@ def runs(pair: str, policy: str, seeds: list[int], runner: str = "fork", keep: s
             pair=pair, devices=8, rounds=20, max_new_tokens=64, policy=policy, seed=s, runner=runner, out=out
         )
         sm = run_testbed(cfg).summary
+        fig, f, model, gap = sm.figures, sm.forecast, sm.conditioned, sm.estimate_gap
+        assert f is not None and model is not None and gap is not None  # a built-in policy run to its end
         print(
             json.dumps(
                 {
                     "seed": s,
                     "policy": policy,
                     "wall": round(time.time() - t, 1),
-                    "real": sm["goodput_tokens_per_s"],
-                    "cond": sm["acceptance_conditioned_goodput_tokens_per_s"],
+                    "real": fig.goodput_tokens_per_s,
+                    "cond": fig.acceptance_conditioned_goodput_tokens_per_s,
                     # T_comm conditioned on the drafts too: the acceptance test's whole luck out
-                    "full": sm["outcome_conditioned_goodput_tokens_per_s"],
-                    "forecast": sm["forecast_tokens_per_s"],
-                    "blind": sm["budget_blind_forecast_tokens_per_s"],
+                    "full": fig.outcome_conditioned_goodput_tokens_per_s,
+                    "forecast": f.tokens_per_s,
+                    "blind": f.budget_blind_tokens_per_s,
                     # where a gap sits: tokens over T_comp alone (the air free), both sides
-                    "free": sm["free_comm_tokens_per_s"],
-                    "forecast_free": sm["forecast_free_comm_tokens_per_s"],
-                    "t_comp": sm["mean_t_comp_s"],
-                    "t_comm": sm["mean_t_comm_s"],
-                    "tokens_per_round": sm["tokens_per_round"],
-                    "mean_gamma": sm["mean_gamma"],
+                    "free": fig.free_comm_tokens_per_s,
+                    "forecast_free": f.free_comm_tokens_per_s,
+                    "t_comp": fig.mean_t_comp_s,
+                    "t_comm": fig.mean_t_comm_s,
+                    "tokens_per_round": fig.tokens_per_round,
+                    "mean_gamma": fig.mean_gamma,
                     # the model at the run's own plans and channels (its prior α)
-                    "model_t_comm": sm["conditioned_analytic_t_comm_s"],
-                    "model_tokens_per_round": sm["conditioned_analytic_tokens_per_round"],
+                    "model_t_comm": model.analytic_t_comm_s,
+                    "model_tokens_per_round": model.analytic_tokens_per_round,
                     # the forecast's own rounds, and how its planner and the run's drafted
-                    **{
-                        key: sm[key]
-                        for key in (
-                            "forecast_tokens_per_round",
-                            "forecast_t_comp_s",
-                            "forecast_t_comm_s",
-                            "forecast_mean_gamma",
-                            "forecast_drafting_share",
-                            "forecast_estimate_minus_prior_mean",
-                            "forecast_estimate_minus_prior_sd",
-                        )
-                    },
-                    "drafting_share": sm["drafting_share"],
-                    "estimate_minus_prior_mean": sm["estimate_minus_prior_mean"],
-                    "estimate_minus_prior_sd": sm["estimate_minus_prior_sd"],
+                    "forecast_tokens_per_round": f.tokens_per_round,
+                    "forecast_t_comp_s": f.t_comp_s,
+                    "forecast_t_comm_s": f.t_comm_s,
+                    "forecast_mean_gamma": f.mean_gamma,
+                    "forecast_drafting_share": f.drafting_share,
+                    "forecast_estimate_minus_prior_mean": f.estimate_gap.mean,
+                    "forecast_estimate_minus_prior_sd": f.estimate_gap.sd,
+                    "drafting_share": fig.drafting_share,
+                    "estimate_minus_prior_mean": gap.mean,
+                    "estimate_minus_prior_sd": gap.sd,
                 }
             ),
             flush=True,
@@ -260,12 +257,12 @@ def tiny(alpha: float, seeds: list[int], budget: int, policy: str, tag: str) -> 
                     "tag": tag,
                     "seed": s,
                     "budget": budget,
-                    "real": sm["goodput_tokens_per_s"],
-                    "cond": sm["acceptance_conditioned_goodput_tokens_per_s"],
+                    "real": sm.goodput_tokens_per_s,
+                    "cond": sm.figures.acceptance_conditioned_goodput_tokens_per_s,
                     # T_comm conditioned on the drafts too: the acceptance test's whole luck out
-                    "full": sm["outcome_conditioned_goodput_tokens_per_s"],
-                    "forecast": sm["forecast_tokens_per_s"],
-                    "blind": sm.get("budget_blind_forecast_tokens_per_s"),
+                    "full": sm.figures.outcome_conditioned_goodput_tokens_per_s,
+                    "forecast": sm.forecast_tokens_per_s,
+                    "blind": sm.forecast.budget_blind_tokens_per_s if sm.forecast else None,
                 }
             ),
             flush=True,
@@ -385,7 +382,7 @@ def jobs(run_dirs: list[str]) -> None:
     by_task: dict[str, list[JobVerdicts]] = {}
     for d in run_dirs:
         summary, rows = _run_folder(d)
-        for job in job_verdicts(rows, summary["tasks"]):
+        for job in job_verdicts(rows, summary.acceptance.tasks_by_device()):
             by_task.setdefault(job.task, []).append(job)
     for task, task_jobs in sorted(by_task.items()):
         r = pool_jobs(task_jobs)
@@ -411,16 +408,16 @@ def calibrate(pair: str, policies: list[str], seeds: list[int]) -> None:
         print(json.dumps({**line, "wall": round(time.time() - t, 1)}), flush=True)
 
 
-def _calibration_line(summary: dict, rows: list) -> dict:
+def _calibration_line(summary, rows: list) -> dict:
     """One run's `calibrate` line: its jobs' verdicts and the prior each task planned on (its γ
     follows from it), from the run's summary and rounds."""
     from multispin.acceptance.run_verdicts import job_verdicts
 
     return {
-        "seed": summary["config"]["seed"],
-        "policy": summary["policy"],
-        "jobs": [j.to_dict() for j in job_verdicts(rows, summary["tasks"])],
-        "planned_with": {summary["tasks"][d]: a for d, a in summary["alpha_prior"].items()},
+        "seed": summary.seed,
+        "policy": summary.policy,
+        "jobs": [j.to_dict() for j in job_verdicts(rows, summary.acceptance.tasks_by_device())],
+        "planned_with": dict(zip(summary.acceptance.tasks, summary.acceptance.prior)),
     }
 
 
@@ -519,12 +516,12 @@ def ship_tokens_alpha(pair_name: str, run_dirs: list[str]) -> None:
     seeds, policies = set(), set()
     for d in run_dirs:
         sm, rows = _run_folder(d)
-        seeds.add(sm["config"]["seed"])
-        policies.add(sm["policy"])
-        rounds = draft_rounds(rows, sm["tasks"])
-        for task in set(sm["tasks"].values()):
+        seeds.add(sm.seed)
+        policies.add(sm.policy)
+        rounds = draft_rounds(rows, sm.acceptance.tasks_by_device())
+        for task in set(sm.acceptance.tasks):
             per_task.setdefault(task, []).append([r for r in rounds if r.task == task])
-        for job in job_verdicts(rows, sm["tasks"]):
+        for job in job_verdicts(rows, sm.acceptance.tasks_by_device()):
             jobs.setdefault(job.task, []).append(job)
     for task, runs_of_task in sorted(per_task.items()):
         r, v = pool_runs(runs_of_task), pool_jobs(jobs[task])
@@ -551,11 +548,12 @@ def ship_tokens_alpha(pair_name: str, run_dirs: list[str]) -> None:
     _ship(pair_name, f"run-verdicts-{doc['draft']}-{policy_label(doc['sampling'])}.json", doc)
 
 
-def _run_folder(folder: str) -> tuple[dict, list]:
-    """A testbed run's summary.json and its rounds (`RoundRow`)."""
+def _run_folder(folder: str) -> tuple:
+    """A testbed run's summary.json (`RunSummary`) and its rounds (`RoundRow`)."""
+    from multispin.experiments.run_summary import RunSummary
     from multispin.runtime.wire.round_row import RoundRow
 
-    summary = json.loads((Path(folder) / "summary.json").read_text())
+    summary = RunSummary.from_json(json.loads((Path(folder) / "summary.json").read_text()))
     rows = [RoundRow.from_dict(json.loads(line)) for line in (Path(folder) / "rounds.jsonl").read_text().splitlines()]
     return summary, rows
 
@@ -568,43 +566,44 @@ def decompose(run_dirs: list[str]) -> None:
     long devices drafted, and how far the acceptance estimates the plans followed sat from the prior."""
     from multispin.experiments.paired import ratio_of_sums
 
-    by_policy: dict[str, list[dict]] = {}
+    by_policy: dict[str, list] = {}
     for folder in run_dirs:
         sm, rows = _run_folder(folder)
-        if "forecast_t_comm_s" not in sm or "estimate_minus_prior_mean" not in sm:
-            sys.exit(f"{folder}: summary.json predates the forecast's parts; rerun it (`runs ... KEEP`)")
-        n = len(rows)
-        sm["expected_tokens_per_round"] = sum(sum(r.expected_tokens.values()) for r in rows) / n
-        by_policy.setdefault(sm["policy"], []).append(sm)
+        if sm.forecast is None or sm.conditioned is None or sm.estimate_gap is None:
+            sys.exit(f"{folder}: summary.json has no forecast (a user's policy or an interrupted run)")
+        expected = sum(sum(r.expected_tokens.values()) for r in rows) / len(rows)
+        by_policy.setdefault(sm.policy, []).append((sm, expected))
     for policy, runs_ in sorted(by_policy.items()):
+        fig = [x.figures for x, _ in runs_]
+        fc = [x.forecast for x, _ in runs_]
+        model = [x.conditioned for x, _ in runs_]
+        gap = [x.estimate_gap for x, _ in runs_]
 
-        def mean(key: str) -> float:
-            return float(np.mean([x[key] for x in runs_]))
+        def mean(values) -> float:
+            return float(np.mean(list(values)))
 
-        r = ratio_of_sums([x["goodput_tokens_per_s"] for x in runs_], [x["forecast_tokens_per_s"] for x in runs_])
-        c = ratio_of_sums(
-            [x["acceptance_conditioned_goodput_tokens_per_s"] for x in runs_],
-            [x["forecast_tokens_per_s"] for x in runs_],
-        )
+        r = ratio_of_sums([x.goodput_tokens_per_s for x in fig], [x.tokens_per_s for x in fc])
+        c = ratio_of_sums([x.acceptance_conditioned_goodput_tokens_per_s for x in fig], [x.tokens_per_s for x in fc])
         print(
             f"{policy}: {len(runs_)} runs, realised / forecast {r.estimate:.3f} ({r.low:.3f}-{r.high:.3f}), "
             f"conditioned / forecast {c.estimate:.3f} ({c.low:.3f}-{c.high:.3f})"
         )
         print(
-            f"  tokens per round: realised {mean('tokens_per_round'):.2f}, E[tokens | draft] "
-            f"{mean('expected_tokens_per_round'):.2f}, model at the run's plans "
-            f"{mean('conditioned_analytic_tokens_per_round'):.2f}, forecast {mean('forecast_tokens_per_round'):.2f}"
+            f"  tokens per round: realised {mean(x.tokens_per_round for x in fig):.2f}, E[tokens | draft] "
+            f"{mean(e for _, e in runs_):.2f}, model at the run's plans "
+            f"{mean(x.analytic_tokens_per_round for x in model):.2f}, forecast {mean(x.tokens_per_round for x in fc):.2f}"
         )
         print(
-            f"  T_comp ms: realised {1e3 * mean('mean_t_comp_s'):.1f}, forecast {1e3 * mean('forecast_t_comp_s'):.1f}; "
-            f"T_comm ms: realised {1e3 * mean('mean_t_comm_s'):.1f}, model at the run's plans "
-            f"{1e3 * mean('conditioned_analytic_t_comm_s'):.1f}, forecast {1e3 * mean('forecast_t_comm_s'):.1f}"
+            f"  T_comp ms: realised {1e3 * mean(x.mean_t_comp_s for x in fig):.1f}, forecast "
+            f"{1e3 * mean(x.t_comp_s for x in fc):.1f}; T_comm ms: realised {1e3 * mean(x.mean_t_comm_s for x in fig):.1f}, "
+            f"model at the run's plans {1e3 * mean(x.analytic_t_comm_s for x in model):.1f}, forecast "
+            f"{1e3 * mean(x.t_comm_s for x in fc):.1f}"
         )
         print(
-            f"  drafting share {mean('drafting_share'):.3f} (forecast {mean('forecast_drafting_share'):.3f}), "
-            f"mean γ {mean('mean_gamma'):.2f} ({mean('forecast_mean_gamma'):.2f}); estimate − prior: mean "
-            f"{mean('estimate_minus_prior_mean'):+.3f} ({mean('forecast_estimate_minus_prior_mean'):+.3f}), sd "
-            f"{mean('estimate_minus_prior_sd'):.3f} ({mean('forecast_estimate_minus_prior_sd'):.3f})"
+            f"  drafting share {mean(x.drafting_share for x in fig):.3f} (forecast {mean(x.drafting_share for x in fc):.3f}), "
+            f"mean γ {mean(x.mean_gamma for x in fig):.2f} ({mean(x.mean_gamma for x in fc):.2f}); estimate − prior: mean "
+            f"{mean(x.mean for x in gap):+.3f} ({mean(x.estimate_gap.mean for x in fc):+.3f}), sd "
+            f"{mean(x.sd for x in gap):.3f} ({mean(x.estimate_gap.sd for x in fc):.3f})"
         )
 
 
@@ -617,7 +616,7 @@ def by_token(run_dirs: list[str]) -> None:
     cells: dict[tuple[str, int], list] = {}
     for folder in run_dirs:
         sm, rows = _run_folder(folder)
-        for key, jobs in verdicts_by_response_token(rows, sm["tasks"]).items():
+        for key, jobs in verdicts_by_response_token(rows, sm.acceptance.tasks_by_device()).items():
             cells.setdefault(key, []).extend(jobs)
     for (task, start), jobs in sorted(cells.items()):
         r = pool_jobs(jobs)

@@ -70,9 +70,9 @@ def run(argv: list[str]):
                         **radio,
                     )
                 )
-                s, sv = result.summary, result.summary["service"]
+                s, sv = result.summary, result.summary.service
                 values = (
-                    s["goodput_tokens_per_s"],
+                    s.goodput_tokens_per_s,
                     sv["worst_device_goodput_tokens_per_s"],
                     sv["jain_index"],
                     sv["tpot_s"]["p95"],

@@ -516,8 +516,9 @@ def testbed(
     holds a previous run is refused unless ``force=True``, as ``--force`` does; ``policy``: a built-in
     policy or your own as ``"module:attr"`` (docs/own-policy.md); ``options``: any
     other field of `TestbedConfig` (``clock``, ``split``, ``p_dl_dbm``, ``ul_codec``, ...).
-    ``result.summary`` holds the goodput next to the analytic and Monte Carlo predictions;
-    ``result.texts`` every device's text.
+    ``result.summary`` (a `RunSummary`, summary.json typed) holds the goodput
+    (``.goodput_tokens_per_s``) next to the forecast (``.forecast``) and the analytic and Monte
+    Carlo predictions (``.conditioned``); ``result.texts`` every device's text.
     """
     from multispin.commands._checks import check_out_free
     from multispin.commands._scenario_fields import check_scenario_fields, running_values

@@ -68,11 +68,11 @@ def test_target_only_runs_through_the_loop_at_gamma_zero_and_matches_the_formula
     assert all(r["comm_latency_s"] == 0 and not r["modes"] for r in rows)
     c = build_scenario(cfg).compute  # paper-qwen: T_ver^tok = 0, so T_comp(0) = T_ver^0 + K·T_ver^1
     assert c.t_ver_tok_s == 0
-    assert res.summary["goodput_tokens_per_s"] == pytest.approx(4 / (c.t_ver0_s + 4 * c.t_ver1_s), rel=1e-9, abs=0)
-    assert res.summary["steady_state"] and res.summary["consistent"]
+    assert res.summary.goodput_tokens_per_s == pytest.approx(4 / (c.t_ver0_s + 4 * c.t_ver1_s), rel=1e-9, abs=0)
+    assert res.summary.figures.steady_state and res.summary.integrity.consistent
 
 
-SET_UP_STEPS = ("build_scenario", "payload_choice", "with_measured_acceptance")
+SET_UP_STEPS = ("build_scenario", "payload_choice", "prior_alpha")
 SET_UP_CALLS: dict[str, int] = {}  # what tiny_demo's run called of SET_UP_STEPS
 
 
@@ -122,16 +122,17 @@ def test_reported_goodput_of_each_policy_is_recomputed_from_rounds_jsonl(tiny_de
         latency = sum(r["comp_latency_s"] + r["comm_latency_s"] for r in rows)
         recomputed[policy] = tokens / latency
     for row in point.rows:
-        assert row["goodput_tokens_per_s"]["estimate"] == pytest.approx(recomputed[row["policy"]], rel=1e-9, abs=0)
-        assert row["steady_state"] and row["records_match"]
-        if row["policy"] != "target_only":
-            want = 100 * (recomputed[row["policy"]] / recomputed["target_only"] - 1)
-            assert row["vs_target_only"]["pct"]["estimate"] == pytest.approx(want, rel=1e-9, abs=1e-12)
+        assert row.goodput.estimate == pytest.approx(recomputed[row.policy], rel=1e-9, abs=0)
+        assert row.figures.steady_state and row.records_match
+        if row.policy != "target_only":
+            want = 100 * (recomputed[row.policy] / recomputed["target_only"] - 1)
+            assert row.vs_target_only is not None
+            assert row.vs_target_only.pct.estimate == pytest.approx(want, rel=1e-9, abs=1e-12)
     first = point.comparisons[0]  # the lead against the best baseline first
     assert first.b == point.best_baseline
     assert first.significant == (not first.pct.low <= 0 <= first.pct.high)
     # the service differences' estimates are the summary's service metrics, paired on the same rounds
-    svc = {r["policy"]: r["service"] for r in point.rows}
+    svc = {r.policy: r.service for r in point.rows}
     a, b = svc[point.lead], svc[point.best_baseline]
     by = {c.metric: c.pct.estimate for c in point.service_comparisons}
     for metric, key in (("worst_device_goodput", "worst_device_goodput_tokens_per_s"), ("jain_index", "jain_index")):
@@ -148,8 +149,8 @@ def test_reported_goodput_of_each_policy_is_recomputed_from_rounds_jsonl(tiny_de
 def test_the_demo_runs_every_device_on_the_pairs_default_draft(tiny_demo):
     result, _ = tiny_demo
     pair = resolve_pair("tiny")
-    assert result.setup["drafts"] == [pair.default_draft] * 3
-    assert sorted(set(result.setup["tasks"])) == ["chat", "code"]
+    assert result.setup.drafts == [pair.default_draft] * 3
+    assert sorted(set(result.setup.tasks)) == ["chat", "code"]
 
 
 def _columns_and_caption(text: str) -> tuple[list[str], str]:

@@ -47,12 +47,13 @@ def test_forecast_ratio_is_the_ratio_of_sums_over_seeds_with_a_log_jackknife_int
     # leave-one-seed-out ratios 210/200, 190/200, 200/200; jackknife s.e. of their logs, t with 2 df
     loo = np.log([1.05, 0.95, 1.0])
     half = 4.302652729911275 * np.sqrt(2 / 3 * np.sum((loo - loo.mean()) ** 2))
-    assert r["estimate"] == pytest.approx(1.0) and r["seeds"] == 3
-    assert r["low"] == pytest.approx(np.exp(-half)) and r["high"] == pytest.approx(np.exp(half))
+    assert r is not None and r.estimate == pytest.approx(1.0) and r.seeds == 3
+    assert r.low == pytest.approx(np.exp(-half)) and r.high == pytest.approx(np.exp(half))
     # weighted by the forecast: a seed forecast twice as high counts twice
-    assert forecast_ratio([90.0, 220.0], [100.0, 200.0])["estimate"] == pytest.approx(310 / 300)
+    weighted = forecast_ratio([90.0, 220.0], [100.0, 200.0])
+    assert weighted is not None and weighted.estimate == pytest.approx(310 / 300)
     one = forecast_ratio([90.0], [100.0])
-    assert one["estimate"] == pytest.approx(0.9) and one["low"] is None
+    assert one is not None and one.estimate == pytest.approx(0.9) and one.low is None
     assert forecast_ratio([90.0], [None]) is None
 
 
@@ -68,17 +69,17 @@ def tiny_study(tmp_path_factory):
 def test_the_study_compares_adaptive_with_all_dl_only(tiny_study):
     cfg, result = tiny_study
     point = result.points[0]
-    assert [r["policy"] for r in point.rows] == ["adaptive", "all_dl"]
-    assert all(r["vs_target_only"] is None for r in point.rows)
+    assert [r.policy for r in point.rows] == ["adaptive", "all_dl"]
+    assert all(r.vs_target_only is None for r in point.rows)
     assert [(c.a, c.b) for c in point.comparisons] == [("adaptive", "all_dl")]
-    ratio = point.rows[0]["realised_over_forecast"]
-    assert ratio["seeds"] == 2 and ratio["low"] <= ratio["estimate"] <= ratio["high"]
+    ratio = point.rows[0].realised_over_forecast
+    assert ratio is not None and ratio.seeds == 2 and ratio.low <= ratio.estimate <= ratio.high
     # the conditioned check divides each seed's acceptance-conditioned goodput by the same forecast
-    cond = point.rows[0]["conditioned_over_forecast"]
-    per_seed = point.rows[0]["per_seed"]
-    assert cond["estimate"] == pytest.approx(
-        sum(x["acceptance_conditioned_goodput_tokens_per_s"] for x in per_seed)
-        / sum(x["forecast_tokens_per_s"] for x in per_seed)
+    cond = point.rows[0].conditioned_over_forecast
+    per_seed = point.rows[0].per_seed
+    assert cond is not None and cond.estimate == pytest.approx(
+        sum(x.acceptance_conditioned_goodput_tokens_per_s for x in per_seed)
+        / sum(x.forecast_tokens_per_s for x in per_seed)
     )
     saved = json.loads((cfg.out / "summary.json").read_text())
     assert [r["policy"] for r in saved["points"][0]["policies"]] == ["adaptive", "all_dl"]
@@ -132,7 +133,7 @@ def test_seeds_run_in_a_process_pool_give_the_numbers_run_one_after_another_give
         resolve_pair("tiny"),
     )
     for a, b in zip(serial.points[0].rows, par.points[0].rows):
-        assert a["per_seed"] == b["per_seed"]
+        assert a.per_seed == b.per_seed
     assert serial.points[0].comparisons[0].pct == par.points[0].comparisons[0].pct
 
 

@@ -63,8 +63,9 @@ def test_forecast_matches_the_realised_goodput_and_the_budget_blind_one_does_not
             tasks="chat",
         )
         s = run_testbed(cfg).summary
-        model.append(s["goodput_tokens_per_s"] / s["forecast_tokens_per_s"])
-        blind.append(s["goodput_tokens_per_s"] / s["budget_blind_forecast_tokens_per_s"])
+        assert s.forecast is not None
+        model.append(s.goodput_tokens_per_s / s.forecast.tokens_per_s)
+        blind.append(s.goodput_tokens_per_s / s.forecast.budget_blind_tokens_per_s)
     lo, hi = _interval(model)
     assert lo <= 1.0 <= hi and 0.9 <= lo and hi <= 1.1, (model, lo, hi)
     lo_b, hi_b = _interval(blind)

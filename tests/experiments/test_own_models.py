@@ -14,14 +14,16 @@ import pytest
 from multispin.errors import ConfigError
 from multispin.experiments import testbed as tb
 from multispin.experiments.forecast import one_run_range
-from multispin.experiments.testbed import TestbedConfig, forecast_caveats, run_testbed
+from multispin.experiments.run_summary import forecast_caveats
+from multispin.experiments.testbed import TestbedConfig, run_testbed
 from multispin.models.registry import resolve_pair
 
 BASE = {
     "pair": "tiny",
     "clock": "virtual",
-    "alpha_prior_measured": True,
-    "config": {},
+    "measured": True,
+    "compute_profile": None,
+    "compute_profile_r2": None,
     "channel": {"speed_kmh": None, "pilot_snr_db": None, "planning": "naive"},
     "forecast_compute": {
         "scenario": "paper-qwen",
@@ -33,14 +35,14 @@ BASE = {
 
 
 def test_a_checked_forecast_has_no_caveat_and_each_cause_is_named():
-    assert forecast_caveats(BASE) == []  # negative control: nothing to say
-    assert forecast_caveats({**BASE, "alpha_prior_measured": False})[0].startswith("α assumed")
-    wall = forecast_caveats({**BASE, "clock": "wall"})
+    assert forecast_caveats(**BASE) == []  # negative control: nothing to say
+    assert forecast_caveats(**{**BASE, "measured": False})[0].startswith("α assumed")
+    wall = forecast_caveats(**{**BASE, "clock": "wall"})
     assert len(wall) == 1 and wall[0].startswith("compute of another host")
-    assert forecast_caveats({**BASE, "clock": "wall", "config": {"compute_profile": "c.json"}}) == []
-    poor = forecast_caveats({**BASE, "config": {"compute_profile": "c.json"}, "compute_profile_r2": 0.02})
+    assert forecast_caveats(**{**BASE, "clock": "wall", "compute_profile": "c.json"}) == []
+    poor = forecast_caveats(**{**BASE, "compute_profile": "c.json", "compute_profile_r2": 0.02})
     assert len(poor) == 1 and poor[0].startswith("compute profile of poor fit")
-    csi = forecast_caveats({**BASE, "channel": {"speed_kmh": 3.0, "pilot_snr_db": 10.0, "planning": "robust"}})
+    csi = forecast_caveats(**{**BASE, "channel": {"speed_kmh": 3.0, "pilot_snr_db": 10.0, "planning": "robust"}})
     assert len(csi) == 1 and csi[0].startswith("channel knowledge")
 
 
@@ -94,7 +96,7 @@ def test_a_run_with_the_users_profile_has_an_unlabelled_forecast_with_a_range(tm
     chat, code = _profile(tmp_path, "tiny", 256, 0.8), _profile(tmp_path, "tiny", 256, 0.7, "code")
     common = dict(pair="tiny", devices=2, rounds=4, max_new_tokens=16, runner="thread", n_saa=20)
     assumed = run_testbed(TestbedConfig.make(**common)).summary
-    assert assumed["forecast_caveats"] and assumed["forecast_caveats"][0].startswith("α assumed")
+    assert assumed.caveats and assumed.caveats[0].startswith("α assumed")
     s = run_testbed(TestbedConfig.make(**common, acceptance_profile=[chat, code])).summary
-    assert s["alpha_prior_measured"] and s["forecast_caveats"] == []
-    assert s["forecast_one_run_low"] < s["forecast_tokens_per_s"] < s["forecast_one_run_high"]
+    assert s.acceptance.measured and s.caveats == [] and s.forecast is not None
+    assert s.forecast.one_run_low < s.forecast.tokens_per_s < s.forecast.one_run_high

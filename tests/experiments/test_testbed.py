@@ -39,10 +39,10 @@ def test_virtual_clock_run_logs_every_round(tmp_path, policy):
     )
     res = run_testbed(cfg)
     lines = [json.loads(x) for x in (tmp_path / "rounds.jsonl").read_text().splitlines()]
-    assert len(lines) == 5 == res.summary["rounds"]
+    assert len(lines) == 5 == res.summary.figures.rounds
     assert all(ROW_KEYS <= set(row) for row in lines)
-    assert res.summary["consistent"] and res.summary["digests_match"]
-    assert res.summary["goodput_tokens_per_s"] > 0
+    assert res.summary.integrity.records_match
+    assert res.summary.goodput_tokens_per_s > 0
     moved = [m for row in lines for m in row["modes"].values()]
     if policy == "all_dl":
         assert set(moved) <= {"dl"}
@@ -88,7 +88,7 @@ def test_wall_clock_includes_emulated_airtime(tmp_path):
     rows = res.rounds
     airtime = sum(r.comm_latency_s for r in rows)
     compute = sum(r.round_wall_s for r in rows)
-    assert res.summary["goodput_tokens_per_s"] == pytest.approx(res.summary["tokens"] / (compute + airtime))
+    assert res.summary.goodput_tokens_per_s == pytest.approx(res.summary.figures.tokens / (compute + airtime))
 
 
 def test_bad_testbed_values_are_one_line_errors():
@@ -170,9 +170,9 @@ def test_charged_comm_latency_is_the_airtime_of_the_logged_bits(tmp_path):
     moved = [m for row in rows for m in row["modes"].values()]
     assert {"ul", "dl"} <= set(moved)  # mixed modes, so both codecs' bits are charged
     _codec_bits_check(rows)
-    assert max(_airtime_errors(rows, res.summary["noise_psd_w_per_hz"])) < 1e-9
-    assert res.summary["payload"]["ul_distribution_bits"] == 4096
-    assert res.summary["bits_charged_per_token"] > 0
+    assert max(_airtime_errors(rows, res.summary.noise_psd_w_per_hz)) < 1e-9
+    assert res.summary.payload.detail["ul_distribution_bits"] == 4096
+    assert res.summary.bits.charged > 0
 
 
 def test_airtime_check_catches_charging_the_scenario_payload(tmp_path, monkeypatch):
@@ -184,7 +184,7 @@ def test_airtime_check_catches_charging_the_scenario_payload(tmp_path, monkeypat
     res = run_testbed(TestbedConfig.make(**AIRTIME_RUN, out=tmp_path))
     rows = [json.loads(x) for x in (tmp_path / "rounds.jsonl").read_text().splitlines()]
     _codec_bits_check(rows)  # the wire is unchanged; only the clock is wrong
-    assert max(_airtime_errors(rows, res.summary["noise_psd_w_per_hz"])) > 0.5
+    assert max(_airtime_errors(rows, res.summary.noise_psd_w_per_hz)) > 0.5
 
 
 def test_an_approximate_codec_is_announced_first_and_in_the_summary(tmp_path):
@@ -219,9 +219,9 @@ def test_an_approximate_codec_is_announced_first_and_in_the_summary(tmp_path):
 def test_the_default_is_exact_and_says_so(tmp_path):
     cfg = TestbedConfig.make(pair="tiny", devices=2, rounds=2, runner="thread", out=tmp_path)
     res = run_testbed(cfg)
-    pay = res.summary["payload"]
-    assert res.summary["exact"] and pay["default"]
-    assert "exact in UL and DL mode" in res.summary["payload_headline"]
+    pay = res.summary.payload.detail
+    assert res.summary.payload.exact and pay["default"]
+    assert "exact in UL and DL mode" in res.summary.payload.headline
     assert pay["sampling"]["top_k"] == 256 and pay["ul_codec"] == pay["dl_codec"] == "sparse-v256-q32"  # V = 256
     # an all-UL run needs only the UL codec to be exact
     ul_only = TestbedConfig.make(pair="tiny", policy="all_ul", top_k=0, dl_codec="sparse:v_eff=4,q=16")

@@ -34,21 +34,21 @@ def test_the_policies_are_words_of_the_vocabulary():
 
 def test_all_coupled_moves_no_correction_and_every_drafting_device_is_coupled(tmp_path):
     res, rows = _run(tmp_path / "c", "all_coupled")
-    assert res.summary["consistent"] and res.summary["digests_match"]
+    assert res.summary.integrity.records_match
     for row in rows:
         assert row["modes"] == {} and row["comm_latency_s"] == 0.0 and not any(row["charged_bits"].values())
         assert {int(d) for d, g in row["gamma"].items() if g > 0} <= set(row["coupled"])
-    assert res.summary["coupled_share"] == pytest.approx(1.0)
+    assert res.summary.figures.coupled_share == pytest.approx(1.0)
     # control: the paper's adaptive run on the same seed verifies nobody coupled
     res_a, rows_a = _run(tmp_path / "a", "adaptive")
-    assert res_a.summary["coupled_share"] == 0.0 and all(row["coupled"] == [] for row in rows_a)
+    assert res_a.summary.figures.coupled_share == 0.0 and all(row["coupled"] == [] for row in rows_a)
 
 
 def test_three_way_chooses_per_device_and_its_share_is_what_the_rows_say(tmp_path):
     res, rows = _run(tmp_path, "three_way", devices=4, rounds=10)
-    assert res.summary["consistent"] and res.summary["digests_match"]
+    assert res.summary.integrity.records_match
     drafting = [(row, int(d)) for row in rows for d, g in row["gamma"].items() if g > 0]
     coupled = sum(1 for row, d in drafting if d in row["coupled"])
-    assert res.summary["coupled_share"] == pytest.approx(coupled / len(drafting))
+    assert res.summary.figures.coupled_share == pytest.approx(coupled / len(drafting))
     for row in rows:  # a coupled device is never corrected nor charged a correction
         assert not set(row["modes"]) & {str(d) for d in row["coupled"]}

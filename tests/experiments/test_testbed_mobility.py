@@ -25,8 +25,8 @@ def test_testbed_runs_with_mobility_and_charges_the_true_channel(tmp_path, plann
     )
     res = run_testbed(cfg)
     rows = [json.loads(x) for x in (tmp_path / "rounds.jsonl").read_text().splitlines()]
-    assert res.summary["consistent"] and res.summary["goodput_tokens_per_s"] > 0
-    assert res.summary["channel"] == {
+    assert res.summary.integrity.consistent and res.summary.goodput_tokens_per_s > 0
+    assert res.summary.channel == {
         "speed_kmh": 3.0,
         "carrier_hz": 3.5e9,
         "pilot_snr_db": 5.0,
@@ -34,7 +34,7 @@ def test_testbed_runs_with_mobility_and_charges_the_true_channel(tmp_path, plann
         "correction_deadline_s": None,
         "trace": None,
     }
-    assert max(_airtime_errors(rows, res.summary["noise_psd_w_per_hz"])) < 1e-9
+    assert max(_airtime_errors(rows, res.summary.noise_psd_w_per_hz)) < 1e-9
     # the logged gains are the process's blocks, each aged over the previous round's charged duration
     sc = build_scenario(cfg)
     proc = ChannelProcess(sc, World(sc).drop.distance_m)

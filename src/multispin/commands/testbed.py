@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import typer
 from rich.console import Console
@@ -30,6 +30,11 @@ from multispin.jsonout import versioned
 from multispin.progress import step_progress
 from multispin.vocabulary import RUN_POLICIES
 
+if TYPE_CHECKING:
+    from multispin.experiments.demo import PolicyRow, SweepPoint
+    from multispin.experiments.run_summary import RunSummary
+    from multispin.experiments.testbed import TestbedSetup
+
 DEVICES_SHOWN = "the scenario file's devices.count; 8 with a preset"
 
 
@@ -49,7 +54,7 @@ COMPUTE_PROFILE_OPTION = typer.Option(
 )
 
 
-def _table(results, title: str) -> Table:
+def _table(summaries: list[RunSummary], title: str) -> Table:
     t = right_aligned(
         title,
         "G: tokens/s on the scenario clock; forecast: the model's prediction on "
@@ -63,20 +68,20 @@ def _table(results, title: str) -> Table:
         "equals the server's record",
         ("policy", "G", "forecast", "model", "MC", "DL", "γ̄", "up", "down", "chg", "rec"),
     )
-    for r in results:
-        s = r.summary
+    for s in summaries:
+        model = s.conditioned
         t.add_row(
-            s["policy"],
-            f"{s['goodput_tokens_per_s']:.1f}",
+            s.policy,
+            f"{s.goodput_tokens_per_s:.1f}",
             forecast_cell(s),
-            f"{s.get('conditioned_analytic_tokens_per_s', float('nan')):.1f}",
-            f"{s.get('conditioned_montecarlo_tokens_per_s', float('nan')):.1f}",
-            f"{s['dl_share']:.2f}",
-            f"{s['mean_gamma']:.1f}",
-            f"{s['bits_up_per_token'] / 1e3:.1f}",
-            f"{s['bits_down_per_token'] / 1e3:.1f}",
-            f"{s['bits_charged_per_token'] / 1e3:.1f}",
-            "ok" if s["consistent"] and s["digests_match"] else "MISMATCH",
+            f"{model.analytic_tokens_per_s if model else float('nan'):.1f}",
+            f"{model.montecarlo_tokens_per_s if model else float('nan'):.1f}",
+            f"{s.dl_share:.2f}",
+            f"{s.figures.mean_gamma:.1f}",
+            f"{s.bits.up / 1e3:.1f}",
+            f"{s.bits.down / 1e3:.1f}",
+            f"{s.bits.charged / 1e3:.1f}",
+            "ok" if s.integrity.records_match else "MISMATCH",
         )
     return t
 
@@ -88,22 +93,15 @@ def _policy_choice(value: str) -> str:
     raise typer.BadParameter(f"{value!r} is not one of {', '.join(map(repr, RUN_POLICIES))} nor MODULE:ATTR")
 
 
-def forecast_cell(s: dict) -> str:
+def forecast_cell(s: RunSummary) -> str:
     """The forecast with its 95% range for one run of this length (where the model gives one), and
     † where it cannot be trusted (the lines under the table say why)."""
-    f = s.get("forecast_tokens_per_s")
+    f = s.forecast
     if f is None:
         return "—"
-    lo, hi = s.get("forecast_one_run_low"), s.get("forecast_one_run_high")
-    text = f"{f:.1f}" + (f" [{lo:.1f}, {hi:.1f}]" if lo is not None and hi is not None else "")
-    return text + ("†" if s.get("forecast_caveats") else "")
-
-
-def _headline(config, pair) -> str:
-    """The run's sampling policy, codecs, bits and exactness (APPROXIMATE first when it is)."""
-    from multispin.experiments.testbed import payload_choice
-
-    return payload_choice(config, pair.vocab_size).headline
+    lo, hi = f.one_run_low, f.one_run_high
+    text = f"{f.tokens_per_s:.1f}" + (f" [{lo:.1f}, {hi:.1f}]" if lo is not None and hi is not None else "")
+    return text + ("†" if s.caveats else "")
 
 
 @app.command()
@@ -172,7 +170,7 @@ def testbed(
     as_json: bool = json_option(help="print the summary as JSON"),
 ) -> None:
     """Run the edge server and K devices over real sockets, re-planning every round."""
-    from multispin.experiments.testbed import TestbedConfig, build_scenario, run_testbed
+    from multispin.experiments.testbed import TestbedConfig, build_scenario, run_testbed, testbed_setup
     from multispin.models.placement import place_pair
     from multispin.models.registry import resolve_pair
 
@@ -209,22 +207,26 @@ def testbed(
     build_scenario(config)  # a bad scenario stops here, before any model loads
     # the devices draft in their own processes: only the target moves to the GPU
     loaded = place_pair(resolve_pair(pair), machine["placement"], drafts=False)
-    typer.echo(_headline(config, loaded), err=as_json)  # the first line: exact, or APPROXIMATE and why
+    setup = testbed_setup(config, loaded, "--draft")
+    typer.echo(setup.choice.headline, err=as_json)  # the first line: exact, or APPROXIMATE and why
     with reported_interrupt(), step_progress() as progress:
-        result = run_testbed(config, loaded, progress, f"{policy} ({clock} clock)")
+        result = run_testbed(config, loaded, progress, f"{policy} ({clock} clock)", setup)
     if as_json:
-        typer.echo(json.dumps(versioned(result.summary, "testbed-summary")))
+        typer.echo(json.dumps(result.summary.to_json(texts=False)))
         return
-    from multispin.experiments.testbed import forecast_note
+    _print_run(result.summary, f"multispin testbed: {pair}, K={devices}, {scenario}", out)
+
+
+def _print_run(s: RunSummary, title: str, out: Path) -> None:
+    """A testbed run's table, what each device got, why its forecast is no check (if it is not)."""
+    from multispin.experiments.run_summary import forecast_note
 
     con = table_console()
-    con.print(_table([result], f"multispin testbed: {pair}, K={devices}, {scenario}"))
-    label = result.summary["policy"] + (
-        "" if result.summary["objective"] == "sum" else f" ({result.summary['objective']})"
-    )
-    con.print(service_table([(label, result.summary["service"])], "what each device gets"))
-    if forecast_note(result.summary):
-        con.print(forecast_note(result.summary), highlight=False)
+    con.print(_table([s], title))
+    label = s.policy + ("" if s.objective == "sum" else f" ({s.objective})")
+    con.print(service_table([(label, s.service)], "what each device gets"))
+    if forecast_note(s):
+        con.print(forecast_note(s), highlight=False)
     con.print(f"logs and summary in {out}/")
 
 
@@ -307,16 +309,8 @@ def demo(
     as_json: bool = json_option(help="print the summary as JSON"),
 ) -> None:
     """Adaptive vs all_ul vs all_dl vs target_only in steady state, paired, with 95% intervals."""
-    from multispin.experiments.demo import (
-        DemoConfig,
-        demo_setup,
-        describe_setup,
-        non_default_settings,
-        plot_demo,
-        plot_demo_sweep,
-        run_demo,
-    )
-    from multispin.experiments.testbed import build_scenario, forecast_note
+    from multispin.experiments.demo import DemoConfig, demo_setup, run_demo
+    from multispin.experiments.testbed import build_scenario
     from multispin.models.placement import place_pair
     from multispin.models.registry import resolve_pair
     from multispin.vocabulary import DEMO_POLICIES
@@ -327,7 +321,6 @@ def demo(
     picked = running_values(
         scenario, given, {"devices": DEMO_DEVICES}, devices=devices, seed=seed, n_saa=None, split=None
     )
-    devices, seed = picked["devices"], picked["seed"]
     if executor != "serial":
         from multispin.experiments.reproduce.executor import check_executor
 
@@ -353,102 +346,134 @@ def demo(
         acceptance_profile=acceptance_profile or None,
         compute_profile=compute_profile,
     )
-    build_scenario(
-        config.testbed(config.lead, seed, radio["p_dl_dbm"], out)
-    )  # a bad scenario stops here, before any model loads
+    # a bad scenario stops here, before any model loads
+    build_scenario(config.testbed(config.lead, config.seed, radio["p_dl_dbm"], out))
     with step_progress() as loading:
         loading.loading(f"loading {pair}…")
         loaded = place_pair(resolve_pair(pair), machine["placement"], drafts=False)
     setup = demo_setup(config, loaded)
     if not as_json:  # the first lines: who drafts what, at which α, and the payload
-        typer.echo(_setup_lines(describe_setup(setup), config))
-    err = Console(stderr=True)
+        typer.echo(_setup_lines(setup, config))
     with reported_interrupt(), step_progress() as progress:
         result = run_demo(config, loaded, progress, setup)
+        by_objective = None
         if objectives:  # at every sweep point (the demo's own P^dl alone without --sweep)
             from multispin.experiments.objective_comparison import compare_objectives_at_points
 
             by_objective = compare_objectives_at_points(config, loaded, progress)
-    png = plot_demo(result, out / "demo.png")
-    sweep_png = plot_demo_sweep(result, out / "demo-sweep.png") if sweep == "pdl" else None
-    if as_json:
-        from multispin.jsonout import versioned
+    _report_demo(result, by_objective, as_json)
 
-        if objectives:  # one comparison without a sweep (as before), one per point with it
-            compared = [c.to_dict() for c in by_objective]
-            doc = result.to_dict() | {"objectives": compared if sweep == "pdl" else compared[0]}
-        else:
-            doc = result.to_dict()
-        typer.echo(json.dumps(versioned(doc, "demo-summary")))
+
+def _report_demo(result, by_objective: list | None, as_json: bool) -> None:
+    """The demo's figures, then its summary as JSON or its tables, verdicts and where it all is."""
+    from multispin.experiments.demo import plot_demo, plot_demo_sweep
+
+    out = result.config.out
+    png = plot_demo(result, out / "demo.png")
+    sweep_png = plot_demo_sweep(result, out / "demo-sweep.png") if result.config.sweep == "pdl" else None
+    if as_json:
+        typer.echo(json.dumps(_demo_document(result, by_objective)))
         return
-    con = table_console()
-    for point in result.points:
-        title = f"multispin demo: {pair}, K={devices}, {scenario} profile, virtual clock, steady state"
-        if non_default_settings(config):
-            title += f", {non_default_settings(config)}"
-        if point.offset_db is not None:
-            title += f", P^dl = P^ul + {point.offset_db:g} dB"
-        con.print(_demo_table(point, title))
-        for x in point.left_out:  # a run that ended early: its seed is in no figure above or below
-            con.print(
-                f"[yellow]left out: seed {x['seed']} ({x['policy']} ended after {x['rounds']} of {x['of']} rounds; "
-                f"{x['folder']}/server.jsonl says why)[/yellow]",
-                highlight=False,
-            )
-        for c in point.comparisons:
-            con.print(("[bold]" if c is point.comparisons[0] else "") + c.verdict, highlight=False)
-        if any(c.estimator != "realised" for c in point.comparisons):  # the same, without the control variate
-            for c in point.realised_comparisons:
-                con.print(f"[dim]{c.verdict}[/dim]", highlight=False)
-        for key, label in (("realised_over_forecast", "realised"), ("conditioned_over_forecast", "conditioned")):
-            ratios = [
-                (r["policy"], r[key])
-                for r in point.rows
-                if r["policy"] != "target_only" and (r[key] or {}).get("low") is not None
-            ]
-            if ratios:
-                con.print(
-                    f"{label} / forecast over {ratios[0][1]['seeds']} seeds (95% interval): "
-                    + "; ".join(f"{p} {x['estimate']:.3f} ({x['low']:.3f}–{x['high']:.3f})" for p, x in ratios),
-                    highlight=False,
-                )
-        note = forecast_note(point.runs["adaptive"].results[0].summary) if "adaptive" in point.runs else ""
-        if note:
-            con.print(note, highlight=False)
-        # after the verdicts: the goodput table, its caption and verdicts stay one block
-        con.print(service_table([(r["policy"], r["service"]) for r in point.rows], "what each device gets"))
-        for c in point.service_comparisons:
-            con.print(c.verdict, highlight=False)
-    if objectives:
-        for compared in by_objective:
-            print_objectives(con, compared)
-    first = result.points[0]
-    d0 = first.runs[first.lead].results[0].texts.get(0, "")
-    con.print(f"[bold]device 0 wrote:[/bold] {d0[:300]!r}")
-    err.print(
+    _print_demo(result, by_objective)
+    Console(stderr=True).print(
         f"figure: {png}"
         + (f", sweep: {sweep_png}" if sweep_png else "")
         + f"; summary: {out}/summary.json; per-round logs: {out}/…/<policy>/rounds.jsonl"
     )
 
 
-def _setup_lines(s: dict, cfg) -> str:
+def _demo_document(result, by_objective: list | None) -> dict:
+    """The demo's summary as `--json` prints it: with `--objectives` their comparison, one without a
+    sweep (as before), one per point with it."""
+    doc = result.to_dict()
+    if by_objective is not None:
+        compared = [c.to_dict() for c in by_objective]
+        doc |= {"objectives": compared if result.config.sweep == "pdl" else compared[0]}
+    return versioned(doc, "demo-summary")
+
+
+def _print_demo(result, by_objective: list | None) -> None:
+    """Every sweep point's tables and verdicts, the objectives' comparisons, device 0's text."""
+    from multispin.experiments.demo import non_default_settings
+
+    con, config = table_console(), result.config
+    for point in result.points:
+        title = (
+            f"multispin demo: {config.pair}, K={config.devices}, {config.scenario} profile, virtual clock, steady state"
+        )
+        if non_default_settings(config):
+            title += f", {non_default_settings(config)}"
+        if point.offset_db is not None:
+            title += f", P^dl = P^ul + {point.offset_db:g} dB"
+        _print_point(con, point, title)
+    for compared in by_objective or []:
+        print_objectives(con, compared)
+    first = result.points[0]
+    d0 = first.runs[first.lead].results[0].texts.get(0, "")
+    con.print(f"[bold]device 0 wrote:[/bold] {d0[:300]!r}")
+
+
+def _print_point(con: Console, point: SweepPoint, title: str) -> None:
+    """One sweep point: the goodput table, runs left out, the paired verdicts (conditioned, then
+    realised), realised / forecast over seeds, why the forecast is no check, what each device gets."""
+    from multispin.experiments.run_summary import forecast_note
+
+    con.print(_demo_table(point, title))
+    for x in point.left_out:  # a run that ended early: its seed is in no figure above or below
+        con.print(
+            f"[yellow]left out: seed {x['seed']} ({x['policy']} ended after {x['rounds']} of {x['of']} rounds; "
+            f"{x['folder']}/server.jsonl says why)[/yellow]",
+            highlight=False,
+        )
+    for c in point.comparisons:
+        con.print(("[bold]" if c is point.comparisons[0] else "") + c.verdict, highlight=False)
+    if any(c.estimator != "realised" for c in point.comparisons):  # the same, without the control variate
+        for c in point.realised_comparisons:
+            con.print(f"[dim]{c.verdict}[/dim]", highlight=False)
+    for line in _forecast_ratio_lines(point.rows):
+        con.print(line, highlight=False)
+    note = forecast_note(point.runs["adaptive"].results[0].summary) if "adaptive" in point.runs else ""
+    if note:
+        con.print(note, highlight=False)
+    # after the verdicts: the goodput table, its caption and verdicts stay one block
+    con.print(service_table([(r.policy, r.service) for r in point.rows], "what each device gets"))
+    for c in point.service_comparisons:
+        con.print(c.verdict, highlight=False)
+
+
+def _forecast_ratio_lines(rows: list[PolicyRow]) -> list[str]:
+    """Realised (and acceptance-conditioned) / forecast over the seeds, where there is an interval."""
+    lines = []
+    for label, ratio_of in (
+        ("realised", lambda r: r.realised_over_forecast),
+        ("conditioned", lambda r: r.conditioned_over_forecast),
+    ):
+        ratios = [(r.policy, ratio_of(r)) for r in rows if r.policy != "target_only"]
+        ratios = [(p, x) for p, x in ratios if x is not None and x.low is not None]
+        if ratios:
+            lines.append(
+                f"{label} / forecast over {ratios[0][1].seeds} seeds (95% interval): "
+                + "; ".join(f"{p} {x.estimate:.3f} ({x.low:.3f}–{x.high:.3f})" for p, x in ratios)
+            )
+    return lines
+
+
+def _setup_lines(setup: TestbedSetup, cfg) -> str:
     """The run's set-up: drafts and tasks with their α, rounds, seeds, the payload line."""
-    by = {}
-    for d, t, a in zip(s["drafts"], s["tasks"], s["alpha_prior"]):
+    by: dict[tuple[str, str], list[float]] = {}
+    for d, t, a in zip(setup.drafts, setup.tasks, setup.alpha_prior):
         by.setdefault((d, t), []).append(a)
     parts = ", ".join(f"{d} on {t} ×{len(a)} (α {a[0]:.2f})" for (d, t), a in sorted(by.items()))
-    source = planned_alpha_source(s.get("alpha_prior_kinds", []))
     return (
-        f"devices: {parts}; α {source}\n"
+        f"devices: {parts}; α {planned_alpha_source(setup.alpha_kinds)}\n"
         f"steady state: {cfg.rounds} rounds × {cfg.seeds} seed(s) per policy, each device working "
-        f"through a queue of its task's prompts ({cfg.max_new_tokens} tokens each)\n{s['payload_headline']}"
+        f"through a queue of its task's prompts ({cfg.max_new_tokens} tokens each)\n{setup.choice.headline}"
     )
 
 
-def _demo_table(point, title: str) -> Table:
+def _demo_table(point: SweepPoint, title: str) -> Table:
     first = next(iter(point.runs.values()), None)
-    caveats = bool(first and first.results and first.results[0].summary.get("forecast_caveats"))
+    caveats = bool(first and first.results and first.results[0].summary.caveats)
     t = right_aligned(
         title,
         "G: steady-state sum goodput Σ tokens / Σ (T_comp + T_comm), tokens/s, with its "
@@ -477,28 +502,23 @@ def _demo_table(point, title: str) -> Table:
         ),
     )
     for r in point.rows:
-        g, vs = r["goodput_tokens_per_s"], r["vs_target_only"]
-        vs_txt = "—" if vs is None else (f"{vs['pct']['estimate']:+.1f}%" + ("" if vs["significant"] else " (n.s.)"))
+        g, vs, f = r.goodput, r.vs_target_only, r.figures
+        vs_txt = "—" if vs is None else (f"{vs.pct.estimate:+.1f}%" + ("" if vs.significant else " (n.s.)"))
+        one_run = f" [{r.forecast_one_run[0]:.1f}, {r.forecast_one_run[1]:.1f}]" if r.forecast_one_run else ""
         t.add_row(
-            r["policy"],
-            f"{g['estimate']:.1f} [{g['low']:.1f}, {g['high']:.1f}]",
+            r.policy,
+            f"{g.estimate:.1f} [{g.low:.1f}, {g.high:.1f}]",
             vs_txt,
-            f"{r['forecast_tokens_per_s']:.1f}"
-            + (
-                f" [{r['forecast_one_run'][0]:.1f}, {r['forecast_one_run'][1]:.1f}]"
-                if r.get("forecast_one_run")
-                else ""
-            )
-            + ("†" if caveats else ""),
-            f"{r['free_comm_tokens_per_s']:.1f}",
-            f"{1e3 * r['mean_t_comp_s']:.0f}",
-            f"{1e3 * r['mean_t_comm_s']:.0f}",
-            f"{1e3 * r['mean_planning_cpu_s']:.1f}",
-            f"{r['tokens_per_round']:.1f}",
-            f"{r['drafting_share']:.2f}",
-            f"{r['mean_gamma']:.1f}",
-            f"{r.get('coupled_share', 0.0):.2f}",
-            f"{r['dl_share']:.2f}",
-            "ok" if r["records_match"] and r["steady_state"] else "MISMATCH",
+            f"{r.forecast_tokens_per_s:.1f}" + one_run + ("†" if caveats else ""),
+            f"{f.free_comm_tokens_per_s:.1f}",
+            f"{1e3 * f.mean_t_comp_s:.0f}",
+            f"{1e3 * f.mean_t_comm_s:.0f}",
+            f"{1e3 * f.mean_planning_cpu_s:.1f}",
+            f"{f.tokens_per_round:.1f}",
+            f"{f.drafting_share:.2f}",
+            f"{f.mean_gamma:.1f}",
+            f"{f.coupled_share:.2f}",
+            f"{r.dl_share:.2f}",
+            "ok" if r.records_match and f.steady_state else "MISMATCH",
         )
     return t

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
 from typing import Literal
@@ -32,6 +32,7 @@ from multispin.experiments.paired import (
     LEVEL,
     MAX_BATCHES_PER_SEED,
     MIN_BATCH_ROUNDS,
+    Interval,
     PairedDifference,
     RoundLog,
     best_estimator,
@@ -39,6 +40,7 @@ from multispin.experiments.paired import (
     paired_difference,
     ratio_of_sums,
 )
+from multispin.experiments.run_summary import RunFigures, RunSummary
 from multispin.experiments.service import pooled_service_metrics
 from multispin.experiments.service_intervals import ServiceDifference, ServiceLog, service_differences
 from multispin.experiments.testbed import (
@@ -115,6 +117,105 @@ class DemoConfig(TestbedSettings):
         return [(off, p_ul + off) for off in SWEEP_OFFSETS_DB]
 
 
+@dataclass(frozen=True)
+class ForecastRatio:
+    """Realised / forecast goodput over seeds (`forecast_ratio`): the ratio of sums and its 95%
+    interval (None with one seed)."""
+
+    estimate: float
+    low: float | None
+    high: float | None
+    seeds: int
+
+    def to_dict(self) -> dict:
+        return {"estimate": self.estimate, "low": self.low, "high": self.high, "seeds": self.seeds}
+
+
+@dataclass(frozen=True)
+class SeedRow:
+    """One seed's run of a policy: its goodput beside its forecasts (realised / forecast is judged
+    over seeds, each one independent run)."""
+
+    seed: int
+    goodput_tokens_per_s: float
+    forecast_tokens_per_s: float | None
+    budget_blind_forecast_tokens_per_s: float | None
+    acceptance_conditioned_goodput_tokens_per_s: float | None
+
+    @classmethod
+    def of(cls, summary: RunSummary) -> SeedRow:
+        return cls(
+            seed=summary.seed,
+            goodput_tokens_per_s=summary.goodput_tokens_per_s,
+            forecast_tokens_per_s=summary.forecast_tokens_per_s,
+            budget_blind_forecast_tokens_per_s=summary.forecast.budget_blind_tokens_per_s if summary.forecast else None,
+            acceptance_conditioned_goodput_tokens_per_s=summary.figures.acceptance_conditioned_goodput_tokens_per_s,
+        )
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+# the pooled figures a row shows of what its goodput is made of, in the row's order
+ROW_FIGURES = (
+    "free_comm_tokens_per_s",
+    "mean_t_comp_s",
+    "mean_t_comm_s",
+    "tokens_per_round",
+    "drafting_share",
+    "mean_gamma",
+    "mean_planning_cpu_s",
+    "coupled_share",
+)
+
+
+@dataclass(frozen=True)
+class PolicyRow:
+    """One policy's row of the demo at one sweep point, over its seeds: the steady-state goodput
+    with its 95% interval, the paired difference to target-only, the forecast (with the range of
+    one run of this length, one seed only), each seed's run, the pooled figures of what the goodput
+    is made of, realised (and acceptance-conditioned) over forecast, the share of corrections in DL
+    mode, the bits charged per token, whether every text is the server's record, the jobs finished,
+    and what each device gets (`service`, pooled)."""
+
+    policy: str
+    goodput: Interval
+    vs_target_only: PairedDifference | None
+    forecast_tokens_per_s: float
+    forecast_one_run: tuple[float, float] | None
+    per_seed: list[SeedRow]
+    figures: RunFigures  # pooled over the seeds' rounds
+    realised_over_forecast: ForecastRatio | None
+    conditioned_over_forecast: ForecastRatio | None
+    dl_share: float
+    bits_charged_per_token: float
+    records_match: bool
+    jobs_finished: int
+    service: dict
+
+    def to_dict(self) -> dict:
+        """The row as the demo's summary.json writes it (``points[].policies[]``)."""
+        return {
+            "policy": self.policy,
+            "goodput_tokens_per_s": self.goodput.to_dict(),
+            "vs_target_only": self.vs_target_only.to_dict() if self.vs_target_only else None,
+            "forecast_tokens_per_s": self.forecast_tokens_per_s,
+            "forecast_one_run": list(self.forecast_one_run) if self.forecast_one_run else None,
+            "per_seed": [x.to_dict() for x in self.per_seed],
+            **{k: getattr(self.figures, k) for k in ROW_FIGURES},
+            "realised_over_forecast": self.realised_over_forecast.to_dict() if self.realised_over_forecast else None,
+            "conditioned_over_forecast": (
+                self.conditioned_over_forecast.to_dict() if self.conditioned_over_forecast else None
+            ),
+            "dl_share": self.dl_share,
+            "bits_charged_per_token": self.bits_charged_per_token,
+            "steady_state": self.figures.steady_state,
+            "records_match": self.records_match,
+            "jobs_finished": self.jobs_finished,
+            "service": self.service,
+        }
+
+
 @dataclass
 class PolicyRuns:
     """One policy at one sweep point, over the seeds."""
@@ -132,71 +233,46 @@ class PolicyRuns:
             [[sum(r.expected_tokens.values()) for r in res.rounds] for res in self.results] if conditioned else None,
         )
 
-    def row(self, target_only: PolicyRuns | None) -> dict:
+    def row(self, target_only: PolicyRuns | None) -> PolicyRow:
         """The table row: goodput with its interval, the gain over target-only (None when target-only
-        did not run), what it is made of."""
+        did not run), the forecast and how the runs sat beside it, what the goodput is made of."""
         s = [res.summary for res in self.results]
-        f = steady_state_figures([r for res in self.results for r in res.rounds], s[0]["devices"])
-        return {
-            "policy": self.policy,
-            "goodput_tokens_per_s": goodput_interval(self.log).to_dict(),
-            "vs_target_only": (
+        forecasts = [x.forecast_tokens_per_s for x in s]
+        conditioned = [x.figures.acceptance_conditioned_goodput_tokens_per_s for x in s]
+        one_run = s[0].forecast
+        return PolicyRow(
+            policy=self.policy,
+            goodput=goodput_interval(self.log),
+            vs_target_only=(
                 None
                 if target_only is None or self is target_only
-                else paired_difference(self.log, target_only.log, (self.policy, "target_only")).to_dict()
+                else paired_difference(self.log, target_only.log, (self.policy, "target_only"))
             ),
-            "forecast_tokens_per_s": float(np.mean([x["forecast_tokens_per_s"] for x in s])),
+            forecast_tokens_per_s=float(np.mean(np.asarray(forecasts, dtype=float))),
             # one seed: the 95% range of one run of this length on the model (its replicas' spread);
             # several seeds pool their runs, which that range does not describe
-            "forecast_one_run": (
-                [s[0]["forecast_one_run_low"], s[0]["forecast_one_run_high"]]
-                if len(s) == 1 and s[0].get("forecast_one_run_low") is not None
+            forecast_one_run=(
+                (one_run.one_run_low, one_run.one_run_high)
+                if len(s) == 1 and one_run and one_run.one_run_low is not None and one_run.one_run_high is not None
                 else None
             ),
             # per seed: realised / forecast is judged over seeds (each seed is one independent run)
-            "per_seed": [
-                {
-                    "seed": res.config.seed,
-                    "goodput_tokens_per_s": x["goodput_tokens_per_s"],
-                    "forecast_tokens_per_s": x["forecast_tokens_per_s"],
-                    "budget_blind_forecast_tokens_per_s": x.get("budget_blind_forecast_tokens_per_s"),
-                    "acceptance_conditioned_goodput_tokens_per_s": x.get("acceptance_conditioned_goodput_tokens_per_s"),
-                }
-                for res, x in zip(self.results, s)
-            ],
-            **{
-                k: f[k]
-                for k in (
-                    "free_comm_tokens_per_s",
-                    "mean_t_comp_s",
-                    "mean_t_comm_s",
-                    "tokens_per_round",
-                    "drafting_share",
-                    "mean_gamma",
-                    "mean_planning_cpu_s",
-                    "coupled_share",
-                )
-            },
-            "realised_over_forecast": forecast_ratio(
-                [x["goodput_tokens_per_s"] for x in s], [x["forecast_tokens_per_s"] for x in s]
-            ),
+            per_seed=[SeedRow.of(x) for x in s],
+            figures=steady_state_figures([r for res in self.results for r in res.rounds], s[0].devices),
+            realised_over_forecast=forecast_ratio([x.goodput_tokens_per_s for x in s], forecasts),
             # the same check with the acceptance test's luck averaged out: same mean, narrower
-            "conditioned_over_forecast": (
-                forecast_ratio(
-                    [x["acceptance_conditioned_goodput_tokens_per_s"] for x in s],
-                    [x["forecast_tokens_per_s"] for x in s],
-                )
-                if all(x.get("acceptance_conditioned_goodput_tokens_per_s") is not None for x in s)
+            conditioned_over_forecast=(
+                forecast_ratio([c for c in conditioned if c is not None], forecasts)
+                if all(c is not None for c in conditioned)
                 else None
             ),
-            "dl_share": float(np.mean([x["dl_share"] for x in s])),
-            "bits_charged_per_token": float(np.mean([x["bits_charged_per_token"] for x in s])),
-            "steady_state": f["steady_state"],
-            "records_match": all(x["consistent"] and x["digests_match"] for x in s),
-            "jobs_finished": sum(x["jobs_finished"] for x in s),
+            dl_share=float(np.mean([x.dl_share for x in s])),
+            bits_charged_per_token=float(np.mean([x.bits.charged for x in s])),
+            records_match=all(x.integrity.records_match for x in s),
+            jobs_finished=sum(x.integrity.jobs_finished for x in s),
             # what each device gets, pooled over the seeds (experiments/service.py)
-            "service": self.service(),
-        }
+            service=self.service(),
+        )
 
     @property
     def scenario(self) -> Scenario:
@@ -250,17 +326,17 @@ def complete_seeds(runs: dict[str, PolicyRuns], rounds: int) -> tuple[dict[str, 
     return kept, short
 
 
-def forecast_ratio(realised: list[float], forecast: list[float], level: float = LEVEL) -> dict | None:
+def forecast_ratio(realised: list[float], forecast: list[float | None], level: float = LEVEL) -> ForecastRatio | None:
     """Realised / forecast goodput over seeds (each seed one independent run): the ratio of sums
     with its log-scale jackknife interval (`paired.ratio_of_sums`, as `tools/forecast_gap.py table`
     reports the forecast check); None without a forecast, the interval None with one seed."""
-    if any(f is None or not f > 0 for f in forecast):
+    den = [f for f in forecast if f is not None and f > 0]
+    if len(den) < len(forecast):
         return None
-    r = ratio_of_sums(realised, forecast, level=level)
-    out = {"estimate": r.estimate, "low": None, "high": None, "seeds": len(realised)}
-    if len(realised) >= 2:
-        out.update(low=r.low, high=r.high)
-    return out
+    r = ratio_of_sums(realised, den, level=level)
+    if len(realised) < 2:
+        return ForecastRatio(r.estimate, None, None, len(realised))
+    return ForecastRatio(r.estimate, r.low, r.high, len(realised))
 
 
 @dataclass
@@ -268,7 +344,7 @@ class SweepPoint:
     offset_db: float | None
     p_dl_dbm: float | None
     runs: dict[str, PolicyRuns]
-    rows: list[dict] = field(default_factory=list)
+    rows: list[PolicyRow] = field(default_factory=list)
     comparisons: list[PairedDifference] = field(default_factory=list)
     # the same comparisons on the realised tokens alone, beside the conditioned ones
     realised_comparisons: list[PairedDifference] = field(default_factory=list)
@@ -313,7 +389,7 @@ class SweepPoint:
             "pdl_over_pul_db": self.offset_db,
             "p_dl_dbm": self.p_dl_dbm,
             "best_baseline": self.best_baseline,
-            "policies": self.rows,
+            "policies": [r.to_dict() for r in self.rows],
             "comparisons": [c.to_dict() for c in self.comparisons],
             "realised_comparisons": [c.to_dict() for c in self.realised_comparisons],
             "service_comparisons": [c.to_dict() for c in self.service_comparisons],
@@ -325,12 +401,12 @@ class SweepPoint:
 class DemoResult:
     config: DemoConfig
     points: list[SweepPoint]
-    setup: dict  # drafts, tasks, measured α, payload
+    setup: TestbedSetup  # drafts, tasks, measured α, payload (the lead's first run)
 
     def to_dict(self) -> dict:
         return {
             "config": json.loads(self.config.model_dump_json()),
-            "setup": self.setup,
+            "setup": self.setup.describe(),
             "method": METHOD,
             "points": [p.to_dict() for p in self.points],
         }
@@ -387,22 +463,6 @@ def non_default_settings(config: DemoConfig) -> str:
 def demo_setup(config: DemoConfig, pair) -> TestbedSetup:
     """The demo's device set-up (the adaptive run at the first seed, which uses both modes)."""
     return testbed_setup(config.testbed(config.lead, config.seed, config.p_dl_dbm, config.out), pair, "--draft")
-
-
-def describe_setup(setup: TestbedSetup) -> dict:
-    """The device set-up, before anything runs: each device's draft and task, the α the plans start
-    from (measured where the package ships a profile), and the payload line."""
-    from multispin.system.channel import World
-
-    return {
-        "drafts": setup.drafts,
-        "tasks": setup.tasks,
-        "alpha_prior": [float(a) for a in World(setup.scenario).drop.alpha],
-        "alpha_prior_measured": setup.measured,
-        "alpha_prior_kinds": setup.alpha_kinds,
-        "payload_headline": setup.choice.headline,
-        "exact": setup.choice.exact,
-    }
 
 
 def run_demo(
@@ -463,7 +523,7 @@ def _run_points(
         point = SweepPoint(offset, p_dl, runs, left_out=left_out)
         point.summarise()
         points.append(point)
-    result = DemoResult(config, points, describe_setup(setup))
+    result = DemoResult(config, points, setup)
     config.out.mkdir(parents=True, exist_ok=True)
     from multispin.jsonout import versioned
 
@@ -504,21 +564,14 @@ def plot_demo(result: DemoResult, path: Path) -> Path:
 
     point = result.points[0]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    rows = {r["policy"]: r for r in point.rows}
+    rows = {r.policy: r for r in point.rows}
     spec = [p for p in DEMO_POLICIES if p != "target_only" and p in rows]
-    est = [rows[p]["goodput_tokens_per_s"]["estimate"] for p in spec]
-    err = np.array(
-        [
-            [e - rows[p]["goodput_tokens_per_s"]["low"], rows[p]["goodput_tokens_per_s"]["high"] - e]
-            for p, e in zip(spec, est)
-        ]
-    ).T
+    est = [rows[p].goodput.estimate for p in spec]
+    err = np.array([[e - rows[p].goodput.low, rows[p].goodput.high - e] for p, e in zip(spec, est)]).T
     ax1.bar(spec, est, yerr=err, capsize=6, color=[_STYLE[p][2] for p in spec], alpha=0.8)
     if "target_only" in rows:
-        ax1.axhline(
-            rows["target_only"]["goodput_tokens_per_s"]["estimate"], color="black", linestyle=":", label="target_only"
-        )
-    ax1.plot(spec, [rows[p]["forecast_tokens_per_s"] for p in spec], "kx", label="model forecast")
+        ax1.axhline(rows["target_only"].goodput.estimate, color="black", linestyle=":", label="target_only")
+    ax1.plot(spec, [rows[p].forecast_tokens_per_s for p in spec], "kx", label="model forecast")
     ax1.set_ylabel("steady-state sum goodput (tokens/s)")
     ax1.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
     ax1.grid(alpha=0.3, axis="y")
@@ -554,9 +607,9 @@ def plot_demo_sweep(result: DemoResult, path: Path) -> Path:
     for i, policy in enumerate(DEMO_POLICIES):
         if policy not in result.points[0].runs:
             continue
-        g = [next(r for r in p.rows if r["policy"] == policy)["goodput_tokens_per_s"] for p in result.points]
-        est = np.array([v["estimate"] for v in g])
-        err = np.array([[e - v["low"] for e, v in zip(est, g)], [v["high"] - e for e, v in zip(est, g)]])
+        g = [next(r for r in p.rows if r.policy == policy).goodput for p in result.points]
+        est = np.array([v.estimate for v in g])
+        err = np.array([[e - v.low for e, v in zip(est, g)], [v.high - e for e, v in zip(est, g)]])
         style, marker, colour = _STYLE[policy]
         ax.errorbar(
             x + (i - 1.5) * 0.25, est, yerr=err, linestyle=style, marker=marker, color=colour, capsize=4, label=policy

@@ -1,12 +1,15 @@
 """`multispin testbed` / `multispin demo`: the networked system with the optimiser in the loop, as
-an experiment: its configuration, payload choice, run, summary and plot.
+an experiment: its configuration, set-up, run and summary.
 
 A `LocalTestbed` (edge server + K device processes over ZeroMQ on 127.0.0.1,
 `multispin.runtime.net.launcher`) runs real rounds with real models; a `ScenarioPlanner` plans γ
 before each round and modes/powers after each verification, from the scenario's channel (redrawn
 every round) and online acceptance estimates; a `RoundSink` (`multispin.runtime.net.round_sink`)
-emulates the links' airtime and logs every round. This module configures a run, starts it through
-those three and turns its rounds into the summary (summary.json) and the demo's figure.
+emulates the links' airtime and logs every round. This module configures a run, sets it up once
+(`testbed_setup`: each device's draft, task and prior α, resolved first, then the scenario with
+those α, the payload and the forecast's spread, handed to the planner, the forecast, the server
+and the description), starts it through those three and turns its rounds into its `RunSummary`
+(summary.json, `experiments.run_summary`).
 
 Payload: what moves is set by the sampling policy and the codecs (`top_k`, `ul_codec`,
 `dl_codec`) and the pair's vocabulary; the planner plans with those bits (`WirePayload`) and the
@@ -30,20 +33,33 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from multispin.acceptance.kinds import TEACHER_FORCED
-from multispin.acceptance.shipped import planned_kind
+from multispin.acceptance.shipped import device_alpha, planned_kind
 from multispin.config import StrictConfig
 from multispin.errors import ConfigError, Interrupted
 from multispin.experiments.forecast import estimate_figures, forecast_goodput
 from multispin.experiments.predictions import model_predictions
+from multispin.experiments.run_summary import (
+    BitsPerToken,
+    ConditionedPrediction,
+    DeviceAcceptance,
+    EstimateGap,
+    Integrity,
+    ModelForecast,
+    PayloadSummary,
+    RunFigures,
+    RunSummary,
+    forecast_caveats,
+)
 from multispin.experiments.service import service_metrics
 from multispin.progress import Step, StepReporter, reporter
 from multispin.runtime.net.round_sink import RoundSink
@@ -52,11 +68,15 @@ from multispin.runtime.round.user_policy import load_policy
 from multispin.runtime.wire.round_row import RoundRow
 from multispin.side_output import write_side_json
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
+from multispin.system.channel import drop_devices
 from multispin.system.payload import PAPER_PAYLOAD_BITS, WirePayload
-from multispin.system.profile_fit import MIN_R2
+from multispin.system.profile_fit import read_profile
 from multispin.system.scenario import Scenario
 from multispin.vocabulary import Objective, policy_links
 from multispin.vocabulary import RunPolicy as Policy
+
+if TYPE_CHECKING:
+    from multispin.speculative.warp import SamplingParams
 
 log = logging.getLogger(__name__)
 Clock = Literal["virtual", "wall"]
@@ -161,7 +181,7 @@ class TestbedConfig(TestbedSettings):
 class PayloadChoice:
     """The sampling policy and codecs of a run, their bits, and whether the output law is exact."""
 
-    sampling: object  # SamplingParams
+    sampling: SamplingParams
     wire: WirePayload
     exactness: dict  # mode -> Exactness, for the modes the policy uses
     default: bool  # the compact exact default (no codec or top-k given)
@@ -219,7 +239,7 @@ def payload_choice(config: TestbedConfig, vocab_size: int, gamma_max: int = DEFA
     return PayloadChoice(sampling, wire, verdicts, default)
 
 
-def bits_per_token(rows: list[RoundRow], wire: WirePayload) -> dict[str, float]:
+def bits_per_token(rows: list[RoundRow], wire: WirePayload) -> BitsPerToken:
     """Bits moved up and down per generated token, and the bits the clock charged per token
     (drafting uploads in T_comp, correction bits in T_comm; the verdict's bonus id or rejection
     position goes down uncharged, as in the model)."""
@@ -228,7 +248,7 @@ def bits_per_token(rows: list[RoundRow], wire: WirePayload) -> dict[str, float]:
     down = sum(sum(r.downlink_bits.values()) for r in rows)
     charged = sum(sum(r.charged_bits.values()) + wire.draft_bits_per_token * sum(r.gamma.values()) for r in rows)
     per = (lambda x: x / tokens) if tokens else (lambda x: 0.0)
-    return {"bits_up_per_token": per(up), "bits_down_per_token": per(down), "bits_charged_per_token": per(charged)}
+    return BitsPerToken(up=per(up), down=per(down), charged=per(charged))
 
 
 @dataclass
@@ -236,53 +256,14 @@ class TestbedResult:
     __test__ = False
 
     config: TestbedConfig
-    summary: dict
+    summary: RunSummary  # summary.json, typed
     setup: TestbedSetup  # what the run was set up with (its scenario, drafts, payload)
     rounds: list[RoundRow] = field(default_factory=list)  # rounds.jsonl, typed
-    texts: dict[int, str] = field(default_factory=dict)
 
-
-def forecast_caveats(summary: dict) -> list[str]:
-    """Why the run's forecast cannot be read as a check of the model, one line each (none: it can):
-    α assumed rather than measured for this pair, compute timed with another host's profile on the
-    wall clock, a compute profile whose fit is poor, channel-estimation error (mobility, pilot
-    noise) that the forecast has not been validated under."""
-    out = []
-    pair = summary.get("pair", "?")
-    cfg = summary.get("config", {})
-    if not summary.get("alpha_prior_measured", True):
-        out.append(
-            f"α assumed: the scenario's, not measured for pair {pair} under this sampling "
-            f"(`multispin measure --pair {pair} --out acc.json`, then --acceptance-profile acc.json)"
-        )
-    if summary.get("clock") == "wall" and not cfg.get("compute_profile") and "forecast_compute" in summary:
-        c = summary["forecast_compute"]
-        out.append(
-            f"compute of another host: G is this host's wall clock, the forecast times compute with scenario "
-            f"{c['scenario']}'s profile (T_ver0 {1e3 * c['t_ver0_s']:.1f} ms, T_ver1 {1e3 * c['t_ver1_s']:.1f} ms, "
-            f"T^dft {1e3 * c['draft_latency_s_per_token']:.1f} ms/token) "
-            "(`multispin profile --out compute.json`, then --compute-profile compute.json)"
-        )
-    r2 = summary.get("compute_profile_r2")
-    if isinstance(r2, (int, float)) and r2 < MIN_R2:
-        out.append(
-            f"compute profile of poor fit: its T_ver fit explains little of the timings (R² = {r2:.2f} < {MIN_R2:g}; "
-            "a loaded host?): profile again on an idle host with more --repeats"
-        )
-    ch = summary.get("channel") or {}
-    if ch.get("speed_kmh") is not None or ch.get("pilot_snr_db") is not None:
-        out.append(
-            f"channel knowledge: the run planned on aged or noisy channel estimates (speed {ch.get('speed_kmh')} km/h, "
-            f"pilot SNR {ch.get('pilot_snr_db')} dB, {ch.get('planning')} planning); the forecast has not been "
-            "validated against runs under estimation error"
-        )
-    return out
-
-
-def forecast_note(summary: dict) -> str:
-    """The lines printed under a run's table when its forecast cannot be trusted (`forecast_caveats`)."""
-    lines = forecast_caveats(summary)
-    return "\n".join(["† forecast not a check of the model here:", *(f"  - {c}" for c in lines)]) if lines else ""
+    @property
+    def texts(self) -> dict[int, str]:
+        """Each job's text (device id → text)."""
+        return self.summary.texts
 
 
 def build_scenario(config: TestbedConfig) -> Scenario:
@@ -292,20 +273,54 @@ def build_scenario(config: TestbedConfig) -> Scenario:
     return with_overrides(resolve_scenario(config.scenario), **{f: getattr(config, f) for f in FLAG_FIELDS})
 
 
-def with_measured_acceptance(scenario, pair_name: str, drafts: list[str], tasks: list[str], sampling=None):
-    """The scenario with each device's α set to the measured α of its (draft, task) under the
-    run's sampling policy where the package ships a profile for the pair (`multispin measure`;
-    the α its verdicts see in a run, `acceptance.shrinkage.shrunk_alpha`, docs/acceptance.md),
-    the scenario's own α elsewhere. Returns the scenario and whether every device's α was measured."""
-    from multispin.acceptance.shipped import device_alpha
-    from multispin.system.channel import World
+@dataclass(frozen=True)
+class PriorAlpha:
+    """Each device's α the plans start from (its prior), each one's kind (`acceptance.kinds`;
+    None: the scenario's, assumed), whether every one was measured, and whether the scenario takes
+    them (False: nothing measured, the scenario's own α stand as they are)."""
 
-    assumed = World(scenario).drop.alpha
-    alpha = [device_alpha(pair_name, d, t, sampling, kind="planned") for d, t in zip(drafts, tasks)]
-    if all(a is None for a in alpha):
-        return scenario, False
-    filled = [float(a) if a is not None else float(b) for a, b in zip(alpha, assumed)]
-    return scenario.override({"devices.acceptance": filled}), all(a is not None for a in alpha)
+    alpha: list[float]
+    kinds: list[str | None]
+    measured: bool
+    replaces: bool
+
+    def applied_to(self, scenario: Scenario) -> Scenario:
+        """``scenario`` with these α as its devices' acceptance (itself where they replace nothing)."""
+        return scenario.override({"devices.acceptance": self.alpha}) if self.replaces else scenario
+
+
+def prior_alpha(
+    scenario: Scenario,
+    pair_name: str,
+    drafts: list[str],
+    tasks: list[str],
+    sampling=None,
+    user_profile: bool = False,
+) -> PriorAlpha:
+    """Each device's prior α, resolved before the run's scenario is built: with ``user_profile``
+    (`--acceptance-profile`, already in ``scenario``'s task table) the teacher-forced α of its task
+    there; else the measured α of its (draft, task) under the run's sampling policy where the
+    package ships a profile for the pair (`multispin measure`; the α its verdicts see in a run,
+    `acceptance.shrinkage.shrunk_alpha`, docs/acceptance.md); the scenario's own α (its drop, read
+    without building a world) for a device neither gives."""
+    assumed = drop_devices(scenario).alpha
+    if user_profile:  # the user's measurement of this pair beats any shipped one
+        table = scenario.tasks.acceptance
+        found = [table[t] if t in table else None for t in tasks]
+        kinds: list[str | None] = [TEACHER_FORCED if t in table else None for t in tasks]
+    else:
+        found = [device_alpha(pair_name, d, t, sampling, kind="planned") for d, t in zip(drafts, tasks)]
+        kinds = [planned_kind(pair_name, d, t, sampling) for d, t in zip(drafts, tasks)]
+    alpha = [float(a) if a is not None else float(b) for a, b in zip(found, assumed)]
+    measured = all(a is not None for a in found)
+    return PriorAlpha(alpha, kinds, measured, replaces=user_profile or any(a is not None for a in found))
+
+
+def with_measured_acceptance(scenario, pair_name: str, drafts: list[str], tasks: list[str], sampling=None):
+    """The scenario with each device's shipped measured α (`prior_alpha`), the scenario's own α
+    elsewhere. Returns the scenario and whether every device's α was measured."""
+    prior = prior_alpha(scenario, pair_name, drafts, tasks, sampling)
+    return prior.applied_to(scenario), prior.measured
 
 
 def device_spread(pair_name: str, drafts: list[str], tasks: list[str], sampling=None) -> list[float] | None:
@@ -318,7 +333,7 @@ def device_spread(pair_name: str, drafts: list[str], tasks: list[str], sampling=
     return None if all(x is None for x in sd) else [float(x or 0.0) for x in sd]
 
 
-def steady_state_figures(rows: list[RoundRow], devices: int) -> dict:
+def steady_state_figures(rows: list[RoundRow], devices: int) -> RunFigures:
     """What a run is made of, from its rounds.jsonl rows: the goodput Σ tokens / Σ (T_comp + T_comm)
     (the paper's ratio of sums), the mean T_comp and T_comm, tokens per round, the share of devices
     drafting (γ > 0), mean γ, and the goodput had the air been free (Σ tokens / Σ T_comp); whether
@@ -333,36 +348,36 @@ def steady_state_figures(rows: list[RoundRow], devices: int) -> dict:
     expected = sum(sum(r.expected_tokens.values()) for r in rows) if all(r.expected_tokens for r in rows) else None
     conditioned = [r.conditioned_comm_latency_s for r in rows]
     cond_comm = sum(c for c in conditioned if c is not None) if rows and None not in conditioned else None
-    return {
-        "rounds": n,
-        "tokens": tokens,
-        "goodput_tokens_per_s": tokens / (comp + comm) if comp + comm > 0 else 0.0,
-        "free_comm_tokens_per_s": tokens / comp if comp > 0 else 0.0,
-        "mean_t_comp_s": comp / n if n else 0.0,
-        "mean_t_comm_s": comm / n if n else 0.0,
-        "mean_planning_cpu_s": sum(r.planning_cpu_s for r in rows) / n if n else 0.0,
-        "tokens_per_round": tokens / n if n else 0.0,
-        "drafting_share": float(np.mean([g > 0 for g in gammas])) if gammas else 0.0,
-        "mean_gamma": float(np.mean(gammas)) if gammas else 0.0,
+    return RunFigures(
+        rounds=n,
+        tokens=tokens,
+        goodput_tokens_per_s=tokens / (comp + comm) if comp + comm > 0 else 0.0,
+        free_comm_tokens_per_s=tokens / comp if comp > 0 else 0.0,
+        mean_t_comp_s=comp / n if n else 0.0,
+        mean_t_comm_s=comm / n if n else 0.0,
+        mean_planning_cpu_s=sum(r.planning_cpu_s for r in rows) / n if n else 0.0,
+        tokens_per_round=tokens / n if n else 0.0,
+        drafting_share=float(np.mean([g > 0 for g in gammas])) if gammas else 0.0,
+        mean_gamma=float(np.mean(gammas)) if gammas else 0.0,
         # of the device-rounds that drafted, the share verified under the coupled rule
-        "coupled_share": (
+        coupled_share=(
             sum(1 for r in rows for d in r.coupled if r.gamma.get(d, 0) > 0) / drafting if drafting else 0.0
         ),
-        "steady_state": bool(rows) and all(len(r.gamma) == devices for r in rows),
+        steady_state=bool(rows) and all(len(r.gamma) == devices for r in rows),
         # the same ratio with each device's tokens replaced by E[tokens | its draft]: the
         # acceptance test's luck averaged out (`speculative.expected_kept`), same expectation
-        "acceptance_conditioned_goodput_tokens_per_s": (
+        acceptance_conditioned_goodput_tokens_per_s=(
             expected / (comp + comm) if expected is not None and comp + comm > 0 else None
         ),
         # and T_comm replaced by E[T_comm | the round's drafts] too (`RoundRow.conditioned_comm_latency_s`):
         # every outcome of the acceptance test averaged out, the same expectation (a martingale
         # difference per round, as for the tokens); the forecast check's least noisy reading
-        "outcome_conditioned_goodput_tokens_per_s": (
+        outcome_conditioned_goodput_tokens_per_s=(
             expected / (comp + cond_comm)
             if expected is not None and cond_comm is not None and comp + cond_comm > 0
             else None
         ),
-    }
+    )
 
 
 # replicas of a run the forecast averages: its noise between forecast seeds falls as 1/√replicas
@@ -376,76 +391,67 @@ def forecast_rounds(config: TestbedConfig) -> int:
     return FORECAST_REPLICAS * config.rounds if config.rounds else 40
 
 
-def _run_figures(
-    config: TestbedConfig,
-    planner: ScenarioPlanner,
-    rows: list[RoundRow],
-    airtime_s: float,
-    predict: bool = True,
-    spread: list[float] | None = None,
-) -> dict:
-    """The run's figures (`steady_state_figures`), goodput on the wall clock when that is the clock,
-    the model's forecast (fresh channels, independent of the run) and its prediction conditioned on
-    the realised rounds, and the mean γ per device slot. ``predict=False`` (an interrupted run,
-    which must stop within seconds): no forecast and no conditioned prediction (None). ``spread``:
-    each device's between-prompt sd of α (`device_spread`), which the forecast draws jobs' α from."""
-    figures = steady_state_figures(rows, config.devices)
-    if config.clock == "wall":
-        wall = sum(row.round_wall_s for row in rows) + airtime_s
-        figures["goodput_tokens_per_s"] = figures["tokens"] / wall if wall else 0.0
-    built_in = config.user_policy is None  # the model's predictions know the built-in mode rules only
-    pred = (
-        model_predictions(planner, mc_rounds=200, seed=config.seed)
-        if planner.clock.rounds and predict and built_in
-        else {}
+def model_forecast(config: TestbedConfig, setup: TestbedSetup, planner: ScenarioPlanner) -> ModelForecast:
+    """The model's forecast of the run on fresh channels, independent of it: the run's jobs
+    (budgets, each prompt's own α drawn with the set-up's spread) and its online estimator,
+    `FORECAST_REPLICAS` replicas, next to the budget-blind forecast at the prior α (the model
+    before them)."""
+    forecast = forecast_goodput(
+        setup.scenario,
+        setup.choice.wire,
+        config.policy,
+        rounds=forecast_rounds(config),
+        split=config.split,
+        seed=config.seed,
+        max_new_tokens=config.max_new_tokens,
+        online=planner.online,
+        horizon=config.rounds or forecast_rounds(config),
+        spread=setup.spread,
     )
-    if predict and built_in:
-        # the forecast replays the run's jobs (budgets, each prompt's own α) and its online
-        # estimator; the budget-blind forecast at the prior α (the model before them) is kept next to it
-        forecast = {
-            **forecast_goodput(
-                planner.scenario,
-                planner.payload,
-                config.policy,
-                rounds=forecast_rounds(config),
-                split=config.split,
-                seed=config.seed,
-                max_new_tokens=config.max_new_tokens,
-                online=planner.online,
-                horizon=config.rounds or forecast_rounds(config),
-                spread=spread,
-            ),
-            "budget_blind_forecast_tokens_per_s": forecast_goodput(
-                planner.scenario, planner.payload, config.policy, split=config.split, seed=config.seed
-            )["forecast_tokens_per_s"],
-        }
-    else:
-        forecast = {"forecast_tokens_per_s": None, "budget_blind_forecast_tokens_per_s": None}
-    if planner.history:  # the estimates each round planned on, beside the forecast's (`estimate_figures`)
-        prior = np.asarray(planner.world.drop.alpha, dtype=float)
-        planned_on = np.concatenate([np.asarray(inst.alpha, dtype=float) for inst, _, _ in planner.history])
-        figures.update(estimate_figures(planned_on, np.concatenate([prior[idx] for _, _, idx in planner.history])))
-    gammas: dict[int, list[int]] = {d: [] for d in range(config.devices)}
+    blind = forecast_goodput(setup.scenario, setup.choice.wire, config.policy, split=config.split, seed=config.seed)
+    parsed = ModelForecast.from_json({**forecast, "budget_blind_forecast_tokens_per_s": blind["forecast_tokens_per_s"]})
+    assert parsed is not None  # forecast_goodput always forecasts
+    return parsed
+
+
+def planned_estimate_gap(planner: ScenarioPlanner) -> EstimateGap | None:
+    """How far the estimates each round planned on sat from the prior (`estimate_figures`),
+    beside the forecast's; None when no round was planned."""
+    if not planner.history:
+        return None
+    prior = np.asarray(planner.world.drop.alpha, dtype=float)
+    planned_on = np.concatenate([np.asarray(inst.alpha, dtype=float) for inst, _, _ in planner.history])
+    return EstimateGap.from_json(
+        estimate_figures(planned_on, np.concatenate([prior[idx] for _, _, idx in planner.history]))
+    )
+
+
+def mean_draft_len(rows: list[RoundRow], devices: int) -> list[float]:
+    """Each device slot's mean γ over the rounds (a job d runs in slot d mod K)."""
+    gammas: dict[int, list[int]] = {d: [] for d in range(devices)}
     for row in rows:
         for d, g in row.gamma.items():
-            gammas[d % config.devices].append(g)
-    return {
-        **figures,
-        "virtual_time_s": planner.clock.virtual_time_s,
-        "planned_goodput_tokens_per_s": planner.clock.planned_goodput_tokens_per_s,
-        **forecast,
-        # the models at the realised rounds' γ and channels: a consistency check, not a prediction
-        **{f"conditioned_{k}": v for k, v in pred.items()},
-        "dl_share": planner.clock.dl_share(),
-        "mean_draft_len": {str(d): float(np.mean(g)) if g else 0.0 for d, g in gammas.items()},
-    }
+            gammas[d % devices].append(g)
+    return [float(np.mean(g)) if g else 0.0 for g in gammas.values()]
+
+
+def run_figures(config: TestbedConfig, rows: list[RoundRow], airtime_s: float) -> RunFigures:
+    """The run's figures (`steady_state_figures`), with the goodput on the wall clock when that is
+    the clock (the rounds' own time and their emulated airtime)."""
+    figures = steady_state_figures(rows, config.devices)
+    if config.clock != "wall":
+        return figures
+    wall = sum(row.round_wall_s for row in rows) + airtime_s
+    return replace(figures, goodput_tokens_per_s=figures.tokens / wall if wall else 0.0)
 
 
 @dataclass(frozen=True)
 class TestbedSetup:
-    """What a run is set up with before anything runs, computed once per run (`testbed_setup`):
-    each device's draft and task, the scenario with the measured α of each (draft, task) where one
-    is shipped, whether every α was measured, and the payload choice."""
+    """What a run is set up with before anything runs, computed once per run (`testbed_setup`) and
+    handed to the planner, the forecast, the server and the description: each device's draft and
+    task, the payload choice, each device's prior α (resolved first: `prior_alpha`) and its kind,
+    whether every α was measured, the scenario built once with those α, and each device's
+    between-prompt spread of α that the forecast draws its jobs' α from (`device_spread`)."""
 
     __test__ = False
 
@@ -455,14 +461,30 @@ class TestbedSetup:
     measured: bool
     choice: PayloadChoice
     # each device's planned α kind (`acceptance.kinds`): tokens_matched, shrunk, or None (assumed)
-    alpha_kinds: list[str | None] = field(default_factory=list)
+    alpha_kinds: list[str | None]
+    alpha_prior: list[float]  # each device's α the plans start from
+    spread: list[float] | None  # each device's between-prompt sd of α (None: none shipped)
+
+    def describe(self) -> dict:
+        """The set-up as a run's description reads it (the demo's summary.json ``setup``): each
+        device's draft and task, the α its plans start from, whether and how it was measured, and
+        the payload line."""
+        return {
+            "drafts": self.drafts,
+            "tasks": self.tasks,
+            "alpha_prior": self.alpha_prior,
+            "alpha_prior_measured": self.measured,
+            "alpha_prior_kinds": self.alpha_kinds,
+            "payload_headline": self.choice.headline,
+            "exact": self.choice.exact,
+        }
 
 
 def testbed_setup(config: TestbedConfig, pair, field_name: str = "drafts") -> TestbedSetup:
     """Each device's draft (the config's, cycled; the pair's default draft on every device when
-    none is given) and task, the scenario with the measured α under the run's sampling policy
-    where one is shipped, and the payload at the scenario's γ_max. ``field_name`` names the drafts
-    in an error (``--draft`` on the command line)."""
+    none is given) and task, the payload at the scenario's γ_max, each device's prior α under the
+    run's sampling policy (`prior_alpha`), and the scenario built with them, once. ``field_name``
+    names the drafts in an error (``--draft`` on the command line)."""
     from multispin.models.prompts import assign_tasks
 
     names = pair.check_drafts(config.drafts or [pair.default_draft], field_name)
@@ -471,26 +493,17 @@ def testbed_setup(config: TestbedConfig, pair, field_name: str = "drafts") -> Te
     scenario = build_scenario(config)
     choice = payload_choice(config, pair.vocab_size, scenario.optimizer.gamma_max)
     scenario = with_user_profiles(scenario, config, pair, drafts)
-    if config.acceptance_profile:  # the user's measurement of this pair beats any shipped one
-        scenario, measured = with_task_acceptance(scenario, tasks)
-        table = scenario.tasks.acceptance  # a `multispin measure` profile: the teacher-forced α
-        kinds: list[str | None] = [TEACHER_FORCED if t in table else None for t in tasks]
-    else:
-        scenario, measured = with_measured_acceptance(scenario, pair.name, drafts, tasks, choice.sampling)
-        kinds = [planned_kind(pair.name, d, t, choice.sampling) for d, t in zip(drafts, tasks)]
-    return TestbedSetup(drafts, tasks, scenario, measured, choice, kinds)
-
-
-def with_task_acceptance(scenario: Scenario, tasks: list[str]) -> tuple[Scenario, bool]:
-    """Each device's α from the scenario's (measured) task table by the task its prompts are of;
-    a task the table lacks keeps the scenario's α for that device. Returns the scenario and
-    whether every device's α was measured."""
-    from multispin.system.channel import World
-
-    table = scenario.tasks.acceptance
-    assumed = World(scenario).drop.alpha
-    alpha = [float(table[t]) if t in table else float(a) for t, a in zip(tasks, assumed)]
-    return scenario.override({"devices.acceptance": alpha}), all(t in table for t in tasks)
+    prior = prior_alpha(scenario, pair.name, drafts, tasks, choice.sampling, bool(config.acceptance_profile))
+    return TestbedSetup(
+        drafts,
+        tasks,
+        prior.applied_to(scenario),
+        prior.measured,
+        choice,
+        prior.kinds,
+        prior.alpha,
+        device_spread(pair.name, drafts, tasks, choice.sampling),
+    )
 
 
 def with_user_profiles(scenario: Scenario, config: TestbedSettings, pair, drafts: list[str]) -> Scenario:
@@ -523,12 +536,17 @@ def with_user_profiles(scenario: Scenario, config: TestbedSettings, pair, drafts
 
 
 def run_testbed(
-    config: TestbedConfig, pair=None, progress: StepReporter | None = None, phase: str | None = None
+    config: TestbedConfig,
+    pair=None,
+    progress: StepReporter | None = None,
+    phase: str | None = None,
+    setup: TestbedSetup | None = None,
 ) -> TestbedResult:
     """Run one testbed session; write rounds.jsonl, server.jsonl and summary.json under `out`.
-    ``progress`` receives a `Step` of ``phase`` (default: the policy) after every round."""
+    ``progress`` receives a `Step` of ``phase`` (default: the policy) after every round; ``setup``:
+    the run's `testbed_setup`, when the caller has it already (it printed its payload line)."""
     try:
-        return _run_testbed(config, pair, progress, phase)
+        return _run_testbed(config, pair, progress, phase, setup)
     finally:
         release_freed_heap()  # the run's server and buffers are garbage now
 
@@ -555,22 +573,19 @@ def release_freed_heap() -> bool:
     return True
 
 
-def _run_testbed(config: TestbedConfig, pair, progress: StepReporter | None, phase: str | None) -> TestbedResult:
+def _run_testbed(
+    config: TestbedConfig, pair, progress: StepReporter | None, phase: str | None, setup: TestbedSetup | None
+) -> TestbedResult:
     from multispin.models.prompts import device_prompt_queues
     from multispin.models.registry import resolve_pair
     from multispin.runtime.net.launcher import DeviceSetup, LocalTestbed, ServerHooks
-    from multispin.runtime.net.server_config import ServerConfig
 
     pair = pair or resolve_pair(config.pair)
-    setup = testbed_setup(config, pair)
-    drafts, tasks, scenario, measured, choice = setup.drafts, setup.tasks, setup.scenario, setup.measured, setup.choice
-    # steady state: every job lasts at least one round, so `rounds` prompts per device never run out
-    queues = device_prompt_queues(tasks, config.rounds or 1, config.seed)
-    gamma_max = scenario.optimizer.gamma_max
+    setup = setup or testbed_setup(config, pair)
     planner = ScenarioPlanner(
-        scenario,
+        setup.scenario,
         range(config.devices),
-        choice.wire,
+        setup.choice.wire,
         policy=config.policy,
         split=config.split,
         charge_planning=config.clock == "wall",
@@ -579,119 +594,189 @@ def _run_testbed(config: TestbedConfig, pair, progress: StepReporter | None, pha
     out = Path(config.out) if config.out else None
     if out:
         out.mkdir(parents=True, exist_ok=True)
-    say, phase = reporter(progress), phase or config.policy
-
-    def round_done(round_idx: int, tokens: int) -> None:
-        say(Step(phase, round_idx + 1, config.rounds, "rounds", f"{tokens} tokens"))
-
-    sink = RoundSink(config.clock == "wall", out / "rounds.jsonl" if out else None, round_done)
-    server = ServerConfig.make(
-        max_new_tokens=config.max_new_tokens,
-        rounds=config.rounds,
-        gamma_max=gamma_max,
-        seed=config.seed,
-        **choice.sampling.model_dump(),
-        ul_codec=choice.wire.ul_codec,
-        dl_codec=choice.wire.dl_codec,
-        round_timeout_s=config.round_timeout_s,
-        join_timeout_s=180.0,  # K devices load their drafts before round 0
-    )
+    step = round_progress(progress, phase or config.policy, config.rounds)
+    sink = RoundSink(config.clock == "wall", out / "rounds.jsonl" if out else None, step)
+    # steady state: every job lasts at least one round, so `rounds` prompts per device never run out
+    queues = device_prompt_queues(setup.tasks, config.rounds or 1, config.seed)
     bed = LocalTestbed(
         pair,
-        server,
-        DeviceSetup(config.devices, drafts=drafts, prompt_queues=queues, runner=config.runner),
+        server_config(config, setup),
+        DeviceSetup(config.devices, drafts=setup.drafts, prompt_queues=queues, runner=config.runner),
         policy=planner,
         hooks=ServerHooks(on_round=sink, before_commit=sink.emulate_link),
         log_path=(out / "server.jsonl") if out else None,
     )
-    if bed.server.wire != choice.wire:  # one payload truth: the server logs what the planner charges
-        raise RuntimeError(f"payload: server moves {bed.server.wire}, planner charges {choice.wire}")
+    served = serve(bed, pair)
+    sink.close()
+    if sink.rows:  # a run to the end of its jobs learns its length only now
+        step(len(sink.rows) - 1, sink.tokens, len(sink.rows))
+    summary = summarise_run(config, pair.name, setup, planner, sink, served)
+    if out:
+        write_run_summary(summary, out / "summary.json")
+    result = TestbedResult(config, summary, setup, sink.rows)
+    if served.interrupted is not None:
+        where = f"; partial summary in {out / 'summary.json'}" if out else ""
+        raise Interrupted.after(served.interrupted, f"interrupted after {len(sink.rows)} rounds{where}", partial=result)
+    return result
+
+
+def round_progress(progress: StepReporter | None, phase: str, rounds: int | None) -> Callable[..., None]:
+    """What the round sink calls after each round (its index and the tokens so far): a `Step` of
+    ``phase`` to ``progress``; ``total`` closes a run whose length was open."""
+    say = reporter(progress)
+
+    def round_done(round_idx: int, tokens: int, total: int | None = None) -> None:
+        say(Step(phase, round_idx + 1, total or rounds, "rounds", f"{tokens} tokens"))
+
+    return round_done
+
+
+def server_config(config: TestbedConfig, setup: TestbedSetup):
+    """The edge server's settings: the run's budget, length and seed, the scenario's γ_max, and the
+    set-up's sampling and codecs, so the server moves the bits the planner charges (one payload:
+    the server derives its wire from these codecs at the pair's vocabulary)."""
+    from multispin.runtime.net.server_config import ServerConfig
+
+    return ServerConfig.make(
+        max_new_tokens=config.max_new_tokens,
+        rounds=config.rounds,
+        gamma_max=setup.scenario.optimizer.gamma_max,
+        seed=config.seed,
+        **setup.choice.sampling.model_dump(),
+        ul_codec=setup.choice.wire.ul_codec,
+        dl_codec=setup.choice.wire.dl_codec,
+        round_timeout_s=config.round_timeout_s,
+        join_timeout_s=180.0,  # K devices load their drafts before round 0
+    )
+
+
+@dataclass(frozen=True)
+class Served:
+    """What a testbed's run left: the server's records (`TestbedSummary`), each job's text, the
+    wall time, and the Ctrl-C or SIGTERM that stopped it (None: it ran to its end)."""
+
+    records: Any
+    texts: dict[int, str]
+    wall_s: float
+    interrupted: KeyboardInterrupt | None
+
+    def integrity(self) -> Integrity:
+        """Whether the texts are the server's record, per the server and every device's digest."""
+        records = self.records.server.devices
+        return Integrity(
+            consistent=self.records.consistent,
+            digests_match=all(r.digest_match is not False for r in records.values()),
+            server_digests={d: r.digest for d, r in records.items()},
+            jobs_finished=sum(1 for r in records.values() if r.finished),
+            interrupted=self.interrupted is not None,
+        )
+
+
+def serve(bed, pair) -> Served:
+    """Start a testbed and wait for its end. On Ctrl-C or SIGTERM the server finishes the round,
+    says BYE and keeps what ran."""
     started = time.perf_counter()
     bed.start()
     interrupted = None
     try:
-        summary = bed.wait(timeout_s=3600)
-    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: finish the round, say BYE, keep what ran
+        records = bed.wait(timeout_s=3600)
+    except KeyboardInterrupt as exc:
         interrupted = exc
         bed.stop()
-        summary = bed.wait(timeout_s=60)
+        records = bed.wait(timeout_s=60)
     wall_s = time.perf_counter() - started
-    sink.close()
-    rows = sink.rows
-    if rows:  # a run to the end of its jobs learns its length only now
-        say(Step(phase, len(rows), len(rows), "rounds", f"{sink.tokens} tokens"))
+    texts = {d: pair.tokenizer.decode(r.generated, skip_special_tokens=True) for d, r in records.server.devices.items()}
+    return Served(records, texts, wall_s, interrupted)
 
-    records = summary.server.devices
-    result = {
-        "pair": pair.name,
-        "policy": config.user_policy or config.policy,
-        "clock": config.clock,
-        "scenario": config.scenario,
-        "devices": config.devices,
-        # every setting of the run (its seed among them): a run folder says how to rebuild its model
-        "config": config.model_dump(mode="json"),
-        **_run_figures(
-            config,
-            planner,
-            rows,
-            sink.airtime_s,
-            predict=interrupted is None,
-            spread=device_spread(pair.name, drafts, tasks, choice.sampling),
+
+def summarise_run(
+    config: TestbedConfig,
+    pair_name: str,
+    setup: TestbedSetup,
+    planner: ScenarioPlanner,
+    sink: RoundSink,
+    served: Served,
+) -> RunSummary:
+    """The run's `RunSummary` from its set-up, planner, rounds and what the server left."""
+    rows, scenario = sink.rows, setup.scenario
+    r2 = read_profile(config.compute_profile, "compute_profile").get("r2") if config.compute_profile else None
+    forecast_compute = compute_profile_used(scenario)
+    channel = scenario.channel.model_dump(mode="json")
+    caveats = forecast_caveats(
+        pair=pair_name,
+        measured=setup.measured,
+        clock=config.clock,
+        compute_profile=config.compute_profile,
+        forecast_compute=forecast_compute,
+        compute_profile_r2=r2,
+        channel=channel,
+    )
+    return RunSummary(
+        pair=pair_name,
+        policy=config.user_policy or config.policy,
+        clock=config.clock,
+        scenario=config.scenario,
+        devices=config.devices,
+        config=config.model_dump(mode="json"),
+        figures=run_figures(config, rows, sink.airtime_s),
+        virtual_time_s=planner.clock.virtual_time_s,
+        planned_goodput_tokens_per_s=planner.clock.planned_goodput_tokens_per_s,
+        **model_parts(config, setup, planner, predict=served.interrupted is None and config.user_policy is None),
+        dl_share=planner.clock.dl_share(),
+        mean_draft_len=mean_draft_len(rows, config.devices),
+        wall_time_s=served.wall_s,
+        bits=bits_per_token(rows, setup.choice.wire),
+        objective=scenario.optimizer.objective,
+        service=service_metrics(
+            rows, config.devices, energy=scenario.energy, p_ul_w=scenario.radio.p_ul_w, clock=config.clock
         ),
-        "wall_time_s": wall_s,
-        **bits_per_token(rows, choice.wire),
-        "objective": planner.scenario.optimizer.objective,
-        # what each device gets and spends (experiments/service.py, docs/service.md)
-        "service": service_metrics(
-            rows,
-            config.devices,
-            energy=planner.scenario.energy,
-            p_ul_w=planner.scenario.radio.p_ul_w,
-            clock=config.clock,
+        payload=PayloadSummary(setup.choice.exact, setup.choice.to_dict(), setup.choice.headline),
+        noise_psd_w_per_hz=planner.world.radio_params().noise_psd_w_per_hz,
+        forecast_compute=forecast_compute,
+        channel=channel,
+        acceptance=DeviceAcceptance(
+            drafts=setup.drafts,
+            tasks=setup.tasks,
+            prior=setup.alpha_prior,
+            estimate=[float(a) for a in planner.estimator.alpha],
+            measured=setup.measured,
+            source=scenario.tasks.source if config.acceptance_profile else None,
         ),
-        "exact": choice.exact,
-        "payload": choice.to_dict(),
-        "payload_headline": choice.headline,
-        "noise_psd_w_per_hz": planner.world.radio_params().noise_psd_w_per_hz,
-        # what the forecast (and the virtual clock) times compute with: the scenario's profile, which
-        # on the wall clock is not this host's (a run says so: `forecast_note`)
-        "forecast_compute": {
-            **planner.scenario.compute.model_dump(mode="json"),
-            "draft_latency_s_per_token": planner.scenario.devices.draft_latency_s_per_token,
-            "scenario": planner.scenario.name,
-        },
-        # mobility and channel knowledge the run planned under (docs/channel-knowledge.md)
-        "channel": planner.scenario.channel.model_dump(mode="json"),
-        "alpha_estimate": {str(d): float(a) for d, a in enumerate(planner.estimator.alpha)},
-        "tasks": {str(d): t for d, t in enumerate(tasks)},
-        "drafts": {str(d): name for d, name in enumerate(drafts)},
-        "alpha_prior": {str(d): float(a) for d, a in enumerate(planner.world.drop.alpha)},
-        "alpha_prior_measured": measured,
-        "acceptance_source": planner.scenario.tasks.source if config.acceptance_profile else None,
-        "consistent": summary.consistent,
-        "digests_match": all(r.digest_match is not False for r in records.values()),
-        "server_digests": {str(d): r.digest for d, r in records.items()},
+        integrity=served.integrity(),
+        compute_profile_r2=r2,
+        caveats=caveats,
+        texts=served.texts,
+    )
+
+
+def compute_profile_used(scenario: Scenario) -> dict:
+    """What the forecast (and the virtual clock) times compute with: the scenario's profile, which
+    on the wall clock is not this host's (a run says so: `forecast_caveats`)."""
+    return {
+        **scenario.compute.model_dump(mode="json"),
+        "draft_latency_s_per_token": scenario.devices.draft_latency_s_per_token,
+        "scenario": scenario.name,
     }
-    if config.compute_profile:
-        from multispin.system.profile_fit import read_profile
 
-        result["compute_profile_r2"] = read_profile(config.compute_profile, "compute_profile").get("r2")
-    result["forecast_caveats"] = forecast_caveats(result)
-    texts = {d: pair.tokenizer.decode(r.generated, skip_special_tokens=True) for d, r in records.items()}
-    result["jobs_finished"] = sum(1 for r in records.values() if r.finished)
-    result["interrupted"] = interrupted is not None
-    if out:
-        from multispin.jsonout import versioned
 
-        doc = versioned({**result, "texts": {str(k): v for k, v in texts.items()}}, "testbed-summary")
-        lost = write_side_json(doc, out / "summary.json", "testbed summary", indent=2)
-        if lost is not None:  # side output: the summary is still returned and printed
-            log.warning("%s", lost)
-    if interrupted is not None:
-        where = f"; partial summary in {out / 'summary.json'}" if out else ""
-        raise Interrupted.after(
-            interrupted,
-            f"interrupted after {len(rows)} rounds{where}",
-            partial=TestbedResult(config, result, setup, rows, texts),
-        )
-    return TestbedResult(config, result, setup, rows, texts)
+def model_parts(config: TestbedConfig, setup: TestbedSetup, planner: ScenarioPlanner, predict: bool) -> dict:
+    """The model beside the run: how far the plans' estimates sat from the prior, the forecast and
+    the analytic and Monte Carlo models at the realised rounds' γ and channels. ``predict=False``
+    (a user's policy, whose mode rules the models do not know; an interrupted run, which must stop
+    within seconds): no forecast and no prediction."""
+    return {
+        "estimate_gap": planned_estimate_gap(planner),
+        "forecast": model_forecast(config, setup, planner) if predict else None,
+        "conditioned": (
+            ConditionedPrediction.from_json(model_predictions(planner, mc_rounds=200, seed=config.seed), prefix="")
+            if predict and planner.clock.rounds
+            else None
+        ),
+    }
+
+
+def write_run_summary(summary: RunSummary, path: Path) -> None:
+    """summary.json as side output: on a full disk one line, and the summary still returned and printed."""
+    lost = write_side_json(summary.to_json(), path, "testbed summary", indent=2)
+    if lost is not None:
+        log.warning("%s", lost)

@@ -105,7 +105,7 @@ def test_a_user_all_dl_gives_the_built_in_all_dl_tokens_and_a_hostile_one_stops_
     assert user.texts == built_in.texts
     assert [r.gamma for r in user.rounds] == [r.gamma for r in built_in.rounds]
     assert [r.modes for r in user.rounds] == [r.modes for r in built_in.rounds]
-    assert user.summary["policy"] == "own_policies:AllDL" and user.summary["forecast_tokens_per_s"] is None
+    assert user.summary.policy == "own_policies:AllDL" and user.summary.forecast is None
     # negative control: another user policy (other γ and modes) gives other tokens
     other = run_testbed(TestbedConfig.make(**common, user_policy="own_policies:Threshold"))
     assert [r.gamma for r in other.rounds] != [r.gamma for r in built_in.rounds]
