@@ -10,9 +10,6 @@ from _builders import make_instance, random_preset_instances
 
 from multispin.errors import ConfigError
 from multispin.optimize.reactive import (
-    DL,
-    NONE,
-    UL,
     brute_force_oracle,
     dl_latency_s,
     dl_power_equalisation,
@@ -22,6 +19,7 @@ from multispin.optimize.reactive import (
     t_comm_batch,
 )
 from multispin.system.radio import latency_s
+from multispin.vocabulary import LinkCode
 from oracles import linear_scan_oracle
 
 # ----------------------------------------------------------------------------- hand-solved
@@ -37,7 +35,7 @@ def test_hand_solved_three_devices():
     inst = make_instance([3.0, 1.0, 7.0], bandwidth_hz=3.0, p_dl_w=3.0)
     d = reactive([0, 1, 2], inst)
     assert d.comm_latency_s == pytest.approx(0.5, rel=1e-12)
-    assert d.mode.tolist() == [UL, DL, UL]
+    assert d.mode.tolist() == [LinkCode.UL, LinkCode.DL, LinkCode.UL]
     assert d.power_w.tolist() == pytest.approx([1.0, 3.0, 1.0])  # UL at max power, Σ p^dl = P^dl
     assert d.bandwidth_hz.tolist() == pytest.approx([1.0, 1.0, 1.0])
     assert d.latency_s.tolist() == pytest.approx([0.5, 0.5, 1 / 3])
@@ -53,7 +51,7 @@ def test_hand_solved_two_devices_all_dl_equalised():
     2^{1/τ} = 3.25, τ = 1/log2(3.25); p = (0.75, 2.25)."""
     inst = make_instance([3.0, 1.0], bandwidth_hz=2.0, p_ul_w=0.1, p_dl_w=3.0)
     d = reactive(np.array([True, True]), inst)
-    assert d.mode.tolist() == [DL, DL]
+    assert d.mode.tolist() == [LinkCode.DL, LinkCode.DL]
     tau = 1 / math.log2(3.25)
     assert d.comm_latency_s == pytest.approx(tau, rel=1e-12)
     assert d.latency_s.tolist() == pytest.approx([tau, tau], rel=1e-12)  # equalised
@@ -64,10 +62,10 @@ def test_hand_solved_two_devices_all_dl_equalised():
 def test_no_rejection_and_single_device():
     inst = make_instance([3.0, 1.0], bandwidth_hz=2.0)
     d = reactive([], inst)
-    assert d.comm_latency_s == 0 and d.mode.tolist() == [NONE, NONE]
+    assert d.comm_latency_s == 0 and d.mode.tolist() == [LinkCode.NONE, LinkCode.NONE]
     one = reactive([1], inst)
     # alone on B = 2 Hz: UL 1/(2 log2(1 + 1/2)) vs DL 1/(2 log2(1 + 3/2)): DL wins
-    assert one.mode.tolist() == [NONE, DL]
+    assert one.mode.tolist() == [LinkCode.NONE, LinkCode.DL]
     assert one.comm_latency_s == pytest.approx(1 / (2 * math.log2(2.5)))
 
 

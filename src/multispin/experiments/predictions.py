@@ -18,8 +18,9 @@ def model_predictions(planner: ScenarioPlanner, mc_rounds: int, seed: int) -> di
     modes = RUN_POLICIES[planner.policy]
     rng = np.random.default_rng([seed, 41])
     a_tok = a_time = a_comm = mc_tok = mc_time = 0.0
-    for inst, gamma, index in planner.history:
-        profile = inst.replace(alpha=planner.world.drop.alpha[index])
+    for past in planner.history:
+        profile = past.instance.replace(alpha=planner.world.drop.alpha[past.devices])
+        gamma = past.draft_len
         tokens, comp, comm = analytic_round(profile, gamma, modes, planner.split, rng)
         a_tok += tokens
         a_time += comp + comm

@@ -423,8 +423,8 @@ def _run_figures(
         forecast = {"forecast_tokens_per_s": None, "budget_blind_forecast_tokens_per_s": None}
     if planner.history:  # the estimates each round planned on, beside the forecast's (`estimate_figures`)
         prior = np.asarray(planner.world.drop.alpha, dtype=float)
-        planned_on = np.concatenate([np.asarray(inst.alpha, dtype=float) for inst, _, _ in planner.history])
-        figures.update(estimate_figures(planned_on, np.concatenate([prior[idx] for _, _, idx in planner.history])))
+        planned_on = np.concatenate([np.asarray(past.instance.alpha, dtype=float) for past in planner.history])
+        figures.update(estimate_figures(planned_on, np.concatenate([prior[past.devices] for past in planner.history])))
     gammas: dict[int, list[int]] = {d: [] for d in range(config.devices)}
     for row in rows:
         for d, g in row.gamma.items():
