@@ -34,11 +34,12 @@ from multispin.runtime.security.keys import create_keyring
 from multispin.runtime.wire.records import RoundEvent, ServerSummary, TestbedSummary
 
 DeviceRunner = Literal["subprocess", "fork", "thread", "pool"]
+DeviceProcess = subprocess.Popen | multiprocessing.process.BaseProcess  # a device's process, by runner
 POOL_HANDLE = -1  # the pool runner's one handle (a forked process hosting every device)
 _POOL_OPTIONS = ("resume", "reconnects", "server_timeout_s")  # device options a pool passes on
 # the device processes of every LocalTestbed of this process, so that a hard stop (a second
 # Ctrl-C, multispin.commands._interrupt) leaves none behind
-_LIVE_DEVICES: weakref.WeakSet[Any] = weakref.WeakSet()
+_LIVE_DEVICES: weakref.WeakSet[DeviceProcess] = weakref.WeakSet()
 
 
 def kill_device_processes() -> None:
@@ -70,7 +71,7 @@ class _DeviceHandle:
     device_id: int
     runner: str
     result_path: Path
-    proc: Any = None  # subprocess.Popen | multiprocessing.Process
+    proc: DeviceProcess | None = None
     thread: threading.Thread | None = None
     client: Any = None  # DeviceClient (thread runner)
     outcome: dict | None = None

@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from multispin.errors import ConfigError
@@ -526,7 +527,7 @@ def install_signal_handlers(server: EdgeServer) -> None:
     """SIGTERM / SIGINT: drain the current round, then shut down cleanly; SIGHUP: re-read the
     allowed keys (main thread only)."""
 
-    def handler(signum: int, frame: Any) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
         server.request_stop(signal.Signals(signum).name)
 
     signal.signal(signal.SIGTERM, handler)

@@ -54,7 +54,7 @@ import struct
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 import msgpack
 
@@ -141,7 +141,7 @@ def _one_line(text: object, limit: int = MAX_REASON_CHARS) -> str:
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     if isinstance(value, (bytes, bytearray)):
         return f"{len(value)} bytes"
     if isinstance(value, (list, tuple)):
@@ -656,7 +656,7 @@ _FIELD_PLAN: dict[type[Message], tuple[tuple[str, str, FieldCheck, bool], ...]] 
 # --------------------------------------------------------------------------------------------
 
 
-def _no_ext(code: int, data: bytes) -> Any:
+def _no_ext(code: int, data: bytes) -> NoReturn:
     raise ProtocolError(f"message: msgpack extension type {code} is not allowed")
 
 
