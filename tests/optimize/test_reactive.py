@@ -19,7 +19,7 @@ from multispin.optimize.reactive import (
     t_comm_batch,
 )
 from multispin.system.radio import latency_s
-from multispin.vocabulary import LinkCode
+from multispin.vocabulary import CODE_LINK, LINK_MODES, LinkCode
 from oracles import linear_scan_oracle
 
 # ----------------------------------------------------------------------------- hand-solved
@@ -348,3 +348,16 @@ def test_bad_arguments():
         reactive([5], inst)
     with pytest.raises(ConfigError, match="p_dl_w"):
         dl_power_equalisation([1.0], 1.0, 1.0, -1.0, 1.0)
+
+
+def test_link_codes_name_the_links_of_the_vocabulary():
+    """A decision's int8 codes and the link names are one table: each rejected device's code
+    names its link (`link`, `mode_names`); a device not rejected has none."""
+    assert set(CODE_LINK) == set(LinkCode) and {v for v in CODE_LINK.values() if v} == set(LINK_MODES)
+    inst = make_instance([1.0, 2.0, 3.0])
+    for rule, code, link in (("all_ul", LinkCode.UL, "ul"), ("all_dl", LinkCode.DL, "dl")):
+        d = reactive([0, 2], inst, modes=rule)
+        assert d.mode.tolist() == [code, LinkCode.NONE, code]
+        assert (d.link(0), d.link(2)) == (link, link) and d.mode_names() == [link, "-", link]
+    with pytest.raises(ConfigError, match="index 1 was not rejected"):  # a device with no link
+        d.link(1)
