@@ -178,8 +178,9 @@ def brute_force_oracle(rejected, inst: Instance, max_rejected: int = 22) -> Batc
 class ReactiveDecision:
     """Modes, powers and bandwidths of one round's rejected set.
 
-    Per device (K,): ``mode`` (a `LinkCode`: not rejected, UL or DL), ``power_w`` (P^ul for UL, the equalised DL power
-    for DL, 0 otherwise), ``bandwidth_hz`` and ``latency_s`` (0 for devices not rejected).
+    Per device (K,): ``mode`` (a `LinkCode`: not rejected, UL or DL), ``power_w`` (P^ul for UL,
+    the equalised DL power for DL, 0 otherwise), ``bandwidth_hz`` and ``latency_s`` (0 for
+    devices not rejected).
     ``comm_latency_s`` is T_comm = max latency.
     """
 

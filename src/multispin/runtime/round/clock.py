@@ -27,7 +27,7 @@ from multispin.system.channel import ChannelState
 from multispin.system.instance import Instance
 from multispin.system.radio import rate_bps
 from multispin.system.scenario import Scenario
-from multispin.vocabulary import COUPLED
+from multispin.vocabulary import COUPLED, LinkMode
 
 
 @dataclass
@@ -37,7 +37,7 @@ class RoundCost:
     round: int
     draft_len: dict[int, int]
     rejected: list[int]
-    modes: dict[int, str]
+    modes: dict[int, LinkMode]
     power_w: dict[int, float]
     bandwidth_hz: dict[int, float]
     gain: dict[int, float]  # power gain h_k of the mode's link this round
@@ -80,7 +80,7 @@ class MovedCorrections:
     """What the corrections of one round moved, per device that moved one: its link, the bits
     charged, its power, bandwidth and gain on that link, and the airtime."""
 
-    modes: dict[int, str] = field(default_factory=dict)
+    modes: dict[int, LinkMode] = field(default_factory=dict)
     charged_bits: dict[int, int] = field(default_factory=dict)
     power_w: dict[int, float] = field(default_factory=dict)
     bandwidth_hz: dict[int, float] = field(default_factory=dict)

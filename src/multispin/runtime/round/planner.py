@@ -179,9 +179,8 @@ class ScenarioPlanner:
         self._fading: dict[int, FadingState] = {}
         self._last_round_s = 0.0
         self._last_rejected: tuple[int, ...] = ()  # a user policy's view of the last round
-        self._true_channel: ChannelState | None = (
-            None  # this round's channel of every scenario device (retransmissions)
-        )
+        # this round's channel of every scenario device (retransmissions)
+        self._true_channel: ChannelState | None = None
         self.clock = ScenarioClock(self.scenario, self.charge_planning)
 
     def _index(self, d: int) -> int:
