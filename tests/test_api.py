@@ -14,6 +14,7 @@ import pytest
 
 import multispin as ms
 from multispin import api
+from multispin.vocabulary import LinkCode
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "multispin"
@@ -66,9 +67,9 @@ def test_plan_gives_modes_and_powers_per_outcome():
     assert p.draft_len.shape == (6,) and p.baselines == {}
     d = p.decide([1, 4])
     assert set(np.flatnonzero(d.mode)) == {1, 4}
-    dl = d.mode == 2
+    dl = d.mode == LinkCode.DL
     assert d.power_w[dl].sum() <= p.instance.radio.p_dl_w * (1 + 1e-9)
-    assert np.all(d.power_w[d.mode == 1] == pytest.approx(p.instance.radio.p_ul_w))
+    assert np.all(d.power_w[d.mode == LinkCode.UL] == pytest.approx(p.instance.radio.p_ul_w))
     assert d.comm_latency_s == pytest.approx(d.latency_s.max())
     mc = ms.evaluate(p, rounds=3000)
     assert mc.goodput_tokens_per_s == pytest.approx(p.goodput_tokens_per_s, rel=0.1)

@@ -9,7 +9,7 @@ real models (``generate`` in one process, ``testbed`` over real sockets).
     >>> p.goodput_tokens_per_s >= p.certificate.best_baseline_tokens_per_s
     True
     >>> d = p.decide(rejected=[0, 3])        # modes, powers, bandwidths for one outcome
-    >>> sorted(d.mode[[0, 3]].tolist()) in ([1, 1], [1, 2], [2, 2])
+    >>> {d.link(0), d.link(3)} <= {"ul", "dl"}
     True
     >>> ms.evaluate(p, rounds=2000).goodput_tokens_per_s > 0   # Monte Carlo of the same rounds
     True
@@ -150,8 +150,9 @@ class RoundPlan:
         return self.report.certificate
 
     def decide(self, rejected, modes: str = "optimal") -> ReactiveDecision:
-        """Modes (1 UL, 2 DL, 0 not rejected), powers (W), bandwidths (Hz) and latencies for
-        one outcome: ``rejected`` is a list of device indices or a (K,) boolean mask."""
+        """Modes (a `LinkCode` per device; ``link(i)`` names a rejected device's), powers (W),
+        bandwidths (Hz) and latencies for one outcome: ``rejected`` is a list of device indices or
+        a (K,) boolean mask."""
         from multispin.optimize.reactive import reactive
 
         return reactive(rejected, self.instance, split=self.scenario.radio.bandwidth_split, modes=modes)

@@ -38,6 +38,7 @@ the same seed choose the same links for the same rejected devices.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import IntEnum
 from typing import Literal
 
 from multispin.errors import ConfigError
@@ -48,6 +49,18 @@ LinkMode = Literal["ul", "dl"]
 UL: LinkMode = "ul"
 DL: LinkMode = "dl"
 LINK_MODES: tuple[LinkMode, ...] = (UL, DL)
+
+
+class LinkCode(IntEnum):
+    """A device's link as the optimiser's per-device int8 arrays hold it (`ReactiveDecision.mode`,
+    vectorised): not corrected, UL, DL. `CODE_LINK` names each code's link."""
+
+    NONE = 0
+    UL = 1
+    DL = 2
+
+
+CODE_LINK: dict[int, LinkMode | None] = {LinkCode.NONE: None, LinkCode.UL: UL, LinkCode.DL: DL}
 
 # ----------------------------------------------------------------------------- mode rules
 

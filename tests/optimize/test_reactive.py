@@ -10,9 +10,6 @@ from _builders import make_instance, random_preset_instances
 
 from multispin.errors import ConfigError
 from multispin.optimize.reactive import (
-    DL,
-    NONE,
-    UL,
     brute_force_oracle,
     dl_latency_s,
     dl_power_equalisation,
@@ -22,6 +19,7 @@ from multispin.optimize.reactive import (
     t_comm_batch,
 )
 from multispin.system.radio import latency_s
+from multispin.vocabulary import CODE_LINK, LINK_MODES, LinkCode
 from oracles import linear_scan_oracle
 
 # ----------------------------------------------------------------------------- hand-solved
@@ -37,7 +35,7 @@ def test_hand_solved_three_devices():
     inst = make_instance([3.0, 1.0, 7.0], bandwidth_hz=3.0, p_dl_w=3.0)
     d = reactive([0, 1, 2], inst)
     assert d.comm_latency_s == pytest.approx(0.5, rel=1e-12)
-    assert d.mode.tolist() == [UL, DL, UL]
+    assert d.mode.tolist() == [LinkCode.UL, LinkCode.DL, LinkCode.UL]
     assert d.power_w.tolist() == pytest.approx([1.0, 3.0, 1.0])  # UL at max power, Σ p^dl = P^dl
     assert d.bandwidth_hz.tolist() == pytest.approx([1.0, 1.0, 1.0])
     assert d.latency_s.tolist() == pytest.approx([0.5, 0.5, 1 / 3])
@@ -53,7 +51,7 @@ def test_hand_solved_two_devices_all_dl_equalised():
     2^{1/τ} = 3.25, τ = 1/log2(3.25); p = (0.75, 2.25)."""
     inst = make_instance([3.0, 1.0], bandwidth_hz=2.0, p_ul_w=0.1, p_dl_w=3.0)
     d = reactive(np.array([True, True]), inst)
-    assert d.mode.tolist() == [DL, DL]
+    assert d.mode.tolist() == [LinkCode.DL, LinkCode.DL]
     tau = 1 / math.log2(3.25)
     assert d.comm_latency_s == pytest.approx(tau, rel=1e-12)
     assert d.latency_s.tolist() == pytest.approx([tau, tau], rel=1e-12)  # equalised
@@ -64,10 +62,10 @@ def test_hand_solved_two_devices_all_dl_equalised():
 def test_no_rejection_and_single_device():
     inst = make_instance([3.0, 1.0], bandwidth_hz=2.0)
     d = reactive([], inst)
-    assert d.comm_latency_s == 0 and d.mode.tolist() == [NONE, NONE]
+    assert d.comm_latency_s == 0 and d.mode.tolist() == [LinkCode.NONE, LinkCode.NONE]
     one = reactive([1], inst)
     # alone on B = 2 Hz: UL 1/(2 log2(1 + 1/2)) vs DL 1/(2 log2(1 + 3/2)): DL wins
-    assert one.mode.tolist() == [NONE, DL]
+    assert one.mode.tolist() == [LinkCode.NONE, LinkCode.DL]
     assert one.comm_latency_s == pytest.approx(1 / (2 * math.log2(2.5)))
 
 
@@ -350,3 +348,16 @@ def test_bad_arguments():
         reactive([5], inst)
     with pytest.raises(ConfigError, match="p_dl_w"):
         dl_power_equalisation([1.0], 1.0, 1.0, -1.0, 1.0)
+
+
+def test_link_codes_name_the_links_of_the_vocabulary():
+    """A decision's int8 codes and the link names are one table: each rejected device's code
+    names its link (`link`, `mode_names`); a device not rejected has none."""
+    assert set(CODE_LINK) == set(LinkCode) and {v for v in CODE_LINK.values() if v} == set(LINK_MODES)
+    inst = make_instance([1.0, 2.0, 3.0])
+    for rule, code, link in (("all_ul", LinkCode.UL, "ul"), ("all_dl", LinkCode.DL, "dl")):
+        d = reactive([0, 2], inst, modes=rule)
+        assert d.mode.tolist() == [code, LinkCode.NONE, code]
+        assert (d.link(0), d.link(2)) == (link, link) and d.mode_names() == [link, "-", link]
+    with pytest.raises(ConfigError, match="index 1 was not rejected"):  # a device with no link
+        d.link(1)

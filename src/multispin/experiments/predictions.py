@@ -18,10 +18,11 @@ def model_predictions(planner: ScenarioPlanner, mc_rounds: int, seed: int) -> di
     modes = RUN_POLICIES[planner.policy]
     rng = np.random.default_rng([seed, 41])
     a_tok = a_time = a_comm = mc_tok = mc_time = 0.0
-    for inst, gamma, index in planner.history:
-        profile = inst.replace(alpha=planner.world.drop.alpha[index])
+    for past in planner.history:
+        profile = past.instance.replace(alpha=planner.world.drop.alpha[past.devices])
+        gamma = past.draft_len
         if planner.coupled_estimator is not None:  # and the coupled rule's prior α, not its estimate
-            profile = profile.replace(alpha_coupled=np.asarray(planner.coupled_estimator.prior)[index])
+            profile = profile.replace(alpha_coupled=np.asarray(planner.coupled_estimator.prior)[past.devices])
         tokens, comp, comm = analytic_round(profile, gamma, modes, planner.split, rng)
         a_tok += tokens
         a_time += comp + comm

@@ -420,9 +420,9 @@ def planned_estimate_gap(planner: ScenarioPlanner) -> EstimateGap | None:
     if not planner.history:
         return None
     prior = np.asarray(planner.world.drop.alpha, dtype=float)
-    planned_on = np.concatenate([np.asarray(inst.alpha, dtype=float) for inst, _, _ in planner.history])
+    planned_on = np.concatenate([np.asarray(past.instance.alpha, dtype=float) for past in planner.history])
     return EstimateGap.from_json(
-        estimate_figures(planned_on, np.concatenate([prior[idx] for _, _, idx in planner.history]))
+        estimate_figures(planned_on, np.concatenate([prior[past.devices] for past in planner.history]))
     )
 
 

@@ -24,7 +24,7 @@ import numpy as np
 from multispin.errors import ConfigError
 from multispin.optimize.reactive import MODE_POLICIES, SPLITS, t_comm_batch
 from multispin.system.instance import Instance
-from multispin.vocabulary import COIN_UL_BELOW
+from multispin.vocabulary import COIN_UL_BELOW, ModeRule
 
 
 def _gamma(inst: Instance, gamma) -> np.ndarray:
@@ -121,7 +121,7 @@ class SAAObjective:
         self,
         inst: Instance,
         uniforms: np.ndarray,
-        modes: str = "optimal",
+        modes: ModeRule = "optimal",
         split: str = "equal",
         mode_uniforms: np.ndarray | None = None,
         channel_gains=None,
@@ -282,7 +282,7 @@ def goodput(
     inst: Instance,
     gamma,
     uniforms: np.ndarray,
-    modes: str = "optimal",
+    modes: ModeRule = "optimal",
     split: str = "equal",
     mode_uniforms: np.ndarray | None = None,
 ) -> Goodput:
@@ -290,7 +290,9 @@ def goodput(
     return SAAObjective(inst, uniforms, modes, split, mode_uniforms).evaluate(gamma)
 
 
-def pattern_table(inst: Instance, modes: str = "optimal", split: str = "equal", max_devices: int = 16) -> np.ndarray:
+def pattern_table(
+    inst: Instance, modes: ModeRule = "optimal", split: str = "equal", max_devices: int = 16
+) -> np.ndarray:
     """T_comm* of every outcome pattern, indexed by ``Σ_k o_k·2^k`` (small K only)."""
     k = inst.num_devices
     if k > max_devices:
@@ -303,7 +305,7 @@ def pattern_table(inst: Instance, modes: str = "optimal", split: str = "equal", 
 
 
 def exact_goodput(
-    inst: Instance, gamma, modes: str = "optimal", split: str = "equal", table: np.ndarray | None = None
+    inst: Instance, gamma, modes: ModeRule = "optimal", split: str = "equal", table: np.ndarray | None = None
 ) -> Goodput:
     """G(γ) with E[T_comm] summed exactly over all 2^K outcomes (small K only)."""
     g = _gamma(inst, gamma)
@@ -325,7 +327,7 @@ MAX_EXACT_UNCERTAIN = 12
 def expected_comm_s(
     inst: Instance,
     reject_prob,
-    modes: str = "optimal",
+    modes: ModeRule = "optimal",
     split: str = "equal",
     mode_uniforms: np.ndarray | None = None,
     rng: np.random.Generator | None = None,

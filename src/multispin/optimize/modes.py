@@ -46,8 +46,6 @@ MODE_POLICIES = MODE_RULES  # the optimiser's `modes=` values: the mode rules
 SPLITS = ("equal", "optimized")
 METHODS = ("auto", "fast", "bisection", "scan")
 
-NONE, UL, DL = 0, 1, 2
-
 
 def _as_mask(rejected, num_devices: int) -> np.ndarray:
     """Rows of a boolean mask (M, K) from a mask, a list of masks, or a list of device indices."""

@@ -15,6 +15,7 @@ import numpy as np
 from multispin.optimize.goodput import _gamma, expected_tokens, t_comp_s
 from multispin.optimize.reactive import t_comm_batch
 from multispin.system.instance import Instance
+from multispin.vocabulary import ModeRule
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ def simulate_rounds(
     gamma,
     n_rounds: int,
     rng: np.random.Generator,
-    modes: str = "optimal",
+    modes: ModeRule = "optimal",
     split: str = "equal",
     chunk: int = 4096,
 ) -> MonteCarloResult:
@@ -92,7 +93,7 @@ def _rate_per_position(inst: Instance) -> np.ndarray:
 
 
 def analytic_round(
-    inst, gamma: np.ndarray, modes: str, split: str, rng: np.random.Generator, samples: int = 4000
+    inst, gamma: np.ndarray, modes: ModeRule, split: str, rng: np.random.Generator, samples: int = 4000
 ) -> tuple[float, float, float]:
     """The analytic model of one round at draft lengths γ: (Σ E[N_k] exactly, T_comp, E[T_comm] over
     `samples` fresh outcome uniforms)."""

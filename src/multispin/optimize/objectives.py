@@ -37,7 +37,7 @@ from multispin.optimize.goodput import Goodput, expected_tokens, outcomes, rejec
 from multispin.optimize.modes import dl_latency_s, equal_share_hz, ul_latency_s
 from multispin.optimize.reactive import fixed_modes_latency_s, t_comm_batch
 from multispin.system.instance import Instance
-from multispin.vocabulary import OBJECTIVES
+from multispin.vocabulary import OBJECTIVES, ModeRule
 
 EXACT_MAX_PLANS = 4096
 EXACT_MAX_REJECTED = 10
@@ -117,7 +117,7 @@ class ObjectiveSearch:
         uniforms: np.ndarray,
         objective: str,
         energy: EnergyModel | None = None,
-        modes: str = "optimal",
+        modes: ModeRule = "optimal",
         split: str = "equal",
         mode_uniforms: np.ndarray | None = None,
     ):
@@ -318,7 +318,7 @@ def plan_objective(
     *,
     uniforms: np.ndarray,
     energy: EnergyModel | None = None,
-    modes: str = "optimal",
+    modes: ModeRule = "optimal",
     split: str = "equal",
     mode_uniforms=None,
     starts=(),

@@ -22,7 +22,7 @@ from multispin.optimize.goodput import Goodput, SAAObjective, expected_tokens, g
 from multispin.optimize.reactive import MODE_POLICIES, SPLITS, optimal_modes_batch, ul_latency_s
 from multispin.optimize.verification import all_coupled, as_standard, check_verify, choose_verification
 from multispin.system.instance import Instance
-from multispin.vocabulary import COUPLED, STANDARD, TARGET_ONLY
+from multispin.vocabulary import COUPLED, STANDARD, TARGET_ONLY, ModeRule
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ class Plan:
     draft_len: np.ndarray  # (K,) γ_k
     goodput: Goodput
     policy: str
-    modes: str
+    modes: ModeRule
     split: str
     expected_tokens: np.ndarray  # (K,) E[N_k]
     rejection_prob: np.ndarray  # (K,)
@@ -149,7 +149,7 @@ def plan(
     rng: np.random.Generator | None = None,
     n_saa: int = 1000,
     policy: str = "greedy",
-    modes: str = "optimal",
+    modes: ModeRule = "optimal",
     split: str = "equal",
     mode_uniforms: np.ndarray | None = None,
     warm_start: np.ndarray | None = None,

@@ -25,12 +25,9 @@ from multispin.optimize.bandwidth import optimized_split_batch
 
 # the equal-split solver's names stay importable from here (they lived in this module)
 from multispin.optimize.modes import (  # noqa: F401
-    DL,
     METHODS,
     MODE_POLICIES,
-    NONE,
     SPLITS,
-    UL,
     BatchDecision,
     DLPowerSplit,
     _as_mask,
@@ -44,7 +41,7 @@ from multispin.optimize.modes import (  # noqa: F401
     ul_latency_s,
 )
 from multispin.system.instance import Instance
-from multispin.vocabulary import COIN_UL_BELOW
+from multispin.vocabulary import CODE_LINK, COIN_UL_BELOW, LinkCode, LinkMode, ModeRule
 
 
 def fixed_modes_latency_s(rejected, is_ul, inst: Instance, rtol: float = 1e-12, gains=None) -> np.ndarray:
@@ -75,7 +72,7 @@ def fixed_modes_latency_s(rejected, is_ul, inst: Instance, rtol: float = 1e-12, 
     return np.maximum(tau_ul, tau_dl)
 
 
-def policy_ul_mask(rejected: np.ndarray, modes: str, mode_uniforms: np.ndarray | None = None) -> np.ndarray:
+def policy_ul_mask(rejected: np.ndarray, modes: ModeRule, mode_uniforms: np.ndarray | None = None) -> np.ndarray:
     """UL mask of a fixed-mode policy: all_ul, all_dl, or random (UL where the mode uniform is
     below the fair coin's threshold; the runtime draws the uniforms with
     `multispin.system.channel.coin_uniforms`)."""
@@ -93,7 +90,7 @@ def policy_ul_mask(rejected: np.ndarray, modes: str, mode_uniforms: np.ndarray |
 def t_comm_batch(
     rejected,
     inst: Instance,
-    modes: str = "optimal",
+    modes: ModeRule = "optimal",
     split: str = "equal",
     mode_uniforms: np.ndarray | None = None,
     method: str = "auto",
@@ -122,7 +119,7 @@ def t_comm_batch(
 
 
 def _t_comm_per_row_channel(
-    mask, inst: Instance, modes: str, split: str, mode_uniforms, method: str, gains
+    mask, inst: Instance, modes: ModeRule, split: str, mode_uniforms, method: str, gains
 ) -> np.ndarray:
     """`t_comm_batch` with row m on the channel ``(gains[0][m], gains[1][m])``."""
     gain_ul, gain_dl = (np.asarray(g, dtype=float) for g in gains)
@@ -181,8 +178,9 @@ def brute_force_oracle(rejected, inst: Instance, max_rejected: int = 22) -> Batc
 class ReactiveDecision:
     """Modes, powers and bandwidths of one round's rejected set.
 
-    Per device (K,): ``mode`` (0 none, 1 UL, 2 DL), ``power_w`` (P^ul for UL, the equalised DL power
-    for DL, 0 otherwise), ``bandwidth_hz`` and ``latency_s`` (0 for devices not rejected).
+    Per device (K,): ``mode`` (a `LinkCode`: not rejected, UL or DL), ``power_w`` (P^ul for UL,
+    the equalised DL power for DL, 0 otherwise), ``bandwidth_hz`` and ``latency_s`` (0 for
+    devices not rejected).
     ``comm_latency_s`` is T_comm = max latency.
     """
 
@@ -194,25 +192,33 @@ class ReactiveDecision:
 
     @property
     def is_ul(self) -> np.ndarray:
-        return self.mode == UL
+        return self.mode == LinkCode.UL
 
     @property
     def is_dl(self) -> np.ndarray:
-        return self.mode == DL
+        return self.mode == LinkCode.DL
 
     @property
     def dl_power_total_w(self) -> float:
-        return float(self.power_w[self.mode == DL].sum())
+        return float(self.power_w[self.mode == LinkCode.DL].sum())
 
     def mode_names(self) -> list[str]:
-        return [("-", "ul", "dl")[m] for m in self.mode]
+        """Each device's link, ``-`` for a device not rejected."""
+        return [CODE_LINK[int(m)] or "-" for m in self.mode]
+
+    def link(self, i: int) -> LinkMode:
+        """The link of device ``i``, which was rejected."""
+        link = CODE_LINK[int(self.mode[i])]
+        if link is None:
+            raise ConfigError(f"device: index {i} was not rejected, it has no link")
+        return link
 
 
 def reactive(
     rejected,
     inst: Instance,
     split: str = "equal",
-    modes: str = "optimal",
+    modes: ModeRule = "optimal",
     mode_uniforms: np.ndarray | None = None,
     rtol: float = 1e-12,
 ) -> ReactiveDecision:
@@ -236,7 +242,7 @@ def reactive(
             and dec.bandwidth_hz is not None
             and dec.device_latency_s is not None
         )  # asked for (return_allocation)
-        mode = np.where(mask[0], np.where(dec.is_ul[0], UL, DL), NONE).astype(np.int8)
+        mode = np.where(mask[0], np.where(dec.is_ul[0], LinkCode.UL, LinkCode.DL), LinkCode.NONE).astype(np.int8)
         return ReactiveDecision(
             mode, dec.power_w[0], dec.bandwidth_hz[0], dec.device_latency_s[0], float(dec.latency_s[0])
         )
@@ -248,14 +254,14 @@ def reactive(
         is_ul = policy_ul_mask(mask, modes, mode_uniforms)[0]
     rej = mask[0]
     m = int(rej.sum())
-    mode = np.where(rej, np.where(is_ul, UL, DL), NONE).astype(np.int8)
+    mode = np.where(rej, np.where(is_ul, LinkCode.UL, LinkCode.DL), LinkCode.NONE).astype(np.int8)
     bw = np.where(rej, inst.radio.bandwidth_hz / max(m, 1), 0.0)
     power = np.zeros(k)
     lat = np.zeros(k)
-    ul = mode == UL
+    ul = mode == LinkCode.UL
     power[ul] = inst.p_ul_w[ul]
     lat[ul] = ul_latency_s(inst, bw)[ul]
-    dl = mode == DL
+    dl = mode == LinkCode.DL
     if dl.any():
         split_dl = dl_power_equalisation(
             inst.gain_dl[dl],

@@ -24,6 +24,7 @@ import numpy as np
 from multispin.errors import ConfigError
 from multispin.optimize.plan import Plan, plan
 from multispin.system.instance import Instance
+from multispin.vocabulary import ModeRule
 
 PLANNINGS = ("naive", "robust")
 
@@ -34,7 +35,7 @@ def plan_on_estimate(
     planning: str = "naive",
     posterior_gains=None,
     *,
-    modes: str = "optimal",
+    modes: ModeRule = "optimal",
     split: str = "equal",
     mode_uniforms: np.ndarray | None = None,
     naive: Plan | None = None,

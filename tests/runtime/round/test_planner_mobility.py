@@ -35,7 +35,7 @@ def test_the_clock_charges_the_true_channel_aged_over_each_rounds_duration(plann
     for r, cost in enumerate(planner.clock.rounds):
         state, _ = proc.step(state, r, planner.clock.rounds[r - 1].latency_s if r else 0.0)
         truth = proc.gains(state)
-        inst = planner.history[r][0]
+        inst = planner.history[r].instance
         assert np.allclose(inst.gain_ul, truth.gain_ul, rtol=1e-12, atol=0)
         for d, g in cost.gain.items():
             link = truth.gain_ul if cost.modes[d] == "ul" else truth.gain_dl
@@ -54,10 +54,10 @@ def test_noisy_pilots_plan_on_an_estimate_and_perfect_static_pilots_on_the_chann
 
 def test_a_static_device_keeps_its_channel_and_a_fast_one_does_not():
     still = _run_planner(_mobile(0.0, 20.0), rounds=3)
-    gains = [h[0].gain_ul for h in still.history]
+    gains = [h.instance.gain_ul for h in still.history]
     assert all(np.allclose(g, gains[0], rtol=1e-12, atol=0) for g in gains)
     fast = _run_planner(_mobile(120.0, 20.0), rounds=3)
-    gains = [h[0].gain_ul for h in fast.history]
+    gains = [h.instance.gain_ul for h in fast.history]
     assert not np.allclose(gains[1], gains[0], rtol=1e-3, atol=0)
 
 

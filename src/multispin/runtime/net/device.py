@@ -169,15 +169,7 @@ class DeviceClient:
         self.draft_name = draft_name[: P.MAX_NAME_CHARS]
         self.resume = resume
         self.reconnects = reconnects
-        self.server_timeout_s = server_timeout_s
-        # how long busy answers may keep this device out in a row before they count as failures
-        self.busy_patience_s = BUSY_PATIENCE_TIMEOUTS * server_timeout_s
-        self._busy_since: float | None = None
-        # --server-timeout bounds every wait, the handshake's too
-        self.handshake_timeout_s = min(handshake_timeout_s, server_timeout_s)
-        # no session within this many seconds of run(): the endpoint is dead, give up (None: never)
-        self.connect_timeout_s = connect_timeout_s
-        self._run_started = 0.0
+        self._set_timeouts(server_timeout_s, handshake_timeout_s, connect_timeout_s)
         self.fault = _Fault.parse(fault)
         self.on_event = on_event
         self.drafter = drafter or draft_alone
@@ -195,6 +187,21 @@ class DeviceClient:
         self.rounds = 0
         self._num_prompt = len(self.prompt_ids)
         self._server_digest: bytes | None = None
+
+    def _set_timeouts(
+        self, server_timeout_s: float, handshake_timeout_s: float, connect_timeout_s: float | None
+    ) -> None:
+        """How long this device waits for the server, for a handshake, for busy answers and for
+        its first session."""
+        self.server_timeout_s = server_timeout_s
+        # how long busy answers may keep this device out in a row before they count as failures
+        self.busy_patience_s = BUSY_PATIENCE_TIMEOUTS * server_timeout_s
+        self._busy_since: float | None = None
+        # --server-timeout bounds every wait, the handshake's too
+        self.handshake_timeout_s = min(handshake_timeout_s, server_timeout_s)
+        # no session within this many seconds of run(): the endpoint is dead, give up (None: never)
+        self.connect_timeout_s = connect_timeout_s
+        self._run_started = 0.0
 
     def stop(self) -> None:
         self._stop.set()

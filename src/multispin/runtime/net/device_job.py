@@ -20,13 +20,16 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from multispin.lifeline import exit_with_parent
 
+if TYPE_CHECKING:  # the device module (zmq, the models' roles) loads when a job runs
+    from multispin.runtime.net.device import DeviceClient
+
 
 def run_jobs(
-    jobs: Sequence[dict], result_path: Path | None = None, on_client: Callable[[Any], None] | None = None
+    jobs: Sequence[dict], result_path: Path | None = None, on_client: Callable[[DeviceClient], None] | None = None
 ) -> dict:
     """One device's jobs (`build_device_client` keyword arguments each), one after another, until
     the server leaves one unfinished (the run stopped). Returns ``{"jobs": [outcome, ...]}``, also

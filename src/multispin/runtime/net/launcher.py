@@ -34,11 +34,12 @@ from multispin.runtime.security.keys import create_keyring
 from multispin.runtime.wire.records import RoundEvent, ServerSummary, TestbedSummary
 
 DeviceRunner = Literal["subprocess", "fork", "thread", "pool"]
+DeviceProcess = subprocess.Popen | multiprocessing.process.BaseProcess  # a device's process, by runner
 POOL_HANDLE = -1  # the pool runner's one handle (a forked process hosting every device)
 _POOL_OPTIONS = ("resume", "reconnects", "server_timeout_s")  # device options a pool passes on
 # the device processes of every LocalTestbed of this process, so that a hard stop (a second
 # Ctrl-C, multispin.commands._interrupt) leaves none behind
-_LIVE_DEVICES: weakref.WeakSet[Any] = weakref.WeakSet()
+_LIVE_DEVICES: weakref.WeakSet[DeviceProcess] = weakref.WeakSet()
 
 
 def kill_device_processes() -> None:
@@ -70,7 +71,7 @@ class _DeviceHandle:
     device_id: int
     runner: str
     result_path: Path
-    proc: Any = None  # subprocess.Popen | multiprocessing.Process
+    proc: DeviceProcess | None = None
     thread: threading.Thread | None = None
     client: Any = None  # DeviceClient (thread runner)
     outcome: dict | None = None
@@ -268,33 +269,10 @@ class LocalTestbed:
         self.faults = dict(setup.faults)
         self.device_options = dict(setup.options)
         self.log_path = str(log_path) if log_path else None
-        names = self.pair.check_drafts(list(setup.drafts or self.pair.drafts))
-        prompts = setup.prompts
-        if not prompts and not setup.prompt_queues:
-            from multispin.models.prompts import default_prompts  # the built-in set ships with the package
-
-            prompts = default_prompts(num_devices, settings.seed)
-        # prompts is set above whenever there are no queues
-        queues = setup.prompt_queues or [[prompts[k % len(prompts)]] for k in range(num_devices)]  # type: ignore[index,arg-type]
-        # keyed by device id: a job runs its device's draft on its own prompt
-        self.drafts = {
-            k + num_devices * j: names[k % len(names)] for k in range(num_devices) for j in range(self.num_jobs)
-        }
-        self.prompts = {k + num_devices * j: queues[k][j] for k in range(num_devices) for j in range(self.num_jobs)}
+        self.drafts, self.prompts = self._assign_jobs(setup, settings.seed)
         self.port = free_port() if setup.runner in ("fork", "pool") else 0
-        config = ServerConfig.make(
-            **{
-                **settings.model_dump(),
-                "host": "127.0.0.1",
-                "port": self.port,
-                "expected_devices": num_devices,
-                "max_devices": ids,
-                "job_slots": num_devices if self.num_jobs > 1 else None,
-                "history": True,
-            }
-        )
         self.server = EdgeServer(
-            config,
+            self._server_config(settings, ids),
             self.pair,
             self.secret,
             keys=server_keys,
@@ -305,6 +283,11 @@ class LocalTestbed:
             before_commit=hooks.before_commit,
             on_event=hooks.on_event,
         )
+        self._init_run_state()
+
+    def _init_run_state(self) -> None:
+        """What `start`, `wait` and the device runners fill in: the device handles, the server
+        thread and its outcome."""
         self._handles: dict[int, _DeviceHandle] = {}
         self._retired: list[_DeviceHandle] = []
         self._server_thread: threading.Thread | None = None
@@ -316,6 +299,37 @@ class LocalTestbed:
         self._started = 0.0
         self._attempt = 0
         self._stopped = False
+
+    def _assign_jobs(self, setup: DeviceSetup, seed: int) -> tuple[dict[int, str], dict[int, str]]:
+        """The draft and the prompt of every job, keyed by device id (job j of device k is id
+        k + K·j): drafts cycled over the devices, prompts from their queues, else cycled over the
+        devices (default: the built-in set)."""
+        num_devices = setup.count
+        names = self.pair.check_drafts(list(setup.drafts or self.pair.drafts))
+        prompts = setup.prompts
+        if not prompts and not setup.prompt_queues:
+            from multispin.models.prompts import default_prompts  # the built-in set ships with the package
+
+            prompts = default_prompts(num_devices, seed)
+        # prompts is set above whenever there are no queues
+        queues = setup.prompt_queues or [[prompts[k % len(prompts)]] for k in range(num_devices)]  # type: ignore[index,arg-type]
+        jobs = [(k, j, k + num_devices * j) for k in range(num_devices) for j in range(self.num_jobs)]
+        return {d: names[k % len(names)] for k, _, d in jobs}, {d: queues[k][j] for k, j, d in jobs}
+
+    def _server_config(self, settings: ServerConfig, ids: int) -> ServerConfig:
+        """The caller's server settings on this host's port, expecting the devices (and, in a
+        steady-state run, one job slot per device) and keeping each device's round records."""
+        return ServerConfig.make(
+            **{
+                **settings.model_dump(),
+                "host": "127.0.0.1",
+                "port": self.port,
+                "expected_devices": self.num_devices,
+                "max_devices": ids,
+                "job_slots": self.num_devices if self.num_jobs > 1 else None,
+                "history": True,
+            }
+        )
 
     @staticmethod
     def _check_queues(

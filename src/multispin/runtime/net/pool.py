@@ -128,6 +128,10 @@ class PooledSequence(BatchedSequence):
             self.batched.close(self.seq_id)
 
 
+# a request's draft and the batch's drafting time, or what the batch raised
+DraftResult = tuple[Draft, float] | Exception
+
+
 class DraftBatcher:
     """The pool's drafter (`DeviceClient(drafter=...)`): a device thread hands in its draft request
     and blocks until a batch containing it has run. A batch runs once every member (a device in
@@ -142,7 +146,7 @@ class DraftBatcher:
         self._cv = threading.Condition()
         self._members = 0
         self._pending: dict[object, tuple[DraftDevice, int, VerifyRule]] = {}
-        self._done: dict[object, Any] = {}
+        self._done: dict[object, DraftResult] = {}
         self._running = False
         self._last = 0.0
         self.batch_sizes: list[int] = []  # devices per batch, for tests and benchmarks
@@ -190,11 +194,13 @@ class DraftBatcher:
                 with self._lock:
                     drafts = draft_all(devices, gammas, coupled)
                 seconds = time.perf_counter() - t0
-                results: dict[object, Any] = {t: (drafts[dev.device_id], seconds) for t, (dev, _, _) in batch.items()}
+                results: dict[object, DraftResult] = {
+                    t: (drafts[dev.device_id], seconds) for t, (dev, _, _) in batch.items()
+                }
             except Exception as exc:  # each device's thread raises it (its session resumes)
                 # said here once: the server only sees the devices' connections end
                 log.warning("draft batch of %d devices failed: %s: %s", len(batch), type(exc).__name__, exc)
-                results = {t: exc for t in batch}
+                results = dict.fromkeys(batch, exc)
         finally:
             self._cv.acquire()
             self._running = False

@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from multispin.runtime.round.engine import RoundOutcome
+from multispin.runtime.wire.records import RoundEvent
 from multispin.runtime.wire.round_row import RoundRow
 from multispin.side_output import SideFile
 
@@ -26,16 +28,20 @@ class RoundSink:
         self.tokens = 0
         self._file = SideFile(path, "rounds log", mode="w") if path else None
 
-    def emulate_link(self, outcome) -> None:
+    def emulate_link(self, outcome: RoundOutcome) -> None:
         """The round's airtime on the wall clock, before its COMMITs: a COMMIT carries the next
         round's PLAN, so a sleep after it would let the devices draft during the airtime."""
+        if not self.wall_clock:
+            return
         cost = outcome.cost  # the planner observed the round before this hook and charged it
-        if self.wall_clock and cost.comm_latency_s > 0:
+        assert cost is not None, "emulate_link: a round charged on the scenario's clock"
+        if cost.comm_latency_s > 0:
             time.sleep(cost.comm_latency_s)  # link emulation: the moved distributions' airtime
             self.airtime_s += cost.comm_latency_s
 
-    def __call__(self, event) -> None:
+    def __call__(self, event: RoundEvent) -> None:
         cost = event.cost
+        assert cost is not None, "on_round: a round charged on the scenario's clock"
         self.tokens += cost.tokens
         row = RoundRow.of(event, cost)
         self.rows.append(row)

@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from multispin.errors import ConfigError
@@ -82,37 +83,8 @@ class EdgeServer:
     ):
         self.config = config
         self.pair = pair
-        if keys is None and secret is None:
-            raise ConfigError(
-                "keys: the server needs its key folder (make it with `multispin keys "
-                "server DIR`), or a shared secret for a plaintext --insecure run"
-            )
-        self.keys = keys if isinstance(keys, ServerKeys) or keys is None else load_server_keys(keys)
-        self.allowed = AllowedKeys(self.keys.allowed_dir) if self.keys is not None else None
-        self.key_watch = KeyWatch(self.allowed) if self.allowed is not None else None
-        self._secret = resolve_secret(secret) if self.keys is None else None
-        self.sampling = config.sampling
-        self.ul_codec, self.dl_codec = make_codec(config.ul_codec), make_codec(config.dl_codec)
-        self.vocab_size = pair.vocab_size
-        self.eos_ids = tuple(pair.eos_token_ids)
-        if len(self.eos_ids) > P.MAX_EOS_IDS:
-            raise ConfigError(f"pair.eos_token_ids: at most {P.MAX_EOS_IDS} (got {len(self.eos_ids)})")
-        if target_lm is None:
-            from multispin.models.hf import HFBatchedLM
-
-            pad_id = getattr(pair.tokenizer, "pad_token_id", None) or 0
-            target_lm = HFBatchedLM(pair.target, pair.vocab_size, pad_id)
-        self.verifier = VerifierServer(
-            target_lm, self.sampling, self.ul_codec, self.dl_codec, config.seed, gamma_max=config.gamma_max
-        )
-        self.limits = P.Limits.for_session(
-            self.vocab_size,
-            config.gamma_max,
-            self.ul_codec,
-            self.dl_codec,
-            config.max_prompt_tokens,
-            config.max_new_tokens,
-        )
+        self._load_keys(keys, secret)
+        self._load_verifier(target_lm)
         self.policy: RoundPolicy = policy or fixed_policy(seed=config.seed)
         self.on_round = on_round
         # called with the round's outcome (its cost included) once the round is durable and the
@@ -142,14 +114,60 @@ class EdgeServer:
         # The bits of every message of a round, from the codecs and the pair in use.
         self.wire = WirePayload.from_codecs(self.ul_codec, self.dl_codec, self.vocab_size, config.gamma_max)
         self.engine = RoundEngine(self.verifier, self.policy, config.max_new_tokens, self.eos_ids, self.wire)
+        self._jobs_due: set[int] = set()  # successors of jobs that finished (job_slots), not joined yet
+        self._open_journal(journal)
+
+    def _load_keys(self, keys: ServerKeys | str | Path | None, secret: str | bytes | None) -> None:
+        """The server's key pair and the folder of allowed device keys (watched for changes), or
+        the shared secret of a plaintext run."""
+        if keys is None and secret is None:
+            raise ConfigError(
+                "keys: the server needs its key folder (make it with `multispin keys "
+                "server DIR`), or a shared secret for a plaintext --insecure run"
+            )
+        self.keys = keys if isinstance(keys, ServerKeys) or keys is None else load_server_keys(keys)
+        self.allowed = AllowedKeys(self.keys.allowed_dir) if self.keys is not None else None
+        self.key_watch = KeyWatch(self.allowed) if self.allowed is not None else None
+        self._secret = resolve_secret(secret) if self.keys is None else None
+
+    def _load_verifier(self, target_lm: BatchedLM | None) -> None:
+        """The session's sampling, codecs and vocabulary, the verifier over the target model (the
+        pair's, unless one is given) and the message limits they imply."""
+        config, pair = self.config, self.pair
+        self.sampling = config.sampling
+        self.ul_codec, self.dl_codec = make_codec(config.ul_codec), make_codec(config.dl_codec)
+        self.vocab_size = pair.vocab_size
+        self.eos_ids = tuple(pair.eos_token_ids)
+        if len(self.eos_ids) > P.MAX_EOS_IDS:
+            raise ConfigError(f"pair.eos_token_ids: at most {P.MAX_EOS_IDS} (got {len(self.eos_ids)})")
+        if target_lm is None:
+            from multispin.models.hf import HFBatchedLM
+
+            pad_id = getattr(pair.tokenizer, "pad_token_id", None) or 0
+            target_lm = HFBatchedLM(pair.target, pair.vocab_size, pad_id)
+        self.verifier = VerifierServer(
+            target_lm, self.sampling, self.ul_codec, self.dl_codec, config.seed, gamma_max=config.gamma_max
+        )
+        self.limits = P.Limits.for_session(
+            self.vocab_size,
+            config.gamma_max,
+            self.ul_codec,
+            self.dl_codec,
+            config.max_prompt_tokens,
+            config.max_new_tokens,
+        )
+
+    def _open_journal(self, journal: str | Path | Journal | None) -> None:
+        """The journal (none: nothing is durable), and the sessions restored from it: a restart
+        continues every device whose session agrees with this server's settings."""
         self.journal: Journal | None = None
         self.recovered: list[int] = []  # devices restored from the journal at start
-        self._jobs_due: set[int] = set()  # successors of jobs that finished (job_slots), not joined yet
-        if journal is not None:
-            opened = journal if isinstance(journal, Journal) else Journal(journal)  # opened: checked
-            ours = (self._session_params, self.ul_codec.name, self.dl_codec.name, config.seed)
-            recovery = recover_sessions(opened, ours, self.verifier, self.engine, self.proto)
-            self.journal, self.recovered = recovery.journal, recovery.devices
+        if journal is None:
+            return
+        opened = journal if isinstance(journal, Journal) else Journal(journal)  # opened: checked
+        ours = (self._session_params, self.ul_codec.name, self.dl_codec.name, self.config.seed)
+        recovery = recover_sessions(opened, ours, self.verifier, self.engine, self.proto)
+        self.journal, self.recovered = recovery.journal, recovery.devices
 
     def _make_protocol(self) -> ServerProtocol:
         cfg = self.config
@@ -509,7 +527,7 @@ def install_signal_handlers(server: EdgeServer) -> None:
     """SIGTERM / SIGINT: drain the current round, then shut down cleanly; SIGHUP: re-read the
     allowed keys (main thread only)."""
 
-    def handler(signum: int, frame: Any) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
         server.request_stop(signal.Signals(signum).name)
 
     signal.signal(signal.SIGTERM, handler)

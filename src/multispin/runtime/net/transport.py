@@ -22,7 +22,7 @@ import operator
 import os
 import socket
 import time
-from collections.abc import Callable, Container, Iterator
+from collections.abc import Callable, Container, Hashable, Iterator
 from typing import Any
 
 try:
@@ -60,7 +60,7 @@ class ServerTransport:
     away or cuts, never seen by the protocol (also counted in ``refused``)."""
 
     def __init__(
-        self, limit_bytes: int, handshake_timeout_s: float, on_refused: Callable[[str, float, str], Any]
+        self, limit_bytes: int, handshake_timeout_s: float, on_refused: Callable[[str, float, str], object]
     ) -> None:
         self.limit_bytes = limit_bytes
         self.handshake_timeout_s = handshake_timeout_s
@@ -170,7 +170,7 @@ class ServerTransport:
                 self.refused += 1
                 self.on_refused(code, time.monotonic(), reason)
 
-    def cut_idle(self, now: float, established: Callable[[Any], bool], limits: ConnectionLimits) -> None:
+    def cut_idle(self, now: float, established: Callable[[Hashable], bool], limits: ConnectionLimits) -> None:
         """Cut the TCP connections that hold a descriptor for nothing: open past the handshake
         deadline without a session (a peer that finished the transport handshake and then says
         nothing never reaches the protocol, whose budget counts peers from their first frame),

@@ -30,13 +30,12 @@ Pure logic: the loop feeds it the monitor's events, the frames' fds and the cloc
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from typing import Any
 
 
 class TransportPeers:
     def __init__(self) -> None:
         self._since: dict[tuple[int, int], float] = {}  # open connection -> when it was accepted
-        self._tag: dict[tuple[int, int], Any] = {}  # what the loop needs to cut it (its addresses)
+        self._tag: dict[tuple[int, int], tuple | None] = {}  # what the loop needs to cut it (its addresses)
         self._cut: set[tuple[int, int]] = set()  # cut, its DISCONNECTED not yet reported
         self._generation: dict[int, int] = {}  # fd -> ACCEPTED count
         self._open: set[int] = set()
@@ -47,7 +46,7 @@ class TransportPeers:
     def __len__(self) -> int:
         return len(self._link)
 
-    def accepted(self, fd: int, now: float = 0.0, tag: Any = None) -> None:
+    def accepted(self, fd: int, now: float = 0.0, tag: tuple | None = None) -> None:
         self._generation[fd] = self._generation.get(fd, 0) + 1
         self._open.add(fd)
         key = (fd, self._generation[fd])
@@ -82,7 +81,9 @@ class TransportPeers:
         """Open TCP connections (accepted, not reported closed)."""
         return len(self._since)
 
-    def overdue(self, now: float, deadline_s: float, established: Callable[[Hashable], bool]) -> list[tuple[int, Any]]:
+    def overdue(
+        self, now: float, deadline_s: float, established: Callable[[Hashable], bool]
+    ) -> list[tuple[int, tuple | None]]:
         """(fd, tag) of each connection open longer than ``deadline_s`` with no established peer
         on it; each is named once (it is marked cut until its DISCONNECTED)."""
         out = []
@@ -93,7 +94,7 @@ class TransportPeers:
                 out.append(key)
         return self._mark_cut(out)
 
-    def excess(self, max_connections: int, established: Callable[[Hashable], bool]) -> list[tuple[int, Any]]:
+    def excess(self, max_connections: int, established: Callable[[Hashable], bool]) -> list[tuple[int, tuple | None]]:
         """(fd, tag) of the connections over ``max_connections``: silent ones (no frame yet)
         first, oldest first, then the newest of those still in their handshake; a connection
         carrying an established session is never named."""
@@ -117,7 +118,7 @@ class TransportPeers:
         """The cut of the open connection on ``fd`` failed: name it again at the next check."""
         self._cut.discard((fd, self._generation.get(fd, 0)))
 
-    def _mark_cut(self, keys: list[tuple[int, int]]) -> list[tuple[int, Any]]:
+    def _mark_cut(self, keys: list[tuple[int, int]]) -> list[tuple[int, tuple | None]]:
         self._cut.update(keys)
         return [(fd, self._tag.get((fd, g))) for fd, g in keys]
 

@@ -15,15 +15,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
 from multispin.optimize.goodput import t_comp_s
+from multispin.optimize.plan import Plan
+from multispin.optimize.reactive import ReactiveDecision
 from multispin.runtime.round.engine import RoundRecord
+from multispin.system.channel import ChannelState
+from multispin.system.instance import Instance
 from multispin.system.radio import rate_bps
 from multispin.system.scenario import Scenario
-from multispin.vocabulary import COUPLED
+from multispin.vocabulary import COUPLED, LinkMode
 
 
 @dataclass
@@ -33,7 +37,7 @@ class RoundCost:
     round: int
     draft_len: dict[int, int]
     rejected: list[int]
-    modes: dict[int, str]
+    modes: dict[int, LinkMode]
     power_w: dict[int, float]
     bandwidth_hz: dict[int, float]
     gain: dict[int, float]  # power gain h_k of the mode's link this round
@@ -71,14 +75,27 @@ class RoundCost:
         return {**self.__dict__, "latency_s": self.latency_s}
 
 
+@dataclass
+class MovedCorrections:
+    """What the corrections of one round moved, per device that moved one: its link, the bits
+    charged, its power, bandwidth and gain on that link, and the airtime."""
+
+    modes: dict[int, LinkMode] = field(default_factory=dict)
+    charged_bits: dict[int, int] = field(default_factory=dict)
+    power_w: dict[int, float] = field(default_factory=dict)
+    bandwidth_hz: dict[int, float] = field(default_factory=dict)
+    gain: dict[int, float] = field(default_factory=dict)
+    airtime_s: dict[int, float] = field(default_factory=dict)
+
+
 class ChargedRound(Protocol):
     """What the clock reads of a planned round (`planner.ScenarioPlannedRound`)."""
 
     round: int
     active: list[int]
-    instance: Any  # optimize Instance of the active devices, on the round's true channel
-    proactive: Any  # optimize.plan's result (the plan's own goodput)
-    decision: Any  # optimize.reactive's result: power and bandwidth per active device
+    instance: Instance  # the active devices, on the round's true channel
+    proactive: Plan  # optimize.plan's result (the plan's own goodput)
+    decision: ReactiveDecision | None  # optimize.reactive's result: power and bandwidth per active device
     planning_cpu_s: float
     planning_wall_s: float
 
@@ -101,7 +118,7 @@ class ScenarioClock:
         rplan: ChargedRound,
         records: Mapping[int, RoundRecord],
         gamma: np.ndarray,
-        channel: Any,
+        channel: ChannelState | None,
         index: Callable[[int], int],
     ) -> RoundCost:
         """Charge one round: ``gamma`` the draft lengths drafted (per active device, in
@@ -110,49 +127,25 @@ class ScenarioClock:
         pos = {d: i for i, d in enumerate(rplan.active)}
         # a coupled device's mismatch commits the server's x*: nothing to correct, nothing charged
         rejected = [d for d, r in records.items() if r.rejection_position is not None and r.rule != COUPLED]
-        modes: dict[int, str] = {}
-        power, bw, gain, charged, airtime = {}, {}, {}, {}, {}
-        if rplan.decision is not None:
-            # Charge only devices that actually moved a distribution (a dropped device moved none),
-            # each for the correction bits its record says it moved, under this round's rate of its link.
-            for d in rejected:
-                mode = records[d].mode
-                if mode is None:
-                    continue
-                i = pos[d]
-                modes[d], charged[d] = mode, int(self._charged_bits(records[d]))
-                power[d], bw[d] = float(rplan.decision.power_w[i]), float(rplan.decision.bandwidth_hz[i])
-                airtime[d], gain[d] = self._airtime_s(rplan, charged[d], mode, i)
-        proactive = rplan.proactive
-        comm_s = max(airtime.values(), default=0.0)
-        deadline = self.scenario.channel.correction_deadline_s
-        deferred: dict[int, int] = {}
-        retx: dict[int, int] = {}
-        retx_s = 0.0
-        if deadline is not None:
-            retx, retx_s = self._retransmit(deadline, channel, index)
-            deferred = {d: charged[d] for d, a in airtime.items() if a > deadline}
-            self._pending.update({d: (charged[d], modes[d]) for d in deferred})
-            comm_s = min(comm_s, deadline) + retx_s
-        inst = rplan.instance
-        t_dft = {d: float(gamma[pos[d]] * inst.draft_latency_s[pos[d]]) for d in rplan.active}
-        t_up = {
-            d: float(gamma[pos[d]] * (inst.token_latency_s[pos[d]] - inst.draft_latency_s[pos[d]]))
-            for d in rplan.active
-        }
+        moved = self._corrections(rplan, records, rejected, pos)
+        comm_s, retx, retx_s, deferred = self._against_deadline(moved, channel, index)
+        inst, proactive = rplan.instance, rplan.proactive
         cost = RoundCost(
-            airtime_s=dict(airtime),
-            draft_compute_s=t_dft,
-            draft_upload_s=t_up,
+            airtime_s=dict(moved.airtime_s),
+            draft_compute_s={d: float(gamma[pos[d]] * inst.draft_latency_s[pos[d]]) for d in rplan.active},
+            draft_upload_s={
+                d: float(gamma[pos[d]] * (inst.token_latency_s[pos[d]] - inst.draft_latency_s[pos[d]]))
+                for d in rplan.active
+            },
             round=rplan.round,
             draft_len={d: int(gamma[pos[d]]) for d in rplan.active},
             rejected=rejected,
-            modes=modes,
-            power_w=power,
-            bandwidth_hz=bw,
-            gain=gain,
-            charged_bits=charged,
-            comp_latency_s=float(t_comp_s(rplan.instance, gamma)),
+            modes=moved.modes,
+            power_w=moved.power_w,
+            bandwidth_hz=moved.bandwidth_hz,
+            gain=moved.gain,
+            charged_bits=moved.charged_bits,
+            comp_latency_s=float(t_comp_s(inst, gamma)),
             comm_latency_s=comm_s,
             deferred_bits=deferred,
             retransmitted_bits=retx,
@@ -168,18 +161,57 @@ class ScenarioClock:
         self.rounds.append(cost)
         return cost
 
+    def _corrections(
+        self, rplan: ChargedRound, records: Mapping[int, RoundRecord], rejected: list[int], pos: Mapping[int, int]
+    ) -> MovedCorrections:
+        """The corrections the rejected devices moved, each charged under this round's decision.
+        Only devices that actually moved a distribution are charged (a dropped device moved none),
+        each for the correction bits its record says it moved, at this round's rate of its link."""
+        moved = MovedCorrections()
+        decision = rplan.decision
+        if decision is None:
+            return moved
+        for d in rejected:
+            mode = records[d].mode
+            if mode is None:
+                continue
+            i = pos[d]
+            moved.modes[d], moved.charged_bits[d] = mode, int(self._charged_bits(records[d]))
+            moved.power_w[d], moved.bandwidth_hz[d] = float(decision.power_w[i]), float(decision.bandwidth_hz[i])
+            moved.airtime_s[d], moved.gain[d] = self._airtime_s(
+                rplan.instance, decision, moved.charged_bits[d], mode, i
+            )
+        return moved
+
+    def _against_deadline(
+        self, moved: MovedCorrections, channel: ChannelState | None, index: Callable[[int], int]
+    ) -> tuple[float, dict[int, int], float, dict[int, int]]:
+        """The round's T_comm (the slowest correction) and, with ``channel.correction_deadline_s``,
+        the retransmissions of earlier cut corrections (bits per device, airtime) and this round's
+        corrections cut at the deadline (bits per device, kept to resend), T_comm then being the
+        cut airtime plus the retransmissions'."""
+        comm_s = max(moved.airtime_s.values(), default=0.0)
+        deadline = self.scenario.channel.correction_deadline_s
+        if deadline is None:
+            return comm_s, {}, 0.0, {}
+        retx, retx_s = self._retransmit(deadline, channel, index)
+        deferred = {d: moved.charged_bits[d] for d, a in moved.airtime_s.items() if a > deadline}
+        self._pending.update({d: (moved.charged_bits[d], moved.modes[d]) for d in deferred})
+        return min(comm_s, deadline) + retx_s, retx, retx_s, deferred
+
     def _charged_bits(self, record: RoundRecord) -> int:
         """Bits the clock charges for a device's correction: what its record says it moved."""
         return record.correction_bits
 
-    def _airtime_s(self, rplan: ChargedRound, bits: int, mode: str, i: int) -> tuple[float, float]:
+    def _airtime_s(self, inst: Instance, dec: ReactiveDecision, bits: int, mode: str, i: int) -> tuple[float, float]:
         """(airtime of `bits` for active device index i in `mode` under this round's decision, gain)."""
-        dec, inst = rplan.decision, rplan.instance
         gain = float((inst.gain_ul if mode == "ul" else inst.gain_dl)[i])
         rate = float(rate_bps(dec.bandwidth_hz[i], dec.power_w[i], gain, inst.radio.noise_psd_w_per_hz))
         return (bits / rate if rate > 0 else float("inf")), gain
 
-    def _retransmit(self, deadline: float, channel: Any, index: Callable[[int], int]) -> tuple[dict[int, int], float]:
+    def _retransmit(
+        self, deadline: float, channel: ChannelState | None, index: Callable[[int], int]
+    ) -> tuple[dict[int, int], float]:
         """Resend the corrections earlier rounds cut at the deadline, one after another on the whole
         band B at the mode's full power (P^ul, or the DL budget), on this round's channel of the
         device's link; each is cut at the deadline again if it misses it. Returns the bits resent

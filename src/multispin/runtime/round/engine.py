@@ -17,13 +17,16 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from multispin.errors import ConfigError
 from multispin.runtime.round.roles import Draft, Verdict, VerifierServer
 from multispin.speculative.expected_kept import draft_survival, expected_kept
 from multispin.system.payload import RoundBits, WirePayload
 from multispin.vocabulary import COUPLED, LINK_MODES, STANDARD, LinkMode, VerifyRule
+
+if TYPE_CHECKING:  # the clock imports the engine's records; the engine only carries its costs
+    from multispin.runtime.round.clock import RoundCost
 
 
 class DraftLengthPolicy(Protocol):
@@ -57,7 +60,7 @@ class RoundPolicy(Protocol):
 
     def modes(self, plan: PlannedRound, rejected: Sequence[int]) -> Mapping[int, LinkMode]: ...
 
-    def observe(self, outcome: RoundOutcome) -> object | None:
+    def observe(self, outcome: RoundOutcome) -> RoundCost | None:
         """Learn from the round; return what the round cost on the policy's clock (a planner's
         `RoundCost`), or None for a policy that keeps no clock. The engine puts it on the outcome."""
         ...
@@ -145,7 +148,7 @@ class RoundOutcome:
     verdicts: dict[int, Verdict] = field(default_factory=dict)
     verify_s: float = 0.0  # the one batched verify call
     server_correction_s: float = 0.0  # residual sampling (UL) and p_j encoding (DL) at the server
-    cost: Any = None  # what the policy's observe() charged the round (None: a policy without a clock)
+    cost: RoundCost | None = None  # what the policy's observe() charged the round (None: a policy without a clock)
     # E[tokens kept | draft] of every device that drafted: the acceptance uniforms averaged out
     # (`speculative.expected_kept`); the demo's intervals use it as a control variate
     expected_tokens: dict[int, float] = field(default_factory=dict)

@@ -37,20 +37,23 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from multispin.errors import ConfigError
-from multispin.optimize.goodput import expected_comm_s
-from multispin.optimize.plan import plan, target_only_plan
-from multispin.optimize.reactive import reactive
+from multispin.optimize.goodput import expected_comm_s, expected_tokens, goodput, rejection_prob
+from multispin.optimize.objectives import EnergyModel, ObjectiveSearch, RoundScore, plan_objective
+from multispin.optimize.plan import Plan, plan, target_only_plan
+from multispin.optimize.reactive import ReactiveDecision, reactive
+from multispin.optimize.robust import plan_on_estimate
 from multispin.runtime.round.acceptance_estimate import AcceptanceEstimator
 from multispin.runtime.round.clock import RoundCost, ScenarioClock
 from multispin.runtime.round.engine import PlannedRound, RoundOutcome
-from multispin.system.channel import World, coin_uniforms, stream
-from multispin.system.channel_process import ChannelProcess, uses_channel_process
+from multispin.runtime.round.user_policy import RoundView, UserPolicy, checked_draft_lengths, checked_modes
+from multispin.system.channel import ChannelState, World, coin_uniforms, stream
+from multispin.system.channel_process import ChannelProcess, FadingState, uses_channel_process
 from multispin.system.coupled_alpha import assumed_coupled_alpha
+from multispin.system.instance import Instance
 from multispin.system.payload import WirePayload
 from multispin.system.scenario import Scenario
 from multispin.vocabulary import (
@@ -58,13 +61,17 @@ from multispin.vocabulary import (
     RUN_POLICIES,
     STANDARD,
     TARGET_ONLY,
+    UL,
     LinkMode,
     policy_name,
     policy_verify,
 )
 
+# posterior draws of the channel (gain_ul, gain_dl), each (draws, devices): robust planning's
+PosteriorGains = tuple[np.ndarray, np.ndarray]
 
-def planned_rules(proactive: Any, active: Sequence[int]) -> dict[int, bool]:
+
+def planned_rules(proactive: Plan, active: Sequence[int]) -> dict[int, bool]:
     """The verification rule per active device from an optimiser plan: its per-device bool array
     ``coupled`` (in ``active``'s order) where the plan has one, else every device standard. Read
     before drafting and passed to the engine on the planned round."""
@@ -83,17 +90,28 @@ class ScenarioPlannedRound(PlannedRound):
     current estimates, the codecs' bits), the proactive plan and, after verification, the
     reactive decision (modes, powers, bandwidths) the clock charges."""
 
-    active: list[int] = field(default_factory=list)
-    instance: Any = None  # optimize Instance of the active devices
-    proactive: Any = None  # optimize.plan's result
-    decision: Any = None  # optimize.reactive's result, set by `modes`
+    active: list[int]
+    instance: Instance  # the active devices, on the round's true channel
+    proactive: Plan  # optimize.plan's result
+    decision: ReactiveDecision | None = None  # optimize.reactive's result, set by `modes`
     planning_cpu_s: float = 0.0  # what `ScenarioPlanner.plan` took (thread CPU, wall)
     planning_wall_s: float = 0.0
     # a non-sum objective (scenario.optimizer.objective): the plan's score and the search that
     # picks the energy objective's modes after verification
-    objective_score: Any = None
-    objective_search: Any = None
-    view: Any = None  # a user policy's RoundView of the round (`user_policy`)
+    objective_score: RoundScore | None = None
+    objective_search: ObjectiveSearch | None = None
+    view: RoundView | None = None  # a user policy's view of the round (`user_policy`)
+
+
+@dataclass(frozen=True)
+class PlannedOn:
+    """What one observed round was planned on (`ScenarioPlanner.history`): the Instance of its
+    active devices (true channel, the acceptance estimates of the plan), the γ they drafted and
+    their scenario device indices, all in the round's active order."""
+
+    instance: Instance
+    draft_len: np.ndarray
+    devices: list[int]
 
 
 @dataclass
@@ -112,11 +130,11 @@ class ScenarioPlanner:
     # tenth of the round at K = 20 (docs/optimiser.md)
     draft_policy: str = "fast"
     charge_planning: bool = False  # `ScenarioClock.charge_planning`
-    # per round: (Instance of the active devices, γ drafted, their scenario indices)
-    history: list[tuple] = field(default_factory=list)
+    # per observed round: what it was planned on
+    history: list[PlannedOn] = field(default_factory=list)
     # a user's policy (`user_policy.UserPolicy`): its draft-length and mode rules replace the
     # planner's; the channel, estimates, clock and exactness are the same
-    user_policy: Any = None
+    user_policy: UserPolicy | None = None
 
     def __post_init__(self) -> None:
         self.policy = policy_name(self.policy)
@@ -158,10 +176,11 @@ class ScenarioPlanner:
         self.process = (
             ChannelProcess(self.scenario, self.world.drop.distance_m) if uses_channel_process(self.scenario) else None
         )
-        self._fading: dict[int, Any] = {}
+        self._fading: dict[int, FadingState] = {}
         self._last_round_s = 0.0
         self._last_rejected: tuple[int, ...] = ()  # a user policy's view of the last round
-        self._true_channel = None  # this round's channel of every scenario device (retransmissions)
+        # this round's channel of every scenario device (retransmissions)
+        self._true_channel: ChannelState | None = None
         self.clock = ScenarioClock(self.scenario, self.charge_planning)
 
     def _index(self, d: int) -> int:
@@ -171,7 +190,7 @@ class ScenarioPlanner:
 
     # -- the round policy -----------------------------------------------------------------
 
-    def _round_channel(self, round_idx: int):
+    def _round_channel(self, round_idx: int) -> tuple[ChannelState, ChannelState, PosteriorGains | None]:
         """This round's true channel, the channel the planner sees, and (robust planning) posterior
         draws (gain_ul, gain_dl) of the true one, all for every scenario device."""
         if self.process is None:  # the paper's: a fresh block, known exactly
@@ -202,81 +221,12 @@ class ScenarioPlanner:
         self, round_idx: int, active: Sequence[int], caps: Mapping[int, int] | None = None
     ) -> ScenarioPlannedRound:
         active = list(active)
-        idx = [self._index(d) for d in active]
-        true_ch, seen_ch, posterior = self._round_channel(round_idx)
-        alpha = self.estimator.alpha if self.online else np.asarray(self.world.drop.alpha)
-        wire, k = self.payload, self.scenario.devices.count
-        coupled_fields = {}
-        if self.coupled_estimator is not None:
-            alpha_c = self.coupled_estimator.alpha if self.online else np.asarray(self.coupled_estimator.prior)
-            # a coupled draft moves token ids only
-            coupled_fields = {"alpha_coupled": alpha_c, "coupled_upload_bits_per_token": float(wire.id_bits)}
-        gamma_cap = None
-        if caps is not None:
-            gmax = self.scenario.optimizer.gamma_max
-            gamma_cap = np.array([min(max(int(caps[d]), 0), gmax) for d in active], dtype=np.int64)
-
-        def wired(ch):
-            return (
-                self.world.instance(round_idx, ch)
-                .replace(
-                    alpha=alpha,
-                    payload_bits=np.full(k, float(wire.correction_bits("ul"))),
-                    dl_payload_bits=np.full(k, float(wire.correction_bits("dl"))),
-                    draft_upload_bits_per_token=float(wire.draft_bits_per_token),
-                    **coupled_fields,
-                )
-                .subset(idx)
-                .replace(gamma_cap=gamma_cap)
-            )
-
-        inst = wired(true_ch)
-        self._true_channel = true_ch
-        seen = inst if seen_ch is true_ch else wired(seen_ch)
+        inst, seen, posterior, gamma_cap = self._round_instances(round_idx, active, caps)
         if self.user_policy is not None:
-            return self._user_plan(round_idx, active, inst, seen, gamma_cap)
+            return self._user_plan(self.user_policy, round_idx, active, inst, seen, gamma_cap)
         if self.policy == TARGET_ONLY:
             return ScenarioPlannedRound(round_idx, {d: 0 for d in active}, active, inst, target_only_plan(inst))
-        modes = RUN_POLICIES[self.policy]
-        u = stream(self.scenario.seed, "saa", round_idx).random((self._n_saa, len(idx)))
-        mode_u = stream(self.scenario.seed, "modes", round_idx).random(u.shape) if modes == "random" else None
-        if posterior is None:
-            proactive = plan(
-                seen,
-                uniforms=u,
-                modes=modes,
-                split=self.split,
-                mode_uniforms=mode_u,
-                policy=self.draft_policy,
-                verify=self.verify,
-            )
-        else:
-            from multispin.optimize.robust import plan_on_estimate
-
-            proactive = plan_on_estimate(
-                seen,
-                u,
-                "robust",
-                (posterior[0][:, idx], posterior[1][:, idx]),
-                modes=modes,
-                split=self.split,
-                mode_uniforms=mode_u,
-            )
-        score = search = None
-        if self.objective != "sum":
-            from multispin.optimize.objectives import EnergyModel, plan_objective
-
-            proactive, score, search = plan_objective(
-                seen,
-                self.objective,
-                uniforms=u,
-                energy=EnergyModel.of(self.scenario),
-                modes=modes,
-                split=self.split,
-                mode_uniforms=mode_u,
-                starts=[proactive.draft_len],
-                verify=self.verify,
-            )
+        proactive, score, search = self._optimise(round_idx, seen, posterior)
         # a round with no observation after it (the forecast) ages the channel by its planned duration
         self._last_round_s = proactive.goodput.t_comp_s + proactive.goodput.e_t_comm_s
         gammas = {d: int(g) for d, g in zip(active, proactive.draft_len)}
@@ -293,13 +243,94 @@ class ScenarioPlanner:
             coupled=planned_rules(proactive, active),
         )
 
-    def _user_plan(self, round_idx: int, active: list[int], inst, seen, gamma_cap) -> ScenarioPlannedRound:
+    def _round_instances(
+        self, round_idx: int, active: list[int], caps: Mapping[int, int] | None
+    ) -> tuple[Instance, Instance, PosteriorGains | None, np.ndarray | None]:
+        """The active devices' Instance on this round's true channel and on the channel the
+        planner sees (the same object when it sees the true one), each with the current acceptance
+        estimates, the bits of the codecs in use and the caps; the posterior channel draws of the
+        active devices (robust planning, else None); and the caps as γ bounds (None: no caps)."""
+        idx = [self._index(d) for d in active]
+        true_ch, seen_ch, posterior = self._round_channel(round_idx)
+        fields = self._estimates_and_bits()
+        gamma_cap = None
+        if caps is not None:
+            gmax = self.scenario.optimizer.gamma_max
+            gamma_cap = np.array([min(max(int(caps[d]), 0), gmax) for d in active], dtype=np.int64)
+
+        def wired(ch: ChannelState) -> Instance:
+            return self.world.instance(round_idx, ch).replace(**fields).subset(idx).replace(gamma_cap=gamma_cap)
+
+        inst = wired(true_ch)
+        self._true_channel = true_ch
+        seen = inst if seen_ch is true_ch else wired(seen_ch)
+        seen_posterior = None if posterior is None else (posterior[0][:, idx], posterior[1][:, idx])
+        return inst, seen, seen_posterior, gamma_cap
+
+    def _estimates_and_bits(self) -> dict[str, object]:
+        """The Instance fields every device of the scenario plans with this round: its acceptance
+        estimate (the coupled rule's too where the policy may verify coupled) and the bits of the
+        codecs and the pair in use."""
+        wire, k = self.payload, self.scenario.devices.count
+        fields: dict[str, object] = {
+            "alpha": self.estimator.alpha if self.online else np.asarray(self.world.drop.alpha),
+            "payload_bits": np.full(k, float(wire.correction_bits("ul"))),
+            "dl_payload_bits": np.full(k, float(wire.correction_bits("dl"))),
+            "draft_upload_bits_per_token": float(wire.draft_bits_per_token),
+        }
+        if self.coupled_estimator is not None:
+            est = self.coupled_estimator
+            fields["alpha_coupled"] = est.alpha if self.online else np.asarray(est.prior)
+            fields["coupled_upload_bits_per_token"] = float(wire.id_bits)  # a coupled draft moves token ids only
+        return fields
+
+    def _optimise(
+        self, round_idx: int, seen: Instance, posterior: PosteriorGains | None
+    ) -> tuple[Plan, RoundScore | None, ObjectiveSearch | None]:
+        """The optimiser's plan of γ under the policy's mode rule on what the planner sees: on the
+        estimate or over the posterior draws (robust), then, for an objective other than the sum,
+        the objective's search from that plan (with its score and the search itself)."""
+        modes = RUN_POLICIES[self.policy]
+        u = stream(self.scenario.seed, "saa", round_idx).random((self._n_saa, seen.num_devices))
+        mode_u = stream(self.scenario.seed, "modes", round_idx).random(u.shape) if modes == "random" else None
+        split = self.split
+        if posterior is None:
+            proactive = plan(
+                seen,
+                uniforms=u,
+                modes=modes,
+                split=split,
+                mode_uniforms=mode_u,
+                policy=self.draft_policy,
+                verify=self.verify,
+            )
+        else:
+            proactive = plan_on_estimate(seen, u, "robust", posterior, modes=modes, split=split, mode_uniforms=mode_u)
+        if self.objective == "sum":
+            return proactive, None, None
+        return plan_objective(
+            seen,
+            self.objective,
+            uniforms=u,
+            energy=EnergyModel.of(self.scenario),
+            modes=modes,
+            split=split,
+            mode_uniforms=mode_u,
+            starts=[proactive.draft_len],
+            verify=self.verify,
+        )
+
+    def _user_plan(
+        self,
+        policy: UserPolicy,
+        round_idx: int,
+        active: list[int],
+        inst: Instance,
+        seen: Instance,
+        gamma_cap: np.ndarray | None,
+    ) -> ScenarioPlannedRound:
         """The user policy's γ (checked), planned on what the planner sees; its plan's goodput is
         that of those γ under optimal modes (what the round could give, for the planned column)."""
-        from multispin.optimize.goodput import expected_tokens, goodput, rejection_prob
-        from multispin.optimize.plan import Plan
-        from multispin.runtime.round.user_policy import RoundView, checked_draft_lengths
-
         gmax = self.scenario.optimizer.gamma_max
         u = stream(self.scenario.seed, "saa", round_idx).random((self._n_saa, len(active)))
         caps = gamma_cap if gamma_cap is not None else np.full(len(active), gmax, dtype=np.int64)
@@ -308,7 +339,7 @@ class ScenarioPlanner:
             np.asarray(caps), gmax, self._last_rejected, seen, u, self.split,
         )  # fmt: skip
         self._last_rejected = ()  # set again by `_user_modes` if this round rejects anyone
-        gamma = checked_draft_lengths(self.user_policy, view)
+        gamma = checked_draft_lengths(policy, view)
         g = goodput(seen, gamma, u, "optimal", self.split)
         proactive = Plan(
             gamma, g, "user", "optimal", self.split, expected_tokens(seen, gamma), rejection_prob(seen, gamma)
@@ -318,19 +349,18 @@ class ScenarioPlanner:
         return ScenarioPlannedRound(round_idx, gammas, active, inst, proactive, view=view)
 
     def _user_modes(
-        self, rplan: ScenarioPlannedRound, rejected: Sequence[int], mask: np.ndarray
+        self, policy: UserPolicy, rplan: ScenarioPlannedRound, rejected: Sequence[int], mask: np.ndarray
     ) -> dict[int, LinkMode]:
         """The user policy's modes (checked); the reactive solver sets powers and bandwidths for
         them (its coin rule with each coin fixed to the mode: UL where the coin is < 1/2)."""
-        from multispin.runtime.round.user_policy import checked_modes
-
-        chosen = checked_modes(self.user_policy, rplan.view, rejected)
+        assert rplan.view is not None, "_user_modes: a round `_user_plan` planned"
+        chosen = checked_modes(policy, rplan.view, rejected)
         self._last_rejected = tuple(sorted(rejected))
-        coins = np.array([0.0 if chosen.get(d) == "ul" else 1.0 for d in rplan.active])[None, :]
-        rplan.decision = reactive(mask, rplan.instance, split=self.split, modes="random", mode_uniforms=coins)
+        coins = np.array([0.0 if chosen.get(d) == UL else 1.0 for d in rplan.active])[None, :]
+        decision = reactive(mask, rplan.instance, split=self.split, modes="random", mode_uniforms=coins)
+        rplan.decision = decision
         pos = {d: i for i, d in enumerate(rplan.active)}
-        names = rplan.decision.mode_names()
-        return {d: names[pos[d]] for d in rejected}
+        return {d: decision.link(pos[d]) for d in rejected}
 
     def modes(self, rplan: ScenarioPlannedRound, rejected: Sequence[int]) -> dict[int, LinkMode]:
         """Modes, powers and bandwidths for the rejected set; the decision stays on the plan."""
@@ -338,19 +368,20 @@ class ScenarioPlanner:
         mask = np.zeros(len(rplan.active), dtype=bool)
         mask[[pos[d] for d in rejected]] = True
         if self.user_policy is not None:
-            return self._user_modes(rplan, rejected, mask)
+            return self._user_modes(self.user_policy, rplan, rejected, mask)
         coins = self._coins(rplan)
         mode_u = None if coins is None else coins[None, :]
         modes = RUN_POLICIES[self.policy]
-        if rplan.objective_search is not None and self.objective == "energy" and modes == "optimal":
+        search, score = rplan.objective_search, rplan.objective_score
+        if search is not None and score is not None and self.objective == "energy" and modes == "optimal":
             # the energy objective's modes for this rejected set (not the UL prefix in general), at
             # the plan's value as Dinkelbach's λ; the reactive solver then sets the powers for them
             # (its coin policy with coins fixed to the modes: UL where the coin is < 1/2)
-            ul = rplan.objective_search.energy_modes(mask, rplan.objective_score.value)[0]
+            ul = search.energy_modes(mask, score.value)[0]
             modes, mode_u = "random", np.where(ul, 0.0, 1.0)[None, :]
-        rplan.decision = reactive(mask, rplan.instance, split=self.split, modes=modes, mode_uniforms=mode_u)
-        names = rplan.decision.mode_names()
-        return {d: names[pos[d]] for d in rejected}
+        decision = reactive(mask, rplan.instance, split=self.split, modes=modes, mode_uniforms=mode_u)
+        rplan.decision = decision
+        return {d: decision.link(pos[d]) for d in rejected}
 
     def observe(self, outcome: RoundOutcome) -> RoundCost:
         """Update the acceptance estimates, charge the round to the scenario's clock and return
@@ -365,7 +396,7 @@ class ScenarioPlanner:
             if self.online:
                 est = self.coupled_estimator if r.rule != STANDARD and self.coupled_estimator else self.estimator
                 est.update(self._index(d), r.draft_len, r.num_accepted, r.rejection_position is not None)
-        self.history.append((rplan.instance, gamma, [self._index(d) for d in rplan.active]))
+        self.history.append(PlannedOn(rplan.instance, gamma, [self._index(d) for d in rplan.active]))
         cost = self.clock.charge(rplan, records, gamma, self._true_channel, self._index)
         cost.conditioned_comm_latency_s = self._conditioned_comm_s(rplan, outcome, gamma)
         self._last_round_s = cost.latency_s  # the channel ages over the round's actual duration

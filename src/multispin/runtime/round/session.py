@@ -19,10 +19,10 @@ from multispin.models.registry import DEFAULT_PAIR, resolve_pair
 from multispin.runtime.round.engine import RoundRecord
 from multispin.runtime.round.local import DeviceResult, fixed_policy, run_rounds
 from multispin.runtime.round.roles import DraftDevice, VerifierServer
-from multispin.speculative.codecs import exactness_by_mode, make_codec
+from multispin.speculative.codecs import Codec, exactness_by_mode, make_codec
 from multispin.speculative.stats import AcceptanceStats
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
-from multispin.speculative.warp import SamplingFields
+from multispin.speculative.warp import SamplingFields, SamplingParams
 from multispin.vocabulary import FixedMode, fixed_mode_links
 
 
@@ -67,34 +67,25 @@ def generate(
 ) -> GenerationResult:
     """Run Multi-SPIN rounds for `config.devices` devices until each is done."""
     # transformers takes seconds to import: load it when models run, not when this module is read
-    from multispin.models.hf import HFBatchedLM, draft_batched
+    from multispin.models.hf import HFBatchedLM
 
     pair = pair or resolve_pair(config.pair, drafts=config.drafts)
     sampling = config.sampling
     ul_codec, dl_codec = make_codec(config.ul_codec), make_codec(config.dl_codec)
-    used = fixed_mode_links(config.mode)
     notes = [
         f"{m.upper()} codec {(ul_codec if m == 'ul' else dl_codec).name} is not exact here: {v.reason}"
-        for m, v in exactness_by_mode(ul_codec, dl_codec, sampling, pair.vocab_size, used).items()
+        for m, v in exactness_by_mode(
+            ul_codec, dl_codec, sampling, pair.vocab_size, fixed_mode_links(config.mode)
+        ).items()
         if not v.exact
     ]
-
     draft_names = pair.check_drafts(config.drafts or list(pair.drafts))
     texts = config.prompts or default_prompts(config.devices, config.seed)
     pad_id = getattr(pair.tokenizer, "pad_token_id", None) or 0
     server = VerifierServer(
         HFBatchedLM(pair.target, pair.vocab_size, pad_id), sampling, ul_codec, dl_codec, config.seed
     )
-    devices, results = {}, []
-    # Devices that hold the same draft draft each step in one batched pass (roles.draft_all).
-    shared_drafts = {name: draft_batched(pair, name, pad_id) for name in set(draft_names)}
-    for k in range(config.devices):
-        draft_name = draft_names[k % len(draft_names)]
-        prompt = texts[k % len(texts)]
-        lm = BatchedSequence(shared_drafts[draft_name], k)
-        devices[k] = DraftDevice(k, lm, sampling, ul_codec, dl_codec, config.seed, encode_prompt(pair, prompt))
-        results.append(DeviceResult(k, draft_name, prompt, [], ""))
-
+    devices, results = _devices(config, pair, draft_names, texts, pad_id, sampling, (ul_codec, dl_codec))
     logs: dict[int, list[RoundRecord]] = {k: [] for k in devices}
 
     def record(round_idx: int, records: dict[int, RoundRecord]) -> None:
@@ -104,14 +95,7 @@ def generate(
             on_round(round_idx, records)
 
     def outcome() -> GenerationResult:
-        for res in results:
-            dev = devices[res.device_id]
-            res.tokens = list(dev.generated)
-            res.text = pair.tokenizer.decode(res.tokens, skip_special_tokens=True)
-            res.rounds = logs[res.device_id]
-            res.stats = AcceptanceStats()
-            for r in res.rounds:
-                res.stats.record(r.draft_len, r.num_accepted)
+        _fill_results(results, devices, logs, pair)
         return GenerationResult(config, results, time.perf_counter() - started, notes)
 
     started = time.perf_counter()
@@ -130,3 +114,45 @@ def generate(
             exc, f"interrupted after {done} rounds; the texts above are partial", partial=outcome()
         ) from None
     return outcome()
+
+
+def _devices(
+    config: GenerateConfig,
+    pair: LoadedPair,
+    draft_names: list[str],
+    texts: list[str],
+    pad_id: int,
+    sampling: SamplingParams,
+    codecs: tuple[Codec, Codec],
+) -> tuple[dict[int, DraftDevice], list[DeviceResult]]:
+    """Device k drafts with draft ``k mod len(draft_names)`` on prompt ``k mod len(texts)``;
+    devices that hold the same draft draft each step in one batched pass (roles.draft_all).
+    Returns them with their (still empty) results."""
+    from multispin.models.hf import draft_batched
+
+    devices, results = {}, []
+    shared_drafts = {name: draft_batched(pair, name, pad_id) for name in set(draft_names)}
+    for k in range(config.devices):
+        draft_name = draft_names[k % len(draft_names)]
+        prompt = texts[k % len(texts)]
+        lm = BatchedSequence(shared_drafts[draft_name], k)
+        devices[k] = DraftDevice(k, lm, sampling, *codecs, config.seed, encode_prompt(pair, prompt))
+        results.append(DeviceResult(k, draft_name, prompt, [], ""))
+    return devices, results
+
+
+def _fill_results(
+    results: list[DeviceResult],
+    devices: dict[int, DraftDevice],
+    logs: dict[int, list[RoundRecord]],
+    pair: LoadedPair,
+) -> None:
+    """Each device's tokens, text, round log and acceptance statistics so far into its result."""
+    for res in results:
+        dev = devices[res.device_id]
+        res.tokens = list(dev.generated)
+        res.text = pair.tokenizer.decode(res.tokens, skip_special_tokens=True)
+        res.rounds = logs[res.device_id]
+        res.stats = AcceptanceStats()
+        for r in res.rounds:
+            res.stats.record(r.draft_len, r.num_accepted)

@@ -24,12 +24,13 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 import numpy as np
 
 from multispin.errors import ConfigError
-from multispin.vocabulary import LINK_MODES
+from multispin.system.instance import Instance
+from multispin.vocabulary import LINK_MODES, LinkMode
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class RoundView:
     caps: np.ndarray
     gamma_max: int
     rejected_before: tuple[int, ...]
-    instance: Any
+    instance: Instance
     uniforms: np.ndarray
     split: str
 
@@ -63,7 +64,7 @@ class UserPolicy(Protocol):
     def modes(self, view: RoundView, rejected: Sequence[int]) -> Mapping[int, str]: ...
 
 
-def user_policy_label(policy: Any) -> str:
+def user_policy_label(policy: object) -> str:
     return getattr(policy, "name", None) or type(policy).__name__
 
 
@@ -82,7 +83,7 @@ def _import_from_here(module: str):
         sys.path.remove(os.getcwd())
 
 
-def load_policy(spec: str | Any) -> Any:
+def load_policy(spec: str | object) -> UserPolicy:
     """A policy from ``module:attr`` (a class is instantiated), or the object itself; refused in
     one line when it lacks the protocol's two methods."""
     obj = spec
@@ -104,10 +105,10 @@ def load_policy(spec: str | Any) -> Any:
             f"policy: {user_policy_label(obj)} lacks {' and '.join(missing)} (a policy has draft_lengths(view) and "
             "modes(view, rejected); docs/own-policy.md)"
         )
-    return obj
+    return cast(UserPolicy, obj)  # the two methods are there; their answers are checked per round
 
 
-def checked_draft_lengths(policy: Any, view: RoundView) -> np.ndarray:
+def checked_draft_lengths(policy: UserPolicy, view: RoundView) -> np.ndarray:
     """The policy's γ, refused in one line unless one integer in [0, cap] per device."""
     where = f"policy {user_policy_label(policy)}, round {view.round}"
     try:
@@ -129,7 +130,7 @@ def checked_draft_lengths(policy: Any, view: RoundView) -> np.ndarray:
     return out
 
 
-def checked_modes(policy: Any, view: RoundView, rejected: Sequence[int]) -> dict[int, str]:
+def checked_modes(policy: UserPolicy, view: RoundView, rejected: Sequence[int]) -> dict[int, LinkMode]:
     """The policy's modes, refused in one line unless "ul"/"dl" for exactly the rejected devices."""
     where = f"policy {user_policy_label(policy)}, round {view.round}"
     raw = policy.modes(view, tuple(rejected))
@@ -140,9 +141,9 @@ def checked_modes(policy: Any, view: RoundView, rejected: Sequence[int]) -> dict
     if extra or lacking:
         what = f"device(s) {extra} were not rejected" if extra else f"no mode for rejected device(s) {lacking}"
         raise ConfigError(f"{where}: modes: {what} (rejected: {sorted(rejected)})")
-    out = {}
+    out: dict[int, LinkMode] = {}
     for d, m in raw.items():
         if m not in LINK_MODES:
             raise ConfigError(f"{where}: mode of device {d} must be 'ul' or 'dl' (got {m!r})")
-        out[int(d)] = str(m)
+        out[int(d)] = cast(LinkMode, str(m))
     return out

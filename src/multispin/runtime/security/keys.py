@@ -35,9 +35,13 @@ import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from multispin.errors import SecurityError
+
+if TYPE_CHECKING:  # zmq loads when a socket is made secure, not when keys are read or written
+    import zmq
+    from zmq.auth.thread import ThreadAuthenticator
 
 SERVER_NAME = "server"
 ALLOWED_DIR = "allowed"
@@ -305,7 +309,7 @@ class AllowedKeys:
 # -- sockets -----------------------------------------------------------------------------------
 
 
-def curve_server(socket: Any, keys: ServerKeys, allowed: AllowedKeys | None = None) -> Any:
+def curve_server(socket: zmq.Socket, keys: ServerKeys, allowed: AllowedKeys | None = None) -> ThreadAuthenticator:
     """Make ``socket`` (a ROUTER, not yet bound) a CURVE server that lets in only the allowed
     keys. Starts and returns the authenticator thread on the socket's context: keep it, and
     ``stop()`` it after closing the socket. Call before ``bind``: libzmq lets any key in while
@@ -324,7 +328,7 @@ def curve_server(socket: Any, keys: ServerKeys, allowed: AllowedKeys | None = No
     return auth
 
 
-def curve_client(socket: Any, keys: DeviceKeys, server_public: bytes | str | None = None) -> None:
+def curve_client(socket: zmq.Socket, keys: DeviceKeys, server_public: bytes | str | None = None) -> None:
     """Make ``socket`` (a DEALER, not yet connected) a CURVE client of the server whose public
     key is ``server_public`` (default: the device folder's ``server.key``)."""
     server = server_public if server_public is not None else keys.server_public

@@ -54,7 +54,7 @@ import struct
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 import msgpack
 
@@ -141,7 +141,7 @@ def _one_line(text: object, limit: int = MAX_REASON_CHARS) -> str:
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     if isinstance(value, (bytes, bytearray)):
         return f"{len(value)} bytes"
     if isinstance(value, (list, tuple)):
@@ -256,10 +256,10 @@ class Limits:
 # Field checks: each returns the normalised value or raises ProtocolError naming the field
 # --------------------------------------------------------------------------------------------
 
-FieldCheck = Callable[[str, Any, Limits], Any]
+FieldCheck = Callable[[str, object, Limits], Any]  # the value as decoded: any msgpack type
 
 
-def _in_range(where: str, v: Any, lo: int, hi: int) -> int:
+def _in_range(where: str, v: object, lo: int, hi: int) -> int:
     if type(v) is not int:
         raise ProtocolError(f"{where}: expected an integer in [{lo}, {hi}] (got {type(v).__name__})")
     if not lo <= v <= hi:
@@ -268,25 +268,25 @@ def _in_range(where: str, v: Any, lo: int, hi: int) -> int:
 
 
 def _int(lo: int | Callable[[Limits], int], hi: int | Callable[[Limits], int]) -> FieldCheck:
-    def check(where: str, v: Any, lim: Limits) -> int:
+    def check(where: str, v: object, lim: Limits) -> int:
         return _in_range(where, v, lo(lim) if callable(lo) else lo, hi(lim) if callable(hi) else hi)
 
     return check
 
 
-def _token(where: str, v: Any, lim: Limits) -> int:
+def _token(where: str, v: object, lim: Limits) -> int:
     # the range check itself, not _int(...)(...): a closure built per token costs more than the check
     return _in_range(where, v, 0, lim.vocab_size - 1)
 
 
-def _bool(where: str, v: Any, lim: Limits) -> bool:
+def _bool(where: str, v: object, lim: Limits) -> bool:
     if type(v) is not bool:
         raise ProtocolError(f"{where}: expected true/false (got {type(v).__name__})")
     return v
 
 
 def _float(lo: float, hi: float, lo_open: bool = False) -> FieldCheck:
-    def check(where: str, v: Any, lim: Limits) -> float:
+    def check(where: str, v: object, lim: Limits) -> float:
         if type(v) is int:
             v = float(v)
         if type(v) is not float:
@@ -300,7 +300,7 @@ def _float(lo: float, hi: float, lo_open: bool = False) -> FieldCheck:
 
 
 def _str(max_chars: int, choices: Sequence[str] | None = None) -> FieldCheck:
-    def check(where: str, v: Any, lim: Limits) -> str:
+    def check(where: str, v: object, lim: Limits) -> str:
         if type(v) is not str:
             raise ProtocolError(f"{where}: expected a string (got {type(v).__name__})")
         if len(v) > max_chars:
@@ -315,7 +315,7 @@ def _str(max_chars: int, choices: Sequence[str] | None = None) -> FieldCheck:
 
 
 def _bin(exact: int | Callable[[Limits], int], what: str = "bytes") -> FieldCheck:
-    def check(where: str, v: Any, lim: Limits) -> bytes:
+    def check(where: str, v: object, lim: Limits) -> bytes:
         n = exact(lim) if callable(exact) else exact
         if type(v) is not bytes:
             raise ProtocolError(f"{where}: expected binary data (got {type(v).__name__})")
@@ -327,7 +327,7 @@ def _bin(exact: int | Callable[[Limits], int], what: str = "bytes") -> FieldChec
 
 
 def _ids(lo: int, hi: Callable[[Limits], int], what: str) -> FieldCheck:
-    def check(where: str, v: Any, lim: Limits) -> tuple[int, ...]:
+    def check(where: str, v: object, lim: Limits) -> tuple[int, ...]:
         hi_v = hi(lim)
         if type(v) is not list:
             raise ProtocolError(f"{where}: expected an array of token ids (got {type(v).__name__})")
@@ -345,7 +345,7 @@ def _ids(lo: int, hi: Callable[[Limits], int], what: str) -> FieldCheck:
 
 
 def _opt(inner: FieldCheck) -> FieldCheck:
-    def check(where: str, v: Any, lim: Limits) -> Any:
+    def check(where: str, v: object, lim: Limits) -> Any:
         return None if v is None else inner(where, v, lim)
 
     check.optional = True  # type: ignore[attr-defined]
@@ -518,7 +518,7 @@ class DraftMsg(Message):
         check_draft("DRAFT", self.tokens, self.q_values, lim.vocab_size)
 
 
-def _check_q(where: str, v: Any) -> bytes:
+def _check_q(where: str, v: object) -> bytes:
     if type(v) is not bytes:
         raise ProtocolError(f"{where}: expected binary float64 scalars (got {type(v).__name__})")
     return v
@@ -656,7 +656,7 @@ _FIELD_PLAN: dict[type[Message], tuple[tuple[str, str, FieldCheck, bool], ...]] 
 # --------------------------------------------------------------------------------------------
 
 
-def _no_ext(code: int, data: bytes) -> Any:
+def _no_ext(code: int, data: bytes) -> NoReturn:
     raise ProtocolError(f"message: msgpack extension type {code} is not allowed")
 
 

@@ -5,9 +5,12 @@ and the JSONL `round` line), one `DeviceRecord` per device, the `ServerSummary` 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from multispin.runtime.round.engine import RoundRecord
+
+if TYPE_CHECKING:  # a device, which reads this module, never loads the clock and its optimiser
+    from multispin.runtime.round.clock import RoundCost
 
 
 @dataclass
@@ -30,7 +33,9 @@ class RoundEvent:
     round_wall_s: (
         float  # from the round's PLANs leaving (in the last round's COMMITs, if they rode there) to its COMMITs
     )
-    cost: Any = None  # what the policy charged the round on its clock (`RoundOutcome.cost`), if it keeps one
+    cost: RoundCost | None = (
+        None  # what the policy charged the round on its clock (`RoundOutcome.cost`), if it keeps one
+    )
     expected_tokens: dict[int, float] = field(default_factory=dict)  # E[kept | draft], committed devices
 
     @property

@@ -9,9 +9,13 @@ older reader keeps working."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from multispin.vocabulary import COUPLED
+
+if TYPE_CHECKING:  # a reader of rounds.jsonl loads neither the engine nor the clock
+    from multispin.runtime.round.clock import RoundCost
+    from multispin.runtime.wire.records import RoundEvent
 
 
 def _keyed(d: dict) -> dict[str, Any]:
@@ -72,7 +76,7 @@ class RoundRow:
         return sum(self.tokens_gained.values())
 
     @classmethod
-    def of(cls, event, cost) -> RoundRow:
+    def of(cls, event: RoundEvent, cost: RoundCost) -> RoundRow:
         """The row of one round: the server's `RoundEvent` and the clock's `RoundCost`."""
         recs = event.records
         return cls(
