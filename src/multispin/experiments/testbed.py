@@ -606,7 +606,7 @@ def _run_testbed(
         hooks=ServerHooks(on_round=sink, before_commit=sink.emulate_link),
         log_path=(out / "server.jsonl") if out else None,
     )
-    served = serve(bed, pair)
+    served = serve_until_done(bed, pair)
     sink.close()
     if sink.rows:  # a run to the end of its jobs learns its length only now
         step(len(sink.rows) - 1, sink.tokens, len(sink.rows))
@@ -672,7 +672,7 @@ class Served:
         )
 
 
-def serve(bed, pair) -> Served:
+def serve_until_done(bed, pair) -> Served:
     """Start a testbed and wait for its end. On Ctrl-C or SIGTERM the server finishes the round,
     says BYE and keeps what ran."""
     started = time.perf_counter()
