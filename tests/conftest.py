@@ -13,6 +13,20 @@ torch.set_num_threads(int(os.environ.get("MULTISPIN_TEST_THREADS", "1")))
 # `multispin(*args)`: run the command line in this process (tests/cli_fixture.py)
 pytest_plugins = ["cli_fixture"]
 
+LONG_MARKERS = ("slow", "integration")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The modules that hold slow or integration tests run first, each module's tests kept
+    together (its fixtures built once): split over workers, the long tests start early and the
+    short ones fill in behind them, instead of one long test running alone at the end."""
+
+    def path(item):
+        return item.nodeid.split("::", 1)[0]
+
+    has_long = {path(item) for item in items if any(item.get_closest_marker(m) for m in LONG_MARKERS)}
+    items.sort(key=lambda item: path(item) not in has_long)  # stable: order kept within each group
+
 
 @pytest.fixture
 def one_ray_instance():
