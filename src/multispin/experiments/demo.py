@@ -40,6 +40,7 @@ from multispin.experiments.paired import (
     paired_difference,
     ratio_of_sums,
 )
+from multispin.experiments.reproduce.executor import run_calls
 from multispin.experiments.run_summary import RunFigures, RunSummary
 from multispin.experiments.service import pooled_service_metrics
 from multispin.experiments.service_intervals import ServiceDifference, ServiceLog, service_differences
@@ -53,6 +54,8 @@ from multispin.experiments.testbed import (
     steady_state_figures,
     testbed_setup,
 )
+from multispin.jsonout import versioned
+from multispin.models.registry import resolve_pair
 from multispin.progress import StepReporter
 from multispin.side_output import write_side_json
 from multispin.system.scenario import Scenario
@@ -471,8 +474,6 @@ def run_demo(
     """Every policy × seed (× sweep point) on the testbed; summaries with paired intervals.
     ``setup``: the demo's `demo_setup`, when the caller has it already (it printed it)."""
     if pair is None:
-        from multispin.models.registry import resolve_pair
-
         pair = resolve_pair(config.pair)
     setup = setup or demo_setup(config, pair)
     finished: list[dict] = []
@@ -481,7 +482,6 @@ def run_demo(
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: say which runs finished, in summary.json too
         path = config.out / "summary.json"
         config.out.mkdir(parents=True, exist_ok=True)
-        from multispin.jsonout import versioned
 
         doc = {"interrupted": True, "config": config.model_dump(mode="json"), "runs_finished": finished}
         _write_summary(versioned(doc, "demo-summary"), path)
@@ -525,7 +525,6 @@ def _run_points(
         points.append(point)
     result = DemoResult(config, points, setup)
     config.out.mkdir(parents=True, exist_ok=True)
-    from multispin.jsonout import versioned
 
     _write_summary(versioned(result.to_dict(), "demo-summary"), config.out / "summary.json")
     return result
@@ -541,7 +540,6 @@ def _run_seeds(config: DemoConfig, calls: dict, pair, progress: StepReporter | N
             phase += f" +{offset:g} dB" if offset is not None else ""
             yield seed, run_testbed(tb, pair=pair, progress=progress, phase=phase)
         return
-    from multispin.experiments.reproduce.executor import run_calls
 
     yield from run_calls(_run_one, {seed: (tb,) for seed, tb in calls.items()}, config.executor, config.workers)
 

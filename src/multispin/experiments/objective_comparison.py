@@ -15,6 +15,7 @@ from pathlib import Path
 from multispin.experiments.demo import DemoConfig, PolicyRuns, _run_seeds
 from multispin.experiments.paired import PairedDifference, goodput_interval, paired_difference
 from multispin.experiments.service_intervals import ServiceDifference, service_differences
+from multispin.jsonout import versioned
 from multispin.optimize.objectives import OBJECTIVES
 from multispin.progress import StepReporter
 from multispin.vocabulary import REFERENCE
@@ -90,7 +91,6 @@ def compare_objectives(
         pdl_offset_db,
         p_dl,
     )
-    from multispin.jsonout import versioned
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(versioned(result.to_dict(), "demo-objectives"), indent=2))

@@ -31,6 +31,8 @@ Clocks:
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import logging
 import time
 from collections.abc import Callable
@@ -44,6 +46,7 @@ from pydantic_core import PydanticCustomError
 
 from multispin.acceptance.kinds import TEACHER_FORCED
 from multispin.acceptance.shipped import device_alpha, planned_kind
+from multispin.acceptance.spread import shipped_spread
 from multispin.config import StrictConfig
 from multispin.errors import ConfigError, Interrupted
 from multispin.experiments.forecast import estimate_figures, forecast_goodput
@@ -61,17 +64,24 @@ from multispin.experiments.run_summary import (
     forecast_caveats,
 )
 from multispin.experiments.service import service_metrics
+from multispin.models.prompts import assign_tasks, device_prompt_queues
+from multispin.models.registry import resolve_pair
 from multispin.progress import Step, StepReporter, reporter
+from multispin.runtime.net.launcher import DeviceSetup, LocalTestbed, ServerHooks
 from multispin.runtime.net.round_sink import RoundSink
+from multispin.runtime.net.server_config import ServerConfig
 from multispin.runtime.round.planner import ScenarioPlanner
 from multispin.runtime.round.user_policy import load_policy
 from multispin.runtime.wire.round_row import RoundRow
 from multispin.side_output import write_side_json
+from multispin.speculative.codecs import exactness_by_mode, make_codec
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
+from multispin.speculative.warp import SamplingParams
 from multispin.system.channel import drop_devices
 from multispin.system.payload import PAPER_PAYLOAD_BITS, WirePayload
-from multispin.system.profile_fit import read_profile
+from multispin.system.profile_fit import profile_vocab_size, read_profile
 from multispin.system.scenario import Scenario
+from multispin.system.scenario_io import FLAG_FIELDS, resolve_scenario, with_overrides
 from multispin.vocabulary import Objective, policy_links
 from multispin.vocabulary import RunPolicy as Policy
 
@@ -136,9 +146,6 @@ class TestbedSettings(StrictConfig):
     def _known_codec(cls, spec: str | None) -> str | None:
         """Refuse a bad codec spec here, before any model is loaded."""
         if spec is not None:
-            from multispin.errors import ConfigError
-            from multispin.speculative.codecs import make_codec
-
             try:
                 make_codec(spec)
             except ConfigError as exc:
@@ -224,8 +231,6 @@ class PayloadChoice:
 
 def payload_choice(config: TestbedConfig, vocab_size: int, gamma_max: int = DEFAULT_GAMMA_MAX) -> PayloadChoice:
     """Sampling, codecs and bits of a testbed run on a pair with `vocab_size` tokens."""
-    from multispin.speculative.codecs import exactness_by_mode, make_codec
-    from multispin.speculative.warp import SamplingParams
 
     top_k, codec = compact_exact_defaults(vocab_size)
     sampling = SamplingParams.make(
@@ -268,7 +273,6 @@ class TestbedResult:
 
 def build_scenario(config: TestbedConfig) -> Scenario:
     """The config's scenario with the flags it sets (`system.scenario_io.FLAG_FIELDS`)."""
-    from multispin.system.scenario_io import FLAG_FIELDS, resolve_scenario, with_overrides
 
     return with_overrides(resolve_scenario(config.scenario), **{f: getattr(config, f) for f in FLAG_FIELDS})
 
@@ -327,7 +331,6 @@ def device_spread(pair_name: str, drafts: list[str], tasks: list[str], sampling=
     """Each device's between-prompt spread of α (the sd its jobs' α scatter with around its own,
     `acceptance.spread`) where the package ships one for its (draft, task) under the run's
     sampling, 0 elsewhere; ``None`` when none is shipped for any device."""
-    from multispin.acceptance.spread import shipped_spread
 
     sd = [shipped_spread(pair_name, d, t, sampling) for d, t in zip(drafts, tasks)]
     return None if all(x is None for x in sd) else [float(x or 0.0) for x in sd]
@@ -485,7 +488,6 @@ def testbed_setup(config: TestbedConfig, pair, field_name: str = "drafts") -> Te
     none is given) and task, the payload at the scenario's γ_max, each device's prior α under the
     run's sampling policy (`prior_alpha`), and the scenario built with them, once. ``field_name``
     names the drafts in an error (``--draft`` on the command line)."""
-    from multispin.models.prompts import assign_tasks
 
     names = pair.check_drafts(config.drafts or [pair.default_draft], field_name)
     drafts = [names[k % len(names)] for k in range(config.devices)]
@@ -509,7 +511,6 @@ def testbed_setup(config: TestbedConfig, pair, field_name: str = "drafts") -> Te
 def with_user_profiles(scenario: Scenario, config: TestbedSettings, pair, drafts: list[str]) -> Scenario:
     """The scenario with the config's acceptance and compute profiles applied, each checked
     against the run's pair: a profile measured on another vocabulary is refused in one line."""
-    from multispin.system.profile_fit import profile_vocab_size, read_profile
 
     def checked(source, what: str) -> dict:
         data = dict(read_profile(source, what))
@@ -561,8 +562,6 @@ def release_freed_heap() -> bool:
     and device pool from that. The run's server and threads sit in reference cycles, so the collector
     frees them first; released, the process stays flat from run to run (`tools/study_memory.py`
     measures it, with the kept heap as its control)."""
-    import ctypes
-    import gc
 
     gc.collect()
     try:
@@ -576,9 +575,6 @@ def release_freed_heap() -> bool:
 def _run_testbed(
     config: TestbedConfig, pair, progress: StepReporter | None, phase: str | None, setup: TestbedSetup | None
 ) -> TestbedResult:
-    from multispin.models.prompts import device_prompt_queues
-    from multispin.models.registry import resolve_pair
-    from multispin.runtime.net.launcher import DeviceSetup, LocalTestbed, ServerHooks
 
     pair = pair or resolve_pair(config.pair)
     setup = setup or testbed_setup(config, pair)
@@ -635,7 +631,6 @@ def server_config(config: TestbedConfig, setup: TestbedSetup):
     """The edge server's settings: the run's budget, length and seed, the scenario's γ_max, and the
     set-up's sampling and codecs, so the server moves the bits the planner charges (one payload:
     the server derives its wire from these codecs at the pair's vocabulary)."""
-    from multispin.runtime.net.server_config import ServerConfig
 
     return ServerConfig.make(
         max_new_tokens=config.max_new_tokens,

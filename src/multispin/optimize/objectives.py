@@ -34,8 +34,10 @@ import numpy as np
 
 from multispin.errors import ConfigError
 from multispin.optimize.goodput import Goodput, expected_tokens, outcomes, rejection_prob, t_comp_s
-from multispin.optimize.modes import dl_latency_s, equal_share_hz, ul_latency_s
-from multispin.optimize.reactive import fixed_modes_latency_s, t_comm_batch
+from multispin.optimize.modes import dl_latency_s, equal_share_hz, optimal_modes_batch, ul_latency_s
+from multispin.optimize.plan import Plan
+from multispin.optimize.reactive import fixed_modes_latency_s, policy_ul_mask, t_comm_batch
+from multispin.optimize.verification import all_coupled, as_standard, check_verify, choose_objective
 from multispin.system.instance import Instance
 from multispin.vocabulary import OBJECTIVES, ModeRule
 
@@ -156,8 +158,6 @@ class ObjectiveSearch:
             ul = np.zeros((codes.size, inst.num_devices), dtype=bool)
             ul[:, idx] = ((codes[:, None] >> np.arange(m)[None, :]) & 1).astype(bool)
         else:  # the T_comm-optimal modes and every single flip of them
-            from multispin.optimize.modes import optimal_modes_batch
-
             is_ul = optimal_modes_batch(row[None, :], inst, return_modes=True).is_ul
             assert is_ul is not None  # asked for with return_modes
             best = is_ul[0]
@@ -229,8 +229,6 @@ class ObjectiveSearch:
     def _policy_modes_energy(self, gamma, n_k, tc, rej, tcomm) -> RoundScore:
         """The energy objective at γ with the modes the policy picks (the T_comm-optimal ones for
         "optimal"), and their joules."""
-        from multispin.optimize.modes import optimal_modes_batch
-        from multispin.optimize.reactive import policy_ul_mask
 
         inst = self.inst
         ul = (
@@ -329,8 +327,6 @@ def plan_objective(
     `ObjectiveSearch`, which picks the energy objective's modes after verification). The plan's
     ``goodput`` is the sum goodput at that γ; its ``policy`` names the objective and the search.
     ``verify``: as `optimize.plan.plan`'s (``choose``: `optimize.verification.choose_objective`)."""
-    from multispin.optimize.plan import Plan
-    from multispin.optimize.verification import all_coupled, as_standard, check_verify, choose_objective
 
     check_verify(verify)
     if verify == "choose" and inst.coupled_available:

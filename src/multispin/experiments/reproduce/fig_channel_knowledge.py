@@ -23,8 +23,10 @@ from multispin.experiments.reproduce._figure import (
     pyplot,
     save,
     select,
+    value_ticks,
 )
 from multispin.experiments.reproduce.claims import _sign
+from multispin.experiments.reproduce.columns import read_csv
 from multispin.experiments.reproduce.csi import CSI_POLICIES
 from multispin.experiments.reproduce.long_form import KNOWLEDGE, column, gain_column
 from multispin.vocabulary import REFERENCE
@@ -60,7 +62,6 @@ def table(summaries: dict[str, list[dict]]) -> list[dict]:
 
 
 def _speed_axis(ax, rows: list[dict]) -> None:
-    from multispin.experiments.reproduce._figure import value_ticks
 
     ax.set_xscale("symlog", linthresh=0.1)
     ax.set_xlim(left=0)
@@ -178,7 +179,6 @@ def statement(rows: list[dict]) -> str:
 
 def section(out: Path) -> str:
     """The report's section on channel knowledge: the statement, computed from this figure's CSV."""
-    from multispin.experiments.reproduce.columns import read_csv
 
     p = Path(out) / f"{NAME}.csv"
     if not p.exists():

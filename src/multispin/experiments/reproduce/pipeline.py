@@ -21,6 +21,7 @@ from typing import Any
 
 from multispin._version import source_version
 from multispin.datafile import read_json_object
+from multispin.errors import ConfigError
 from multispin.experiments.reproduce import (
     fig_bound,
     fig_capacity,
@@ -32,10 +33,22 @@ from multispin.experiments.reproduce import (
     fig_users,
     identification,
 )
+from multispin.experiments.reproduce.claims import check_dir
 from multispin.experiments.reproduce.columns import DROP_DOCS, PARAM_DOCS, ordered_columns, read_csv, write_csv
 from multispin.experiments.reproduce.config import RunConfig, code_version
+from multispin.experiments.reproduce.report import write_report
+from multispin.experiments.reproduce.runner import RunStats, cache_cpu_seconds, run_points
 from multispin.experiments.reproduce.stats import summarise_drops, with_drop_gains
-from multispin.experiments.reproduce.studies import POINTS, drops_for, identification_drops
+from multispin.experiments.reproduce.studies import (
+    PDL_RATIOS_FULL,
+    PDL_RATIOS_QUICK,
+    POINTS,
+    USERS_RATIOS,
+    drops_for,
+    identification_drops,
+)
+from multispin.jsonout import versioned
+from multispin.system import get_preset
 
 FIGURES: tuple[ModuleType, ...] = (
     fig_mode_split,
@@ -61,7 +74,6 @@ STUDY_PARAMS = {
 
 
 def figure_modules(names: tuple[str, ...] | None) -> list[ModuleType]:
-    from multispin.errors import ConfigError
 
     if not names:
         return list(FIGURES)
@@ -73,7 +85,6 @@ def figure_modules(names: tuple[str, ...] | None) -> list[ModuleType]:
 
 def run_studies(cfg: RunConfig, studies: list[str]) -> dict[str, list[dict]]:
     """Summaries per study (one dict per point); also writes ``drops/<study>.csv``."""
-    from multispin.experiments.reproduce.runner import run_points
 
     jobs = []
     points = {}
@@ -97,8 +108,6 @@ def run_studies(cfg: RunConfig, studies: list[str]) -> dict[str, list[dict]]:
 
 def settings(cfg: RunConfig) -> dict[str, Any]:
     """The run's defaults, as the defaults claim checks them (settings.csv)."""
-    from multispin.experiments.reproduce.studies import PDL_RATIOS_FULL, PDL_RATIOS_QUICK, USERS_RATIOS
-    from multispin.system import get_preset
 
     sc = get_preset(cfg.main_preset)
     acc = sc.tasks.acceptance
@@ -186,8 +195,6 @@ class ReproduceResult:
 
 def reproduce(cfg: RunConfig, command: str = "") -> ReproduceResult:
     """Run everything, write every CSV and PNG, check the claims, write report.md."""
-    from multispin.experiments.reproduce.claims import check_dir
-    from multispin.experiments.reproduce.report import write_report
 
     t0 = time.perf_counter()
     out = Path(cfg.out)
@@ -201,10 +208,8 @@ def reproduce(cfg: RunConfig, command: str = "") -> ReproduceResult:
         out / "claims.csv", [c.to_dict() for c in claims], ["id", "claim", "criterion", "measured", "status", "source"]
     )
     wall = time.perf_counter() - t0
-    from multispin.experiments.reproduce.runner import RunStats
 
     cpu = round(RunStats.cpu_s, 1)
-    from multispin.jsonout import versioned
 
     run = versioned(
         {"command": command, "wall_s": round(wall, 1), "cpu_s": cpu, "config": cfg.to_dict()}, "reproduce-run"
@@ -218,9 +223,6 @@ def rebuild_report(cfg: RunConfig) -> ReproduceResult:
     """Figure tables, plots, claims and report.md again from the drops already in ``cfg.out``
     (``drops/<study>.csv``; no drop is computed), so a changed figure or checker applies to a
     finished run; the wall time and command are those of the run recorded in ``run.json``."""
-    from multispin.errors import ConfigError
-    from multispin.experiments.reproduce.claims import check_dir
-    from multispin.experiments.reproduce.report import write_report
 
     out = Path(cfg.out)
     try:
@@ -249,7 +251,6 @@ def rebuild_report(cfg: RunConfig) -> ReproduceResult:
         out / "claims.csv", [c.to_dict() for c in claims], ["id", "claim", "criterion", "measured", "status", "source"]
     )
     wall = float(run.get("wall_s", 0.0))
-    from multispin.experiments.reproduce.runner import cache_cpu_seconds
 
     cpu = float(run["cpu_s"]) if "cpu_s" in run else cache_cpu_seconds(out)
     report = write_report(out, cfg, modules, claims, wall, run.get("command", ""), cpu)
