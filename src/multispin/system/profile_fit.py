@@ -15,7 +15,6 @@ from typing import Any
 
 from multispin.datafile import read_json_object
 from multispin.errors import ConfigError
-from multispin.models.registry import REGISTERED
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +40,8 @@ def profile_vocab_size(profile: dict) -> int | None:
     v = profile.get("vocab_size")
     if isinstance(v, int) and not isinstance(v, bool):
         return v
+    from multispin.models.registry import REGISTERED  # lazy: keeps models/ off the CLI start-up path
+
     info = REGISTERED.get(str(profile.get("pair")))
     return info.vocab_size if info is not None else None
 
