@@ -14,6 +14,8 @@ __all__ = ["RunConfig", "reproduce"]
 
 
 def reproduce(cfg: RunConfig, command: str = ""):
-    from multispin.experiments.reproduce.pipeline import reproduce as _run
+    from multispin.experiments.reproduce.pipeline import (
+        reproduce as _run,  # lazy: the CLI's start-up path imports this package
+    )
 
     return _run(cfg, command)
