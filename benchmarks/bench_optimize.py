@@ -268,7 +268,8 @@ def section_shortfall(quick: bool) -> None:
 def section_gap(quick: bool) -> None:
     print("\n== 4. gap to the exhaustive oracle (K ≤ 4, every γ vector; presets' distributions, deep fades) ==")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "optimize"))
-    from _builders import random_preset_instances  # lazy: a test helper, on the path for this section only
+    # lazy: a test helper, on the path for this section only
+    from _builders import random_preset_instances  # noqa: PLC0415
 
     rng = np.random.default_rng(0)
     gaps = {"shipped search": [], "paper greedy": [], "best uniform": [], "computation-only": []}

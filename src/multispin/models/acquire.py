@@ -691,7 +691,7 @@ def _lock(path: Path) -> Iterator[None]:
     """An exclusive advisory lock so that two processes never convert the same model at once."""
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        import fcntl  # lazy: POSIX only
+        import fcntl  # noqa: PLC0415 (lazy: POSIX only)
     except ImportError:  # pragma: no cover - non-POSIX
         yield
         return

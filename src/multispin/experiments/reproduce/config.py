@@ -79,9 +79,8 @@ class RunConfig:
         check_count("n_saa", self.n_saa, 1, MAX_N_SAA)
         if self.seed < 0:
             raise ConfigError(f"seed: must be in [0, inf) (got {self.seed})")
-        from multispin.experiments.reproduce.executor import (
-            check_executor,  # lazy: keeps multiprocessing off the CLI start-up path
-        )
+        # lazy: keeps the executors (multiprocessing) off the CLI start-up path
+        from multispin.experiments.reproduce.executor import check_executor  # noqa: PLC0415
 
         check_executor(self.executor, self.address)
 
