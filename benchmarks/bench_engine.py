@@ -27,7 +27,7 @@ import statistics
 import time
 
 import numpy as np
-import torch
+import torch  # noqa: TID253 (a benchmark of the torch engine)
 
 from multispin.errors import ConfigError
 from multispin.models.placement import resolve_device

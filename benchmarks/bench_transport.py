@@ -59,11 +59,11 @@ import statistics
 import threading
 import time
 
-import torch
+import torch  # noqa: TID253 (the benchmark runs the tiny torch pair)
 
 from multispin.models.base import LoadedPair
 from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_tables
-from multispin.models.tiny import load_tiny_pair
+from multispin.models.tiny import load_tiny_pair  # noqa: TID253 (as torch above)
 from multispin.runtime.net.device import DeviceClient
 from multispin.runtime.net.launcher import DeviceSetup, ServerHooks, free_port, run_local_testbed
 from multispin.runtime.net.server import EdgeServer

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import functools
 
-import torch
+import torch  # noqa: TID253 (a torch-bound module: only torch code imports it)
 
 from multispin.models.base import LoadedPair
 from multispin.models.cross_vocab import CrossDraft
