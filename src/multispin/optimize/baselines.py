@@ -14,7 +14,6 @@ from dataclasses import replace
 import numpy as np
 
 from multispin.errors import ConfigError
-from multispin.optimize.certified import branch_and_bound
 from multispin.optimize.draft_lengths import (
     DraftPlan,
     best_uniform,
@@ -44,6 +43,9 @@ def optimise_draft_lengths(
     if policy == "fast":
         return fast_search(obj, warm_start, extra_starts, deadline_s)
     if policy == "certified":
+        # lazy: the certified search is opt-in, and the demo's start-up path imports this module
+        from multispin.optimize.certified import branch_and_bound  # noqa: PLC0415
+
         start = local_search(obj, extra_starts)
         g, _, upper, proven, nodes = branch_and_bound(obj, start.draft_len)
         return replace(

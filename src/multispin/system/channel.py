@@ -25,8 +25,6 @@ import numpy as np
 from multispin.system.instance import ComputeParams, Instance, RadioParams
 from multispin.system.radio import path_loss_linear
 from multispin.system.scenario import DropRule, Scenario
-from multispin.system.tr38901 import draw_large_scale
-from multispin.system.trace import load_trace
 from multispin.vocabulary import COIN_UL_BELOW
 
 STREAMS = {
@@ -130,6 +128,9 @@ def large_scale_gain(scenario: Scenario, distance_m: np.ndarray) -> np.ndarray:
     d = np.asarray(distance_m, dtype=float)
     if r.path_loss_model == "log-distance":
         return path_loss_linear(d, r.path_loss_db_at_1m, r.path_loss_exponent)
+    # lazy: the 3GPP laws are opt-in, and this module is on the CLI start-up path
+    from multispin.system.tr38901 import draw_large_scale  # noqa: PLC0415
+
     rng = stream(scenario.seed, "large_scale")
     bearing = rng.uniform(0.0, 2 * np.pi, size=d.size)
     positions = np.stack([d * np.cos(bearing), d * np.sin(bearing)], axis=1)
@@ -163,6 +164,9 @@ class ChannelGenerator:
         self.distance_m = np.asarray(distance_m, dtype=float)
         self.trace = None
         if scenario.channel.trace is not None:  # a measured channel: gains per round and device
+            # lazy: a measured channel is opt-in, and this module is on the CLI start-up path
+            from multispin.system.trace import load_trace  # noqa: PLC0415
+
             self.trace = load_trace(scenario.channel.trace, scenario.devices.count)
             self.path_loss = self.trace.mean_gain
         else:

@@ -34,8 +34,6 @@ from multispin.system.config_file import FILE_SUFFIXES, expand_dotted, locate, p
 from multispin.system.payload import distribution_bits, draft_upload_bits_per_token, token_id_bits
 from multispin.system.profile_fit import check_vocabulary, read_profile, warn_poor_fit
 from multispin.system.radio import dbm_to_w
-from multispin.system.tr38901 import DISTANCE_RANGE_M
-from multispin.system.trace import load_trace
 from multispin.vocabulary import Objective
 
 
@@ -327,6 +325,9 @@ class Scenario(_Model):
                     "channel.pilot_snr_db do not apply to it (leave them unset)",
                     {},
                 )
+            # lazy: a measured channel is opt-in, and this module is on the CLI start-up path
+            from multispin.system.trace import load_trace  # noqa: PLC0415
+
             load_trace(self.channel.trace, self.devices.count)  # one-line error naming file and line
         if (
             self.channel.speed_kmh is not None or self.channel.pilot_snr_db is not None
@@ -350,6 +351,9 @@ class Scenario(_Model):
         model = self.radio.path_loss_model
         if model == "log-distance":
             return
+        # lazy: the 3GPP laws are opt-in, and this module is on the CLI start-up path
+        from multispin.system.tr38901 import DISTANCE_RANGE_M  # noqa: PLC0415
+
         lo, hi = DISTANCE_RANGE_M[model.removeprefix("3gpp-")]
         d = self.devices.distances_m or [self.devices.drop.min_distance_m, self.devices.drop.max_distance_m]
         if min(d) < lo or max(d) > hi:
