@@ -28,6 +28,11 @@ import time
 import numpy as np
 from scipy import stats
 
+from multispin.models.acquire import model_dir
+from multispin.models.prompts import encode_prompt, load_prompts
+from multispin.models.registry import resolve_pair
+from multispin.runtime.round.session import GenerateConfig, generate
+
 PAIR = "smollm2-135m:qwen2.5-coder-0.5b"
 
 
@@ -64,10 +69,6 @@ def main() -> None:
 
     import torch
 
-    from multispin.models.prompts import encode_prompt, load_prompts
-    from multispin.models.registry import resolve_pair
-    from multispin.runtime.round.session import GenerateConfig, generate
-
     torch.set_num_threads(args.threads)
     pair = resolve_pair(PAIR)
     draft_name = pair.default_draft
@@ -76,8 +77,6 @@ def main() -> None:
         pair.drafts[draft_name].to(args.device)
     target, draft = pair.target, pair.drafts[draft_name]
     from transformers import AutoTokenizer
-
-    from multispin.models.acquire import model_dir
 
     draft_tok = AutoTokenizer.from_pretrained(str(model_dir("smollm2-135m")))
     draft.generation_config.num_assistant_tokens = args.gamma

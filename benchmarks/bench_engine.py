@@ -27,8 +27,10 @@ import statistics
 import time
 
 import numpy as np
-import torch
+import torch  # noqa: TID253 (a benchmark of the torch engine)
 
+from multispin.errors import ConfigError
+from multispin.models.placement import resolve_device
 from multispin.speculative.codecs import make_codec
 from multispin.speculative.residual import residual_distribution, sample_residual
 from multispin.speculative.sampling import sample_categorical
@@ -212,9 +214,6 @@ def main() -> None:
     )
     parser.add_argument("--repeats", type=int, default=5, help="repetitions (>= 2) for the spread")
     args = parser.parse_args()
-    from multispin.errors import ConfigError
-    from multispin.models.placement import resolve_device
-
     if args.repeats < 2:
         parser.error(f"--repeats: must be an integer >= 2 (got {args.repeats})")
     try:

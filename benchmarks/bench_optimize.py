@@ -30,6 +30,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+import os
+
 from multispin.optimize.bandwidth import optimized_split_batch  # noqa: E402
 from multispin.optimize.baselines import baselines  # noqa: E402
 from multispin.optimize.bound import communication_bound  # noqa: E402
@@ -266,7 +268,8 @@ def section_shortfall(quick: bool) -> None:
 def section_gap(quick: bool) -> None:
     print("\n== 4. gap to the exhaustive oracle (K ≤ 4, every γ vector; presets' distributions, deep fades) ==")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "optimize"))
-    from _builders import random_preset_instances
+    # lazy: a test helper, on the path for this section only
+    from _builders import random_preset_instances  # noqa: PLC0415
 
     rng = np.random.default_rng(0)
     gaps = {"shipped search": [], "paper greedy": [], "best uniform": [], "computation-only": []}
@@ -379,8 +382,6 @@ def main() -> None:
         ap.exit(2, f"bench_optimize.py: error: --repeat: must be an integer >= 1 (got {args.repeat})\n")
     t0 = time.perf_counter()
     try:
-        import os
-
         print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; times are CPU (process) seconds")
     except OSError:
         pass

@@ -69,7 +69,9 @@ import argparse
 import gc
 import json
 import logging
+import multiprocessing
 import os
+import resource
 import shutil
 import signal
 import statistics
@@ -79,6 +81,21 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+from multispin.models.base import LoadedPair
+from multispin.models.prompts import default_prompts, encode_prompt
+from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_tables
+from multispin.runtime.net.device import DeviceClient, build_device_client
+from multispin.runtime.net.launcher import free_port
+from multispin.runtime.net.server import EdgeServer
+from multispin.runtime.net.server_config import ServerConfig
+from multispin.runtime.round import roles
+from multispin.runtime.round.engine import PolicyPair
+from multispin.runtime.round.local import RandomMode, UniformDraftLength, fixed_policy, run_rounds
+from multispin.runtime.security.keys import create_keyring
+from multispin.runtime.store.journal import Journal
+from multispin.speculative.codecs import make_codec
+from multispin.speculative.warp import SamplingParams
 
 HERE = Path(__file__).resolve()
 VOCAB = 64
@@ -102,9 +119,7 @@ def rss_mb() -> float:
                     return int(line.split()[1]) / 1024
     except OSError:
         pass
-    import resource  # peak, not current: only where /proc is missing
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # peak, not current: only where /proc is missing
 
 
 def loadavg() -> str:
@@ -132,11 +147,6 @@ def p90(xs) -> float:
 def child_main(spec_path: str) -> None:
     """Run one EdgeServer as described by the JSON spec; write what it measured to spec['out']."""
     spec = json.loads(Path(spec_path).read_text())
-    from multispin.models.base import LoadedPair
-    from multispin.runtime.net.server import EdgeServer
-    from multispin.runtime.net.server_config import ServerConfig
-    from multispin.runtime.round.local import fixed_policy
-
     if spec["pair"] == "tiny":
         import torch
 
@@ -145,8 +155,6 @@ def child_main(spec_path: str) -> None:
 
         pair, target_lm = load_tiny_pair(), None
     else:
-        from multispin.models.synthetic import MarkovBatchedLM, make_tables
-
         target, _ = make_tables(VOCAB, seed=0, scale=1.5, draft_noise=1.0)
         pair = LoadedPair(name="markov", tokenizer=None, target=None, drafts={}, vocab_size=VOCAB)
         target_lm = MarkovBatchedLM(target)
@@ -234,9 +242,6 @@ class Bench:
     """Shared state: a temp folder, one keyring for the largest K, the Markov draft table."""
 
     def __init__(self, args: argparse.Namespace):
-        from multispin.models.synthetic import make_tables
-        from multispin.runtime.security.keys import create_keyring
-
         self.args = args
         self.tmp = Path(tempfile.mkdtemp(prefix="bench-server-"))
         self.jdir = Path(tempfile.mkdtemp(prefix="bench-server-journal-", dir=args.journal_dir))
@@ -281,9 +286,6 @@ class Bench:
     ) -> dict:
         """One server child + K device threads; returns the child's measurements plus this
         (device) process's CPU seconds over the same run."""
-        from multispin.runtime.net.device import DeviceClient, build_device_client
-        from multispin.runtime.net.launcher import free_port
-
         self._n += 1
         port = free_port()
         endpoint = f"tcp://127.0.0.1:{port}"
@@ -307,8 +309,6 @@ class Bench:
             kw = dict(keys=self.device_keys[d]) if secure else {}
             secret = None if secure else SECRET
             if pair == "tiny":
-                from multispin.models.prompts import default_prompts
-
                 prompt = default_prompts(k, SEED)[d]
                 clients.append(
                     build_device_client(
@@ -316,8 +316,6 @@ class Bench:
                     )
                 )
             else:
-                from multispin.models.synthetic import MarkovSequenceLM
-
                 clients.append(
                     DeviceClient(
                         endpoint,
@@ -341,8 +339,6 @@ class Bench:
         outcomes: dict[int, object] = {}
         runner = runner or self.args.devices_as
         if runner == "fork":
-            import multiprocessing
-
             ctx = multiprocessing.get_context("fork")
             cpu_files = [self.tmp / f"cpu-{self._n}-{d}.txt" for d in range(k)]
             children = [
@@ -566,14 +562,6 @@ def recovery(bench: Bench) -> None:
     import torch
 
     from multispin.models.hf import HFBatchedLM, HFSequenceLM
-    from multispin.models.prompts import default_prompts, encode_prompt
-    from multispin.runtime.net.device import build_device_client
-    from multispin.runtime.net.launcher import free_port
-    from multispin.runtime.round import roles
-    from multispin.runtime.round.engine import PolicyPair
-    from multispin.runtime.round.local import RandomMode, UniformDraftLength, run_rounds
-    from multispin.speculative.codecs import make_codec
-    from multispin.speculative.warp import SamplingParams
 
     a = bench.args
     pair = bench.tiny
@@ -720,8 +708,6 @@ def recovery(bench: Bench) -> None:
                 for p in procs:
                     if p.poll() is None:
                         p.kill()
-            from multispin.runtime.store.journal import Journal
-
             t0 = time.perf_counter()
             with Journal(journal, readonly=True) as j:
                 j.recover()

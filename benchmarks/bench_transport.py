@@ -59,17 +59,19 @@ import statistics
 import threading
 import time
 
-import torch
+import torch  # noqa: TID253 (the benchmark runs the tiny torch pair)
 
 from multispin.models.base import LoadedPair
 from multispin.models.synthetic import MarkovBatchedLM, MarkovSequenceLM, make_tables
-from multispin.models.tiny import load_tiny_pair
+from multispin.models.tiny import load_tiny_pair  # noqa: TID253 (as torch above)
 from multispin.runtime.net.device import DeviceClient
 from multispin.runtime.net.launcher import DeviceSetup, ServerHooks, free_port, run_local_testbed
 from multispin.runtime.net.server import EdgeServer
 from multispin.runtime.net.server_config import ServerConfig
 from multispin.runtime.round.engine import PolicyPair
 from multispin.runtime.round.local import RandomMode, UniformDraftLength
+from multispin.runtime.round.roles import DraftDevice
+from multispin.runtime.wire.messages import PROTOCOL_VERSION
 from multispin.runtime.wire.records import RoundEvent
 
 SECRET = "bench-transport-secret"
@@ -159,9 +161,8 @@ class _ThreadCPU:
 
 def _markov_device(endpoint: str, k: int, draft_table, report) -> None:
     torch.set_num_threads(1)
-    from multispin.runtime.round.roles import DraftDevice  # this process's own copy (forked)
-
     compute = _ThreadCPU()
+    # the class is patched in this forked process only
     DraftDevice.draft = compute.wrap(DraftDevice.draft)  # drafting and DL correction: the device's
     DraftDevice.correct_locally = compute.wrap(DraftDevice.correct_locally)  # model compute
     DeviceClient(endpoint, k, SECRET, MarkovSequenceLM(draft_table), [1, 2, 3 + k % 7]).run()
@@ -265,8 +266,6 @@ def main() -> None:
     ap.add_argument("--json", action="store_true", help="one JSON line per row instead of the tables")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    from multispin.runtime.wire.messages import PROTOCOL_VERSION
-
     benches = []
     if not args.no_tiny:
         load_tiny_pair()  # build once, before forking

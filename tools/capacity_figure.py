@@ -9,15 +9,15 @@ from __future__ import annotations
 import json
 import sys
 
+from multispin import api as ms
+from multispin.experiments.capacity import capacity
+
 
 def main(argv: list[str]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from multispin import api as ms
-    from multispin.experiments.capacity import capacity
 
     out = argv[0]
     target = float(argv[1]) if len(argv) > 1 else 0.2

@@ -15,16 +15,16 @@ import time
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
+from multispin.experiments import testbed
+from multispin.experiments.demo import DemoConfig
+from multispin.models.registry import resolve_pair
+
 
 def rss_gb() -> float:
     return int(Path(f"/proc/{os.getpid()}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**30
 
 
 def main(runs: int, keep_heap: bool) -> None:
-    from multispin.experiments import testbed
-    from multispin.experiments.demo import DemoConfig
-    from multispin.models.registry import resolve_pair
-
     if keep_heap:
         testbed.release_freed_heap = lambda: False
     with TemporaryDirectory() as tmp:

@@ -1,15 +1,15 @@
 """The package version, in a module of its own so that anything may import it without importing
 the package's ``__init__`` (which re-exports the whole API)."""
 
+import subprocess
+from pathlib import Path
+
 __version__ = "0.1.0"
 
 
 def source_version() -> str:
     """``git describe --always --dirty`` of the checkout this package runs from (``v0.1-12-gabc1234``);
     the package version when it is not in a git checkout (an installed wheel) or git is missing."""
-    import subprocess
-    from pathlib import Path
-
     here = Path(__file__).resolve().parent
     try:
         top = subprocess.run(

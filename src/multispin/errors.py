@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any
 
@@ -66,8 +67,6 @@ class Interrupted(KeyboardInterrupt):
 def did_you_mean(word: Any, choices) -> str:
     """`` (did you mean X?)`` when one of ``choices`` is a likely misspelling's target, else ``""``.
     The cutoff is high on purpose: a far-fetched suggestion (paper-llama → paper-r1) misleads."""
-    import difflib
-
     close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.8)
     return f" (did you mean {close[0]}?)" if close else ""
 

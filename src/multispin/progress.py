@@ -116,13 +116,14 @@ def step_progress(console: Any = None, enabled: bool = True, transient: bool = F
     if not enabled:
         yield _Silent()
         return
-    from rich.console import Console
+    # lazy: rich is slow to import, and a run that draws no bars never needs it
+    from rich.console import Console  # noqa: PLC0415
 
     err = console or Console(stderr=True)
     if not err.is_terminal:
         yield _Lines()
         return
-    from rich import progress as rich_progress
+    from rich import progress as rich_progress  # noqa: PLC0415 (lazy: as above)
 
     with rich_progress.Progress(
         rich_progress.SpinnerColumn(),

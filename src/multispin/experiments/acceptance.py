@@ -30,6 +30,8 @@ from pydantic import Field
 from multispin.acceptance.run_verdicts import iid_tokens
 from multispin.experiments.intervals import expanded_percentile
 from multispin.models.base import BatchedLM, BatchedSequence
+from multispin.models.prompts import encode_prompt, load_prompts, prompt_categories
+from multispin.models.registry import resolve_pair
 from multispin.progress import Step, StepReporter, reporter
 from multispin.runtime.round.engine import PolicyPair
 from multispin.runtime.round.local import FixedLink, UniformDraftLength, run_rounds
@@ -362,9 +364,7 @@ def measure(config: MeasureConfig, pair=None, progress: StepReporter | None = No
     """`multispin measure`: an acceptance profile per draft for one (pair, prompt set, sampling
     policy), all drafts scored on the same target texts; ``progress`` receives a
     `multispin.progress.Step` per round and per scored prompt."""
-    from multispin.models.hf import HFBatchedLM, draft_batched
-    from multispin.models.prompts import encode_prompt, load_prompts, prompt_categories
-    from multispin.models.registry import resolve_pair
+    from multispin.models.hf import HFBatchedLM, draft_batched  # lazy: imports torch
 
     pair = pair or resolve_pair(config.pair, drafts=config.drafts)
     names = pair.check_drafts(config.drafts or [pair.default_draft])

@@ -101,7 +101,7 @@ def profile_pair(
     receives a `Step` after every draft timed and every batch size."""
     import torch
 
-    from multispin.models.hf import HFBatchedLM, draft_lm
+    from multispin.models.hf import HFBatchedLM, draft_lm  # lazy: imports torch
 
     say = reporter(progress)
     drafts = {}

@@ -23,6 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
+import multispin as ms
+from multispin.system.coupled_alpha import COUPLED_RATIO
+
 
 def _expected_tokens(alpha, gamma: int) -> np.ndarray:
     """E_γ[N](α) = (1 − α^{γ+1})/(1 − α) (γ + 1 at α = 1)."""
@@ -82,9 +85,6 @@ def plot_boundary(path: str | Path, points=(), alphas=(0.85, 0.93), gammas=(4, 8
 def paper_points() -> list[tuple[str, float, float]]:
     """The measured α-losses (smollm2-135m q5g64: chat, code) at the T_comm share of the paper's
     adaptive plan on paper-qwen's default drop (K = 20, seed 0, P^ul = 10 dBm)."""
-    import multispin as ms
-    from multispin.system.coupled_alpha import COUPLED_RATIO
-
     g = ms.plan(ms.scenario(), baselines=False).report.plan.goodput
     share = g.e_t_comm_s / (g.t_comp_s + g.e_t_comm_s)
     return [(kind, 1.0 - r, share) for kind, r in COUPLED_RATIO.items()]

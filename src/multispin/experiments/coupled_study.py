@@ -15,6 +15,11 @@ import argparse
 import json
 from pathlib import Path
 
+from multispin.experiments.reproduce._figure import STYLE, band, pyplot, save
+from multispin.experiments.sweep import run_sweep
+from multispin.system import get_preset
+from multispin.system.coupled_alpha import ASSUMPTION
+
 POLICIES = ("adaptive", "three_way", "all_coupled", "all_ul", "all_dl")
 
 # axis name -> (the swept field, its values, fields held fixed per value: None or a function)
@@ -28,8 +33,6 @@ AXES = {
 
 def run_axis(sc, axis: str, drops: int):
     """One axis of the study as sweep tables (one per held-fixed setting, or one over all values)."""
-    from multispin.experiments.sweep import run_sweep
-
     field, values, fixed = AXES[axis]
     if fixed is None:
         return [run_sweep(sc, {field: values}, drops, POLICIES)]
@@ -60,9 +63,6 @@ def summary_lines(axis: str, tables) -> list[str]:
 
 def plot_study(results: dict, path: Path) -> None:
     """Goodput (top) and coupled share (bottom) per axis, one line per policy with its 95% band."""
-    from multispin.experiments.reproduce._figure import STYLE, band, pyplot, save
-    from multispin.system.coupled_alpha import ASSUMPTION
-
     plt = pyplot()
     fig, axes = plt.subplots(2, len(results), figsize=(4.2 * len(results), 6.4), squeeze=False)
     for col, (axis, tables) in enumerate(results.items()):
@@ -94,9 +94,6 @@ def plot_study(results: dict, path: Path) -> None:
 
 
 def main(argv=None) -> None:
-    from multispin.system import get_preset
-    from multispin.system.coupled_alpha import ASSUMPTION
-
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--drops", type=int, default=10)
     ap.add_argument("--out", type=Path, required=True)

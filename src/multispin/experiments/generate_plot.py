@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from multispin.experiments.reproduce._figure import pyplot, save
+
 # how a device's round ended: a correction sent in UL or DL mode, or every draft token accepted
 # (a bonus token), or no draft at all (γ = 0: the server writes the token itself)
 _END_MARKER = {
@@ -26,8 +28,6 @@ def tokens_written(dev: dict) -> np.ndarray:
 def plot_generate(doc: dict, path) -> Path:
     """Two panels from a generate document: accepted draft tokens per round with γ dashed (left),
     cumulative tokens per device against the round (right). Returns the PNG's path."""
-    from multispin.experiments.reproduce._figure import pyplot, save
-
     plt = pyplot()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     for i, dev in enumerate(doc["devices"]):

@@ -32,6 +32,7 @@ import math
 from collections.abc import Iterable
 
 import numpy as np
+from scipy.stats import norm, t
 
 from multispin.experiments.paired import LEVEL
 
@@ -40,8 +41,6 @@ BOOTSTRAP_RESAMPLES = 4000
 
 def t_quantile(n: int, level: float = LEVEL) -> float:
     """Student's t quantile of a two-sided ``level`` interval from ``n`` independent units."""
-    from scipy.stats import t
-
     return float(t.ppf((1 + level) / 2, n - 1)) if n > 1 else float("nan")
 
 
@@ -70,8 +69,6 @@ def expanded_percentile(replicates, n: int) -> tuple[float, float]:
     """The 95% expanded percentile interval (module docstring) from bootstrap ``replicates`` of a
     statistic of ``n`` independent units (resampled with replacement): the replicates' quantiles
     at Φ(∓√(n/(n−1))·t_{0.975,n−1}). NaN where n < 2 or no replicate is finite."""
-    from scipy.stats import norm
-
     r = np.asarray(replicates, dtype=float)
     r = r[np.isfinite(r)]
     if n < 2 or not r.size:

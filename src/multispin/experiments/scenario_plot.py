@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from multispin.experiments.reproduce._figure import pyplot, save
 from multispin.system.channel import World
 from multispin.system.radio import latency_s, linear_to_db, path_loss_linear
 from multispin.system.scenario import Scenario
@@ -33,8 +34,6 @@ def plot_scenario(scenario: Scenario, name: str, path) -> Path:
     """Left: path loss (dB) against distance, the drop's devices on it, one colour per task (α in
     the legend). Right: per device (sorted by distance) the median airtime of one correction in UL
     and DL mode with its 10–90% range over the fading rounds (log scale). Returns the PNG's path."""
-    from multispin.experiments.reproduce._figure import pyplot, save
-
     plt = pyplot()
     world = World(scenario)
     drop, radio = world.drop, scenario.radio

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -71,7 +72,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from rich.console import Console
+
 from multispin.errors import ConfigError, ModelError
+from multispin.models.spm_merges import unigram_to_bpe
 
 MANIFEST_NAME = "multispin-manifest.json"
 MANIFEST_VERSION = 2  # 2: tokenizer trimmed to its valid ids, control tokens registered
@@ -206,8 +210,6 @@ class _StatusLines:
     def __init__(self) -> None:
         self._console = None
         try:
-            from rich.console import Console
-
             self._console = Console(stderr=True, highlight=False, soft_wrap=True)
         except Exception:  # pragma: no cover - rich is a dependency
             self._console = None
@@ -509,7 +511,7 @@ def quiet_transformers() -> Iterator[None]:
 def _gguf_tokenizer_meta(gguf_path: Path) -> tuple[dict, list[tuple[str, int]]]:
     """Special-token metadata of a GGUF file (ids, add_bos/add_eos flags, tokenizer model) and
     its (token, type) table. Reads the file's header once (slow for big vocabularies)."""
-    import gguf
+    import gguf  # lazy: heavy, and require_gguf turns its absence into one line
 
     reader = gguf.GGUFReader(str(gguf_path))
     fields: dict = {}
@@ -563,8 +565,6 @@ def _fix_tokenizer(tokenizer, fields: dict) -> None:
 def require_gguf() -> None:
     """The GGUF reader is a core dependency (the default pair is shipped as GGUF); an install
     that lacks it gets one line saying how to repair it, not a ModuleNotFoundError traceback."""
-    import importlib.util
-
     if importlib.util.find_spec("gguf") is None:
         raise ModelError(
             "gguf: the GGUF reader is not installed, and the shipped pairs come as GGUF files; "
@@ -649,8 +649,6 @@ def tidy_tokenizer_files(directory: Path, table: list[tuple[str, int]], spm_bpe:
         valid -= 1
     data = json.loads(path.read_text(encoding="utf-8"))
     if spm_bpe:
-        from multispin.models.spm_merges import unigram_to_bpe
-
         unigram_to_bpe(data, table)
     vocab = data.get("model", {}).get("vocab")
     if isinstance(vocab, dict):
@@ -693,7 +691,7 @@ def _lock(path: Path) -> Iterator[None]:
     """An exclusive advisory lock so that two processes never convert the same model at once."""
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        import fcntl
+        import fcntl  # noqa: PLC0415 (lazy: POSIX only)
     except ImportError:  # pragma: no cover - non-POSIX
         yield
         return

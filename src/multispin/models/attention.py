@@ -13,7 +13,7 @@ transformers' ``sdpa`` unchanged.
 
 from __future__ import annotations
 
-import torch
+import torch  # noqa: TID253 (a torch-bound module: only torch code imports it)
 
 SHARED_KV_SDPA = "multispin_sdpa_shared_kv"
 

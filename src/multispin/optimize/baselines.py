@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from multispin.errors import ConfigError
@@ -20,6 +22,7 @@ from multispin.optimize.draft_lengths import (
     local_search,
     paper_greedy,
 )
+from multispin.optimize.fast_search import fast_search
 from multispin.optimize.goodput import SAAObjective
 from multispin.system.instance import Instance
 from multispin.vocabulary import DRAFT_POLICIES, MODE_RULES, PLAN_POLICIES  # noqa: F401 (importable from here)
@@ -38,13 +41,10 @@ def optimise_draft_lengths(
     if policy == "greedy":
         return local_search(obj, extra_starts)
     if policy == "fast":
-        from multispin.optimize.fast_search import fast_search
-
         return fast_search(obj, warm_start, extra_starts, deadline_s)
     if policy == "certified":
-        from dataclasses import replace
-
-        from multispin.optimize.certified import branch_and_bound
+        # lazy: the certified search is opt-in, and the demo's start-up path imports this module
+        from multispin.optimize.certified import branch_and_bound  # noqa: PLC0415
 
         start = local_search(obj, extra_starts)
         g, _, upper, proven, nodes = branch_and_bound(obj, start.draft_len)

@@ -34,9 +34,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from multispin.optimize.draft_lengths import goodput_upper_bound
 from multispin.optimize.goodput import SAAObjective, pattern_table
 from multispin.optimize.incremental import sample_levels
 from multispin.optimize.modes import _latency_from_x_s
+from multispin.optimize.reactive import t_comm_batch
 from multispin.system.instance import Instance
 from multispin.system.radio import latency_s
 
@@ -287,8 +289,6 @@ def t_comm_table(obj: SAAObjective) -> np.ndarray:
         return _optimal_table_by_doubling(inst)
     if obj.modes == "optimal" and obj.split == "equal" and k <= 16:
         return pattern_table(obj.inst, obj.modes, obj.split)
-    from multispin.optimize.reactive import t_comm_batch
-
     out = np.empty(1 << k)
     for start in range(0, 1 << k, _TABLE_CHUNK):
         stop = min(1 << k, start + _TABLE_CHUNK)
@@ -414,8 +414,6 @@ def communication_bound(
     ``coupled`` (as `maximise_ratio`'s): the bound covers every coupled mask too (``obj`` the
     all-standard objective, ``incumbent`` the communicating draft lengths, 0 where coupled).
     """
-    from multispin.optimize.draft_lengths import goodput_upper_bound
-
     inst = obj.inst
     lv = sample_levels(obj)
     n = lv.shape[0]

@@ -20,7 +20,7 @@ import numpy as np
 
 from multispin.errors import ConfigError
 from multispin.optimize.bound import maximise_ratio, t_comm_table
-from multispin.optimize.goodput import SAAObjective
+from multispin.optimize.goodput import SAAObjective, t_comp_s
 from multispin.optimize.incremental import sample_levels
 
 CERTIFIED_MAX_DEVICES = 12
@@ -54,8 +54,6 @@ class _Exact:
         return (gamma[None, :] > self.levels).astype(np.int64) @ self.weights
 
     def value(self, gamma: np.ndarray) -> float:
-        from multispin.optimize.goodput import t_comp_s
-
         k = self.inst.num_devices
         num = float(self.inst.expected_tokens[np.arange(k), gamma].sum())
         return num / (float(t_comp_s(self.inst, gamma)) + float(self.table[self.codes(gamma)].mean()))

@@ -35,9 +35,11 @@ from typing import Any
 import numpy as np
 
 from multispin.errors import ConfigError
-from multispin.optimize.goodput import Goodput, SAAObjective, pattern_table, t_comp_s
+from multispin.optimize.goodput import Goodput, SAAObjective, g_max, pattern_table, t_comp_s
 from multispin.optimize.incremental import IncrementalSAA
+from multispin.optimize.reactive import ul_latency_s
 from multispin.system.instance import Instance
+from multispin.system.radio import latency_s
 
 _REL_IMPROVEMENT = 1e-12  # a move must raise G by more than this (relative) to be taken
 
@@ -171,9 +173,6 @@ _GROUP_FRACTIONS = (0.25, 0.5, 0.75)
 def _weakness_orders(inst: Instance) -> list[np.ndarray]:
     """Devices ordered worst first: by the cost of a rejection (UL latency over the whole band at
     P^ul, or DL at the whole P^dl, whichever is faster) and by draft latency per token."""
-    from multispin.optimize.reactive import ul_latency_s
-    from multispin.system.radio import latency_s
-
     bw = inst.radio.bandwidth_hz
     ul = ul_latency_s(inst, bw)
     dl = latency_s(inst.payload_bits_dl, bw, inst.radio.p_dl_w, inst.gain_dl, inst.radio.noise_psd_w_per_hz)
@@ -542,8 +541,6 @@ def computation_only(obj: SAAObjective) -> DraftPlan:
 
 def goodput_upper_bound(inst: Instance) -> float:
     """max over γ of G_max(γ) (communication free): no plan's G on any samples exceeds it."""
-    from multispin.optimize.goodput import g_max
-
     return g_max(inst, max_g_max(inst))
 
 

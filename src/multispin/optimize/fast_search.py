@@ -54,7 +54,7 @@ from multispin.optimize.draft_lengths import (
     max_g_max,
 )
 from multispin.optimize.flips import closed_form_applies, solver_for
-from multispin.optimize.goodput import SAAObjective, t_comp_s
+from multispin.optimize.goodput import SAAObjective, _goodput, t_comp_s
 from multispin.optimize.incremental import IncrementalSAA, head, sample_levels, t_comm_of, t_comp_unchecked
 
 # Subsample sizes: a climb step re-solves up to (samples × K) flipped outcomes, so the sizes scale
@@ -316,8 +316,6 @@ class _Best:
             self.state = IncrementalSAA(self.state.obj, gamma, t_comm=t_comm)
 
     def goodput(self, obj: SAAObjective):
-        from multispin.optimize.goodput import _goodput
-
         num = float(np.sum(obj.inst.expected_tokens[np.arange(self.gamma.size), self.gamma]))
         return _goodput(num, float(t_comp_s(obj.inst, self.gamma)), float(np.mean(self.t_comm)))
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from multispin.errors import ConfigError
+from multispin.optimize.draft_lengths import max_g_max
 from multispin.optimize.goodput import Goodput, SAAObjective
 from multispin.optimize.incremental import IncrementalSAA, head
 from multispin.system.instance import Instance
@@ -165,8 +166,6 @@ def choose_verification(
     ``standard``: the draft-length policy's all-standard γ; ``polish(inst, γ)`` (optional): that
     policy's γ on the instance with a fixed mask, warm-started from γ (never below it), run once
     after the moves stall, the moves resuming where it helped."""
-    from multispin.optimize.draft_lengths import max_g_max
-
     cs = CoupledSAA(obj)
     k = cs.k
     std_c, cpl_c = np.zeros(k, dtype=bool), np.ones(k, dtype=bool)

@@ -128,7 +128,8 @@ def large_scale_gain(scenario: Scenario, distance_m: np.ndarray) -> np.ndarray:
     d = np.asarray(distance_m, dtype=float)
     if r.path_loss_model == "log-distance":
         return path_loss_linear(d, r.path_loss_db_at_1m, r.path_loss_exponent)
-    from multispin.system.tr38901 import draw_large_scale
+    # lazy: the 3GPP laws are opt-in, and this module is on the CLI start-up path
+    from multispin.system.tr38901 import draw_large_scale  # noqa: PLC0415
 
     rng = stream(scenario.seed, "large_scale")
     bearing = rng.uniform(0.0, 2 * np.pi, size=d.size)
@@ -163,7 +164,8 @@ class ChannelGenerator:
         self.distance_m = np.asarray(distance_m, dtype=float)
         self.trace = None
         if scenario.channel.trace is not None:  # a measured channel: gains per round and device
-            from multispin.system.trace import load_trace
+            # lazy: a measured channel is opt-in, and this module is on the CLI start-up path
+            from multispin.system.trace import load_trace  # noqa: PLC0415
 
             self.trace = load_trace(scenario.channel.trace, scenario.devices.count)
             self.path_loss = self.trace.mean_gain

@@ -84,10 +84,10 @@ def parse_text(text: str, suffix: str, where: str) -> Any:
         if suffix in (".yaml", ".yml"):
             return yaml.load(text, Loader=_UniqueKeyLoader) or {}  # noqa: S506 (a SafeLoader)
         if suffix == ".toml":
-            try:
-                import tomllib
+            try:  # lazy: TOML is the rare format, and this module is on the CLI start-up path
+                import tomllib  # noqa: PLC0415
             except ModuleNotFoundError:  # Python 3.10
-                import tomli as tomllib  # type: ignore[no-redef]
+                import tomli as tomllib  # type: ignore[no-redef]  # noqa: PLC0415
             return tomllib.loads(text)
         return json.loads(text, object_pairs_hook=_unique_json_pairs(text))
     except ConfigError as exc:  # a key written twice

@@ -40,7 +40,8 @@ def profile_vocab_size(profile: dict) -> int | None:
     v = profile.get("vocab_size")
     if isinstance(v, int) and not isinstance(v, bool):
         return v
-    from multispin.models.registry import REGISTERED
+    # lazy: keeps models/ (and its download code) off the CLI start-up path
+    from multispin.models.registry import REGISTERED  # noqa: PLC0415
 
     info = REGISTERED.get(str(profile.get("pair")))
     return info.vocab_size if info is not None else None

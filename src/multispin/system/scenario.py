@@ -325,7 +325,8 @@ class Scenario(_Model):
                     "channel.pilot_snr_db do not apply to it (leave them unset)",
                     {},
                 )
-            from multispin.system.trace import load_trace
+            # lazy: a measured channel is opt-in, and this module is on the CLI start-up path
+            from multispin.system.trace import load_trace  # noqa: PLC0415
 
             load_trace(self.channel.trace, self.devices.count)  # one-line error naming file and line
         if (
@@ -350,7 +351,8 @@ class Scenario(_Model):
         model = self.radio.path_loss_model
         if model == "log-distance":
             return
-        from multispin.system.tr38901 import DISTANCE_RANGE_M
+        # lazy: the 3GPP laws are opt-in, and this module is on the CLI start-up path
+        from multispin.system.tr38901 import DISTANCE_RANGE_M  # noqa: PLC0415
 
         lo, hi = DISTANCE_RANGE_M[model.removeprefix("3gpp-")]
         d = self.devices.distances_m or [self.devices.drop.min_distance_m, self.devices.drop.max_distance_m]

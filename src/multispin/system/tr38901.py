@@ -143,7 +143,8 @@ def environment(name: str) -> Environment:
             f"radio.path_loss_model: unknown 3GPP environment {name!r} (allowed: {', '.join(ENVIRONMENTS)})"
         )
     try:
-        from tr3gpp import tr38901
+        # lazy: slow to import, and only the 3GPP path-loss models read it
+        from tr3gpp import tr38901  # noqa: PLC0415
     except ImportError:
         raise ConfigError(
             "radio.path_loss_model: 3GPP TR 38.901 needs the tr3gpp package (pip install tr3gpp)"

@@ -14,6 +14,7 @@ __all__ = ["RunConfig", "reproduce"]
 
 
 def reproduce(cfg: RunConfig, command: str = ""):
-    from multispin.experiments.reproduce.pipeline import reproduce as _run
+    # lazy: the pipeline imports scipy and the sweeps, and the CLI's start-up path imports this package
+    from multispin.experiments.reproduce.pipeline import reproduce as _run  # noqa: PLC0415
 
     return _run(cfg, command)

@@ -20,6 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy.stats import spearmanr
+
+from multispin.experiments.reproduce.columns import read_csv
 
 PASS, FAIL, INCONCLUSIVE, NA = "PASS", "FAIL", "INCONCLUSIVE", "N/A"
 PAPER_RATIOS = (4, 16)
@@ -56,8 +59,6 @@ def _fin(v: Any) -> bool:
 
 def spearman(x, y) -> float:
     """Rank correlation (ties averaged); nan with fewer than three finite pairs."""
-    from scipy.stats import spearmanr
-
     pairs = [(a, b) for a, b in zip(x, y) if _fin(a) and _fin(b)]
     if len(pairs) < 3:
         return float("nan")
@@ -464,8 +465,6 @@ def check_all(tables: dict[str, list[dict]], settings: dict[str, Any] | None = N
 
 
 def read_settings(path: Path) -> dict[str, Any]:
-    from multispin.experiments.reproduce.columns import read_csv
-
     if not path.exists():
         return {}
     return {r["key"]: r["value"] for r in read_csv(path)}
@@ -473,8 +472,6 @@ def read_settings(path: Path) -> dict[str, Any]:
 
 def check_dir(out: Path) -> list[ClaimResult]:
     """Read the figure CSVs and settings.csv of a run directory and check every claim."""
-    from multispin.experiments.reproduce.columns import read_csv
-
     out = Path(out)
     tables = {k: read_csv(out / f) for k, f in TABLES.items() if (out / f).exists()}
     return check_all(tables, read_settings(out / "settings.csv"))

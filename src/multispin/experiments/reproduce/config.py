@@ -18,6 +18,8 @@ from typing import Any
 
 from multispin.errors import ConfigError
 from multispin.experiments.reproduce.drop import code_version  # noqa: F401  (re-exported: cache keys, settings)
+from multispin.system import get_preset
+from multispin.system.scenario import DEFAULT_NOISE_FIGURE_DB, MEASURED_PRESETS, preset_names
 
 PRESET_CHOICES = ("paper-qwen", "paper-r1", "all")  # and any preset on measured acceptance (measured-*)
 # 30 drops per point keep the full run under 20 minutes on 2 cores at N_SAA = 1000 with the shipped
@@ -29,8 +31,6 @@ QUICK_DROPS = 4
 
 def reproducible_presets() -> tuple[str, ...]:
     """What ``--scenario`` takes: the paper's pairs, both, and the presets on measured acceptance."""
-    from multispin.system.scenario import MEASURED_PRESETS, preset_names
-
     return PRESET_CHOICES + tuple(n for n in preset_names() if n in MEASURED_PRESETS)
 
 
@@ -79,7 +79,8 @@ class RunConfig:
         check_count("n_saa", self.n_saa, 1, MAX_N_SAA)
         if self.seed < 0:
             raise ConfigError(f"seed: must be in [0, inf) (got {self.seed})")
-        from multispin.experiments.reproduce.executor import check_executor
+        # lazy: keeps the executors (multiprocessing) off the CLI start-up path
+        from multispin.experiments.reproduce.executor import check_executor  # noqa: PLC0415
 
         check_executor(self.executor, self.address)
 
@@ -100,8 +101,6 @@ class RunConfig:
     @property
     def noise_figure(self) -> float:
         """The noise figure (dB) every point of the run uses (the identification study sweeps it)."""
-        from multispin.system.scenario import DEFAULT_NOISE_FIGURE_DB
-
         return float(self.noise_figure_db if self.noise_figure_db is not None else DEFAULT_NOISE_FIGURE_DB)
 
     def n_saa_for(self, scenario_n_saa: int) -> int:
@@ -165,8 +164,6 @@ class Point:
         return canonical(self.params)
 
     def scenario_dict(self) -> dict[str, Any]:
-        from multispin.system import get_preset
-
         return (
             get_preset(self.preset).override(self.overrides).to_dict()
             if self.overrides

@@ -16,6 +16,7 @@ from itertools import combinations
 from pathlib import Path
 
 from multispin.experiments.reproduce._figure import pyplot, save, select
+from multispin.experiments.reproduce.claims import SETTING_CLAIMS, claims_for_setting
 
 NAME = "fig7_identification"
 TITLE = "Identification: every claim over the unpublished settings (noise figure, T_ver^tok, acceptance, channel)"
@@ -65,8 +66,6 @@ def _label(s: dict) -> str:
 
 def settings_table(rows: list[dict]) -> list[dict]:
     """One row per setting: mean γ and the drafting share at the paper's two ratios, each claim's status."""
-    from multispin.experiments.reproduce.claims import SETTING_CLAIMS, claims_for_setting
-
     groups: dict[tuple, list[dict]] = {}
     for r in sorted(
         rows, key=lambda r: (float(r["noise_figure_db"]), float(r["t_ver_tok_ms"]), r["acceptance"], r["channel"])
@@ -90,8 +89,6 @@ def settings_table(rows: list[dict]) -> list[dict]:
 
 
 def _docs() -> dict[str, str]:
-    from multispin.experiments.reproduce.claims import SETTING_CLAIMS
-
     return {
         "noise_figure_db": "receiver noise figure (dB), both ends",
         "t_ver_tok_ms": "verification cost per batch token T_ver^tok (ms)",
@@ -112,8 +109,6 @@ SETTINGS_DOCS = _docs()
 
 def findings(settings: list[dict]) -> dict:
     """Where all claims hold, which never hold anywhere, and which pairs never hold together."""
-    from multispin.experiments.reproduce.claims import SETTING_CLAIMS
-
     ids = [c for c in SETTING_CLAIMS if any(s.get(f"claim_{c}") not in (None, "N/A") for s in settings)]
     passes = {c: {i for i, s in enumerate(settings) if s.get(f"claim_{c}") == "PASS"} for c in ids}
     # claims 6p/7p are about the paper's algorithm: the region is asked of the shipped search's claims
@@ -131,8 +126,6 @@ def findings(settings: list[dict]) -> dict:
 
 
 def plot(rows: list[dict], path: Path) -> None:
-    from multispin.experiments.reproduce.claims import SETTING_CLAIMS
-
     plt = pyplot()
     st = settings_table(rows)
     fig, axes = plt.subplots(1, 2, figsize=(15, max(4.0, 0.32 * len(st) + 1.5)), gridspec_kw={"width_ratios": [1.5, 1]})

@@ -11,9 +11,11 @@ from types import ModuleType
 import numpy as np
 
 from multispin._version import __version__
-from multispin.experiments.reproduce import identification
+from multispin.experiments.reproduce import fig_channel_knowledge, identification
+from multispin.experiments.reproduce.claims import SETTING_CLAIMS, read_settings
 from multispin.experiments.reproduce.columns import DROP_DOCS, doc_for, read_csv
 from multispin.experiments.reproduce.config import RunConfig
+from multispin.system import get_preset
 
 
 def _duration(seconds: float) -> str:
@@ -40,8 +42,6 @@ def _num(v, d=2) -> str:
 
 
 def _assumptions(cfg: RunConfig, settings: dict) -> str:
-    from multispin.system import get_preset
-
     lines = ["## Assumptions", ""]
     for preset in cfg.presets:
         sc = get_preset(preset)
@@ -97,8 +97,6 @@ def _identification_section(out: Path) -> str:
     p = out / identification.SETTINGS_CSV
     if not p.exists():
         return "## Identification of the unpublished settings\n\nThe identification study was not part of this run.\n"
-    from multispin.experiments.reproduce.claims import SETTING_CLAIMS
-
     st = read_csv(p)
     f = identification.findings(st)
     lines = [
@@ -334,8 +332,6 @@ def write_report(
     command: str,
     cpu_s: float | None = None,
 ) -> Path:
-    from multispin.experiments.reproduce.claims import read_settings
-
     out = Path(out)
     settings = read_settings(out / "settings.csv")
     kind = "quick run (`--quick`: fewer drops and points; not the paper's statistics)" if cfg.quick else "full run"
@@ -380,8 +376,6 @@ def write_report(
             f"`multispin reproduce --figure {m.NAME.split('_')[0]} --out NEW_FOLDER` (add `--quick` for the quick run).",
             "",
         ]
-    from multispin.experiments.reproduce import fig_channel_knowledge
-
     parts.append(fig_channel_knowledge.section(out))
     parts.append(_optimiser_notes(out))
     parts.append(_certificate_section(out))

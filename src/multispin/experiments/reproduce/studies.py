@@ -40,6 +40,7 @@ from multispin.experiments.reproduce.csi import (
 
 # one drop's computation lives in drop.py; its names stay importable from here
 from multispin.experiments.reproduce.drop import DROP_CODE, _nan_if_empty, _pct, run_chunk, run_drop  # noqa: F401
+from multispin.system import get_preset
 
 PDL_RATIOS_FULL = (1, 2, 4, 8, 16, 32, 64)
 PDL_RATIOS_QUICK = (1, 4, 16, 64)
@@ -87,15 +88,11 @@ STUDIES = ("pdl", "users", "resources", "extensions", "identification", "csi", "
 
 
 def _base_overrides(cfg: RunConfig, preset: str) -> dict[str, Any]:
-    from multispin.system import get_preset
-
     sc = get_preset(preset)
     return {"optimizer.n_saa": cfg.n_saa_for(sc.optimizer.n_saa), "radio.noise_figure_db": cfg.noise_figure}
 
 
 def _p_ul_dbm(preset: str) -> float:
-    from multispin.system import get_preset
-
     return float(get_preset(preset).radio.p_ul_dbm)
 
 
@@ -138,8 +135,6 @@ def users_points(cfg: RunConfig) -> list[Point]:
 
 
 def resources_points(cfg: RunConfig) -> list[Point]:
-    from multispin.system import get_preset
-
     preset = cfg.main_preset
     base = get_preset(preset)
     b0, r0 = base.radio.bandwidth_hz / 1e6, base.devices.drop.max_distance_m
