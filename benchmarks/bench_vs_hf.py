@@ -34,7 +34,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-import torch
+import torch  # noqa: TID253  (a benchmark of the models)
 
 from multispin.experiments.intervals import mean_ci
 from multispin.models.base import LoadedPair

@@ -33,7 +33,14 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
+import torch  # noqa: TID253  (a check of the models on the device)
+
+from bench_engine import engine_round, median_ms
+from multispin.errors import MultispinError
+from multispin.experiments.testbed import TestbedConfig, run_testbed
+from multispin.models.placement import place_pair, resolve_device
+from multispin.models.registry import resolve_pair
+from multispin.runtime.round.session import GenerateConfig, generate
 
 HERE = Path(__file__).resolve().parent
 START = time.perf_counter()
@@ -88,7 +95,6 @@ def verify_grid(pair, batches: list[int], gammas: list[int], past: int, repeats:
 
 def engine(k: int, gamma: int, vocab: int, device: str) -> dict:
     sys.path.insert(0, str(HERE))
-    from bench_engine import engine_round, median_ms
 
     steps, _, result, _ = engine_round(np.random.default_rng(0), k, gamma, vocab, device=device)
     ms = {name: median_ms(fn) for name, fn in steps.items()}
@@ -122,7 +128,6 @@ def agreement(ref: dict, got: dict) -> dict:
 
 
 def run_generate(pair, devices: int, max_new: int, gamma: int) -> tuple[dict[int, list[int]], float]:
-    from multispin.runtime.round.session import GenerateConfig, generate
 
     config = GenerateConfig(
         pair=pair.name, devices=devices, draft_len=gamma, max_new_tokens=max_new, temperature=0.0, seed=0
@@ -132,7 +137,6 @@ def run_generate(pair, devices: int, max_new: int, gamma: int) -> tuple[dict[int
 
 
 def run_testbed_wall(pair, devices: int, max_new: int) -> tuple[dict[int, str], dict]:
-    from multispin.experiments.testbed import TestbedConfig, run_testbed
 
     config = TestbedConfig.make(
         pair=pair.name, devices=devices, max_new_tokens=max_new, clock="wall", temperature=0.0, seed=0
@@ -157,10 +161,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="gpu_check.json")
     parser.add_argument("--quick", action="store_true", help="tiny settings (the CPU test in CI)")
     args = parser.parse_args(argv)
-
-    from multispin.errors import MultispinError
-    from multispin.models.placement import place_pair, resolve_device
-    from multispin.models.registry import resolve_pair
 
     try:
         device = resolve_device(args.device)

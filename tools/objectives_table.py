@@ -20,6 +20,7 @@ import sys
 import numpy as np
 from scipy import stats
 
+from multispin.experiments.testbed import TestbedConfig, run_testbed
 from multispin.vocabulary import OBJECTIVES
 
 POLICIES = ("adaptive", "all_ul", "all_dl")
@@ -42,7 +43,6 @@ def _ci(x: np.ndarray) -> tuple[float, float, float]:
 
 def run(argv: list[str]):
     """Run every seed × policy × objective, printing one JSON line per run; yield the lines."""
-    from multispin.experiments.testbed import TestbedConfig, run_testbed
 
     pair, k, rounds, seeds = argv[0], int(argv[1]), int(argv[2]), [int(s) for s in argv[3].split(",")]
     radio = {}

@@ -16,8 +16,8 @@ import inspect
 from collections.abc import Sequence
 
 import numpy as np
-import torch
-from transformers import DynamicCache
+import torch  # noqa: TID253  (the models' own module)
+from transformers import DynamicCache  # noqa: TID253
 
 from multispin.errors import ProtocolError
 from multispin.models.attention import share_kv_heads

@@ -26,8 +26,8 @@ from __future__ import annotations
 import copy
 import re
 
-import torch
-from torch import nn
+import torch  # noqa: TID253  (the models' own module)
+from torch import nn  # noqa: TID253
 
 from multispin.errors import ConfigError
 

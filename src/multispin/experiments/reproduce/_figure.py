@@ -9,6 +9,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from multispin.system import get_preset
 from multispin.vocabulary import POLICY_TABLE
 
 
@@ -115,7 +118,6 @@ def _nan(v) -> bool:
 
 def with_pdl_dbm(rows: list[dict]) -> list[dict]:
     """Rows with ``p_dl_dbm`` = P^ul of the row's preset + 10·log10(pdl_ratio) (the x of the P^dl axes)."""
-    from multispin.system import get_preset
 
     p_ul = {}
     out = []
@@ -144,8 +146,6 @@ def pdl_axis(ax, rows: list[dict], top: bool = True) -> None:
         return
     ax.set_xticks([p for p, _ in pts], [f"{p:.1f}" for p, _ in pts])
     if top:
-        import numpy as np
-
         p_ul = p_ul_dbm(rows)
         sec = ax.secondary_xaxis(
             "top",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -29,6 +30,8 @@ from zmq.utils.monitor import recv_monitor_message
 
 from multispin.errors import ConfigError, Interrupted, MultispinError, ProtocolError
 from multispin.models.base import LoadedPair, SequenceLM
+from multispin.models.prompts import encode_prompt
+from multispin.models.registry import resolve_pair
 from multispin.runtime.round.roles import Draft, DraftDevice
 from multispin.runtime.security.auth import SECRET_ENV, resolve_secret
 from multispin.runtime.security.keys import DeviceKeys, curve_client, find_device_keys
@@ -516,7 +519,6 @@ class _Vanish(Exception):
 def normalise_endpoint(server: str) -> str:
     """``host:port`` → ``tcp://host:port``; anything ZeroMQ cannot connect to is a one-line error
     (a bare ``host:port`` used to make ZeroMQ wait silently until the server timeout)."""
-    import re
 
     text = str(server).strip()
     if "://" not in text:
@@ -567,8 +569,6 @@ def build_device_client(
 ) -> DeviceClient:
     """A device for a named (or loaded) pair: its draft model and its tokenised prompt."""
     from multispin.models.hf import draft_lm
-    from multispin.models.prompts import encode_prompt
-    from multispin.models.registry import resolve_pair
 
     keys, secret = resolve_credentials(keys, secret, device_id)  # fail fast, before loading any model
     server = normalise_endpoint(server)
@@ -613,7 +613,6 @@ def run_device(
     **options: Any,
 ) -> DeviceOutcome:
     """Build a device and run it until the server says BYE; the outcome carries the decoded text."""
-    from multispin.models.registry import resolve_pair
 
     keys, secret = resolve_credentials(options.pop("keys", None), secret, device_id)  # fail fast
     normalise_endpoint(server)

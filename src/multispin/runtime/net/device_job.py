@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from multispin.lifeline import exit_with_parent
+from multispin.models.registry import resolve_pair
+from multispin.runtime.net.device import build_device_client
 
 if TYPE_CHECKING:  # the device module (zmq, the models' roles) loads when a job runs
     from multispin.runtime.net.device import DeviceClient
@@ -36,7 +38,6 @@ def run_jobs(
     written to `result_path` after every job: the server may stop before a finished job's
     successor is admitted, and the launcher then ends this runner without losing the jobs it
     completed."""
-    from multispin.runtime.net.device import build_device_client
 
     done: list[dict] = []
     for kwargs in jobs:
@@ -87,8 +88,6 @@ def main(argv: Sequence[str]) -> int:
     result = Path(job["result"])
     try:
         import torch
-
-        from multispin.models.registry import resolve_pair
 
         torch.set_num_threads(int(job["threads"]))
         pair = resolve_pair(job["pair"])

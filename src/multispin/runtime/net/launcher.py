@@ -25,7 +25,10 @@ from typing import Any, Literal
 from multispin.errors import ConfigError, ProtocolError
 from multispin.lifeline import exit_with_parent
 from multispin.models.base import LoadedPair
+from multispin.models.prompts import default_prompts  # the built-in set ships with the package
+from multispin.models.registry import resolve_pair
 from multispin.runtime.net.device_job import job_description, run_jobs, write_result
+from multispin.runtime.net.pool import DevicePool, PoolDevice
 from multispin.runtime.net.server import EdgeServer
 from multispin.runtime.net.server_config import ServerConfig
 from multispin.runtime.round.engine import RoundOutcome, RoundPolicy
@@ -61,7 +64,6 @@ def free_port() -> int:
 def _resolve_pair(pair: str | LoadedPair) -> LoadedPair:
     if isinstance(pair, LoadedPair):
         return pair
-    from multispin.models.registry import resolve_pair
 
     return resolve_pair(pair)
 
@@ -140,7 +142,6 @@ def _fork_pool_main(
         import torch
 
         torch.set_num_threads(threads)
-        from multispin.runtime.net.pool import DevicePool
 
         DevicePool(server, pair, slots, on_job=on_job, **credentials, **options).run()
         payload: dict[str, Any] = {"jobs": done}
@@ -308,8 +309,6 @@ class LocalTestbed:
         names = self.pair.check_drafts(list(setup.drafts or self.pair.drafts))
         prompts = setup.prompts
         if not prompts and not setup.prompt_queues:
-            from multispin.models.prompts import default_prompts  # the built-in set ships with the package
-
             prompts = default_prompts(num_devices, seed)
         # prompts is set above whenever there are no queues
         queues = setup.prompt_queues or [[prompts[k % len(prompts)]] for k in range(num_devices)]  # type: ignore[index,arg-type]
@@ -426,7 +425,6 @@ class LocalTestbed:
 
     def _start_pool(self) -> _DeviceHandle:
         """Every device in one forked pool process: device k's jobs are the pool's slot k."""
-        from multispin.runtime.net.pool import PoolDevice
 
         self._attempt += 1
         handle = _DeviceHandle(POOL_HANDLE, "pool", self._tmp / f"pool-{self._attempt}.json")

@@ -34,6 +34,8 @@ from typing import Any
 
 from multispin.errors import ConfigError, Interrupted
 from multispin.models.base import BatchedLM, BatchedSequence, LoadedPair
+from multispin.models.prompts import encode_prompt
+from multispin.models.registry import resolve_pair
 from multispin.runtime.net.device import (
     DeviceClient,
     DeviceOutcome,
@@ -225,7 +227,7 @@ def ensure_descriptors(devices: int) -> int:
     descriptors needed."""
     needed = FDS_BASE + FDS_PER_DEVICE * devices
     try:
-        import resource
+        import resource  # noqa: PLC0415  (POSIX only: guarded)
     except ImportError:  # not a POSIX host: nothing to check
         return needed
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -251,7 +253,7 @@ def limit_malloc_arenas(arenas: int = 2) -> None:
     on whichever device thread found it due, so the drafts' tensors landed in a dozen arenas:
     peak ΣPSS 8.2 GB against 5.6 GB with two (SmolLM2-135M, K = 20, bench_pool.py)."""
     try:
-        import ctypes
+        import ctypes  # noqa: PLC0415  (glibc only: guarded)
 
         ctypes.CDLL("libc.so.6").mallopt(-8, arenas)  # M_ARENA_MAX
     except (OSError, AttributeError):
@@ -322,8 +324,6 @@ class DevicePool:
         if isinstance(pair, LoadedPair):
             self.pair = pair
         else:
-            from multispin.models.registry import resolve_pair
-
             self.pair = resolve_pair(pair)
         names = {d.device_id: d.draft or self.pair.default_draft for s in self.slots for d in s}
         self.pair.check_drafts(sorted(set(names.values())), "draft")
@@ -356,7 +356,6 @@ class DevicePool:
 
     def client(self, dev: PoolDevice) -> tuple[DeviceClient, PooledSequence]:
         """Device `dev` as a lone device would be, but drafting on the pool's shared model."""
-        from multispin.models.prompts import encode_prompt
 
         name = self._draft_of[dev.device_id]
         keys, secret = self._credentials[dev.device_id]

@@ -28,6 +28,7 @@ never see keys.
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import re
 import shutil
@@ -36,6 +37,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import zmq
+import zmq.auth
+from zmq.auth.thread import ThreadAuthenticator
 
 from multispin.errors import SecurityError
 
@@ -75,7 +80,6 @@ def _create_pair(directory: Path, name: str, metadata: dict[str, str], force: bo
     """``name.key`` and ``name.key_secret`` in ``directory``, made in a private (0700) temporary
     folder, the secret chmod-ed to 0600, then moved in: no moment where the secret is readable
     by others, and no half-written pair."""
-    import zmq.auth
 
     directory = Path(directory)
     public, secret = directory / f"{name}.key", directory / f"{name}.key_secret"
@@ -156,7 +160,6 @@ DESCRIPTOR_ERRNOS = (errno.EMFILE, errno.ENFILE)
 
 
 def _load(path: Path, want_secret: bool) -> tuple[bytes, bytes | None]:
-    import zmq.auth
 
     if not path.is_file():
         raise SecurityError(f"{path}: no such key file (make keys with `multispin keys`)")
@@ -314,8 +317,6 @@ def curve_server(socket: zmq.Socket, keys: ServerKeys, allowed: AllowedKeys | No
     keys. Starts and returns the authenticator thread on the socket's context: keep it, and
     ``stop()`` it after closing the socket. Call before ``bind``: libzmq lets any key in while
     no authenticator is running."""
-    import zmq
-    from zmq.auth.thread import ThreadAuthenticator
 
     allowed = allowed if allowed is not None else AllowedKeys(keys.allowed_dir)
     auth = ThreadAuthenticator(socket.context, log=_quiet_logger())
@@ -353,7 +354,6 @@ def peer_key(frame: Any) -> str | None:
 
 
 def _quiet_logger():
-    import logging
 
     # zmq.auth logs every allowed/denied handshake at DEBUG; refusals are counted by the loops
     return logging.getLogger("multispin.runtime.security.keys.zap")

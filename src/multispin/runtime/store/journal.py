@@ -298,7 +298,7 @@ class Journal:
     def _take_writer_lock(self) -> None:
         self._lock_existed = False
         try:
-            import fcntl
+            import fcntl  # noqa: PLC0415  (POSIX only: guarded)
         except ImportError:  # not POSIX: SQLite's own locking still serialises the writes
             return
         lock_path = f"{self.path}-writer.lock"
