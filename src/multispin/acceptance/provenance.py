@@ -21,7 +21,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 CHECKED_DIGITS = 12
-_REL = 0.5 * 10.0 ** (1 - CHECKED_DIGITS)  # half a step in the last checked digit
 
 # fields that describe a file rather than result from its inputs: not recomputed
 DESCRIPTIVE_FIELDS = frozenset({"provenance", "method", "command", "tokens_method", "tokens_command"})
@@ -64,8 +63,18 @@ def provenance_block(
     }
 
 
+def digit_step(x: float, digits: int = CHECKED_DIGITS) -> float:
+    """One step in the ``digits``-th significant digit of ``x`` (1e-12 for 0.83 at 12 digits)."""
+    if x == 0 or not math.isfinite(x):
+        return 0.0
+    return 10.0 ** (math.floor(math.log10(abs(x))) - digits + 1)
+
+
 def _same_number(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=_REL, abs_tol=_REL)
+    """Within half a step of the `CHECKED_DIGITS`-th significant digit of the larger."""
+    if a == b:
+        return True
+    return abs(a - b) <= 0.5 * digit_step(max(abs(a), abs(b)))
 
 
 def first_difference(shipped: Any, recomputed: Any, path: str = "", ignore=DESCRIPTIVE_FIELDS) -> str | None:
