@@ -183,3 +183,11 @@ def test_check_refuses_a_file_of_another_kind(multispin, tmp_path):
     assert run.code == 2 and "is not a spread file" in run.err
     run = multispin("profiles", "run-alpha", "--pair", "tiny")
     assert run.code == 2 and "INPUTS" in run.err
+
+
+def test_a_folder_that_is_not_a_run_is_one_line(multispin, tmp_path):
+    (tmp_path / "summary.json").write_text('{"pair": "tiny"}')
+    (tmp_path / "rounds.jsonl").write_text("")
+    run = multispin("profiles", "run-alpha", "--pair", "tiny", "--out", str(tmp_path / "out"), str(tmp_path))
+    assert run.code == 2 and run.err.strip().endswith("policy: missing (a testbed run's folder is needed)")
+    assert len(run.err.strip().splitlines()) == 1

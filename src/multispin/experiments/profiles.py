@@ -87,9 +87,30 @@ def _read_json(path: Path) -> dict:
         raise ConfigError(f"{path}: not a JSON file ({exc})") from None
 
 
+# what the producers read from a run's summary.json
+SUMMARY_FIELDS = (
+    "pair",
+    "policy",
+    "drafts",
+    "tasks",
+    "alpha_prior",
+    "payload.sampling",
+    "config.seed",
+    "config.devices",
+    "config.rounds",
+    "config.max_new_tokens",
+)
+
+
 def run_folder(folder: Path) -> tuple[dict, list[RoundRow]]:
-    """A testbed run's summary.json and its rounds."""
+    """A testbed run's summary.json (with every field of `SUMMARY_FIELDS`) and its rounds."""
     summary = _read_json(folder / "summary.json")
+    for field in SUMMARY_FIELDS:
+        node: object = summary
+        for key in field.split("."):
+            node = node.get(key) if isinstance(node, dict) else None
+        if node is None:
+            raise ConfigError(f"{folder / 'summary.json'}: {field}: missing (a testbed run's folder is needed)")
     text = (folder / "rounds.jsonl").read_text(encoding="utf-8")
     return summary, [RoundRow.from_dict(json.loads(line)) for line in text.splitlines() if line.strip()]
 
