@@ -146,14 +146,14 @@ def verdict_jobs(prompts: list[dict], gamma: int = VERDICT_GAMMA) -> list[list[t
     return [[(int(a), round_trials(gamma, int(a), int(a) < gamma)) for a in p["accepted"]] for p in prompts]
 
 
-def spread_entry(verdicts: dict) -> tuple[dict, SpreadFit]:
+def spread_entry(verdicts: dict) -> dict:
     """One task's entry of a spread file from its verdicts document (`fit_jobs`, with a bootstrap
-    interval over prompts of `SPREAD_RESAMPLES` resamples, seeded 0), and the fit itself."""
+    interval over prompts of `SPREAD_RESAMPLES` resamples, seeded 0)."""
     jobs = verdict_jobs(verdicts["prompts"])
     fit = fit_jobs(jobs)
     rng = np.random.default_rng(0)
     boot = [fit_jobs([jobs[i] for i in rng.integers(0, len(jobs), len(jobs))]).sd for _ in range(SPREAD_RESAMPLES)]
-    entry = {
+    return {
         "sd": fit.sd,
         "sd_ci95": [float(x) for x in np.percentile(boot, [2.5, 97.5])],
         "mean": fit.mean,
@@ -161,7 +161,6 @@ def spread_entry(verdicts: dict) -> tuple[dict, SpreadFit]:
         "whole_job_sd": fit.naive_sd,
         "prompt_seed": verdicts["seed"],
     }
-    return entry, fit
 
 
 def spread_document(pair: str, verdicts: list[dict]) -> dict:
@@ -183,5 +182,5 @@ def spread_document(pair: str, verdicts: list[dict]) -> dict:
         "max_new_tokens": int(first.get("max_new_tokens", 64)),
         "method": "acceptance/spread.py: covariance of each prompt's excess accepted positions per trial "
         "in the first and the last third of its rounds",
-        "tasks": {TASK_SOURCE[doc["task"]]: spread_entry(doc)[0] for doc in verdicts},
+        "tasks": {TASK_SOURCE[doc["task"]]: spread_entry(doc) for doc in verdicts},
     }

@@ -38,7 +38,6 @@ from multispin.acceptance.recompute import (
 from multispin.acceptance.recompute import stale_field as recompute_stale_field
 from multispin.acceptance.run_verdicts import draft_rounds, job_verdicts
 from multispin.acceptance.shipped import PROFILES_ROOT, device_alpha, profile_folder
-from multispin.acceptance.spread import spread_entry
 from multispin.errors import ConfigError
 from multispin.experiments.acceptance import policy_label
 from multispin.runtime.wire.round_row import RoundRow
@@ -202,13 +201,11 @@ def produce_spread(pair: str, files: Sequence[Path], command: str, out: Path | N
     doc = BUILDERS[SPREAD](inputs)
     path = _target(pair, f"spread-{doc['draft']}-{policy_label(doc['sampling'])}.json", out)
     _ship(path, doc, inputs, command, files, [int(v["seed"]) for v in verdicts])
-    lines = []
-    for v in verdicts:
-        _, fit = spread_entry(v)
-        lines.append(
-            f"{v['task']}: mean {kinds.label(kinds.VERDICT)} {fit.mean:.3f}, between-prompt sd {fit.sd:.3f} "
-            f"(whole-job sd {fit.naive_sd:.3f}), {fit.jobs} jobs"
-        )
+    lines = [
+        f"{label}: mean {kinds.label(kinds.VERDICT)} {t['mean']:.3f}, between-prompt sd {t['sd']:.3f} "
+        f"({t['sd_ci95'][0]:.3f}-{t['sd_ci95'][1]:.3f}; whole-job sd {t['whole_job_sd']:.3f}), {t['jobs']} jobs"
+        for label, t in doc["tasks"].items()
+    ]
     return Written(path, lines)
 
 
