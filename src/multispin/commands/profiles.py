@@ -82,7 +82,7 @@ def _produce(kind: str, pair: str | None, inputs: list[Path] | None, out: Path |
 @profiles_app.command("spread")
 def spread(
     verdicts: list[Path] | None = typer.Argument(
-        None, metavar="VERDICTS...", help="verdicts files, one per task (tools/forecast_gap.py verdicts)"
+        None, metavar="VERDICTS", help="verdicts files, one per task (tools/forecast_gap.py verdicts)"
     ),
     pair: str | None = _PAIR,
     out: Path | None = _OUT,
@@ -100,7 +100,7 @@ def spread(
 def run_alpha(
     runs: list[Path] | None = typer.Argument(
         None,
-        metavar="RUNS...",
+        metavar="RUNS",
         help="testbed run folders (summary.json + rounds.jsonl) or calibration files (tools/forecast_gap.py calibrate)",
     ),
     pair: str | None = _PAIR,
@@ -118,7 +118,7 @@ def run_alpha(
 
 @profiles_app.command("tokens-alpha")
 def tokens_alpha(
-    runs: list[Path] | None = typer.Argument(None, metavar="RUN_DIR...", help="testbed run folders"),
+    runs: list[Path] | None = typer.Argument(None, metavar="RUN_DIR", help="testbed run folders"),
     pair: str | None = _PAIR,
     out: Path | None = _OUT,
     check: bool = _CHECK,
