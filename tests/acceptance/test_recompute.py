@@ -1,5 +1,7 @@
-"""`multispin profiles … --check`: every shipped spread and run-verdicts file is what its inputs give,
-and a copy moved one step in one value is caught, naming the value (the negative controls).
+"""`multispin profiles … --check`: every shipped run-verdicts file is what its parts (legacy) or its
+inputs give, and a copy moved one step in one value is caught, naming the value (the negative
+controls). The shipped spread file predates the producers and ships no inputs: its check says so
+(exit 1) and is not run here; the spread producer's check is tested on a file it writes.
 
 The producers themselves run on recorded testbed runs of the tiny pair (tests/acceptance/data/
 tiny-runs: three K = 4, 12-round runs, `summary.json` cut to the fields a producer reads) and on
@@ -93,6 +95,14 @@ def test_a_shipped_file_moved_one_step_is_stale(multispin, tmp_path, verb, shipp
     assert run.code == 1
     assert f"stale: {copy}: {field}: shipped " in run.err
     assert run.err.rstrip().endswith(kind.strip() or run.err.rstrip()[-1])
+
+
+def test_a_spread_file_without_inputs_is_never_current(multispin):
+    """The shipped spread predates the producers: nothing in it can be recomputed, so its check
+    fails, naming why, rather than passing a file it cannot check."""
+    spread = PROFILES_ROOT / "smollm2-135m" / "spread-q5g64-t1-topk1024.json"
+    run = multispin("profiles", "spread", "--check", "--file", str(spread))
+    assert run.code == 1 and "provenance: missing (no shipped inputs to recompute the file from)" in run.err
 
 
 # ---- the producers on recorded runs -----------------------------------------------------------
