@@ -9,12 +9,12 @@
   python tools/forecast_gap.py given-channel smollm2-135m adaptive 0,1,2  # F4 given the run's channel (no run)
   python tools/forecast_gap.py tiny ALPHA 0,1,2,3,4,5 BUDGET adaptive TAG # tiny pair, 8 chat devices
   python tools/forecast_gap.py verdicts smollm2-135m chat 48 1 > v.json    # per-prompt verdicts (minutes)
-  python tools/forecast_gap.py spread smollm2-135m v-chat.json v-code.json  # fit, write the spread file
+  multispin profiles spread --pair smollm2-135m v-chat.json v-code.json   # fit, write the spread file
   python tools/forecast_gap.py jobs RUN_DIR...                            # the same fit on testbed runs
   python tools/forecast_gap.py calibrate smollm2-135m adaptive,all_dl,all_ul 100,...,147 > cal.jsonl  # in-run verdicts
-  python tools/forecast_gap.py ship-run-alpha smollm2-135m cal.jsonl      # pool them, write the run-verdicts file
-  python tools/forecast_gap.py ship-run-alpha PAIR KEEP/*                  # the same from run folders kept by `runs`
-  python tools/forecast_gap.py ship-tokens-alpha smollm2-135m KEEP/*       # + the tokens-matched α the planner uses
+  multispin profiles run-alpha --pair smollm2-135m cal.jsonl       # pool them, write the run-verdicts file
+  multispin profiles run-alpha --pair PAIR KEEP/*                   # the same from run folders kept by `runs`,
+                                                                    # + the tokens-matched α the planner uses
   python tools/forecast_gap.py truth smollm2-135m adaptive 0,1,2 chat=0.818,code=0.8945  # F4 at another truth
 
 F0: teacher-forced α, prompts that never end, no estimator; F1: run α; F2: + each job's budget;
@@ -273,6 +273,7 @@ def verdicts(pair_name: str, task: str, prompts: int, seed: int) -> None:
     """Per-prompt verdict rounds (γ = 8, the draft continuing its own samples, as a run's devices
     do) of the pair's default draft on ``prompts`` prompts of a testbed task, under the testbed's
     sampling; prompts drawn with ``seed`` (keep it apart from the runs being forecast)."""
+    from multispin.acceptance.spread import VERDICT_GAMMA
     from multispin.experiments.acceptance import _runs
     from multispin.experiments.testbed import TestbedConfig, payload_choice
     from multispin.models.hf import HFBatchedLM, draft_batched
@@ -305,72 +306,14 @@ def verdicts(pair_name: str, task: str, prompts: int, seed: int) -> None:
         "seed": seed,
         "draft": draft,
         "sampling": sampling.model_dump(),
+        "max_new_tokens": 64,
         "prompts": [{"accepted": [int(a) for a in accepted]} for accepted in measured],
     }
     print(json.dumps(doc))
 
 
-VERDICT_GAMMA = 8
-
-
 def _fit_line(label: str, fit) -> str:
     return f"{label}: mean α {fit.mean:.3f}, between-prompt sd {fit.sd:.3f} (whole-job sd {fit.naive_sd:.3f}), {fit.jobs} jobs"
-
-
-def _ship(pair_name: str, name: str, doc: dict) -> None:
-    """Write ``doc`` into the pair's shipped profile folder as ``name`` and say where."""
-    from multispin.acceptance.shipped import PROFILES_ROOT, profile_folder
-
-    folder = profile_folder(pair_name)
-    assert folder is not None
-    path = PROFILES_ROOT / folder / name
-    path.write_text(json.dumps(doc, indent=2) + "\n")
-    print(path)
-
-
-def spread(pair_name: str, files: list[str]) -> None:
-    """Fit each task's between-prompt spread from `verdicts` files and write the pair's spread file."""
-    from multispin.acceptance.shipped import TASK_SOURCE
-    from multispin.acceptance.spread import fit_jobs, round_trials
-    from multispin.experiments.acceptance import policy_label
-
-    docs = [json.loads(Path(f).read_text()) for f in files]
-    tasks = {}
-    for doc in docs:
-        jobs = [[(a, round_trials(VERDICT_GAMMA, a, a < VERDICT_GAMMA)) for a in p["accepted"]] for p in doc["prompts"]]
-        fit = fit_jobs(jobs)
-        rng = np.random.default_rng(0)  # the bootstrap over prompts: its interval
-        boot = [fit_jobs([jobs[i] for i in rng.integers(0, len(jobs), len(jobs))]).sd for _ in range(1000)]
-        print(_fit_line(doc["task"], fit), file=sys.stderr)
-        tasks[TASK_SOURCE[doc["task"]]] = {
-            "sd": fit.sd,
-            "sd_ci95": [float(x) for x in np.percentile(boot, [2.5, 97.5])],
-            "mean": fit.mean,
-            "jobs": fit.jobs,
-            "whole_job_sd": fit.naive_sd,
-            "prompt_seed": doc["seed"],
-        }
-    first = docs[0]
-    out = {
-        "schema": "multispin.acceptance-spread",
-        "schema_version": 1,
-        "pair": pair_name,
-        "draft": first["draft"],
-        "sampling": first["sampling"],
-        "draft_len": VERDICT_GAMMA,
-        "max_new_tokens": 64,
-        "method": "models/acceptance_spread.py: covariance of each prompt's excess accepted positions per trial "
-        "in the first and the last third of its rounds",
-        "command": "; ".join(
-            [
-                f"python tools/forecast_gap.py verdicts {pair_name} {d['task']} {len(d['prompts'])} {d['seed']}"
-                for d in docs
-            ]
-            + [f"python tools/forecast_gap.py spread {pair_name} FILES"]
-        ),
-        "tasks": tasks,
-    }
-    _ship(pair_name, f"spread-{first['draft']}-{policy_label(first['sampling'])}.json", out)
 
 
 def jobs(run_dirs: list[str]) -> None:
@@ -397,6 +340,7 @@ def calibrate(pair: str, policies: list[str], seeds: list[int]) -> None:
     """Testbed runs (K = 8, 20 rounds, 64-token prompts, the pool runner) whose verdicts measure
     the α a run sees: one JSON line per seed with each job's (accepted, trials) per round. Seeds
     cycle through ``policies``; keep them apart from the seeds being forecast."""
+    from multispin.experiments.profiles import calibration_line
     from multispin.experiments.testbed import TestbedConfig, run_testbed
 
     for i, s in enumerate(seeds):
@@ -404,148 +348,8 @@ def calibrate(pair: str, policies: list[str], seeds: list[int]) -> None:
         result = run_testbed(
             TestbedConfig.make(pair=pair, devices=8, rounds=20, max_new_tokens=64, policy=policy, seed=s, runner="pool")
         )
-        line = _calibration_line(result.summary, result.rounds)
+        line = calibration_line(result.summary.to_json(), result.rounds)
         print(json.dumps({**line, "wall": round(time.time() - t, 1)}), flush=True)
-
-
-def _calibration_line(summary, rows: list) -> dict:
-    """One run's `calibrate` line: its jobs' verdicts and the prior each task planned on (its γ
-    follows from it), from the run's summary and rounds."""
-    from multispin.acceptance.run_verdicts import job_verdicts
-
-    return {
-        "seed": summary.seed,
-        "policy": summary.policy,
-        "jobs": [j.to_dict() for j in job_verdicts(rows, summary.acceptance.tasks_by_device())],
-        "planned_with": dict(zip(summary.acceptance.tasks, summary.acceptance.prior)),
-    }
-
-
-def _calibration_lines(path: str) -> list[dict]:
-    """`calibrate`'s lines from one of its files, or the line of a run folder `runs ... KEEP` kept."""
-    if Path(path).is_dir():
-        return [_calibration_line(*_run_folder(path))]
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-
-
-def ship_run_alpha(pair_name: str, files: list[str]) -> None:
-    """Pool `calibrate` files (or run folders kept by `runs`) per task (and per policy and per prior
-    the runs planned on, to show how much the γ a run drafts moves the rate) and write the pair's
-    run-verdicts file, which the planner's run α prefers."""
-    from multispin.acceptance.run_verdicts import JobVerdicts, pool_jobs
-    from multispin.acceptance.shipped import RUN_VERDICTS_SCHEMA, TASK_SOURCE, device_alpha
-    from multispin.experiments.acceptance import policy_label
-    from multispin.experiments.testbed import TestbedConfig, payload_choice
-    from multispin.models.registry import resolve_pair
-
-    pair = resolve_pair(pair_name)
-    lines = [line for f in files for line in _calibration_lines(f)]
-    lines = list({line["seed"]: line for line in lines}.values())  # a seed run twice counts once
-    sampling = payload_choice(TestbedConfig.make(pair=pair_name), pair.vocab_size).sampling
-    draft = pair.default_draft
-
-    def rate(jobs):
-        r = pool_jobs(jobs)
-        return {"alpha": r.alpha, "ci95": list(r.ci95), "jobs": r.jobs, "trials": r.trials}
-
-    tasks = {}
-    for task in sorted({j["task"] for line in lines for j in line["jobs"]}):
-        # the prior each run planned on (its γ follows from it): recorded by `calibrate`, else the
-        # shrunk estimate, which is what runs planned on before any run-verdicts file was shipped
-        shrunk = device_alpha(pair_name, draft, task, sampling, kind="shrunk")
-        jobs = [
-            (line["policy"], round(line.get("planned_with", {}).get(task, shrunk), 4), JobVerdicts.from_dict(j))
-            for line in lines
-            for j in line["jobs"]
-            if j["task"] == task
-        ]
-        entry = rate([j for *_, j in jobs])
-        entry["by_policy"] = {p: rate([j for q, _, j in jobs if q == p]) for p in sorted({q for q, *_ in jobs})}
-        entry["by_prior"] = {str(a): rate([j for _, b, j in jobs if b == a]) for a in sorted({b for _, b, _ in jobs})}
-        tasks[TASK_SOURCE[task]] = entry
-        print(
-            f"{task}: {entry['alpha']:.4f} ({entry['ci95'][0]:.4f}-{entry['ci95'][1]:.4f}), {entry['jobs']} jobs",
-            file=sys.stderr,
-        )
-    seeds = sorted(line["seed"] for line in lines)
-    policies = sorted({line["policy"] for line in lines})
-    out = {
-        "schema": RUN_VERDICTS_SCHEMA,
-        "schema_version": 1,
-        "pair": pair_name,
-        "draft": draft,
-        "sampling": sampling.model_dump(),
-        "runs": {"devices": 8, "rounds": 20, "max_new_tokens": 64, "policies": policies, "seeds": seeds},
-        "method": "models/run_verdicts.py: Σ accepted / Σ (accepted + rejections) over every drafting round of "
-        "testbed runs (rounds cut by EOS left out); 95% bootstrap interval over jobs",
-        "command": (
-            f"python tools/forecast_gap.py runs {pair_name} POLICY SEEDS pool KEEP (each policy); "
-            f"python tools/forecast_gap.py ship-run-alpha {pair_name} KEEP/*"
-            if Path(files[0]).is_dir()
-            else f"python tools/forecast_gap.py calibrate {pair_name} {','.join(policies)} "
-            f"{seeds[0]}..{seeds[-1]} > cal.jsonl; python tools/forecast_gap.py ship-run-alpha {pair_name} cal.jsonl"
-        ),
-        "tasks": tasks,
-    }
-    _ship(pair_name, f"run-verdicts-{draft}-{policy_label(sampling.model_dump())}.json", out)
-
-
-def ship_tokens_alpha(pair_name: str, run_dirs: list[str]) -> None:
-    """Add to the pair's run-verdicts file, per task, the tokens-matched α of the runs in
-    ``run_dirs`` (`run_verdicts.tokens_matched_alpha`: the rate whose i.i.d. tokens are their
-    drafting rounds' expected tokens, at their own γ), which the planner's run α then prefers; beside
-    it the verdict rate of the same rounds, to show the two estimators apart on one set of drafts."""
-    from multispin.acceptance.run_verdicts import draft_rounds, job_verdicts, pool_jobs, pool_runs
-    from multispin.acceptance.shipped import TASK_SOURCE, run_verdict_files
-    from multispin.experiments.acceptance import policy_label
-    from multispin.experiments.testbed import TestbedConfig, payload_choice
-    from multispin.models.registry import resolve_pair
-
-    pair = resolve_pair(pair_name)
-    sampling = payload_choice(TestbedConfig.make(pair=pair_name), pair.vocab_size).sampling
-    files = [
-        f
-        for f in run_verdict_files(pair_name)
-        if f["draft"] == pair.default_draft and f["sampling"] == sampling.model_dump()
-    ]
-    if not files:
-        sys.exit(f"pair: no run-verdicts file shipped for {pair_name} (run ship-run-alpha first)")
-    doc = files[0]
-    per_task: dict[str, list] = {}  # task → one list of DraftRound per run
-    jobs: dict[str, list] = {}
-    seeds, policies = set(), set()
-    for d in run_dirs:
-        sm, rows = _run_folder(d)
-        seeds.add(sm.seed)
-        policies.add(sm.policy)
-        rounds = draft_rounds(rows, sm.acceptance.tasks_by_device())
-        for task in set(sm.acceptance.tasks):
-            per_task.setdefault(task, []).append([r for r in rounds if r.task == task])
-        for job in job_verdicts(rows, sm.acceptance.tasks_by_device()):
-            jobs.setdefault(job.task, []).append(job)
-    for task, runs_of_task in sorted(per_task.items()):
-        r, v = pool_runs(runs_of_task), pool_jobs(jobs[task])
-        doc["tasks"][TASK_SOURCE[task]]["tokens"] = {
-            "alpha": r.alpha,
-            "ci95": list(r.ci95),
-            "runs": r.runs,
-            "rounds": r.rounds,
-            "verdict_alpha_same_rounds": v.alpha,
-        }
-        print(
-            f"{task}: tokens-matched {r.alpha:.4f} ({r.ci95[0]:.4f}-{r.ci95[1]:.4f}), verdicts of the same rounds {v.alpha:.4f}, {r.rounds} rounds",
-            file=sys.stderr,
-        )
-    doc["tokens_runs"] = {"seeds": sorted(seeds), "policies": sorted(policies), "runs": len(run_dirs)}
-    doc["tokens_method"] = (
-        "models/run_verdicts.py tokens_matched_alpha: Σ E[N](γ_r, α) = Σ E[tokens | draft_r] over every drafting "
-        "round with a verdict (rounds.jsonl expected_tokens); 95% bootstrap interval over runs"
-    )
-    doc["tokens_command"] = (
-        "python tools/forecast_gap.py runs PAIR POLICY SEEDS pool KEEP (each policy); "
-        f"python tools/forecast_gap.py ship-tokens-alpha {pair_name} KEEP/*"
-    )
-    _ship(pair_name, f"run-verdicts-{doc['draft']}-{policy_label(doc['sampling'])}.json", doc)
 
 
 def _run_folder(folder: str) -> tuple:
@@ -635,16 +439,10 @@ if __name__ == "__main__":
         parts(args[0], args[1], [int(s) for s in args[2].split(",")])
     elif verb == "verdicts":
         verdicts(args[0], args[1], int(args[2]), int(args[3]))
-    elif verb == "spread":
-        spread(args[0], args[1:])
     elif verb == "jobs":
         jobs(args)
     elif verb == "calibrate":
         calibrate(args[0], args[1].split(","), [int(s) for s in args[2].split(",")])
-    elif verb == "ship-run-alpha":
-        ship_run_alpha(args[0], args[1:])
-    elif verb == "ship-tokens-alpha":
-        ship_tokens_alpha(args[0], args[1:])
     elif verb == "table":
         table(args)
     elif verb == "given-channel":
@@ -656,5 +454,5 @@ if __name__ == "__main__":
         tiny(float(args[0]), [int(s) for s in args[1].split(",")], int(args[2]), args[3], args[4])
     else:
         sys.exit(
-            "verb: runs, table, parts, given-channel, calibrate, ship-run-alpha, ship-tokens-alpha, verdicts, spread, jobs, truth or tiny"
+            "verb: runs, table, parts, given-channel, calibrate, verdicts, jobs, truth or tiny (the shipped files: multispin profiles)"
         )

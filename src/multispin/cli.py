@@ -24,6 +24,7 @@ from multispin.commands import (  # noqa: F401  # noqa: F401
     measure,
     optimize,  # noqa: F401
     profile,
+    profiles,  # noqa: F401
     reproduce,  # noqa: F401
     scenario,  # noqa: F401
     serve,

@@ -136,3 +136,35 @@ def test_reproduce_quick_on_measured_acceptance_writes_what_the_paper_scenario_d
     report = (outs["measured-smollm2-a100"] / "report.md").read_text()
     assert "## Claims beside" in report and "(scenario paper-qwen)" in report
     assert "MEASURED acceptance" in report or "measured" in report.lower()
+
+
+class _Measured(Exception):
+    """Stops `multispin measure` once it has built its configuration."""
+
+
+def test_each_cell_measures_what_its_documented_command_measures(monkeypatch):
+    """`measure_missing` measures a cell in this process (`Cell.config`); the command the page
+    shows for it (`Cell.command`) must build the same configuration. Negative control: a cell
+    with one more prompt does not."""
+    from dataclasses import replace
+
+    from multispin import cli
+    from multispin.commands import _flag_groups
+    from multispin.experiments import acceptance
+    from multispin.models import placement, registry
+
+    built = []
+
+    def measure(config, pair=None, progress=None):
+        built.append(config)
+        raise _Measured
+
+    monkeypatch.setattr(acceptance, "measure", measure)
+    monkeypatch.setattr(registry, "resolve_pair", lambda *a, **k: object())
+    monkeypatch.setattr(placement, "place_pair", lambda pair, *a, **k: pair)
+    monkeypatch.setattr(_flag_groups, "set_threads", lambda threads: None)  # torch's threads stay the suite's
+    for cell in at.GRID:
+        with pytest.raises(_Measured):
+            cli.main(cell.command()[1:])
+        assert built[-1] == cell.config(), cell
+        assert built[-1] != replace(cell, prompts=cell.prompts + 1).config()

@@ -20,5 +20,7 @@ between-prompt spread (`spread`).
 
 The kinds, each defined once with its estimator, are in `kinds`; `shipped` is the only reader of
 the shipped files (read on first use, cached, never at import); `shrinkage`, `spread` and
-`run_verdicts` hold the fitting code. docs/acceptance.md is the table of every shipped α.
+`run_verdicts` hold the fitting code. The spread and run-verdicts files are written from runs by
+``multispin profiles`` (`experiments.profiles`), with their provenance and inputs (`provenance`);
+``--check`` recomputes them (`recompute`). docs/acceptance.md is the table of every shipped α.
 """

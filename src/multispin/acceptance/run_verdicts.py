@@ -11,12 +11,13 @@ that well.
 
 This module reads each job's verdicts from a run's rounds (`job_verdicts`) and pools them into a
 per-task rate with a bootstrap interval over jobs (`pool_jobs`). ``tools/forecast_gap.py
-calibrate`` runs the testbed on seeds kept apart from those it is checked on and
-``tools/forecast_gap.py ship-run-alpha`` writes ``data/profiles/<pair>/run-verdicts-<draft>-<policy>.json``;
-`shipped.shipped_tokens_matched_alpha` reads it, and `profiles.device_alpha(kind="planned")` prefers it to the shrunk
-profile estimate. What the planner plans on is that file's tokens-matched α where it has one
-(`tokens_matched_alpha`, below; ``tools/forecast_gap.py ship-tokens-alpha``): the rate whose i.i.d.
-tokens per drafting round are the runs' own.
+calibrate`` runs the testbed on seeds kept apart from those it is checked on and ``multispin
+profiles run-alpha`` writes ``data/profiles/<pair>/run-verdicts-<draft>-<policy>.json``
+(`run_verdicts_document`); `shipped.shipped_tokens_matched_alpha` reads it, and
+`shipped.device_alpha(kind="planned")` prefers it to the shrunk profile estimate. What the planner
+plans on is that file's tokens-matched α where it has one (`tokens_matched_alpha`, below;
+``multispin profiles tokens-alpha``): the rate whose i.i.d. tokens per drafting round are the
+runs' own.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from multispin.acceptance.shipped import RUN_VERDICTS_SCHEMA, TASK_SOURCE
 from multispin.acceptance.spread import round_trials
 
 
@@ -240,3 +242,112 @@ def pool_runs(runs: Sequence[Sequence[DraftRound]], resamples: int = 1000, seed:
     lo, hi = np.percentile(boot, [2.5, 97.5])
     alpha = _solve(counts.sum(axis=0)[None, :], np.array([targets.sum()]))[0]
     return TokensRate(float(alpha), (float(lo), float(hi)), len(runs), int(counts.sum()))
+
+
+# ---- the run-verdicts file ----------------------------------------------------------------------
+#
+# Its inputs (`run_verdicts_document`): ``pair``, ``draft``, ``sampling``; ``calibration``, one
+# line per run (``seed``, ``policy``, ``shape``: devices, rounds, max_new_tokens; ``jobs``: each
+# job's `JobVerdicts.to_dict`; ``planned_with``: the prior each task planned on); ``fallback_prior``,
+# per task the prior of a run that did not record one (the shrunk α, which runs planned on before
+# any run-verdicts file was shipped); and, for the tokens-matched α, ``token_runs``: per run its
+# ``seed``, ``policy``, ``tasks``, ``jobs`` and ``rounds`` ([task, γ, E[tokens | draft]] each).
+
+RUN_VERDICTS_METHOD = (
+    "acceptance/run_verdicts.py pool_jobs: Σ accepted / Σ (accepted + rejections) over every drafting round "
+    "of testbed runs (rounds cut by EOS left out); 95% bootstrap interval over jobs"
+)
+TOKENS_METHOD = (
+    "acceptance/run_verdicts.py tokens_matched_alpha: Σ E[N](γ_r, α) = Σ E[tokens | draft_r] over every "
+    "drafting round with a verdict (rounds.jsonl expected_tokens); 95% bootstrap interval over runs"
+)
+
+
+def rate_entry(jobs: Sequence[JobVerdicts]) -> dict:
+    """`pool_jobs` of ``jobs`` as a file entry: alpha, ci95, jobs, trials."""
+    r = pool_jobs(jobs)
+    return {"alpha": r.alpha, "ci95": list(r.ci95), "jobs": r.jobs, "trials": r.trials}
+
+
+def _planned_with(line: Mapping, task: str, fallback: float | None) -> float:
+    """The prior ``task`` planned on in the run of ``line`` (its γ follows from it), to 4 digits."""
+    prior = line.get("planned_with", {}).get(task, fallback)
+    if prior is None:
+        raise ValueError(f"planned_with: seed {line['seed']} records no prior for {task} and none is shipped")
+    return round(float(prior), 4)
+
+
+def _task_entry(lines: list[dict], task: str, fallback: float | None) -> dict:
+    """One task's pooled rate, and split by policy and by the prior the runs planned on (to show
+    how much the γ a run drafts moves the rate)."""
+    jobs = [
+        (line["policy"], _planned_with(line, task, fallback), JobVerdicts.from_dict(j))
+        for line in lines
+        for j in line["jobs"]
+        if j["task"] == task
+    ]
+    entry = rate_entry([j for *_, j in jobs])
+    entry["by_policy"] = {p: rate_entry([j for q, _, j in jobs if q == p]) for p in sorted({q for q, *_ in jobs})}
+    entry["by_prior"] = {str(a): rate_entry([j for _, b, j in jobs if b == a]) for a in sorted({b for _, b, _ in jobs})}
+    return entry
+
+
+def _runs_shape(lines: list[dict]) -> dict:
+    """The runs' devices, rounds and prompt budget (where every run agrees), policies and seeds."""
+    shape: dict = {}
+    for key in ("devices", "rounds", "max_new_tokens"):
+        values = {line.get("shape", {}).get(key) for line in lines}
+        if len(values) == 1 and None not in values:
+            shape[key] = values.pop()
+    return {
+        **shape,
+        "policies": sorted({line["policy"] for line in lines}),
+        "seeds": sorted(line["seed"] for line in lines),
+    }
+
+
+def run_verdicts_document(inputs: Mapping) -> dict:
+    """The run-verdicts file of ``inputs`` (above), without its provenance. A seed run twice counts once."""
+    lines = list({line["seed"]: line for line in inputs["calibration"]}.values())
+    task_names = sorted({j["task"] for line in lines for j in line["jobs"]})
+    doc = {
+        "schema": RUN_VERDICTS_SCHEMA,
+        "schema_version": 1,
+        "pair": inputs["pair"],
+        "draft": inputs["draft"],
+        "sampling": inputs["sampling"],
+        "runs": _runs_shape(lines),
+        "method": RUN_VERDICTS_METHOD,
+        "tasks": {TASK_SOURCE[t]: _task_entry(lines, t, inputs["fallback_prior"].get(t)) for t in task_names},
+    }
+    if inputs.get("token_runs"):
+        _add_tokens_alpha(doc, inputs["token_runs"])
+    return doc
+
+
+def _add_tokens_alpha(doc: dict, token_runs: Sequence[Mapping]) -> None:
+    """Per task, the tokens-matched α of ``token_runs`` (`pool_runs`) and beside it the verdict
+    rate of the same rounds, to show the two estimators apart on one set of drafts."""
+    per_task: dict[str, list[list[DraftRound]]] = {}
+    jobs: dict[str, list[JobVerdicts]] = {}
+    for run in token_runs:
+        rounds = [DraftRound(str(t), int(g), float(e)) for t, g, e in run["rounds"]]
+        for task in run["tasks"]:
+            per_task.setdefault(task, []).append([r for r in rounds if r.task == task])
+        for job in run["jobs"]:
+            jobs.setdefault(job["task"], []).append(JobVerdicts.from_dict(job))
+    for task, runs_of_task in sorted(per_task.items()):
+        r, v = pool_runs(runs_of_task), pool_jobs(jobs[task])
+        doc["tasks"][TASK_SOURCE[task]]["tokens"] = {
+            "alpha": r.alpha,
+            "ci95": list(r.ci95),
+            "runs": r.runs,
+            "rounds": r.rounds,
+            "verdict_alpha_same_rounds": v.alpha,
+        }
+    doc["tokens_runs"] = {
+        "seeds": sorted({int(run["seed"]) for run in token_runs}),
+        "policies": sorted({str(run["policy"]) for run in token_runs}),
+        "runs": len(token_runs),
+    }
+    doc["tokens_method"] = TOKENS_METHOD

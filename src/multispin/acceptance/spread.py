@@ -18,7 +18,7 @@ jobs' rates less their binomial variance, counts those stretches as spread too.
 
 `draw_job_alpha` draws each job's α from a Beta distribution with the task's mean and that
 spread; the shipped spreads (``data/profiles/<pair>/spread-<draft>-<policy>.json``, written by
-``tools/forecast_gap.py spread``) are read by `shipped_spread`.
+``multispin profiles spread`` from `spread_document`) are read by `shipped_spread`.
 """
 
 from __future__ import annotations
@@ -29,6 +29,12 @@ import numpy as np
 from scipy.special import betaincinv
 
 from multispin.acceptance.shipped import TASK_SOURCE, _same_policy, shipped_files
+
+SPREAD_SCHEMA = "multispin.acceptance-spread"
+# the draft length of the verdict rounds a spread is fitted on: every round drafts the whole γ
+VERDICT_GAMMA = 8
+# prompts resampled for the interval of each task's spread
+SPREAD_RESAMPLES = 1000
 
 
 @dataclass(frozen=True)
@@ -132,3 +138,49 @@ def fit_jobs(jobs: list[list[tuple[int, int]]]) -> SpreadFit:
         raise ValueError("jobs: none has verdicts in its first and last third")
     (s1, n1), (s2, n2) = (np.array(x, dtype=float).T for x in zip(*ends))
     return fit_between_prompt_spread((s1, n1), (s2, n2))
+
+
+def verdict_jobs(prompts: list[dict], gamma: int = VERDICT_GAMMA) -> list[list[tuple[int, int]]]:
+    """Each prompt's rounds as (accepted, trials), from a verdicts document's ``prompts`` (each
+    ``{"accepted": [...]}``, one count per round of γ drafted positions)."""
+    return [[(int(a), round_trials(gamma, int(a), int(a) < gamma)) for a in p["accepted"]] for p in prompts]
+
+
+def spread_entry(verdicts: dict) -> dict:
+    """One task's entry of a spread file from its verdicts document (`fit_jobs`, with a bootstrap
+    interval over prompts of `SPREAD_RESAMPLES` resamples, seeded 0)."""
+    jobs = verdict_jobs(verdicts["prompts"])
+    fit = fit_jobs(jobs)
+    rng = np.random.default_rng(0)
+    boot = [fit_jobs([jobs[i] for i in rng.integers(0, len(jobs), len(jobs))]).sd for _ in range(SPREAD_RESAMPLES)]
+    return {
+        "sd": fit.sd,
+        "sd_ci95": [float(x) for x in np.percentile(boot, [2.5, 97.5])],
+        "mean": fit.mean,
+        "jobs": fit.jobs,
+        "whole_job_sd": fit.naive_sd,
+        "prompt_seed": verdicts["seed"],
+    }
+
+
+def spread_document(pair: str, verdicts: list[dict]) -> dict:
+    """The spread file of ``pair`` fitted on ``verdicts`` (one document per task, all of one draft
+    and sampling policy), without its provenance."""
+    if not verdicts:
+        raise ValueError("verdicts: need at least one verdicts document")
+    first = verdicts[0]
+    for doc in verdicts[1:]:
+        if doc["draft"] != first["draft"] or doc["sampling"] != first["sampling"]:
+            raise ValueError("verdicts: every document must be of one draft and one sampling policy")
+    return {
+        "schema": SPREAD_SCHEMA,
+        "schema_version": 1,
+        "pair": pair,
+        "draft": first["draft"],
+        "sampling": first["sampling"],
+        "draft_len": VERDICT_GAMMA,
+        "max_new_tokens": int(first.get("max_new_tokens", 64)),
+        "method": "acceptance/spread.py: covariance of each prompt's excess accepted positions per trial "
+        "in the first and the last third of its rounds",
+        "tasks": {TASK_SOURCE[doc["task"]]: spread_entry(doc) for doc in verdicts},
+    }

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from multispin.acceptance.shipped import PROFILES_ROOT, acceptance_profiles, profile_folder
-from multispin.experiments.acceptance import SOURCE_LABELS, policy_label, profile_file_name
+from multispin.experiments.acceptance import SOURCE_LABELS, MeasureConfig, policy_label, profile_file_name
+from multispin.experiments.acceptance import measure as measure_profiles
+from multispin.jsonout import json_safe, versioned, write_json
 from multispin.system.scenario import MEASURED_POLICY as SAMPLED  # the testbed's default policy
 
 GREEDY = {"temperature": 0.0, "top_k": 0, "top_p": 1.0}
@@ -43,7 +44,24 @@ class Cell:
     def task_label(self) -> str:
         return SOURCE_LABELS[self.source]
 
+    def config(self) -> MeasureConfig:
+        """What `measure_cell` measures (the same as `command`)."""
+        return MeasureConfig.make(
+            pair=self.pair,
+            drafts=list(self.drafts),
+            task=SOURCE_TASKS[self.source],
+            source=self.source,
+            prompts=self.prompts,
+            verdict_prompts=self.verdict_prompts,
+            draft_len=GAMMA,
+            max_new_tokens=MAX_NEW_TOKENS,
+            temperature=self.sampling["temperature"],
+            top_k=self.sampling["top_k"],
+            seed=0,
+        )
+
     def command(self) -> list[str]:
+        """The `multispin measure` command line that measures this cell, for the docs."""
         args = ["multispin", "measure", "--pair", self.pair]
         for d in self.drafts:
             args += ["--draft", d]
@@ -230,6 +248,7 @@ def render(pairs=PAIRS) -> str:
     lines += _coupled_lines(pairs)
     lines += _run_alpha_lines(pairs)
     lines += _spread_lines(pairs)
+    lines += PRODUCER_LINES
     if table_profiles(pairs[0], SAMPLED):
         lines += [
             "## Is acceptance i.i.d.?",
@@ -411,7 +430,7 @@ def _in_run_lines(pairs) -> list[str]:
                 f"| {e['alpha']:.3f} ({e['ci95'][0]:.3f}–{e['ci95'][1]:.3f}) | {e['jobs']} | {e['trials']} "
                 f"| {per} | {prior} | {tokens} |"
             )
-        lines += ["", f"Command: `{data['command']}`."]
+        lines += ["", f"Produced by: {_produced_by(data, 'run-alpha')}"]
         if "tokens_runs" in data:
             r = data["tokens_runs"]
             lines += [
@@ -423,7 +442,7 @@ def _in_run_lines(pairs) -> list[str]:
                     if r["runs"] > len(r["seeds"])
                     else "one run per seed. "
                 )
-                + f"Command: `{data['tokens_command']}`.",
+                + (f"Command: `{data['tokens_command']}`." if "tokens_command" in data else ""),
             ]
         lines.append("")
     return lines
@@ -477,8 +496,77 @@ def _spread_lines(pairs) -> list[str]:
                 f"| {pair} | {policy} | {f['draft']} | {TASK_TITLE.get(label, label)} | {t['jobs']} | "
                 f"{t['mean']:.3f} | {t['sd']:.3f} ({lo:.3f}–{hi:.3f}) | {t['whole_job_sd']:.3f} |"
             )
-    lines += ["", "Measured with:", "", "```bash", *(f["command"] for _, f in rows), "```"]
+    lines += ["", "Produced by:", ""] + [f"- {pair}: {_produced_by(f, 'spread')}" for pair, f in rows]
     return lines + [""]
+
+
+PRODUCER_LINES = [
+    "## Producing the shipped files: `multispin profiles`",
+    "",
+    "The spread and run-verdicts files above are written by `multispin profiles` from runs, never by hand, "
+    "and each can be checked against what it was computed from:",
+    "",
+    "```bash",
+    "# inputs: per-prompt verdict rounds of a real model, and testbed runs kept as folders (minutes each)",
+    "python tools/forecast_gap.py verdicts smollm2-135m chat 160 1 > v-chat.json",
+    "python tools/forecast_gap.py verdicts smollm2-135m code 160 1 > v-code.json",
+    "python tools/forecast_gap.py runs smollm2-135m adaptive 100,101,102 pool KEEP   # and all_dl, all_ul",
+    "",
+    "multispin profiles spread --pair smollm2-135m v-chat.json v-code.json   # spread-<draft>-<policy>.json",
+    "multispin profiles run-alpha --pair smollm2-135m KEEP/*                  # run-verdicts-<draft>-<policy>.json",
+    "multispin profiles tokens-alpha --pair smollm2-135m MORE/*               # + the tokens-matched run α of other runs",
+    "",
+    "multispin profiles spread --check       # every shipped spread file",
+    "multispin profiles run-alpha --check    # every shipped run-verdicts file",
+    "```",
+    "",
+    "- **What a producer reads from the runs**: the pair, the draft and the sampling policy (a verdicts "
+    "file's fields; a run's `summary.json`: `drafts`, `payload.sampling`), the seeds and policies, the "
+    "prior each run planned on (`alpha_prior`) and every job's verdicts; nothing is typed in. `run-alpha` "
+    "on run folders also writes the tokens-matched run α (what the planner uses); on calibration files "
+    "(`tools/forecast_gap.py calibrate`, which have no drafting rounds) only the verdict-rate α.",
+    "- **What it writes**: the file (into the pair's folder under `src/multispin/data/profiles/`, or "
+    "`--out DIR`), a compact copy of its inputs beside it (`<pair>/inputs/<file name>`: the verdicts and "
+    "drafting rounds, not the texts), and in the file a `provenance` block: the command, the runs' seeds, "
+    "the git commit (`-dirty` with uncommitted changes) and package version that wrote it, the sha256 of "
+    "every source and of the inputs copy, and the date. Each line it prints that shows an α names its "
+    "kind (`multispin.acceptance.kinds`: verdict-rate α, tokens-matched run α).",
+    "- **`--check`** verifies the inputs copy's sha256, recomputes the whole file from it with the "
+    "producer's own code (`multispin.acceptance.recompute`) and compares every field: strings and counts "
+    "exactly, numbers to 12 significant digits. A stale file exits 1 with one line naming the first field "
+    "that differs, e.g. `tasks.humaneval.sd: shipped 0.033154159344, recomputed 0.033154159343`; a current "
+    "one prints `current: FILE (...)` and exits 0; a bad argument exits 2. `make test` runs it on every "
+    "shipped file, and on a copy moved one step in one value, which it must reject "
+    "(`tests/acceptance/test_recompute.py`).",
+    "- **Files shipped before the producers kept their inputs** (their runs are gone) say so where "
+    "they are listed above. For a run-verdicts file `--check` then recomputes what the file's own counts "
+    "determine (each task's pooled verdict-rate α, jobs and trials from its by-policy and by-prior parts); "
+    "its tokens-matched run α is checked once its runs are produced again.",
+    "",
+]
+
+
+def _produced_by(data: dict, verb: str) -> str:
+    """The command that wrote a shipped spread or run-verdicts file, from its provenance; for a
+    file shipped before `multispin profiles` recorded it, the command it records and what its
+    ``--check`` can still recompute."""
+    prov = data.get("provenance")
+    if prov is None:
+        legacy = (
+            "recomputes only each task's pooled figures from their parts"
+            if verb == "run-alpha"
+            else "cannot recompute it"
+        )
+        commands = "; ".join(f"`{c.strip()}`" for c in data["command"].split(";"))
+        return (
+            f"{commands} (before `multispin profiles`: the runs were not kept, so "
+            f"`multispin profiles {verb} --check` {legacy})."
+        )
+    commit = (prov.get("git_commit") or "no git checkout")[:12]
+    return (
+        f"`{prov['command']}` (commit {commit}, {prov['date'][:10]}; its inputs ship in "
+        f"`{next(iter(prov['inputs']))}` and `multispin profiles {verb} --check` recomputes it)."
+    )
 
 
 COST_PATH = PROFILES_ROOT / "iid-cost.json"
@@ -735,14 +823,30 @@ def merge_coupled(rerun_path, command: str, measured_utc: str) -> Path:
     return shipped_path
 
 
+def measure_cell(cell: Cell) -> list[Path]:
+    """Measure ``cell`` (as its `multispin measure` command does, on one torch thread) and write its
+    profiles into the package's profile folder."""
+    import torch
+
+    torch.set_num_threads(1)
+    folder = PROFILES_ROOT / str(profile_folder(cell.pair))
+    written = []
+    for profile in measure_profiles(cell.config()).values():
+        doc = versioned(json_safe(profile), "acceptance-profile")
+        path = folder / profile_file_name(doc)
+        write_json(doc, path, indent=2)
+        written.append(path)
+    return written
+
+
 def measure_missing() -> None:
     for cell in GRID:
         if cell.shipped():
             print(f"shipped: {cell.pair} {cell.source} {policy_label(cell.sampling)}", flush=True)
             continue
-        cmd = cell.command()
-        print("$ " + shlex.join(cmd), flush=True)
-        subprocess.run([sys.executable, "-m", *cmd], check=True)
+        print("$ " + shlex.join(cell.command()), flush=True)
+        for path in measure_cell(cell):
+            print(f"wrote {path}", flush=True)
 
 
 def main(argv: list[str]) -> int:
