@@ -33,11 +33,33 @@ from pathlib import Path
 
 import numpy as np
 
+from multispin.acceptance.run_verdicts import JobVerdicts, job_verdicts, pool_jobs, verdicts_by_response_token
+from multispin.acceptance.shipped import device_alpha
+from multispin.acceptance.spread import VERDICT_GAMMA, fit_jobs
+from multispin.experiments.acceptance import _runs
+from multispin.experiments.forecast import forecast_goodput
+from multispin.experiments.paired import ratio_of_sums
+from multispin.experiments.profiles import calibration_line
+from multispin.experiments.run_summary import RunSummary
+from multispin.experiments.testbed import (
+    TestbedConfig,
+    build_scenario,
+    device_spread,
+    forecast_rounds,
+    payload_choice,
+    run_testbed,
+    with_measured_acceptance,
+)
+from multispin.models.prompts import assign_tasks, encode_prompt, load_prompts
+from multispin.models.registry import resolve_pair
+from multispin.progress import reporter
+from multispin.runtime.wire.round_row import RoundRow
+from multispin.system.scenario_io import resolve_scenario
+
 
 def runs(pair: str, policy: str, seeds: list[int], runner: str = "fork", keep: str | None = None) -> None:
     """One JSON line per seed; ``keep``: a folder that keeps each run's own (``POLICY-SEED/``), for
     `decompose` and `by-token`."""
-    from multispin.experiments.testbed import TestbedConfig, run_testbed
 
     for s in seeds:
         t = time.time()
@@ -93,7 +115,6 @@ def table(files: list[str]) -> None:
     over its seeds and pooled with a seed's policies as one cluster (they share its prompts and
     channel), each the ratio of sums with its 95% interval (`paired.ratio_of_sums`), and the
     per-seed sd of the ratio. A seed run twice counts once."""
-    from multispin.experiments.paired import ratio_of_sums
 
     runs = {}
     for f in files:
@@ -133,15 +154,6 @@ class _SeedModel:
     the testbed's forecast on any scenario built from it."""
 
     def __init__(self, pair, policy: str, seed: int):
-        from multispin.experiments.testbed import (
-            TestbedConfig,
-            build_scenario,
-            device_spread,
-            forecast_rounds,
-            payload_choice,
-            with_measured_acceptance,
-        )
-        from multispin.models.prompts import assign_tasks
 
         cfg = TestbedConfig.make(pair=pair.name, devices=8, rounds=20, max_new_tokens=64, policy=policy, seed=seed)
         self.policy, self.seed, self.rounds = policy, seed, forecast_rounds(cfg)  # the testbed's
@@ -152,7 +164,6 @@ class _SeedModel:
         self.spread = device_spread(pair.name, self.drafts, self.tasks, self.choice.sampling)
 
     def forecast(self, scenario, rounds: int | None = None, **kw) -> float:
-        from multispin.experiments.forecast import forecast_goodput
 
         rounds = rounds or self.rounds
         return forecast_goodput(scenario, self.choice.wire, self.policy, rounds=rounds, seed=self.seed, **kw)[
@@ -164,8 +175,6 @@ BUDGETS = dict(max_new_tokens=64, horizon=20)
 
 
 def parts(pair_name: str, policy: str, seeds: list[int]) -> None:
-    from multispin.acceptance.shipped import device_alpha
-    from multispin.models.registry import resolve_pair
 
     pair = resolve_pair(pair_name)
     for seed in seeds:
@@ -197,7 +206,6 @@ def given_channel(pair_name: str, policy: str, seeds: list[int]) -> None:
     """F4 and the budget-blind forecast, each as the testbed computes it and again given the run's
     own channel rounds (`forecast_goodput(channels="run")`): realised / forecast without the
     channel's luck (no run; the seed rebuilds the run's set-up and channel)."""
-    from multispin.models.registry import resolve_pair
 
     pair = resolve_pair(pair_name)
     for seed in seeds:
@@ -220,7 +228,6 @@ def given_channel(pair_name: str, policy: str, seeds: list[int]) -> None:
 
 
 def truth(pair_name: str, policy: str, seeds: list[int], rates: dict[str, float]) -> None:
-    from multispin.models.registry import resolve_pair
 
     pair = resolve_pair(pair_name)
     for seed in seeds:
@@ -230,8 +237,6 @@ def truth(pair_name: str, policy: str, seeds: list[int], rates: dict[str, float]
 
 
 def tiny(alpha: float, seeds: list[int], budget: int, policy: str, tag: str) -> None:
-    from multispin.experiments.testbed import TestbedConfig, run_testbed
-    from multispin.system.scenario_io import resolve_scenario
 
     sc = resolve_scenario("paper-qwen").override({"devices.count": 8, "devices.acceptance": [alpha] * 8})
     path = Path(f"/tmp/forecast-gap-{tag}.json")
@@ -273,13 +278,7 @@ def verdicts(pair_name: str, task: str, prompts: int, seed: int) -> None:
     """Per-prompt verdict rounds (γ = 8, the draft continuing its own samples, as a run's devices
     do) of the pair's default draft on ``prompts`` prompts of a testbed task, under the testbed's
     sampling; prompts drawn with ``seed`` (keep it apart from the runs being forecast)."""
-    from multispin.acceptance.spread import VERDICT_GAMMA
-    from multispin.experiments.acceptance import _runs
-    from multispin.experiments.testbed import TestbedConfig, payload_choice
     from multispin.models.hf import HFBatchedLM, draft_batched
-    from multispin.models.prompts import encode_prompt, load_prompts
-    from multispin.models.registry import resolve_pair
-    from multispin.progress import reporter
 
     pair = resolve_pair(pair_name)
     sampling = payload_choice(TestbedConfig.make(pair=pair_name, seed=seed), pair.vocab_size).sampling
@@ -319,8 +318,6 @@ def _fit_line(label: str, fit) -> str:
 def jobs(run_dirs: list[str]) -> None:
     """The same fit on testbed runs' rounds, per task, and the in-run α those runs' verdicts show
     with its 95% interval over jobs (e.g. the K = 20 runs of `demo --study` against the shipped K = 8 rate)."""
-    from multispin.acceptance.run_verdicts import JobVerdicts, job_verdicts, pool_jobs
-    from multispin.acceptance.spread import fit_jobs
 
     by_task: dict[str, list[JobVerdicts]] = {}
     for d in run_dirs:
@@ -340,8 +337,6 @@ def calibrate(pair: str, policies: list[str], seeds: list[int]) -> None:
     """Testbed runs (K = 8, 20 rounds, 64-token prompts, the pool runner) whose verdicts measure
     the α a run sees: one JSON line per seed with each job's (accepted, trials) per round. Seeds
     cycle through ``policies``; keep them apart from the seeds being forecast."""
-    from multispin.experiments.profiles import calibration_line
-    from multispin.experiments.testbed import TestbedConfig, run_testbed
 
     for i, s in enumerate(seeds):
         policy, t = policies[i % len(policies)], time.time()
@@ -354,8 +349,6 @@ def calibrate(pair: str, policies: list[str], seeds: list[int]) -> None:
 
 def _run_folder(folder: str) -> tuple:
     """A testbed run's summary.json (`RunSummary`) and its rounds (`RoundRow`)."""
-    from multispin.experiments.run_summary import RunSummary
-    from multispin.runtime.wire.round_row import RoundRow
 
     summary = RunSummary.from_json(json.loads((Path(folder) / "summary.json").read_text()))
     rows = [RoundRow.from_dict(json.loads(line)) for line in (Path(folder) / "rounds.jsonl").read_text().splitlines()]
@@ -368,7 +361,6 @@ def decompose(run_dirs: list[str]) -> None:
     acceptance test's luck out; the model at the run's own plans and channel; the forecast's own
     plans), T_comp, T_comm (realised, the model at the run's plans, the forecast), how often and how
     long devices drafted, and how far the acceptance estimates the plans followed sat from the prior."""
-    from multispin.experiments.paired import ratio_of_sums
 
     by_policy: dict[str, list] = {}
     for folder in run_dirs:
@@ -415,7 +407,6 @@ def by_token(run_dirs: list[str]) -> None:
     """Acceptance by where in its response a verdict falls (`verdicts_by_response_token`: the
     job's first token, its next seven, the rest), per task over the runs' jobs, each with its 95%
     bootstrap interval over jobs."""
-    from multispin.acceptance.run_verdicts import pool_jobs, verdicts_by_response_token
 
     cells: dict[tuple[str, int], list] = {}
     for folder in run_dirs:

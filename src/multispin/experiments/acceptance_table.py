@@ -16,14 +16,36 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from multispin.acceptance.shipped import PROFILES_ROOT, acceptance_profiles, profile_folder
+import numpy as np
+
+from multispin.acceptance.shipped import (
+    PROFILES_ROOT,
+    acceptance_profiles,
+    profile_folder,
+    run_verdict_files,
+    shipped_gap_prior,
+    shipped_shrunk_alpha,
+)
+from multispin.acceptance.shrinkage import verdict_alpha
+from multispin.acceptance.spread import spread_files
 from multispin.experiments.acceptance import SOURCE_LABELS, MeasureConfig, policy_label, profile_file_name
 from multispin.experiments.acceptance import measure as measure_profiles
+from multispin.experiments.intervals import mean_ci
+from multispin.experiments.reproduce._figure import pyplot
+from multispin.experiments.reproduce.config import RunConfig
+from multispin.experiments.reproduce.pipeline import reproduce
+from multispin.experiments.reproduce.report import counterpart
 from multispin.jsonout import json_safe, versioned, write_json
+from multispin.optimize.goodput import SAAObjective
+from multispin.optimize.plan import plan
+from multispin.system import get_preset
+from multispin.system.channel import World
 from multispin.system.scenario import MEASURED_POLICY as SAMPLED  # the testbed's default policy
+from multispin.system.scenario import preset_names
 
 GREEDY = {"temperature": 0.0, "top_k": 0, "top_p": 1.0}
 SOURCE_TASKS = {"humaneval": "code", "mtbench": "chat", "sharegpt": "chat"}
@@ -318,8 +340,6 @@ def render(pairs=PAIRS) -> str:
 
 def _run_alpha_lines(pairs) -> list[str]:
     """The section on the α the planner uses (acceptance.shrinkage.shrunk_alpha), one row per profile."""
-    from multispin.acceptance.shipped import shipped_gap_prior, shipped_shrunk_alpha
-    from multispin.acceptance.shrinkage import verdict_alpha
 
     mu, tau2 = shipped_gap_prior()
     lines = [
@@ -370,7 +390,6 @@ def _run_alpha_lines(pairs) -> list[str]:
 def _in_run_lines(pairs) -> list[str]:
     """The section on the α measured in testbed runs (acceptance.run_verdicts), one row per shipped
     file and task; nothing when none is shipped."""
-    from multispin.acceptance.shipped import run_verdict_files
 
     rows = [(pair, f) for pair in pairs for f in run_verdict_files(pair)]
     if not rows:
@@ -462,7 +481,6 @@ def _seed_ranges(seeds) -> str:
 def _spread_lines(pairs) -> list[str]:
     """The section on how much acceptance differs between prompts (acceptance.spread), one
     row per shipped spread file and task; nothing when none is shipped."""
-    from multispin.acceptance.spread import spread_files
 
     rows = [(pair, f) for pair in pairs for f in spread_files(pair)]
     if not rows:
@@ -589,13 +607,6 @@ def iid_assumption_cost(
     positions), one plan made with each device's α (i.i.d.) and one with its per-position rates,
     both evaluated under the per-position model on fresh SAA samples (the same for both).
     Returns the per-drop goodputs and the paired difference with its 95% t interval."""
-    import numpy as np
-
-    from multispin.experiments.intervals import mean_ci
-    from multispin.optimize.goodput import SAAObjective
-    from multispin.optimize.plan import plan
-    from multispin.system import get_preset
-    from multispin.system.channel import World
 
     base = get_preset(preset).override({"optimizer.gamma_max": GAMMA})
     k = base.devices.count
@@ -645,7 +656,6 @@ def plot_iid(profiles: list[dict], path) -> None:
     """Per task (rows): conditional acceptance at each position with its 95% interval against the
     constant α (left), and the mean accepted length at γ' = 1..8 measured against the i.i.d.
     prediction (right); one colour per draft."""
-    from multispin.experiments.reproduce._figure import pyplot
 
     plt = pyplot()
     tasks = [t for t in TASK_ORDER if any(SOURCE_LABELS[p["source"]] == t for p in profiles)]
@@ -696,11 +706,6 @@ def plot_iid(profiles: list[dict], path) -> None:
 def compare_claims(out_root, drops: int = 4, workers: int = 2) -> dict:
     """Every claim judged on the paper's assumed acceptance and on each measured preset that is
     offered (the same `reproduce --quick` pipeline and checker, ``drops`` drops per point)."""
-    from pathlib import Path
-
-    from multispin.experiments.reproduce.config import RunConfig
-    from multispin.experiments.reproduce.pipeline import reproduce
-    from multispin.system.scenario import preset_names
 
     verdicts: dict[str, dict[str, str]] = {}
     claims_text: dict[str, str] = {}
@@ -736,7 +741,6 @@ def _claims_lines() -> list[str]:
         "| id | claim | " + " | ".join(f"`{s}`" for s in scenarios) + " |",
         "|---|---|" + "---|" * len(scenarios),
     ]
-    from multispin.experiments.reproduce.report import counterpart
 
     changed = []
     for cid in data["verdicts"][base]:  # the assumed run's claims; a per-pair claim's id names its pair
@@ -857,16 +861,12 @@ def main(argv: list[str]) -> int:
         COST_PATH.write_text(json.dumps(iid_assumption_cost(table_profiles(PAIRS[0], SAMPLED)), indent=2) + "\n")
         print(f"wrote {COST_PATH}")
     elif what == "claims":
-        import tempfile
-
         with tempfile.TemporaryDirectory() as tmp:
             CLAIMS_PATH.write_text(json.dumps(compare_claims(tmp), indent=2) + "\n")
         print(f"wrote {CLAIMS_PATH}")
     elif what == "coupled":  # coupled <re-run profile> <command> <UTC time>
         print(f"wrote {merge_coupled(argv[1], argv[2], argv[3])}")
     elif what == "render":
-        from pathlib import Path
-
         sampled = table_profiles(PAIRS[0], SAMPLED)
         if sampled:
             plot_iid(sampled, FIGURE_PATH)
