@@ -2,7 +2,7 @@
 
 **Which α does the demo plan with, and where does it come from?** Each device starts from the
 *planned* α of its (draft, task) under the run's sampling policy (`shipped.device_alpha(kind=
-"planned")`, called by `experiments.testbed.with_measured_acceptance`):
+"planned")`, called by `experiments.testbed.prior_alpha` when the run is set up):
 
 1. the **tokens-matched run α** where the package ships a run-verdicts file for the pair and draft
    (``data/profiles/<pair>/run-verdicts-<draft>-<policy>.json``): the rate whose i.i.d. tokens per
