@@ -338,24 +338,8 @@ def write_report(
 
     out = Path(out)
     settings = read_settings(out / "settings.csv")
-    kind = "quick run (`--quick`: fewer drops and points; not the paper's statistics)" if cfg.quick else "full run"
     parts = [
-        "# Multi-SPIN reproduction report",
-        "",
-        f"Command: `{command or 'multispin reproduce'}` — {kind}; wall time {wall_s / 60:.1f} min "
-        f"({wall_s:.0f} s) with {cfg.workers} worker(s)"
-        + (
-            f"; the drops took {cpu_s:.0f} s of CPU in all (≈ {_duration(cpu_s / max(1, cfg.workers))} on "
-            f"{cfg.workers} otherwise idle cores)"
-            if cpu_s
-            else ""
-        )
-        + f". Model pairs: {', '.join(cfg.presets)}. Code version {settings.get('source_version') or __version__} "
-        f"(drop code {settings.get('code_version')}).",
-        "",
-        "Everything below is generated from the CSVs in this directory. The paper's findings are relative; the "
-        "checked-claims table says, claim by claim, what was measured and whether it holds.",
-        "",
+        *_opening(cfg, settings, wall_s, command, cpu_s),
         _claims_section(claims, out),
         _comparison_section(claims, cfg.compare_with),
         _assumptions(cfg, settings),
@@ -364,22 +348,7 @@ def write_report(
         "",
     ]
     for m in modules:
-        csv_path = out / f"{m.NAME}.csv"
-        if not csv_path.exists():
-            continue
-        rows = read_csv(csv_path)
-        text = m.describe(rows)
-        parts += [
-            f"### {m.TITLE}",
-            "",
-            f"![{m.NAME}]({m.NAME}.png)",
-            "",
-            text,
-            "",
-            f"Data: [`{m.NAME}.csv`]({m.NAME}.csv); regenerate with "
-            f"`multispin reproduce --figure {m.NAME.split('_')[0]} --out NEW_FOLDER` (add `--quick` for the quick run).",
-            "",
-        ]
+        parts += _figure_section(out, m)
     from multispin.experiments.reproduce import fig_channel_knowledge
 
     parts.append(fig_channel_knowledge.section(out))
@@ -397,3 +366,46 @@ def write_report(
     path = out / "report.md"
     path.write_text("\n".join(parts))
     return path
+
+
+def _opening(cfg: RunConfig, settings: dict, wall_s: float, command: str, cpu_s: float | None) -> list[str]:
+    """The report's title and first paragraphs: the command, the run's kind, time and code version."""
+    kind = "quick run (`--quick`: fewer drops and points; not the paper's statistics)" if cfg.quick else "full run"
+    return [
+        "# Multi-SPIN reproduction report",
+        "",
+        f"Command: `{command or 'multispin reproduce'}` — {kind}; wall time {wall_s / 60:.1f} min "
+        f"({wall_s:.0f} s) with {cfg.workers} worker(s)"
+        + (
+            f"; the drops took {cpu_s:.0f} s of CPU in all (≈ {_duration(cpu_s / max(1, cfg.workers))} on "
+            f"{cfg.workers} otherwise idle cores)"
+            if cpu_s
+            else ""
+        )
+        + f". Model pairs: {', '.join(cfg.presets)}. Code version {settings.get('source_version') or __version__} "
+        f"(drop code {settings.get('code_version')}).",
+        "",
+        "Everything below is generated from the CSVs in this directory. The paper's findings are relative; the "
+        "checked-claims table says, claim by claim, what was measured and whether it holds.",
+        "",
+    ]
+
+
+def _figure_section(out: Path, m: ModuleType) -> list[str]:
+    """One figure's section: its plot, what it shows and how to regenerate it (none where the run
+    has no CSV for it)."""
+    csv_path = out / f"{m.NAME}.csv"
+    if not csv_path.exists():
+        return []
+    text = m.describe(read_csv(csv_path))
+    return [
+        f"### {m.TITLE}",
+        "",
+        f"![{m.NAME}]({m.NAME}.png)",
+        "",
+        text,
+        "",
+        f"Data: [`{m.NAME}.csv`]({m.NAME}.csv); regenerate with "
+        f"`multispin reproduce --figure {m.NAME.split('_')[0]} --out NEW_FOLDER` (add `--quick` for the quick run).",
+        "",
+    ]
