@@ -335,17 +335,8 @@ def run_sweep(
     ``objective``/``energy_weight``: what the plans maximise (default: the scenario's
     ``optimizer.objective`` and ``optimizer.energy_weight_tokens_per_j``)."""
     from multispin.experiments.reproduce.runner import run_points
-    from multispin.experiments.reproduce.stats import summarise_drops
-    from multispin.optimize.objectives import check_objective
 
-    fields: dict[str, Any] = {}
-    if objective is not None:
-        fields["optimizer.objective"] = check_objective(objective)
-    if energy_weight is not None:
-        fields["optimizer.energy_weight_tokens_per_j"] = energy_weight
-    # the objective lives in the scenario, so every point's cache key (which holds the scenario) tells
-    # objectives and weights apart
-    sc = sc.override(fields) if fields else sc
+    sc = _with_objective(sc, objective, energy_weight)
     policies = check_policies(policies)
     points = grid_points(sc, over, policies)
     base_seed = int(sc.seed if seed is None else seed)
@@ -363,15 +354,7 @@ def run_sweep(
         done = str(exc).split(";")[0]
         how = "rerun the same command to resume" if out is not None else "nothing was kept (give --out to resume)"
         raise Interrupted.after(exc, f"{done}; {how}") from None
-    summaries = [
-        summarise_drops(
-            p.params,
-            csi_rows(results[(p.study, p.id)], p.options["planning"])
-            if p.options.get("csi")
-            else results[(p.study, p.id)],
-        )
-        for p in points
-    ]
+    summaries = [_summary(p, results[(p.study, p.id)]) for p in points]
     rows = table_rows(points, summaries, policies)
     return SweepTable(
         sc.name,
@@ -384,6 +367,29 @@ def run_sweep(
         sc.optimizer.objective,
         sc.optimizer.energy_weight_tokens_per_j if sc.optimizer.objective == "energy" else None,
         unchanged_axes(rows, over),
+    )
+
+
+def _with_objective(sc, objective: str | None, energy_weight: float | None):
+    """The scenario with the sweep's objective and energy weight, where given."""
+    from multispin.optimize.objectives import check_objective
+
+    fields: dict[str, Any] = {}
+    if objective is not None:
+        fields["optimizer.objective"] = check_objective(objective)
+    if energy_weight is not None:
+        fields["optimizer.energy_weight_tokens_per_j"] = energy_weight
+    # the objective lives in the scenario, so every point's cache key (which holds the scenario) tells
+    # objectives and weights apart
+    return sc.override(fields) if fields else sc
+
+
+def _summary(point, drops: list[dict]) -> dict:
+    """One point's summary over its drops (a channel-knowledge point's drops read at its planning)."""
+    from multispin.experiments.reproduce.stats import summarise_drops
+
+    return summarise_drops(
+        point.params, csi_rows(drops, point.options["planning"]) if point.options.get("csi") else drops
     )
 
 
