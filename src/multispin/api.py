@@ -165,34 +165,10 @@ class RoundPlan:
         from multispin.jsonout import json_safe
         from multispin.system.channel import World
         from multispin.system.coupled_alpha import ASSUMPTION
-        from multispin.system.radio import linear_to_db
 
         sc, inst, rep = self.scenario, self.instance, self.report
         drop = World(sc).drop
-        p, st, radio = rep.plan, rep.stats, sc.radio
-        devices = [
-            {
-                "device": k,
-                "task": drop.task[k],
-                "distance_m": float(drop.distance_m[k]),
-                "channel_gain": float(inst.gain_ul[k]),
-                "channel_gain_db": float(linear_to_db(inst.gain_ul[k])),
-                "channel_gain_dl": float(inst.gain_dl[k]),
-                "alpha": float(drop.alpha[k]),
-                "draft_latency_s": float(inst.draft_latency_s[k]),
-                "draft_len": int(p.draft_len[k]),
-                "rejection_prob": float(p.rejection_prob[k]),
-                "expected_tokens": float(p.expected_tokens[k]),
-                "ul_latency_s": float(st.ul_latency_s_given_rejected[k]),
-                "ul_latency_s_full_band": float(st.ul_latency_s_alone[k]),
-                "ul_share": float(st.ul_share[k]),
-                "dl_share": float(st.dl_share[k]),
-                "ul_share_given_rejected": float(st.ul_share_given_rejected[k]),
-                "coupled": bool(p.coupled[k]),
-                "alpha_coupled": None if inst.alpha_coupled is None else float(inst.alpha_coupled[k]),
-            }
-            for k in range(inst.num_devices)
-        ]
+        p, radio = rep.plan, sc.radio
         return json_safe(
             {
                 "scenario": sc.name,
@@ -210,31 +186,41 @@ class RoundPlan:
                 "baselines": dict(rep.baselines),
                 "certificate": rep.certificate.to_dict(),
                 "baseline_draft_len": dict(rep.baseline_draft_len),
-                "devices": devices,
+                "devices": [self._device_dict(drop, k) for k in range(inst.num_devices)],
                 "num_devices": inst.num_devices,
-                "bandwidth_hz": radio.bandwidth_hz,
-                "p_ul_dbm": radio.p_ul_dbm,
-                "p_dl_dbm": radio.p_dl_dbm_value,
-                "p_dl_w": radio.p_dl_watts,
-                "noise_psd_dbm_per_hz": radio.noise_psd_dbm_per_hz,
-                "noise_figure_db": radio.noise_figure_db,
-                "path_loss_db_at_1m": radio.path_loss_db_at_1m,
-                "path_loss_exponent": radio.path_loss_exponent,
-                "reciprocity": radio.reciprocity,
-                "codec": sc.payload.codec,
-                "payload_bits": int(sc.payload.payload_bits),
-                "count_signalling_bits": sc.payload.count_signalling_bits,
-                "t_ver0_s": sc.compute.t_ver0_s,
-                "t_ver1_s": sc.compute.t_ver1_s,
-                "t_ver_tok_s": sc.compute.t_ver_tok_s,
-                "gamma_max": sc.optimizer.gamma_max,
-                "n_saa": sc.optimizer.n_saa,
+                **_radio_and_compute(sc),
                 **({"objective": self.objective} if self.objective is not None else {}),
                 "verify": self.verify,
                 "coupled_share": p.coupled_share,
                 "coupled_alpha": None if self.verify == "standard" else ASSUMPTION,
             }
         )
+
+    def _device_dict(self, drop, k: int) -> dict[str, Any]:
+        """Device ``k`` in the plan: its drop, channel, acceptance, γ and mode shares."""
+        from multispin.system.radio import linear_to_db
+
+        inst, p, st = self.instance, self.report.plan, self.report.stats
+        return {
+            "device": k,
+            "task": drop.task[k],
+            "distance_m": float(drop.distance_m[k]),
+            "channel_gain": float(inst.gain_ul[k]),
+            "channel_gain_db": float(linear_to_db(inst.gain_ul[k])),
+            "channel_gain_dl": float(inst.gain_dl[k]),
+            "alpha": float(drop.alpha[k]),
+            "draft_latency_s": float(inst.draft_latency_s[k]),
+            "draft_len": int(p.draft_len[k]),
+            "rejection_prob": float(p.rejection_prob[k]),
+            "expected_tokens": float(p.expected_tokens[k]),
+            "ul_latency_s": float(st.ul_latency_s_given_rejected[k]),
+            "ul_latency_s_full_band": float(st.ul_latency_s_alone[k]),
+            "ul_share": float(st.ul_share[k]),
+            "dl_share": float(st.dl_share[k]),
+            "ul_share_given_rejected": float(st.ul_share_given_rejected[k]),
+            "coupled": bool(p.coupled[k]),
+            "alpha_coupled": None if inst.alpha_coupled is None else float(inst.alpha_coupled[k]),
+        }
 
     def to_json(self) -> str:
         """The JSON text ``multispin optimize --json`` prints for the same scenario, round and
@@ -244,6 +230,30 @@ class RoundPlan:
         from multispin.jsonout import versioned
 
         return json.dumps(versioned(self.to_dict(), "optimize"))
+
+
+def _radio_and_compute(sc: Scenario) -> dict[str, Any]:
+    """The scenario's radio, payload, compute and optimiser parameters as `RoundPlan.to_dict` gives them."""
+    radio = sc.radio
+    return {
+        "bandwidth_hz": radio.bandwidth_hz,
+        "p_ul_dbm": radio.p_ul_dbm,
+        "p_dl_dbm": radio.p_dl_dbm_value,
+        "p_dl_w": radio.p_dl_watts,
+        "noise_psd_dbm_per_hz": radio.noise_psd_dbm_per_hz,
+        "noise_figure_db": radio.noise_figure_db,
+        "path_loss_db_at_1m": radio.path_loss_db_at_1m,
+        "path_loss_exponent": radio.path_loss_exponent,
+        "reciprocity": radio.reciprocity,
+        "codec": sc.payload.codec,
+        "payload_bits": int(sc.payload.payload_bits),
+        "count_signalling_bits": sc.payload.count_signalling_bits,
+        "t_ver0_s": sc.compute.t_ver0_s,
+        "t_ver1_s": sc.compute.t_ver1_s,
+        "t_ver_tok_s": sc.compute.t_ver_tok_s,
+        "gamma_max": sc.optimizer.gamma_max,
+        "n_saa": sc.optimizer.n_saa,
+    }
 
 
 def plan(

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -103,53 +105,81 @@ def device(
     when every device finished with the server's digest, else 1 (the other texts are printed)."""
     setup_logging(log_level)
     set_threads(threads)
+    from multispin.commands._pool import run_pool_command
+
+    if devices is not None:
+        run_pool_command(
+            server=server,
+            device_id=device_id,
+            devices=devices,
+            keys=keys,
+            insecure=insecure,
+            secret=secret,
+            pair=pair,
+            draft=draft,
+            prompts=prompt,
+            resume=resume,
+            reconnects=reconnects,
+            server_timeout=server_timeout,
+            connect_timeout=connect_timeout,
+            result=result,
+            as_json=as_json,
+        )
+    else:
+        _run_one_device(
+            server=server,
+            device_id=device_id,
+            keys=keys,
+            insecure=insecure,
+            secret=secret,
+            pair=pair,
+            draft=draft,
+            prompts=prompt,
+            resume=resume,
+            reconnects=reconnects,
+            server_timeout=server_timeout,
+            connect_timeout=connect_timeout,
+            result=result,
+            as_json=as_json,
+            fault=fault,
+        )
+
+
+def _run_one_device(
+    *,
+    server: str,
+    device_id: int | None,
+    keys: Path | None,
+    insecure: bool,
+    secret: str | None,
+    pair: str,
+    draft: str | None,
+    prompts: list[str] | None,
+    resume: bool,
+    reconnects: int,
+    server_timeout: float,
+    connect_timeout: float,
+    result: Path | None,
+    as_json: bool,
+    fault: str | None,
+) -> None:
+    """`multispin device` without --devices: one device, one prompt, its own session."""
     from multispin.commands._checks import check_credentials
+    from multispin.commands._interrupt import reported_interrupt
     from multispin.commands._outcome import device_failure
+    from multispin.commands._pool import check_one_device
     from multispin.runtime.net.device import run_device
     from multispin.runtime.security.auth import resolve_secret
 
-    if devices is not None or device_id is None or len(prompt or ()) != 1:
-        from multispin.commands._pool import check_one_device, run_pool_command
-
-        if devices is None:
-            check_one_device(device_id, prompt)
-        else:
-            run_pool_command(
-                server=server,
-                device_id=device_id,
-                devices=devices,
-                keys=keys,
-                insecure=insecure,
-                secret=secret,
-                pair=pair,
-                draft=draft,
-                prompts=prompt,
-                resume=resume,
-                reconnects=reconnects,
-                server_timeout=server_timeout,
-                connect_timeout=connect_timeout,
-                result=result,
-                as_json=as_json,
-            )
-            return
-    prompt_text = prompt[0]  # type: ignore[index]
+    check_one_device(device_id, prompts)
+    prompt_text = prompts[0]  # type: ignore[index]
     check_credentials(
         insecure,
         keys,
         secret,
         "this device's key folder (make it with `multispin keys device DIR --device-id N --allow SERVER_DIR`)",
     )
-    from multispin.commands._interrupt import reported_interrupt
-
-    def report(outcome) -> None:
-        doc = versioned(outcome.to_dict(), "device")
-        if not emit_json(doc, result, as_json):
-            typer.echo(
-                f"device {device_id}: {len(outcome.generated)} tokens, {outcome.sessions} session(s), {outcome.reason}",
-                err=True,
-            )
-            typer.echo(outcome.text)
-
+    report = _reporter(device_id, result, as_json)
     # SIGTERM or SIGINT: the text so far, printed and in --result (finished: false)
     with reported_interrupt(report):
         outcome = run_device(
@@ -171,3 +201,19 @@ def device(
     if failure is not None:
         typer.echo(f"error: {failure}", err=True)
         raise typer.Exit(1)
+
+
+def _reporter(device_id: int | None, result: Path | None, as_json: bool) -> Callable[[Any], None]:
+    """What prints a device's outcome (as JSON, or a line and its text) and writes it to --result:
+    at the end, or with the text so far when the run is interrupted."""
+
+    def report(outcome) -> None:
+        doc = versioned(outcome.to_dict(), "device")
+        if not emit_json(doc, result, as_json):
+            typer.echo(
+                f"device {device_id}: {len(outcome.generated)} tokens, {outcome.sessions} session(s), {outcome.reason}",
+                err=True,
+            )
+            typer.echo(outcome.text)
+
+    return report

@@ -7,6 +7,7 @@ import math
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from multispin.commands._app import app
@@ -163,11 +164,17 @@ def _fmt_ms(v) -> str:
 
 
 def _print_tables(r: dict) -> None:
-    from rich.markup import escape
-
     out = Console()
     if not out.is_terminal:
         out = Console(width=160)
+    out.print(_device_table(r))
+    out.print(_summary_table(r))
+    _print_notes(out, r)
+
+
+def _device_table(r: dict) -> Table:
+    """One row per device: where it is, its task and draft model, its plan and how it is served."""
+    coupled = r.get("verify", "standard") != "standard"
     t = Table(
         title=f"multispin optimize: {r['scenario']}, K={r['num_devices']}, P^dl={r['p_dl_dbm']:.2f} dBm, "
         f"seed {r['seed']}, round {r['round']}, draft policy {r['draft_policy']}, {r['bandwidth_split']} split"
@@ -185,7 +192,7 @@ def _print_tables(r: dict) -> None:
         "UL ms | rej",
         "UL share",
         "DL share",
-        *(("coupled",) if r.get("verify", "standard") != "standard" else ()),
+        *(("coupled",) if coupled else ()),
     ):
         t.add_column(escape(col), justify="right")
     for d in r["devices"]:
@@ -202,9 +209,13 @@ def _print_tables(r: dict) -> None:
             _fmt_ms(d["ul_latency_s"]),
             f"{d['ul_share']:.2f}",
             f"{d['dl_share']:.2f}",
-            *(("yes" if d["coupled"] else "no",) if r.get("verify", "standard") != "standard" else ()),
+            *(("yes" if d["coupled"] else "no",) if coupled else ()),
         )
-    out.print(t)
+    return t
+
+
+def _summary_table(r: dict) -> Table:
+    """The round's goodput and timing, the baselines' goodput against it, and the bounds."""
     s = Table(title="summary (per round; SAA over the same samples)")
     s.add_column("quantity")
     s.add_column("value", justify="right")
@@ -228,7 +239,11 @@ def _print_tables(r: dict) -> None:
             f"{c['communication_bound_tokens_per_s']:.2f}  (ours {c['gap_to_communication_bound_pct']:.1f}% "
             f"below){proven}",
         )
-    out.print(s)
+    return s
+
+
+def _print_notes(out: Console, r: dict) -> None:
+    """The lines under the tables: the objective's plan, the radio and compute settings, and notes."""
     if r.get("objective"):
         o = r["objective"]
         out.print(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -142,11 +143,9 @@ def serve(
     at the defaults), so it is back before the server stops waiting. A device told busy waits
     that long and rejoins without spending its --reconnects; its text continues exactly as if
     it had never stalled (docs/reliability.md)."""
-    from multispin.commands._checks import check_codecs_fit, check_parent_exists
+    from multispin.commands._checks import check_parent_exists
     from multispin.commands._outcome import serve_failure
-    from multispin.models.placement import place_pair
-    from multispin.models.registry import resolve_pair
-    from multispin.runtime.net.server import EdgeServer, install_signal_handlers
+    from multispin.runtime.net.server import install_signal_handlers
     from multispin.runtime.net.server_config import ServerConfig
     from multispin.runtime.round.local import fixed_policy
 
@@ -175,11 +174,49 @@ def serve(
         handshake_timeout_s=handshake_timeout,
     )
     opened = open_journal(None if no_journal else journal, journal_check, journal_repair)
+    server = _load_server(pair, machine, config, security, opened, policy, log)
+    drain_on_signal()  # the first Ctrl-C drains the round (no grace timer); a second one ends at once
+    install_signal_handlers(server)
+    result = server.run(on_ready=_banner(pair, insecure, devices, server.recovered, journal))
+    doc = versioned(result.to_dict(), "serve")
+    if not emit_json(doc, summary, as_json, "--summary"):
+        _print_result(result)
+    failure = serve_failure(result)
+    if failure is not None:
+        typer.echo(f"error: {failure}", err=True)
+        raise typer.Exit(1)
+
+
+def _banner(
+    pair: str, insecure: bool, devices: int, recovered: list[int], journal: Path | None
+) -> Callable[[str], None]:
+    """The line that says the server is up, printed only once bound (a failed bind is one error
+    line, no banner)."""
+    resumed = f", resuming {len(recovered)} device(s) from {journal}" if recovered else ""
+
+    def banner(endpoint: str) -> None:
+        typer.echo(
+            f"multispin serve: {pair} on {endpoint} ({'PLAINTEXT' if insecure else 'encrypted'}), "
+            f"waiting for {devices} device(s){resumed}",
+            err=True,
+        )
+
+    return banner
+
+
+def _load_server(pair: str, machine: dict, config, security: dict, opened, policy, log: str | None):
+    """The edge server on the loaded target model; the journal is closed if the model or the
+    server fails to come up."""
+    from multispin.commands._checks import check_codecs_fit
+    from multispin.models.placement import place_pair
+    from multispin.models.registry import resolve_pair
+    from multispin.runtime.net.server import EdgeServer
+
     try:
         # the devices draft in their own processes: only the target moves to the GPU
         loaded = place_pair(resolve_pair(pair), machine["placement"], drafts=False)
         check_codecs_fit(config.ul_codec, config.dl_codec, loaded.vocab_size)  # before waiting for anyone
-        server = EdgeServer(
+        return EdgeServer(
             config,
             loaded,
             security.get("secret"),
@@ -192,34 +229,20 @@ def serve(
         if opened is not None:
             opened.close()
         raise
-    drain_on_signal()  # the first Ctrl-C drains the round (no grace timer); a second one ends at once
-    install_signal_handlers(server)
-    resumed = f", resuming {len(server.recovered)} device(s) from {journal}" if server.recovered else ""
 
-    def banner(endpoint: str) -> None:  # only once bound: a failed bind is one error line, no banner
-        typer.echo(
-            f"multispin serve: {pair} on {endpoint} ({'PLAINTEXT' if insecure else 'encrypted'}), "
-            f"waiting for {devices} device(s){resumed}",
-            err=True,
-        )
 
-    result = server.run(on_ready=banner)
-    doc = versioned(result.to_dict(), "serve")
-    if not emit_json(doc, summary, as_json, "--summary"):
+def _print_result(result) -> None:
+    """The run's end in words: why it stopped, and per device its tokens, sessions and digest check."""
+    typer.echo(
+        f"stopped ({result.stop_reason}) after {result.rounds} rounds, {result.wall_s:.2f} s; "
+        f"{result.refused} connection(s) refused"
+    )
+    for d, rec in sorted(result.devices.items()):
+        match = {True: "digest match", False: "DIGEST MISMATCH", None: "no final digest"}[rec.digest_match]
         typer.echo(
-            f"stopped ({result.stop_reason}) after {result.rounds} rounds, {result.wall_s:.2f} s; "
-            f"{result.refused} connection(s) refused"
+            f"device {d}: {len(rec.generated)} tokens, {rec.sessions} session(s), "
+            f"{'finished' if rec.finished else 'unfinished'}, {match}"
         )
-        for d, rec in sorted(result.devices.items()):
-            match = {True: "digest match", False: "DIGEST MISMATCH", None: "no final digest"}[rec.digest_match]
-            typer.echo(
-                f"device {d}: {len(rec.generated)} tokens, {rec.sessions} session(s), "
-                f"{'finished' if rec.finished else 'unfinished'}, {match}"
-            )
-    failure = serve_failure(result)
-    if failure is not None:
-        typer.echo(f"error: {failure}", err=True)
-        raise typer.Exit(1)
 
 
 def open_journal(path: Path | None, check: str, repair: bool):

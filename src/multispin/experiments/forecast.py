@@ -28,6 +28,8 @@ outcome uniforms. The forecast is the ratio of sums over ``replicas`` runs of ``
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from multispin.acceptance.spread import job_alpha_quantile
@@ -108,19 +110,9 @@ def forecast_goodput(
     k = scenario.devices.count
     horizon = max(1, min(horizon or rounds, rounds))
     rng = np.random.default_rng([seed, 43])
-    sd = None if spread is None else np.asarray(spread, dtype=float)
-    if sd is not None and sd.shape != (k,):
-        raise ValueError(f"spread: need one sd per device ({k}), got {sd.size}")
-    if sd is not None and not np.any(sd > 0):
-        sd = None
-    given_truth = None if truth_alpha is None else np.asarray(truth_alpha, dtype=float)
-    if given_truth is not None and given_truth.shape != (k,):
-        raise ValueError(f"truth_alpha: need one α per device ({k}), got {given_truth.size}")
+    sd, given_truth = _per_device_inputs(k, spread, truth_alpha)
     jobs = None  # each job's α, from a stream of its own: without spread the forecast is what it was
-    gmax = scenario.optimizer.gamma_max
-    tokens = comp = comm = 0.0
-    replica_goodput = []  # each replica's realised tokens (acceptance drawn) over its time
-    gammas, estimates = [], []  # per model round: the plan's γ and the acceptance estimates it planned on
+    tally = _Tally()
     r = FORECAST_ROUND_OFFSET
     for _ in range(-(-rounds // horizon)):
         if channels == "run":
@@ -131,48 +123,101 @@ def forecast_goodput(
         if sd is not None and jobs is None:
             jobs = JobAlphas(device_alpha, sd, np.random.default_rng([seed, 44]))
         truth = device_alpha if jobs is None else jobs.next(np.arange(k))
-        fresh = None if max_new_tokens is None else int(max_new_tokens)
-        budget = None if fresh is None else np.full(k, fresh)
-        drawn = spent = 0.0
-        for _ in range(horizon):
-            caps = None if budget is None else {d: int(min(budget[d] - 1, gmax)) for d in range(k)}
-            rp = planner.plan(r, range(k), caps)
-            r += 1
-            gamma = np.asarray(rp.proactive.draft_len, dtype=np.int64)
-            coupled, truth_c = _coupled_truth(planner, rp, truth)
-            n, tc, tm = analytic_round(
-                rp.instance.replace(alpha=truth, alpha_coupled=truth_c), gamma, RUN_POLICIES[planner.policy], split, rng
-            )
-            tokens, comp, comm = tokens + n, comp + tc, comm + tm
-            gammas.append(gamma)
-            estimates.append(np.asarray(rp.instance.alpha, dtype=float))
-            accepted = draw_accepted(truth if truth_c is None else np.where(coupled, truth_c, truth), gamma, rng)
-            drawn, spent = drawn + float(np.sum(accepted + 1)), spent + tc + tm
-            if online:
-                for d in range(k):
-                    est = planner.coupled_estimator if coupled[d] else planner.estimator
-                    est.update(d, int(gamma[d]), int(accepted[d]), bool(accepted[d] < gamma[d]))
-            if budget is not None and fresh is not None:
-                budget -= accepted + 1
-                ended = budget <= 0
-                budget[ended] = fresh  # the job ended: a fresh prompt next round
-                if jobs is not None and np.any(ended):
-                    truth = truth.copy()
-                    truth[ended] = jobs.next(np.flatnonzero(ended))
-        replica_goodput.append(drawn / spent if spent > 0 else 0.0)
-    g = np.array(gammas)
-    return {
-        "forecast_tokens_per_s": tokens / (comp + comm),
-        "forecast_free_comm_tokens_per_s": tokens / comp,
-        # per model round, beside the run's own figures (where a gap sits)
-        "forecast_tokens_per_round": tokens / len(g),
-        "forecast_t_comp_s": comp / len(g),
-        "forecast_t_comm_s": comm / len(g),
-        "forecast_mean_gamma": float(g.mean()),
-        "forecast_drafting_share": float(np.mean(g > 0)),
-        **one_run_range(replica_goodput, tokens / (comp + comm)),
-        **{f"forecast_{key}": v for key, v in estimate_figures(np.array(estimates), prior).items()},
-    }
+        r = _run_replica(planner, truth, jobs, r, horizon, max_new_tokens, split, online, rng, tally)
+    return tally.figures(prior)
+
+
+def _per_device_inputs(
+    k: int, spread: np.ndarray | list[float] | None, truth_alpha: np.ndarray | list[float] | None
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """``spread`` and ``truth_alpha`` as arrays of one value per device (None: not given; a spread
+    of zeros is none)."""
+    sd = None if spread is None else np.asarray(spread, dtype=float)
+    if sd is not None and sd.shape != (k,):
+        raise ValueError(f"spread: need one sd per device ({k}), got {sd.size}")
+    if sd is not None and not np.any(sd > 0):
+        sd = None
+    given_truth = None if truth_alpha is None else np.asarray(truth_alpha, dtype=float)
+    if given_truth is not None and given_truth.shape != (k,):
+        raise ValueError(f"truth_alpha: need one α per device ({k}), got {given_truth.size}")
+    return sd, given_truth
+
+
+@dataclass
+class _Tally:
+    """What the forecast adds up over its model rounds and replicas."""
+
+    tokens: float = 0.0
+    comp: float = 0.0
+    comm: float = 0.0
+    replica_goodput: list[float] = field(default_factory=list)  # each replica's realised tokens over its time
+    gammas: list[np.ndarray] = field(default_factory=list)  # per model round: the plan's γ
+    estimates: list[np.ndarray] = field(default_factory=list)  # ... and the acceptance estimates it planned on
+
+    def figures(self, prior: np.ndarray) -> dict[str, float]:
+        """The forecast's figures (`forecast_goodput`'s return)."""
+        tokens, comp, comm = self.tokens, self.comp, self.comm
+        g = np.array(self.gammas)
+        return {
+            "forecast_tokens_per_s": tokens / (comp + comm),
+            "forecast_free_comm_tokens_per_s": tokens / comp,
+            # per model round, beside the run's own figures (where a gap sits)
+            "forecast_tokens_per_round": tokens / len(g),
+            "forecast_t_comp_s": comp / len(g),
+            "forecast_t_comm_s": comm / len(g),
+            "forecast_mean_gamma": float(g.mean()),
+            "forecast_drafting_share": float(np.mean(g > 0)),
+            **one_run_range(self.replica_goodput, tokens / (comp + comm)),
+            **{f"forecast_{key}": v for key, v in estimate_figures(np.array(self.estimates), prior).items()},
+        }
+
+
+def _run_replica(
+    planner: ScenarioPlanner,
+    truth: np.ndarray,
+    jobs: JobAlphas | None,
+    r: int,
+    horizon: int,
+    max_new_tokens: int | None,
+    split: str,
+    online: bool,
+    rng: np.random.Generator,
+    tally: _Tally,
+) -> int:
+    """One replica: ``horizon`` model rounds of ``planner`` from round ``r`` on jobs whose acceptance
+    is ``truth``, added to ``tally``; the round after its last."""
+    k = len(truth)
+    gmax = planner.scenario.optimizer.gamma_max
+    fresh = None if max_new_tokens is None else int(max_new_tokens)
+    budget = None if fresh is None else np.full(k, fresh)
+    drawn = spent = 0.0
+    for _ in range(horizon):
+        caps = None if budget is None else {d: int(min(budget[d] - 1, gmax)) for d in range(k)}
+        rp = planner.plan(r, range(k), caps)
+        r += 1
+        gamma = np.asarray(rp.proactive.draft_len, dtype=np.int64)
+        coupled, truth_c = _coupled_truth(planner, rp, truth)
+        n, tc, tm = analytic_round(
+            rp.instance.replace(alpha=truth, alpha_coupled=truth_c), gamma, RUN_POLICIES[planner.policy], split, rng
+        )
+        tally.tokens, tally.comp, tally.comm = tally.tokens + n, tally.comp + tc, tally.comm + tm
+        tally.gammas.append(gamma)
+        tally.estimates.append(np.asarray(rp.instance.alpha, dtype=float))
+        accepted = draw_accepted(truth if truth_c is None else np.where(coupled, truth_c, truth), gamma, rng)
+        drawn, spent = drawn + float(np.sum(accepted + 1)), spent + tc + tm
+        if online:
+            for d in range(k):
+                est = planner.coupled_estimator if coupled[d] else planner.estimator
+                est.update(d, int(gamma[d]), int(accepted[d]), bool(accepted[d] < gamma[d]))
+        if budget is not None and fresh is not None:
+            budget -= accepted + 1
+            ended = budget <= 0
+            budget[ended] = fresh  # the job ended: a fresh prompt next round
+            if jobs is not None and np.any(ended):
+                truth = truth.copy()
+                truth[ended] = jobs.next(np.flatnonzero(ended))
+    tally.replica_goodput.append(drawn / spent if spent > 0 else 0.0)
+    return r
 
 
 def _coupled_truth(planner: ScenarioPlanner, rp, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:

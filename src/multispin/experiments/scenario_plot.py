@@ -36,12 +36,25 @@ def plot_scenario(scenario: Scenario, name: str, path) -> Path:
     and DL mode with its 10–90% range over the fading rounds (log scale). Returns the PNG's path."""
     plt = pyplot()
     world = World(scenario)
-    drop, radio = world.drop, scenario.radio
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    rule = scenario.devices.drop
+    _draw_drop(ax1, world)
+    _draw_airtime(ax2, world)
+    for ax in (ax1, ax2):
+        ax.grid(alpha=0.3)
+    radio = scenario.radio
+    fig.suptitle(f"scenario {name}: noise figure {radio.noise_figure_db:g} dB, {radio.fading} fading")
+    path = Path(path)
+    save(fig, path)
+    return path
+
+
+def _draw_drop(ax, world: World) -> None:
+    """The left panel: the path-loss law against distance and the drop's devices on it, by task."""
+    scenario, drop = world.scenario, world.drop
+    radio, rule = scenario.radio, scenario.devices.drop
     lo, hi = min(rule.min_distance_m, drop.distance_m.min()), max(rule.max_distance_m, drop.distance_m.max())
     d = np.linspace(lo, hi, 200)
-    ax1.plot(
+    ax.plot(
         d,
         linear_to_db(path_loss_linear(d, radio.path_loss_db_at_1m, radio.path_loss_exponent)),
         color="gray",
@@ -51,26 +64,32 @@ def plot_scenario(scenario: Scenario, name: str, path) -> Path:
     pl_db = linear_to_db(world.channel.path_loss)
     for i, task in enumerate(sorted(set(drop.task))):
         at = [k for k, t in enumerate(drop.task) if t == task]
-        ax1.scatter(
+        ax.scatter(
             drop.distance_m[at],
             pl_db[at],
             color=f"C{i}",
             zorder=3,
             label=f"{task} (α {drop.alpha[at[0]]:.2f}) ×{len(at)}",
         )
-    ax1.set(
+    ax.set(
         xlabel="distance to the server (m)",
         ylabel="path loss (dB)",
         title=f"the drop: {scenario.devices.count} devices (seed {scenario.seed})",
     )
-    ax1.legend(fontsize=7)
+    ax.legend(fontsize=7)
+
+
+def _draw_airtime(ax, world: World) -> None:
+    """The right panel: per device, nearest first, the airtime of one correction in UL and DL mode."""
+    scenario, drop = world.scenario, world.drop
+    radio = scenario.radio
     order = np.argsort(drop.distance_m)
     rank = np.arange(1, order.size + 1)
     for (link, t), color, shift in zip(correction_airtime_s(world).items(), ("tab:orange", "tab:green"), (-0.15, 0.15)):
         ms = 1e3 * t[:, order]
         mid, p10, p90 = np.median(ms, 0), np.percentile(ms, 10, 0), np.percentile(ms, 90, 0)
         power = radio.p_ul_dbm if link == "UL" else radio.p_dl_dbm_value
-        ax2.errorbar(
+        ax.errorbar(
             rank + shift,
             mid,
             yerr=[mid - p10, p90 - mid],
@@ -80,19 +99,13 @@ def plot_scenario(scenario: Scenario, name: str, path) -> Path:
             color=color,
             label=f"{link} mode ({power:.1f} dBm)",
         )
-    ax2.set_yscale("log")
-    ax2.xaxis.get_major_locator().set_params(integer=True)
-    ax2.set(
+    ax.set_yscale("log")
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set(
         xlabel="device, nearest first",
         ylabel="airtime of one correction (ms)",
         title=f"{scenario.payload.payload_bits:,} bits alone on {radio.bandwidth_hz / 1e6:g} MHz "
         f"(median, 10–90% over {FADING_ROUNDS} fading rounds)",
     )
-    ax2.title.set_fontsize(9)
-    ax2.legend(fontsize=7)
-    for ax in (ax1, ax2):
-        ax.grid(alpha=0.3)
-    fig.suptitle(f"scenario {name}: noise figure {radio.noise_figure_db:g} dB, {radio.fading} fading")
-    path = Path(path)
-    save(fig, path)
-    return path
+    ax.title.set_fontsize(9)
+    ax.legend(fontsize=7)

@@ -30,6 +30,7 @@ channel. That drop compares adaptive, all-UL and all-DL modes only; other polici
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,9 +38,17 @@ from pathlib import Path
 from typing import Any
 
 from multispin.errors import ConfigError, Interrupted
+from multispin.experiments.reproduce._figure import STYLE, band, by, legend, pyplot, save, value_ticks
 from multispin.experiments.reproduce.config import Point, RunConfig
-from multispin.experiments.reproduce.csi import CSI_POLICIES
+from multispin.experiments.reproduce.csi import CSI_POLICIES, CSI_REPLICATES
 from multispin.experiments.reproduce.long_form import column, gain_column
+from multispin.experiments.reproduce.runner import run_points
+from multispin.experiments.reproduce.stats import summarise_drops
+from multispin.jsonout import json_safe, versioned
+from multispin.optimize.objectives import check_objective
+from multispin.system import scenario_from_dict
+from multispin.system.channel_process import uses_channel_process
+from multispin.system.coupled_alpha import ASSUMPTION
 from multispin.vocabulary import REFERENCE, STANDARD, policies_in
 
 # policy -> (the per-drop goodput column, its γ column, which baselines the drop must run): every
@@ -80,7 +89,6 @@ class _ScenarioPoint(Point):
     base: dict = field(default_factory=dict)
 
     def scenario_dict(self) -> dict[str, Any]:
-        from multispin.system import scenario_from_dict
 
         return scenario_from_dict(self.base).override(self.overrides).to_dict()
 
@@ -113,7 +121,6 @@ class SweepTable:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready table (what ``multispin sweep --json`` prints, less the version fields)."""
-        from multispin.jsonout import json_safe
 
         return json_safe(
             {
@@ -131,9 +138,6 @@ class SweepTable:
 
     def to_json(self) -> str:
         """The document ``multispin sweep --json`` prints for the same sweep."""
-        import json
-
-        from multispin.jsonout import versioned
 
         return json.dumps(versioned(self.to_dict(), "sweep"))
 
@@ -186,8 +190,6 @@ def grid_points(sc, over: Mapping[str, Sequence[Any]], policies: Sequence[str]) 
             "radio.bandwidth_split: the sweep plans with the equal split, as the reproduction "
             f"does (the scenario has {sc.radio.bandwidth_split!r})"
         )
-    from multispin.experiments.reproduce.csi import CSI_REPLICATES
-    from multispin.system.channel_process import uses_channel_process
 
     needs = {n for p in policies if (n := SWEEP_POLICIES[p][2]) is not None}
     # service: the drop also reports what each device gets under each policy's plan
@@ -283,7 +285,6 @@ def table_rows(points: Sequence[Point], summaries: Sequence[dict], policies: Seq
 def coupled_cells(s: dict, policy: str) -> dict[str, Any]:
     """The coupled share of the policy's plan with its interval (0 for the two-way policies) and,
     where the point ran the coupled policies, the assumption their coupled α rests on."""
-    from multispin.system.coupled_alpha import ASSUMPTION
 
     share = COUPLED_SHARE.get(policy, 0.0)
     if isinstance(share, str):
@@ -334,18 +335,8 @@ def run_sweep(
     or repeated sweep reuses it; ``None``: no cache); ``workers``: processes for the drops;
     ``objective``/``energy_weight``: what the plans maximise (default: the scenario's
     ``optimizer.objective`` and ``optimizer.energy_weight_tokens_per_j``)."""
-    from multispin.experiments.reproduce.runner import run_points
-    from multispin.experiments.reproduce.stats import summarise_drops
-    from multispin.optimize.objectives import check_objective
 
-    fields: dict[str, Any] = {}
-    if objective is not None:
-        fields["optimizer.objective"] = check_objective(objective)
-    if energy_weight is not None:
-        fields["optimizer.energy_weight_tokens_per_j"] = energy_weight
-    # the objective lives in the scenario, so every point's cache key (which holds the scenario) tells
-    # objectives and weights apart
-    sc = sc.override(fields) if fields else sc
+    sc = _with_objective(sc, objective, energy_weight)
     policies = check_policies(policies)
     points = grid_points(sc, over, policies)
     base_seed = int(sc.seed if seed is None else seed)
@@ -363,15 +354,7 @@ def run_sweep(
         done = str(exc).split(";")[0]
         how = "rerun the same command to resume" if out is not None else "nothing was kept (give --out to resume)"
         raise Interrupted.after(exc, f"{done}; {how}") from None
-    summaries = [
-        summarise_drops(
-            p.params,
-            csi_rows(results[(p.study, p.id)], p.options["planning"])
-            if p.options.get("csi")
-            else results[(p.study, p.id)],
-        )
-        for p in points
-    ]
+    summaries = [_summary(p, results[(p.study, p.id)]) for p in points]
     rows = table_rows(points, summaries, policies)
     return SweepTable(
         sc.name,
@@ -384,6 +367,27 @@ def run_sweep(
         sc.optimizer.objective,
         sc.optimizer.energy_weight_tokens_per_j if sc.optimizer.objective == "energy" else None,
         unchanged_axes(rows, over),
+    )
+
+
+def _with_objective(sc, objective: str | None, energy_weight: float | None):
+    """The scenario with the sweep's objective and energy weight, where given."""
+
+    fields: dict[str, Any] = {}
+    if objective is not None:
+        fields["optimizer.objective"] = check_objective(objective)
+    if energy_weight is not None:
+        fields["optimizer.energy_weight_tokens_per_j"] = energy_weight
+    # the objective lives in the scenario, so every point's cache key (which holds the scenario) tells
+    # objectives and weights apart
+    return sc.override(fields) if fields else sc
+
+
+def _summary(point, drops: list[dict]) -> dict:
+    """One point's summary over its drops (a channel-knowledge point's drops read at its planning)."""
+
+    return summarise_drops(
+        point.params, csi_rows(drops, point.options["planning"]) if point.options.get("csi") else drops
     )
 
 
@@ -410,7 +414,6 @@ def plot_sweep(table: SweepTable, path: Path | None = None, field_name: str | No
     """A metric of `PLOT_METRICS` (goodput by default) against the swept field, one line per policy
     with its 95% band; saved to ``path`` when given. A sweep over several fields needs
     ``field_name`` (the x axis) and draws one panel per combination of the others."""
-    from multispin.experiments.reproduce._figure import STYLE, band, by, legend, pyplot, save, value_ticks
 
     if metric not in PLOT_METRICS:
         raise ConfigError(f"metric: {metric!r} is not one of {', '.join(PLOT_METRICS)}")

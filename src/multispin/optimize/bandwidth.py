@@ -175,7 +175,6 @@ def _fixed_modes(ul: np.ndarray, dl: np.ndarray, inst: Instance, rtol: float = 1
     """
     n0 = inst.radio.noise_psd_w_per_hz
     p_dl = inst.radio.p_dl_w
-    big_b = inst.radio.bandwidth_hz
     m, k = ul.shape
     act = ul | dl
     t_out = np.zeros(m)
@@ -206,73 +205,15 @@ def _fixed_modes(ul: np.ndarray, dl: np.ndarray, inst: Instance, rtol: float = 1
     # --- only UL devices: Σ b^ul(T) = B, solved in y = log(T − T_min) where log Σ b^ul is ~linear
     r_ul = np.flatnonzero(has_ul & ~has_dl)
     if r_ul.size:
-        u, ss, hu, pu = u_all[r_ul], s_all[r_ul], hu_all[r_ul], pu_all[r_ul]
-        t_min = np.where(u, ss * n0 * LN2 / (pu * hu), 0.0).max(axis=1)
-        b_eq = (big_b / u.sum(axis=1))[:, None]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            t_eq = np.where(u, ss * LN2 / (b_eq * np.log1p(pu * hu / (n0 * b_eq))), 0.0).max(axis=1)
-
-        def f_ul(y, rows):
-            with np.errstate(divide="ignore"):
-                return np.log(ul_bw(t_min[rows] + np.exp(y), r_ul[rows]) / big_b)
-
-        every = np.arange(r_ul.size)
-        hi = np.log(np.maximum(t_eq - t_min, 1e-300))
-        lo = hi - 40.0
-        f_hi, f_lo = f_ul(hi, every), f_ul(lo, every)
-        for _ in range(10):
-            bad = np.flatnonzero(f_lo <= 0)
-            if bad.size == 0:
-                break
-            lo[bad] -= 40.0
-            f_lo[bad] = f_ul(lo[bad], bad)
-        y = _illinois(f_ul, lo, hi, f_lo, f_hi)
-        t_out[r_ul] = t_min + np.exp(y)
+        t_out[r_ul] = _ul_only_latency(u_all[r_ul], s_all[r_ul], hu_all[r_ul], pu_all[r_ul], r_ul, ul_bw, inst)
 
     # --- some DL devices: root in log ν of log(bandwidth used / B) (regula falsi)
     r_dl = np.flatnonzero(has_dl)
     if r_dl.size and p_dl == 0:
         t_out[r_dl] = np.inf
     elif r_dl.size:
-        d_, ss_, hd_ = d_all[r_dl], sd_all[r_dl], hd_all[r_dl]
-        z_cache = np.zeros(d_.shape)
-
-        def at(log_nu, rows, warm=False):
-            """(T, z, log(used/B)) at log ν for local rows ``rows`` of r_dl."""
-            d, ss, hd = d_[rows], ss_[rows], hd_[rows]
-            nu = np.exp(log_nu)[:, None]
-            z = solve_z(np.where(d, nu * hd / n0, 1.0), z_cache[rows] if warm else None)
-            z_cache[rows] = z
-            with np.errstate(over="ignore"):
-                phi = np.where(d, n0 * ss * LN2 * np.expm1(z) / (hd * z), 0.0).sum(axis=1)
-            psi = np.where(d, ss * LN2 / z, 0.0).sum(axis=1)
-            t = phi / p_dl
-            used = psi / t
-            if has_ul[r_dl[rows]].any():
-                used = used + ul_bw(t, r_dl[rows])
-            with np.errstate(divide="ignore", invalid="ignore"):
-                f = np.log(used / big_b)
-            return t, z, np.where(np.isnan(f), np.inf, f)
-
-        with np.errstate(divide="ignore"):
-            g_lo, g_hi = _g(np.full(d_.shape, _Z_LO)), _g(np.full(d_.shape, _Z_HI))
-            lo = np.nanmin(np.log(np.where(d_, n0 / hd_ * g_lo, np.nan)), axis=1)
-            hi = np.nanmax(np.log(np.where(d_, n0 / hd_ * g_hi, np.nan)), axis=1)
-        every = np.arange(r_dl.size)
-        f_lo = at(lo, every)[2]
-        f_hi = at(hi, every)[2]
-        for _ in range(30):  # widen until bracketing (rarely needed)
-            bad_lo, bad_hi = f_lo <= 0, f_hi > 0
-            if not (bad_lo.any() or bad_hi.any()):
-                break
-            for bad, x, fx, shift in ((bad_lo, lo, f_lo, -5.0), (bad_hi, hi, f_hi, 5.0)):
-                rows = np.flatnonzero(bad)
-                if rows.size:
-                    x[rows] += shift
-                    fx[rows] = at(x[rows], rows)[2]
-        # (rows whose UL part sits near its wide-band pole converge slowly; they are rare)
-        hi = _illinois(lambda x, rows: at(x, rows, warm=True)[2], lo, hi, f_lo, f_hi)
-        t, z, _ = at(hi, every)  # hi side: bandwidth within budget
+        d_ = d_all[r_dl]
+        t, z = _dl_latency(d_, sd_all[r_dl], hd_all[r_dl], has_ul[r_dl], r_dl, ul_bw, inst)
         t_out[r_dl] = t
         zc = np.zeros((r_dl.size, width))
         zc[d_] = z[d_]
@@ -280,6 +221,80 @@ def _fixed_modes(ul: np.ndarray, dl: np.ndarray, inst: Instance, rtol: float = 1
         np.put_along_axis(z_full, order[r_dl], np.where(d_, zc, 0.0), axis=1)
         z_out[r_dl] = z_full
     return t_out, z_out
+
+
+def _ul_only_latency(u, ss, hu, pu, r_ul, ul_bw, inst: Instance) -> np.ndarray:
+    """`_fixed_modes`'s rows with UL devices only: the T at which their UL bandwidths fill B."""
+    n0 = inst.radio.noise_psd_w_per_hz
+    big_b = inst.radio.bandwidth_hz
+    t_min = np.where(u, ss * n0 * LN2 / (pu * hu), 0.0).max(axis=1)
+    b_eq = (big_b / u.sum(axis=1))[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_eq = np.where(u, ss * LN2 / (b_eq * np.log1p(pu * hu / (n0 * b_eq))), 0.0).max(axis=1)
+
+    def f_ul(y, rows):
+        with np.errstate(divide="ignore"):
+            return np.log(ul_bw(t_min[rows] + np.exp(y), r_ul[rows]) / big_b)
+
+    every = np.arange(r_ul.size)
+    hi = np.log(np.maximum(t_eq - t_min, 1e-300))
+    lo = hi - 40.0
+    f_hi, f_lo = f_ul(hi, every), f_ul(lo, every)
+    for _ in range(10):
+        bad = np.flatnonzero(f_lo <= 0)
+        if bad.size == 0:
+            break
+        lo[bad] -= 40.0
+        f_lo[bad] = f_ul(lo[bad], bad)
+    y = _illinois(f_ul, lo, hi, f_lo, f_hi)
+    return t_min + np.exp(y)
+
+
+def _dl_latency(d_, ss_, hd_, has_ul_dl, r_dl, ul_bw, inst: Instance) -> tuple[np.ndarray, np.ndarray]:
+    """`_fixed_modes`'s rows with DL devices: T and the DL devices' z (in the rows' gathered
+    columns) at the DL power level ν where the bandwidth used fills B."""
+    n0 = inst.radio.noise_psd_w_per_hz
+    p_dl = inst.radio.p_dl_w
+    big_b = inst.radio.bandwidth_hz
+    z_cache = np.zeros(d_.shape)
+
+    def at(log_nu, rows, warm=False):
+        """(T, z, log(used/B)) at log ν for local rows ``rows`` of r_dl."""
+        d, ss, hd = d_[rows], ss_[rows], hd_[rows]
+        nu = np.exp(log_nu)[:, None]
+        z = solve_z(np.where(d, nu * hd / n0, 1.0), z_cache[rows] if warm else None)
+        z_cache[rows] = z
+        with np.errstate(over="ignore"):
+            phi = np.where(d, n0 * ss * LN2 * np.expm1(z) / (hd * z), 0.0).sum(axis=1)
+        psi = np.where(d, ss * LN2 / z, 0.0).sum(axis=1)
+        t = phi / p_dl
+        used = psi / t
+        if has_ul_dl[rows].any():
+            used = used + ul_bw(t, r_dl[rows])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            f = np.log(used / big_b)
+        return t, z, np.where(np.isnan(f), np.inf, f)
+
+    with np.errstate(divide="ignore"):
+        g_lo, g_hi = _g(np.full(d_.shape, _Z_LO)), _g(np.full(d_.shape, _Z_HI))
+        lo = np.nanmin(np.log(np.where(d_, n0 / hd_ * g_lo, np.nan)), axis=1)
+        hi = np.nanmax(np.log(np.where(d_, n0 / hd_ * g_hi, np.nan)), axis=1)
+    every = np.arange(r_dl.size)
+    f_lo = at(lo, every)[2]
+    f_hi = at(hi, every)[2]
+    for _ in range(30):  # widen until bracketing (rarely needed)
+        bad_lo, bad_hi = f_lo <= 0, f_hi > 0
+        if not (bad_lo.any() or bad_hi.any()):
+            break
+        for bad, x, fx, shift in ((bad_lo, lo, f_lo, -5.0), (bad_hi, hi, f_hi, 5.0)):
+            rows = np.flatnonzero(bad)
+            if rows.size:
+                x[rows] += shift
+                fx[rows] = at(x[rows], rows)[2]
+    # (rows whose UL part sits near its wide-band pole converge slowly; they are rare)
+    hi = _illinois(lambda x, rows: at(x, rows, warm=True)[2], lo, hi, f_lo, f_hi)
+    t, z, _ = at(hi, every)  # hi side: bandwidth within budget
+    return t, z
 
 
 def _allocation(ul, dl, t, z, inst: Instance):
@@ -354,74 +369,89 @@ def optimized_split_batch(
         t, z = _fixed_modes(ul, mask & ~ul, inst)
         best_ul, best_t, best_z = ul, np.where(cnt > 0, t, 0.0), z
     else:
-        rank = _ul_rank(mask, inst)
-        best_t = np.full(m_rows, np.inf)
-        best_z = np.zeros((m_rows, k))
-        best_ul = np.zeros_like(mask)
-
-        def consider(rows, ns):
-            t, z, ul = _solve_prefixes(mask, rank, rows, ns, inst)
-            # rows may repeat (scan): keep the first minimum in the given order
-            better = np.zeros(rows.size, dtype=bool)
-            order = np.lexsort((ns, t, rows))  # by row, then T, then n
-            first = np.ones(order.size, dtype=bool)
-            first[1:] = rows[order][1:] != rows[order][:-1]
-            pick = order[first]
-            better[pick] = t[pick] < best_t[rows[pick]]
-            r = rows[better]
-            best_t[r] = t[better]
-            best_z[r] = z[better]
-            best_ul[r] = ul[better]
-            return t
-
-        if search == "scan":
-            rows = np.concatenate([np.flatnonzero(n <= cnt) for n in range(k + 1)])
-            ns = np.concatenate([np.full(int((n <= cnt).sum()), n) for n in range(k + 1)])
-            consider(rows, ns)
-        else:
-            is_ul = optimal_modes_batch(mask, inst, return_modes=True).is_ul
-            assert is_ul is not None  # asked for (return_modes)
-            n0 = is_ul.sum(axis=1)
-            live = np.flatnonzero(cnt > 0)
-            t0 = consider(live, n0[live])
-            cur_t = np.full(m_rows, np.inf)
-            cur_t[live] = t0
-            cur_n = n0.copy()
-            step = np.zeros(m_rows, dtype=int)
-            # first probe both neighbours
-            for direction in (-1, 1):
-                cand = n0[live] + direction
-                ok = (cand >= 0) & (cand <= cnt[live])
-                rows = live[ok]
-                if rows.size:
-                    t_c = consider(rows, cand[ok])
-                    improved = t_c < cur_t[rows] * (1 - 1e-12)
-                    r = rows[improved]
-                    step[r] = np.where(step[r] == 0, direction, step[r])
-                    take = improved & (t_c < cur_t[rows])
-                    cur_t[rows[take]] = t_c[take]
-                    cur_n[rows[take]] = cand[ok][take]
-            active = np.flatnonzero(step != 0)
-            while active.size:
-                cand = cur_n[active] + step[active]
-                ok = (cand >= 0) & (cand <= cnt[active])
-                rows, cand = active[ok], cand[ok]
-                if rows.size == 0:
-                    break
-                t_c = consider(rows, cand)
-                improved = t_c < cur_t[rows] * (1 - 1e-12)
-                cur_t[rows[improved]] = t_c[improved]
-                cur_n[rows[improved]] = cand[improved]
-                active = rows[improved]
-        best_t = np.where(cnt > 0, best_t, 0.0)
-        if refine is None:
-            refine = not np.array_equal(inst.gain_ul, inst.gain_dl) or not inst.same_payload_both_links
-        if refine:
-            best_t, best_ul, best_z = _flip_refine(mask, inst, best_t, best_ul, best_z)
+        best_t, best_ul, best_z = _best_prefixes(mask, inst, cnt, search, refine)
     if not return_allocation:
         return SplitDecision(best_t, best_ul)
     bw, pw, lat = _allocation(best_ul, mask & ~best_ul, best_t, best_z, inst)
     return SplitDecision(best_t, best_ul, bw, pw, lat)
+
+
+def _best_prefixes(mask: np.ndarray, inst: Instance, cnt: np.ndarray, search: str, refine: bool | None):
+    """`optimized_split_batch` with modes to choose: per row the best number n of UL devices in UL
+    order (``search``), then single flips where ``refine`` says; (T, UL modes, z) per row."""
+    m_rows, k = mask.shape
+    rank = _ul_rank(mask, inst)
+    best_t = np.full(m_rows, np.inf)
+    best_z = np.zeros((m_rows, k))
+    best_ul = np.zeros_like(mask)
+
+    def consider(rows, ns):
+        t, z, ul = _solve_prefixes(mask, rank, rows, ns, inst)
+        # rows may repeat (scan): keep the first minimum in the given order
+        better = np.zeros(rows.size, dtype=bool)
+        order = np.lexsort((ns, t, rows))  # by row, then T, then n
+        first = np.ones(order.size, dtype=bool)
+        first[1:] = rows[order][1:] != rows[order][:-1]
+        pick = order[first]
+        better[pick] = t[pick] < best_t[rows[pick]]
+        r = rows[better]
+        best_t[r] = t[better]
+        best_z[r] = z[better]
+        best_ul[r] = ul[better]
+        return t
+
+    if search == "scan":
+        rows = np.concatenate([np.flatnonzero(n <= cnt) for n in range(k + 1)])
+        ns = np.concatenate([np.full(int((n <= cnt).sum()), n) for n in range(k + 1)])
+        consider(rows, ns)
+    else:
+        _descend(mask, inst, cnt, consider)
+    best_t = np.where(cnt > 0, best_t, 0.0)
+    if refine is None:
+        refine = not np.array_equal(inst.gain_ul, inst.gain_dl) or not inst.same_payload_both_links
+    if refine:
+        best_t, best_ul, best_z = _flip_refine(mask, inst, best_t, best_ul, best_z)
+    return best_t, best_ul, best_z
+
+
+def _descend(mask: np.ndarray, inst: Instance, cnt: np.ndarray, consider) -> None:
+    """``search="descent"``: from the equal-split optimum n* per row, step n down or up while T
+    falls; ``consider(rows, ns)`` scores each step (and keeps the best) and returns its T."""
+    m_rows = mask.shape[0]
+    is_ul = optimal_modes_batch(mask, inst, return_modes=True).is_ul
+    assert is_ul is not None  # asked for (return_modes)
+    n0 = is_ul.sum(axis=1)
+    live = np.flatnonzero(cnt > 0)
+    t0 = consider(live, n0[live])
+    cur_t = np.full(m_rows, np.inf)
+    cur_t[live] = t0
+    cur_n = n0.copy()
+    step = np.zeros(m_rows, dtype=int)
+    # first probe both neighbours
+    for direction in (-1, 1):
+        cand = n0[live] + direction
+        ok = (cand >= 0) & (cand <= cnt[live])
+        rows = live[ok]
+        if rows.size:
+            t_c = consider(rows, cand[ok])
+            improved = t_c < cur_t[rows] * (1 - 1e-12)
+            r = rows[improved]
+            step[r] = np.where(step[r] == 0, direction, step[r])
+            take = improved & (t_c < cur_t[rows])
+            cur_t[rows[take]] = t_c[take]
+            cur_n[rows[take]] = cand[ok][take]
+    active = np.flatnonzero(step != 0)
+    while active.size:
+        cand = cur_n[active] + step[active]
+        ok = (cand >= 0) & (cand <= cnt[active])
+        rows, cand = active[ok], cand[ok]
+        if rows.size == 0:
+            break
+        t_c = consider(rows, cand)
+        improved = t_c < cur_t[rows] * (1 - 1e-12)
+        cur_t[rows[improved]] = t_c[improved]
+        cur_n[rows[improved]] = cand[improved]
+        active = rows[improved]
 
 
 def _flip_refine(mask, inst, best_t, best_ul, best_z, max_rounds: int | None = None):

@@ -277,15 +277,20 @@ def _optimal_fast(mask: np.ndarray, inst: Instance, return_modes: bool, gains=No
         t_split = np.maximum(_latency_from_x_s(x_j, s, b, n0), _latency_from_x_s(x_dl_after[rows, j], s_dl, b, n0))
         t = np.where(use_ul, t_split, _latency_from_x_s(x_dl_all, s_dl, b, n0))
     t = np.where(cnt > 0, t, 0.0)
-    is_ul = None
-    if return_modes:
-        ul_sorted = o & use_ul[:, None] & (np.arange(k)[None, :] <= j[:, None])
-        is_ul = np.zeros_like(mask)
-        if perm.ndim == 1:
-            is_ul[:, perm] = ul_sorted
-        else:
-            np.put_along_axis(is_ul, perm, ul_sorted, axis=1)
-    return BatchDecision(t, is_ul)
+    return BatchDecision(t, _ul_modes(mask, perm, o, use_ul, j) if return_modes else None)
+
+
+def _ul_modes(mask: np.ndarray, perm: np.ndarray, o: np.ndarray, use_ul: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """Which rejected devices `_optimal_fast`'s split serves in UL, in the devices' own order: in
+    the UL order ``perm``, those up to the best split ``j`` of the rows that split at all."""
+    k = mask.shape[1]
+    ul_sorted = o & use_ul[:, None] & (np.arange(k)[None, :] <= j[:, None])
+    is_ul = np.zeros_like(mask)
+    if perm.ndim == 1:
+        is_ul[:, perm] = ul_sorted
+    else:
+        np.put_along_axis(is_ul, perm, ul_sorted, axis=1)
+    return is_ul
 
 
 def _ul_order(mask: np.ndarray, inst: Instance):

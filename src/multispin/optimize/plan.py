@@ -181,23 +181,43 @@ def plan(
     """
     check_verify(verify)
     if verify == COUPLED:
-        inst = all_coupled(inst)
+        inst, planner = all_coupled(inst), _one_rule_plan
     elif verify == STANDARD or not inst.coupled_available:
-        inst = as_standard(inst)
+        inst, planner = as_standard(inst), _one_rule_plan
     else:
-        return _choose_plan(
-            inst,
-            _uniforms(inst, uniforms, rng, n_saa),
-            rng=rng,
-            policy=policy,
-            modes=modes,
-            split=split,
-            mode_uniforms=mode_uniforms,
-            warm_start=warm_start,
-            extra_starts=extra_starts,
-            channel_gains=channel_gains,
-            deadline_s=deadline_s,
-        )
+        planner = _choose_plan
+    return planner(
+        inst,
+        uniforms=uniforms,
+        rng=rng,
+        n_saa=n_saa,
+        policy=policy,
+        modes=modes,
+        split=split,
+        mode_uniforms=mode_uniforms,
+        warm_start=warm_start,
+        extra_starts=extra_starts,
+        channel_gains=channel_gains,
+        deadline_s=deadline_s,
+    )
+
+
+def _one_rule_plan(
+    inst: Instance,
+    *,
+    uniforms: np.ndarray | None,
+    rng: np.random.Generator | None,
+    n_saa: int,
+    policy: str,
+    modes: ModeRule,
+    split: str,
+    mode_uniforms: np.ndarray | None,
+    warm_start: np.ndarray | None,
+    extra_starts,
+    channel_gains,
+    deadline_s: float | None,
+) -> Plan:
+    """`plan` when every device verifies by the same rule (the one ``inst`` carries)."""
     if policy not in PLAN_POLICIES:
         raise ConfigError(f"policy: unknown value {policy!r} (allowed: {', '.join(PLAN_POLICIES)})")
     if modes not in MODE_POLICIES:
@@ -205,28 +225,14 @@ def plan(
     if split not in SPLITS:
         raise ConfigError(f"split: unknown value {split!r} (allowed: {', '.join(SPLITS)})")
     u = _uniforms(inst, uniforms, rng, n_saa)
-    if modes == "random" and mode_uniforms is None:
-        if rng is None:
-            raise ConfigError("mode_uniforms: the random mode policy needs mode uniforms or rng")
-        mode_uniforms = rng.random(u.shape)
+    mode_uniforms = _mode_uniforms(modes, mode_uniforms, rng, u.shape)
     if channel_gains is not None and policy in ("oracle", "certified"):
         raise ConfigError(
             f"policy: {policy!r} enumerates one channel's rejected sets; robust planning over "
             "channel samples allows greedy, greedy_paper, best_uniform, computation_only"
         )
     obj = SAAObjective(inst, u, modes, split, mode_uniforms if modes == "random" else None, channel_gains)
-    if deadline_s is not None and (policy != "fast" or not deadline_s >= 0):
-        raise ConfigError(
-            f"deadline_s: a number of seconds ≥ 0, for policy fast only (got {deadline_s!r} with policy {policy!r})"
-        )
-    starts = dict(extra_starts or {})
-    if warm_start is not None:
-        if policy not in ("greedy", "certified", "fast"):
-            raise ConfigError(
-                f"warm_start: only the searches (policies greedy, certified, fast) take one (got {policy!r})"
-            )
-        if policy != "fast":
-            starts["warm"] = np.asarray(warm_start)
+    starts = _search_starts(policy, extra_starts, warm_start, deadline_s)
     dp = optimise_draft_lengths(obj, policy, starts or None, warm_start if policy == "fast" else None, deadline_s)
     # past a device's gamma_cap the objective is flat in its tokens and outcomes, so a search may
     # stop there; the engine would draft the cap, which is never worse (T_comp can only fall)
@@ -248,15 +254,41 @@ def plan(
     )
 
 
-def _choose_plan(inst: Instance, u: np.ndarray, **kw) -> Plan:
+def _mode_uniforms(modes: ModeRule, mode_uniforms: np.ndarray | None, rng, shape) -> np.ndarray | None:
+    """The uniforms that draw the random mode policy's modes: those given, else (random policy only)
+    drawn from ``rng``."""
+    if modes == "random" and mode_uniforms is None:
+        if rng is None:
+            raise ConfigError("mode_uniforms: the random mode policy needs mode uniforms or rng")
+        mode_uniforms = rng.random(shape)
+    return mode_uniforms
+
+
+def _search_starts(policy: str, extra_starts, warm_start, deadline_s: float | None) -> dict[str, np.ndarray]:
+    """The named starting points of the searches (``extra_starts`` and last round's plan); the
+    per-round search (fast) takes the warm start apart, as its own seed."""
+    if deadline_s is not None and (policy != "fast" or not deadline_s >= 0):
+        raise ConfigError(
+            f"deadline_s: a number of seconds ≥ 0, for policy fast only (got {deadline_s!r} with policy {policy!r})"
+        )
+    starts = dict(extra_starts or {})
+    if warm_start is not None:
+        if policy not in ("greedy", "certified", "fast"):
+            raise ConfigError(
+                f"warm_start: only the searches (policies greedy, certified, fast) take one (got {policy!r})"
+            )
+        if policy != "fast":
+            starts["warm"] = np.asarray(warm_start)
+    return starts
+
+
+def _choose_plan(inst: Instance, **kw) -> Plan:
     """``plan(verify="choose")``: the all-standard plan, then the three-way search from it and from
     all coupled (`multispin.optimize.verification.choose_verification`); the draft-length policy
     also polishes γ once on the mask the moves reach (not ``fast``: the per-round search)."""
+    u = _uniforms(inst, kw.pop("uniforms"), kw["rng"], kw.pop("n_saa"))
     std = as_standard(inst)
-    if kw["modes"] == "random" and kw["mode_uniforms"] is None:
-        if kw["rng"] is None:
-            raise ConfigError("mode_uniforms: the random mode policy needs mode uniforms or rng")
-        kw["mode_uniforms"] = kw["rng"].random(u.shape)
+    kw["mode_uniforms"] = _mode_uniforms(kw["modes"], kw["mode_uniforms"], kw["rng"], u.shape)
     base = plan(std, uniforms=u, verify=STANDARD, **kw)
     mu = kw["mode_uniforms"] if base.modes == "random" else None
     obj = SAAObjective(std, u, base.modes, base.split, mu, kw["channel_gains"])

@@ -52,10 +52,8 @@ def run_drop(scenario: dict[str, Any], options: dict[str, Any]) -> dict[str, flo
 
         return run_capacity_drop(scenario, options)
     from multispin.optimize.baselines import baselines as baseline_plans
-    from multispin.optimize.bound import communication_bound
-    from multispin.optimize.draft_lengths import goodput_upper_bound, reference_search
     from multispin.optimize.goodput import SAAObjective
-    from multispin.optimize.plan import device_stats, plan
+    from multispin.optimize.plan import plan
     from multispin.system import World, scenario_from_dict
 
     sc = scenario_from_dict(scenario)
@@ -75,9 +73,33 @@ def run_drop(scenario: dict[str, Any], options: dict[str, Any]) -> dict[str, flo
         )
     if sc.optimizer.objective != "sum":  # the sum plan and its baselines are the searches' starts
         return objective_drop(sc, inst, u, world.mode_uniforms(0), p, baselines, options)
+    row = _plan_columns(inst, obj, p)
+    if options.get("stats"):
+        row.update(_rejection_columns(inst, p.draft_len, u))
+    row.update(_baseline_columns(sc, obj, p, baselines, reference=bool(options.get("reference"))))
+    if options.get("extensions"):
+        row.update(_extension_columns(sc, inst, u, p))
+    if options.get("coupled"):  # the study "UL, DL or neither" (experiments.reproduce.coupled)
+        from multispin.experiments.reproduce.coupled import coupled_columns
+
+        row.update(coupled_columns(world, inst, u, p, baselines))
+    if options.get("service"):
+        plans = {"": (p.draft_len, "optimal", None)}
+        plans.update(
+            {POLICY_TABLE[n].suffix: (dp.draft_len, POLICY_TABLE[n].rule, None) for n, dp in baselines.items()}
+        )
+        row.update(service_columns(sc, inst, u, world.mode_uniforms(0), plans))
+    return {k: float(v) for k, v in row.items()}
+
+
+def _plan_columns(inst, obj, p) -> dict[str, float]:
+    """The shipped plan's own numbers: its goodput against the bounds, its timing and its γ."""
+    from multispin.optimize.bound import communication_bound
+    from multispin.optimize.draft_lengths import goodput_upper_bound
+
     g = p.draft_len
     gp = p.goodput
-    row: dict[str, float] = {
+    return {
         "goodput": gp.goodput_tokens_per_s,
         "g_max": gp.g_max_tokens_per_s,
         "g_ratio": gp.goodput_tokens_per_s / gp.g_max_tokens_per_s,
@@ -98,46 +120,57 @@ def run_drop(scenario: dict[str, Any], options: dict[str, Any]) -> dict[str, flo
         "gamma_mean_drafting": float(np.mean(g[g > 0])) if np.any(g > 0) else float("nan"),
         "frac_no_draft": float(np.mean(g == 0)),
     }
-    if options.get("stats"):
-        st = device_stats(inst, g, u)
-        ul, dl = float(np.sum(st.ul_share)), float(np.sum(st.dl_share))
-        row["rejected_mean"] = ul + dl
-        row["dl_fraction"] = _nan_if_empty(dl, ul + dl)
+
+
+def _rejection_columns(inst, g, u) -> dict[str, float]:
+    """How many devices a round rejects on average at the plan's γ, and the share of them on the DL."""
+    from multispin.optimize.plan import device_stats
+
+    st = device_stats(inst, g, u)
+    ul, dl = float(np.sum(st.ul_share)), float(np.sum(st.dl_share))
+    return {"rejected_mean": ul + dl, "dl_fraction": _nan_if_empty(dl, ul + dl)}
+
+
+def _baseline_columns(sc, obj, p, baselines, *, reference: bool) -> dict[str, float]:
+    """Each baseline's goodput and mean γ, and the diagnostic of the draft-length search: the best
+    goodput at optimal modes over every γ any policy (and the reference search, where run) found."""
+    from multispin.optimize.draft_lengths import reference_search
+
+    g = p.draft_len
+    row: dict[str, float] = {}
     gammas = [g] + [dp.draft_len for dp in baselines.values()]
     for name, dp in baselines.items():  # their gains over the plan are computed where summarised
         row[column("goodput", name)] = dp.goodput_tokens_per_s
         row[column("gamma", name)] = float(np.mean(dp.draft_len))
-    if options.get("reference"):
+    if reference:
         rng = np.random.default_rng([int(sc.seed), 0x5EF])
         gammas.append(reference_search(obj, rng, restarts=2, kicks=2, starts=[g]).draft_len)
     if len(gammas) > 1:
-        # Diagnostic of the draft-length search: optimal modes at every γ any policy (and the
-        # reference search, where run) found, against the shipped plan.
         best = max(obj.value(x) for x in gammas)
         row["goodput_best_known"] = best
-        row["greedy_shortfall_pct"] = _pct(best, gp.goodput_tokens_per_s)
-    if options.get("extensions"):
-        opt = SAAObjective(inst, u, "optimal", "optimized").value(g)
-        row["goodput_opt_split"] = opt
-        row["gain_opt_split_pct"] = _pct(opt, gp.goodput_tokens_per_s)
-        lat = World(sc.override({"payload.codec": "lattice:l=1024"}))  # the figure's ℓ, as before
-        pl = plan(lat.instance(0), uniforms=u)
-        row["goodput_lattice"] = pl.goodput_tokens_per_s
-        row["gain_lattice_pct"] = _pct(pl.goodput_tokens_per_s, gp.goodput_tokens_per_s)
-        row["gamma_mean_lattice"] = float(np.mean(pl.draft_len))
-        row["payload_bits_sparse"] = float(sc.payload.payload_bits)
-        row["payload_bits_lattice"] = float(lat.scenario.payload.payload_bits)
-    if options.get("coupled"):  # the study "UL, DL or neither" (experiments.reproduce.coupled)
-        from multispin.experiments.reproduce.coupled import coupled_columns
+        row["greedy_shortfall_pct"] = _pct(best, p.goodput.goodput_tokens_per_s)
+    return row
 
-        row.update(coupled_columns(world, inst, u, p, baselines))
-    if options.get("service"):
-        plans = {"": (g, "optimal", None)}
-        plans.update(
-            {POLICY_TABLE[n].suffix: (dp.draft_len, POLICY_TABLE[n].rule, None) for n, dp in baselines.items()}
-        )
-        row.update(service_columns(sc, inst, u, world.mode_uniforms(0), plans))
-    return {k: float(v) for k, v in row.items()}
+
+def _extension_columns(sc, inst, u, p) -> dict[str, float]:
+    """The two extensions against the plan: the optimised bandwidth split and the lattice codec."""
+    from multispin.optimize.goodput import SAAObjective
+    from multispin.optimize.plan import plan
+    from multispin.system import World
+
+    gp = p.goodput
+    opt = SAAObjective(inst, u, "optimal", "optimized").value(p.draft_len)
+    lat = World(sc.override({"payload.codec": "lattice:l=1024"}))  # the figure's ℓ, as before
+    pl = plan(lat.instance(0), uniforms=u)
+    return {
+        "goodput_opt_split": opt,
+        "gain_opt_split_pct": _pct(opt, gp.goodput_tokens_per_s),
+        "goodput_lattice": pl.goodput_tokens_per_s,
+        "gain_lattice_pct": _pct(pl.goodput_tokens_per_s, gp.goodput_tokens_per_s),
+        "gamma_mean_lattice": float(np.mean(pl.draft_len)),
+        "payload_bits_sparse": float(sc.payload.payload_bits),
+        "payload_bits_lattice": float(lat.scenario.payload.payload_bits),
+    }
 
 
 _MODE_POLICIES = tuple(p.name for p in policies_in("modes"))  # the others use the optimal modes
@@ -260,6 +293,10 @@ DROP_CODE = (
     _nan_if_empty,
     _pct,
     run_drop,
+    _plan_columns,
+    _rejection_columns,
+    _baseline_columns,
+    _extension_columns,
     objective_drop,
     service_columns,
     run_chunk,

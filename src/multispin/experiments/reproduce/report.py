@@ -334,8 +334,38 @@ def write_report(
 ) -> Path:
     out = Path(out)
     settings = read_settings(out / "settings.csv")
-    kind = "quick run (`--quick`: fewer drops and points; not the paper's statistics)" if cfg.quick else "full run"
     parts = [
+        *_opening(cfg, settings, wall_s, command, cpu_s),
+        _claims_section(claims, out),
+        _comparison_section(claims, cfg.compare_with),
+        _assumptions(cfg, settings),
+        _identification_section(out),
+        "## Figures",
+        "",
+    ]
+    for m in modules:
+        parts += _figure_section(out, m)
+    parts.append(fig_channel_knowledge.section(out))
+    parts.append(_optimiser_notes(out))
+    parts.append(_certificate_section(out))
+    parts.append(_columns_section(out, modules))
+    parts += [
+        "## Reproduce",
+        "",
+        "- quick (CI): `multispin reproduce --quick --out reproduce-quick`",
+        "- full: `multispin reproduce --out reproduce-full` (all cores; resumes from `OUT/cache/` after an "
+        "interruption; a changed configuration or optimiser recomputes)",
+        "",
+    ]
+    path = out / "report.md"
+    path.write_text("\n".join(parts))
+    return path
+
+
+def _opening(cfg: RunConfig, settings: dict, wall_s: float, command: str, cpu_s: float | None) -> list[str]:
+    """The report's title and first paragraphs: the command, the run's kind, time and code version."""
+    kind = "quick run (`--quick`: fewer drops and points; not the paper's statistics)" if cfg.quick else "full run"
+    return [
         "# Multi-SPIN reproduction report",
         "",
         f"Command: `{command or 'multispin reproduce'}` — {kind}; wall time {wall_s / 60:.1f} min "
@@ -352,42 +382,24 @@ def write_report(
         "Everything below is generated from the CSVs in this directory. The paper's findings are relative; the "
         "checked-claims table says, claim by claim, what was measured and whether it holds.",
         "",
-        _claims_section(claims, out),
-        _comparison_section(claims, cfg.compare_with),
-        _assumptions(cfg, settings),
-        _identification_section(out),
-        "## Figures",
+    ]
+
+
+def _figure_section(out: Path, m: ModuleType) -> list[str]:
+    """One figure's section: its plot, what it shows and how to regenerate it (none where the run
+    has no CSV for it)."""
+    csv_path = out / f"{m.NAME}.csv"
+    if not csv_path.exists():
+        return []
+    text = m.describe(read_csv(csv_path))
+    return [
+        f"### {m.TITLE}",
+        "",
+        f"![{m.NAME}]({m.NAME}.png)",
+        "",
+        text,
+        "",
+        f"Data: [`{m.NAME}.csv`]({m.NAME}.csv); regenerate with "
+        f"`multispin reproduce --figure {m.NAME.split('_')[0]} --out NEW_FOLDER` (add `--quick` for the quick run).",
         "",
     ]
-    for m in modules:
-        csv_path = out / f"{m.NAME}.csv"
-        if not csv_path.exists():
-            continue
-        rows = read_csv(csv_path)
-        text = m.describe(rows)
-        parts += [
-            f"### {m.TITLE}",
-            "",
-            f"![{m.NAME}]({m.NAME}.png)",
-            "",
-            text,
-            "",
-            f"Data: [`{m.NAME}.csv`]({m.NAME}.csv); regenerate with "
-            f"`multispin reproduce --figure {m.NAME.split('_')[0]} --out NEW_FOLDER` (add `--quick` for the quick run).",
-            "",
-        ]
-    parts.append(fig_channel_knowledge.section(out))
-    parts.append(_optimiser_notes(out))
-    parts.append(_certificate_section(out))
-    parts.append(_columns_section(out, modules))
-    parts += [
-        "## Reproduce",
-        "",
-        "- quick (CI): `multispin reproduce --quick --out reproduce-quick`",
-        "- full: `multispin reproduce --out reproduce-full` (all cores; resumes from `OUT/cache/` after an "
-        "interruption; a changed configuration or optimiser recomputes)",
-        "",
-    ]
-    path = out / "report.md"
-    path.write_text("\n".join(parts))
-    return path
