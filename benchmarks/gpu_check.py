@@ -35,7 +35,6 @@ from pathlib import Path
 import numpy as np
 import torch  # noqa: TID253  (a check of the models on the device)
 
-from bench_engine import engine_round, median_ms
 from multispin.errors import MultispinError
 from multispin.experiments.testbed import TestbedConfig, run_testbed
 from multispin.models.placement import place_pair, resolve_device
@@ -95,6 +94,7 @@ def verify_grid(pair, batches: list[int], gammas: list[int], past: int, repeats:
 
 def engine(k: int, gamma: int, vocab: int, device: str) -> dict:
     sys.path.insert(0, str(HERE))
+    from bench_engine import engine_round, median_ms  # noqa: PLC0415  (a sibling script, on the path from here)
 
     steps, _, result, _ = engine_round(np.random.default_rng(0), k, gamma, vocab, device=device)
     ms = {name: median_ms(fn) for name, fn in steps.items()}

@@ -196,6 +196,7 @@ NAMED = {
     "experiments.demo_defaults": "the study's two policies, a choice",
     "experiments.demo": "target-only as the demo figure's line and the rows' vs_target_only key",
     "experiments.coupled_study": "the study 'UL, DL or neither' and its table's columns",
+    "experiments.acceptance_table": "the forecast check's documented command lines, quoted on the page",
     "experiments.reproduce.claims": "the paper's claims, each about named baselines",
     "experiments.reproduce.columns": "the prose that documents each baseline's columns",
     "experiments.reproduce.stats": "the paper's greedy against the draft-length baselines (claims 6, 7)",

@@ -87,6 +87,12 @@ CASES = {
         ["--over", "radio.p_dl_dbm=10", "--set", "radio.bandwidth_hz=1,2"],
     ],
     "scenario": [["show", "nope"], ["show"], ["bogus"], ["show", f"{MISSING}.toml"]],
+    "profiles": [
+        ["frob"],
+        ["spread", "--pair", "nope", MISSING],
+        ["run-alpha", "--pair", "smollm2-135m", MISSING],
+        ["tokens-alpha", "--check", "--file", MISSING],
+    ],
     "keys": [
         ["device", "k", "--device-id", "-1"],
         ["device", "k", "--device-id", "x"],
@@ -152,6 +158,8 @@ FOREIGN_FLAGS = {
     "--dirty",
     "--show-toplevel",
     "--tags",  # git describe / rev-parse (_version.source_version)
+    "--porcelain",
+    "--untracked-files",  # git status (experiments.profiles: a provenance's commit, -dirty)
 }
 
 
