@@ -107,42 +107,27 @@ def device(
     set_threads(threads)
     from multispin.commands._pool import run_pool_command
 
+    # what a lone device and a pool take alike
+    shared = dict(
+        server=server,
+        device_id=device_id,
+        keys=keys,
+        insecure=insecure,
+        secret=secret,
+        pair=pair,
+        draft=draft,
+        prompts=prompt,
+        resume=resume,
+        reconnects=reconnects,
+        server_timeout=server_timeout,
+        connect_timeout=connect_timeout,
+        result=result,
+        as_json=as_json,
+    )
     if devices is not None:
-        run_pool_command(
-            server=server,
-            device_id=device_id,
-            devices=devices,
-            keys=keys,
-            insecure=insecure,
-            secret=secret,
-            pair=pair,
-            draft=draft,
-            prompts=prompt,
-            resume=resume,
-            reconnects=reconnects,
-            server_timeout=server_timeout,
-            connect_timeout=connect_timeout,
-            result=result,
-            as_json=as_json,
-        )
+        run_pool_command(devices=devices, **shared)
     else:
-        _run_one_device(
-            server=server,
-            device_id=device_id,
-            keys=keys,
-            insecure=insecure,
-            secret=secret,
-            pair=pair,
-            draft=draft,
-            prompts=prompt,
-            resume=resume,
-            reconnects=reconnects,
-            server_timeout=server_timeout,
-            connect_timeout=connect_timeout,
-            result=result,
-            as_json=as_json,
-            fault=fault,
-        )
+        _run_one_device(fault=fault, **shared)
 
 
 def _run_one_device(
