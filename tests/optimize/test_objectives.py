@@ -224,3 +224,21 @@ def test_unknown_objective_is_a_config_error():
     sc, inst, u = _drop(0, 3, 1)
     with pytest.raises(ConfigError, match="objective"):
         obj.ObjectiveSearch(inst, u, "fairest")
+
+
+@pytest.mark.parametrize("modes", ["optimal", "all_ul", "all_dl", "random"])
+def test_the_search_remembers_t_comm_per_rejected_set_with_the_batch_values(modes):
+    """`ObjectiveSearch.t_comm` solves each rejected set once and returns what `t_comm_batch`
+    gives row for row, over many γ; the random rule draws per sample, so it is never remembered."""
+    from multispin.optimize.goodput import outcomes
+    from multispin.optimize.reactive import t_comm_batch
+
+    sc, inst, u = _drop(3, 8, 6)
+    mu = np.random.default_rng(5).random(u.shape)
+    search = obj.ObjectiveSearch(inst, u, "max-min", modes=modes, mode_uniforms=mu)
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        rej = outcomes(inst, rng.integers(0, 7, size=8), u)
+        np.testing.assert_array_equal(search.t_comm(rej), t_comm_batch(rej, inst, modes, "equal", mu))
+    remembered = len(search._t_comm_of_set)
+    assert remembered == 0 if modes == "random" else 0 < remembered < 30 * len(u)

@@ -44,6 +44,19 @@ from multispin.vocabulary import OBJECTIVES, ModeRule
 EXACT_MAX_PLANS = 4096
 EXACT_MAX_REJECTED = 10
 _DINKELBACH_ITERATIONS = 20
+_MEMO_MAX_DEVICES = 62  # a rejected set is remembered by its bits in one int64
+
+
+def _distinct_rows(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct rows of a boolean matrix in ``np.unique(mask, axis=0)``'s order, an int code
+    of each, and each row's index among them: ``np.unique`` of one int per row (the row's bits,
+    first column highest, so the order is the same) costs a fraction of sorting the rows."""
+    if mask.shape[1] > _MEMO_MAX_DEVICES:
+        rows, inverse = np.unique(mask, axis=0, return_inverse=True)
+        return rows, np.arange(rows.shape[0]), inverse.reshape(-1)
+    bits = np.int64(1) << np.arange(mask.shape[1] - 1, -1, -1, dtype=np.int64)
+    codes, first, inverse = np.unique(mask.astype(np.int64) @ bits, return_index=True, return_inverse=True)
+    return mask[first], codes, inverse.reshape(-1)
 
 
 def check_objective(name: str) -> str:
@@ -130,7 +143,27 @@ class ObjectiveSearch:
         self.energy = energy or EnergyModel()
         self.modes, self.split, self.mode_u = modes, split, mode_uniforms
         self._mode_tables: dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._t_comm_of_set: dict[tuple[ModeRule, int], float] = {}
         self.evaluations = 0
+
+    def t_comm(self, rejected: np.ndarray, modes: ModeRule | None = None) -> np.ndarray:
+        """T_comm of every outcome row (`t_comm_batch` under ``modes``, the search's by default).
+
+        Under a deterministic mode rule a row's T_comm depends on its rejected set alone, and the
+        samples of one γ and of its neighbours in the search repeat few sets: each set is solved
+        once per search and looked up after (the values are those of the batch, row for row).
+        The random rule draws per sample, so it is solved afresh."""
+        modes = self.modes if modes is None else modes
+        k = self.inst.num_devices
+        if modes == "random" or k > _MEMO_MAX_DEVICES:
+            return t_comm_batch(rejected, self.inst, modes, self.split, self.mode_u)
+        sets, codes, inverse = _distinct_rows(np.asarray(rejected, dtype=bool))
+        known = self._t_comm_of_set
+        new = [i for i, c in enumerate(codes) if (modes, int(c)) not in known]
+        if new:
+            for i, t in zip(new, t_comm_batch(sets[new], self.inst, modes, self.split, self.mode_u), strict=True):
+                known[(modes, int(codes[i]))] = float(t)
+        return np.array([known[(modes, int(c))] for c in codes])[inverse]
 
     # -- energy ---------------------------------------------------------------------------
 
@@ -203,16 +236,15 @@ class ObjectiveSearch:
         tc = float(t_comp_s(inst, gamma))
         rej = outcomes(inst, gamma, self.u)
         if self.objective != "energy" or self.modes != "optimal" or self.split != "equal":
-            tcomm = t_comm_batch(rej, inst, self.modes, self.split, self.mode_u)
+            tcomm = self.t_comm(rej)
             et = float(np.mean(tcomm))
             g = n_k / (tc + et)
             if self.objective != "energy":
                 return RoundScore(score(self.objective, g), gamma, g, n_k, tc, et, float("nan"))
             return self._policy_modes_energy(gamma, n_k, tc, rej, tcomm)
-        keys, inverse = np.unique(rej, axis=0, return_inverse=True)
-        inverse = inverse.reshape(-1)
+        keys, _, inverse = _distinct_rows(rej)
         weights = np.bincount(inverse, minlength=keys.shape[0]) / rej.shape[0]
-        lam = float(np.sum(n_k)) / (tc + float(np.mean(t_comm_batch(rej, inst))))  # the sum goodput
+        lam = float(np.sum(n_k)) / (tc + float(np.mean(self.t_comm(rej, "optimal"))))  # the sum goodput
         best = None
         for _ in range(_DINKELBACH_ITERATIONS):
             picks = [self.energy_modes(k, lam) for k in keys]
@@ -239,10 +271,10 @@ class ObjectiveSearch:
         assert ul is not None  # asked for with return_modes
         # the joules of each distinct (rejected set, modes) once: samples repeat few of them, and
         # each sample's value is the same computation, so the score is unchanged
-        keys, inverse = np.unique(np.concatenate([rej, ul], axis=1), axis=0, return_inverse=True)
+        keys, _, inverse = _distinct_rows(np.concatenate([rej, ul], axis=1))
         k = inst.num_devices
         per_key = np.array([self._outcome(key[:k], key[None, k:])[1][0] for key in keys])
-        j = per_key[inverse.reshape(-1)]
+        j = per_key[inverse]
         return self._energy_score(gamma, n_k, tc, tcomm, j)
 
     def policy_modes_score(self, gamma) -> RoundScore:
@@ -252,7 +284,7 @@ class ObjectiveSearch:
         gamma = np.asarray(gamma, dtype=np.int64)
         inst = self.inst
         rej = outcomes(inst, gamma, self.u)
-        tcomm = t_comm_batch(rej, inst, self.modes, self.split, self.mode_u)
+        tcomm = self.t_comm(rej)
         return self._policy_modes_energy(gamma, expected_tokens(inst, gamma), float(t_comp_s(inst, gamma)), rej, tcomm)
 
     def _energy_score(self, gamma, n_k, tc, t, j, weights=None) -> RoundScore:
