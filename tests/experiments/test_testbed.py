@@ -231,3 +231,26 @@ def test_the_default_is_exact_and_says_so(tmp_path):
         payload_choice(ul_only, 256).exact
         and not payload_choice(ul_only.model_copy(update={"policy": "adaptive"}), 256).exact
     )
+
+
+def test_no_forecast_leaves_the_model_out_and_the_run_as_it_was(tmp_path):
+    """`--no-forecast`: the same rounds and texts, no forecast and no predictions in the summary,
+    "—" in their columns; with the flag left alone (the control) the model is there."""
+    args = ["testbed", "--pair", "tiny", "--devices", "2", "--rounds", "3", "--runner", "thread"]
+    runs = {}
+    for name, flag in (("with", []), ("without", ["--no-forecast"])):
+        res = CliRunner().invoke(app, [*args, *flag, "--out", str(tmp_path / name)])
+        assert res.exit_code == 0, res.output
+        runs[name] = (res.output, json.loads((tmp_path / name / "summary.json").read_text()))
+    (with_out, with_doc), (without_out, without_doc) = runs["with"], runs["without"]
+    assert with_doc["texts"] == without_doc["texts"] and with_doc["goodput_tokens_per_s"] > 0
+    assert without_doc["goodput_tokens_per_s"] == with_doc["goodput_tokens_per_s"]
+    assert with_doc["forecast_tokens_per_s"] > 0 and without_doc["forecast_tokens_per_s"] is None
+    assert _model_cells(without_out) == ["—", "—", "—"]
+    assert "—" not in _model_cells(with_out)
+
+
+def _model_cells(output: str) -> list[str]:
+    """The forecast, model and MC cells of the goodput table's row."""
+    row = next(line for line in output.splitlines() if line.startswith("│ adaptive"))
+    return [c.strip() for c in row.split("│")][3:6]

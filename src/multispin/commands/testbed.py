@@ -74,8 +74,8 @@ def _table(summaries: list[RunSummary], title: str) -> Table:
             s.policy,
             f"{s.goodput_tokens_per_s:.1f}",
             forecast_cell(s),
-            f"{model.analytic_tokens_per_s if model else float('nan'):.1f}",
-            f"{model.montecarlo_tokens_per_s if model else float('nan'):.1f}",
+            f"{model.analytic_tokens_per_s:.1f}" if model else "—",
+            f"{model.montecarlo_tokens_per_s:.1f}" if model else "—",
             f"{s.dl_share:.2f}",
             f"{s.figures.mean_gamma:.1f}",
             f"{s.bits.up / 1e3:.1f}",
@@ -167,6 +167,12 @@ def testbed(
     machine: dict = MACHINE.slot,
     acceptance_profile: list[str] | None = ACCEPTANCE_PROFILE_OPTION,
     compute_profile: str | None = COMPUTE_PROFILE_OPTION,
+    forecast: bool = typer.Option(
+        True,
+        "--forecast/--no-forecast",
+        help="the model's forecast and predictions beside the run; they plan 8 model replicas of it, "
+        "most of a long run's time on the tiny pair: --no-forecast leaves them out",
+    ),
     as_json: bool = json_option(help="print the summary as JSON"),
 ) -> None:
     """Run the edge server and K devices over real sockets, re-planning every round."""
@@ -203,6 +209,7 @@ def testbed(
         out=out,
         acceptance_profile=acceptance_profile or None,
         compute_profile=compute_profile,
+        forecast=forecast,
     )
     build_scenario(config)  # a bad scenario stops here, before any model loads
     # the devices draft in their own processes: only the target moves to the GPU

@@ -77,8 +77,10 @@ def compare_objectives(
     runs: dict[str, PolicyRuns] = {}
     for objective in dict.fromkeys(("sum", *objectives)):
         cfg = config.model_copy(update={"objective": objective})
+        # the comparison reads the runs' goodput and service, never a forecast: the model's
+        # replicas of each run (most of its time) are left out
         calls = {
-            s: cfg.testbed(REFERENCE, s, p_dl, out / objective / f"seed-{s}")
+            s: cfg.testbed(REFERENCE, s, p_dl, out / objective / f"seed-{s}").model_copy(update={"forecast": False})
             for s in range(config.seed, config.seed + config.seeds)
         }
         results = dict(_run_seeds(cfg, calls, pair, progress, pdl_offset_db))

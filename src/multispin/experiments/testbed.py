@@ -165,6 +165,9 @@ class TestbedConfig(TestbedSettings):
     policy: Policy = "adaptive"
     # a user's policy, module:attr (runtime/round/user_policy.py): it replaces `policy`'s rules
     user_policy: str | None = None
+    # the model beside the run (forecast, analytic and Monte Carlo predictions): the forecast plans
+    # 8 replicas of the run, most of a long small run's time; False leaves them out of the summary
+    forecast: bool = True
     tasks: Literal["chat", "code", "mixed"] = "mixed"
     temperature: float = Field(1.0, ge=0.0)
     out: Path | None = None
@@ -716,7 +719,12 @@ def summarise_run(
         figures=run_figures(config, rows, sink.airtime_s),
         virtual_time_s=planner.clock.virtual_time_s,
         planned_goodput_tokens_per_s=planner.clock.planned_goodput_tokens_per_s,
-        **model_parts(config, setup, planner, predict=served.interrupted is None and config.user_policy is None),
+        **model_parts(
+            config,
+            setup,
+            planner,
+            predict=config.forecast and served.interrupted is None and config.user_policy is None,
+        ),
         dl_share=planner.clock.dl_share(),
         mean_draft_len=mean_draft_len(rows, config.devices),
         wall_time_s=served.wall_s,
@@ -758,7 +766,7 @@ def model_parts(config: TestbedConfig, setup: TestbedSetup, planner: ScenarioPla
     """The model beside the run: how far the plans' estimates sat from the prior, the forecast and
     the analytic and Monte Carlo models at the realised rounds' γ and channels. ``predict=False``
     (a user's policy, whose mode rules the models do not know; an interrupted run, which must stop
-    within seconds): no forecast and no prediction."""
+    within seconds; a run asked for without them): no forecast and no prediction."""
     return {
         "estimate_gap": planned_estimate_gap(planner),
         "forecast": model_forecast(config, setup, planner) if predict else None,
