@@ -184,6 +184,9 @@ def test_demo_cli_prints_setup_table_verdicts_and_writes_json_and_png(tmp_path):
     assert (tmp_path / "demo.png").stat().st_size > 10_000
     doc = json.loads((tmp_path / "summary.json").read_text())
     assert [r["policy"] for r in doc["points"][0]["policies"]] == list(DEMO_POLICIES)
+    # without --objectives nothing of the objective comparison runs (test_objective_comparison.py
+    # checks what the flag adds)
+    assert " vs sum: " not in res.output and not (tmp_path / "objectives").exists()
     js = CliRunner().invoke(
         app,
         [
