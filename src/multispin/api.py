@@ -399,6 +399,7 @@ def evaluate(
 
 def _evaluate_policy(p: RoundPlan, policy: str | object, rounds: int, make_rng, seed: int | None):
     """`evaluate` with ``policy``: a built-in name, or a user policy loaded here (module:attr)."""
+    from multispin.errors import ConfigError
     from multispin.experiments.own_policy import BUILT_IN_RULES, built_in_round_policy, evaluate_policy
     from multispin.runtime.round.user_policy import load_policy
 
@@ -407,6 +408,10 @@ def _evaluate_policy(p: RoundPlan, policy: str | object, rounds: int, make_rng, 
     def built_in(name: str):
         return built_in_round_policy(name, p.draft_len, p.report.baseline_draft_len, coin_seed)
 
+    if isinstance(policy, str) and ":" not in policy and policy not in BUILT_IN_RULES:
+        raise ConfigError(
+            f"policy: unknown value {policy!r} (allowed: {', '.join(BUILT_IN_RULES)}, or your own as module:attr)"
+        )
     chosen = policy if isinstance(policy, str) and policy in BUILT_IN_RULES else load_policy(policy)
     return evaluate_policy(
         p.instance,
