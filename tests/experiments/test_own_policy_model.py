@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 import multispin as ms
 from multispin.cli import main
 from multispin.errors import ConfigError
@@ -89,7 +90,9 @@ def test_a_hostile_policy_is_a_one_line_error_on_the_model(examples, small_plan)
         ms.plan(small_plan.scenario, policy="own_policies:Hostile")
     with pytest.raises(ConfigError, match=nan):
         ms.sweep(small_plan.scenario, over={"radio.p_dl_dbm": [20]}, drops=2, policies=["own_policies:Hostile"])
-    with pytest.raises(ConfigError, match=r"^policy WrongModes, round \d+: modes: device\(s\) \[.*\] were not rejected"):
+    with pytest.raises(
+        ConfigError, match=r"^policy WrongModes, round \d+: modes: device\(s\) \[.*\] were not rejected"
+    ):
         ms.evaluate(small_plan, rounds=50, policy=WrongModes())
     with pytest.raises(ConfigError, match="unknown value 'all_up'"):
         ms.evaluate(small_plan, rounds=10, policy="all_up")

@@ -136,7 +136,7 @@ class SimulatedRound:
         return self.t_comp_s + self.t_comm_s
 
 
-class RoundPolicy(Protocol):
+class SimulatedPolicy(Protocol):
     """What `simulate_policy_rounds` asks of a policy each round: γ before the round (seeing the
     last round), then the modes of the rejected set as the mode rule ``rule`` applies them; for
     ``rule == "random"`` ``coins`` gives one uniform per device (UL where < 1/2), which a policy
@@ -151,7 +151,7 @@ class RoundPolicy(Protocol):
 
 @dataclass
 class FixedPolicy:
-    """A built-in policy as a `RoundPolicy`: the same γ every round and a mode rule (the random
+    """A built-in policy as a `SimulatedPolicy`: the same γ every round and a mode rule (the random
     rule's coins from ``coin_rng``)."""
 
     gamma: np.ndarray
@@ -199,7 +199,7 @@ class PolicyRounds:
 
 def simulate_policy_rounds(
     inst: Instance,
-    policy: RoundPolicy,
+    policy: SimulatedPolicy,
     n_rounds: int,
     rng: np.random.Generator | None = None,
     split: str = "equal",
