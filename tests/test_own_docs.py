@@ -50,7 +50,10 @@ def test_the_own_policy_pages_commands_run(multispin):
         assert res.code == 0, (argv, res.err[-800:])
     assert "own_policies:AllDL" in Path("out/tb-user-all-dl/summary.json").read_text()
     demo = json.loads(Path("out/demo-own/summary.json").read_text())
-    assert [r["policy"] for r in demo["points"][0]["policies"]][-2:] == ["own_policies:Threshold", "own_policies:Bandit"]
+    assert [r["policy"] for r in demo["points"][0]["policies"]][-2:] == [
+        "own_policies:Threshold",
+        "own_policies:Bandit",
+    ]
 
 
 @pytest.mark.slow

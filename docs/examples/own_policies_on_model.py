@@ -16,5 +16,9 @@ print(f"paper-qwen, K = 8, round 0 of seed 0, {rounds} simulated rounds per poli
 print(f"{'policy':<24} {'G (tokens/s)':>12} {'mean γ':>7}  vs adaptive (95% interval)")
 for policy in ("adaptive", "all_dl", "all_ul", "own_policies:Threshold", "own_policies:Bandit"):
     e = ms.evaluate(p, rounds=rounds, policy=policy)
-    vs = "—" if e.paired is None else f"{e.paired.pct.estimate:+.1f}% ({e.paired.pct.low:+.1f}% … {e.paired.pct.high:+.1f}%)"
+    vs = (
+        "—"
+        if e.paired is None
+        else f"{e.paired.pct.estimate:+.1f}% ({e.paired.pct.low:+.1f}% … {e.paired.pct.high:+.1f}%)"
+    )
     print(f"{policy:<24} {e.goodput_tokens_per_s:>12.1f} {e.rounds.draft_len.mean():>7.2f}  {vs}")
