@@ -5,14 +5,16 @@ bandit example is deterministic for a seed and learns from the last round's feed
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
 import multispin as ms
-from multispin.cli import main
+from multispin.cli import app, main
 from multispin.errors import ConfigError
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
@@ -160,3 +162,13 @@ def test_the_demo_pairs_a_user_policy_with_adaptive_and_a_user_all_dl_gives_all_
     )  # fmt: skip
     gammas = [sorted(r.gamma.values()) for r in bandit.rounds]
     assert gammas[0] == [1, 1, 1] and gammas[1] == [2, 2, 2]
+
+
+def test_optimize_plays_a_user_policy_beside_the_plan(examples):
+    args = ["optimize", "--devices", "3", "--n-saa", "40", "--json", "--policy"]
+    doc = json.loads(CliRunner().invoke(app, [*args, "own_policies:AllDL"]).stdout)
+    assert doc["user_policy"]["goodput_tokens_per_s"] == doc["baselines"]["all_dl"]
+    # negative control: the threshold rule is another figure; without --policy no key at all
+    other = json.loads(CliRunner().invoke(app, [*args, "own_policies:Threshold"]).stdout)
+    assert other["user_policy"]["goodput_tokens_per_s"] != doc["baselines"]["all_dl"]
+    assert "user_policy" not in json.loads(CliRunner().invoke(app, args[:-1]).stdout)
