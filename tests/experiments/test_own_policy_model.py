@@ -115,6 +115,17 @@ def test_the_bandit_is_deterministic_for_a_seed_and_learns(examples, small_plan)
     assert not np.array_equal(c.rounds.draft_len, g)
 
 
+def test_a_demo_of_adaptive_and_a_user_policy_alone_is_a_comparison():
+    from multispin.experiments.demo import DemoConfig
+
+    assert DemoConfig.make(policies=("own_policies:Threshold", "adaptive")).policies == (
+        "adaptive",
+        "own_policies:Threshold",
+    )
+    with pytest.raises(ConfigError, match="at least one other"):  # negative control: adaptive alone
+        DemoConfig.make(policies=("adaptive",))
+
+
 def test_demo_refuses_a_built_in_name_or_a_missing_module_as_own_policy_in_one_line(tmp_path, capsys):
     for spec, says in (
         ("all_dl", "error: --policy: 'all_dl': demo compares the built-in policies anyway"),

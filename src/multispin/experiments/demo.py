@@ -93,7 +93,7 @@ class DemoConfig(TestbedSettings):
         policies = tuple(p for p in policies if ":" not in p)
         bad = [p for p in policies if p not in DEMO_POLICIES]
         leads = [p for p in LEAD_POLICIES if p in policies]
-        if bad or not leads or len(policies) < 2 or len(set(policies)) != len(policies):
+        if bad or not leads or len(policies) + len(own) < 2 or len(set(policies)) != len(policies):
             raise PydanticCustomError(
                 "policies",
                 "{leads} and at least one other of {allowed}, each once",
