@@ -1,5 +1,6 @@
 """The "bring your own" pages' commands run, sized down: docs/own-policy.md as written but with
-3 rounds instead of 10, in a folder holding docs/examples/own_policies.py; docs/own-models.md on
+3 rounds instead of 10 (24 in the demo, on 1 seed instead of 3; the sweep on 2 drops instead of
+10), in a folder holding docs/examples/own_policies.py; docs/own-models.md on
 the tiny pair (the page's smollm2-135m swapped for it), 2 prompts of 8 tokens instead of 6 of 32,
 2 rounds instead of 6. (docs/own-channel.md: tests/system/test_own_channel_docs.py;
 docs/multi-host.md: tests/runtime/net/test_multi_host.py.)"""
@@ -43,11 +44,16 @@ def sized_down(argv: list[str], **swap: str) -> list[str]:
 def test_the_own_policy_pages_commands_run(multispin):
     shutil.copy(ROOT / "docs" / "examples" / "own_policies.py", "own_policies.py")
     commands = page_commands("own-policy.md")
-    assert len(commands) == 4
+    assert [a[0] for a in commands] == ["testbed"] * 4 + ["demo", "sweep"]
     for argv in commands:
-        res = multispin(*sized_down(argv, **{"--rounds": "3"}))
+        res = multispin(*sized_down(argv, **{"--rounds": "3", "--seeds": "1", "--drops": "2"}))
         assert res.code == 0, (argv, res.err[-800:])
     assert "own_policies:AllDL" in Path("out/tb-user-all-dl/summary.json").read_text()
+    demo = json.loads(Path("out/demo-own/summary.json").read_text())
+    assert [r["policy"] for r in demo["points"][0]["policies"]][-2:] == [
+        "own_policies:Threshold",
+        "own_policies:Bandit",
+    ]
 
 
 @pytest.mark.slow

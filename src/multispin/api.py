@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:  # the heavy layers load only when a function needs them
+    from multispin.experiments.own_policy import PolicyEvaluation
     from multispin.experiments.sweep import SweepTable
     from multispin.experiments.testbed import TestbedResult
     from multispin.optimize.montecarlo import MonteCarloResult
@@ -123,6 +124,9 @@ class RoundPlan:
     objective: dict | None = None
     #: the verification choice it was planned with (``plan(verify=...)``)
     verify: str = "standard"
+    #: your own policy on the plan's samples (``plan(policy=...)``): its label, γ̄ and goodput
+    #: beside the plan's, else None
+    user: dict | None = None
 
     @property
     def coupled(self) -> np.ndarray:
@@ -264,6 +268,7 @@ def plan(
     baselines: bool = True,
     objective: str | None = None,
     verify: str = "standard",
+    policy: str | object | None = None,
 ) -> RoundPlan:
     """Plan one round of a scenario as ``multispin optimize`` does.
 
@@ -282,6 +287,9 @@ def plan(
         verify: ``standard`` (the paper's model), ``coupled`` (every device coupled) or ``choose``
             (coupled or standard per device with γ; docs/system-model.md §5.7). The coupled α is
             the assumption of `multispin.system.coupled_alpha` (the plan's ``coupled_alpha`` says so).
+        policy: your own policy (an object or ``"module:attr"``, docs/own-policy.md), played over
+            the plan's SAA samples as successive rounds; ``.user`` holds its goodput beside the
+            plan's (one round's samples: the intervals come from `evaluate` and `sweep`).
     """
     from multispin.optimize.plan import optimize_instance
     from multispin.optimize.verification import check_verify
@@ -303,7 +311,24 @@ def plan(
         with_baselines=baselines,
         verify=verify,
     )
-    return RoundPlan(sc, r, rep.inst, rep, u, _objective_plan(sc, inst, u, rep, objective, verify), verify)
+    user = _user_on_plan(rep, u, sc.radio.bandwidth_split, policy) if policy is not None else None
+    return RoundPlan(sc, r, rep.inst, rep, u, _objective_plan(sc, inst, u, rep, objective, verify), verify, user)
+
+
+def _user_on_plan(rep, u, split: str, policy: str | object) -> dict:
+    """A user policy on the plan's samples: its goodput and γ̄ beside the plan's."""
+    from multispin.experiments.own_policy import drop_goodput
+    from multispin.runtime.round.user_policy import load_policy, user_policy_label
+
+    loaded = load_policy(policy)
+    value, mean_gamma = drop_goodput(rep.inst, u, loaded, split)
+    adaptive = float(rep.plan.goodput_tokens_per_s)
+    return {
+        "policy": policy if isinstance(policy, str) else user_policy_label(loaded),
+        "goodput_tokens_per_s": value,
+        "mean_draft_len": mean_gamma,
+        "adaptive_gain_pct": 100.0 * (adaptive / value - 1.0) if value > 0 else None,
+    }
 
 
 def _objective_plan(sc, inst, u, rep, objective: str | None, verify: str = "standard") -> dict | None:
@@ -339,19 +364,66 @@ def _objective_plan(sc, inst, u, rep, objective: str | None, verify: str = "stan
 
 
 def evaluate(
-    p: RoundPlan, rounds: int = 10_000, *, draft_len=None, modes: str = "optimal", seed: int | None = None
-) -> MonteCarloResult:
+    p: RoundPlan,
+    rounds: int = 10_000,
+    *,
+    draft_len=None,
+    modes: str = "optimal",
+    seed: int | None = None,
+    policy: str | object | None = None,
+) -> MonteCarloResult | PolicyEvaluation:
     """Monte Carlo of ``rounds`` rounds at the plan's γ (or ``draft_len``) on its instance, with
-    fresh acceptance draws; randomness from the scenario's ``montecarlo`` stream (or ``seed``)."""
+    fresh acceptance draws; randomness from the scenario's ``montecarlo`` stream (or ``seed``).
+
+    ``policy``: a policy that decides round by round, played over ``rounds`` simulated rounds beside
+    adaptive on the same draws: ``adaptive``, ``all_ul``, ``all_dl``, ``random`` (at the plan's
+    γ, or the baseline's) or your own (an object or ``"module:attr"``, docs/own-policy.md; its
+    ``draft_lengths`` is called once per round). Returns a
+    [PolicyEvaluation][multispin.experiments.own_policy.PolicyEvaluation] (``.paired``: the policy
+    against adaptive with its paired 95% interval) instead of a `MonteCarloResult`."""
     from multispin.errors import ConfigError
     from multispin.optimize.montecarlo import simulate_rounds
     from multispin.system.channel import stream
 
     if not isinstance(rounds, int) or rounds < 1:
         raise ConfigError(f"rounds: must be an integer in [1, inf) (got {rounds!r})")
-    rng = np.random.default_rng(seed) if seed is not None else stream(p.scenario.seed, "montecarlo", p.round_index)
+
+    def make_rng() -> np.random.Generator:
+        return np.random.default_rng(seed) if seed is not None else stream(p.scenario.seed, "montecarlo", p.round_index)
+
+    if policy is not None:
+        return _evaluate_policy(p, policy, rounds, make_rng, seed)
     gamma = p.draft_len if draft_len is None else np.asarray(draft_len)
-    return simulate_rounds(p.instance, gamma, rounds, rng, modes=modes, split=p.scenario.radio.bandwidth_split)
+    return simulate_rounds(p.instance, gamma, rounds, make_rng(), modes=modes, split=p.scenario.radio.bandwidth_split)
+
+
+def _evaluate_policy(p: RoundPlan, policy: str | object, rounds: int, make_rng, seed: int | None):
+    """`evaluate` with ``policy``: a built-in name, or a user policy loaded here (module:attr)."""
+    from multispin.errors import ConfigError
+    from multispin.experiments.own_policy import BUILT_IN_RULES, built_in_round_policy, evaluate_policy
+    from multispin.runtime.round.user_policy import load_policy
+
+    coin_seed = p.scenario.seed if seed is None else seed
+
+    def built_in(name: str):
+        return built_in_round_policy(name, p.draft_len, p.report.baseline_draft_len, coin_seed)
+
+    if isinstance(policy, str) and ":" not in policy and policy not in BUILT_IN_RULES:
+        raise ConfigError(
+            f"policy: unknown value {policy!r} (allowed: {', '.join(BUILT_IN_RULES)}, or your own as module:attr)"
+        )
+    chosen = policy if isinstance(policy, str) and policy in BUILT_IN_RULES else load_policy(policy)
+    return evaluate_policy(
+        p.instance,
+        p.uniforms,
+        p.scenario.radio.bandwidth_split,
+        chosen,
+        built_in("adaptive"),
+        make_rng,
+        rounds,
+        built_in,
+        policy if isinstance(policy, str) else None,
+    )
 
 
 def capacity(
@@ -393,7 +465,7 @@ def sweep(
     sc: str | Path | Scenario,
     over: Mapping[str, Sequence[Any]],
     drops: int = 10,
-    policies: Sequence[str] = ("adaptive", "all_ul", "all_dl"),
+    policies: Sequence[str | object] = ("adaptive", "all_ul", "all_dl"),
     *,
     seed: int | None = None,
     workers: int = 1,
@@ -418,7 +490,9 @@ def sweep(
         over: dotted field name -> values; several fields sweep their Cartesian product.
         drops: drops per point (at least 2, for an interval).
         policies: any of ``adaptive`` (the optimiser), ``all_ul``, ``all_dl``, ``random``,
-            ``best_uniform``, ``computation_only``, ``greedy_paper``.
+            ``best_uniform``, ``computation_only``, ``greedy_paper``, and your own policies (an
+            object or ``"module:attr"``, docs/own-policy.md): each plays a drop's SAA samples as
+            successive rounds, its row labelled ``module:attr`` (an object: its ``name`` or class).
         seed: base seed of the drops (default: the scenario's).
         workers: processes the drops run on.
         out: a folder for the cache of finished drops (a rerun resumes); ``None``: no cache.
@@ -433,19 +507,23 @@ def sweep(
         ``to_json()`` (what ``multispin sweep --json`` prints); draw it with
         [plot][multispin.api.plot].
     """
-    from multispin.experiments.sweep import run_sweep
+    from multispin.experiments.sweep import SWEEP_POLICIES, run_sweep
+    from multispin.runtime.round.user_policy import load_policy, user_policy_label
 
+    built_in = [x for x in policies if isinstance(x, str) and (x in SWEEP_POLICIES or ":" not in x)]
+    user = {x if isinstance(x, str) else user_policy_label(x): load_policy(x) for x in policies if x not in built_in}
     return run_sweep(
         sc if not isinstance(sc, (str, Path)) else scenario(sc),
         over,
         drops,
-        policies,
+        built_in or ["adaptive"],
         seed=seed,
         workers=workers,
         out=Path(out) if out is not None else None,
         progress=progress,
         objective=objective,
         energy_weight=energy_weight,
+        user_policies=user,
     )
 
 

@@ -78,6 +78,7 @@ def build_report(
     objective: str | None = None,
     energy_weight: float | None = None,
     verify: str = "standard",
+    policy: str | None = None,
 ) -> dict:
     """The report of ``multispin optimize`` as one JSON-ready dict (also used by the table view):
     [`multispin.api.RoundPlan.to_dict`][multispin.api.RoundPlan.to_dict] of the plan the flags describe.
@@ -118,7 +119,8 @@ def build_report(
     if compute_profile:
         sc = sc.with_compute_profile(compute_profile, draft=draft, force=force)
     # the numbers come from the public API, so a script reproduces them (multispin.plan)
-    return api.plan(sc, round_index, draft_policy=draft_policy, baselines=baselines, verify=verify).to_dict()
+    p = api.plan(sc, round_index, draft_policy=draft_policy, baselines=baselines, verify=verify, policy=policy)
+    return p.to_dict() | ({"user_policy": p.user} if p.user is not None else {})
 
 
 def scenario_for_profiles(acceptance_profile, compute_profile):
@@ -263,6 +265,15 @@ def _print_notes(out: Console, r: dict) -> None:
         f"compute: T_ver0={1e3 * r['t_ver0_s']:g} ms, T_ver1={1e3 * r['t_ver1_s']:g} ms, "
         f"T_ver_tok={1e3 * r['t_ver_tok_s']:g} ms; N_SAA={r['n_saa']}"
     )
+    if r.get("user_policy"):  # your own policy on the plan's samples (docs/own-policy.md)
+        u = r["user_policy"]
+        gain = "—" if u["adaptive_gain_pct"] is None else f"{u['adaptive_gain_pct']:+.1f}%"
+        out.print(
+            f"your policy {u['policy']}: {u['goodput_tokens_per_s']:.2f} tokens/s on these samples, mean γ "
+            f"{u['mean_draft_len']:.2f}; adaptive vs it {gain} (one round's samples, no interval: ms.evaluate "
+            "or sweep --policies give one)",
+            highlight=False,
+        )
     if r.get("coupled_alpha"):
         out.print(f"verify {r['verify']}: coupled share {r['coupled_share']:.2f}", highlight=False)
         out.print(f"[yellow]note:[/yellow] {escape(r['coupled_alpha'])}")
@@ -336,6 +347,12 @@ def optimize(
         "randomness, nothing corrected over the air) or choose (per device, with γ); the coupled α is an "
         "assumption (docs/system-model.md §5.7)",
     ),
+    policy: str | None = typer.Option(
+        None,
+        "--policy",
+        metavar="MODULE:ATTR",
+        help="also play your own policy over the round's samples, beside the plan (docs/own-policy.md)",
+    ),
     as_json: bool = json_option(),
     log_level: LogLevel = log_level_option(),
 ) -> None:
@@ -367,6 +384,7 @@ def optimize(
             force=force,
             baselines=not no_baselines,
             verify=verify,
+            policy=policy,
         )
     if as_json:
         typer.echo(json.dumps(versioned(report, "optimize")))

@@ -142,7 +142,7 @@ def sweep(
         "adaptive,all_ul,all_dl",
         "--policies",
         metavar="P1,P2,…",
-        help=f"policies to compare, comma-separated: {POLICY_NAMES}",
+        help=f"policies to compare, comma-separated: {POLICY_NAMES}, or your own as module:attr (docs/own-policy.md)",
     ),
     drops: int = typer.Option(10, "--drops", min=2, metavar="INT", help="drops per point (at least 2)"),
     seed: int | None = typer.Option(

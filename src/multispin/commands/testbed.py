@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -308,6 +309,12 @@ def demo(
         "with --sweep pdl at every point",
     ),
     link: dict = LINK.slot,
+    own: list[str] | None = typer.Option(
+        None,
+        "--policy",
+        metavar="MODULE:ATTR",
+        help="your own policy, added to the compared set on the same seeds (repeatable; docs/own-policy.md)",
+    ),
     out: Path = typer.Option(Path("out/demo"), metavar="DIR", help="output folder (summary.json, demo.png, logs)"),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
     machine: dict = MACHINE.slot,
@@ -328,6 +335,7 @@ def demo(
     picked = running_values(
         scenario, given, {"devices": DEMO_DEVICES}, devices=devices, seed=seed, n_saa=None, split=None
     )
+    _check_own_policies(own or [])  # a bad module:attr stops here, before any model loads
     if executor != "serial":
         from multispin.experiments.reproduce.executor import check_executor
 
@@ -340,7 +348,7 @@ def demo(
         runner=runner,
         executor=executor,
         workers=workers,
-        policies=STUDY_POLICIES if study else DEMO_POLICIES,
+        policies=(STUDY_POLICIES if study else DEMO_POLICIES) + tuple(own or ()),
         max_new_tokens=max_new_tokens,
         scenario=scenario,
         **radio,
@@ -369,6 +377,20 @@ def demo(
 
             by_objective = compare_objectives_at_points(config, loaded, progress)
     _report_demo(result, by_objective, as_json)
+
+
+def _check_own_policies(specs: list[str]) -> None:
+    """Each ``--policy`` of demo is your own policy, module:attr, that loads (the built-ins run anyway)."""
+    from multispin.errors import ConfigError
+    from multispin.runtime.round.user_policy import load_policy
+
+    for spec in specs:
+        if ":" not in spec:
+            raise ConfigError(
+                f"--policy: {spec!r}: demo compares the built-in policies anyway; --policy adds your own, "
+                "module:attr (e.g. own_policies:Threshold)"
+            )
+        load_policy(spec)
 
 
 def _report_demo(result, by_objective: list | None, as_json: bool) -> None:
@@ -442,6 +464,13 @@ def _print_point(con: Console, point: SweepPoint, title: str) -> None:
     note = forecast_note(point.runs["adaptive"].results[0].summary) if "adaptive" in point.runs else ""
     if note:
         con.print(note, highlight=False)
+    own = [p for p in point.runs if ":" in p]
+    if own:
+        con.print(
+            f"forecast: none for {', '.join(own)}: the model forecasts the built-in mode rules only "
+            "(your policy's model figures: ms.evaluate(plan, policy=...), docs/own-policy.md)",
+            highlight=False,
+        )
     # after the verdicts: the goodput table, its caption and verdicts stay one block
     con.print(service_table([(r.policy, r.service) for r in point.rows], "what each device gets"))
     for c in point.service_comparisons:
@@ -516,7 +545,9 @@ def _demo_table(point: SweepPoint, title: str) -> Table:
             r.policy,
             f"{g.estimate:.1f} [{g.low:.1f}, {g.high:.1f}]",
             vs_txt,
-            f"{r.forecast_tokens_per_s:.1f}" + one_run + ("†" if caveats else ""),
+            "—"
+            if math.isnan(r.forecast_tokens_per_s)
+            else f"{r.forecast_tokens_per_s:.1f}" + one_run + ("†" if caveats else ""),
             f"{f.free_comm_tokens_per_s:.1f}",
             f"{1e3 * f.mean_t_comp_s:.0f}",
             f"{1e3 * f.mean_t_comm_s:.0f}",

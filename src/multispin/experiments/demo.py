@@ -89,16 +89,18 @@ class DemoConfig(TestbedSettings):
     @field_validator("policies")
     @classmethod
     def _known_policies(cls, policies: tuple[str, ...]) -> tuple[str, ...]:
+        own = tuple(dict.fromkeys(p for p in policies if ":" in p))  # your own, module:attr (docs/own-policy.md)
+        policies = tuple(p for p in policies if ":" not in p)
         bad = [p for p in policies if p not in DEMO_POLICIES]
         leads = [p for p in LEAD_POLICIES if p in policies]
-        if bad or not leads or len(policies) < 2 or len(set(policies)) != len(policies):
+        if bad or not leads or len(policies) + len(own) < 2 or len(set(policies)) != len(policies):
             raise PydanticCustomError(
                 "policies",
                 "{leads} and at least one other of {allowed}, each once",
                 {"leads": " or ".join(LEAD_POLICIES), "allowed": ", ".join(DEMO_POLICIES)},
             )
         # the lead (the first of LEAD_POLICIES present) first, the baselines in DEMO_POLICIES' order
-        return (leads[0],) + tuple(p for p in DEMO_POLICIES if p in policies and p != leads[0])
+        return (leads[0],) + tuple(p for p in DEMO_POLICIES if p in policies and p != leads[0]) + own
 
     @property
     def lead(self) -> str:
@@ -108,8 +110,9 @@ class DemoConfig(TestbedSettings):
     def testbed(self, policy: str, seed: int, p_dl_dbm: float | None, out: Path) -> TestbedConfig:
         """One run of the comparison: the shared settings, with this policy, seed, P^dl and folder."""
         shared = self.model_dump(include=set(TestbedSettings.model_fields))
+        own = {"policy": "adaptive", "user_policy": policy} if ":" in policy else {"policy": policy}
         return TestbedConfig.make(
-            **{**shared, "policy": policy, "seed": seed, "p_dl_dbm": p_dl_dbm, "rounds": self.rounds, "out": out}
+            **{**shared, **own, "seed": seed, "p_dl_dbm": p_dl_dbm, "rounds": self.rounds, "out": out}
         )
 
     def sweep_points(self) -> list[tuple[float | None, float | None]]:
@@ -382,6 +385,13 @@ class SweepPoint:
         self.realised_comparisons = [
             paired_difference(led, self.runs[p].log, (lead, p), estimator="realised") for p in order
         ]
+        # your own policy (module:attr) is also paired with adaptive where adaptive is not the lead
+        own = [p for p in self.baselines if ":" in p] if lead != "adaptive" and "adaptive" in self.runs else []
+        ad = self.runs["adaptive"].log if own else led
+        for p in own:
+            log = self.runs[p].log
+            self.comparisons.append(paired_difference(ad, log, ("adaptive", p), estimator=best_estimator(ad, log)))
+            self.realised_comparisons.append(paired_difference(ad, log, ("adaptive", p), estimator="realised"))
         # what each device gets, the lead against the best other policy, on the same pairing
         self.service_comparisons = service_differences(
             self.runs[lead].service_log, self.runs[best].service_log, (lead, best)
@@ -510,7 +520,8 @@ def _run_points(
             calls = {}
             for i in range(config.seeds):
                 seed = config.seed + i
-                folder = config.out / (f"pdl+{offset:g}dB" if offset is not None else "") / f"seed-{seed}" / policy
+                where = config.out / (f"pdl+{offset:g}dB" if offset is not None else "") / f"seed-{seed}"
+                folder = where / policy.replace(":", "-")  # module:attr of your own policy
                 calls[seed] = config.testbed(policy, seed, p_dl, folder)
             results = dict(_run_seeds(config, calls, pair, progress, offset))
             for seed in sorted(results):
@@ -536,7 +547,9 @@ def _run_seeds(config: DemoConfig, calls: dict, pair, progress: StepReporter | N
     (seeds fix every random number, so the results do not depend on where they ran)."""
     if config.executor == "serial" or len(calls) == 1:
         for seed, tb in calls.items():
-            phase = f"{tb.policy:>11} seed {seed}" + (f" {config.objective}" if config.objective else "")
+            phase = f"{tb.user_policy or tb.policy:>11} seed {seed}" + (
+                f" {config.objective}" if config.objective else ""
+            )
             phase += f" +{offset:g} dB" if offset is not None else ""
             yield seed, run_testbed(tb, pair=pair, progress=progress, phase=phase)
         return
@@ -550,6 +563,7 @@ def _run_one(tb: TestbedConfig) -> TestbedResult:
 
 # line style, marker and colour of each demo policy (vocabulary.POLICY_TABLE)
 _STYLE = {p: look for p in DEMO_POLICIES if (look := POLICY_TABLE[p].run_look)}
+_OWN_STYLE = ("-.", "D", "tab:gray")  # your own policy's line
 
 
 def plot_demo(result: DemoResult, path: Path) -> Path:
@@ -578,7 +592,11 @@ def plot_demo(result: DemoResult, path: Path) -> Path:
         t = np.cumsum([r.comp_latency_s + r.comm_latency_s for r in res.rounds])
         n = np.cumsum([r.tokens for r in res.rounds])
         ax2.plot(
-            np.concatenate([[0], t]), np.concatenate([[0], n]), label=p, linestyle=_STYLE[p][0], color=_STYLE[p][2]
+            np.concatenate([[0], t]),
+            np.concatenate([[0], n]),
+            label=p,
+            linestyle=_STYLE.get(p, _OWN_STYLE)[0],
+            color=_STYLE.get(p, _OWN_STYLE)[2],
         )
     ax2.set_xlabel("scenario time (s)")
     ax2.set_ylabel("tokens generated (all devices)")

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from multispin.errors import ConfigError, Interrupted
+from multispin.experiments.own_policy import drop_goodput, sweep_row
 from multispin.experiments.reproduce._figure import STYLE, band, by, legend, pyplot, save, value_ticks
 from multispin.experiments.reproduce.config import Point, RunConfig
 from multispin.experiments.reproduce.csi import CSI_POLICIES, CSI_REPLICATES
@@ -46,7 +47,8 @@ from multispin.experiments.reproduce.runner import run_points
 from multispin.experiments.reproduce.stats import summarise_drops
 from multispin.jsonout import json_safe, versioned
 from multispin.optimize.objectives import check_objective
-from multispin.system import scenario_from_dict
+from multispin.runtime.round.user_policy import UserPolicy
+from multispin.system import World, scenario_from_dict
 from multispin.system.channel_process import uses_channel_process
 from multispin.system.coupled_alpha import ASSUMPTION
 from multispin.vocabulary import REFERENCE, STANDARD, policies_in
@@ -80,6 +82,7 @@ SERVICE_COLUMNS = {
     "tpot_p95_s": ("tpot_p95_s", "tpot_p95"),
 }
 STUDY = "sweep"
+USER_STYLE = {"color": "tab:gray", "marker": "D", "linestyle": "-."}  # a user policy's line
 
 
 @dataclass(frozen=True)
@@ -329,16 +332,20 @@ def run_sweep(
     progress: bool = False,
     objective: str | None = None,
     energy_weight: float | None = None,
+    user_policies: Mapping[str, UserPolicy] | None = None,
 ) -> SweepTable:
     """Every point of the grid on ``drops`` drops (see the module doc). ``seed``: the base seed of
     the drops (default: the scenario's); ``out``: a folder for the per-chunk cache (an interrupted
     or repeated sweep reuses it; ``None``: no cache); ``workers``: processes for the drops;
     ``objective``/``energy_weight``: what the plans maximise (default: the scenario's
-    ``optimizer.objective`` and ``optimizer.energy_weight_tokens_per_j``)."""
+    ``optimizer.objective`` and ``optimizer.energy_weight_tokens_per_j``); ``user_policies``: your
+    own policies by label, each a row per point on the same drops (`experiments.own_policy`)."""
 
     sc = _with_objective(sc, objective, energy_weight)
     policies = check_policies(policies)
     points = grid_points(sc, over, policies)
+    if user_policies:
+        _check_user_points(points, sc.optimizer.objective)
     base_seed = int(sc.seed if seed is None else seed)
     cfg = RunConfig(
         out=Path(out) if out is not None else Path("."),
@@ -356,10 +363,12 @@ def run_sweep(
         raise Interrupted.after(exc, f"{done}; {how}") from None
     summaries = [_summary(p, results[(p.study, p.id)]) for p in points]
     rows = table_rows(points, summaries, policies)
+    if user_policies:
+        rows = _with_user_rows(points, results, rows, len(policies), user_policies)
     return SweepTable(
         sc.name,
         {k: list(v) for k, v in over.items()},
-        policies,
+        policies + list(user_policies or ()),
         drops,
         base_seed,
         rows,
@@ -368,6 +377,35 @@ def run_sweep(
         sc.optimizer.energy_weight_tokens_per_j if sc.optimizer.objective == "energy" else None,
         unchanged_axes(rows, over),
     )
+
+
+def _check_user_points(points: Sequence[Point], objective: str) -> None:
+    """A user policy is played on the known channel's drops for the sum goodput: refused elsewhere."""
+    if objective != "sum":
+        raise ConfigError(f"policies: a user policy is compared on the sum goodput only (objective {objective!r})")
+    if any(p.options.get("csi") for p in points):
+        raise ConfigError(
+            "policies: a user policy is not compared under channel.speed_kmh / channel.pilot_snr_db "
+            f"(allowed there: {', '.join(CSI_POLICIES)})"
+        )
+
+
+def _with_user_rows(
+    points: Sequence[Point], results: Mapping, rows: list[dict], per_point: int, user_policies: Mapping[str, UserPolicy]
+) -> list[dict]:
+    """The table's rows with each user policy's row after the built-ins' of every point, on the
+    point's drops (their seeds rebuild each drop's instance and SAA samples)."""
+    out: list[dict] = []
+    keys = list(rows[0])
+    for i, point in enumerate(points):
+        out += rows[i * per_point : (i + 1) * per_point]
+        drops = results[(point.study, point.id)]
+        base = point.scenario_dict()
+        worlds = [World(scenario_from_dict({**base, "seed": int(d["drop_seed"])})) for d in drops]
+        for label, policy in user_policies.items():
+            per_drop = [drop_goodput(w.instance(0), w.saa_uniforms(0), policy) for w in worlds]
+            out.append(sweep_row(point.params, keys, label, per_drop, [d["goodput"] for d in drops]))
+    return out
 
 
 def _with_objective(sc, objective: str | None, energy_weight: float | None):
@@ -438,7 +476,7 @@ def plot_sweep(table: SweepTable, path: Path | None = None, field_name: str | No
                 x,
                 "g",
                 p,
-                style=STYLE[p],
+                style=STYLE.get(p, USER_STYLE),
             )
         if all(isinstance(v, (int, float)) for v in table.over[x]):
             value_ticks(ax, table.over[x])

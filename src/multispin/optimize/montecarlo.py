@@ -4,14 +4,20 @@ The check on the analytic goodput: run many rounds at fixed draft lengths on a f
 sample each device's accepted prefix token by token (position i accepted with its conditional
 rate), add its tokens (accepted + bonus/correction), solve the round's reactive problem for the
 rejected set, and report total tokens / total time, the same ratio of expectations that G is.
+
+`simulate_policy_rounds` runs rounds one after another for a policy that decides round by round
+(a user's policy, docs/own-policy.md): γ before each round, seeing the last round, and the modes
+of each rejected set after verification, as the testbed asks them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
+from multispin.errors import ConfigError
 from multispin.optimize.goodput import _gamma, expected_tokens, t_comp_s
 from multispin.optimize.reactive import t_comm_batch
 from multispin.system.instance import Instance
@@ -105,3 +111,145 @@ def analytic_round(
         float(t_comp_s(inst, gamma)),
         float(t_comm_batch(rejected, inst, modes, split, mu).mean()),
     )
+
+
+# --------------------------------------------------------------------------- round by round
+
+
+@dataclass(frozen=True)
+class SimulatedRound:
+    """One simulated round, as a round-by-round policy sees it after the round: per device (K,) its
+    γ, the drafted tokens accepted and whether it was corrected over the air; the round's tokens
+    (realised, and expected given γ) and its latency parts."""
+
+    round: int
+    draft_len: np.ndarray
+    accepted: np.ndarray
+    rejected: np.ndarray
+    tokens: float
+    expected_tokens: float
+    t_comp_s: float
+    t_comm_s: float
+
+    @property
+    def latency_s(self) -> float:
+        return self.t_comp_s + self.t_comm_s
+
+
+class SimulatedPolicy(Protocol):
+    """What `simulate_policy_rounds` asks of a policy each round: γ before the round (seeing the
+    last round), then the modes of the rejected set as the mode rule ``rule`` applies them; for
+    ``rule == "random"`` ``coins`` gives one uniform per device (UL where < 1/2), which a policy
+    that picks its modes itself sets to 0 (UL) or 1 (DL)."""
+
+    rule: ModeRule
+
+    def draft_lengths(self, r: int, last: SimulatedRound | None) -> np.ndarray: ...
+
+    def coins(self, r: int, rejected: np.ndarray) -> np.ndarray | None: ...
+
+
+@dataclass
+class FixedPolicy:
+    """A built-in policy as a `SimulatedPolicy`: the same γ every round and a mode rule (the random
+    rule's coins from ``coin_rng``)."""
+
+    gamma: np.ndarray
+    rule: ModeRule = "optimal"
+    coin_rng: np.random.Generator | None = None
+
+    def draft_lengths(self, r: int, last: SimulatedRound | None) -> np.ndarray:
+        return self.gamma
+
+    def coins(self, r: int, rejected: np.ndarray) -> np.ndarray | None:
+        if self.rule != "random":
+            return None
+        if self.coin_rng is None:
+            raise ConfigError("coin_rng: the random mode rule needs a generator for its coins")
+        return self.coin_rng.random(rejected.shape)
+
+
+@dataclass(frozen=True)
+class PolicyRounds:
+    """Every simulated round of one policy: per round (R,) its tokens, expected tokens and latency,
+    and (R, K) its γ and rejected sets."""
+
+    draft_len: np.ndarray
+    rejected: np.ndarray
+    tokens: np.ndarray
+    expected_tokens: np.ndarray
+    latency_s: np.ndarray
+    t_comm_s: np.ndarray
+
+    @property
+    def goodput_tokens_per_s(self) -> float:
+        return float(self.tokens.sum() / self.latency_s.sum())
+
+    def result(self, tokens_dev: np.ndarray) -> MonteCarloResult:
+        n = self.tokens.size
+        return MonteCarloResult(
+            rounds=n,
+            tokens=float(self.tokens.sum()),
+            time_s=float(self.latency_s.sum()),
+            mean_t_comm_s=float(self.t_comm_s.mean()),
+            rejection_rate=self.rejected.mean(axis=0),
+            mean_tokens=tokens_dev / n,
+        )
+
+
+def simulate_policy_rounds(
+    inst: Instance,
+    policy: SimulatedPolicy,
+    n_rounds: int,
+    rng: np.random.Generator | None = None,
+    split: str = "equal",
+    uniforms: np.ndarray | None = None,
+) -> tuple[PolicyRounds, MonteCarloResult]:
+    """``n_rounds`` rounds one after another, the policy choosing γ before each round (seeing the
+    last) and the modes of each rejected set after it.
+
+    Outcomes: with ``uniforms`` (N, K), round r is SAA sample r (rows in turn): device k keeps the
+    first L drafts where u_{r,k} ≤ P(first L accepted), and is corrected where u > P(all γ_k
+    accepted), the SAA objective's outcome; otherwise each round draws (K, γ_max) fresh uniforms
+    from ``rng``, one per draft position, so two policies on the same seed share each position's
+    acceptance draw (common random numbers)."""
+    k, gmax = inst.num_devices, inst.gamma_max
+    if uniforms is None and rng is None:
+        raise ConfigError("rng: simulated rounds need a generator or SAA uniforms")
+    alpha_pos = np.broadcast_to(_rate_per_position(inst), (k, gmax))
+    corrected = ~inst.coupled_mask
+    cols = np.arange(k)
+    rows: list[SimulatedRound] = []
+    tokens_dev = np.zeros(k)
+    last: SimulatedRound | None = None
+    for r in range(n_rounds):
+        g = _gamma(inst, policy.draft_lengths(r, last))
+        if uniforms is not None:
+            u = uniforms[r % uniforms.shape[0]]
+            kept = u[:, None] <= inst.accepted_survival[:, 1 : gmax + 1]
+            accepted = np.minimum(kept.sum(axis=1), g)
+            rejected = u > inst.survival[cols, g]
+        else:
+            acc = (rng.random((k, gmax)) <= alpha_pos) & (np.arange(gmax)[None, :] < g[:, None])  # type: ignore[union-attr]
+            accepted = np.cumprod(acc, axis=1).sum(axis=1)
+            rejected = (accepted < g) & corrected
+        coins = policy.coins(r, rejected)
+        t_comm = float(
+            t_comm_batch(rejected[None, :], inst, policy.rule, split, None if coins is None else coins[None, :])[0]
+        )
+        n_tok = accepted + 1
+        tokens_dev += n_tok
+        last = SimulatedRound(
+            r, g, accepted, rejected, float(n_tok.sum()), float(expected_tokens(inst, g).sum()),
+            float(t_comp_s(inst, g)), t_comm,
+        )  # fmt: skip
+        rows.append(last)
+    out = PolicyRounds(
+        np.array([x.draft_len for x in rows]),
+        np.array([x.rejected for x in rows]),
+        np.array([x.tokens for x in rows]),
+        np.array([x.expected_tokens for x in rows]),
+        np.array([x.latency_s for x in rows]),
+        np.array([x.t_comm_s for x in rows]),
+    )
+    return out, out.result(tokens_dev)

@@ -179,6 +179,8 @@ class ScenarioPlanner:
         self._fading: dict[int, FadingState] = {}
         self._last_round_s = 0.0
         self._last_rejected: tuple[int, ...] = ()  # a user policy's view of the last round
+        self._last_accepted: dict[int, int] = {}
+        self._last_latency_s: float | None = None
         # this round's channel of every scenario device (retransmissions)
         self._true_channel: ChannelState | None = None
         self.clock = ScenarioClock(self.scenario, self.charge_planning)
@@ -337,6 +339,7 @@ class ScenarioPlanner:
         view = RoundView(
             round_idx, tuple(active), np.asarray(seen.gain_ul), np.asarray(seen.gain_dl), np.asarray(seen.alpha),
             np.asarray(caps), gmax, self._last_rejected, seen, u, self.split,
+            dict(self._last_accepted), self._last_latency_s, self.draft_policy,
         )  # fmt: skip
         self._last_rejected = ()  # set again by `_user_modes` if this round rejects anyone
         gamma = checked_draft_lengths(policy, view)
@@ -400,6 +403,9 @@ class ScenarioPlanner:
         cost = self.clock.charge(rplan, records, gamma, self._true_channel, self._index)
         cost.conditioned_comm_latency_s = self._conditioned_comm_s(rplan, outcome, gamma)
         self._last_round_s = cost.latency_s  # the channel ages over the round's actual duration
+        if self.user_policy is not None:  # what a learning policy sees of this round next round
+            self._last_accepted = {d: int(r.num_accepted) for d, r in records.items()}
+            self._last_latency_s = float(cost.latency_s)
         return cost
 
     def _conditioned_comm_s(

@@ -23,7 +23,7 @@ import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, cast, runtime_checkable
 
 import numpy as np
@@ -42,7 +42,10 @@ class RoundView:
     largest γ each device may draft (its remaining budget − 1, and γ_max); ``rejected_before``:
     device ids rejected in the previous round. ``instance`` and ``uniforms``: the optimiser's
     `Instance` of the round and its SAA uniforms, for a policy that calls `multispin.optimize.plan`
-    (e.g. to reuse the built-in search under its own mode rule)."""
+    (e.g. to reuse the built-in search under its own mode rule), with ``draft_policy``, the search
+    the built-in policies plan with there. What the last round gave, for a policy that learns:
+    ``accepted_before`` (device id -> drafted tokens it accepted) and ``latency_before_s`` (the
+    round's latency on the scenario clock, None before the first round)."""
 
     round: int
     devices: tuple[int, ...]
@@ -55,6 +58,9 @@ class RoundView:
     instance: Instance
     uniforms: np.ndarray
     split: str
+    accepted_before: Mapping[int, int] = field(default_factory=dict)
+    latency_before_s: float | None = None
+    draft_policy: str = "fast"
 
 
 @runtime_checkable
