@@ -631,11 +631,20 @@ def test_a_silent_flood_holding_a_valid_key_stops_instead_of_churning(pair, tmp_
             curve_client(s, load_device_keys(device_keys[0], 0))
             s.connect(server.endpoint)
             flood.append(s)
-        time.sleep(1.5)  # the first burst: every DEALER connected once
+        # the first burst (every DEALER connects, some are cut to make room and reconnect): wait
+        # until a whole second goes by without a cut or a refusal, at most 10 s (the churn never
+        # settles)
+        deadline, before, quiet_since = time.monotonic() + 10, -1, time.monotonic()
+        while time.monotonic() < deadline and time.monotonic() - quiet_since < 1.0:
+            if _flood_ended(server) != before:
+                before, quiet_since = _flood_ended(server), time.monotonic()
+            time.sleep(0.1)
         before = _flood_ended(server)
         th1, b1 = _device(pair, server.endpoint, 1, keys=device_keys[1], server_timeout_s=60)
         time.sleep(3.0)
         churn = _flood_ended(server) - before  # cut or refused while the flood ran on
+        while 1 not in server.proto.devices and th1.is_alive() and time.monotonic() < deadline + 60:
+            time.sleep(0.1)
         joined_during_flood = 1 in server.proto.devices
         for s in flood:
             s.close()
