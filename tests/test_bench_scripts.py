@@ -134,3 +134,12 @@ def test_bench_pool_measures_a_pooled_testbed(tmp_path):
     assert "error" not in row, row
     assert row["consistent"] and row["digests_match"] and len(row["texts"]) == 2
     assert row["rounds_per_s"] > 0 and row["cpu_s_per_round"] > 0 and row["peak_pss_gb"] > 0
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="reads CPU time from /proc")
+def test_bench_silent_flood_measures_a_keyed_flood():
+    """bench_silent_flood.py, one small row: 30 silent DEALERs with a valid key under the default
+    quota of 4 are refused once each (the counts it reports come from the server's log)."""
+    row = _load("bench_silent_flood").measure(30, window_s=1.0, warmup_s=1.0, serve_args=[])
+    assert row["dealers"] == 30 and row["cpu_core"] >= 0 and row["seconds"] >= 2
+    assert row["refusals"].get("too many silent connections of one key", 0) >= 26, row

@@ -121,6 +121,14 @@ def serve(
     handshake_timeout: float = typer.Option(
         10.0, min=0.1, metavar="SECONDS", help="a connection that has not finished its handshake by then is closed"
     ),
+    max_silent_per_key: int = typer.Option(
+        4,
+        min=0,
+        max=4096,
+        metavar="INT",
+        help="connections of one key that authenticated and sent nothing within --handshake-timeout; "
+        "more are refused at the handshake (0: no limit)",
+    ),
     log: str | None = typer.Option(
         None, "--log", metavar="FILE", help="JSON-lines log file (one line per round and event)"
     ),
@@ -172,6 +180,7 @@ def serve(
         max_connections=max_connections,
         max_pending=max_pending,
         handshake_timeout_s=handshake_timeout,
+        max_silent_per_key=max_silent_per_key,
     )
     opened = open_journal(None if no_journal else journal, journal_check, journal_repair)
     server = _load_server(pair, machine, config, security, opened, policy, log)

@@ -13,7 +13,34 @@ from multispin.runtime.security.limits import (
     ConnectionBudget,
     ConnectionLimits,
     RefusalLog,
+    SilentKeyQuota,
 )
+
+
+def test_a_key_holds_at_most_its_quota_of_silent_connections():
+    q = SilentKeyQuota(per_key=2, window_s=10.0)
+    assert [q.admit(b"A", now=0.0), q.admit(b"A", now=1.0), q.admit(b"A", now=2.0)] == [True, True, False]
+    assert q.admit(b"B", now=2.0)  # another key: its own quota
+    q.spoke(b"A")  # one of A's connections sent its HELLO: no longer silent
+    assert q.admit(b"A", now=3.0) and not q.admit(b"A", now=3.0)
+    assert q.refused == 2
+
+
+def test_a_silent_admission_is_forgotten_after_the_window():
+    """The loop never learns when a silent connection closes; by the window's end (the handshake
+    deadline) the transport has cut it, so its admission no longer counts."""
+    q = SilentKeyQuota(per_key=1, window_s=10.0)
+    assert q.admit(b"A", now=0.0)
+    assert not q.admit(b"A", now=9.9)
+    assert q.admit(b"A", now=10.0)
+    q.spoke(b"A")
+    q.spoke(b"A")  # more first frames than admissions (admitted before a reload): nothing to free
+    assert q.admit(b"A", now=10.0)
+
+
+def test_a_quota_of_zero_admits_everything():
+    q = SilentKeyQuota(per_key=0, window_s=10.0)
+    assert all(q.admit(b"A", now=0.0) for _ in range(1000)) and q.refused == 0
 
 
 def test_pending_handshakes_are_bounded_and_expire():

@@ -594,6 +594,80 @@ def test_a_silent_dealer_flood_at_ulimit_256_costs_no_descriptors_and_a_device_g
     assert 1 <= len(refusal_lines) <= 20  # logged, and bounded
 
 
+def _flood_ended(server) -> int:
+    """Connections the transport cut or refused so far: each flood connection ends as one."""
+    return sum(server.refusals.totals.values())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("per_key", [4, 0], ids=["quota", "no quota (control)"])
+def test_a_silent_flood_holding_a_valid_key_stops_instead_of_churning(pair, tmp_path, per_key):
+    """60 DEALERs holding device 0's valid key connect and never send, against a server that
+    keeps 20 connections: each one cut to make room (or at the handshake deadline) used to be
+    reconnected by ZeroMQ 100 ms later, with a new accept, CURVE handshake and ZAP request, for
+    as long as the flood ran (about half a core at `ulimit -n 256` with 300 of them). With a
+    quota of 4 silent connections per key the authenticator refuses the rest; a refused DEALER
+    does not reconnect, so the cuts and refusals stop after the first burst. Device 1 (its own
+    key) gets in during the flood; device 0's own client gets in once the flood is gone. The
+    control (no quota) shows the churn the test would otherwise miss."""
+    server_keys, device_keys = create_keyring(tmp_path / "keys", [0, 1])
+    server, th, box, events = _server(
+        pair,
+        tmp_path,
+        2,
+        keys=server_keys,
+        max_connections=20,
+        max_pending=10,
+        handshake_timeout_s=2.0,
+        max_silent_per_key=per_key,
+        max_new_tokens=8,
+    )
+    ctx = zmq.Context()
+    try:
+        flood = []
+        for _ in range(60):
+            s = ctx.socket(zmq.DEALER)
+            s.setsockopt(zmq.LINGER, 0)
+            curve_client(s, load_device_keys(device_keys[0], 0))
+            s.connect(server.endpoint)
+            flood.append(s)
+        # the first burst (every DEALER connects, some are cut to make room and reconnect): wait
+        # until a whole second goes by without a cut or a refusal, at most 10 s (the churn never
+        # settles)
+        deadline, before, quiet_since = time.monotonic() + 10, -1, time.monotonic()
+        while time.monotonic() < deadline and time.monotonic() - quiet_since < 1.0:
+            if _flood_ended(server) != before:
+                before, quiet_since = _flood_ended(server), time.monotonic()
+            time.sleep(0.1)
+        before = _flood_ended(server)
+        th1, b1 = _device(pair, server.endpoint, 1, keys=device_keys[1], server_timeout_s=60)
+        time.sleep(3.0)
+        churn = _flood_ended(server) - before  # cut or refused while the flood ran on
+        while 1 not in server.proto.devices and th1.is_alive() and time.monotonic() < deadline + 60:
+            time.sleep(0.1)
+        joined_during_flood = 1 in server.proto.devices
+        for s in flood:
+            s.close()
+        time.sleep(2.0 + 1.0)  # one handshake deadline: the flood's last silent connections are cut
+        th0, b0 = _device(pair, server.endpoint, 0, keys=device_keys[0], server_timeout_s=60)
+        th0.join(120)
+        th1.join(120)
+        th.join(60)
+    finally:
+        ctx.destroy(linger=0)
+    refusals = box["summary"].refusals
+    assert joined_during_flood and b1["outcome"].finished, b1
+    assert b0["outcome"].finished, b0
+    if per_key:
+        # the flood's 56 surplus DEALERs refused once each, then silent for good; what is left is
+        # the 4 the quota admits, cut at each 2 s deadline and reconnected
+        assert refusals.get("too many silent connections of one key", 0) >= 60 - per_key
+        assert churn <= 3 * per_key, (churn, refusals)
+    else:  # the control: the cut DEALERs come back, over and over
+        assert "too many silent connections of one key" not in refusals
+        assert churn >= 60, (churn, refusals)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not __import__("os").path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
 def test_a_raw_tcp_flood_at_ulimit_256_leaves_a_keyed_server_serving(pair, tmp_path):

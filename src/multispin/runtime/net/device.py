@@ -340,7 +340,10 @@ class DeviceClient:
                         self._where_hint(),
                     )
             elif ev == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
-                raise _Fatal(f"device {self.device_id}: the server refused this device's key (not in its allowed set)")
+                raise _Fatal(
+                    f"device {self.device_id}: the server refused this device's key (not in its allowed set, "
+                    "or other connections holding it are silent: is the key used elsewhere?)"
+                )
             elif ev in (zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL, zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL):
                 # a wrong server key looks like the server hanging up mid-handshake, every time
                 self._failed_handshakes += 1

@@ -109,6 +109,7 @@ class EdgeServer:
             handshake_timeout_s=config.handshake_timeout_s,
             refusal_log_interval_s=config.refusal_log_interval_s,
             keyed=self.keys is not None,
+            silent_per_key=config.max_silent_per_key,
             housekeeping=self._watch_keys,
         )
         # The bits of every message of a round, from the codecs and the pair in use.

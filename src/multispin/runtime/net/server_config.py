@@ -46,6 +46,14 @@ class ServerConfig(SamplingFields):
         description="handshakes in flight at once (None: "
         f"{DEFAULT_MAX_PENDING}, at most max_connections; given, it must fit in them)",
     )
+    max_silent_per_key: int = Field(
+        4,
+        ge=0,
+        le=4096,
+        description="with keys: connections of one key that have authenticated and sent nothing yet, "
+        "counted over one handshake timeout; more are refused at the handshake, which stops a "
+        "ZeroMQ client from reconnecting (0: no quota)",
+    )
     refusal_log_interval_s: float = Field(
         10.0,
         gt=0,

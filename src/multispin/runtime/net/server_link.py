@@ -41,7 +41,8 @@ class ServerLink:
     """The protocol and the transport of one server, with the logs of what peers did.
 
     ``keyed``: the transport authenticates keys (CurveZMQ), so each frame comes with its sender's
-    key; ``housekeeping(now)``: the server's own time-driven check, run with the link's."""
+    key, and each key may hold ``silent_per_key`` connections that sent nothing
+    (`SilentKeyQuota`); ``housekeeping(now)``: the server's own time-driven check, run with the link's."""
 
     def __init__(
         self,
@@ -51,6 +52,7 @@ class ServerLink:
         handshake_timeout_s: float,
         refusal_log_interval_s: float,
         keyed: bool,
+        silent_per_key: int = 0,
         housekeeping: Callable[[float], None] = lambda now: None,
     ) -> None:
         self.proto = proto
@@ -64,6 +66,7 @@ class ServerLink:
             self.limit_bytes,
             handshake_timeout_s,
             lambda cause, now, reason: self.refusals.refused(cause, now, peer=reason),
+            silent_per_key if keyed else 0,
         )
         self._housekeeping = housekeeping
         self._next_housekeeping = 0.0

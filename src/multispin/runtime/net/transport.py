@@ -36,7 +36,13 @@ from zmq.utils.monitor import recv_monitor_message
 from multispin.errors import ConfigError
 from multispin.runtime.net.transport_peers import TransportPeers
 from multispin.runtime.security.keys import AllowedKeys, ServerKeys, curve_server, peer_key
-from multispin.runtime.security.limits import HANDSHAKE_DEADLINE, TOO_MANY_CONNECTIONS, ConnectionLimits
+from multispin.runtime.security.limits import (
+    HANDSHAKE_DEADLINE,
+    SILENT_KEY_QUOTA,
+    TOO_MANY_CONNECTIONS,
+    ConnectionLimits,
+    SilentKeyQuota,
+)
 
 _ZMQ_EVENTS, _ZMQ_POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
 _NOBLOCK, _MORE_NOBLOCK = int(zmq.NOBLOCK), int(zmq.SNDMORE | zmq.NOBLOCK)
@@ -52,18 +58,27 @@ _TRANSPORT_REFUSALS = {
     ),
     zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: ("protocol", "transport: handshake failed"),
 }
+_QUOTA_REFUSAL = (SILENT_KEY_QUOTA, "transport: the key holds its quota of connections that sent nothing")
 
 
 class ServerTransport:
     """The server's ROUTER socket. ``limit_bytes``: the largest frame libzmq reads (a larger one
     cuts its connection); ``on_refused(cause, now, reason)``: each connection the transport turns
-    away or cuts, never seen by the protocol (also counted in ``refused``)."""
+    away or cuts, never seen by the protocol (also counted in ``refused``); ``silent_per_key``:
+    with keys, the connections of one key that may have authenticated and sent nothing, counted
+    over one handshake timeout (`SilentKeyQuota`; 0: no quota)."""
 
     def __init__(
-        self, limit_bytes: int, handshake_timeout_s: float, on_refused: Callable[[str, float, str], object]
+        self,
+        limit_bytes: int,
+        handshake_timeout_s: float,
+        on_refused: Callable[[str, float, str], object],
+        silent_per_key: int = 0,
     ) -> None:
         self.limit_bytes = limit_bytes
         self.handshake_timeout_s = handshake_timeout_s
+        self.quota = SilentKeyQuota(silent_per_key, handshake_timeout_s) if silent_per_key > 0 else None
+        self._quota_refusals_seen = 0  # the quota's refusals already told apart from keys not allowed
         self.on_refused = on_refused
         self.refused = 0
         self.peers = TransportPeers()
@@ -98,7 +113,7 @@ class ServerTransport:
         self._poller.register(sock, zmq.POLLIN)
         self._poller.register(self._monitor, zmq.POLLIN)
         if keys is not None:  # before bind: libzmq admits any key while no authenticator runs
-            self._authenticator = curve_server(sock, keys, allowed)
+            self._authenticator = curve_server(sock, keys, allowed, self.quota)
         try:
             sock.bind(endpoint)
         except zmq.ZMQError as exc:
@@ -124,7 +139,8 @@ class ServerTransport:
             except zmq.Again:
                 return
             identity = routing.bytes
-            if not peers.knows(identity):  # only a peer's first frame binds it to its connection
+            first = not peers.knows(identity)
+            if first:  # only a peer's first frame binds it to its connection
                 peers.seen(identity, routing.get(_SRCFD))
             handshake = keyed and identity not in established
             frames = []
@@ -134,6 +150,8 @@ class ServerTransport:
             if handshake and frames:
                 key = peer_key(frames[0])
                 frames = [f.bytes for f in frames]  # type: ignore[union-attr]  # copy=False: Frames
+                if first and key is not None and self.quota is not None:
+                    self.quota.spoke(key.encode("ascii"))  # its connection is no longer silent
             yield identity, frames, key  # type: ignore[misc]  # bytes by now
 
     def send(self, identity: bytes, raw: bytes) -> str | None:
@@ -167,8 +185,18 @@ class ServerTransport:
                 self.peers.disconnected(event["value"])
             elif event["event"] in _TRANSPORT_REFUSALS:
                 code, reason = _TRANSPORT_REFUSALS[event["event"]]  # type: ignore[index]  # an int of the enum
+                if event["event"] == zmq.EVENT_HANDSHAKE_FAILED_AUTH and self._over_quota():
+                    code, reason = _QUOTA_REFUSAL
                 self.refused += 1
                 self.on_refused(code, time.monotonic(), reason)
+
+    def _over_quota(self) -> bool:
+        """Whether a refused handshake was the quota's (both are ZAP 400 on the wire; the quota
+        counts its own, each of which the monitor reports after the authenticator answered)."""
+        if self.quota is None or self.quota.refused <= self._quota_refusals_seen:
+            return False
+        self._quota_refusals_seen += 1
+        return True
 
     def cut_idle(self, now: float, established: Callable[[Hashable], bool], limits: ConnectionLimits) -> None:
         """Cut the TCP connections that hold a descriptor for nothing: open past the handshake

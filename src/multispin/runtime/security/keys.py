@@ -34,6 +34,7 @@ import re
 import shutil
 import stat
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,6 +44,7 @@ import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 
 from multispin.errors import SecurityError
+from multispin.runtime.security.limits import SilentKeyQuota
 
 if TYPE_CHECKING:  # zmq loads when a socket is made secure, not when keys are read or written
     import zmq
@@ -309,19 +311,37 @@ class AllowedKeys:
         return key in self._ids
 
 
+class _QuotaKeys:
+    """The authenticator's credentials provider: an allowed key, while it holds fewer silent
+    connections than its quota. Over the quota the answer is a refusal (ZAP 400) like a key not
+    allowed, because that is the answer that stops a DEALER: libzmq never reconnects after an
+    ERROR in the handshake, while a temporary refusal (ZAP 300) leaves the connection open until
+    the handshake timeout and the client then reconnects."""
+
+    def __init__(self, allowed: AllowedKeys, quota: SilentKeyQuota) -> None:
+        self.allowed, self.quota = allowed, quota
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        return self.allowed.callback(domain, key) and self.quota.admit(key, time.monotonic())
+
+
 # -- sockets -----------------------------------------------------------------------------------
 
 
-def curve_server(socket: zmq.Socket, keys: ServerKeys, allowed: AllowedKeys | None = None) -> ThreadAuthenticator:
+def curve_server(
+    socket: zmq.Socket, keys: ServerKeys, allowed: AllowedKeys | None = None, quota: SilentKeyQuota | None = None
+) -> ThreadAuthenticator:
     """Make ``socket`` (a ROUTER, not yet bound) a CURVE server that lets in only the allowed
-    keys. Starts and returns the authenticator thread on the socket's context: keep it, and
-    ``stop()`` it after closing the socket. Call before ``bind``: libzmq lets any key in while
-    no authenticator is running."""
+    keys, each while it holds fewer silent connections than ``quota`` allows (`SilentKeyQuota`).
+    Starts and returns the authenticator thread on the socket's context: keep it, and ``stop()``
+    it after closing the socket. Call before ``bind``: libzmq lets any key in while no
+    authenticator is running."""
 
     allowed = allowed if allowed is not None else AllowedKeys(keys.allowed_dir)
     auth = ThreadAuthenticator(socket.context, log=_quiet_logger())
     auth.start()
-    auth.configure_curve_callback(domain=ZAP_DOMAIN, credentials_provider=allowed)
+    provider = allowed if quota is None else _QuotaKeys(allowed, quota)
+    auth.configure_curve_callback(domain=ZAP_DOMAIN, credentials_provider=provider)
     socket.setsockopt(zmq.ZAP_DOMAIN, ZAP_DOMAIN.encode())
     socket.curve_secretkey = keys.secret
     socket.curve_publickey = keys.public

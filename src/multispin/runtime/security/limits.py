@@ -2,8 +2,10 @@
 
 What: `ConnectionBudget` admits a new peer only while there are fewer than
 ``max_connections`` peers and fewer than ``max_pending`` peers that have not finished the
-handshake, and expires a pending peer at its handshake deadline. `RefusalLog` turns a
-stream of refusals into at most one summary line per cause per interval, with the count.
+handshake, and expires a pending peer at its handshake deadline. `SilentKeyQuota` admits one
+key's handshakes only while fewer than ``per_key`` of its connections have authenticated and
+sent nothing. `RefusalLog` turns a stream of refusals into at most one summary line per cause
+per interval, with the count.
 
 Why: before a peer has authenticated, anything it makes the server keep (a connection entry, a
 pending HELLO with its prompt, a log line) is paid by the server; without bounds a flood grows
@@ -18,6 +20,8 @@ them their events (a new routing id, a completed handshake, a disconnect) and ac
 from __future__ import annotations
 
 import logging
+import threading
+from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
@@ -27,6 +31,7 @@ log = logging.getLogger(__name__)
 
 TOO_MANY_CONNECTIONS = "too many connections"
 TOO_MANY_PENDING = "too many pending handshakes"
+SILENT_KEY_QUOTA = "too many silent connections of one key"
 HANDSHAKE_DEADLINE = "handshake deadline passed"
 # distinct device ids one server serves at most (a pool cannot hold more devices than that either)
 MAX_SERVED_DEVICES = 4096
@@ -107,6 +112,54 @@ class ConnectionBudget:
     def next_deadline(self) -> float | None:
         """When the next pending handshake expires (to bound a poll's timeout), or None."""
         return next(iter(self._pending.values()), None)
+
+
+class SilentKeyQuota:
+    """At most ``per_key`` connections of one key that have authenticated and not yet sent a
+    frame, counted from the authenticator's admissions (``admit``, in its thread) and the loop's
+    first frames (``spoke``), each admission forgotten after ``window_s``.
+
+    Why: a connection that authenticates and then says nothing is cut at the handshake deadline,
+    or sooner to make room when the server is at its connection limit; ZeroMQ reconnects it
+    100 ms later with a new accept, CURVE handshake and ZAP request. Hundreds of such DEALERs
+    holding one valid key keep the server cutting and re-admitting them for as long as they run.
+    Refused by the authenticator instead, a DEALER stops: libzmq does not reconnect after a
+    handshake the server refused. A device sends its HELLO with its handshake, so its admission
+    is released at once and it never meets the quota; only its own key's silent flood can crowd
+    it out, for at most one ``window_s`` after the flood stops.
+
+    Why forget after ``window_s`` (the handshake deadline): the loop never learns which key a
+    silent connection holds (it sent no frame), so it cannot say when one closes; by the
+    deadline the transport has cut it anyway. ``per_key`` < 1: no quota."""
+
+    def __init__(self, per_key: int, window_s: float) -> None:
+        self.per_key = int(per_key)
+        self.window_s = float(window_s)
+        self.refused = 0
+        self._admitted: dict[bytes, deque[float]] = {}  # key -> admission times, oldest first
+        self._lock = threading.Lock()  # admit runs in the authenticator's thread, spoke in the loop's
+
+    def admit(self, key: bytes, now: float) -> bool:
+        if self.per_key < 1:
+            return True
+        with self._lock:
+            times = self._admitted.setdefault(key, deque())
+            while times and times[0] <= now - self.window_s:
+                times.popleft()
+            if len(times) >= self.per_key:
+                self.refused += 1
+                return False
+            times.append(now)
+            return True
+
+    def spoke(self, key: bytes) -> None:
+        """A connection of ``key`` sent its first frame: it no longer counts as silent."""
+        with self._lock:
+            times = self._admitted.get(key)
+            if times:
+                times.popleft()
+            if not times:
+                self._admitted.pop(key, None)
 
 
 @dataclass
