@@ -542,7 +542,9 @@ PRODUCER_LINES = [
     "file's fields; a run's `summary.json`: `drafts`, `payload.sampling`), the seeds and policies, the "
     "prior each run planned on (`alpha_prior`) and every job's verdicts; nothing is typed in. `run-alpha` "
     "on run folders also writes the tokens-matched run α (what the planner uses); on calibration files "
-    "(`tools/forecast_gap.py calibrate`, which have no drafting rounds) only the verdict-rate α.",
+    "(`tools/forecast_gap.py calibrate`, which have no drafting rounds) only the verdict-rate α. A run "
+    "folder's `summary.json` is read whole, through `RunSummary` ([the run summary](run-summary.md)): one "
+    "written by an older multispin that lacks a key is refused with one line naming the key.",
     "- **What it writes**: the file (into the pair's folder under `src/multispin/data/profiles/`, or "
     "`--out DIR`), a compact copy of its inputs beside it (`<pair>/inputs/<file name>`: the verdicts and "
     "drafting rounds, not the texts), and in the file a `provenance` block: the command, the runs' seeds, "
