@@ -80,7 +80,7 @@ from multispin.speculative.warp import SamplingParams
 from multispin.system.channel import World, drop_devices
 from multispin.system.payload import PAPER_PAYLOAD_BITS, WirePayload
 from multispin.system.profile_fit import profile_vocab_size, read_profile
-from multispin.system.scenario import Scenario
+from multispin.system.scenario import Scenario, checked_codec_spec
 from multispin.system.scenario_io import FLAG_FIELDS, resolve_scenario, with_overrides
 from multispin.vocabulary import Objective, policy_links
 from multispin.vocabulary import RunPolicy as Policy
@@ -145,12 +145,7 @@ class TestbedSettings(StrictConfig):
     @classmethod
     def _known_codec(cls, spec: str | None) -> str | None:
         """Refuse a bad codec spec here, before any model is loaded."""
-        if spec is not None:
-            try:
-                make_codec(spec)
-            except ConfigError as exc:
-                raise PydanticCustomError("codec", "{why}", {"why": str(exc)}) from None
-        return spec
+        return spec if spec is None else checked_codec_spec(spec)
 
 
 class TestbedConfig(TestbedSettings):
