@@ -39,8 +39,7 @@ from multispin.acceptance.spread import VERDICT_GAMMA, fit_jobs
 from multispin.experiments.acceptance import _runs
 from multispin.experiments.forecast import forecast_goodput
 from multispin.experiments.paired import ratio_of_sums
-from multispin.experiments.profiles import calibration_line
-from multispin.experiments.run_summary import RunSummary
+from multispin.experiments.profiles import calibration_line, run_folder
 from multispin.experiments.testbed import (
     TestbedConfig,
     build_scenario,
@@ -53,7 +52,6 @@ from multispin.experiments.testbed import (
 from multispin.models.prompts import assign_tasks, encode_prompt, load_prompts
 from multispin.models.registry import resolve_pair
 from multispin.progress import reporter
-from multispin.runtime.wire.round_row import RoundRow
 from multispin.system.scenario_io import resolve_scenario
 
 
@@ -321,7 +319,7 @@ def jobs(run_dirs: list[str]) -> None:
 
     by_task: dict[str, list[JobVerdicts]] = {}
     for d in run_dirs:
-        summary, rows = _run_folder(d)
+        summary, rows = run_folder(Path(d))
         for job in job_verdicts(rows, summary.acceptance.tasks_by_device()):
             by_task.setdefault(job.task, []).append(job)
     for task, task_jobs in sorted(by_task.items()):
@@ -343,16 +341,8 @@ def calibrate(pair: str, policies: list[str], seeds: list[int]) -> None:
         result = run_testbed(
             TestbedConfig.make(pair=pair, devices=8, rounds=20, max_new_tokens=64, policy=policy, seed=s, runner="pool")
         )
-        line = calibration_line(result.summary.to_json(), result.rounds)
+        line = calibration_line(result.summary, result.rounds)
         print(json.dumps({**line, "wall": round(time.time() - t, 1)}), flush=True)
-
-
-def _run_folder(folder: str) -> tuple:
-    """A testbed run's summary.json (`RunSummary`) and its rounds (`RoundRow`)."""
-
-    summary = RunSummary.from_json(json.loads((Path(folder) / "summary.json").read_text()))
-    rows = [RoundRow.from_dict(json.loads(line)) for line in (Path(folder) / "rounds.jsonl").read_text().splitlines()]
-    return summary, rows
 
 
 def decompose(run_dirs: list[str]) -> None:
@@ -364,7 +354,7 @@ def decompose(run_dirs: list[str]) -> None:
 
     by_policy: dict[str, list] = {}
     for folder in run_dirs:
-        sm, rows = _run_folder(folder)
+        sm, rows = run_folder(Path(folder))
         if sm.forecast is None or sm.conditioned is None or sm.estimate_gap is None:
             sys.exit(f"{folder}: summary.json has no forecast (a user's policy or an interrupted run)")
         expected = sum(sum(r.expected_tokens.values()) for r in rows) / len(rows)
@@ -410,7 +400,7 @@ def by_token(run_dirs: list[str]) -> None:
 
     cells: dict[tuple[str, int], list] = {}
     for folder in run_dirs:
-        sm, rows = _run_folder(folder)
+        sm, rows = run_folder(Path(folder))
         for key, jobs in verdicts_by_response_token(rows, sm.acceptance.tasks_by_device()).items():
             cells.setdefault(key, []).extend(jobs)
     for (task, start), jobs in sorted(cells.items()):

@@ -236,28 +236,34 @@ class RoundPlan:
         return json.dumps(versioned(self.to_dict(), "optimize"))
 
 
+# what `RoundPlan.to_dict` copies from each part of the scenario, in the document's order: "key"
+# reads the attribute of that name, "key:attribute" another one
+_SCENARIO_FIELDS = {
+    "radio": (
+        "bandwidth_hz",
+        "p_ul_dbm",
+        "p_dl_dbm:p_dl_dbm_value",
+        "p_dl_w:p_dl_watts",
+        "noise_psd_dbm_per_hz",
+        "noise_figure_db",
+        "path_loss_db_at_1m",
+        "path_loss_exponent",
+        "reciprocity",
+    ),
+    "payload": ("codec", "payload_bits", "count_signalling_bits"),
+    "compute": ("t_ver0_s", "t_ver1_s", "t_ver_tok_s"),
+    "optimizer": ("gamma_max", "n_saa"),
+}
+
+
 def _radio_and_compute(sc: Scenario) -> dict[str, Any]:
     """The scenario's radio, payload, compute and optimiser parameters as `RoundPlan.to_dict` gives them."""
-    radio = sc.radio
-    return {
-        "bandwidth_hz": radio.bandwidth_hz,
-        "p_ul_dbm": radio.p_ul_dbm,
-        "p_dl_dbm": radio.p_dl_dbm_value,
-        "p_dl_w": radio.p_dl_watts,
-        "noise_psd_dbm_per_hz": radio.noise_psd_dbm_per_hz,
-        "noise_figure_db": radio.noise_figure_db,
-        "path_loss_db_at_1m": radio.path_loss_db_at_1m,
-        "path_loss_exponent": radio.path_loss_exponent,
-        "reciprocity": radio.reciprocity,
-        "codec": sc.payload.codec,
-        "payload_bits": int(sc.payload.payload_bits),
-        "count_signalling_bits": sc.payload.count_signalling_bits,
-        "t_ver0_s": sc.compute.t_ver0_s,
-        "t_ver1_s": sc.compute.t_ver1_s,
-        "t_ver_tok_s": sc.compute.t_ver_tok_s,
-        "gamma_max": sc.optimizer.gamma_max,
-        "n_saa": sc.optimizer.n_saa,
-    }
+    out: dict[str, Any] = {}
+    for part, names in _SCENARIO_FIELDS.items():
+        for name in names:
+            key, _, attribute = name.partition(":")
+            out[key] = getattr(getattr(sc, part), attribute or key)
+    return out
 
 
 def plan(

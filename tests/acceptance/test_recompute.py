@@ -4,8 +4,10 @@ controls). The shipped spread file predates the producers and ships no inputs: i
 (exit 1) and is not run here; the spread producer's check is tested on a file it writes.
 
 The producers themselves run on recorded testbed runs of the tiny pair (tests/acceptance/data/
-tiny-runs: three K = 4, 12-round runs, `summary.json` cut to the fields a producer reads) and on
-seeded synthetic verdicts: what they write is current, and stale once one value moves.
+tiny-runs/seed-S: `summary.json` and `rounds.jsonl` as `multispin testbed --pair tiny --devices 4
+--rounds 12 --max-new-tokens 24 --seed S --policy P --out tests/acceptance/data/tiny-runs/seed-S`
+wrote them, P adaptive for seeds 1 and 2, all_dl for 3) and on seeded synthetic verdicts: what they
+write is current, and stale once one value moves.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import pytest
 from multispin.acceptance.provenance import digit_step, first_difference
 from multispin.acceptance.recompute import inputs_path
 from multispin.acceptance.shipped import PROFILES_ROOT
+from multispin.experiments.run_summary import RunSummary
 
 RUNS = Path(__file__).parent / "data" / "tiny-runs"
 RUN_VERDICTS_FILE = PROFILES_ROOT / "smollm2-135m" / "run-verdicts-q5g64-t1-topk1024.json"
@@ -195,9 +198,40 @@ def test_check_refuses_a_file_of_another_kind(multispin, tmp_path):
     assert run.code == 2 and "INPUTS" in run.err
 
 
-def test_a_folder_that_is_not_a_run_is_one_line(multispin, tmp_path):
-    (tmp_path / "summary.json").write_text('{"pair": "tiny"}')
+@pytest.mark.parametrize(
+    ("summary", "said"),
+    [
+        ('{"pair": "tiny"}', "summary.json lacks 'policy'"),
+        ('{"schema": "multispin.optimize", "pair": "tiny"}', "is not a testbed summary"),
+        ("[1]", "not a JSON object"),
+    ],
+)
+def test_a_folder_that_is_not_a_run_is_one_line(multispin, tmp_path, summary, said):
+    (tmp_path / "summary.json").write_text(summary)
     (tmp_path / "rounds.jsonl").write_text("")
     run = multispin("profiles", "run-alpha", "--pair", "tiny", "--out", str(tmp_path / "out"), str(tmp_path))
-    assert run.code == 2 and run.err.strip().endswith("policy: missing (a testbed run's folder is needed)")
+    assert run.code == 2 and said in run.err
     assert len(run.err.strip().splitlines()) == 1
+
+
+def test_a_summary_cut_to_the_fields_a_producer_reads_is_refused(multispin, tmp_path):
+    """The producers read a run's summary.json through `RunSummary` only: a summary cut to the
+    fields they use (what these fixtures once were) is not a run's, and a key missing is named."""
+    for name in ("summary.json", "rounds.jsonl"):
+        shutil.copy(RUNS / "seed-1" / name, tmp_path / name)
+    whole = json.loads((tmp_path / "summary.json").read_text())
+    used = ("schema", "pair", "policy", "tasks", "drafts", "alpha_prior", "config", "payload")
+    (tmp_path / "summary.json").write_text(json.dumps({k: whole[k] for k in used}))
+    run = multispin("profiles", "run-alpha", "--pair", "tiny", "--out", str(tmp_path / "out"), str(tmp_path))
+    assert run.code == 2 and "summary.json lacks 'clock'" in run.err
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_recorded_runs_are_whole_summaries(seed):
+    """Each recorded run's summary.json is what `RunSummary` writes, key for key and value for
+    value: the producers' fixtures are real runs, not documents cut to what a producer reads."""
+    doc = json.loads((RUNS / f"seed-{seed}" / "summary.json").read_text())
+    rebuilt = RunSummary.from_json(doc).to_json()
+    version = "multispin_version"  # the package's, which a release bumps without changing the run
+    assert {**rebuilt, version: doc[version]} == doc
+    assert doc["config"] == {**doc["config"], "pair": "tiny", "devices": 4, "rounds": 12, "seed": seed}

@@ -65,10 +65,6 @@ def test_a_changed_value_is_written_changed_and_a_missing_key_is_named():
         RunSummary.from_json({**doc, "schema": "multispin.demo-summary"})
 
 
-def _refused(self, scenario):
-    raise AssertionError("the set-up built a World (a channel generator besides the drop)")
-
-
 def _profile(tmp_path, task: str, alpha: float) -> str:
     path = tmp_path / f"acc-{task}.json"
     path.write_text(json.dumps({"pair": "tiny", "vocab_size": 256, "task": task, "tasks": {task: alpha}}))
@@ -76,7 +72,9 @@ def _profile(tmp_path, task: str, alpha: float) -> str:
 
 
 @pytest.mark.parametrize("profile", [False, True], ids=["scenario-alpha", "user-profile"])
-def test_the_set_up_resolves_alpha_first_and_builds_no_world(tmp_path, profile, monkeypatch):
+def test_the_set_up_resolves_alpha_first_and_builds_one_world(tmp_path, profile, monkeypatch):
+    """α is resolved from the drop alone (no world for a scenario about to change); then the one
+    world of the run is built, from the scenario with that α, for the planners to share."""
     pair = resolve_pair("tiny")
     given = [_profile(tmp_path, "chat", 0.61)] if profile else None
     config = TestbedConfig.make(pair="tiny", devices=4, tasks="mixed", acceptance_profile=given)
@@ -87,15 +85,22 @@ def test_the_set_up_resolves_alpha_first_and_builds_no_world(tmp_path, profile, 
         calls["alpha patched"] += "devices.acceptance" in changes
         return override(self, changes, *args, **kwargs)
 
+    built_from = []
+    init = channel.World.__init__
+
+    def recorded(self, scenario):
+        built_from.append(scenario)
+        init(self, scenario)
+
     with monkeypatch.context() as mp:
         mp.setattr(Scenario, "override", counted)
-        mp.setattr(channel.World, "__init__", _refused)
+        mp.setattr(channel.World, "__init__", recorded)
         setup = tb.testbed_setup(config, pair)
     # the scenario takes the resolved α once (the tiny pair ships no α: the scenario's own stand),
-    # and its world (the planner's) sees what the set-up says
+    # and its one world (the planners') is of that scenario and sees what the set-up says
     assert calls["alpha patched"] == (1 if profile else 0)
-    world = channel.World(setup.scenario)
-    assert np.asarray(world.drop.alpha).tolist() == setup.alpha_prior
+    assert len(built_from) == 1 and built_from[0] is setup.scenario is setup.world.scenario
+    assert np.asarray(setup.world.drop.alpha).tolist() == setup.alpha_prior
     if profile:  # the chat devices plan with the profile's α, the code devices with the scenario's
         chat = [a for a, t in zip(setup.alpha_prior, setup.tasks) if t == "chat"]
         assert chat and set(chat) == {0.61} and not setup.measured

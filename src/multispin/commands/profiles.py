@@ -58,6 +58,21 @@ def _run_check(kind: str, files: list[Path] | None) -> None:
         raise typer.Exit(1)
 
 
+def _check_or_produce(
+    verb: str, *, check: bool, files: list[Path] | None, pair: str | None, inputs: list[Path] | None, out: Path | None
+) -> None:
+    """What each producer verb does: with --check, check the shipped files of the kind it writes;
+    otherwise produce its file from ``inputs``."""
+    if check:
+        _run_check(_CHECKED_KIND[verb], files)
+    else:
+        _produce(verb, pair, inputs, out)
+
+
+# the kind of shipped file each producer verb writes (and its --check recomputes)
+_CHECKED_KIND = {"spread": "spread", "run-alpha": "run-verdicts", "tokens-alpha": "run-verdicts"}
+
+
 def _produce(kind: str, pair: str | None, inputs: list[Path] | None, out: Path | None) -> None:
     """Run the producer of ``kind`` and say what it wrote."""
     from multispin.errors import ConfigError
@@ -90,10 +105,7 @@ def spread(
     file: list[Path] | None = _FILE,
 ) -> None:
     """Fit each task's between-prompt spread of α and write spread-<draft>-<policy>.json."""
-    if check:
-        _run_check("spread", file)
-        return
-    _produce("spread", pair, verdicts, out)
+    _check_or_produce("spread", check=check, files=file, pair=pair, inputs=verdicts, out=out)
 
 
 @profiles_app.command("run-alpha")
@@ -110,10 +122,7 @@ def run_alpha(
 ) -> None:
     """Pool testbed runs' verdicts per task and write run-verdicts-<draft>-<policy>.json (run folders:
     with the tokens-matched run α the planner uses)."""
-    if check:
-        _run_check("run-verdicts", file)
-        return
-    _produce("run-alpha", pair, runs, out)
+    _check_or_produce("run-alpha", check=check, files=file, pair=pair, inputs=runs, out=out)
 
 
 @profiles_app.command("tokens-alpha")
@@ -125,7 +134,4 @@ def tokens_alpha(
     file: list[Path] | None = _FILE,
 ) -> None:
     """Add the tokens-matched run α of the runs to the pair's run-verdicts file (written by run-alpha)."""
-    if check:
-        _run_check("run-verdicts", file)
-        return
-    _produce("tokens-alpha", pair, runs, out)
+    _check_or_produce("tokens-alpha", check=check, files=file, pair=pair, inputs=runs, out=out)

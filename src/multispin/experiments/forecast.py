@@ -35,6 +35,7 @@ import numpy as np
 from multispin.acceptance.spread import job_alpha_quantile
 from multispin.optimize.montecarlo import analytic_round
 from multispin.runtime.round.planner import ScenarioPlanner
+from multispin.system.channel import World
 from multispin.system.coupled_alpha import assumed_coupled_alpha
 from multispin.system.payload import WirePayload
 from multispin.system.scenario import Scenario
@@ -97,6 +98,7 @@ def forecast_goodput(
     spread: np.ndarray | list[float] | None = None,
     truth_alpha: np.ndarray | list[float] | None = None,
     channels: str = "fresh",
+    world: World | None = None,
 ) -> dict[str, float]:
     """Forecast goodput Σ E[N] / Σ (T_comp + E[T_comm]) over ``rounds`` model rounds (module
     docstring), next to the same plans' free-communication value Σ E[N] / Σ T_comp. ``horizon``:
@@ -104,9 +106,12 @@ def forecast_goodput(
     its jobs' α around its own (default: none); ``truth_alpha``: per device, the acceptance its jobs
     really have where it differs from the α the planner starts from (the scenario's): a what-if
     for a prior that is off, e.g. a run's prior against the rates its verdicts showed; ``channels``:
-    ``"fresh"`` (the forecast) or ``"run"`` (every replica on the run's channel rounds 0 … horizon − 1)."""
+    ``"fresh"`` (the forecast) or ``"run"`` (every replica on the run's channel rounds 0 … horizon − 1);
+    ``world``: the scenario's `World` where the caller has built it (default: built here, once for
+    every replica)."""
     if channels not in ("fresh", "run"):
         raise ValueError(f"channels: 'fresh' or 'run' (got {channels!r})")
+    world = World(scenario) if world is None else world
     k = scenario.devices.count
     horizon = max(1, min(horizon or rounds, rounds))
     rng = np.random.default_rng([seed, 43])
@@ -117,7 +122,7 @@ def forecast_goodput(
     for _ in range(-(-rounds // horizon)):
         if channels == "run":
             r = 0
-        planner = ScenarioPlanner(scenario, range(k), payload, policy=policy, split=split, online=online)
+        planner = ScenarioPlanner(scenario, range(k), payload, policy=policy, split=split, online=online, world=world)
         prior = np.asarray(planner.world.drop.alpha, dtype=float)
         device_alpha = prior if given_truth is None else given_truth
         if sd is not None and jobs is None:

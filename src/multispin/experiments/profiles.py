@@ -22,6 +22,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from multispin._version import __version__
 from multispin.acceptance import kinds
@@ -40,6 +41,7 @@ from multispin.acceptance.run_verdicts import draft_rounds, job_verdicts
 from multispin.acceptance.shipped import PROFILES_ROOT, device_alpha, profile_folder
 from multispin.errors import ConfigError
 from multispin.experiments.acceptance import policy_label
+from multispin.experiments.run_summary import RunSummary
 from multispin.runtime.wire.round_row import RoundRow
 
 SOURCE_ROOT = Path(__file__).resolve().parents[3]  # the checkout, where the package runs from one
@@ -79,72 +81,57 @@ def source_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _read_json(path: Path) -> dict:
+def _read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise ConfigError(f"{path}: not a JSON file ({exc})") from None
 
 
-# what the producers read from a run's summary.json
-SUMMARY_FIELDS = (
-    "pair",
-    "policy",
-    "drafts",
-    "tasks",
-    "alpha_prior",
-    "payload.sampling",
-    "config.seed",
-    "config.devices",
-    "config.rounds",
-    "config.max_new_tokens",
-)
-
-
-def run_folder(folder: Path) -> tuple[dict, list[RoundRow]]:
-    """A testbed run's summary.json (with every field of `SUMMARY_FIELDS`) and its rounds."""
-    summary = _read_json(folder / "summary.json")
-    for field in SUMMARY_FIELDS:
-        node: object = summary
-        for key in field.split("."):
-            node = node.get(key) if isinstance(node, dict) else None
-        if node is None:
-            raise ConfigError(f"{folder / 'summary.json'}: {field}: missing (a testbed run's folder is needed)")
+def run_folder(folder: Path) -> tuple[RunSummary, list[RoundRow]]:
+    """A testbed run's summary.json (`RunSummary`) and its rounds."""
+    where = folder / "summary.json"
+    doc = _read_json(where)
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{where}: not a JSON object (a testbed run's folder is needed)")
+    try:
+        summary = RunSummary.from_json(doc)
+    except ValueError as exc:  # another schema, or a key missing: the message names it
+        raise ConfigError(f"{where}: {exc}") from None
     text = (folder / "rounds.jsonl").read_text(encoding="utf-8")
     return summary, [RoundRow.from_dict(json.loads(line)) for line in text.splitlines() if line.strip()]
 
 
-def _run_draft(summary: Mapping, where: Path) -> str:
-    drafts = set(summary["drafts"].values())
+def _run_identity(summary: RunSummary, where: Path) -> dict:
+    """What names a run in a producer's inputs: its seed, policy, pair and its one draft."""
+    drafts = set(summary.acceptance.drafts)
     if len(drafts) != 1:
         raise ConfigError(f"{where}: drafts: the run's devices drafted with {sorted(drafts)}, one draft needed")
-    return drafts.pop()
+    return {"seed": summary.seed, "policy": summary.policy, "pair": summary.pair, "draft": drafts.pop()}
 
 
-def calibration_line(summary: Mapping, rows: Sequence[RoundRow], where: Path = Path(".")) -> dict:
+def calibration_line(summary: RunSummary, rows: Sequence[RoundRow], where: Path = Path(".")) -> dict:
     """One run as a run-verdicts input (`acceptance.run_verdicts`): its seed, policy, pair, draft,
     sampling, shape, its jobs' verdicts and the prior each task planned on, all from the run."""
-    config = summary["config"]
+    acceptance = summary.acceptance
     return {
-        "seed": int(config["seed"]),
-        "policy": summary["policy"],
-        "pair": summary["pair"],
-        "draft": _run_draft(summary, where),
-        "sampling": summary["payload"]["sampling"],
-        "shape": {"devices": config["devices"], "rounds": config["rounds"], "max_new_tokens": config["max_new_tokens"]},
-        "jobs": [j.to_dict() for j in job_verdicts(rows, summary["tasks"])],
-        "planned_with": {summary["tasks"][d]: a for d, a in summary["alpha_prior"].items()},
+        **_run_identity(summary, where),
+        "sampling": summary.payload.sampling,
+        "shape": summary.shape,
+        "jobs": [j.to_dict() for j in job_verdicts(rows, acceptance.tasks_by_device())],
+        "planned_with": dict(zip(acceptance.tasks, acceptance.prior)),
     }
 
 
-def token_run(summary: Mapping, rows: Sequence[RoundRow], where: Path = Path(".")) -> dict:
+def token_run(summary: RunSummary, rows: Sequence[RoundRow], where: Path = Path(".")) -> dict:
     """One run as a tokens-matched input: its seed, policy, tasks, jobs' verdicts and drafting rounds."""
+    tasks = summary.acceptance.tasks_by_device()
     return {
-        **{k: v for k, v in calibration_line(summary, rows, where).items() if k in ("seed", "policy", "pair", "draft")},
-        "sampling": summary["payload"]["sampling"],
-        "tasks": sorted(set(summary["tasks"].values())),
-        "jobs": [j.to_dict() for j in job_verdicts(rows, summary["tasks"])],
-        "rounds": [[r.task, r.gamma, r.expected_tokens] for r in draft_rounds(rows, summary["tasks"])],
+        **_run_identity(summary, where),
+        "sampling": summary.payload.sampling,
+        "tasks": sorted(set(summary.acceptance.tasks)),
+        "jobs": [j.to_dict() for j in job_verdicts(rows, tasks)],
+        "rounds": [[r.task, r.gamma, r.expected_tokens] for r in draft_rounds(rows, tasks)],
     }
 
 

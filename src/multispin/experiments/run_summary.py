@@ -183,6 +183,11 @@ class PayloadSummary:
     def to_json(self) -> Doc:
         return {"exact": self.exact, "payload": self.detail, "payload_headline": self.headline}
 
+    @property
+    def sampling(self) -> Doc:
+        """The run's sampling policy (temperature, top-k, top-p)."""
+        return self.detail["sampling"]
+
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> PayloadSummary:
         return cls(doc["exact"], doc["payload"], doc["payload_headline"])
@@ -335,6 +340,12 @@ class RunSummary:
     @property
     def seed(self) -> int:
         return int(self.config["seed"])
+
+    @property
+    def shape(self) -> Doc:
+        """The run's size as it was asked for: devices, rounds (None: until every device is done)
+        and tokens per prompt."""
+        return {key: self.config[key] for key in ("devices", "rounds", "max_new_tokens")}
 
     def to_json(self, texts: bool = True) -> Doc:
         """summary.json: the version fields, then every part's keys in the file's order; without

@@ -77,10 +77,10 @@ from multispin.side_output import write_side_json
 from multispin.speculative.codecs import exactness_by_mode, make_codec
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 from multispin.speculative.warp import SamplingParams
-from multispin.system.channel import drop_devices
+from multispin.system.channel import World, drop_devices
 from multispin.system.payload import PAPER_PAYLOAD_BITS, WirePayload
 from multispin.system.profile_fit import profile_vocab_size, read_profile
-from multispin.system.scenario import Scenario
+from multispin.system.scenario import Scenario, checked_codec_spec
 from multispin.system.scenario_io import FLAG_FIELDS, resolve_scenario, with_overrides
 from multispin.vocabulary import Objective, policy_links
 from multispin.vocabulary import RunPolicy as Policy
@@ -145,12 +145,7 @@ class TestbedSettings(StrictConfig):
     @classmethod
     def _known_codec(cls, spec: str | None) -> str | None:
         """Refuse a bad codec spec here, before any model is loaded."""
-        if spec is not None:
-            try:
-                make_codec(spec)
-            except ConfigError as exc:
-                raise PydanticCustomError("codec", "{why}", {"why": str(exc)}) from None
-        return spec
+        return spec if spec is None else checked_codec_spec(spec)
 
 
 class TestbedConfig(TestbedSettings):
@@ -413,8 +408,11 @@ def model_forecast(config: TestbedConfig, setup: TestbedSetup, planner: Scenario
         online=planner.online,
         horizon=config.rounds or forecast_rounds(config),
         spread=setup.spread,
+        world=setup.world,
     )
-    blind = forecast_goodput(setup.scenario, setup.choice.wire, config.policy, split=config.split, seed=config.seed)
+    blind = forecast_goodput(
+        setup.scenario, setup.choice.wire, config.policy, split=config.split, seed=config.seed, world=setup.world
+    )
     parsed = ModelForecast.from_json({**forecast, "budget_blind_forecast_tokens_per_s": blind["forecast_tokens_per_s"]})
     assert parsed is not None  # forecast_goodput always forecasts
     return parsed
@@ -464,6 +462,7 @@ class TestbedSetup:
     drafts: list[str]
     tasks: list[str]
     scenario: Scenario
+    world: World  # the scenario's drop and channel, built once: every planner of the run plans on it
     measured: bool
     choice: PayloadChoice
     # each device's planned α kind (`acceptance.kinds`): tokens_matched, shrunk, or None (assumed)
@@ -499,15 +498,17 @@ def testbed_setup(config: TestbedConfig, pair, field_name: str = "drafts") -> Te
     choice = payload_choice(config, pair.vocab_size, scenario.optimizer.gamma_max)
     scenario = with_user_profiles(scenario, config, pair, drafts)
     prior = prior_alpha(scenario, pair.name, drafts, tasks, choice.sampling, bool(config.acceptance_profile))
+    scenario = prior.applied_to(scenario)
     return TestbedSetup(
-        drafts,
-        tasks,
-        prior.applied_to(scenario),
-        prior.measured,
-        choice,
-        prior.kinds,
-        prior.alpha,
-        device_spread(pair.name, drafts, tasks, choice.sampling),
+        drafts=drafts,
+        tasks=tasks,
+        scenario=scenario,
+        world=World(scenario),
+        measured=prior.measured,
+        choice=choice,
+        alpha_kinds=prior.kinds,
+        alpha_prior=prior.alpha,
+        spread=device_spread(pair.name, drafts, tasks, choice.sampling),
     )
 
 
@@ -589,6 +590,7 @@ def _run_testbed(
         split=config.split,
         charge_planning=config.clock == "wall",
         user_policy=load_policy(config.user_policy) if config.user_policy else None,
+        world=setup.world,
     )
     out = Path(config.out) if config.out else None
     if out:

@@ -755,58 +755,90 @@ def ensure_model(
         timings: dict[str, float] = {}
         t_all = time.perf_counter()
         if override is not None:
-            gguf = override / src.gguf_name
-            if not gguf.exists():
-                raise ModelError(
-                    f"model {name!r}: {str(override)!r} holds neither a Hugging Face model "
-                    f"(config.json) nor {src.gguf_name}"
-                )
-            with status.step(name, f"verify {gguf}", timings, "verify_s"):
-                try:
-                    _verify_file(src, gguf)
-                except _HashMismatch as exc:
-                    raise ModelError(f"model {name!r}: local file rejected: {exc}") from None
+            gguf = _verified_local_gguf(name, src, override, timings)
         else:
             gguf = obtain_gguf(name, root=root, timings=timings)
-
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=out.parent))
-        try:
-            work = tmp / "model"
-            with status.step(name, "convert GGUF -> float32 safetensors", timings, "convert_s"):
-                detail = converter(gguf, work)
-            files = {str(p.relative_to(work)): p.stat().st_size for p in sorted(work.rglob("*")) if p.is_file()}
-            manifest = {
-                "version": MANIFEST_VERSION,
-                "complete": True,
-                "name": name,
-                "source": {
-                    "packages": [p.requirement for p in src.parts],
-                    "wheel_sha256": [p.wheel_sha256 for p in src.parts],
-                    "gguf_name": src.gguf_name,
-                    "gguf_sha256": src.gguf_sha256,
-                    "local": str(override) if override is not None else None,
-                },
-                "files": files,
-                # checked at every load (verify_cached_model): the weights as converted
-                "sha256": file_hashes(work, files),
-                "timings_s": {
-                    **{k: round(v, 3) for k, v in timings.items()},
-                    **{k: round(v, 3) for k, v in (detail or {}).items()},
-                    "total_s": round(time.perf_counter() - t_all, 3),
-                },
-                "created_unix": time.time(),
-            }
-            with open(work / MANIFEST_NAME, "w") as fh:
-                json.dump(manifest, fh, indent=2)
-            if out.exists():
-                shutil.rmtree(out)
-            os.replace(work, out)
-            _VERIFIED[str(out)] = _stamps(out, files)  # hashed just now
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        _convert_into(out, name, src, gguf, converter, override, timings, t_all)
         status.line(name, f"ready in {out} ({time.perf_counter() - t_all:.1f} s)")
         return out
+
+
+def _verified_local_gguf(name: str, src: ModelSource, override: Path, timings: dict[str, float]) -> Path:
+    """The model's GGUF file in the user's directory ``override``, checked against its sha256."""
+    gguf = override / src.gguf_name
+    if not gguf.exists():
+        raise ModelError(
+            f"model {name!r}: {str(override)!r} holds neither a Hugging Face model (config.json) nor {src.gguf_name}"
+        )
+    with status.step(name, f"verify {gguf}", timings, "verify_s"):
+        try:
+            _verify_file(src, gguf)
+        except _HashMismatch as exc:
+            raise ModelError(f"model {name!r}: local file rejected: {exc}") from None
+    return gguf
+
+
+def _convert_into(
+    out: Path,
+    name: str,
+    src: ModelSource,
+    gguf: Path,
+    converter: Callable[[Path, Path], dict[str, float]],
+    override: Path | None,
+    timings: dict[str, float],
+    t_all: float,
+) -> None:
+    """Convert ``gguf`` in a scratch folder beside ``out``, write its manifest, then move it to
+    ``out`` in one step (a reader never sees half a model)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=out.parent))
+    try:
+        work = tmp / "model"
+        with status.step(name, "convert GGUF -> float32 safetensors", timings, "convert_s"):
+            detail = converter(gguf, work)
+        files = {str(p.relative_to(work)): p.stat().st_size for p in sorted(work.rglob("*")) if p.is_file()}
+        manifest = _manifest(name, src, override, work, files, {**timings, **(detail or {})}, t_all)
+        with open(work / MANIFEST_NAME, "w") as fh:
+            json.dump(manifest, fh, indent=2)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(work, out)
+        _VERIFIED[str(out)] = _stamps(out, files)  # hashed just now
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _manifest(
+    name: str,
+    src: ModelSource,
+    override: Path | None,
+    work: Path,
+    files: dict[str, int],
+    timings: dict[str, float],
+    t_all: float,
+) -> dict:
+    """What a converted model's manifest records: where it came from, its files, their sha256
+    (checked at every load, `verify_cached_model`), and how long each step took."""
+    return {
+        "version": MANIFEST_VERSION,
+        "complete": True,
+        "name": name,
+        "source": {
+            "packages": [p.requirement for p in src.parts],
+            "wheel_sha256": [p.wheel_sha256 for p in src.parts],
+            "gguf_name": src.gguf_name,
+            "gguf_sha256": src.gguf_sha256,
+            "local": str(override) if override is not None else None,
+        },
+        "files": files,
+        # checked at every load (verify_cached_model): the weights as converted
+        "sha256": file_hashes(work, files),
+        "timings_s": {
+            **{k: round(v, 3) for k, v in timings.items()},
+            "total_s": round(time.perf_counter() - t_all, 3),
+        },
+        "created_unix": time.time(),
+    }
 
 
 def available_models() -> dict[str, str]:

@@ -218,45 +218,17 @@ class HFBatchedLM:
         sequence s's last last[s] rows (all its rows where `last` does not name it)."""
         if not new_tokens:
             return {}
-        resident = self._resident
-        if resident is not None and set(new_tokens) == set(resident.seq_ids):
-            seq_ids = list(resident.seq_ids)
-        else:
-            seq_ids = list(new_tokens)
-            if resident is not None and not resident.row.keys().isdisjoint(new_tokens):
-                self._evict()
-            resident = None
+        seq_ids, resident = self._batch_order(new_tokens)
         past = [self._len[s] for s in seq_ids]
         new = [len(new_tokens[s]) for s in seq_ids]
-        batch, max_new = len(seq_ids), max(new)
+        max_new = max(new)
         wanted = [min(last.get(s, n), n) for s, n in zip(seq_ids, new)]
         # Right-padded inputs: sequence b's rows end at position new[b], so the head must cover the
         # last max_new - min(new[b] - wanted[b]) positions of the batch.
         first_kept = min(n - w for n, w in zip(new, wanted)) if self._keeps_last else 0
         keep = {"logits_to_keep": max_new - first_kept} if first_kept else {}
-
-        input_ids = torch.full((batch, max_new), self.pad_token_id, dtype=torch.long)
-        new_mask = torch.zeros((batch, max_new), dtype=torch.long)
-        positions = torch.zeros((batch, max_new), dtype=torch.long)
-        for b, s in enumerate(seq_ids):
-            input_ids[b, : new[b]] = torch.tensor(list(new_tokens[s]), dtype=torch.long)
-            new_mask[b, : new[b]] = 1
-            # Padded query slots get in-range positions; their outputs are discarded.
-            positions[b] = past[b] + torch.arange(max_new)
-        new_mask = new_mask.to(self._device)
-
-        # One sequence alone (K = 1, a prefill): its cache is the batch's as it stands, and the
-        # model's output cache is its own. Several: the resident batch when it holds just these
-        # sequences, else their caches left-padded and stacked.
-        alone = batch == 1
-        if resident is not None:
-            cache, past_mask = resident.cache, resident.mask
-        elif max(past) and alone:
-            cache, past_mask = self._kv[seq_ids[0]], new_mask.new_ones((1, past[0]))
-        elif max(past):
-            cache, past_mask = DynamicCache(self._stack_past(seq_ids, past, max(past))), self._left_padded(past)
-        else:
-            cache, past_mask = DynamicCache(), new_mask[:, :0]
+        input_ids, new_mask, positions = self._padded_inputs(seq_ids, new_tokens, past, max_new)
+        cache, past_mask = self._past_cache(seq_ids, past, resident, new_mask)
         mask = torch.cat([past_mask, new_mask], dim=1)
         out = self.model(
             input_ids=input_ids.to(self._device),
@@ -268,22 +240,66 @@ class HFBatchedLM:
         )
         for s, p, n in zip(seq_ids, past, new):
             self._len[s] = p + n
-        if alone:
-            self._kv[seq_ids[0]] = out.past_key_values
-        else:
-            if resident is None and self._resident is not None:
-                # a batch disjoint from the resident one (devices that drafted last round sit
-                # this one out, γ = 0): those sequences get their own caches back first
-                self._evict()
-            self._resident = _ResidentBatch(tuple(seq_ids), out.past_key_values, mask)
-            for s in seq_ids:
-                self._kv.pop(s, None)
-            if not self._holes_allowed or self._resident.wasted([self._len[s] for s in seq_ids]):
-                self._evict()  # the next forward stacks the sequences afresh, without holes
+        self._keep_cache(seq_ids, resident, out.past_key_values, mask)
         return {
             s: _aligned_logits(out.logits[b, new[b] - wanted[b] - first_kept : new[b] - first_kept], self.vocab_size)
             for b, s in enumerate(seq_ids)
         }
+
+    def _batch_order(self, new_tokens: dict[int, Sequence[int]]) -> tuple[list[int], _ResidentBatch | None]:
+        """The batch's sequences in row order, and the resident batch where it holds exactly these
+        (its rows' order); a resident batch that shares only some of them is evicted first."""
+        resident = self._resident
+        if resident is not None and set(new_tokens) == set(resident.seq_ids):
+            return list(resident.seq_ids), resident
+        if resident is not None and not resident.row.keys().isdisjoint(new_tokens):
+            self._evict()
+        return list(new_tokens), None
+
+    def _padded_inputs(
+        self, seq_ids: list[int], new_tokens: dict[int, Sequence[int]], past: list[int], max_new: int
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The new tokens right-padded to ``max_new``: input ids, the mask of the real ones (on the
+        model's device) and each slot's position after its sequence's past."""
+        batch = len(seq_ids)
+        input_ids = torch.full((batch, max_new), self.pad_token_id, dtype=torch.long)
+        new_mask = torch.zeros((batch, max_new), dtype=torch.long)
+        positions = torch.zeros((batch, max_new), dtype=torch.long)
+        for b, s in enumerate(seq_ids):
+            n = len(new_tokens[s])
+            input_ids[b, :n] = torch.tensor(list(new_tokens[s]), dtype=torch.long)
+            new_mask[b, :n] = 1
+            # Padded query slots get in-range positions; their outputs are discarded.
+            positions[b] = past[b] + torch.arange(max_new)
+        return input_ids, new_mask.to(self._device), positions
+
+    def _past_cache(self, seq_ids: list[int], past: list[int], resident: _ResidentBatch | None, new_mask: torch.Tensor):
+        """The cache the forward extends and the mask of its past. One sequence alone (K = 1, a
+        prefill): its cache as it stands. Several: the resident batch when it holds just these
+        sequences, else their caches left-padded and stacked."""
+        if resident is not None:
+            return resident.cache, resident.mask
+        if max(past) and len(seq_ids) == 1:
+            return self._kv[seq_ids[0]], new_mask.new_ones((1, past[0]))
+        if max(past):
+            return DynamicCache(self._stack_past(seq_ids, past, max(past))), self._left_padded(past)
+        return DynamicCache(), new_mask[:, :0]
+
+    def _keep_cache(self, seq_ids: list[int], resident: _ResidentBatch | None, cache, mask: torch.Tensor) -> None:
+        """Where the forward's output cache goes: a lone sequence's own; a batch's the resident
+        batch (evicted at once where it would leave holes the model cannot skip)."""
+        if len(seq_ids) == 1:
+            self._kv[seq_ids[0]] = cache
+            return
+        if resident is None and self._resident is not None:
+            # a batch disjoint from the resident one (devices that drafted last round sit
+            # this one out, γ = 0): those sequences get their own caches back first
+            self._evict()
+        self._resident = _ResidentBatch(tuple(seq_ids), cache, mask)
+        for s in seq_ids:
+            self._kv.pop(s, None)
+        if not self._holes_allowed or self._resident.wasted([self._len[s] for s in seq_ids]):
+            self._evict()  # the next forward stacks the sequences afresh, without holes
 
     @torch.inference_mode()
     def _evict(self) -> None:

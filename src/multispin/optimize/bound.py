@@ -96,15 +96,7 @@ def maximise_ratio(
     grid = np.arange(gmax + 1)
     lo = np.zeros(k, dtype=np.int64) if lo is None else np.asarray(lo, dtype=np.int64)
     hi = np.full(k, gmax, dtype=np.int64) if hi is None else np.asarray(hi, dtype=np.int64)
-    cost = c.t_ver_tok_s * grid[None, :] + (np.zeros((k, gmax + 1)) if a is None else np.asarray(a, dtype=float))
-    # the options of each device, stacked on a leading axis: the standard rule, and the coupled one
-    e = inst.expected_tokens[None]
-    t = inst.token_latency_s[None]
-    costs = cost[None]
-    if coupled is not None:
-        e = np.stack([inst.expected_tokens, np.asarray(coupled[0], dtype=float)])
-        t = np.stack([inst.token_latency_s, np.asarray(coupled[1], dtype=float)])
-        costs = np.stack([cost, np.broadcast_to(c.t_ver_tok_s * grid[None, :], cost.shape)])
+    e, t, costs = _rule_options(inst, a, coupled)
     base = c.t_ver0_s + k * c.t_ver1_s + c.t_ver_tok_s * k + const - offset
     in_box = (grid[None, :] >= lo[:, None]) & (grid[None, :] <= hi[:, None])
     d_min = base + float(np.min(np.where(in_box[None], costs, np.inf), axis=(0, 2)).sum())
@@ -112,7 +104,6 @@ def maximise_ratio(
         return BoundResult(float("inf"), lo.copy(), "unbounded")
     caps = np.unique(np.concatenate([(grid[None, :] * tk[:, None])[in_box] for tk in t]))
     caps = caps[caps >= np.min(np.max(lo[None, :] * t, axis=1))]  # a cap below some lower end leaves nothing
-    rows = np.arange(k)[None, :]
     # allowed[cap, option, device, γ]; the option axis and γ are then one axis of choices per device
     allowed = in_box[None, None] & (
         grid[None, None, None, :] * t[None, :, :, None] <= caps[:, None, None, None] * (1 + 1e-12)
@@ -121,16 +112,7 @@ def maximise_ratio(
     e_flat = np.moveaxis(e, 0, 1).reshape(k, n_opt * (gmax + 1))
     cost_flat = np.moveaxis(costs, 0, 1).reshape(k, n_opt * (gmax + 1))
     allowed = np.moveaxis(allowed, 1, 2).reshape(caps.size, k, n_opt * (gmax + 1))
-    lam = np.zeros(caps.size)
-    for _ in range(200):
-        score = np.where(allowed, e_flat[None] - lam[:, None, None] * cost_flat[None], -np.inf)
-        g = np.argmax(score, axis=2)
-        num = e_flat[rows, g].sum(axis=1)
-        den = caps + base + cost_flat[rows, g].sum(axis=1)
-        new = num / den
-        if np.all(new <= lam * (1 + 1e-15)):
-            break
-        lam = np.maximum(lam, new)
+    lam = _dinkelbach(allowed, e_flat, cost_flat, caps + base)
     # residual at the final λ: max_γ (N − λ D) over the cap's feasible set, ≥ 0 up to rounding
     score = np.where(allowed, e_flat[None] - lam[:, None, None] * cost_flat[None], -np.inf)
     resid = score.max(axis=2).sum(axis=1) - lam * (caps + base)
@@ -139,6 +121,41 @@ def maximise_ratio(
     choice = np.argmax(np.where(allowed[i], e_flat - lam[i] * cost_flat, -np.inf), axis=1)
     g_best = np.where(choice // (gmax + 1) == 0, choice % (gmax + 1), 0)
     return BoundResult(float(upper[i]) * (1 + _SAFETY), g_best.astype(np.int64), "ratio")
+
+
+def _rule_options(
+    inst: Instance, a: np.ndarray | None, coupled: tuple[np.ndarray, np.ndarray] | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each device's verification rules stacked on a leading axis (the standard one, and the
+    coupled one where given): expected tokens (rules, K, γ_max + 1), drafting time per token
+    (rules, K), and the denominator's cost of each γ (rules, K, γ_max + 1): its verification
+    tokens, plus the surrogate airtime ``a`` under the standard rule."""
+    k, gmax = inst.num_devices, inst.gamma_max
+    verify = inst.compute.t_ver_tok_s * np.arange(gmax + 1)[None, :]
+    cost = verify + (np.zeros((k, gmax + 1)) if a is None else np.asarray(a, dtype=float))
+    if coupled is None:
+        return inst.expected_tokens[None], inst.token_latency_s[None], cost[None]
+    e = np.stack([inst.expected_tokens, np.asarray(coupled[0], dtype=float)])
+    t = np.stack([inst.token_latency_s, np.asarray(coupled[1], dtype=float)])
+    return e, t, np.stack([cost, np.broadcast_to(verify, cost.shape)])
+
+
+def _dinkelbach(allowed: np.ndarray, e_flat: np.ndarray, cost_flat: np.ndarray, den0: np.ndarray) -> np.ndarray:
+    """Dinkelbach's iteration per drafting-time cap, all caps at once: λ ← N/D with each device's
+    choice argmax E − λ·cost among those ``allowed`` (caps, K, choices) and D = ``den0`` (per cap)
+    + Σ cost, until no λ rises. Returns the final λ per cap."""
+    rows = np.arange(e_flat.shape[0])[None, :]
+    lam = np.zeros(den0.size)
+    for _ in range(200):
+        score = np.where(allowed, e_flat[None] - lam[:, None, None] * cost_flat[None], -np.inf)
+        g = np.argmax(score, axis=2)
+        num = e_flat[rows, g].sum(axis=1)
+        den = den0 + cost_flat[rows, g].sum(axis=1)
+        new = num / den
+        if np.all(new <= lam * (1 + 1e-15)):
+            break
+        lam = np.maximum(lam, new)
+    return lam
 
 
 # --------------------------------------------------------------------------- surrogates

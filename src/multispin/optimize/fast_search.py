@@ -216,53 +216,81 @@ def _polish(obj: SAAObjective, gamma: np.ndarray, t_cur: np.ndarray, deadline: _
     cur = inst.expected_tokens[np.arange(g.size), g].sum() / (float(t_comp_unchecked(inst, g)) + t_cur.mean())
     steps = _ClosedFormSteps(obj) if closed_form_applies(obj) else None
     while not deadline.passed():
-        if steps is not None:
-            table = steps.values(g, t_cur)
-            i, k = (int(x) for x in np.unravel_index(int(np.argmax(table)), table.shape))
-            if table[i, k] > cur * (1 + _REL_IMPROVEMENT):
-                delta = 1 if i == 0 else -1
-                rows = np.flatnonzero(steps.levels[:, k] == g[k] + min(delta, 0))
-                new_g = g.copy()
-                new_g[k] += delta
-                t_new = t_cur.copy()
-                t_new[rows] = t_comm_of(obj, new_g[None, :] > steps.levels[rows], rows)
-                val = float(
-                    inst.expected_tokens[np.arange(g.size), new_g].sum()
-                    / (float(t_comp_unchecked(inst, new_g)) + t_new.mean())
-                )
-                if val > cur * (1 + _REL_IMPROVEMENT):
-                    g, t_cur, cur = new_g, t_new, val
-                    steps.moved(g, rows)
-                    continue
-        else:
-            best_val, best = -np.inf, None
-            for delta in (1, -1):
-                values, changes = obj.step_values(g, t_cur, delta)
-                k = int(np.argmax(values))
-                if values[k] > best_val:
-                    best_val, best = float(values[k]), (delta, k, changes)
-            if best is not None and best_val > cur * (1 + _REL_IMPROVEMENT):
-                delta, k, (cand, rows, t_new) = best
-                g[k] += delta
-                sel = cand == k
-                t_cur[rows[sel]] = t_new[sel]
-                cur = best_val
-                continue
-        drafting = g > 0
-        shifts = [np.where(drafting, np.clip(g + d, 0, inst.gamma_max), g) for d in _POLISH_SHIFTS]
-        shifts = [c for c in shifts if not np.array_equal(c, g)]
-        if not shifts or deadline.passed():
+        moved = _closed_form_move(obj, steps, g, t_cur, cur) if steps is not None else _solver_move(obj, g, t_cur, cur)
+        if moved is None:
+            moved = _joint_shift(obj, steps, g, t_cur, cur, deadline)
+        if moved is None:
             break
-        state = IncrementalSAA(obj, g, t_comm=t_cur)
-        vals, changes = state.candidate_values(np.asarray(shifts))
-        i = int(np.argmax(vals))
-        if not vals[i] > cur * (1 + _REL_IMPROVEMENT):
-            break
-        state.move_to(changes, i)
-        if steps is not None:
-            steps.moved(state.gamma, changes[2][changes[1] == i])
-        g, t_cur, cur = state.gamma.copy(), state.t_comm, float(vals[i])
+        g, t_cur, cur = moved
     return g, float(cur), t_cur
+
+
+# a polish move: the new γ, its samples' T_comm* and its G (None: no move raises G)
+_Move = tuple[np.ndarray, np.ndarray, float] | None
+
+
+def _closed_form_move(
+    obj: SAAObjective, steps: _ClosedFormSteps, g: np.ndarray, t_cur: np.ndarray, cur: float
+) -> _Move:
+    """The best single-device ±1 move by the closed-form values, re-solved by the solver on the
+    samples whose outcome it changes; taken where that raises G."""
+    inst = obj.inst
+    table = steps.values(g, t_cur)
+    i, k = (int(x) for x in np.unravel_index(int(np.argmax(table)), table.shape))
+    if not table[i, k] > cur * (1 + _REL_IMPROVEMENT):
+        return None
+    delta = 1 if i == 0 else -1
+    rows = np.flatnonzero(steps.levels[:, k] == g[k] + min(delta, 0))
+    new_g = g.copy()
+    new_g[k] += delta
+    t_new = t_cur.copy()
+    t_new[rows] = t_comm_of(obj, new_g[None, :] > steps.levels[rows], rows)
+    val = float(
+        inst.expected_tokens[np.arange(g.size), new_g].sum() / (float(t_comp_unchecked(inst, new_g)) + t_new.mean())
+    )
+    if not val > cur * (1 + _REL_IMPROVEMENT):
+        return None
+    steps.moved(new_g, rows)
+    return new_g, t_new, val
+
+
+def _solver_move(obj: SAAObjective, g: np.ndarray, t_cur: np.ndarray, cur: float) -> _Move:
+    """The best single-device ±1 move by the solver's values (`SAAObjective.step_values`), taken
+    where it raises G (``g`` and ``t_cur`` are updated in place)."""
+    best_val, best = -np.inf, None
+    for delta in (1, -1):
+        values, changes = obj.step_values(g, t_cur, delta)
+        k = int(np.argmax(values))
+        if values[k] > best_val:
+            best_val, best = float(values[k]), (delta, k, changes)
+    if best is None or not best_val > cur * (1 + _REL_IMPROVEMENT):
+        return None
+    delta, k, (cand, rows, t_new) = best
+    g[k] += delta
+    sel = cand == k
+    t_cur[rows[sel]] = t_new[sel]
+    return g, t_cur, best_val
+
+
+def _joint_shift(
+    obj: SAAObjective, steps: _ClosedFormSteps | None, g: np.ndarray, t_cur: np.ndarray, cur: float, deadline: _Deadline
+) -> _Move:
+    """Every drafting device shifted together by one of `_POLISH_SHIFTS`, the best shift taken
+    where it raises G."""
+    drafting = g > 0
+    shifts = [np.where(drafting, np.clip(g + d, 0, obj.inst.gamma_max), g) for d in _POLISH_SHIFTS]
+    shifts = [c for c in shifts if not np.array_equal(c, g)]
+    if not shifts or deadline.passed():
+        return None
+    state = IncrementalSAA(obj, g, t_comm=t_cur)
+    vals, changes = state.candidate_values(np.asarray(shifts))
+    i = int(np.argmax(vals))
+    if not vals[i] > cur * (1 + _REL_IMPROVEMENT):
+        return None
+    state.move_to(changes, i)
+    if steps is not None:
+        steps.moved(state.gamma, changes[2][changes[1] == i])
+    return state.gamma.copy(), state.t_comm, float(vals[i])
 
 
 def _group_starts(obj: SAAObjective, orders, count: int = 2) -> dict[str, np.ndarray]:
@@ -340,13 +368,8 @@ def fast_search(
     deadline = _Deadline(deadline_s, clock)
     inst = obj.inst
     k = inst.num_devices
-    climbs = _CLIMBS if climbs is None else climbs
     warm = None if warm_start is None else _check_gamma(obj, warm_start, "warm_start")
-    starts: dict[str, np.ndarray] = {}
-    if extra_starts is not None:
-        items = extra_starts.items() if isinstance(extra_starts, dict) else enumerate(extra_starts)
-        for name, g in items:
-            starts[f"extra_{name}"] = _check_gamma(obj, g, "extra_starts")
+    starts = _caller_starts(obj, extra_starts)
     n_coarse, n_mid = (int(np.clip(rows // k, _MIN_SAMPLES, obj.n_saa)) for rows in (_COARSE_ROWS, _MID_ROWS))
     coarse = head(obj, n_coarse) if n_coarse < obj.n_saa else obj
     solves0 = obj.num_solves
@@ -354,51 +377,14 @@ def fast_search(
     orders = _weakness_orders(inst)
     best = _Best(IncrementalSAA(obj, co))
     baselines = {"computation_only": best.value}
-    mid_solves = 0
     ends: dict[str, np.ndarray] = {}
     if not deadline.passed():
-        # uniform γ's ranked on the subsample: the best two are starts, and judged on all samples
         # a subsample's samples are the first rows of all samples: their T_comm* is known
         state = IncrementalSAA(coarse, co, t_comm=best.t_comm[:n_coarse], closed_form=True)
-        grid = np.arange(inst.gamma_max + 1)
-        uvals, _ = state.candidate_values(np.repeat(grid[:, None], k, axis=1))
-        top = np.argsort(-uvals, kind="stable")[:_UNIFORM_CANDIDATES]
-        starts = {
-            **{f"uniform_{int(g)}": np.full(k, int(g), dtype=np.int64) for g in top},
-            "computation_only": co,
-            **starts,
-        }
-        # computation-only with the weakest devices off: where rejections are expensive the best
-        # plans have a subset drafting, which no single-device move reaches from all or none
-        for f, g in zip(_GROUP_FRACTIONS, _switched_off(co, orders[0])):
-            starts[f"computation_only_off_{int(100 * f)}pct"] = g
-        starts.update(_group_starts(head(coarse, min(coarse.n_saa, _MIN_SAMPLES)), orders))
-        names = list(starts)
-        svals, _ = state.candidate_values(np.asarray([starts[n] for n in names]))
-        visited: set = set()
-        for i in np.argsort(-svals, kind="stable")[:climbs]:
-            if deadline.passed():
-                break
-            _, changes = state.candidate_values(starts[names[i]][None, :])
-            state.move_to(changes, 0)
-            if _climb(state, deadline, visited, orders) is not None:
-                ends[f"coarse_{names[i]}"] = state.gamma.copy()
-    # the climbs' ends, the uniform candidates and the caller's starts on all samples (the other
-    # starts were judged on the subsample and count through their ends)
-    points = {n: g for n, g in {**starts, **ends}.items() if n.startswith(("uniform_", "extra_", "coarse_"))}
-    if points and not deadline.passed():
-        pnames = list(points)
-        vals = best.offer(pnames, np.asarray([points[n] for n in pnames]))
-        baselines["best_uniform"] = max(float(v) for n, v in zip(pnames, vals) if n.startswith("uniform_"))
-    if n_mid > n_coarse and not deadline.passed():
-        # the best point climbed again on a larger subsample: the coarse optimum can sit a few
-        # lengths off the full one where several devices must move together
-        mid = head(obj, n_mid) if n_mid < obj.n_saa else obj
-        mstate = IncrementalSAA(mid, best.gamma, t_comm=best.t_comm[:n_mid], closed_form=True)
-        _climb(mstate, deadline, orders=orders)
-        mid_solves = mid.num_solves if mid is not obj else 0
-        if not np.array_equal(mstate.gamma, best.gamma):
-            best.offer(["mid"], mstate.gamma[None, :])
+        starts = _coarse_starts(state, co, orders, starts)
+        ends = _coarse_climbs(state, starts, orders, _CLIMBS if climbs is None else climbs, deadline)
+    _judge_on_all_samples(best, {**starts, **ends}, baselines, deadline)
+    mid_solves = _mid_climb(obj, n_mid if n_mid > n_coarse else 0, best, orders, deadline)
     if not deadline.passed():
         g, val, t = _polish(obj, best.gamma, best.t_comm, deadline)
         best.take("polished", g, val, t)
@@ -411,3 +397,78 @@ def fast_search(
     # T_comm* solves on every objective used (subsamples included)
     solves = obj.num_solves - solves0 + coarse.num_solves * (coarse is not obj) + mid_solves
     return DraftPlan(best.gamma, best.goodput(obj), "fast", solves, best.trace, baselines)
+
+
+def _caller_starts(obj: SAAObjective, extra_starts) -> dict[str, np.ndarray]:
+    """The caller's starts (dict name → γ, or a list), each checked, named ``extra_<name>``."""
+    if extra_starts is None:
+        return {}
+    items = extra_starts.items() if isinstance(extra_starts, dict) else enumerate(extra_starts)
+    return {f"extra_{name}": _check_gamma(obj, g, "extra_starts") for name, g in items}
+
+
+def _coarse_starts(
+    state: IncrementalSAA, co: np.ndarray, orders, extra: dict[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """Every start of the climbs, in the order they are ranked in (ties go to the first): the best
+    uniform γ's on the subsample, computation-only, the caller's, computation-only with the weakest
+    devices off, and a few devices drafting together (`_group_starts`)."""
+    coarse, k = state.obj, co.size
+    grid = np.arange(coarse.inst.gamma_max + 1)
+    uvals, _ = state.candidate_values(np.repeat(grid[:, None], k, axis=1))
+    top = np.argsort(-uvals, kind="stable")[:_UNIFORM_CANDIDATES]
+    starts = {
+        **{f"uniform_{int(g)}": np.full(k, int(g), dtype=np.int64) for g in top},
+        "computation_only": co,
+        **extra,
+    }
+    # computation-only with the weakest devices off: where rejections are expensive the best
+    # plans have a subset drafting, which no single-device move reaches from all or none
+    for f, g in zip(_GROUP_FRACTIONS, _switched_off(co, orders[0])):
+        starts[f"computation_only_off_{int(100 * f)}pct"] = g
+    starts.update(_group_starts(head(coarse, min(coarse.n_saa, _MIN_SAMPLES)), orders))
+    return starts
+
+
+def _coarse_climbs(
+    state: IncrementalSAA, starts: dict[str, np.ndarray], orders, climbs: int, deadline: _Deadline
+) -> dict[str, np.ndarray]:
+    """The ends (``coarse_<start>``) of climbs on the subsample from its ``climbs`` best starts."""
+    names = list(starts)
+    svals, _ = state.candidate_values(np.asarray([starts[n] for n in names]))
+    visited: set = set()
+    ends = {}
+    for i in np.argsort(-svals, kind="stable")[:climbs]:
+        if deadline.passed():
+            break
+        _, changes = state.candidate_values(starts[names[i]][None, :])
+        state.move_to(changes, 0)
+        if _climb(state, deadline, visited, orders) is not None:
+            ends[f"coarse_{names[i]}"] = state.gamma.copy()
+    return ends
+
+
+def _judge_on_all_samples(best: _Best, points: dict[str, np.ndarray], baselines: dict, deadline: _Deadline) -> None:
+    """The climbs' ends, the uniform candidates and the caller's starts offered to ``best`` on all
+    samples (the other starts were judged on the subsample and count through their ends); the best
+    uniform γ's value joins ``baselines``."""
+    points = {n: g for n, g in points.items() if n.startswith(("uniform_", "extra_", "coarse_"))}
+    if not points or deadline.passed():
+        return
+    names = list(points)
+    vals = best.offer(names, np.asarray([points[n] for n in names]))
+    baselines["best_uniform"] = max(float(v) for n, v in zip(names, vals) if n.startswith("uniform_"))
+
+
+def _mid_climb(obj: SAAObjective, n_mid: int, best: _Best, orders, deadline: _Deadline) -> int:
+    """The best point climbed again on the first ``n_mid`` samples (0: no mid stage), offered to
+    ``best`` where it moved: the coarse optimum can sit a few lengths off the full one where several
+    devices must move together. Returns the solves of the mid subsample (0 when it is ``obj``)."""
+    if not n_mid or deadline.passed():
+        return 0
+    mid = head(obj, n_mid) if n_mid < obj.n_saa else obj
+    mstate = IncrementalSAA(mid, best.gamma, t_comm=best.t_comm[:n_mid], closed_form=True)
+    _climb(mstate, deadline, orders=orders)
+    if not np.array_equal(mstate.gamma, best.gamma):
+        best.offer(["mid"], mstate.gamma[None, :])
+    return mid.num_solves if mid is not obj else 0

@@ -134,6 +134,20 @@ class Instance:
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
+        k = self._check_gains()
+        a, t = self._check_device_fields(k)
+        coupled = self._check_coupled(k, a)
+        accepted, expected = self._survival_tables(k, a, coupled)
+        set_(self, "accepted_survival", _readonly(accepted))
+        survival = accepted.copy()
+        survival[coupled] = 1.0  # a coupled device is never corrected over the air
+        set_(self, "survival", _readonly(survival))
+        set_(self, "expected_tokens", _readonly(expected))
+        set_(self, "token_latency_s", _readonly(self._token_latency(k, t, coupled)))
+
+    def _check_gains(self) -> int:
+        """Validate and store the UL and DL channel gains; returns K."""
+        set_ = object.__setattr__
         gu = _readonly(self.gain_ul)
         k = gu.shape[0] if gu.ndim == 1 else -1
         _check(gu.ndim == 1 and k >= 1, "gain_ul", "a non-empty 1-D array", gu.shape)
@@ -143,6 +157,12 @@ class Instance:
             _check(bool(np.all(np.isfinite(arr)) and np.all(arr > 0)), name, "(0, inf)", arr.min())
         set_(self, "gain_ul", gu)
         set_(self, "gain_dl", gd)
+        return k
+
+    def _check_device_fields(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Validate and store γ_max and the per-device fields (α, draft latency, payloads, UL
+        power, upload bits, distances); returns α and the draft latency per token."""
+        set_ = object.__setattr__
         _check(
             isinstance(self.gamma_max, (int, np.integer)) and 0 <= self.gamma_max <= 256,
             "gamma_max",
@@ -174,39 +194,40 @@ class Instance:
         )
         if self.distance_m is not None:
             set_(self, "distance_m", _readonly(self.distance_m))
+        return a, t
 
-        coupled = self._check_coupled(k, a)
-        # P(first g draft tokens all accepted), g = 0..gamma_max, and E[N_k | γ_k = g].
+    def _survival_tables(self, k: int, a: np.ndarray, coupled: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """P(first g draft tokens all accepted) and E[N_k | γ_k = g], g = 0..γ_max, each (K, γ_max + 1),
+        at each device's own rule's α and flat past its ``gamma_cap`` (validated and stored here)."""
         g = self.gamma_max
         surv = _survival(a, g)
         if coupled.any():
             assert self.alpha_coupled is not None  # checked by _check_coupled
             surv[coupled] = _survival(self.alpha_coupled, g)[coupled]
-        if self.gamma_cap is not None:
-            cap = np.asarray(self.gamma_cap)
-            _check(
-                cap.shape == (k,) and bool(np.all(cap == np.round(cap))) and bool(np.all((cap >= 0) & (cap <= g))),
-                "gamma_cap",
-                f"{k} integers in [0, {g}]",
-                self.gamma_cap,
-            )
-            cap = _readonly(cap, dtype=np.int64)
-            set_(self, "gamma_cap", cap)
-            # γ past the cap is drafted as the cap: the tables repeat the cap's column
-            surv = surv[np.arange(k)[:, None], np.minimum(np.arange(g + 1)[None, :], cap[:, None])]
-        et = np.cumsum(surv, axis=1)
-        if self.gamma_cap is not None:
-            et = et[np.arange(k)[:, None], np.minimum(np.arange(g + 1)[None, :], self.gamma_cap[:, None])]
-        set_(self, "accepted_survival", _readonly(surv))
-        surv = surv.copy()
-        surv[coupled] = 1.0  # a coupled device is never corrected over the air
-        set_(self, "survival", _readonly(surv))
-        set_(self, "expected_tokens", _readonly(et))
+        if self.gamma_cap is None:
+            return surv, np.cumsum(surv, axis=1)
+        cap = np.asarray(self.gamma_cap)
+        _check(
+            cap.shape == (k,) and bool(np.all(cap == np.round(cap))) and bool(np.all((cap >= 0) & (cap <= g))),
+            "gamma_cap",
+            f"{k} integers in [0, {g}]",
+            self.gamma_cap,
+        )
+        cap = _readonly(cap, dtype=np.int64)
+        object.__setattr__(self, "gamma_cap", cap)
+        # γ past the cap is drafted as the cap: the tables repeat the cap's column
+        capped = np.arange(k)[:, None], np.minimum(np.arange(g + 1)[None, :], cap[:, None])
+        surv = surv[capped]
+        return surv, np.cumsum(surv, axis=1)[capped]
+
+    def _token_latency(self, k: int, t: np.ndarray, coupled: np.ndarray) -> np.ndarray:
+        """Each device's compute-phase time per drafted token: drafting, and its upload at P^ul on
+        an equal share B/K where it uploads anything (ids and q scalars, or a coupled draft's ids)."""
         bits = np.where(coupled, self.upload_bits_coupled, self.draft_upload_bits_per_token)
-        if np.any(bits > 0):
-            r = rate_bps(self.radio.bandwidth_hz / k, self.radio.p_ul_w, gu, self.radio.noise_psd_w_per_hz)
-            t = t + bits / r
-        set_(self, "token_latency_s", _readonly(t))
+        if not np.any(bits > 0):
+            return t
+        r = rate_bps(self.radio.bandwidth_hz / k, self.radio.p_ul_w, self.gain_ul, self.radio.noise_psd_w_per_hz)
+        return t + bits / r
 
     def _check_coupled(self, k: int, a: np.ndarray) -> np.ndarray:
         """Validate and store the coupled fields; returns the (K,) coupled mask."""

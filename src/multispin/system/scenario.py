@@ -80,8 +80,9 @@ Seconds = Annotated[float, _range(0, None, unit="s")]
 DEFAULT_NOISE_FIGURE_DB = 7.0
 
 
-def _codec_spec(spec: str) -> str:
-    """A codec spec `make_codec` accepts (its message names the forms it takes)."""
+def checked_codec_spec(spec: str) -> str:
+    """A codec spec `make_codec` accepts (a pydantic validator: its message names the forms it
+    takes, under the field's name)."""
     try:
         make_codec(spec)
     except ConfigError as exc:
@@ -202,7 +203,7 @@ class PayloadConfig(_Model):
     """
 
     # a codec spec, as --ul-codec takes it: sparse:v_eff=N,q=16|32, dense-fp32|fp16|bf16, lattice:l=N
-    codec: Annotated[str, AfterValidator(_codec_spec)] = "sparse:v_eff=1024,q=16"
+    codec: Annotated[str, AfterValidator(checked_codec_spec)] = "sparse:v_eff=1024,q=16"
     vocab_size: Annotated[int, _range(2, 100_000_000)] = 151_665
     count_signalling_bits: bool = True
 

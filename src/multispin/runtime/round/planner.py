@@ -135,6 +135,10 @@ class ScenarioPlanner:
     # a user's policy (`user_policy.UserPolicy`): its draft-length and mode rules replace the
     # planner's; the channel, estimates, clock and exactness are the same
     user_policy: UserPolicy | None = None
+    # the scenario's drop and channel, when the caller has built them (a run's set-up hands its
+    # own down); left out, built here. A `World` is a pure function of its scenario: one serves
+    # every planner of that scenario
+    world: World = None  # type: ignore[assignment]  # None until __post_init__ builds it
 
     def __post_init__(self) -> None:
         self.policy = policy_name(self.policy)
@@ -149,7 +153,10 @@ class ScenarioPlanner:
             )
         if not isinstance(self.payload, WirePayload):
             raise ConfigError(f"payload: need a WirePayload (the codecs' bits), got {type(self.payload).__name__}")
-        self.world = World(self.scenario)
+        if self.world is None:
+            self.world = World(self.scenario)
+        elif self.world.scenario != self.scenario:
+            raise ConfigError("world: built from another scenario than the planner's (give the world of its scenario)")
         self.objective = self.scenario.optimizer.objective
         if self.objective != "sum" and self.scenario.channel.planning == "robust":
             raise ConfigError(
