@@ -55,6 +55,7 @@ from multispin.experiments.testbed import (
     testbed_setup,
 )
 from multispin.jsonout import versioned
+from multispin.models.prefill_store import shared_prompt_prefills
 from multispin.models.registry import resolve_pair
 from multispin.progress import StepReporter
 from multispin.side_output import write_side_json
@@ -488,7 +489,9 @@ def run_demo(
     setup = setup or demo_setup(config, pair)
     finished: list[dict] = []
     try:
-        return _run_points(config, pair, progress, finished, setup)
+        # every run's device pool prefills the same prompt queues: computed once, then read
+        with shared_prompt_prefills(pair):
+            return _run_points(config, pair, progress, finished, setup)
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: say which runs finished, in summary.json too
         path = config.out / "summary.json"
         config.out.mkdir(parents=True, exist_ok=True)

@@ -136,6 +136,8 @@ class LoadedPair:
     notes: dict[str, Any] = field(default_factory=dict)
     # drafts with a tokenizer of their own: draft name -> multispin.models.cross_vocab.CrossDraft
     cross_drafts: dict[str, Any] = field(default_factory=dict)
+    # prompt prefills the device pools forked with this pair share (`models.prefill_store`), or None
+    prompt_prefills: Any = None
 
     @property
     def default_draft(self) -> str:

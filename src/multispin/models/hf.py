@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch  # noqa: TID253  (the models' own module)
@@ -23,6 +24,9 @@ from multispin.errors import ProtocolError
 from multispin.models.attention import share_kv_heads
 from multispin.models.base import BatchedLM, LoadedPair, SequenceLM
 from multispin.speculative.warp import align_logits
+
+if TYPE_CHECKING:
+    from multispin.models.prefill_store import DraftPrefills
 
 KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer (keys, values), each (B, H, L, D)
 PREFILL_ALONE_TOKENS = 64  # more new tokens than any draft (γ_max + 1) brings: a prompt's prefill
@@ -148,7 +152,9 @@ class HFBatchedLM:
     forward's stacked cache (`_ResidentBatch`), which the next forward over the same sequences
     reuses as it stands."""
 
-    def __init__(self, model: torch.nn.Module, vocab_size: int, pad_token_id: int = 0):
+    def __init__(
+        self, model: torch.nn.Module, vocab_size: int, pad_token_id: int = 0, prefills: DraftPrefills | None = None
+    ):
         self.model = model
         self.vocab_size = vocab_size
         self.pad_token_id = pad_token_id
@@ -156,6 +162,9 @@ class HFBatchedLM:
         self._keeps_last = _keeps_last_logits(model)
         share_kv_heads(model)  # a padded batch has a mask: keep SDPA from copying the KV heads
         self._holes_allowed = not _attends_to_a_window(model)
+        # stored prompt prefills (`models.prefill_store`); not for a windowed model, whose cache
+        # the model builds with layers of its own kind, which a cache rebuilt from tensors is not
+        self._prefills = prefills if self._holes_allowed else None
         self._kv: dict[int, DynamicCache | None] = {}
         self._len: dict[int, int] = {}
         self._resident: _ResidentBatch | None = None
@@ -215,9 +224,38 @@ class HFBatchedLM:
 
     def _extend_batch(self, new_tokens: dict[int, Sequence[int]], last: dict[int, int]) -> dict[int, torch.Tensor]:
         """One forward pass over every sequence in `new_tokens` (each with at least one token);
-        sequence s's last last[s] rows (all its rows where `last` does not name it)."""
+        sequence s's last last[s] rows (all its rows where `last` does not name it). A prompt's
+        prefill alone is read from the stored prefills where they hold it, and stored otherwise."""
         if not new_tokens:
             return {}
+        key = self._prefill_key(new_tokens, last)
+        if key is None:
+            return self._forward(new_tokens, last)
+        (s,) = new_tokens
+        assert self._prefills is not None  # a key is only made with a store
+        stored = self._prefills.load(key)
+        if stored is not None:
+            layers, rows = stored
+            self._kv[s], self._len[s] = DynamicCache(layers), len(new_tokens[s])
+            return {s: rows.to(self._device)}
+        out = self._forward(new_tokens, last)
+        computed = self._kv[s]  # the alone forward's own cache
+        if computed is not None:
+            self._prefills.save(key, _cache_layers(computed), out[s])
+        return out
+
+    def _prefill_key(self, new_tokens: dict[int, Sequence[int]], last: dict[int, int]) -> str | None:
+        """The store's key of a prompt's prefill alone (one sequence, nothing cached; several
+        tokens: a one-token step is cheaper computed), else None."""
+        if self._prefills is None or len(new_tokens) != 1:
+            return None
+        ((s, tokens),) = new_tokens.items()
+        if self._len[s] != 0 or len(tokens) < 2:
+            return None
+        return self._prefills.key(tokens, min(last.get(s, len(tokens)), len(tokens)))
+
+    def _forward(self, new_tokens: dict[int, Sequence[int]], last: dict[int, int]) -> dict[int, torch.Tensor]:
+        """`_extend_batch`'s forward pass."""
         seq_ids, resident = self._batch_order(new_tokens)
         past = [self._len[s] for s in seq_ids]
         new = [len(new_tokens[s]) for s in seq_ids]
@@ -363,8 +401,10 @@ def draft_lm(pair: LoadedPair, name: str) -> SequenceLM:
 def draft_batched(pair: LoadedPair, name: str, pad_token_id: int = 0) -> BatchedLM:
     """Draft `name` of `pair` as a BatchedLM over the target's ids: devices sharing it draft each
     step in one batched pass, a draft of another vocabulary too (its own ids padded with 0,
-    masked)."""
+    masked). A draft of the target's vocabulary reads and stores its prompts' prefills in the
+    pair's `prompt_prefills` where it has one (`models.prefill_store`)."""
     cross = pair.cross_drafts.get(name)
     if cross is None:
-        return HFBatchedLM(pair.drafts[name], pair.vocab_size, pad_token_id)
+        prefills = pair.prompt_prefills.for_draft(name) if pair.prompt_prefills is not None else None
+        return HFBatchedLM(pair.drafts[name], pair.vocab_size, pad_token_id, prefills)
     return cross.batched(HFBatchedLM(pair.drafts[name], cross.vocab.draft_size, 0))

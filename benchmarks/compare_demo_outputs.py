@@ -1,0 +1,76 @@
+"""Whether two `multispin demo` output folders hold the same results: every summary.json and
+rounds.jsonl, field by field, with the fields that time this host masked (wall and CPU seconds,
+the output folder). Same seed, same tokens: a change that only makes the demo cheaper must leave
+the rest identical, texts and figures alike.
+
+Run: .venv/bin/python benchmarks/compare_demo_outputs.py OUT_A OUT_B   (exit 1 on a difference)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+# fields measured on this host's clock, not computed from the seed
+TIMED = frozenset(
+    {"planning_cpu_s", "planning_wall_s", "round_wall_s", "verify_s", "mean_planning_cpu_s", "wall_time_s", "out"}
+)
+
+# lists in the order the devices' drafts reached the server (a race): compared as sets
+ARRIVAL_ORDER = frozenset({"rejected"})
+
+
+def _flat(doc: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            if k in ARRIVAL_ORDER and isinstance(v, list):
+                yield f"{path}.{k}", sorted(v)
+            elif k not in TIMED:
+                yield from _flat(v, f"{path}.{k}")
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            yield from _flat(v, f"{path}[{i}]")
+    else:
+        yield path, doc
+
+
+def _documents(folder: Path) -> dict[str, list[Any]]:
+    docs = {}
+    for path in sorted(folder.rglob("summary.json")):
+        docs[str(path.relative_to(folder))] = [json.loads(path.read_text())]
+    for path in sorted(folder.rglob("rounds.jsonl")):
+        docs[str(path.relative_to(folder))] = [json.loads(line) for line in path.read_text().splitlines() if line]
+    return docs
+
+
+def differences(a: Path, b: Path, most: int = 20) -> list[str]:
+    """Up to ``most`` lines naming a file or a field where the two folders differ (none: the same)."""
+    docs_a, docs_b = _documents(Path(a)), _documents(Path(b))
+    out = [f"{name}: only in one folder" for name in sorted(set(docs_a) ^ set(docs_b))]
+    for name in sorted(set(docs_a) & set(docs_b)):
+        fields_a, fields_b = dict(_flat(docs_a[name])), dict(_flat(docs_b[name]))
+        for key in sorted(set(fields_a) | set(fields_b)):
+            if fields_a.get(key) != fields_b.get(key):
+                out.append(f"{name}{key}: {fields_a.get(key)!r} != {fields_b.get(key)!r}")
+    if not docs_a:
+        out.append(f"{a}: no summary.json or rounds.jsonl")
+    return out[:most]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print(__doc__.strip().splitlines()[-1], file=sys.stderr)
+        return 2
+    found = differences(Path(args[0]), Path(args[1]))
+    for line in found:
+        print(line)
+    print("same results" if not found else f"DIFFERENT ({len(found)} shown)")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
