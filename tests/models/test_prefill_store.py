@@ -108,3 +108,9 @@ def test_shared_prompt_prefills_attach_to_the_pair_and_leave_nothing(pair):
         assert pair.prompt_prefills is store
     assert pair.prompt_prefills is None and not store.folder.exists()
     assert draft_batched(pair, pair.default_draft)._prefills is None
+
+
+def test_a_store_that_cannot_write_leaves_the_prefill_computed(pair, tmp_path):
+    gone = PromptPrefills(tmp_path / "removed").for_draft(pair.default_draft)  # no such folder: every write fails
+    assert _same(_session(_model(pair, gone)), _session(_model(pair, None)))
+    assert gone.misses == len(PROMPTS) and not (tmp_path / "removed").exists()

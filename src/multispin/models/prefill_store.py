@@ -66,13 +66,15 @@ class DraftPrefills:
         import torch
 
         entry = {"layers": [(k.clone(), v.clone()) for k, v in layers], "rows": rows.clone()}
-        fd, tmp = tempfile.mkstemp(dir=self.folder, suffix=".part")
-        os.close(fd)
+        tmp: str | None = None
         try:
+            fd, tmp = tempfile.mkstemp(dir=self.folder, suffix=".part")
+            os.close(fd)
             torch.save(entry, tmp)
             os.replace(tmp, self.folder / f"{key}.pt")
-        except OSError:  # a full disk: the prefill is computed again next time, nothing else changes
-            Path(tmp).unlink(missing_ok=True)
+        except (OSError, RuntimeError):  # a full disk (torch's writer raises RuntimeError): computed again next time
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
 
 
 class PromptPrefills:
