@@ -143,3 +143,26 @@ def test_bench_silent_flood_measures_a_keyed_flood():
     row = _load("bench_silent_flood").measure(30, window_s=1.0, warmup_s=1.0, serve_args=[])
     assert row["dealers"] == 30 and row["cpu_core"] >= 0 and row["seconds"] >= 2
     assert row["refusals"].get("too many silent connections of one key", 0) >= 26, row
+
+
+def test_bench_demo_cpu_splits_a_demos_cpu_by_phase(tmp_path):
+    """bench_demo_cpu.py on the tiny pair (its own process: it wraps the demo's functions): the
+    phases add up to the total and every run's pool prefilled its prompts (read or computed);
+    compare_demo_outputs.py finds the run's folder the same as itself and not as another seed's
+    (tests/experiments/test_demo_prefills.py compares shared and fresh pools)."""
+    argv = ["--pair", "tiny", "--devices", "2", "--rounds", "2", "--policies", "adaptive", "all_dl"]
+    argv += ["--out", str(tmp_path / "out"), "--json", str(tmp_path / "doc.json")]
+    env = {**os.environ, "PYTHONPATH": str(BENCH.parent / "src")}
+    done = subprocess.run([sys.executable, str(BENCH / "bench_demo_cpu.py"), *argv], env=env, capture_output=True)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    doc = json.loads((tmp_path / "doc.json").read_text())
+    assert doc["prefill_store"] and [r["policy"] for r in doc["runs"]] == ["adaptive", "all_dl"]
+    parts = doc["setup_cpu_s"] + doc["rest_cpu_s"] + sum(r["main_cpu_s"] + r["pool_cpu_s"] for r in doc["runs"])
+    assert parts == pytest.approx(doc["total_cpu_s"], rel=1e-6)
+    assert all(r["pool"]["prefill_alone_tokens"] > 0 and r["pool_cpu_s"] > 0 for r in doc["runs"])
+    differences = _load("compare_demo_outputs").differences
+    assert differences(tmp_path / "out", tmp_path / "out") == []
+    other = tmp_path / "other"
+    (other / "seed-0").mkdir(parents=True)
+    (other / "seed-0" / "summary.json").write_text(json.dumps({"seed": 1}))
+    assert differences(tmp_path / "out", other) != []
