@@ -20,6 +20,20 @@ the critical path except while the pool drafts and the server verifies in turn, 
 is about CPU / parallelism, with the parallelism measured on an idle run (docs/examples/demo.md:
 946 CPU-s in 9 min 23 s, 1.68).
 
+Figures (2026-12-07, this project's 2-core host under other agents' load, so CPU seconds carry
+some spinning; smollm2-135m, K = 20, 20 rounds, `--policies adaptive all_ul all_dl`, run with and
+then without `--no-prefill-store`):
+
+    run        CPU-s (server + pool)    pool prefills CPU-s    pool prefill tokens
+               store     fresh          store     fresh
+    adaptive   167.4     156.4          23.5      22.2         5,505
+    all_ul     154.9     162.2           3.9      21.2         5,278
+    all_dl     134.2     154.7           3.0      21.9         5,240
+    set-up      13.2      13.2;  total 469.8 against 486.5 CPU-s
+
+The two demos' results: the same tokens, texts and counts; float fields within 1.7e-5 relative
+(`compare_demo_outputs.py --rtol 1e-4`), as between two fresh runs (9.4e-6 at K = 4).
+
 Run: PYTHONPATH=src .venv/bin/python benchmarks/bench_demo_cpu.py [--pair smollm2-135m]
      [--devices 20] [--rounds 20] [--policies ...] [--out DIR] [--profile DIR] [--json FILE]
      [--no-prefill-store]

@@ -166,3 +166,12 @@ def test_bench_demo_cpu_splits_a_demos_cpu_by_phase(tmp_path):
     (other / "seed-0").mkdir(parents=True)
     (other / "seed-0" / "summary.json").write_text(json.dumps({"seed": 1}))
     assert differences(tmp_path / "out", other) != []
+    # --rtol: a float field within it is the same, an integer never
+    for name, value in (("a", 1.0 + 1e-6), ("b", 1.0 + 1e-3)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary.json").write_text(json.dumps({"x": value, "n": 3}))
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "summary.json").write_text(json.dumps({"x": 1.0, "n": 3}))
+    assert differences(tmp_path / "a", tmp_path / "c", rtol=1e-4) == []
+    assert differences(tmp_path / "b", tmp_path / "c", rtol=1e-4) != []
+    assert differences(tmp_path / "a", tmp_path / "c") != []  # exact by default
