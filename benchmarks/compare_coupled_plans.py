@@ -8,7 +8,8 @@ compare after. The drops: the planning-time benchmark's (paper-qwen K = 20, seed
 assumed coupled α) and 40 more over K 4–40, both presets, P^ul −10..10 dBm, per-device coupled/
 standard acceptance ratios 0.85–1, draft caps on every third, deep fades on every fifth; each
 planned with the per-round search (``fast``) and, on every fourth, the shipped one (``greedy``).
-``compare`` prints every drop whose mask, γ or goodput differs and exits 1 if any does.
+``compare`` prints every drop whose mask, γ, goodput or baselines (the starts' goodputs) differ
+and exits 1 if any does.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ def record() -> dict:
             "coupled": p.coupled.astype(int).tolist(),
             "draft_len": p.draft_len.tolist(),
             "goodput": p.goodput_tokens_per_s,
+            "baselines": p.baselines,
         }
     return out
 
@@ -94,6 +96,9 @@ def main() -> None:
         if not same:
             bad += 1
             print(f"{name}: goodput {o['goodput']:.6f} -> {p['goodput']:.6f}, mask/γ changed")
+        elif o.get("baselines", p["baselines"]) != p["baselines"]:
+            bad += 1
+            print(f"{name}: the same plan, its baselines (the single-rule starts' goodputs) changed")
     print(f"{len(now)} plans compared, {bad} differ")
     sys.exit(1 if bad else 0)
 
