@@ -33,7 +33,7 @@ import numpy as np
 from multispin.errors import ConfigError
 from multispin.optimize.draft_lengths import max_g_max
 from multispin.optimize.goodput import Goodput, SAAObjective
-from multispin.optimize.incremental import IncrementalSAA, head
+from multispin.optimize.incremental import IncrementalSAA, head, t_comm_of
 from multispin.system.instance import Instance
 from multispin.vocabulary import COUPLED, STANDARD, VERIFY_CHOICES
 
@@ -93,13 +93,14 @@ class CoupledSAA:
         return float(np.max(g * lat) + self.t_fixed + self.t_tok * np.sum(g + 1))
 
     def t_comm(self, c: np.ndarray, g: np.ndarray) -> np.ndarray:
-        return self.obj.t_comm_rows(self.rejected(c, g))
+        """The samples' T_comm at (c, γ): the objective's values (`t_comm_of`: bit for bit)."""
+        return self.t_comm_rows(c, g, 0)
 
     def t_comm_rows(self, c: np.ndarray, g: np.ndarray, start: int) -> np.ndarray:
-        """`t_comm` of the samples from ``start`` on (the values of `t_comm`'s rows: a row's T_comm
-        depends on its set and its own sample only)."""
+        """`t_comm` of the samples from ``start`` on (a row's T_comm depends on its set and its own
+        sample only)."""
         rows = np.arange(start, self.obj.n_saa)
-        return self.obj.t_comm_rows(self.rejected(c, g, self.obj.uniforms[start:]), rows)
+        return t_comm_of(self.obj, self.rejected(c, g, self.obj.uniforms[start:]), rows)
 
     def goodput(self, c: np.ndarray, g: np.ndarray, t_comm: np.ndarray) -> Goodput:
         """G(c, γ) from the samples' T_comm at (c, γ)."""
