@@ -67,3 +67,30 @@ def test_the_state_ranks_by_closed_form_and_keeps_the_solvers_values():
         k = int(rng.integers(20))
         state.set_device(k, int(np.argmax(table[k])))
         assert np.array_equal(state.t_comm, obj.t_comm_samples(state.gamma))
+
+
+def test_flips_by_set_equal_the_pairwise_ones_bit_for_bit():
+    """`FlipSolver.by_set` (each distinct set's flips once) gives `__call__`'s values exactly, on
+    batches of few repeated sets (its table path), of distinct sets (its fallback) and K > 62
+    (no integer keys). Control: the same comparison sees a pair read off the wrong set."""
+    rng = np.random.default_rng(3)
+    for inst in _instances():
+        k = inst.num_devices
+        flips = FlipSolver(inst)
+        for distinct in (1, 3, 40, 300):
+            sets = rng.random((distinct, k)) < rng.uniform(0.05, 0.6)
+            rejected = sets[rng.integers(0, distinct, 300)]
+            rows, cols = np.nonzero(rng.random((300, k)) < 0.7)
+            assert np.array_equal(flips.by_set(rejected, rows, cols), flips(rejected, rows, cols))
+            shuffled = rng.permutation(rows.size)  # unsorted rows
+            assert np.array_equal(
+                flips.by_set(rejected, rows[shuffled], cols[shuffled]), flips(rejected, rows[shuffled], cols[shuffled])
+            )
+    # control: rows of another set give other values
+    inst = _instances()[-2]
+    flips = FlipSolver(inst)
+    rejected = np.zeros((2, inst.num_devices), dtype=bool)
+    rejected[1, :5] = True
+    cols = np.arange(inst.num_devices)
+    wrong = flips.by_set(rejected, np.ones_like(cols), cols)
+    assert not np.array_equal(wrong, flips(rejected, np.zeros_like(cols), cols))

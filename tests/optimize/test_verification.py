@@ -1,9 +1,12 @@
 """The coupled verification rule in the model and the three-way planner (optimize.verification)."""
 
 import itertools
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
+from pinned_three_way import PINNED, pinned_drop
 from reference_plans import FAST_CASES, fast_drop, grid_drop, load
 
 from multispin.errors import ConfigError
@@ -216,3 +219,24 @@ def test_three_way_certificate_bounds_every_mask_and_gamma():
         std_only = communication_bound(SAAObjective(inst, u), p.draft_len).value
         below += std_only < best * (1 - 1e-9)
     assert below >= 1
+
+
+def test_three_way_plans_equal_the_pinned_ones():
+    """The three-way plans (mask, γ, goodput) on the pinned instances equal those the search gave
+    before its speed-up (recorded in data/three_way_pinned_plans.json): a refactor of the search
+    must not change a plan. Negative control: on some of them the better single-rule plan alone
+    (no moves) differs from the pinned plan, so the comparison sees the climb's result."""
+    stored = json.loads((Path(__file__).with_name("data") / "three_way_pinned_plans.json").read_text())["plans"]
+    assert set(stored) == set(PINNED)
+    climbed = 0
+    for name, want in stored.items():
+        inst, u, policy = pinned_drop(name)
+        p = plan(inst, uniforms=u, policy=policy, verify="choose")
+        assert p.coupled.astype(int).tolist() == want["coupled"], name
+        assert p.draft_len.tolist() == want["draft_len"], name
+        assert p.goodput_tokens_per_s == pytest.approx(want["goodput"], rel=1e-12), name
+        single = [plan(inst, uniforms=u, policy=policy, verify=v) for v in ("standard", "coupled")]
+        climbed += all(
+            s.coupled.tolist() != p.coupled.tolist() or s.draft_len.tolist() != p.draft_len.tolist() for s in single
+        )
+    assert climbed >= 3, climbed

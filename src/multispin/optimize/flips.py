@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from multispin.optimize.goodput import _row_keys
 from multispin.optimize.modes import _latency_from_x_s, _optimal_fast
 from multispin.system.instance import Instance
 
@@ -99,15 +100,30 @@ class FlipSolver:
     def __call__(self, rejected: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         if rows.size == 0:
             return np.zeros(0)
+        return self._flips(rejected, *_distinct_indices(rows), cols)
+
+    def by_set(self, rejected: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """`__call__`'s values (a pair's flip depends on its row's set only, and each is computed
+        by the same operations whatever the batch), with every flip of each distinct set computed
+        once where that is fewer pairs: cheaper where the rows repeat a few sets (a search near
+        "nobody rejected"); the set keys cost a sort, so callers choose it where sets repeat."""
+        if rows.size == 0:
+            return np.zeros(0)
+        uniq, inv = _distinct_indices(rows)
+        if self.k > 62:  # no one-integer key per set
+            return self._flips(rejected, uniq, inv, cols)
+        _, first, set_of = np.unique(_row_keys(rejected[uniq]), return_index=True, return_inverse=True)
+        if first.size * self.k >= rows.size:
+            return self._flips(rejected, uniq, inv, cols)
+        k = self.k
+        table = self._flips(
+            rejected, uniq[first], np.repeat(np.arange(first.size), k), np.tile(np.arange(k), first.size)
+        )
+        return table.reshape(first.size, k)[set_of.ravel()[inv], cols]
+
+    def _flips(self, rejected: np.ndarray, uniq: np.ndarray, inv: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """The flips of the pairs (``uniq[inv[i]]``, ``cols[i]``), ``uniq`` distinct rows."""
         k, p_dl = self.k, self.p_dl
-        if np.all(rows[1:] >= rows[:-1]):  # sorted (the callers' np.nonzero order): no sort needed
-            new = np.empty(rows.size, dtype=bool)
-            new[0] = True
-            np.not_equal(rows[1:], rows[:-1], out=new[1:])
-            uniq, inv = rows[new], np.cumsum(new) - 1
-        else:
-            uniq, inv = np.unique(rows, return_inverse=True)
-            inv = inv.ravel()
         o = rejected[uniq[:, None], self.perm[None, :]]  # (U, K), in the solver's order
         w = np.where(o, self.g[None, :], 0.0)
         s_incl = np.cumsum(w[:, ::-1], axis=1)[:, ::-1]
@@ -163,3 +179,14 @@ class FlipSolver:
         b = self.bw / np.maximum(n_new, 1)
         t = _latency_from_x_s(np.maximum(y, q), self.bits, b, self.n0)
         return np.where(n_new > 0, t, 0.0)
+
+
+def _distinct_indices(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(uniq, inv): the distinct values of ``rows`` and each entry's index into them."""
+    if np.all(rows[1:] >= rows[:-1]):  # sorted (the callers' np.nonzero order): no sort needed
+        new = np.empty(rows.size, dtype=bool)
+        new[0] = True
+        np.not_equal(rows[1:], rows[:-1], out=new[1:])
+        return rows[new], np.cumsum(new) - 1
+    uniq, inv = np.unique(rows, return_inverse=True)
+    return uniq, inv.ravel()

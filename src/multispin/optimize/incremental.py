@@ -84,14 +84,26 @@ def t_comp_unchecked(inst, gamma: np.ndarray) -> np.ndarray:
 class IncrementalSAA:
     """The SAA goodput at a current γ, with cheap evaluation of moves away from it."""
 
-    def __init__(self, obj: SAAObjective, gamma, t_comm: np.ndarray | None = None, closed_form: bool = False):
+    def __init__(
+        self,
+        obj: SAAObjective,
+        gamma,
+        t_comm: np.ndarray | None = None,
+        closed_form: bool = False,
+        repeated_sets: bool = False,
+    ):
         self.obj = obj
         # ``closed_form``: flipped outcomes from `multispin.optimize.flips` (O(log K) each instead of a
         # K-wide solve) where it covers the objective. Its values differ from the solver's by rounding
         # (up to ~1e-10 relative where a deep fade's 1/h dominates a sum), so they only rank moves:
         # the samples' T_comm* at the current γ, and so every value() and candidate_values(), stay the
-        # solver's.
+        # solver's. ``repeated_sets``: the samples share a few rejected sets (most devices never
+        # rejected), so each distinct set's flips are computed once (`FlipSolver.by_set`: the same
+        # values).
         self._flipper = solver_for(obj) if closed_form else None
+        self._flip_values = None
+        if self._flipper is not None:
+            self._flip_values = self._flipper.by_set if repeated_sets else self._flipper
         inst = obj.inst
         self.inst = inst
         self.levels = sample_levels(obj)
@@ -131,8 +143,8 @@ class IncrementalSAA:
 
     def _solve_flips(self, rows: np.ndarray, cols: np.ndarray) -> None:
         """Re-solve the flipped entries (rows[i], cols[i]) in one batch and mark them valid."""
-        if rows.size and self._flipper is not None:
-            self.flip[rows, cols] = self._flipper(self.rejected, rows, cols)
+        if rows.size and self._flip_values is not None:
+            self.flip[rows, cols] = self._flip_values(self.rejected, rows, cols)
             self.flip_valid[rows, cols] = True
             self.solves += rows.size
         elif rows.size:

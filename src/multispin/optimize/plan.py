@@ -216,22 +216,13 @@ def _one_rule_plan(
     extra_starts,
     channel_gains,
     deadline_s: float | None,
+    objective: SAAObjective | None = None,
 ) -> Plan:
-    """`plan` when every device verifies by the same rule (the one ``inst`` carries)."""
-    if policy not in PLAN_POLICIES:
-        raise ConfigError(f"policy: unknown value {policy!r} (allowed: {', '.join(PLAN_POLICIES)})")
-    if modes not in MODE_POLICIES:
-        raise ConfigError(f"modes: unknown value {modes!r} (allowed: {', '.join(MODE_POLICIES)})")
-    if split not in SPLITS:
-        raise ConfigError(f"split: unknown value {split!r} (allowed: {', '.join(SPLITS)})")
-    u = _uniforms(inst, uniforms, rng, n_saa)
-    mode_uniforms = _mode_uniforms(modes, mode_uniforms, rng, u.shape)
-    if channel_gains is not None and policy in ("oracle", "certified"):
-        raise ConfigError(
-            f"policy: {policy!r} enumerates one channel's rejected sets; robust planning over "
-            "channel samples allows greedy, greedy_paper, best_uniform, computation_only"
-        )
-    obj = SAAObjective(inst, u, modes, split, mode_uniforms if modes == "random" else None, channel_gains)
+    """`plan` when every device verifies by the same rule (the one ``inst`` carries). ``objective``:
+    the `SAAObjective` these arguments make, where the caller has built it (`_objective`)."""
+    obj = objective
+    if obj is None:
+        obj = _objective(inst, uniforms, rng, n_saa, policy, modes, split, mode_uniforms, channel_gains)
     starts = _search_starts(policy, extra_starts, warm_start, deadline_s)
     dp = optimise_draft_lengths(obj, policy, starts or None, warm_start if policy == "fast" else None, deadline_s)
     # past a device's gamma_cap the objective is flat in its tokens and outcomes, so a search may
@@ -252,6 +243,26 @@ def _one_rule_plan(
         dp.proven_optimal,
         inst.coupled_mask.copy(),
     )
+
+
+def _objective(
+    inst: Instance, uniforms, rng, n_saa: int, policy: str, modes: ModeRule, split: str, mode_uniforms, channel_gains
+) -> SAAObjective:
+    """The SAA objective of `plan`'s arguments, each checked."""
+    if policy not in PLAN_POLICIES:
+        raise ConfigError(f"policy: unknown value {policy!r} (allowed: {', '.join(PLAN_POLICIES)})")
+    if modes not in MODE_POLICIES:
+        raise ConfigError(f"modes: unknown value {modes!r} (allowed: {', '.join(MODE_POLICIES)})")
+    if split not in SPLITS:
+        raise ConfigError(f"split: unknown value {split!r} (allowed: {', '.join(SPLITS)})")
+    u = _uniforms(inst, uniforms, rng, n_saa)
+    mode_uniforms = _mode_uniforms(modes, mode_uniforms, rng, u.shape)
+    if channel_gains is not None and policy in ("oracle", "certified"):
+        raise ConfigError(
+            f"policy: {policy!r} enumerates one channel's rejected sets; robust planning over "
+            "channel samples allows greedy, greedy_paper, best_uniform, computation_only"
+        )
+    return SAAObjective(inst, u, modes, split, mode_uniforms if modes == "random" else None, channel_gains)
 
 
 def _mode_uniforms(modes: ModeRule, mode_uniforms: np.ndarray | None, rng, shape) -> np.ndarray | None:
@@ -286,12 +297,13 @@ def _choose_plan(inst: Instance, **kw) -> Plan:
     """``plan(verify="choose")``: the all-standard plan, then the three-way search from it and from
     all coupled (`multispin.optimize.verification.choose_verification`); the draft-length policy
     also polishes γ once on the mask the moves reach (not ``fast``: the per-round search)."""
-    u = _uniforms(inst, kw.pop("uniforms"), kw["rng"], kw.pop("n_saa"))
     std = as_standard(inst)
-    kw["mode_uniforms"] = _mode_uniforms(kw["modes"], kw["mode_uniforms"], kw["rng"], u.shape)
-    base = plan(std, uniforms=u, verify=STANDARD, **kw)
-    mu = kw["mode_uniforms"] if base.modes == "random" else None
-    obj = SAAObjective(std, u, base.modes, base.split, mu, kw["channel_gains"])
+    args = ("uniforms", "rng", "n_saa", "policy", "modes", "split", "mode_uniforms", "channel_gains")
+    # one objective for the all-standard plan and the search from it: its caches (sample levels,
+    # flip solver) are built once
+    obj = _objective(std, *(kw[a] for a in args))
+    base = _one_rule_plan(std, **kw, objective=obj)
+    u, mu = obj.uniforms, obj.mode_uniforms
     policy = kw["policy"]
 
     def polish(masked: Instance, g: np.ndarray) -> np.ndarray:

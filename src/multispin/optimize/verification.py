@@ -33,7 +33,7 @@ import numpy as np
 from multispin.errors import ConfigError
 from multispin.optimize.draft_lengths import max_g_max
 from multispin.optimize.goodput import Goodput, SAAObjective
-from multispin.optimize.incremental import IncrementalSAA, head
+from multispin.optimize.incremental import IncrementalSAA, head, t_comm_of
 from multispin.system.instance import Instance
 from multispin.vocabulary import COUPLED, STANDARD, VERIFY_CHOICES
 
@@ -61,12 +61,13 @@ def all_coupled(inst: Instance) -> Instance:
 class CoupledSAA:
     """G(c, γ) on the samples of an all-standard objective, c the (K,) coupled mask."""
 
-    def __init__(self, obj: SAAObjective):
+    def __init__(self, obj: SAAObjective, coupled: Instance | None = None):
         std = obj.inst
         if std.coupled_mask.any():
             raise ConfigError("obj: CoupledSAA needs the all-standard objective")
-        cpl = all_coupled(std)
+        cpl = all_coupled(std) if coupled is None else coupled
         self.obj = obj
+        self.coupled = cpl  # the all-coupled instance
         self.k = std.num_devices
         self.surv = std.survival
         self.e = np.stack([std.expected_tokens, cpl.expected_tokens])  # (2, K, G+1): [standard, coupled]
@@ -75,6 +76,10 @@ class CoupledSAA:
         self.t_fixed = c.t_ver0_s + self.k * c.t_ver1_s
         self.t_tok = c.t_ver_tok_s
         self.rows = np.arange(self.k)
+
+    def head(self, m: int) -> CoupledSAA:
+        """The same on the first ``m`` samples (`multispin.optimize.incremental.head`)."""
+        return CoupledSAA(head(self.obj, m), self.coupled)
 
     def rejected(self, c: np.ndarray, g: np.ndarray, uniforms: np.ndarray | None = None) -> np.ndarray:
         u = self.obj.uniforms if uniforms is None else uniforms
@@ -88,7 +93,14 @@ class CoupledSAA:
         return float(np.max(g * lat) + self.t_fixed + self.t_tok * np.sum(g + 1))
 
     def t_comm(self, c: np.ndarray, g: np.ndarray) -> np.ndarray:
-        return self.obj.t_comm_rows(self.rejected(c, g))
+        """The samples' T_comm at (c, γ): the objective's values (`t_comm_of`: bit for bit)."""
+        return self.t_comm_rows(c, g, 0)
+
+    def t_comm_rows(self, c: np.ndarray, g: np.ndarray, start: int) -> np.ndarray:
+        """`t_comm` of the samples from ``start`` on (a row's T_comm depends on its set and its own
+        sample only)."""
+        rows = np.arange(start, self.obj.n_saa)
+        return t_comm_of(self.obj, self.rejected(c, g, self.obj.uniforms[start:]), rows)
 
     def goodput(self, c: np.ndarray, g: np.ndarray, t_comm: np.ndarray) -> Goodput:
         """G(c, γ) from the samples' T_comm at (c, γ)."""
@@ -111,16 +123,16 @@ class CoupledSAA:
         top = np.argsort(-lat, kind="stable")[:2]
         others = np.full(self.k, lat[top[0]])
         others[top[0]] = lat[top[1]] if self.k > 1 else 0.0
-        n_cur = float(np.sum(self.tokens(c, g)))
-        e_cur = self.e[c.astype(int), self.rows, g]
-        out = np.empty((2, self.k, grid.size))
-        for rule in (0, 1):
-            draft = np.maximum(others[:, None], grid[None, :] * self.t[rule][:, None])
-            tc = draft + self.t_fixed + self.t_tok * (np.sum(g + 1) - g[:, None] + grid[None, :])
-            num = n_cur - e_cur[:, None] + self.e[rule]
-            e_comm = comm if rule == 0 else np.broadcast_to(comm[:, :1], comm.shape)
-            out[rule] = num / (tc + e_comm)
-        return out
+        e_cur = self.tokens(c, g)
+        n_cur = float(np.sum(e_cur))
+        # both rules at once, [rule, device, γ_k']: each entry by the same operations as one at a time
+        draft = np.maximum(others[None, :, None], grid[None, None, :] * self.t[:, :, None])
+        tc = draft + self.t_fixed + self.t_tok * (np.sum(g + 1) - g[:, None] + grid[None, :])
+        num = n_cur - e_cur[:, None] + self.e
+        e_comm = np.empty_like(num)
+        e_comm[0] = comm
+        e_comm[1] = comm[:, :1]  # a coupled device is never rejected, whatever its γ_k'
+        return num / (tc + e_comm)
 
 
 @dataclass(frozen=True)
@@ -140,7 +152,8 @@ def _local_search(cs: CoupledSAA, c: np.ndarray, g: np.ndarray, t_comm: np.ndarr
     T_comm at the start where the caller has it. With ``closed_form`` the flipped sets that rank the
     moves come from `multispin.optimize.flips` (ranking only: every move taken is checked on the
     solver's values, as the fast search does)."""
-    inc = IncrementalSAA(cs.obj, np.where(c, 0, g), t_comm=t_comm, closed_form=closed_form)
+    # the climb's samples share a few rejected sets where most devices verify coupled
+    inc = IncrementalSAA(cs.obj, np.where(c, 0, g), t_comm=t_comm, closed_form=closed_form, repeated_sets=True)
     cur = cs.goodput(c, g, inc.t_comm).goodput_tokens_per_s
     moves = 0
     while True:
@@ -169,7 +182,7 @@ def choose_verification(
     cs = CoupledSAA(obj)
     k = cs.k
     std_c, cpl_c = np.zeros(k, dtype=bool), np.ones(k, dtype=bool)
-    g_cpl = obj.inst.capped(max_g_max(all_coupled(obj.inst)))
+    g_cpl = obj.inst.capped(max_g_max(cs.coupled))
     g_std = np.asarray(standard, dtype=np.int64)
     t_std = cs.t_comm(std_c, g_std)
     starts = {
@@ -184,11 +197,13 @@ def choose_verification(
         # the per-round search: the climb runs on a quarter of the samples and its end is taken
         # where it beats the start on all of them (a full-sample climb after it doubled the
         # time and, on paper-qwen K = 20 drops, moved nothing)
-        sub = CoupledSAA(head(obj, max(_SUBSAMPLE_MIN, obj.n_saa // 4)))
-        c_sub, g_sub, _, moves = _local_search(sub, c, g, None, closed_form)
-        t_sub = cs.t_comm(c_sub, g_sub)
-        if cs.goodput(c_sub, g_sub, t_sub).goodput_tokens_per_s > cs.goodput(c, g, t0).goodput_tokens_per_s:
-            c, g, t0 = c_sub, g_sub, t_sub
+        m = max(_SUBSAMPLE_MIN, obj.n_saa // 4)
+        # the subsample's rows are the first rows: their T_comm at the start is known
+        c_sub, g_sub, t_head, moves = _local_search(cs.head(m), c, g, t0[:m], closed_form)
+        if moves:  # else the climb ended where it started
+            t_sub = np.concatenate([t_head, cs.t_comm_rows(c_sub, g_sub, m)])
+            if cs.goodput(c_sub, g_sub, t_sub).goodput_tokens_per_s > cs.goodput(c, g, t0).goodput_tokens_per_s:
+                c, g, t0 = c_sub, g_sub, t_sub
         return VerifyChoice(c, g, cs.goodput(c, g, t0), starts, moves)
     c, g, t_comm, moves = _local_search(cs, c, g, t0, closed_form)
     if polish is not None:
