@@ -6,7 +6,9 @@ The forecast replays, at the model level, what the running planner goes through:
   channel); ``channels="run"`` instead replays the run's own channel rounds 0, 1, … in every
   replica: the forecast given the channel a run saw (the drop is the seed's either way), which
   takes the channel's luck out of a realised / forecast check and nothing else: the channel is
-  drawn by the same generator in the run and in the model;
+  drawn by the same generator in the run and in the model. Under mobility the channel ages
+  between rounds over each model round's duration on the true channel (T_comp + E[T_comm] as
+  scored), as the run's ages over each round's charged latency;
 - **jobs** (``max_new_tokens``): every device starts a fresh prompt with that budget and a new one
   as soon as its job ends, as a steady-state testbed run does; each round the planner is told each
   device's cap (remaining budget − 1, the round engine's clip), and the tokens each device gains
@@ -206,6 +208,8 @@ def _run_replica(
             rp.instance.replace(alpha=truth, alpha_coupled=truth_c), gamma, RUN_POLICIES[planner.policy], split, rng
         )
         tally.tokens, tally.comp, tally.comm = tally.tokens + n, tally.comp + tc, tally.comm + tm
+        # the run's channel ages over each round's duration on the true channel, not the planned one
+        planner.lasted(tc + tm)
         tally.gammas.append(gamma)
         tally.estimates.append(np.asarray(rp.instance.alpha, dtype=float))
         accepted = draw_accepted(truth if truth_c is None else np.where(coupled, truth_c, truth), gamma, rng)

@@ -262,7 +262,7 @@ def forecast_caveats(
     """Why a run's forecast cannot be read as a check of the model, one line each (none: it can):
     α assumed rather than measured for this pair, compute timed with another host's profile on the
     wall clock, a compute profile whose fit is poor, channel-estimation error (mobility, pilot
-    noise) that the forecast has not been validated under."""
+    noise) under which one run's communication time is heavy-tailed and the forecast is not validated."""
     out = []
     if not measured:
         out.append(
@@ -286,8 +286,10 @@ def forecast_caveats(
     if channel.get("speed_kmh") is not None or channel.get("pilot_snr_db") is not None:
         out.append(
             f"channel knowledge: the run planned on aged or noisy channel estimates (speed {channel.get('speed_kmh')} "
-            f"km/h, pilot SNR {channel.get('pilot_snr_db')} dB, {channel.get('planning')} planning); the forecast "
-            "has not been validated against runs under estimation error"
+            f"km/h, pilot SNR {channel.get('pilot_snr_db')} dB, {channel.get('planning')} planning): a rejected "
+            "device in a fade the estimates could not foresee takes seconds, so one run's goodput can fall far "
+            "below the forecast and its range; the forecast is not validated to ±5% under estimation error "
+            "(docs/channel-knowledge.md)"
         )
     return out
 

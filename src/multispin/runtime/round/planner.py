@@ -393,6 +393,12 @@ class ScenarioPlanner:
         rplan.decision = decision
         return {d: decision.link(pos[d]) for d in rejected}
 
+    def lasted(self, duration_s: float) -> None:
+        """The round just planned lasted ``duration_s`` (a model of the round with no observation
+        after it: the forecast): the channel ages over that before the next round, as it ages over
+        a running round's charged latency in `observe`."""
+        self._last_round_s = float(duration_s)
+
     def observe(self, outcome: RoundOutcome) -> RoundCost:
         """Update the acceptance estimates, charge the round to the scenario's clock and return
         the round's cost (the engine carries it on the outcome)."""
