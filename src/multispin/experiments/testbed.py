@@ -721,12 +721,7 @@ def summarise_run(
         figures=run_figures(config, rows, sink.airtime_s),
         virtual_time_s=planner.clock.virtual_time_s,
         planned_goodput_tokens_per_s=planner.clock.planned_goodput_tokens_per_s,
-        **model_parts(
-            config,
-            setup,
-            planner,
-            predict=config.forecast and served.interrupted is None and config.user_policy is None,
-        ),
+        **model_parts(config, setup, planner, interrupted=served.interrupted is not None),
         dl_share=planner.clock.dl_share(),
         mean_draft_len=mean_draft_len(rows, config.devices),
         wall_time_s=served.wall_s,
@@ -764,11 +759,12 @@ def compute_profile_used(scenario: Scenario) -> dict:
     }
 
 
-def model_parts(config: TestbedConfig, setup: TestbedSetup, planner: ScenarioPlanner, predict: bool) -> dict:
+def model_parts(config: TestbedConfig, setup: TestbedSetup, planner: ScenarioPlanner, interrupted: bool) -> dict:
     """The model beside the run: how far the plans' estimates sat from the prior, the forecast and
-    the analytic and Monte Carlo models at the realised rounds' γ and channels. ``predict=False``
-    (a user's policy, whose mode rules the models do not know; an interrupted run, which must stop
-    within seconds; a run asked for without them): no forecast and no prediction."""
+    the analytic and Monte Carlo models at the realised rounds' γ and channels. None of them for a
+    user's policy (the models do not know its mode rules), an ``interrupted`` run (it must stop
+    within seconds) or a run asked for without them (``config.forecast``)."""
+    predict = config.forecast and not interrupted and config.user_policy is None
     return {
         "estimate_gap": planned_estimate_gap(planner),
         "forecast": model_forecast(config, setup, planner) if predict else None,
