@@ -1,6 +1,8 @@
 import fcntl
 import os
+import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -39,3 +41,12 @@ def one_ray_instance():
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.fixture
+def examples(monkeypatch):
+    """docs/examples on the import path, as a user who runs the docs' commands there has it;
+    the example module is forgotten after the test."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "docs" / "examples"))
+    yield
+    sys.modules.pop("own_policies", None)

@@ -6,8 +6,6 @@ bandit example is deterministic for a seed and learns from the last round's feed
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,15 +14,6 @@ from typer.testing import CliRunner
 import multispin as ms
 from multispin.cli import app, main
 from multispin.errors import ConfigError
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
-
-
-@pytest.fixture
-def examples(monkeypatch):
-    monkeypatch.syspath_prepend(str(EXAMPLES))
-    yield
-    sys.modules.pop("own_policies", None)
 
 
 @pytest.fixture(scope="module")

@@ -5,23 +5,11 @@ line naming the policy and the round."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from multispin.errors import ConfigError
 from multispin.runtime.round.user_policy import RoundView, checked_draft_lengths, checked_modes, load_policy
-
-EXAMPLES = Path(__file__).resolve().parents[3] / "docs" / "examples"
-
-
-@pytest.fixture
-def examples(monkeypatch):
-    monkeypatch.syspath_prepend(str(EXAMPLES))
-    yield
-    sys.modules.pop("own_policies", None)
 
 
 def _view(caps=(4, 4, 2)) -> RoundView:
