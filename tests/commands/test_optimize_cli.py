@@ -126,7 +126,11 @@ def test_optimized_split_from_the_command_line():
         (["--pdl-dbm", "99"], "error: --pdl-dbm [radio.p_dl_dbm]: must be in [-60, 70] dBm (got 99.0)"),
         (["--split", "half"], "error: --split: 'half' is not one of 'equal', 'optimized'"),
         (["--draft-policy", "magic"], "error: --draft-policy: 'magic' is not one of 'greedy', 'greedy_paper'"),
-        (["--policy", "certified"], "error: --policy: no such option (did you mean --draft-policy"),  # the old name
+        # --policy plays your own policy; a draft-length search under it (its old name) is pointed on
+        (
+            ["--policy", "certified"],
+            "error: policy: 'certified': a user policy is module:attr (e.g. mypolicies:Threshold); 'certified' is a draft-length search: --draft-policy certified",
+        ),
     ],
 )
 def test_user_mistakes_are_one_line_and_exit_2(monkeypatch, capsys, args, start):

@@ -101,8 +101,9 @@ def test_one_vocabulary_of_policy_names(multispin):
 
 
 def test_draft_policy_and_mode_policy_have_separate_names(multispin):
-    """optimize --draft-policy (how γ is chosen), testbed --policy (the correction modes compared);
-    optimize has no --policy."""
+    """optimize --draft-policy (how γ is chosen), testbed --policy (the run policy: the built-in
+    correction modes compared, or your own as module:attr); optimize's --policy takes only your own
+    policy, and a draft-length search given there is pointed to --draft-policy."""
     import json
 
     from multispin import api
@@ -111,12 +112,12 @@ def test_draft_policy_and_mode_policy_have_separate_names(multispin):
 
     assert DRAFT_POLICIES is OPTIMISER_DRAFT_POLICIES  # one tuple, the vocabulary's
     out = multispin("optimize", "-h").out
-    assert "--draft-policy" in out and "--policy " not in out
+    assert "--draft-policy" in out and "MODULE:ATTR" in out
     new = multispin("optimize", "--devices", "3", "--n-saa", "30", "--draft-policy", "best_uniform", "--json")
     old = multispin("optimize", "--devices", "3", "--n-saa", "30", "--policy", "best_uniform", "--json")
-    assert new.code == 0 and old.code == 2 and "--policy" in old.err
+    assert new.code == 0 and old.code == 2 and "--draft-policy best_uniform" in old.err
     assert json.loads(new.out)["draft_policy"] == "best_uniform" and "policy" not in json.loads(new.out)
     sc = api.scenario(devices=3, n_saa=30)
     assert json.loads(api.plan(sc, draft_policy="best_uniform").to_json()) == json.loads(new.out)
-    with pytest.raises(TypeError, match="policy"):
-        api.plan(sc, policy="best_uniform")  # type: ignore[call-arg]
+    with pytest.raises(ConfigError, match="draft_policy|--draft-policy"):
+        api.plan(sc, policy="best_uniform")

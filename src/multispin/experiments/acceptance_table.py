@@ -448,7 +448,7 @@ IN_RUN_INTRO = [
     "model's maximum-likelihood α, but the model is used for tokens, and the two part where acceptance "
     "differs from draft to draft: a draft on an easy stretch tests more positions, so the pooled rate leans "
     "towards easy drafts while \\(\\mathbb{E}[N]\\) at that rate over-counts what the mix gains (a simulation in "
-    "`tests/models/test_run_verdicts.py` shows it: 1.7% over-counted at a draft-to-draft sd of 0.12, 0.25% "
+    "`tests/acceptance/test_run_verdicts.py` shows it: 1.7% over-counted at a draft-to-draft sd of 0.12, 0.25% "
     "with the tokens-matched α). On the same drafting rounds of smollm2-135m's near-copy drafts the "
     "tokens-matched α is about 0.003 below the verdict rate (next table), about 1% of a forecast; the rounds "
     "are other runs' than the verdict rates', on seeds kept apart from those the forecast is then checked on. "

@@ -49,15 +49,13 @@ from multispin.runtime.round.user_policy import (
     user_policy_label,
 )
 from multispin.system.instance import Instance
-from multispin.vocabulary import UL, ModeRule
+from multispin.vocabulary import POLICY_TABLE, REFERENCE, STANDARD, UL, ModeRule
 
-# the built-in policies ms.evaluate(policy=...) also runs round by round: their γ (the plan's, or
-# the baseline's optimised for that mode rule) and mode rule
+# the built-in policies ms.evaluate(policy=...) also runs round by round: the run policies that
+# draft and verify standard, each with its γ (the plan's, or the baseline's optimised for its mode
+# rule) and its mode rule
 BUILT_IN_RULES: dict[str, ModeRule] = {
-    "adaptive": "optimal",
-    "all_ul": "all_ul",
-    "all_dl": "all_dl",
-    "random": "random",
+    p.name: p.rule for p in POLICY_TABLE.values() if p.run and p.drafts and p.verify == STANDARD
 }
 
 
@@ -125,7 +123,7 @@ class PolicyEvaluation:
 def built_in_round_policy(name: str, plan_gamma, baseline_gamma: dict, coin_seed: int) -> FixedPolicy:
     """A built-in run policy as a round policy: adaptive at the plan's γ, a mode baseline at its
     own optimised γ (the plan's ``baseline_draft_len``)."""
-    if name == "adaptive":
+    if name == REFERENCE:
         return FixedPolicy(np.asarray(plan_gamma), "optimal")
     if name not in baseline_gamma:
         raise ConfigError(f"policy: {name!r} needs the plan's baselines (ms.plan(..., baselines=True))")
@@ -156,9 +154,9 @@ def evaluate_policy(
     own, result = simulate_policy_rounds(inst, runner, rounds, make_rng(), split)
     base, base_result = simulate_policy_rounds(inst, adaptive, rounds, make_rng(), split)
     paired = None
-    if label != "adaptive":
+    if label != REFERENCE:
         paired = paired_difference(
-            RoundLog.of(own.tokens, own.latency_s), RoundLog.of(base.tokens, base.latency_s), (label, "adaptive")
+            RoundLog.of(own.tokens, own.latency_s), RoundLog.of(base.tokens, base.latency_s), (label, REFERENCE)
         )
     return PolicyEvaluation(label, result, base_result, paired, own)
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from multispin.errors import ConfigError
 from multispin.system.instance import Instance
-from multispin.vocabulary import LINK_MODES, LinkMode
+from multispin.vocabulary import DRAFT_POLICIES, LINK_MODES, LinkMode
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,9 @@ def load_policy(spec: str | object) -> UserPolicy:
     if isinstance(spec, str):
         module, _, attr = spec.partition(":")
         if not module or not attr:
-            raise ConfigError(f"policy: {spec!r}: a user policy is module:attr (e.g. mypolicies:Threshold)")
+            # the draft-length searches were once spelt --policy: name the flag they have now
+            hint = f"; {spec!r} is a draft-length search: --draft-policy {spec}" if spec in DRAFT_POLICIES else ""
+            raise ConfigError(f"policy: {spec!r}: a user policy is module:attr (e.g. mypolicies:Threshold){hint}")
         try:
             obj = getattr(_import_from_here(module), attr)
         except ImportError as exc:
