@@ -116,3 +116,19 @@ def test_the_three_way_check_tells_the_budget_blind_forecast_apart():
     runs = _runs(THREE_WAY)
     blind = ratio_of_sums([x["real"] for x in runs], [x["blind"] for x in runs], [x["seed"] for x in runs])
     assert blind.high < 1.0, (blind.estimate, blind.low, blind.high)
+
+
+ALL_COUPLED = "smollm2-all-coupled-seeds-60-89.jsonl"
+
+
+def test_the_all_coupled_forecast_contains_one_but_its_control_is_not_excluded():
+    # what docs/results.md says of all-coupled's forecast check on seeds 60-89: realised / forecast
+    # contains 1, its interval reaches past 1.02; and on these 30 runs the budget-blind forecast is
+    # not excluded either, so this check cannot yet see a 2% miss (said so, not hidden)
+    runs = _runs(ALL_COUPLED)
+    assert sorted(x["seed"] for x in runs) == list(range(60, 90)) and {x["policy"] for x in runs} == {"all_coupled"}
+    r = _ratio(runs)
+    assert 0.98 < r.low < 1.0 < r.high < 1.04, (r.estimate, r.low, r.high)
+    assert 1.02 < r.high
+    blind = ratio_of_sums([x["real"] for x in runs], [x["blind"] for x in runs], [x["seed"] for x in runs])
+    assert blind.low < 1.0 < blind.high, (blind.estimate, blind.low, blind.high)
