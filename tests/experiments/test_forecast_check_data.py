@@ -19,9 +19,9 @@ def _runs(name: str) -> list[dict]:
     return [json.loads(line) for line in (DATA / name).read_text().splitlines() if line.strip()]
 
 
-def _ratio(runs: list[dict], policy: str | None = None):
+def _ratio(runs: list[dict], policy: str | None = None, den: str = "forecast"):
     rows = [x for x in runs if policy in (None, x["policy"])]
-    return ratio_of_sums([x["real"] for x in rows], [x["forecast"] for x in rows], [x["seed"] for x in rows])
+    return ratio_of_sums([x["real"] for x in rows], [x[den] for x in rows], [x["seed"] for x in rows])
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -92,7 +92,7 @@ def test_smollm2_outcome_conditioned_tells_the_budget_blind_forecast_apart():
 def test_smollm2_realised_tells_the_budget_blind_forecast_apart():
     # the negative control over the same 120 seeds per policy: pooled by seed it excludes 1
     runs = _smollm2_all()
-    r = ratio_of_sums([x["real"] for x in runs], [x["blind"] for x in runs], [x["seed"] for x in runs])
+    r = _ratio(runs, den="blind")
     assert r.high < 1.0, (r.estimate, r.low, r.high)
 
 
@@ -114,7 +114,7 @@ def test_the_three_way_check_tells_the_budget_blind_forecast_apart():
     # the negative control on the same runs: the budget-blind forecast (no prompt ever ends) is
     # excluded, so the check has the power to see a 2% miss
     runs = _runs(THREE_WAY)
-    blind = ratio_of_sums([x["real"] for x in runs], [x["blind"] for x in runs], [x["seed"] for x in runs])
+    blind = _ratio(runs, den="blind")
     assert blind.high < 1.0, (blind.estimate, blind.low, blind.high)
 
 
@@ -130,5 +130,5 @@ def test_the_all_coupled_forecast_contains_one_but_its_control_is_not_excluded()
     r = _ratio(runs)
     assert 0.98 < r.low < 1.0 < r.high < 1.04, (r.estimate, r.low, r.high)
     assert 1.02 < r.high
-    blind = ratio_of_sums([x["real"] for x in runs], [x["blind"] for x in runs], [x["seed"] for x in runs])
+    blind = _ratio(runs, den="blind")
     assert blind.low < 1.0 < blind.high, (blind.estimate, blind.low, blind.high)
