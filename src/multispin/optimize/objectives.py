@@ -33,7 +33,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from multispin.errors import ConfigError
-from multispin.optimize.goodput import Goodput, expected_tokens, outcomes, rejection_prob, t_comp_s
+from multispin.optimize.goodput import (
+    Goodput,
+    _row_keys,
+    expected_tokens,
+    outcomes,
+    rejection_prob,
+    t_comp_s,
+)
 from multispin.optimize.modes import dl_latency_s, equal_share_hz, optimal_modes_batch, ul_latency_s
 from multispin.optimize.plan import Plan
 from multispin.optimize.reactive import fixed_modes_latency_s, policy_ul_mask, t_comm_batch
@@ -44,19 +51,18 @@ from multispin.vocabulary import OBJECTIVES, ModeRule
 EXACT_MAX_PLANS = 4096
 EXACT_MAX_REJECTED = 10
 _DINKELBACH_ITERATIONS = 20
-_MEMO_MAX_DEVICES = 62  # a rejected set is remembered by its bits in one int64
+_ONE_KEY_MAX_COLUMNS = 62  # `_row_keys` gives a row one int64 up to this many columns
 
 
-def _distinct_rows(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The distinct rows of a boolean matrix in ``np.unique(mask, axis=0)``'s order, an int code
-    of each, and each row's index among them: ``np.unique`` of one int per row (the row's bits,
-    first column highest, so the order is the same) costs a fraction of sorting the rows."""
-    if mask.shape[1] > _MEMO_MAX_DEVICES:
+def _distinct_rows(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(mask, axis=0, return_inverse=True)`` of a boolean matrix: the distinct rows in
+    its order and each row's index among them, by one int key per row where the row fits one (its
+    bits, first column highest, so the order is the same) at a fraction of sorting the rows."""
+    if mask.shape[1] > _ONE_KEY_MAX_COLUMNS:
         rows, inverse = np.unique(mask, axis=0, return_inverse=True)
-        return rows, np.arange(rows.shape[0]), inverse.reshape(-1)
-    bits = np.int64(1) << np.arange(mask.shape[1] - 1, -1, -1, dtype=np.int64)
-    codes, first, inverse = np.unique(mask.astype(np.int64) @ bits, return_index=True, return_inverse=True)
-    return mask[first], codes, inverse.reshape(-1)
+        return rows, inverse.reshape(-1)
+    _, first, inverse = np.unique(_row_keys(mask[:, ::-1]), return_index=True, return_inverse=True)
+    return mask[first], inverse.reshape(-1)
 
 
 def check_objective(name: str) -> str:
@@ -143,7 +149,7 @@ class ObjectiveSearch:
         self.energy = energy or EnergyModel()
         self.modes, self.split, self.mode_u = modes, split, mode_uniforms
         self._mode_tables: dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        self._t_comm_of_set: dict[tuple[ModeRule, int], float] = {}
+        self._t_comm_of_set: dict[tuple[ModeRule, int], float] = {}  # (rule, `_row_keys` code) -> T_comm
         self.evaluations = 0
 
     def t_comm(self, rejected: np.ndarray, modes: ModeRule | None = None) -> np.ndarray:
@@ -151,19 +157,21 @@ class ObjectiveSearch:
 
         Under a deterministic mode rule a row's T_comm depends on its rejected set alone, and the
         samples of one γ and of its neighbours in the search repeat few sets: each set is solved
-        once per search and looked up after (the values are those of the batch, row for row).
-        The random rule draws per sample, so it is solved afresh."""
+        once per search and looked up after, keyed as `SAAObjective.t_comm_rows` keys its sets
+        (which remembers them across calls on the optimized split only). The random rule draws
+        per sample, so it is solved afresh."""
         modes = self.modes if modes is None else modes
-        k = self.inst.num_devices
-        if modes == "random" or k > _MEMO_MAX_DEVICES:
+        if modes == "random" or self.inst.num_devices > _ONE_KEY_MAX_COLUMNS:
             return t_comm_batch(rejected, self.inst, modes, self.split, self.mode_u)
-        sets, codes, inverse = _distinct_rows(np.asarray(rejected, dtype=bool))
+        mask = np.asarray(rejected, dtype=bool)
+        codes, first, inverse = np.unique(_row_keys(mask), return_index=True, return_inverse=True)
         known = self._t_comm_of_set
         new = [i for i, c in enumerate(codes) if (modes, int(c)) not in known]
         if new:
-            for i, t in zip(new, t_comm_batch(sets[new], self.inst, modes, self.split, self.mode_u), strict=True):
+            solved = t_comm_batch(mask[first[new]], self.inst, modes, self.split, self.mode_u)
+            for i, t in zip(new, solved, strict=True):
                 known[(modes, int(codes[i]))] = float(t)
-        return np.array([known[(modes, int(c))] for c in codes])[inverse]
+        return np.array([known[(modes, int(c))] for c in codes])[inverse.reshape(-1)]
 
     # -- energy ---------------------------------------------------------------------------
 
@@ -242,7 +250,7 @@ class ObjectiveSearch:
             if self.objective != "energy":
                 return RoundScore(score(self.objective, g), gamma, g, n_k, tc, et, float("nan"))
             return self._policy_modes_energy(gamma, n_k, tc, rej, tcomm)
-        keys, _, inverse = _distinct_rows(rej)
+        keys, inverse = _distinct_rows(rej)
         weights = np.bincount(inverse, minlength=keys.shape[0]) / rej.shape[0]
         lam = float(np.sum(n_k)) / (tc + float(np.mean(self.t_comm(rej, "optimal"))))  # the sum goodput
         best = None
@@ -271,7 +279,7 @@ class ObjectiveSearch:
         assert ul is not None  # asked for with return_modes
         # the joules of each distinct (rejected set, modes) once: samples repeat few of them, and
         # each sample's value is the same computation, so the score is unchanged
-        keys, _, inverse = _distinct_rows(np.concatenate([rej, ul], axis=1))
+        keys, inverse = _distinct_rows(np.concatenate([rej, ul], axis=1))
         k = inst.num_devices
         per_key = np.array([self._outcome(key[:k], key[None, k:])[1][0] for key in keys])
         j = per_key[inverse]
