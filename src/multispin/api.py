@@ -196,7 +196,13 @@ class RoundPlan:
                 **({"objective": self.objective} if self.objective is not None else {}),
                 "verify": self.verify,
                 "coupled_share": p.coupled_share,
-                "coupled_alpha": None if self.verify == "standard" else ASSUMPTION,
+                "coupled_alpha": (
+                    None
+                    if self.verify == "standard"
+                    else ASSUMPTION
+                    if drop.coupled_assumed
+                    else "measured: the scenario's devices.acceptance_coupled"
+                ),
             }
         )
 
@@ -300,13 +306,12 @@ def plan(
     from multispin.optimize.plan import optimize_instance
     from multispin.optimize.verification import check_verify
     from multispin.system.channel import World
-    from multispin.system.coupled_alpha import assumed_coupled_alpha
 
     r = _round(round_index)
     world = World(sc)
     inst = world.instance(r)
     if check_verify(verify) != "standard":
-        inst = inst.replace(alpha_coupled=assumed_coupled_alpha(world.drop.task, inst.alpha))
+        inst = inst.replace(alpha_coupled=world.drop.coupled_alpha(inst.alpha))
     u = world.saa_uniforms(r)
     rep = optimize_instance(
         inst,

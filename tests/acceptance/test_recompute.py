@@ -1,13 +1,13 @@
 """`multispin profiles … --check`: every shipped run-verdicts file is what its parts (legacy) or its
 inputs give, and a copy moved one step in one value is caught, naming the value (the negative
-controls). The shipped spread file predates the producers and ships no inputs: its check says so
-(exit 1) and is not run here; the spread producer's check is tested on a file it writes.
+controls). The shipped spread file is recomputed from its shipped inputs; a spread file without
+inputs is never current.
 
 The producers themselves run on recorded testbed runs of the tiny pair (tests/acceptance/data/
 tiny-runs/seed-S: `summary.json` and `rounds.jsonl` as `multispin testbed --pair tiny --devices 4
 --rounds 12 --max-new-tokens 24 --seed S --policy P --out tests/acceptance/data/tiny-runs/seed-S`
-wrote them, P adaptive for seeds 1 and 2, all_dl for 3) and on seeded synthetic verdicts: what they
-write is current, and stale once one value moves.
+wrote them, P adaptive for seeds 1 and 2, all_dl for 3, all_coupled for 4, three_way for 5) and on
+seeded synthetic verdicts: what they write is current, and stale once one value moves.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from multispin.experiments.run_summary import RunSummary
 
 RUNS = Path(__file__).parent / "data" / "tiny-runs"
 RUN_VERDICTS_FILE = PROFILES_ROOT / "smollm2-135m" / "run-verdicts-q5g64-t1-topk1024.json"
+SPREAD_FILE = PROFILES_ROOT / "smollm2-135m" / "spread-q5g64-t1-topk1024.json"
 
 
 def _copy(path: Path, into: Path) -> Path:
@@ -75,7 +76,7 @@ def test_first_difference_names_the_field_and_checks_twelve_digits():
 # ---- the shipped files ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("verb", ["run-alpha", "tokens-alpha"])
+@pytest.mark.parametrize("verb", ["run-alpha", "tokens-alpha", "spread"])
 def test_every_shipped_file_is_current(multispin, verb):
     run = multispin("profiles", verb, "--check")
     assert run.code == 0, run.err
@@ -88,6 +89,8 @@ def test_every_shipped_file_is_current(multispin, verb):
         ("run-alpha", RUN_VERDICTS_FILE, "tasks.sharegpt.alpha", " (verdict-rate α)"),
         ("run-alpha", RUN_VERDICTS_FILE, "tasks.humaneval.trials", ""),
         ("tokens-alpha", RUN_VERDICTS_FILE, "tasks.humaneval.jobs", ""),
+        ("spread", SPREAD_FILE, "tasks.humaneval.sd", ""),
+        ("spread", SPREAD_FILE, "tasks.sharegpt.mean", " (verdict-rate α)"),
     ],
 )
 def test_a_shipped_file_moved_one_step_is_stale(multispin, tmp_path, verb, shipped, field, kind):
@@ -100,12 +103,25 @@ def test_a_shipped_file_moved_one_step_is_stale(multispin, tmp_path, verb, shipp
     assert run.err.rstrip().endswith(kind.strip() or run.err.rstrip()[-1])
 
 
-def test_a_spread_file_without_inputs_is_never_current(multispin):
-    """The shipped spread predates the producers: nothing in it can be recomputed, so its check
-    fails, naming why, rather than passing a file it cannot check."""
-    spread = PROFILES_ROOT / "smollm2-135m" / "spread-q5g64-t1-topk1024.json"
-    run = multispin("profiles", "spread", "--check", "--file", str(spread))
+def test_a_spread_file_without_inputs_is_never_current(multispin, tmp_path):
+    """A spread file with no inputs (no provenance) cannot be recomputed, so its check fails,
+    naming why, rather than passing a file it cannot check."""
+    copy = _copy(SPREAD_FILE, tmp_path)
+    doc = json.loads(copy.read_text())
+    del doc["provenance"]
+    copy.write_text(json.dumps(doc))
+    run = multispin("profiles", "spread", "--check", "--file", str(copy))
     assert run.code == 1 and "provenance: missing (no shipped inputs to recompute the file from)" in run.err
+
+
+def test_a_shipped_spread_with_edited_inputs_is_stale(multispin, tmp_path):
+    """Its inputs copy is the one its provenance hashed: one verdict changed is caught."""
+    copy = _copy(SPREAD_FILE, tmp_path)
+    inputs = json.loads(inputs_path(copy).read_text())
+    inputs["verdicts"][0]["prompts"][0]["accepted"][0] += 1
+    inputs_path(copy).write_text(json.dumps(inputs))
+    run = multispin("profiles", "spread", "--check", "--file", str(copy))
+    assert run.code == 1 and "provenance.inputs: sha256 of inputs/" in run.err
 
 
 # ---- the producers on recorded runs -----------------------------------------------------------
@@ -226,7 +242,7 @@ def test_a_summary_cut_to_the_fields_a_producer_reads_is_refused(multispin, tmp_
     assert run.code == 2 and "summary.json lacks 'clock'" in run.err
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
 def test_the_recorded_runs_are_whole_summaries(seed):
     """Each recorded run's summary.json is what `RunSummary` writes, key for key and value for
     value: the producers' fixtures are real runs, not documents cut to what a producer reads."""
@@ -235,3 +251,26 @@ def test_the_recorded_runs_are_whole_summaries(seed):
     version = "multispin_version"  # the package's, which a release bumps without changing the run
     assert {**rebuilt, version: doc[version]} == doc
     assert doc["config"] == {**doc["config"], "pair": "tiny", "devices": 4, "rounds": 12, "seed": seed}
+
+
+# ---- the coupled runs' α ---------------------------------------------------------------------
+
+
+def test_coupled_alpha_is_fitted_from_the_coupled_rounds_recorded_and_checked(multispin, tmp_path):
+    path = _produce(multispin, tmp_path, "coupled-alpha", RUNS / "seed-4", RUNS / "seed-5")
+    doc = json.loads(path.read_text())
+    assert path.name == "coupled-runs-close-t1-topk256.json"
+    assert doc["runs"] == {"policies": ["all_coupled", "three_way"], "seeds": [4, 5], "runs": 2}
+    assert doc["provenance"]["seeds"] == [4, 5]
+    for entry in doc["tasks"].values():
+        assert 0.5 < entry["alpha"] < 1 and entry["ci95"][0] <= entry["alpha"] <= entry["ci95"][1]
+    assert multispin("profiles", "coupled-alpha", "--check", "--file", str(path)).code == 0
+    _move(path, "tasks.sharegpt.alpha")
+    run = multispin("profiles", "coupled-alpha", "--check", "--file", str(path))
+    assert run.code == 1 and "tasks.sharegpt.alpha: shipped" in run.err
+    assert run.err.rstrip().endswith("(coupled tokens-matched run α)")
+
+
+def test_coupled_alpha_refuses_a_run_with_no_coupled_device(multispin, tmp_path):
+    run = multispin("profiles", "coupled-alpha", "--pair", "tiny", "--out", str(tmp_path), str(RUNS / "seed-1"))
+    assert run.code == 2 and "the run verified no device coupled ('adaptive')" in run.err

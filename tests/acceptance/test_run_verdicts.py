@@ -26,7 +26,7 @@ SAMPLED = {"temperature": 1.0, "top_k": 1024, "top_p": 1.0}
 
 
 def _row(gamma: dict[int, int], gained: dict[int, int], rejected: list[int]):
-    return SimpleNamespace(gamma=gamma, tokens_gained=gained, rejected=rejected)
+    return SimpleNamespace(gamma=gamma, tokens_gained=gained, rejected=rejected, coupled=[])
 
 
 def test_job_verdicts_counts_trials_as_the_online_estimator_and_drops_eos_cut_rounds():
@@ -200,10 +200,16 @@ def test_a_hard_first_token_is_found_and_an_even_rate_is_not_mistaken_for_one():
 def test_draft_rounds_keep_the_rounds_that_carry_a_verdict():
     tasks = {"0": "chat", "1": "code"}
     rows = [
-        SimpleNamespace(gamma={0: 4, 1: 5}, tokens_gained={0: 3, 1: 6}, rejected=[0], expected_tokens={0: 2.5, 1: 5.1}),
+        SimpleNamespace(
+            gamma={0: 4, 1: 5}, tokens_gained={0: 3, 1: 6}, rejected=[0], expected_tokens={0: 2.5, 1: 5.1}, coupled=[]
+        ),
         # device 1 cut by EOS (2 tokens of a 5-draft, not rejected), device 3 drafts nothing
         SimpleNamespace(
-            gamma={0: 4, 1: 5, 3: 0}, tokens_gained={0: 5, 1: 2, 3: 1}, rejected=[], expected_tokens={0: 4.0, 1: 2.0}
+            gamma={0: 4, 1: 5, 3: 0},
+            tokens_gained={0: 5, 1: 2, 3: 1},
+            rejected=[],
+            expected_tokens={0: 4.0, 1: 2.0},
+            coupled=[],
         ),
     ]
     assert draft_rounds(rows, tasks) == [

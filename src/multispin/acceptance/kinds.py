@@ -9,10 +9,24 @@ from typing import Literal
 
 from multispin.errors import ConfigError
 
-AlphaKind = Literal["teacher_forced", "coupled", "verdict", "shrunk", "tokens_matched", "planned", "online"]
+AlphaKind = Literal[
+    "teacher_forced",
+    "coupled",
+    "coupled_runs",
+    "coupled_scaled",
+    "coupled_assumed",
+    "verdict",
+    "shrunk",
+    "tokens_matched",
+    "planned",
+    "online",
+]
 
 TEACHER_FORCED: AlphaKind = "teacher_forced"
 COUPLED_ALPHA: AlphaKind = "coupled"
+COUPLED_RUNS: AlphaKind = "coupled_runs"
+COUPLED_SCALED: AlphaKind = "coupled_scaled"
+COUPLED_ASSUMED: AlphaKind = "coupled_assumed"
 VERDICT: AlphaKind = "verdict"
 SHRUNK: AlphaKind = "shrunk"
 TOKENS_MATCHED: AlphaKind = "tokens_matched"
@@ -28,6 +42,18 @@ KINDS: dict[str, tuple[str, str]] = {
     COUPLED_ALPHA: (
         "E[P(argmax(log q + G) = argmax(log p + G))]: the coupled rule's acceptance at every position",
         "speculative.coupled_acceptance, teacher-forced like the standard α",
+    ),
+    COUPLED_RUNS: (
+        "the coupled rule's α whose i.i.d. tokens per coupled drafting round are what testbed runs kept",
+        "coupled_runs.coupled_runs_document; shipped as coupled-runs-<draft>-<policy>.json",
+    ),
+    COUPLED_SCALED: (
+        "the planned α times the draft's teacher-forced coupled / standard ratio (its profile's coupled block)",
+        "shipped.coupled_prior, where no coupled runs are shipped for the draft",
+    ),
+    COUPLED_ASSUMED: (
+        "the α times smollm2-135m q5g64's teacher-forced coupled / standard ratio of the task: an assumption",
+        "system.coupled_alpha, where nothing was measured for the device's draft",
     ),
     VERDICT: (
         "accepted / (accepted + rejections) over real rounds' verdicts: the i.i.d. model's maximum-likelihood α",
@@ -65,6 +91,9 @@ def shipped_kind(kind: str) -> AlphaKind:
 _LABELS: dict[str, str] = {
     TEACHER_FORCED: "teacher-forced α",
     COUPLED_ALPHA: "coupled teacher-forced α",
+    COUPLED_RUNS: "coupled tokens-matched run α",
+    COUPLED_SCALED: "ratio-scaled coupled α",
+    COUPLED_ASSUMED: "ASSUMED coupled α",
     VERDICT: "verdict-rate α",
     SHRUNK: "shrunk profile α",
     TOKENS_MATCHED: "tokens-matched run α",

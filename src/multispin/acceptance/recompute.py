@@ -3,7 +3,8 @@
 A file written by ``multispin profiles`` has its inputs shipped beside it
 (``<pair>/inputs/<file name>``, `provenance`): the check verifies their sha256 against the file's
 ``provenance``, recomputes the whole file from them with the producer's own code
-(`spread.spread_document`, `run_verdicts.run_verdicts_document`) and names the first field that
+(`spread.spread_document`, `run_verdicts.run_verdicts_document`,
+`coupled_runs.coupled_runs_document`) and names the first field that
 differs.
 
 A run-verdicts file shipped before the producers recorded their inputs (no ``provenance``: its
@@ -20,6 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from multispin.acceptance import kinds
+from multispin.acceptance.coupled_runs import coupled_runs_document
 from multispin.acceptance.provenance import INPUTS_FOLDER, canonical_json, first_difference, sha256_text
 from multispin.acceptance.run_verdicts import run_verdicts_document
 from multispin.acceptance.spread import spread_document
@@ -27,11 +29,13 @@ from multispin.errors import ConfigError
 
 SPREAD = "spread"
 RUN_VERDICTS = "run-verdicts"
+COUPLED_RUNS_FILE = "coupled-runs"
 
 # kind of shipped file -> the producer's function from its inputs copy to the file
 BUILDERS: dict[str, Callable[[Mapping], dict]] = {
     SPREAD: lambda inputs: spread_document(inputs["pair"], inputs["verdicts"]),
     RUN_VERDICTS: run_verdicts_document,
+    COUPLED_RUNS_FILE: coupled_runs_document,
 }
 
 
@@ -102,11 +106,14 @@ def write_inputs(path: Path, inputs: Mapping) -> str:
 _ALPHA_LEAVES = ("alpha", "mean", "verdict_alpha_same_rounds")
 
 
-def stale_kind_label(stale: str) -> str:
-    """`` (<kind of α>)`` when a stale field (`stale_field`'s line) is an α or its interval, else ``""``."""
+def stale_kind_label(stale: str, file: str = RUN_VERDICTS) -> str:
+    """`` (<kind of α>)`` when a stale field (`stale_field`'s line) of a ``file`` kind of file is an
+    α or its interval, else ``""``."""
     field = stale.split(":")[0]
     leaf = field.split(".")[-1].split("[")[0]
     if leaf not in (*_ALPHA_LEAVES, "ci95"):
         return ""
+    if file == COUPLED_RUNS_FILE:
+        return f" ({kinds.label(kinds.COUPLED_RUNS)})"
     kind = kinds.TOKENS_MATCHED if ".tokens." in field and leaf != "verdict_alpha_same_rounds" else kinds.VERDICT
     return f" ({kinds.label(kind)})"

@@ -76,6 +76,8 @@ def _round_verdict(row, dev_id, gamma: int, rejected: set) -> tuple[int, int] | 
     accepted = int(row.tokens_gained.get(dev_id, 0)) - 1
     if gamma == 0 or accepted < 0 or (dev_id not in rejected and accepted != gamma):
         return None
+    if dev_id in row.coupled:  # the coupled rule's verdicts are another rate (`coupled_draft_rounds`)
+        return None
     return accepted, round_trials(gamma, accepted, dev_id in rejected)
 
 

@@ -8,6 +8,8 @@ Layout (package data, ``multispin/data/profiles/<pair>/``):
   the table of them all, with the commands that measured them);
 * ``run-verdicts-<draft>-<policy>.json``: the α testbed runs showed, as their verdicts' rate and
   as the tokens-matched rate (`acceptance.run_verdicts`, `shipped_tokens_matched_alpha`);
+* ``coupled-runs-<draft>-<policy>.json``: the coupled rule's α testbed runs showed
+  (`acceptance.coupled_runs`, `shipped_coupled_alpha`);
 * ``spread-<draft>-<policy>.json``: the spread of α between prompts (`acceptance.spread`);
 * ``compute.json``: what ``multispin profile --out`` writes on the host that measured it
   (T_ver^0, T_ver^1, T_ver^tok, each draft's seconds per token, host facts).
@@ -27,7 +29,16 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from multispin.acceptance.kinds import PLANNED, SHRUNK, TEACHER_FORCED, TOKENS_MATCHED, AlphaKind, shipped_kind
+from multispin.acceptance.kinds import (
+    COUPLED_RUNS,
+    COUPLED_SCALED,
+    PLANNED,
+    SHRUNK,
+    TEACHER_FORCED,
+    TOKENS_MATCHED,
+    AlphaKind,
+    shipped_kind,
+)
 from multispin.acceptance.shrinkage import gap_prior, shrunk_alpha
 from multispin.datafile import SHIPPED_REPAIR, finite_number, read_json_object, require
 
@@ -77,6 +88,7 @@ def shipped_files(pair: str, kind: str) -> list[dict]:
 _TASK_NUMBERS = {
     "acceptance": (("alpha",), (0.0, 1.0)),
     "run-verdicts": (("alpha", "tokens.alpha"), (0.0, 1.0)),
+    "coupled-runs": (("alpha",), (0.0, 1.0)),
     "spread": (("sd",), (0.0, 1.0)),
 }
 
@@ -199,3 +211,44 @@ def planned_kind(pair: str, draft: str, task: str, sampling=None) -> AlphaKind |
     if shipped_tokens_matched_alpha(pair, draft, task, sampling) is not None:
         return TOKENS_MATCHED
     return SHRUNK if device_alpha(pair, draft, task, sampling, kind=SHRUNK) is not None else None
+
+
+COUPLED_RUNS_SCHEMA = "multispin.coupled-runs"
+
+
+def shipped_coupled_alpha(pair: str, draft: str, task: str, sampling=None) -> float | None:
+    """The coupled rule's α testbed runs of ``draft`` showed on a device of ``task`` under
+    ``sampling`` (`acceptance.coupled_runs`), or ``None`` where none was measured."""
+    label = TASK_SOURCE.get(task, task)
+    for data in shipped_files(pair, "coupled-runs"):
+        if str(data["draft"]) == draft and _same_policy(data, sampling) and label in data["tasks"]:
+            return float(data["tasks"][label]["alpha"])
+    return None
+
+
+def teacher_forced_coupled_ratio(pair: str, draft: str, task: str, sampling=None) -> float | None:
+    """Coupled α / standard α teacher-forced on the same rows (a profile's ``coupled`` block), or
+    ``None`` where the profile of ``draft`` and ``task`` has none. Under greedy decoding the two
+    rules accept alike at every position (both test arg-max agreement): the ratio is 1 there."""
+    label = TASK_SOURCE.get(task, task)
+    for data in acceptance_profiles(pair):
+        if str(data["draft"]) != draft or not _same_policy(data, sampling) or label not in data["tasks"]:
+            continue
+        if float(data["sampling"].get("temperature", 1.0)) == 0.0:
+            return 1.0
+        coupled = data.get("coupled")
+        if coupled and data.get("source") == label:
+            return float(coupled["ratio"])
+    return None
+
+
+def coupled_prior(pair: str, draft: str, task: str, sampling, planned: float) -> tuple[float, AlphaKind] | None:
+    """What a run's coupled devices of ``draft`` and ``task`` plan on, and its kind: the coupled
+    runs' α where shipped, else ``planned`` (the standard rule's planned α) × the teacher-forced
+    coupled ratio of the draft's profile; ``None`` where neither is shipped (the caller assumes,
+    `system.coupled_alpha`)."""
+    in_runs = shipped_coupled_alpha(pair, draft, task, sampling)
+    if in_runs is not None:
+        return in_runs, COUPLED_RUNS
+    ratio = teacher_forced_coupled_ratio(pair, draft, task, sampling)
+    return (planned * ratio, COUPLED_SCALED) if ratio is not None else None

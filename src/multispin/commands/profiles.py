@@ -3,6 +3,7 @@
     multispin profiles spread --pair PAIR VERDICTS...        # the between-prompt spread file
     multispin profiles run-alpha --pair PAIR RUNS...         # the run-verdicts file (verdict-rate α)
     multispin profiles tokens-alpha --pair PAIR RUN_DIR...   # + the tokens-matched run α
+    multispin profiles coupled-alpha --pair PAIR RUN_DIR...  # the coupled runs' α
     multispin profiles spread --check [--file FILE]          # recompute, exit 1 naming a stale field
 
 docs/acceptance.md ("Producing the shipped files") says what each reads and writes.
@@ -53,7 +54,7 @@ def _run_check(kind: str, files: list[Path] | None) -> None:
             typer.echo(f"current: {result.path} ({how})")
             continue
         stale += 1
-        typer.echo(f"stale: {result.path}: {result.stale}{stale_kind_label(result.stale)}", err=True)
+        typer.echo(f"stale: {result.path}: {result.stale}{stale_kind_label(result.stale, kind)}", err=True)
     if stale:
         raise typer.Exit(1)
 
@@ -70,7 +71,12 @@ def _check_or_produce(
 
 
 # the kind of shipped file each producer verb writes (and its --check recomputes)
-_CHECKED_KIND = {"spread": "spread", "run-alpha": "run-verdicts", "tokens-alpha": "run-verdicts"}
+_CHECKED_KIND = {
+    "spread": "spread",
+    "run-alpha": "run-verdicts",
+    "tokens-alpha": "run-verdicts",
+    "coupled-alpha": "coupled-runs",
+}
 
 
 def _produce(kind: str, pair: str | None, inputs: list[Path] | None, out: Path | None) -> None:
@@ -86,6 +92,7 @@ def _produce(kind: str, pair: str | None, inputs: list[Path] | None, out: Path |
         "spread": profiles.produce_spread,
         "run-alpha": profiles.produce_run_alpha,
         "tokens-alpha": profiles.produce_tokens_alpha,
+        "coupled-alpha": profiles.produce_coupled_alpha,
     }[kind]
     command = shlex.join(["multispin", "profiles", kind, "--pair", pair, *map(str, inputs)])
     written = producer(pair, inputs, command, out)
@@ -135,3 +142,18 @@ def tokens_alpha(
 ) -> None:
     """Add the tokens-matched run α of the runs to the pair's run-verdicts file (written by run-alpha)."""
     _check_or_produce("tokens-alpha", check=check, files=file, pair=pair, inputs=runs, out=out)
+
+
+@profiles_app.command("coupled-alpha")
+def coupled_alpha(
+    runs: list[Path] | None = typer.Argument(
+        None, metavar="RUN_DIR", help="testbed run folders of a policy that verifies coupled (all_coupled, three_way)"
+    ),
+    pair: str | None = _PAIR,
+    out: Path | None = _OUT,
+    check: bool = _CHECK,
+    file: list[Path] | None = _FILE,
+) -> None:
+    """Fit the coupled tokens-matched α of the runs' coupled rounds and write coupled-runs-<draft>-<policy>.json
+    (what the testbed's coupled devices plan on)."""
+    _check_or_produce("coupled-alpha", check=check, files=file, pair=pair, inputs=runs, out=out)

@@ -29,7 +29,7 @@ from multispin.commands._service_tables import print_objectives, right_aligned, 
 from multispin.experiments.demo_defaults import DEMO_DEVICES, DEMO_ROUNDS, STUDY_POLICIES, STUDY_ROUNDS, STUDY_SEEDS
 from multispin.jsonout import versioned
 from multispin.progress import step_progress
-from multispin.vocabulary import RUN_POLICIES
+from multispin.vocabulary import RUN_POLICIES, STANDARD, policy_verify
 
 if TYPE_CHECKING:
     from multispin.experiments.demo import PolicyRow, SweepPoint
@@ -496,12 +496,19 @@ def _forecast_ratio_lines(rows: list[PolicyRow]) -> list[str]:
 
 def _setup_lines(setup: TestbedSetup, cfg) -> str:
     """The run's set-up: drafts and tasks with their α, rounds, seeds, the payload line."""
-    by: dict[tuple[str, str], list[float]] = {}
-    for d, t, a in zip(setup.drafts, setup.tasks, setup.alpha_prior):
-        by.setdefault((d, t), []).append(a)
-    parts = ", ".join(f"{d} on {t} ×{len(a)} (α {a[0]:.2f})" for (d, t), a in sorted(by.items()))
+    coupled = any(policy_verify(p) != STANDARD for p in getattr(cfg, "policies", ()))
+    by: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for d, t, a, c in zip(setup.drafts, setup.tasks, setup.alpha_prior, setup.alpha_coupled_prior):
+        by.setdefault((d, t), []).append((a, c))
+    parts = ", ".join(
+        f"{d} on {t} ×{len(a)} (α {a[0][0]:.2f}" + (f", coupled α {a[0][1]:.2f})" if coupled else ")")
+        for (d, t), a in sorted(by.items())
+    )
+    source = f"α {planned_alpha_source(setup.alpha_kinds)}"
+    if coupled:
+        source += f"; coupled α {planned_alpha_source(setup.alpha_coupled_kinds)}"
     return (
-        f"devices: {parts}; α {planned_alpha_source(setup.alpha_kinds)}\n"
+        f"devices: {parts}; {source}\n"
         f"steady state: {cfg.rounds} rounds × {cfg.seeds} seed(s) per policy, each device working "
         f"through a queue of its task's prompts ({cfg.max_new_tokens} tokens each)\n{setup.choice.headline}"
     )

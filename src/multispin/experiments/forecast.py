@@ -38,7 +38,6 @@ from multispin.acceptance.spread import job_alpha_quantile
 from multispin.optimize.montecarlo import analytic_round
 from multispin.runtime.round.planner import ScenarioPlanner
 from multispin.system.channel import World
-from multispin.system.coupled_alpha import assumed_coupled_alpha
 from multispin.system.payload import WirePayload
 from multispin.system.scenario import Scenario
 from multispin.vocabulary import RUN_POLICIES
@@ -231,13 +230,13 @@ def _run_replica(
 
 def _coupled_truth(planner: ScenarioPlanner, rp, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     """(which devices the round's plan verifies coupled, their jobs' coupled α): each job's α times
-    the coupled/standard ratio of its task (`system.coupled_alpha`), as the planner's prior is;
+    its device's coupled/standard ratio (`DeviceDrop.coupled_ratio`), as the planner's prior is;
     ``None`` under a policy that never verifies coupled."""
     k = truth.size
     if planner.coupled_estimator is None:
         return np.zeros(k, dtype=bool), None
     coupled = np.array([bool(rp.coupled.get(d, False)) for d in range(k)])
-    return coupled, assumed_coupled_alpha(planner.world.drop.task, truth)
+    return coupled, planner.world.drop.coupled_alpha(truth)
 
 
 MIN_REPLICAS_FOR_RANGE = 4  # fewer replicas give no honest spread

@@ -6,7 +6,9 @@ the file with its provenance and its inputs copy, and check a shipped file again
 * ``run-alpha``: the run-verdicts file (`acceptance.run_verdicts.run_verdicts_document`) from
   testbed runs: their folders (``summary.json`` + ``rounds.jsonl``) or calibration lines
   (``tools/forecast_gap.py calibrate``);
-* ``tokens-alpha``: adds the tokens-matched α of run folders to the pair's run-verdicts file.
+* ``tokens-alpha``: adds the tokens-matched α of run folders to the pair's run-verdicts file;
+* ``coupled-alpha``: the coupled-runs file (`acceptance.coupled_runs.coupled_runs_document`) from
+  the folders of testbed runs whose devices verified coupled (``all_coupled``, ``three_way``).
 
 Everything a file records is read from the runs it was given (pair, draft, sampling policy, seeds,
 policies, the prior each run planned on), not typed in; `acceptance.provenance` says what the
@@ -26,9 +28,11 @@ from typing import Any
 
 from multispin._version import __version__
 from multispin.acceptance import kinds
+from multispin.acceptance.coupled_runs import coupled_draft_rounds
 from multispin.acceptance.provenance import INPUTS_FOLDER, provenance_block
 from multispin.acceptance.recompute import (
     BUILDERS,
+    COUPLED_RUNS_FILE,
     RUN_VERDICTS,
     SPREAD,
     file_kind,
@@ -132,6 +136,18 @@ def token_run(summary: RunSummary, rows: Sequence[RoundRow], where: Path = Path(
         "tasks": sorted(set(summary.acceptance.tasks)),
         "jobs": [j.to_dict() for j in job_verdicts(rows, tasks)],
         "rounds": [[r.task, r.gamma, r.expected_tokens] for r in draft_rounds(rows, tasks)],
+    }
+
+
+def coupled_token_run(summary: RunSummary, rows: Sequence[RoundRow], where: Path = Path(".")) -> dict:
+    """One run as a coupled-runs input: its seed, policy, tasks and coupled drafting rounds."""
+    tasks = summary.acceptance.tasks_by_device()
+    budget = summary.shape.get("max_new_tokens")
+    return {
+        **_run_identity(summary, where),
+        "sampling": summary.payload.sampling,
+        "tasks": sorted(set(summary.acceptance.tasks)),
+        "rounds": [[r.task, r.gamma, r.expected_tokens] for r in coupled_draft_rounds(rows, tasks, budget)],
     }
 
 
@@ -259,8 +275,32 @@ def produce_tokens_alpha(pair: str, folders: Sequence[Path], command: str, out: 
     return Written(path, _rate_lines(doc))
 
 
+def produce_coupled_alpha(pair: str, folders: Sequence[Path], command: str, out: Path | None = None) -> Written:
+    """Fit each task's coupled tokens-matched α from the coupled rounds of the runs in ``folders``
+    and write the pair's coupled-runs file."""
+    runs = [coupled_token_run(*run_folder(f), where=f) for f in folders]
+    for f, run in zip(folders, runs):
+        if run["pair"] != pair:
+            raise ConfigError(f"{f}: pair: the run is of {run['pair']!r}, not {pair!r}")
+        if not run["rounds"]:
+            raise ConfigError(f"{f}: policy: the run verified no device coupled ({run['policy']!r})")
+    draft = str(_one([r["draft"] for r in runs], "draft", pair))
+    sampling = _one([r["sampling"] for r in runs], "sampling", pair)
+    assert isinstance(sampling, dict)
+    inputs = {"pair": pair, "draft": draft, "sampling": sampling, "runs": runs}
+    doc = BUILDERS[COUPLED_RUNS_FILE](inputs)
+    path = _target(pair, f"coupled-runs-{draft}-{policy_label(sampling)}.json", out)
+    _ship(path, doc, inputs, command, folders, doc["runs"]["seeds"])
+    lines = [
+        f"{label}: {kinds.label(kinds.COUPLED_RUNS)} {t['alpha']:.4f} ({t['ci95'][0]:.4f}-{t['ci95'][1]:.4f}), "
+        f"{t['rounds']} rounds of {t['runs']} runs"
+        for label, t in doc["tasks"].items()
+    ]
+    return Written(path, lines)
+
+
 def shipped_files_of(kind: str) -> list[Path]:
-    """Every shipped file of ``kind`` (spread, run-verdicts), of every pair."""
+    """Every shipped file of ``kind`` (spread, run-verdicts, coupled-runs), of every pair."""
     return sorted(PROFILES_ROOT.glob(f"*/{kind}-*.json"))
 
 

@@ -44,8 +44,8 @@ import numpy as np
 from pydantic import Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from multispin.acceptance.kinds import TEACHER_FORCED
-from multispin.acceptance.shipped import device_alpha, planned_kind
+from multispin.acceptance.kinds import COUPLED_ASSUMED, TEACHER_FORCED
+from multispin.acceptance.shipped import coupled_prior, device_alpha, planned_kind
 from multispin.acceptance.spread import shipped_spread
 from multispin.config import StrictConfig
 from multispin.errors import ConfigError, Interrupted
@@ -78,6 +78,7 @@ from multispin.speculative.codecs import exactness_by_mode, make_codec
 from multispin.speculative.verify import DEFAULT_GAMMA_MAX
 from multispin.speculative.warp import SamplingParams
 from multispin.system.channel import World, drop_devices
+from multispin.system.coupled_alpha import task_ratio
 from multispin.system.payload import PAPER_PAYLOAD_BITS, WirePayload
 from multispin.system.profile_fit import profile_vocab_size, read_profile
 from multispin.system.scenario import Scenario, checked_codec_spec
@@ -285,10 +286,18 @@ class PriorAlpha:
     kinds: list[str | None]
     measured: bool
     replaces: bool
+    # each device's coupled-rule prior and its kind (`shipped.coupled_prior`; coupled_assumed: the
+    # assumed ratio of its task, `system.coupled_alpha`)
+    coupled: list[float]
+    coupled_kinds: list[str]
 
     def applied_to(self, scenario: Scenario) -> Scenario:
-        """``scenario`` with these α as its devices' acceptance (itself where they replace nothing)."""
-        return scenario.override({"devices.acceptance": self.alpha}) if self.replaces else scenario
+        """``scenario`` with these α as its devices' acceptance (itself where they replace nothing),
+        and their coupled α where any was measured."""
+        fields: dict = {"devices.acceptance": self.alpha} if self.replaces else {}
+        if any(k != COUPLED_ASSUMED for k in self.coupled_kinds):
+            fields["devices.acceptance_coupled"] = self.coupled
+        return scenario.override(fields) if fields else scenario
 
 
 def prior_alpha(
@@ -315,7 +324,13 @@ def prior_alpha(
         kinds = [planned_kind(pair_name, d, t, sampling) for d, t in zip(drafts, tasks)]
     alpha = [float(a) if a is not None else float(b) for a, b in zip(found, assumed)]
     measured = all(a is not None for a in found)
-    return PriorAlpha(alpha, kinds, measured, replaces=user_profile or any(a is not None for a in found))
+    coupled, coupled_kinds = [], []
+    for d, t, a in zip(drafts, tasks, alpha):
+        c = None if user_profile else coupled_prior(pair_name, d, t, sampling, a)
+        coupled.append(c[0] if c else a * task_ratio(t))
+        coupled_kinds.append(c[1] if c else COUPLED_ASSUMED)
+    replaces = user_profile or any(a is not None for a in found)
+    return PriorAlpha(alpha, kinds, measured, replaces, coupled, coupled_kinds)
 
 
 def with_measured_acceptance(scenario, pair_name: str, drafts: list[str], tasks: list[str], sampling=None):
@@ -469,6 +484,9 @@ class TestbedSetup:
     alpha_kinds: list[str | None]
     alpha_prior: list[float]  # each device's α the plans start from
     spread: list[float] | None  # each device's between-prompt sd of α (None: none shipped)
+    # each device's coupled-rule prior and its kind (`PriorAlpha.coupled`)
+    alpha_coupled_prior: list[float]
+    alpha_coupled_kinds: list[str]
 
     def describe(self) -> dict:
         """The set-up as a run's description reads it (the demo's summary.json ``setup``): each
@@ -480,6 +498,8 @@ class TestbedSetup:
             "alpha_prior": self.alpha_prior,
             "alpha_prior_measured": self.measured,
             "alpha_prior_kinds": self.alpha_kinds,
+            "alpha_coupled_prior": self.alpha_coupled_prior,
+            "alpha_coupled_kinds": self.alpha_coupled_kinds,
             "payload_headline": self.choice.headline,
             "exact": self.choice.exact,
         }
@@ -509,6 +529,8 @@ def testbed_setup(config: TestbedConfig, pair, field_name: str = "drafts") -> Te
         alpha_kinds=prior.kinds,
         alpha_prior=prior.alpha,
         spread=device_spread(pair.name, drafts, tasks, choice.sampling),
+        alpha_coupled_prior=prior.coupled,
+        alpha_coupled_kinds=prior.coupled_kinds,
     )
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from multispin.system.coupled_alpha import task_ratio
 from multispin.system.instance import ComputeParams, Instance, RadioParams
 from multispin.system.radio import path_loss_linear
 from multispin.system.scenario import DropRule, Scenario
@@ -89,6 +90,16 @@ class DeviceDrop:
     alpha: np.ndarray
     draft_latency_s: np.ndarray
     acceptance_assumed: bool
+    # the coupled rule's α per device over its standard α: measured (devices.acceptance_coupled)
+    # or the assumed ratio of its task (`coupled_assumed`, `system.coupled_alpha`)
+    coupled_ratio: np.ndarray
+    coupled_assumed: bool
+
+    def coupled_alpha(self, alpha) -> np.ndarray:
+        """The coupled rule's α of jobs whose standard α is ``alpha`` ((K,) or (K, …)): each
+        device's `coupled_ratio` times it."""
+        a = np.asarray(alpha, dtype=float)
+        return a * (self.coupled_ratio if a.ndim == 1 else self.coupled_ratio.reshape(-1, *([1] * (a.ndim - 1))))
 
 
 def drop_devices(scenario: Scenario) -> DeviceDrop:
@@ -116,7 +127,11 @@ def drop_devices(scenario: Scenario) -> DeviceDrop:
     else:
         jitter = stream(scenario.seed, "draft").uniform(1.0, dev.draft_latency_jitter_max, size=k)
         tdft = dev.draft_latency_s_per_token * jitter
-    return DeviceDrop(dist, tasks, alpha, tdft, assumed)
+    if dev.acceptance_coupled is not None:
+        ratio, coupled_assumed = np.asarray(dev.acceptance_coupled, dtype=float) / np.maximum(alpha, 1e-12), False
+    else:
+        ratio, coupled_assumed = np.array([task_ratio(t) for t in tasks], dtype=float), True
+    return DeviceDrop(dist, tasks, alpha, tdft, assumed, ratio, coupled_assumed)
 
 
 def large_scale_gain(scenario: Scenario, distance_m: np.ndarray) -> np.ndarray:

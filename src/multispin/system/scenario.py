@@ -127,6 +127,10 @@ class TaskTable(_Model):
         return self
 
 
+# the per-device lists of `DevicesConfig`: devices.count entries each
+PER_DEVICE_LISTS = ("distances_m", "tasks", "acceptance", "acceptance_coupled", "draft_latencies_s_per_token")
+
+
 class DevicesConfig(_Model):
     """The K devices. Explicit per-device lists override the random draws from the seed."""
 
@@ -135,6 +139,9 @@ class DevicesConfig(_Model):
     distances_m: list[PositiveMeters] | None = None
     tasks: list[str] | None = None
     acceptance: list[Alpha] | None = None
+    # the coupled rule's α per device (measured for its draft); absent: α × the assumed ratio
+    # of its task (`system.coupled_alpha`)
+    acceptance_coupled: list[Alpha] | None = None
     draft_latency_s_per_token: PositiveSeconds
     draft_latency_jitter_max: Annotated[float, _range(1, 10)] = 1.15
     draft_latencies_s_per_token: list[Seconds] | None = None
@@ -299,7 +306,7 @@ class Scenario(_Model):
     @model_validator(mode="after")
     def _per_device_lists(self):
         k = self.devices.count
-        for name in ("distances_m", "tasks", "acceptance", "draft_latencies_s_per_token"):
+        for name in PER_DEVICE_LISTS:
             v = getattr(self.devices, name)
             if v is not None and len(v) != k:
                 raise PydanticCustomError(
@@ -393,7 +400,7 @@ class Scenario(_Model):
             elif dotted == "radio.p_dl_w":
                 data["radio"]["p_dl_dbm"] = None
             elif dotted == "devices.count":
-                for name in ("distances_m", "tasks", "acceptance", "draft_latencies_s_per_token"):
+                for name in PER_DEVICE_LISTS:
                     v = data["devices"].get(name)
                     if v is not None and len(v) != value:
                         data["devices"][name] = None

@@ -21,9 +21,8 @@ def coupled_columns(world, inst, u: np.ndarray, adaptive, baselines: dict[str, A
     plan's coupled share (``frac_coupled_three_way``), its T_comp and E[T_comm] (ms). The three-way
     search starts from the adaptive plan and every baseline's γ, so it is never below adaptive."""
     from multispin.optimize.plan import plan
-    from multispin.system.coupled_alpha import assumed_coupled_alpha
 
-    inst_c = inst.replace(alpha_coupled=assumed_coupled_alpha(world.drop.task, inst.alpha))
+    inst_c = inst.replace(alpha_coupled=world.drop.coupled_alpha(inst.alpha))
     starts = {REFERENCE: adaptive.draft_len, **{n: dp.draft_len for n, dp in baselines.items()}}
     three = plan(inst_c, uniforms=u, verify="choose", extra_starts=starts)
     allc = plan(inst_c, uniforms=u, verify="coupled")

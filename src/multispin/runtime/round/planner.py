@@ -52,7 +52,6 @@ from multispin.runtime.round.engine import PlannedRound, RoundOutcome
 from multispin.runtime.round.user_policy import RoundView, UserPolicy, checked_draft_lengths, checked_modes
 from multispin.system.channel import ChannelState, World, coin_uniforms, stream
 from multispin.system.channel_process import ChannelProcess, FadingState, uses_channel_process
-from multispin.system.coupled_alpha import assumed_coupled_alpha
 from multispin.system.instance import Instance
 from multispin.system.payload import WirePayload
 from multispin.system.scenario import Scenario
@@ -168,7 +167,7 @@ class ScenarioPlanner:
         prior = self.world.drop.alpha if self.prior_alpha is None else self.prior_alpha
         self.estimator = AcceptanceEstimator(prior)
         # the coupled rule's acceptance is its own rate: a policy that may verify coupled keeps a
-        # second estimator, fed by coupled rounds only, from the assumed coupled prior
+        # second estimator, fed by coupled rounds only, from the drop's coupled prior (measured or assumed)
         self.verify = policy_verify(self.policy)
         self.coupled_estimator = None
         if self.verify != STANDARD:
@@ -177,7 +176,7 @@ class ScenarioPlanner:
                     f"policy: {self.policy!r} chooses the coupled rule on the known channel; channel.planning "
                     "'robust' plans standard verification only"
                 )
-            self.coupled_estimator = AcceptanceEstimator(assumed_coupled_alpha(self.world.drop.task, prior))
+            self.coupled_estimator = AcceptanceEstimator(self.world.drop.coupled_alpha(prior))
         self._n_saa = self.n_saa or self.scenario.optimizer.n_saa
         # mobility / noisy pilots: the channel process, its last block and the last round's duration
         self.process = (
