@@ -170,15 +170,44 @@ def test_tokens_alpha_adds_other_runs_and_is_checked(multispin, tmp_path):
     assert run.code == 1 and "tokens_runs.runs: shipped 3, recomputed 2" in run.err
 
 
-@pytest.mark.parametrize("legacy", [False, True])
-def test_tokens_alpha_needs_a_file_with_inputs(multispin, tmp_path, legacy):
-    """No run-verdicts file to add the runs to, or a legacy one (no inputs): one line, exit 2."""
-    if legacy:
-        shutil.copy(RUN_VERDICTS_FILE, tmp_path / "run-verdicts-close-t1-topk256.json")
+def test_tokens_alpha_needs_a_run_verdicts_file(multispin, tmp_path):
+    """No run-verdicts file to add the runs to: one line, exit 2."""
     runs = (str(RUNS / "seed-1"), str(RUNS / "seed-2"))
     run = multispin("profiles", "tokens-alpha", "--pair", "tiny", "--out", str(tmp_path), *runs)
     assert run.code == 2 and "has no shipped inputs" in run.err
     assert len(run.err.strip().splitlines()) == 1
+
+
+def _legacy_with_sample(multispin, tmp_path, tokens_alpha: float) -> Path:
+    """A legacy run-verdicts file (the shipped one, renamed for the tiny pair's draft) whose chat
+    tokens-matched α is ``tokens_alpha``, given the tiny runs of seeds 1 and 2 as its re-run sample."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    legacy = tmp_path / "run-verdicts-close-t1-topk256.json"
+    doc = json.loads(RUN_VERDICTS_FILE.read_text())
+    doc["tasks"]["sharegpt"]["tokens"]["alpha"] = tokens_alpha
+    legacy.write_text(json.dumps(doc))
+    runs = (str(RUNS / "seed-1"), str(RUNS / "seed-2"))
+    run = multispin("profiles", "tokens-alpha", "--pair", "tiny", "--out", str(tmp_path), *runs)
+    assert run.code == 0, run.err
+    assert "re-run sample's tokens-matched run α" in run.out
+    return legacy
+
+
+def test_a_legacy_files_tokens_alpha_is_checked_against_its_rerun_sample(multispin, tmp_path):
+    """The sample's block is recomputed from its shipped inputs, and the file's own tokens-matched
+    α must lie in the sample's interval: a file whose α is far from its runs' (0.5, the control)
+    is stale, and one inside the interval is current until its sample moves."""
+    legacy = _legacy_with_sample(multispin, tmp_path, 0.5)
+    sample = json.loads(legacy.read_text())["tokens_sample"]
+    lo, hi = sample["tasks"]["sharegpt"]["ci95"]
+    assert sample["seeds"] == [1, 2] and sample["runs"] == 2 and 0.5 < lo
+    run = multispin("profiles", "tokens-alpha", "--check", "--file", str(legacy))
+    assert run.code == 1 and "outside its re-run sample's 95% interval" in run.err
+    inside = _legacy_with_sample(multispin, tmp_path / "in", (lo + hi) / 2)
+    assert multispin("profiles", "tokens-alpha", "--check", "--file", str(inside)).code == 0
+    _move(inside, "tokens_sample.tasks.sharegpt.rounds")
+    run = multispin("profiles", "tokens-alpha", "--check", "--file", str(inside))
+    assert run.code == 1 and "tokens_sample.tasks.sharegpt.rounds: shipped" in run.err
 
 
 def _synthetic_verdicts(task: str, seed: int) -> dict:

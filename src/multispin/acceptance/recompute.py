@@ -8,10 +8,13 @@ A file written by ``multispin profiles`` has its inputs shipped beside it
 differs.
 
 A run-verdicts file shipped before the producers recorded their inputs (no ``provenance``: its
-testbed runs were not kept) cannot be recomputed. Its documented sample is what its own counts
-determine: each task's pooled α, jobs and trials are recomputed from its ``by_policy`` parts and
-again from its ``by_prior`` parts (α = Σ accepted / Σ trials, accepted = α·trials of each part).
-Its tokens-matched α is not checked until its runs are produced again.
+testbed runs were not kept) cannot be recomputed. Its documented sample is, first, what its own
+counts determine: each task's pooled α, jobs and trials are recomputed from its ``by_policy``
+parts and again from its ``by_prior`` parts (α = Σ accepted / Σ trials, accepted = α·trials of
+each part); and, second, its ``tokens_sample``: testbed runs of some of its seeds and policies
+re-run and shipped as its inputs copy (``multispin profiles tokens-alpha`` on a legacy file), whose
+block is recomputed in full, and whose interval must hold the file's own tokens-matched α
+(`sample_difference`). The sample checks the file's α to the sample's interval, not to 12 digits.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from pathlib import Path
 from multispin.acceptance import kinds
 from multispin.acceptance.coupled_runs import coupled_runs_document
 from multispin.acceptance.provenance import INPUTS_FOLDER, canonical_json, first_difference, sha256_text
-from multispin.acceptance.run_verdicts import run_verdicts_document
+from multispin.acceptance.run_verdicts import run_verdicts_document, tokens_sample_block
 from multispin.acceptance.spread import spread_document
 from multispin.errors import ConfigError
 
@@ -62,7 +65,7 @@ def stale_field(path: Path) -> str | None:
     provenance = doc.get("provenance")
     if provenance is None:
         if kind == RUN_VERDICTS:
-            return parts_difference(doc)
+            return parts_difference(doc) or sample_difference(path, doc)
         return "provenance: missing (no shipped inputs to recompute the file from)"
     copy = inputs_path(path)
     if not copy.is_file():
@@ -91,6 +94,33 @@ def parts_difference(doc: Mapping) -> str | None:
             found = first_difference({k: entry[k] for k in pooled}, pooled, f"tasks.{task}")
             if found:
                 return f"{found} (the pool of its {split} parts)"
+    return None
+
+
+def sample_difference(path: Path, doc: Mapping) -> str | None:
+    """What a legacy run-verdicts file's re-run sample (module docstring) contradicts: its inputs
+    copy's sha256, a field of its block, or the file's tokens-matched α outside the sample's
+    interval; ``None`` when all hold or the file has no sample."""
+    sample = doc.get("tokens_sample")
+    if sample is None:
+        return None
+    copy = inputs_path(path)
+    if not copy.is_file():
+        return f"tokens_sample.inputs: {copy.name} is not shipped in {copy.parent}"
+    text = copy.read_text(encoding="utf-8")
+    if sha256_text(text) != sample.get("inputs_sha256"):
+        return f"tokens_sample.inputs: sha256 of {INPUTS_FOLDER}/{copy.name} is {sha256_text(text)}, recorded {sample.get('inputs_sha256')}"
+    rebuilt = {k: v for k, v in sample.items() if k in ("seeds", "policies", "runs", "tasks")}
+    found = first_difference(rebuilt, tokens_sample_block(json.loads(text)["token_runs"]), "tokens_sample")
+    if found:
+        return found
+    for label, entry in sample["tasks"].items():
+        shipped = doc["tasks"].get(label, {}).get("tokens", {}).get("alpha")
+        lo, hi = entry["ci95"]
+        if shipped is not None and not lo <= float(shipped) <= hi:
+            return (
+                f"tasks.{label}.tokens.alpha: shipped {shipped}, outside its re-run sample's 95% interval [{lo}, {hi}]"
+            )
     return None
 
 

@@ -327,6 +327,27 @@ def run_verdicts_document(inputs: Mapping) -> dict:
     return doc
 
 
+def tokens_sample_block(token_runs: Sequence[Mapping]) -> dict:
+    """The re-run sample of a run-verdicts file whose own runs were not kept: per task the
+    tokens-matched α of ``token_runs`` (`pool_runs`) with its interval, and the runs' seeds and
+    policies (`recompute.sample_difference` checks the file's α against it)."""
+    per_task: dict[str, list[list[DraftRound]]] = {}
+    for run in token_runs:
+        rounds = [DraftRound(str(t), int(g), float(e)) for t, g, e in run["rounds"]]
+        for task in run["tasks"]:
+            per_task.setdefault(task, []).append([r for r in rounds if r.task == task])
+    tasks = {}
+    for task, runs_of_task in sorted(per_task.items()):
+        r = pool_runs(runs_of_task)
+        tasks[TASK_SOURCE[task]] = {"alpha": r.alpha, "ci95": list(r.ci95), "runs": r.runs, "rounds": r.rounds}
+    return {
+        "seeds": sorted({int(run["seed"]) for run in token_runs}),
+        "policies": sorted({str(run["policy"]) for run in token_runs}),
+        "runs": len(token_runs),
+        "tasks": tasks,
+    }
+
+
 def _add_tokens_alpha(doc: dict, token_runs: Sequence[Mapping]) -> None:
     """Per task, the tokens-matched α of ``token_runs`` (`pool_runs`) and beside it the verdict
     rate of the same rounds, to show the two estimators apart on one set of drafts."""

@@ -46,8 +46,8 @@ def _run_check(kind: str, files: list[Path] | None) -> None:
     for result in check(kind, files):
         if result.stale is None:
             how = (
-                "legacy file (no shipped inputs): each task's pooled verdict-rate α, jobs and trials recomputed "
-                "from its parts; its tokens-matched run α is not recomputable"
+                "legacy file (its runs not kept): each task's pooled verdict-rate α, jobs and trials recomputed "
+                "from its parts; its tokens-matched run α checked against its re-run sample where it ships one"
                 if result.legacy
                 else "recomputed from its shipped inputs, every field"
             )

@@ -24,11 +24,15 @@ import numpy as np
 
 from multispin.acceptance.shipped import (
     PROFILES_ROOT,
+    TASK_SOURCE,
     acceptance_profiles,
+    device_alpha,
     profile_folder,
     run_verdict_files,
+    shipped_files,
     shipped_gap_prior,
     shipped_shrunk_alpha,
+    teacher_forced_coupled_ratio,
 )
 from multispin.acceptance.shrinkage import verdict_alpha
 from multispin.acceptance.spread import spread_files
@@ -215,6 +219,7 @@ def render(pairs=PAIRS) -> str:
     for pair in pairs:
         lines += _pair_lines(pair)
     lines += _coupled_lines(pairs)
+    lines += _coupled_runs_lines(pairs)
     lines += _run_alpha_lines(pairs)
     lines += _spread_lines(pairs)
     lines += PRODUCER_LINES
@@ -565,14 +570,16 @@ def _spread_lines(pairs) -> list[str]:
                 f"| {pair} | {policy} | {f['draft']} | {TASK_TITLE.get(label, label)} | {t['jobs']} | "
                 f"{t['mean']:.3f} | {t['sd']:.3f} ({lo:.3f}–{hi:.3f}) | {t['whole_job_sd']:.3f} |"
             )
-    lines += ["", "Produced by:", ""] + [f"- {pair}: {_produced_by(f, 'spread')}" for pair, f in rows]
+    lines += ["", "Produced by:", ""] + [
+        f"- {pair}: {_produced_by(f, 'spread')}{_verdict_commands(pair, f)}" for pair, f in rows
+    ]
     return lines + [""]
 
 
 PRODUCER_LINES = [
     "## Producing the shipped files: `multispin profiles`",
     "",
-    "The spread and run-verdicts files above are written by `multispin profiles` from runs, never by hand, "
+    "The spread, run-verdicts and coupled-runs files above are written by `multispin profiles` from runs, never by hand, "
     "and each can be checked against what it was computed from:",
     "",
     "```bash",
@@ -580,13 +587,16 @@ PRODUCER_LINES = [
     "python tools/forecast_gap.py verdicts smollm2-135m chat 160 1 > v-chat.json",
     "python tools/forecast_gap.py verdicts smollm2-135m code 160 1 > v-code.json",
     "python tools/forecast_gap.py runs smollm2-135m adaptive 100,101,102 pool KEEP   # and all_dl, all_ul",
+    "python tools/forecast_gap.py runs smollm2-135m all_coupled 100,101,102 pool CPL",
     "",
     "multispin profiles spread --pair smollm2-135m v-chat.json v-code.json   # spread-<draft>-<policy>.json",
     "multispin profiles run-alpha --pair smollm2-135m KEEP/*                  # run-verdicts-<draft>-<policy>.json",
     "multispin profiles tokens-alpha --pair smollm2-135m MORE/*               # + the tokens-matched run α of other runs",
+    "multispin profiles coupled-alpha --pair smollm2-135m CPL/*               # coupled-runs-<draft>-<policy>.json",
     "",
     "multispin profiles spread --check       # every shipped spread file",
     "multispin profiles run-alpha --check    # every shipped run-verdicts file",
+    "multispin profiles coupled-alpha --check  # every shipped coupled-runs file",
     "```",
     "",
     "- **What a producer reads from the runs**: the pair, the draft and the sampling policy (a verdicts "
@@ -615,6 +625,21 @@ PRODUCER_LINES = [
     "its tokens-matched run α is checked once its runs are produced again.",
     "",
 ]
+
+
+def _verdict_commands(pair: str, data: dict) -> str:
+    """The commands that ran the verdict rounds a spread file's shipped inputs hold (their pair,
+    task, prompt count and seed are in the inputs), or ``""`` without inputs."""
+    prov = data.get("provenance")
+    folder = profile_folder(pair)
+    if prov is None or folder is None:
+        return ""
+    inputs = json.loads((PROFILES_ROOT / folder / next(iter(prov["inputs"]))).read_text())
+    runs = [
+        f"`python tools/forecast_gap.py verdicts {v['pair']} {v['task']} {len(v['prompts'])} {v['seed']}`"
+        for v in inputs["verdicts"]
+    ]
+    return " Its verdict rounds: " + "; ".join(runs) + "."
 
 
 def _produced_by(data: dict, verb: str) -> str:
@@ -816,8 +841,12 @@ def _claims_lines() -> list[str]:
 
 def _coupled_cells(p: dict, label: str) -> list[str]:
     """The coupled α and the coupled/standard ratio of a profile's task, "–" where not measured."""
+    if label != SOURCE_LABELS[p["source"]]:
+        return ["–", "–"]
+    if float(p["sampling"].get("temperature", 1.0)) == 0.0:  # both rules test arg-max agreement
+        return ["= α (greedy)", "1 (greedy)"]
     c = p.get("coupled")
-    if not c or label != SOURCE_LABELS[p["source"]]:
+    if not c:
         return ["–", "–"]
     return [_pm(c["alpha_coupled"], c["alpha_coupled_ci95"]), _pm(c["ratio"], c["ratio_ci95"])]
 
@@ -835,7 +864,11 @@ def _coupled_lines(pairs) -> list[str]:
         "teacher-forced rows as Σ min(p, q); the ratio is paired on those rows (bootstrap over prompts). It was "
         "measured on a re-run of the cell's prompts without verdicts (`--verdict-prompts 0`), which "
         "regenerates the target texts: the standard α of the re-run's rows is given next to the profile's. "
-        "Profiles without the column have no coupled option (the planner treats them as standard only).",
+        "Under greedy decoding both rules accept exactly where the draft's and the target's arg-max agree, so "
+        "the coupled α of a greedy profile is its α (the ratio is 1 by definition, not measured). Where a "
+        "profile has neither, a testbed run of its draft plans its coupled devices on the assumed ratio "
+        "(`multispin.system.coupled_alpha`, labelled ASSUMED); where the package ships coupled runs of the "
+        "draft (below), on their α.",
         "",
         "| pair | policy | draft | task | standard α, re-run rows | profile α | coupled α | ratio | prompts / tokens "
         "| measured (UTC) | command |",
@@ -850,6 +883,40 @@ def _coupled_lines(pairs) -> list[str]:
             f"{_pm(c['alpha_coupled'], c['alpha_coupled_ci95'])} | {_pm(c['ratio'], c['ratio_ci95'])} | "
             f"{c['num_prompts']} / {c['num_tokens']} | {c['measured_utc']} | `{c['command']}` |"
         )
+    return lines + [""]
+
+
+def _coupled_runs_lines(pairs) -> list[str]:
+    """The coupled rule's α in testbed runs (`acceptance.coupled_runs`), one row per shipped file and
+    task, beside what a run would plan on without it (the planned α × the teacher-forced ratio)."""
+    rows = [(pair, f) for pair in pairs for f in shipped_files(pair, "coupled-runs")]
+    if not rows:
+        return []
+    lines = [
+        "## The coupled rule's α in runs (what coupled devices plan on where shipped)",
+        "",
+        "As for the standard rule (next section), a run's coupled devices see another rate than teacher "
+        "forcing: the coupled α testbed runs kept, fitted as the tokens-matched α of their coupled rounds "
+        "(`multispin.acceptance.coupled_runs`: Σ E[N](γ_r, α) = Σ tokens_r; a coupled verdict is fixed by "
+        "the shared noise, so the fit uses the tokens each round kept), on seeds kept apart from those the "
+        "forecast is checked on, with a 95% bootstrap interval over runs. Without it a run plans on the "
+        "planned α × the teacher-forced coupled ratio (the column beside it).",
+        "",
+        "| pair | policy | draft | task | coupled run α (95% CI) | runs / rounds | planned α × teacher-forced ratio |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for pair, f in rows:
+        for label, t in f["tasks"].items():
+            task = next((k for k, v in TASK_SOURCE.items() if v == label), label)
+            planned = device_alpha(pair, f["draft"], task, f["sampling"], kind="planned")
+            ratio = teacher_forced_coupled_ratio(pair, f["draft"], task, f["sampling"])
+            scaled = f"{planned * ratio:.4f}" if planned is not None and ratio is not None else "–"
+            lines.append(
+                f"| {pair} | {policy_title(f['sampling'])} | {f['draft']} | {TASK_TITLE.get(label, label)} | "
+                f"{_pm(t['alpha'], t['ci95'], 4)} | {t['runs']} / {t['rounds']} | {scaled} |"
+            )
+    lines += ["", "Produced by:", ""]
+    lines += [f"- {pair}: {_produced_by(f, 'coupled-alpha')}" for pair, f in rows]
     return lines + [""]
 
 

@@ -41,7 +41,7 @@ from multispin.acceptance.recompute import (
     write_inputs,
 )
 from multispin.acceptance.recompute import stale_field as recompute_stale_field
-from multispin.acceptance.run_verdicts import draft_rounds, job_verdicts
+from multispin.acceptance.run_verdicts import draft_rounds, job_verdicts, tokens_sample_block
 from multispin.acceptance.shipped import PROFILES_ROOT, device_alpha, profile_folder
 from multispin.errors import ConfigError
 from multispin.experiments.acceptance import policy_label
@@ -263,16 +263,44 @@ def produce_tokens_alpha(pair: str, folders: Sequence[Path], command: str, out: 
     sampling = _one([r["sampling"] for r in runs], "sampling", pair)
     assert isinstance(sampling, dict)
     path = _target(pair, f"run-verdicts-{draft}-{policy_label(sampling)}.json", out)
-    if not path.is_file() or is_legacy(path):
+    if not path.is_file():
         raise ConfigError(
             f"pair: {path} has no shipped inputs (run `multispin profiles run-alpha --pair {pair}` on its runs first)"
         )
+    if is_legacy(path):
+        return _ship_tokens_sample(path, runs, command, folders)
     inputs = json.loads(inputs_path(path).read_text(encoding="utf-8"))
     inputs["token_runs"] = runs
     doc = BUILDERS[RUN_VERDICTS](inputs)
     seeds = sorted({*doc["runs"]["seeds"], *doc["tokens_runs"]["seeds"]})
     _ship(path, doc, inputs, command, folders, seeds)
     return Written(path, _rate_lines(doc))
+
+
+def _ship_tokens_sample(path: Path, runs: list[dict], command: str, folders: Sequence[Path]) -> Written:
+    """Ship ``runs`` as the re-run sample of legacy run-verdicts file ``path`` (its own runs were
+    not kept, `acceptance.recompute`): their inputs copy and the ``tokens_sample`` block, the
+    file's own figures untouched."""
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    sha = write_inputs(path, {"token_runs": runs})
+    block = tokens_sample_block(runs)
+    doc["tokens_sample"] = {
+        **block,
+        "inputs_sha256": sha,
+        "command": command,
+        "sources": {p.name: source_sha256(p) for p in folders},
+        "git_commit": git_commit(),
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    lines = []
+    for label, t in block["tasks"].items():
+        shipped = doc["tasks"].get(label, {}).get("tokens", {}).get("alpha")
+        lines.append(
+            f"{label}: re-run sample's {kinds.label(kinds.TOKENS_MATCHED)} {t['alpha']:.4f} "
+            f"({t['ci95'][0]:.4f}-{t['ci95'][1]:.4f}), {t['runs']} runs; the file's {shipped:.4f}"
+        )
+    return Written(path, lines)
 
 
 def produce_coupled_alpha(pair: str, folders: Sequence[Path], command: str, out: Path | None = None) -> Written:
