@@ -14,13 +14,21 @@
    verdict gap, shrunk across every shipped profile (`shrinkage.shrunk_alpha`);
 3. else the scenario's own α, which the run labels *assumed*.
 
+A device the run verifies under the coupled rule (policies ``all_coupled``, ``three_way``) plans on
+its own coupled α (`shipped.coupled_prior`): the **coupled tokens-matched run α** where the package
+ships a coupled-runs file for the pair and draft (``coupled-runs-<draft>-<policy>.json``,
+`coupled_runs`); else the planned α × the draft's **teacher-forced coupled / standard ratio** (its
+profile's ``coupled`` block; 1 under greedy decoding); else the planned α × the assumed ratio
+(`system.coupled_alpha`, labelled ASSUMED).
+
 While it runs, each device's α is re-estimated from its verdicts (the *online* α,
 `runtime.round.acceptance_estimate`), and its jobs' α spread around it by the measured
 between-prompt spread (`spread`).
 
 The kinds, each defined once with its estimator, are in `kinds`; `shipped` is the only reader of
-the shipped files (read on first use, cached, never at import); `shrinkage`, `spread` and
-`run_verdicts` hold the fitting code. The spread and run-verdicts files are written from runs by
-``multispin profiles`` (`experiments.profiles`), with their provenance and inputs (`provenance`);
+the shipped files (read on first use, cached, never at import); `shrinkage`, `spread`,
+`run_verdicts` and `coupled_runs` hold the fitting code. The spread, run-verdicts and coupled-runs
+files are written from runs by ``multispin profiles`` (`experiments.profiles`), with their
+provenance and inputs (`provenance`);
 ``--check`` recomputes them (`recompute`). docs/acceptance.md is the table of every shipped α.
 """

@@ -1,0 +1,73 @@
+"""What a run's coupled devices plan on (`shipped.coupled_prior`, `experiments.testbed.prior_alpha`)
+and how the scenario carries it (`devices.acceptance_coupled`, `DeviceDrop.coupled_ratio`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from multispin.acceptance import kinds
+from multispin.acceptance.shipped import (
+    coupled_prior,
+    device_alpha,
+    shipped_coupled_alpha,
+    teacher_forced_coupled_ratio,
+)
+from multispin.experiments.testbed import prior_alpha
+from multispin.runtime.round.planner import ScenarioPlanner
+from multispin.system import World, get_preset
+from multispin.speculative.codecs import make_codec
+from multispin.system.coupled_alpha import task_ratio
+from multispin.system.payload import WirePayload
+
+T1 = {"temperature": 1.0, "top_k": 1024, "top_p": 1.0}
+GREEDY = {"temperature": 0.0, "top_k": 0, "top_p": 1.0}
+
+
+def test_the_prior_comes_from_the_coupled_runs_else_the_profiles_ratio_else_none():
+    pair = "smollm2-135m"
+    planned = device_alpha(pair, "q5g64", "chat", T1, kind="planned")
+    found = coupled_prior(pair, "q5g64", "chat", T1, planned)
+    in_runs = shipped_coupled_alpha(pair, "q5g64", "chat", T1)
+    if in_runs is not None:
+        assert found == (in_runs, kinds.COUPLED_RUNS)
+    else:
+        assert found == (planned * teacher_forced_coupled_ratio(pair, "q5g64", "chat", T1), kinds.COUPLED_SCALED)
+    # q4g64 has a profile but no coupled block at T = 1: nothing measured
+    assert teacher_forced_coupled_ratio(pair, "q4g64", "chat", T1) is None
+    assert coupled_prior(pair, "q4g64", "chat", T1, 0.7) is None
+    # under greedy decoding both rules test arg-max agreement: the ratio is 1, not measured
+    assert teacher_forced_coupled_ratio(pair, "q4g64", "code", GREEDY) == 1.0
+    assert coupled_prior("tiny", "close", "chat", T1, 0.8) is None
+
+
+def test_a_run_resolves_each_devices_coupled_prior_and_labels_it():
+    scenario = get_preset("smollm2-cpu").override({"devices.count": 3})
+    prior = prior_alpha(scenario, "smollm2-135m", ["q5g64", "q4g64", "q5g64"], ["chat", "chat", "code"], T1)
+    assert prior.coupled_kinds[1] == kinds.COUPLED_ASSUMED
+    assert prior.coupled[1] == pytest.approx(prior.alpha[1] * task_ratio("chat"))
+    assert prior.coupled_kinds[0] in (kinds.COUPLED_RUNS, kinds.COUPLED_SCALED)
+    applied = World(prior.applied_to(scenario)).drop
+    assert not applied.coupled_assumed
+    np.testing.assert_allclose(applied.coupled_alpha(applied.alpha), prior.coupled, rtol=1e-12)
+
+
+def test_the_scenarios_coupled_alpha_is_what_the_planner_starts_from():
+    base = get_preset("paper-qwen").override({"devices.count": 3, "devices.acceptance": [0.9, 0.8, 0.7]})
+    assumed = World(base).drop
+    assert assumed.coupled_assumed
+    np.testing.assert_allclose(assumed.coupled_alpha([0.9, 0.8, 0.7]), [0.9, 0.8, 0.7] * assumed.coupled_ratio)
+    measured = base.override({"devices.acceptance_coupled": [0.85, 0.6, 0.7]})
+    codec = make_codec("dense-fp32")
+    wire = WirePayload.from_codecs(codec, codec, 12, 20)
+    planner = ScenarioPlanner(measured, range(3), wire, policy="all_coupled", online=False)
+    np.testing.assert_allclose(planner.coupled_estimator.prior, [0.85, 0.6, 0.7], rtol=1e-12)
+    # jobs' α move the coupled α by the device's ratio (the forecast's truth)
+    np.testing.assert_allclose(planner.world.drop.coupled_alpha([0.45, 0.4, 0.35]), [0.425, 0.3, 0.35], rtol=1e-12)
+
+
+def test_a_coupled_list_of_the_wrong_length_is_one_line():
+    from multispin.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"devices.acceptance_coupled: needs devices.count = 3 entries \(got 2\)"):
+        get_preset("paper-qwen").override({"devices.count": 3, "devices.acceptance_coupled": [0.8, 0.8]})
