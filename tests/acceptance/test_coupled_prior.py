@@ -15,8 +15,8 @@ from multispin.acceptance.shipped import (
 )
 from multispin.experiments.testbed import prior_alpha
 from multispin.runtime.round.planner import ScenarioPlanner
-from multispin.system import World, get_preset
 from multispin.speculative.codecs import make_codec
+from multispin.system import World, get_preset
 from multispin.system.coupled_alpha import task_ratio
 from multispin.system.payload import WirePayload
 
