@@ -168,7 +168,7 @@ class RoundPlan:
         scenario's radio and compute parameters."""
         from multispin.jsonout import json_safe
         from multispin.system.channel import World
-        from multispin.system.coupled_alpha import ASSUMPTION
+        from multispin.system.coupled_alpha import ASSUMPTION, MEASURED_COUPLED
 
         sc, inst, rep = self.scenario, self.instance, self.report
         drop = World(sc).drop
@@ -197,11 +197,7 @@ class RoundPlan:
                 "verify": self.verify,
                 "coupled_share": p.coupled_share,
                 "coupled_alpha": (
-                    None
-                    if self.verify == "standard"
-                    else ASSUMPTION
-                    if drop.coupled_assumed
-                    else "measured: the scenario's devices.acceptance_coupled"
+                    None if self.verify == "standard" else ASSUMPTION if drop.coupled_assumed else MEASURED_COUPLED
                 ),
             }
         )

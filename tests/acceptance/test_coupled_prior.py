@@ -71,3 +71,16 @@ def test_a_coupled_list_of_the_wrong_length_is_one_line():
 
     with pytest.raises(ConfigError, match=r"devices.acceptance_coupled: needs devices.count = 3 entries \(got 2\)"):
         get_preset("paper-qwen").override({"devices.count": 3, "devices.acceptance_coupled": [0.8, 0.8]})
+
+
+def test_plans_and_sweeps_say_whether_the_coupled_alpha_was_given_or_assumed():
+    import multispin.api as ms
+    from multispin.system.coupled_alpha import ASSUMPTION, MEASURED_COUPLED
+
+    base = get_preset("paper-qwen").override({"devices.count": 3, "optimizer.n_saa": 50})
+    given = base.override({"devices.acceptance_coupled": [0.8, 0.8, 0.8]})
+    assert ms.plan(base, verify="choose").to_dict()["coupled_alpha"] == ASSUMPTION
+    assert ms.plan(given, verify="choose").to_dict()["coupled_alpha"] == MEASURED_COUPLED
+    for sc, label in ((base, ASSUMPTION), (given, MEASURED_COUPLED)):
+        table = ms.sweep(sc, over={"radio.p_ul_dbm": [10]}, drops=2, policies=["adaptive", "three_way"])
+        assert {r["coupled_alpha"] for r in table.rows} == {label}

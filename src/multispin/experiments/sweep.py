@@ -50,7 +50,7 @@ from multispin.optimize.objectives import check_objective
 from multispin.runtime.round.user_policy import UserPolicy
 from multispin.system import World, scenario_from_dict
 from multispin.system.channel_process import uses_channel_process
-from multispin.system.coupled_alpha import ASSUMPTION
+from multispin.system.coupled_alpha import ASSUMPTION, MEASURED_COUPLED
 from multispin.vocabulary import REFERENCE, STANDARD, policies_in
 
 # policy -> (the per-drop goodput column, its γ column, which baselines the drop must run): every
@@ -278,16 +278,25 @@ def table_rows(points: Sequence[Point], summaries: Sequence[dict], policies: Seq
                     "adaptive_gain_high": s.get(gain + "_hi") if gain else None,
                     "mean_draft_len": s.get(gamma),
                     "n_drops": s["n_drops"],
-                    **coupled_cells(s, p),
+                    **coupled_cells(s, p, _coupled_alpha_given(point)),
                     **service_cells(s, p),
                 }
             )
     return rows
 
 
-def coupled_cells(s: dict, policy: str) -> dict[str, Any]:
+def _coupled_alpha_given(point: Point) -> bool:
+    """Whether the point's scenario gives its devices' coupled α (its base or its overrides)."""
+    base = getattr(point, "base", None) or {}
+    return (
+        "devices.acceptance_coupled" in point.overrides or base.get("devices", {}).get("acceptance_coupled") is not None
+    )
+
+
+def coupled_cells(s: dict, policy: str, measured: bool = False) -> dict[str, Any]:
     """The coupled share of the policy's plan with its interval (0 for the two-way policies) and,
-    where the point ran the coupled policies, the assumption their coupled α rests on."""
+    where the point ran the coupled policies, what their coupled α rests on: the assumption, or the
+    point's own ``devices.acceptance_coupled`` (``measured``)."""
 
     share = COUPLED_SHARE.get(policy, 0.0)
     if isinstance(share, str):
@@ -296,7 +305,7 @@ def coupled_cells(s: dict, policy: str) -> dict[str, Any]:
     else:
         out = {"coupled_share": share, "coupled_share_low": share, "coupled_share_high": share}
     coupled = any(column("goodput", p) in s for p in COUPLED_SHARE)
-    out["coupled_alpha"] = ASSUMPTION if coupled else None
+    out["coupled_alpha"] = (MEASURED_COUPLED if measured else ASSUMPTION) if coupled else None
     # a lead's paired gain over the paper's adaptive plan, on its own row
     for lead in _LEADS:
         gain = gain_column(REFERENCE, lead) if policy == lead else None

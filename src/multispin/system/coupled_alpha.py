@@ -1,7 +1,8 @@
 """Where a scenario's coupled acceptance α_c comes from, and the label every output carries.
 
 No scenario preset carries a measured coupled α: the paper's presets have assumed per-task α
-and no pair for them was measured. So the coupled α of a scenario's device is its α times the
+and no pair for them was measured. So unless the scenario gives each device's coupled α itself
+(``devices.acceptance_coupled``, `MEASURED_COUPLED`), the coupled α of a device is its α times the
 coupled/standard ratio measured teacher-forced on smollm2-135m with its default draft q5g64
 (T = 1, top-k 1024, `multispin measure`, the ``coupled`` block of the shipped HumanEval and ShareGPT
 profiles; docs/acceptance.md): the code ratio for code tasks (HumanEval), the chat ratio for every
@@ -23,6 +24,10 @@ ASSUMPTION = (
     f"(T = 1, top-k 1024, teacher-forced): {COUPLED_RATIO['code']} for code tasks (HumanEval), "
     f"{COUPLED_RATIO['chat']} for the others (scenarios carry no measured coupled α)"
 )
+
+
+# what an output says instead where the scenario gives each device's coupled α itself
+MEASURED_COUPLED = "measured: the scenario's devices.acceptance_coupled"
 
 
 def task_ratio(task: str) -> float:
