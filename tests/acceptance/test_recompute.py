@@ -76,7 +76,7 @@ def test_first_difference_names_the_field_and_checks_twelve_digits():
 # ---- the shipped files ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("verb", ["run-alpha", "tokens-alpha", "spread"])
+@pytest.mark.parametrize("verb", ["run-alpha", "tokens-alpha", "spread", "coupled-alpha"])
 def test_every_shipped_file_is_current(multispin, verb):
     run = multispin("profiles", verb, "--check")
     assert run.code == 0, run.err
