@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from multispin.experiments.paired import ratio_of_sums
@@ -132,3 +133,35 @@ def test_the_all_coupled_forecast_contains_one_but_its_control_is_not_excluded()
     assert 1.02 < r.high
     blind = _ratio(runs, den="blind")
     assert blind.low < 1.0 < blind.high, (blind.estimate, blind.low, blind.high)
+
+
+ALL_COUPLED_RUNS_ALPHA = "smollm2-all-coupled-runs-alpha-seeds-60-89.jsonl"
+
+
+def test_on_the_coupled_runs_alpha_all_coupled_is_forecast_within_two_percent():
+    # what docs/results.md says of all-coupled's check once its devices plan on the coupled runs'
+    # α (fitted on seeds 100-129): realised / forecast 0.996 on the same seeds 60-89, the interval
+    # reaching 0.976 (not wholly inside ±2% on 30 seeds); the budget-blind control now excluded
+    runs = _runs(ALL_COUPLED_RUNS_ALPHA)
+    assert sorted(x["seed"] for x in runs) == list(range(60, 90)) and {x["policy"] for x in runs} == {"all_coupled"}
+    r = _ratio(runs)
+    assert 0.98 < r.estimate < 1.02 and r.low < 1.0 < r.high < 1.02, (r.estimate, r.low, r.high)
+    blind = _ratio(runs, den="blind")
+    assert blind.high < 1.0, (blind.estimate, blind.low, blind.high)
+    # the forecast's parts: tokens per round, γ and T_comp each within 0.5% of the runs'
+    for real, forecast in (("tokens_per_round", "forecast_tokens_per_round"), ("mean_gamma", "forecast_mean_gamma")):
+        assert abs(sum(x[real] for x in runs) / sum(x[forecast] for x in runs) - 1) < 0.005
+    assert abs(sum(x["t_comp"] for x in runs) / sum(x["forecast_t_comp_s"] for x in runs) - 1) < 0.005
+
+
+def test_the_check_tells_the_ratio_prior_from_the_coupled_runs_alpha():
+    # the negative control, paired by seed: the runs that planned on the planned α × the teacher-
+    # forced ratio (the file above) read 1.8% higher against their forecast, well outside the noise
+    # of the pairing
+    old = {x["seed"]: x for x in _runs(ALL_COUPLED)}
+    new = _runs(ALL_COUPLED_RUNS_ALPHA)
+    diff = np.array(
+        [np.log(x["real"] / x["forecast"] / (old[x["seed"]]["real"] / old[x["seed"]]["forecast"])) for x in new]
+    )
+    half = 2.045 * diff.std(ddof=1) / np.sqrt(diff.size)  # Student's t, 29 degrees of freedom
+    assert diff.mean() + half < 0, (diff.mean(), half)
