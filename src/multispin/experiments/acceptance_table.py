@@ -621,8 +621,11 @@ PRODUCER_LINES = [
     "(`tests/acceptance/test_recompute.py`).",
     "- **Files shipped before the producers kept their inputs** (their runs are gone) say so where "
     "they are listed above. For a run-verdicts file `--check` then recomputes what the file's own counts "
-    "determine (each task's pooled verdict-rate α, jobs and trials from its by-policy and by-prior parts); "
-    "its tokens-matched run α is checked once its runs are produced again.",
+    "determine (each task's pooled verdict-rate α, jobs and trials from its by-policy and by-prior parts), "
+    "and its tokens-matched run α against a documented re-run sample: `multispin profiles tokens-alpha` on "
+    "such a file ships the runs it is given (some of its seeds and policies, run again) as its inputs and a "
+    "`tokens_sample` block, and `--check` recomputes that block and requires the file's α inside the "
+    "sample's 95% interval.",
     "",
 ]
 
