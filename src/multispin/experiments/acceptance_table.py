@@ -657,6 +657,13 @@ def _produced_by(data: dict, verb: str) -> str:
             else "cannot recompute it"
         )
         commands = "; ".join(f"`{c.strip()}`" for c in data["command"].split(";"))
+        sample = data.get("tokens_sample")
+        if sample:
+            legacy += (
+                f", and checks its tokens-matched run α against a re-run sample of {sample['runs']} of its runs "
+                f"(seeds {_seed_ranges(sample['seeds'])}, {', '.join(sample['policies'])}; `{sample['command']}`, "
+                f"its inputs shipped)"
+            )
         return (
             f"{commands} (before `multispin profiles`: the runs were not kept, so "
             f"`multispin profiles {verb} --check` {legacy})."
