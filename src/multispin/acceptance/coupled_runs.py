@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from multispin.acceptance.run_verdicts import DraftRound, pool_runs
-from multispin.acceptance.shipped import COUPLED_RUNS_SCHEMA, TASK_SOURCE
+from multispin.acceptance.run_verdicts import DraftRound, runs_identity, tokens_rates
+from multispin.acceptance.shipped import COUPLED_RUNS_SCHEMA
 
 COUPLED_RUNS_METHOD = (
     "acceptance/coupled_runs.py: per task, the α with Σ E[N](γ_r, α) = Σ tokens_r over every coupled drafting "
@@ -64,31 +64,13 @@ def coupled_runs_document(inputs: Mapping) -> dict:
     run (``seed``, ``policy``, ``tasks`` and ``rounds``, [task, γ, tokens] each). A seed run twice
     under one policy counts once."""
     runs = list({(r["seed"], r["policy"]): r for r in inputs["runs"]}.values())
-    per_task: dict[str, list[list[DraftRound]]] = {}
-    for run in runs:
-        rounds = [DraftRound(str(t), int(g), float(n)) for t, g, n in run["rounds"]]
-        for task in run["tasks"]:
-            per_task.setdefault(task, []).append([r for r in rounds if r.task == task])
-    tasks = {}
-    for task, runs_of_task in sorted(per_task.items()):
-        rate = pool_runs(runs_of_task)
-        tasks[TASK_SOURCE[task]] = {
-            "alpha": rate.alpha,
-            "ci95": list(rate.ci95),
-            "runs": rate.runs,
-            "rounds": rate.rounds,
-        }
     return {
         "schema": COUPLED_RUNS_SCHEMA,
         "schema_version": 1,
         "pair": inputs["pair"],
         "draft": inputs["draft"],
         "sampling": inputs["sampling"],
-        "runs": {
-            "policies": sorted({str(r["policy"]) for r in runs}),
-            "seeds": sorted({int(r["seed"]) for r in runs}),
-            "runs": len(runs),
-        },
+        "runs": runs_identity(runs),
         "method": COUPLED_RUNS_METHOD,
-        "tasks": tasks,
+        "tasks": tokens_rates(runs),
     }

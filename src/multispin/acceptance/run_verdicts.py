@@ -327,50 +327,47 @@ def run_verdicts_document(inputs: Mapping) -> dict:
     return doc
 
 
-def tokens_sample_block(token_runs: Sequence[Mapping]) -> dict:
-    """The re-run sample of a run-verdicts file whose own runs were not kept: per task the
-    tokens-matched α of ``token_runs`` (`pool_runs`) with its interval, and the runs' seeds and
-    policies (`recompute.sample_difference` checks the file's α against it)."""
+def tokens_rates(token_runs: Sequence[Mapping]) -> dict[str, dict]:
+    """Per task (its prompt-set label), the tokens-matched α of ``token_runs``' drafting rounds
+    (each run's ``tasks`` and ``rounds``, [task, γ, E[tokens | draft]] each; `pool_runs`) as a
+    file entry: alpha, ci95, runs, rounds."""
     per_task: dict[str, list[list[DraftRound]]] = {}
     for run in token_runs:
         rounds = [DraftRound(str(t), int(g), float(e)) for t, g, e in run["rounds"]]
         for task in run["tasks"]:
             per_task.setdefault(task, []).append([r for r in rounds if r.task == task])
-    tasks = {}
+    out = {}
     for task, runs_of_task in sorted(per_task.items()):
         r = pool_runs(runs_of_task)
-        tasks[TASK_SOURCE[task]] = {"alpha": r.alpha, "ci95": list(r.ci95), "runs": r.runs, "rounds": r.rounds}
+        out[TASK_SOURCE[task]] = {"alpha": r.alpha, "ci95": list(r.ci95), "runs": r.runs, "rounds": r.rounds}
+    return out
+
+
+def runs_identity(token_runs: Sequence[Mapping]) -> dict:
+    """The seeds and policies of ``token_runs``, and how many there are."""
     return {
         "seeds": sorted({int(run["seed"]) for run in token_runs}),
         "policies": sorted({str(run["policy"]) for run in token_runs}),
         "runs": len(token_runs),
-        "tasks": tasks,
     }
+
+
+def tokens_sample_block(token_runs: Sequence[Mapping]) -> dict:
+    """The re-run sample of a run-verdicts file whose own runs were not kept: the runs' seeds and
+    policies and per task their tokens-matched α with its interval (`recompute.sample_difference`
+    checks the file's α against it)."""
+    return {**runs_identity(token_runs), "tasks": tokens_rates(token_runs)}
 
 
 def _add_tokens_alpha(doc: dict, token_runs: Sequence[Mapping]) -> None:
-    """Per task, the tokens-matched α of ``token_runs`` (`pool_runs`) and beside it the verdict
+    """Per task, the tokens-matched α of ``token_runs`` (`tokens_rates`) and beside it the verdict
     rate of the same rounds, to show the two estimators apart on one set of drafts."""
-    per_task: dict[str, list[list[DraftRound]]] = {}
     jobs: dict[str, list[JobVerdicts]] = {}
     for run in token_runs:
-        rounds = [DraftRound(str(t), int(g), float(e)) for t, g, e in run["rounds"]]
-        for task in run["tasks"]:
-            per_task.setdefault(task, []).append([r for r in rounds if r.task == task])
         for job in run["jobs"]:
             jobs.setdefault(job["task"], []).append(JobVerdicts.from_dict(job))
-    for task, runs_of_task in sorted(per_task.items()):
-        r, v = pool_runs(runs_of_task), pool_jobs(jobs[task])
-        doc["tasks"][TASK_SOURCE[task]]["tokens"] = {
-            "alpha": r.alpha,
-            "ci95": list(r.ci95),
-            "runs": r.runs,
-            "rounds": r.rounds,
-            "verdict_alpha_same_rounds": v.alpha,
-        }
-    doc["tokens_runs"] = {
-        "seeds": sorted({int(run["seed"]) for run in token_runs}),
-        "policies": sorted({str(run["policy"]) for run in token_runs}),
-        "runs": len(token_runs),
-    }
+    for label, entry in tokens_rates(token_runs).items():
+        task = next(t for t, source in TASK_SOURCE.items() if source == label)
+        doc["tasks"][label]["tokens"] = {**entry, "verdict_alpha_same_rounds": pool_jobs(jobs[task]).alpha}
+    doc["tokens_runs"] = runs_identity(token_runs)
     doc["tokens_method"] = TOKENS_METHOD
