@@ -151,8 +151,17 @@ def spread_entry(verdicts: dict) -> dict:
     interval over prompts of `SPREAD_RESAMPLES` resamples, seeded 0)."""
     jobs = verdict_jobs(verdicts["prompts"])
     fit = fit_jobs(jobs)
+    # each job's ends once (s1, n1, s2, n2; NaN where it has none), then resampled: `fit_jobs` of
+    # each resample, the jobs without ends left out as it leaves them out
+    ends = np.array([sum(e, ()) if (e := verdict_ends(j)) is not None else (np.nan,) * 4 for j in jobs], dtype=float)
     rng = np.random.default_rng(0)
-    boot = [fit_jobs([jobs[i] for i in rng.integers(0, len(jobs), len(jobs))]).sd for _ in range(SPREAD_RESAMPLES)]
+    boot = []
+    for _ in range(SPREAD_RESAMPLES):
+        sample = ends[rng.integers(0, len(jobs), len(jobs))]
+        sample = sample[~np.isnan(sample[:, 0])]
+        if sample.shape[0] == 0:
+            raise ValueError("jobs: none has verdicts in its first and last third")
+        boot.append(fit_between_prompt_spread((sample[:, 0], sample[:, 1]), (sample[:, 2], sample[:, 3])).sd)
     return {
         "sd": fit.sd,
         "sd_ci95": [float(x) for x in np.percentile(boot, [2.5, 97.5])],
