@@ -44,6 +44,8 @@ def test_a_checked_forecast_has_no_caveat_and_each_cause_is_named():
     assert len(poor) == 1 and poor[0].startswith("compute profile of poor fit")
     csi = forecast_caveats(**{**BASE, "channel": {"speed_kmh": 3.0, "pilot_snr_db": 10.0, "planning": "robust"}})
     assert len(csi) == 1 and csi[0].startswith("channel knowledge")
+    coupled = forecast_caveats(**{**BASE, "coupled_assumed": True})
+    assert len(coupled) == 1 and coupled[0].startswith("coupled α assumed")
 
 
 def test_the_one_run_range_is_the_replicas_spread_around_the_forecast():

@@ -258,9 +258,10 @@ def forecast_caveats(
     forecast_compute: Mapping[str, Any],
     compute_profile_r2: float | None,
     channel: Mapping[str, Any],
+    coupled_assumed: bool = False,
 ) -> list[str]:
     """Why a run's forecast cannot be read as a check of the model, one line each (none: it can):
-    α assumed rather than measured for this pair, compute timed with another host's profile on the
+    α assumed rather than measured for this pair, the coupled rule's α assumed for a policy that uses it, compute timed with another host's profile on the
     wall clock, a compute profile whose fit is poor, channel-estimation error (mobility, pilot
     noise) under which one run's communication time is heavy-tailed and the forecast is not validated."""
     out = []
@@ -268,6 +269,12 @@ def forecast_caveats(
         out.append(
             f"α assumed: the scenario's, not measured for pair {pair} under this sampling "
             f"(`multispin measure --pair {pair} --out acc.json`, then --acceptance-profile acc.json)"
+        )
+    if coupled_assumed:
+        out.append(
+            "coupled α assumed: no coupled α was measured for this pair and draft under this sampling, so its "
+            "coupled devices plan on α × smollm2-135m q5g64's ratio (`multispin measure` gives a draft's ratio; "
+            "`multispin profiles coupled-alpha` the coupled runs' α)"
         )
     if clock == "wall" and not compute_profile:
         c = forecast_compute

@@ -732,6 +732,7 @@ def summarise_run(
         forecast_compute=forecast_compute,
         compute_profile_r2=r2,
         channel=channel,
+        coupled_assumed=planner.coupled_estimator is not None and COUPLED_ASSUMED in setup.alpha_coupled_kinds,
     )
     return RunSummary(
         pair=pair_name,
