@@ -138,28 +138,41 @@ def test_the_all_coupled_forecast_contains_one_but_its_control_is_not_excluded()
 ALL_COUPLED_RUNS_ALPHA = "smollm2-all-coupled-runs-alpha-seeds-60-89.jsonl"
 
 
-def test_on_the_coupled_runs_alpha_all_coupled_is_forecast_within_two_percent():
-    # what docs/results.md says of all-coupled's check once its devices plan on the coupled runs'
-    # α (fitted on seeds 100-129): realised / forecast 0.996 on the same seeds 60-89, the interval
-    # reaching 0.976 (not wholly inside ±2% on 30 seeds); the budget-blind control now excluded
-    runs = _runs(ALL_COUPLED_RUNS_ALPHA)
-    assert sorted(x["seed"] for x in runs) == list(range(60, 90)) and {x["policy"] for x in runs} == {"all_coupled"}
+THREE_WAY_RUNS_ALPHA = "smollm2-three-way-runs-alpha-seeds-60-89.jsonl"
+ON_RUNS_ALPHA = [("all_coupled", ALL_COUPLED_RUNS_ALPHA, ALL_COUPLED), ("three_way", THREE_WAY_RUNS_ALPHA, THREE_WAY)]
+
+
+@pytest.mark.parametrize(("policy", "name", "before"), ON_RUNS_ALPHA)
+def test_on_the_coupled_runs_alpha_each_coupled_policy_is_forecast_within_two_percent(policy, name, before):
+    # what docs/results.md says of the coupled policies' check once their devices plan on the coupled
+    # runs' α (fitted on seeds 100-129): realised / forecast 0.996 (all-coupled) and 0.997 (three-way)
+    # on the same seeds 60-89, each interval's low end 2.2-2.4% below 1 (not wholly inside ±2% on 30
+    # seeds); the budget-blind control excluded for both
+    runs = _runs(name)
+    assert sorted(x["seed"] for x in runs) == list(range(60, 90)) and {x["policy"] for x in runs} == {policy}
     r = _ratio(runs)
-    assert 0.98 < r.estimate < 1.02 and r.low < 1.0 < r.high < 1.02, (r.estimate, r.low, r.high)
+    assert 0.98 < r.estimate < 1.02 and 0.97 < r.low < 0.98 and 1.0 < r.high < 1.02, (r.estimate, r.low, r.high)
     blind = _ratio(runs, den="blind")
     assert blind.high < 1.0, (blind.estimate, blind.low, blind.high)
-    # the forecast's parts: tokens per round, γ and T_comp each within 0.5% of the runs'
-    for real, forecast in (("tokens_per_round", "forecast_tokens_per_round"), ("mean_gamma", "forecast_mean_gamma")):
+
+
+def test_on_the_coupled_runs_alpha_all_coupled_forecasts_each_part():
+    # the forecast's parts for all-coupled (no air): tokens per round, γ and T_comp each within 0.5%
+    runs = _runs(ALL_COUPLED_RUNS_ALPHA)
+    for real, forecast in (
+        ("tokens_per_round", "forecast_tokens_per_round"),
+        ("mean_gamma", "forecast_mean_gamma"),
+        ("t_comp", "forecast_t_comp_s"),
+    ):
         assert abs(sum(x[real] for x in runs) / sum(x[forecast] for x in runs) - 1) < 0.005
-    assert abs(sum(x["t_comp"] for x in runs) / sum(x["forecast_t_comp_s"] for x in runs) - 1) < 0.005
 
 
-def test_the_check_tells_the_ratio_prior_from_the_coupled_runs_alpha():
+@pytest.mark.parametrize(("policy", "name", "before"), ON_RUNS_ALPHA)
+def test_the_check_tells_the_ratio_prior_from_the_coupled_runs_alpha(policy, name, before):
     # the negative control, paired by seed: the runs that planned on the planned α × the teacher-
-    # forced ratio (the file above) read 1.8% higher against their forecast, well outside the noise
-    # of the pairing
-    old = {x["seed"]: x for x in _runs(ALL_COUPLED)}
-    new = _runs(ALL_COUPLED_RUNS_ALPHA)
+    # forced ratio read 1.6-1.8% higher against their forecast, outside the noise of the pairing
+    old = {x["seed"]: x for x in _runs(before)}
+    new = _runs(name)
     diff = np.array(
         [np.log(x["real"] / x["forecast"] / (old[x["seed"]]["real"] / old[x["seed"]]["forecast"])) for x in new]
     )
