@@ -907,7 +907,8 @@ def _coupled_runs_lines(pairs) -> list[str]:
         "",
         "As for the standard rule (next section), a run's coupled devices see another rate than teacher "
         "forcing: the coupled α testbed runs kept, fitted as the tokens-matched α of their coupled rounds "
-        "(`multispin.acceptance.coupled_runs`: Σ E[N](γ_r, α) = Σ tokens_r; a coupled verdict is fixed by "
+        "(`multispin.acceptance.coupled_runs`: the α at which the i.i.d. tokens of the rounds' own γ sum to the "
+        "tokens they kept; a coupled verdict is fixed by "
         "the shared noise, so the fit uses the tokens each round kept), on seeds kept apart from those the "
         "forecast is checked on, with a 95% bootstrap interval over runs. Without it a run plans on the "
         "planned α × the teacher-forced coupled ratio (the column beside it).",
