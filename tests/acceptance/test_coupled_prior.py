@@ -22,6 +22,7 @@ from multispin.system.payload import WirePayload
 
 T1 = {"temperature": 1.0, "top_k": 1024, "top_p": 1.0}
 GREEDY = {"temperature": 0.0, "top_k": 0, "top_p": 1.0}
+T07 = {"temperature": 0.7, "top_k": 1024, "top_p": 1.0}
 
 
 def test_the_prior_comes_from_the_coupled_runs_else_the_profiles_ratio_else_none():
@@ -33,9 +34,12 @@ def test_the_prior_comes_from_the_coupled_runs_else_the_profiles_ratio_else_none
         assert found == (in_runs, kinds.COUPLED_RUNS)
     else:
         assert found == (planned * teacher_forced_coupled_ratio(pair, "q5g64", "chat", T1), kinds.COUPLED_SCALED)
-    # q4g64 has a profile but no coupled block at T = 1: nothing measured
-    assert teacher_forced_coupled_ratio(pair, "q4g64", "chat", T1) is None
-    assert coupled_prior(pair, "q4g64", "chat", T1, 0.7) is None
+    # q4g64 has its own measured ratio at T = 1 (no coupled runs): the planned α scaled by it
+    ratio = teacher_forced_coupled_ratio(pair, "q4g64", "chat", T1)
+    assert ratio is not None and 0.8 < ratio < 1 and shipped_coupled_alpha(pair, "q4g64", "chat", T1) is None
+    assert coupled_prior(pair, "q4g64", "chat", T1, 0.7) == (0.7 * ratio, kinds.COUPLED_SCALED)
+    # under a sampling policy nothing was measured for: nothing
+    assert coupled_prior(pair, "q5g64", "chat", T07, 0.7) is None
     # under greedy decoding both rules test arg-max agreement: the ratio is 1, not measured
     assert teacher_forced_coupled_ratio(pair, "q4g64", "code", GREEDY) == 1.0
     assert coupled_prior("tiny", "close", "chat", T1, 0.8) is None
@@ -44,9 +48,14 @@ def test_the_prior_comes_from_the_coupled_runs_else_the_profiles_ratio_else_none
 def test_a_run_resolves_each_devices_coupled_prior_and_labels_it():
     scenario = get_preset("smollm2-cpu").override({"devices.count": 3})
     prior = prior_alpha(scenario, "smollm2-135m", ["q5g64", "q4g64", "q5g64"], ["chat", "chat", "code"], T1)
-    assert prior.coupled_kinds[1] == kinds.COUPLED_ASSUMED
-    assert prior.coupled[1] == pytest.approx(prior.alpha[1] * task_ratio("chat"))
-    assert prior.coupled_kinds[0] in (kinds.COUPLED_RUNS, kinds.COUPLED_SCALED)
+    assert prior.coupled_kinds == [kinds.COUPLED_RUNS, kinds.COUPLED_SCALED, kinds.COUPLED_RUNS]
+    ratio = teacher_forced_coupled_ratio("smollm2-135m", "q4g64", "chat", T1)
+    assert prior.coupled[1] == pytest.approx(prior.alpha[1] * ratio)
+    # under a sampling policy no coupled α was measured for, the assumed ratio, labelled so
+    assumed = prior_alpha(scenario, "smollm2-135m", ["q5g64"] * 3, ["chat", "chat", "code"], T07)
+    assert assumed.coupled_kinds == [kinds.COUPLED_ASSUMED] * 3
+    assert assumed.coupled[0] == pytest.approx(assumed.alpha[0] * task_ratio("chat"))
+    assert assumed.applied_to(scenario).devices.acceptance_coupled is None
     applied = World(prior.applied_to(scenario)).drop
     assert not applied.coupled_assumed
     np.testing.assert_allclose(applied.coupled_alpha(applied.alpha), prior.coupled, rtol=1e-12)
