@@ -22,7 +22,7 @@ CODE_TASKS = frozenset({"humaneval", "code"})
 ASSUMPTION = (
     "ASSUMED coupled α: each device's α × the coupled/standard ratio measured on smollm2-135m q5g64 "
     f"(T = 1, top-k 1024, teacher-forced): {COUPLED_RATIO['code']} for code tasks (HumanEval), "
-    f"{COUPLED_RATIO['chat']} for the others (scenarios carry no measured coupled α)"
+    f"{COUPLED_RATIO['chat']} for the others (the scenario gives no devices.acceptance_coupled)"
 )
 
 
