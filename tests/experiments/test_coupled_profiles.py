@@ -70,12 +70,16 @@ def test_exact_formula_rows_satisfy_the_per_prompt_bounds():
 
 
 def test_the_models_assumed_ratios_are_the_shipped_measurements():
-    """COUPLED_RATIO (the paper-qwen assumption) is the smollm2-135m q5g64 ratio, to its 3 digits."""
+    """COUPLED_RATIO (the paper-qwen assumption) is the smollm2-135m q5g64 ratio on HumanEval (code)
+    and ShareGPT (chat, the testbed's chat prompts), to its 3 digits."""
+    seen = set()
     for p in _coupled_profiles():
-        if (p["pair"], p["draft"]) != ("smollm2-135m", "q5g64"):
+        if (p["pair"], p["draft"]) != ("smollm2-135m", "q5g64") or p["source"] not in ("humaneval", "sharegpt"):
             continue
+        seen.add(p["source"])
         kind = "code" if at.SOURCE_LABELS[p["source"]] in CODE_TASKS else "chat"
         assert COUPLED_RATIO[kind] == round(p["coupled"]["ratio"], 3), (kind, p["coupled"]["ratio"])
+    assert seen == {"humaneval", "sharegpt"}
 
 
 @pytest.mark.slow
