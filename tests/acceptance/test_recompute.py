@@ -89,6 +89,7 @@ def test_every_shipped_file_is_current(multispin, verb):
         ("run-alpha", RUN_VERDICTS_FILE, "tasks.sharegpt.alpha", " (verdict-rate α)"),
         ("run-alpha", RUN_VERDICTS_FILE, "tasks.humaneval.trials", ""),
         ("tokens-alpha", RUN_VERDICTS_FILE, "tasks.humaneval.jobs", ""),
+        ("tokens-alpha", RUN_VERDICTS_FILE, "tokens_sample.tasks.humaneval.rounds", ""),
         ("spread", SPREAD_FILE, "tasks.humaneval.sd", ""),
         ("spread", SPREAD_FILE, "tasks.sharegpt.mean", " (verdict-rate α)"),
     ],
