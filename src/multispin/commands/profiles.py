@@ -17,6 +17,7 @@ from pathlib import Path
 import typer
 
 from multispin.commands._app import app
+from multispin.vocabulary import RUN_POLICIES, STANDARD, policy_verify
 
 profiles_app = typer.Typer(
     no_args_is_help=True,
@@ -29,6 +30,10 @@ _OUT_HELP = "write into this folder instead of the package's profile folder"
 _CHECK_HELP = "recompute the shipped file(s) from their inputs; exit 1 naming the first stale field"
 _FILE_HELP = "with --check: the file to check (default: every shipped file of this kind)"
 
+
+# the run policies whose runs a coupled-runs file is fitted on
+_COUPLED_POLICIES = [p for p in RUN_POLICIES if policy_verify(p) != STANDARD]
+_COUPLED_RUNS_HELP = f"testbed run folders of a policy that verifies coupled ({', '.join(_COUPLED_POLICIES)})"
 
 # one option object per flag, shared by the three producers (typer reads them, never mutates them)
 _PAIR = typer.Option(None, "--pair", metavar="PAIR", help=_PAIR_HELP)
@@ -146,9 +151,7 @@ def tokens_alpha(
 
 @profiles_app.command("coupled-alpha")
 def coupled_alpha(
-    runs: list[Path] | None = typer.Argument(
-        None, metavar="RUN_DIR", help="testbed run folders of a policy that verifies coupled (all_coupled, three_way)"
-    ),
+    runs: list[Path] | None = typer.Argument(None, metavar="RUN_DIR", help=_COUPLED_RUNS_HELP),
     pair: str | None = _PAIR,
     out: Path | None = _OUT,
     check: bool = _CHECK,
