@@ -67,14 +67,23 @@ def stale_field(path: Path) -> str | None:
         if kind == RUN_VERDICTS:
             return parts_difference(doc) or sample_difference(path, doc)
         return "provenance: missing (no shipped inputs to recompute the file from)"
+    name = f"{INPUTS_FOLDER}/{inputs_path(path).name}"
+    text, stale = _inputs_text(path, provenance.get("inputs", {}).get(name), "provenance.inputs")
+    if stale:
+        return stale
+    return first_difference(doc, BUILDERS[kind](json.loads(text)))
+
+
+def _inputs_text(path: Path, recorded: str | None, field: str) -> tuple[str, str | None]:
+    """The inputs copy of shipped file ``path`` and, where it is missing or its sha256 is not the
+    ``recorded`` one, the stale line (naming ``field``)."""
     copy = inputs_path(path)
     if not copy.is_file():
-        return f"provenance.inputs: {copy.name} is not shipped in {copy.parent}"
+        return "", f"{field}: {copy.name} is not shipped in {copy.parent}"
     text = copy.read_text(encoding="utf-8")
-    want = provenance.get("inputs", {}).get(f"{INPUTS_FOLDER}/{copy.name}")
-    if sha256_text(text) != want:
-        return f"provenance.inputs: sha256 of {INPUTS_FOLDER}/{copy.name} is {sha256_text(text)}, recorded {want}"
-    return first_difference(doc, BUILDERS[kind](json.loads(text)))
+    if sha256_text(text) != recorded:
+        return text, f"{field}: sha256 of {INPUTS_FOLDER}/{copy.name} is {sha256_text(text)}, recorded {recorded}"
+    return text, None
 
 
 def is_legacy(path: Path) -> bool:
@@ -104,12 +113,9 @@ def sample_difference(path: Path, doc: Mapping) -> str | None:
     sample = doc.get("tokens_sample")
     if sample is None:
         return None
-    copy = inputs_path(path)
-    if not copy.is_file():
-        return f"tokens_sample.inputs: {copy.name} is not shipped in {copy.parent}"
-    text = copy.read_text(encoding="utf-8")
-    if sha256_text(text) != sample.get("inputs_sha256"):
-        return f"tokens_sample.inputs: sha256 of {INPUTS_FOLDER}/{copy.name} is {sha256_text(text)}, recorded {sample.get('inputs_sha256')}"
+    text, stale = _inputs_text(path, sample.get("inputs_sha256"), "tokens_sample.inputs")
+    if stale:
+        return stale
     rebuilt = {k: v for k, v in sample.items() if k in ("seeds", "policies", "runs", "tasks")}
     found = first_difference(rebuilt, tokens_sample_block(json.loads(text)["token_runs"]), "tokens_sample")
     if found:

@@ -362,12 +362,11 @@ def tokens_sample_block(token_runs: Sequence[Mapping]) -> dict:
 def _add_tokens_alpha(doc: dict, token_runs: Sequence[Mapping]) -> None:
     """Per task, the tokens-matched α of ``token_runs`` (`tokens_rates`) and beside it the verdict
     rate of the same rounds, to show the two estimators apart on one set of drafts."""
-    jobs: dict[str, list[JobVerdicts]] = {}
+    jobs: dict[str, list[JobVerdicts]] = {}  # by the task's prompt-set label, as tokens_rates keys them
     for run in token_runs:
         for job in run["jobs"]:
-            jobs.setdefault(job["task"], []).append(JobVerdicts.from_dict(job))
+            jobs.setdefault(TASK_SOURCE[job["task"]], []).append(JobVerdicts.from_dict(job))
     for label, entry in tokens_rates(token_runs).items():
-        task = next(t for t, source in TASK_SOURCE.items() if source == label)
-        doc["tasks"][label]["tokens"] = {**entry, "verdict_alpha_same_rounds": pool_jobs(jobs[task]).alpha}
+        doc["tasks"][label]["tokens"] = {**entry, "verdict_alpha_same_rounds": pool_jobs(jobs[label]).alpha}
     doc["tokens_runs"] = runs_identity(token_runs)
     doc["tokens_method"] = TOKENS_METHOD

@@ -133,11 +133,20 @@ def round_trials(draft_len: int, accepted: int, rejected: bool) -> int:
 
 def fit_jobs(jobs: list[list[tuple[int, int]]]) -> SpreadFit:
     """`fit_between_prompt_spread` over jobs given as their rounds' (accepted, trials)."""
-    ends = [e for e in (verdict_ends(j) for j in jobs) if e is not None]
-    if not ends:
+    return _fit_ends(_job_ends(jobs))
+
+
+def _job_ends(jobs: list[list[tuple[int, int]]]) -> np.ndarray:
+    """Each job's `verdict_ends` as a row (s1, n1, s2, n2), NaN where it has none."""
+    return np.array([sum(e, ()) if (e := verdict_ends(j)) is not None else (np.nan,) * 4 for j in jobs], dtype=float)
+
+
+def _fit_ends(ends: np.ndarray) -> SpreadFit:
+    """`fit_between_prompt_spread` over the rows of `_job_ends` that have ends."""
+    ends = ends[~np.isnan(ends[:, 0])]
+    if ends.shape[0] == 0:
         raise ValueError("jobs: none has verdicts in its first and last third")
-    (s1, n1), (s2, n2) = (np.array(x, dtype=float).T for x in zip(*ends))
-    return fit_between_prompt_spread((s1, n1), (s2, n2))
+    return fit_between_prompt_spread((ends[:, 0], ends[:, 1]), (ends[:, 2], ends[:, 3]))
 
 
 def verdict_jobs(prompts: list[dict], gamma: int = VERDICT_GAMMA) -> list[list[tuple[int, int]]]:
@@ -150,18 +159,10 @@ def spread_entry(verdicts: dict) -> dict:
     """One task's entry of a spread file from its verdicts document (`fit_jobs`, with a bootstrap
     interval over prompts of `SPREAD_RESAMPLES` resamples, seeded 0)."""
     jobs = verdict_jobs(verdicts["prompts"])
-    fit = fit_jobs(jobs)
-    # each job's ends once (s1, n1, s2, n2; NaN where it has none), then resampled: `fit_jobs` of
-    # each resample, the jobs without ends left out as it leaves them out
-    ends = np.array([sum(e, ()) if (e := verdict_ends(j)) is not None else (np.nan,) * 4 for j in jobs], dtype=float)
+    ends = _job_ends(jobs)  # once: each resample takes its rows
+    fit = _fit_ends(ends)
     rng = np.random.default_rng(0)
-    boot = []
-    for _ in range(SPREAD_RESAMPLES):
-        sample = ends[rng.integers(0, len(jobs), len(jobs))]
-        sample = sample[~np.isnan(sample[:, 0])]
-        if sample.shape[0] == 0:
-            raise ValueError("jobs: none has verdicts in its first and last third")
-        boot.append(fit_between_prompt_spread((sample[:, 0], sample[:, 1]), (sample[:, 2], sample[:, 3])).sd)
+    boot = [_fit_ends(ends[rng.integers(0, len(jobs), len(jobs))]).sd for _ in range(SPREAD_RESAMPLES)]
     return {
         "sd": fit.sd,
         "sd_ci95": [float(x) for x in np.percentile(boot, [2.5, 97.5])],

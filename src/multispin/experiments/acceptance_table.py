@@ -24,7 +24,6 @@ import numpy as np
 
 from multispin.acceptance.shipped import (
     PROFILES_ROOT,
-    TASK_SOURCE,
     acceptance_profiles,
     device_alpha,
     profile_folder,
@@ -853,7 +852,7 @@ def _coupled_cells(p: dict, label: str) -> list[str]:
     """The coupled α and the coupled/standard ratio of a profile's task, "–" where not measured."""
     if label != SOURCE_LABELS[p["source"]]:
         return ["–", "–"]
-    if float(p["sampling"].get("temperature", 1.0)) == 0.0:  # both rules test arg-max agreement
+    if policy_label(p["sampling"]) == "greedy":  # both rules test arg-max agreement
         return ["= α (greedy)", "1 (greedy)"]
     c = p.get("coupled")
     if not c:
@@ -917,10 +916,9 @@ def _coupled_runs_lines(pairs) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     for pair, f in rows:
-        for label, t in f["tasks"].items():
-            task = next((k for k, v in TASK_SOURCE.items() if v == label), label)
-            planned = device_alpha(pair, f["draft"], task, f["sampling"], kind="planned")
-            ratio = teacher_forced_coupled_ratio(pair, f["draft"], task, f["sampling"])
+        for label, t in f["tasks"].items():  # both readers take a prompt-set label as a task
+            planned = device_alpha(pair, f["draft"], label, f["sampling"], kind="planned")
+            ratio = teacher_forced_coupled_ratio(pair, f["draft"], label, f["sampling"])
             scaled = f"{planned * ratio:.4f}" if planned is not None and ratio is not None else "–"
             lines.append(
                 f"| {pair} | {policy_title(f['sampling'])} | {f['draft']} | {TASK_TITLE.get(label, label)} | "
